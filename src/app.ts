@@ -1,0 +1,101 @@
+import Koa from 'koa';
+import Router from '@koa/router';
+import { randomUUID } from 'node:crypto';
+import { ApiError, ErrorCode, errorBody, operationOutcome } from './http/errors';
+import { buildOpenApi } from './http/openapi';
+import { mountRoutes, type RouteSpec } from './http/routes';
+import type { Services } from './services';
+import { systemRoutes } from './system/routes';
+import { fhirRoutes } from './fhir/routes';
+import { authRoutes } from './auth/routes';
+import { patientRoutes } from './patients/routes';
+import { webhookRoutes } from './webhooks/routes';
+import { bridgeRoutes } from './bridge/routes';
+
+export const FHIR_BASE_PATH = '/api/fhir/R4';
+
+/** Every route of the service, in one list: the router and the OpenAPI document are both built from it. */
+export function allRoutes(services: Services): RouteSpec[] {
+  let openApi: unknown;
+  // Built on first request: the public URL is known only once the server listens.
+  const document = () => (openApi ??= buildOpenApi(routes, services.config.publicUrl));
+  const routes: RouteSpec[] = [
+    ...systemRoutes(services, document),
+    ...authRoutes(services),
+    ...patientRoutes(services),
+    ...webhookRoutes(services),
+    ...bridgeRoutes(services),
+    ...fhirRoutes(services),
+  ];
+  return routes;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export function createApp(services: Services): Koa {
+  const { config, log } = services;
+  const app = new Koa({ proxy: false });
+  const router = new Router();
+  mountRoutes(router, allRoutes(services), { access: services.access, maxBodyBytes: config.maxBodyBytes });
+
+  // Request id: the caller's X-Request-ID when well-formed, else a new one; echoed and logged.
+  app.use(async (ctx, next) => {
+    const given = ctx.get('x-request-id');
+    ctx.state.requestId = REQUEST_ID.test(given) ? given : randomUUID();
+    ctx.set('X-Request-ID', ctx.state.requestId);
+    const started = performance.now();
+    try {
+      await next();
+    } finally {
+      log.debug('request', {
+        request_id: ctx.state.requestId,
+        method: ctx.method,
+        path: ctx.path,
+        status: ctx.status,
+        ms: Math.round((performance.now() - started) * 10) / 10,
+      });
+    }
+  });
+
+  // Errors: one place turns every failure into the Error shape, or an OperationOutcome on FHIR routes.
+  app.use(async (ctx, next) => {
+    try {
+      await next();
+      if (ctx.status === 404 && ctx.body === undefined) {
+        throw new ApiError(404, ErrorCode.notFound, `No route for ${ctx.method} ${ctx.path}`);
+      }
+    } catch (thrown) {
+      const err =
+        thrown instanceof ApiError
+          ? thrown
+          : new ApiError(500, ErrorCode.internal, `Internal error (request id ${ctx.state.requestId})`);
+      if (!(thrown instanceof ApiError)) {
+        log.error('unhandled error', {
+          request_id: ctx.state.requestId,
+          method: ctx.method,
+          path: ctx.path,
+          error: thrown instanceof Error ? thrown.stack : String(thrown),
+        });
+      }
+      ctx.status = err.status;
+      if (err.options.headers) ctx.set(err.options.headers);
+      if (ctx.path.startsWith(FHIR_BASE_PATH)) {
+        ctx.type = 'application/fhir+json';
+        ctx.body = JSON.stringify(operationOutcome(err));
+      } else {
+        ctx.type = 'application/json';
+        ctx.body = JSON.stringify(errorBody(err));
+      }
+    }
+  });
+
+  app.use(router.routes());
+  app.use(
+    router.allowedMethods({
+      throw: true,
+      methodNotAllowed: () => new ApiError(405, ErrorCode.methodNotAllowed, 'Method not allowed on this path'),
+      notImplemented: () => new ApiError(405, ErrorCode.methodNotAllowed, 'Method not supported'),
+    }),
+  );
+  return app;
+}

@@ -1,0 +1,18 @@
+/** Who is calling, once authenticated. Routes read it from `ctx.state.principal`. */
+export interface ClientPrincipal {
+  kind: 'client';
+  clientId: string;
+  organizationId: string;
+  facilityId?: string;
+  scopes: string[];
+  /** `jti` of the bearer token, when authenticated by token. */
+  tokenId?: string;
+}
+
+export interface AgentPrincipal {
+  kind: 'bridge-agent';
+  agentId: string;
+  facilityId: string;
+}
+
+export type Principal = ClientPrincipal | AgentPrincipal;

@@ -1,0 +1,80 @@
+import { loadConfig } from './config';
+import { openDatabase } from './db/open';
+import { migrate } from './db/migrate';
+import type { Database } from './db/database';
+
+/** One operator command: `pont <name> [args]`. Returns the process exit code. */
+export interface Command {
+  summary: string;
+  usage: string;
+  run(args: string[]): Promise<number>;
+}
+
+/** Opens the configured database with migrations applied, runs `fn`, closes it. */
+export async function withDatabase<T>(fn: (db: Database) => Promise<T>): Promise<T> {
+  const db = await openDatabase(loadConfig());
+  try {
+    await migrate(db);
+    return await fn(db);
+  } finally {
+    await db.close();
+  }
+}
+
+const commands: Record<string, Command> = {
+  serve: {
+    summary: 'Run the HTTP service (what `npm start` does)',
+    usage: 'pont serve',
+    async run() {
+      const { serve } = await import('./main');
+      await serve();
+      return new Promise<number>(() => {}); // runs until a signal stops the process
+    },
+  },
+  migrate: {
+    summary: 'Apply database migrations and exit',
+    usage: 'pont migrate',
+    async run() {
+      const db = await openDatabase(loadConfig());
+      try {
+        const applied = await migrate(db);
+        console.log(applied.length ? `Applied: ${applied.join(', ')}` : 'Database is up to date');
+        return 0;
+      } finally {
+        await db.close();
+      }
+    },
+  },
+  import: {
+    summary: 'Load FHIR transaction Bundles (.json, directories, .tar.gz) and bulk .ndjson',
+    usage: 'pont import PATH...',
+    async run(args) {
+      const { importCommand } = await import('./fhir/import');
+      return importCommand(args);
+    },
+  },
+};
+
+function help(): string {
+  const width = Math.max(...Object.values(commands).map((c) => c.usage.length));
+  return ['Usage: pont <command> [options]', '', ...Object.values(commands).map((c) => `  ${c.usage.padEnd(width)}  ${c.summary}`)].join('\n');
+}
+
+export async function runCli(argv: string[]): Promise<number> {
+  const [name, ...args] = argv;
+  if (!name || name === 'help' || name === '--help' || name === '-h') {
+    console.log(help());
+    return name ? 0 : 1;
+  }
+  const command = commands[name];
+  if (!command) {
+    console.error(`Unknown command: ${name}\n\n${help()}`);
+    return 1;
+  }
+  try {
+    return await command.run(args);
+  } catch (err) {
+    console.error(err instanceof Error ? err.message : String(err));
+    return 1;
+  }
+}

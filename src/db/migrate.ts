@@ -1,0 +1,42 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { Database } from './database';
+
+const migrationsDir = fileURLToPath(new URL('./migrations/', import.meta.url));
+
+export interface Migration {
+  version: string;
+  sql: string;
+}
+
+/** Files `NNN_name.sql`, applied in name order. */
+export function listMigrations(): Migration[] {
+  return readdirSync(migrationsDir)
+    .filter((f) => /^\d{3}_[a-z0-9_]+\.sql$/.test(f))
+    .sort()
+    .map((f) => ({ version: f.replace(/\.sql$/, ''), sql: readFileSync(migrationsDir + f, 'utf8') }));
+}
+
+/**
+ * Applies every migration not yet applied, each in its own transaction. An advisory lock makes
+ * concurrent starts of several processes on one PostgreSQL safe: one migrates, the others wait.
+ * Returns the versions it applied.
+ */
+export async function migrate(db: Database): Promise<string[]> {
+  await db.query(
+    'CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
+  );
+  const applied: string[] = [];
+  for (const m of listMigrations()) {
+    const done = await db.transaction(async (tx) => {
+      await tx.query('SELECT pg_advisory_xact_lock(727274)');
+      const { rowCount } = await tx.query('SELECT 1 FROM schema_migrations WHERE version = $1', [m.version]);
+      if (rowCount > 0) return false;
+      await tx.exec(m.sql);
+      await tx.query('INSERT INTO schema_migrations (version) VALUES ($1)', [m.version]);
+      return true;
+    });
+    if (done) applied.push(m.version);
+  }
+  return applied;
+}

@@ -1,0 +1,45 @@
+import pg from 'pg';
+import type { Database, Queryable, QueryResult } from './database';
+
+/** node-postgres defaults are the shared contract: int8 and numeric as strings, timestamptz as Date. */
+export async function openPostgres(connectionString: string, maxConnections = 10): Promise<Database> {
+  const pool = new pg.Pool({ connectionString, max: maxConnections });
+  // An idle client losing its connection must not crash the process; the pool replaces it.
+  pool.on('error', () => {});
+  await pool.query('SELECT 1');
+
+  const run = async <T>(q: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[]): Promise<QueryResult<T>> => {
+    const result = await q.query(sql, params as unknown[] | undefined);
+    return { rows: result.rows as T[], rowCount: result.rowCount ?? 0 };
+  };
+
+  return {
+    backend: 'postgres',
+    query: (sql, params) => run(pool, sql, params),
+    exec: async (sql) => void (await pool.query(sql)),
+    async transaction(fn) {
+      const client = await pool.connect();
+      const tx: Queryable = {
+        query: (sql, params) => run(client, sql, params),
+        exec: async (sql) => void (await client.query(sql)),
+      };
+      let broken = false;
+      try {
+        await client.query('BEGIN');
+        const result = await fn(tx);
+        await client.query('COMMIT');
+        return result;
+      } catch (err) {
+        try {
+          await client.query('ROLLBACK');
+        } catch {
+          broken = true; // connection is unusable: drop it rather than return it to the pool
+        }
+        throw err;
+      } finally {
+        client.release(broken);
+      }
+    },
+    close: () => pool.end(),
+  };
+}

@@ -1,0 +1,71 @@
+import { randomBytes } from 'node:crypto';
+import type { Queryable } from '../db/database';
+import type { Environment } from '../config';
+import { isEventType, type EventType } from './types';
+
+/** The envelope of section 6.2, exactly as subscribers receive it. */
+export interface EventEnvelope {
+  id: string;
+  type: EventType;
+  version: '1.0';
+  created_at: string;
+  data: Record<string, unknown>;
+  meta: {
+    organization_id: string | null;
+    facility_id: string | null;
+    environment: Environment;
+    request_id: string | null;
+  };
+}
+
+export interface NewEvent {
+  type: EventType;
+  data: Record<string, unknown>;
+  /** Organisation whose action caused the event. */
+  organizationId?: string;
+  facilityId?: string;
+  environment: Environment;
+  requestId?: string;
+  /** FHIR Patient id when the event concerns a patient (routes it to organisations entitled to that patient). */
+  patientId?: string;
+}
+
+export function newEventId(): string {
+  return `evt_${randomBytes(16).toString('hex')}`;
+}
+
+/**
+ * Records a domain event in the outbox. Call it with the transaction that makes the change:
+ * the event exists if and only if the change commits.
+ */
+export async function recordEvent(tx: Queryable, event: NewEvent): Promise<EventEnvelope> {
+  if (!isEventType(event.type)) throw new Error(`Unknown event type: ${event.type}`);
+  const envelope: EventEnvelope = {
+    id: newEventId(),
+    type: event.type,
+    version: '1.0',
+    created_at: new Date().toISOString(),
+    data: event.data,
+    meta: {
+      organization_id: event.organizationId ?? null,
+      facility_id: event.facilityId ?? null,
+      environment: event.environment,
+      request_id: event.requestId ?? null,
+    },
+  };
+  await tx.query(
+    `INSERT INTO events (id, type, version, created_at, data, meta, organization_id, patient_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    [
+      envelope.id,
+      envelope.type,
+      envelope.version,
+      envelope.created_at,
+      JSON.stringify(envelope.data),
+      JSON.stringify(envelope.meta),
+      event.organizationId ?? null,
+      event.patientId ?? null,
+    ],
+  );
+  return envelope;
+}

@@ -1,0 +1,136 @@
+import type { Context } from 'koa';
+import type Router from '@koa/router';
+import { z } from 'zod';
+import type { Principal } from '../auth/principal';
+import { readBody } from './body';
+import { validationFailed } from './errors';
+
+/**
+ * How a route is protected.
+ * - public: no credentials.
+ * - client: an integration client (Bearer JWT, or X-Client-ID + X-Client-Secret); `scope` is what it
+ *   must hold (any one of a list), or a function of the request for routes whose scope depends on it.
+ * - bridge-agent: the X-Bridge-Agent-* headers.
+ */
+export type Security =
+  | { kind: 'public' }
+  | { kind: 'client'; scope?: string | string[] | ((ctx: Context) => string | string[]) }
+  | { kind: 'bridge-agent' };
+
+/** Checks a request against a route's Security; throws 401/403 ApiErrors, returns who called. */
+export interface AccessControl {
+  authorize(ctx: Context, security: Security, routeGroup: string): Promise<Principal | undefined>;
+}
+
+type JsonSchema = Record<string, unknown>;
+/** A schema for the published document only: zod (validated and published) or plain JSON Schema. */
+type Documented = z.ZodType | JsonSchema;
+
+export interface ResponseSpec {
+  description: string;
+  schema?: Documented;
+  /** Defaults to application/json. */
+  contentType?: string;
+  headers?: Record<string, { description: string; schema: JsonSchema }>;
+}
+
+export interface HandlerInput<P, Q, B> {
+  ctx: Context;
+  params: P;
+  query: Q;
+  body: B;
+  principal: Principal | undefined;
+}
+
+export interface HandlerResult {
+  status?: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** Defaults to application/json. */
+  contentType?: string;
+}
+
+export interface RouteSpec<P = any, Q = any, B = any> {
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
+  /** OpenAPI form: `/api/v1/connect/patients/verify/{health_id}`. */
+  path: string;
+  operationId: string;
+  summary: string;
+  description?: string;
+  tags: string[];
+  security: Security;
+  /** Rate-limit group (defaults to the first tag). */
+  group?: string;
+  params?: z.ZodType<P>;
+  query?: z.ZodType<Q>;
+  /** A JSON body validated with this schema. */
+  body?: z.ZodType<B>;
+  /** Also accept application/x-www-form-urlencoded bodies (OAuth endpoints). */
+  acceptForm?: boolean;
+  /** Body handled by the route itself (FHIR): documented with this schema, not parsed here. */
+  rawBody?: { schema: Documented; contentTypes: string[]; required?: boolean };
+  /** Query parameters that the route validates itself, documented here. */
+  extraQueryDocs?: Array<{ name: string; description: string; schema: JsonSchema; required?: boolean }>;
+  responses: Record<number, ResponseSpec>;
+  /** Wraps handler errors into an OperationOutcome instead of the Error shape. */
+  fhir?: boolean;
+  handler(input: HandlerInput<P, Q, B>): Promise<HandlerResult | void>;
+}
+
+/** Keeps route literals typed at the definition site. */
+export function defineRoute<P, Q, B>(spec: RouteSpec<P, Q, B>): RouteSpec<P, Q, B> {
+  return spec;
+}
+
+/** `/a/{id}/b` -> `/a/:id/b` */
+export function koaPath(path: string): string {
+  return path.replace(/\{([^}]+)\}/g, ':$1');
+}
+
+function parse<T>(schema: z.ZodType<T> | undefined, value: unknown, where: string): T {
+  if (!schema) return value as T;
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const detail = result.error.issues
+    .map((i) => `${[where, ...i.path].join('.')}: ${i.message}`)
+    .join('; ');
+  throw validationFailed(`Invalid request ${where}: ${detail}`, {
+    extra: { details: result.error.issues.map((i) => ({ field: [where, ...i.path].join('.'), message: i.message })) },
+  });
+}
+
+function firstValues(query: Record<string, unknown>): Record<string, unknown> {
+  // Repeated query keys arrive as arrays; schemas for single-valued parameters see the first one.
+  return Object.fromEntries(Object.entries(query).map(([k, v]) => [k, Array.isArray(v) ? v[0] : v]));
+}
+
+export interface MountOptions {
+  access: AccessControl;
+  maxBodyBytes: number;
+}
+
+/** Adds each route to the router: authorize, validate params/query/body, call, write the result. */
+export function mountRoutes(router: Router, routes: readonly RouteSpec[], options: MountOptions): void {
+  for (const route of routes) {
+    router[route.method](koaPath(route.path), async (ctx) => {
+      if (route.fhir) ctx.state.fhir = true;
+      const principal = await options.access.authorize(ctx, route.security, route.group ?? route.tags[0] ?? 'default');
+      ctx.state.principal = principal;
+      const params = parse(route.params, ctx.params, 'path');
+      const query = parse(route.query, firstValues(ctx.query), 'query');
+      let body: unknown;
+      if (route.body) {
+        const raw = await readBody(ctx, options.maxBodyBytes, route.acceptForm);
+        body = parse(route.body, raw ?? {}, 'body');
+      }
+      const result = await route.handler({ ctx, params, query, body, principal });
+      if (!result) return;
+      if (result.headers) ctx.set(result.headers);
+      ctx.status = result.status ?? 200;
+      if (result.body !== undefined) {
+        ctx.type = result.contentType ?? 'application/json';
+        ctx.body = typeof result.body === 'string' || Buffer.isBuffer(result.body) ? result.body : JSON.stringify(result.body);
+      }
+    });
+  }
+}

@@ -1,0 +1,55 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createApp } from './app';
+import type { Config } from './config';
+import { openDatabase } from './db/open';
+import { migrate } from './db/migrate';
+import { loadFhirDefinitions } from './fhir/definitions';
+import { createLogger } from './log';
+import { createServices, type Services } from './services';
+
+export interface RunningPont {
+  /** Base URL the server listens on (http://host:port). */
+  url: string;
+  server: Server;
+  services: Services;
+  close(): Promise<void>;
+}
+
+/** config -> database -> migrations -> services -> app -> HTTP server + background workers. */
+export async function startPont(config: Config): Promise<RunningPont> {
+  const log = createLogger(config.logLevel);
+  loadFhirDefinitions();
+  const db = await openDatabase(config);
+  try {
+    const applied = await migrate(db);
+    if (applied.length) log.info('migrations applied', { versions: applied });
+    const services = await createServices(config, db, log);
+    const app = createApp(services);
+    const server = await new Promise<Server>((resolve, reject) => {
+      const s = app.listen(config.port, config.host, () => resolve(s));
+      s.once('error', reject);
+    });
+    server.requestTimeout = 120_000;
+    for (const worker of services.workers) worker.start();
+    const { port } = server.address() as AddressInfo;
+    const host = config.host.includes(':') ? `[${config.host}]` : config.host;
+    const url = `http://${host}:${port}`;
+    // PORT=0 (tests, benchmarks) picks a free port: the derived public URL follows it.
+    if (config.publicUrl.endsWith(':0')) config.publicUrl = url;
+    return {
+      url,
+      server,
+      services,
+      async close() {
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeAllConnections();
+        await Promise.all(services.workers.map((w) => w.stop()));
+        await db.close();
+      },
+    };
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+}

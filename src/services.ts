@@ -1,0 +1,36 @@
+import type { Config } from './config';
+import type { Database } from './db/database';
+import type { AccessControl } from './http/routes';
+import type { Logger } from './log';
+import { FhirStore } from './fhir/store';
+import { createAccessControl } from './auth/access';
+
+/** A job that runs beside the HTTP server in every process (e.g. the webhook delivery worker). */
+export interface BackgroundWorker {
+  name: string;
+  start(): void;
+  stop(): Promise<void>;
+}
+
+/** Everything a route needs, built once per process. */
+export interface Services {
+  config: Config;
+  db: Database;
+  log: Logger;
+  store: FhirStore;
+  access: AccessControl;
+  workers: BackgroundWorker[];
+}
+
+export async function createServices(config: Config, db: Database, log: Logger): Promise<Services> {
+  const store = new FhirStore(db);
+  const services: Services = {
+    config,
+    db,
+    log,
+    store,
+    access: await createAccessControl({ config, db }),
+    workers: [],
+  };
+  return services;
+}

@@ -1,0 +1,50 @@
+import { z } from 'zod';
+import { defineRoute, type RouteSpec } from '../http/routes';
+import type { Services } from '../services';
+
+const Health = z.object({ status: z.enum(['ok', 'unavailable']), checks: z.record(z.string(), z.string()).optional() });
+
+export function systemRoutes(services: Services, openApi: () => unknown): RouteSpec[] {
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/healthz',
+      operationId: 'healthz',
+      summary: 'Liveness: the process is up',
+      tags: ['Operational Flow'],
+      security: { kind: 'public' },
+      responses: { 200: { description: 'Alive', schema: Health } },
+      handler: async () => ({ body: { status: 'ok' } }),
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/readyz',
+      operationId: 'readyz',
+      summary: 'Readiness: the database answers and FHIR definitions are loaded',
+      tags: ['Operational Flow'],
+      security: { kind: 'public' },
+      responses: { 200: { description: 'Ready', schema: Health }, 503: { description: 'Not ready', schema: Health } },
+      handler: async () => {
+        const checks: Record<string, string> = {};
+        try {
+          await services.db.query('SELECT 1');
+          checks.database = 'ok';
+        } catch (err) {
+          checks.database = `failing: ${(err as Error).message}`;
+        }
+        const ok = Object.values(checks).every((v) => v === 'ok');
+        return { status: ok ? 200 : 503, body: { status: ok ? 'ok' : 'unavailable', checks } };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/openapi.json',
+      operationId: 'openapi',
+      summary: 'This OpenAPI 3.1 document',
+      tags: ['Discovery'],
+      security: { kind: 'public' },
+      responses: { 200: { description: 'OpenAPI 3.1 document', schema: { type: 'object' } } },
+      handler: async () => ({ body: openApi() }),
+    }),
+  ];
+}

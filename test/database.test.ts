@@ -1,0 +1,69 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Database } from '../src/db/database';
+import { openDatabase } from '../src/db/open';
+import { listMigrations, migrate } from '../src/db/migrate';
+import { backend, createScratchDatabase } from './harness';
+
+let db: Database;
+let drop: (() => Promise<void>) | undefined;
+beforeAll(async () => {
+  if (backend === 'postgres') {
+    const scratch = await createScratchDatabase();
+    drop = scratch.drop;
+    db = await openDatabase({ databaseUrl: scratch.url });
+  } else {
+    db = await openDatabase({});
+  }
+  await migrate(db);
+});
+afterAll(async () => {
+  await db?.close();
+  await drop?.();
+});
+
+describe(`database (${backend})`, () => {
+  it('applies every migration once; a second run applies nothing', async () => {
+    const { rows } = await db.query<{ version: string }>('SELECT version FROM schema_migrations ORDER BY version');
+    expect(rows.map((r) => r.version)).toEqual(listMigrations().map((m) => m.version));
+    expect(await migrate(db)).toEqual([]);
+  });
+
+  it('returns the same value types on both backends', async () => {
+    const { rows } = await db.query<Record<string, unknown>>(
+      `SELECT 9007199254740993::bigint AS big, 1.50::numeric AS num, 3::int AS small, now() AS ts, '{"a":1}'::jsonb AS doc, ARRAY['x','y'] AS arr`,
+    );
+    expect(rows[0]).toEqual({ big: '9007199254740993', num: '1.50', small: 3, ts: expect.any(Date), doc: { a: 1 }, arr: ['x', 'y'] });
+  });
+
+  it('commits a transaction that resolves and rolls back one that throws', async () => {
+    await db.exec('CREATE TABLE tx_probe (v int)');
+    await db.transaction(async (tx) => {
+      await tx.query('INSERT INTO tx_probe VALUES (1)');
+    });
+    await expect(
+      db.transaction(async (tx) => {
+        await tx.query('INSERT INTO tx_probe VALUES (2)');
+        throw new Error('boom');
+      }),
+    ).rejects.toThrow('boom');
+    const { rows } = await db.query<{ v: number }>('SELECT v FROM tx_probe ORDER BY v');
+    expect(rows).toEqual([{ v: 1 }]);
+  });
+
+  it('keeps other queries out of an open transaction', async () => {
+    await db.exec('CREATE TABLE tx_isolation (v int)');
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const inTx = db.transaction(async (tx) => {
+      await tx.query('INSERT INTO tx_isolation VALUES (1)');
+      await gate;
+      throw new Error('roll back');
+    });
+    const outside = db.query('INSERT INTO tx_isolation VALUES (2)');
+    setTimeout(release, 20);
+    await expect(inTx).rejects.toThrow('roll back');
+    await outside;
+    const { rows } = await db.query<{ v: number }>('SELECT v FROM tx_isolation');
+    expect(rows).toEqual([{ v: 2 }]);
+  });
+});
