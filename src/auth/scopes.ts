@@ -1,0 +1,69 @@
+/**
+ * Scopes (section 5.1 plus the forms named in 4.5) and the scope each FHIR resource type needs.
+ * One table, used by the FHIR routes, the README and the OpenAPI document.
+ */
+export const SCOPES = [
+  'health_id:verify',
+  'patients:read',
+  'consents:read',
+  'consents:write',
+  'encounters:write',
+  'labs:read',
+  'labs:write',
+  'prescriptions:read',
+  'prescriptions:write',
+  'documents:read',
+  'documents:write',
+  'appointments:read',
+  'appointments:write',
+  'pharmacy:write',
+  'webhooks:manage',
+  'bridge_agent:sync',
+  'emergency:access',
+  'patient:profile:read',
+  'patient:diagnostics:read',
+  'pharmacy:stock:read',
+  'blood:inventory:read',
+  // Ours: FHIR writes and operator reads (audit trail, any resource type).
+  'fhir:write',
+  'fhir:read',
+  'audit:read',
+] as const;
+export type Scope = (typeof SCOPES)[number];
+
+/** Read scope per FHIR resource type; types not listed need `fhir:read`. `fhir:read` also reads every type. */
+export const FHIR_READ_SCOPES: Record<string, Scope> = {
+  Patient: 'patients:read',
+  AllergyIntolerance: 'patients:read',
+  Condition: 'patients:read',
+  Encounter: 'patients:read',
+  Procedure: 'patients:read',
+  Immunization: 'patients:read',
+  CarePlan: 'patients:read',
+  Coverage: 'patients:read',
+  Observation: 'labs:read',
+  DiagnosticReport: 'labs:read',
+  ServiceRequest: 'labs:read',
+  Specimen: 'labs:read',
+  MedicationRequest: 'prescriptions:read',
+  MedicationStatement: 'prescriptions:read',
+  MedicationAdministration: 'prescriptions:read',
+  MedicationDispense: 'prescriptions:read',
+  Medication: 'prescriptions:read',
+  DocumentReference: 'documents:read',
+  Composition: 'documents:read',
+  Consent: 'consents:read',
+  Appointment: 'appointments:read',
+  AuditEvent: 'audit:read',
+};
+
+/** Scopes any one of which allows reading `resourceType` through /api/fhir/R4. */
+export function fhirReadScopes(resourceType: string): Scope[] {
+  const specific = FHIR_READ_SCOPES[resourceType];
+  // The audit trail is for operators only: fhir:read does not open it.
+  if (specific === 'audit:read') return ['audit:read'];
+  return specific ? [specific, 'fhir:read'] : ['fhir:read'];
+}
+
+/** Every FHIR write (create, update, delete, transaction, import over HTTP) needs `fhir:write`. */
+export const FHIR_WRITE_SCOPE: Scope = 'fhir:write';
