@@ -1,0 +1,45 @@
+import { createHash } from 'node:crypto';
+
+/** The demographics a resolve request matches on. */
+export interface MatchDemographics {
+  first_name: string;
+  last_name?: string;
+  date_of_birth?: string;
+  sex?: string;
+}
+
+/**
+ * A name as compared: Unicode-decomposed with accents dropped, lower case, and every run of
+ * anything that is not a letter or digit (spaces, hyphens, apostrophes, dots) made one space.
+ * "Jean-Pierre  N'Dongo", "jean pierre n dongo" and "JEAN PIERRE NDÓNGO" differ only as shown:
+ * the first two compare equal, the third is "jean pierre ndongo".
+ */
+export function normaliseName(name: string): string {
+  return name
+    .normalize('NFKD')
+    .replace(/\p{M}/gu, '')
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}]+/gu, ' ')
+    .trim();
+}
+
+/** Version of the rule below; a change of rule gets a new version so old keys are never compared with new ones. */
+const MATCH_RULE_VERSION = 'v1';
+
+/**
+ * The match rule: two resolve requests are the same person when their normalised first name,
+ * normalised last name, date of birth and sex are all equal; a field left out counts as empty,
+ * so it matches only another request that also left it out. Exact and deterministic: no fuzzy
+ * scores, no order swapping, nothing that could merge two people because they look alike.
+ * Stored as a SHA-256 so the registry table holds no readable personal data.
+ */
+export function matchKey(person: MatchDemographics): string {
+  const parts = [
+    MATCH_RULE_VERSION,
+    normaliseName(person.first_name),
+    normaliseName(person.last_name ?? ''),
+    person.date_of_birth ?? '',
+    person.sex ?? '',
+  ];
+  return createHash('sha256').update(JSON.stringify(parts)).digest('hex');
+}
