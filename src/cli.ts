@@ -53,7 +53,13 @@ const commands: Record<string, Command> = {
       return importCommand(args);
     },
   },
-};
+  webhooks: {
+    summary: 'full-payload SUBSCRIPTION_ID on|off; attempts EVENT_ID (its deliveries, as JSON)',
+    usage: 'pont webhooks ACTION ...',
+    async run(args) {
+      const { webhooksCommand } = await import('./webhooks/cli');
+      return webhooksCommand(args);
+    },};
 
 function help(): string {
   const width = Math.max(...Object.values(commands).map((c) => c.usage.length));

@@ -1,4 +1,6 @@
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { DEFAULT_RETRY_DELAYS, parseDuration, parseRetryDelays } from './webhooks/schedule';
 
 const environments = ['development', 'sandbox', 'production'] as const;
 export type Environment = (typeof environments)[number];
@@ -15,7 +17,59 @@ const schema = z.object({
   /** Largest request body accepted, in bytes. */
   PONT_MAX_BODY_BYTES: z.coerce.number().int().positive().default(16 * 1024 * 1024),
   LOG_LEVEL: z.enum(['silent', 'error', 'info', 'debug']).default('info'),
+  /** Webhooks (README "Webhooks"): delays before attempts 2..7, e.g. `1m,5m,15m,1h,6h,24h`. */
+  PONT_WEBHOOK_RETRY_DELAYS: z.string().default(DEFAULT_RETRY_DELAYS).transform((text, ctx) => {
+    const delays = parseRetryDelays(text);
+    if (typeof delays === 'string') ctx.addIssue({ code: 'custom', message: delays });
+    return delays as number[];
+  }),
+  PONT_WEBHOOK_POLL_INTERVAL: z.string().default('250ms').transform(positiveDuration),
+  PONT_WEBHOOK_TIMEOUT: z.string().default('10s').transform(positiveDuration),
+  PONT_WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(16),
+  /** 32 bytes, base64: encrypts webhook secrets at rest. Required in sandbox and production. */
+  PONT_WEBHOOK_SECRET_KEY: z
+    .string()
+    .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded (openssl rand -base64 32)')
+    .optional(),
+  PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK: z.enum(['true', 'false']).optional(),
 });
+
+function positiveDuration(text: string, ctx: z.RefinementCtx): number {
+  const ms = parseDuration(text);
+  if (!ms) ctx.addIssue({ code: 'custom', message: 'must be a positive duration such as 250ms or 10s' });
+  return ms ?? 0;
+}
+
+export interface WebhookConfig {
+  /** Milliseconds before attempts 2..7 (attempt 1 is immediate). */
+  retryDelaysMs: number[];
+  pollIntervalMs: number;
+  /** A delivery succeeds only with a 2xx within this time. */
+  timeoutMs: number;
+  /** Deliveries one process has in flight at once. */
+  concurrency: number;
+  secretKey: Buffer;
+  /** http:// callbacks to loopback addresses (never in production). */
+  allowHttpLoopback: boolean;
+}
+
+/** Used only in development when PONT_WEBHOOK_SECRET_KEY is unset: public, so it protects nothing. */
+const DEVELOPMENT_WEBHOOK_KEY = createHash('sha256').update('pont development webhook secret key').digest();
+
+function webhookConfig(e: z.infer<typeof schema>): WebhookConfig | string {
+  if (e.PONT_ENV !== 'development' && !e.PONT_WEBHOOK_SECRET_KEY) return `PONT_WEBHOOK_SECRET_KEY: required when PONT_ENV=${e.PONT_ENV}`;
+  if (e.PONT_ENV === 'production' && e.PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK === 'true') {
+    return 'PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK: http:// callbacks are never allowed in production';
+  }
+  return {
+    retryDelaysMs: e.PONT_WEBHOOK_RETRY_DELAYS,
+    pollIntervalMs: e.PONT_WEBHOOK_POLL_INTERVAL,
+    timeoutMs: e.PONT_WEBHOOK_TIMEOUT,
+    concurrency: e.PONT_WEBHOOK_CONCURRENCY,
+    secretKey: e.PONT_WEBHOOK_SECRET_KEY ? Buffer.from(e.PONT_WEBHOOK_SECRET_KEY, 'base64') : DEVELOPMENT_WEBHOOK_KEY,
+    allowHttpLoopback: (e.PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK ?? String(e.PONT_ENV === 'development')) === 'true',
+  };
+}
 
 export interface Config {
   port: number;
@@ -27,6 +81,7 @@ export interface Config {
   dataDir?: string;
   maxBodyBytes: number;
   logLevel: 'silent' | 'error' | 'info' | 'debug';
+  webhooks: WebhookConfig;
 }
 
 /** Reads and validates the environment once; a bad value stops the start with a clear message. */
@@ -37,6 +92,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
   }
   const e = parsed.data;
+  const webhooks = webhookConfig(e);
+  if (typeof webhooks === 'string') throw new Error(`Invalid configuration:\n  ${webhooks}`);
   return {
     port: e.PORT,
     host: e.HOST,
@@ -46,5 +103,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: e.DATABASE_URL ? undefined : e.PONT_DATA_DIR,
     maxBodyBytes: e.PONT_MAX_BODY_BYTES,
     logLevel: e.LOG_LEVEL,
+    webhooks,
   };
 }

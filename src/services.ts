@@ -3,6 +3,7 @@ import type { Database } from './db/database';
 import type { AccessControl } from './http/routes';
 import type { Logger } from './log';
 import { FhirStore } from './fhir/store';
+import { createDeliveryWorker } from './webhooks/worker';
 import { createAccessControl } from './auth/access';
 
 /** A job that runs beside the HTTP server in every process (e.g. the webhook delivery worker). */
@@ -30,7 +31,7 @@ export async function createServices(config: Config, db: Database, log: Logger):
     log,
     store,
     access: await createAccessControl({ config, db }),
-    workers: [],
+    workers: [createDeliveryWorker({ config, db, log })],
   };
   return services;
 }

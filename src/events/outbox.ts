@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Queryable } from '../db/database';
 import type { Environment } from '../config';
+import { queueDeliveries } from '../webhooks/deliveries';
 import { isEventType, type EventType } from './types';
 
 /** The envelope of section 6.2, exactly as subscribers receive it. */
@@ -36,7 +37,8 @@ export function newEventId(): string {
 
 /**
  * Records a domain event in the outbox. Call it with the transaction that makes the change:
- * the event exists if and only if the change commits.
+ * the event exists if and only if the change commits, and so do its webhook deliveries, which
+ * are queued here (one per entitled, subscribed subscription).
  */
 export async function recordEvent(tx: Queryable, event: NewEvent): Promise<EventEnvelope> {
   if (!isEventType(event.type)) throw new Error(`Unknown event type: ${event.type}`);
@@ -67,5 +69,37 @@ export async function recordEvent(tx: Queryable, event: NewEvent): Promise<Event
       event.patientId ?? null,
     ],
   );
+  await queueDeliveries(tx, {
+    id: envelope.id,
+    type: envelope.type,
+    organizationId: event.organizationId ?? null,
+    patientId: event.patientId ?? null,
+  });
   return envelope;
+}
+
+export interface EventRow {
+  id: string;
+  type: EventType;
+  version: '1.0';
+  created_at: Date | string;
+  data: Record<string, unknown>;
+  meta: EventEnvelope['meta'];
+}
+
+/** The stored event as subscribers receive it (same id and created_at at every attempt and replay). */
+export function envelopeFromRow(row: EventRow): EventEnvelope {
+  return {
+    id: row.id,
+    type: row.type,
+    version: row.version,
+    created_at: new Date(row.created_at).toISOString(),
+    data: row.data,
+    meta: {
+      organization_id: row.meta.organization_id,
+      facility_id: row.meta.facility_id,
+      environment: row.meta.environment,
+      request_id: row.meta.request_id,
+    },
+  };
 }

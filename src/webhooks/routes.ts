@@ -1,6 +1,179 @@
-import type { RouteSpec } from '../http/routes';
+import { z } from 'zod';
+import type { Principal } from '../auth/principal';
+import { EVENT_TYPES } from '../events/types';
+import { ApiError, ErrorCode, notFound, validationFailed } from '../http/errors';
+import { defineRoute, type RouteSpec, type Security } from '../http/routes';
 import type { Services } from '../services';
+import { eventDeliveries, replayEvent } from './deliveries';
+import { callbackUrlProblem, createSubscription, listSubscriptions, unsubscribe, type Owner } from './subscriptions';
 
-export function webhookRoutes(_services: Services): RouteSpec[] {
-  return [];
+const BASE = '/api/v1/connect/webhooks';
+const security: Security = { kind: 'client', scope: 'webhooks:manage' };
+const tags = ['Connect'];
+
+const EventTypeSchema = z.enum(EVENT_TYPES).meta({ id: 'WebhookEventType', description: 'Event types of section 6.1' });
+
+const SubscriptionCreate = z
+  .object({
+    callback_url: z.string().max(2048).describe('HTTPS URL that receives the deliveries'),
+    subscribed_events: z.array(EventTypeSchema).min(1).max(100).describe('Event types to receive'),
+    description: z.string().max(500).optional(),
+  })
+  .strict()
+  .meta({ id: 'WebhookSubscriptionCreate' });
+
+const Subscription = z
+  .object({
+    id: z.string().describe('whsub_…'),
+    callback_url: z.string(),
+    subscribed_events: z.array(EventTypeSchema),
+    description: z.string(),
+    status: z.literal('active'),
+    full_payload: z.boolean().describe('Deliveries carry the full event data (operator switch); otherwise identifiers only'),
+    created_at: z.string(),
+  })
+  .meta({ id: 'WebhookSubscription' });
+
+const SubscriptionCreated = Subscription.extend({
+  webhook_secret: z.string().describe('whsec_…: shown in this response only. Verifies X-Service-Signature.'),
+}).meta({ id: 'WebhookSubscriptionCreated' });
+
+const Attempt = z.object({
+  round: z.number().int().describe('1 for the original deliveries, +1 per replay'),
+  attempt: z.number().int().describe('1..7 within the round'),
+  started_at: z.string(),
+  duration_ms: z.number().int(),
+  status_code: z.number().int().nullable().describe("The receiver's HTTP status, when it answered"),
+  error: z.string().nullable(),
+  succeeded: z.boolean(),
+});
+
+const EventDeliveries = z
+  .object({
+    event_id: z.string(),
+    type: EventTypeSchema,
+    created_at: z.string(),
+    deliveries: z.array(
+      z.object({
+        id: z.string().describe('whdlv_…'),
+        subscription_id: z.string(),
+        callback_url: z.string(),
+        status: z.enum(['pending', 'delivered', 'exhausted', 'cancelled']),
+        round: z.number().int(),
+        attempts_made: z.number().int().describe('Attempts finished in the current round'),
+        next_attempt_at: z.string().nullable(),
+        attempts: z.array(Attempt),
+      }),
+    ),
+  })
+  .meta({ id: 'WebhookEventDeliveries' });
+
+const Replayed = z
+  .object({
+    event_id: z.string(),
+    deliveries: z.array(z.object({ id: z.string(), subscription_id: z.string(), round: z.number().int() })),
+  })
+  .meta({ id: 'WebhookReplay' });
+
+const EventParams = z.object({ event_id: z.string().max(200).describe('Event id (evt_…)') });
+
+/** The calling organisation: every webhook operation acts within it. */
+function ownerOf(principal: Principal | undefined): Owner {
+  if (principal?.kind !== 'client') throw new ApiError(401, ErrorCode.unauthenticated, 'An integration client must call this operation');
+  return { organizationId: principal.organizationId, facilityId: principal.facilityId };
+}
+
+const unknownEvent = (id: string) => notFound(`No event ${id} for this organisation`);
+
+export function webhookRoutes(services: Services): RouteSpec[] {
+  const { db, config } = services;
+  return [
+    defineRoute({
+      method: 'post',
+      path: `${BASE}/subscriptions`,
+      operationId: 'createWebhookSubscription',
+      summary: 'Subscribe an endpoint to events',
+      description:
+        'Deliveries go only to subscriptions of organisations entitled to the event (see README "Webhooks"). ' +
+        'callback_url must be https:// (http:// to a loopback address only outside production). ' +
+        'The webhook_secret is returned in this response only; it is stored encrypted.',
+      tags,
+      security,
+      body: SubscriptionCreate,
+      responses: { 201: { description: 'Subscribed', schema: SubscriptionCreated } },
+      handler: async ({ body, principal }) => {
+        const owner = ownerOf(principal);
+        const problem = callbackUrlProblem(body.callback_url, config.webhooks.allowHttpLoopback);
+        if (problem) {
+          throw validationFailed(`callback_url ${problem}`, { extra: { details: [{ field: 'body.callback_url', message: problem }] } });
+        }
+        return { status: 201, body: await createSubscription(db, config.webhooks.secretKey, owner, body) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${BASE}/subscriptions`,
+      operationId: 'listWebhookSubscriptions',
+      summary: "The calling organisation's active subscriptions (secrets are never shown again)",
+      tags,
+      security,
+      responses: { 200: { description: 'Active subscriptions', schema: z.object({ subscriptions: z.array(Subscription) }) } },
+      handler: async ({ principal }) => ({ body: { subscriptions: await listSubscriptions(db, ownerOf(principal).organizationId) } }),
+    }),
+    defineRoute({
+      method: 'delete',
+      path: `${BASE}/subscriptions/{subscription_id}`,
+      operationId: 'deleteWebhookSubscription',
+      summary: 'Unsubscribe an endpoint',
+      description: 'Its pending deliveries are cancelled. Another organisation\'s subscription is 404.',
+      tags,
+      security,
+      params: z.object({ subscription_id: z.string().max(200).describe('whsub_…') }),
+      responses: { 204: { description: 'Unsubscribed' } },
+      handler: async ({ params, principal }) => {
+        if (!(await unsubscribe(db, ownerOf(principal).organizationId, params.subscription_id))) {
+          throw notFound(`No active subscription ${params.subscription_id}`);
+        }
+        return { status: 204 };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${BASE}/events/{event_id}/replay`,
+      operationId: 'replayWebhookEvent',
+      summary: "Deliver an event again to the caller's subscriptions",
+      description:
+        'Same event id, fresh timestamp and signature; a new round of up to 7 attempts starting now, also after ' +
+        '`exhausted`. Unknown events and events the organisation is not entitled to are 404; 409 when no active ' +
+        'subscription of the organisation receives the event type.',
+      tags,
+      security,
+      params: EventParams,
+      responses: { 202: { description: 'Queued for delivery', schema: Replayed } },
+      handler: async ({ params, principal }) => {
+        const result = await replayEvent(db, ownerOf(principal).organizationId, params.event_id);
+        if (result.outcome === 'not-found') throw unknownEvent(params.event_id);
+        if (result.outcome === 'no-subscription') {
+          throw new ApiError(409, ErrorCode.conflict, `No active subscription of this organisation receives ${result.type} events`);
+        }
+        return { status: 202, body: { event_id: params.event_id, deliveries: result.deliveries } };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${BASE}/events/{event_id}/deliveries`,
+      operationId: 'listWebhookEventDeliveries',
+      summary: "An event's deliveries to the caller's subscriptions, with every attempt",
+      description: 'Shows status (pending, delivered, exhausted, cancelled), each attempt\'s time, HTTP status or error and duration: what to replay.',
+      tags,
+      security,
+      params: EventParams,
+      responses: { 200: { description: 'Deliveries and attempts', schema: EventDeliveries } },
+      handler: async ({ params, principal }) => {
+        const found = await eventDeliveries(db, ownerOf(principal).organizationId, params.event_id);
+        if (!found) throw unknownEvent(params.event_id);
+        return { body: found };
+      },
+    }),
+  ];
 }

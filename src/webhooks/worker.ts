@@ -1,0 +1,253 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import type { Config } from '../config';
+import type { Database } from '../db/database';
+import { envelopeFromRow, type EventRow } from '../events/outbox';
+import type { Logger } from '../log';
+import type { BackgroundWorker } from '../services';
+import { DELIVERY_CHANNEL } from './deliveries';
+import { deliveredEnvelope } from './payload';
+import { afterAttempt } from './schedule';
+import { decryptSecret } from './secrets';
+import { SIGNATURE_HEADER, signatureHeader } from './signature';
+
+interface ClaimedDelivery {
+  id: string;
+  round: number;
+  /** Attempts finished before this one, in this round. */
+  attempts: number;
+  lease_token: string;
+  subscription_id: string;
+  callback_url: string;
+  secret_encrypted: string;
+  full_payload: boolean;
+  event: EventRow;
+}
+
+interface AttemptResult {
+  startedAt: Date;
+  durationMs: number;
+  statusCode: number | null;
+  error: string | null;
+  succeeded: boolean;
+}
+
+/**
+ * Claims up to `limit` due deliveries. `FOR UPDATE SKIP LOCKED` lets any number of processes
+ * claim side by side without waiting on or taking each other's rows; the claim is a lease:
+ * `next_attempt_at` moves to the lease's end, so if this process dies mid-attempt the delivery
+ * becomes due again by itself and another process makes the attempt.
+ */
+async function claimDue(db: Database, limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
+  const leaseToken = randomBytes(12).toString('hex');
+  const { rows } = await db.query<Omit<ClaimedDelivery, 'event'> & Omit<EventRow, 'id'> & { event_id: string }>(
+    `WITH due AS (
+       SELECT id FROM webhook_deliveries
+       WHERE status = 'pending' AND next_attempt_at <= now()
+       ORDER BY next_attempt_at
+       LIMIT $1
+       FOR UPDATE SKIP LOCKED
+     )
+     UPDATE webhook_deliveries d
+     SET lease_token = $2, next_attempt_at = now() + ($3::float8 * interval '1 millisecond'), updated_at = now()
+     FROM due, webhook_subscriptions s, events e
+     WHERE d.id = due.id AND s.id = d.subscription_id AND e.id = d.event_id
+     RETURNING d.id, d.round, d.attempts, d.lease_token, s.id AS subscription_id, s.callback_url,
+               s.secret_encrypted, s.full_payload,
+               e.id AS event_id, e.type, e.version, e.created_at, e.data, e.meta`,
+    [limit, leaseToken, leaseMs],
+  );
+  return rows.map(({ event_id, type, version, created_at, data, meta, ...delivery }) => ({
+    ...delivery,
+    event: { id: event_id, type, version, created_at, data, meta },
+  }));
+}
+
+/**
+ * Records the attempt and moves the delivery on (delivered, retry later, or exhausted). The move
+ * happens only while this worker still holds the lease: a replay or unsubscribe in the meantime
+ * wins, but the attempt itself is always recorded, since it was made.
+ */
+async function finishAttempt(db: Database, delivery: ClaimedDelivery, result: AttemptResult, retryDelaysMs: number[]) {
+  const attempt = delivery.attempts + 1;
+  const next = afterAttempt(attempt, result.succeeded, retryDelaysMs);
+  await db.transaction(async (tx) => {
+    await tx.query(
+      `INSERT INTO webhook_delivery_attempts (delivery_id, round, attempt, started_at, duration_ms, status_code, error, succeeded)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+      [delivery.id, delivery.round, attempt, result.startedAt, result.durationMs, result.statusCode, result.error, result.succeeded],
+    );
+    await tx.query(
+      `UPDATE webhook_deliveries
+       SET status = $3::text, attempts = $4,
+           next_attempt_at = CASE WHEN $3::text = 'pending' THEN now() + ($5::float8 * interval '1 millisecond') END,
+           lease_token = NULL, updated_at = now()
+       WHERE id = $1 AND lease_token = $2`,
+      [delivery.id, delivery.lease_token, next.status, attempt, next.status === 'pending' ? next.delayMs : 0],
+    );
+  });
+  return next.status;
+}
+
+/** Gives a claimed delivery back untouched (shutdown mid-attempt): due again now, for any process. */
+async function releaseLease(db: Database, delivery: ClaimedDelivery): Promise<void> {
+  await db.query(
+    'UPDATE webhook_deliveries SET lease_token = NULL, next_attempt_at = now(), updated_at = now() WHERE id = $1 AND lease_token = $2',
+    [delivery.id, delivery.lease_token],
+  );
+}
+
+function describeFailure(err: unknown, timeoutMs: number): string {
+  if (err instanceof Error && err.name === 'TimeoutError') return `no response within ${timeoutMs} ms`;
+  const cause = err instanceof Error ? (err.cause as { code?: string; message?: string } | undefined) : undefined;
+  const text = cause?.code ?? cause?.message ?? (err instanceof Error ? err.message : String(err));
+  return text.slice(0, 500);
+}
+
+/** One HTTP POST of the signed envelope. Throws only when `stopping` aborts it. */
+async function post(delivery: ClaimedDelivery, secretKey: Buffer, timeoutMs: number, stopping: AbortSignal): Promise<AttemptResult> {
+  const startedAt = new Date();
+  const started = performance.now();
+  const done = (fields: Pick<AttemptResult, 'statusCode' | 'error' | 'succeeded'>): AttemptResult => ({
+    startedAt,
+    durationMs: Math.round(performance.now() - started),
+    ...fields,
+  });
+  let secret: string;
+  try {
+    secret = decryptSecret(secretKey, delivery.subscription_id, delivery.secret_encrypted);
+  } catch {
+    return done({ statusCode: null, error: 'webhook secret could not be decrypted (was PONT_WEBHOOK_SECRET_KEY changed?)', succeeded: false });
+  }
+  const body = JSON.stringify(deliveredEnvelope(envelopeFromRow(delivery.event), delivery.full_payload));
+  try {
+    const response = await fetch(delivery.callback_url, {
+      method: 'POST',
+      body,
+      redirect: 'manual', // a redirect is not a 2xx: following it could hand the payload to another host
+      signal: AbortSignal.any([stopping, AbortSignal.timeout(timeoutMs)]),
+      headers: {
+        'content-type': 'application/json',
+        'user-agent': 'Pont-Webhooks/1.0',
+        [SIGNATURE_HEADER]: signatureHeader(secret, body, Math.floor(Date.now() / 1000)),
+        'x-service-event-id': delivery.event.id,
+        'x-service-delivery-id': delivery.id,
+        'x-service-delivery-attempt': String(delivery.attempts + 1),
+      },
+    });
+    await response.body?.cancel().catch(() => undefined); // the reply's body is not read: free the socket
+    const succeeded = response.status >= 200 && response.status < 300;
+    return done({ statusCode: response.status, error: succeeded ? null : `HTTP ${response.status}`, succeeded });
+  } catch (err) {
+    if (stopping.aborted) throw err;
+    return done({ statusCode: null, error: describeFailure(err, timeoutMs), succeeded: false });
+  }
+}
+
+export interface DeliveryWorker extends BackgroundWorker {
+  /** Look for due deliveries now rather than at the next poll. */
+  wake(): void;
+}
+
+/**
+ * The delivery worker, run in every Pont process. It polls (and, on PostgreSQL, also wakes on
+ * NOTIFY when a transaction queues deliveries), claims due deliveries up to its concurrency,
+ * POSTs each and records the attempt.
+ */
+export function createDeliveryWorker(deps: { config: Config; db: Database; log: Logger }): DeliveryWorker {
+  const { db, log } = deps;
+  const { retryDelaysMs, pollIntervalMs, timeoutMs, concurrency, secretKey } = deps.config.webhooks;
+  // Long enough that a live worker always finishes (or times out) its attempt before the lease ends.
+  const leaseMs = 2 * timeoutMs + 5000;
+  const stopping = new AbortController();
+  const inFlight = new Set<Promise<void>>();
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | undefined;
+  let rerun = false;
+  let listening: Promise<pg.Client | undefined> | undefined;
+
+  const attempt = async (delivery: ClaimedDelivery) => {
+    let result: AttemptResult;
+    try {
+      result = await post(delivery, secretKey, timeoutMs, stopping.signal);
+    } catch {
+      await releaseLease(db, delivery).catch(() => undefined); // if this fails too, the lease runs out
+      return;
+    }
+    const status = await finishAttempt(db, delivery, result, retryDelaysMs);
+    const fields = { delivery_id: delivery.id, event_id: delivery.event.id, round: delivery.round, attempt: delivery.attempts + 1 };
+    if (status === 'exhausted') log.info('webhook delivery exhausted', fields);
+    else log.debug('webhook attempt', { ...fields, status, status_code: result.statusCode, ms: result.durationMs });
+  };
+
+  const tick = () => {
+    if (running) rerun = true;
+    else
+      running = claimAndStart().finally(() => {
+        running = undefined;
+        if (rerun) wake(); // asked for while the loop was ending
+      });
+  };
+
+  const claimAndStart = async () => {
+    try {
+      do {
+        rerun = false;
+        const free = concurrency - inFlight.size;
+        if (free <= 0 || stopping.signal.aborted) break;
+        const claimed = await claimDue(db, free, leaseMs);
+        for (const delivery of claimed) {
+          const job = attempt(delivery)
+            .catch((err) => log.error('webhook attempt not recorded', { delivery_id: delivery.id, error: String(err) }))
+            .finally(() => {
+              inFlight.delete(job);
+              wake(); // a slot is free
+            });
+          inFlight.add(job);
+        }
+        if (claimed.length === free) rerun = true; // there may be more due
+      } while (rerun && !stopping.signal.aborted);
+    } catch (err) {
+      if (!stopping.signal.aborted) log.error('webhook claim failed', { error: String(err) });
+    }
+  };
+
+  function wake() {
+    if (!stopping.signal.aborted) setImmediate(tick);
+  }
+
+  const listen = async (databaseUrl: string) => {
+    const client = new pg.Client({ connectionString: databaseUrl });
+    client.on('notification', wake);
+    // Losing the listener only costs latency: polling still finds every due delivery.
+    client.on('error', (err) => log.error('webhook listener lost', { error: String(err) }));
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${DELIVERY_CHANNEL}`);
+      return client;
+    } catch (err) {
+      log.error('webhook listener not started', { error: String(err) });
+      await client.end().catch(() => undefined);
+      return undefined;
+    }
+  };
+
+  return {
+    name: 'webhook-delivery',
+    wake,
+    start() {
+      timer = setInterval(tick, pollIntervalMs);
+      timer.unref();
+      if (deps.config.databaseUrl) listening = listen(deps.config.databaseUrl);
+      wake();
+    },
+    /** Aborts attempts in flight and gives their deliveries back, so another process retries them at once. */
+    async stop() {
+      stopping.abort();
+      clearInterval(timer);
+      await running;
+      await Promise.allSettled([...inFlight]);
+      await (await listening)?.end().catch(() => undefined);
+    },
+  };
+}

@@ -1,0 +1,96 @@
+/**
+ * A webhook receiver for the tests, written from the published contract (section 6.3 and the
+ * README), not from Pont's code: it verifies every delivery's signature the way an integrator
+ * would, over the raw body, and answers 400 to a bad one.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface Received {
+  at: number;
+  headers: IncomingMessage['headers'];
+  rawBody: string;
+  body: any;
+  signatureValid: boolean;
+}
+
+/** What the receiver answers: a status, or 'hang' (never answer). */
+export type Reply = number | 'hang';
+
+/** Stripe's scheme: t=<unix>,v1=<hex HMAC-SHA256("<t>.<raw body>")> keyed with the whole secret; 300 s tolerance. */
+export function verifySignature(rawBody: string, header: string | undefined, secret: string, toleranceSeconds = 300): boolean {
+  if (!header) return false;
+  const parts = Object.fromEntries(header.split(',').map((kv) => kv.split('=', 2) as [string, string]));
+  const t = Number(parts.t);
+  if (!Number.isInteger(t) || Math.abs(Date.now() / 1000 - t) > toleranceSeconds) return false;
+  const expected = createHmac('sha256', secret).update(`${t}.${rawBody}`).digest();
+  const given = Buffer.from(parts.v1 ?? '', 'hex');
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+export interface Receiver {
+  url: string;
+  received: Received[];
+  /** Secret of the subscription this endpoint verifies against (set once it is known). */
+  secret: string;
+  reply: (r: Received) => Reply;
+  /** Resolves once `n` deliveries (valid or not) have arrived. */
+  waitFor(n: number): Promise<Received[]>;
+  /** Answers every held ('hang') request with `status`. */
+  release(status: number): void;
+  close(): Promise<void>;
+}
+
+export async function startReceiver(reply: (r: Received) => Reply = () => 200): Promise<Receiver> {
+  const waiters: Array<{ n: number; resolve: (r: Received[]) => void }> = [];
+  const held: Array<(status: number) => void> = [];
+  const receiver: Receiver = {
+    url: '',
+    received: [],
+    secret: '',
+    reply,
+    waitFor(n) {
+      if (receiver.received.length >= n) return Promise.resolve(receiver.received.slice(0, n));
+      return new Promise((resolve) => waiters.push({ n, resolve }));
+    },
+    release(status) {
+      for (const answer of held.splice(0)) answer(status);
+    },
+    async close() {
+      receiver.release(503);
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const rawBody = Buffer.concat(chunks).toString('utf8');
+      const signatureValid = verifySignature(rawBody, req.headers['x-service-signature'] as string | undefined, receiver.secret);
+      let body: unknown;
+      try {
+        body = JSON.parse(rawBody);
+      } catch {
+        body = undefined;
+      }
+      const got: Received = { at: Date.now(), headers: req.headers, rawBody, body, signatureValid };
+      receiver.received.push(got);
+      for (const w of waiters.filter((w) => receiver.received.length >= w.n)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(receiver.received.slice(0, w.n));
+      }
+      const answer = (status: number) => {
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(status < 300 ? { received: true } : { error: 'refused' }));
+      };
+      const decided = signatureValid ? receiver.reply(got) : 400;
+      if (decided === 'hang') held.push(answer);
+      else answer(decided);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  receiver.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`;
+  return receiver;
+}
