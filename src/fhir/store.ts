@@ -1,5 +1,504 @@
-import type { Database } from '../db/database';
+import { randomUUID } from 'node:crypto';
+import { OperationOutcomeError, validateResource } from '@medplum/core';
+import type { Bundle, BundleEntry, OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
+import type { Database, Queryable } from '../db/database';
+import { ApiError, ErrorCode, badRequest } from '../http/errors';
+import { isResourceType, patientCompartmentParams } from './definitions';
+import { hashKey } from './hash';
+import { INDEX_TABLES, indexedParams, indexResource, type IndexRows } from './indexer';
+import { present } from './present';
+import { encodeCursor, parseSearch, type IncludeRule, type ParsedSearch, type QueryParams } from './search/parse';
+import { SqlParams, filterSql, sortSql } from './search/sql';
 
+export const ID_PATTERN = /^[A-Za-z0-9\-.]{1,64}$/;
+
+export interface WriteOptions {
+  /** Join the caller's transaction (e.g. a patient, its events and its AuditEvent commit together). */
+  tx?: Queryable;
+  /** `W/"3"` or `3`: the write happens only if the current version is this one (else 412). */
+  ifMatch?: string;
+}
+
+export interface VersionWriteOptions {
+  ifMatch?: string;
+  /** Collect index rows here instead of inserting them now (bundles insert them in one go). */
+  pendingIndex?: Array<[string, IndexRows]>;
+}
+
+export interface ReadOptions {
+  tx?: Queryable;
+}
+
+interface StoredRow {
+  rid: string;
+  resource_type: string;
+  id: string;
+  version_id: string;
+  last_updated: Date;
+  method: 'POST' | 'PUT' | 'DELETE';
+  deleted: boolean;
+  content: Resource | null;
+}
+
+export interface WriteResult<T extends Resource = Resource> {
+  resource: T;
+  /** True when the write created the resource (201), false when it updated it (200). */
+  created: boolean;
+}
+
+const INDEX_COLUMNS: Record<(typeof INDEX_TABLES)[number], { columns: string[]; types: string[] }> = {
+  token: { columns: ['hash_identity', 'hash_value', 'hash_sys_value', 'system', 'value', 'display'], types: ['bigint', 'bigint', 'bigint', 'text', 'text', 'text'] },
+  string: { columns: ['hash_identity', 'hash_exact', 'value_norm'], types: ['bigint', 'bigint', 'text'] },
+  date: { columns: ['hash_identity', 'low', 'high'], types: ['bigint', 'timestamptz', 'timestamptz'] },
+  number: { columns: ['hash_identity', 'low', 'high'], types: ['bigint', 'numeric', 'numeric'] },
+  quantity: { columns: ['hash_identity', 'value', 'system', 'code', 'unit'], types: ['bigint', 'numeric', 'text', 'text', 'text'] },
+  reference: { columns: ['hash_identity', 'target_type', 'target_id'], types: ['bigint', 'text', 'text'] },
+  uri: { columns: ['hash_identity', 'value'], types: ['bigint', 'text'] },
+};
+
+/** The largest number of resources `_include` / `_revinclude` add to one page. */
+export const MAX_INCLUDED = 1000;
+
+export function versionTag(ifMatch: string): string {
+  return ifMatch.replace(/^W\//, '').replace(/"/g, '').trim();
+}
+
+/**
+ * The FHIR R4 store: every clinical fact of Pont. Writes validate against the R4 base definitions,
+ * keep every version, and fill the search index in the same transaction.
+ */
 export class FhirStore {
-  constructor(readonly db: Database) {}
+  constructor(
+    readonly db: Database,
+    /** This server's FHIR base URL (references to it count as local; fullUrls start with it). */
+    readonly baseUrl: () => string,
+  ) {}
+
+  private run<T>(tx: Queryable | undefined, fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    return tx ? fn(tx) : this.db.transaction(fn);
+  }
+
+  // ---------------------------------------------------------------- writes
+
+  async create<T extends Resource>(resource: T, options: WriteOptions = {}): Promise<T> {
+    const id = randomUUID();
+    return (await this.run(options.tx, (tx) => this.writeVersion(tx, { ...resource, id }, 'POST', {}))).resource as T;
+  }
+
+  /** Update, or create with the given id when it does not exist yet (update-as-create). */
+  async update<T extends Resource>(resource: T, options: WriteOptions = {}): Promise<T> {
+    return (await this.updateWithOutcome(resource, options)).resource;
+  }
+
+  async updateWithOutcome<T extends Resource>(resource: T, options: WriteOptions = {}): Promise<WriteResult<T>> {
+    if (!resource.id) throw badRequest('Resource id is required for an update');
+    return (await this.run(options.tx, (tx) => this.writeVersion(tx, resource, 'PUT', options))) as WriteResult<T>;
+  }
+
+  async delete(resourceType: string, id: string, options: WriteOptions = {}): Promise<void> {
+    checkType(resourceType);
+    await this.run(options.tx, (tx) => this.writeVersion(tx, { resourceType, id } as Resource, 'DELETE', options));
+  }
+
+  /** Validates against the R4 base definitions; an invalid resource is a 400 with every issue found. */
+  validate(resource: Resource): void {
+    if (!resource || typeof resource !== 'object' || Array.isArray(resource)) throw badRequest('Body must be a FHIR resource (a JSON object)');
+    if (typeof resource.resourceType !== 'string' || !isResourceType(resource.resourceType))
+      throw badRequest(`Unknown resourceType "${String(resource.resourceType)}"`);
+    let issues: OperationOutcomeIssue[];
+    try {
+      issues = validateResource(resource);
+    } catch (err) {
+      if (err instanceof OperationOutcomeError) issues = err.outcome.issue ?? [];
+      else throw badRequest(`Invalid resource: ${(err as Error).message}`);
+    }
+    const errors = issues.filter((i) => i.severity === 'error' || i.severity === 'fatal');
+    if (errors.length) {
+      const first = errors[0];
+      const where = first.expression?.[0] ? ` at ${first.expression[0]}` : '';
+      throw new ApiError(400, ErrorCode.validationFailed, `Invalid ${resource.resourceType}: ${first.details?.text ?? first.diagnostics}${where}`, {
+        issues: errors,
+      });
+    }
+  }
+
+  /**
+   * One version write. Locks the current row, checks If-Match, moves the current version into
+   * history, stores the new one and replaces its index rows.
+   */
+  async writeVersion(tx: Queryable, input: Resource, method: 'POST' | 'PUT' | 'DELETE', options: VersionWriteOptions): Promise<WriteResult> {
+    const { resourceType, id } = input;
+    checkType(resourceType);
+    if (!id || !ID_PATTERN.test(id)) throw badRequest(`Invalid resource id "${id}"`);
+    const now = new Date().toISOString();
+
+    for (let attempt = 0; ; attempt++) {
+      const { rows } = await tx.query<StoredRow>(
+        'SELECT rid, version_id, last_updated, method, deleted, content FROM fhir_resources WHERE resource_type = $1 AND id = $2 FOR UPDATE',
+        [resourceType, id],
+      );
+      const current = rows[0];
+      if (options.ifMatch !== undefined) {
+        const expected = versionTag(options.ifMatch);
+        if (!current || current.deleted || current.version_id !== expected)
+          throw new ApiError(412, ErrorCode.preconditionFailed, `Version conflict: ${resourceType}/${id} is not at version ${expected}`);
+      }
+      if (method === 'DELETE' && (!current || current.deleted)) {
+        return { resource: input, created: false }; // deleting what is absent succeeds (idempotent)
+      }
+      const versionId = current ? String(Number(current.version_id) + 1) : '1';
+      let resource: Resource | null = null;
+      if (method !== 'DELETE') {
+        resource = { ...input, meta: { ...input.meta, versionId, lastUpdated: now } } as Resource;
+        this.validate(resource);
+      }
+      const content = resource ? JSON.stringify(resource) : null;
+      let rid: string;
+      if (current) {
+        rid = current.rid;
+        await tx.query(
+          'INSERT INTO fhir_resource_versions (rid, version_id, last_updated, method, content) VALUES ($1, $2, $3, $4, $5)',
+          [rid, current.version_id, current.last_updated, current.method, current.content === null ? null : JSON.stringify(current.content)],
+        );
+        await tx.query(
+          'UPDATE fhir_resources SET version_id = $2, last_updated = $3, method = $4, deleted = $5, content = $6 WHERE rid = $1',
+          [rid, versionId, now, method, method === 'DELETE', content],
+        );
+        await Promise.all(INDEX_TABLES.map((t) => tx.query(`DELETE FROM fhir_idx_${t} WHERE rid = $1`, [rid])));
+      } else {
+        const inserted = await tx.query<{ rid: string }>(
+          `INSERT INTO fhir_resources (resource_type, id, version_id, last_updated, method, deleted, content)
+           VALUES ($1, $2, $3, $4, $5, false, $6) ON CONFLICT (resource_type, id) DO NOTHING RETURNING rid`,
+          [resourceType, id, versionId, now, method, content],
+        );
+        if (inserted.rows.length === 0) {
+          // Another transaction created the same id first: take its row as current and go again.
+          if (attempt < 3) continue;
+          throw new ApiError(409, ErrorCode.conflict, `Concurrent writes to ${resourceType}/${id}`);
+        }
+        rid = inserted.rows[0].rid;
+      }
+      if (resource) {
+        const rows: [string, IndexRows] = [rid, indexResource(resource, this.baseUrl())];
+        if (options.pendingIndex) options.pendingIndex.push(rows);
+        else await this.insertIndexRows(tx, [rows]);
+      }
+      return { resource: resource ?? input, created: !current || current.deleted };
+    }
+  }
+
+  /** Inserts index rows of many resources with one statement per table (unnest of column arrays). */
+  async insertIndexRows(tx: Queryable, batch: Array<[string, IndexRows]>): Promise<void> {
+    for (const table of INDEX_TABLES) {
+      const { columns, types } = INDEX_COLUMNS[table];
+      const arrays: unknown[][] = [[], ...columns.map(() => [])];
+      for (const [rid, rows] of batch)
+        for (const row of rows[table] as unknown[][]) {
+          arrays[0].push(rid);
+          row.forEach((v, i) => arrays[i + 1].push(v));
+        }
+      if (arrays[0].length === 0) continue;
+      const casts = ['bigint', ...types].map((t, i) => `$${i + 1}::${t}[]`).join(', ');
+      await tx.query(`INSERT INTO fhir_idx_${table} (rid, ${columns.join(', ')}) SELECT * FROM unnest(${casts})`, arrays);
+    }
+  }
+
+  // ---------------------------------------------------------------- reads
+
+  async read<T extends Resource>(resourceType: string, id: string, options: ReadOptions = {}): Promise<T> {
+    checkType(resourceType);
+    const q = options.tx ?? this.db;
+    const { rows } = await q.query<StoredRow>('SELECT deleted, content FROM fhir_resources WHERE resource_type = $1 AND id = $2', [resourceType, id]);
+    if (!rows[0]) throw new ApiError(404, ErrorCode.notFound, `${resourceType}/${id} not found`);
+    if (rows[0].deleted) throw new ApiError(410, ErrorCode.gone, `${resourceType}/${id} was deleted`);
+    return rows[0].content as T;
+  }
+
+  async vread<T extends Resource>(resourceType: string, id: string, versionId: string, options: ReadOptions = {}): Promise<T> {
+    checkType(resourceType);
+    if (!/^\d{1,18}$/.test(versionId)) throw new ApiError(404, ErrorCode.notFound, `Version ${versionId} of ${resourceType}/${id} not found`);
+    const { rows } = await (options.tx ?? this.db).query<StoredRow>(
+      `SELECT r.version_id, r.deleted, r.content FROM fhir_resources r WHERE r.resource_type = $1 AND r.id = $2 AND r.version_id = $3
+       UNION ALL
+       SELECT v.version_id, v.content IS NULL, v.content FROM fhir_resource_versions v JOIN fhir_resources r ON r.rid = v.rid
+       WHERE r.resource_type = $1 AND r.id = $2 AND v.version_id = $3`,
+      [resourceType, id, versionId],
+    );
+    if (!rows[0]) throw new ApiError(404, ErrorCode.notFound, `Version ${versionId} of ${resourceType}/${id} not found`);
+    if (rows[0].deleted) throw new ApiError(410, ErrorCode.gone, `Version ${versionId} of ${resourceType}/${id} is a deletion`);
+    return rows[0].content as T;
+  }
+
+  /** Instance history (`id` given) or type history, newest first. */
+  async history(resourceType: string, id: string | undefined, params: { count?: number; since?: string; before?: string }): Promise<Bundle> {
+    checkType(resourceType);
+    const count = Math.min(params.count ?? 50, 1000);
+    const q = new SqlParams();
+    const where = [`r.resource_type = ${q.add(resourceType)}`];
+    if (id !== undefined) where.push(`r.id = ${q.add(id)}`);
+    const time: string[] = [];
+    if (params.since) time.push(`last_updated >= ${q.add(params.since)}::timestamptz`);
+    if (params.before) time.push(`last_updated < ${q.add(params.before)}::timestamptz`);
+    const timeSql = time.length ? ` AND ${time.join(' AND ')}` : '';
+    const sql = `SELECT * FROM (
+        SELECT r.id, r.version_id, r.last_updated, r.method, r.content FROM fhir_resources r WHERE ${where.join(' AND ')}
+        UNION ALL
+        SELECT r.id, v.version_id, v.last_updated, v.method, v.content FROM fhir_resource_versions v JOIN fhir_resources r ON r.rid = v.rid
+        WHERE ${where.join(' AND ')}
+      ) h WHERE true${timeSql} ORDER BY last_updated DESC, version_id DESC LIMIT ${q.add(count)}`;
+    const { rows } = await this.db.query<StoredRow>(sql, q.values);
+    // An unknown id has no history: 404, as a read would say.
+    if (id !== undefined && rows.length === 0 && !time.length) await this.read(resourceType, id).catch((e: ApiError) => { if (e.status === 404) throw e; });
+    const base = this.baseUrl();
+    return {
+      resourceType: 'Bundle',
+      type: 'history',
+      entry: rows.map((row) => ({
+        fullUrl: `${base}/${resourceType}/${row.id}`,
+        ...(row.content ? { resource: row.content } : {}),
+        request: { method: row.method, url: row.method === 'POST' ? resourceType : `${resourceType}/${row.id}` },
+        response: {
+          status: row.method === 'POST' ? '201 Created' : row.method === 'DELETE' ? '204 No Content' : '200 OK',
+          etag: `W/"${row.version_id}"`,
+          lastModified: new Date(row.last_updated).toISOString(),
+        },
+      })),
+    };
+  }
+
+  // ---------------------------------------------------------------- search
+
+  parse(resourceType: string, query: QueryParams): ParsedSearch {
+    checkType(resourceType);
+    return parseSearch(resourceType, query, this.baseUrl());
+  }
+
+  async searchResources<T extends Resource>(resourceType: string, query: QueryParams, options: ReadOptions = {}): Promise<T[]> {
+    const bundle = await this.search<T>(resourceType, query, options);
+    return (bundle.entry ?? []).filter((e) => e.search?.mode === 'match').map((e) => e.resource as T);
+  }
+
+  /** FHIR search; `selfQuery` is the query string the caller sent (for the self/next links). */
+  async search<T extends Resource>(resourceType: string, query: QueryParams, options: ReadOptions & { selfQuery?: string } = {}): Promise<Bundle<T>> {
+    const search = this.parse(resourceType, query);
+    const db = options.tx ?? this.db;
+    const q = new SqlParams();
+    const where = [`r.resource_type = ${q.add(resourceType)}`, 'NOT r.deleted', ...search.filters.map((f) => filterSql(f, 'r', q))];
+    const countOnly = search.summary === 'count' || search.count === 0;
+
+    let total = search.cursor?.total;
+    if (search.total === 'accurate' && total === undefined) {
+      const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM fhir_resources r WHERE ${where.join(' AND ')}`, q.values);
+      total = rows[0].n;
+    }
+    const bundle: Bundle<T> = { resourceType: 'Bundle', type: 'searchset', ...(total !== undefined ? { total } : {}) };
+    const base = this.baseUrl();
+    const selfQuery = options.selfQuery ?? new URLSearchParams(flatten(query)).toString();
+    bundle.link = [{ relation: 'self', url: `${base}/${resourceType}${selfQuery ? `?${selfQuery}` : ''}` }];
+    if (countOnly) return bundle;
+
+    const page = new SqlParams();
+    page.values.push(...q.values);
+    const pageWhere = [...where];
+    let order = 'r.rid';
+    let offset = 0;
+    if (search.sort.length) {
+      order = [...search.sort.map((s) => sortSql(s, 'r', page)), 'r.rid'].join(', ');
+      offset = search.cursor?.offset ?? 0;
+    } else if (search.cursor?.afterRid) {
+      pageWhere.push(`r.rid > ${page.add(search.cursor.afterRid)}::bigint`);
+    }
+    const { rows } = await db.query<{ rid: string; content: T }>(
+      `SELECT r.rid, r.content FROM fhir_resources r WHERE ${pageWhere.join(' AND ')}
+       ORDER BY ${order} LIMIT ${page.add(search.count + 1)} OFFSET ${page.add(offset)}`,
+      page.values,
+    );
+    const hasMore = rows.length > search.count;
+    const matches = rows.slice(0, search.count);
+    if (hasMore) {
+      const next = search.sort.length
+        ? { offset: offset + search.count, total }
+        : { afterRid: matches[matches.length - 1].rid, total };
+      const params = new URLSearchParams(flatten(query));
+      params.set('_cursor', encodeCursor(next));
+      bundle.link.push({ relation: 'next', url: `${base}/${resourceType}?${params.toString()}` });
+    }
+    const entries: BundleEntry<T>[] = matches.map((row) => ({
+      fullUrl: `${base}/${resourceType}/${row.content.id}`,
+      resource: present(row.content, search) as T,
+      search: { mode: 'match' },
+    }));
+    const included = await this.included(db, matches.map((m) => m.content), search.include, search.revinclude);
+    for (const r of included.resources) entries.push({ fullUrl: `${base}/${r.resourceType}/${r.id}`, resource: r as T, search: { mode: 'include' } });
+    if (included.truncated) {
+      entries.push({
+        resource: {
+          resourceType: 'OperationOutcome',
+          issue: [{ severity: 'warning', code: 'too-costly', diagnostics: `Included resources were limited to ${MAX_INCLUDED}` }],
+        } as unknown as T,
+        search: { mode: 'outcome' },
+      });
+    }
+    bundle.entry = entries;
+    return bundle;
+  }
+
+  /** `_include` / `_revinclude` (with :iterate, up to 4 rounds), without duplicates of the matches. */
+  private async included(db: Queryable, matches: Resource[], include: IncludeRule[], revinclude: IncludeRule[]) {
+    const seen = new Set(matches.map((r) => `${r.resourceType}/${r.id}`));
+    const out: Resource[] = [];
+    let truncated = false;
+    let frontier = matches;
+    for (let round = 0; round < 4 && frontier.length && (include.length || revinclude.length); round++) {
+      const found: Resource[] = [];
+      const rules = [...include.map((r) => ['include', r] as const), ...revinclude.map((r) => ['revinclude', r] as const)];
+      for (const [kind, rule] of rules) {
+        if (round > 0 && !rule.iterate) continue;
+        const rows = kind === 'include' ? await this.forwardIncludes(db, frontier, rule) : await this.reverseIncludes(db, frontier, rule);
+        for (const r of rows) {
+          const key = `${r.resourceType}/${r.id}`;
+          if (seen.has(key)) continue;
+          if (out.length + found.length >= MAX_INCLUDED) {
+            truncated = true;
+            break;
+          }
+          seen.add(key);
+          found.push(r);
+        }
+      }
+      out.push(...found);
+      frontier = found;
+    }
+    return { resources: out, truncated };
+  }
+
+  private async forwardIncludes(db: Queryable, from: Resource[], rule: IncludeRule): Promise<Resource[]> {
+    const ids = from.filter((r) => r.resourceType === rule.sourceType).map((r) => r.id!);
+    if (!ids.length) return [];
+    const q = new SqlParams();
+    const { rows } = await db.query<{ content: Resource }>(
+      `SELECT DISTINCT t.rid, t.content FROM fhir_resources s
+       JOIN fhir_idx_reference ref ON ref.rid = s.rid AND ref.hash_identity = ${q.add(rule.param.hashIdentity)}
+       JOIN fhir_resources t ON t.resource_type = ref.target_type AND t.id = ref.target_id AND NOT t.deleted
+       WHERE s.resource_type = ${q.add(rule.sourceType)} AND s.id = ANY(${q.add(ids)}::text[])
+       ${rule.targetType ? `AND ref.target_type = ${q.add(rule.targetType)}` : ''}
+       ORDER BY t.rid LIMIT ${q.add(MAX_INCLUDED + 1)}`,
+      q.values,
+    );
+    return rows.map((r) => r.content);
+  }
+
+  private async reverseIncludes(db: Queryable, to: Resource[], rule: IncludeRule): Promise<Resource[]> {
+    const byType = new Map<string, string[]>();
+    for (const r of to) if (!rule.targetType || r.resourceType === rule.targetType) byType.set(r.resourceType, [...(byType.get(r.resourceType) ?? []), r.id!]);
+    const out: Resource[] = [];
+    for (const [type, ids] of byType) {
+      if (!rule.param.targets.includes(type)) continue;
+      const q = new SqlParams();
+      const { rows } = await db.query<{ content: Resource }>(
+        `SELECT DISTINCT s.rid, s.content FROM fhir_idx_reference ref JOIN fhir_resources s ON s.rid = ref.rid AND NOT s.deleted
+         WHERE ref.hash_identity = ${q.add(rule.param.hashIdentity)} AND ref.target_type = ${q.add(type)} AND ref.target_id = ANY(${q.add(ids)}::text[])
+         ORDER BY s.rid LIMIT ${q.add(MAX_INCLUDED + 1)}`,
+        q.values,
+      );
+      out.push(...rows.map((r) => r.content));
+    }
+    return out;
+  }
+
+  // ---------------------------------------------------------------- Patient/$everything
+
+  /**
+   * The patient, every resource in the patient's compartment (R4 CompartmentDefinition), and the
+   * resources those refer to (practitioners, organisations, medications...), paged by `_count`.
+   */
+  async everything(patientId: string, params: { count?: number; cursor?: string; since?: string }): Promise<Bundle> {
+    const patient = await this.read('Patient', patientId);
+    const count = Math.min(params.count ?? 100, MAX_INCLUDED);
+    const identities: string[] = [];
+    for (const [type, codes] of patientCompartmentParams())
+      for (const code of codes) if (indexedParams(type).has(code)) identities.push(hashKey(type, code));
+    const conditions = (q: SqlParams) => {
+      const where = [
+        `r.rid IN (SELECT rid FROM fhir_idx_reference WHERE target_id = ${q.add(patientId)} AND target_type = 'Patient' AND hash_identity = ANY(${q.add(identities)}::bigint[]))`,
+        'NOT r.deleted',
+      ];
+      if (params.since) where.push(`r.last_updated >= ${q.add(params.since)}::timestamptz`);
+      return where;
+    };
+    const countParams = new SqlParams();
+    const countWhere = conditions(countParams);
+    const pageParams = new SqlParams();
+    const pageWhere = conditions(pageParams);
+    const after = params.cursor ? decodeAfter(params.cursor) : undefined;
+    if (after) pageWhere.push(`r.rid > ${pageParams.add(after)}::bigint`);
+    const { rows: totalRows } = await this.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM fhir_resources r WHERE ${countWhere.join(' AND ')}`,
+      countParams.values,
+    );
+    const { rows } = await this.db.query<{ rid: string; content: Resource }>(
+      `SELECT r.rid, r.content FROM fhir_resources r WHERE ${pageWhere.join(' AND ')} ORDER BY r.rid LIMIT ${pageParams.add(count + 1)}`,
+      pageParams.values,
+    );
+    const base = this.baseUrl();
+    const members = rows.slice(0, count).map((r) => r.content);
+    const first = after ? [] : [patient];
+    const seen = new Set([...first, ...members].map((r) => `${r.resourceType}/${r.id}`));
+    const referenced = (await this.referencedBy([...first, ...members])).filter((r) => !seen.has(`${r.resourceType}/${r.id}`));
+    const bundle: Bundle = {
+      resourceType: 'Bundle',
+      type: 'searchset',
+      total: totalRows[0].n + 1,
+      link: [{ relation: 'self', url: `${base}/Patient/${patientId}/$everything` }],
+      entry: [
+        ...[...first, ...members].map((r) => ({ fullUrl: `${base}/${r.resourceType}/${r.id}`, resource: r, search: { mode: 'match' as const } })),
+        ...referenced.map((r) => ({ fullUrl: `${base}/${r.resourceType}/${r.id}`, resource: r, search: { mode: 'include' as const } })),
+      ],
+    };
+    if (rows.length > count) {
+      const last = rows[count - 1].rid;
+      bundle.link!.push({ relation: 'next', url: `${base}/Patient/${patientId}/$everything?_count=${count}&_cursor=${encodeCursor({ afterRid: last })}` });
+    }
+    return bundle;
+  }
+
+  /** Resources that `from` refer to (any reference parameter), outside the patient compartment types. */
+  private async referencedBy(from: Resource[]): Promise<Resource[]> {
+    if (!from.length) return [];
+    const compartment = patientCompartmentParams();
+    const keys = from.map((r) => `${r.resourceType}/${r.id}`);
+    const { rows } = await this.db.query<{ content: Resource }>(
+      `SELECT DISTINCT t.rid, t.content FROM fhir_resources s
+       JOIN fhir_idx_reference ref ON ref.rid = s.rid
+       JOIN fhir_resources t ON t.resource_type = ref.target_type AND t.id = ref.target_id AND NOT t.deleted
+       WHERE s.resource_type || '/' || s.id = ANY($1::text[]) AND NOT (t.resource_type = ANY($2::text[]))
+       ORDER BY t.rid LIMIT ${MAX_INCLUDED}`,
+      [keys, [...compartment.keys(), 'Patient']],
+    );
+    return rows.map((r) => r.content);
+  }
+}
+
+function decodeAfter(cursor: string): string {
+  try {
+    const { afterRid } = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { afterRid?: string };
+    if (afterRid && /^\d{1,19}$/.test(afterRid)) return afterRid;
+  } catch {
+    /* fall through */
+  }
+  throw badRequest('_cursor is not a cursor issued by this server');
+}
+
+function flatten(query: QueryParams): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
+  for (const [k, v] of Object.entries(query)) {
+    if (v === undefined || k === '_cursor') continue;
+    for (const one of Array.isArray(v) ? v : [v]) out.push([k, one]);
+  }
+  return out;
+}
+
+export function checkType(resourceType: string): void {
+  if (typeof resourceType !== 'string' || !isResourceType(resourceType))
+    throw new ApiError(404, ErrorCode.notFound, `Unknown resource type "${resourceType}"`);
 }

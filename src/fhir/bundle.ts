@@ -1,0 +1,245 @@
+import { randomUUID } from 'node:crypto';
+import type { Bundle, BundleEntry, BundleEntryResponse, OperationOutcome, Resource } from '@medplum/fhirtypes';
+import type { Queryable } from '../db/database';
+import { ApiError, badRequest, operationOutcome } from '../http/errors';
+import type { IndexRows } from './indexer';
+import { checkType, ID_PATTERN, type FhirStore } from './store';
+
+type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
+/** FHIR processing order within a transaction: deletes, creates, updates, then reads. */
+const ORDER: Record<Method, number> = { DELETE: 0, POST: 1, PUT: 2, GET: 3 };
+export const MAX_BUNDLE_ENTRIES = 10_000;
+
+interface ParsedEntry {
+  index: number;
+  method: Method;
+  resourceType: string;
+  id?: string;
+  versionId?: string;
+  /** Search query of a conditional update or a GET search. */
+  query?: URLSearchParams;
+  resource?: Resource;
+  ifMatch?: string;
+  ifNoneExist?: string;
+  fullUrl?: string;
+}
+
+function parseEntry(entry: BundleEntry, index: number, base: string): ParsedEntry {
+  const where = `entry[${index}]`;
+  const request = entry?.request;
+  if (!request || typeof request.url !== 'string' || !request.method) throw badRequest(`${where}: request.method and request.url are required`);
+  const method = request.method as Method;
+  if (!(method in ORDER)) throw badRequest(`${where}: method ${request.method} is not supported (GET, POST, PUT, DELETE)`);
+  let url = request.url;
+  if (url.startsWith(base + '/')) url = url.slice(base.length + 1);
+  const [path, search] = url.split('?', 2);
+  const parts = path.replace(/^\//, '').split('/');
+  const resourceType = parts[0];
+  try {
+    checkType(resourceType);
+  } catch {
+    throw badRequest(`${where}: unknown resource type in url "${request.url}"`);
+  }
+  const parsed: ParsedEntry = {
+    index,
+    method,
+    resourceType,
+    id: parts[1],
+    versionId: parts[2] === '_history' ? parts[3] : undefined,
+    query: search !== undefined ? new URLSearchParams(search) : undefined,
+    resource: entry.resource,
+    ifMatch: request.ifMatch,
+    ifNoneExist: request.ifNoneExist,
+    fullUrl: entry.fullUrl,
+  };
+  if (parsed.id !== undefined && !ID_PATTERN.test(parsed.id)) throw badRequest(`${where}: invalid id in url "${request.url}"`);
+  if (method === 'POST' || method === 'PUT') {
+    const r = entry.resource;
+    if (!r || typeof r !== 'object') throw badRequest(`${where}: ${method} needs a resource`);
+    if (r.resourceType !== resourceType) throw badRequest(`${where}: resource type ${r.resourceType} does not match url ${request.url}`);
+    if (method === 'PUT' && parsed.id === undefined && !parsed.query) throw badRequest(`${where}: PUT needs Type/id or Type?search`);
+    if (method === 'PUT' && parsed.id !== undefined && r.id !== undefined && r.id !== parsed.id)
+      throw badRequest(`${where}: resource id ${r.id} does not match url ${request.url}`);
+  }
+  if (method === 'DELETE' && parsed.id === undefined) throw badRequest(`${where}: conditional delete is not supported`);
+  return parsed;
+}
+
+/** Replaces references to bundle-local fullUrls (urn:uuid:…, or ours) with the ids they were given. */
+function rewriteReferences(value: unknown, ids: Map<string, string>): unknown {
+  if (Array.isArray(value)) return value.map((v) => rewriteReferences(v, ids));
+  if (value && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) {
+      out[k] = k === 'reference' && typeof v === 'string' && ids.has(v) ? ids.get(v) : rewriteReferences(v, ids);
+    }
+    return out;
+  }
+  return value;
+}
+
+function responseOf(status: string, resource?: Resource, base?: string): BundleEntryResponse {
+  return {
+    status,
+    ...(resource?.meta?.versionId
+      ? {
+          location: `${base}/${resource.resourceType}/${resource.id}/_history/${resource.meta.versionId}`,
+          etag: `W/"${resource.meta.versionId}"`,
+          lastModified: resource.meta.lastUpdated,
+        }
+      : {}),
+  };
+}
+
+function errorAt(index: number, err: unknown): ApiError {
+  if (err instanceof ApiError) return new ApiError(err.status, err.code, `entry[${index}]: ${err.message}`, err.options);
+  throw err;
+}
+
+export interface BundleOptions {
+  /** Prefer: return=representation puts each written resource in its response entry. */
+  returnResources: boolean;
+}
+
+/** Processes a `transaction` (all or nothing) or `batch` (each entry alone) Bundle. */
+export async function processBundle(store: FhirStore, input: unknown, options: BundleOptions): Promise<Bundle> {
+  const bundle = input as Bundle;
+  if (!bundle || typeof bundle !== 'object' || bundle.resourceType !== 'Bundle') throw badRequest('Body must be a Bundle');
+  if (bundle.type !== 'transaction' && bundle.type !== 'batch') throw badRequest('Bundle.type must be transaction or batch');
+  const entries = bundle.entry ?? [];
+  if (!Array.isArray(entries)) throw badRequest('Bundle.entry must be an array');
+  if (entries.length > MAX_BUNDLE_ENTRIES) throw new ApiError(413, 'PAYLOAD_TOO_LARGE', `A Bundle may hold at most ${MAX_BUNDLE_ENTRIES} entries`);
+  const base = store.baseUrl();
+  return bundle.type === 'transaction'
+    ? processTransaction(store, entries, base, options)
+    : processBatch(store, entries, base, options);
+}
+
+async function processTransaction(store: FhirStore, entries: BundleEntry[], base: string, options: BundleOptions): Promise<Bundle> {
+  const parsed = entries.map((e, i) => parseEntry(e, i, base));
+  const seen = new Set<string>();
+  for (const p of parsed) {
+    if (p.id === undefined || p.method === 'GET') continue;
+    const key = `${p.resourceType}/${p.id}`;
+    if (seen.has(key)) throw badRequest(`entry[${p.index}]: ${key} appears twice in the transaction`);
+    seen.add(key);
+  }
+  const responses: BundleEntry[] = new Array(parsed.length);
+  await store.db.transaction(async (tx) => {
+    // 1. Resolve ids: new ids for creates, matches for conditional creates/updates (state before any write).
+    const ids = new Map<string, string>();
+    const skip = new Set<number>();
+    for (const p of parsed) {
+      try {
+        if (p.method === 'POST') {
+          const existing = await existingMatch(store, tx, p);
+          if (existing) {
+            skip.add(p.index);
+            responses[p.index] = { response: responseOf('200 OK', existing, base), ...(options.returnResources ? { resource: existing } : {}) };
+          }
+          p.id = existing?.id ?? randomUUID();
+        } else if (p.method === 'PUT' && p.id === undefined && p.query) {
+          const matches = await store.searchResources(p.resourceType, Object.fromEntries(p.query), { tx });
+          if (matches.length > 1) throw new ApiError(412, 'PRECONDITION_FAILED', `conditional update matched ${matches.length} resources`);
+          p.id = matches[0]?.id ?? p.resource?.id ?? randomUUID();
+        }
+      } catch (err) {
+        throw errorAt(p.index, err);
+      }
+      if (p.fullUrl && p.id && p.method !== 'GET' && p.method !== 'DELETE') ids.set(p.fullUrl, `${p.resourceType}/${p.id}`);
+    }
+    // 2. Writes in FHIR order with references rewritten; index rows go in together at the end.
+    const pendingIndex: Array<[string, IndexRows]> = [];
+    const ordered = [...parsed].sort((a, b) => ORDER[a.method] - ORDER[b.method] || a.index - b.index);
+    for (const p of ordered) {
+      if (skip.has(p.index)) continue;
+      if (p.method === 'GET') {
+        if (pendingIndex.length) await store.insertIndexRows(tx, pendingIndex.splice(0));
+        responses[p.index] = await readEntry(store, p, tx, base);
+        continue;
+      }
+      try {
+        responses[p.index] = await writeEntry(store, tx, p, ids, base, options, pendingIndex);
+      } catch (err) {
+        throw errorAt(p.index, err);
+      }
+    }
+    if (pendingIndex.length) await store.insertIndexRows(tx, pendingIndex);
+  });
+  return { resourceType: 'Bundle', type: 'transaction-response', entry: responses };
+}
+
+/** Conditional create (ifNoneExist): the one resource it matches, if any; more than one is a 412. */
+async function existingMatch(store: FhirStore, tx: Queryable, p: ParsedEntry): Promise<Resource | undefined> {
+  if (!p.ifNoneExist) return undefined;
+  const matches = await store.searchResources(p.resourceType, Object.fromEntries(new URLSearchParams(p.ifNoneExist)), { tx });
+  if (matches.length > 1) throw new ApiError(412, 'PRECONDITION_FAILED', `ifNoneExist matched ${matches.length} resources`);
+  return matches[0];
+}
+
+async function writeEntry(
+  store: FhirStore,
+  tx: Queryable,
+  p: ParsedEntry,
+  ids: Map<string, string>,
+  base: string,
+  options: BundleOptions,
+  pendingIndex?: Array<[string, IndexRows]>,
+): Promise<BundleEntry> {
+  if (p.method === 'DELETE') {
+    await store.writeVersion(tx, { resourceType: p.resourceType, id: p.id } as Resource, 'DELETE', { ifMatch: p.ifMatch });
+    return { response: { status: '204 No Content' } };
+  }
+  const resource = { ...(rewriteReferences(p.resource, ids) as Resource), id: p.id };
+  const { resource: stored, created } = await store.writeVersion(tx, resource, p.method as 'POST' | 'PUT', { ifMatch: p.ifMatch, pendingIndex });
+  return {
+    response: responseOf(created ? '201 Created' : '200 OK', stored, base),
+    ...(options.returnResources ? { resource: stored } : {}),
+  };
+}
+
+async function readEntry(store: FhirStore, p: ParsedEntry, tx: Queryable, base: string): Promise<BundleEntry> {
+  try {
+    if (p.id !== undefined) {
+      const resource = p.versionId ? await store.vread(p.resourceType, p.id, p.versionId, { tx }) : await store.read(p.resourceType, p.id, { tx });
+      return { resource, response: responseOf('200 OK', resource, base) };
+    }
+    const result = await store.search(p.resourceType, Object.fromEntries(p.query ?? []), { tx });
+    return { resource: result, response: { status: '200 OK' } };
+  } catch (err) {
+    return failed(err);
+  }
+}
+
+function failed(err: unknown): BundleEntry {
+  if (!(err instanceof ApiError)) throw err;
+  const outcome: OperationOutcome = operationOutcome(err);
+  return { response: { status: String(err.status), outcome } };
+}
+
+async function processBatch(store: FhirStore, entries: BundleEntry[], base: string, options: BundleOptions): Promise<Bundle> {
+  const out: BundleEntry[] = [];
+  for (let i = 0; i < entries.length; i++) {
+    try {
+      const p = parseEntry(entries[i], i, base);
+      if (p.method === 'GET') {
+        out.push(await store.db.transaction((tx) => readEntry(store, p, tx, base)));
+        continue;
+      }
+      if (p.method === 'PUT' && p.id === undefined) throw badRequest('conditional update is supported in transactions only');
+      out.push(
+        await store.db.transaction(async (tx) => {
+          if (p.method === 'POST') {
+            const existing = await existingMatch(store, tx, p);
+            if (existing) return { response: responseOf('200 OK', existing, base), ...(options.returnResources ? { resource: existing } : {}) };
+            p.id = randomUUID();
+          }
+          return writeEntry(store, tx, p, new Map(), base, options);
+        }),
+      );
+    } catch (err) {
+      out.push(failed(err));
+    }
+  }
+  return { resourceType: 'Bundle', type: 'batch-response', entry: out };
+}

@@ -1,0 +1,68 @@
+import type { CapabilityStatement, CapabilityStatementRestResource } from '@medplum/fhirtypes';
+import { allResourceTypes, patientCompartmentParams } from './definitions';
+import { indexedParams } from './indexer';
+
+let cached: { base: string; statement: CapabilityStatement } | undefined;
+
+/** Generated from what the store really indexes and the routes really serve. */
+export function capabilityStatement(publicUrl: string): CapabilityStatement {
+  if (cached?.base === publicUrl) return cached.statement;
+  const resources = allResourceTypes().map((type): CapabilityStatementRestResource => {
+    const params = [...indexedParams(type).values()];
+    const references = params.filter((p) => p.type === 'reference');
+    const revIncludes: string[] = [];
+    for (const other of allResourceTypes())
+      for (const p of indexedParams(other).values()) if (p.type === 'reference' && p.targets.includes(type)) revIncludes.push(`${other}:${p.code}`);
+    return {
+      type: type as CapabilityStatementRestResource['type'],
+      interaction: ['read', 'vread', 'update', 'delete', 'history-instance', 'history-type', 'create', 'search-type'].map((code) => ({ code })) as CapabilityStatementRestResource['interaction'],
+      versioning: 'versioned',
+      readHistory: true,
+      updateCreate: true,
+      conditionalCreate: true,
+      conditionalUpdate: true,
+      conditionalDelete: 'not-supported',
+      searchInclude: references.map((p) => `${type}:${p.code}`),
+      searchRevInclude: revIncludes,
+      searchParam: [
+        { name: '_id', type: 'token' },
+        { name: '_lastUpdated', type: 'date' },
+        ...params.map((p) => ({ name: p.code, type: p.type, definition: p.definition.url })),
+      ] as CapabilityStatementRestResource['searchParam'],
+      ...(type === 'Patient'
+        ? { operation: [{ name: 'everything', definition: 'http://hl7.org/fhir/OperationDefinition/Patient-everything' }] }
+        : {}),
+    };
+  });
+  const statement: CapabilityStatement = {
+    resourceType: 'CapabilityStatement',
+    status: 'active',
+    date: new Date().toISOString(),
+    publisher: 'Pont',
+    kind: 'instance',
+    software: { name: 'Pont', version: '0.1.0' },
+    implementation: { description: 'Pont FHIR R4 store', url: `${publicUrl}/api/fhir/R4` },
+    fhirVersion: '4.0.1',
+    format: ['application/fhir+json', 'json'],
+    rest: [
+      {
+        mode: 'server',
+        security: {
+          cors: false,
+          description: `OAuth 2.0 client credentials: POST ${publicUrl}/api/v1/connect/auth/token; Bearer JWT on every request except metadata.`,
+          extension: [
+            {
+              url: 'http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris',
+              extension: [{ url: 'token', valueUri: `${publicUrl}/api/v1/connect/auth/token` }],
+            },
+          ],
+        },
+        resource: resources,
+        interaction: [{ code: 'transaction' }, { code: 'batch' }],
+        compartment: patientCompartmentParams().size ? ['http://hl7.org/fhir/CompartmentDefinition/patient'] : [],
+      },
+    ],
+  };
+  cached = { base: publicUrl, statement };
+  return statement;
+}

@@ -1,0 +1,208 @@
+import {
+  convertToSearchableDates,
+  convertToSearchableNumbers,
+  convertToSearchableQuantities,
+  evalFhirPathTyped,
+  getSearchParameterDetails,
+  getSearchParameters,
+  toTypedValue,
+  type TypedValue,
+} from '@medplum/core';
+import type { Resource, SearchParameter } from '@medplum/fhirtypes';
+import { dateRange, type InstantRange } from './dates';
+import { hashKey } from './hash';
+import { normalizeString } from './normalize';
+
+export type IndexedParamType = 'token' | 'string' | 'date' | 'number' | 'quantity' | 'reference' | 'uri';
+
+export interface IndexedParam {
+  resourceType: string;
+  code: string;
+  type: IndexedParamType;
+  hashIdentity: string;
+  definition: SearchParameter;
+  /** Resource types a reference parameter may point at. */
+  targets: string[];
+  evaluate(resource: TypedValue): TypedValue[];
+}
+
+/** Parameters answered from resource columns rather than index tables. */
+export const COLUMN_PARAMS = new Set(['_id', '_lastUpdated']);
+const INDEXED_TYPES = new Set<string>(['token', 'string', 'date', 'number', 'quantity', 'reference', 'uri']);
+
+const paramCache = new Map<string, Map<string, IndexedParam>>();
+
+/** The SearchParameters of a resource type that the store indexes, by code (composite and special ones are not). */
+export function indexedParams(resourceType: string): Map<string, IndexedParam> {
+  let params = paramCache.get(resourceType);
+  if (params) return params;
+  params = new Map();
+  for (const [code, sp] of Object.entries(getSearchParameters(resourceType) ?? {})) {
+    if (COLUMN_PARAMS.has(code) || !sp.type || !INDEXED_TYPES.has(sp.type) || !sp.expression) continue;
+    const details = getSearchParameterDetails(resourceType, sp);
+    params.set(code, {
+      resourceType,
+      code,
+      type: sp.type as IndexedParamType,
+      hashIdentity: hashKey(resourceType, code),
+      definition: sp,
+      targets: (sp.target ?? []) as string[],
+      evaluate: (resource) => evalFhirPathTyped(details.parsedExpression, [resource], { '%resource': resource }),
+    });
+  }
+  paramCache.set(resourceType, params);
+  return params;
+}
+
+export interface IndexRows {
+  token: Array<[string, string, string, string | null, string | null, string | null]>; // hash_identity, hash_value, hash_sys_value, system, value, display
+  string: Array<[string, string, string]>; // hash_identity, hash_exact, value_norm
+  date: Array<[string, string, string]>; // hash_identity, low, high
+  number: Array<[string, string, string]>; // hash_identity, low, high
+  quantity: Array<[string, string, string | null, string | null, string | null]>; // hash_identity, value, system, code, unit
+  reference: Array<[string, string, string]>; // hash_identity, target_type, target_id
+  uri: Array<[string, string]>; // hash_identity, value
+}
+
+export const INDEX_TABLES = ['token', 'string', 'date', 'number', 'quantity', 'reference', 'uri'] as const;
+
+export function emptyIndexRows(): IndexRows {
+  return { token: [], string: [], date: [], number: [], quantity: [], reference: [], uri: [] };
+}
+
+const LOW = '-infinity';
+const HIGH = 'infinity';
+
+export interface Token {
+  system?: string;
+  value?: string;
+  display?: string;
+}
+
+/** Tokens of one value, following R4 token search rules for each data type. */
+export function tokensOf(tv: TypedValue): Token[] {
+  const v = tv.value as any;
+  if (v === undefined || v === null) return [];
+  switch (tv.type) {
+    case 'Coding':
+      return [{ system: v.system, value: v.code, display: v.display }];
+    case 'CodeableConcept': {
+      const out: Token[] = (v.coding ?? []).map((c: any) => ({ system: c.system, value: c.code, display: c.display }));
+      if (v.text) out.push({ display: v.text });
+      return out;
+    }
+    case 'Identifier':
+      return [{ system: v.system, value: v.value, display: v.type?.text }];
+    case 'ContactPoint':
+      return [{ system: v.system, value: v.value }];
+    case 'boolean':
+      return [{ value: String(v) }];
+    case 'Reference':
+      return v.identifier ? [{ system: v.identifier.system, value: v.identifier.value }] : [];
+    default:
+      return typeof v === 'string' || typeof v === 'number' ? [{ value: String(v) }] : [];
+  }
+}
+
+function stringsOf(tv: TypedValue): string[] {
+  const v = tv.value as any;
+  if (v === undefined || v === null) return [];
+  switch (tv.type) {
+    case 'HumanName':
+      return [v.text, v.family, ...(v.given ?? []), ...(v.prefix ?? []), ...(v.suffix ?? [])].filter(Boolean);
+    case 'Address':
+      return [v.text, ...(v.line ?? []), v.city, v.district, v.state, v.postalCode, v.country].filter(Boolean);
+    default:
+      return typeof v === 'string' ? [v] : [];
+  }
+}
+
+/** Instant ranges of a date-like value; Period ends may be open. Timing and others go through @medplum/core. */
+function rangesOf(tv: TypedValue): InstantRange[] {
+  const v = tv.value as any;
+  if (typeof v === 'string') {
+    const r = dateRange(v);
+    return r ? [r] : [];
+  }
+  if (tv.type === 'Period') {
+    const low = v.start ? dateRange(v.start)?.low : LOW;
+    const high = v.end ? dateRange(v.end)?.high : HIGH;
+    return low && high ? [{ low, high }] : [];
+  }
+  return convertToSearchableDates([tv]).map((p) => ({ low: p.start ?? LOW, high: p.end ?? HIGH }));
+}
+
+/** Splits a reference into (type, id); absolute URLs of this server become local, others stay whole. */
+export function referenceTarget(reference: string, localBase: string): [string, string] | undefined {
+  let ref = reference;
+  if (ref.startsWith(localBase + '/')) ref = ref.slice(localBase.length + 1);
+  if (ref.startsWith('#') || ref.startsWith('urn:')) return undefined;
+  const m = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(\/_history\/[^/]+)?$/.exec(ref);
+  if (m) return [m[1], m[2]];
+  return /^https?:\/\//.test(ref) ? ['', ref] : undefined;
+}
+
+/** Every search-index row of a resource, by table. */
+export function indexResource(resource: Resource, localBase: string): IndexRows {
+  const rows = emptyIndexRows();
+  const typed = toTypedValue(resource);
+  for (const param of indexedParams(resource.resourceType).values()) {
+    let values: TypedValue[];
+    try {
+      values = param.evaluate(typed);
+    } catch {
+      continue; // an expression that cannot evaluate on this resource indexes nothing
+    }
+    if (values.length === 0) continue;
+    const h = param.hashIdentity;
+    const type = resource.resourceType;
+    switch (param.type) {
+      case 'token':
+        for (const tv of values)
+          for (const t of tokensOf(tv)) {
+            const value = t.value ?? '';
+            rows.token.push([
+              h,
+              hashKey(type, param.code, value),
+              hashKey(type, param.code, t.system ?? '', value),
+              t.system ?? null,
+              t.value ?? null,
+              t.display ? normalizeString(t.display) : null,
+            ]);
+          }
+        break;
+      case 'string':
+        for (const tv of values)
+          for (const s of stringsOf(tv)) rows.string.push([h, hashKey(type, param.code, s), normalizeString(s)]);
+        break;
+      case 'date':
+        for (const tv of values) for (const r of rangesOf(tv)) rows.date.push([h, r.low, r.high]);
+        break;
+      case 'number':
+        for (const [low, high] of convertToSearchableNumbers(values))
+          if (low !== undefined || high !== undefined) rows.number.push([h, String(low ?? high), String(high ?? low)]);
+        break;
+      case 'quantity':
+        for (const q of convertToSearchableQuantities(values))
+          if (typeof q.value === 'number') rows.quantity.push([h, String(q.value), q.system ?? null, q.code ?? null, q.unit ?? null]);
+        break;
+      case 'reference':
+        for (const tv of values) {
+          const v = tv.value as any;
+          const ref = typeof v === 'string' ? v : v?.reference;
+          const target = typeof ref === 'string' ? referenceTarget(ref, localBase) : undefined;
+          if (target) rows.reference.push([h, target[0], target[1]]);
+          if (v?.identifier?.value) {
+            const id = v.identifier;
+            const code = `${param.code}:identifier`;
+            rows.token.push([hashKey(type, code), hashKey(type, code, id.value), hashKey(type, code, id.system ?? '', id.value), id.system ?? null, id.value, null]);
+          }
+        }
+        break;
+      case 'uri':
+        for (const tv of values) if (typeof tv.value === 'string') rows.uri.push([h, tv.value]);
+        break;
+    }
+  }
+  return rows;
+}

@@ -1,0 +1,188 @@
+import { hashKey } from '../hash';
+import { escapeLike, normalizeString } from '../normalize';
+import type { DateValue, Filter, NumberValue, Prefix, QuantityValue, SortRule } from './parse';
+
+/** Collects bind parameters: values never enter SQL text. */
+export class SqlParams {
+  readonly values: unknown[] = [];
+  add(value: unknown): string {
+    this.values.push(value);
+    return `$${this.values.length}`;
+  }
+}
+
+const TABLE = {
+  token: 'fhir_idx_token',
+  string: 'fhir_idx_string',
+  date: 'fhir_idx_date',
+  number: 'fhir_idx_number',
+  quantity: 'fhir_idx_quantity',
+  reference: 'fhir_idx_reference',
+  uri: 'fhir_idx_uri',
+} as const;
+
+const or = (parts: string[]) => (parts.length === 1 ? parts[0] : `(${parts.map((p) => `(${p})`).join(' OR ')})`);
+
+/** `alias.rid IN (rows of `table` matching any of `conditions`)`. */
+function inIndex(alias: string, table: string, conditions: string[], negate = false): string {
+  return `${alias}.rid ${negate ? 'NOT ' : ''}IN (SELECT rid FROM ${table} WHERE ${or(conditions)})`;
+}
+
+/**
+ * Range comparison of a resource range [low, high] against a search value, per R4 prefix rules:
+ * eq: contained in the search range; gt/ge/lt/le/sa/eb: compared with its bounds; ap: overlap
+ * with the range widened by 10% of its distance from now (dates) or of the value (numbers).
+ */
+function rangeCondition(prefix: Prefix, low: string, high: string, sLow: string, sHigh: string, apLow: string, apHigh: string): string {
+  switch (prefix) {
+    case 'eq':
+      return `${low} >= ${sLow} AND ${high} <= ${sHigh}`;
+    case 'ne':
+      return `NOT (${low} >= ${sLow} AND ${high} <= ${sHigh})`;
+    case 'gt':
+      return `${high} > ${sHigh}`;
+    case 'ge':
+      return `${high} >= ${sLow}`;
+    case 'lt':
+      return `${low} < ${sLow}`;
+    case 'le':
+      return `${low} <= ${sHigh}`;
+    case 'sa':
+      return `${low} > ${sHigh}`;
+    case 'eb':
+      return `${high} < ${sLow}`;
+    case 'ap':
+      return `${low} <= ${apHigh} AND ${high} >= ${apLow}`;
+  }
+}
+
+function dateCondition(v: DateValue, low: string, high: string, q: SqlParams): string {
+  const sLow = `${q.add(v.low)}::timestamptz`;
+  const sHigh = `${q.add(v.high)}::timestamptz`;
+  let apLow = sLow;
+  let apHigh = sHigh;
+  if (v.prefix === 'ap') {
+    const from = Date.parse(v.low);
+    const to = Date.parse(v.high);
+    const margin = Math.max(0.1 * Math.abs(Date.now() - from), 86_400_000);
+    apLow = `${q.add(new Date(from - margin).toISOString())}::timestamptz`;
+    apHigh = `${q.add(new Date(to + margin).toISOString())}::timestamptz`;
+  }
+  return rangeCondition(v.prefix, low, high, sLow, sHigh, apLow, apHigh);
+}
+
+/** Numbers: eq/ne/ap use the precision range of the searched value; the others its exact value. */
+function numberCondition(v: NumberValue, low: string, high: string, q: SqlParams): string {
+  const exact = `${q.add(String(v.value))}::numeric`;
+  const margin = Math.abs(v.value) * 0.1;
+  switch (v.prefix) {
+    case 'eq':
+    case 'ne': {
+      const cond = `${low} >= ${q.add(String(v.low))}::numeric AND ${high} < ${q.add(String(v.high))}::numeric`;
+      return v.prefix === 'eq' ? cond : `NOT (${cond})`;
+    }
+    case 'ap':
+      return rangeCondition('ap', low, high, exact, exact, `${q.add(String(v.value - margin))}::numeric`, `${q.add(String(v.value + margin))}::numeric`);
+    case 'sa':
+      return `${low} > ${exact}`;
+    case 'eb':
+      return `${high} < ${exact}`;
+    default:
+      return rangeCondition(v.prefix, low, high, exact, exact, exact, exact);
+  }
+}
+
+function quantityCondition(v: QuantityValue, q: SqlParams): string {
+  const parts = [numberCondition(v, 'value', 'value', q)];
+  if (v.system) parts.push(`system = ${q.add(v.system)}`);
+  if (v.code) parts.push(v.system ? `code = ${q.add(v.code)}` : `(code = ${q.add(v.code)} OR unit = ${q.add(v.code)})`);
+  return parts.join(' AND ');
+}
+
+let aliasCounter = 0;
+
+/** SQL condition on resource alias `alias` for one filter. */
+export function filterSql(f: Filter, alias: string, q: SqlParams): string {
+  switch (f.kind) {
+    case 'id': {
+      const cond = `${alias}.id = ANY(${q.add(f.values)}::text[])`;
+      return f.not ? `NOT (${cond})` : cond;
+    }
+    case 'lastUpdated':
+      return or(f.values.map((v) => dateCondition(v, `${alias}.last_updated`, `${alias}.last_updated`, q)));
+    case 'missing': {
+      const exists = `EXISTS (SELECT 1 FROM ${TABLE[f.param.type]} m WHERE m.rid = ${alias}.rid AND m.hash_identity = ${q.add(f.param.hashIdentity)})`;
+      return f.missing ? `NOT ${exists}` : exists;
+    }
+    case 'token': {
+      const { resourceType: t, code, hashIdentity } = f.param;
+      if (f.modifier === 'text') {
+        const conds = f.values.map((v) => {
+          const text = escapeLike(normalizeString(v.text ?? ''));
+          return `hash_identity = ${q.add(hashIdentity)} AND (display LIKE ${q.add(text + '%')} OR display LIKE ${q.add('% ' + text + '%')})`;
+        });
+        return inIndex(alias, TABLE.token, conds);
+      }
+      const conds = f.values.map((v) => {
+        if (v.system === undefined) return `hash_value = ${q.add(hashKey(t, code, v.code ?? ''))}`;
+        if (v.system === '') return `hash_value = ${q.add(hashKey(t, code, v.code ?? ''))} AND system IS NULL`;
+        if (v.code === undefined) return `hash_identity = ${q.add(hashIdentity)} AND system = ${q.add(v.system)}`;
+        return `hash_sys_value = ${q.add(hashKey(t, code, v.system, v.code))}`;
+      });
+      return inIndex(alias, TABLE.token, conds, f.modifier === 'not');
+    }
+    case 'string': {
+      const { resourceType: t, code, hashIdentity } = f.param;
+      const conds = f.values.map((v) => {
+        if (f.modifier === 'exact') return `hash_exact = ${q.add(hashKey(t, code, v))}`;
+        const text = escapeLike(normalizeString(v));
+        return `hash_identity = ${q.add(hashIdentity)} AND value_norm LIKE ${q.add(f.modifier === 'contains' ? `%${text}%` : `${text}%`)}`;
+      });
+      return inIndex(alias, TABLE.string, conds);
+    }
+    case 'date':
+      return inIndex(alias, TABLE.date, f.values.map((v) => `hash_identity = ${q.add(f.param.hashIdentity)} AND ${dateCondition(v, 'low', 'high', q)}`));
+    case 'number':
+      return inIndex(alias, TABLE.number, f.values.map((v) => `hash_identity = ${q.add(f.param.hashIdentity)} AND ${numberCondition(v, 'low', 'high', q)}`));
+    case 'quantity':
+      return inIndex(alias, TABLE.quantity, f.values.map((v) => `hash_identity = ${q.add(f.param.hashIdentity)} AND ${quantityCondition(v, q)}`));
+    case 'uri':
+      return inIndex(
+        alias,
+        TABLE.uri,
+        f.values.map((v) => {
+          const h = `hash_identity = ${q.add(f.param.hashIdentity)}`;
+          if (f.modifier === 'below') return `${h} AND value LIKE ${q.add(escapeLike(v) + '%')}`;
+          if (f.modifier === 'above') return `${h} AND starts_with(${q.add(v)}, value)`;
+          return `${h} AND value = ${q.add(v)}`;
+        }),
+      );
+    case 'reference':
+      return inIndex(
+        alias,
+        TABLE.reference,
+        f.values.map((v) => {
+          const base = `hash_identity = ${q.add(f.param.hashIdentity)} AND target_id = ${q.add(v.id)}`;
+          return v.type === undefined ? base : `${base} AND target_type = ${q.add(v.type)}`;
+        }),
+      );
+    case 'chain': {
+      const t = `c${++aliasCounter}`;
+      const perType = f.targetTypes.map((type, i) => `${t}.resource_type = ${q.add(type)} AND ${filterSql(f.inner[i], t, q)}`);
+      return `${alias}.rid IN (SELECT ref.rid FROM fhir_idx_reference ref
+        JOIN fhir_resources ${t} ON ${t}.resource_type = ref.target_type AND ${t}.id = ref.target_id AND NOT ${t}.deleted
+        WHERE ref.hash_identity = ${q.add(f.param.hashIdentity)} AND ${or(perType)})`;
+    }
+  }
+}
+
+/** ORDER BY expression for a sort rule: the smallest value ascending, the largest descending; missing last. */
+export function sortSql(rule: SortRule, alias: string, q: SqlParams): string {
+  const dir = rule.descending ? 'DESC' : 'ASC';
+  if (rule.kind === 'id') return `${alias}.id ${dir}`;
+  if (rule.kind === 'lastUpdated') return `${alias}.last_updated ${dir}`;
+  const param = rule.param!;
+  const agg = rule.descending ? 'max' : 'min';
+  const column = { token: 'value', string: 'value_norm', date: rule.descending ? 'high' : 'low', number: rule.descending ? 'high' : 'low', quantity: 'value', uri: 'value', reference: 'target_id' }[param.type];
+  return `(SELECT ${agg}(${column}) FROM ${TABLE[param.type]} s WHERE s.rid = ${alias}.rid AND s.hash_identity = ${q.add(param.hashIdentity)}) ${dir} NULLS LAST`;
+}
