@@ -45,6 +45,21 @@ const commands: Record<string, Command> = {
       }
     },
   },
+  clients: {
+    summary: 'create --name N --org ORG [--facility F] --scopes "s1 s2" (prints the secret once); list; revoke ID',
+    usage: 'pont clients ACTION ...',
+    run: async (args) => (await import('./auth/cli')).accessCommand('clients', args),
+  },
+  keys: {
+    summary: 'rotate (new signing key; old one stays in the JWKS until its tokens expire); list',
+    usage: 'pont keys ACTION',
+    run: async (args) => (await import('./auth/cli')).accessCommand('keys', args),
+  },
+  agents: {
+    summary: 'create --facility F (prints the agent key once); list; revoke ID',
+    usage: 'pont agents ACTION ...',
+    run: async (args) => (await import('./auth/cli')).accessCommand('agents', args),
+  },
   import: {
     summary: 'Load FHIR transaction Bundles (.json, directories, .tar.gz) and bulk .ndjson',
     usage: 'pont import PATH...',
@@ -59,7 +74,9 @@ const commands: Record<string, Command> = {
     async run(args) {
       const { webhooksCommand } = await import('./webhooks/cli');
       return webhooksCommand(args);
-    },};
+    },
+  },
+};
 
 function help(): string {
   const width = Math.max(...Object.values(commands).map((c) => c.usage.length));

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { parseRateLimits, type RateLimitTable } from './auth/rate-limits';
 import { DEFAULT_RETRY_DELAYS, parseDuration, parseRetryDelays } from './webhooks/schedule';
 
 const environments = ['development', 'sandbox', 'production'] as const;
@@ -32,6 +33,15 @@ const schema = z.object({
     .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded (openssl rand -base64 32)')
     .optional(),
   PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK: z.enum(['true', 'false']).optional(),
+  /** Rate limits over the defaults: `group=requests/seconds,...` (README "Rate limits"). */
+  PONT_RATE_LIMITS: z
+    .string()
+    .default('')
+    .transform((spec, ctx) => {
+      const table = parseRateLimits(spec);
+      if (typeof table === 'string') ctx.addIssue({ code: 'custom', message: table });
+      return table as RateLimitTable;
+    }),
 });
 
 function positiveDuration(text: string, ctx: z.RefinementCtx): number {
@@ -82,6 +92,8 @@ export interface Config {
   maxBodyBytes: number;
   logLevel: 'silent' | 'error' | 'info' | 'debug';
   webhooks: WebhookConfig;
+  /** Requests per window, per client (or agent) and route group. */
+  rateLimits: RateLimitTable;
 }
 
 /** Reads and validates the environment once; a bad value stops the start with a clear message. */
@@ -103,6 +115,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: e.DATABASE_URL ? undefined : e.PONT_DATA_DIR,
     maxBodyBytes: e.PONT_MAX_BODY_BYTES,
     logLevel: e.LOG_LEVEL,
+    rateLimits: e.PONT_RATE_LIMITS,
     webhooks,
   };
 }

@@ -1,10 +1,9 @@
 import type { Config } from './config';
 import type { Database } from './db/database';
-import type { AccessControl } from './http/routes';
 import type { Logger } from './log';
 import { FhirStore } from './fhir/store';
 import { createDeliveryWorker } from './webhooks/worker';
-import { createAccessControl } from './auth/access';
+import { createAccessControl, type Access } from './auth/access';
 
 /** A job that runs beside the HTTP server in every process (e.g. the webhook delivery worker). */
 export interface BackgroundWorker {
@@ -19,7 +18,7 @@ export interface Services {
   db: Database;
   log: Logger;
   store: FhirStore;
-  access: AccessControl;
+  access: Access;
   workers: BackgroundWorker[];
 }
 

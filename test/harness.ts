@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { loadConfig, type Config } from '../src/config';
 import { startPont, type RunningPont } from '../src/server';
+import { createClient } from '../src/auth/clients';
+import type { Scope } from '../src/auth/scopes';
 
 /** Which backend this test run uses (vitest sets it per project). */
 export const backend = (process.env.PONT_TEST_DB ?? 'pglite') as 'pglite' | 'postgres';
@@ -65,5 +67,43 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
       await pont.close();
       await scratch?.drop();
     },
+  };
+}
+
+export interface TestClient {
+  client_id: string;
+  client_secret: string;
+  organization_id: string;
+  access_token: string;
+  /** `Authorization: Bearer …` for fetch. */
+  headers: Record<string, string>;
+}
+
+/**
+ * An integration client on the test server's database (what `pont clients create` does), with an
+ * access token from the real token endpoint.
+ */
+export async function createTestClient(
+  pont: TestServer,
+  scopes: Scope[],
+  options: { organizationId?: string; facilityId?: string; name?: string } = {},
+): Promise<TestClient> {
+  const client = await createClient(pont.services.db, {
+    name: options.name ?? 'test client',
+    organizationId: options.organizationId ?? 'org-test',
+    facilityId: options.facilityId,
+    scopes,
+  });
+  const { status, body } = await pont.json('/api/v1/connect/auth/token', {
+    method: 'POST',
+    json: { grant_type: 'client_credentials', client_id: client.client_id, client_secret: client.client_secret },
+  });
+  if (status !== 200) throw new Error(`token request failed: ${status} ${JSON.stringify(body)}`);
+  return {
+    client_id: client.client_id,
+    client_secret: client.client_secret,
+    organization_id: client.organization_id,
+    access_token: body.access_token,
+    headers: { authorization: `Bearer ${body.access_token}` },
   };
 }

@@ -1,11 +1,148 @@
+import type { Context } from 'koa';
 import type { Config } from '../config';
 import type { Database } from '../db/database';
-import type { AccessControl } from '../http/routes';
+import { ApiError, ErrorCode } from '../http/errors';
+import type { AccessControl, Security } from '../http/routes';
+import { authenticateAgent, BRIDGE_TIMESTAMP_TOLERANCE_SECONDS, timestampIsFresh } from './agents';
+import { ClientDirectory, type ActiveClient } from './clients';
+import { ensureSigningKey, KeyStore } from './keys';
+import type { AgentPrincipal, ClientPrincipal } from './principal';
+import { RateLimits } from './rate-limits';
+import { TokenService } from './tokens';
+
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
+
+/** 401 in the Error shape, with the RFC 6750 challenge (`error` only when credentials were given). */
+export function unauthenticated(message: string, challenge: 'Bearer' | 'Basic' = 'Bearer', invalidToken = false): ApiError {
+  const params = [`realm="pont"`, ...(invalidToken ? [`error="invalid_token"`] : [])];
+  return new ApiError(401, ErrorCode.unauthenticated, message, { headers: { 'WWW-Authenticate': `${challenge} ${params.join(', ')}` } });
+}
+
+function requiredScopes(security: Extract<Security, { kind: 'client' }>, ctx: Context): string[] {
+  const scope = typeof security.scope === 'function' ? security.scope(ctx) : security.scope;
+  return scope === undefined ? [] : Array.isArray(scope) ? scope : [scope];
+}
 
 /**
- * PLACEHOLDER until the access layer lands (issue 3): lets every request through.
- * Replaced by real authentication (Bearer JWT / client credentials / bridge-agent keys) and scopes.
+ * The access layer: one `authorize` for every route (authentication, rate limit, scope), plus the
+ * pieces the OAuth routes use. Built once per process; every check reads the shared database, so
+ * revocation, rotation and rate limits hold across processes.
  */
-export async function createAccessControl(_deps: { config: Config; db: Database }): Promise<AccessControl> {
-  return { authorize: async () => undefined };
+export class Access implements AccessControl {
+  readonly clients: ClientDirectory;
+  readonly keys: KeyStore;
+  readonly tokens: TokenService;
+  readonly limits: RateLimits;
+
+  constructor(
+    private readonly config: Config,
+    readonly db: Database,
+  ) {
+    this.clients = new ClientDirectory(db);
+    this.keys = new KeyStore(db);
+    this.tokens = new TokenService(this.keys, this.clients, () => config.publicUrl);
+    this.limits = new RateLimits(db, config.rateLimits);
+  }
+
+  get issuer(): string {
+    return this.config.publicUrl;
+  }
+
+  async authorize(ctx: Context, security: Security, routeGroup: string): Promise<ClientPrincipal | AgentPrincipal | undefined> {
+    switch (security.kind) {
+      case 'public':
+        return undefined;
+      case 'bridge-agent': {
+        const agent = await this.authenticateAgent(ctx);
+        await this.limits.consume(routeGroup, `agent:${agent.agentId}`);
+        return agent;
+      }
+      case 'client': {
+        const client = await this.authenticateClient(ctx);
+        await this.limits.consume(routeGroup, `client:${client.clientId}`);
+        const needed = requiredScopes(security, ctx);
+        if (needed.length && !needed.some((s) => client.scopes.includes(s as never))) {
+          throw new ApiError(403, ErrorCode.forbidden, `This operation needs the scope ${needed.join(' or ')}, which the caller does not hold`, {
+            extra: { required_scopes: needed },
+            headers: { 'WWW-Authenticate': `Bearer realm="pont", error="insufficient_scope", scope="${needed.join(' ')}"` },
+          });
+        }
+        return client;
+      }
+    }
+  }
+
+  /** `Authorization: Bearer <JWT>`, or the X-Client-ID + X-Client-Secret pair. */
+  async authenticateClient(ctx: Context): Promise<ClientPrincipal> {
+    const authorization = ctx.get('authorization');
+    if (authorization) {
+      const token = BEARER.exec(authorization)?.[1];
+      if (!token) throw unauthenticated('The Authorization header must be "Bearer <access token>"', 'Bearer', true);
+      const verified = await this.tokens.verify(token);
+      if (!verified) throw unauthenticated('The access token is invalid, expired or revoked', 'Bearer', true);
+      return principalOf(verified.client, verified.scopes, { id: verified.claims.jti, expiresAt: verified.claims.exp });
+    }
+    const clientId = ctx.get('x-client-id');
+    const secret = ctx.get('x-client-secret');
+    if (clientId || secret) {
+      if (!clientId || !secret) throw unauthenticated('X-Client-ID and X-Client-Secret must be sent together');
+      const client = await this.checkClientSecret(ctx, clientId, secret);
+      if (!client) throw unauthenticated('Invalid client credentials');
+      return principalOf(client, client.scopes);
+    }
+    throw unauthenticated('Authentication required: send Authorization: Bearer <access token>');
+  }
+
+  /**
+   * Checks a client id and secret (token endpoint, introspection, header pair). Failures are counted
+   * per source address: each costs an Argon2id hash, so a flood of them is cut off with 429.
+   */
+  async checkClientSecret(ctx: Context, clientId: string, secret: string): Promise<ActiveClient | undefined> {
+    const source = `ip:${ctx.ip}`;
+    await this.limits.assertNotExhausted('failed-auth', source);
+    const client = await this.clients.authenticate(clientId, secret);
+    if (!client) await this.limits.penalize('failed-auth', source);
+    return client;
+  }
+
+  /** X-Bridge-Agent-ID, X-Bridge-Agent-Key and a fresh X-Bridge-Timestamp (section 5.2). */
+  private async authenticateAgent(ctx: Context): Promise<AgentPrincipal> {
+    const agentId = ctx.get('x-bridge-agent-id');
+    const key = ctx.get('x-bridge-agent-key');
+    const timestamp = ctx.get('x-bridge-timestamp');
+    if (!agentId || !key || !timestamp) {
+      throw unauthenticated('Bridge Agent routes need the X-Bridge-Agent-ID, X-Bridge-Agent-Key and X-Bridge-Timestamp headers');
+    }
+    if (!timestampIsFresh(timestamp)) {
+      throw new ApiError(
+        401,
+        ErrorCode.unauthenticated,
+        `X-Bridge-Timestamp must be Unix seconds within ${BRIDGE_TIMESTAMP_TOLERANCE_SECONDS} s of server time`,
+        { extra: { server_time: Math.floor(Date.now() / 1000) } },
+      );
+    }
+    const agent = await authenticateAgent(this.db, agentId, key);
+    if (!agent) throw unauthenticated('Invalid Bridge Agent credentials');
+    return { kind: 'bridge-agent', ...agent };
+  }
+}
+
+function principalOf(client: ActiveClient, scopes: string[], token?: { id: string; expiresAt: number }): ClientPrincipal {
+  return {
+    kind: 'client',
+    clientId: client.clientId,
+    organizationId: client.organizationId,
+    facilityId: client.facilityId,
+    scopes,
+    tokenId: token?.id,
+    tokenExpiresAt: token?.expiresAt,
+  };
+}
+
+/** Builds the access layer; creates the first signing key when the database has none. */
+export async function createAccessControl(deps: { config: Config; db: Database }): Promise<Access> {
+  await ensureSigningKey(deps.db);
+  const access = new Access(deps.config, deps.db);
+  await access.clients.warmUp();
+  return access;
 }

@@ -7,6 +7,8 @@ export interface ClientPrincipal {
   scopes: string[];
   /** `jti` of the bearer token, when authenticated by token. */
   tokenId?: string;
+  /** `exp` of the bearer token (Unix seconds), when authenticated by token. */
+  tokenExpiresAt?: number;
 }
 
 export interface AgentPrincipal {

@@ -1,0 +1,80 @@
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { withDatabase } from '../cli';
+import { createAgent, listAgents, revokeAgent } from './agents';
+import { createClient, listClients, NewClientInput, revokeClient } from './clients';
+import { listSigningKeys, rotateSigningKey } from './keys';
+
+type Subcommands = Record<string, (args: string[]) => Promise<unknown>>;
+
+const print = (value: unknown) => console.log(JSON.stringify(value, null, 2));
+
+/** One positional id, nothing else. */
+function onlyId(args: string[], what: string): string {
+  const { positionals } = parseArgs({ args, allowPositionals: true, options: {} });
+  if (positionals.length !== 1) throw new Error(`Give exactly one ${what}`);
+  return positionals[0]!;
+}
+
+function notFound(what: string, id: string): never {
+  throw new Error(`No ${what} ${id}`);
+}
+
+const clients: Subcommands = {
+  async create(args) {
+    const { values } = parseArgs({
+      args,
+      options: { name: { type: 'string' }, org: { type: 'string' }, facility: { type: 'string' }, scopes: { type: 'string' } },
+    });
+    const input = NewClientInput.parse({
+      name: values.name ?? '',
+      organizationId: values.org ?? '',
+      facilityId: values.facility,
+      scopes: (values.scopes ?? '').split(/[\s,]+/).filter(Boolean),
+    });
+    return withDatabase((db) => createClient(db, input));
+  },
+  list: () => withDatabase(listClients),
+  revoke: (args) => {
+    const id = onlyId(args, 'client id');
+    return withDatabase(async (db) => (await revokeClient(db, id)) ?? notFound('client', id));
+  },
+};
+
+const keys: Subcommands = {
+  rotate: () => withDatabase(rotateSigningKey),
+  list: () => withDatabase(listSigningKeys),
+};
+
+const agents: Subcommands = {
+  async create(args) {
+    const { values } = parseArgs({ args, options: { facility: { type: 'string' } } });
+    return withDatabase((db) => createAgent(db, { facilityId: values.facility ?? '' }));
+  },
+  list: () => withDatabase(listAgents),
+  revoke: (args) => {
+    const id = onlyId(args, 'agent id');
+    return withDatabase(async (db) => (await revokeAgent(db, id)) ?? notFound('agent', id));
+  },
+};
+
+const groups: Record<string, Subcommands> = { clients, keys, agents };
+
+/** Validation messages name the flag the operator typed. */
+const FLAGS: Record<string, string> = { name: '--name', organizationId: '--org', facilityId: '--facility', scopes: '--scopes' };
+
+/** `pont clients|keys|agents <subcommand> ...`: prints the result as JSON. */
+export async function accessCommand(group: string, args: string[]): Promise<number> {
+  const [name, ...rest] = args;
+  const run = name ? groups[group]?.[name] : undefined;
+  if (!run) throw new Error(`Unknown command: pont ${group} ${name ?? ''}\nSubcommands: ${Object.keys(groups[group] ?? {}).join(', ')}`);
+  try {
+    print(await run(rest));
+    return 0;
+  } catch (err) {
+    if (err instanceof z.ZodError) {
+      throw new Error(err.issues.map((i) => `${FLAGS[String(i.path[0])] ?? 'input'}: ${i.message}`).join('\n'));
+    }
+    throw err;
+  }
+}

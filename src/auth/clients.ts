@@ -1,0 +1,141 @@
+import { randomBytes } from 'node:crypto';
+import argon2 from 'argon2';
+import { z } from 'zod';
+import type { Queryable } from '../db/database';
+import { SCOPES, type Scope } from './scopes';
+
+/**
+ * Argon2id at OWASP's recommended minimum (19 MiB, 2 passes, 1 lane): client secrets are 256 random
+ * bits, so the hash guards a leaked table, not a guessable password; higher costs would only slow
+ * every token request. The parameters live in each PHC string, so raising them later keeps old hashes valid.
+ */
+const ARGON2_OPTIONS = { type: argon2.argon2id, memoryCost: 19_456, timeCost: 2, parallelism: 1 } as const;
+/** Longer presented secrets are refused without hashing them (ours are 47 characters). */
+const MAX_SECRET_LENGTH = 256;
+
+/** Organisation and facility ids: opaque, URL- and header-safe. */
+export const EntityId = z.string().regex(/^[A-Za-z0-9._:-]{1,64}$/, 'use 1-64 letters, digits, . _ : -');
+
+export const NewClientInput = z.object({
+  name: z.string().trim().min(1).max(200),
+  organizationId: EntityId,
+  facilityId: EntityId.optional(),
+  scopes: z.array(z.enum(SCOPES)).min(1, 'give at least one scope'),
+});
+export type NewClientInput = z.infer<typeof NewClientInput>;
+
+/** A client as operators see it (never its secret). */
+export interface ClientRecord {
+  client_id: string;
+  name: string;
+  organization_id: string;
+  facility_id: string | null;
+  scopes: Scope[];
+  created_at: string;
+  revoked_at: string | null;
+}
+
+interface ClientRow extends Omit<ClientRecord, 'created_at' | 'revoked_at'> {
+  secret_hash: string;
+  created_at: Date | string;
+  revoked_at: Date | string | null;
+}
+
+const COLUMNS = 'client_id, name, organization_id, facility_id, scopes, created_at, revoked_at';
+
+function toRecord(row: Omit<ClientRow, 'secret_hash'>): ClientRecord {
+  return {
+    client_id: row.client_id,
+    name: row.name,
+    organization_id: row.organization_id,
+    facility_id: row.facility_id,
+    scopes: row.scopes,
+    created_at: new Date(row.created_at).toISOString(),
+    revoked_at: row.revoked_at === null ? null : new Date(row.revoked_at).toISOString(),
+  };
+}
+
+/** Creates a client; the returned secret is the only copy there will ever be. */
+export async function createClient(db: Queryable, input: NewClientInput): Promise<ClientRecord & { client_secret: string }> {
+  const valid = NewClientInput.parse(input);
+  const clientId = `cli_${randomBytes(12).toString('hex')}`;
+  const secret = `pcs_${randomBytes(32).toString('base64url')}`;
+  const hash = await argon2.hash(secret, ARGON2_OPTIONS);
+  const { rows } = await db.query<ClientRow>(
+    `INSERT INTO oauth_clients (client_id, name, organization_id, facility_id, scopes, secret_hash)
+     VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${COLUMNS}`,
+    [clientId, valid.name, valid.organizationId, valid.facilityId ?? null, [...new Set(valid.scopes)], hash],
+  );
+  return { ...toRecord(rows[0]!), client_secret: secret };
+}
+
+export async function listClients(db: Queryable): Promise<ClientRecord[]> {
+  const { rows } = await db.query<ClientRow>(`SELECT ${COLUMNS} FROM oauth_clients ORDER BY created_at, client_id`);
+  return rows.map(toRecord);
+}
+
+/** Revokes a client (idempotent); undefined when there is no such client. */
+export async function revokeClient(db: Queryable, clientId: string): Promise<ClientRecord | undefined> {
+  const { rows } = await db.query<ClientRow>(
+    `UPDATE oauth_clients SET revoked_at = COALESCE(revoked_at, now()) WHERE client_id = $1 RETURNING ${COLUMNS}`,
+    [clientId],
+  );
+  return rows[0] && toRecord(rows[0]);
+}
+
+/** A client that may act now. */
+export interface ActiveClient {
+  clientId: string;
+  organizationId: string;
+  facilityId?: string;
+  scopes: Scope[];
+}
+
+/** Looks up clients and checks their secrets. */
+export class ClientDirectory {
+  /** Verified against when the client is unknown, so that case costs what a wrong secret costs. */
+  private decoyHash?: Promise<string>;
+
+  constructor(private readonly db: Queryable) {}
+
+  /** Starts hashing the decoy now, off the request path. */
+  warmUp(): Promise<void> {
+    return this.decoy().then(() => undefined);
+  }
+
+  private decoy(): Promise<string> {
+    return (this.decoyHash ??= argon2.hash(randomBytes(32).toString('base64url'), ARGON2_OPTIONS));
+  }
+
+  /** The client if it exists and is not revoked (checked on every request: revocation is immediate). */
+  async active(clientId: string): Promise<ActiveClient | undefined> {
+    const row = await this.row(clientId);
+    return row && row.revoked_at === null ? toActive(row) : undefined;
+  }
+
+  /**
+   * The client when `secret` is its secret and it is not revoked. Unknown client, revoked client and
+   * wrong secret all run one Argon2id verification and give the same undefined.
+   */
+  async authenticate(clientId: string, secret: string): Promise<ActiveClient | undefined> {
+    const row = await this.row(clientId);
+    const hash = row?.secret_hash ?? (await this.decoy());
+    const matches = secret.length <= MAX_SECRET_LENGTH && (await argon2.verify(hash, secret));
+    return row && matches && row.revoked_at === null ? toActive(row) : undefined;
+  }
+
+  private async row(clientId: string): Promise<ClientRow | undefined> {
+    if (clientId.length > 128) return undefined;
+    const { rows } = await this.db.query<ClientRow>(`SELECT ${COLUMNS}, secret_hash FROM oauth_clients WHERE client_id = $1`, [clientId]);
+    return rows[0];
+  }
+}
+
+function toActive(row: ClientRow): ActiveClient {
+  return {
+    clientId: row.client_id,
+    organizationId: row.organization_id,
+    facilityId: row.facility_id ?? undefined,
+    scopes: row.scopes,
+  };
+}

@@ -1,0 +1,102 @@
+import { randomUUID } from 'node:crypto';
+import { errors, jwtVerify, SignJWT, type JWTHeaderParameters } from 'jose';
+import type { ActiveClient, ClientDirectory } from './clients';
+import { TOKEN_LIFETIME_SECONDS, type KeyStore } from './keys';
+import type { Scope } from './scopes';
+
+/** RFC 9068 media type of JWT access tokens: a JWT of another kind (an ID token, say) is never accepted as one. */
+const ACCESS_TOKEN_TYPE = 'at+jwt';
+/** Leeway for clock differences between Pont processes when checking exp, nbf and iat. */
+const CLOCK_TOLERANCE_SECONDS = 5;
+/** Refused before any parsing: ours are about 900 characters. */
+const MAX_TOKEN_LENGTH = 8192;
+
+/** The claims of a Pont access token (issue 3, section 2.5). */
+export interface AccessTokenClaims {
+  iss: string;
+  sub: string;
+  aud: string;
+  client_id: string;
+  scope: string;
+  iat: number;
+  exp: number;
+  jti: string;
+}
+
+/** TokenResponse (section 2.5). */
+export interface TokenResponse {
+  access_token: string;
+  token_type: 'Bearer';
+  expires_in: number;
+  scope: string;
+}
+
+export interface VerifiedToken {
+  claims: AccessTokenClaims;
+  client: ActiveClient;
+  /** The token's scopes that its client still holds. */
+  scopes: Scope[];
+}
+
+/** Issues and verifies RS256 access tokens. Issuer and audience are both the public base URL. */
+export class TokenService {
+  constructor(
+    private readonly keys: KeyStore,
+    private readonly clients: ClientDirectory,
+    /** Read per call: with PORT=0 the public URL is known only once the server listens. */
+    private readonly issuer: () => string,
+  ) {}
+
+  async issue(client: ActiveClient, scopes: readonly Scope[]): Promise<TokenResponse> {
+    const { kid, privateKey } = await this.keys.signingKey();
+    const iat = Math.floor(Date.now() / 1000);
+    const scope = scopes.join(' ');
+    const accessToken = await new SignJWT({ client_id: client.clientId, scope })
+      .setProtectedHeader({ alg: 'RS256', kid, typ: ACCESS_TOKEN_TYPE })
+      .setIssuer(this.issuer())
+      .setSubject(client.clientId)
+      .setAudience(this.issuer())
+      .setIssuedAt(iat)
+      .setExpirationTime(iat + TOKEN_LIFETIME_SECONDS)
+      .setJti(randomUUID())
+      .sign(privateKey);
+    return { access_token: accessToken, token_type: 'Bearer', expires_in: TOKEN_LIFETIME_SECONDS, scope };
+  }
+
+  /**
+   * The token's claims and client when it is an unexpired access token signed by one of our published
+   * keys, for us, of a client that is not revoked; undefined for anything else (never throws for a bad token).
+   */
+  async verify(token: string): Promise<VerifiedToken | undefined> {
+    if (token.length > MAX_TOKEN_LENGTH) return undefined;
+    let claims: AccessTokenClaims;
+    try {
+      const result = await jwtVerify<AccessTokenClaims>(token, (header: JWTHeaderParameters) => this.key(header), {
+        algorithms: ['RS256'],
+        typ: ACCESS_TOKEN_TYPE,
+        issuer: this.issuer(),
+        audience: this.issuer(),
+        maxTokenAge: TOKEN_LIFETIME_SECONDS,
+        clockTolerance: CLOCK_TOLERANCE_SECONDS,
+        requiredClaims: ['exp', 'jti', 'client_id', 'scope'],
+      });
+      claims = result.payload as AccessTokenClaims;
+    } catch (err) {
+      if (err instanceof errors.JOSEError) return undefined;
+      throw err; // the database failing is not the caller's fault
+    }
+    // Shapes only we sign; a lifetime over ours means the token was not made by this service.
+    if (claims.sub !== claims.client_id || typeof claims.scope !== 'string' || typeof claims.jti !== 'string') return undefined;
+    if (claims.exp - claims.iat > TOKEN_LIFETIME_SECONDS) return undefined;
+    const client = await this.clients.active(claims.client_id);
+    if (!client) return undefined;
+    const granted = new Set(claims.scope.split(' '));
+    return { claims, client, scopes: client.scopes.filter((s) => granted.has(s)) };
+  }
+
+  private async key(header: JWTHeaderParameters) {
+    const key = header.alg === 'RS256' ? await this.keys.verificationKey(header.kid) : undefined;
+    if (!key) throw new errors.JWKSNoMatchingKey();
+    return key;
+  }
+}
