@@ -18,6 +18,8 @@ const schema = z.object({
   /** Largest request body accepted, in bytes. */
   PONT_MAX_BODY_BYTES: z.coerce.number().int().positive().default(16 * 1024 * 1024),
   LOG_LEVEL: z.enum(['silent', 'error', 'info', 'debug']).default('info'),
+  /** Directory of the mapping files (*.map.yaml); default: the repository's mappings/. */
+  PONT_MAPPINGS_DIR: z.string().min(1).optional(),
   /** Webhooks (README "Webhooks"): delays before attempts 2..7, e.g. `1m,5m,15m,1h,6h,24h`. */
   PONT_WEBHOOK_RETRY_DELAYS: z.string().default(DEFAULT_RETRY_DELAYS).transform((text, ctx) => {
     const delays = parseRetryDelays(text);
@@ -94,6 +96,8 @@ export interface Config {
   webhooks: WebhookConfig;
   /** Requests per window, per client (or agent) and route group. */
   rateLimits: RateLimitTable;
+  /** Mapping files directory; absent: the repository's mappings/. */
+  mappingsDir?: string;
 }
 
 /** Reads and validates the environment once; a bad value stops the start with a clear message. */
@@ -116,6 +120,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxBodyBytes: e.PONT_MAX_BODY_BYTES,
     logLevel: e.LOG_LEVEL,
     rateLimits: e.PONT_RATE_LIMITS,
+    mappingsDir: e.PONT_MAPPINGS_DIR,
     webhooks,
   };
 }

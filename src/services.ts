@@ -4,6 +4,7 @@ import type { Logger } from './log';
 import { FhirStore } from './fhir/store';
 import { createDeliveryWorker } from './webhooks/worker';
 import { createAccessControl, type Access } from './auth/access';
+import { loadMappings, type MappingSet } from './mapping/index';
 
 /** A job that runs beside the HTTP server in every process (e.g. the webhook delivery worker). */
 export interface BackgroundWorker {
@@ -19,6 +20,8 @@ export interface Services {
   log: Logger;
   store: FhirStore;
   access: Access;
+  /** The compiled mapping files (Connect shape <-> FHIR resource). */
+  mappings: MappingSet;
   workers: BackgroundWorker[];
 }
 
@@ -30,6 +33,8 @@ export async function createServices(config: Config, db: Database, log: Logger):
     log,
     store,
     access: await createAccessControl({ config, db }),
+    // A bad map stops the start with its file:line:column (MappingError).
+    mappings: loadMappings(config.mappingsDir),
     workers: [createDeliveryWorker({ config, db, log })],
   };
   return services;

@@ -1,0 +1,96 @@
+import { normalizeErrorString, OperationOutcomeError, validateResource } from '@medplum/core';
+import type { Resource } from '@medplum/fhirtypes';
+import { isMap, isScalar, isSeq, type Node } from 'yaml';
+import type { CompiledMap } from './index';
+import { keyOf, type YamlSource } from './yaml-source';
+
+const EXAMPLE_KEYS = ['name', 'description', 'connect', 'fhir'] as const;
+export const EXAMPLES_SUFFIX = '.examples.yaml';
+
+/** The first place where two JSON values differ, as a path (`code.coding[0].system`) with both sides. */
+function firstDifference(actual: unknown, expected: unknown, path: Array<string | number> = []): { path: Array<string | number>; actual: unknown; expected: unknown } | undefined {
+  if (Array.isArray(actual) && Array.isArray(expected)) {
+    for (let i = 0; i < Math.max(actual.length, expected.length); i++) {
+      const d = firstDifference(actual[i], expected[i], [...path, i]);
+      if (d) return d;
+    }
+    return undefined;
+  }
+  const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+  if (isObj(actual) && isObj(expected)) {
+    for (const key of new Set([...Object.keys(expected), ...Object.keys(actual)])) {
+      const d = firstDifference(actual[key], expected[key], [...path, key]);
+      if (d) return d;
+    }
+    return undefined;
+  }
+  return Object.is(actual, expected) ? undefined : { path, actual, expected };
+}
+
+const pathText = (path: Array<string | number>) => path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i ? `.${p}` : p)).join('');
+const show = (v: unknown) => (v === undefined ? 'nothing' : JSON.stringify(v));
+
+/** The YAML node at a JSON path, or the deepest one that exists: where a difference is reported. */
+function nodeAt(node: Node, path: Array<string | number>): Node {
+  let current = node;
+  for (const part of path) {
+    let next: unknown;
+    if (typeof part === 'number' && isSeq(current)) next = current.items[part];
+    else if (isMap(current)) next = current.items.find((p) => isScalar(p.key) && String(p.key.value) === String(part))?.value;
+    if (!next) break;
+    current = next as Node;
+  }
+  return current;
+}
+
+/**
+ * Runs every `{connect, fhir}` pair of an examples file both ways through the map, and checks that the `fhir`
+ * side is valid FHIR R4. Problems go to `source`, at the example (or the exact value) that is wrong.
+ */
+export function runExamples(map: CompiledMap, source: YamlSource): number {
+  if (!source.ok) return 0;
+  if (!isSeq(source.root)) {
+    source.problem(source.root, 'an examples file is a list of `- connect: … fhir: …` entries');
+    return 0;
+  }
+  let run = 0;
+  for (const item of source.root.items as Node[]) {
+    const pairs = source.mapping(item, 'an example', EXAMPLE_KEYS, ['connect', 'fhir']);
+    const connectNode = pairs?.find((p) => keyOf(p) === 'connect')?.value;
+    const fhirNode = pairs?.find((p) => keyOf(p) === 'fhir')?.value;
+    if (!connectNode || !fhirNode) continue;
+    run++;
+    const connect = connectNode.toJSON() as Record<string, unknown>;
+    const fhir = fhirNode.toJSON() as Resource;
+
+    try {
+      validateResource(fhir);
+    } catch (err) {
+      const issues = err instanceof OperationOutcomeError ? err.outcome.issue ?? [] : [];
+      const text = issues.length
+        ? issues.map((i) => `${i.details?.text ?? i.diagnostics}${i.expression?.length ? ` (${i.expression.join(', ')})` : ''}`).join('; ')
+        : normalizeErrorString(err);
+      source.problem(fhirNode, `the example's fhir is not valid FHIR R4: ${text}`);
+    }
+    compare(source, `toFhir(connect)`, fhirNode, () => map.toFhir(connect), fhir);
+    compare(source, `fromFhir(fhir)`, connectNode, () => map.fromFhir(fhir), connect);
+  }
+  return run;
+}
+
+function compare(source: YamlSource, what: string, expectedNode: Node, produce: () => unknown, expected: unknown): void {
+  let actual: unknown;
+  try {
+    actual = produce();
+  } catch (err) {
+    source.problem(expectedNode, `${what} fails: ${(err as Error).message}`);
+    return;
+  }
+  const difference = firstDifference(actual, expected);
+  if (!difference) return;
+  const where = difference.path.length ? ` at ${pathText(difference.path)}` : '';
+  source.problem(
+    nodeAt(expectedNode, difference.path),
+    `does not round-trip: ${what} gives ${show(difference.actual)}${where}, the example has ${show(difference.expected)}`,
+  );
+}

@@ -1,0 +1,128 @@
+/**
+ * The mapping engine: translates Connect shapes to FHIR resources and back, from the `*.map.yaml` files that
+ * clinical informaticists edit (format: mappings/README.md). Maps are compiled once; every problem is reported
+ * as `file:line:column: what is wrong`.
+ */
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { isAbsolute, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Resource } from '@medplum/fhirtypes';
+import { loadFhirDefinitions } from '../fhir/definitions';
+import { compileMap, MAP_SUFFIX } from './compile';
+import { MappingError } from './errors';
+import { EXAMPLES_SUFFIX, runExamples } from './examples';
+import { runFromFhir, runToFhir, type MapProgram } from './runtime';
+import { YamlSource } from './yaml-source';
+
+export { MappingError, MappingValueError } from './errors';
+
+export interface CompiledMap {
+  /** e.g. `patient-profile`: the file name without `.map.yaml`. */
+  name: string;
+  /** e.g. `Patient`. */
+  resourceType: string;
+  /** Connect shape -> FHIR resource (not yet stored). Throws MappingValueError for a value the map cannot take. */
+  toFhir(connect: Record<string, unknown>): Resource;
+  /** FHIR resource -> Connect shape: every mapped field, nullable ones as null when FHIR has nothing. */
+  fromFhir(resource: Resource): Record<string, unknown>;
+}
+
+export interface MappingSet {
+  /** The map of that name; throws when there is none. */
+  get(name: string): CompiledMap;
+  names(): string[];
+}
+
+/** The repository's `mappings/` directory. */
+export const defaultMappingsDir = fileURLToPath(new URL('../../mappings/', import.meta.url));
+
+/** File names as people type them: relative to the working directory when inside it. */
+function displayPath(file: string): string {
+  const rel = relative(process.cwd(), file);
+  return rel && !rel.startsWith('..') && !isAbsolute(rel) ? rel : file;
+}
+
+function compiledMap(program: MapProgram): CompiledMap {
+  return {
+    name: program.name,
+    resourceType: program.resourceType,
+    toFhir: (connect) => runToFhir(program, connect),
+    fromFhir: (resource) => runFromFhir(program, resource),
+  };
+}
+
+interface CompiledDirectory {
+  maps: Map<string, { map: CompiledMap; file: string }>;
+  problems: MappingError[];
+}
+
+function compileDirectory(dir: string): CompiledDirectory {
+  loadFhirDefinitions();
+  const maps: CompiledDirectory['maps'] = new Map();
+  const problems: MappingError[] = [];
+  const shown = displayPath(resolve(dir));
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) {
+    problems.push(new MappingError(shown, 1, 1, 'no such mappings directory'));
+    return { maps, problems };
+  }
+  const files = readdirSync(dir).sort();
+  for (const name of files) {
+    const file = displayPath(resolve(dir, name));
+    if (name.endsWith(MAP_SUFFIX)) {
+      const source = new YamlSource(file);
+      const program = compileMap(source);
+      problems.push(...source.problems);
+      if (program) maps.set(program.name, { map: compiledMap(program), file });
+    } else if (name.endsWith(EXAMPLES_SUFFIX)) {
+      if (!files.includes(name.slice(0, -EXAMPLES_SUFFIX.length) + MAP_SUFFIX)) {
+        problems.push(new MappingError(file, 1, 1, `examples without a map: expected ${name.slice(0, -EXAMPLES_SUFFIX.length)}${MAP_SUFFIX} beside it`));
+      }
+    } else if (/\.ya?ml$/.test(name)) {
+      problems.push(new MappingError(file, 1, 1, `not a map (*${MAP_SUFFIX}) nor examples (*${EXAMPLES_SUFFIX}): rename it or move it away`));
+    }
+  }
+  if (!problems.length && !maps.size) problems.push(new MappingError(shown, 1, 1, `no *${MAP_SUFFIX} files in this directory`));
+  return { maps, problems };
+}
+
+/**
+ * Compiles every `*.map.yaml` of `dir` (default: the repository's `mappings/`), once. A bad map throws a
+ * MappingError naming the first problem's file, line and column; its message lists every problem, one per line.
+ */
+export function loadMappings(dir: string = defaultMappingsDir): MappingSet {
+  const { maps, problems } = compileDirectory(dir);
+  if (problems.length) {
+    const [first] = problems;
+    const error = new MappingError(first.file, first.line, first.column, first.problem);
+    if (problems.length > 1) error.message += `\n${problems.slice(1).map((p) => p.message).join('\n')}`;
+    throw error;
+  }
+  return {
+    get(name) {
+      const found = maps.get(name);
+      if (!found) throw new Error(`No mapping named "${name}" (known: ${[...maps.keys()].join(', ')})`);
+      return found.map;
+    },
+    names: () => [...maps.keys()],
+  };
+}
+
+/**
+ * What `pont mappings check` runs: compiles every map and runs each map's examples (`<name>.examples.yaml`)
+ * both ways, checking that their FHIR side is valid R4. Never throws for a problem in the files.
+ */
+export function checkMappings(dir: string = defaultMappingsDir): { problems: MappingError[]; examplesRun: number } {
+  const { maps, problems } = compileDirectory(dir);
+  let examplesRun = 0;
+  for (const [name, { map, file }] of maps) {
+    const examplesFile = join(dir, name + EXAMPLES_SUFFIX);
+    if (!existsSync(examplesFile)) {
+      problems.push(new MappingError(file, 1, 1, `no examples: add ${name}${EXAMPLES_SUFFIX} with {connect, fhir} pairs`));
+      continue;
+    }
+    const source = new YamlSource(displayPath(resolve(examplesFile)));
+    examplesRun += runExamples(map, source);
+    problems.push(...source.problems);
+  }
+  return { problems, examplesRun };
+}

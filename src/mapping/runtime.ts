@@ -1,0 +1,270 @@
+import type { Resource } from '@medplum/fhirtypes';
+import { MappingValueError } from './errors';
+import { inFhirOrder } from './fhir-types';
+import type { Literal } from './path';
+
+/** A path checked against the FHIR definitions: JSON property names, ready to read and write. */
+export interface CompiledStep {
+  json: string;
+  isArray: boolean;
+  index?: number;
+  where: CompiledCondition[];
+}
+export interface CompiledCondition {
+  steps: Array<{ json: string; isArray: boolean }>;
+  value: Literal;
+}
+export type CompiledPath = CompiledStep[];
+
+export type ConnectType = 'string' | 'uuid' | 'date' | 'date-time' | 'boolean' | 'integer' | 'number';
+
+export interface ConnectField {
+  name: string;
+  type: ConnectType;
+  /** Allowed values (codes); undefined when free. */
+  values?: Literal[];
+  required: boolean;
+  nullable: boolean;
+}
+
+/** How one Connect value becomes the FHIR value at the path's end, and back. */
+export type Conversion = { kind: 'copy' } | { kind: 'reference'; resourceType: string } | { kind: 'narrative' };
+
+export interface ValueTable {
+  /** Connect value -> one FHIR value per target (null: that target stays empty). */
+  toFhir: Map<Literal, Array<Literal | null>>;
+  /** JSON of the FHIR values (one per target) -> Connect value. */
+  fromFhir: Map<string, Literal>;
+  /** Connect value for FHIR values the table does not list; absent: such values are an error. */
+  otherwise?: { value: Literal | null };
+}
+
+export interface FieldRule {
+  field: ConnectField;
+  targets: CompiledPath[];
+  conversion: Conversion;
+  table?: ValueTable;
+}
+
+export interface FixedRule {
+  target: CompiledPath;
+  value: Literal;
+}
+
+export interface MapProgram {
+  name: string;
+  resourceType: string;
+  fields: FieldRule[];
+  fixed: FixedRule[];
+}
+
+// ---- reading and writing one path -------------------------------------------------------------------------
+
+type Obj = Record<string, unknown>;
+const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Every value reached by following simple steps (arrays flattened), as FHIRPath does. */
+function collect(items: unknown[], json: string): unknown[] {
+  const out: unknown[] = [];
+  for (const item of items) {
+    if (!isObject(item)) continue;
+    const v = item[json];
+    if (Array.isArray(v)) out.push(...v.filter((x) => x !== undefined && x !== null));
+    else if (v !== undefined && v !== null) out.push(v);
+  }
+  return out;
+}
+
+function satisfies(item: unknown, conditions: CompiledCondition[]): boolean {
+  return conditions.every((c) => c.steps.reduce((values, s) => collect(values, s.json), [item]).includes(c.value));
+}
+
+/** The first value at the path (FHIRPath semantics: `[n]` indexes the collection, `where` filters it). */
+export function readPath(root: unknown, path: CompiledPath): unknown {
+  let current: unknown[] = [root];
+  for (const step of path) {
+    current = collect(current, step.json);
+    if (step.index !== undefined) current = current.length > step.index ? [current[step.index]] : [];
+    if (step.where.length) current = current.filter((item) => satisfies(item, step.where));
+  }
+  return current[0];
+}
+
+function writeConditions(target: Obj, conditions: CompiledCondition[]): void {
+  for (const condition of conditions) writePath(target, condition.steps.map((s) => ({ ...s, where: [] })), condition.value);
+}
+
+/**
+ * Sets the value at the path, creating what is missing: `where(...)` finds the matching element or adds one
+ * that satisfies it, `[n]` addresses position n, a list without either means its first element.
+ */
+export function writePath(root: Obj, path: CompiledPath, value: unknown): void {
+  let parent = root;
+  path.forEach((step, i) => {
+    const last = i === path.length - 1;
+    if (!step.isArray) {
+      if (last) {
+        parent[step.json] = value;
+        return;
+      }
+      const child = isObject(parent[step.json]) ? (parent[step.json] as Obj) : {};
+      parent[step.json] = child;
+      writeConditions(child, step.where);
+      parent = child;
+      return;
+    }
+    const list = Array.isArray(parent[step.json]) ? (parent[step.json] as unknown[]) : [];
+    parent[step.json] = list;
+    let at = step.index ?? (step.where.length ? list.findIndex((item) => satisfies(item, step.where)) : 0);
+    if (at < 0) at = list.length;
+    if (last) {
+      list[at] = value;
+      return;
+    }
+    while (list.length <= at) list.push({});
+    const child = isObject(list[at]) ? (list[at] as Obj) : {};
+    list[at] = child;
+    writeConditions(child, step.where);
+    parent = child;
+  });
+}
+
+/** Drops empty objects, empty lists and list holes, so a partly filled map still gives valid FHIR JSON. */
+export function prune(value: unknown): unknown {
+  if (Array.isArray(value)) {
+    const items = value.map(prune).filter((v) => v !== undefined);
+    return items.length ? items : undefined;
+  }
+  if (isObject(value)) {
+    const out: Obj = {};
+    for (const [k, v] of Object.entries(value)) {
+      const p = prune(v);
+      if (p !== undefined) out[k] = p;
+    }
+    return Object.keys(out).length ? out : undefined;
+  }
+  return value === null ? undefined : value;
+}
+
+// ---- conversions ---------------------------------------------------------------------------------------
+
+const XHTML_OPEN = '<div xmlns="http://www.w3.org/1999/xhtml">';
+const ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: '\u00a0' };
+
+function textToNarrative(text: string): { status: string; div: string } {
+  const escaped = text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  // `additional`: the narrative is what a clinician wrote, not generated from structured data.
+  return { status: 'additional', div: `${XHTML_OPEN}${escaped}</div>` };
+}
+
+/** Plain text of a narrative: ours comes back exactly; others' XHTML loses its markup but keeps its line breaks. */
+function narrativeToText(narrative: unknown): string | undefined {
+  const div = isObject(narrative) ? narrative.div : undefined;
+  if (typeof div !== 'string') return undefined;
+  const inner = div.replace(/^\s*<div[^>]*>/, '').replace(/<\/div>\s*$/, '');
+  return inner
+    .replace(/<br\s*\/?>/gi, '\n')
+    .replace(/<[^>]*>/g, '')
+    .replace(/&(#x[0-9a-f]+|#\d+|[a-z]+);/gi, (entity, name: string) => {
+      if (name[0] === '#') return String.fromCodePoint(name[1] === 'x' || name[1] === 'X' ? parseInt(name.slice(2), 16) : Number(name.slice(1)));
+      return ENTITIES[name.toLowerCase()] ?? entity;
+    });
+}
+
+/** `Patient/123`, also absolute (`https://…/Patient/123`) and versioned (`…/_history/2`) forms. */
+function referenceId(reference: unknown, resourceType: string): string | undefined {
+  const ref = isObject(reference) ? reference.reference : undefined;
+  if (typeof ref !== 'string') return undefined;
+  const m = /(?:^|\/)([A-Z][A-Za-z]+)\/([A-Za-z0-9.-]{1,64})(?:\/_history\/[^/]+)?$/.exec(ref);
+  return m && m[1] === resourceType ? m[2] : undefined;
+}
+
+function toFhirValue(conversion: Conversion, value: Literal): unknown {
+  switch (conversion.kind) {
+    case 'copy':
+      return value;
+    case 'reference':
+      return { reference: `${conversion.resourceType}/${value}` };
+    case 'narrative':
+      return textToNarrative(String(value));
+  }
+}
+
+function fromFhirValue(conversion: Conversion, value: unknown): unknown {
+  switch (conversion.kind) {
+    case 'copy':
+      return value;
+    case 'reference':
+      return referenceId(value, conversion.resourceType);
+    case 'narrative':
+      return narrativeToText(value);
+  }
+}
+
+// ---- Connect values ----------------------------------------------------------------------------------------
+
+const CONNECT_FORMATS: Record<ConnectType, (v: unknown) => boolean> = {
+  string: (v) => typeof v === 'string',
+  uuid: (v) => typeof v === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(v),
+  date: (v) => typeof v === 'string' && /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$/.test(v),
+  // FHIR dateTime needs seconds and a zone once a time is given.
+  'date-time': (v) =>
+    typeof v === 'string' && /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(v) && !Number.isNaN(Date.parse(v)),
+  boolean: (v) => typeof v === 'boolean',
+  integer: (v) => Number.isInteger(v),
+  number: (v) => typeof v === 'number' && Number.isFinite(v),
+};
+
+export const CONNECT_TYPES = Object.keys(CONNECT_FORMATS) as ConnectType[];
+
+const show = (v: unknown) => JSON.stringify(v);
+
+function checkConnectValue(map: string, field: ConnectField, value: unknown): void {
+  if (!CONNECT_FORMATS[field.type](value)) throw new MappingValueError(map, field.name, `${show(value)} is not a valid ${field.type}`);
+  if (field.values && !field.values.includes(value as Literal)) {
+    throw new MappingValueError(map, field.name, `${show(value)} is not one of ${field.values.map(show).join(', ')}`);
+  }
+}
+
+// ---- the two directions --------------------------------------------------------------------------------------
+
+export function runToFhir(program: MapProgram, connect: Record<string, unknown>): Resource {
+  const root: Obj = { resourceType: program.resourceType };
+  for (const rule of program.fields) {
+    const value = connect[rule.field.name];
+    if (value === undefined || value === null) {
+      if (rule.field.required) throw new MappingValueError(program.name, rule.field.name, 'is required');
+      continue;
+    }
+    checkConnectValue(program.name, rule.field, value);
+    const cells = rule.table ? rule.table.toFhir.get(value as Literal)! : [value as Literal];
+    rule.targets.forEach((target, i) => {
+      if (cells[i] !== null) writePath(root, target, toFhirValue(rule.conversion, cells[i]));
+    });
+  }
+  for (const fixed of program.fixed) writePath(root, fixed.target, fixed.value);
+  return inFhirOrder(prune(root), program.resourceType) as Resource;
+}
+
+export function runFromFhir(program: MapProgram, resource: Resource): Record<string, unknown> {
+  if (resource?.resourceType !== program.resourceType) {
+    throw new MappingValueError(program.name, 'resourceType', `expected a ${program.resourceType}, got ${show(resource?.resourceType)}`);
+  }
+  const connect: Record<string, unknown> = {};
+  for (const rule of program.fields) {
+    const found = rule.targets.map((target) => fromFhirValue(rule.conversion, readPath(resource, target)));
+    let value: unknown = found[0];
+    if (rule.table && found.some((v) => v !== undefined)) {
+      const key = JSON.stringify(found.map((v) => v ?? null));
+      const mapped = rule.table.fromFhir.get(key);
+      if (mapped !== undefined) value = mapped;
+      else if (rule.table.otherwise) value = rule.table.otherwise.value;
+      else {
+        throw new MappingValueError(program.name, rule.field.name, `the map has no value for FHIR ${found.map((v) => show(v ?? null)).join(' + ')}`);
+      }
+    }
+    if (value !== undefined && value !== null) connect[rule.field.name] = value;
+    else if (rule.field.nullable) connect[rule.field.name] = null;
+  }
+  return connect;
+}
