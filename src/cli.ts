@@ -68,6 +68,11 @@ const commands: Record<string, Command> = {
       return importCommand(args);
     },
   },
+  mappings: {
+    summary: 'check [DIR]: compile every map and run its examples both ways (default: PONT_MAPPINGS_DIR or mappings/)',
+    usage: 'pont mappings check [DIR]',
+    run: async (args) => (await import('./mapping/cli')).mappingsCommand(args),
+  },
   webhooks: {
     summary: 'full-payload SUBSCRIPTION_ID on|off; attempts EVENT_ID (its deliveries, as JSON)',
     usage: 'pont webhooks ACTION ...',

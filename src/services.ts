@@ -26,6 +26,8 @@ export interface Services {
 }
 
 export async function createServices(config: Config, db: Database, log: Logger): Promise<Services> {
+  // First, before slower set-up: a bad map stops the start with its file:line:column (MappingError).
+  const mappings = loadMappings(config.mappingsDir);
   const store = new FhirStore(db);
   const services: Services = {
     config,
@@ -33,8 +35,7 @@ export async function createServices(config: Config, db: Database, log: Logger):
     log,
     store,
     access: await createAccessControl({ config, db }),
-    // A bad map stops the start with its file:line:column (MappingError).
-    mappings: loadMappings(config.mappingsDir),
+    mappings,
     workers: [createDeliveryWorker({ config, db, log })],
   };
   return services;

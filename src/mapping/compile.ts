@@ -392,7 +392,9 @@ class RuleCompiler {
       compiled.push({ json: element.json, isArray: element.isArray, index: step.index, where: conditions });
       elements.push({ ...element, conditions });
       keyParts.push(
-        element.json + (step.index !== undefined ? `[${step.index}]` : '') + conditions.map((c) => `.where(${c.steps.map((s) => s.json).join('.')}=${show(c.value)})`).join(''),
+        element.json +
+          (step.index !== undefined ? `[${step.index}]` : '') +
+          conditions.map((c) => `.where(${c.steps.map((s) => s.json).join('.')}=${typeof c.value === 'string' ? `'${c.value}'` : c.value})`).join(''),
       );
       type = element.type;
     }

@@ -111,7 +111,7 @@ export function loadMappings(dir: string = defaultMappingsDir): MappingSet {
  * What `pont mappings check` runs: compiles every map and runs each map's examples (`<name>.examples.yaml`)
  * both ways, checking that their FHIR side is valid R4. Never throws for a problem in the files.
  */
-export function checkMappings(dir: string = defaultMappingsDir): { problems: MappingError[]; examplesRun: number } {
+export function checkMappings(dir: string = defaultMappingsDir): { problems: MappingError[]; examplesRun: number; maps: string[] } {
   const { maps, problems } = compileDirectory(dir);
   let examplesRun = 0;
   for (const [name, { map, file }] of maps) {
@@ -124,5 +124,5 @@ export function checkMappings(dir: string = defaultMappingsDir): { problems: Map
     examplesRun += runExamples(map, source);
     problems.push(...source.problems);
   }
-  return { problems, examplesRun };
+  return { problems, examplesRun, maps: [...maps.keys()] };
 }

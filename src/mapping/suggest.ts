@@ -16,8 +16,9 @@ export function closest(name: string, candidates: Iterable<string>): string | un
   let best: string | undefined;
   let bestScore = Infinity;
   for (const candidate of candidates) {
-    // Case slips (clinicalstatus) are the commonest typo: rank them first.
-    const score = candidate.toLowerCase() === name.toLowerCase() ? 0 : distance(name.toLowerCase(), candidate.toLowerCase());
+    const [n, c] = [name.toLowerCase(), candidate.toLowerCase()];
+    // Case slips (clinicalstatus) are the commonest typo, then a name cut short or run on (created / created_at).
+    const score = n === c ? 0 : n.length >= 3 && (c.startsWith(n) || n.startsWith(c)) ? 1.5 : distance(n, c);
     if (score < bestScore) [best, bestScore] = [candidate, score];
   }
   return bestScore <= Math.max(2, Math.floor(name.length / 3)) ? best : undefined;
