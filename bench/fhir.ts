@@ -1,0 +1,574 @@
+/**
+ * FHIR benchmark (`npm run bench:fhir -- [options]`): loads the 50 Synthea sample patients, repeated
+ * with new ids up to the requested size, through the real import path, then measures read-by-id and
+ * typical searches over HTTP against the running service, next to the same SQL run directly on the
+ * database (the floor). Runs on embedded PGlite and on PostgreSQL.
+ *
+ *   --backend pglite|postgres|both   (default both; postgres runs first)
+ *   --resources N                    bundle entries to load (default 500000; at least one bundle)
+ *   --requests N                     requests per query kind and phase (default 300)
+ *   --concurrency N                  clients of the throughput phase (default 4)
+ *   --import-concurrency N           bundles loaded at once (default: as `pont import`: 2 on postgres, 1 on pglite)
+ *   --samples PATH                   synthea-r4-50-patients.tar.gz (default ../shared/fhir-samples/ from the repo)
+ *   --no-analyze                     skip ANALYZE after the import (PGlite has no autovacuum to do it)
+ *   --keep                           keep the temporary directory (data files, PGlite data dir)
+ *
+ * Figures are printed as a table and written to bench/results/fhir-<backend>.json.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { x as extract } from 'tar';
+import { createClient } from '../src/auth/clients';
+import { loadConfig } from '../src/config';
+import type { Database, Queryable } from '../src/db/database';
+import { importPaths } from '../src/fhir/import';
+import type { QueryParams } from '../src/fhir/search/parse';
+import type { FhirStore } from '../src/fhir/store';
+import { startPont, type RunningPont } from '../src/server';
+import { createScratchDatabase } from '../test/harness';
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const FHIR_PATH = '/api/fhir/R4';
+
+// ------------------------------------------------------------------------------------------ options
+
+type BackendName = 'pglite' | 'postgres';
+
+interface Options {
+  backends: BackendName[];
+  resources: number;
+  requests: number;
+  concurrency: number;
+  importConcurrency?: number;
+  samples: string;
+  analyze: boolean;
+  keep: boolean;
+}
+
+function parseOptions(argv: string[]): Options {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      backend: { type: 'string', default: 'both' },
+      resources: { type: 'string', default: '500000' },
+      requests: { type: 'string', default: '300' },
+      concurrency: { type: 'string', default: '4' },
+      'import-concurrency': { type: 'string' },
+      samples: { type: 'string', default: join(repoRoot, '..', 'shared', 'fhir-samples', 'synthea-r4-50-patients.tar.gz') },
+      'no-analyze': { type: 'boolean', default: false },
+      keep: { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
+    },
+  });
+  if (values.help) {
+    console.log(readFileSync(fileURLToPath(import.meta.url), 'utf8').split('*/')[0]!.replace(/^\/\*\*\n/, '').replace(/^ \* ?/gm, ''));
+    process.exit(0);
+  }
+  const positive = (name: string, text: string): number => {
+    const n = Number(text);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, got "${text}"`);
+    return n;
+  };
+  const backend = values.backend;
+  if (backend !== 'pglite' && backend !== 'postgres' && backend !== 'both') throw new Error(`--backend must be pglite, postgres or both, got "${backend}"`);
+  let samples = resolve(values.samples);
+  if (existsSync(samples) && statSync(samples).isDirectory()) samples = join(samples, 'synthea-r4-50-patients.tar.gz');
+  if (!existsSync(samples)) throw new Error(`Sample patients not found at ${samples} (use --samples PATH)`);
+  return {
+    backends: backend === 'both' ? ['postgres', 'pglite'] : [backend],
+    resources: positive('resources', values.resources),
+    requests: positive('requests', values.requests),
+    concurrency: positive('concurrency', values.concurrency),
+    importConcurrency: values['import-concurrency'] === undefined ? undefined : positive('import-concurrency', values['import-concurrency']),
+    samples,
+    analyze: !values['no-analyze'],
+    keep: values.keep,
+  };
+}
+
+// ------------------------------------------------------------------------------------------ data
+
+/** Namespace of the copies' ids (UUIDv5, RFC 9562 5.5). */
+const COPY_NAMESPACE = Buffer.from('6f1c2d0e8a7b4c3d9e5f0a1b2c3d4e5f', 'hex');
+
+function uuidV5(name: string): string {
+  const h = createHash('sha1').update(COPY_NAMESPACE).update(name).digest();
+  h[6] = (h[6]! & 0x0f) | 0x50;
+  h[8] = (h[8]! & 0x3f) | 0x80;
+  const x = h.subarray(0, 16).toString('hex');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+}
+
+const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
+
+interface Dataset {
+  dir: string;
+  files: number;
+  /** Bundle entries written (what the import counts). */
+  entries: number;
+  copies: number;
+  bundlesPerCopy: number;
+}
+
+/**
+ * Copy k of the sample replaces every UUID in the text of every bundle (resource ids, `urn:uuid:`
+ * fullUrls, `Type/id` references and request URLs, and the UUID identifiers Synthea gives patients)
+ * by UUIDv5(k:uuid), so references stay consistent inside each copy and nothing is shared between
+ * copies: Organization and Practitioner are copied too. Copy 0 is the sample as it is.
+ * Stops after the bundle that reaches `target` entries.
+ */
+function prepareDataset(samples: string, target: number, dir: string): Dataset {
+  const raw = join(dir, 'sample');
+  mkdirSync(raw, { recursive: true });
+  extract({ file: samples, cwd: raw, sync: true });
+  const bundles: Array<{ name: string; text: string; entries: number }> = [];
+  const visit = (d: string) => {
+    for (const name of readdirSync(d).sort()) {
+      const path = join(d, name);
+      if (statSync(path).isDirectory()) visit(path);
+      else if (name.endsWith('.json')) {
+        const text = readFileSync(path, 'utf8');
+        bundles.push({ name, text, entries: (JSON.parse(text) as { entry?: unknown[] }).entry?.length ?? 0 });
+      }
+    }
+  };
+  visit(raw);
+  if (!bundles.length) throw new Error(`No bundles in ${samples}`);
+  const out = join(dir, 'bundles');
+  let entries = 0;
+  let files = 0;
+  let copy = 0;
+  for (; entries < target; copy++) {
+    const copyDir = join(out, `copy-${String(copy).padStart(3, '0')}`);
+    mkdirSync(copyDir, { recursive: true });
+    const ids = new Map<string, string>();
+    const rename = (uuid: string) => {
+      let v = ids.get(uuid);
+      if (!v) ids.set(uuid, (v = uuidV5(`${copy}:${uuid.toLowerCase()}`)));
+      return v;
+    };
+    for (const [i, b] of bundles.entries()) {
+      if (entries >= target) break;
+      writeFileSync(join(copyDir, `${String(i).padStart(3, '0')}.json`), copy === 0 ? b.text : b.text.replace(UUID, rename));
+      entries += b.entries;
+      files++;
+    }
+  }
+  rmSync(raw, { recursive: true, force: true });
+  return { dir: out, files, entries, copies: copy, bundlesPerCopy: bundles.length };
+}
+
+// ------------------------------------------------------------------------------------------ measuring
+
+interface Stats {
+  n: number;
+  p50: number;
+  p95: number;
+  mean: number;
+}
+
+function stats(ms: number[]): Stats {
+  const sorted = [...ms].sort((a, b) => a - b);
+  const at = (p: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+  return { n: ms.length, p50: at(50), p95: at(95), mean: ms.reduce((s, v) => s + v, 0) / Math.max(1, ms.length) };
+}
+
+/** Runs `fn` over `items` with `concurrency` workers; per-item milliseconds and the overall rate. */
+async function measure<T>(items: T[], concurrency: number, fn: (item: T) => Promise<void>): Promise<{ ms: number[]; perSecond: number }> {
+  const ms: number[] = [];
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, items.length) }, async () => {
+      while (next < items.length) {
+        const item = items[next++]!;
+        const t = performance.now();
+        await fn(item);
+        ms.push(performance.now() - t);
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  return { ms, perSecond: items.length / seconds };
+}
+
+/** A Queryable that runs through `db` and records every statement (the floor replays them). */
+function recording(db: Database, log: Array<[string, unknown[]]>): Queryable {
+  return {
+    query: (sql, params) => {
+      log.push([sql, params ? [...params] : []]);
+      return db.query(sql, params);
+    },
+    exec: (sql) => db.exec(sql),
+  };
+}
+
+/** `/api/fhir/R4/Type?a=1&a=2` (or an absolute next link) -> type, id, query as koa would give it. */
+function parseFhirPath(path: string): { type: string; id?: string; query: QueryParams; querystring: string } {
+  const url = new URL(path, 'http://x');
+  const rest = url.pathname.slice(url.pathname.indexOf(FHIR_PATH) + FHIR_PATH.length + 1).split('/');
+  const query: QueryParams = {};
+  for (const [k, v] of url.searchParams) {
+    const prev = query[k];
+    query[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+  }
+  return { type: rest[0]!, id: rest[1], query, querystring: url.search.slice(1) };
+}
+
+interface Workload {
+  name: string;
+  example: string;
+  /** Paths under the server's base URL, one per request. */
+  paths: string[];
+}
+
+interface QueryFigures {
+  name: string;
+  example: string;
+  requests: number;
+  /** Mean resources per response (matches; plus included for _include). */
+  meanMatches: number;
+  meanIncluded: number;
+  http: { p50: number; p95: number; perSecondSequential: number; perSecond: number };
+  floor: { statementsPerRequest: number; p50: number; p95: number; perSecondSequential: number; perSecond: number };
+  ratioP50: number;
+  ratioP95: number;
+}
+
+async function runWorkload(pont: RunningPont, headers: Record<string, string>, w: Workload, concurrency: number): Promise<QueryFigures> {
+  const { store, db } = pont.services;
+  let matches = 0;
+  let included = 0;
+  const get = async (path: string, count: boolean) => {
+    const res = await fetch(pont.url + path, { headers });
+    const text = await res.text();
+    if (res.status !== 200) throw new Error(`${w.name}: GET ${path} -> ${res.status} ${text.slice(0, 300)}`);
+    if (count) {
+      const body = JSON.parse(text) as { resourceType: string; entry?: Array<{ search?: { mode?: string } }> };
+      if (body.resourceType !== 'Bundle') matches++;
+      else for (const e of body.entry ?? []) e.search?.mode === 'include' ? included++ : matches++;
+    }
+  };
+  // Warm-up (untimed): the first tenth of the paths, at least 10.
+  for (const p of w.paths.slice(0, Math.max(10, Math.ceil(w.paths.length / 10)))) await get(p, false);
+  const seq = await measure(w.paths, 1, (p) => get(p, true));
+  const conc = await measure(w.paths, concurrency, (p) => get(p, false));
+
+  // The floor: the statements the store runs for each request, recorded once, replayed on the Database.
+  const statements: Array<Array<[string, unknown[]]>> = [];
+  for (const path of w.paths) {
+    const log: Array<[string, unknown[]]> = [];
+    const tx = recording(db, log);
+    const { type, id, query, querystring } = parseFhirPath(path);
+    if (id !== undefined) await store.read(type, id, { tx });
+    else await store.search(type, query, { tx, selfQuery: querystring });
+    statements.push(log);
+  }
+  const replay = async (log: Array<[string, unknown[]]>) => {
+    for (const [sql, params] of log) await db.query(sql, params);
+  };
+  const floorSeq = await measure(statements, 1, replay);
+  const floorConc = await measure(statements, concurrency, replay);
+
+  const h = stats(seq.ms);
+  const f = stats(floorSeq.ms);
+  return {
+    name: w.name,
+    example: w.example,
+    requests: w.paths.length,
+    meanMatches: matches / w.paths.length,
+    meanIncluded: included / w.paths.length,
+    http: { p50: h.p50, p95: h.p95, perSecondSequential: seq.perSecond, perSecond: conc.perSecond },
+    floor: {
+      statementsPerRequest: statements.reduce((s, l) => s + l.length, 0) / statements.length,
+      p50: f.p50,
+      p95: f.p95,
+      perSecondSequential: floorSeq.perSecond,
+      perSecond: floorConc.perSecond,
+    },
+    ratioP50: h.p50 / f.p50,
+    ratioP95: h.p95 / f.p95,
+  };
+}
+
+/** n items drawn in order from `pool`, cycling when it is smaller. */
+function take<T>(pool: T[], n: number): T[] {
+  if (!pool.length) throw new Error('no samples in the data for a workload');
+  return Array.from({ length: n }, (_, i) => pool[i % pool.length]!);
+}
+
+/**
+ * Samples come from the loaded data, ordered by a hash of the ids (not by insertion order), so both
+ * backends get the same requests for the same data.
+ */
+async function workloads(pont: RunningPont, headers: Record<string, string>, n: number): Promise<Workload[]> {
+  const db = pont.services.db;
+  const reads = await db.query<{ resource_type: string; id: string }>(
+    `SELECT resource_type, id FROM fhir_resources WHERE NOT deleted ORDER BY md5(id || 'read') LIMIT $1`,
+    [n],
+  );
+  const patients = await db.query<{ id: string }>(
+    `SELECT id FROM fhir_resources WHERE resource_type = 'Patient' AND NOT deleted ORDER BY md5(id || 'patient') LIMIT $1`,
+    [n],
+  );
+  const codes = await db.query<{ subject: string; code: string }>(
+    `SELECT r.content->'subject'->>'reference' AS subject, c->>'code' AS code
+       FROM fhir_resources r, jsonb_array_elements(r.content->'code'->'coding') c
+      WHERE r.resource_type = 'Observation' AND NOT r.deleted AND c->>'system' = 'http://loinc.org'
+        AND r.content->'subject'->>'reference' LIKE 'Patient/%'
+      ORDER BY md5(r.id || (c->>'code')) LIMIT $1`,
+    [n],
+  );
+  const base = FHIR_PATH;
+  const patientIds = patients.rows.map((r) => r.id);
+
+  // Deep page: walk `next` links from the first page of Observation?_count=50; the timed requests
+  // are pages 21, 22, ... (a walk that runs out of pages starts again from page 1).
+  const deep: string[] = [];
+  const first = `${base}/Observation?_count=50`;
+  let url: string | undefined = first;
+  let page = 1;
+  let walked = 0;
+  while (deep.length < n) {
+    if (page > 20) deep.push(url!);
+    const res = await fetch(pont.url + url!, { headers });
+    if (res.status !== 200) throw new Error(`deep page walk: ${res.status} ${await res.text()}`);
+    const body = (await res.json()) as { link?: Array<{ relation: string; url: string }> };
+    const next = body.link?.find((l) => l.relation === 'next')?.url;
+    walked++;
+    if (next) {
+      url = next.slice(next.indexOf(FHIR_PATH));
+      page++;
+    } else {
+      if (page <= 20) throw new Error(`Observation?_count=50 has only ${page} pages: load more data for the deep-page test`);
+      url = first;
+      page = 1;
+    }
+    if (walked > 100 * n) throw new Error('deep page walk does not end');
+  }
+
+  const q = (s: string) => encodeURIComponent(s);
+  return [
+    {
+      name: 'read by id',
+      example: 'GET /{type}/{id}',
+      paths: take(reads.rows, n).map((r) => `${base}/${r.resource_type}/${r.id}`),
+    },
+    {
+      name: 'patient + code',
+      example: 'Observation?subject=Patient/X&code=http://loinc.org|NNNN-N',
+      paths: take(codes.rows, n).map((r) => `${base}/Observation?subject=${q(r.subject)}&code=${q(`http://loinc.org|${r.code}`)}`),
+    },
+    {
+      name: 'patient + date range',
+      example: 'Observation?subject=Patient/X&date=ge2015-01-01&date=lt2018-01-01',
+      paths: take(patientIds, n).map((id) => `${base}/Observation?subject=${q(`Patient/${id}`)}&date=ge2015-01-01&date=lt2018-01-01`),
+    },
+    {
+      name: '_include',
+      example: 'Encounter?subject=Patient/X&_include=Encounter:participant',
+      paths: take(patientIds, n).map((id) => `${base}/Encounter?subject=${q(`Patient/${id}`)}&_include=Encounter:participant`),
+    },
+    {
+      name: 'deep page (21+)',
+      example: 'Observation?_count=50, next link of page 20, 21, ...',
+      paths: deep,
+    },
+  ];
+}
+
+// ------------------------------------------------------------------------------------------ one backend
+
+interface BackendResult {
+  backend: BackendName;
+  startedAt: string;
+  node: string;
+  dataset: { entries: number; copies: number; files: number; bundlesPerCopy: number; orgsAndPractitioners: 'copied per copy' };
+  import: { resources: number; seconds: number; perSecond: number; concurrency: number; failures: number; firstFailures: string[] };
+  stored: { resources: number; byType: Record<string, number>; databaseBytes: number; dataDirBytes?: number };
+  analyze: boolean;
+  concurrency: number;
+  queries: QueryFigures[];
+}
+
+function dirBytes(path: string): number {
+  let total = 0;
+  for (const name of readdirSync(path)) {
+    const p = join(path, name);
+    const s = statSync(p);
+    total += s.isDirectory() ? dirBytes(p) : s.size;
+  }
+  return total;
+}
+
+const log = (msg: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+
+async function runBackend(backend: BackendName, options: Options, data: Dataset, scratchDir: string): Promise<BackendResult> {
+  const startedAt = new Date().toISOString();
+  const env: Record<string, string> = {
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'error',
+    // The benchmark client makes thousands of requests a minute: lift the per-client limits (the
+    // limiter still counts every request in the database, as in production).
+    PONT_RATE_LIMITS: 'default=999999999/60,fhir=999999999/60',
+  };
+  const scratch = backend === 'postgres' ? await createScratchDatabase() : undefined;
+  const dataDir = join(scratchDir, `pglite-${Date.now()}`);
+  if (scratch) env.DATABASE_URL = scratch.url;
+  else env.PONT_DATA_DIR = dataDir;
+  const config = loadConfig(env);
+  let pont: RunningPont | undefined;
+  try {
+    pont = await startPont(config);
+    const { db, store } = pont.services;
+    log(`${backend}: server at ${pont.url}; importing ${data.entries.toLocaleString('en')} entries from ${data.files} bundles`);
+
+    const concurrency = options.importConcurrency ?? (backend === 'postgres' ? 2 : 1);
+    const summary = await importWithProgress(store, data.dir, concurrency, backend);
+    log(`${backend}: imported ${summary.resources.toLocaleString('en')} in ${summary.seconds.toFixed(1)} s`);
+    if (summary.failures.length) log(`${backend}: ${summary.failures.length} failures, first: ${summary.failures[0]!.file}: ${summary.failures[0]!.message}`);
+    if (options.analyze) {
+      const t = performance.now();
+      await db.exec('ANALYZE');
+      log(`${backend}: ANALYZE in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+    }
+
+    const types = await db.query<{ resource_type: string; n: number }>(
+      'SELECT resource_type, count(*)::int AS n FROM fhir_resources WHERE NOT deleted GROUP BY 1 ORDER BY 2 DESC',
+    );
+    const size = await db.query<{ bytes: string }>('SELECT pg_database_size(current_database())::text AS bytes');
+
+    const client = await createClient(db, { name: 'bench', organizationId: 'org-bench', scopes: ['fhir:read'] });
+    const tokenRes = await fetch(`${pont.url}/api/v1/connect/auth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ grant_type: 'client_credentials', client_id: client.client_id, client_secret: client.client_secret }),
+    });
+    const token = (await tokenRes.json()) as { access_token?: string };
+    if (tokenRes.status !== 200 || !token.access_token) throw new Error(`token request failed: ${tokenRes.status} ${JSON.stringify(token)}`);
+    const headers = { authorization: `Bearer ${token.access_token}`, accept: 'application/fhir+json' };
+
+    const queries: QueryFigures[] = [];
+    for (const w of await workloads(pont, headers, options.requests)) {
+      log(`${backend}: ${w.name} (${w.paths.length} requests)`);
+      queries.push(await runWorkload(pont, headers, w, options.concurrency));
+    }
+    return {
+      backend,
+      startedAt,
+      node: process.version,
+      dataset: { entries: data.entries, copies: data.copies, files: data.files, bundlesPerCopy: data.bundlesPerCopy, orgsAndPractitioners: 'copied per copy' },
+      import: {
+        resources: summary.resources,
+        seconds: summary.seconds,
+        perSecond: summary.resources / summary.seconds,
+        concurrency,
+        failures: summary.failures.length,
+        firstFailures: summary.failures.slice(0, 5).map((f) => `${f.file}: ${f.message}`),
+      },
+      stored: {
+        resources: types.rows.reduce((s, r) => s + r.n, 0),
+        byType: Object.fromEntries(types.rows.map((r) => [r.resource_type, r.n])),
+        databaseBytes: Number(size.rows[0]!.bytes),
+        ...(scratch ? {} : { dataDirBytes: dirBytes(dataDir) }),
+      },
+      analyze: options.analyze,
+      concurrency: options.concurrency,
+      queries,
+    };
+  } finally {
+    await pont?.close();
+    await scratch?.drop();
+    if (!options.keep) rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+async function importWithProgress(store: FhirStore, dir: string, concurrency: number, backend: BackendName) {
+  const started = performance.now();
+  let last = started;
+  return importPaths(store, [dir], {
+    concurrency,
+    onProgress: (p) => {
+      const now = performance.now();
+      if (now - last < 15_000) return;
+      last = now;
+      const rate = p.resources / ((now - started) / 1000);
+      log(`${backend}: import ${p.filesDone}/${p.filesTotal} bundles, ${p.resources.toLocaleString('en')} resources, ${Math.round(rate)}/s, ${p.failures.length} failed`);
+    },
+  });
+}
+
+// ------------------------------------------------------------------------------------------ report
+
+const ms = (v: number) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2));
+const int = (v: number) => Math.round(v).toLocaleString('en');
+
+function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ')).join('\n');
+}
+
+function report(r: BackendResult): string {
+  const lines = [
+    `== Pont FHIR benchmark: ${r.backend} (node ${r.node}, ${r.startedAt})`,
+    `data    ${int(r.dataset.entries)} bundle entries = ${r.dataset.copies} cop${r.dataset.copies === 1 ? 'y' : 'ies'} of the 50 Synthea patients (new ids per copy, Organization/Practitioner copied too)`,
+    `stored  ${int(r.stored.resources)} distinct resources, database ${(r.stored.databaseBytes / 2 ** 20).toFixed(0)} MiB${r.stored.dataDirBytes !== undefined ? `, data dir ${(r.stored.dataDirBytes / 2 ** 20).toFixed(0)} MiB` : ''}`,
+    `import  ${int(r.import.resources)} resources in ${r.import.seconds.toFixed(1)} s = ${int(r.import.perSecond)} resources/s (${r.import.concurrency} bundle${r.import.concurrency === 1 ? '' : 's'} at a time, ${r.import.failures} failures)`,
+    `queries ${r.queries[0]?.requests ?? 0} requests each; latency with 1 client, req/s with 1 and ${r.concurrency} clients; floor = the store's own SQL statements replayed on the Database${r.analyze ? '; after ANALYZE' : ''}`,
+    '',
+    table([
+      ['query', 'results', 'HTTP p50', 'p95', 'req/s 1', `req/s ${r.concurrency}`, 'SQL p50', 'p95', 'req/s 1', `req/s ${r.concurrency}`, 'stmts', 'x p50', 'x p95'],
+      ...r.queries.map((q) => [
+        q.name,
+        q.meanIncluded ? `${q.meanMatches.toFixed(1)}+${q.meanIncluded.toFixed(1)}` : q.meanMatches.toFixed(1),
+        `${ms(q.http.p50)} ms`,
+        `${ms(q.http.p95)} ms`,
+        int(q.http.perSecondSequential),
+        int(q.http.perSecond),
+        `${ms(q.floor.p50)} ms`,
+        `${ms(q.floor.p95)} ms`,
+        int(q.floor.perSecondSequential),
+        int(q.floor.perSecond),
+        q.floor.statementsPerRequest.toFixed(1),
+        q.ratioP50.toFixed(1),
+        q.ratioP95.toFixed(1),
+      ]),
+    ]),
+    '',
+    'results: resources per response (matches+included); x: HTTP latency / SQL floor latency',
+  ];
+  return lines.join('\n');
+}
+
+// ------------------------------------------------------------------------------------------ main
+
+async function main(): Promise<void> {
+  const options = parseOptions(process.argv.slice(2));
+  const scratchDir = mkdtempSync(join(tmpdir(), 'pont-bench-'));
+  const resultsDir = join(repoRoot, 'bench', 'results');
+  mkdirSync(resultsDir, { recursive: true });
+  try {
+    log(`preparing ${options.resources.toLocaleString('en')} resources from ${options.samples} in ${scratchDir}`);
+    const data = prepareDataset(options.samples, options.resources, scratchDir);
+    log(`${data.files} bundles, ${data.entries.toLocaleString('en')} entries, ${data.copies} copies`);
+    for (const backend of options.backends) {
+      const result = await runBackend(backend, options, data, scratchDir);
+      const file = join(resultsDir, `fhir-${backend}.json`);
+      writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
+      console.log(`${report(result)}\nwritten to ${file}\n`);
+    }
+  } finally {
+    if (options.keep) log(`kept ${scratchDir}`);
+    else rmSync(scratchDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  console.error(err instanceof Error ? (err.stack ?? err.message) : err);
+  process.exit(1);
+});
