@@ -75,6 +75,18 @@ describe.skipIf(backend !== 'pglite')('mapping engine', () => {
       });
     }
 
+    it('the worked example of mappings/README.md compiles and does what the README shows', () => {
+      const readme = readFileSync(join(defaultMappingsDir, 'README.md'), 'utf8');
+      const [map] = [...readme.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]);
+      const [connect, fhir] = [...readme.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => JSON.parse(m[1]));
+      const dir = mkdtempSync(join(tmpdir(), 'pont-maps-'));
+      scratch.push(dir);
+      writeFileSync(join(dir, 'diagnosis.map.yaml'), map);
+      const diagnosis = loadMappings(dir).get('diagnosis');
+      expect(diagnosis.toFhir(connect)).toEqual(fhir);
+      expect(diagnosis.fromFhir(fhir)).toEqual(connect);
+    });
+
     it('checkMappings runs them all and finds nothing wrong', () => {
       const total = files.reduce((n, f) => n + (parse(readFileSync(join(defaultMappingsDir, f), 'utf8')) as unknown[]).length, 0);
       const result = checkMappings();
