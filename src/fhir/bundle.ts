@@ -2,12 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { Bundle, BundleEntry, BundleEntryResponse, OperationOutcome, Resource } from '@medplum/fhirtypes';
 import type { Queryable } from '../db/database';
 import { ApiError, badRequest, operationOutcome } from '../http/errors';
-import type { IndexRows } from './indexer';
-import { checkType, ID_PATTERN, type FhirStore } from './store';
+import { checkType, ID_PATTERN, type FhirStore, type WriteMethod, type WriteResult } from './store';
 
 type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
-/** FHIR processing order within a transaction: deletes, creates, updates, then reads. */
-const ORDER: Record<Method, number> = { DELETE: 0, POST: 1, PUT: 2, GET: 3 };
+const METHODS = new Set<Method>(['GET', 'POST', 'PUT', 'DELETE']);
 export const MAX_BUNDLE_ENTRIES = 10_000;
 
 interface ParsedEntry {
@@ -29,7 +27,7 @@ function parseEntry(entry: BundleEntry, index: number, base: string): ParsedEntr
   const request = entry?.request;
   if (!request || typeof request.url !== 'string' || !request.method) throw badRequest(`${where}: request.method and request.url are required`);
   const method = request.method as Method;
-  if (!(method in ORDER)) throw badRequest(`${where}: method ${request.method} is not supported (GET, POST, PUT, DELETE)`);
+  if (!METHODS.has(method)) throw badRequest(`${where}: method ${request.method} is not supported (GET, POST, PUT, DELETE)`);
   let url = request.url;
   if (url.startsWith(base + '/')) url = url.slice(base.length + 1);
   const [path, search] = url.split('?', 2);
@@ -148,23 +146,19 @@ async function processTransaction(store: FhirStore, entries: BundleEntry[], base
       }
       if (p.fullUrl && p.id && p.method !== 'GET' && p.method !== 'DELETE') ids.set(p.fullUrl, `${p.resourceType}/${p.id}`);
     }
-    // 2. Writes in FHIR order with references rewritten; index rows go in together at the end.
-    const pendingIndex: Array<[string, IndexRows]> = [];
-    const ordered = [...parsed].sort((a, b) => ORDER[a.method] - ORDER[b.method] || a.index - b.index);
-    for (const p of ordered) {
-      if (skip.has(p.index)) continue;
-      if (p.method === 'GET') {
-        if (pendingIndex.length) await store.insertIndexRows(tx, pendingIndex.splice(0));
-        responses[p.index] = await readEntry(store, p, tx, base);
-        continue;
-      }
-      try {
-        responses[p.index] = await writeEntry(store, tx, p, ids, base, options, pendingIndex);
-      } catch (err) {
-        throw errorAt(p.index, err);
-      }
-    }
-    if (pendingIndex.length) await store.insertIndexRows(tx, pendingIndex);
+    // 2. Every write in one batch, references rewritten; then reads, which see the writes.
+    const writes = parsed.filter((p) => p.method !== 'GET' && !skip.has(p.index));
+    const results = await store.writeMany(
+      tx,
+      writes.map((p) => ({
+        resource: p.method === 'DELETE' ? ({ resourceType: p.resourceType, id: p.id } as Resource) : { ...(rewriteReferences(p.resource, ids) as Resource), id: p.id },
+        method: p.method as WriteMethod,
+        ifMatch: p.ifMatch,
+        label: `entry[${p.index}]`,
+      })),
+    );
+    writes.forEach((p, i) => (responses[p.index] = writeResponse(p.method, results[i], base, options)));
+    for (const p of parsed) if (p.method === 'GET') responses[p.index] = await readEntry(store, p, tx, base);
   });
   return { resourceType: 'Bundle', type: 'transaction-response', entry: responses };
 }
@@ -177,24 +171,11 @@ async function existingMatch(store: FhirStore, tx: Queryable, p: ParsedEntry): P
   return matches[0];
 }
 
-async function writeEntry(
-  store: FhirStore,
-  tx: Queryable,
-  p: ParsedEntry,
-  ids: Map<string, string>,
-  base: string,
-  options: BundleOptions,
-  pendingIndex?: Array<[string, IndexRows]>,
-): Promise<BundleEntry> {
-  if (p.method === 'DELETE') {
-    await store.writeVersion(tx, { resourceType: p.resourceType, id: p.id } as Resource, 'DELETE', { ifMatch: p.ifMatch });
-    return { response: { status: '204 No Content' } };
-  }
-  const resource = { ...(rewriteReferences(p.resource, ids) as Resource), id: p.id };
-  const { resource: stored, created } = await store.writeVersion(tx, resource, p.method as 'POST' | 'PUT', { ifMatch: p.ifMatch, pendingIndex });
+function writeResponse(method: Method, result: WriteResult, base: string, options: BundleOptions): BundleEntry {
+  if (method === 'DELETE') return { response: { status: '204 No Content' } };
   return {
-    response: responseOf(created ? '201 Created' : '200 OK', stored, base),
-    ...(options.returnResources ? { resource: stored } : {}),
+    response: responseOf(result.created ? '201 Created' : '200 OK', result.resource, base),
+    ...(options.returnResources ? { resource: result.resource } : {}),
   };
 }
 
@@ -234,7 +215,9 @@ async function processBatch(store: FhirStore, entries: BundleEntry[], base: stri
             if (existing) return { response: responseOf('200 OK', existing, base), ...(options.returnResources ? { resource: existing } : {}) };
             p.id = randomUUID();
           }
-          return writeEntry(store, tx, p, new Map(), base, options);
+          const resource = p.method === 'DELETE' ? ({ resourceType: p.resourceType, id: p.id } as Resource) : { ...p.resource!, id: p.id };
+          const result = await store.writeVersion(tx, resource, p.method as WriteMethod, { ifMatch: p.ifMatch });
+          return writeResponse(p.method, result, base, options);
         }),
       );
     } catch (err) {

@@ -19,6 +19,16 @@ export interface WriteOptions {
   ifMatch?: string;
 }
 
+export type WriteMethod = 'POST' | 'PUT' | 'DELETE';
+
+export interface WriteItem {
+  resource: Resource;
+  method: WriteMethod;
+  ifMatch?: string;
+  /** Prefixed to error messages about this item (e.g. `entry[3]`). */
+  label?: string;
+}
+
 export interface VersionWriteOptions {
   ifMatch?: string;
   /** Collect index rows here instead of inserting them now (bundles insert them in one go). */
@@ -122,69 +132,113 @@ export class FhirStore {
     }
   }
 
-  /**
-   * One version write. Locks the current row, checks If-Match, moves the current version into
-   * history, stores the new one and replaces its index rows.
-   */
-  async writeVersion(tx: Queryable, input: Resource, method: 'POST' | 'PUT' | 'DELETE', options: VersionWriteOptions): Promise<WriteResult> {
-    const { resourceType, id } = input;
-    checkType(resourceType);
-    if (!id || !ID_PATTERN.test(id)) throw badRequest(`Invalid resource id "${id}"`);
-    const now = new Date().toISOString();
+  async writeVersion(tx: Queryable, input: Resource, method: WriteMethod, options: VersionWriteOptions): Promise<WriteResult> {
+    const [result] = await this.writeMany(tx, [{ resource: input, method, ifMatch: options.ifMatch }], options.pendingIndex);
+    return result;
+  }
 
-    for (let attempt = 0; ; attempt++) {
-      const { rows } = await tx.query<StoredRow>(
-        'SELECT rid, version_id, last_updated, method, deleted, content FROM fhir_resources WHERE resource_type = $1 AND id = $2 FOR UPDATE',
-        [resourceType, id],
-      );
-      const current = rows[0];
-      if (options.ifMatch !== undefined) {
-        const expected = versionTag(options.ifMatch);
-        if (!current || current.deleted || current.version_id !== expected)
+  /**
+   * Writes new versions of many resources with a handful of statements: locks the current rows,
+   * checks If-Match, archives the current versions (server-side copy), stores the new ones and
+   * replaces their index rows. Results are in the order of `items`.
+   */
+  async writeMany(tx: Queryable, items: WriteItem[], pendingIndex?: Array<[string, IndexRows]>, depth = 0): Promise<WriteResult[]> {
+    for (const { resource } of items) {
+      checkType(resource.resourceType);
+      if (!resource.id || !ID_PATTERN.test(resource.id)) throw badRequest(`Invalid resource id "${resource.id}"`);
+    }
+    const key = (type: string, id: string) => `${type}/${id}`;
+    const { rows: existing } = await tx.query<StoredRow>(
+      `SELECT r.rid, r.resource_type, r.id, r.version_id, r.deleted FROM fhir_resources r
+       JOIN unnest($1::text[], $2::text[]) AS k(t, i) ON r.resource_type = k.t AND r.id = k.i
+       ORDER BY r.rid FOR UPDATE OF r`,
+      [items.map((i) => i.resource.resourceType), items.map((i) => i.resource.id)],
+    );
+    const current = new Map(existing.map((row) => [key(row.resource_type, row.id), row]));
+    const now = new Date().toISOString();
+    const results: WriteResult[] = new Array(items.length);
+    const validate = (r: Resource) => this.validate(r);
+    const updates: Array<{ index: number; rid: string; versionId: string; method: WriteMethod; content: Resource | null }> = [];
+    const inserts: Array<{ index: number; versionId: string; method: WriteMethod; content: Resource }> = [];
+
+    items.forEach(({ resource: input, method, ifMatch, label }, index) => {
+      try {
+        planItem(input, method, ifMatch, index);
+      } catch (err) {
+        if (label && err instanceof ApiError) throw new ApiError(err.status, err.code, `${label}: ${err.message}`, err.options);
+        throw err;
+      }
+    });
+    function planItem(this: void, input: Resource, method: WriteMethod, ifMatch: string | undefined, index: number) {
+      const { resourceType, id } = input;
+      const cur = current.get(key(resourceType, id!));
+      if (ifMatch !== undefined) {
+        const expected = versionTag(ifMatch);
+        if (!cur || cur.deleted || cur.version_id !== expected)
           throw new ApiError(412, ErrorCode.preconditionFailed, `Version conflict: ${resourceType}/${id} is not at version ${expected}`);
       }
-      if (method === 'DELETE' && (!current || current.deleted)) {
-        return { resource: input, created: false }; // deleting what is absent succeeds (idempotent)
+      if (method === 'DELETE' && (!cur || cur.deleted)) {
+        results[index] = { resource: input, created: false }; // deleting what is absent succeeds (idempotent)
+        return;
       }
-      const versionId = current ? String(Number(current.version_id) + 1) : '1';
-      let resource: Resource | null = null;
-      if (method !== 'DELETE') {
-        resource = { ...input, meta: { ...input.meta, versionId, lastUpdated: now } } as Resource;
-        this.validate(resource);
-      }
-      const content = resource ? JSON.stringify(resource) : null;
-      let rid: string;
-      if (current) {
-        rid = current.rid;
-        await tx.query(
-          'INSERT INTO fhir_resource_versions (rid, version_id, last_updated, method, content) VALUES ($1, $2, $3, $4, $5)',
-          [rid, current.version_id, current.last_updated, current.method, current.content === null ? null : JSON.stringify(current.content)],
-        );
-        await tx.query(
-          'UPDATE fhir_resources SET version_id = $2, last_updated = $3, method = $4, deleted = $5, content = $6 WHERE rid = $1',
-          [rid, versionId, now, method, method === 'DELETE', content],
-        );
-        await Promise.all(INDEX_TABLES.map((t) => tx.query(`DELETE FROM fhir_idx_${t} WHERE rid = $1`, [rid])));
-      } else {
-        const inserted = await tx.query<{ rid: string }>(
-          `INSERT INTO fhir_resources (resource_type, id, version_id, last_updated, method, deleted, content)
-           VALUES ($1, $2, $3, $4, $5, false, $6) ON CONFLICT (resource_type, id) DO NOTHING RETURNING rid`,
-          [resourceType, id, versionId, now, method, content],
-        );
-        if (inserted.rows.length === 0) {
-          // Another transaction created the same id first: take its row as current and go again.
-          if (attempt < 3) continue;
-          throw new ApiError(409, ErrorCode.conflict, `Concurrent writes to ${resourceType}/${id}`);
-        }
-        rid = inserted.rows[0].rid;
-      }
-      if (resource) {
-        const rows: [string, IndexRows] = [rid, indexResource(resource, this.baseUrl())];
-        if (options.pendingIndex) options.pendingIndex.push(rows);
-        else await this.insertIndexRows(tx, [rows]);
-      }
-      return { resource: resource ?? input, created: !current || current.deleted };
+      const versionId = cur ? String(Number(cur.version_id) + 1) : '1';
+      const content = method === 'DELETE' ? null : ({ ...input, meta: { ...input.meta, versionId, lastUpdated: now } } as Resource);
+      if (content) validate(content);
+      results[index] = { resource: content ?? input, created: !cur || cur.deleted };
+      if (cur) updates.push({ index, rid: cur.rid, versionId, method, content });
+      else inserts.push({ index, versionId, method, content: content! });
     }
+
+    const indexRows: Array<[string, IndexRows]> = [];
+    if (updates.length) {
+      const rids = updates.map((u) => u.rid);
+      await tx.query(
+        `INSERT INTO fhir_resource_versions (rid, version_id, last_updated, method, content)
+         SELECT rid, version_id, last_updated, method, content FROM fhir_resources WHERE rid = ANY($1::bigint[])`,
+        [rids],
+      );
+      await tx.query(
+        `UPDATE fhir_resources r SET version_id = u.v, last_updated = $1, method = u.m, deleted = u.c IS NULL, content = u.c::jsonb
+         FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[]) AS u(rid, v, m, c) WHERE r.rid = u.rid`,
+        [now, rids, updates.map((u) => u.versionId), updates.map((u) => u.method), updates.map((u) => (u.content ? JSON.stringify(u.content) : null))],
+      );
+      await tx.query(
+        `WITH ${INDEX_TABLES.map((t) => `d_${t} AS (DELETE FROM fhir_idx_${t} WHERE rid = ANY($1::bigint[]))`).join(', ')} SELECT 1`,
+        [rids],
+      );
+      for (const u of updates) if (u.content) indexRows.push([u.rid, indexResource(u.content, this.baseUrl())]);
+    }
+    if (inserts.length) {
+      const { rows: created } = await tx.query<{ rid: string; resource_type: string; id: string }>(
+        `INSERT INTO fhir_resources (resource_type, id, version_id, last_updated, method, deleted, content)
+         SELECT n.t, n.i, n.v, $1, n.m, false, n.c::jsonb FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[]) AS n(t, i, v, m, c)
+         ON CONFLICT (resource_type, id) DO NOTHING RETURNING rid, resource_type, id`,
+        [
+          now,
+          inserts.map((n) => n.content.resourceType),
+          inserts.map((n) => n.content.id),
+          inserts.map((n) => n.versionId),
+          inserts.map((n) => n.method),
+          inserts.map((n) => JSON.stringify(n.content)),
+        ],
+      );
+      const rids = new Map(created.map((row) => [key(row.resource_type, row.id), row.rid]));
+      const raced: number[] = [];
+      for (const n of inserts) {
+        const rid = rids.get(key(n.content.resourceType, n.content.id!));
+        if (rid) indexRows.push([rid, indexResource(n.content, this.baseUrl())]);
+        else raced.push(n.index);
+      }
+      if (raced.length) {
+        // Another transaction created these ids first: write again, now as updates of its rows.
+        if (depth >= 2) throw new ApiError(409, ErrorCode.conflict, 'Concurrent writes to the same resources');
+        const again = await this.writeMany(tx, raced.map((i) => items[i]), pendingIndex, depth + 1);
+        raced.forEach((i, k) => (results[i] = again[k]));
+      }
+    }
+    if (pendingIndex) pendingIndex.push(...indexRows);
+    else if (indexRows.length) await this.insertIndexRows(tx, indexRows);
+    return results;
   }
 
   /** Inserts index rows of many resources with one statement per table (unnest of column arrays). */

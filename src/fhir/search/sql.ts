@@ -28,67 +28,56 @@ function inIndex(alias: string, table: string, conditions: string[], negate = fa
   return `${alias}.rid ${negate ? 'NOT ' : ''}IN (SELECT rid FROM ${table} WHERE ${or(conditions)})`;
 }
 
+type Bound = () => string;
+
 /**
  * Range comparison of a resource range [low, high] against a search value, per R4 prefix rules:
  * eq: contained in the search range; gt/ge/lt/le/sa/eb: compared with its bounds; ap: overlap
- * with the range widened by 10% of its distance from now (dates) or of the value (numbers).
+ * with the widened range. Bounds are bound lazily: only the parameters a prefix uses are added.
  */
-function rangeCondition(prefix: Prefix, low: string, high: string, sLow: string, sHigh: string, apLow: string, apHigh: string): string {
+function rangeCondition(prefix: Prefix, low: string, high: string, sLow: Bound, sHigh: Bound, apLow: Bound, apHigh: Bound): string {
   switch (prefix) {
     case 'eq':
-      return `${low} >= ${sLow} AND ${high} <= ${sHigh}`;
+      return `${low} >= ${sLow()} AND ${high} <= ${sHigh()}`;
     case 'ne':
-      return `NOT (${low} >= ${sLow} AND ${high} <= ${sHigh})`;
+      return `NOT (${low} >= ${sLow()} AND ${high} <= ${sHigh()})`;
     case 'gt':
-      return `${high} > ${sHigh}`;
+      return `${high} > ${sHigh()}`;
     case 'ge':
-      return `${high} >= ${sLow}`;
+      return `${high} >= ${sLow()}`;
     case 'lt':
-      return `${low} < ${sLow}`;
+      return `${low} < ${sLow()}`;
     case 'le':
-      return `${low} <= ${sHigh}`;
+      return `${low} <= ${sHigh()}`;
     case 'sa':
-      return `${low} > ${sHigh}`;
+      return `${low} > ${sHigh()}`;
     case 'eb':
-      return `${high} < ${sLow}`;
+      return `${high} < ${sLow()}`;
     case 'ap':
-      return `${low} <= ${apHigh} AND ${high} >= ${apLow}`;
+      return `${low} <= ${apHigh()} AND ${high} >= ${apLow()}`;
   }
 }
 
+/** Dates: `ap` widens the range by 10% of its distance from now (at least a day). */
 function dateCondition(v: DateValue, low: string, high: string, q: SqlParams): string {
-  const sLow = `${q.add(v.low)}::timestamptz`;
-  const sHigh = `${q.add(v.high)}::timestamptz`;
-  let apLow = sLow;
-  let apHigh = sHigh;
-  if (v.prefix === 'ap') {
-    const from = Date.parse(v.low);
-    const to = Date.parse(v.high);
-    const margin = Math.max(0.1 * Math.abs(Date.now() - from), 86_400_000);
-    apLow = `${q.add(new Date(from - margin).toISOString())}::timestamptz`;
-    apHigh = `${q.add(new Date(to + margin).toISOString())}::timestamptz`;
-  }
-  return rangeCondition(v.prefix, low, high, sLow, sHigh, apLow, apHigh);
+  const from = Date.parse(v.low);
+  const to = Date.parse(v.high);
+  const margin = Math.max(0.1 * Math.abs(Date.now() - from), 86_400_000);
+  const at = (iso: string): Bound => () => `${q.add(iso)}::timestamptz`;
+  return rangeCondition(v.prefix, low, high, at(v.low), at(v.high), at(new Date(from - margin).toISOString()), at(new Date(to + margin).toISOString()));
 }
 
-/** Numbers: eq/ne/ap use the precision range of the searched value; the others its exact value. */
+/** Numbers: eq/ne use the precision range of the searched value; ap ±10%; the others its exact value. */
 function numberCondition(v: NumberValue, low: string, high: string, q: SqlParams): string {
-  const exact = `${q.add(String(v.value))}::numeric`;
+  const at = (n: number): Bound => () => `${q.add(String(n))}::numeric`;
   const margin = Math.abs(v.value) * 0.1;
   switch (v.prefix) {
     case 'eq':
-    case 'ne': {
-      const cond = `${low} >= ${q.add(String(v.low))}::numeric AND ${high} < ${q.add(String(v.high))}::numeric`;
-      return v.prefix === 'eq' ? cond : `NOT (${cond})`;
-    }
-    case 'ap':
-      return rangeCondition('ap', low, high, exact, exact, `${q.add(String(v.value - margin))}::numeric`, `${q.add(String(v.value + margin))}::numeric`);
-    case 'sa':
-      return `${low} > ${exact}`;
-    case 'eb':
-      return `${high} < ${exact}`;
+      return `${low} >= ${at(v.low)()} AND ${high} < ${at(v.high)()}`;
+    case 'ne':
+      return `NOT (${low} >= ${at(v.low)()} AND ${high} < ${at(v.high)()})`;
     default:
-      return rangeCondition(v.prefix, low, high, exact, exact, exact, exact);
+      return rangeCondition(v.prefix, low, high, at(v.value), at(v.value), at(v.value - margin), at(v.value + margin));
   }
 }
 
