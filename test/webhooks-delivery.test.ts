@@ -7,7 +7,7 @@ import { recordEvent, type NewEvent } from '../src/events/outbox';
 import { eventDeliveries, replayEvent } from '../src/webhooks/deliveries';
 import { createSubscription, setFullPayload } from '../src/webhooks/subscriptions';
 import { startTestServer, type TestServer } from './harness';
-import { startReceiver, type Receiver, type Reply } from './webhooks-receiver';
+import { startReceiver, type Receiver, type Reply } from './webhooks-support';
 
 const RETRY_DELAYS_MS = [200, 300, 400, 500, 600, 700];
 

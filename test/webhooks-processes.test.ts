@@ -2,7 +2,6 @@
  * Several Pont processes on one PostgreSQL: each (event, subscription) is delivered once, and a
  * process killed mid-delivery loses nothing. Real child processes of `node bin/pont.js serve`.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config';
 import type { Database } from '../src/db/database';
@@ -10,50 +9,18 @@ import { openPostgres } from '../src/db/postgres';
 import { recordEvent } from '../src/events/outbox';
 import { createSubscription } from '../src/webhooks/subscriptions';
 import { backend, createScratchDatabase } from './harness';
-import { startReceiver, type Receiver } from './webhooks-receiver';
+import { startPontProcess, startReceiver, stopPontProcess as stopProcess, type PontProcess, type Receiver } from './webhooks-support';
 
 const ORG = 'org-processes';
 const EVENTS = 60;
 
-interface PontProcess {
-  child: ChildProcess;
-  exited: Promise<unknown>;
-}
-
-/** `pont serve` on the scratch database; resolves once it listens. */
-async function startProcess(databaseUrl: string): Promise<PontProcess> {
-  const child = spawn(process.execPath, ['bin/pont.js', 'serve'], {
-    env: {
-      ...process.env,
-      DATABASE_URL: databaseUrl,
-      PORT: '0',
-      LOG_LEVEL: 'error',
-      PONT_ENV: 'development',
-      PONT_WEBHOOK_POLL_INTERVAL: '50ms',
-      PONT_WEBHOOK_RETRY_DELAYS: '100ms,100ms,100ms,100ms,100ms,100ms',
-      // The kill test holds requests unanswered: they must not time out before the kill. Lease: 2 × 5 s + 5 s.
-      PONT_WEBHOOK_TIMEOUT: '5s',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  await new Promise<void>((resolve, reject) => {
-    let output = '';
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('Pont is listening on')) resolve();
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    void exited.then(() => reject(new Error(`pont serve exited before listening:\n${output}`)));
-  });
-  return { child, exited };
-}
-
-async function stopProcess(p: PontProcess, signal: NodeJS.Signals): Promise<void> {
-  if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill(signal);
-  await p.exited;
-}
+const PROCESS_ENV = {
+  PONT_WEBHOOK_POLL_INTERVAL: '50ms',
+  PONT_WEBHOOK_RETRY_DELAYS: '100ms,100ms,100ms,100ms,100ms,100ms',
+  // The kill test holds requests unanswered: they must not time out before the kill. Lease: 2 × 5 s + 5 s.
+  PONT_WEBHOOK_TIMEOUT: '5s',
+};
+const startProcess = (databaseUrl: string) => startPontProcess(databaseUrl, PROCESS_ENV);
 
 describe.skipIf(backend !== 'postgres')('two Pont processes on one PostgreSQL (PostgreSQL only: PGlite is an in-process database that a second process cannot open)', () => {
   let scratch: Awaited<ReturnType<typeof createScratchDatabase>>;

@@ -2,7 +2,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { recordEvent } from '../src/events/outbox';
 import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
-import { startReceiver, type Receiver } from './webhooks-receiver';
+import { startReceiver, type Receiver } from './webhooks-support';
 
 const BASE = '/api/v1/connect/webhooks';
 

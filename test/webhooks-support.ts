@@ -1,8 +1,10 @@
 /**
- * A webhook receiver for the tests, written from the published contract (section 6.3 and the
- * README), not from Pont's code: it verifies every delivery's signature the way an integrator
- * would, over the raw body, and answers 400 to a bad one.
+ * Support for the webhook tests and benchmark: a receiver written from the published contract
+ * (section 6.3 and the README), not from Pont's code, which verifies every delivery's signature
+ * the way an integrator would, over the raw body, and answers 400 to a bad one; and `pont serve`
+ * child processes.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -93,4 +95,33 @@ export async function startReceiver(reply: (r: Received) => Reply = () => 200): 
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   receiver.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`;
   return receiver;
+}
+
+export interface PontProcess {
+  child: ChildProcess;
+  exited: Promise<unknown>;
+}
+
+/** `node bin/pont.js serve` on a PostgreSQL database; resolves once it listens. */
+export async function startPontProcess(databaseUrl: string, env: Record<string, string> = {}): Promise<PontProcess> {
+  const child = spawn(process.execPath, ['bin/pont.js', 'serve'], {
+    env: { ...process.env, DATABASE_URL: databaseUrl, PORT: '0', LOG_LEVEL: 'error', PONT_ENV: 'development', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  await new Promise<void>((resolve, reject) => {
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('Pont is listening on')) resolve();
+    });
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    void exited.then(() => reject(new Error(`pont serve exited before listening:\n${output}`)));
+  });
+  return { child, exited };
+}
+
+export async function stopPontProcess(p: PontProcess, signal: NodeJS.Signals): Promise<void> {
+  if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill(signal);
+  await p.exited;
 }

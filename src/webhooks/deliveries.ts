@@ -13,20 +13,27 @@ async function wakeWorkersOnCommit(tx: Queryable): Promise<void> {
 
 /**
  * Fan-out, in the transaction that records the event: one delivery, due now, per active
- * subscription that is entitled to the event and subscribed to its type. Returns how many.
+ * subscription that is entitled to the event and subscribed to its type; the workers are woken
+ * when the transaction commits. One statement, as it runs inside every recording transaction.
+ * Returns how many deliveries it queued.
  */
 export async function queueDeliveries(tx: Queryable, event: EventAudience & { id: string; type: EventType }): Promise<number> {
   const organizations = await entitledOrganizations(tx, event);
   if (!organizations.length) return 0;
-  const { rowCount } = await tx.query(
-    `INSERT INTO webhook_deliveries (id, event_id, subscription_id, status, next_attempt_at)
-     SELECT ${NEW_DELIVERY_ID}, $1, s.id, 'pending', now()
-     FROM webhook_subscriptions s
-     WHERE s.deleted_at IS NULL AND s.organization_id = ANY($2) AND $3 = ANY(s.subscribed_events)`,
-    [event.id, organizations, event.type],
+  const { rows } = await tx.query<{ queued: string }>(
+    `WITH queued AS (
+       INSERT INTO webhook_deliveries (id, event_id, subscription_id, status, next_attempt_at)
+       SELECT ${NEW_DELIVERY_ID}, $1, s.id, 'pending', now()
+       FROM webhook_subscriptions s
+       WHERE s.deleted_at IS NULL AND s.organization_id = ANY($2) AND $3 = ANY(s.subscribed_events)
+       RETURNING 1
+     ), woken AS (
+       SELECT pg_notify($4, '') FROM (SELECT 1 FROM queued LIMIT 1) any_queued
+     )
+     SELECT (SELECT count(*) FROM queued) AS queued, (SELECT count(*) FROM woken) AS woken`,
+    [event.id, organizations, event.type, DELIVERY_CHANNEL],
   );
-  if (rowCount > 0) await wakeWorkersOnCommit(tx);
-  return rowCount;
+  return Number(rows[0]!.queued);
 }
 
 interface EventRow {

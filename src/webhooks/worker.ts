@@ -71,21 +71,32 @@ async function claimDue(db: Database, limit: number, leaseMs: number): Promise<C
 async function finishAttempt(db: Database, delivery: ClaimedDelivery, result: AttemptResult, retryDelaysMs: number[]) {
   const attempt = delivery.attempts + 1;
   const next = afterAttempt(attempt, result.succeeded, retryDelaysMs);
-  await db.transaction(async (tx) => {
-    await tx.query(
-      `INSERT INTO webhook_delivery_attempts (delivery_id, round, attempt, started_at, duration_ms, status_code, error, succeeded)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-      [delivery.id, delivery.round, attempt, result.startedAt, result.durationMs, result.statusCode, result.error, result.succeeded],
-    );
-    await tx.query(
-      `UPDATE webhook_deliveries
+  // One statement, so atomic without a transaction: the attempt row is written whether or not the lease still holds.
+  await db.query(
+    `WITH moved AS (
+       UPDATE webhook_deliveries
        SET status = $3::text, attempts = $4,
            next_attempt_at = CASE WHEN $3::text = 'pending' THEN now() + ($5::float8 * interval '1 millisecond') END,
            lease_token = NULL, updated_at = now()
-       WHERE id = $1 AND lease_token = $2`,
-      [delivery.id, delivery.lease_token, next.status, attempt, next.status === 'pending' ? next.delayMs : 0],
-    );
-  });
+       WHERE id = $1 AND lease_token = $2
+       RETURNING id
+     )
+     INSERT INTO webhook_delivery_attempts (delivery_id, round, attempt, started_at, duration_ms, status_code, error, succeeded)
+     VALUES ($1, $6, $4, $7, $8, $9, $10, $11)`,
+    [
+      delivery.id,
+      delivery.lease_token,
+      next.status,
+      attempt,
+      next.status === 'pending' ? next.delayMs : 0,
+      delivery.round,
+      result.startedAt,
+      result.durationMs,
+      result.statusCode,
+      result.error,
+      result.succeeded,
+    ],
+  );
   return next.status;
 }
 
