@@ -20,6 +20,8 @@ export const HealthIdErrorCode = {
   malformed: 'HEALTH_ID_MALFORMED',
   checksum: 'HEALTH_ID_CHECKSUM_INVALID',
   unknownCountry: 'HEALTH_ID_UNKNOWN_COUNTRY',
+  /** Valid, but no patient holds it (404). */
+  notRegistered: 'HEALTH_ID_NOT_REGISTERED',
 } as const;
 
 /** Remainder mod 97 of the ID read as a number, letters as two-digit numbers (A=10 … Z=35). */
@@ -47,7 +49,7 @@ export function generateHealthId(country: string): string {
   return country + body + checkDigits(country + body);
 }
 
-export type HealthIdProblem = { code: (typeof HealthIdErrorCode)[keyof typeof HealthIdErrorCode]; message: string };
+export type HealthIdProblem = { code: string; message: string };
 
 /** Why `value` is not a Health ID, or undefined when it is one (format, country and checksum all good). */
 export function healthIdProblem(value: string): HealthIdProblem | undefined {

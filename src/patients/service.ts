@@ -1,0 +1,201 @@
+import type { Patient, Resource } from '@medplum/fhirtypes';
+import type { Config } from '../config';
+import type { Database, Queryable } from '../db/database';
+import { recordEvent } from '../events/outbox';
+import { ApiError } from '../http/errors';
+import { assertHealthId, HealthIdErrorCode } from '../healthid/healthid';
+import { attachPatient, findByHealthId, findByMatchKey, reserveHealthId, type HealthIdRecord } from '../healthid/registry';
+import { recordAudit, type AuditCaller, type AuditRecord, type AuditStore } from '../audit/audit';
+import { matchKey } from './matching';
+
+/** The mapping engine's patient-profile map (mappings/patient-profile.map.yaml): Connect shape <-> FHIR Patient. */
+export interface PatientProfileMapping {
+  toFhir(connect: Record<string, unknown>): Resource;
+  fromFhir(resource: Resource): Record<string, unknown>;
+}
+
+/** What the patient operations need from the FHIR store. */
+export interface PatientStore extends AuditStore {
+  read<T extends Resource>(type: T['resourceType'], id: string, opts?: { tx?: Queryable }): Promise<T>;
+}
+
+export interface PatientServiceDeps {
+  config: Pick<Config, 'environment'>;
+  db: Database;
+  store: PatientStore;
+  profileMapping: () => PatientProfileMapping;
+}
+
+/** Demographics of a resolve request, already validated (country code defaulted). */
+export interface Demographics {
+  first_name: string;
+  last_name?: string;
+  date_of_birth?: string;
+  sex?: 'male' | 'female' | 'other';
+  country_code: string;
+  phone_number?: string;
+}
+
+/** Why the caller looked the patient up: written to the audit trail, never stored elsewhere. */
+export interface StatedReason {
+  purpose?: string;
+  external_reference?: string;
+}
+
+/** Fields of the Connect profile that every patient operation may show: no contact details. */
+export const SUMMARY_FIELDS = ['health_id', 'first_name', 'last_name', 'date_of_birth', 'sex', 'country_code'] as const;
+export type PatientSummary = Record<(typeof SUMMARY_FIELDS)[number], string | null>;
+
+export type ResolveResult =
+  | { status: 'found' | 'created'; health_id: string; patient: PatientSummary }
+  | { status: 'not_found'; health_id: string };
+
+export interface VerifyResult {
+  valid: true;
+  health_id: string;
+  patient: PatientSummary;
+}
+
+const notRegistered = (healthId: string) =>
+  new ApiError(404, HealthIdErrorCode.notRegistered, `Health ID ${healthId} is valid but not registered`);
+
+/**
+ * The three patient operations of the Connect layer. Each runs in one transaction that also holds
+ * its events and its AuditEvent: everything is written, or nothing. Translation between the
+ * Connect shape and the FHIR Patient is the mapping engine's, never done by hand here.
+ */
+export class PatientService {
+  constructor(private readonly deps: PatientServiceDeps) {}
+
+  /** POST /patients/resolve with a Health ID: look it up, never create. */
+  async resolveByHealthId(caller: AuditCaller, healthId: string, reason: StatedReason): Promise<ResolveResult> {
+    assertHealthId(healthId);
+    return this.deps.db.transaction(async (tx) => {
+      const record = await findByHealthId(tx, healthId);
+      const base = { caller, operation: 'resolvePatient', action: 'R' as const, ...this.reasonOf(reason) };
+      if (!record) {
+        await this.audit(tx, { ...base, outcome: 'minor-failure', outcomeDescription: 'not_found', patient: { healthId } });
+        return { status: 'not_found', health_id: healthId };
+      }
+      const profile = await this.profileOf(tx, record);
+      await this.audit(tx, { ...base, outcome: 'success', outcomeDescription: 'found', patient: this.auditPatient(record) });
+      return { status: 'found', health_id: record.healthId, patient: summaryOf(profile) };
+    });
+  }
+
+  /**
+   * POST /patients/resolve with demographics: the registered patient with the same match key
+   * (src/patients/matching.ts), or a new Patient with a newly issued Health ID.
+   */
+  async resolveByDemographics(caller: AuditCaller, person: Demographics, reason: StatedReason): Promise<ResolveResult> {
+    const key = matchKey(person);
+    return this.deps.db.transaction(async (tx) => {
+      let existing = await findByMatchKey(tx, key);
+      let reservedHealthId: string | undefined;
+      if (!existing) {
+        const reservation = await reserveHealthId(tx, person.country_code, key);
+        if ('existing' in reservation) existing = reservation.existing;
+        else reservedHealthId = reservation.reserved;
+      }
+      const base = { caller, operation: 'resolvePatient', ...this.reasonOf(reason) };
+      if (existing) {
+        const profile = await this.profileOf(tx, existing);
+        await this.audit(tx, { ...base, action: 'R', outcome: 'success', outcomeDescription: 'found', patient: this.auditPatient(existing) });
+        return { status: 'found', health_id: existing.healthId, patient: summaryOf(profile) };
+      }
+      const healthId = reservedHealthId!;
+      const mapping = this.deps.profileMapping();
+      const patient = await this.deps.store.create(mapping.toFhir({ ...person, health_id: healthId }) as Patient, { tx });
+      const record: HealthIdRecord = { healthId, patientId: patient.id!, countryCode: person.country_code };
+      await attachPatient(tx, healthId, record.patientId);
+      const eventBase = this.eventBase(caller, record.patientId);
+      await recordEvent(tx, { ...eventBase, type: 'patient.created', data: { patient_id: record.patientId, health_id: healthId } });
+      await recordEvent(tx, {
+        ...eventBase,
+        type: 'health_id.created',
+        data: { health_id: healthId, patient_id: record.patientId, country_code: person.country_code },
+      });
+      await this.audit(tx, { ...base, action: 'C', outcome: 'success', outcomeDescription: 'created', patient: this.auditPatient(record) });
+      return { status: 'created', health_id: healthId, patient: summaryOf(mapping.fromFhir(patient)) };
+    });
+  }
+
+  /** GET /patients/verify/{health_id}: checksum, then registration; records `health_id.verified`. */
+  async verify(caller: AuditCaller, healthId: string, reason: StatedReason): Promise<VerifyResult> {
+    assertHealthId(healthId);
+    const result = await this.deps.db.transaction(async (tx) => {
+      const record = await findByHealthId(tx, healthId);
+      const base = { caller, operation: 'verifyHealthId', action: 'E' as const, ...this.reasonOf(reason) };
+      if (!record) {
+        await this.audit(tx, { ...base, outcome: 'minor-failure', outcomeDescription: 'not_found', patient: { healthId } });
+        return undefined;
+      }
+      const profile = await this.profileOf(tx, record);
+      await recordEvent(tx, {
+        ...this.eventBase(caller, record.patientId),
+        type: 'health_id.verified',
+        data: { health_id: record.healthId, patient_id: record.patientId, facility_id: facilityOf(caller) ?? null },
+      });
+      await this.audit(tx, { ...base, outcome: 'success', outcomeDescription: 'verified', patient: this.auditPatient(record) });
+      return { valid: true as const, health_id: record.healthId, patient: summaryOf(profile) };
+    });
+    // Thrown after the commit, so the AuditEvent of the failed lookup stays.
+    if (!result) throw notRegistered(healthId);
+    return result;
+  }
+
+  /** GET /patient/search?health_id=: the patient's whole profile in the Connect shape. */
+  async profile(caller: AuditCaller, healthId: string, reason: StatedReason): Promise<Record<string, unknown>> {
+    assertHealthId(healthId);
+    const result = await this.deps.db.transaction(async (tx) => {
+      const record = await findByHealthId(tx, healthId);
+      const base = { caller, operation: 'searchPatient', action: 'R' as const, ...this.reasonOf(reason) };
+      if (!record) {
+        await this.audit(tx, { ...base, outcome: 'minor-failure', outcomeDescription: 'not_found', patient: { healthId } });
+        return undefined;
+      }
+      const profile = await this.profileOf(tx, record);
+      await this.audit(tx, { ...base, outcome: 'success', outcomeDescription: 'found', patient: this.auditPatient(record) });
+      return profile;
+    });
+    if (!result) throw notRegistered(healthId);
+    return result;
+  }
+
+  private async profileOf(tx: Queryable, record: HealthIdRecord): Promise<Record<string, unknown>> {
+    const patient = await this.deps.store.read<Patient>('Patient', record.patientId, { tx });
+    return { health_id: record.healthId, ...this.deps.profileMapping().fromFhir(patient) };
+  }
+
+  private audit(tx: Queryable, record: AuditRecord) {
+    return recordAudit(tx, this.deps.store, record);
+  }
+
+  private auditPatient(record: HealthIdRecord) {
+    return { id: record.patientId, healthId: record.healthId };
+  }
+
+  private reasonOf(reason: StatedReason) {
+    return { purpose: reason.purpose, externalReference: reason.external_reference };
+  }
+
+  private eventBase(caller: AuditCaller, patientId: string) {
+    return {
+      organizationId: caller.principal?.kind === 'client' ? caller.principal.organizationId : undefined,
+      facilityId: facilityOf(caller),
+      environment: this.deps.config.environment,
+      requestId: caller.requestId,
+      patientId,
+    };
+  }
+}
+
+function facilityOf(caller: AuditCaller): string | undefined {
+  return caller.principal?.facilityId;
+}
+
+/** The profile's summary fields, each present (null when the patient has no value). */
+export function summaryOf(profile: Record<string, unknown>): PatientSummary {
+  const entries = SUMMARY_FIELDS.map((field) => [field, typeof profile[field] === 'string' ? profile[field] : null]);
+  return Object.fromEntries(entries) as PatientSummary;
+}
