@@ -89,6 +89,17 @@ export function createApp(services: Services): Koa {
     }
   });
 
+  // PostgreSQL cannot store NUL characters, and no identifier or search value contains one.
+  app.use(async (ctx, next) => {
+    let url: string;
+    try {
+      url = decodeURIComponent(ctx.url);
+    } catch {
+      throw new ApiError(400, ErrorCode.badRequest, 'Malformed percent-encoding in the URL');
+    }
+    if (url.includes('\u0000')) throw new ApiError(400, ErrorCode.badRequest, 'NUL characters are not allowed in the URL');
+    await next();
+  });
   app.use(router.routes());
   app.use(
     router.allowedMethods({

@@ -7,6 +7,7 @@ import { isResourceType, patientCompartmentParams } from './definitions';
 import { hashKey } from './hash';
 import { INDEX_TABLES, indexedParams, indexResource, type IndexRows } from './indexer';
 import { present } from './present';
+import { checkRequiredBindings } from './terminology';
 import { encodeCursor, parseSearch, type IncludeRule, type ParsedSearch, type QueryParams } from './search/parse';
 import { SqlParams, filterSql, sortSql } from './search/sql';
 
@@ -123,6 +124,7 @@ export class FhirStore {
       else throw badRequest(`Invalid resource: ${(err as Error).message}`);
     }
     const errors = issues.filter((i) => i.severity === 'error' || i.severity === 'fatal');
+    if (!errors.length) errors.push(...checkRequiredBindings(resource));
     if (errors.length) {
       const first = errors[0];
       const where = first.expression?.[0] ? ` at ${first.expression[0]}` : '';

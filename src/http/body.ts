@@ -44,8 +44,11 @@ export async function readBody(ctx: Context, limit: number, allowForm = false): 
       `Content-Type ${type} is not supported; send ${allowForm ? `application/json or ${FORM_TYPE}` : 'application/json'}`,
     );
   }
+  const text = raw.toString('utf8');
+  // PostgreSQL cannot store NUL in text or jsonb; refuse it here rather than fail later.
+  if (text.includes('\u0000') || text.includes('\\u0000')) throw badRequest('NUL characters are not allowed in the body');
   try {
-    return JSON.parse(raw.toString('utf8'));
+    return JSON.parse(text);
   } catch (err) {
     throw badRequest(`Malformed JSON body: ${(err as Error).message}`);
   }

@@ -76,7 +76,7 @@ export const ERROR_CODE_SYSTEM = 'https://pont.health/fhir/CodeSystem/error-code
 export function operationOutcome(err: ApiError): OperationOutcome {
   const details = { coding: [{ system: ERROR_CODE_SYSTEM, code: err.code }], text: err.message };
   const issues = err.options.issues?.length
-    ? err.options.issues.map((issue) => ({ ...issue, details: issue.details ?? details }))
+    ? err.options.issues.map((issue, i) => ({ ...issue, details: issue.details ?? details, diagnostics: issue.diagnostics ?? (i === 0 ? err.message : undefined) }))
     : [
         {
           severity: 'error' as const,

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { RouteSpec, Security } from './routes';
+import { fhirScopeTable } from '../auth/scopes';
 
 type JsonSchema = Record<string, unknown>;
 
@@ -28,7 +29,7 @@ function toJsonSchema(schema: unknown, io: 'input' | 'output', components: Recor
 }
 
 const securitySchemes = {
-  BearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'RS256 JWT from POST /api/v1/connect/auth/token' },
+  BearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: `RS256 JWT from POST /api/v1/connect/auth/token.\n\n${fhirScopeTable()}` },
   ClientId: { type: 'apiKey', in: 'header', name: 'X-Client-ID', description: 'Used together with X-Client-Secret' },
   ClientSecret: { type: 'apiKey', in: 'header', name: 'X-Client-Secret', description: 'Verified against an Argon2id hash' },
   BridgeAgentId: { type: 'apiKey', in: 'header', name: 'X-Bridge-Agent-ID' },

