@@ -151,6 +151,7 @@ describe(`resolve with demographics (${backend})`, () => {
   });
 
   it('writes nothing when any part of a creation fails', async () => {
+    const caller = await createTestClient(pont, ['health_id:verify'], { organizationId: 'org-doomed' });
     // A real database failure at the last write of the transaction (the health_id.created event).
     await pont.services.db.exec(`
       CREATE FUNCTION test_fail_health_id_event() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -158,20 +159,22 @@ describe(`resolve with demographics (${backend})`, () => {
       CREATE TRIGGER test_fail_health_id_event BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION test_fail_health_id_event();`);
     const doomed = person();
     try {
-      const { status, body } = await resolve(doomed, resolver, { 'x-request-id': 'req-doomed' });
+      const { status, body } = await resolve(doomed, caller);
       expect(status).toBe(500);
       expect(body).toMatchObject({ status: 'error', error_code: 'INTERNAL_ERROR' });
     } finally {
       await pont.services.db.exec(`DROP TRIGGER test_fail_health_id_event ON events; DROP FUNCTION test_fail_health_id_event();`);
     }
     expect(await pont.services.store.searchResources('Patient', { given: doomed.first_name })).toHaveLength(0);
-    const { rows } = await pont.services.db.query(`SELECT 1 FROM health_ids WHERE patient_id IS NULL`);
-    expect(rows).toHaveLength(0);
-    expect(await auditEvents('entity-type=XrequestId')).not.toContainEqual(
-      expect.objectContaining({ entity: expect.arrayContaining([expect.objectContaining({ what: { identifier: expect.objectContaining({ value: 'req-doomed' }) } })]) }),
-    );
-    // And the same person registers normally afterwards.
-    expect((await resolve(doomed)).status).toBe(201);
+    expect((await pont.services.db.query('SELECT 1 FROM health_ids WHERE patient_id IS NULL')).rows).toHaveLength(0);
+    expect((await pont.services.db.query(`SELECT 1 FROM events WHERE meta->>'organization_id' = 'org-doomed'`)).rows).toHaveLength(0);
+    expect(await auditEvents(`altid=${caller.client_id}`)).toHaveLength(0);
+    // The same person registers normally afterwards, with all of it.
+    const retried = await resolve(doomed, caller);
+    expect(retried.status).toBe(201);
+    expect(await patientsHolding(retried.body.health_id)).toHaveLength(1);
+    expect((await pont.services.db.query(`SELECT 1 FROM events WHERE meta->>'organization_id' = 'org-doomed'`)).rows).toHaveLength(2);
+    expect(await auditEvents(`altid=${caller.client_id}`)).toHaveLength(1);
   });
 
   it('refuses bad input with 4xx in the Error shape', async () => {
@@ -309,11 +312,12 @@ describe(`audit trail (${backend})`, () => {
     await pont.json(`${CONNECT}/patient/search?health_id=${healthId}&purpose=lab`, call({}, 'req-a4'));
     const unregistered = 'CM0000000000' + String(98 - Number(BigInt('1222000000000000') % 97n)).padStart(2, '0');
     await pont.json(`${CONNECT}/patients/verify/${unregistered}`, call({}, 'req-a5'));
-    await pont.json(`${CONNECT}/patients/verify/CM1`, call({}, 'req-a6')); // malformed: refused before any lookup
+    await pont.json(`${CONNECT}/patients/verify/CM1`, call({}, 'req-a6')); // malformed: refused, and audited
+    await pont.json(`${CONNECT}/patient/search`, call({}, 'req-a7')); // no Health ID at all: nothing about a patient
 
     const events = await auditEvents(`altid=${caller.client_id}&_count=100`);
     const byRequest = new Map(events.map((e) => [requestIdOf(e), e]));
-    expect([...byRequest.keys()].sort()).toEqual(['req-a1', 'req-a2', 'req-a3', 'req-a4', 'req-a5']);
+    expect([...byRequest.keys()].sort()).toEqual(['req-a1', 'req-a2', 'req-a3', 'req-a4', 'req-a5', 'req-a6']);
     const [patient] = await patientsHolding(healthId);
 
     for (const event of events) {
@@ -338,6 +342,7 @@ describe(`audit trail (${backend})`, () => {
     expect(byRequest.get('req-a4')).toMatchObject({ action: 'R', outcome: '0', purposeOfEvent: [{ text: 'lab' }] });
     expect(byRequest.get('req-a5')).toMatchObject({ action: 'E', outcome: '4', outcomeDesc: 'not_found' });
     expect(byRequest.get('req-a5')!.entity![0]!.what).toEqual({ identifier: { system: HEALTH_ID_SYSTEM, value: unregistered } });
+    expect(byRequest.get('req-a6')).toMatchObject({ action: 'E', outcome: '4', outcomeDesc: 'HEALTH_ID_MALFORMED' });
 
     // Operators find a patient's audit trail by the patient too.
     const aboutPatient = await auditEvents(`entity=Patient/${patient!.id}&_count=100`);

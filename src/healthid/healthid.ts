@@ -72,9 +72,7 @@ export function isValidHealthId(value: string): boolean {
   return healthIdProblem(value) === undefined;
 }
 
-/** Throws the 422 Error for an invalid Health ID, naming what is wrong in `error_code`. */
-export function assertHealthId(value: string): string {
-  const problem = healthIdProblem(value);
-  if (problem) throw new ApiError(422, problem.code, problem.message);
-  return value;
+/** The 422 Error for an invalid Health ID, naming what is wrong in `error_code`. */
+export function invalidHealthId(problem: HealthIdProblem): ApiError {
+  return new ApiError(422, problem.code, problem.message);
 }

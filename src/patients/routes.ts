@@ -45,6 +45,7 @@ const ResolveBody = z
     date_of_birth: DateOfBirth.nullish(),
     country_code: z
       .string()
+      .length(2)
       .toUpperCase()
       .refine(isCountryCode, 'must be an ISO 3166-1 alpha-2 country code')
       .nullish()

@@ -3,7 +3,7 @@ import type { Config } from '../config';
 import type { Database, Queryable } from '../db/database';
 import { recordEvent } from '../events/outbox';
 import { ApiError } from '../http/errors';
-import { assertHealthId, HealthIdErrorCode } from '../healthid/healthid';
+import { HealthIdErrorCode, healthIdProblem, invalidHealthId } from '../healthid/healthid';
 import { attachPatient, findByHealthId, findByMatchKey, reserveHealthId, type HealthIdRecord } from '../healthid/registry';
 import { recordAudit, type AuditCaller, type AuditRecord, type AuditStore } from '../audit/audit';
 import { matchKey } from './matching';
@@ -69,18 +69,11 @@ export class PatientService {
 
   /** POST /patients/resolve with a Health ID: look it up, never create. */
   async resolveByHealthId(caller: AuditCaller, healthId: string, reason: StatedReason): Promise<ResolveResult> {
-    assertHealthId(healthId);
-    return this.deps.db.transaction(async (tx) => {
-      const record = await findByHealthId(tx, healthId);
-      const base = { caller, operation: 'resolvePatient', action: 'R' as const, ...this.reasonOf(reason) };
-      if (!record) {
-        await this.audit(tx, { ...base, outcome: 'minor-failure', outcomeDescription: 'not_found', patient: { healthId } });
-        return { status: 'not_found', health_id: healthId };
-      }
-      const profile = await this.profileOf(tx, record);
-      await this.audit(tx, { ...base, outcome: 'success', outcomeDescription: 'found', patient: this.auditPatient(record) });
-      return { status: 'found', health_id: record.healthId, patient: summaryOf(profile) };
-    });
+    const found = await this.lookUp({ caller, operation: 'resolvePatient', action: 'R', reason }, healthId, async (_tx, record, profile) => ({
+      outcomeDescription: 'found',
+      result: { status: 'found' as const, health_id: record.healthId, patient: summaryOf(profile) },
+    }));
+    return found ?? { status: 'not_found', health_id: healthId };
   }
 
   /**
@@ -122,44 +115,58 @@ export class PatientService {
 
   /** GET /patients/verify/{health_id}: checksum, then registration; records `health_id.verified`. */
   async verify(caller: AuditCaller, healthId: string, reason: StatedReason): Promise<VerifyResult> {
-    assertHealthId(healthId);
-    const result = await this.deps.db.transaction(async (tx) => {
-      const record = await findByHealthId(tx, healthId);
-      const base = { caller, operation: 'verifyHealthId', action: 'E' as const, ...this.reasonOf(reason) };
-      if (!record) {
-        await this.audit(tx, { ...base, outcome: 'minor-failure', outcomeDescription: 'not_found', patient: { healthId } });
-        return undefined;
-      }
-      const profile = await this.profileOf(tx, record);
+    const verified = await this.lookUp({ caller, operation: 'verifyHealthId', action: 'E', reason }, healthId, async (tx, record, profile) => {
       await recordEvent(tx, {
         ...this.eventBase(caller, record.patientId),
         type: 'health_id.verified',
         data: { health_id: record.healthId, patient_id: record.patientId, facility_id: facilityOf(caller) ?? null },
       });
-      await this.audit(tx, { ...base, outcome: 'success', outcomeDescription: 'verified', patient: this.auditPatient(record) });
-      return { valid: true as const, health_id: record.healthId, patient: summaryOf(profile) };
+      return { outcomeDescription: 'verified', result: { valid: true as const, health_id: record.healthId, patient: summaryOf(profile) } };
     });
-    // Thrown after the commit, so the AuditEvent of the failed lookup stays.
-    if (!result) throw notRegistered(healthId);
-    return result;
+    if (!verified) throw notRegistered(healthId);
+    return verified;
   }
 
   /** GET /patient/search?health_id=: the patient's whole profile in the Connect shape. */
   async profile(caller: AuditCaller, healthId: string, reason: StatedReason): Promise<Record<string, unknown>> {
-    assertHealthId(healthId);
-    const result = await this.deps.db.transaction(async (tx) => {
+    const profile = await this.lookUp({ caller, operation: 'searchPatient', action: 'R', reason }, healthId, async (_tx, _record, found) => ({
+      outcomeDescription: 'found',
+      result: found,
+    }));
+    if (!profile) throw notRegistered(healthId);
+    return profile;
+  }
+
+  /**
+   * The shared part of every operation on a given Health ID: check it, find the patient, read its
+   * profile, run `onFound` and audit, all in one transaction. Resolves undefined when the ID is valid
+   * but unregistered. Refused and unregistered IDs are audited too (outcome 4): who probes for
+   * patients is worth knowing. Their AuditEvent is committed before the caller turns the outcome
+   * into an error.
+   */
+  private async lookUp<T>(
+    what: { caller: AuditCaller; operation: string; action: 'R' | 'E'; reason: StatedReason },
+    healthId: string,
+    onFound: (tx: Queryable, record: HealthIdRecord, profile: Record<string, unknown>) => Promise<{ result: T; outcomeDescription: string }>,
+  ): Promise<T | undefined> {
+    const base = { caller: what.caller, operation: what.operation, action: what.action, ...this.reasonOf(what.reason) };
+    const problem = healthIdProblem(healthId);
+    if (problem) {
+      await this.deps.db.transaction((tx) =>
+        this.audit(tx, { ...base, outcome: 'minor-failure', outcomeDescription: problem.code, patient: { healthId: healthId.slice(0, 64) } }),
+      );
+      throw invalidHealthId(problem);
+    }
+    return this.deps.db.transaction(async (tx) => {
       const record = await findByHealthId(tx, healthId);
-      const base = { caller, operation: 'searchPatient', action: 'R' as const, ...this.reasonOf(reason) };
       if (!record) {
         await this.audit(tx, { ...base, outcome: 'minor-failure', outcomeDescription: 'not_found', patient: { healthId } });
         return undefined;
       }
-      const profile = await this.profileOf(tx, record);
-      await this.audit(tx, { ...base, outcome: 'success', outcomeDescription: 'found', patient: this.auditPatient(record) });
-      return profile;
+      const { result, outcomeDescription } = await onFound(tx, record, await this.profileOf(tx, record));
+      await this.audit(tx, { ...base, outcome: 'success', outcomeDescription, patient: this.auditPatient(record) });
+      return result;
     });
-    if (!result) throw notRegistered(healthId);
-    return result;
   }
 
   private async profileOf(tx: Queryable, record: HealthIdRecord): Promise<Record<string, unknown>> {
