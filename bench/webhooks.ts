@@ -9,6 +9,7 @@
  * - steady: BENCH_RATE events/s for BENCH_SECONDS; commit-to-delivery latency p50/p95 of a system
  *   that keeps up.
  * Every delivery's signature is verified by the receiver; duplicates are counted.
+ * BENCH_SETUPS picks setups (default `pglite,postgres1,postgres2`).
  */
 import { loadConfig } from '../src/config';
 import type { Database } from '../src/db/database';
@@ -140,9 +141,16 @@ async function run(setup: Setup) {
   };
 }
 
-const setups: Array<() => Promise<Setup>> = [pgliteSetup, () => postgresSetup(1), () => postgresSetup(2)];
+const setups: Record<string, () => Promise<Setup>> = {
+  pglite: pgliteSetup,
+  postgres1: () => postgresSetup(1),
+  postgres2: () => postgresSetup(2),
+};
+const chosen = (process.env.BENCH_SETUPS ?? Object.keys(setups).join(',')).split(',');
 const rows = [];
-for (const makeSetup of setups) {
+for (const name of chosen) {
+  const makeSetup = setups[name];
+  if (!makeSetup) throw new Error(`BENCH_SETUPS: unknown setup ${name} (known: ${Object.keys(setups).join(', ')})`);
   const setup = await makeSetup();
   try {
     rows.push(await run(setup));

@@ -7,7 +7,7 @@ import type { Logger } from '../log';
 import type { BackgroundWorker } from '../services';
 import { DELIVERY_CHANNEL } from './deliveries';
 import { deliveredEnvelope } from './payload';
-import { afterAttempt } from './schedule';
+import { afterAttempt, type AttemptOutcome } from './schedule';
 import { decryptSecret } from './secrets';
 import { SIGNATURE_HEADER, signatureHeader } from './signature';
 
@@ -63,41 +63,81 @@ async function claimDue(db: Database, limit: number, leaseMs: number): Promise<C
   }));
 }
 
+interface FinishedAttempt {
+  delivery: ClaimedDelivery;
+  result: AttemptResult;
+}
+
 /**
- * Records the attempt and moves the delivery on (delivered, retry later, or exhausted). The move
- * happens only while this worker still holds the lease: a replay or unsubscribe in the meantime
- * wins, but the attempt itself is always recorded, since it was made.
+ * Records finished attempts and moves each delivery on (delivered, retry later, or exhausted), all
+ * in one statement: atomic without a transaction, and one commit for a whole batch. A delivery
+ * moves only while this worker still holds its lease (a replay or unsubscribe in the meantime
+ * wins), but the attempt itself is always recorded, since it was made. Returns each new status.
  */
-async function finishAttempt(db: Database, delivery: ClaimedDelivery, result: AttemptResult, retryDelaysMs: number[]) {
-  const attempt = delivery.attempts + 1;
-  const next = afterAttempt(attempt, result.succeeded, retryDelaysMs);
-  // One statement, so atomic without a transaction: the attempt row is written whether or not the lease still holds.
+async function finishAttempts(db: Database, finished: FinishedAttempt[], retryDelaysMs: number[]) {
+  const rows = finished.map(({ delivery, result }) => {
+    const attempt = delivery.attempts + 1;
+    return { delivery, result, attempt, next: afterAttempt(attempt, result.succeeded, retryDelaysMs) };
+  });
+  const column = <T>(pick: (row: (typeof rows)[number]) => T) => rows.map(pick);
   await db.query(
-    `WITH moved AS (
-       UPDATE webhook_deliveries
-       SET status = $3::text, attempts = $4,
-           next_attempt_at = CASE WHEN $3::text = 'pending' THEN now() + ($5::float8 * interval '1 millisecond') END,
+    `WITH finished AS (
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::float8[], $6::int[],
+                            $7::timestamptz[], $8::int[], $9::int[], $10::text[], $11::boolean[])
+         AS f (delivery_id, lease_token, status, attempt, delay_ms, round, started_at, duration_ms, status_code, error, succeeded)
+     ), moved AS (
+       UPDATE webhook_deliveries d
+       SET status = f.status, attempts = f.attempt,
+           next_attempt_at = CASE WHEN f.status = 'pending' THEN now() + f.delay_ms * interval '1 millisecond' END,
            lease_token = NULL, updated_at = now()
-       WHERE id = $1 AND lease_token = $2
-       RETURNING id
+       FROM finished f
+       WHERE d.id = f.delivery_id AND d.lease_token = f.lease_token
      )
      INSERT INTO webhook_delivery_attempts (delivery_id, round, attempt, started_at, duration_ms, status_code, error, succeeded)
-     VALUES ($1, $6, $4, $7, $8, $9, $10, $11)`,
+     SELECT delivery_id, round, attempt, started_at, duration_ms, status_code, error, succeeded FROM finished`,
     [
-      delivery.id,
-      delivery.lease_token,
-      next.status,
-      attempt,
-      next.status === 'pending' ? next.delayMs : 0,
-      delivery.round,
-      result.startedAt,
-      result.durationMs,
-      result.statusCode,
-      result.error,
-      result.succeeded,
+      column((r) => r.delivery.id),
+      column((r) => r.delivery.lease_token),
+      column((r) => r.next.status),
+      column((r) => r.attempt),
+      column((r) => (r.next.status === 'pending' ? r.next.delayMs : 0)),
+      column((r) => r.delivery.round),
+      column((r) => r.result.startedAt.toISOString()),
+      column((r) => r.result.durationMs),
+      column((r) => r.result.statusCode),
+      column((r) => r.result.error),
+      column((r) => r.result.succeeded),
     ],
   );
-  return next.status;
+  return rows.map((r) => r.next.status);
+}
+
+/**
+ * Batches attempts finished close together into one `finishAttempts` call: whatever finished while
+ * the previous batch was being written goes in the next, so a quiet worker writes at once and a busy
+ * one writes fewer, larger batches.
+ */
+function attemptRecorder(db: Database, retryDelaysMs: number[]) {
+  let waiting: Array<FinishedAttempt & { settle: (status: Promise<AttemptOutcome['status']>) => void }> = [];
+  let writing: Promise<void> | undefined;
+  const writeNext = () => {
+    if (writing || !waiting.length) return;
+    const batch = waiting;
+    waiting = [];
+    const written = finishAttempts(db, batch, retryDelaysMs);
+    batch.forEach((item, i) => item.settle(written.then((statuses) => statuses[i]!)));
+    writing = written
+      .catch(() => undefined) // each waiter gets the failure through `settle`
+      .then(() => {
+        writing = undefined;
+        writeNext();
+      });
+  };
+  return (finished: FinishedAttempt) =>
+    new Promise<AttemptOutcome['status']>((resolve) => {
+      waiting.push({ ...finished, settle: resolve });
+      writeNext();
+    });
 }
 
 /** Gives a claimed delivery back untouched (shutdown mid-attempt): due again now, for any process. */
@@ -170,6 +210,7 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
   const { retryDelaysMs, pollIntervalMs, timeoutMs, concurrency, secretKey } = deps.config.webhooks;
   // Long enough that a live worker always finishes (or times out) its attempt before the lease ends.
   const leaseMs = 2 * timeoutMs + 5000;
+  const recordAttempt = attemptRecorder(db, retryDelaysMs);
   const stopping = new AbortController();
   const inFlight = new Set<Promise<void>>();
   let timer: NodeJS.Timeout | undefined;
@@ -185,7 +226,7 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
       await releaseLease(db, delivery).catch(() => undefined); // if this fails too, the lease runs out
       return;
     }
-    const status = await finishAttempt(db, delivery, result, retryDelaysMs);
+    const status = await recordAttempt({ delivery, result });
     const fields = { delivery_id: delivery.id, event_id: delivery.event.id, round: delivery.round, attempt: delivery.attempts + 1 };
     if (status === 'exhausted') log.info('webhook delivery exhausted', fields);
     else log.debug('webhook attempt', { ...fields, status, status_code: result.statusCode, ms: result.durationMs });
