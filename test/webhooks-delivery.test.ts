@@ -223,6 +223,27 @@ describe('delivery', () => {
     }
   });
 
+  it('records an undecryptable secret as a failed attempt and sends nothing unsigned', async () => {
+    const org = newOrg();
+    const { receiver, subscription } = await subscribe(org, ['patient.created']);
+    // What a changed PONT_WEBHOOK_SECRET_KEY looks like: the stored secret no longer decrypts.
+    await pont.services.db.query(
+      `UPDATE webhook_subscriptions SET secret_encrypted = 'v1:' || encode(decode(repeat(md5(random()::text), 2), 'hex'), 'base64') WHERE id = $1`,
+      [subscription.id],
+    );
+    const event = await record(org);
+    for (;;) {
+      const found = await eventDeliveries(pont.services.db, org, event.id);
+      const [first] = found!.deliveries[0]!.attempts;
+      if (first) {
+        expect(first).toMatchObject({ status_code: null, succeeded: false, error: expect.stringContaining('could not be decrypted') });
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(receiver.received).toHaveLength(0);
+  });
+
   it('replay: unknown events and events of another organisation are not found', async () => {
     const org = newOrg();
     await subscribe(org, ['patient.created']);
