@@ -1,8 +1,9 @@
+import { readFileSync } from 'node:fs';
 import { createLocalJWKSet, createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, revokeClient } from '../src/auth/clients';
 import { rotateSigningKey } from '../src/auth/keys';
-import type { Scope } from '../src/auth/scopes';
+import { fhirScopeTable, type Scope } from '../src/auth/scopes';
 import { createTestClient, startTestServer, type TestServer } from './harness';
 
 let pont: TestServer;
@@ -54,6 +55,17 @@ describe('discovery', () => {
     expect(key).toEqual({ kty: 'RSA', use: 'sig', alg: 'RS256', kid: expect.any(String), n: expect.any(String), e: 'AQAB' });
     expect(Buffer.from(key.n, 'base64url').length * 8).toBe(2048);
     expect(JSON.stringify(body)).not.toMatch(/"d"|"p"|"q"/); // never a private part
+  });
+});
+
+describe('documentation', () => {
+  it('writes the FHIR scope of each resource type in the OpenAPI document and the README', async () => {
+    const table = fhirScopeTable();
+    expect(table).toContain('| Observation, DiagnosticReport, ServiceRequest, Specimen | `labs:read` or `fhir:read` |');
+    const { body } = await pont.json('/api/openapi.json');
+    expect(body.components.securitySchemes.BearerAuth.description).toContain(table);
+    expect(body.paths['/api/v1/connect/auth/token'].post.requestBody.content).toHaveProperty('application/x-www-form-urlencoded');
+    expect(readFileSync(new URL('../README.md', import.meta.url), 'utf8')).toContain(table);
   });
 });
 

@@ -6,7 +6,10 @@ export interface RateLimit {
   points: number;
   seconds: number;
 }
-/** Per route group (a route's `group`, else its first tag), plus `default` for every other group. */
+/**
+ * Per route group (a route's `group`, else its first tag; matched without regard to case), plus
+ * `default` for every other group. Keys are lower case.
+ */
 export type RateLimitTable = Record<string, RateLimit>;
 
 /**
@@ -16,7 +19,7 @@ export type RateLimitTable = Record<string, RateLimit>;
  */
 export const DEFAULT_RATE_LIMITS: RateLimitTable = {
   default: { points: 600, seconds: 60 },
-  FHIR: { points: 1200, seconds: 60 },
+  fhir: { points: 1200, seconds: 60 },
   token: { points: 60, seconds: 60 },
   'failed-auth': { points: 100, seconds: 60 },
 };
@@ -32,7 +35,7 @@ export function parseRateLimits(spec: string): RateLimitTable | string {
   for (const part of spec.split(',').filter((p) => p.trim())) {
     const m = ENTRY.exec(part);
     if (!m || Number(m[2]) < 1 || Number(m[3]) < 1) return `"${part.trim()}" is not group=requests/seconds (both at least 1)`;
-    table[m[1]!] = { points: Number(m[2]), seconds: Number(m[3]) };
+    table[m[1]!.toLowerCase()] = { points: Number(m[2]), seconds: Number(m[3]) };
   }
   return table;
 }
@@ -52,10 +55,11 @@ export class RateLimits {
   ) {}
 
   limitOf(group: string): RateLimit {
-    return this.table[group] ?? this.table.default ?? DEFAULT_RATE_LIMITS.default!;
+    return this.table[group.toLowerCase()] ?? this.table.default!;
   }
 
   private limiter(group: string): RateLimiterPostgres {
+    group = group.toLowerCase();
     let limiter = this.limiters.get(group);
     if (!limiter) {
       const { points, seconds } = this.limitOf(group);

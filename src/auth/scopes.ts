@@ -67,3 +67,20 @@ export function fhirReadScopes(resourceType: string): Scope[] {
 
 /** Every FHIR write (create, update, delete, transaction, import over HTTP) needs `fhir:write`. */
 export const FHIR_WRITE_SCOPE: Scope = 'fhir:write';
+
+/** The FHIR scope rules as Markdown, for the OpenAPI document (the README carries the same table). */
+export function fhirScopeTable(): string {
+  const byScope = new Map<string, string[]>();
+  for (const [type, scope] of Object.entries(FHIR_READ_SCOPES)) byScope.set(scope, [...(byScope.get(scope) ?? []), type]);
+  const rows = [...byScope.values()].map((types) => `| ${types.join(', ')} | ${fhirReadScopes(types[0]!).map((s) => `\`${s}\``).join(' or ')} |`);
+  return [
+    'FHIR R4 reads (read, vread, search, history) need the read scope of the resource type:',
+    '',
+    '| Resource types | Scope |',
+    '|---|---|',
+    ...rows,
+    '| every other type | `fhir:read` |',
+    '',
+    `\`Patient/{id}/$everything\` needs \`patients:read\` or \`fhir:read\`. FHIR writes need \`${FHIR_WRITE_SCOPE}\`. \`GET /api/fhir/R4/metadata\` is public.`,
+  ].join('\n');
+}

@@ -1,0 +1,144 @@
+/**
+ * The operator's path: `pont clients|agents|keys` on the database, then the service on the same
+ * database, used the way an integrator would.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config';
+import { startPont, type RunningPont } from '../src/server';
+import { backend, createScratchDatabase } from './harness';
+
+const run = promisify(execFile);
+/** Each CLI call is a fresh process (tsx, database open, migrations): generous on a busy machine. */
+const SLOW = 300_000;
+
+let env: Record<string, string>;
+let cleanup: () => Promise<void>;
+
+beforeAll(async () => {
+  if (backend === 'postgres') {
+    const scratch = await createScratchDatabase();
+    env = { DATABASE_URL: scratch.url };
+    cleanup = scratch.drop;
+  } else {
+    const dir = mkdtempSync(join(tmpdir(), 'pont-cli-'));
+    env = { PONT_DATA_DIR: dir };
+    cleanup = async () => rmSync(dir, { recursive: true, force: true });
+  }
+});
+afterAll(async () => {
+  await cleanup?.();
+});
+
+async function pont(...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, ['bin/pont.js', ...args], { env: { ...process.env, ...env } });
+    return { code: 0, json: JSON.parse(stdout), stderr };
+  } catch (err) {
+    const e = err as { code: number; stderr: string };
+    return { code: e.code, json: undefined, stderr: e.stderr };
+  }
+}
+
+/**
+ * The PGlite files are one process's at a time: the service runs only between CLI calls. Its public
+ * URL (the token issuer) stays the same across restarts, as in a real deployment.
+ */
+async function withService<T>(fn: (url: string) => Promise<T>): Promise<T> {
+  const service: RunningPont = await startPont(loadConfig({ PORT: '0', LOG_LEVEL: 'error', PONT_PUBLIC_URL: 'http://pont.test', ...env }));
+  try {
+    return await fn(service.url);
+  } finally {
+    await service.close();
+  }
+}
+
+async function token(url: string, clientId: string, secret: string) {
+  const res = await fetch(`${url}/api/v1/connect/auth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: 'Basic ' + Buffer.from(`${clientId}:${secret}`).toString('base64') },
+    body: 'grant_type=client_credentials',
+  });
+  return { status: res.status, body: (await res.json()) as any };
+}
+
+describe('pont clients, agents and keys', () => {
+  it('creates, lists, rotates and revokes, and the service honours each step', async () => {
+    const created = await pont('clients', 'create', '--name', 'Clinique A', '--org', 'org-clinique-a', '--facility', 'fac-1', '--scopes', 'patients:read labs:read');
+    expect(created.code).toBe(0);
+    expect(created.json).toMatchObject({
+      client_id: expect.stringMatching(/^cli_/),
+      client_secret: expect.stringMatching(/^pcs_/),
+      name: 'Clinique A',
+      organization_id: 'org-clinique-a',
+      facility_id: 'fac-1',
+      scopes: ['patients:read', 'labs:read'],
+    });
+    const { client_id: clientId, client_secret: secret } = created.json;
+
+    const listed = await pont('clients', 'list');
+    expect(listed.json).toEqual([expect.objectContaining({ client_id: clientId, revoked_at: null })]);
+    expect(JSON.stringify(listed.json)).not.toContain(secret); // shown once, never again
+
+    const agent = await pont('agents', 'create', '--facility', 'fac-1');
+    expect(agent.json).toEqual({ agent_id: expect.stringMatching(/^agt_/), agent_key: expect.stringMatching(/^pak_/), facility_id: 'fac-1' });
+
+    const first = await withService(async (url) => {
+      const issued = await token(url, clientId, secret);
+      expect(issued.status).toBe(200);
+      const heartbeat = await fetch(`${url}/api/v1/bridge/heartbeat`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'x-bridge-agent-id': agent.json.agent_id,
+          'x-bridge-agent-key': agent.json.agent_key,
+          'x-bridge-timestamp': String(Math.floor(Date.now() / 1000)),
+        },
+        body: JSON.stringify({ agent_id: agent.json.agent_id, facility_id: 'fac-1', version: '1.0.0' }),
+      });
+      expect(heartbeat.status).toBe(200);
+      return issued.body.access_token as string;
+    });
+
+    const rotated = await pont('keys', 'rotate');
+    expect(rotated.code).toBe(0);
+    expect(rotated.json.retired).toEqual([{ kid: decodeProtectedHeader(first).kid, published_until: expect.any(String) }]);
+    const keys = await pont('keys', 'list');
+    expect(keys.json.map((k: { status: string }) => k.status)).toEqual(['signing', 'published']);
+
+    await withService(async (url) => {
+      const jwks = createLocalJWKSet((await (await fetch(`${url}/.well-known/jwks.json`)).json()) as JSONWebKeySet);
+      await expect(jwtVerify(first, jwks)).resolves.toBeTruthy(); // signed before the rotation, still verifiable
+      const second = (await token(url, clientId, secret)).body.access_token;
+      expect(decodeProtectedHeader(second).kid).toBe(rotated.json.kid);
+      expect((await fetch(`${url}/api/v1/sdk/token/introspect`, { headers: { authorization: `Bearer ${first}` } })).status).toBe(200);
+    });
+
+    const revoked = await pont('clients', 'revoke', clientId);
+    expect(revoked.json).toMatchObject({ client_id: clientId, revoked_at: expect.any(String) });
+    await withService(async (url) => {
+      expect((await token(url, clientId, secret)).status).toBe(401);
+      expect((await fetch(`${url}/api/v1/sdk/token/introspect`, { headers: { authorization: `Bearer ${first}` } })).status).toBe(401);
+    });
+  }, SLOW);
+
+  it('refuses bad input with a message and exit code 1', async () => {
+    const unknownScope = await pont('clients', 'create', '--name', 'X', '--org', 'org-x', '--scopes', 'patients:read everything');
+    expect(unknownScope.code).toBe(1);
+    expect(unknownScope.stderr).toMatch(/--scopes/);
+    const noOrg = await pont('clients', 'create', '--name', 'X', '--scopes', 'labs:read');
+    expect(noOrg.code).toBe(1);
+    expect(noOrg.stderr).toMatch(/--org/);
+    const unknownClient = await pont('clients', 'revoke', 'cli_nobody');
+    expect(unknownClient.code).toBe(1);
+    expect(unknownClient.stderr).toMatch(/No client cli_nobody/);
+    const noFacility = await pont('agents', 'create');
+    expect(noFacility.code).toBe(1);
+    expect(noFacility.stderr).toMatch(/--facility/);
+  }, SLOW);
+});
