@@ -31,6 +31,9 @@ export async function startPont(config: Config): Promise<RunningPont> {
       s.once('error', reject);
     });
     server.requestTimeout = 120_000;
+    // Longer than the usual load-balancer idle timeout (60 s), so the proxy closes idle connections first.
+    server.keepAliveTimeout = 65_000;
+    server.headersTimeout = 66_000;
     for (const worker of services.workers) worker.start();
     const { port } = server.address() as AddressInfo;
     const host = config.host.includes(':') ? `[${config.host}]` : config.host;
