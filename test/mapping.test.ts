@@ -117,6 +117,14 @@ describe.skipIf(backend !== 'pglite')('mapping engine', () => {
       expect(error.problem).toMatch(/^`value` has several types: write one of .*`valueCode`/);
     });
 
+    it('unknown uris name, and a path that is not a path', () => {
+      let at = breakMap('diagnosis.map.yaml', 'snomed_code: code.coding[1].where(system=%sct)', 'snomed_code: code.coding[1].where(system=%sctt)', '%sctt');
+      expect(loadError(at.dir)).toMatchObject({ line: at.line, column: at.column, problem: 'unknown uris name %sctt (did you mean `sct`?): declare it under `uris`' });
+
+      at = breakMap('diagnosis.map.yaml', 'display_name: code.text', 'display_name: code..text', '.text');
+      expect(loadError(at.dir)).toMatchObject({ line: at.line, column: at.column, problem: 'malformed path `code..text`: expected an element name at ".text"' });
+    });
+
     it('unknown resource type', () => {
       const at = breakMap('allergy-record.map.yaml', 'resource: AllergyIntolerance', 'resource: AllergyIntolerence', 'AllergyIntolerence');
       const error = loadError(at.dir);

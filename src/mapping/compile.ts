@@ -170,8 +170,13 @@ class RuleCompiler {
     if (!isScalar(pair.value) && !entries) return undefined;
     const entry = (key: string) => (entries ? entries.find((e) => keyOf(e) === key)?.value : key === 'fhir' ? pair.value : undefined) ?? undefined;
 
-    const fhirNode = entry('fhir')!;
+    const fhirNode = entry('fhir');
+    if (!fhirNode) return undefined; // reported as missing
     const pathNodes = isSeq(fhirNode) ? (fhirNode.items as Node[]) : [fhirNode];
+    if (!pathNodes.length) {
+      source.problem(fhirNode, '`fhir` lists no FHIR element');
+      return undefined;
+    }
     const targets = pathNodes.map((node) => this.path(node));
     if (targets.some((t) => !t)) return undefined;
     const resolved = targets as ResolvedPath[];
