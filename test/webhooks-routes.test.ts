@@ -227,4 +227,31 @@ describe('deliveries and replay', () => {
     expect((await deliveriesOf(bob, later.id)).body.deliveries).toEqual([]);
     expect(receiver.received).toHaveLength(1);
   });
+
+  it('delivers the events of a real patient resolve to the acting organisation only, identifiers only', async () => {
+    const clinic = await createTestClient(pont, ['webhooks:manage', 'health_id:verify'], { organizationId: 'org-e2e-clinic', facilityId: 'fac-e2e' });
+    const other = await newClient();
+    const { receiver } = await subscribedReceiver(clinic, ['patient.created', 'health_id.created', 'health_id.verified']);
+    const { receiver: otherReceiver } = await subscribedReceiver(other, ['patient.created', 'health_id.created']);
+
+    const refused = await pont.json('/api/v1/connect/patients/resolve', as(clinic, { method: 'POST', json: { last_name: 'Webhook' } }));
+    expect(refused.status).toBe(422); // no change, so no event
+    const person = { first_name: 'Nadia', last_name: 'Webhook', date_of_birth: '1985-02-03', sex: 'female' };
+    const created = await pont.json('/api/v1/connect/patients/resolve', as(clinic, { method: 'POST', json: person }));
+    expect(created.status).toBe(201);
+    const healthId = created.body.health_id;
+
+    const received = await receiver.waitFor(2);
+    expect(received.every((r) => r.signatureValid)).toBe(true);
+    expect(received.map((r) => r.body.type).sort()).toEqual(['health_id.created', 'patient.created']);
+    for (const { body } of received) {
+      expect(body.meta).toMatchObject({ organization_id: 'org-e2e-clinic', facility_id: 'fac-e2e', environment: 'development' });
+      expect(body.data.health_id).toBe(healthId);
+      expect(Object.keys(body.data).every((key) => key === 'id' || key.endsWith('_id'))).toBe(true); // metadata only
+      expect(JSON.stringify(body)).not.toContain('Nadia');
+    }
+    for (const { body } of received) await settled(clinic, body.id);
+    expect(otherReceiver.received).toHaveLength(0);
+    expect(receiver.received).toHaveLength(2);
+  });
 });
