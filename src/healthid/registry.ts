@@ -40,10 +40,16 @@ export type Reservation = { reserved: string } | { existing: HealthIdRecord };
  * meets an uncommitted row with the same key waits for that transaction; if it commits, the insert
  * is skipped and the next statement sees the winner's row. A conflict on the Health ID itself
  * (two random IDs equal) just draws another one. Call `attachPatient` before committing.
+ * `generate` is replaceable so tests can force a collision.
  */
-export async function reserveHealthId(tx: Queryable, countryCode: string, matchKey: string | null): Promise<Reservation> {
+export async function reserveHealthId(
+  tx: Queryable,
+  countryCode: string,
+  matchKey: string | null,
+  generate: (countryCode: string) => string = generateHealthId,
+): Promise<Reservation> {
   for (let attempt = 0; attempt < MAX_ISSUE_ATTEMPTS; attempt++) {
-    const candidate = generateHealthId(countryCode);
+    const candidate = generate(countryCode);
     const { rowCount } = await tx.query(
       `INSERT INTO health_ids (health_id, country_code, match_key) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
       [candidate, countryCode, matchKey],
