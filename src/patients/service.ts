@@ -1,29 +1,21 @@
-import type { Patient, Resource } from '@medplum/fhirtypes';
+import type { Patient } from '@medplum/fhirtypes';
 import type { Config } from '../config';
 import type { Database, Queryable } from '../db/database';
 import { recordEvent } from '../events/outbox';
 import { ApiError } from '../http/errors';
 import { HealthIdErrorCode, healthIdProblem, invalidHealthId } from '../healthid/healthid';
 import { attachPatient, findByHealthId, findByMatchKey, reserveHealthId, type HealthIdRecord } from '../healthid/registry';
-import { recordAudit, type AuditCaller, type AuditRecord, type AuditStore } from '../audit/audit';
+import { recordAudit, type AuditCaller, type AuditRecord } from '../audit/audit';
+import type { FhirStore } from '../fhir/store';
+import type { CompiledMap } from '../mapping/index';
 import { matchKey } from './matching';
-
-/** The mapping engine's patient-profile map (mappings/patient-profile.map.yaml): Connect shape <-> FHIR Patient. */
-export interface PatientProfileMapping {
-  toFhir(connect: Record<string, unknown>): Resource;
-  fromFhir(resource: Resource): Record<string, unknown>;
-}
-
-/** What the patient operations need from the FHIR store. */
-export interface PatientStore extends AuditStore {
-  read<T extends Resource>(type: T['resourceType'], id: string, opts?: { tx?: Queryable }): Promise<T>;
-}
 
 export interface PatientServiceDeps {
   config: Pick<Config, 'environment'>;
   db: Database;
-  store: PatientStore;
-  profileMapping: () => PatientProfileMapping;
+  store: Pick<FhirStore, 'create' | 'read'>;
+  /** The mapping engine's `patient-profile` map (mappings/patient-profile.map.yaml): Connect profile <-> FHIR Patient. */
+  profileMapping: () => CompiledMap;
 }
 
 /** Demographics of a resolve request, already validated (country code defaulted). */
