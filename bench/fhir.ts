@@ -219,6 +219,23 @@ function parseFhirPath(path: string): { type: string; id?: string; query: QueryP
   return { type: rest[0]!, id: rest[1], query, querystring: url.search.slice(1) };
 }
 
+/**
+ * fetch, with one retry when a kept-alive connection was closed by the server just as the request
+ * went out (the server closes idle connections after 5 s; a busy event loop can lose that race).
+ * Such retries are counted and reported; any other network error stops the benchmark.
+ */
+let networkRetries = 0;
+async function httpGet(url: string, headers: Record<string, string>): Promise<Response> {
+  try {
+    return await fetch(url, { headers });
+  } catch (err) {
+    const code = (err as { cause?: { code?: string } }).cause?.code;
+    if (code !== 'ECONNRESET' && code !== 'UND_ERR_SOCKET') throw new Error(`GET ${url}: ${(err as Error).message} (${String((err as { cause?: unknown }).cause)})`);
+    networkRetries++;
+    return fetch(url, { headers });
+  }
+}
+
 interface Workload {
   name: string;
   example: string;
@@ -244,7 +261,7 @@ async function runWorkload(pont: RunningPont, headers: Record<string, string>, w
   let matches = 0;
   let included = 0;
   const get = async (path: string, count: boolean) => {
-    const res = await fetch(pont.url + path, { headers });
+    const res = await httpGet(pont.url + path, headers);
     const text = await res.text();
     if (res.status !== 200) throw new Error(`${w.name}: GET ${path} -> ${res.status} ${text.slice(0, 300)}`);
     if (count) {
@@ -335,7 +352,7 @@ async function workloads(pont: RunningPont, headers: Record<string, string>, n: 
   let walked = 0;
   while (deep.length < n) {
     if (page > 20) deep.push(url!);
-    const res = await fetch(pont.url + url!, { headers });
+    const res = await httpGet(pont.url + url!, headers);
     if (res.status !== 200) throw new Error(`deep page walk: ${res.status} ${await res.text()}`);
     const body = (await res.json()) as { link?: Array<{ relation: string; url: string }> };
     const next = body.link?.find((l) => l.relation === 'next')?.url;
@@ -392,6 +409,8 @@ interface BackendResult {
   stored: { resources: number; byType: Record<string, number>; databaseBytes: number; dataDirBytes?: number };
   analyze: boolean;
   concurrency: number;
+  /** Requests sent again after the server closed an idle kept-alive connection under them. */
+  networkRetries: number;
   queries: QueryFigures[];
 }
 
@@ -454,6 +473,7 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
     const headers = { authorization: `Bearer ${token.access_token}`, accept: 'application/fhir+json' };
 
     const queries: QueryFigures[] = [];
+    networkRetries = 0;
     for (const w of await workloads(pont, headers, options.requests)) {
       log(`${backend}: ${w.name} (${w.paths.length} requests)`);
       queries.push(await runWorkload(pont, headers, w, options.concurrency));
@@ -479,6 +499,7 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
       },
       analyze: options.analyze,
       concurrency: options.concurrency,
+      networkRetries,
       queries,
     };
   } finally {
@@ -541,6 +562,7 @@ function report(r: BackendResult): string {
     ]),
     '',
     'results: resources per response (matches+included); x: HTTP latency / SQL floor latency',
+    ...(r.networkRetries ? [`${r.networkRetries} requests were sent again after the server closed an idle connection under them`] : []),
   ];
   return lines.join('\n');
 }
