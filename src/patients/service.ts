@@ -2,12 +2,12 @@ import type { Patient } from '@medplum/fhirtypes';
 import type { Config } from '../config';
 import type { Database, Queryable } from '../db/database';
 import { recordEvent } from '../events/outbox';
-import { ApiError } from '../http/errors';
+import { ApiError, validationFailed } from '../http/errors';
 import { HealthIdErrorCode, healthIdProblem, invalidHealthId } from '../healthid/healthid';
 import { attachPatient, findByHealthId, findByMatchKey, reserveHealthId, type HealthIdRecord } from '../healthid/registry';
 import { recordAudit, type AuditCaller, type AuditRecord } from '../audit/audit';
 import type { FhirStore } from '../fhir/store';
-import type { CompiledMap } from '../mapping/index';
+import { MappingValueError, type CompiledMap } from '../mapping/index';
 import { matchKey } from './matching';
 
 export interface PatientServiceDeps {
@@ -90,7 +90,7 @@ export class PatientService {
       }
       const healthId = reservedHealthId!;
       const mapping = this.deps.profileMapping();
-      const patient = await this.deps.store.create(mapping.toFhir({ ...person, health_id: healthId }) as Patient, { tx });
+      const patient = await this.deps.store.create(patientFrom(mapping, { ...person, health_id: healthId }), { tx });
       const record: HealthIdRecord = { healthId, patientId: patient.id!, countryCode: person.country_code };
       await attachPatient(tx, healthId, record.patientId);
       const eventBase = this.eventBase(caller, record.patientId);
@@ -186,6 +186,16 @@ export class PatientService {
       requestId: caller.requestId,
       patientId,
     };
+  }
+}
+
+/** The map refuses values it cannot take (e.g. after someone narrows a value table): the caller's input, so a 422. */
+function patientFrom(mapping: CompiledMap, profile: Record<string, unknown>): Patient {
+  try {
+    return mapping.toFhir(profile) as Patient;
+  } catch (err) {
+    if (err instanceof MappingValueError) throw validationFailed(err.message);
+    throw err;
   }
 }
 
