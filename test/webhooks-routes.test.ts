@@ -153,6 +153,7 @@ describe('subscriptions', () => {
     expect(body.paths[`${BASE}/subscriptions/{subscription_id}`].delete.responses['204']).toBeDefined();
     expect(body.paths[`${BASE}/events/{event_id}/replay`].post).toBeDefined();
     expect(body.paths[`${BASE}/events/{event_id}/deliveries`].get).toBeDefined();
+    expect(body.paths[`${BASE}/deliveries`].get.parameters.map((p: any) => p.name)).toEqual(['status', 'subscription_id', 'limit', 'cursor']);
   });
 });
 
@@ -172,7 +173,15 @@ describe('deliveries and replay', () => {
     const view = await settled(alice, event.id);
     expect(view).toMatchObject({ event_id: event.id, type: 'patient.created', created_at: event.created_at });
     expect(view.deliveries).toEqual([
-      expect.objectContaining({ subscription_id: subscription.id, callback_url: receiver.url, status: 'delivered', round: 1, attempts_made: 1 }),
+      expect.objectContaining({
+        event_id: event.id,
+        event_type: 'patient.created',
+        subscription_id: subscription.id,
+        callback_url: receiver.url,
+        status: 'delivered',
+        round: 1,
+        attempts_made: 1,
+      }),
     ]);
     expect(view.deliveries[0].attempts[0]).toMatchObject({ round: 1, attempt: 1, status_code: 200, succeeded: true });
 
@@ -196,6 +205,31 @@ describe('deliveries and replay', () => {
     }
     expect((await deliveriesOf(bob, event.id)).status).toBe(404);
     expect((await deliveriesOf(alice, 'evt_unknown')).status).toBe(404);
+  });
+
+  it('lists exhausted deliveries, newest first and paged, so an integrator knows what to replay', async () => {
+    const [alice, bob] = [await newClient(), await newClient()];
+    const { receiver } = await subscribedReceiver(alice, ['patient.created'], () => 500);
+    const events = [];
+    for (let i = 0; i < 3; i++) events.push(await record(alice.organization_id));
+    await receiver.waitFor(21); // 3 events × 7 attempts
+    for (const event of events) await settled(alice, event.id);
+
+    const first = await pont.json(`${BASE}/deliveries?status=exhausted&limit=2`, as(alice));
+    expect(first.status).toBe(200);
+    expect(first.body.deliveries.map((d: any) => d.event_id)).toEqual([events[2]!.id, events[1]!.id]);
+    expect(first.body.deliveries[0]).toMatchObject({ event_type: 'patient.created', status: 'exhausted', attempts_made: 7 });
+    expect(first.body.deliveries[0].attempts).toHaveLength(7);
+    const second = await pont.json(`${BASE}/deliveries?status=exhausted&limit=2&cursor=${first.body.next_cursor}`, as(alice));
+    expect(second.body).toMatchObject({ deliveries: [{ event_id: events[0]!.id }], next_cursor: null });
+
+    expect((await pont.json(`${BASE}/deliveries?status=delivered`, as(alice))).body.deliveries).toEqual([]);
+    expect((await pont.json(`${BASE}/deliveries`, as(bob))).body).toEqual({ deliveries: [], next_cursor: null });
+    for (const query of ['cursor=abc', 'status=lost', 'limit=0', 'limit=101', 'colour=red']) {
+      const bad = await pont.json(`${BASE}/deliveries?${query}`, as(alice));
+      expect(bad.status).toBe(422);
+      expect(bad.body.error_code).toBe('VALIDATION_FAILED');
+    }
   });
 
   it('answers 409 when no active subscription of the caller receives the event type', async () => {

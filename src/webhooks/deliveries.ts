@@ -1,5 +1,6 @@
 import type { Database, Queryable } from '../db/database';
 import type { EventType } from '../events/types';
+import { validationFailed } from '../http/errors';
 import { entitledOrganizations, type EventAudience } from './entitlement';
 
 /** Delivery workers LISTEN on this channel; a NOTIFY sent inside a transaction arrives when it commits. */
@@ -100,11 +101,15 @@ export interface AttemptView {
   succeeded: boolean;
 }
 
+export type DeliveryStatus = 'pending' | 'delivered' | 'exhausted' | 'cancelled';
+
 export interface DeliveryView {
   id: string;
+  event_id: string;
+  event_type: EventType;
   subscription_id: string;
   callback_url: string;
-  status: 'pending' | 'delivered' | 'exhausted' | 'cancelled';
+  status: DeliveryStatus;
   round: number;
   /** Attempts finished in the current round (at most 7). */
   attempts_made: number;
@@ -114,6 +119,88 @@ export interface DeliveryView {
 }
 
 const iso = (value: Date | string | null) => (value === null ? null : new Date(value).toISOString());
+
+export interface DeliveryFilter {
+  /** null: the operator, every organisation. */
+  organizationId: string | null;
+  eventId?: string;
+  status?: DeliveryStatus;
+  subscriptionId?: string;
+  /** Opaque position from a previous page's `next_cursor`. */
+  cursor?: string;
+  limit: number;
+}
+
+/** Page position: the last row's creation time in microseconds and id (newest first). */
+const encodeCursor = (createdUs: string, id: string) => Buffer.from(`${createdUs}:${id}`).toString('base64url');
+function decodeCursor(cursor: string): [string, string] | undefined {
+  const match = /^(\d{1,20}):(whdlv_[0-9a-f]{32})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  return match ? [match[1]!, match[2]!] : undefined;
+}
+
+/**
+ * Deliveries matching `filter`, newest first, each with every attempt made, and the next page's
+ * cursor. With `status: 'exhausted'` this is what an integrator may want to replay.
+ */
+export async function listDeliveries(q: Queryable, filter: DeliveryFilter): Promise<{ deliveries: DeliveryView[]; next_cursor: string | null }> {
+  const after = filter.cursor === undefined ? undefined : decodeCursor(filter.cursor);
+  if (filter.cursor !== undefined && !after) {
+    throw validationFailed('cursor: not a cursor this service issued (use next_cursor from a previous page)');
+  }
+  const { rows } = await q.query<{
+    id: string;
+    event_id: string;
+    event_type: EventType;
+    subscription_id: string;
+    callback_url: string;
+    status: DeliveryStatus;
+    round: number;
+    attempts: number;
+    next_attempt_at: Date | null;
+    created_us: string;
+  }>(
+    `SELECT d.id, d.event_id, e.type AS event_type, d.subscription_id, s.callback_url, d.status, d.round, d.attempts,
+            d.next_attempt_at, (extract(epoch FROM d.created_at) * 1000000)::bigint AS created_us
+     FROM webhook_deliveries d
+     JOIN webhook_subscriptions s ON s.id = d.subscription_id
+     JOIN events e ON e.id = d.event_id
+     WHERE ($1::text IS NULL OR s.organization_id = $1)
+       AND ($2::text IS NULL OR d.event_id = $2)
+       AND ($3::text IS NULL OR d.status = $3)
+       AND ($4::text IS NULL OR d.subscription_id = $4)
+       AND ($5::bigint IS NULL OR ((extract(epoch FROM d.created_at) * 1000000)::bigint, d.id) < ($5::bigint, $6::text))
+     ORDER BY d.created_at DESC, d.id DESC
+     LIMIT $7`,
+    [filter.organizationId, filter.eventId ?? null, filter.status ?? null, filter.subscriptionId ?? null, after?.[0] ?? null, after?.[1] ?? null, filter.limit + 1],
+  );
+  const page = rows.slice(0, filter.limit);
+  const attempts = await q.query<AttemptView & { delivery_id: string; started_at: Date }>(
+    `SELECT delivery_id, round, attempt, started_at, duration_ms, status_code, error, succeeded
+     FROM webhook_delivery_attempts WHERE delivery_id = ANY($1) ORDER BY id`,
+    [page.map((d) => d.id)],
+  );
+  const last = page.at(-1);
+  return {
+    deliveries: page.map((d) => ({
+      id: d.id,
+      event_id: d.event_id,
+      event_type: d.event_type,
+      subscription_id: d.subscription_id,
+      callback_url: d.callback_url,
+      status: d.status,
+      round: d.round,
+      attempts_made: d.attempts,
+      next_attempt_at: d.status === 'pending' ? iso(d.next_attempt_at) : null,
+      attempts: attempts.rows
+        .filter((a) => a.delivery_id === d.id)
+        .map(({ delivery_id: _, started_at, ...a }) => ({ ...a, started_at: iso(started_at)! })),
+    })),
+    next_cursor: rows.length > filter.limit && last ? encodeCursor(last.created_us, last.id) : null,
+  };
+}
+
+/** Deliveries of one event, at most this many (one per subscription, so a page is the whole list in practice). */
+const DELIVERIES_PER_EVENT = 1000;
 
 /**
  * An event's deliveries to the organisation's subscriptions (null: the operator, all of them), each
@@ -126,41 +213,6 @@ export async function eventDeliveries(
 ): Promise<{ event_id: string; type: EventType; created_at: string; deliveries: DeliveryView[] } | undefined> {
   const event = await findEntitledEvent(q, organizationId, eventId);
   if (!event) return undefined;
-  const deliveries = await q.query<{
-    id: string;
-    subscription_id: string;
-    callback_url: string;
-    status: DeliveryView['status'];
-    round: number;
-    attempts: number;
-    next_attempt_at: Date | null;
-  }>(
-    `SELECT d.id, d.subscription_id, s.callback_url, d.status, d.round, d.attempts, d.next_attempt_at
-     FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
-     WHERE d.event_id = $1 AND ($2::text IS NULL OR s.organization_id = $2)
-     ORDER BY d.created_at, d.id`,
-    [event.id, organizationId],
-  );
-  const attempts = await q.query<AttemptView & { delivery_id: string; started_at: Date }>(
-    `SELECT delivery_id, round, attempt, started_at, duration_ms, status_code, error, succeeded
-     FROM webhook_delivery_attempts WHERE delivery_id = ANY($1) ORDER BY id`,
-    [deliveries.rows.map((d) => d.id)],
-  );
-  return {
-    event_id: event.id,
-    type: event.type,
-    created_at: iso(event.created_at)!,
-    deliveries: deliveries.rows.map((d) => ({
-      id: d.id,
-      subscription_id: d.subscription_id,
-      callback_url: d.callback_url,
-      status: d.status,
-      round: d.round,
-      attempts_made: d.attempts,
-      next_attempt_at: d.status === 'pending' ? iso(d.next_attempt_at) : null,
-      attempts: attempts.rows
-        .filter((a) => a.delivery_id === d.id)
-        .map(({ delivery_id: _, started_at, ...a }) => ({ ...a, started_at: iso(started_at)! })),
-    })),
-  };
+  const { deliveries } = await listDeliveries(q, { organizationId, eventId: event.id, limit: DELIVERIES_PER_EVENT });
+  return { event_id: event.id, type: event.type, created_at: iso(event.created_at)!, deliveries };
 }

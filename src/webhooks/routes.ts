@@ -4,7 +4,7 @@ import { EVENT_TYPES } from '../events/types';
 import { ApiError, ErrorCode, notFound, validationFailed } from '../http/errors';
 import { defineRoute, type RouteSpec, type Security } from '../http/routes';
 import type { Services } from '../services';
-import { eventDeliveries, replayEvent } from './deliveries';
+import { eventDeliveries, listDeliveries, replayEvent } from './deliveries';
 import { callbackUrlProblem, createSubscription, listSubscriptions, unsubscribe, type Owner } from './subscriptions';
 
 const BASE = '/api/v1/connect/webhooks';
@@ -48,25 +48,30 @@ const Attempt = z.object({
   succeeded: z.boolean(),
 });
 
-const EventDeliveries = z
+const DeliveryStatusSchema = z.enum(['pending', 'delivered', 'exhausted', 'cancelled']);
+
+const Delivery = z
   .object({
+    id: z.string().describe('whdlv_…'),
     event_id: z.string(),
-    type: EventTypeSchema,
-    created_at: z.string(),
-    deliveries: z.array(
-      z.object({
-        id: z.string().describe('whdlv_…'),
-        subscription_id: z.string(),
-        callback_url: z.string(),
-        status: z.enum(['pending', 'delivered', 'exhausted', 'cancelled']),
-        round: z.number().int(),
-        attempts_made: z.number().int().describe('Attempts finished in the current round'),
-        next_attempt_at: z.string().nullable(),
-        attempts: z.array(Attempt),
-      }),
-    ),
+    event_type: EventTypeSchema,
+    subscription_id: z.string(),
+    callback_url: z.string(),
+    status: DeliveryStatusSchema,
+    round: z.number().int(),
+    attempts_made: z.number().int().describe('Attempts finished in the current round'),
+    next_attempt_at: z.string().nullable(),
+    attempts: z.array(Attempt),
   })
+  .meta({ id: 'WebhookDelivery' });
+
+const EventDeliveries = z
+  .object({ event_id: z.string(), type: EventTypeSchema, created_at: z.string(), deliveries: z.array(Delivery) })
   .meta({ id: 'WebhookEventDeliveries' });
+
+const DeliveryPage = z
+  .object({ deliveries: z.array(Delivery), next_cursor: z.string().nullable().describe('Pass as `cursor` for the next page') })
+  .meta({ id: 'WebhookDeliveryPage' });
 
 const Replayed = z
   .object({
@@ -158,6 +163,32 @@ export function webhookRoutes(services: Services): RouteSpec[] {
         }
         return { status: 202, body: { event_id: params.event_id, deliveries: result.deliveries } };
       },
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${BASE}/deliveries`,
+      operationId: 'listWebhookDeliveries',
+      summary: "The caller organisation's deliveries, newest first (status=exhausted: what to replay)",
+      tags,
+      security,
+      query: z
+        .object({
+          status: DeliveryStatusSchema.optional(),
+          subscription_id: z.string().max(200).optional(),
+          limit: z.coerce.number().int().min(1).max(100).default(50),
+          cursor: z.string().max(200).optional().describe('next_cursor of the previous page'),
+        })
+        .strict(),
+      responses: { 200: { description: 'A page of deliveries with their attempts', schema: DeliveryPage } },
+      handler: async ({ query, principal }) => ({
+        body: await listDeliveries(db, {
+          organizationId: ownerOf(principal).organizationId,
+          status: query.status,
+          subscriptionId: query.subscription_id,
+          cursor: query.cursor,
+          limit: query.limit,
+        }),
+      }),
     }),
     defineRoute({
       method: 'get',
