@@ -1,0 +1,43 @@
+# Pont: FHIR R4 store with Connect, SDK and Bridge layers.
+#   docker build -t pont .
+#   docker run -p 8080:8080 -v pont-data:/var/lib/pont pont           (embedded PGlite under /var/lib/pont)
+#   docker run -p 8080:8080 -e DATABASE_URL=postgres://... pont        (PostgreSQL)
+# docker-compose.yml runs it with PostgreSQL 15.
+#
+# The service runs its TypeScript through tsx (a runtime dependency): there is no build step, so the
+# image is the production dependencies plus the sources.
+
+ARG NODE_IMAGE=node:22-bookworm-slim
+
+# ---- dependencies: production only, exactly the lockfile's versions
+FROM ${NODE_IMAGE} AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+# argon2 ships prebuilt binaries for linux x64/arm64 (glibc), so no compiler is needed here.
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+
+# ---- runtime
+FROM ${NODE_IMAGE}
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    PORT=8080 \
+    PONT_DATA_DIR=/var/lib/pont \
+    LOG_LEVEL=info
+WORKDIR /app
+COPY --from=deps /app/node_modules ./node_modules
+COPY package.json package-lock.json ./
+COPY bin ./bin
+COPY src ./src
+COPY mappings ./mappings
+# The embedded database's files (unused when DATABASE_URL is set). Owned by the unprivileged `node`
+# user (uid 1000) of the base image, which the service runs as.
+RUN mkdir -p /var/lib/pont && chown node:node /var/lib/pont
+VOLUME ["/var/lib/pont"]
+USER node
+EXPOSE 8080
+# Ready = the database answers (GET /readyz). The slim image has no curl: Node's fetch does it.
+# start-period covers migrations and the FHIR definitions loading at start.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+# Node is PID 1 and handles SIGTERM/SIGINT itself (pont serve closes the server and database).
+CMD ["node", "bin/pont.js", "serve"]
