@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { recordEvent, type NewEvent } from '../src/events/outbox';
 import { eventDeliveries, replayEvent } from '../src/webhooks/deliveries';
 import { createSubscription, setFullPayload } from '../src/webhooks/subscriptions';
-import { startTestServer, type TestServer } from './harness';
+import { backend, startTestServer, type TestServer } from './harness';
 import { startReceiver, type Receiver, type Reply } from './webhooks-support';
 
 const RETRY_DELAYS_MS = [200, 300, 400, 500, 600, 700];
@@ -252,5 +252,27 @@ describe('delivery', () => {
     expect(await replayEvent(pont.services.db, org, 'evt_nope')).toEqual({ outcome: 'not-found' });
     const noSubscriber = await record(org, 'consent.denied');
     expect(await replayEvent(pont.services.db, org, noSubscriber.id)).toEqual({ outcome: 'no-subscription', type: 'consent.denied' });
+  });
+
+  it.skipIf(backend !== 'postgres')('listens again after losing its LISTEN connection (PostgreSQL only: PGlite has no separate connection)', async () => {
+    const listeners = async () =>
+      (
+        await pont.services.db.query<{ pid: number }>(
+          `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN pont_webhook_deliveries'`,
+        )
+      ).rows.map((r) => r.pid);
+    let before: number[] = [];
+    while (!before.length) before = await listeners();
+    await pont.services.db.query('SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid', [before]);
+    for (;;) {
+      const now = await listeners();
+      if (now.length && !now.some((pid) => before.includes(pid))) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    // And it still delivers.
+    const org = newOrg();
+    const { receiver } = await subscribe(org, ['patient.created']);
+    await record(org);
+    expect((await receiver.waitFor(1))[0]!.signatureValid).toBe(true);
   });
 });

@@ -195,6 +195,8 @@ async function post(delivery: ClaimedDelivery, secretKey: Buffer, timeoutMs: num
   }
 }
 
+const LISTENER_RETRY_MS = 5000;
+
 export interface DeliveryWorker extends BackgroundWorker {
   /** Look for due deliveries now rather than at the next poll. */
   wake(): void;
@@ -268,18 +270,24 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
     if (!stopping.signal.aborted) setImmediate(tick);
   }
 
-  const listen = async (databaseUrl: string) => {
+  // Losing the listener only costs latency (polling still finds every due delivery); it reconnects.
+  const listen = async (databaseUrl: string): Promise<pg.Client | undefined> => {
     const client = new pg.Client({ connectionString: databaseUrl });
     client.on('notification', wake);
-    // Losing the listener only costs latency: polling still finds every due delivery.
     client.on('error', (err) => log.error('webhook listener lost', { error: String(err) }));
+    client.on('end', () => {
+      if (stopping.signal.aborted) return;
+      setTimeout(() => {
+        if (!stopping.signal.aborted) listening = listen(databaseUrl);
+      }, LISTENER_RETRY_MS).unref();
+    });
     try {
       await client.connect();
       await client.query(`LISTEN ${DELIVERY_CHANNEL}`);
       return client;
     } catch (err) {
       log.error('webhook listener not started', { error: String(err) });
-      await client.end().catch(() => undefined);
+      await client.end().catch(() => undefined); // 'end' schedules the next try
       return undefined;
     }
   };
