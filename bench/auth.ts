@@ -3,6 +3,7 @@
  *
  * - tokens issued per second by POST /api/v1/connect/auth/token (each one an Argon2id verification,
  *   a database lookup and an RS256 signature), one client at a time and with `--concurrency` at once;
+ * - the time of a refusal for an unknown client and for a wrong secret (they should match);
  * - the latency authentication adds to a FHIR read (GET /api/fhir/R4/Patient/{id}), p50/p95: the same
  *   read on the same services and database, once through the real access layer (Bearer JWT, and the
  *   X-Client-ID/Secret pair) and once through an app whose access layer lets the request through
@@ -68,6 +69,7 @@ async function listen(app: ReturnType<typeof createApp>): Promise<{ url: string;
 interface Result {
   backend: BackendName;
   tokens: { sequential: Stats & { perSecond: number }; concurrent: Stats & { perSecond: number; concurrency: number } };
+  refusals: { unknownClient: Stats; wrongSecret: Stats };
   fhirRead: { unauthenticated: Stats; bearer: Stats; clientSecretHeaders: Stats; addedByBearerP50: number; addedByHeadersP50: number };
 }
 
@@ -88,6 +90,25 @@ async function bench(backend: BackendName): Promise<Result> {
     await runConcurrently(10, 1, () => timed(tokenRequest)); // warm-up
     const sequential = await runConcurrently(TOKENS, 1, () => timed(tokenRequest));
     const concurrent = await runConcurrently(TOKENS, CONCURRENCY, () => timed(tokenRequest));
+
+    // Unknown client and wrong secret should cost the same (both run one Argon2id verification).
+    const refused = (clientId: string, secret: string) => async () => {
+      const started = performance.now();
+      const res = await fetch(`${pont.url}/api/v1/connect/auth/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ grant_type: 'client_credentials', client_id: clientId, client_secret: secret }),
+      });
+      await res.arrayBuffer();
+      if (res.status !== 401) throw new Error(`expected 401, got ${res.status}`);
+      return performance.now() - started;
+    };
+    const unknownClient: number[] = [];
+    const wrongSecret: number[] = [];
+    for (let i = 0; i < Math.max(20, TOKENS / 4); i++) {
+      unknownClient.push(await refused('cli_000000000000000000000000', client.client_secret)());
+      wrongSecret.push(await refused(client.client_id, 'pcs_' + 'x'.repeat(43))());
+    }
 
     const token = ((await (await tokenRequest()).json()) as { access_token: string }).access_token;
     const bearer = { authorization: `Bearer ${token}` };
@@ -126,6 +147,7 @@ async function bench(backend: BackendName): Promise<Result> {
           sequential: { ...stats(sequential.ms), perSecond: sequential.perSecond },
           concurrent: { ...stats(concurrent.ms), perSecond: concurrent.perSecond, concurrency: CONCURRENCY },
         },
+        refusals: { unknownClient: stats(unknownClient), wrongSecret: stats(wrongSecret) },
         fhirRead: {
           unauthenticated: base,
           bearer: viaBearer,
@@ -154,6 +176,8 @@ for (const backend of backends) {
   console.table({
     'tokens, 1 client': { 'per s': t.sequential.perSecond.toFixed(1), 'p50 ms': f(t.sequential.p50), 'p95 ms': f(t.sequential.p95) },
     [`tokens, ${t.concurrent.concurrency} clients`]: { 'per s': t.concurrent.perSecond.toFixed(1), 'p50 ms': f(t.concurrent.p50), 'p95 ms': f(t.concurrent.p95) },
+    'token refused, unknown client': { 'p50 ms': f(r.refusals.unknownClient.p50), 'p95 ms': f(r.refusals.unknownClient.p95) },
+    'token refused, wrong secret': { 'p50 ms': f(r.refusals.wrongSecret.p50), 'p95 ms': f(r.refusals.wrongSecret.p95) },
     'FHIR read, no auth': { 'p50 ms': f(fr.unauthenticated.p50), 'p95 ms': f(fr.unauthenticated.p95) },
     'FHIR read, Bearer': { 'p50 ms': f(fr.bearer.p50), 'p95 ms': f(fr.bearer.p95), 'added p50 ms': f(fr.addedByBearerP50) },
     'FHIR read, X-Client-ID/Secret': { 'p50 ms': f(fr.clientSecretHeaders.p50), 'p95 ms': f(fr.clientSecretHeaders.p95), 'added p50 ms': f(fr.addedByHeadersP50) },

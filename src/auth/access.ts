@@ -12,10 +12,18 @@ import { TokenService } from './tokens';
 
 const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
 
-/** 401 in the Error shape, with the RFC 6750 challenge (`error` only when credentials were given). */
-export function unauthenticated(message: string, challenge: 'Bearer' | 'Basic' = 'Bearer', invalidToken = false): ApiError {
-  const params = [`realm="pont"`, ...(invalidToken ? [`error="invalid_token"`] : [])];
-  return new ApiError(401, ErrorCode.unauthenticated, message, { headers: { 'WWW-Authenticate': `${challenge} ${params.join(', ')}` } });
+interface Unauthenticated {
+  /** Credentials were given but are no good (RFC 6750 `error="invalid_token"`). */
+  invalidToken?: boolean;
+  /** Bridge Agent routes do not take a bearer token, so they get no Bearer challenge. */
+  bearerChallenge?: boolean;
+  extra?: Record<string, unknown>;
+}
+
+/** 401 in the Error shape, with the RFC 6750 challenge on client routes. */
+function unauthenticated(message: string, { invalidToken = false, bearerChallenge = true, extra }: Unauthenticated = {}): ApiError {
+  const challenge = `Bearer realm="pont"${invalidToken ? ', error="invalid_token"' : ''}`;
+  return new ApiError(401, ErrorCode.unauthenticated, message, { extra, headers: bearerChallenge ? { 'WWW-Authenticate': challenge } : undefined });
 }
 
 function requiredScopes(security: Extract<Security, { kind: 'client' }>, ctx: Context): string[] {
@@ -61,7 +69,7 @@ export class Access implements AccessControl {
         const client = await this.authenticateClient(ctx);
         await this.limits.consume(routeGroup, `client:${client.clientId}`);
         const needed = requiredScopes(security, ctx);
-        if (needed.length && !needed.some((s) => client.scopes.includes(s as never))) {
+        if (needed.length && !needed.some((s) => client.scopes.includes(s))) {
           throw new ApiError(403, ErrorCode.forbidden, `This operation needs the scope ${needed.join(' or ')}, which the caller does not hold`, {
             extra: { required_scopes: needed },
             headers: { 'WWW-Authenticate': `Bearer realm="pont", error="insufficient_scope", scope="${needed.join(' ')}"` },
@@ -77,9 +85,9 @@ export class Access implements AccessControl {
     const authorization = ctx.get('authorization');
     if (authorization) {
       const token = BEARER.exec(authorization)?.[1];
-      if (!token) throw unauthenticated('The Authorization header must be "Bearer <access token>"', 'Bearer', true);
+      if (!token) throw unauthenticated('The Authorization header must be "Bearer <access token>"', { invalidToken: true });
       const verified = await this.tokens.verify(token);
-      if (!verified) throw unauthenticated('The access token is invalid, expired or revoked', 'Bearer', true);
+      if (!verified) throw unauthenticated('The access token is invalid, expired or revoked', { invalidToken: true });
       return principalOf(verified.client, verified.scopes, { id: verified.claims.jti, expiresAt: verified.claims.exp });
     }
     const clientId = ctx.get('x-client-id');
@@ -111,18 +119,18 @@ export class Access implements AccessControl {
     const key = ctx.get('x-bridge-agent-key');
     const timestamp = ctx.get('x-bridge-timestamp');
     if (!agentId || !key || !timestamp) {
-      throw unauthenticated('Bridge Agent routes need the X-Bridge-Agent-ID, X-Bridge-Agent-Key and X-Bridge-Timestamp headers');
+      throw unauthenticated('Bridge Agent routes need the X-Bridge-Agent-ID, X-Bridge-Agent-Key and X-Bridge-Timestamp headers', {
+        bearerChallenge: false,
+      });
     }
     if (!timestampIsFresh(timestamp)) {
-      throw new ApiError(
-        401,
-        ErrorCode.unauthenticated,
-        `X-Bridge-Timestamp must be Unix seconds within ${BRIDGE_TIMESTAMP_TOLERANCE_SECONDS} s of server time`,
-        { extra: { server_time: Math.floor(Date.now() / 1000) } },
-      );
+      throw unauthenticated(`X-Bridge-Timestamp must be Unix seconds within ${BRIDGE_TIMESTAMP_TOLERANCE_SECONDS} s of server time`, {
+        bearerChallenge: false,
+        extra: { server_time: Math.floor(Date.now() / 1000) },
+      });
     }
     const agent = await authenticateAgent(this.db, agentId, key);
-    if (!agent) throw unauthenticated('Invalid Bridge Agent credentials');
+    if (!agent) throw unauthenticated('Invalid Bridge Agent credentials', { bearerChallenge: false });
     return { kind: 'bridge-agent', ...agent };
   }
 }
