@@ -18,8 +18,14 @@ describe('webhook configuration', () => {
     ]);
   });
 
+  it('also takes the whole table of section 8, leading 0 included', () => {
+    expect(loadConfig({ PONT_WEBHOOK_RETRY_DELAYS: '0,1s,2s,3s,4s,5s,6s' }).webhooks.retryDelaysMs).toEqual([1000, 2000, 3000, 4000, 5000, 6000]);
+  });
+
   it.each([
     [{ PONT_WEBHOOK_RETRY_DELAYS: '1m,5m' }, /must list 6 delays/],
+    [{ PONT_WEBHOOK_RETRY_DELAYS: '1s,1s,2s,3s,4s,5s,6s' }, /attempt 1 is always immediate/],
+    [{ PONT_WEBHOOK_RETRY_DELAYS: '0,0,1s,2s,3s,4s,5s,6s' }, /must list 6 delays/],
     [{ PONT_WEBHOOK_RETRY_DELAYS: '1m,5m,15m,1h,6h,soon' }, /"soon" is not a duration/],
     [{ PONT_WEBHOOK_RETRY_DELAYS: '1m,5m,15m,1h,6h,24' }, /"24" is not a duration/],
     [{ PONT_WEBHOOK_TIMEOUT: '0' }, /PONT_WEBHOOK_TIMEOUT/],

@@ -18,16 +18,22 @@ export function parseDuration(text: string): number | undefined {
   return Math.round(Number(amount) * UNIT_MS[unit ?? 'ms']!);
 }
 
-/** A comma-separated list of the 6 retry delays -> milliseconds, or an error message. */
+/**
+ * The retry delays -> milliseconds, or an error message. Six durations (before attempts 2..7), or
+ * the whole table of section 8 with its leading 0 (attempt 1 is always immediate).
+ */
 export function parseRetryDelays(text: string): number[] | string {
-  const parts = text.split(',');
-  if (parts.length !== MAX_ATTEMPTS - 1) {
-    return `must list ${MAX_ATTEMPTS - 1} delays (before attempts 2..${MAX_ATTEMPTS}), got ${parts.length}`;
+  const delays = text.split(',').map((part) => ({ part: part.trim(), ms: parseDuration(part) }));
+  const bad = delays.find((d) => d.ms === undefined);
+  if (bad) return `"${bad.part}" is not a duration (use e.g. 0, 250ms, 30s, 5m, 1h)`;
+  if (delays.length === MAX_ATTEMPTS) {
+    if (delays[0]!.ms !== 0) return 'attempt 1 is always immediate: list 6 delays (before attempts 2..7), or 7 starting with 0';
+    delays.shift();
   }
-  const delays = parts.map(parseDuration);
-  const bad = parts.find((_, i) => delays[i] === undefined);
-  if (bad !== undefined) return `"${bad.trim()}" is not a duration (use e.g. 0, 250ms, 30s, 5m, 1h)`;
-  return delays as number[];
+  if (delays.length !== MAX_ATTEMPTS - 1) {
+    return `must list ${MAX_ATTEMPTS - 1} delays (before attempts 2..${MAX_ATTEMPTS}), got ${delays.length}`;
+  }
+  return delays.map((d) => d.ms!);
 }
 
 export type AttemptOutcome = { status: 'delivered' } | { status: 'exhausted' } | { status: 'pending'; delayMs: number };
