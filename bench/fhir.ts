@@ -15,6 +15,7 @@
  *
  * Figures are printed as a table and written to bench/results/fhir-<backend>.json.
  */
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -404,6 +405,8 @@ interface BackendResult {
   backend: BackendName;
   startedAt: string;
   node: string;
+  /** The code measured: commit, and files of src/ that differed from it. */
+  code: { commit: string; uncommitted: string[] };
   dataset: { entries: number; copies: number; files: number; bundlesPerCopy: number; orgsAndPractitioners: 'copied per copy' };
   import: { resources: number; seconds: number; perSecond: number; concurrency: number; failures: number; firstFailures: string[] };
   stored: { resources: number; byType: Record<string, number>; databaseBytes: number; dataDirBytes?: number };
@@ -482,6 +485,7 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
       backend,
       startedAt,
       node: process.version,
+      code,
       dataset: { entries: data.entries, copies: data.copies, files: data.files, bundlesPerCopy: data.bundlesPerCopy, orgsAndPractitioners: 'copied per copy' },
       import: {
         resources: summary.resources,
@@ -536,7 +540,7 @@ function table(rows: string[][]): string {
 
 function report(r: BackendResult): string {
   const lines = [
-    `== Pont FHIR benchmark: ${r.backend} (node ${r.node}, ${r.startedAt})`,
+    `== Pont FHIR benchmark: ${r.backend} (node ${r.node}, ${r.startedAt}, commit ${r.code.commit}${r.code.uncommitted.length ? ` + uncommitted ${r.code.uncommitted.join(' ')}` : ''})`,
     `data    ${int(r.dataset.entries)} bundle entries = ${r.dataset.copies} cop${r.dataset.copies === 1 ? 'y' : 'ies'} of the 50 Synthea patients (new ids per copy, Organization/Practitioner copied too)`,
     `stored  ${int(r.stored.resources)} distinct resources, database ${(r.stored.databaseBytes / 2 ** 20).toFixed(0)} MiB${r.stored.dataDirBytes !== undefined ? `, data dir ${(r.stored.dataDirBytes / 2 ** 20).toFixed(0)} MiB` : ''}`,
     `import  ${int(r.import.resources)} resources in ${r.import.seconds.toFixed(1)} s = ${int(r.import.perSecond)} resources/s (${r.import.concurrency} bundle${r.import.concurrency === 1 ? '' : 's'} at a time, ${r.import.failures} failures)`,
@@ -569,7 +573,21 @@ function report(r: BackendResult): string {
 
 // ------------------------------------------------------------------------------------------ main
 
+/** Read at start: what is measured is what was loaded then, whatever happens to the files later. */
+function codeVersion(): { commit: string; uncommitted: string[] } {
+  const git = (...args: string[]) => {
+    try {
+      return execFileSync('git', args, { cwd: repoRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    } catch {
+      return '';
+    }
+  };
+  return { commit: git('rev-parse', '--short', 'HEAD') || 'unknown', uncommitted: git('status', '--porcelain', '--', 'src').split('\n').filter(Boolean).map((l) => l.slice(3)) };
+}
+let code: { commit: string; uncommitted: string[] } = { commit: 'unknown', uncommitted: [] };
+
 async function main(): Promise<void> {
+  code = codeVersion();
   const options = parseOptions(process.argv.slice(2));
   const scratchDir = mkdtempSync(join(tmpdir(), 'pont-bench-'));
   const resultsDir = join(repoRoot, 'bench', 'results');
