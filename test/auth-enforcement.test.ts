@@ -102,6 +102,13 @@ describe('forged tokens', () => {
       'our kid on a foreign key',
       () => sign(validClaims(), {}, generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey),
     ],
+    [
+      'a foreign key embedded in the header (jwk)',
+      () => {
+        const foreign = generateKeyPairSync('rsa', { modulusLength: 2048 });
+        return sign(validClaims(), { jwk: foreign.publicKey.export({ format: 'jwk' }) }, foreign.privateKey);
+      },
+    ],
     ['wrong issuer', () => sign({ ...validClaims(), iss: 'https://evil.example' })],
     ['wrong audience', () => sign({ ...validClaims(), aud: 'https://other-api.example' })],
     ['expired', () => sign({ ...validClaims(), iat: now() - 7200, exp: now() - 3600 })],
