@@ -8,8 +8,26 @@ export const DELIVERY_CHANNEL = 'pont_webhook_deliveries';
 
 const NEW_DELIVERY_ID = `'whdlv_' || replace(gen_random_uuid()::text, '-', '')`;
 
+/**
+ * Workers of this process that have no LISTEN connection (embedded PGlite). Woken as soon as
+ * deliveries are queued: PGlite runs one statement at a time and a transaction holds it, so their
+ * claim runs right after the queuing transaction ends and sees its rows if it committed.
+ */
+const localWorkers = new Set<() => void>();
+
+/** Registers a worker to wake when this process queues deliveries; returns the unregistration. */
+export function wakeOnLocalQueue(wake: () => void): () => void {
+  localWorkers.add(wake);
+  return () => localWorkers.delete(wake);
+}
+
+function wakeLocalWorkers(): void {
+  for (const wake of localWorkers) wake();
+}
+
 async function wakeWorkersOnCommit(tx: Queryable): Promise<void> {
   await tx.query('SELECT pg_notify($1, $2)', [DELIVERY_CHANNEL, '']);
+  wakeLocalWorkers();
 }
 
 /**
@@ -34,7 +52,9 @@ export async function queueDeliveries(tx: Queryable, event: EventAudience & { id
      SELECT (SELECT count(*) FROM queued) AS queued, (SELECT count(*) FROM woken) AS woken`,
     [event.id, organizations, event.type, DELIVERY_CHANNEL],
   );
-  return Number(rows[0]!.queued);
+  const queued = Number(rows[0]!.queued);
+  if (queued > 0) wakeLocalWorkers();
+  return queued;
 }
 
 interface EventRow {

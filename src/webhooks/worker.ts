@@ -5,7 +5,7 @@ import type { Database } from '../db/database';
 import { envelopeFromRow, type EventRow } from '../events/outbox';
 import type { Logger } from '../log';
 import type { BackgroundWorker } from '../services';
-import { DELIVERY_CHANNEL } from './deliveries';
+import { DELIVERY_CHANNEL, wakeOnLocalQueue } from './deliveries';
 import { deliveredEnvelope } from './payload';
 import { afterAttempt, type AttemptOutcome } from './schedule';
 import { decryptSecret } from './secrets';
@@ -203,9 +203,9 @@ export interface DeliveryWorker extends BackgroundWorker {
 }
 
 /**
- * The delivery worker, run in every Pont process. It polls (and, on PostgreSQL, also wakes on
- * NOTIFY when a transaction queues deliveries), claims due deliveries up to its concurrency,
- * POSTs each and records the attempt.
+ * The delivery worker, run in every Pont process. It polls, and also wakes when a transaction
+ * queues deliveries (on PostgreSQL through NOTIFY, from any process; on PGlite directly), claims
+ * due deliveries up to its concurrency, POSTs each and records the attempt.
  */
 export function createDeliveryWorker(deps: { config: Config; db: Database; log: Logger }): DeliveryWorker {
   const { db, log } = deps;
@@ -219,6 +219,7 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
   let running: Promise<void> | undefined;
   let rerun = false;
   let listening: Promise<pg.Client | undefined> | undefined;
+  let stopWakingLocally: (() => void) | undefined;
 
   const attempt = async (delivery: ClaimedDelivery) => {
     let result: AttemptResult;
@@ -299,12 +300,14 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
       timer = setInterval(tick, pollIntervalMs);
       timer.unref();
       if (deps.config.databaseUrl) listening = listen(deps.config.databaseUrl);
+      else stopWakingLocally = wakeOnLocalQueue(wake);
       wake();
     },
     /** Aborts attempts in flight and gives their deliveries back, so another process retries them at once. */
     async stop() {
       stopping.abort();
       clearInterval(timer);
+      stopWakingLocally?.();
       await running;
       await Promise.allSettled([...inFlight]);
       await (await listening)?.end().catch(() => undefined);
