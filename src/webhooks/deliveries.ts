@@ -57,7 +57,7 @@ export async function queueDeliveries(tx: Queryable, event: EventAudience & { id
   return queued;
 }
 
-interface EventRow {
+interface StoredEventRef {
   id: string;
   type: EventType;
   created_at: Date | string;
@@ -69,8 +69,8 @@ interface EventRow {
  * The event, if `organizationId` is entitled to it (null: the operator, who sees every event);
  * otherwise undefined (callers answer 404 either way).
  */
-async function findEntitledEvent(q: Queryable, organizationId: string | null, eventId: string): Promise<EventRow | undefined> {
-  const { rows } = await q.query<EventRow>(
+async function findEntitledEvent(q: Queryable, organizationId: string | null, eventId: string): Promise<StoredEventRef | undefined> {
+  const { rows } = await q.query<StoredEventRef>(
     'SELECT id, type, created_at, organization_id, patient_id FROM events WHERE id = $1',
     [eventId],
   );
