@@ -25,7 +25,7 @@ import { parseArgs } from 'node:util';
 import { x as extract } from 'tar';
 import { createClient } from '../src/auth/clients';
 import { loadConfig } from '../src/config';
-import type { Database, Queryable } from '../src/db/database';
+import type { Database, Queryable, QueryResult } from '../src/db/database';
 import { importPaths } from '../src/fhir/import';
 import type { QueryParams } from '../src/fhir/search/parse';
 import type { FhirStore } from '../src/fhir/store';
@@ -208,6 +208,25 @@ function recording(db: Database, log: Array<[string, unknown[]]>): Queryable {
   };
 }
 
+/**
+ * Counts the statements run on `db` (a transaction counts as one) until stop(): the server's
+ * services share this object, so its own queries are counted too.
+ */
+function countStatements(db: Database): { stop(): number } {
+  const { query, transaction } = db;
+  let n = 0;
+  const target = db as { -readonly [K in keyof Database]: Database[K] };
+  target.query = <T>(sql: string, params?: readonly unknown[]) => (n++, query.call<Database, [string, (readonly unknown[])?], Promise<QueryResult<T>>>(db, sql, params));
+  target.transaction = <T>(fn: (tx: Queryable) => Promise<T>) => (n++, transaction.call<Database, [(tx: Queryable) => Promise<T>], Promise<T>>(db, fn));
+  return {
+    stop() {
+      target.query = query;
+      target.transaction = transaction;
+      return n;
+    },
+  };
+}
+
 /** `/api/fhir/R4/Type?a=1&a=2` (or an absolute next link) -> type, id, query as koa would give it. */
 function parseFhirPath(path: string): { type: string; id?: string; query: QueryParams; querystring: string } {
   const url = new URL(path, 'http://x');
@@ -251,10 +270,26 @@ interface QueryFigures {
   /** Mean resources per response (matches; plus included for _include). */
   meanMatches: number;
   meanIncluded: number;
-  http: { p50: number; p95: number; perSecondSequential: number; perSecond: number };
+  /** perRequestStatements: SQL statements the server ran per request (auth and rate limit included). */
+  http: { p50: number; p95: number; perSecondSequential: number; perSecond: number; statementsPerRequest: number };
   floor: { statementsPerRequest: number; p50: number; p95: number; perSecondSequential: number; perSecond: number };
   ratioP50: number;
   ratioP95: number;
+}
+
+/** The HTTP stack alone: GET /healthz (no authentication, no SQL), sequentially then with `concurrency` clients. */
+async function httpStackOnly(pont: RunningPont, n: number, concurrency: number) {
+  const get = async (path: string) => {
+    const res = await httpGet(pont.url + path, {});
+    await res.text();
+    if (res.status !== 200) throw new Error(`GET ${path} -> ${res.status}`);
+  };
+  const paths = Array.from({ length: n }, () => '/healthz');
+  for (const p of paths.slice(0, 10)) await get(p);
+  const seq = await measure(paths, 1, get);
+  const conc = await measure(paths, concurrency, get);
+  const h = stats(seq.ms);
+  return { p50: h.p50, p95: h.p95, perSecondSequential: seq.perSecond, perSecond: conc.perSecond };
 }
 
 async function runWorkload(pont: RunningPont, headers: Record<string, string>, w: Workload, concurrency: number): Promise<QueryFigures> {
@@ -273,7 +308,9 @@ async function runWorkload(pont: RunningPont, headers: Record<string, string>, w
   };
   // Warm-up (untimed): the first tenth of the paths, at least 10.
   for (const p of w.paths.slice(0, Math.max(10, Math.ceil(w.paths.length / 10)))) await get(p, false);
+  const counted = countStatements(db);
   const seq = await measure(w.paths, 1, (p) => get(p, true));
+  const serverStatements = counted.stop();
   const conc = await measure(w.paths, concurrency, (p) => get(p, false));
 
   // The floor: the statements the store runs for each request, recorded once, replayed on the Database.
@@ -300,7 +337,7 @@ async function runWorkload(pont: RunningPont, headers: Record<string, string>, w
     requests: w.paths.length,
     meanMatches: matches / w.paths.length,
     meanIncluded: included / w.paths.length,
-    http: { p50: h.p50, p95: h.p95, perSecondSequential: seq.perSecond, perSecond: conc.perSecond },
+    http: { p50: h.p50, p95: h.p95, perSecondSequential: seq.perSecond, perSecond: conc.perSecond, statementsPerRequest: serverStatements / w.paths.length },
     floor: {
       statementsPerRequest: statements.reduce((s, l) => s + l.length, 0) / statements.length,
       p50: f.p50,
@@ -414,6 +451,8 @@ interface BackendResult {
   concurrency: number;
   /** Requests sent again after the server closed an idle kept-alive connection under them. */
   networkRetries: number;
+  /** GET /healthz: what HTTP and koa cost without authentication or SQL. */
+  httpStackOnly: { p50: number; p95: number; perSecondSequential: number; perSecond: number };
   queries: QueryFigures[];
 }
 
@@ -481,6 +520,7 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
       log(`${backend}: ${w.name} (${w.paths.length} requests)`);
       queries.push(await runWorkload(pont, headers, w, options.concurrency));
     }
+    const stackOnly = await httpStackOnly(pont, options.requests, options.concurrency);
     return {
       backend,
       startedAt,
@@ -504,6 +544,7 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
       analyze: options.analyze,
       concurrency: options.concurrency,
       networkRetries,
+      httpStackOnly: stackOnly,
       queries,
     };
   } finally {
@@ -547,7 +588,7 @@ function report(r: BackendResult): string {
     `queries ${r.queries[0]?.requests ?? 0} requests each; latency with 1 client, req/s with 1 and ${r.concurrency} clients; floor = the store's own SQL statements replayed on the Database${r.analyze ? '; after ANALYZE' : ''}`,
     '',
     table([
-      ['query', 'results', 'HTTP p50', 'p95', 'req/s 1', `req/s ${r.concurrency}`, 'SQL p50', 'p95', 'req/s 1', `req/s ${r.concurrency}`, 'stmts', 'x p50', 'x p95'],
+      ['query', 'results', 'HTTP p50', 'p95', 'req/s 1', `req/s ${r.concurrency}`, 'stmts', 'SQL p50', 'p95', 'req/s 1', `req/s ${r.concurrency}`, 'stmts', 'x p50', 'x p95'],
       ...r.queries.map((q) => [
         q.name,
         q.meanIncluded ? `${q.meanMatches.toFixed(1)}+${q.meanIncluded.toFixed(1)}` : q.meanMatches.toFixed(1),
@@ -555,6 +596,7 @@ function report(r: BackendResult): string {
         `${ms(q.http.p95)} ms`,
         int(q.http.perSecondSequential),
         int(q.http.perSecond),
+        q.http.statementsPerRequest.toFixed(1),
         `${ms(q.floor.p50)} ms`,
         `${ms(q.floor.p95)} ms`,
         int(q.floor.perSecondSequential),
@@ -563,9 +605,12 @@ function report(r: BackendResult): string {
         q.ratioP50.toFixed(1),
         q.ratioP95.toFixed(1),
       ]),
+      ...(r.httpStackOnly
+        ? [['GET /healthz (no auth, no SQL)', '', `${ms(r.httpStackOnly.p50)} ms`, `${ms(r.httpStackOnly.p95)} ms`, int(r.httpStackOnly.perSecondSequential), int(r.httpStackOnly.perSecond), '0', '', '', '', '', '', '', '']]
+        : []),
     ]),
     '',
-    'results: resources per response (matches+included); x: HTTP latency / SQL floor latency',
+    'results: resources per response (matches+included); stmts: SQL statements per request (HTTP: all the server ran, auth and rate limit included; floor: the store\'s); x: HTTP latency / SQL floor latency',
     ...(r.networkRetries ? [`${r.networkRetries} requests were sent again after the server closed an idle connection under them`] : []),
   ];
   return lines.join('\n');

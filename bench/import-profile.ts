@@ -5,11 +5,12 @@
  * DevTools or speedscope).
  *
  *   npx tsx bench/import-profile.ts [--backend pglite|postgres] [--bundles N] [--samples PATH]
+ *   npx tsx bench/import-profile.ts --summary FILE.cpuprofile     (the same summary of any profile)
  *
  * On PGlite the database runs in this thread (WebAssembly), so its time shows up here too; on
  * PostgreSQL the server's time does not (it shows as idle time waiting on the socket).
  */
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Session, type Profiler } from 'node:inspector/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -30,44 +31,59 @@ const { values } = parseArgs({
     backend: { type: 'string', default: 'pglite' },
     bundles: { type: 'string', default: '10' },
     samples: { type: 'string', default: join(repoRoot, '..', 'shared', 'fhir-samples', 'synthea-r4-50-patients.tar.gz') },
+    summary: { type: 'string' },
   },
 });
-const backend = values.backend as 'pglite' | 'postgres';
-const scratchDir = mkdtempSync(join(tmpdir(), 'pont-import-profile-'));
-const bundlesDir = join(scratchDir, 'bundles');
-mkdirSync(bundlesDir);
-extract({ file: resolve(values.samples), cwd: bundlesDir, sync: true });
-const files = readdirSync(bundlesDir).filter((f) => f.endsWith('.json')).sort();
-for (const f of files.slice(Number(values.bundles))) rmSync(join(bundlesDir, f));
 
-const scratch = backend === 'postgres' ? await createScratchDatabase() : undefined;
-const db = await openDatabase(scratch ? { databaseUrl: scratch.url } : { dataDir: join(scratchDir, 'pglite') });
-try {
-  await migrate(db);
-  loadFhirDefinitions();
-  const store = new FhirStore(db, () => 'http://localhost/api/fhir/R4');
+if (values.summary) printProfile(JSON.parse(readFileSync(values.summary, 'utf8')) as Profiler.Profile);
+else await profileImport(values.backend as 'pglite' | 'postgres', Number(values.bundles), resolve(values.samples));
 
-  const session = new Session();
-  session.connect();
-  await session.post('Profiler.enable');
-  await session.post('Profiler.setSamplingInterval', { interval: 500 });
-  await session.post('Profiler.start');
-  const summary = await importPaths(store, [bundlesDir], { concurrency: backend === 'postgres' ? 2 : 1 });
-  const { profile } = (await session.post('Profiler.stop')) as { profile: Profiler.Profile };
-  session.disconnect();
+async function profileImport(backend: 'pglite' | 'postgres', bundles: number, samples: string): Promise<void> {
+  const scratchDir = mkdtempSync(join(tmpdir(), 'pont-import-profile-'));
+  const bundlesDir = join(scratchDir, 'bundles');
+  mkdirSync(bundlesDir);
+  extract({ file: samples, cwd: bundlesDir, sync: true });
+  const files = readdirSync(bundlesDir).filter((f) => f.endsWith('.json')).sort();
+  for (const f of files.slice(bundles)) rmSync(join(bundlesDir, f));
 
-  const out = join(repoRoot, 'bench', 'results', `import-${backend}.cpuprofile`);
-  mkdirSync(dirname(out), { recursive: true });
-  writeFileSync(out, JSON.stringify(profile));
-  console.log(
-    `${backend}: ${summary.resources} resources from ${summary.filesTotal} bundles in ${summary.seconds.toFixed(1)} s = ${Math.round(summary.resources / summary.seconds)}/s, ${summary.failures.length} failures`,
-  );
-  printProfile(profile);
-  console.log(`profile written to ${out}`);
-} finally {
-  await db.close();
-  await scratch?.drop();
-  rmSync(scratchDir, { recursive: true, force: true });
+  const scratch = backend === 'postgres' ? await createScratchDatabase() : undefined;
+  const db = await openDatabase(scratch ? { databaseUrl: scratch.url } : { dataDir: join(scratchDir, 'pglite') });
+  try {
+    await migrate(db);
+    loadFhirDefinitions();
+    const store = new FhirStore(db, () => 'http://localhost/api/fhir/R4');
+
+    const session = new Session();
+    session.connect();
+    await session.post('Profiler.enable');
+    await session.post('Profiler.setSamplingInterval', { interval: 500 });
+    await session.post('Profiler.start');
+    const summary = await importPaths(store, [bundlesDir], { concurrency: backend === 'postgres' ? 2 : 1 });
+    const { profile } = (await session.post('Profiler.stop')) as { profile: Profiler.Profile };
+    session.disconnect();
+
+    const out = join(repoRoot, 'bench', 'results', `import-${backend}.cpuprofile`);
+    mkdirSync(dirname(out), { recursive: true });
+    writeFileSync(out, JSON.stringify(profile));
+    console.log(
+      `${backend}: ${summary.resources} resources from ${summary.filesTotal} bundles in ${summary.seconds.toFixed(1)} s = ${Math.round(summary.resources / summary.seconds)}/s, ${summary.failures.length} failures`,
+    );
+    printProfile(profile);
+    console.log(`profile written to ${out}`);
+  } finally {
+    await db.close();
+    await scratch?.drop();
+    rmSync(scratchDir, { recursive: true, force: true });
+  }
+}
+
+/** A package under node_modules, `node internals`, a file of ours, or the V8 pseudo-frame. */
+function moduleOf(callFrame: Profiler.ProfileNode['callFrame']): string {
+  const url = callFrame.url.replace(/^file:\/\//, '');
+  if (!url) return `(${callFrame.functionName || 'native'})`;
+  if (url.includes('/node_modules/')) return url.replace(/^.*\/node_modules\/((@[^/]+\/)?[^/]+).*$/, '$1');
+  if (url.startsWith('node:')) return 'node internals';
+  return url.replace(repoRoot + '/', '');
 }
 
 function printProfile(profile: Profiler.Profile): void {
@@ -80,14 +96,7 @@ function printProfile(profile: Profiler.Profile): void {
   const mod = new Map<string, number>();
   for (const [id, n] of counts) {
     const { callFrame } = byId.get(id)!;
-    const url = callFrame.url.replace(/^file:\/\//, '');
-    const module = !url
-      ? `(${callFrame.functionName || 'native'})`
-      : url.includes('/node_modules/')
-        ? url.replace(/^.*\/node_modules\/((@[^/]+\/)?[^/]+).*$/, '$1')
-        : url.startsWith('node:')
-          ? 'node internals'
-          : url.replace(repoRoot + '/', '');
+    const module = moduleOf(callFrame);
     // (No line numbers: tsx's transformed code does not keep the source's lines.)
     const name = `${callFrame.functionName || '(anonymous)'}  ${module}`;
     fn.set(name, (fn.get(name) ?? 0) + n);
@@ -103,7 +112,14 @@ function printProfile(profile: Profiler.Profile): void {
   const parent = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
   const ours = new Map<string, number>();
+  const modules = new Map<string, number>();
   for (const [id, n] of counts) {
+    const seenModules = new Set<string>();
+    for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+      const m = moduleOf(byId.get(at)!.callFrame);
+      if (!seenModules.has(m)) modules.set(m, (modules.get(m) ?? 0) + n);
+      seenModules.add(m);
+    }
     const seen = new Set<string>();
     for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
       const { callFrame } = byId.get(at)!;
@@ -117,5 +133,6 @@ function printProfile(profile: Profiler.Profile): void {
   }
   console.log(`\nself time by module (${total} samples, ${(total * msPer / 1000).toFixed(1)} s):\n${top(mod, 15)}`);
   console.log(`\nself time by function:\n${top(fn, 25)}`);
+  console.log(`\ninclusive time by module (a sample counts once per module on its stack):\n${top(modules, 20)}`);
   console.log(`\ninclusive time of our functions:\n${top(ours, 25)}`);
 }
