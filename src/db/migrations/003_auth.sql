@@ -35,8 +35,9 @@ CREATE TABLE bridge_agents (
   last_version  text
 );
 
--- rate-limiter-flexible's RateLimiterPostgres table (its own layout), shared by every Pont process.
-CREATE TABLE rate_limits (
+-- rate-limiter-flexible's RateLimiterPostgres table (its own layout), shared by every Pont process. UNLOGGED:
+-- counters need no WAL (a write per request would otherwise wait for a WAL flush); a crash only resets them.
+CREATE UNLOGGED TABLE rate_limits (
   key    varchar(255) PRIMARY KEY,
   points integer      NOT NULL DEFAULT 0,
   expire bigint
