@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Bundle } from '@medplum/fhirtypes';
+import type { Bundle, Organization } from '@medplum/fhirtypes';
 import { startFhirApi, type FhirTestApi } from './fhir-helpers';
 
 let api: FhirTestApi;
@@ -66,7 +66,7 @@ describe('transaction bundles', () => {
   });
 
   it('a version conflict inside a transaction rolls back the other writes', async () => {
-    const org = await api.create({ resourceType: 'Organization', name: 'Versioned' });
+    const org = await api.create<Organization>({ resourceType: 'Organization', name: 'Versioned' });
     const res = await post({
       resourceType: 'Bundle',
       type: 'transaction',

@@ -5,7 +5,7 @@ export interface FhirTestApi {
   pont: TestServer;
   /** JSON request to `/api/fhir/R4<path>` with a token holding fhir:read and fhir:write. */
   call<T = any>(path: string, init?: RequestInit & { json?: unknown }): Promise<{ status: number; body: T; headers: Headers }>;
-  create<T extends Resource>(resource: T): Promise<T>;
+  create<T extends Resource>(resource: T): Promise<T & { id: string }>;
   /** Follows next links; returns every match. */
   searchAll(path: string): Promise<Resource[]>;
   close(): Promise<void>;
@@ -40,4 +40,4 @@ export async function startFhirApi(env: Record<string, string> = {}): Promise<Fh
   };
 }
 
-export const ids = (resources: Resource[]) => resources.map((r) => r.id).sort();
+export const ids = (resources: Resource[]): string[] => resources.map((r) => r.id ?? '').sort();

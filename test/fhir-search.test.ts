@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Observation, Patient, Resource } from '@medplum/fhirtypes';
+import type { Observation, Organization, Patient, Resource } from '@medplum/fhirtypes';
 import { ids, startFhirApi, type FhirTestApi } from './fhir-helpers';
 
 let api: FhirTestApi;
@@ -14,7 +14,7 @@ const loinc = 'http://loinc.org';
 
 beforeAll(async () => {
   api = await startFhirApi();
-  const org = await api.create({ resourceType: 'Organization', name: 'Hôpital Central' });
+  const org = await api.create<Organization>({ resourceType: 'Organization', name: 'Hôpital Central' });
   ada = await api.create<Patient>({
     resourceType: 'Patient',
     name: [{ family: 'Okafor', given: ['Ada', 'Ngozi'] }],

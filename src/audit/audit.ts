@@ -44,6 +44,8 @@ export interface AuditRecord {
   outcomeDescription?: string;
   /** The patient concerned: by FHIR id when known, by Health ID always when given. */
   patient?: { id?: string; healthId?: string };
+  /** Further patients concerned, by FHIR id (a FHIR search may touch several). */
+  otherPatients?: string[];
   /** The caller's stated reason (resolve `purpose`). */
   purpose?: string;
   /** The caller's own patient id (resolve `external_reference`). */
@@ -97,6 +99,13 @@ function entitiesOf(record: AuditRecord): AuditEventEntity[] {
       type: { system: 'http://terminology.hl7.org/CodeSystem/audit-entity-type', code: '1', display: 'Person' },
       role: { system: 'http://terminology.hl7.org/CodeSystem/object-role', code: '1', display: 'Patient' },
       ...(externalReference ? { detail: [{ type: 'external_reference', valueString: externalReference }] } : {}),
+    });
+  }
+  for (const id of record.otherPatients ?? []) {
+    entities.push({
+      what: { reference: `Patient/${id}` },
+      type: { system: 'http://terminology.hl7.org/CodeSystem/audit-entity-type', code: '1', display: 'Person' },
+      role: { system: 'http://terminology.hl7.org/CodeSystem/object-role', code: '1', display: 'Patient' },
     });
   }
   if (record.caller.requestId) {

@@ -21,6 +21,7 @@ export const SCOPES = [
   'bridge_agent:sync',
   'emergency:access',
   'patient:profile:read',
+  'patients:profile:read', // the spelling section 4.5 also uses
   'patient:diagnostics:read',
   'pharmacy:stock:read',
   'blood:inventory:read',

@@ -97,6 +97,8 @@ function errorAt(index: number, err: unknown): ApiError {
 export interface BundleOptions {
   /** Prefer: return=representation puts each written resource in its response entry. */
   returnResources: boolean;
+  /** Called in the transaction of each write with what it wrote (the audit trail). */
+  audit?: (tx: Queryable, written: Resource[]) => Promise<void>;
 }
 
 /** Processes a `transaction` (all or nothing) or `batch` (each entry alone) Bundle. */
@@ -158,6 +160,7 @@ async function processTransaction(store: FhirStore, entries: BundleEntry[], base
       })),
     );
     writes.forEach((p, i) => (responses[p.index] = writeResponse(p.method, results[i], base, options)));
+    await options.audit?.(tx, results.map((r) => r.resource));
     for (const p of parsed) if (p.method === 'GET') responses[p.index] = await readEntry(store, p, tx, base);
   });
   return { resourceType: 'Bundle', type: 'transaction-response', entry: responses };
@@ -217,6 +220,7 @@ async function processBatch(store: FhirStore, entries: BundleEntry[], base: stri
           }
           const resource = p.method === 'DELETE' ? ({ resourceType: p.resourceType, id: p.id } as Resource) : { ...p.resource!, id: p.id };
           const result = await store.writeVersion(tx, resource, p.method as WriteMethod, { ifMatch: p.ifMatch });
+          await options.audit?.(tx, [result.resource]);
           return writeResponse(p.method, result, base, options);
         }),
       );

@@ -1,5 +1,7 @@
 import type { Context } from 'koa';
-import type { Resource } from '@medplum/fhirtypes';
+import type { Bundle, Resource } from '@medplum/fhirtypes';
+import type { Queryable } from '../db/database';
+import { auditFhirAccess } from './audit';
 import { z } from 'zod';
 import { FHIR_WRITE_SCOPE, fhirReadScopes } from '../auth/scopes';
 import { readBody } from '../http/body';
@@ -54,6 +56,11 @@ async function resourceBody(ctx: Context, services: Services): Promise<Resource>
   return body as Resource;
 }
 
+/** The audit trail is written by Pont alone: no client may create, change or delete an AuditEvent. */
+function refuseAuditWrite(resourceType: string | undefined): void {
+  if (resourceType === 'AuditEvent') throw new ApiError(403, ErrorCode.forbidden, 'AuditEvents are written by Pont only');
+}
+
 function queryOf(ctx: Context): QueryParams {
   return ctx.query as QueryParams;
 }
@@ -66,13 +73,25 @@ export function fhirRoutes(services: Services): RouteSpec[] {
   const base = () => `${services.config.publicUrl}${FHIR_BASE}`;
   const selfQuery = (ctx: Context) => ctx.querystring;
 
+  const audited = async (ctx: Context, operation: string, bundle: Bundle) => {
+    await auditFhirAccess(store, ctx, operation, 'R', (bundle.entry ?? []).flatMap((e) => (e.resource ? [e.resource] : [])));
+    return fhirResult(bundle);
+  };
   const search = (type: (ctx: Context) => string) => async ({ ctx }: { ctx: Context }) => {
     checkFormat(ctx);
-    return fhirResult(await store.search(type(ctx), queryOf(ctx), { selfQuery: selfQuery(ctx) }));
+    return audited(ctx, 'search', await store.search(type(ctx), queryOf(ctx), { selfQuery: selfQuery(ctx) }));
   };
+  /** A write and its AuditEvent in one transaction. */
+  const auditedWrite = <T>(ctx: Context, operation: string, action: 'C' | 'U' | 'D', write: (tx: Queryable) => Promise<{ result: T; resources: Resource[] }>) =>
+    store.db.transaction(async (tx) => {
+      const { result, resources } = await write(tx);
+      await auditFhirAccess(store, ctx, operation, action, resources, tx);
+      return result;
+    });
   const read = (type: (ctx: Context) => string) => async ({ ctx }: { ctx: Context }) => {
     checkFormat(ctx);
     const resource = await store.read(type(ctx), String(ctx.params.id));
+    await auditFhirAccess(store, ctx, 'read', 'R', [resource]);
     const shaped = present(resource, { elements: typeof ctx.query._elements === 'string' ? ctx.query._elements.split(',') : undefined, summary: typeof ctx.query._summary === 'string' ? ctx.query._summary : undefined });
     return fhirResult(shaped, 200, versionHeaders(resource));
   };
@@ -146,9 +165,15 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       rawBody: { schema: BundleSchema, contentTypes: [FHIR_JSON, 'application/json'] },
       responses: { 200: ok('transaction-response or batch-response Bundle', BundleSchema) },
       handler: async ({ ctx }) => {
-        const body = await readBody(ctx, services.config.maxBodyBytes);
+        const body = (await readBody(ctx, services.config.maxBodyBytes)) as Bundle | undefined;
+        for (const entry of Array.isArray(body?.entry) ? body.entry : []) refuseAuditWrite(entry?.request?.method !== 'GET' ? entry?.request?.url?.split(/[/?]/)[0] : undefined);
         const returnResources = /return=representation/.test(ctx.get('prefer'));
-        return fhirResult(await processBundle(store, body, { returnResources }));
+        return fhirResult(
+          await processBundle(store, body, {
+            returnResources,
+            audit: (tx, written) => auditFhirAccess(store, ctx, 'transaction', 'U', written, tx),
+          }),
+        );
       },
     }),
     ...perType,
@@ -164,7 +189,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       params: z.object({ type: TypeParam }),
       query: z.object({ _count: z.coerce.number().int().min(1).max(1000).optional(), _since: z.iso.datetime({ offset: true }).optional() }).loose(),
       responses: { 200: ok('history Bundle', BundleSchema) },
-      handler: async ({ params, query }) => fhirResult(await store.history(params.type, undefined, { count: query._count, since: query._since })),
+      handler: async ({ ctx, params, query }) => audited(ctx, 'history', await store.history(params.type, undefined, { count: query._count, since: query._since })),
     }),
     defineRoute({
       method: 'get',
@@ -201,7 +226,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
         for (const [k, v] of Object.entries(form as Record<string, string>)) merged[k] = merged[k] === undefined ? v : ([] as string[]).concat(merged[k]!, v);
         const self = new URLSearchParams();
         for (const [k, v] of Object.entries(merged)) for (const one of ([] as string[]).concat(v ?? [])) self.append(k, one);
-        return fhirResult(await store.search(params.type, merged, { selfQuery: self.toString() }));
+        return audited(ctx, 'search', await store.search(params.type, merged, { selfQuery: self.toString() }));
       },
     }),
     defineRoute({
@@ -218,15 +243,21 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       responses: { 201: ok('Created'), 200: ok('Conditional create: an existing match'), 412: ok('Conditional create matched several', {}) },
       handler: async ({ ctx, params }) => {
         checkType(params.type);
+        refuseAuditWrite(params.type);
         const resource = await resourceBody(ctx, services);
         if (resource.resourceType !== params.type) throw badRequest(`Body is a ${resource.resourceType}, url says ${params.type}`);
         const condition = ctx.get('if-none-exist');
-        if (condition) {
-          const matches = await store.searchResources(params.type, Object.fromEntries(new URLSearchParams(condition.replace(/^[^?]*\?/, ''))));
-          if (matches.length > 1) throw new ApiError(412, ErrorCode.preconditionFailed, `If-None-Exist matched ${matches.length} resources`);
-          if (matches.length === 1) return fhirResult(matches[0], 200, versionHeaders(matches[0]));
-        }
-        const created = await store.create(resource);
+        const outcome = await auditedWrite<{ existing?: Resource; created?: Resource }>(ctx, 'create', 'C', async (tx) => {
+          if (condition) {
+            const matches = await store.searchResources(params.type, Object.fromEntries(new URLSearchParams(condition.replace(/^[^?]*\?/, ''))), { tx });
+            if (matches.length > 1) throw new ApiError(412, ErrorCode.preconditionFailed, `If-None-Exist matched ${matches.length} resources`);
+            if (matches.length === 1) return { result: { existing: matches[0] }, resources: [] };
+          }
+          const created = await store.create(resource, { tx });
+          return { result: { created }, resources: [created] };
+        });
+        if (outcome.existing) return fhirResult(outcome.existing, 200, versionHeaders(outcome.existing));
+        const created = outcome.created!;
         return fhirResult(created, 201, { ...versionHeaders(created), Location: `${base()}/${created.resourceType}/${created.id}/_history/${created.meta!.versionId}` });
       },
     }),
@@ -248,7 +279,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       responses: { 200: ok('searchset Bundle', BundleSchema) },
       handler: async ({ ctx, params, query }) => {
         checkFormat(ctx);
-        return fhirResult(await store.everything(params.id, { count: query._count, since: query._since, cursor: query._cursor }));
+        return audited(ctx, 'everything', await store.everything(params.id, { count: query._count, since: query._since, cursor: query._cursor }));
       },
     }),
     defineRoute({
@@ -278,11 +309,15 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       responses: { 200: ok('Updated'), 201: ok('Created'), 412: ok('Version conflict', {}) },
       handler: async ({ ctx, params }) => {
         checkType(params.type);
+        refuseAuditWrite(params.type);
         const resource = await resourceBody(ctx, services);
         if (resource.resourceType !== params.type) throw badRequest(`Body is a ${resource.resourceType}, url says ${params.type}`);
         if (resource.id !== params.id) throw badRequest(`Body id "${resource.id ?? ''}" must equal the url id "${params.id}"`);
         const ifMatch = ctx.get('if-match') || undefined;
-        const { resource: stored, created } = await store.updateWithOutcome(resource, { ifMatch });
+        const { resource: stored, created } = await auditedWrite(ctx, 'update', 'U', async (tx) => {
+          const result = await store.updateWithOutcome(resource, { ifMatch, tx });
+          return { result, resources: [result.resource] };
+        });
         const headers = versionHeaders(stored);
         if (created) headers.Location = `${base()}/${stored.resourceType}/${stored.id}/_history/${stored.meta!.versionId}`;
         return fhirResult(stored, created ? 201 : 200, headers);
@@ -300,7 +335,13 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       params: z.object({ type: TypeParam, id: IdParam }),
       responses: { 204: { description: 'Deleted' } },
       handler: async ({ ctx, params }) => {
-        await store.delete(params.type, params.id, { ifMatch: ctx.get('if-match') || undefined });
+        checkType(params.type);
+        refuseAuditWrite(params.type);
+        await auditedWrite(ctx, 'delete', 'D', async (tx) => {
+          const before = await store.read(params.type, params.id, { tx }).catch(() => undefined);
+          await store.delete(params.type, params.id, { ifMatch: ctx.get('if-match') || undefined, tx });
+          return { result: undefined, resources: before ? [before] : [] };
+        });
         return { status: 204 };
       },
     }),
@@ -316,7 +357,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       params: z.object({ type: TypeParam, id: IdParam }),
       query: z.object({ _count: z.coerce.number().int().min(1).max(1000).optional(), _since: z.iso.datetime({ offset: true }).optional() }).loose(),
       responses: { 200: ok('history Bundle', BundleSchema) },
-      handler: async ({ params, query }) => fhirResult(await store.history(params.type, params.id, { count: query._count, since: query._since })),
+      handler: async ({ ctx, params, query }) => audited(ctx, 'history', await store.history(params.type, params.id, { count: query._count, since: query._since })),
     }),
     defineRoute({
       method: 'get',
@@ -329,8 +370,9 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       group: 'fhir',
       params: z.object({ type: TypeParam, id: IdParam, vid: z.string().describe('Version id') }),
       responses: { 200: ok('That version'), 404: ok('Not found', {}), 410: ok('That version is a deletion', {}) },
-      handler: async ({ params }) => {
+      handler: async ({ ctx, params }) => {
         const resource = await store.vread(params.type, params.id, params.vid);
+        await auditFhirAccess(store, ctx, 'vread', 'R', [resource]);
         return fhirResult(resource, 200, versionHeaders(resource));
       },
     }),
