@@ -292,6 +292,7 @@ export function authRoutes(services: Services): RouteSpec[] {
       path: '/api/v1/sdk/token/introspect',
       operationId: 'sdkIntrospectToken',
       summary: 'Introspect the bearer token of this request (SDK shape)',
+      description: 'Needs `Authorization: Bearer`: a request authenticated by the X-Client-ID/Secret pair has no token to describe (401).',
       tags: ['SDK'],
       security: { kind: 'client' },
       responses: { 200: { description: 'Token state', schema: SdkIntrospection } },
