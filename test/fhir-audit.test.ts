@@ -74,7 +74,16 @@ describe('FHIR access to patient data is audited', () => {
     expect((await api.call(`/AuditEvent/${existing.id}`)).body.outcome).toBe('0');
   });
 
-  it('reading the audit trail needs audit:read', async () => {
+  it('reading the audit trail needs audit:read, also through _revinclude, _include and $everything', async () => {
     expect((await as(reader, '/AuditEvent')).status).toBe(403);
+    expect((await as(reader, `/Patient?_id=${patient.id}&_revinclude=AuditEvent:patient`)).status).toBe(403);
+    const everything = await as(reader, `/Patient/${patient.id}/$everything`);
+    expect(everything.status).toBe(200);
+    expect(everything.body.entry.map((e: any) => e.resource.resourceType)).not.toContain('AuditEvent');
+    // An _include whose targets the caller may not read leaves them out.
+    const withOrg = await api.create({ resourceType: 'Patient', managingOrganization: { reference: `Organization/${(await api.create({ resourceType: 'Organization', name: 'Hidden' })).id}` } });
+    const included = await as(reader, `/Patient?_id=${withOrg.id}&_include=Patient:organization`);
+    expect(included.body.entry.map((e: any) => e.resource.resourceType)).toEqual(['Patient']);
+    expect((await api.call(`/Patient?_id=${withOrg.id}&_include=Patient:organization`)).body.entry).toHaveLength(2);
   });
 });

@@ -1,6 +1,7 @@
 import type { Context } from 'koa';
 import type { Bundle, Resource } from '@medplum/fhirtypes';
 import type { Queryable } from '../db/database';
+import type { Principal } from '../auth/principal';
 import { auditFhirAccess } from './audit';
 import { z } from 'zod';
 import { FHIR_WRITE_SCOPE, fhirReadScopes } from '../auth/scopes';
@@ -61,6 +62,13 @@ function refuseAuditWrite(resourceType: string | undefined): void {
   if (resourceType === 'AuditEvent') throw new ApiError(403, ErrorCode.forbidden, 'AuditEvents are written by Pont only');
 }
 
+/** The resource types the caller's scopes let it read. */
+function readableBy(ctx: Context): (resourceType: string) => boolean {
+  const principal = ctx.state.principal as Principal | undefined;
+  const scopes = new Set(principal?.kind === 'client' ? principal.scopes : []);
+  return (type) => fhirReadScopes(type).some((s) => scopes.has(s));
+}
+
 function queryOf(ctx: Context): QueryParams {
   return ctx.query as QueryParams;
 }
@@ -79,7 +87,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
   };
   const search = (type: (ctx: Context) => string) => async ({ ctx }: { ctx: Context }) => {
     checkFormat(ctx);
-    return audited(ctx, 'search', await store.search(type(ctx), queryOf(ctx), { selfQuery: selfQuery(ctx) }));
+    return audited(ctx, 'search', await store.search(type(ctx), queryOf(ctx), { selfQuery: selfQuery(ctx), canRead: readableBy(ctx) }));
   };
   /** A write and its AuditEvent in one transaction. */
   const auditedWrite = <T>(ctx: Context, operation: string, action: 'C' | 'U' | 'D', write: (tx: Queryable) => Promise<{ result: T; resources: Resource[] }>) =>
@@ -226,7 +234,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
         for (const [k, v] of Object.entries(form as Record<string, string>)) merged[k] = merged[k] === undefined ? v : ([] as string[]).concat(merged[k]!, v);
         const self = new URLSearchParams();
         for (const [k, v] of Object.entries(merged)) for (const one of ([] as string[]).concat(v ?? [])) self.append(k, one);
-        return audited(ctx, 'search', await store.search(params.type, merged, { selfQuery: self.toString() }));
+        return audited(ctx, 'search', await store.search(params.type, merged, { selfQuery: self.toString(), canRead: readableBy(ctx) }));
       },
     }),
     defineRoute({

@@ -40,6 +40,13 @@ export interface ReadOptions {
   tx?: Queryable;
 }
 
+export interface SearchOptions extends ReadOptions {
+  /** The query string the caller sent (for the self and next links). */
+  selfQuery?: string;
+  /** Which resource types the caller may read: _include/_revinclude never reach past it. */
+  canRead?: (resourceType: string) => boolean;
+}
+
 interface StoredRow {
   rid: string;
   resource_type: string;
@@ -334,9 +341,15 @@ export class FhirStore {
     return (bundle.entry ?? []).filter((e) => e.search?.mode === 'match').map((e) => e.resource as T);
   }
 
-  /** FHIR search; `selfQuery` is the query string the caller sent (for the self/next links). */
-  async search<T extends Resource>(resourceType: string, query: QueryParams, options: ReadOptions & { selfQuery?: string } = {}): Promise<Bundle<T>> {
+  /** FHIR search. */
+  async search<T extends Resource>(resourceType: string, query: QueryParams, options: SearchOptions = {}): Promise<Bundle<T>> {
     const search = this.parse(resourceType, query);
+    if (options.canRead) {
+      for (const rule of search.revinclude)
+        if (!options.canRead(rule.sourceType)) throw new ApiError(403, ErrorCode.forbidden, `_revinclude: no read access to ${rule.sourceType}`);
+      for (const rule of search.include)
+        if (rule.targetType && !options.canRead(rule.targetType)) throw new ApiError(403, ErrorCode.forbidden, `_include: no read access to ${rule.targetType}`);
+    }
     const db = options.tx ?? this.db;
     const q = new SqlParams();
     const where = [`r.resource_type = ${q.add(resourceType)}`, 'NOT r.deleted', ...search.filters.map((f) => filterSql(f, 'r', q))];
@@ -385,7 +398,8 @@ export class FhirStore {
       search: { mode: 'match' },
     }));
     const included = await this.included(db, matches.map((m) => m.content), search.include, search.revinclude);
-    for (const r of included.resources) entries.push({ fullUrl: `${base}/${r.resourceType}/${r.id}`, resource: r as T, search: { mode: 'include' } });
+    // Included resources the caller may not read are left out, as if absent.
+    for (const r of included.resources.filter((r) => options.canRead?.(r.resourceType) ?? true)) entries.push({ fullUrl: `${base}/${r.resourceType}/${r.id}`, resource: r as T, search: { mode: 'include' } });
     if (included.truncated) {
       entries.push({
         resource: {
@@ -472,8 +486,9 @@ export class FhirStore {
     const patient = await this.read('Patient', patientId);
     const count = Math.min(params.count ?? 100, MAX_INCLUDED);
     const identities: string[] = [];
+    // The audit trail is in the patient compartment, but it is for operators (audit:read), not for $everything.
     for (const [type, codes] of patientCompartmentParams())
-      for (const code of codes) if (indexedParams(type).has(code)) identities.push(hashKey(type, code));
+      if (type !== 'AuditEvent') for (const code of codes) if (indexedParams(type).has(code)) identities.push(hashKey(type, code));
     const conditions = (q: SqlParams) => {
       const where = [
         `r.rid IN (SELECT rid FROM fhir_idx_reference WHERE target_id = ${q.add(patientId)} AND target_type = 'Patient' AND hash_identity = ANY(${q.add(identities)}::bigint[]))`,
