@@ -214,7 +214,10 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
   const leaseMs = 2 * timeoutMs + 5000;
   const recordAttempt = attemptRecorder(db, retryDelaysMs);
   const stopping = new AbortController();
-  const inFlight = new Set<Promise<void>>();
+  /** Requests in flight: what `concurrency` bounds. Recording the outcome, batched, needs no slot. */
+  let posting = 0;
+  /** Attempts not yet recorded, awaited on stop. */
+  const jobs = new Set<Promise<void>>();
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
   let rerun = false;
@@ -223,11 +226,15 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
 
   const attempt = async (delivery: ClaimedDelivery) => {
     let result: AttemptResult;
+    posting++;
     try {
       result = await post(delivery, secretKey, timeoutMs, stopping.signal);
     } catch {
       await releaseLease(db, delivery).catch(() => undefined); // if this fails too, the lease runs out
       return;
+    } finally {
+      posting--;
+      wake(); // a slot is free
     }
     const status = await recordAttempt({ delivery, result });
     const fields = { delivery_id: delivery.id, event_id: delivery.event.id, round: delivery.round, attempt: delivery.attempts + 1 };
@@ -248,17 +255,14 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
     try {
       do {
         rerun = false;
-        const free = concurrency - inFlight.size;
+        const free = concurrency - posting;
         if (free <= 0 || stopping.signal.aborted) break;
         const claimed = await claimDue(db, free, leaseMs);
         for (const delivery of claimed) {
           const job = attempt(delivery)
             .catch((err) => log.error('webhook attempt not recorded', { delivery_id: delivery.id, error: String(err) }))
-            .finally(() => {
-              inFlight.delete(job);
-              wake(); // a slot is free
-            });
-          inFlight.add(job);
+            .finally(() => jobs.delete(job));
+          jobs.add(job);
         }
         if (claimed.length === free) rerun = true; // there may be more due
       } while (rerun && !stopping.signal.aborted);
@@ -309,7 +313,7 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
       clearInterval(timer);
       stopWakingLocally?.();
       await running;
-      await Promise.allSettled([...inFlight]);
+      await Promise.allSettled([...jobs]);
       await (await listening)?.end().catch(() => undefined);
     },
   };
