@@ -67,3 +67,18 @@ describe(`database (${backend})`, () => {
     expect(rows).toEqual([{ v: 2 }]);
   });
 });
+
+describe.runIf(backend === 'postgres')('migrations from several processes at once', () => {
+  it('two first starts on one fresh database both succeed', async () => {
+    const scratch = await createScratchDatabase();
+    const [a, b] = await Promise.all([openDatabase({ databaseUrl: scratch.url }), openDatabase({ databaseUrl: scratch.url })]);
+    try {
+      const applied = await Promise.all([migrate(a), migrate(b)]);
+      expect([...applied[0], ...applied[1]].sort()).toEqual(listMigrations().map((m) => m.version));
+    } finally {
+      await a.close();
+      await b.close();
+      await scratch.drop();
+    }
+  });
+});

@@ -4,6 +4,9 @@ import type { Database } from './database';
 
 const migrationsDir = fileURLToPath(new URL('./migrations/', import.meta.url));
 
+/** Advisory lock key held while migrating (any constant shared by every Pont process). */
+const MIGRATION_LOCK = 727274;
+
 export interface Migration {
   version: string;
   sql: string;
@@ -23,13 +26,15 @@ export function listMigrations(): Migration[] {
  * Returns the versions it applied.
  */
 export async function migrate(db: Database): Promise<string[]> {
-  await db.query(
-    'CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
-  );
+  // Under the lock too: two processes creating the table at once would collide in the catalog.
+  await db.transaction(async (tx) => {
+    await tx.query(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`);
+    await tx.query('CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
+  });
   const applied: string[] = [];
   for (const m of listMigrations()) {
     const done = await db.transaction(async (tx) => {
-      await tx.query('SELECT pg_advisory_xact_lock(727274)');
+      await tx.query(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`);
       const { rowCount } = await tx.query('SELECT 1 FROM schema_migrations WHERE version = $1', [m.version]);
       if (rowCount > 0) return false;
       await tx.exec(m.sql);
