@@ -1,5 +1,5 @@
 import { loadConfig } from './config';
-import { openDatabase } from './db/open';
+import { openDatabase, openDatabaseForCommand } from './db/open';
 import { migrate } from './db/migrate';
 import type { Database } from './db/database';
 
@@ -10,11 +10,14 @@ export interface Command {
   run(args: string[]): Promise<number>;
 }
 
-/** Opens the configured database with migrations applied, runs `fn`, closes it. */
+/**
+ * Opens the configured database with migrations applied, runs `fn`, closes it. With the embedded
+ * database held by a running service, it works through that service (which has migrated it).
+ */
 export async function withDatabase<T>(fn: (db: Database) => Promise<T>): Promise<T> {
-  const db = await openDatabase(loadConfig());
+  const { db, shared } = await openDatabaseForCommand(loadConfig());
   try {
-    await migrate(db);
+    if (!shared) await migrate(db);
     return await fn(db);
   } finally {
     await db.close();

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { createApp } from './app';
 import type { Config } from './config';
 import { openDatabase } from './db/open';
+import { shareDatabase } from './db/pglite-share';
 import { migrate } from './db/migrate';
 import { loadFhirDefinitions } from './fhir/definitions';
 import { createLogger } from './log';
@@ -35,6 +36,8 @@ export async function startPont(config: Config): Promise<RunningPont> {
     server.keepAliveTimeout = 65_000;
     server.headersTimeout = 66_000;
     for (const worker of services.workers) worker.start();
+    // Operator commands reach the embedded database through this process while it runs.
+    const unshare = db.backend === 'pglite' && config.dataDir ? await shareDatabase(db, config.dataDir) : undefined;
     const { port } = server.address() as AddressInfo;
     const host = config.host.includes(':') ? `[${config.host}]` : config.host;
     const url = `http://${host}:${port}`;
@@ -48,6 +51,7 @@ export async function startPont(config: Config): Promise<RunningPont> {
         await new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeAllConnections();
         await Promise.all(services.workers.map((w) => w.stop()));
+        await unshare?.();
         await db.close();
       },
     };

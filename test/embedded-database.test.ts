@@ -1,0 +1,72 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config';
+import { openDatabase } from '../src/db/open';
+import { startPont, type RunningPont } from '../src/server';
+import { backend } from './harness';
+
+const repo = fileURLToPath(new URL('..', import.meta.url));
+const run = promisify(execFile);
+
+// The embedded database belongs to one process; operator commands go through it while it runs.
+describe.runIf(backend === 'pglite')('the embedded database with a running service', () => {
+  let dataDir: string;
+  let pont: RunningPont;
+  const pontCli = (...args: string[]) =>
+    run('node', [join(repo, 'bin/pont.js'), ...args], { cwd: repo, env: { ...process.env, PONT_DATA_DIR: dataDir, LOG_LEVEL: 'error', DATABASE_URL: '' } });
+
+  beforeAll(async () => {
+    dataDir = mkdtempSync(join(tmpdir(), 'pont-embedded-'));
+    const config = loadConfig({ PORT: '0', LOG_LEVEL: 'error', PONT_DATA_DIR: dataDir });
+    pont = await startPont(config);
+  });
+  afterAll(async () => {
+    await pont?.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('refuses a second process on the same data directory instead of corrupting it', async () => {
+    const second = await run('node', [join(repo, 'bin/pont.js'), 'serve'], {
+      cwd: repo,
+      env: { ...process.env, PONT_DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'error', DATABASE_URL: '' },
+    }).catch((e) => e);
+    expect(second.code).toBe(1);
+    expect(second.stderr).toContain(`is in use by process ${process.pid}`);
+  }, 120_000);
+
+  it('runs operator commands through the running service: a client created by the CLI gets a token at once', async () => {
+    const created = await pontCli('clients', 'create', '--name', 'cli', '--org', 'org-cli', '--scopes', 'patients:read');
+    const client = JSON.parse(created.stdout);
+    const token = await fetch(`${pont.url}/api/v1/connect/auth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ grant_type: 'client_credentials', client_id: client.client_id, client_secret: client.client_secret }),
+    });
+    expect(token.status).toBe(200);
+    const { access_token } = await token.json();
+
+    await pontCli('keys', 'rotate');
+    const jwks = await (await fetch(`${pont.url}/.well-known/jwks.json`)).json();
+    expect(jwks.keys.length).toBeGreaterThanOrEqual(2);
+    const read = await fetch(`${pont.url}/api/fhir/R4/Patient`, { headers: { authorization: `Bearer ${access_token}` } });
+    expect(read.status).toBe(200); // a token signed before the rotation still works
+  }, 120_000);
+
+  it('a data directory left by a process that died is taken over', async () => {
+    const orphan = mkdtempSync(join(tmpdir(), 'pont-orphan-'));
+    try {
+      const { writeFileSync } = await import('node:fs');
+      writeFileSync(join(orphan, 'pont.pid'), '999999');
+      const db = await openDatabase({ dataDir: orphan });
+      expect((await db.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+      await db.close();
+    } finally {
+      rmSync(orphan, { recursive: true, force: true });
+    }
+  });
+});
