@@ -1,4 +1,4 @@
-import { closeSync, existsSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -135,6 +135,7 @@ export async function shareDatabase(db: Database, dataDir: string): Promise<() =
     server.once('error', fail);
     server.listen(path, () => ok());
   });
+  chmodSync(path, 0o600); // only the service's own user may use it
   return () =>
     new Promise<void>((done) => {
       server.close(() => done());
