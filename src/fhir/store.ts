@@ -157,12 +157,16 @@ export class FhirStore {
       if (!resource.id || !ID_PATTERN.test(resource.id)) throw badRequest(`Invalid resource id "${resource.id}"`);
     }
     const key = (type: string, id: string) => `${type}/${id}`;
-    const { rows: existing } = await tx.query<StoredRow>(
-      `SELECT r.rid, r.resource_type, r.id, r.version_id, r.deleted FROM fhir_resources r
-       JOIN unnest($1::text[], $2::text[]) AS k(t, i) ON r.resource_type = k.t AND r.id = k.i
-       ORDER BY r.rid FOR UPDATE OF r`,
-      [items.map((i) => i.resource.resourceType), items.map((i) => i.resource.id)],
-    );
+    // Creates carry ids generated for them: only updates and deletes have a current row to lock.
+    const known = items.filter((i) => i.method !== 'POST');
+    const { rows: existing } = known.length
+      ? await tx.query<StoredRow>(
+          `SELECT r.rid, r.resource_type, r.id, r.version_id, r.deleted FROM fhir_resources r
+           JOIN unnest($1::text[], $2::text[]) AS k(t, i) ON r.resource_type = k.t AND r.id = k.i
+           ORDER BY r.rid FOR UPDATE OF r`,
+          [known.map((i) => i.resource.resourceType), known.map((i) => i.resource.id)],
+        )
+      : { rows: [] as StoredRow[] };
     const current = new Map(existing.map((row) => [key(row.resource_type, row.id), row]));
     const now = new Date().toISOString();
     const results: WriteResult[] = new Array(items.length);
@@ -252,6 +256,9 @@ export class FhirStore {
 
   /** Inserts index rows of many resources with one statement per table (unnest of column arrays). */
   async insertIndexRows(tx: Queryable, batch: Array<[string, IndexRows]>): Promise<void> {
+    // One statement for every table (one round trip): a CTE per table that has rows.
+    const params: unknown[] = [];
+    const inserts: string[] = [];
     for (const table of INDEX_TABLES) {
       const { columns, types } = INDEX_COLUMNS[table];
       const arrays: unknown[][] = [[], ...columns.map(() => [])];
@@ -261,9 +268,11 @@ export class FhirStore {
           row.forEach((v, i) => arrays[i + 1].push(v));
         }
       if (arrays[0].length === 0) continue;
-      const casts = ['bigint', ...types].map((t, i) => `$${i + 1}::${t}[]`).join(', ');
-      await tx.query(`INSERT INTO fhir_idx_${table} (rid, ${columns.join(', ')}) SELECT * FROM unnest(${casts})`, arrays);
+      const casts = ['bigint', ...types].map((t, i) => `$${params.length + i + 1}::${t}[]`).join(', ');
+      params.push(...arrays);
+      inserts.push(`i_${table} AS (INSERT INTO fhir_idx_${table} (rid, ${columns.join(', ')}) SELECT * FROM unnest(${casts}))`);
     }
+    if (inserts.length) await tx.query(`WITH ${inserts.join(', ')} SELECT 1`, params);
   }
 
   // ---------------------------------------------------------------- reads
