@@ -28,7 +28,7 @@ export interface Services {
 export async function createServices(config: Config, db: Database, log: Logger): Promise<Services> {
   // First, before slower set-up: a bad map stops the start with its file:line:column (MappingError).
   const mappings = loadMappings(config.mappingsDir);
-  const store = new FhirStore(db);
+  const store = new FhirStore(db, () => `${config.publicUrl}/api/fhir/R4`);
   const services: Services = {
     config,
     db,
