@@ -170,19 +170,10 @@ export class FhirStore {
     const current = new Map(existing.map((row) => [key(row.resource_type, row.id), row]));
     const now = new Date().toISOString();
     const results: WriteResult[] = new Array(items.length);
-    const validate = (r: Resource) => this.validate(r);
     const updates: Array<{ index: number; rid: string; versionId: string; method: WriteMethod; content: Resource | null }> = [];
     const inserts: Array<{ index: number; versionId: string; method: WriteMethod; content: Resource }> = [];
 
-    items.forEach(({ resource: input, method, ifMatch, label }, index) => {
-      try {
-        planItem(input, method, ifMatch, index);
-      } catch (err) {
-        if (label && err instanceof ApiError) throw new ApiError(err.status, err.code, `${label}: ${err.message}`, err.options);
-        throw err;
-      }
-    });
-    function planItem(this: void, input: Resource, method: WriteMethod, ifMatch: string | undefined, index: number) {
+    const plan = ({ resource: input, method, ifMatch }: WriteItem, index: number) => {
       const { resourceType, id } = input;
       const cur = current.get(key(resourceType, id!));
       if (ifMatch !== undefined) {
@@ -196,11 +187,19 @@ export class FhirStore {
       }
       const versionId = cur ? String(Number(cur.version_id) + 1) : '1';
       const content = method === 'DELETE' ? null : ({ ...input, meta: { ...input.meta, versionId, lastUpdated: now } } as Resource);
-      if (content) validate(content);
+      if (content) this.validate(content);
       results[index] = { resource: content ?? input, created: !cur || cur.deleted };
       if (cur) updates.push({ index, rid: cur.rid, versionId, method, content });
       else inserts.push({ index, versionId, method, content: content! });
-    }
+    };
+    items.forEach((item, index) => {
+      try {
+        plan(item, index);
+      } catch (err) {
+        if (item.label && err instanceof ApiError) throw new ApiError(err.status, err.code, `${item.label}: ${err.message}`, err.options);
+        throw err;
+      }
+    });
 
     const indexRows: Array<[string, IndexRows]> = [];
     if (updates.length) {

@@ -88,8 +88,6 @@ function quantityCondition(v: QuantityValue, q: SqlParams): string {
   return parts.join(' AND ');
 }
 
-let aliasCounter = 0;
-
 /** SQL condition on resource alias `alias` for one filter. */
 export function filterSql(f: Filter, alias: string, q: SqlParams): string {
   switch (f.kind) {
@@ -156,7 +154,7 @@ export function filterSql(f: Filter, alias: string, q: SqlParams): string {
         }),
       );
     case 'chain': {
-      const t = `c${++aliasCounter}`;
+      const t = `c${q.values.length}`; // unique within the statement: the parameter count only grows
       const perType = f.targetTypes.map((type, i) => `${t}.resource_type = ${q.add(type)} AND ${filterSql(f.inner[i], t, q)}`);
       return `${alias}.rid IN (SELECT ref.rid FROM fhir_idx_reference ref
         JOIN fhir_resources ${t} ON ${t}.resource_type = ref.target_type AND ${t}.id = ref.target_id AND NOT ${t}.deleted
