@@ -48,10 +48,10 @@ describe.runIf(backend === 'pglite')('the embedded database with a running servi
       body: JSON.stringify({ grant_type: 'client_credentials', client_id: client.client_id, client_secret: client.client_secret }),
     });
     expect(token.status).toBe(200);
-    const { access_token } = await token.json();
+    const { access_token } = (await token.json()) as { access_token: string };
 
     await pontCli('keys', 'rotate');
-    const jwks = await (await fetch(`${pont.url}/.well-known/jwks.json`)).json();
+    const jwks = (await (await fetch(`${pont.url}/.well-known/jwks.json`)).json()) as { keys: unknown[] };
     expect(jwks.keys.length).toBeGreaterThanOrEqual(2);
     const read = await fetch(`${pont.url}/api/fhir/R4/Patient`, { headers: { authorization: `Bearer ${access_token}` } });
     expect(read.status).toBe(200); // a token signed before the rotation still works
