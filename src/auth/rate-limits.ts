@@ -19,7 +19,7 @@ export type RateLimitTable = Record<string, RateLimit>;
  */
 export const DEFAULT_RATE_LIMITS: RateLimitTable = {
   default: { points: 600, seconds: 60 },
-  fhir: { points: 1200, seconds: 60 },
+  fhir: { points: 6000, seconds: 60 }, // FHIR clients page through searches: 100 requests/s
   token: { points: 60, seconds: 60 },
   'failed-auth': { points: 100, seconds: 60 },
 };
