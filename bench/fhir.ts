@@ -479,6 +479,7 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
     PONT_RATE_LIMITS: 'default=999999999/60,fhir=999999999/60',
   };
   const scratch = backend === 'postgres' ? await createScratchDatabase() : undefined;
+  if (scratch) onInterrupt.add(scratch.drop);
   const dataDir = join(scratchDir, `pglite-${Date.now()}`);
   if (scratch) env.DATABASE_URL = scratch.url;
   else env.PONT_DATA_DIR = dataDir;
@@ -550,6 +551,7 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
   } finally {
     await pont?.close();
     await scratch?.drop();
+    if (scratch) onInterrupt.delete(scratch.drop);
     if (!options.keep) rmSync(dataDir, { recursive: true, force: true });
   }
 }
@@ -618,6 +620,9 @@ function report(r: BackendResult): string {
 
 // ------------------------------------------------------------------------------------------ main
 
+/** Clean-up to run when the benchmark is interrupted (scratch databases to drop). */
+const onInterrupt = new Set<() => Promise<void>>();
+
 /** Read at start: what is measured is what was loaded then, whatever happens to the files later. */
 function codeVersion(): { commit: string; uncommitted: string[] } {
   const git = (...args: string[]) => {
@@ -635,6 +640,16 @@ async function main(): Promise<void> {
   code = codeVersion();
   const options = parseOptions(process.argv.slice(2));
   const scratchDir = mkdtempSync(join(tmpdir(), 'pont-bench-'));
+  // Ctrl-C must not leave gigabytes of bundles and data files, or a scratch database, behind.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      log(`${signal}: cleaning up`);
+      // Dropping the scratch database ends the server's connections under it: errors from those are expected now.
+      process.on('uncaughtException', () => undefined);
+      if (!options.keep) rmSync(scratchDir, { recursive: true, force: true });
+      void Promise.allSettled([...onInterrupt].map((f) => f())).then(() => process.exit(130));
+    });
+  }
   const resultsDir = join(repoRoot, 'bench', 'results');
   mkdirSync(resultsDir, { recursive: true });
   try {
