@@ -2,6 +2,7 @@ import Koa from 'koa';
 import Router from '@koa/router';
 import { randomUUID } from 'node:crypto';
 import { ApiError, ErrorCode, errorBody, operationOutcome } from './http/errors';
+import { sqlState } from './db/database';
 import { buildOpenApi } from './http/openapi';
 import { mountRoutes, type RouteSpec } from './http/routes';
 import type { Services } from './services';
@@ -28,6 +29,12 @@ export function allRoutes(services: Services): RouteSpec[] {
     ...fhirRoutes(services),
   ];
   return routes;
+}
+
+/** Connection failures and server shutdowns (SQLSTATE class 08, 57P01-57P03): nothing the client did wrong. */
+function databaseUnavailable(err: unknown): boolean {
+  const code = sqlState(err) ?? '';
+  return code.startsWith('08') || /^57P0[123]$/.test(code) || /Connection terminated|ECONNREFUSED/.test(String((err as Error)?.message));
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -68,7 +75,9 @@ export function createApp(services: Services): Koa {
       const err =
         thrown instanceof ApiError
           ? thrown
-          : new ApiError(500, ErrorCode.internal, `Internal error (request id ${ctx.state.requestId})`);
+          : databaseUnavailable(thrown)
+            ? new ApiError(503, ErrorCode.unavailable, 'The database is unavailable; retry shortly', { headers: { 'Retry-After': '5' } })
+            : new ApiError(500, ErrorCode.internal, `Internal error (request id ${ctx.state.requestId})`);
       if (!(thrown instanceof ApiError)) {
         log.error('unhandled error', {
           request_id: ctx.state.requestId,

@@ -82,3 +82,22 @@ describe.runIf(backend === 'postgres')('migrations from several processes at onc
     }
   });
 });
+
+describe.runIf(backend === 'postgres')('a connection lost mid-transaction', () => {
+  it('fails that transaction only; the process and the pool go on', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let pid = 0;
+    const inTx = db.transaction(async (tx) => {
+      pid = (await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+      await gate;
+      await tx.query('SELECT 1');
+    });
+    while (!pid) await new Promise((r) => setTimeout(r, 10));
+    await db.query('SELECT pg_terminate_backend($1)', [pid]);
+    await new Promise((r) => setTimeout(r, 100)); // the client sees the connection end while idle in the transaction
+    release();
+    await expect(inTx).rejects.toThrow();
+    expect((await db.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+  });
+});

@@ -19,6 +19,10 @@ export async function openPostgres(connectionString: string, maxConnections = 10
     exec: async (sql) => void (await pool.query(sql)),
     async transaction(fn) {
       const client = await pool.connect();
+      // A connection lost mid-transaction makes its query fail; the 'error' event must not crash the process.
+      let lost: Error | undefined;
+      const onError = (err: Error) => (lost = err);
+      client.on('error', onError);
       const tx: Queryable = {
         query: (sql, params) => run(client, sql, params),
         exec: async (sql) => void (await client.query(sql)),
@@ -37,7 +41,8 @@ export async function openPostgres(connectionString: string, maxConnections = 10
         }
         throw err;
       } finally {
-        client.release(broken);
+        client.removeListener('error', onError);
+        client.release(broken || lost !== undefined);
       }
     },
     close: () => pool.end(),

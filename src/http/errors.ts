@@ -68,6 +68,7 @@ const issueCodeByStatus: Record<number, OperationOutcomeIssue['code']> = {
   415: 'not-supported',
   422: 'processing',
   429: 'throttled',
+  503: 'transient',
 };
 
 export const ERROR_CODE_SYSTEM = 'https://pont.health/fhir/CodeSystem/error-code';
