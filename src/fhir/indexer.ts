@@ -104,16 +104,19 @@ export function tokensOf(tv: TypedValue): Token[] {
   }
 }
 
+const isText = (x: unknown): x is string => typeof x === 'string' && x !== '';
+const list = (x: unknown): unknown[] => (Array.isArray(x) ? x : []);
+
 function stringsOf(tv: TypedValue): string[] {
   const v = tv.value as any;
   if (v === undefined || v === null) return [];
   switch (tv.type) {
     case 'HumanName':
-      return [v.text, v.family, ...(v.given ?? []), ...(v.prefix ?? []), ...(v.suffix ?? [])].filter(Boolean);
+      return [v.text, v.family, ...list(v.given), ...list(v.prefix), ...list(v.suffix)].filter(isText);
     case 'Address':
-      return [v.text, ...(v.line ?? []), v.city, v.district, v.state, v.postalCode, v.country].filter(Boolean);
+      return [v.text, ...list(v.line), v.city, v.district, v.state, v.postalCode, v.country].filter(isText);
     default:
-      return typeof v === 'string' ? [v] : [];
+      return isText(v) ? [v] : [];
   }
 }
 

@@ -123,9 +123,9 @@ export class FhirStore {
     if (!resource || typeof resource !== 'object' || Array.isArray(resource)) throw badRequest('Body must be a FHIR resource (a JSON object)');
     if (typeof resource.resourceType !== 'string' || !isResourceType(resource.resourceType))
       throw badRequest(`Unknown resourceType "${String(resource.resourceType)}"`);
-    let issues: OperationOutcomeIssue[];
+    let issues: OperationOutcomeIssue[] = jsonShapeIssues(resource);
     try {
-      issues = validateResource(resource);
+      if (!issues.length) issues = validateResource(resource);
     } catch (err) {
       if (err instanceof OperationOutcomeError) issues = err.outcome.issue ?? [];
       else throw badRequest(`Invalid resource: ${(err as Error).message}`);
@@ -556,6 +556,33 @@ export class FhirStore {
     );
     return rows.map((r) => r.content);
   }
+}
+
+/** Deeper than any real resource (contained resources and extensions included). */
+const MAX_DEPTH = 64;
+
+/**
+ * FHIR JSON rules the structural validator of @medplum/core lets through: no empty arrays or
+ * objects, no arrays of arrays; and a depth bound, so a hostile body cannot exhaust the stack.
+ */
+function jsonShapeIssues(resource: Resource): OperationOutcomeIssue[] {
+  const issues: OperationOutcomeIssue[] = [];
+  const issue = (text: string, path: string) => issues.push({ severity: 'error', code: 'structure', details: { text }, expression: [path] });
+  const visit = (value: unknown, path: string, depth: number, inArray: boolean): void => {
+    if (issues.length) return;
+    if (depth > MAX_DEPTH) return void issue(`Nested more than ${MAX_DEPTH} levels deep`, path);
+    if (Array.isArray(value)) {
+      if (inArray) return void issue('An array inside an array', path);
+      if (value.length === 0) return void issue('An empty array (leave the element out instead)', path);
+      value.forEach((v, i) => visit(v, `${path}[${i}]`, depth + 1, true));
+    } else if (value !== null && typeof value === 'object') {
+      const entries = Object.entries(value);
+      if (entries.length === 0) return void issue('An empty object (leave the element out instead)', path);
+      for (const [k, v] of entries) visit(v, `${path}.${k}`, depth + 1, false);
+    }
+  };
+  visit(resource, resource.resourceType, 0, false);
+  return issues;
 }
 
 function decodeAfter(cursor: string): string {

@@ -47,9 +47,20 @@ export async function readBody(ctx: Context, limit: number, allowForm = false): 
   const text = raw.toString('utf8');
   // PostgreSQL cannot store NUL in text or jsonb; refuse it here rather than fail later.
   if (text.includes('\u0000') || text.includes('\\u0000')) throw badRequest('NUL characters are not allowed in the body');
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch (err) {
     throw badRequest(`Malformed JSON body: ${(err as Error).message}`);
   }
+  // An escaped lone surrogate (\ud800) parses, but is no Unicode text and PostgreSQL refuses it.
+  if (/\\u[dD][89a-fA-F]/.test(text) && hasLoneSurrogate(value)) throw badRequest('The body has an unpaired UTF-16 surrogate escape');
+  return value;
+}
+
+function hasLoneSurrogate(value: unknown): boolean {
+  if (typeof value === 'string') return !value.isWellFormed();
+  if (Array.isArray(value)) return value.some(hasLoneSurrogate);
+  if (value && typeof value === 'object') return Object.entries(value).some(([k, v]) => !k.isWellFormed() || hasLoneSurrogate(v));
+  return false;
 }
