@@ -79,6 +79,9 @@ export interface Token {
   display?: string;
 }
 
+const isText = (x: unknown): x is string => typeof x === 'string' && x !== '';
+const list = (x: unknown): unknown[] => (Array.isArray(x) ? x : []);
+
 /** Tokens of one value, following R4 token search rules for each data type. */
 export function tokensOf(tv: TypedValue): Token[] {
   const v = tv.value as any;
@@ -87,7 +90,7 @@ export function tokensOf(tv: TypedValue): Token[] {
     case 'Coding':
       return [{ system: v.system, value: v.code, display: v.display }];
     case 'CodeableConcept': {
-      const out: Token[] = (v.coding ?? []).map((c: any) => ({ system: c.system, value: c.code, display: c.display }));
+      const out: Token[] = list(v.coding).map((c: any) => ({ system: c?.system, value: c?.code, display: c?.display }));
       if (v.text) out.push({ display: v.text });
       return out;
     }
@@ -103,9 +106,6 @@ export function tokensOf(tv: TypedValue): Token[] {
       return typeof v === 'string' || typeof v === 'number' ? [{ value: String(v) }] : [];
   }
 }
-
-const isText = (x: unknown): x is string => typeof x === 'string' && x !== '';
-const list = (x: unknown): unknown[] => (Array.isArray(x) ? x : []);
 
 function stringsOf(tv: TypedValue): string[] {
   const v = tv.value as any;
@@ -163,14 +163,16 @@ export function indexResource(resource: Resource, localBase: string): IndexRows 
       case 'token':
         for (const tv of values)
           for (const t of tokensOf(tv)) {
-            const value = t.value ?? '';
+            // Validation has checked the types; anything else is skipped rather than indexed wrongly.
+            const system = isText(t.system) ? t.system : undefined;
+            const value = isText(t.value) ? t.value : undefined;
             rows.token.push([
               h,
-              hashKey(type, param.code, value),
-              hashKey(type, param.code, t.system ?? '', value),
-              t.system ?? null,
-              t.value ?? null,
-              t.display ? normalizeString(t.display) : null,
+              hashKey(type, param.code, value ?? ''),
+              hashKey(type, param.code, system ?? '', value ?? ''),
+              system ?? null,
+              value ?? null,
+              isText(t.display) ? normalizeString(t.display) : null,
             ]);
           }
         break;

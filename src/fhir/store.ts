@@ -562,7 +562,7 @@ export class FhirStore {
 const MAX_DEPTH = 64;
 
 /**
- * FHIR JSON rules the structural validator of @medplum/core lets through: no empty arrays or
+ * FHIR JSON rules the structural validator of @medplum/core lets through: no empty strings, arrays or
  * objects, no arrays of arrays; and a depth bound, so a hostile body cannot exhaust the stack.
  */
 function jsonShapeIssues(resource: Resource): OperationOutcomeIssue[] {
@@ -571,6 +571,7 @@ function jsonShapeIssues(resource: Resource): OperationOutcomeIssue[] {
   const visit = (value: unknown, path: string, depth: number, inArray: boolean): void => {
     if (issues.length) return;
     if (depth > MAX_DEPTH) return void issue(`Nested more than ${MAX_DEPTH} levels deep`, path);
+    if (value === '') return void issue('An empty string (leave the element out instead)', path);
     if (Array.isArray(value)) {
       if (inArray) return void issue('An array inside an array', path);
       if (value.length === 0) return void issue('An empty array (leave the element out instead)', path);
