@@ -73,8 +73,8 @@ function queryOf(ctx: Context): QueryParams {
   return ctx.query as QueryParams;
 }
 
-const readScope = (type: string | ((ctx: Context) => string)) => (ctx: Context) => fhirReadScopes(typeof type === 'string' ? type : type(ctx));
 const typeFromPath = (ctx: Context) => String(ctx.params.type);
+const readScopeOfPathType = (ctx: Context) => fhirReadScopes(typeFromPath(ctx));
 
 export function fhirRoutes(services: Services): RouteSpec[] {
   const { store } = services;
@@ -192,7 +192,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       summary: 'History of every resource of a type, newest first',
       tags: ['FHIR'],
       fhir: true,
-      security: { kind: 'client', scope: readScope(typeFromPath) },
+      security: { kind: 'client', scope: readScopeOfPathType },
       group: 'fhir',
       params: z.object({ type: TypeParam }),
       query: z.object({ _count: z.coerce.number().int().min(1).max(1000).optional(), _since: z.iso.datetime({ offset: true }).optional() }).loose(),
@@ -207,7 +207,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       description: 'Same search as the per-type operations, for every R4 resource type.',
       tags: ['FHIR'],
       fhir: true,
-      security: { kind: 'client', scope: readScope(typeFromPath) },
+      security: { kind: 'client', scope: readScopeOfPathType },
       group: 'fhir',
       params: z.object({ type: TypeParam }),
       responses: { 200: ok('searchset Bundle', BundleSchema) },
@@ -220,7 +220,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       summary: 'Search with parameters in a form-encoded body',
       tags: ['FHIR'],
       fhir: true,
-      security: { kind: 'client', scope: readScope(typeFromPath) },
+      security: { kind: 'client', scope: readScopeOfPathType },
       group: 'fhir',
       params: z.object({ type: TypeParam }),
       rawBody: { schema: { type: 'object', additionalProperties: { type: 'string' } }, contentTypes: ['application/x-www-form-urlencoded'], required: false },
@@ -297,7 +297,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       summary: 'Read the current version',
       tags: ['FHIR'],
       fhir: true,
-      security: { kind: 'client', scope: readScope(typeFromPath) },
+      security: { kind: 'client', scope: readScopeOfPathType },
       group: 'fhir',
       params: z.object({ type: TypeParam, id: IdParam }),
       responses: { 200: ok('The resource'), 404: ok('Not found', {}), 410: ok('Deleted', {}) },
@@ -360,7 +360,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       summary: 'Every version of one resource, newest first',
       tags: ['FHIR'],
       fhir: true,
-      security: { kind: 'client', scope: readScope(typeFromPath) },
+      security: { kind: 'client', scope: readScopeOfPathType },
       group: 'fhir',
       params: z.object({ type: TypeParam, id: IdParam }),
       query: z.object({ _count: z.coerce.number().int().min(1).max(1000).optional(), _since: z.iso.datetime({ offset: true }).optional() }).loose(),
@@ -374,7 +374,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       summary: 'Read one version',
       tags: ['FHIR'],
       fhir: true,
-      security: { kind: 'client', scope: readScope(typeFromPath) },
+      security: { kind: 'client', scope: readScopeOfPathType },
       group: 'fhir',
       params: z.object({ type: TypeParam, id: IdParam, vid: z.string().describe('Version id') }),
       responses: { 200: ok('That version'), 404: ok('Not found', {}), 410: ok('That version is a deletion', {}) },
