@@ -79,6 +79,10 @@ describe('token parameters', () => {
     expect(await found('/Patient?identifier=|A-1')).toEqual([]);
     expect(await found(`/Observation?code=${loinc}|`)).toEqual(sorted(glucose, weight, bp));
     expect(await found('/Patient?active=true')).toEqual(sorted(ada));
+    // A bare code element carries the code system its required value set implies.
+    expect(await found('/Patient?gender=http://hl7.org/fhir/administrative-gender|male')).toEqual(sorted(bola, chidi));
+    expect(await found('/Observation?status=http://hl7.org/fhir/observation-status|final')).toEqual(sorted(glucose, weight, bp));
+    expect(await found('/Patient?gender=http://example.org/other|male')).toEqual([]);
   });
   it(':not, :text and :missing', async () => {
     expect(await found('/Patient?gender:not=male')).toEqual(sorted(ada));

@@ -10,6 +10,7 @@ import {
 } from '@medplum/core';
 import type { Resource, SearchParameter } from '@medplum/fhirtypes';
 import { dateRange, type InstantRange } from './dates';
+import { impliedCodeSystem } from './terminology';
 import { hashKey } from './hash';
 import { normalizeString } from './normalize';
 
@@ -23,6 +24,8 @@ export interface IndexedParam {
   definition: SearchParameter;
   /** Resource types a reference parameter may point at. */
   targets: string[];
+  /** For token parameters over `code` elements: the code system their required value set implies. */
+  codeSystem?: string;
   evaluate(resource: TypedValue): TypedValue[];
 }
 
@@ -40,6 +43,11 @@ export function indexedParams(resourceType: string): Map<string, IndexedParam> {
   for (const [code, sp] of Object.entries(getSearchParameters(resourceType) ?? {})) {
     if (COLUMN_PARAMS.has(code) || !sp.type || !INDEXED_TYPES.has(sp.type) || !sp.expression) continue;
     const details = getSearchParameterDetails(resourceType, sp);
+    const codeSystems = new Set(
+      (details.elementDefinitions ?? [])
+        .filter((e) => e.type?.some((t) => t.code === 'code') && e.binding?.strength === 'required' && e.binding.valueSet)
+        .map((e) => impliedCodeSystem(e.binding!.valueSet!)),
+    );
     params.set(code, {
       resourceType,
       code,
@@ -47,6 +55,7 @@ export function indexedParams(resourceType: string): Map<string, IndexedParam> {
       hashIdentity: hashKey(resourceType, code),
       definition: sp,
       targets: (sp.target ?? []) as string[],
+      codeSystem: codeSystems.size === 1 ? [...codeSystems][0] : undefined,
       evaluate: (resource) => evalFhirPathTyped(details.parsedExpression, [resource], { '%resource': resource }),
     });
   }
@@ -164,7 +173,7 @@ export function indexResource(resource: Resource, localBase: string): IndexRows 
         for (const tv of values)
           for (const t of tokensOf(tv)) {
             // Validation has checked the types; anything else is skipped rather than indexed wrongly.
-            const system = isText(t.system) ? t.system : undefined;
+            const system = isText(t.system) ? t.system : tv.type === 'code' ? param.codeSystem : undefined;
             const value = isText(t.value) ? t.value : undefined;
             rows.token.push([
               h,

@@ -55,7 +55,21 @@ function load(): Map<string, Set<string> | null> {
     return codes;
   };
   for (const url of sets.keys()) out.set(url, expand(url, 0));
+  for (const [url, vs] of sets) {
+    const includes = vs.compose?.include ?? [];
+    const only = includes[0]?.system;
+    if (only && includes.every((inc) => inc.system === only && !inc.valueSet?.length)) singleSystems.set(url, only);
+  }
   return out;
+}
+
+/** Value sets whose codes all come from one code system: the system a bare `code` element implies. */
+const singleSystems = new Map<string, string>();
+
+/** The code system implied by a value set (e.g. administrative-gender), if it draws on exactly one. */
+export function impliedCodeSystem(valueSet: string): string | undefined {
+  valueSets ??= load();
+  return singleSystems.get(valueSet.split('|')[0]);
 }
 
 type Check = (value: any, path: string, issues: OperationOutcomeIssue[]) => void;
