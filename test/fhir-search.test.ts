@@ -150,6 +150,12 @@ describe('reference parameters and chaining', () => {
     expect(await found('/Observation?subject.gender=male')).toEqual(sorted(bp));
     expect(await found('/Observation?patient.organization.name=hopital')).toEqual(sorted(glucose, weight));
   });
+  it('_has: resources that others matching a filter refer to', async () => {
+    expect(await found(`/Patient?_has:Observation:subject:code=${loinc}|29463-7`)).toEqual(sorted(ada));
+    expect(await found('/Patient?_has:Observation:subject:code:text=pressure')).toEqual(sorted(bola));
+    expect(await found('/Patient?_has:Observation:subject:date=lt2000')).toEqual([]);
+    expect(await found('/Organization?_has:Patient:organization:_has:Observation:subject:code=2339-0')).toHaveLength(1);
+  });
   it('_id', async () => {
     expect(await found(`/Patient?_id=${ada.id},${chidi.id}`)).toEqual(sorted(ada, chidi));
   });
@@ -239,7 +245,9 @@ describe('bad searches are 400 OperationOutcomes', () => {
     '/Patient?_summary=maybe',
     '/Patient?_total=many',
     '/Patient?_cursor=notacursor',
-    '/Patient?_has:Observation:subject:code=1',
+    '/Patient?_has:Observation:encounter:code=1',
+    '/Patient?_has:Spaceship:subject:code=1',
+    '/Patient?_has:Observation=1',
     '/Patient?active:missing=perhaps',
     '/Observation?subject:Spaceship=1',
     '/Observation?subject.shoe=1',

@@ -37,7 +37,9 @@ export type Filter =
   | { kind: 'quantity'; param: IndexedParam; values: QuantityValue[] }
   | { kind: 'reference'; param: IndexedParam; values: ReferenceValue[] }
   | { kind: 'uri'; param: IndexedParam; modifier?: 'below' | 'above'; values: string[] }
-  | { kind: 'chain'; param: IndexedParam; targetTypes: string[]; inner: Filter[] };
+  | { kind: 'chain'; param: IndexedParam; targetTypes: string[]; inner: Filter[] }
+  /** `_has:Type:param:filter`: resources that a `Type` matching `filter` refers to through `param`. */
+  | { kind: 'has'; targetType: string; param: IndexedParam; inner: Filter };
 
 export interface TokenValue {
   system?: string; // undefined: any system; '' : no system (`|code`)
@@ -89,7 +91,7 @@ export const MAX_COUNT = 1000;
 
 /** Result and control parameters; everything else must be a SearchParameter of the type. */
 const RESULT_PARAMS = new Set(['_count', '_sort', '_include', '_revinclude', '_total', '_summary', '_elements', '_format', '_pretty', '_cursor']);
-const UNSUPPORTED = new Set(['_text', '_content', '_list', '_has', '_filter', '_query', '_type', '_contained', '_containedType', '_offset']);
+const UNSUPPORTED = new Set(['_text', '_content', '_list', '_filter', '_query', '_type', '_contained', '_containedType', '_offset']);
 
 /** Splits on commas not escaped with a backslash, then unescapes `\,` `\|` `\$` `\\`. */
 export function splitOr(value: string): string[] {
@@ -219,6 +221,7 @@ function parseInclude(raw: string, iterate: boolean, what: string): IncludeRule 
 }
 
 function parseFilter(resourceType: string, key: string, raw: string, depth: number, localBase: string): Filter {
+  if (key.startsWith('_has:')) return parseHas(resourceType, key, raw, depth, localBase);
   // Chained: `subject:Patient.name` or `subject.name`.
   const dot = key.indexOf('.');
   if (dot > 0) return parseChain(resourceType, key.slice(0, dot), key.slice(dot + 1), raw, depth, localBase);
@@ -306,6 +309,17 @@ function parseChain(resourceType: string, head: string, tail: string, raw: strin
   }
   const inner = targetTypes.map((t) => parseFilter(t, tail, raw, depth + 1, localBase));
   return { kind: 'chain', param, targetTypes, inner };
+}
+
+function parseHas(resourceType: string, key: string, raw: string, depth: number, localBase: string): Filter {
+  if (depth >= 3) throw badRequest('_has is limited to 3 levels');
+  const [, sourceType, code, ...rest] = key.split(':');
+  if (!sourceType || !code || !rest.length || !isResourceType(sourceType))
+    throw badRequest(`${key}: expected _has:ResourceType:referenceParameter:searchParameter`);
+  const param = indexedParams(sourceType).get(code);
+  if (!param || param.type !== 'reference' || !param.targets.includes(resourceType))
+    throw badRequest(`${key}: ${sourceType} has no reference parameter "${code}" that points at ${resourceType}`);
+  return { kind: 'has', targetType: resourceType, param, inner: parseFilter(sourceType, rest.join(':'), raw, depth + 1, localBase) };
 }
 
 function parseToken(code: string, raw: string): TokenValue {

@@ -160,6 +160,12 @@ export function filterSql(f: Filter, alias: string, q: SqlParams): string {
         JOIN fhir_resources ${t} ON ${t}.resource_type = ref.target_type AND ${t}.id = ref.target_id AND NOT ${t}.deleted
         WHERE ref.hash_identity = ${q.add(f.param.hashIdentity)} AND ${or(perType)})`;
     }
+    case 'has': {
+      const h = `h${q.values.length}`;
+      return `${alias}.id IN (SELECT ref.target_id FROM fhir_idx_reference ref
+        JOIN fhir_resources ${h} ON ${h}.rid = ref.rid AND NOT ${h}.deleted
+        WHERE ref.hash_identity = ${q.add(f.param.hashIdentity)} AND ref.target_type = ${q.add(f.targetType)} AND ${filterSql(f.inner, h, q)})`;
+    }
   }
 }
 
