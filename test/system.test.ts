@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Validator } from '@seriousme/openapi-schema-validator';
 import { startTestServer, type TestServer } from './harness';
 
 let pont: TestServer;
@@ -23,6 +24,9 @@ describe('service basics', () => {
     expect(body.servers[0].url).toBe(pont.url);
     expect(body.paths['/healthz'].get.operationId).toBe('healthz');
     expect(body.components.schemas.Error.required).toEqual(['status', 'error_code', 'message']);
+    const validation = await new Validator().validate(body);
+    expect(validation.errors ?? []).toEqual([]);
+    expect(validation.valid).toBe(true);
   });
 
   it('answers unknown routes with the Error shape and a request id', async () => {
