@@ -31,6 +31,7 @@ import type { QueryParams } from '../src/fhir/search/parse';
 import type { FhirStore } from '../src/fhir/store';
 import { startPont, type RunningPont } from '../src/server';
 import { createScratchDatabase } from '../test/harness';
+import { runConcurrently, stats } from './stats';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const FHIR_PATH = '/api/fhir/R4';
@@ -165,36 +166,15 @@ function prepareDataset(samples: string, target: number, dir: string): Dataset {
 
 // ------------------------------------------------------------------------------------------ measuring
 
-interface Stats {
-  n: number;
-  p50: number;
-  p95: number;
-  mean: number;
-}
-
-function stats(ms: number[]): Stats {
-  const sorted = [...ms].sort((a, b) => a - b);
-  const at = (p: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
-  return { n: ms.length, p50: at(50), p95: at(95), mean: ms.reduce((s, v) => s + v, 0) / Math.max(1, ms.length) };
-}
-
 /** Runs `fn` over `items` with `concurrency` workers; per-item milliseconds and the overall rate. */
-async function measure<T>(items: T[], concurrency: number, fn: (item: T) => Promise<void>): Promise<{ ms: number[]; perSecond: number }> {
-  const ms: number[] = [];
+function measure<T>(items: T[], concurrency: number, fn: (item: T) => Promise<void>): Promise<{ ms: number[]; perSecond: number }> {
   let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: Math.min(concurrency, items.length) }, async () => {
-      while (next < items.length) {
-        const item = items[next++]!;
-        const t = performance.now();
-        await fn(item);
-        ms.push(performance.now() - t);
-      }
-    }),
-  );
-  const seconds = (performance.now() - started) / 1000;
-  return { ms, perSecond: items.length / seconds };
+  return runConcurrently(items.length, concurrency, async () => {
+    const item = items[next++]!;
+    const t = performance.now();
+    await fn(item);
+    return performance.now() - t;
+  });
 }
 
 /** A Queryable that runs through `db` and records every statement (the floor replays them). */

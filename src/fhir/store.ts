@@ -8,7 +8,7 @@ import { hashKey } from './hash';
 import { INDEX_TABLES, indexedParams, indexResource, type IndexRows } from './indexer';
 import { present } from './present';
 import { checkRequiredBindings } from './terminology';
-import { encodeCursor, parseSearch, type IncludeRule, type ParsedSearch, type QueryParams } from './search/parse';
+import { decodeCursor, encodeCursor, parseSearch, type IncludeRule, type ParsedSearch, type QueryParams } from './search/parse';
 import { SqlParams, filterSql, sortSql } from './search/sql';
 
 export const ID_PATTERN = /^[A-Za-z0-9\-.]{1,64}$/;
@@ -509,7 +509,8 @@ export class FhirStore {
     const countWhere = conditions(countParams);
     const pageParams = new SqlParams();
     const pageWhere = conditions(pageParams);
-    const after = params.cursor ? decodeAfter(params.cursor) : undefined;
+    const after = params.cursor === undefined ? undefined : decodeCursor(params.cursor).afterRid;
+    if (params.cursor !== undefined && !after) throw badRequest('_cursor is not a cursor issued by this server');
     if (after) pageWhere.push(`r.rid > ${pageParams.add(after)}::bigint`);
     const { rows: totalRows } = await this.db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM fhir_resources r WHERE ${countWhere.join(' AND ')}`,
@@ -584,16 +585,6 @@ function jsonShapeIssues(resource: Resource): OperationOutcomeIssue[] {
   };
   visit(resource, resource.resourceType, 0, false);
   return issues;
-}
-
-function decodeAfter(cursor: string): string {
-  try {
-    const { afterRid } = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { afterRid?: string };
-    if (afterRid && /^\d{1,19}$/.test(afterRid)) return afterRid;
-  } catch {
-    /* fall through */
-  }
-  throw badRequest('_cursor is not a cursor issued by this server');
 }
 
 function flatten(query: QueryParams): Array<[string, string]> {
