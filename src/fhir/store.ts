@@ -546,14 +546,15 @@ export class FhirStore {
   private async referencedBy(from: Resource[]): Promise<Resource[]> {
     if (!from.length) return [];
     const compartment = patientCompartmentParams();
-    const keys = from.map((r) => `${r.resourceType}/${r.id}`);
+    // (type, id) pairs joined on the unique key, so the lookup uses its index.
     const { rows } = await this.db.query<{ content: Resource }>(
-      `SELECT DISTINCT t.rid, t.content FROM fhir_resources s
+      `SELECT DISTINCT t.rid, t.content FROM unnest($1::text[], $2::text[]) AS k(type, id)
+       JOIN fhir_resources s ON s.resource_type = k.type AND s.id = k.id
        JOIN fhir_idx_reference ref ON ref.rid = s.rid
        JOIN fhir_resources t ON t.resource_type = ref.target_type AND t.id = ref.target_id AND NOT t.deleted
-       WHERE s.resource_type || '/' || s.id = ANY($1::text[]) AND NOT (t.resource_type = ANY($2::text[]))
+       WHERE NOT (t.resource_type = ANY($3::text[]))
        ORDER BY t.rid LIMIT ${MAX_INCLUDED}`,
-      [keys, [...compartment.keys(), 'Patient']],
+      [from.map((r) => r.resourceType), from.map((r) => r.id), [...compartment.keys(), 'Patient']],
     );
     return rows.map((r) => r.content);
   }
