@@ -167,18 +167,13 @@ export async function listDeliveries(q: Queryable, filter: DeliveryFilter): Prom
   if (filter.cursor !== undefined && !after) {
     throw validationFailed('cursor: not a cursor this service issued (use next_cursor from a previous page)');
   }
-  const { rows } = await q.query<{
-    id: string;
-    event_id: string;
-    event_type: EventType;
-    subscription_id: string;
-    callback_url: string;
-    status: DeliveryStatus;
-    round: number;
-    attempts: number;
-    next_attempt_at: Date | null;
-    created_us: string;
-  }>(
+  const { rows } = await q.query<
+    Pick<DeliveryView, 'id' | 'event_id' | 'event_type' | 'subscription_id' | 'callback_url' | 'status' | 'round'> & {
+      attempts: number;
+      next_attempt_at: Date | null;
+      created_us: string;
+    }
+  >(
     `SELECT d.id, d.event_id, e.type AS event_type, d.subscription_id, s.callback_url, d.status, d.round, d.attempts,
             d.next_attempt_at, (extract(epoch FROM d.created_at) * 1000000)::bigint AS created_us
      FROM webhook_deliveries d
