@@ -32,20 +32,3 @@ export const SqlState = {
 export function sqlState(err: unknown): string | undefined {
   return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : undefined;
 }
-
-/**
- * Runs `fn` inside a savepoint of `tx`, so a failure undoes only its own writes
- * (used by batch bundles and by retry-on-conflict inside a larger transaction).
- */
-export async function withSavepoint<T>(tx: Queryable, fn: () => Promise<T>): Promise<T> {
-  const name = `sp_${Math.random().toString(36).slice(2, 10)}`;
-  await tx.query(`SAVEPOINT ${name}`);
-  try {
-    const result = await fn();
-    await tx.query(`RELEASE SAVEPOINT ${name}`);
-    return result;
-  } catch (err) {
-    await tx.query(`ROLLBACK TO SAVEPOINT ${name}`);
-    throw err;
-  }
-}

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Bundle, BundleEntry, BundleEntryResponse, OperationOutcome, Resource } from '@medplum/fhirtypes';
 import type { Queryable } from '../db/database';
-import { ApiError, badRequest, operationOutcome } from '../http/errors';
+import { ApiError, ErrorCode, badRequest, operationOutcome } from '../http/errors';
 import { checkType, ID_PATTERN, type FhirStore, type WriteMethod, type WriteResult } from './store';
 
 type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
@@ -108,7 +108,7 @@ export async function processBundle(store: FhirStore, input: unknown, options: B
   if (bundle.type !== 'transaction' && bundle.type !== 'batch') throw badRequest('Bundle.type must be transaction or batch');
   const entries = bundle.entry ?? [];
   if (!Array.isArray(entries)) throw badRequest('Bundle.entry must be an array');
-  if (entries.length > MAX_BUNDLE_ENTRIES) throw new ApiError(413, 'PAYLOAD_TOO_LARGE', `A Bundle may hold at most ${MAX_BUNDLE_ENTRIES} entries`);
+  if (entries.length > MAX_BUNDLE_ENTRIES) throw new ApiError(413, ErrorCode.payloadTooLarge, `A Bundle may hold at most ${MAX_BUNDLE_ENTRIES} entries`);
   const base = store.baseUrl();
   return bundle.type === 'transaction'
     ? processTransaction(store, entries, base, options)
@@ -140,7 +140,7 @@ async function processTransaction(store: FhirStore, entries: BundleEntry[], base
           p.id = existing?.id ?? randomUUID();
         } else if (p.method === 'PUT' && p.id === undefined && p.query) {
           const matches = await store.searchResources(p.resourceType, Object.fromEntries(p.query), { tx });
-          if (matches.length > 1) throw new ApiError(412, 'PRECONDITION_FAILED', `conditional update matched ${matches.length} resources`);
+          if (matches.length > 1) throw new ApiError(412, ErrorCode.preconditionFailed, `conditional update matched ${matches.length} resources`);
           p.id = matches[0]?.id ?? p.resource?.id ?? randomUUID();
         }
       } catch (err) {
@@ -170,7 +170,7 @@ async function processTransaction(store: FhirStore, entries: BundleEntry[], base
 async function existingMatch(store: FhirStore, tx: Queryable, p: ParsedEntry): Promise<Resource | undefined> {
   if (!p.ifNoneExist) return undefined;
   const matches = await store.searchResources(p.resourceType, Object.fromEntries(new URLSearchParams(p.ifNoneExist)), { tx });
-  if (matches.length > 1) throw new ApiError(412, 'PRECONDITION_FAILED', `ifNoneExist matched ${matches.length} resources`);
+  if (matches.length > 1) throw new ApiError(412, ErrorCode.preconditionFailed, `ifNoneExist matched ${matches.length} resources`);
   return matches[0];
 }
 
