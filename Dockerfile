@@ -29,6 +29,8 @@ COPY package.json package-lock.json ./
 COPY bin ./bin
 COPY src ./src
 COPY mappings ./mappings
+# The Synthea sample the demo reset seeds from.
+COPY samples ./samples
 # The embedded database's files (unused when DATABASE_URL is set). Owned by the unprivileged `node`
 # user (uid 1000) of the base image, which the service runs as.
 RUN mkdir -p /var/lib/pont && chown node:node /var/lib/pont

@@ -9,7 +9,7 @@
  *   --requests N                     requests per query kind and phase (default 300)
  *   --concurrency N                  clients of the throughput phase (default 4)
  *   --import-concurrency N           bundles loaded at once (default: as `pont import`: 2 on postgres, 1 on pglite)
- *   --samples PATH                   synthea-r4-50-patients.tar.gz (default ../shared/fhir-samples/ from the repo)
+ *   --samples PATH                   synthea-r4-50-patients.tar.gz (default samples/ in the repo)
  *   --no-analyze                     skip ANALYZE after the import (PGlite has no autovacuum to do it)
  *   --keep                           keep the temporary directory (data files, PGlite data dir)
  *
@@ -60,7 +60,7 @@ function parseOptions(argv: string[]): Options {
       requests: { type: 'string', default: '300' },
       concurrency: { type: 'string', default: '4' },
       'import-concurrency': { type: 'string' },
-      samples: { type: 'string', default: join(repoRoot, '..', 'shared', 'fhir-samples', 'synthea-r4-50-patients.tar.gz') },
+      samples: { type: 'string', default: join(repoRoot, 'samples', 'synthea-r4-50-patients.tar.gz') },
       'no-analyze': { type: 'boolean', default: false },
       keep: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },

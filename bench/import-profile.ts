@@ -30,7 +30,7 @@ const { values } = parseArgs({
   options: {
     backend: { type: 'string', default: 'pglite' },
     bundles: { type: 'string', default: '10' },
-    samples: { type: 'string', default: join(repoRoot, '..', 'shared', 'fhir-samples', 'synthea-r4-50-patients.tar.gz') },
+    samples: { type: 'string', default: join(repoRoot, 'samples', 'synthea-r4-50-patients.tar.gz') },
     summary: { type: 'string' },
   },
 });

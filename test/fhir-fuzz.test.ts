@@ -47,7 +47,7 @@ beforeAll(async () => {
   api = await startFhirApi();
   const dir = mkdtempSync(join(tmpdir(), 'pont-fuzz-'));
   try {
-    extract({ file: join(repo, '../shared/fhir-samples/synthea-r4-50-patients.tar.gz'), cwd: dir, sync: true });
+    extract({ file: join(repo, 'samples/synthea-r4-50-patients.tar.gz'), cwd: dir, sync: true });
     const file = readdirSync(dir).filter((f) => f.endsWith('.json')).sort()[0];
     const bundle = JSON.parse(readFileSync(join(dir, file), 'utf8'));
     const seen = new Set<string>();

@@ -13,7 +13,7 @@ import { backend, createScratchDatabase } from './harness';
 import { startFhirApi, type FhirTestApi } from './fhir-helpers';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
-const samples = join(repo, '../shared/fhir-samples');
+const samples = join(repo, 'samples');
 const PATIENTS = 6;
 
 let api: FhirTestApi;
