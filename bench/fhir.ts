@@ -28,7 +28,9 @@ import { loadConfig } from '../src/config';
 import type { Database, Queryable, QueryResult } from '../src/db/database';
 import { importPaths } from '../src/fhir/import';
 import type { QueryParams } from '../src/fhir/search/parse';
-import type { FhirStore } from '../src/fhir/store';
+import { readVersion, searchResources } from '../src/fhir/store';
+import { parseSearch } from '../src/fhir/search/parse';
+import type { FhirService } from '../src/fhir/service';
 import { startPont, type RunningPont } from '../src/server';
 import { createScratchDatabase } from '../test/harness';
 import { runConcurrently, stats } from './stats';
@@ -273,7 +275,7 @@ async function httpStackOnly(pont: RunningPont, n: number, concurrency: number) 
 }
 
 async function runWorkload(pont: RunningPont, headers: Record<string, string>, w: Workload, concurrency: number): Promise<QueryFigures> {
-  const { store, db } = pont.services;
+  const { fhir, db } = pont.services;
   let matches = 0;
   let included = 0;
   const get = async (path: string, count: boolean) => {
@@ -299,8 +301,8 @@ async function runWorkload(pont: RunningPont, headers: Record<string, string>, w
     const log: Array<[string, unknown[]]> = [];
     const tx = recording(db, log);
     const { type, id, query, querystring } = parseFhirPath(path);
-    if (id !== undefined) await store.read(type, id, { tx });
-    else await store.search(type, query, { tx, selfQuery: querystring });
+    if (id !== undefined) await readVersion(tx, type, id);
+    else await searchResources(tx, fhir.baseUrl, parseSearch(type, query, fhir.baseUrl), query, { canRead: () => true }, { selfQuery: querystring });
     statements.push(log);
   }
   const replay = async (log: Array<[string, unknown[]]>) => {
@@ -467,11 +469,11 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
   let pont: RunningPont | undefined;
   try {
     pont = await startPont(config);
-    const { db, store } = pont.services;
+    const { db, fhir } = pont.services;
     log(`${backend}: server at ${pont.url}; importing ${data.entries.toLocaleString('en')} entries from ${data.files} bundles`);
 
     const concurrency = options.importConcurrency ?? (backend === 'postgres' ? 2 : 1);
-    const summary = await importWithProgress(store, data.dir, concurrency, backend);
+    const summary = await importWithProgress(fhir, data.dir, concurrency, backend);
     log(`${backend}: imported ${summary.resources.toLocaleString('en')} in ${summary.seconds.toFixed(1)} s`);
     if (summary.failures.length) log(`${backend}: ${summary.failures.length} failures, first: ${summary.failures[0]!.file}: ${summary.failures[0]!.message}`);
     if (options.analyze) {
@@ -536,10 +538,10 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
   }
 }
 
-async function importWithProgress(store: FhirStore, dir: string, concurrency: number, backend: BackendName) {
+async function importWithProgress(fhir: FhirService, dir: string, concurrency: number, backend: BackendName) {
   const started = performance.now();
   let last = started;
-  return importPaths(store, [dir], {
+  return importPaths(fhir, [dir], {
     concurrency,
     onProgress: (p) => {
       const now = performance.now();

@@ -21,7 +21,9 @@ import { openDatabase } from '../src/db/open';
 import { migrate } from '../src/db/migrate';
 import { loadFhirDefinitions } from '../src/fhir/definitions';
 import { importPaths } from '../src/fhir/import';
-import { FhirStore } from '../src/fhir/store';
+import { FhirService } from '../src/fhir/service';
+import { loadConfig } from '../src/config';
+import { loadMappings } from '../src/mapping/index';
 import { createScratchDatabase } from '../test/harness';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -51,14 +53,14 @@ async function profileImport(backend: 'pglite' | 'postgres', bundles: number, sa
   try {
     await migrate(db);
     loadFhirDefinitions();
-    const store = new FhirStore(db, () => 'http://localhost/api/fhir/R4');
+    const fhir = new FhirService(db, loadConfig({ PONT_PUBLIC_URL: 'http://localhost' }), loadMappings());
 
     const session = new Session();
     session.connect();
     await session.post('Profiler.enable');
     await session.post('Profiler.setSamplingInterval', { interval: 500 });
     await session.post('Profiler.start');
-    const summary = await importPaths(store, [bundlesDir], { concurrency: backend === 'postgres' ? 2 : 1 });
+    const summary = await importPaths(fhir, [bundlesDir], { concurrency: backend === 'postgres' ? 2 : 1 });
     const { profile } = (await session.post('Profiler.stop')) as { profile: Profiler.Profile };
     session.disconnect();
 

@@ -8,12 +8,12 @@ import { mountRoutes, type RouteSpec } from './http/routes';
 import type { Services } from './services';
 import { systemRoutes } from './system/routes';
 import { fhirRoutes } from './fhir/routes';
+import { FHIR_BASE_PATH } from './fhir/service';
 import { authRoutes } from './auth/routes';
 import { patientRoutes } from './patients/routes';
 import { webhookRoutes } from './webhooks/routes';
 import { bridgeRoutes } from './bridge/routes';
 
-export const FHIR_BASE_PATH = '/api/fhir/R4';
 
 /** Every route of the service, in one list: the router and the OpenAPI document are both built from it. */
 export function allRoutes(services: Services): RouteSpec[] {
@@ -43,7 +43,7 @@ export function createApp(services: Services): Koa {
   const { config, log } = services;
   const app = new Koa({ proxy: false });
   const router = new Router();
-  mountRoutes(router, allRoutes(services), { access: services.access, maxBodyBytes: config.maxBodyBytes });
+  mountRoutes(router, allRoutes(services), { access: services.access, maxBodyBytes: config.maxBodyBytes, fhir: services.fhir });
 
   // Request id: the caller's X-Request-ID when well-formed, else a new one; echoed and logged.
   app.use(async (ctx, next) => {

@@ -35,6 +35,11 @@ const schema = z.object({
     .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded (openssl rand -base64 32)')
     .optional(),
   PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK: z.enum(['true', 'false']).optional(),
+  /** 32 bytes, base64: keys the patient match keys (HMAC). Required in sandbox and production. */
+  PONT_MATCH_KEY_SECRET: z
+    .string()
+    .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded (openssl rand -base64 32)')
+    .optional(),
   /** Rate limits over the defaults: `group=requests/seconds,...` (README "Rate limits"). */
   PONT_RATE_LIMITS: z
     .string()
@@ -83,6 +88,9 @@ function webhookConfig(e: z.infer<typeof schema>): WebhookConfig | string {
   };
 }
 
+/** Used only in development when PONT_MATCH_KEY_SECRET is unset: public, so it protects nothing. */
+const DEVELOPMENT_MATCH_KEY_SECRET = createHash('sha256').update('pont development match key secret').digest();
+
 export interface Config {
   port: number;
   host: string;
@@ -98,6 +106,8 @@ export interface Config {
   rateLimits: RateLimitTable;
   /** Mapping files directory; absent: the repository's mappings/. */
   mappingsDir?: string;
+  /** Keys the patient match keys (src/patients/matching.ts). */
+  matchKeySecret: Buffer;
 }
 
 /** Reads and validates the environment once; a bad value stops the start with a clear message. */
@@ -111,6 +121,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const e = parsed.data;
   const webhooks = webhookConfig(e);
   if (typeof webhooks === 'string') throw new Error(`Invalid configuration:\n  ${webhooks}`);
+  if (e.PONT_ENV !== 'development' && !e.PONT_MATCH_KEY_SECRET) throw new Error(`Invalid configuration:\n  PONT_MATCH_KEY_SECRET: required when PONT_ENV=${e.PONT_ENV}`);
   return {
     port: e.PORT,
     host: e.HOST,
@@ -123,5 +134,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimits: e.PONT_RATE_LIMITS,
     mappingsDir: e.PONT_MAPPINGS_DIR,
     webhooks,
+    matchKeySecret: e.PONT_MATCH_KEY_SECRET ? Buffer.from(e.PONT_MATCH_KEY_SECRET, 'base64') : DEVELOPMENT_MATCH_KEY_SECRET,
   };
 }

@@ -8,6 +8,7 @@ import { migrate } from './db/migrate';
 import { loadFhirDefinitions } from './fhir/definitions';
 import { createLogger } from './log';
 import { createServices, type Services } from './services';
+import { backfill } from './fhir/store/backfill';
 
 export interface RunningPont {
   /** Base URL the server listens on (http://host:port). */
@@ -26,6 +27,8 @@ export async function startPont(config: Config): Promise<RunningPont> {
     const applied = await migrate(db);
     if (applied.length) log.info('migrations applied', { versions: applied });
     const services = await createServices(config, db, log);
+    const upgraded = await backfill(db, services.fhir);
+    if (upgraded) log.info('data brought up to the current schema', { rows: upgraded });
     const app = createApp(services);
     const server = await new Promise<Server>((resolve, reject) => {
       const s = app.listen(config.port, config.host, () => resolve(s));

@@ -1,7 +1,7 @@
 import type { Config } from './config';
 import type { Database } from './db/database';
 import type { Logger } from './log';
-import { FhirStore } from './fhir/store';
+import { FhirService } from './fhir/service';
 import { createDeliveryWorker } from './webhooks/worker';
 import { createAccessControl, type Access } from './auth/access';
 import { loadMappings, type MappingSet } from './mapping/index';
@@ -18,7 +18,8 @@ export interface Services {
   config: Config;
   db: Database;
   log: Logger;
-  store: FhirStore;
+  /** The FHIR repositories: every read and write of clinical data goes through one (src/fhir/repository.ts). */
+  fhir: FhirService;
   access: Access;
   /** The compiled mapping files (Connect shape <-> FHIR resource). */
   mappings: MappingSet;
@@ -28,12 +29,11 @@ export interface Services {
 export async function createServices(config: Config, db: Database, log: Logger): Promise<Services> {
   // First, before slower set-up: a bad map stops the start with its file:line:column (MappingError).
   const mappings = loadMappings(config.mappingsDir);
-  const store = new FhirStore(db, () => `${config.publicUrl}/api/fhir/R4`);
   const services: Services = {
     config,
     db,
     log,
-    store,
+    fhir: new FhirService(db, config, mappings),
     access: await createAccessControl({ config, db }),
     mappings,
     workers: [createDeliveryWorker({ config, db, log })],

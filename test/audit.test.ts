@@ -38,7 +38,7 @@ describe(`audit (${backend})`, () => {
     ];
     for (const caller of callers) {
       await pont.services.db.transaction((tx) =>
-        recordAudit(tx, pont.services.store, record({ caller, patient: { healthId: 'CM482930174629' }, purpose: 'treatment', externalReference: 'MRN-1' })),
+        recordAudit(tx, pont.services.fhir.baseUrl, record({ caller, patient: { healthId: 'CM482930174629' }, purpose: 'treatment', externalReference: 'MRN-1' })),
       );
     }
     const [client] = await searchAudit('altid=cli_audit_1');
@@ -55,12 +55,12 @@ describe(`audit (${backend})`, () => {
   it('is rolled back with the transaction it belongs to', async () => {
     await expect(
       pont.services.db.transaction(async (tx) => {
-        await recordAudit(tx, pont.services.store, record({ operation: 'rolledBack' }));
+        await recordAudit(tx, pont.services.fhir.baseUrl, record({ operation: 'rolledBack' }));
         throw new Error('the operation failed');
       }),
     ).rejects.toThrow('the operation failed');
     expect(await searchAudit('subtype=rolledBack')).toHaveLength(0);
-    await pont.services.db.transaction((tx) => recordAudit(tx, pont.services.store, record({ operation: 'rolledBack' })));
+    await pont.services.db.transaction((tx) => recordAudit(tx, pont.services.fhir.baseUrl, record({ operation: 'rolledBack' })));
     expect(await searchAudit('subtype=rolledBack')).toHaveLength(1);
   });
 });

@@ -46,7 +46,7 @@ const person = (extra: Record<string, unknown> = {}) => ({
 });
 
 async function patientsHolding(healthId: string): Promise<Patient[]> {
-  return pont.services.store.searchResources<Patient>('Patient', { identifier: `${HEALTH_ID_SYSTEM}|${healthId}` });
+  return pont.services.fhir.system('test').searchResources<Patient>('Patient', { identifier: `${HEALTH_ID_SYSTEM}|${healthId}` }, { audit: false });
 }
 
 async function eventsOf(patientId: string) {
@@ -130,7 +130,7 @@ describe(`resolve with demographics (${backend})`, () => {
     expect(ids.size).toBe(1);
     const [healthId] = [...ids] as string[];
     expect(await patientsHolding(healthId!)).toHaveLength(1);
-    const named = await pont.services.store.searchResources<Patient>('Patient', { given: same.first_name });
+    const named = await pont.services.fhir.system('test').searchResources<Patient>('Patient', { given: same.first_name }, { audit: false });
     expect(named).toHaveLength(1);
     const events = await eventsOf(named[0]!.id!);
     expect(events.map((e) => e.type)).toEqual(['patient.created', 'health_id.created']);
@@ -165,7 +165,7 @@ describe(`resolve with demographics (${backend})`, () => {
     } finally {
       await pont.services.db.exec(`DROP TRIGGER test_fail_health_id_event ON events; DROP FUNCTION test_fail_health_id_event();`);
     }
-    expect(await pont.services.store.searchResources('Patient', { given: doomed.first_name })).toHaveLength(0);
+    expect(await pont.services.fhir.system('test').searchResources('Patient', { given: doomed.first_name }, { audit: false })).toHaveLength(0);
     expect((await pont.services.db.query('SELECT 1 FROM health_ids WHERE patient_id IS NULL')).rows).toHaveLength(0);
     expect((await pont.services.db.query(`SELECT 1 FROM events WHERE meta->>'organization_id' = 'org-doomed'`)).rows).toHaveLength(0);
     expect(await auditEvents(`altid=${caller.client_id}`)).toHaveLength(0);

@@ -33,12 +33,14 @@ describe('webhook configuration', () => {
     [{ PONT_ENV: 'production' }, /PONT_WEBHOOK_SECRET_KEY: required when PONT_ENV=production/],
     [{ PONT_ENV: 'sandbox' }, /PONT_WEBHOOK_SECRET_KEY: required/],
     [{ PONT_ENV: 'production', PONT_WEBHOOK_SECRET_KEY: KEY, PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true' }, /never allowed in production/],
+    [{ PONT_ENV: 'production', PONT_WEBHOOK_SECRET_KEY: KEY }, /PONT_MATCH_KEY_SECRET: required when PONT_ENV=production/],
+    [{ PONT_MATCH_KEY_SECRET: 'c2hvcnQ=' }, /PONT_MATCH_KEY_SECRET: must be 32 bytes/],
   ])('refuses %j', (env, message) => {
     expect(() => loadConfig(env)).toThrow(message);
   });
 
   it('in production takes the given key and refuses http:// callbacks', () => {
-    const { webhooks } = loadConfig({ PONT_ENV: 'production', PONT_WEBHOOK_SECRET_KEY: KEY, PONT_PUBLIC_URL: 'https://pont.example.org' });
+    const { webhooks } = loadConfig({ PONT_ENV: 'production', PONT_WEBHOOK_SECRET_KEY: KEY, PONT_MATCH_KEY_SECRET: KEY, PONT_PUBLIC_URL: 'https://pont.example.org' });
     expect(webhooks.secretKey.equals(Buffer.alloc(32, 7))).toBe(true);
     expect(webhooks.allowHttpLoopback).toBe(false);
   });

@@ -100,6 +100,8 @@ export async function startReceiver(reply: (r: Received) => Reply = () => 200): 
 export interface PontProcess {
   child: ChildProcess;
   exited: Promise<unknown>;
+  /** Base URL it listens on. */
+  url: string;
 }
 
 /** `node bin/pont.js serve` on a PostgreSQL database; resolves once it listens. */
@@ -109,16 +111,17 @@ export async function startPontProcess(databaseUrl: string, env: Record<string, 
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise((resolve) => child.once('exit', resolve));
-  await new Promise<void>((resolve, reject) => {
+  const url = await new Promise<string>((resolve, reject) => {
     let output = '';
     child.stdout!.on('data', (chunk: Buffer) => {
       output += chunk.toString();
-      if (output.includes('Pont is listening on')) resolve();
+      const listening = /Pont is listening on (http:\/\/\S+)/.exec(output);
+      if (listening) resolve(listening[1]!);
     });
     child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     void exited.then(() => reject(new Error(`pont serve exited before listening:\n${output}`)));
   });
-  return { child, exited };
+  return { child, exited, url };
 }
 
 export async function stopPontProcess(p: PontProcess, signal: NodeJS.Signals): Promise<void> {

@@ -1,8 +1,10 @@
 import type { Context } from 'koa';
-import type { AuditEvent, AuditEventAgent, AuditEventEntity, Resource } from '@medplum/fhirtypes';
+import { randomUUID } from 'node:crypto';
+import type { AuditEvent, AuditEventAgent, AuditEventEntity } from '@medplum/fhirtypes';
 import type { Principal } from '../auth/principal';
 import type { Queryable } from '../db/database';
 import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
+import { writeMany } from '../fhir/store/writes';
 
 /** Identifier systems of the parties an AuditEvent names (search them with `AuditEvent?altid=<client id>`). */
 export const CLIENT_ID_SYSTEM = 'https://pont.health/fhir/sid/client-id';
@@ -11,11 +13,6 @@ export const FACILITY_ID_SYSTEM = 'https://pont.health/fhir/sid/facility-id';
 export const BRIDGE_AGENT_ID_SYSTEM = 'https://pont.health/fhir/sid/bridge-agent-id';
 export const REQUEST_ID_SYSTEM = 'https://pont.health/fhir/sid/request-id';
 export const OPERATION_SYSTEM = 'https://pont.health/fhir/CodeSystem/operation';
-
-/** The part of the FHIR store the audit trail needs: writing a resource in the caller's transaction. */
-export interface AuditStore {
-  create<T extends Resource>(resource: T, opts?: { tx?: Queryable }): Promise<T>;
-}
 
 /** Who made the request being audited. */
 export interface AuditCaller {
@@ -33,12 +30,14 @@ export type AuditOutcome = 'success' | 'minor-failure' | 'serious-failure';
 const OUTCOME_CODES = { success: '0', 'minor-failure': '4', 'serious-failure': '8' } as const;
 const INTERACTION_BY_ACTION = { C: 'create', R: 'read', U: 'update', D: 'delete', E: 'operation' } as const;
 
+/** C create, R read (a search too), U update, D delete, E execute (e.g. verify). */
+export type AuditAction = 'C' | 'R' | 'U' | 'D' | 'E';
+
 export interface AuditRecord {
   caller: AuditCaller;
   /** The route's operationId, e.g. `resolvePatient`. */
   operation: string;
-  /** C create, R read (a search too), U update, D delete, E execute (e.g. verify). */
-  action: AuditEvent['action'] & string;
+  action: AuditAction;
   outcome: AuditOutcome;
   /** Short result in words, e.g. `found`, `created`, `not_found`. */
   outcomeDescription?: string;
@@ -56,6 +55,7 @@ function agentsOf(caller: AuditCaller): AuditEventAgent[] {
   const network = caller.address ? { address: caller.address, type: '2' as const } : undefined;
   const principal = caller.principal;
   if (!principal) return [{ requestor: true, name: 'anonymous', network }];
+  if (principal.kind === 'system') return [{ requestor: true, name: `Pont (${principal.name})`, altId: `system:${principal.name}`, network }];
   if (principal.kind === 'bridge-agent') {
     return [
       {
@@ -141,9 +141,11 @@ export function buildAuditEvent(record: AuditRecord): AuditEvent {
 }
 
 /**
- * Writes the AuditEvent of one operation on patient data. Call it with the transaction of the
- * operation itself, so the record exists exactly when the operation's effects do.
+ * Writes the AuditEvent of one operation on patient data: the one place the audit trail is stored.
+ * Call it with the transaction of the operation itself, so the record exists exactly when the
+ * operation's effects do. `base` is the FHIR base URL (for the store's index of references).
  */
-export async function recordAudit(tx: Queryable, store: AuditStore, record: AuditRecord): Promise<AuditEvent> {
-  return store.create(buildAuditEvent(record), { tx });
+export async function recordAudit(tx: Queryable, base: string, record: AuditRecord): Promise<AuditEvent> {
+  const [written] = await writeMany(tx, base, [{ resource: { ...buildAuditEvent(record), id: randomUUID() }, method: 'POST' }]);
+  return written!.resource as AuditEvent;
 }

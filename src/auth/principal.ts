@@ -17,4 +17,11 @@ export interface AgentPrincipal {
   facilityId: string;
 }
 
-export type Principal = ClientPrincipal | AgentPrincipal;
+export type Principal = ClientPrincipal | AgentPrincipal | SystemPrincipal;
+
+/** Pont itself acting for an operator: `pont import`, the demo reset, start-up upgrades. Sees and writes everything. */
+export interface SystemPrincipal {
+  kind: 'system';
+  /** What is acting, for the audit trail (e.g. `import`). */
+  name: string;
+}

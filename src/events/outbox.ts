@@ -41,12 +41,20 @@ export function newEventId(): string {
  * are queued here (one per entitled, subscribed subscription).
  */
 export async function recordEvent(tx: Queryable, event: NewEvent): Promise<EventEnvelope> {
-  if (!isEventType(event.type)) throw new Error(`Unknown event type: ${event.type}`);
-  const envelope: EventEnvelope = {
+  const [envelope] = await recordEvents(tx, [event]);
+  return envelope!;
+}
+
+/** Records several events with two statements (the events, then their deliveries): a write's events, or an import's. */
+export async function recordEvents(tx: Queryable, events: NewEvent[]): Promise<EventEnvelope[]> {
+  if (!events.length) return [];
+  for (const event of events) if (!isEventType(event.type)) throw new Error(`Unknown event type: ${event.type}`);
+  const createdAt = new Date().toISOString();
+  const envelopes: EventEnvelope[] = events.map((event) => ({
     id: newEventId(),
     type: event.type,
     version: '1.0',
-    created_at: new Date().toISOString(),
+    created_at: createdAt,
     data: event.data,
     meta: {
       organization_id: event.organizationId ?? null,
@@ -54,28 +62,26 @@ export async function recordEvent(tx: Queryable, event: NewEvent): Promise<Event
       environment: event.environment,
       request_id: event.requestId ?? null,
     },
-  };
+  }));
   await tx.query(
     `INSERT INTO events (id, type, version, created_at, data, meta, organization_id, patient_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+     SELECT e.id, e.type, '1.0', $1, e.data::jsonb, e.meta::jsonb, e.org, e.patient
+     FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) AS e(id, type, data, meta, org, patient)`,
     [
-      envelope.id,
-      envelope.type,
-      envelope.version,
-      envelope.created_at,
-      JSON.stringify(envelope.data),
-      JSON.stringify(envelope.meta),
-      event.organizationId ?? null,
-      event.patientId ?? null,
+      createdAt,
+      envelopes.map((e) => e.id),
+      envelopes.map((e) => e.type),
+      envelopes.map((e) => JSON.stringify(e.data)),
+      envelopes.map((e) => JSON.stringify(e.meta)),
+      events.map((e) => e.organizationId ?? null),
+      events.map((e) => e.patientId ?? null),
     ],
   );
-  await queueDeliveries(tx, {
-    id: envelope.id,
-    type: envelope.type,
-    organizationId: event.organizationId ?? null,
-    patientId: event.patientId ?? null,
-  });
-  return envelope;
+  await queueDeliveries(
+    tx,
+    envelopes.map((e, i) => ({ id: e.id, type: e.type, organizationId: events[i]!.organizationId ?? null, patientId: events[i]!.patientId ?? null })),
+  );
+  return envelopes;
 }
 
 export interface EventRow {

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Bundle, BundleEntry, BundleEntryResponse, OperationOutcome, Resource } from '@medplum/fhirtypes';
-import type { Queryable } from '../db/database';
 import { ApiError, ErrorCode, badRequest, operationOutcome } from '../http/errors';
-import { checkType, ID_PATTERN, type FhirStore, type WriteMethod, type WriteResult } from './store';
+import type { FhirRepository } from './repository';
+import { checkType, ID_PATTERN } from './store/types';
+import type { WriteMethod, WriteResult } from './store/writes';
 
 type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
 const METHODS = new Set<Method>(['GET', 'POST', 'PUT', 'DELETE']);
@@ -97,25 +98,26 @@ function errorAt(index: number, err: unknown): ApiError {
 export interface BundleOptions {
   /** Prefer: return=representation puts each written resource in its response entry. */
   returnResources: boolean;
-  /** Called in the transaction of each write with what it wrote (the audit trail). */
-  audit?: (tx: Queryable, written: Resource[]) => Promise<void>;
+  /**
+   * Check the references of the written resources later, all at once (`pont import`: files may refer to
+   * each other in any order). Everything else checks them in the write's transaction.
+   */
+  deferReferenceCheck?: boolean;
 }
 
-/** Processes a `transaction` (all or nothing) or `batch` (each entry alone) Bundle. */
-export async function processBundle(store: FhirStore, input: unknown, options: BundleOptions): Promise<Bundle> {
+/** Processes a `transaction` (all or nothing) or `batch` (each entry alone) Bundle through the repository. */
+export async function processBundle(repo: FhirRepository, input: unknown, options: BundleOptions): Promise<Bundle> {
   const bundle = input as Bundle;
   if (!bundle || typeof bundle !== 'object' || bundle.resourceType !== 'Bundle') throw badRequest('Body must be a Bundle');
   if (bundle.type !== 'transaction' && bundle.type !== 'batch') throw badRequest('Bundle.type must be transaction or batch');
   const entries = bundle.entry ?? [];
   if (!Array.isArray(entries)) throw badRequest('Bundle.entry must be an array');
   if (entries.length > MAX_BUNDLE_ENTRIES) throw new ApiError(413, ErrorCode.payloadTooLarge, `A Bundle may hold at most ${MAX_BUNDLE_ENTRIES} entries`);
-  const base = store.baseUrl();
-  return bundle.type === 'transaction'
-    ? processTransaction(store, entries, base, options)
-    : processBatch(store, entries, base, options);
+  return bundle.type === 'transaction' ? processTransaction(repo, entries, options) : processBatch(repo, entries, options);
 }
 
-async function processTransaction(store: FhirStore, entries: BundleEntry[], base: string, options: BundleOptions): Promise<Bundle> {
+async function processTransaction(repo: FhirRepository, entries: BundleEntry[], options: BundleOptions): Promise<Bundle> {
+  const base = repo.baseUrl;
   const parsed = entries.map((e, i) => parseEntry(e, i, base));
   const seen = new Set<string>();
   for (const p of parsed) {
@@ -125,23 +127,24 @@ async function processTransaction(store: FhirStore, entries: BundleEntry[], base
     seen.add(key);
   }
   const responses: BundleEntry[] = new Array(parsed.length);
-  await store.db.transaction(async (tx) => {
+  await repo.transaction(async () => {
     // 1. Resolve ids: new ids for creates, matches for conditional creates/updates (state before any write).
     const ids = new Map<string, string>();
     const skip = new Set<number>();
     for (const p of parsed) {
       try {
         if (p.method === 'POST') {
-          const existing = await existingMatch(store, tx, p);
+          const existing = p.ifNoneExist ? await repo.matchOne(p.resourceType, p.ifNoneExist, 'ifNoneExist') : undefined;
           if (existing) {
             skip.add(p.index);
             responses[p.index] = { response: responseOf('200 OK', existing, base), ...(options.returnResources ? { resource: existing } : {}) };
           }
           p.id = existing?.id ?? randomUUID();
         } else if (p.method === 'PUT' && p.id === undefined && p.query) {
-          const matches = await store.searchResources(p.resourceType, Object.fromEntries(p.query), { tx });
-          if (matches.length > 1) throw new ApiError(412, ErrorCode.preconditionFailed, `conditional update matched ${matches.length} resources`);
-          p.id = matches[0]?.id ?? p.resource?.id ?? randomUUID();
+          const match = await repo.matchOne(p.resourceType, p.query.toString(), 'conditional update');
+          if (match && p.resource?.id !== undefined && p.resource.id !== match.id)
+            throw badRequest(`the resource id ${p.resource.id} is not the id of the resource the criteria match (${match.id})`);
+          p.id = match?.id ?? p.resource?.id ?? randomUUID();
         }
       } catch (err) {
         throw errorAt(p.index, err);
@@ -150,28 +153,20 @@ async function processTransaction(store: FhirStore, entries: BundleEntry[], base
     }
     // 2. Every write in one batch, references rewritten; then reads, which see the writes.
     const writes = parsed.filter((p) => p.method !== 'GET' && !skip.has(p.index));
-    const results = await store.writeMany(
-      tx,
+    const results = await repo.writeItems(
       writes.map((p) => ({
         resource: p.method === 'DELETE' ? ({ resourceType: p.resourceType, id: p.id } as Resource) : { ...(rewriteReferences(p.resource, ids) as Resource), id: p.id },
         method: p.method as WriteMethod,
         ifMatch: p.ifMatch,
         label: `entry[${p.index}]`,
       })),
+      'transaction',
+      { deferReferenceCheck: options.deferReferenceCheck },
     );
-    writes.forEach((p, i) => (responses[p.index] = writeResponse(p.method, results[i], base, options)));
-    await options.audit?.(tx, results.map((r) => r.resource));
-    for (const p of parsed) if (p.method === 'GET') responses[p.index] = await readEntry(store, p, tx, base);
+    writes.forEach((p, i) => (responses[p.index] = writeResponse(p.method, results[i]!, base, options)));
+    for (const p of parsed) if (p.method === 'GET') responses[p.index] = await readEntry(repo, p);
   });
   return { resourceType: 'Bundle', type: 'transaction-response', entry: responses };
-}
-
-/** Conditional create (ifNoneExist): the one resource it matches, if any; more than one is a 412. */
-async function existingMatch(store: FhirStore, tx: Queryable, p: ParsedEntry): Promise<Resource | undefined> {
-  if (!p.ifNoneExist) return undefined;
-  const matches = await store.searchResources(p.resourceType, Object.fromEntries(new URLSearchParams(p.ifNoneExist)), { tx });
-  if (matches.length > 1) throw new ApiError(412, ErrorCode.preconditionFailed, `ifNoneExist matched ${matches.length} resources`);
-  return matches[0];
 }
 
 function writeResponse(method: Method, result: WriteResult, base: string, options: BundleOptions): BundleEntry {
@@ -182,13 +177,13 @@ function writeResponse(method: Method, result: WriteResult, base: string, option
   };
 }
 
-async function readEntry(store: FhirStore, p: ParsedEntry, tx: Queryable, base: string): Promise<BundleEntry> {
+async function readEntry(repo: FhirRepository, p: ParsedEntry): Promise<BundleEntry> {
   try {
     if (p.id !== undefined) {
-      const resource = p.versionId ? await store.vread(p.resourceType, p.id, p.versionId, { tx }) : await store.read(p.resourceType, p.id, { tx });
-      return { resource, response: responseOf('200 OK', resource, base) };
+      const resource = p.versionId ? await repo.vread(p.resourceType, p.id, p.versionId) : await repo.read(p.resourceType, p.id);
+      return { resource, response: responseOf('200 OK', resource, repo.baseUrl) };
     }
-    const result = await store.search(p.resourceType, Object.fromEntries(p.query ?? []), { tx });
+    const result = await repo.search(p.resourceType, Object.fromEntries(p.query ?? []));
     return { resource: result, response: { status: '200 OK' } };
   } catch (err) {
     return failed(err);
@@ -201,27 +196,29 @@ function failed(err: unknown): BundleEntry {
   return { response: { status: String(err.status), outcome } };
 }
 
-async function processBatch(store: FhirStore, entries: BundleEntry[], base: string, options: BundleOptions): Promise<Bundle> {
+async function processBatch(repo: FhirRepository, entries: BundleEntry[], options: BundleOptions): Promise<Bundle> {
   const out: BundleEntry[] = [];
+  const base = repo.baseUrl;
   for (let i = 0; i < entries.length; i++) {
     try {
-      const p = parseEntry(entries[i], i, base);
+      const p = parseEntry(entries[i]!, i, base);
       if (p.method === 'GET') {
-        out.push(await store.db.transaction((tx) => readEntry(store, p, tx, base)));
+        out.push(await readEntry(repo, p));
         continue;
       }
       if (p.method === 'PUT' && p.id === undefined) throw badRequest('conditional update is supported in transactions only');
       out.push(
-        await store.db.transaction(async (tx) => {
+        await repo.transaction(async () => {
           if (p.method === 'POST') {
-            const existing = await existingMatch(store, tx, p);
+            const existing = p.ifNoneExist ? await repo.matchOne(p.resourceType, p.ifNoneExist, 'ifNoneExist') : undefined;
             if (existing) return { response: responseOf('200 OK', existing, base), ...(options.returnResources ? { resource: existing } : {}) };
             p.id = randomUUID();
           }
           const resource = p.method === 'DELETE' ? ({ resourceType: p.resourceType, id: p.id } as Resource) : { ...p.resource!, id: p.id };
-          const result = await store.writeVersion(tx, resource, p.method as WriteMethod, { ifMatch: p.ifMatch });
-          await options.audit?.(tx, [result.resource]);
-          return writeResponse(p.method, result, base, options);
+          const [result] = await repo.writeItems([{ resource, method: p.method as WriteMethod, ifMatch: p.ifMatch }], 'batch', {
+            deferReferenceCheck: options.deferReferenceCheck,
+          });
+          return writeResponse(p.method, result!, base, options);
         }),
       );
     } catch (err) {

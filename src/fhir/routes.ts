@@ -1,22 +1,17 @@
 import type { Context } from 'koa';
-import type { Bundle, Resource } from '@medplum/fhirtypes';
-import type { Queryable } from '../db/database';
-import type { Principal } from '../auth/principal';
-import { auditFhirAccess } from './audit';
+import type { Resource } from '@medplum/fhirtypes';
 import { z } from 'zod';
 import { FHIR_WRITE_SCOPE, fhirReadScopes } from '../auth/scopes';
 import { readBody } from '../http/body';
 import { ApiError, ErrorCode, badRequest } from '../http/errors';
-import { defineRoute, type HandlerResult, type RouteSpec } from '../http/routes';
+import { defineRoute, type HandlerInput, type HandlerResult, type RouteSpec } from '../http/routes';
 import type { Services } from '../services';
-import { processBundle } from './bundle';
 import { capabilityStatement } from './capability';
 import { indexedParams } from './indexer';
 import { present } from './present';
 import type { QueryParams } from './search/parse';
+import { FHIR_BASE_PATH as FHIR_BASE } from './service';
 import { checkType } from './store';
-
-export const FHIR_BASE = '/api/fhir/R4';
 const FHIR_JSON = 'application/fhir+json';
 
 /** Types given their own documented read and search operations (the rest share `/{type}`). */
@@ -57,18 +52,6 @@ async function resourceBody(ctx: Context, services: Services): Promise<Resource>
   return body as Resource;
 }
 
-/** The audit trail is written by Pont alone: no client may create, change or delete an AuditEvent. */
-function refuseAuditWrite(resourceType: string | undefined): void {
-  if (resourceType === 'AuditEvent') throw new ApiError(403, ErrorCode.forbidden, 'AuditEvents are written by Pont only');
-}
-
-/** The resource types the caller's scopes let it read. */
-function readableBy(ctx: Context): (resourceType: string) => boolean {
-  const principal = ctx.state.principal as Principal | undefined;
-  const scopes = new Set(principal?.kind === 'client' ? principal.scopes : []);
-  return (type) => fhirReadScopes(type).some((s) => scopes.has(s));
-}
-
 function queryOf(ctx: Context): QueryParams {
   return ctx.query as QueryParams;
 }
@@ -76,32 +59,25 @@ function queryOf(ctx: Context): QueryParams {
 const typeFromPath = (ctx: Context) => String(ctx.params.type);
 const readScopeOfPathType = (ctx: Context) => fhirReadScopes(typeFromPath(ctx));
 
-export function fhirRoutes(services: Services): RouteSpec[] {
-  const { store } = services;
-  const base = () => `${services.config.publicUrl}${FHIR_BASE}`;
-  const selfQuery = (ctx: Context) => ctx.querystring;
+type Input = HandlerInput<any, any, any>;
 
-  const audited = async (ctx: Context, operation: string, bundle: Bundle) => {
-    await auditFhirAccess(store, ctx, operation, 'R', (bundle.entry ?? []).flatMap((e) => (e.resource ? [e.resource] : [])));
-    return fhirResult(bundle);
-  };
-  const search = (type: (ctx: Context) => string) => async ({ ctx }: { ctx: Context }) => {
+export function fhirRoutes(services: Services): RouteSpec[] {
+  const base = () => `${services.config.publicUrl}${FHIR_BASE}`;
+
+  const search = (type: (ctx: Context) => string) => async ({ ctx, repo }: Input) => {
     checkFormat(ctx);
-    return audited(ctx, 'search', await store.search(type(ctx), queryOf(ctx), { selfQuery: selfQuery(ctx), canRead: readableBy(ctx) }));
+    return fhirResult(await repo.search(type(ctx), queryOf(ctx), { selfQuery: ctx.querystring }));
   };
-  /** A write and its AuditEvent in one transaction. */
-  const auditedWrite = <T>(ctx: Context, operation: string, action: 'C' | 'U' | 'D', write: (tx: Queryable) => Promise<{ result: T; resources: Resource[] }>) =>
-    store.db.transaction(async (tx) => {
-      const { result, resources } = await write(tx);
-      await auditFhirAccess(store, ctx, operation, action, resources, tx);
-      return result;
-    });
-  const read = (type: (ctx: Context) => string) => async ({ ctx }: { ctx: Context }) => {
+  const read = (type: (ctx: Context) => string) => async ({ ctx, repo }: Input) => {
     checkFormat(ctx);
-    const resource = await store.read(type(ctx), String(ctx.params.id));
-    await auditFhirAccess(store, ctx, 'read', 'R', [resource]);
+    const resource = await repo.read(type(ctx), String(ctx.params.id));
     const shaped = present(resource, { elements: typeof ctx.query._elements === 'string' ? ctx.query._elements.split(',') : undefined, summary: typeof ctx.query._summary === 'string' ? ctx.query._summary : undefined });
     return fhirResult(shaped, 200, versionHeaders(resource));
+  };
+  const written = (resource: Resource, created: boolean) => {
+    const headers = versionHeaders(resource);
+    if (created) headers.Location = `${base()}/${resource.resourceType}/${resource.id}/_history/${resource.meta!.versionId}`;
+    return fhirResult(resource, created ? 201 : 200, headers);
   };
   const searchDocs = (type: string) =>
     [...indexedParams(type).values()].map((p) => ({
@@ -114,7 +90,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
     defineRoute({
       method: 'get',
       path: `${FHIR_BASE}/${type}`,
-      operationId: `search${type}`,
+      operationId: `fhirSearch${type}`,
       summary: `Search ${type}`,
       description: 'FHIR R4 search. Modifiers, prefixes, chaining, _include/_revinclude, _sort, _count, _total, _summary, _elements: see the README. Unknown parameters give 400.',
       tags: ['FHIR'],
@@ -133,7 +109,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
     defineRoute({
       method: 'get',
       path: `${FHIR_BASE}/${type}/{id}`,
-      operationId: `read${type}`,
+      operationId: `fhirRead${type}`,
       summary: `Read ${type}`,
       tags: ['FHIR'],
       fhir: true,
@@ -172,16 +148,10 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       group: 'fhir',
       rawBody: { schema: BundleSchema, contentTypes: [FHIR_JSON, 'application/json'] },
       responses: { 200: ok('transaction-response or batch-response Bundle', BundleSchema) },
-      handler: async ({ ctx }) => {
-        const body = (await readBody(ctx, services.config.maxBodyBytes)) as Bundle | undefined;
-        for (const entry of Array.isArray(body?.entry) ? body.entry : []) refuseAuditWrite(entry?.request?.method !== 'GET' ? entry?.request?.url?.split(/[/?]/)[0] : undefined);
+      handler: async ({ ctx, repo }) => {
+        const body = await readBody(ctx, services.config.maxBodyBytes);
         const returnResources = /return=representation/.test(ctx.get('prefer'));
-        return fhirResult(
-          await processBundle(store, body, {
-            returnResources,
-            audit: (tx, written) => auditFhirAccess(store, ctx, 'transaction', 'U', written, tx),
-          }),
-        );
+        return fhirResult(await repo.bundle(body, { returnResources }));
       },
     }),
     ...perType,
@@ -197,7 +167,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       params: z.object({ type: TypeParam }),
       query: z.object({ _count: z.coerce.number().int().min(1).max(1000).optional(), _since: z.iso.datetime({ offset: true }).optional() }).loose(),
       responses: { 200: ok('history Bundle', BundleSchema) },
-      handler: async ({ ctx, params, query }) => audited(ctx, 'history', await store.history(params.type, undefined, { count: query._count, since: query._since })),
+      handler: async ({ params, query, repo }) => fhirResult(await repo.history(params.type, undefined, { count: query._count, since: query._since })),
     }),
     defineRoute({
       method: 'get',
@@ -225,7 +195,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       params: z.object({ type: TypeParam }),
       rawBody: { schema: { type: 'object', additionalProperties: { type: 'string' } }, contentTypes: ['application/x-www-form-urlencoded'], required: false },
       responses: { 200: ok('searchset Bundle', BundleSchema) },
-      handler: async ({ ctx, params }) => {
+      handler: async ({ ctx, params, repo }) => {
         checkFormat(ctx);
         const form = (await readBody(ctx, services.config.maxBodyBytes, true)) ?? {};
         if (typeof form !== 'object' || Array.isArray(form) || ctx.get('content-type').includes('json'))
@@ -234,7 +204,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
         for (const [k, v] of Object.entries(form as Record<string, string>)) merged[k] = merged[k] === undefined ? v : ([] as string[]).concat(merged[k]!, v);
         const self = new URLSearchParams();
         for (const [k, v] of Object.entries(merged)) for (const one of ([] as string[]).concat(v ?? [])) self.append(k, one);
-        return audited(ctx, 'search', await store.search(params.type, merged, { selfQuery: self.toString(), canRead: readableBy(ctx) }));
+        return fhirResult(await repo.search(params.type, merged, { selfQuery: self.toString() }));
       },
     }),
     defineRoute({
@@ -249,24 +219,35 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       params: z.object({ type: TypeParam }),
       rawBody: { schema: ResourceSchema, contentTypes: [FHIR_JSON, 'application/json'] },
       responses: { 201: ok('Created'), 200: ok('Conditional create: an existing match'), 412: ok('Conditional create matched several', {}) },
-      handler: async ({ ctx, params }) => {
+      handler: async ({ ctx, params, repo }) => {
         checkType(params.type);
-        refuseAuditWrite(params.type);
         const resource = await resourceBody(ctx, services);
         if (resource.resourceType !== params.type) throw badRequest(`Body is a ${resource.resourceType}, url says ${params.type}`);
         const condition = ctx.get('if-none-exist');
-        const outcome = await auditedWrite<{ existing?: Resource; created?: Resource }>(ctx, 'create', 'C', async (tx) => {
-          if (condition) {
-            const matches = await store.searchResources(params.type, Object.fromEntries(new URLSearchParams(condition.replace(/^[^?]*\?/, ''))), { tx });
-            if (matches.length > 1) throw new ApiError(412, ErrorCode.preconditionFailed, `If-None-Exist matched ${matches.length} resources`);
-            if (matches.length === 1) return { result: { existing: matches[0] }, resources: [] };
-          }
-          const created = await store.create(resource, { tx });
-          return { result: { created }, resources: [created] };
-        });
-        if (outcome.existing) return fhirResult(outcome.existing, 200, versionHeaders(outcome.existing));
-        const created = outcome.created!;
-        return fhirResult(created, 201, { ...versionHeaders(created), Location: `${base()}/${created.resourceType}/${created.id}/_history/${created.meta!.versionId}` });
+        const outcome = condition ? await repo.conditionalCreate(resource, condition) : { resource: await repo.create(resource), created: true };
+        return written(outcome.resource, outcome.created);
+      },
+    }),
+    defineRoute({
+      method: 'put',
+      path: `${FHIR_BASE}/{type}`,
+      operationId: 'fhirConditionalUpdate',
+      summary: 'Conditional update: PUT Type?criteria updates the one match, or creates when there is none',
+      description: 'The criteria are FHIR search parameters in the query string. Several matches: 412. Concurrent conditional writes with the same criteria are serialised: exactly one creates.',
+      tags: ['FHIR'],
+      fhir: true,
+      security: { kind: 'client', scope: FHIR_WRITE_SCOPE },
+      group: 'fhir',
+      params: z.object({ type: TypeParam }),
+      rawBody: { schema: ResourceSchema, contentTypes: [FHIR_JSON, 'application/json'] },
+      responses: { 200: ok('Updated'), 201: ok('Created'), 412: ok('The criteria matched several resources', {}) },
+      handler: async ({ ctx, params, repo }) => {
+        checkType(params.type);
+        const resource = await resourceBody(ctx, services);
+        if (resource.resourceType !== params.type) throw badRequest(`Body is a ${resource.resourceType}, url says ${params.type}`);
+        if (!ctx.querystring) throw badRequest('A conditional update needs search criteria in the query string (PUT Type?criteria), or use PUT Type/id');
+        const outcome = await repo.conditionalUpdate(resource, ctx.querystring);
+        return written(outcome.resource, outcome.created);
       },
     }),
     defineRoute({
@@ -285,9 +266,9 @@ export function fhirRoutes(services: Services): RouteSpec[] {
         _cursor: z.string().optional(),
       }),
       responses: { 200: ok('searchset Bundle', BundleSchema) },
-      handler: async ({ ctx, params, query }) => {
+      handler: async ({ ctx, params, query, repo }) => {
         checkFormat(ctx);
-        return audited(ctx, 'everything', await store.everything(params.id, { count: query._count, since: query._since, cursor: query._cursor }));
+        return fhirResult(await repo.everything(params.id, { count: query._count, since: query._since, cursor: query._cursor }));
       },
     }),
     defineRoute({
@@ -315,20 +296,13 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       params: z.object({ type: TypeParam, id: IdParam }),
       rawBody: { schema: ResourceSchema, contentTypes: [FHIR_JSON, 'application/json'] },
       responses: { 200: ok('Updated'), 201: ok('Created'), 412: ok('Version conflict', {}) },
-      handler: async ({ ctx, params }) => {
+      handler: async ({ ctx, params, repo }) => {
         checkType(params.type);
-        refuseAuditWrite(params.type);
         const resource = await resourceBody(ctx, services);
         if (resource.resourceType !== params.type) throw badRequest(`Body is a ${resource.resourceType}, url says ${params.type}`);
         if (resource.id !== params.id) throw badRequest(`Body id "${resource.id ?? ''}" must equal the url id "${params.id}"`);
-        const ifMatch = ctx.get('if-match') || undefined;
-        const { resource: stored, created } = await auditedWrite(ctx, 'update', 'U', async (tx) => {
-          const result = await store.updateWithOutcome(resource, { ifMatch, tx });
-          return { result, resources: [result.resource] };
-        });
-        const headers = versionHeaders(stored);
-        if (created) headers.Location = `${base()}/${stored.resourceType}/${stored.id}/_history/${stored.meta!.versionId}`;
-        return fhirResult(stored, created ? 201 : 200, headers);
+        const outcome = await repo.update(resource, { ifMatch: ctx.get('if-match') || undefined });
+        return written(outcome.resource, outcome.created);
       },
     }),
     defineRoute({
@@ -342,14 +316,8 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       group: 'fhir',
       params: z.object({ type: TypeParam, id: IdParam }),
       responses: { 204: { description: 'Deleted' } },
-      handler: async ({ ctx, params }) => {
-        checkType(params.type);
-        refuseAuditWrite(params.type);
-        await auditedWrite(ctx, 'delete', 'D', async (tx) => {
-          const before = await store.read(params.type, params.id, { tx }).catch(() => undefined);
-          await store.delete(params.type, params.id, { ifMatch: ctx.get('if-match') || undefined, tx });
-          return { result: undefined, resources: before ? [before] : [] };
-        });
+      handler: async ({ ctx, params, repo }) => {
+        await repo.delete(params.type, params.id, { ifMatch: ctx.get('if-match') || undefined });
         return { status: 204 };
       },
     }),
@@ -365,7 +333,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       params: z.object({ type: TypeParam, id: IdParam }),
       query: z.object({ _count: z.coerce.number().int().min(1).max(1000).optional(), _since: z.iso.datetime({ offset: true }).optional() }).loose(),
       responses: { 200: ok('history Bundle', BundleSchema) },
-      handler: async ({ ctx, params, query }) => audited(ctx, 'history', await store.history(params.type, params.id, { count: query._count, since: query._since })),
+      handler: async ({ params, query, repo }) => fhirResult(await repo.history(params.type, params.id, { count: query._count, since: query._since })),
     }),
     defineRoute({
       method: 'get',
@@ -378,9 +346,8 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       group: 'fhir',
       params: z.object({ type: TypeParam, id: IdParam, vid: z.string().describe('Version id') }),
       responses: { 200: ok('That version'), 404: ok('Not found', {}), 410: ok('That version is a deletion', {}) },
-      handler: async ({ ctx, params }) => {
-        const resource = await store.vread(params.type, params.id, params.vid);
-        await auditFhirAccess(store, ctx, 'vread', 'R', [resource]);
+      handler: async ({ params, repo }) => {
+        const resource = await repo.vread(params.type, params.id, params.vid);
         return fhirResult(resource, 200, versionHeaders(resource));
       },
     }),

@@ -1,5 +1,10 @@
+import type { Patient } from '@medplum/fhirtypes';
 import type { Queryable } from '../db/database';
-import { generateHealthId } from './healthid';
+import { hashKey } from '../fhir/hash';
+import { ApiError, ErrorCode } from '../http/errors';
+import { MATCH_RULE_VERSION } from '../patients/matching';
+import { isCountryCode } from './countries';
+import { generateHealthId, HEALTH_ID_SYSTEM, healthIdProblem } from './healthid';
 
 /** A registered Health ID and the FHIR Patient carrying it. */
 export interface HealthIdRecord {
@@ -65,4 +70,101 @@ export async function reserveHealthId(
 
 export async function attachPatient(tx: Queryable, healthId: string, patientId: string): Promise<void> {
   await tx.query('UPDATE health_ids SET patient_id = $2 WHERE health_id = $1', [healthId, patientId]);
+}
+
+/** The Health ID identifiers a Patient carries. */
+export function healthIdsOf(patient: Patient | undefined): string[] {
+  return [...new Set((patient?.identifier ?? []).filter((i) => i.system === HEALTH_ID_SYSTEM && typeof i.value === 'string').map((i) => i.value!))];
+}
+
+/** A Health ID the registry took on for a Patient write (the `health_id.created` event). */
+export interface Registered {
+  healthId: string;
+  patientId: string;
+  countryCode: string;
+}
+
+const conflict = (message: string) => new ApiError(409, ErrorCode.conflict, message);
+const refused = (message: string) => new ApiError(400, ErrorCode.badRequest, message, {
+  issues: [{ severity: 'error', code: 'business-rule', details: { text: message }, expression: ['Patient.identifier'] }],
+});
+
+/**
+ * The Patient as it must be stored, with its Health ID: the Health ID is Pont's to manage. An update
+ * keeps the ID the patient has (a body that leaves it out gets it back; one that changes it is refused);
+ * a new Patient without one is issued one (country from its first address when that is an ISO code,
+ * else CM), and one with a valid, free ID is registered under it. Runs in the write's transaction;
+ * `registered` is set when the registry took on an ID.
+ */
+export async function withHealthId(
+  tx: Queryable,
+  patient: Patient,
+  previous: Patient | undefined,
+): Promise<{ patient: Patient; registered?: Registered }> {
+  const given = healthIdsOf(patient);
+  const kept = healthIdsOf(previous)[0];
+  const withId = (healthId: string): Patient => ({
+    ...patient,
+    identifier: [...(patient.identifier ?? []).filter((i) => i.system !== HEALTH_ID_SYSTEM), { system: HEALTH_ID_SYSTEM, value: healthId }],
+  });
+  if (kept) {
+    if (given.length === 0) return { patient: withId(kept) };
+    if (given.length === 1 && given[0] === kept) return { patient };
+    throw refused(`Patient/${patient.id} holds Health ID ${kept}, which Pont issued: it cannot be changed or replaced`);
+  }
+  if (given.length > 1) throw refused('A Patient holds at most one Health ID');
+  if (given.length === 1) {
+    const healthId = given[0]!;
+    const problem = healthIdProblem(healthId);
+    if (problem) throw refused(`Patient.identifier: ${healthId} is not a valid Health ID: ${problem.message}`);
+    const { rows } = await tx.query<Row>('SELECT health_id, patient_id, country_code FROM health_ids WHERE health_id = $1 FOR UPDATE', [healthId]);
+    const holder = rows[0]?.patient_id;
+    if (holder && holder !== patient.id) throw conflict(`Health ID ${healthId} belongs to another patient`);
+    if (rows[0]) {
+      await tx.query('UPDATE health_ids SET patient_id = $2 WHERE health_id = $1', [healthId, patient.id]);
+      return { patient };
+    }
+    const countryCode = healthId.slice(0, 2);
+    await tx.query('INSERT INTO health_ids (health_id, country_code, patient_id) VALUES ($1, $2, $3)', [healthId, countryCode, patient.id]);
+    return { patient, registered: { healthId, patientId: patient.id!, countryCode } };
+  }
+  const country = patient.address?.[0]?.country;
+  const countryCode = country && isCountryCode(country) ? country : 'CM';
+  const reservation = await reserveHealthId(tx, countryCode, null);
+  const healthId = (reservation as { reserved: string }).reserved;
+  await attachPatient(tx, healthId, patient.id!);
+  return { patient: withId(healthId), registered: { healthId, patientId: patient.id!, countryCode } };
+}
+
+/**
+ * Keeps the match key of a registered patient in step with the Patient as stored (or clears it when
+ * the Patient is deleted). A key another patient already holds is left to that patient (two people
+ * with identical demographics: resolve finds the first). `key` null: nothing to match on.
+ */
+export async function updateMatchKey(tx: Queryable, patientId: string, key: string | null): Promise<void> {
+  if (key !== null) await lockMatchKey(tx, key);
+  await tx.query(
+    `UPDATE health_ids SET match_key_version = $3,
+       match_key = CASE WHEN $2::text IS NULL OR EXISTS (SELECT 1 FROM health_ids o WHERE o.match_key = $2 AND o.patient_id IS DISTINCT FROM $1) THEN NULL ELSE $2 END
+     WHERE patient_id = $1`,
+    [patientId, key, MATCH_RULE_VERSION],
+  );
+}
+
+/**
+ * Serialises everything done for one match key until the transaction ends (resolve's look-up-or-create,
+ * a Patient write that takes the key), on any number of processes.
+ */
+export async function lockMatchKey(tx: Queryable, key: string): Promise<void> {
+  await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [hashKey('match-key', key)]);
+}
+
+/** Health IDs of FHIR Patient ids (those that have one). */
+export async function healthIdsByPatient(db: Queryable, patientIds: string[]): Promise<Map<string, string>> {
+  if (!patientIds.length) return new Map();
+  const { rows } = await db.query<{ patient_id: string; health_id: string }>(
+    'SELECT patient_id, health_id FROM health_ids WHERE patient_id = ANY($1::text[])',
+    [patientIds],
+  );
+  return new Map(rows.map((r) => [r.patient_id, r.health_id]));
 }

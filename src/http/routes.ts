@@ -2,6 +2,9 @@ import type { Context } from 'koa';
 import type Router from '@koa/router';
 import { z } from 'zod';
 import type { Principal } from '../auth/principal';
+import type { Channel } from '../fhir/access';
+import type { FhirRepository } from '../fhir/repository';
+import type { FhirService } from '../fhir/service';
 import { readBody } from './body';
 import { validationFailed } from './errors';
 
@@ -40,6 +43,11 @@ export interface HandlerInput<P, Q, B> {
   query: Q;
   body: B;
   principal: Principal | undefined;
+  /**
+   * The request's FHIR repository (built from the principal, the channel, the request id and the
+   * stated purpose): every read and write of clinical data goes through it. Not on public routes.
+   */
+  repo: FhirRepository;
 }
 
 export interface HandlerResult {
@@ -107,6 +115,32 @@ function firstValues(query: Record<string, unknown>): Record<string, unknown> {
 export interface MountOptions {
   access: AccessControl;
   maxBodyBytes: number;
+  fhir: FhirService;
+}
+
+/** Which layer a path belongs to: the repository holds FHIR clients to the FHIR scope table. */
+function channelOf(path: string): Channel {
+  if (path.startsWith('/api/fhir/')) return 'fhir';
+  if (path.startsWith('/api/v1/sdk/')) return 'sdk';
+  if (path.startsWith('/api/v1/bridge/')) return 'bridge';
+  if (path.startsWith('/api/v1/mobile/')) return 'mobile';
+  return 'connect';
+}
+
+/** The repository of one request, built on first use (public routes never need one). */
+function repositoryOf(ctx: Context, route: RouteSpec, principal: Principal | undefined, fhir: FhirService): () => FhirRepository {
+  let repo: FhirRepository | undefined;
+  return () => {
+    if (!principal) throw new Error(`${route.operationId} is public: it has no repository`);
+    return (repo ??= fhir.repository({
+      principal,
+      channel: channelOf(route.path),
+      requestId: ctx.state.requestId as string | undefined,
+      address: ctx.ip,
+      operation: route.operationId,
+      purpose: ctx.get('x-purpose-of-use').trim() || undefined,
+    }));
+  };
 }
 
 /** Adds each route to the router: authorize, validate params/query/body, call, write the result. */
@@ -123,7 +157,17 @@ export function mountRoutes(router: Router, routes: readonly RouteSpec[], option
         const raw = await readBody(ctx, options.maxBodyBytes, route.acceptForm);
         body = parse(route.body, raw ?? {}, 'body');
       }
-      const result = await route.handler({ ctx, params, query, body, principal });
+      const repo = repositoryOf(ctx, route, principal, options.fhir);
+      const result = await route.handler({
+        ctx,
+        params,
+        query,
+        body,
+        principal,
+        get repo() {
+          return repo();
+        },
+      });
       if (!result) return;
       if (result.headers) ctx.set(result.headers);
       ctx.status = result.status ?? 200;

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 
 /** The demographics a resolve request matches on. */
 export interface MatchDemographics {
@@ -23,23 +23,28 @@ export function normaliseName(name: string): string {
     .trim();
 }
 
-/** Version of the rule below; a change of rule gets a new version so old keys are never compared with new ones. */
-const MATCH_RULE_VERSION = 'v1';
+/**
+ * Version of the rule below; a change of rule gets a new version so old keys are never compared with
+ * new ones (v1 was a bare SHA-256; v2 is keyed).
+ */
+export const MATCH_RULE_VERSION = 2;
 
 /**
  * The match rule: two resolve requests are the same person when their normalised first name,
  * normalised last name, date of birth and sex are all equal; a field left out counts as empty,
  * so it matches only another request that also left it out. Exact and deterministic: no fuzzy
  * scores, no order swapping, nothing that could merge two people because they look alike.
- * Stored as a SHA-256 so the registry table holds no readable personal data.
+ * Stored as an HMAC-SHA256 under the server's match-key secret (PONT_MATCH_KEY_SECRET): a bare hash
+ * of a name and a birth date can be reversed by trying every name and date, a keyed one cannot
+ * without the secret.
  */
-export function matchKey(person: MatchDemographics): string {
+export function matchKey(person: MatchDemographics, secret: Buffer): string {
   const parts = [
-    MATCH_RULE_VERSION,
+    `v${MATCH_RULE_VERSION}`,
     normaliseName(person.first_name),
     normaliseName(person.last_name ?? ''),
     person.date_of_birth ?? '',
     person.sex ?? '',
   ];
-  return createHash('sha256').update(JSON.stringify(parts)).digest('hex');
+  return createHmac('sha256', secret).update(JSON.stringify(parts)).digest('hex');
 }

@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { auditCaller } from '../audit/audit';
 import { isCountryCode } from '../healthid/countries';
 import { HEALTH_ID_LENGTH, HealthIdErrorCode } from '../healthid/healthid';
 import { defineRoute, type RouteSpec } from '../http/routes';
@@ -105,8 +104,6 @@ function reasonOf(input: { purpose?: string | null; external_reference?: string 
 export function patientRoutes(services: Services): RouteSpec[] {
   const patients = new PatientService({
     config: services.config,
-    db: services.db,
-    store: services.store,
     profileMapping: () => services.mappings.get('patient-profile'),
   });
 
@@ -129,11 +126,10 @@ export function patientRoutes(services: Services): RouteSpec[] {
         201: { description: 'created: new patient and Health ID', schema: ResolveResponse },
         422: invalidHealthId,
       },
-      async handler({ ctx, body }) {
-        const caller = auditCaller(ctx);
+      async handler({ body, repo }) {
         const reason = reasonOf(body);
         if (body.health_id != null) {
-          return { body: await patients.resolveByHealthId(caller, body.health_id, reason) };
+          return { body: await patients.resolveByHealthId(repo, body.health_id, reason) };
         }
         const person: Demographics = {
           first_name: body.first_name!,
@@ -143,7 +139,7 @@ export function patientRoutes(services: Services): RouteSpec[] {
           country_code: body.country_code ?? 'CM',
           phone_number: body.phone_number ?? undefined,
         };
-        const result = await patients.resolveByDemographics(caller, person, reason);
+        const result = await patients.resolveByDemographics(repo, person, reason);
         return { status: result.status === 'created' ? 201 : 200, body: result };
       },
     }),
@@ -163,8 +159,8 @@ export function patientRoutes(services: Services): RouteSpec[] {
         404: notRegistered,
         422: invalidHealthId,
       },
-      async handler({ ctx, params, query }) {
-        return { body: await patients.verify(auditCaller(ctx), params.health_id, reasonOf(query)) };
+      async handler({ params, query, repo }) {
+        return { body: await patients.verify(repo, params.health_id, reasonOf(query)) };
       },
     }),
 
@@ -181,8 +177,8 @@ export function patientRoutes(services: Services): RouteSpec[] {
         404: notRegistered,
         422: invalidHealthId,
       },
-      async handler({ ctx, query }) {
-        return { body: await patients.profile(auditCaller(ctx), query.health_id, reasonOf(query)) };
+      async handler({ query, repo }) {
+        return { body: await patients.profile(repo, query.health_id, reasonOf(query)) };
       },
     }),
   ];

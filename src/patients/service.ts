@@ -1,19 +1,15 @@
 import type { Patient } from '@medplum/fhirtypes';
 import type { Config } from '../config';
-import type { Database, Queryable } from '../db/database';
-import { recordEvent } from '../events/outbox';
+import type { FhirRepository } from '../fhir/repository';
 import { ApiError, validationFailed } from '../http/errors';
 import { HealthIdErrorCode, healthIdProblem, invalidHealthId } from '../healthid/healthid';
-import { attachPatient, findByHealthId, findByMatchKey, reserveHealthId, type HealthIdRecord } from '../healthid/registry';
-import { recordAudit, type AuditCaller, type AuditRecord } from '../audit/audit';
-import type { FhirStore } from '../fhir/store';
+import { findByHealthId, findByMatchKey, lockMatchKey, type HealthIdRecord } from '../healthid/registry';
+import type { AuditRecord } from '../audit/audit';
 import { MappingValueError, type CompiledMap } from '../mapping/index';
 import { matchKey } from './matching';
 
 export interface PatientServiceDeps {
-  config: Pick<Config, 'environment'>;
-  db: Database;
-  store: Pick<FhirStore, 'create' | 'read'>;
+  config: Pick<Config, 'matchKeySecret'>;
   /** The mapping engine's `patient-profile` map (mappings/patient-profile.map.yaml): Connect profile <-> FHIR Patient. */
   profileMapping: () => CompiledMap;
 }
@@ -51,17 +47,20 @@ export interface VerifyResult {
 const notRegistered = (healthId: string) =>
   new ApiError(404, HealthIdErrorCode.notRegistered, `Health ID ${healthId} is valid but not registered`);
 
+type Audit = Omit<AuditRecord, 'caller'>;
+
 /**
- * The three patient operations of the Connect layer. Each runs in one transaction that also holds
- * its events and its AuditEvent: everything is written, or nothing. Translation between the
- * Connect shape and the FHIR Patient is the mapping engine's, never done by hand here.
+ * The three patient operations of the Connect layer. Each runs in one repository transaction that
+ * also holds its events and its audit record: everything is written, or nothing. Translation between
+ * the Connect shape and the FHIR Patient is the mapping engine's, never done by hand here; the Health ID
+ * registry follows the Patient through the repository, whatever path writes it.
  */
 export class PatientService {
   constructor(private readonly deps: PatientServiceDeps) {}
 
   /** POST /patients/resolve with a Health ID: look it up, never create. */
-  async resolveByHealthId(caller: AuditCaller, healthId: string, reason: StatedReason): Promise<ResolveResult> {
-    const found = await this.lookUp({ caller, operation: 'resolvePatient', action: 'R', reason }, healthId, async (_tx, record, profile) => ({
+  async resolveByHealthId(repo: FhirRepository, healthId: string, reason: StatedReason): Promise<ResolveResult> {
+    const found = await this.lookUp(repo, { operation: 'resolvePatient', action: 'R', reason }, healthId, async (record, profile) => ({
       outcomeDescription: 'found',
       result: { status: 'found' as const, health_id: record.healthId, patient: summaryOf(profile) },
     }));
@@ -70,48 +69,38 @@ export class PatientService {
 
   /**
    * POST /patients/resolve with demographics: the registered patient with the same match key
-   * (src/patients/matching.ts), or a new Patient with a newly issued Health ID.
+   * (src/patients/matching.ts), or a new Patient (the repository issues its Health ID).
    */
-  async resolveByDemographics(caller: AuditCaller, person: Demographics, reason: StatedReason): Promise<ResolveResult> {
-    const key = matchKey(person);
-    return this.deps.db.transaction(async (tx) => {
-      let existing = await findByMatchKey(tx, key);
-      let reservedHealthId: string | undefined;
-      if (!existing) {
-        const reservation = await reserveHealthId(tx, person.country_code, key);
-        if ('existing' in reservation) existing = reservation.existing;
-        else reservedHealthId = reservation.reserved;
-      }
-      const base = { caller, operation: 'resolvePatient', ...this.reasonOf(reason) };
+  async resolveByDemographics(repo: FhirRepository, person: Demographics, reason: StatedReason): Promise<ResolveResult> {
+    const key = matchKey(person, this.deps.config.matchKeySecret);
+    return repo.transaction(async (sql) => {
+      // Concurrent identical resolves wait here: the first creates, the others find it.
+      await lockMatchKey(sql, key);
+      const base = { operation: 'resolvePatient', ...this.reasonOf(reason) };
+      const existing = await findByMatchKey(sql, key);
       if (existing) {
-        const profile = await this.profileOf(tx, existing);
-        await this.audit(tx, { ...base, action: 'R', outcome: 'success', outcomeDescription: 'found', patient: this.auditPatient(existing) });
+        const profile = await this.profileOf(repo, existing);
+        await repo.audit({ ...base, action: 'R', outcome: 'success', outcomeDescription: 'found', patient: auditPatient(existing) });
         return { status: 'found', health_id: existing.healthId, patient: summaryOf(profile) };
       }
-      const healthId = reservedHealthId!;
       const mapping = this.deps.profileMapping();
-      const patient = await this.deps.store.create(patientFrom(mapping, { ...person, health_id: healthId }), { tx });
-      const record: HealthIdRecord = { healthId, patientId: patient.id!, countryCode: person.country_code };
-      await attachPatient(tx, healthId, record.patientId);
-      const eventBase = this.eventBase(caller, record.patientId);
-      await recordEvent(tx, { ...eventBase, type: 'patient.created', data: { patient_id: record.patientId, health_id: healthId } });
-      await recordEvent(tx, {
-        ...eventBase,
-        type: 'health_id.created',
-        data: { health_id: healthId, patient_id: record.patientId, country_code: person.country_code },
-      });
-      await this.audit(tx, { ...base, action: 'C', outcome: 'success', outcomeDescription: 'created', patient: this.auditPatient(record) });
-      return { status: 'created', health_id: healthId, patient: summaryOf(mapping.fromFhir(patient)) };
+      const patient = await repo.create(patientFrom(mapping, { ...person }), { audit: false });
+      const profile = mapping.fromFhir(patient) as Record<string, unknown>;
+      const healthId = String(profile.health_id);
+      await repo.audit({ ...base, action: 'C', outcome: 'success', outcomeDescription: 'created', patient: { id: patient.id, healthId } });
+      return { status: 'created', health_id: healthId, patient: summaryOf(profile) };
     });
   }
 
   /** GET /patients/verify/{health_id}: checksum, then registration; records `health_id.verified`. */
-  async verify(caller: AuditCaller, healthId: string, reason: StatedReason): Promise<VerifyResult> {
-    const verified = await this.lookUp({ caller, operation: 'verifyHealthId', action: 'E', reason }, healthId, async (tx, record, profile) => {
-      await recordEvent(tx, {
-        ...this.eventBase(caller, record.patientId),
+  async verify(repo: FhirRepository, healthId: string, reason: StatedReason): Promise<VerifyResult> {
+    const verified = await this.lookUp(repo, { operation: 'verifyHealthId', action: 'E', reason }, healthId, async (record, profile) => {
+      const principal = repo.context.principal;
+      const facility = principal.kind === 'client' || principal.kind === 'bridge-agent' ? (principal.facilityId ?? null) : null;
+      await repo.recordEvent({
         type: 'health_id.verified',
-        data: { health_id: record.healthId, patient_id: record.patientId, facility_id: facilityOf(caller) ?? null },
+        patientId: record.patientId,
+        data: { health_id: record.healthId, patient_id: record.patientId, facility_id: facility },
       });
       return { outcomeDescription: 'verified', result: { valid: true as const, health_id: record.healthId, patient: summaryOf(profile) } };
     });
@@ -120,8 +109,8 @@ export class PatientService {
   }
 
   /** GET /patient/search?health_id=: the patient's whole profile in the Connect shape. */
-  async profile(caller: AuditCaller, healthId: string, reason: StatedReason): Promise<Record<string, unknown>> {
-    const profile = await this.lookUp({ caller, operation: 'searchPatient', action: 'R', reason }, healthId, async (_tx, _record, found) => ({
+  async profile(repo: FhirRepository, healthId: string, reason: StatedReason): Promise<Record<string, unknown>> {
+    const profile = await this.lookUp(repo, { operation: 'searchPatient', action: 'R', reason }, healthId, async (_record, found) => ({
       outcomeDescription: 'found',
       result: found,
     }));
@@ -133,60 +122,46 @@ export class PatientService {
    * The shared part of every operation on a given Health ID: check it, find the patient, read its
    * profile, run `onFound` and audit, all in one transaction. Resolves undefined when the ID is valid
    * but unregistered. Refused and unregistered IDs are audited too (outcome 4): who probes for
-   * patients is worth knowing. Their AuditEvent is committed before the caller turns the outcome
+   * patients is worth knowing. Their audit record is committed before the caller turns the outcome
    * into an error.
    */
   private async lookUp<T>(
-    what: { caller: AuditCaller; operation: string; action: 'R' | 'E'; reason: StatedReason },
+    repo: FhirRepository,
+    what: { operation: string; action: 'R' | 'E'; reason: StatedReason },
     healthId: string,
-    onFound: (tx: Queryable, record: HealthIdRecord, profile: Record<string, unknown>) => Promise<{ result: T; outcomeDescription: string }>,
+    onFound: (record: HealthIdRecord, profile: Record<string, unknown>) => Promise<{ result: T; outcomeDescription: string }>,
   ): Promise<T | undefined> {
-    const base = { caller: what.caller, operation: what.operation, action: what.action, ...this.reasonOf(what.reason) };
+    const base: Pick<Audit, 'operation' | 'action' | 'purpose' | 'externalReference'> = { operation: what.operation, action: what.action, ...this.reasonOf(what.reason) };
     const problem = healthIdProblem(healthId);
     if (problem) {
-      await this.deps.db.transaction((tx) =>
-        this.audit(tx, { ...base, outcome: 'minor-failure', outcomeDescription: problem.code, patient: { healthId: healthId.slice(0, 64) } }),
-      );
+      await repo.audit({ ...base, outcome: 'minor-failure', outcomeDescription: problem.code, patient: { healthId: healthId.slice(0, 64) } });
       throw invalidHealthId(problem);
     }
-    return this.deps.db.transaction(async (tx) => {
-      const record = await findByHealthId(tx, healthId);
+    return repo.transaction(async (sql) => {
+      const record = await findByHealthId(sql, healthId);
       if (!record) {
-        await this.audit(tx, { ...base, outcome: 'minor-failure', outcomeDescription: 'not_found', patient: { healthId } });
+        await repo.audit({ ...base, outcome: 'minor-failure', outcomeDescription: 'not_found', patient: { healthId } });
         return undefined;
       }
-      const { result, outcomeDescription } = await onFound(tx, record, await this.profileOf(tx, record));
-      await this.audit(tx, { ...base, outcome: 'success', outcomeDescription, patient: this.auditPatient(record) });
+      const { result, outcomeDescription } = await onFound(record, await this.profileOf(repo, record));
+      await repo.audit({ ...base, outcome: 'success', outcomeDescription, patient: auditPatient(record) });
       return result;
     });
   }
 
-  private async profileOf(tx: Queryable, record: HealthIdRecord): Promise<Record<string, unknown>> {
-    const patient = await this.deps.store.read<Patient>('Patient', record.patientId, { tx });
-    return { health_id: record.healthId, ...this.deps.profileMapping().fromFhir(patient) };
-  }
-
-  private audit(tx: Queryable, record: AuditRecord) {
-    return recordAudit(tx, this.deps.store, record);
-  }
-
-  private auditPatient(record: HealthIdRecord) {
-    return { id: record.patientId, healthId: record.healthId };
+  /** The registered patient's profile; the operation records its own audit record. */
+  private async profileOf(repo: FhirRepository, record: HealthIdRecord): Promise<Record<string, unknown>> {
+    const patient = await repo.read<Patient>('Patient', record.patientId, { audit: false });
+    return { health_id: record.healthId, ...(this.deps.profileMapping().fromFhir(patient) as Record<string, unknown>) };
   }
 
   private reasonOf(reason: StatedReason) {
     return { purpose: reason.purpose, externalReference: reason.external_reference };
   }
+}
 
-  private eventBase(caller: AuditCaller, patientId: string) {
-    return {
-      organizationId: caller.principal?.kind === 'client' ? caller.principal.organizationId : undefined,
-      facilityId: facilityOf(caller),
-      environment: this.deps.config.environment,
-      requestId: caller.requestId,
-      patientId,
-    };
-  }
+function auditPatient(record: HealthIdRecord) {
+  return { id: record.patientId, healthId: record.healthId };
 }
 
 /** The map refuses values it cannot take (e.g. after someone narrows a value table): the caller's input, so a 422. */
@@ -197,10 +172,6 @@ function patientFrom(mapping: CompiledMap, profile: Record<string, unknown>): Pa
     if (err instanceof MappingValueError) throw validationFailed(err.message);
     throw err;
   }
-}
-
-function facilityOf(caller: AuditCaller): string | undefined {
-  return caller.principal?.facilityId;
 }
 
 /** The profile's summary fields, each present (null when the patient has no value). */

@@ -31,26 +31,27 @@ async function wakeWorkersOnCommit(tx: Queryable): Promise<void> {
 }
 
 /**
- * Fan-out, in the transaction that records the event: one delivery, due now, per active
- * subscription that is entitled to the event and subscribed to its type; the workers are woken
- * when the transaction commits. One statement, as it runs inside every recording transaction.
+ * Fan-out, in the transaction that records the events: one delivery, due now, per active
+ * subscription that is entitled to an event and subscribed to its type; the workers are woken
+ * when the transaction commits. One statement for all the events of a change (or an import batch).
  * Returns how many deliveries it queued.
  */
-export async function queueDeliveries(tx: Queryable, event: EventAudience & { id: string; type: EventType }): Promise<number> {
-  const organizations = await entitledOrganizations(tx, event);
-  if (!organizations.length) return 0;
+export async function queueDeliveries(tx: Queryable, events: Array<EventAudience & { id: string; type: EventType }>): Promise<number> {
+  const pairs: Array<[string, string, string]> = [];
+  for (const event of events) for (const org of await entitledOrganizations(tx, event)) pairs.push([event.id, event.type, org]);
+  if (!pairs.length) return 0;
   const { rows } = await tx.query<{ queued: string }>(
     `WITH queued AS (
        INSERT INTO webhook_deliveries (id, event_id, subscription_id, status, next_attempt_at)
-       SELECT ${NEW_DELIVERY_ID}, $1, s.id, 'pending', now()
-       FROM webhook_subscriptions s
-       WHERE s.deleted_at IS NULL AND s.organization_id = ANY($2) AND $3 = ANY(s.subscribed_events)
+       SELECT ${NEW_DELIVERY_ID}, e.id, s.id, 'pending', now()
+       FROM unnest($1::text[], $2::text[], $3::text[]) AS e(id, type, org)
+       JOIN webhook_subscriptions s ON s.organization_id = e.org AND e.type = ANY(s.subscribed_events) AND s.deleted_at IS NULL
        RETURNING 1
      ), woken AS (
        SELECT pg_notify($4, '') FROM (SELECT 1 FROM queued LIMIT 1) any_queued
      )
      SELECT (SELECT count(*) FROM queued) AS queued, (SELECT count(*) FROM woken) AS woken`,
-    [event.id, organizations, event.type, DELIVERY_CHANNEL],
+    [pairs.map((p) => p[0]), pairs.map((p) => p[1]), pairs.map((p) => p[2]), DELIVERY_CHANNEL],
   );
   const queued = Number(rows[0]!.queued);
   if (queued > 0) wakeLocalWorkers();

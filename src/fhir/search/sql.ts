@@ -1,5 +1,6 @@
 import { hashKey } from '../hash';
 import { escapeLike, normalizeString } from '../normalize';
+import type { RowFilter } from '../store/types';
 import type { DateValue, Filter, NumberValue, Prefix, QuantityValue, SortRule } from './parse';
 
 /** Collects bind parameters: values never enter SQL text. */
@@ -88,8 +89,17 @@ function quantityCondition(v: QuantityValue, q: SqlParams): string {
   return parts.join(' AND ');
 }
 
-/** SQL condition on resource alias `alias` for one filter. */
-export function filterSql(f: Filter, alias: string, q: SqlParams): string {
+/** `AND <access condition on alias>` when the caller may not see every row, else nothing. */
+export function accessSql(access: RowFilter | undefined, alias: string, q: SqlParams): string {
+  const condition = access?.(alias, q);
+  return condition ? ` AND (${condition})` : '';
+}
+
+/**
+ * SQL condition on resource alias `alias` for one filter. `access` restricts the resources a chain or
+ * `_has` looks through, so a search cannot reveal anything about resources the caller may not see.
+ */
+export function filterSql(f: Filter, alias: string, q: SqlParams, access?: RowFilter): string {
   switch (f.kind) {
     case 'id': {
       const cond = `${alias}.id = ANY(${q.add(f.values)}::text[])`;
@@ -155,16 +165,16 @@ export function filterSql(f: Filter, alias: string, q: SqlParams): string {
       );
     case 'chain': {
       const t = `c${q.values.length}`; // unique within the statement: the parameter count only grows
-      const perType = f.targetTypes.map((type, i) => `${t}.resource_type = ${q.add(type)} AND ${filterSql(f.inner[i], t, q)}`);
+      const perType = f.targetTypes.map((type, i) => `${t}.resource_type = ${q.add(type)} AND ${filterSql(f.inner[i], t, q, access)}`);
       return `${alias}.rid IN (SELECT ref.rid FROM fhir_idx_reference ref
-        JOIN fhir_resources ${t} ON ${t}.resource_type = ref.target_type AND ${t}.id = ref.target_id AND NOT ${t}.deleted
+        JOIN fhir_resources ${t} ON ${t}.resource_type = ref.target_type AND ${t}.id = ref.target_id AND NOT ${t}.deleted${accessSql(access, t, q)}
         WHERE ref.hash_identity = ${q.add(f.param.hashIdentity)} AND ${or(perType)})`;
     }
     case 'has': {
       const h = `h${q.values.length}`;
       return `${alias}.id IN (SELECT ref.target_id FROM fhir_idx_reference ref
-        JOIN fhir_resources ${h} ON ${h}.rid = ref.rid AND NOT ${h}.deleted
-        WHERE ref.hash_identity = ${q.add(f.param.hashIdentity)} AND ref.target_type = ${q.add(f.targetType)} AND ${filterSql(f.inner, h, q)})`;
+        JOIN fhir_resources ${h} ON ${h}.rid = ref.rid AND NOT ${h}.deleted${accessSql(access, h, q)}
+        WHERE ref.hash_identity = ${q.add(f.param.hashIdentity)} AND ref.target_type = ${q.add(f.targetType)} AND ${filterSql(f.inner, h, q, access)})`;
     }
   }
 }

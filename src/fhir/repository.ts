@@ -1,0 +1,427 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomUUID } from 'node:crypto';
+import type { Bundle, Patient, Resource } from '@medplum/fhirtypes';
+import type { Principal } from '../auth/principal';
+import { recordAudit, type AuditAction, type AuditCaller, type AuditRecord } from '../audit/audit';
+import type { Environment } from '../config';
+import type { Database, Queryable } from '../db/database';
+import { recordEvents, type NewEvent } from '../events/outbox';
+import { eventsOf, patientIdsOf, type ResourceChange } from '../events/rules';
+import type { EventType } from '../events/types';
+import { healthIdsByPatient, updateMatchKey, withHealthId, type Registered } from '../healthid/registry';
+import { ApiError, ErrorCode, badRequest } from '../http/errors';
+import { accessPolicyFor, type AccessPolicy, type Channel } from './access';
+import { processBundle, type BundleOptions } from './bundle';
+import { linksOf, patientsOf } from './compartment';
+import { hashKey } from './hash';
+import { parseSearch, type QueryParams } from './search/parse';
+import { everythingBundle, historyBundle, missing, readOneVersion, readVersion, type EverythingParams } from './store/history';
+import { searchResources, type SearchOptions } from './store/search';
+import { checkType } from './store/types';
+import { writeMany, type WriteItem, type WriteResult } from './store/writes';
+
+/** Who is asking, and why: what a repository is built from, once per request. */
+export interface RequestContext {
+  principal: Principal;
+  /** Where the request came in (FHIR clients are held to the FHIR scope table). */
+  channel: Channel;
+  requestId?: string;
+  /** Network address of the caller. */
+  address?: string;
+  /** The route's operationId, named in the audit trail. */
+  operation?: string;
+  /** The caller's stated purpose of use (X-Purpose-Of-Use, or a route's `purpose`). */
+  purpose?: string;
+  /** The caller's own reference for the patient (Connect `external_reference`). */
+  externalReference?: string;
+  /** Break-glass: the reason stated with X-Emergency-Reason. */
+  emergencyReason?: string;
+}
+
+/** What every repository of a process shares. */
+export interface RepositoryDeps {
+  db: Database;
+  /** This server's FHIR base URL: references to it are local; fullUrls start with it. */
+  baseUrl(): string;
+  environment: Environment;
+  /** The match key of a Patient's demographics (src/patients/matching.ts), or null when it has none. */
+  matchKeyOf(patient: Patient): string | null;
+}
+
+export interface WriteOutcome<T extends Resource = Resource> {
+  resource: T;
+  /** True when the write created the resource (201), false when it updated it or found it (200). */
+  created: boolean;
+}
+
+export interface ReadOptions {
+  /**
+   * False when the caller records its own, more telling audit record in the same transaction (a
+   * Connect operation); every other read or write is audited here.
+   */
+  audit?: boolean;
+}
+
+export interface WriteOptions extends ReadOptions {
+  /**
+   * Check the references of the written resources later, all at once (`pont import`: files may refer
+   * to each other in any order). Every other write checks them in its transaction.
+   */
+  deferReferenceCheck?: boolean;
+}
+
+/** Types Pont writes itself: no client writes them through the FHIR API (or Bridge sync). */
+const PONT_MANAGED_TYPES = new Set(['AuditEvent']);
+
+/**
+ * The one door to clinical data (architecture §9). Built per request from its RequestContext; every
+ * FHIR interaction of every route (FHIR, Connect, SDK, Bridge), of `pont import` and of the demo goes
+ * through it. Each call applies the caller's access policy, writes the audit record, records the events
+ * of the changes it makes and runs in a transaction: a write, its events and its audit record commit
+ * together. `transaction()` composes several calls into one transaction; calls made inside it (and
+ * nested `transaction()` calls) join it.
+ */
+export class FhirRepository {
+  readonly access: AccessPolicy;
+  private readonly open = new AsyncLocalStorage<Queryable>();
+
+  constructor(
+    private readonly deps: RepositoryDeps,
+    readonly context: RequestContext,
+  ) {
+    this.access = accessPolicyFor(context.principal, context.channel);
+  }
+
+  get baseUrl(): string {
+    return this.deps.baseUrl();
+  }
+
+  // ------------------------------------------------------------------ transactions
+
+  /**
+   * Runs `fn` in one transaction (joining the one already open for this repository). `sql` reaches
+   * Pont's own tables (Health ID registry, consents index, idempotency records) in that transaction.
+   */
+  transaction<T>(fn: (sql: Queryable) => Promise<T>): Promise<T> {
+    const open = this.open.getStore();
+    if (open) return fn(open);
+    return this.deps.db.transaction((tx) => this.open.run(tx, () => fn(tx)));
+  }
+
+  /** The open transaction, or the database itself for a read outside one. */
+  private get sql(): Queryable {
+    return this.open.getStore() ?? this.deps.db;
+  }
+
+  // ------------------------------------------------------------------ reads
+
+  /** The current version; 404 when it never existed, 410 when deleted, 403 when the caller may not see it. */
+  async read<T extends Resource>(type: string, id: string, options: ReadOptions = {}): Promise<T> {
+    this.checkReadable(type);
+    const found = await readVersion<T>(this.sql, type, id, this.access.rowFilter);
+    const absent = missing(type, id, found);
+    if (absent) throw absent;
+    return this.shown('read', found!.content!, found!.allowed, options);
+  }
+
+  /** One version (current or earlier). */
+  async vread<T extends Resource>(type: string, id: string, versionId: string, options: ReadOptions = {}): Promise<T> {
+    this.checkReadable(type);
+    const found = await readOneVersion<T>(this.sql, type, id, versionId, this.access.rowFilter);
+    const absent = missing(type, id, found, versionId);
+    if (absent) throw absent;
+    return this.shown('vread', found!.content!, found!.allowed, options);
+  }
+
+  /** Instance history (`id` given: 404 when unknown, 403 when hidden) or type history (only what the caller may see). */
+  async history(type: string, id: string | undefined, params: { count?: number; since?: string }): Promise<Bundle> {
+    this.checkReadable(type);
+    if (id !== undefined) {
+      const current = await readVersion(this.sql, type, id, this.access.rowFilter);
+      if (!current) throw new ApiError(404, ErrorCode.notFound, `${type}/${id} not found`);
+      if (!current.allowed) throw await this.refuse('history', current.content);
+    }
+    const bundle = await historyBundle(this.sql, this.baseUrl, type, id, params, this.access.rowFilter);
+    await this.auditAccess('history', 'R', resourcesOf(bundle));
+    return bundle;
+  }
+
+  /** FHIR search: only what the caller may see is found, counted or included. */
+  async search<T extends Resource>(type: string, query: QueryParams, options: SearchOptions & ReadOptions = {}): Promise<Bundle<T>> {
+    this.checkReadable(type);
+    const parsed = parseSearch(type, query, this.baseUrl);
+    const bundle = await searchResources<T>(this.sql, this.baseUrl, parsed, query, this.access, options);
+    if (options.audit !== false) await this.auditAccess('search', 'R', resourcesOf(bundle));
+    return bundle;
+  }
+
+  /** The matches of a search (no includes), every page up to the search's `_count`. */
+  async searchResources<T extends Resource>(type: string, query: QueryParams, options: ReadOptions = {}): Promise<T[]> {
+    const bundle = await this.search<T>(type, query, options);
+    return (bundle.entry ?? []).filter((e) => e.search?.mode === 'match').map((e) => e.resource as T);
+  }
+
+  /** Patient/$everything: the patient (403 when hidden) and what of their record the caller may see. */
+  async everything(patientId: string, params: EverythingParams): Promise<Bundle> {
+    const patient = await this.read('Patient', patientId, { audit: false });
+    const bundle = await everythingBundle(this.sql, this.baseUrl, patient, params, this.access);
+    await this.auditAccess('everything', 'R', resourcesOf(bundle));
+    return bundle;
+  }
+
+  // ------------------------------------------------------------------ writes
+
+  /** Creates a resource with a new id. */
+  async create<T extends Resource>(resource: T, options: ReadOptions = {}): Promise<T> {
+    return this.transaction(async () => (await this.writeItems([{ resource: { ...resource, id: randomUUID() }, method: 'POST' }], 'create', options))[0]!.resource as T);
+  }
+
+  /**
+   * Conditional create (If-None-Exist): the one resource matching `criteria` (a search query string),
+   * or a new one. Race-free on any number of processes: see lockCriteria.
+   */
+  async conditionalCreate<T extends Resource>(resource: T, criteria: string): Promise<WriteOutcome<T>> {
+    return this.transaction(async () => {
+      const existing = await this.matchOne<T>(resource.resourceType, criteria, 'If-None-Exist');
+      if (existing) return { resource: existing, created: false };
+      return { resource: await this.create(resource), created: true };
+    });
+  }
+
+  /** Update, or create with the given id when it does not exist yet (update-as-create); `ifMatch` makes it version-checked. */
+  async update<T extends Resource>(resource: T, options: { ifMatch?: string } = {}): Promise<WriteOutcome<T>> {
+    if (!resource.id) throw badRequest('Resource id is required for an update');
+    return this.transaction(async () => {
+      const [result] = await this.writeItems([{ resource, method: 'PUT', ifMatch: options.ifMatch }], 'update');
+      return { resource: result!.resource as T, created: result!.created };
+    });
+  }
+
+  /** Conditional update (`PUT Type?criteria`): updates the one match, or creates (with the body's id, or a new one). */
+  async conditionalUpdate<T extends Resource>(resource: T, criteria: string): Promise<WriteOutcome<T>> {
+    return this.transaction(async () => {
+      const existing = await this.matchOne(resource.resourceType, criteria, 'Conditional update');
+      if (existing && resource.id !== undefined && resource.id !== existing.id)
+        throw badRequest(`The body's id ${resource.id} is not the id of the resource the criteria match (${existing.id})`);
+      return this.update({ ...resource, id: existing?.id ?? resource.id ?? randomUUID() });
+    });
+  }
+
+  /** Deletes (idempotent: deleting what is absent succeeds); 409 while another resource refers to it. */
+  async delete(type: string, id: string, options: { ifMatch?: string } = {}): Promise<void> {
+    checkType(type);
+    await this.transaction(() => this.writeItems([{ resource: { resourceType: type, id } as Resource, method: 'DELETE', ifMatch: options.ifMatch }], 'delete'));
+  }
+
+  /** A `transaction` (all or nothing) or `batch` Bundle. */
+  bundle(input: unknown, options: BundleOptions): Promise<Bundle> {
+    return processBundle(this, input, options);
+  }
+
+  /**
+   * The search match for a conditional write, under a lock on (type, criteria) held until the
+   * transaction ends, so that concurrent conditional writes with the same criteria see each other:
+   * exactly one creates. 412 when the criteria match more than one resource.
+   */
+  async matchOne<T extends Resource>(type: string, criteria: string, what: string): Promise<T | undefined> {
+    checkType(type);
+    const query = new URLSearchParams(criteria.replace(/^[^?]*\?/, ''));
+    const pairs = [...query].sort(([a, x], [b, y]) => (a === b ? (x < y ? -1 : x > y ? 1 : 0) : a < b ? -1 : 1));
+    if (!pairs.length) throw badRequest(`${what}: the search criteria are empty`);
+    await this.sql.query('SELECT pg_advisory_xact_lock($1::bigint)', [hashKey('conditional-write', type, JSON.stringify(pairs))]);
+    const params: QueryParams = {};
+    for (const [k, v] of pairs) params[k] = params[k] === undefined ? v : ([] as string[]).concat(params[k]!, v);
+    const parsed = parseSearch(type, params, this.baseUrl);
+    // Every match counts, including those the caller may not see: the criteria must match one resource.
+    const matches = await searchResources<T>(this.sql, this.baseUrl, { ...parsed, count: 2, total: 'none' }, params, { canRead: () => true });
+    const found = (matches.entry ?? []).filter((e) => e.search?.mode === 'match').map((e) => e.resource as T);
+    if (found.length > 1) throw new ApiError(412, ErrorCode.preconditionFailed, `${what} matched more than one resource`);
+    return found[0];
+  }
+
+  /**
+   * Writes several resources in the open transaction: the store's write, then referential integrity,
+   * the Health ID registry, the events and the audit record. For bundles and imports; routes and
+   * services use create / update / delete.
+   */
+  async writeItems(items: WriteItem[], operation: string, options: WriteOptions = {}): Promise<WriteResult[]> {
+    const sql = this.open.getStore();
+    if (!sql) return this.transaction(() => this.writeItems(items, operation, options));
+    for (const { resource } of items) this.checkWritable(resource.resourceType);
+    const registered: Registered[] = [];
+    const principal = this.context.principal;
+    const results = await writeMany(sql, this.baseUrl, items, {
+      authorOrg: principal.kind === 'client' ? principal.organizationId : null,
+      prepare: async (resource, previous) => {
+        if (resource.resourceType !== 'Patient') return resource;
+        const outcome = await withHealthId(sql, resource as Patient, previous as Patient | undefined);
+        if (outcome.registered) registered.push(outcome.registered);
+        return outcome.patient;
+      },
+    });
+    const changed = results.filter((r) => r.changed);
+    if (!options.deferReferenceCheck) await checkReferences(sql, this.baseUrl, items, results);
+    for (const r of changed)
+      if (r.resource.resourceType === 'Patient')
+        await updateMatchKey(sql, r.resource.id!, r.method === 'DELETE' ? null : this.deps.matchKeyOf(r.resource as Patient));
+    await this.recordChangeEvents(sql, changed, registered);
+    const action: AuditAction = changed.every((r) => r.method === 'DELETE') ? 'D' : changed.every((r) => r.created) ? 'C' : 'U';
+    if (options.audit !== false) await this.auditAccess(operation, action, changed.map((r) => (r.method === 'DELETE' ? (r.previous ?? r.resource) : r.resource)));
+    return results;
+  }
+
+  // ------------------------------------------------------------------ events and audit
+
+  /** Records an event that is not a resource change (e.g. `health_id.verified`), in the open transaction. */
+  async recordEvent(event: { type: EventType; data: Record<string, unknown>; patientId?: string }): Promise<void> {
+    await this.transaction((sql) => recordEvents(sql, [this.newEvent(event)]));
+  }
+
+  /** A domain-level audit record (a Connect operation's own, e.g. a resolve that found nothing). */
+  async audit(record: Omit<AuditRecord, 'caller'>): Promise<void> {
+    await this.transaction((sql) => recordAudit(sql, this.baseUrl, { ...record, caller: this.caller }));
+  }
+
+  /** Who is asking, as the audit trail names them. */
+  get caller(): AuditCaller {
+    return { principal: this.context.principal, requestId: this.context.requestId, address: this.context.address };
+  }
+
+  private newEvent(event: { type: EventType; data: Record<string, unknown>; patientId?: string }): NewEvent {
+    const principal = this.context.principal;
+    return {
+      ...event,
+      organizationId: principal.kind === 'client' ? principal.organizationId : undefined,
+      facilityId: principal.kind === 'client' || principal.kind === 'bridge-agent' ? principal.facilityId : undefined,
+      environment: this.deps.environment,
+      requestId: this.context.requestId,
+    };
+  }
+
+  private async recordChangeEvents(sql: Queryable, changed: WriteResult[], registered: Registered[]): Promise<void> {
+    if (!changed.length) return;
+    const changes: ResourceChange[] = changed.map((r) => ({
+      interaction: r.method === 'DELETE' ? 'delete' : r.created ? 'create' : 'update',
+      before: r.previous,
+      after: r.method === 'DELETE' ? undefined : r.resource,
+    }));
+    const healthIds = await healthIdsByPatient(sql, patientIdsOf(changes));
+    const principal = this.context.principal;
+    const context = {
+      healthIdOf: (id: string | undefined) => (id ? (healthIds.get(id) ?? null) : null),
+      facilityId: (principal.kind === 'client' || principal.kind === 'bridge-agent' ? principal.facilityId : undefined) ?? null,
+    };
+    const events = changes.flatMap((c) => eventsOf(c, context)).map((e) => this.newEvent(e));
+    for (const r of registered)
+      events.push(this.newEvent({ type: 'health_id.created', patientId: r.patientId, data: { health_id: r.healthId, patient_id: r.patientId, country_code: r.countryCode } }));
+    await recordEvents(sql, events);
+  }
+
+  /**
+   * The audit record of an interaction with patient data (nothing when it touched none, and nothing for
+   * reads of the audit trail itself), in the open transaction or, for a read outside one, its own.
+   */
+  private async auditAccess(operation: string, action: AuditAction, resources: Resource[], outcome: AuditRecord['outcome'] = 'success'): Promise<void> {
+    if (resources.every((r) => r.resourceType === 'AuditEvent')) return;
+    const patients = patientsOf(resources, this.baseUrl);
+    if (!patients.length) return;
+    const named = patients.slice(0, MAX_PATIENTS_PER_RECORD);
+    await this.audit({
+      operation: this.context.operation ?? operation,
+      action,
+      outcome,
+      outcomeDescription:
+        outcome === 'success'
+          ? `${resources.length} resource(s) of ${patients.length} patient(s)${patients.length > named.length ? `; first ${named.length} named` : ''}`
+          : 'refused: the caller may not see this patient data',
+      patient: { id: named[0] },
+      otherPatients: named.slice(1),
+      purpose: this.context.purpose,
+      externalReference: this.context.externalReference,
+    });
+  }
+
+  /** A resource the access rule let through: audited (unless the caller audits), returned. */
+  private async shown<T extends Resource>(operation: string, resource: T, allowed: boolean, options: ReadOptions): Promise<T> {
+    if (!allowed) throw await this.refuse(operation, resource);
+    if (options.audit !== false) await this.auditAccess(operation, 'R', [resource]);
+    return resource;
+  }
+
+  /** A refusal of the access rule: audited (outcome 4), then the 403 to throw. */
+  private async refuse(operation: string, resource: Resource | null): Promise<ApiError> {
+    if (resource) await this.auditAccess(operation, 'R', [resource], 'minor-failure');
+    return new ApiError(403, ErrorCode.forbidden, 'The caller may not see this patient data');
+  }
+
+  private checkReadable(type: string): void {
+    checkType(type);
+    if (!this.access.canRead(type)) throw new ApiError(403, ErrorCode.forbidden, `No read access to ${type}`);
+  }
+
+  private checkWritable(type: string): void {
+    checkType(type);
+    if (PONT_MANAGED_TYPES.has(type) && this.context.channel !== 'system')
+      throw new ApiError(403, ErrorCode.forbidden, `${type} resources are written by Pont only`);
+  }
+}
+
+/** The most patients one audit record names; a larger search says how many more in its description. */
+const MAX_PATIENTS_PER_RECORD = 50;
+
+function resourcesOf(bundle: Bundle): Resource[] {
+  return (bundle.entry ?? []).flatMap((e) => (e.resource && e.resource.resourceType !== 'OperationOutcome' ? [e.resource] : []));
+}
+
+/**
+ * Referential integrity (as HAPI enforces by default): every local reference of what was written names a
+ * resource that exists (400 naming the element; a bundle's own writes count, as they are in the same
+ * transaction), and nothing still refers to what was deleted (409, unless the referrer was deleted too).
+ */
+export async function checkReferences(sql: Queryable, base: string, items: WriteItem[], results: WriteResult[]): Promise<void> {
+  const label = (i: number) => (items[i]?.label ? `${items[i]!.label}: ` : '');
+  const targets: Array<{ index: number; type: string; id: string; path: string }> = [];
+  const deleted: Array<{ index: number; type: string; id: string }> = [];
+  results.forEach((r, index) => {
+    if (!r.changed) return;
+    if (r.method === 'DELETE') return void deleted.push({ index, type: r.resource.resourceType, id: r.resource.id! });
+    const { links, unresolved } = linksOf(r.resource, base);
+    if (unresolved.length)
+      throw referenceError(400, `${label(index)}${unresolved[0]!.path} refers to ${unresolved[0]!.targetId}, which no entry of the Bundle defines`, unresolved[0]!.path);
+    for (const l of links) targets.push({ index, type: l.targetType, id: l.targetId, path: l.path });
+  });
+  if (targets.length) {
+    const { rows } = await sql.query<{ n: number }>(
+      `SELECT k.n FROM unnest($1::text[], $2::text[], $3::int[]) AS k(t, i, n)
+       WHERE NOT EXISTS (SELECT 1 FROM fhir_resources r WHERE r.resource_type = k.t AND r.id = k.i AND NOT r.deleted)
+       ORDER BY k.n LIMIT 1`,
+      [targets.map((t) => t.type), targets.map((t) => t.id), targets.map((_, n) => n)],
+    );
+    const bad = rows[0] && targets[rows[0].n];
+    if (bad) throw referenceError(400, `${label(bad.index)}${bad.path} refers to ${bad.type}/${bad.id}, which does not exist`, bad.path);
+  }
+  if (deleted.length) {
+    const { rows } = await sql.query<{ target_type: string; target_id: string; resource_type: string; id: string; path: string }>(
+      `SELECT l.target_type, l.target_id, s.resource_type, s.id, l.path FROM unnest($1::text[], $2::text[]) AS k(t, i)
+       JOIN fhir_links l ON l.target_id = k.i AND l.target_type = k.t
+       JOIN fhir_resources s ON s.rid = l.rid AND NOT s.deleted
+       LIMIT 1`,
+      [deleted.map((d) => d.type), deleted.map((d) => d.id)],
+    );
+    const held = rows[0];
+    if (held) {
+      const index = deleted.find((d) => d.type === held.target_type && d.id === held.target_id)!.index;
+      throw referenceError(
+        409,
+        `${label(index)}${held.target_type}/${held.target_id} cannot be deleted: ${held.resource_type}/${held.id} refers to it (${held.path}); delete or change that first, or in the same transaction`,
+        held.path,
+      );
+    }
+  }
+}
+
+function referenceError(status: 400 | 409, message: string, path: string): ApiError {
+  return new ApiError(status, status === 400 ? ErrorCode.badRequest : ErrorCode.conflict, message, {
+    issues: [{ severity: 'error', code: status === 400 ? 'not-found' : 'conflict', details: { text: message }, diagnostics: message, expression: [path] }],
+  });
+}

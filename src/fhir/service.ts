@@ -1,0 +1,51 @@
+import type { Patient } from '@medplum/fhirtypes';
+import type { Config } from '../config';
+import type { Database } from '../db/database';
+import type { MappingSet } from '../mapping/index';
+import { matchKey } from '../patients/matching';
+import { FhirRepository, type RepositoryDeps, type RequestContext } from './repository';
+
+export const FHIR_BASE_PATH = '/api/fhir/R4';
+
+/** Builds the repositories of one process: one per request (or per operator command). */
+export class FhirService {
+  private readonly deps: RepositoryDeps;
+
+  constructor(
+    readonly db: Database,
+    config: Pick<Config, 'publicUrl' | 'environment' | 'matchKeySecret'>,
+    mappings: MappingSet,
+  ) {
+    this.deps = {
+      db,
+      baseUrl: () => `${config.publicUrl}${FHIR_BASE_PATH}`,
+      environment: config.environment,
+      matchKeyOf: (patient: Patient) => {
+        // The same demographics resolve matches on, read through the same map (mappings/patient-profile.map.yaml).
+        const profile = mappings.get('patient-profile').fromFhir(patient) as Record<string, unknown>;
+        const text = (k: string) => (typeof profile[k] === 'string' ? (profile[k] as string) : undefined);
+        const firstName = text('first_name');
+        if (!firstName) return null;
+        return matchKey({ first_name: firstName, last_name: text('last_name'), date_of_birth: text('date_of_birth'), sex: text('sex') }, config.matchKeySecret);
+      },
+    };
+  }
+
+  get baseUrl(): string {
+    return this.deps.baseUrl();
+  }
+
+  /** The match key of a Patient's demographics, or null (src/patients/matching.ts). */
+  matchKeyOf(patient: Patient): string | null {
+    return this.deps.matchKeyOf(patient);
+  }
+
+  repository(context: RequestContext): FhirRepository {
+    return new FhirRepository(this.deps, context);
+  }
+
+  /** A repository acting as Pont itself, for operator work (`pont import`, the demo reset). */
+  system(name: string): FhirRepository {
+    return this.repository({ principal: { kind: 'system', name }, channel: 'system' });
+  }
+}

@@ -1,0 +1,217 @@
+import type { Bundle, Resource } from '@medplum/fhirtypes';
+import type { Queryable } from '../../db/database';
+import { ApiError, ErrorCode, badRequest } from '../../http/errors';
+import { patientCompartmentParams } from '../definitions';
+import { hashKey } from '../hash';
+import { indexedParams } from '../indexer';
+import { decodeCursor, encodeCursor } from '../search/parse';
+import { SqlParams, accessSql } from '../search/sql';
+import { MAX_INCLUDED, type SearchAccess } from './search';
+import type { RowFilter } from './types';
+
+/** One stored version as a point read finds it, and whether the caller may see it. */
+export interface StoredVersion<T extends Resource = Resource> {
+  deleted: boolean;
+  content: T | null;
+  versionId: string;
+  lastUpdated: Date;
+  /** The access rule's verdict on this resource (true when the caller may see every row). */
+  allowed: boolean;
+}
+
+interface VersionRow {
+  id: string;
+  version_id: string;
+  last_updated: Date | string;
+  method: 'POST' | 'PUT' | 'DELETE';
+  deleted: boolean;
+  content: Resource | null;
+  allowed: boolean;
+}
+
+const allowedColumn = (rowFilter: RowFilter | undefined, q: SqlParams) => {
+  const condition = rowFilter?.('r', q);
+  return condition ? `(${condition}) AS allowed` : 'true AS allowed';
+};
+
+const toStored = <T extends Resource>(row: VersionRow | undefined): StoredVersion<T> | undefined =>
+  row && { deleted: row.deleted, content: row.content as T | null, versionId: String(row.version_id), lastUpdated: new Date(row.last_updated), allowed: row.allowed };
+
+/** The current version of a resource, or undefined when it never existed. */
+export async function readVersion<T extends Resource>(db: Queryable, type: string, id: string, rowFilter?: RowFilter): Promise<StoredVersion<T> | undefined> {
+  const q = new SqlParams();
+  const allowed = allowedColumn(rowFilter, q);
+  const { rows } = await db.query<VersionRow>(
+    `SELECT r.id, r.version_id, r.last_updated, r.deleted, r.content, ${allowed} FROM fhir_resources r
+     WHERE r.resource_type = ${q.add(type)} AND r.id = ${q.add(id)}`,
+    q.values,
+  );
+  return toStored<T>(rows[0]);
+}
+
+/** One version of a resource (current or earlier), or undefined. Access is judged on the resource as it is now. */
+export async function readOneVersion<T extends Resource>(
+  db: Queryable,
+  type: string,
+  id: string,
+  versionId: string,
+  rowFilter?: RowFilter,
+): Promise<StoredVersion<T> | undefined> {
+  if (!/^\d{1,18}$/.test(versionId)) return undefined;
+  const q = new SqlParams();
+  const allowed = allowedColumn(rowFilter, q);
+  const t = q.add(type);
+  const i = q.add(id);
+  const v = q.add(versionId);
+  const { rows } = await db.query<VersionRow>(
+    `SELECT r.id, r.version_id, r.last_updated, r.deleted, r.content, ${allowed} FROM fhir_resources r
+     WHERE r.resource_type = ${t} AND r.id = ${i} AND r.version_id = ${v}
+     UNION ALL
+     SELECT r.id, h.version_id, h.last_updated, h.content IS NULL, h.content, ${allowed} FROM fhir_resource_versions h JOIN fhir_resources r ON r.rid = h.rid
+     WHERE r.resource_type = ${t} AND r.id = ${i} AND h.version_id = ${v}`,
+    q.values,
+  );
+  return toStored<T>(rows[0]);
+}
+
+/**
+ * Instance history (`id` given) or type history, newest first; rows the caller may not see are left out
+ * (the rule is judged on each resource as it is now).
+ */
+export async function historyBundle(
+  db: Queryable,
+  base: string,
+  type: string,
+  id: string | undefined,
+  params: { count?: number; since?: string; before?: string },
+  rowFilter?: RowFilter,
+): Promise<Bundle> {
+  const count = Math.min(params.count ?? 50, 1000);
+  const q = new SqlParams();
+  const where = [`r.resource_type = ${q.add(type)}`];
+  if (id !== undefined) where.push(`r.id = ${q.add(id)}`);
+  const visible = rowFilter?.('r', q);
+  if (visible) where.push(`(${visible})`);
+  const time: string[] = [];
+  if (params.since) time.push(`last_updated >= ${q.add(params.since)}::timestamptz`);
+  if (params.before) time.push(`last_updated < ${q.add(params.before)}::timestamptz`);
+  const timeSql = time.length ? ` AND ${time.join(' AND ')}` : '';
+  const { rows } = await db.query<VersionRow>(
+    `SELECT * FROM (
+        SELECT r.id, r.version_id, r.last_updated, r.method, r.content FROM fhir_resources r WHERE ${where.join(' AND ')}
+        UNION ALL
+        SELECT r.id, v.version_id, v.last_updated, v.method, v.content FROM fhir_resource_versions v JOIN fhir_resources r ON r.rid = v.rid
+        WHERE ${where.join(' AND ')}
+      ) h WHERE true${timeSql} ORDER BY last_updated DESC, version_id DESC LIMIT ${q.add(count)}`,
+    q.values,
+  );
+  return {
+    resourceType: 'Bundle',
+    type: 'history',
+    entry: rows.map((row) => ({
+      fullUrl: `${base}/${type}/${row.id}`,
+      ...(row.content ? { resource: row.content } : {}),
+      request: { method: row.method, url: row.method === 'POST' ? type : `${type}/${row.id}` },
+      response: {
+        status: row.method === 'POST' ? '201 Created' : row.method === 'DELETE' ? '204 No Content' : '200 OK',
+        etag: `W/"${row.version_id}"`,
+        lastModified: new Date(row.last_updated).toISOString(),
+      },
+    })),
+  };
+}
+
+export interface EverythingParams {
+  count?: number;
+  cursor?: string;
+  since?: string;
+  /** Where the self and next links point (default: this server's `Patient/{id}/$everything`). */
+  linkBase?: string;
+}
+
+/**
+ * Patient/$everything: the patient, every resource of the patient's compartment (R4
+ * CompartmentDefinition) the caller may see, and the resources those refer to, paged by `_count`.
+ * The caller has already been allowed to see `patient`.
+ */
+export async function everythingBundle(db: Queryable, base: string, patient: Resource, params: EverythingParams, access: SearchAccess): Promise<Bundle> {
+  const patientId = patient.id!;
+  const count = Math.min(params.count ?? 100, MAX_INCLUDED);
+  const identities: string[] = [];
+  const types: string[] = [];
+  // The audit trail is in the patient compartment, but it is for operators (audit:read), not for $everything.
+  for (const [type, codes] of patientCompartmentParams()) {
+    if (type === 'AuditEvent' || !access.canRead(type)) continue;
+    types.push(type);
+    for (const code of codes) if (indexedParams(type).has(code)) identities.push(hashKey(type, code));
+  }
+  const conditions = (q: SqlParams) => {
+    const where = [
+      `r.rid IN (SELECT rid FROM fhir_idx_reference WHERE target_id = ${q.add(patientId)} AND target_type = 'Patient' AND hash_identity = ANY(${q.add(identities)}::bigint[]))`,
+      `r.resource_type = ANY(${q.add(types)}::text[])`,
+      'NOT r.deleted',
+    ];
+    const visible = access.rowFilter?.('r', q);
+    if (visible) where.push(`(${visible})`);
+    if (params.since) where.push(`r.last_updated >= ${q.add(params.since)}::timestamptz`);
+    return where;
+  };
+  const countParams = new SqlParams();
+  const countWhere = conditions(countParams);
+  const pageParams = new SqlParams();
+  const pageWhere = conditions(pageParams);
+  const after = params.cursor === undefined ? undefined : decodeCursor(params.cursor).afterRid;
+  if (params.cursor !== undefined && !after) throw badRequest('_cursor is not a cursor issued by this server');
+  if (after) pageWhere.push(`r.rid > ${pageParams.add(after)}::bigint`);
+  const { rows: totalRows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM fhir_resources r WHERE ${countWhere.join(' AND ')}`, countParams.values);
+  const { rows } = await db.query<{ rid: string; content: Resource }>(
+    `SELECT r.rid, r.content FROM fhir_resources r WHERE ${pageWhere.join(' AND ')} ORDER BY r.rid LIMIT ${pageParams.add(count + 1)}`,
+    pageParams.values,
+  );
+  const linkBase = params.linkBase ?? `${base}/Patient/${patientId}/$everything`;
+  const members = rows.slice(0, count).map((r) => r.content);
+  const first = after ? [] : [patient];
+  const seen = new Set([...first, ...members].map((r) => `${r.resourceType}/${r.id}`));
+  const referenced = (await referencedBy(db, [...first, ...members], access)).filter((r) => !seen.has(`${r.resourceType}/${r.id}`));
+  const bundle: Bundle = {
+    resourceType: 'Bundle',
+    type: 'searchset',
+    total: totalRows[0].n + 1,
+    link: [{ relation: 'self', url: linkBase }],
+    entry: [
+      ...[...first, ...members].map((r) => ({ fullUrl: `${base}/${r.resourceType}/${r.id}`, resource: r, search: { mode: 'match' as const } })),
+      ...referenced.map((r) => ({ fullUrl: `${base}/${r.resourceType}/${r.id}`, resource: r, search: { mode: 'include' as const } })),
+    ],
+  };
+  if (rows.length > count) {
+    const last = rows[count - 1].rid;
+    bundle.link!.push({ relation: 'next', url: `${linkBase}?_count=${count}&_cursor=${encodeCursor({ afterRid: last })}` });
+  }
+  return bundle;
+}
+
+/** Resources that `from` refer to (any reference parameter), outside the patient compartment types. */
+async function referencedBy(db: Queryable, from: Resource[], access: SearchAccess): Promise<Resource[]> {
+  if (!from.length) return [];
+  const q = new SqlParams();
+  const compartment = [...patientCompartmentParams().keys(), 'Patient'];
+  // (type, id) pairs joined on the unique key, so the lookup uses its index.
+  const { rows } = await db.query<{ content: Resource; resource_type: string }>(
+    `SELECT DISTINCT t.rid, t.resource_type, t.content FROM unnest(${q.add(from.map((r) => r.resourceType))}::text[], ${q.add(from.map((r) => r.id))}::text[]) AS k(type, id)
+     JOIN fhir_resources s ON s.resource_type = k.type AND s.id = k.id
+     JOIN fhir_idx_reference ref ON ref.rid = s.rid
+     JOIN fhir_resources t ON t.resource_type = ref.target_type AND t.id = ref.target_id AND NOT t.deleted
+     WHERE NOT (t.resource_type = ANY(${q.add(compartment)}::text[]))${accessSql(access.rowFilter, 't', q)}
+     ORDER BY t.rid LIMIT ${MAX_INCLUDED}`,
+    q.values,
+  );
+  return rows.filter((r) => access.canRead(r.resource_type)).map((r) => r.content);
+}
+
+/** 404 / 410 for a version that is absent or a deletion. */
+export function missing(type: string, id: string, found: StoredVersion | undefined, versionId?: string): ApiError | undefined {
+  const what = versionId ? `Version ${versionId} of ${type}/${id}` : `${type}/${id}`;
+  if (!found) return new ApiError(404, ErrorCode.notFound, `${what} not found`);
+  if (found.deleted) return new ApiError(410, ErrorCode.gone, versionId ? `${what} is a deletion` : `${what} was deleted`);
+  return undefined;
+}

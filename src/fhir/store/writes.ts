@@ -1,0 +1,234 @@
+import type { Resource } from '@medplum/fhirtypes';
+import type { Queryable } from '../../db/database';
+import { ApiError, ErrorCode, badRequest } from '../../http/errors';
+import { compartmentPatients, linksOf, type Link } from '../compartment';
+import { INDEX_TABLES, indexResource, type IndexRows } from '../indexer';
+import { validateFhirResource } from '../validate';
+import { checkType, ID_PATTERN, versionTag } from './types';
+
+export type WriteMethod = 'POST' | 'PUT' | 'DELETE';
+
+export interface WriteItem {
+  resource: Resource;
+  method: WriteMethod;
+  /** `W/"3"` or `3`: the write happens only if the current version is this one (else 412). */
+  ifMatch?: string;
+  /** Prefixed to error messages about this item (e.g. `entry[3]`). */
+  label?: string;
+}
+
+export interface WriteResult<T extends Resource = Resource> {
+  /** What was stored (for a delete: the type and id). */
+  resource: T;
+  /** True when the write created the resource (201), false when it updated or deleted it. */
+  created: boolean;
+  /** The version this write replaced (undefined for a create, or a delete of something absent). */
+  previous?: Resource;
+  /** False for a delete of something already absent: nothing changed. */
+  changed: boolean;
+  method: WriteMethod;
+}
+
+/** What the repository decides for each write, called once the current version is locked. */
+export interface WriteHooks {
+  /** Returns the resource to store (e.g. with the Health ID a Patient must keep); may throw ApiError. */
+  prepare?(resource: Resource, previous: Resource | undefined): Promise<Resource> | Resource;
+  /** Organisation recorded as author of the resources this write creates (updates keep the first author). */
+  authorOrg?: string | null;
+}
+
+interface LockedRow {
+  rid: string;
+  resource_type: string;
+  id: string;
+  version_id: string;
+  deleted: boolean;
+  content: Resource | null;
+}
+
+/** Index rows and links of one stored version, inserted together (one statement for a whole write). */
+export interface PendingIndex {
+  rid: string;
+  rows: IndexRows;
+  links: Link[];
+}
+
+const INDEX_COLUMNS: Record<(typeof INDEX_TABLES)[number], { columns: string[]; types: string[] }> = {
+  token: { columns: ['hash_identity', 'hash_value', 'hash_sys_value', 'system', 'value', 'display'], types: ['bigint', 'bigint', 'bigint', 'text', 'text', 'text'] },
+  string: { columns: ['hash_identity', 'hash_exact', 'value_norm'], types: ['bigint', 'bigint', 'text'] },
+  date: { columns: ['hash_identity', 'low', 'high'], types: ['bigint', 'timestamptz', 'timestamptz'] },
+  number: { columns: ['hash_identity', 'low', 'high'], types: ['bigint', 'numeric', 'numeric'] },
+  quantity: { columns: ['hash_identity', 'value', 'system', 'code', 'unit'], types: ['bigint', 'numeric', 'text', 'text', 'text'] },
+  reference: { columns: ['hash_identity', 'target_type', 'target_id'], types: ['bigint', 'text', 'text'] },
+  uri: { columns: ['hash_identity', 'value'], types: ['bigint', 'text'] },
+};
+
+const key = (type: string, id: string) => `${type}/${id}`;
+
+/** The compartment patients of a stored version as a JSON array (one text parameter per row). */
+const patientsJson = (resource: Resource, base: string) => JSON.stringify(compartmentPatients(resource, base));
+
+/**
+ * Writes new versions of many resources with a handful of statements: locks the current rows,
+ * checks If-Match, lets the caller prepare each resource, validates it, archives the current versions
+ * (server-side copy), stores the new ones and replaces their index rows and links. Results are in the
+ * order of `items`. With `pending`, index rows are collected there instead of inserted (bundles
+ * insert them once for all their writes).
+ */
+export async function writeMany(
+  tx: Queryable,
+  base: string,
+  items: WriteItem[],
+  hooks: WriteHooks = {},
+  pending?: PendingIndex[],
+  depth = 0,
+): Promise<WriteResult[]> {
+  for (const { resource } of items) {
+    checkType(resource.resourceType);
+    if (!resource.id || !ID_PATTERN.test(resource.id)) throw badRequest(`Invalid resource id "${resource.id}"`);
+  }
+  // Creates carry ids generated for them: only updates and deletes have a current row to lock.
+  const known = items.filter((i) => i.method !== 'POST');
+  const { rows: existing } = known.length
+    ? await tx.query<LockedRow>(
+        `SELECT r.rid, r.resource_type, r.id, r.version_id, r.deleted, r.content FROM fhir_resources r
+         JOIN unnest($1::text[], $2::text[]) AS k(t, i) ON r.resource_type = k.t AND r.id = k.i
+         ORDER BY r.rid FOR UPDATE OF r`,
+        [known.map((i) => i.resource.resourceType), known.map((i) => i.resource.id)],
+      )
+    : { rows: [] as LockedRow[] };
+  const current = new Map(existing.map((row) => [key(row.resource_type, row.id), row]));
+  const now = new Date().toISOString();
+  const results: WriteResult[] = new Array(items.length);
+  const updates: Array<{ rid: string; versionId: string; method: WriteMethod; content: Resource | null }> = [];
+  const inserts: Array<{ index: number; versionId: string; method: WriteMethod; content: Resource }> = [];
+
+  const plan = async ({ resource: input, method, ifMatch }: WriteItem, index: number) => {
+    const { resourceType, id } = input;
+    const cur = current.get(key(resourceType, id!));
+    const previous = cur && !cur.deleted ? (cur.content ?? undefined) : undefined;
+    if (ifMatch !== undefined) {
+      const expected = versionTag(ifMatch);
+      if (!cur || cur.deleted || cur.version_id !== expected)
+        throw new ApiError(412, ErrorCode.preconditionFailed, `Version conflict: ${resourceType}/${id} is not at version ${expected}`);
+    }
+    if (method === 'DELETE' && !previous) {
+      results[index] = { resource: input, created: false, changed: false, method }; // deleting what is absent succeeds (idempotent)
+      return;
+    }
+    const versionId = cur ? String(Number(cur.version_id) + 1) : '1';
+    let content: Resource | null = null;
+    if (method !== 'DELETE') {
+      const prepared = hooks.prepare ? await hooks.prepare(input, previous) : input;
+      content = { ...prepared, meta: { ...prepared.meta, versionId, lastUpdated: now } } as Resource;
+      validateFhirResource(content);
+    }
+    results[index] = { resource: content ?? input, created: !previous && method !== 'DELETE', previous, changed: true, method };
+    if (cur) updates.push({ rid: cur.rid, versionId, method, content });
+    else inserts.push({ index, versionId, method, content: content! });
+  };
+  for (let index = 0; index < items.length; index++) {
+    const item = items[index];
+    try {
+      await plan(item, index);
+    } catch (err) {
+      if (item.label && err instanceof ApiError) throw new ApiError(err.status, err.code, `${item.label}: ${err.message}`, err.options);
+      throw err;
+    }
+  }
+
+  const indexed: PendingIndex[] = [];
+  const toIndex = (rid: string, content: Resource) => indexed.push({ rid, rows: indexResource(content, base), links: linksOf(content, base).links });
+  if (updates.length) {
+    const rids = updates.map((u) => u.rid);
+    await tx.query(
+      `INSERT INTO fhir_resource_versions (rid, version_id, last_updated, method, content)
+       SELECT rid, version_id, last_updated, method, content FROM fhir_resources WHERE rid = ANY($1::bigint[])`,
+      [rids],
+    );
+    await tx.query(
+      `UPDATE fhir_resources r SET version_id = u.v, last_updated = $1, method = u.m, deleted = u.c IS NULL, content = u.c::jsonb,
+         patients = ARRAY(SELECT jsonb_array_elements_text(u.p::jsonb))
+       FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[]) AS u(rid, v, m, c, p) WHERE r.rid = u.rid`,
+      [
+        now,
+        rids,
+        updates.map((u) => u.versionId),
+        updates.map((u) => u.method),
+        updates.map((u) => (u.content ? JSON.stringify(u.content) : null)),
+        updates.map((u) => (u.content ? patientsJson(u.content, base) : '[]')),
+      ],
+    );
+    await tx.query(
+      `WITH ${[...INDEX_TABLES.map((t) => `fhir_idx_${t}`), 'fhir_links'].map((t) => `d_${t} AS (DELETE FROM ${t} WHERE rid = ANY($1::bigint[]))`).join(', ')} SELECT 1`,
+      [rids],
+    );
+    for (const u of updates) if (u.content) toIndex(u.rid, u.content);
+  }
+  if (inserts.length) {
+    const { rows: created } = await tx.query<{ rid: string; resource_type: string; id: string }>(
+      `INSERT INTO fhir_resources (resource_type, id, version_id, last_updated, method, deleted, content, patients, author_org)
+       SELECT n.t, n.i, n.v, $1, n.m, false, n.c::jsonb, ARRAY(SELECT jsonb_array_elements_text(n.p::jsonb)), $8
+       FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[]) AS n(t, i, v, m, c, p)
+       ON CONFLICT (resource_type, id) DO NOTHING RETURNING rid, resource_type, id`,
+      [
+        now,
+        inserts.map((n) => n.content.resourceType),
+        inserts.map((n) => n.content.id),
+        inserts.map((n) => n.versionId),
+        inserts.map((n) => n.method),
+        inserts.map((n) => JSON.stringify(n.content)),
+        inserts.map((n) => patientsJson(n.content, base)),
+        hooks.authorOrg ?? null,
+      ],
+    );
+    const rids = new Map(created.map((row) => [key(row.resource_type, row.id), row.rid]));
+    const raced: number[] = [];
+    for (const n of inserts) {
+      const rid = rids.get(key(n.content.resourceType, n.content.id!));
+      if (rid) toIndex(rid, n.content);
+      else raced.push(n.index);
+    }
+    if (raced.length) {
+      // Another transaction created these ids first: write again, now as updates of its rows.
+      if (depth >= 2) throw new ApiError(409, ErrorCode.conflict, 'Concurrent writes to the same resources');
+      const again = await writeMany(tx, base, raced.map((i) => items[i]), hooks, pending, depth + 1);
+      raced.forEach((i, k) => (results[i] = again[k]));
+    }
+  }
+  if (pending) pending.push(...indexed);
+  else await insertIndexRows(tx, indexed);
+  return results;
+}
+
+/** Inserts the index rows and links of many resources with one statement (unnest of column arrays per table). */
+export async function insertIndexRows(tx: Queryable, batch: PendingIndex[]): Promise<void> {
+  const params: unknown[] = [];
+  const inserts: string[] = [];
+  const add = (table: string, columns: string[], types: string[], arrays: unknown[][]) => {
+    if (arrays[0].length === 0) return;
+    const casts = types.map((t, i) => `$${params.length + i + 1}::${t}[]`).join(', ');
+    params.push(...arrays);
+    inserts.push(`i_${table} AS (INSERT INTO ${table} (${columns.join(', ')}) SELECT * FROM unnest(${casts}))`);
+  };
+  for (const table of INDEX_TABLES) {
+    const { columns, types } = INDEX_COLUMNS[table];
+    const arrays: unknown[][] = [[], ...columns.map(() => [])];
+    for (const { rid, rows } of batch)
+      for (const row of rows[table] as unknown[][]) {
+        arrays[0].push(rid);
+        row.forEach((v, i) => arrays[i + 1].push(v));
+      }
+    add(`fhir_idx_${table}`, ['rid', ...columns], ['bigint', ...types], arrays);
+  }
+  const links: unknown[][] = [[], [], [], []];
+  for (const { rid, links: ls } of batch)
+    for (const l of ls) {
+      links[0].push(rid);
+      links[1].push(l.targetType);
+      links[2].push(l.targetId);
+      links[3].push(l.path);
+    }
+  add('fhir_links', ['rid', 'target_type', 'target_id', 'path'], ['bigint', 'text', 'text', 'text'], links);
+  if (inserts.length) await tx.query(`WITH ${inserts.join(', ')} SELECT 1`, params);
+}
