@@ -382,14 +382,15 @@ export async function checkReferences(sql: Queryable, base: string, items: Write
   const label = (i: number) => (items[i]?.label ? `${items[i]!.label}: ` : '');
   const targets: Array<{ index: number; type: string; id: string; path: string }> = [];
   const deleted: Array<{ index: number; type: string; id: string }> = [];
+  let unresolved: { index: number; path: string; reference: string } | undefined;
   results.forEach((r, index) => {
     if (!r.changed) return;
     if (r.method === 'DELETE') return void deleted.push({ index, type: r.resource.resourceType, id: r.resource.id! });
-    const { links, unresolved } = linksOf(r.resource, base);
-    if (unresolved.length)
-      throw referenceError(400, `${label(index)}${unresolved[0]!.path} refers to ${unresolved[0]!.targetId}, which no entry of the Bundle defines`, unresolved[0]!.path);
-    for (const l of links) targets.push({ index, type: l.targetType, id: l.targetId, path: l.path });
+    const found = linksOf(r.resource, base);
+    if (found.unresolved.length && !unresolved) unresolved = { index, path: found.unresolved[0]!.path, reference: found.unresolved[0]!.targetId };
+    for (const l of found.links) targets.push({ index, type: l.targetType, id: l.targetId, path: l.path });
   });
+  let missing: (typeof targets)[number] | undefined;
   if (targets.length) {
     const { rows } = await sql.query<{ n: number }>(
       `SELECT k.n FROM unnest($1::text[], $2::text[], $3::int[]) AS k(t, i, n)
@@ -397,9 +398,12 @@ export async function checkReferences(sql: Queryable, base: string, items: Write
        ORDER BY k.n LIMIT 1`,
       [targets.map((t) => t.type), targets.map((t) => t.id), targets.map((_, n) => n)],
     );
-    const bad = rows[0] && targets[rows[0].n];
-    if (bad) throw referenceError(400, `${label(bad.index)}${bad.path} refers to ${bad.type}/${bad.id}, which does not exist`, bad.path);
+    missing = rows[0] && targets[rows[0].n];
   }
+  // The first offending entry is the one named, whichever kind of problem it has.
+  if (unresolved && (!missing || unresolved.index <= missing.index))
+    throw referenceError(400, `${label(unresolved.index)}${unresolved.path} refers to ${unresolved.reference}, which no entry of the Bundle defines`, unresolved.path);
+  if (missing) throw referenceError(400, `${label(missing.index)}${missing.path} refers to ${missing.type}/${missing.id}, which does not exist`, missing.path);
   if (deleted.length) {
     const { rows } = await sql.query<{ target_type: string; target_id: string; resource_type: string; id: string; path: string }>(
       `SELECT l.target_type, l.target_id, s.resource_type, s.id, l.path FROM unnest($1::text[], $2::text[]) AS k(t, i)
