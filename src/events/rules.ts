@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import type { CodeableConcept, Resource } from '@medplum/fhirtypes';
 import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
 import { ORGANIZATION_ID_SYSTEM } from '../audit/audit';
@@ -82,12 +83,12 @@ function ids(change: ResourceChange, context: RuleContext, idName: string): Reco
 const ABNORMAL = new Set(['H', 'HH', 'HU', 'L', 'LL', 'LU', 'A', 'AA', 'critical']);
 
 /** The demographics whose change is `patient.updated` (the Health ID is Pont's and never changes). */
-function demographics(p: Resource | undefined): string {
+function demographics(p: Resource | undefined): unknown[] {
   const a = (p ?? {}) as AnyResource;
-  return JSON.stringify([
+  return [
     a.name, a.birthDate, a.gender, a.telecom, a.address, a.deceasedBoolean, a.deceasedDateTime, a.maritalStatus,
     (a.identifier ?? []).filter((i: { system?: string }) => i.system !== HEALTH_ID_SYSTEM),
-  ]);
+  ];
 }
 
 /** The organisation a Consent is granted to (provision.actor), by Pont organisation id. */
@@ -110,7 +111,8 @@ export const EVENT_RULES: Rule[] = [
     resource: 'Patient',
     event: 'patient.updated',
     when: 'updated with other demographics (name, birth date, gender, telecom, address, deceased, marital status, identifiers)',
-    applies: (c) => c.interaction === 'update' && c.after !== undefined && demographics(c.before) !== demographics(c.after),
+    // Compared as values: the stored JSON may order keys differently (jsonb sorts them).
+    applies: (c) => c.interaction === 'update' && c.after !== undefined && !isDeepStrictEqual(demographics(c.before), demographics(c.after)),
     data: (c, x) => ids(c, x, 'patient_id'),
   },
   { resource: 'Consent', event: 'consent.requested', when: 'created `proposed`', applies: (c) => created(c) && statusOf(c.after) === 'proposed', data: consentData },
