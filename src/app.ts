@@ -13,6 +13,7 @@ import { authRoutes } from './auth/routes';
 import { patientRoutes } from './patients/routes';
 import { webhookRoutes } from './webhooks/routes';
 import { bridgeRoutes } from './bridge/routes';
+import { consentRoutes } from './consents/routes';
 
 
 /** Every route of the service, in one list: the router and the OpenAPI document are both built from it. */
@@ -24,6 +25,7 @@ export function allRoutes(services: Services): RouteSpec[] {
     ...systemRoutes(services, document),
     ...authRoutes(services),
     ...patientRoutes(services),
+    ...consentRoutes(services),
     ...webhookRoutes(services),
     ...bridgeRoutes(services),
     ...fhirRoutes(services),

@@ -9,7 +9,7 @@ let patient: Patient & { id: string };
 
 beforeAll(async () => {
   api = await startFhirApi();
-  reader = await createTestClient(api.pont, ['patients:read', 'labs:read'], { organizationId: 'org-reader' });
+  reader = await createTestClient(api.pont, ['patients:read', 'labs:read'], { organizationId: 'org-reader', allPatients: true });
   patient = await api.create<Patient>({ resourceType: 'Patient', name: [{ family: 'Audited' }] });
   await api.create({ resourceType: 'Observation', status: 'final', code: { text: 'x' }, subject: { reference: `Patient/${patient.id}` } });
 });

@@ -44,7 +44,7 @@ const update = async <T extends Resource>(r: T): Promise<T> => {
 
 /** Waits for deliveries, then returns the event types received since `from`, in order. */
 async function eventsSince(from: number, expected: number): Promise<Array<{ type: string; data: any }>> {
-  const got = await receiver.waitFor(from + expected);
+  await receiver.waitFor(from + expected);
   // A moment more, so an event raised twice would show.
   await new Promise((r) => setTimeout(r, 300));
   return receiver.received.slice(from).map((r) => ({ type: r.body.type, data: r.body.data }));

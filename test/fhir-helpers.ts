@@ -11,9 +11,13 @@ export interface FhirTestApi {
   close(): Promise<void>;
 }
 
+/**
+ * A server and an operator client of the deploying institution (all-patient access: the FHIR store's own
+ * tests are not about consent; test/consent-*.test.ts are).
+ */
 export async function startFhirApi(env: Record<string, string> = {}): Promise<FhirTestApi> {
   const pont = await startTestServer(env);
-  const client = await createTestClient(pont, ['fhir:read', 'fhir:write', 'audit:read']);
+  const client = await createTestClient(pont, ['fhir:read', 'fhir:write', 'audit:read'], { allPatients: true });
   const call: FhirTestApi['call'] = (path, init = {}) =>
     pont.json(`/api/fhir/R4${path}`, { ...init, headers: { ...client.headers, ...(init.headers as Record<string, string>) } });
   return {

@@ -86,13 +86,14 @@ export interface TestClient {
 export async function createTestClient(
   pont: TestServer,
   scopes: Scope[],
-  options: { organizationId?: string; facilityId?: string; name?: string } = {},
+  options: { organizationId?: string; facilityId?: string; name?: string; allPatients?: boolean } = {},
 ): Promise<TestClient> {
   const client = await createClient(pont.services.db, {
     name: options.name ?? 'test client',
     organizationId: options.organizationId ?? 'org-test',
     facilityId: options.facilityId,
     scopes,
+    allPatients: options.allPatients,
   });
   const { status, body } = await pont.json('/api/v1/connect/auth/token', {
     method: 'POST',

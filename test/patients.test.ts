@@ -20,7 +20,7 @@ beforeAll(async () => {
   // Hundreds of verify calls below: the per-client rate limit must not get in the way.
   pont = await startTestServer({ PONT_RATE_LIMITS: 'default=100000/60' });
   resolver = await createTestClient(pont, ['health_id:verify'], { organizationId: 'org-clinic', facilityId: 'fac-1', name: 'clinic EHR' });
-  reader = await createTestClient(pont, ['patient:profile:read'], { organizationId: 'org-lab' });
+  reader = await createTestClient(pont, ['patient:profile:read'], { organizationId: 'org-clinic' }); // the clinic's own records system: it wrote the patient
   auditor = await createTestClient(pont, ['audit:read'], { organizationId: 'org-operator' });
   outsider = await createTestClient(pont, ['webhooks:manage'], { organizationId: 'org-other' });
 });

@@ -91,7 +91,7 @@ describe('event outbox', () => {
 });
 
 describe('delivery', () => {
-  it('POSTs the signed envelope once, with identifiers only by default, and records the attempt', async () => {
+  it('POSTs the signed envelope once, with identifiers and the fields §6.2 publishes only by default, and records the attempt', async () => {
     const org = newOrg();
     const { receiver, subscription } = await subscribe(org, ['lab_result.released']);
     const event = await record(org, 'lab_result.released', {
@@ -100,6 +100,7 @@ describe('delivery', () => {
       test_name: 'Haemoglobin',
       flagged: true,
       facility_id: 'fac-1',
+      result_value: '6.1 g/dL',
     });
     const [got] = await receiver.waitFor(1);
     expect(got!.signatureValid).toBe(true);
@@ -110,7 +111,7 @@ describe('delivery', () => {
       type: 'lab_result.released',
       version: '1.0',
       created_at: event.created_at,
-      data: { health_id: 'CM1234567890XX', lab_result_id: 'lab-1', facility_id: 'fac-1' },
+      data: { health_id: 'CM1234567890XX', lab_result_id: 'lab-1', test_name: 'Haemoglobin', flagged: true, facility_id: 'fac-1' },
       meta: { organization_id: org, facility_id: 'fac-1', environment: 'development', request_id: 'req-1' },
     });
 
@@ -250,8 +251,8 @@ describe('delivery', () => {
     const event = await record(org);
     expect(await replayEvent(pont.services.db, newOrg(), event.id)).toEqual({ outcome: 'not-found' });
     expect(await replayEvent(pont.services.db, org, 'evt_nope')).toEqual({ outcome: 'not-found' });
-    const noSubscriber = await record(org, 'consent.denied');
-    expect(await replayEvent(pont.services.db, org, noSubscriber.id)).toEqual({ outcome: 'no-subscription', type: 'consent.denied' });
+    const noSubscriber = await record(org, 'appointment.cancelled');
+    expect(await replayEvent(pont.services.db, org, noSubscriber.id)).toEqual({ outcome: 'no-subscription', type: 'appointment.cancelled' });
   });
 
   it.skipIf(backend !== 'postgres')('listens again after losing its LISTEN connection (PostgreSQL only: PGlite has no separate connection)', async () => {

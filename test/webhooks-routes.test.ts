@@ -41,7 +41,7 @@ async function subscribedReceiver(client: TestClient, events: string[] = ['patie
   return { receiver, subscription: body };
 }
 
-function record(organizationId: string, type: 'patient.created' | 'consent.denied' = 'patient.created') {
+function record(organizationId: string, type: 'patient.created' | 'appointment.cancelled' = 'patient.created') {
   return pont.services.db.transaction((tx) => recordEvent(tx, { type, organizationId, environment: 'development', data: { patient_id: 'p1' } }));
 }
 
@@ -235,7 +235,7 @@ describe('deliveries and replay', () => {
   it('answers 409 when no active subscription of the caller receives the event type', async () => {
     const alice = await newClient();
     await subscribedReceiver(alice, ['patient.created']);
-    const event = await record(alice.organization_id, 'consent.denied');
+    const event = await record(alice.organization_id, 'appointment.cancelled');
     const res = await pont.json(`${BASE}/events/${event.id}/replay`, as(alice, { method: 'POST' }));
     expect(res.status).toBe(409);
     expect(res.body.status).toBe('error');

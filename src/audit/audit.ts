@@ -49,13 +49,23 @@ export interface AuditRecord {
   purpose?: string;
   /** The caller's own patient id (resolve `external_reference`). */
   externalReference?: string;
+  /** Break-glass: read without consent under emergency access (purpose of use BTG); `purpose` holds the reason. */
+  breakGlass?: boolean;
+  /** The kinds of data read or written (FHIR resource types), for the patient's access log. */
+  dataTypes?: string[];
 }
+
+const ACT_REASON = 'http://terminology.hl7.org/CodeSystem/v3-ActReason';
 
 function agentsOf(caller: AuditCaller): AuditEventAgent[] {
   const network = caller.address ? { address: caller.address, type: '2' as const } : undefined;
   const principal = caller.principal;
   if (!principal) return [{ requestor: true, name: 'anonymous', network }];
   if (principal.kind === 'system') return [{ requestor: true, name: `Pont (${principal.name})`, altId: `system:${principal.name}`, network }];
+  if (principal.kind === 'patient') {
+    // The patient, through their app (a pat_ token).
+    return [{ who: { reference: `Patient/${principal.patientId}` }, altId: `patient:${principal.healthId}`, requestor: true, network }];
+  }
   if (principal.kind === 'bridge-agent') {
     return [
       {
@@ -108,6 +118,10 @@ function entitiesOf(record: AuditRecord): AuditEventEntity[] {
       role: { system: 'http://terminology.hl7.org/CodeSystem/object-role', code: '1', display: 'Patient' },
     });
   }
+  for (const type of record.dataTypes ?? []) {
+    // The kind of data: an entity of the resource type (audit-entity-type allows FHIR resource types).
+    entities.push({ type: { system: 'http://hl7.org/fhir/resource-types', code: type }, role: { system: 'http://terminology.hl7.org/CodeSystem/object-role', code: '4', display: 'Domain Resource' } });
+  }
   if (record.caller.requestId) {
     // The IHE Basic Audit Log Patterns' way of carrying the X-Request-ID.
     entities.push({
@@ -130,7 +144,11 @@ export function buildAuditEvent(record: AuditRecord): AuditEvent {
     recorded: new Date().toISOString(),
     outcome: OUTCOME_CODES[record.outcome],
     ...(record.outcomeDescription ? { outcomeDesc: record.outcomeDescription } : {}),
-    ...(record.purpose ? { purposeOfEvent: [{ text: record.purpose }] } : {}),
+    ...(record.breakGlass
+      ? { purposeOfEvent: [{ coding: [{ system: ACT_REASON, code: 'BTG', display: 'break the glass' }], text: record.purpose }] }
+      : record.purpose
+        ? { purposeOfEvent: [{ text: record.purpose }] }
+        : {}),
     agent: agentsOf(record.caller),
     source: {
       observer: { display: 'Pont' },

@@ -6,7 +6,8 @@ import type { AccessControl, Security } from '../http/routes';
 import { authenticateAgent, BRIDGE_TIMESTAMP_TOLERANCE_SECONDS, timestampIsFresh } from './agents';
 import { ClientDirectory, type ActiveClient } from './clients';
 import { ensureSigningKey, KeyStore } from './keys';
-import type { AgentPrincipal, ClientPrincipal } from './principal';
+import type { AgentPrincipal, ClientPrincipal, PatientPrincipal } from './principal';
+import { authenticatePatient } from '../consents/mobile';
 import { RateLimits } from './rate-limits';
 import { TokenService } from './tokens';
 
@@ -56,10 +57,17 @@ export class Access implements AccessControl {
     return this.config.publicUrl;
   }
 
-  async authorize(ctx: Context, security: Security, routeGroup: string): Promise<ClientPrincipal | AgentPrincipal | undefined> {
+  async authorize(ctx: Context, security: Security, routeGroup: string): Promise<ClientPrincipal | AgentPrincipal | PatientPrincipal | undefined> {
     switch (security.kind) {
       case 'public':
         return undefined;
+      case 'patient': {
+        const token = BEARER.exec(ctx.get('authorization'))?.[1];
+        const patient = token ? await authenticatePatient(this.db, token) : undefined;
+        if (!patient) throw unauthenticated('The mobile routes need a patient token: Authorization: Bearer pat_…', { invalidToken: !!token });
+        await this.limits.consume(routeGroup, `patient:${patient.patientId}`);
+        return patient;
+      }
       case 'bridge-agent': {
         const agent = await this.authenticateAgent(ctx);
         await this.limits.consume(routeGroup, `agent:${agent.agentId}`);
@@ -142,6 +150,7 @@ function principalOf(client: ActiveClient, scopes: string[], token?: { id: strin
     organizationId: client.organizationId,
     facilityId: client.facilityId,
     scopes,
+    allPatients: client.allPatients,
     tokenId: token?.id,
     tokenExpiresAt: token?.expiresAt,
   };

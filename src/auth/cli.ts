@@ -24,13 +24,20 @@ const clients: Subcommands = {
   async create(args) {
     const { values } = parseArgs({
       args,
-      options: { name: { type: 'string' }, org: { type: 'string' }, facility: { type: 'string' }, scopes: { type: 'string' } },
+      options: {
+        name: { type: 'string' },
+        org: { type: 'string' },
+        facility: { type: 'string' },
+        scopes: { type: 'string' },
+        'all-patients': { type: 'boolean', default: false },
+      },
     });
     const input = NewClientInput.parse({
       name: values.name ?? '',
       organizationId: values.org ?? '',
       facilityId: values.facility,
       scopes: (values.scopes ?? '').split(/[\s,]+/).filter(Boolean),
+      allPatients: values['all-patients'],
     });
     return withDatabase((db) => createClient(db, input));
   },

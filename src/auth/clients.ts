@@ -21,6 +21,8 @@ export const NewClientInput = z.object({
   organizationId: EntityId,
   facilityId: EntityId.optional(),
   scopes: z.array(z.enum(SCOPES)).min(1, 'give at least one scope'),
+  /** Reads every patient's data without consent: for the deploying institution's own systems only. */
+  allPatients: z.boolean().default(false),
 });
 export type NewClientInput = z.infer<typeof NewClientInput>;
 
@@ -31,6 +33,8 @@ export interface ClientRecord {
   organization_id: string;
   facility_id: string | null;
   scopes: Scope[];
+  /** Reads every patient without consent (an operator client of the deploying institution). */
+  all_patients: boolean;
   created_at: string;
   revoked_at: string | null;
 }
@@ -41,7 +45,7 @@ interface ClientRow extends Omit<ClientRecord, 'created_at' | 'revoked_at'> {
   revoked_at: Date | string | null;
 }
 
-const COLUMNS = 'client_id, name, organization_id, facility_id, scopes, created_at, revoked_at';
+const COLUMNS = 'client_id, name, organization_id, facility_id, scopes, all_patients, created_at, revoked_at';
 
 function toRecord(row: Omit<ClientRow, 'secret_hash'>): ClientRecord {
   return {
@@ -50,21 +54,22 @@ function toRecord(row: Omit<ClientRow, 'secret_hash'>): ClientRecord {
     organization_id: row.organization_id,
     facility_id: row.facility_id,
     scopes: row.scopes,
+    all_patients: row.all_patients,
     created_at: new Date(row.created_at).toISOString(),
     revoked_at: row.revoked_at === null ? null : new Date(row.revoked_at).toISOString(),
   };
 }
 
 /** Creates a client; the returned secret is the only copy there will ever be. */
-export async function createClient(db: Queryable, input: NewClientInput): Promise<ClientRecord & { client_secret: string }> {
+export async function createClient(db: Queryable, input: z.input<typeof NewClientInput>): Promise<ClientRecord & { client_secret: string }> {
   const valid = NewClientInput.parse(input);
   const clientId = `cli_${randomBytes(12).toString('hex')}`;
   const secret = `pcs_${randomBytes(32).toString('base64url')}`;
   const hash = await argon2.hash(secret, ARGON2_OPTIONS);
   const { rows } = await db.query<ClientRow>(
-    `INSERT INTO oauth_clients (client_id, name, organization_id, facility_id, scopes, secret_hash)
-     VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${COLUMNS}`,
-    [clientId, valid.name, valid.organizationId, valid.facilityId ?? null, [...new Set(valid.scopes)], hash],
+    `INSERT INTO oauth_clients (client_id, name, organization_id, facility_id, scopes, secret_hash, all_patients)
+     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${COLUMNS}`,
+    [clientId, valid.name, valid.organizationId, valid.facilityId ?? null, [...new Set(valid.scopes)], hash, valid.allPatients],
   );
   return { ...toRecord(rows[0]!), client_secret: secret };
 }
@@ -89,6 +94,7 @@ export interface ActiveClient {
   organizationId: string;
   facilityId?: string;
   scopes: Scope[];
+  allPatients: boolean;
 }
 
 /** Looks up clients and checks their secrets. */
@@ -137,5 +143,6 @@ function toActive(row: ClientRow): ActiveClient {
     organizationId: row.organization_id,
     facilityId: row.facility_id ?? undefined,
     scopes: row.scopes,
+    allPatients: row.all_patients,
   };
 }

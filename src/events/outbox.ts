@@ -79,7 +79,7 @@ export async function recordEvents(tx: Queryable, events: NewEvent[]): Promise<E
   );
   await queueDeliveries(
     tx,
-    envelopes.map((e, i) => ({ id: e.id, type: e.type, organizationId: events[i]!.organizationId ?? null, patientId: events[i]!.patientId ?? null })),
+    envelopes.map((e, i) => ({ id: e.id, type: e.type, organizationId: events[i]!.organizationId ?? null, patientId: events[i]!.patientId ?? null, data: e.data })),
   );
   return envelopes;
 }

@@ -116,7 +116,13 @@ export const EVENT_RULES: Rule[] = [
     data: (c, x) => ids(c, x, 'patient_id'),
   },
   { resource: 'Consent', event: 'consent.requested', when: 'created `proposed`', applies: (c) => created(c) && statusOf(c.after) === 'proposed', data: consentData },
-  { resource: 'Consent', event: 'consent.granted', when: 'reaches `active`', applies: reaches('active'), data: consentData },
+  {
+    resource: 'Consent',
+    event: 'consent.granted',
+    when: 'reaches `active`, or is granted again while active (a new `dateTime`)',
+    applies: (c) => reaches('active')(c) || (moves(['active'], ['active'])(c) && (c.before as AnyResource).dateTime !== (c.after as AnyResource).dateTime),
+    data: consentData,
+  },
   { resource: 'Consent', event: 'consent.denied', when: '`proposed` → `rejected`', applies: moves(['proposed'], ['rejected']), data: consentData },
   {
     resource: 'Consent',

@@ -10,11 +10,13 @@ import { eventsOf, patientIdsOf, type ResourceChange } from '../events/rules';
 import type { EventType } from '../events/types';
 import { healthIdsByPatient, updateMatchKey, withHealthId, type Registered } from '../healthid/registry';
 import { ApiError, ErrorCode, badRequest } from '../http/errors';
-import { accessPolicyFor, type AccessPolicy, type Channel } from './access';
+import { accessPolicyFor, EMERGENCY_WINDOW_HOURS, type AccessPolicy, type Channel } from './access';
+import { dataClassOf } from '../consents/types';
+import { SqlParams } from './search/sql';
 import { processBundle, type BundleOptions } from './bundle';
 import { linksOf, patientsOf } from './compartment';
 import { hashKey } from './hash';
-import { parseSearch, type QueryParams } from './search/parse';
+import { parseSearch, type ParsedSearch, type QueryParams } from './search/parse';
 import { everythingBundle, historyBundle, missing, readOneVersion, readVersion, type EverythingParams } from './store/history';
 import { searchResources, type SearchOptions } from './store/search';
 import { checkType } from './store/types';
@@ -46,6 +48,20 @@ export interface RepositoryDeps {
   environment: Environment;
   /** The match key of a Patient's demographics (src/patients/matching.ts), or null when it has none. */
   matchKeyOf(patient: Patient): string | null;
+  /**
+   * Tables derived from resources of one type (the consent index, inventories...), kept in step by every
+   * write, in its transaction, whatever path made it.
+   */
+  derived: DerivedTable[];
+  /** The organisation a resource is recorded as written by, when it is not the writer's (a Consent: the grantee). */
+  authorOf?(resource: Resource): string | null | undefined;
+}
+
+/** A table that follows the resources of one type (architecture §9: "registry tables follow the FHIR resources"). */
+export interface DerivedTable {
+  resourceType: string;
+  /** Brings the table in step with these writes (creates, updates and deletes of `resourceType`). */
+  sync(sql: Queryable, changes: WriteResult[]): Promise<void>;
 }
 
 export interface WriteOutcome<T extends Resource = Resource> {
@@ -60,6 +76,11 @@ export interface ReadOptions {
    * Connect operation); every other read or write is audited here.
    */
   audit?: boolean;
+  /**
+   * An identity look-up (Connect resolve and verify): the Patient itself, without the consent rule, so that
+   * a facility can find the patient before any consent exists. Only for `read` of a Patient.
+   */
+  identity?: boolean;
 }
 
 export interface WriteOptions extends ReadOptions {
@@ -70,8 +91,11 @@ export interface WriteOptions extends ReadOptions {
   deferReferenceCheck?: boolean;
 }
 
-/** Types Pont writes itself: no client writes them through the FHIR API (or Bridge sync). */
-const PONT_MANAGED_TYPES = new Set(['AuditEvent']);
+/**
+ * Types Pont manages, and the channels that may write them: the audit trail is Pont's alone; consents are
+ * given through the consent routes (an organisation with fhir:write must not grant itself access).
+ */
+const MANAGED_TYPES: Record<string, Channel[]> = { AuditEvent: ['system'], Consent: ['connect', 'sdk', 'mobile', 'system'] };
 
 /**
  * The one door to clinical data (architecture §9). Built per request from its RequestContext; every
@@ -83,13 +107,14 @@ const PONT_MANAGED_TYPES = new Set(['AuditEvent']);
  */
 export class FhirRepository {
   readonly access: AccessPolicy;
-  private readonly open = new AsyncLocalStorage<Queryable>();
+  /** The transaction open for this repository, and the refusals to audit once it ends (committed or not). */
+  private readonly open = new AsyncLocalStorage<{ sql: Queryable; refusals: AuditRecord[] }>();
 
   constructor(
     private readonly deps: RepositoryDeps,
     readonly context: RequestContext,
   ) {
-    this.access = accessPolicyFor(context.principal, context.channel);
+    this.access = accessPolicyFor(context.principal, context.channel, context.emergencyReason);
   }
 
   get baseUrl(): string {
@@ -102,15 +127,21 @@ export class FhirRepository {
    * Runs `fn` in one transaction (joining the one already open for this repository). `sql` reaches
    * Pont's own tables (Health ID registry, consents index, idempotency records) in that transaction.
    */
-  transaction<T>(fn: (sql: Queryable) => Promise<T>): Promise<T> {
+  async transaction<T>(fn: (sql: Queryable) => Promise<T>): Promise<T> {
     const open = this.open.getStore();
-    if (open) return fn(open);
-    return this.deps.db.transaction((tx) => this.open.run(tx, () => fn(tx)));
+    if (open) return fn(open.sql);
+    const refusals: AuditRecord[] = [];
+    try {
+      return await this.deps.db.transaction((tx) => this.open.run({ sql: tx, refusals }, () => fn(tx)));
+    } finally {
+      // A refusal usually ends its transaction with an error: its audit record is written after, on its own.
+      if (refusals.length) await this.deps.db.transaction(async (tx) => { for (const r of refusals) await recordAudit(tx, this.baseUrl, r); });
+    }
   }
 
   /** The open transaction, or the database itself for a read outside one. */
   private get sql(): Queryable {
-    return this.open.getStore() ?? this.deps.db;
+    return this.open.getStore()?.sql ?? this.deps.db;
   }
 
   // ------------------------------------------------------------------ reads
@@ -118,7 +149,9 @@ export class FhirRepository {
   /** The current version; 404 when it never existed, 410 when deleted, 403 when the caller may not see it. */
   async read<T extends Resource>(type: string, id: string, options: ReadOptions = {}): Promise<T> {
     this.checkReadable(type);
-    const found = await readVersion<T>(this.sql, type, id, this.access.rowFilter);
+    const identity = options.identity === true && type === 'Patient';
+    if (!identity) await this.emergencyFor(() => this.patientsOfResource(type, id));
+    const found = await readVersion<T>(this.sql, type, id, identity ? undefined : this.access.rowFilter);
     const absent = missing(type, id, found);
     if (absent) throw absent;
     return this.shown('read', found!.content!, found!.allowed, options);
@@ -127,6 +160,7 @@ export class FhirRepository {
   /** One version (current or earlier). */
   async vread<T extends Resource>(type: string, id: string, versionId: string, options: ReadOptions = {}): Promise<T> {
     this.checkReadable(type);
+    await this.emergencyFor(() => this.patientsOfResource(type, id));
     const found = await readOneVersion<T>(this.sql, type, id, versionId, this.access.rowFilter);
     const absent = missing(type, id, found, versionId);
     if (absent) throw absent;
@@ -136,6 +170,7 @@ export class FhirRepository {
   /** Instance history (`id` given: 404 when unknown, 403 when hidden) or type history (only what the caller may see). */
   async history(type: string, id: string | undefined, params: { count?: number; since?: string }): Promise<Bundle> {
     this.checkReadable(type);
+    await this.emergencyFor(async () => (id === undefined ? [] : this.patientsOfResource(type, id)));
     if (id !== undefined) {
       const current = await readVersion(this.sql, type, id, this.access.rowFilter);
       if (!current) throw new ApiError(404, ErrorCode.notFound, `${type}/${id} not found`);
@@ -150,6 +185,7 @@ export class FhirRepository {
   async search<T extends Resource>(type: string, query: QueryParams, options: SearchOptions & ReadOptions = {}): Promise<Bundle<T>> {
     this.checkReadable(type);
     const parsed = parseSearch(type, query, this.baseUrl);
+    await this.emergencyFor(async () => patientNamedBy(parsed));
     const bundle = await searchResources<T>(this.sql, this.baseUrl, parsed, query, this.access, options);
     if (options.audit !== false) await this.auditAccess('search', 'R', resourcesOf(bundle));
     return bundle;
@@ -163,10 +199,56 @@ export class FhirRepository {
 
   /** Patient/$everything: the patient (403 when hidden) and what of their record the caller may see. */
   async everything(patientId: string, params: EverythingParams): Promise<Bundle> {
+    await this.emergencyFor(async () => [patientId]);
     const patient = await this.read('Patient', patientId, { audit: false });
     const bundle = await everythingBundle(this.sql, this.baseUrl, patient, params, this.access);
     await this.auditAccess('everything', 'R', resourcesOf(bundle));
     return bundle;
+  }
+
+  /**
+   * The access rule for data about to be read by a Connect or SDK operation: 403 CONSENT_REQUIRED (audited)
+   * unless the caller may see `patientId`'s data of every class in `classes`.
+   */
+  async requirePatientAccess(patientId: string, classes: string[], operation = this.context.operation ?? 'read'): Promise<void> {
+    await this.emergencyFor(async () => [patientId]);
+    const check = this.access.patientCheck;
+    if (!check) return;
+    const q = new SqlParams();
+    const { rows } = await this.sql.query<{ c: string }>(check(patientId, classes, q), q.values);
+    if (!rows.length) return;
+    await this.auditRefusal({ operation, action: 'R', outcome: 'minor-failure', outcomeDescription: `refused: no consent covers ${rows.map((r) => r.c).join(', ')}`, patient: { id: patientId } });
+    throw consentRequired(rows.map((r) => r.c));
+  }
+
+  /**
+   * Break-glass (X-Emergency-Reason with emergency:access): the request must name one patient; a window of
+   * EMERGENCY_WINDOW_HOURS on that patient is opened if none is open, and audited with purpose of use BTG.
+   */
+  private async emergencyFor(patientsNamed: () => Promise<string[]>): Promise<void> {
+    const reason = this.context.emergencyReason;
+    const org = this.access.organizationId;
+    if (reason === undefined || !org) return;
+    const patients = await patientsNamed();
+    if (patients.length !== 1) throw new ApiError(403, ErrorCode.forbidden, 'Break-glass reads the data of one patient: name one patient (a resource of one patient, a search by patient, or $everything)');
+    const patientId = patients[0]!;
+    const principal = this.context.principal as { clientId?: string };
+    await this.transaction(async (sql) => {
+      const { rowCount } = await sql.query(
+        `INSERT INTO emergency_access (organization_id, client_id, patient_id, reason, expires_at)
+         SELECT $1, $2, $3, $4, now() + make_interval(hours => $5)
+         WHERE NOT EXISTS (SELECT 1 FROM emergency_access WHERE organization_id = $1 AND patient_id = $3 AND expires_at > now())`,
+        [org, principal.clientId ?? '', patientId, reason, EMERGENCY_WINDOW_HOURS],
+      );
+      if (rowCount)
+        await this.audit({ operation: 'breakGlass', action: 'E', outcome: 'success', outcomeDescription: `emergency access opened for ${EMERGENCY_WINDOW_HOURS} h`, patient: { id: patientId }, purpose: reason, breakGlass: true });
+    });
+  }
+
+  /** The patients a stored resource is about (for break-glass: which patient a read names). */
+  private async patientsOfResource(type: string, id: string): Promise<string[]> {
+    const { rows } = await this.sql.query<{ patients: string[] | null }>('SELECT patients FROM fhir_resources WHERE resource_type = $1 AND id = $2', [type, id]);
+    return rows[0]?.patients ?? [];
   }
 
   // ------------------------------------------------------------------ writes
@@ -189,10 +271,10 @@ export class FhirRepository {
   }
 
   /** Update, or create with the given id when it does not exist yet (update-as-create); `ifMatch` makes it version-checked. */
-  async update<T extends Resource>(resource: T, options: { ifMatch?: string } = {}): Promise<WriteOutcome<T>> {
+  async update<T extends Resource>(resource: T, options: { ifMatch?: string } & ReadOptions = {}): Promise<WriteOutcome<T>> {
     if (!resource.id) throw badRequest('Resource id is required for an update');
     return this.transaction(async () => {
-      const [result] = await this.writeItems([{ resource, method: 'PUT', ifMatch: options.ifMatch }], 'update');
+      const [result] = await this.writeItems([{ resource, method: 'PUT', ifMatch: options.ifMatch }], 'update', { audit: options.audit });
       return { resource: result!.resource as T, created: result!.created };
     });
   }
@@ -245,13 +327,14 @@ export class FhirRepository {
    * services use create / update / delete.
    */
   async writeItems(items: WriteItem[], operation: string, options: WriteOptions = {}): Promise<WriteResult[]> {
-    const sql = this.open.getStore();
+    const sql = this.open.getStore()?.sql;
     if (!sql) return this.transaction(() => this.writeItems(items, operation, options));
     for (const { resource } of items) this.checkWritable(resource.resourceType);
     const registered: Registered[] = [];
     const principal = this.context.principal;
+    const writer = principal.kind === 'client' || principal.kind === 'bridge-agent' ? (principal.organizationId ?? null) : null;
     const results = await writeMany(sql, this.baseUrl, items, {
-      authorOrg: principal.kind === 'client' ? principal.organizationId : null,
+      authorOf: (resource) => this.deps.authorOf?.(resource) ?? writer,
       prepare: async (resource, previous) => {
         if (resource.resourceType !== 'Patient') return resource;
         const outcome = await withHealthId(sql, resource as Patient, previous as Patient | undefined);
@@ -264,6 +347,10 @@ export class FhirRepository {
     for (const r of changed)
       if (r.resource.resourceType === 'Patient')
         await updateMatchKey(sql, r.resource.id!, r.method === 'DELETE' ? null : this.deps.matchKeyOf(r.resource as Patient));
+    for (const table of this.deps.derived) {
+      const mine = changed.filter((r) => r.resource.resourceType === table.resourceType);
+      if (mine.length) await table.sync(sql, mine);
+    }
     await this.recordChangeEvents(sql, changed, registered);
     const action: AuditAction = changed.every((r) => r.method === 'DELETE') ? 'D' : changed.every((r) => r.created) ? 'C' : 'U';
     if (options.audit !== false) await this.auditAccess(operation, action, changed.map((r) => (r.method === 'DELETE' ? (r.previous ?? r.resource) : r.resource)));
@@ -277,9 +364,11 @@ export class FhirRepository {
     await this.transaction((sql) => recordEvents(sql, [this.newEvent(event)]));
   }
 
-  /** A domain-level audit record (a Connect operation's own, e.g. a resolve that found nothing). */
+  /** A domain-level audit record (a Connect operation's own, e.g. a resolve that found nothing). Break-glass requests say so. */
   async audit(record: Omit<AuditRecord, 'caller'>): Promise<void> {
-    await this.transaction((sql) => recordAudit(sql, this.baseUrl, { ...record, caller: this.caller }));
+    const emergency = this.context.emergencyReason;
+    const marked = emergency === undefined ? record : { ...record, breakGlass: true, purpose: record.purpose ?? emergency };
+    await this.transaction((sql) => recordAudit(sql, this.baseUrl, { ...marked, caller: this.caller }));
   }
 
   /** Who is asking, as the audit trail names them. */
@@ -336,8 +425,10 @@ export class FhirRepository {
           : 'refused: the caller may not see this patient data',
       patient: { id: named[0] },
       otherPatients: named.slice(1),
-      purpose: this.context.purpose,
+      purpose: this.context.emergencyReason ?? this.context.purpose,
+      breakGlass: this.context.emergencyReason !== undefined,
       externalReference: this.context.externalReference,
+      dataTypes: [...new Set(resources.map((r) => r.resourceType))],
     });
   }
 
@@ -350,8 +441,31 @@ export class FhirRepository {
 
   /** A refusal of the access rule: audited (outcome 4), then the 403 to throw. */
   private async refuse(operation: string, resource: Resource | null): Promise<ApiError> {
-    if (resource) await this.auditAccess(operation, 'R', [resource], 'minor-failure');
-    return new ApiError(403, ErrorCode.forbidden, 'The caller may not see this patient data');
+    if (resource) {
+      const patients = patientsOf([resource], this.baseUrl);
+      await this.auditRefusal({
+        operation: this.context.operation ?? operation,
+        action: 'R',
+        outcome: 'minor-failure',
+        outcomeDescription: 'refused: the caller may not see this patient data',
+        patient: { id: patients[0] },
+        otherPatients: patients.slice(1, MAX_PATIENTS_PER_RECORD),
+        dataTypes: [resource.resourceType],
+      });
+    }
+    return consentRequired(resource ? [dataClassOf(resource.resourceType)] : []);
+  }
+
+  /**
+   * The audit record of a refused access. Inside a transaction it is written once the transaction ends,
+   * whether it commits or (as a refusal usually makes it) rolls back; outside one, at once.
+   */
+  private async auditRefusal(record: Omit<AuditRecord, 'caller'>): Promise<void> {
+    const emergency = this.context.emergencyReason;
+    const full: AuditRecord = { purpose: emergency ?? this.context.purpose, breakGlass: emergency !== undefined, ...record, caller: this.caller };
+    const open = this.open.getStore();
+    if (open) open.refusals.push(full);
+    else await this.deps.db.transaction((tx) => recordAudit(tx, this.baseUrl, full));
   }
 
   private checkReadable(type: string): void {
@@ -361,9 +475,31 @@ export class FhirRepository {
 
   private checkWritable(type: string): void {
     checkType(type);
-    if (PONT_MANAGED_TYPES.has(type) && this.context.channel !== 'system')
-      throw new ApiError(403, ErrorCode.forbidden, `${type} resources are written by Pont only`);
+    const channels = MANAGED_TYPES[type];
+    if (channels && !channels.includes(this.context.channel))
+      throw new ApiError(403, ErrorCode.forbidden, type === 'Consent' ? 'Consents are given through the consent routes, not written through FHIR' : `${type} resources are written by Pont only`);
   }
+}
+
+/** 403 CONSENT_REQUIRED: the one refusal of the access rule (an OperationOutcome on FHIR routes). */
+function consentRequired(classes: string[]): ApiError {
+  return new ApiError(
+    403,
+    ErrorCode.consentRequired,
+    `No active consent of the patient covers this access${classes.length ? ` (${classes.join(', ')})` : ''}: grant or request consent first`,
+    { extra: classes.length ? { required_classes: classes } : undefined },
+  );
+}
+
+/** The patients a search names through a reference to a Patient (`patient=`, `subject=Patient/…`; `_id` on Patient). */
+function patientNamedBy(search: ParsedSearch): string[] {
+  const named = new Set<string>();
+  for (const f of search.filters) {
+    if (search.resourceType === 'Patient' && f.kind === 'id' && !f.not) f.values.forEach((id) => named.add(id));
+    if (f.kind === 'reference')
+      for (const v of f.values) if (v.type === 'Patient' || (v.type === undefined && f.param.targets.length === 1 && f.param.targets[0] === 'Patient')) named.add(v.id);
+  }
+  return [...named];
 }
 
 /** The most patients one audit record names; a larger search says how many more in its description. */

@@ -154,7 +154,6 @@ export function fhirRoutes(services: Services): RouteSpec[] {
         return fhirResult(await repo.bundle(body, { returnResources }));
       },
     }),
-    ...perType,
     defineRoute({
       method: 'get',
       path: `${FHIR_BASE}/{type}/_history`,
@@ -169,6 +168,8 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       responses: { 200: ok('history Bundle', BundleSchema) },
       handler: async ({ params, query, repo }) => fhirResult(await repo.history(params.type, undefined, { count: query._count, since: query._since })),
     }),
+    // After _history: `Patient/_history` is the type's history, not the Patient with id `_history`.
+    ...perType,
     defineRoute({
       method: 'get',
       path: `${FHIR_BASE}/{type}`,

@@ -35,6 +35,12 @@ const securitySchemes = {
   BridgeAgentId: { type: 'apiKey', in: 'header', name: 'X-Bridge-Agent-ID' },
   BridgeAgentKey: { type: 'apiKey', in: 'header', name: 'X-Bridge-Agent-Key', description: 'Checked against a stored SHA-256 hash' },
   BridgeTimestamp: { type: 'apiKey', in: 'header', name: 'X-Bridge-Timestamp', description: 'Unix seconds; at most 300 s from server time' },
+  MobileToken: {
+    type: 'http',
+    scheme: 'bearer',
+    bearerFormat: 'opaque pat_…',
+    description: "A patient's token (prefix pat_) from POST /api/v1/mobile/auth/token: the mobile routes only, the patient's own data only.",
+  },
 };
 
 function securityOf(security: Security): { security: unknown[]; scopeNote?: string } {
@@ -43,6 +49,8 @@ function securityOf(security: Security): { security: unknown[]; scopeNote?: stri
       return { security: [] };
     case 'bridge-agent':
       return { security: [{ BridgeAgentId: [], BridgeAgentKey: [], BridgeTimestamp: [] }] };
+    case 'patient':
+      return { security: [{ MobileToken: [] }] };
     case 'client': {
       const scope = security.scope;
       const scopes = typeof scope === 'function' || scope === undefined ? [] : Array.isArray(scope) ? scope : [scope];

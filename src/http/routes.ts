@@ -6,7 +6,7 @@ import type { Channel } from '../fhir/access';
 import type { FhirRepository } from '../fhir/repository';
 import type { FhirService } from '../fhir/service';
 import { readBody } from './body';
-import { validationFailed } from './errors';
+import { ApiError, ErrorCode, validationFailed } from './errors';
 
 /**
  * How a route is protected.
@@ -14,11 +14,13 @@ import { validationFailed } from './errors';
  * - client: an integration client (Bearer JWT, or X-Client-ID + X-Client-Secret); `scope` is what it
  *   must hold (any one of a list), or a function of the request for routes whose scope depends on it.
  * - bridge-agent: the X-Bridge-Agent-* headers.
+ * - patient: a patient's `pat_` token (the mobile routes, and nothing else).
  */
 export type Security =
   | { kind: 'public' }
   | { kind: 'client'; scope?: string | string[] | ((ctx: Context) => string | string[]) }
-  | { kind: 'bridge-agent' };
+  | { kind: 'bridge-agent' }
+  | { kind: 'patient' };
 
 /** Checks a request against a route's Security; throws 401/403 ApiErrors, returns who called. */
 export interface AccessControl {
@@ -127,6 +129,15 @@ function channelOf(path: string): Channel {
   return 'connect';
 }
 
+/** X-Emergency-Reason: break-glass, with a stated reason (a blank one is refused). */
+function emergencyReasonOf(ctx: Context): string | undefined {
+  if (ctx.get('x-emergency-reason') === '' && !('x-emergency-reason' in ctx.headers)) return undefined;
+  const reason = ctx.get('x-emergency-reason').trim();
+  if (!reason) throw new ApiError(400, ErrorCode.badRequest, 'X-Emergency-Reason must state the reason for the emergency access');
+  if (reason.length > 500) throw new ApiError(400, ErrorCode.badRequest, 'X-Emergency-Reason is at most 500 characters');
+  return reason;
+}
+
 /** The repository of one request, built on first use (public routes never need one). */
 function repositoryOf(ctx: Context, route: RouteSpec, principal: Principal | undefined, fhir: FhirService): () => FhirRepository {
   let repo: FhirRepository | undefined;
@@ -139,6 +150,7 @@ function repositoryOf(ctx: Context, route: RouteSpec, principal: Principal | und
       address: ctx.ip,
       operation: route.operationId,
       purpose: ctx.get('x-purpose-of-use').trim() || undefined,
+      emergencyReason: emergencyReasonOf(ctx),
     }));
   };
 }

@@ -21,7 +21,7 @@ import { keyOf, YamlSource } from './yaml-source';
 
 /** The keys of the map format, one list per level: anything else is reported as unknown. */
 const TOP_KEYS = ['map', 'resource', 'description', 'uris', 'connect', 'fixed', 'fields'] as const;
-const FIELD_KEYS = ['type', 'values', 'required', 'nullable', 'description'] as const;
+const FIELD_KEYS = ['type', 'values', 'required', 'nullable', 'list', 'description'] as const;
 const RULE_KEYS = ['fhir', 'values', 'otherwise', 'reference', 'narrative', 'description'] as const;
 
 export const MAP_SUFFIX = '.map.yaml';
@@ -117,7 +117,7 @@ function readConnectFields(source: YamlSource, node: Node | undefined): Map<stri
   const fields = new Map<string, { declared: ConnectField & { valueNodes: Node[] }; node: Node }>();
   for (const pair of pairs) {
     const name = keyOf(pair);
-    const declared: ConnectField & { valueNodes: Node[] } = { name, type: 'string', required: false, nullable: false, valueNodes: [] };
+    const declared: ConnectField & { valueNodes: Node[] } = { name, type: 'string', required: false, nullable: false, list: false, valueNodes: [] };
     // `name: type` is the short form of `name: { type: … }`.
     const entries: Array<[string, Node | null]> = isScalar(pair.value)
       ? [['type', pair.value]]
@@ -128,7 +128,7 @@ function readConnectFields(source: YamlSource, node: Node | undefined): Map<stri
         if (type !== undefined && !CONNECT_TYPES.includes(type as ConnectType)) {
           source.problem(value, `unknown Connect type ${show(type)}${didYouMean(type, CONNECT_TYPES)}; types: ${CONNECT_TYPES.join(', ')}`);
         } else if (type) declared.type = type as ConnectType;
-      } else if (key === 'required' || key === 'nullable') {
+      } else if (key === 'required' || key === 'nullable' || key === 'list') {
         if (!isScalar(value) || typeof value.value !== 'boolean') source.problem(value, `\`${key}\` is true or false`);
         else declared[key] = value.value;
       } else if (key === 'values') {
@@ -206,6 +206,10 @@ class RuleCompiler {
     }
     if (resolved.length > 1 && !valuesNode) {
       source.problem(fhirNode, `${field.name} goes to ${resolved.length} FHIR elements: give a value table (\`values\`) that says what each receives`);
+      return undefined;
+    }
+    if (field.list && (resolved.length > 1 || !resolved[0]!.compiled.some((step) => step.isArray && step.index === undefined))) {
+      source.problem(fhirNode, `${field.name} is a list: map it to one FHIR path through a repeating element without a position (e.g. \`provision.class\`), one element per value`);
       return undefined;
     }
 

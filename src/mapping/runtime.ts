@@ -25,6 +25,8 @@ export interface ConnectField {
   values?: Literal[];
   required: boolean;
   nullable: boolean;
+  /** A list of values: each becomes one element of the path's last repeating element. */
+  list: boolean;
 }
 
 /** How one Connect value becomes the FHIR value at the path's end, and back. */
@@ -79,15 +81,20 @@ function satisfies(item: unknown, conditions: CompiledCondition[]): boolean {
   return conditions.every((c) => c.steps.reduce((values, s) => collect(values, s.json), [item]).includes(c.value));
 }
 
-/** The first value at the path (FHIRPath semantics: `[n]` indexes the collection, `where` filters it). */
-export function readPath(root: unknown, path: CompiledPath): unknown {
+/** Every value at the path (FHIRPath semantics: `[n]` indexes the collection, `where` filters it). */
+export function readAll(root: unknown, path: CompiledPath): unknown[] {
   let current: unknown[] = [root];
   for (const step of path) {
     current = collect(current, step.json);
     if (step.index !== undefined) current = current.length > step.index ? [current[step.index]] : [];
     if (step.where.length) current = current.filter((item) => satisfies(item, step.where));
   }
-  return current[0];
+  return current;
+}
+
+/** The first value at the path. */
+export function readPath(root: unknown, path: CompiledPath): unknown {
+  return readAll(root, path)[0];
 }
 
 function writeConditions(target: Obj, conditions: CompiledCondition[]): void {
@@ -95,38 +102,70 @@ function writeConditions(target: Obj, conditions: CompiledCondition[]): void {
 }
 
 /**
+ * Writes each value into a new element of the path's last repeating element (a list field): `scopes` ->
+ * one `provision.class` Coding per scope, each satisfying the step's `where`.
+ */
+export function writeList(root: Obj, path: CompiledPath, values: unknown[]): void {
+  let k = path.length - 1;
+  while (!(path[k]!.isArray && path[k]!.index === undefined)) k--;
+  const step = path[k]!;
+  const rest = path.slice(k + 1);
+  const holder = reach(root, path.slice(0, k));
+  const list = (holder[step.json] = Array.isArray(holder[step.json]) ? holder[step.json] : []) as unknown[];
+  for (const value of values) {
+    if (!rest.length) {
+      list.push(value);
+      continue;
+    }
+    const child: Obj = {};
+    writeConditions(child, step.where);
+    writePath(child, rest, value);
+    list.push(child);
+  }
+}
+
+/**
  * Sets the value at the path, creating what is missing: `where(...)` finds the matching element or adds one
  * that satisfies it, `[n]` addresses position n, a list without either means its first element.
  */
 export function writePath(root: Obj, path: CompiledPath, value: unknown): void {
+  const parent = reach(root, path.slice(0, -1));
+  const step = path[path.length - 1]!;
+  if (!step.isArray) {
+    parent[step.json] = value;
+    return;
+  }
+  const list = Array.isArray(parent[step.json]) ? (parent[step.json] as unknown[]) : [];
+  parent[step.json] = list;
+  list[positionIn(list, step)] = value;
+}
+
+/** Where in `list` a step goes: its `[n]`, the element matching its `where` (or a new one), else the first. */
+function positionIn(list: unknown[], step: CompiledStep): number {
+  const at = step.index ?? (step.where.length ? list.findIndex((item) => satisfies(item, step.where)) : 0);
+  return at < 0 ? list.length : at;
+}
+
+/** The element the steps lead to, creating what is missing (each step's `where` satisfied). */
+function reach(root: Obj, steps: CompiledPath): Obj {
   let parent = root;
-  path.forEach((step, i) => {
-    const last = i === path.length - 1;
+  for (const step of steps) {
+    let child: Obj;
     if (!step.isArray) {
-      if (last) {
-        parent[step.json] = value;
-        return;
-      }
-      const child = isObject(parent[step.json]) ? (parent[step.json] as Obj) : {};
+      child = isObject(parent[step.json]) ? (parent[step.json] as Obj) : {};
       parent[step.json] = child;
-      writeConditions(child, step.where);
-      parent = child;
-      return;
+    } else {
+      const list = Array.isArray(parent[step.json]) ? (parent[step.json] as unknown[]) : [];
+      parent[step.json] = list;
+      const at = positionIn(list, step);
+      while (list.length <= at) list.push({});
+      child = isObject(list[at]) ? (list[at] as Obj) : {};
+      list[at] = child;
     }
-    const list = Array.isArray(parent[step.json]) ? (parent[step.json] as unknown[]) : [];
-    parent[step.json] = list;
-    let at = step.index ?? (step.where.length ? list.findIndex((item) => satisfies(item, step.where)) : 0);
-    if (at < 0) at = list.length;
-    if (last) {
-      list[at] = value;
-      return;
-    }
-    while (list.length <= at) list.push({});
-    const child = isObject(list[at]) ? (list[at] as Obj) : {};
-    list[at] = child;
     writeConditions(child, step.where);
     parent = child;
-  });
+  }
+  return parent;
 }
 
 /** Drops empty objects, empty lists and list holes, so a partly filled map still gives valid FHIR JSON. */
@@ -220,6 +259,11 @@ export const CONNECT_TYPES = Object.keys(CONNECT_FORMATS) as ConnectType[];
 const show = (v: unknown) => JSON.stringify(v);
 
 function checkConnectValue(map: string, field: ConnectField, value: unknown): void {
+  if (field.list) {
+    if (!Array.isArray(value)) throw new MappingValueError(map, field.name, `${show(value)} is not a list`);
+    for (const item of value) checkConnectValue(map, { ...field, list: false }, item);
+    return;
+  }
   if (!CONNECT_FORMATS[field.type](value)) throw new MappingValueError(map, field.name, `${show(value)} is not a valid ${field.type}`);
   if (field.values && !field.values.includes(value as Literal)) {
     throw new MappingValueError(map, field.name, `${show(value)} is not one of ${field.values.map(show).join(', ')}`);
@@ -237,6 +281,12 @@ export function runToFhir(program: MapProgram, connect: Record<string, unknown>)
       continue;
     }
     checkConnectValue(program.name, rule.field, value);
+    if (rule.field.list) {
+      const items = (value as Literal[]).map((item) => toFhirValue(rule.conversion, rule.table ? rule.table.toFhir.get(item)![0]! : item));
+      if (rule.field.required && !items.length) throw new MappingValueError(program.name, rule.field.name, 'is required (at least one value)');
+      writeList(root, rule.targets[0]!, items);
+      continue;
+    }
     const cells = rule.table ? rule.table.toFhir.get(value as Literal)! : [value as Literal];
     rule.targets.forEach((target, i) => {
       if (cells[i] !== null) writePath(root, target, toFhirValue(rule.conversion, cells[i]));
@@ -246,12 +296,25 @@ export function runToFhir(program: MapProgram, connect: Record<string, unknown>)
   return inFhirOrder(prune(root), program.resourceType) as Resource;
 }
 
+/** One value of a list field read back through its value table. */
+function fromList(program: MapProgram, rule: FieldRule, value: unknown): unknown {
+  if (!rule.table) return value;
+  const mapped = rule.table.fromFhir.get(JSON.stringify([value ?? null]));
+  if (mapped !== undefined) return mapped;
+  if (rule.table.otherwise) return rule.table.otherwise.value;
+  throw new MappingValueError(program.name, rule.field.name, `the map has no value for FHIR ${show(value ?? null)}`);
+}
+
 export function runFromFhir(program: MapProgram, resource: Resource): Record<string, unknown> {
   if (resource?.resourceType !== program.resourceType) {
     throw new MappingValueError(program.name, 'resourceType', `expected a ${program.resourceType}, got ${show(resource?.resourceType)}`);
   }
   const connect: Record<string, unknown> = {};
   for (const rule of program.fields) {
+    if (rule.field.list) {
+      connect[rule.field.name] = readAll(resource, rule.targets[0]!).map((v) => fromList(program, rule, fromFhirValue(rule.conversion, v)));
+      continue;
+    }
     const found = rule.targets.map((target) => fromFhirValue(rule.conversion, readPath(resource, target)));
     let value: unknown = found[0];
     if (rule.table && found.some((v) => v !== undefined)) {

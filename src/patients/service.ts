@@ -108,12 +108,12 @@ export class PatientService {
     return verified;
   }
 
-  /** GET /patient/search?health_id=: the patient's whole profile in the Connect shape. */
+  /** GET /patient/search?health_id=: the patient's whole profile in the Connect shape (patient data: consent applies). */
   async profile(repo: FhirRepository, healthId: string, reason: StatedReason): Promise<Record<string, unknown>> {
-    const profile = await this.lookUp(repo, { operation: 'searchPatient', action: 'R', reason }, healthId, async (_record, found) => ({
-      outcomeDescription: 'found',
-      result: found,
-    }));
+    const profile = await this.lookUp(repo, { operation: 'searchPatient', action: 'R', reason }, healthId, async (record, found) => {
+      await repo.requirePatientAccess(record.patientId, ['patients:read']);
+      return { outcomeDescription: 'found', result: found };
+    });
     if (!profile) throw notRegistered(healthId);
     return profile;
   }
@@ -149,9 +149,13 @@ export class PatientService {
     });
   }
 
-  /** The registered patient's profile; the operation records its own audit record. */
+  /**
+   * The registered patient's profile, read as an identity look-up (no consent needed to find a patient: the
+   * operations show its identity summary only, except the profile, which checks consent); the operation
+   * records its own audit record.
+   */
   private async profileOf(repo: FhirRepository, record: HealthIdRecord): Promise<Record<string, unknown>> {
-    const patient = await repo.read<Patient>('Patient', record.patientId, { audit: false });
+    const patient = await repo.read<Patient>('Patient', record.patientId, { audit: false, identity: true });
     return { health_id: record.healthId, ...(this.deps.profileMapping().fromFhir(patient) as Record<string, unknown>) };
   }
 

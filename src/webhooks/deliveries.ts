@@ -64,6 +64,7 @@ interface StoredEventRef {
   created_at: Date | string;
   organization_id: string | null;
   patient_id: string | null;
+  data: Record<string, unknown>;
 }
 
 /**
@@ -72,12 +73,12 @@ interface StoredEventRef {
  */
 async function findEntitledEvent(q: Queryable, organizationId: string | null, eventId: string): Promise<StoredEventRef | undefined> {
   const { rows } = await q.query<StoredEventRef>(
-    'SELECT id, type, created_at, organization_id, patient_id FROM events WHERE id = $1',
+    'SELECT id, type, created_at, organization_id, patient_id, data FROM events WHERE id = $1',
     [eventId],
   );
   const event = rows[0];
   if (!event || organizationId === null) return event;
-  const entitled = await entitledOrganizations(q, { organizationId: event.organization_id, patientId: event.patient_id });
+  const entitled = await entitledOrganizations(q, { type: event.type, organizationId: event.organization_id, patientId: event.patient_id, data: event.data });
   return entitled.includes(organizationId) ? event : undefined;
 }
 

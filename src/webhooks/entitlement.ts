@@ -2,21 +2,44 @@ import type { Queryable } from '../db/database';
 
 /** What decides who may receive an event. */
 export interface EventAudience {
+  type: string;
   /** Organisation whose action caused the event. */
   organizationId: string | null;
   /** FHIR Patient id, for events about a patient. */
   patientId: string | null;
+  /** The event's data: a consent event names the organisation the consent is granted to. */
+  data: Record<string, unknown>;
 }
 
+/** Events about a patient's data: they follow consent. */
+const PATIENT_EVENT = /^(patient|health_id|encounter|lab_order|lab_result|prescription|document|appointment)\./;
+
 /**
- * The organisations entitled to receive an event: the one rule for fan-out and replay.
+ * The organisations entitled to receive an event: the one rule for fan-out and replay (README "Which
+ * subscriptions receive which events").
  *
- * Today that is the organisation whose action caused it, and nobody else: consents do not exist
- * yet, so patient events also go to the acting organisation only. When consents arrive, patient
- * events (`patientId` set) add the organisations holding that patient's active, unexpired consent,
- * looked up here through `q` (the caller's transaction, so fan-out sees the same consent state as
- * the change). An event without an organisation goes to nobody.
+ * - Consent events go to the organisation the consent is granted to (`data.organization_id`): the
+ *   requester hears `consent.granted`/`consent.denied`, the organisation that lost access hears
+ *   `consent.revoked` (and, having no consent any more, nothing more about that patient).
+ * - Patient events go to the acting organisation and to every organisation holding the patient's
+ *   active, unexpired consent, looked up through `q` (the change's own transaction, so fan-out sees the
+ *   consent state of the change; a replay sees today's).
+ * - Anything else goes to the acting organisation. An event without an organisation goes to nobody.
  */
-export async function entitledOrganizations(_q: Queryable, event: EventAudience): Promise<string[]> {
-  return event.organizationId ? [event.organizationId] : [];
+export async function entitledOrganizations(q: Queryable, event: EventAudience): Promise<string[]> {
+  const orgs = new Set<string>();
+  if (event.type.startsWith('consent.')) {
+    if (typeof event.data.organization_id === 'string') orgs.add(event.data.organization_id);
+    return [...orgs];
+  }
+  if (event.organizationId) orgs.add(event.organizationId);
+  if (event.patientId && PATIENT_EVENT.test(event.type)) {
+    const { rows } = await q.query<{ organization_id: string }>(
+      `SELECT DISTINCT organization_id FROM consent_access WHERE patient_id = $1 AND status = 'active'
+       AND (granted_at IS NULL OR granted_at <= now()) AND (expires_at IS NULL OR expires_at > now())`,
+      [event.patientId],
+    );
+    for (const row of rows) orgs.add(row.organization_id);
+  }
+  return [...orgs];
 }

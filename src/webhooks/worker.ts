@@ -6,6 +6,7 @@ import { envelopeFromRow, type EventRow } from '../events/outbox';
 import type { Logger } from '../log';
 import type { BackgroundWorker } from '../services';
 import { DELIVERY_CHANNEL, wakeOnLocalQueue } from './deliveries';
+import { entitledOrganizations } from './entitlement';
 import { deliveredEnvelope } from './payload';
 import { afterAttempt, type AttemptOutcome } from './schedule';
 import { decryptSecret } from './secrets';
@@ -21,6 +22,10 @@ interface ClaimedDelivery {
   callback_url: string;
   secret_encrypted: string;
   full_payload: boolean;
+  /** The subscription's organisation, and who the event concerns: entitlement is checked again at delivery. */
+  subscriber_org: string;
+  event_org: string | null;
+  patient_id: string | null;
   event: EventRow;
 }
 
@@ -53,7 +58,8 @@ async function claimDue(db: Database, limit: number, leaseMs: number): Promise<C
      FROM due, webhook_subscriptions s, events e
      WHERE d.id = due.id AND s.id = d.subscription_id AND e.id = d.event_id
      RETURNING d.id, d.round, d.attempts, d.lease_token, s.id AS subscription_id, s.callback_url,
-               s.secret_encrypted, s.full_payload,
+               s.secret_encrypted, s.full_payload, s.organization_id AS subscriber_org,
+               e.organization_id AS event_org, e.patient_id,
                e.id AS event_id, e.type, e.version, e.created_at, e.data, e.meta`,
     [limit, leaseToken, leaseMs],
   );
@@ -138,6 +144,23 @@ function attemptRecorder(db: Database, retryDelaysMs: number[]) {
       waiting.push({ ...finished, settle: resolve });
       writeNext();
     });
+}
+
+/**
+ * Still entitled? A patient event queued because the subscriber held the patient's consent is not
+ * delivered once that consent is revoked or expired ("stop data access immediately").
+ */
+async function stillEntitled(db: Database, delivery: ClaimedDelivery): Promise<boolean> {
+  if (!delivery.patient_id || delivery.subscriber_org === delivery.event_org) return true;
+  const orgs = await entitledOrganizations(db, { type: delivery.event.type, organizationId: delivery.event_org, patientId: delivery.patient_id, data: delivery.event.data });
+  return orgs.includes(delivery.subscriber_org);
+}
+
+async function cancelDelivery(db: Database, delivery: ClaimedDelivery): Promise<void> {
+  await db.query(
+    `UPDATE webhook_deliveries SET status = 'cancelled', lease_token = NULL, next_attempt_at = NULL, updated_at = now() WHERE id = $1 AND lease_token = $2`,
+    [delivery.id, delivery.lease_token],
+  );
 }
 
 /** Gives a claimed delivery back untouched (shutdown mid-attempt): due again now, for any process. */
@@ -225,6 +248,11 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
   let stopWakingLocally: (() => void) | undefined;
 
   const attempt = async (delivery: ClaimedDelivery) => {
+    if (!(await stillEntitled(db, delivery))) {
+      await cancelDelivery(db, delivery);
+      log.info('webhook delivery cancelled: the subscriber no longer holds consent', { delivery_id: delivery.id, event_id: delivery.event.id });
+      return;
+    }
     let result: AttemptResult;
     posting++;
     try {

@@ -33,8 +33,8 @@ export interface WriteResult<T extends Resource = Resource> {
 export interface WriteHooks {
   /** Returns the resource to store (e.g. with the Health ID a Patient must keep); may throw ApiError. */
   prepare?(resource: Resource, previous: Resource | undefined): Promise<Resource> | Resource;
-  /** Organisation recorded as author of the resources this write creates (updates keep the first author). */
-  authorOrg?: string | null;
+  /** Organisation recorded as author of a resource this write creates (updates keep the first author). */
+  authorOf?(resource: Resource): string | null;
 }
 
 interface LockedRow {
@@ -65,8 +65,12 @@ const INDEX_COLUMNS: Record<(typeof INDEX_TABLES)[number], { columns: string[]; 
 
 const key = (type: string, id: string) => `${type}/${id}`;
 
-/** The compartment patients of a stored version as a JSON array (one text parameter per row). */
-const patientsJson = (resource: Resource, base: string) => JSON.stringify(compartmentPatients(resource, base));
+/**
+ * The patients whose data a stored version is, as a JSON array (one text parameter per row): what the
+ * consent rule filters on. The audit trail is not patient data in that sense: it is the operators'
+ * (scope audit:read), and records of accesses to a patient are not the patient's record.
+ */
+const patientsJson = (resource: Resource, base: string) => JSON.stringify(resource.resourceType === 'AuditEvent' ? [] : compartmentPatients(resource, base));
 
 /**
  * Writes new versions of many resources with a handful of statements: locks the current rows,
@@ -168,8 +172,8 @@ export async function writeMany(
   if (inserts.length) {
     const { rows: created } = await tx.query<{ rid: string; resource_type: string; id: string }>(
       `INSERT INTO fhir_resources (resource_type, id, version_id, last_updated, method, deleted, content, patients, author_org)
-       SELECT n.t, n.i, n.v, $1, n.m, false, n.c::jsonb, ARRAY(SELECT jsonb_array_elements_text(n.p::jsonb)), $8
-       FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[]) AS n(t, i, v, m, c, p)
+       SELECT n.t, n.i, n.v, $1, n.m, false, n.c::jsonb, ARRAY(SELECT jsonb_array_elements_text(n.p::jsonb)), n.a
+       FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[]) AS n(t, i, v, m, c, p, a)
        ON CONFLICT (resource_type, id) DO NOTHING RETURNING rid, resource_type, id`,
       [
         now,
@@ -179,7 +183,7 @@ export async function writeMany(
         inserts.map((n) => n.method),
         inserts.map((n) => JSON.stringify(n.content)),
         inserts.map((n) => patientsJson(n.content, base)),
-        hooks.authorOrg ?? null,
+        inserts.map((n) => hooks.authorOf?.(n.content) ?? null),
       ],
     );
     const rids = new Map(created.map((row) => [key(row.resource_type, row.id), row.rid]));

@@ -1,0 +1,69 @@
+import { createHash, randomBytes, randomInt } from 'node:crypto';
+import type { Queryable } from '../db/database';
+import type { PatientPrincipal } from '../auth/principal';
+
+/** Pairing codes: 8 characters of Crockford's base32 (no I, L, O, U: nothing to misread), 40 bits. */
+const CODE_ALPHABET = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+const CODE_LENGTH = 8;
+/** A pairing code is good for this long, and for this many wrong guesses; then it is dead. */
+export const PAIRING_CODE_TTL_SECONDS = 10 * 60;
+export const PAIRING_CODE_MAX_ATTEMPTS = 5;
+/** A patient token is good for this long (the app pairs again after). */
+export const PATIENT_TOKEN_TTL_SECONDS = 30 * 24 * 3600;
+export const PATIENT_TOKEN_PREFIX = 'pat_';
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+/** Codes are compared without regard to case, spaces or hyphens (read aloud, typed on a phone). */
+const normalizeCode = (code: string) => code.toUpperCase().replace(/[\s-]/g, '');
+
+/** A new pairing code for a patient; only its hash is stored. Earlier unused codes of the patient stop working. */
+export async function issuePairingCode(sql: Queryable, patient: { patientId: string; healthId: string }, issuedBy: string): Promise<{ code: string; expires_at: string }> {
+  let code = '';
+  for (let i = 0; i < CODE_LENGTH; i++) code += CODE_ALPHABET[randomInt(CODE_ALPHABET.length)];
+  const expiresAt = new Date(Date.now() + PAIRING_CODE_TTL_SECONDS * 1000).toISOString();
+  await sql.query('UPDATE mobile_pairing_codes SET used_at = now() WHERE health_id = $1 AND used_at IS NULL', [patient.healthId]);
+  await sql.query(
+    'INSERT INTO mobile_pairing_codes (code_hash, patient_id, health_id, issued_by, expires_at) VALUES ($1, $2, $3, $4, $5)',
+    [sha256(`${patient.healthId}:${code}`), patient.patientId, patient.healthId, issuedBy, expiresAt],
+  );
+  return { code: `${code.slice(0, 4)}-${code.slice(4)}`, expires_at: expiresAt };
+}
+
+/**
+ * Exchanges a pairing code for a patient token: single use, before it expires, within its attempts. Every
+ * failure looks the same (no hint whether the Health ID exists); a wrong code counts against the Health ID's
+ * live code. Returns undefined on failure.
+ */
+export async function exchangePairingCode(sql: Queryable, healthId: string, code: string): Promise<{ token: string; expiresIn: number } | undefined> {
+  const { rows } = await sql.query<{ patient_id: string }>(
+    `UPDATE mobile_pairing_codes SET used_at = now()
+     WHERE code_hash = $1 AND used_at IS NULL AND expires_at > now() AND attempts < $2 RETURNING patient_id`,
+    [sha256(`${healthId}:${normalizeCode(code)}`), PAIRING_CODE_MAX_ATTEMPTS],
+  );
+  const patientId = rows[0]?.patient_id;
+  if (!patientId) {
+    await sql.query('UPDATE mobile_pairing_codes SET attempts = attempts + 1 WHERE health_id = $1 AND used_at IS NULL', [healthId]);
+    return undefined;
+  }
+  const token = `${PATIENT_TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
+  await sql.query(
+    `INSERT INTO mobile_tokens (token_hash, patient_id, health_id, expires_at) VALUES ($1, $2, $3, now() + make_interval(secs => $4))`,
+    [sha256(token), patientId, healthId, PATIENT_TOKEN_TTL_SECONDS],
+  );
+  return { token, expiresIn: PATIENT_TOKEN_TTL_SECONDS };
+}
+
+/** The patient a live `pat_` token belongs to, or undefined. */
+export async function authenticatePatient(db: Queryable, token: string): Promise<PatientPrincipal | undefined> {
+  if (!token.startsWith(PATIENT_TOKEN_PREFIX) || token.length > 128) return undefined;
+  const { rows } = await db.query<{ patient_id: string; health_id: string }>(
+    'SELECT patient_id, health_id FROM mobile_tokens WHERE token_hash = $1 AND revoked_at IS NULL AND expires_at > now()',
+    [sha256(token)],
+  );
+  return rows[0] && { kind: 'patient', patientId: rows[0].patient_id, healthId: rows[0].health_id };
+}
+
+/** Revokes a patient token (the app signs out). */
+export async function revokePatientToken(db: Queryable, token: string): Promise<void> {
+  await db.query('UPDATE mobile_tokens SET revoked_at = now() WHERE token_hash = $1 AND revoked_at IS NULL', [sha256(token)]);
+}

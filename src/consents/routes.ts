@@ -1,0 +1,303 @@
+import { z } from 'zod';
+import type { ClientPrincipal, PatientPrincipal, Principal } from '../auth/principal';
+import { accessLogOf } from '../audit/access-log';
+import { ApiError, ErrorCode } from '../http/errors';
+import { ErrorSchema } from '../http/openapi';
+import { defineRoute, type RouteSpec } from '../http/routes';
+import type { Services } from '../services';
+import { exchangePairingCode, issuePairingCode, PAIRING_CODE_TTL_SECONDS, revokePatientToken } from './mobile';
+import { ConsentService } from './service';
+import { CONSENT_TYPE_NAMES, DATA_CLASSES } from './types';
+
+const CONNECT = '/api/v1/connect';
+const MOBILE = '/api/v1/mobile';
+
+const HealthIdPath = z.object({ health_id: z.string().max(64).describe('Health ID (see resolve)') });
+const Text = (max: number) => z.string().trim().min(1, 'must not be blank').max(max);
+const FutureInstant = z.iso
+  .datetime({ offset: true })
+  .refine((v) => Date.parse(v) > Date.now(), 'must be in the future')
+  .describe('ISO 8601 date-time with a zone, in the future');
+const DataClassSchema = z.enum(DATA_CLASSES).meta({ id: 'ConsentDataClass', description: 'A data class a consent covers (README "Consent")' });
+const ConsentTypeSchema = z.enum(CONSENT_TYPE_NAMES as [string, ...string[]]).meta({ id: 'ConsentType', description: 'README "Consent": the classes each covers' });
+
+const ConsentGrant = z
+  .object({
+    consent_type: ConsentTypeSchema,
+    expires_at: FutureInstant,
+    purpose: Text(500).optional(),
+    scopes: z.array(DataClassSchema).max(DATA_CLASSES.length).optional().describe("Narrows the consent type's classes (never widens)"),
+    external_reference: Text(200).optional().describe("The caller's own reference, written to the audit trail"),
+  })
+  .strict()
+  .meta({ id: 'ConsentGrantRequest' });
+
+const ConsentStatus = z
+  .object({
+    consent_id: z.string().nullable(),
+    health_id: z.string(),
+    organization_id: z.string(),
+    status: z.enum(['active', 'pending', 'expired', 'revoked', 'denied', 'none']),
+    consent_type: z.string().nullable(),
+    scopes: z.array(z.string()).describe('The data classes it covers'),
+    purpose: z.string().nullable(),
+    granted_at: z.string().nullable(),
+    expires_at: z.string().nullable(),
+  })
+  .meta({ id: 'ConsentStatus' });
+
+const ConsentRequest = z
+  .object({
+    health_id: z.string().max(64),
+    purpose: Text(500),
+    requested_scopes: z.array(DataClassSchema).min(1).max(DATA_CLASSES.length),
+    consent_type: ConsentTypeSchema.optional().describe('Default full_record, narrowed to requested_scopes'),
+    expires_at: FutureInstant.optional().describe(`How long the consent lasts once approved (default ${365} days from approval)`),
+  })
+  .strict()
+  .meta({ id: 'ConsentRequestCreate' });
+
+const ConsentRequestCreated = z
+  .object({
+    consent_request_id: z.string(),
+    health_id: z.string(),
+    organization_id: z.string(),
+    status: z.literal('pending'),
+    consent_type: z.string(),
+    requested_scopes: z.array(z.string()),
+    purpose: z.string(),
+    created_at: z.string(),
+  })
+  .meta({ id: 'ConsentRequestCreated' });
+
+const Reason = z.object({ purpose: Text(500).optional(), external_reference: Text(200).optional() }).strict();
+
+const errors = {
+  403: { description: 'Missing scope (FORBIDDEN)', schema: ErrorSchema },
+  404: { description: 'Health ID not registered (HEALTH_ID_NOT_REGISTERED) or no such consent (CONSENT_NOT_FOUND)', schema: ErrorSchema },
+  422: { description: 'Malformed Health ID or invalid field (VALIDATION_FAILED, HEALTH_ID_*)', schema: ErrorSchema },
+};
+
+const client = (p: Principal | undefined) => p as ClientPrincipal;
+const patient = (p: Principal | undefined) => p as PatientPrincipal;
+
+export function consentRoutes(services: Services): RouteSpec[] {
+  const consents = new ConsentService(services.mappings);
+  const tags = ['Connect', 'Consents'];
+  return [
+    defineRoute({
+      method: 'post',
+      path: `${CONNECT}/patient/{health_id}/consent/grant`,
+      operationId: 'grantConsent',
+      summary: "Record the patient's consent to the caller's organisation",
+      description:
+        'The patient, present at the facility or verified another way, grants the caller\'s organisation access to the classes of their data that `consent_type` (narrowed by `scopes`) covers, until `expires_at`. A grant while one is active replaces it. Event `consent.granted`; audited.',
+      tags,
+      security: { kind: 'client', scope: 'consents:write' },
+      params: HealthIdPath,
+      body: ConsentGrant,
+      responses: { 201: { description: 'Granted', schema: ConsentStatus }, ...errors },
+      async handler({ params, body, principal, repo }) {
+        return { status: 201, body: await consents.grant(repo, client(principal).organizationId, params.health_id, body) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${CONNECT}/patient/{health_id}/consent`,
+      operationId: 'getConsentStatus',
+      summary: "The caller's organisation's consent for the patient",
+      description: '`status`: active, pending (a request awaits the patient), expired, revoked, denied, or none. Check it before reading records.',
+      tags,
+      security: { kind: 'client', scope: ['consents:read', 'consents:write'] },
+      params: HealthIdPath,
+      responses: { 200: { description: 'The consent status', schema: ConsentStatus }, ...errors },
+      async handler({ params, principal, repo }) {
+        return { body: await consents.status(repo, client(principal).organizationId, params.health_id) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${CONNECT}/patient/{health_id}/consent/revoke`,
+      operationId: 'revokeConsent',
+      summary: "Record the patient's revocation of the caller's organisation's consent",
+      description: 'Takes effect on the next request, in every process. Event `consent.revoked` (to the organisation that lost access).',
+      tags,
+      security: { kind: 'client', scope: 'consents:write' },
+      params: HealthIdPath,
+      body: Reason,
+      responses: { 200: { description: 'Revoked', schema: ConsentStatus }, ...errors },
+      async handler({ params, body, principal, repo }) {
+        return { body: await consents.revokeFor(repo, client(principal).organizationId, params.health_id, body) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/sdk/consents/request',
+      operationId: 'requestConsent',
+      summary: 'Ask the patient for consent (they answer in their app)',
+      description: 'Creates a pending request (a proposed Consent). Event `consent.requested`; the answer raises `consent.granted` or `consent.denied`.',
+      tags: ['SDK', 'Consents'],
+      security: { kind: 'client', scope: 'consents:write' },
+      body: ConsentRequest,
+      responses: { 201: { description: 'Requested', schema: ConsentRequestCreated }, ...errors },
+      async handler({ body, principal, repo }) {
+        return { status: 201, body: await consents.request(repo, client(principal).organizationId, body) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${CONNECT}/patient/{health_id}/mobile/pairing-code`,
+      operationId: 'issuePairingCode',
+      summary: "A short-lived code that pairs the patient's app (given to the patient in person)",
+      description: `Single use, valid ${PAIRING_CODE_TTL_SECONDS / 60} minutes, at most 5 wrong tries; a new code ends the previous one. The app exchanges it at POST ${MOBILE}/auth/token.`,
+      tags: ['Connect', 'Mobile'],
+      security: { kind: 'client', scope: 'consents:write' },
+      params: HealthIdPath,
+      responses: { 201: { description: 'The code', schema: z.object({ code: z.string(), expires_at: z.string() }).meta({ id: 'PairingCode' }) }, ...errors },
+      async handler({ params, principal, repo }) {
+        return {
+          status: 201,
+          body: await repo.transaction(async (sql) => {
+            const record = await consents.patientOf(sql, params.health_id);
+            const issued = await issuePairingCode(sql, record, client(principal).clientId);
+            await repo.audit({ operation: 'issuePairingCode', action: 'C', outcome: 'success', outcomeDescription: 'pairing code issued', patient: { id: record.patientId, healthId: record.healthId } });
+            return issued;
+          }),
+        };
+      },
+    }),
+
+    // ---------------------------------------------------------------- the patient's app
+    defineRoute({
+      method: 'post',
+      path: `${MOBILE}/auth/token`,
+      operationId: 'mobileToken',
+      summary: 'Exchange a pairing code for a patient token (pat_…)',
+      description: 'Public. Every failure answers 401 alike (no hint whether the Health ID exists); failures are rate-limited per address and per Health ID.',
+      tags: ['Mobile'],
+      security: { kind: 'public' },
+      group: 'failed-auth',
+      body: z.object({ health_id: z.string().max(64), code: z.string().max(32) }).strict().meta({ id: 'MobileTokenRequest' }),
+      responses: {
+        200: {
+          description: 'A patient token',
+          schema: z.object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number().int() }).meta({ id: 'MobileTokenResponse' }),
+        },
+        401: { description: 'Wrong, used or expired code (UNAUTHENTICATED)', schema: ErrorSchema },
+        429: { description: 'Too many failures (RATE_LIMITED)', schema: ErrorSchema },
+      },
+      async handler({ ctx, body }) {
+        const { limits } = services.access;
+        const keys = [`ip:${ctx.ip}`, `pairing:${body.health_id}`];
+        for (const key of keys) await limits.assertNotExhausted('failed-auth', key);
+        const issued = await services.db.transaction((tx) => exchangePairingCode(tx, body.health_id, body.code));
+        if (!issued) {
+          for (const key of keys) await limits.penalize('failed-auth', key);
+          throw new ApiError(401, ErrorCode.unauthenticated, 'Invalid, used or expired pairing code');
+        }
+        return { body: { access_token: issued.token, token_type: 'Bearer', expires_in: issued.expiresIn } };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${MOBILE}/auth/revoke`,
+      operationId: 'mobileSignOut',
+      summary: "Revoke the calling patient token (the app signs out)",
+      tags: ['Mobile'],
+      security: { kind: 'patient' },
+      responses: { 204: { description: 'Revoked' } },
+      async handler({ ctx }) {
+        await revokePatientToken(services.db, ctx.get('authorization').replace(/^Bearer +/i, '').trim());
+        return { status: 204 };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${MOBILE}/consents`,
+      operationId: 'listMyConsents',
+      summary: "The patient's consents and pending requests",
+      tags: ['Mobile'],
+      security: { kind: 'patient' },
+      responses: { 200: { description: 'Newest first', schema: z.object({ items: z.array(ConsentStatus) }).meta({ id: 'MyConsents' }) } },
+      async handler({ principal, repo }) {
+        const me = patient(principal);
+        return { body: { items: await consents.listForPatient(repo, me.patientId, me.healthId) } };
+      },
+    }),
+    ...(['approve', 'deny'] as const).map((answer) =>
+      defineRoute({
+        method: 'post',
+        path: `${MOBILE}/consent-requests/{consent_request_id}/${answer}`,
+        operationId: answer === 'approve' ? 'approveConsentRequest' : 'denyConsentRequest',
+        summary: answer === 'approve' ? 'Approve a consent request: the organisation gets access' : 'Deny a consent request',
+        description: `Event \`consent.${answer === 'approve' ? 'granted' : 'denied'}\` to the requesting organisation. 409 if already answered.`,
+        tags: ['Mobile'],
+        security: { kind: 'patient' },
+        params: z.object({ consent_request_id: z.string().max(64) }),
+        responses: {
+          200: { description: 'Answered', schema: ConsentStatus },
+          404: { description: 'No such request of yours (CONSENT_NOT_FOUND)', schema: ErrorSchema },
+          409: { description: 'Already answered (CONFLICT)', schema: ErrorSchema },
+        },
+        async handler({ params, principal, repo }) {
+          const me = patient(principal);
+          return { body: await consents.answer(repo, me.patientId, me.healthId, params.consent_request_id, answer) };
+        },
+      }),
+    ),
+    defineRoute({
+      method: 'post',
+      path: `${MOBILE}/consents/{consent_id}/revoke`,
+      operationId: 'revokeMyConsent',
+      summary: 'Revoke one of my consents',
+      description: 'Takes effect on the next request, in every process. Event `consent.revoked` to the organisation that lost access.',
+      tags: ['Mobile'],
+      security: { kind: 'patient' },
+      params: z.object({ consent_id: z.string().max(64) }),
+      responses: {
+        200: { description: 'Revoked', schema: ConsentStatus },
+        404: { description: 'No such consent of yours (CONSENT_NOT_FOUND)', schema: ErrorSchema },
+        409: { description: 'Not active (CONFLICT)', schema: ErrorSchema },
+      },
+      async handler({ params, principal, repo }) {
+        const me = patient(principal);
+        return { body: await consents.revokeByPatient(repo, me.patientId, me.healthId, params.consent_id) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${MOBILE}/access-log`,
+      operationId: 'myAccessLog',
+      summary: 'Who read which kind of my data, when, why, and whether it was break-glass',
+      tags: ['Mobile'],
+      security: { kind: 'patient' },
+      query: z.object({ limit: z.coerce.number().int().min(1).max(200).default(50), cursor: z.string().max(200).optional() }),
+      responses: {
+        200: {
+          description: 'Newest first; next_cursor pages on',
+          schema: z
+            .object({
+              items: z.array(
+                z.object({
+                  at: z.string(),
+                  actor: z.object({ kind: z.enum(['organization', 'patient', 'system']), organization_id: z.string().nullable(), client_id: z.string().nullable() }),
+                  operation: z.string().nullable(),
+                  action: z.enum(['read', 'create', 'update', 'delete', 'execute']),
+                  data_types: z.array(z.string()),
+                  purpose: z.string().nullable(),
+                  break_glass: z.boolean(),
+                  outcome: z.enum(['allowed', 'refused']),
+                }),
+              ),
+              next_cursor: z.string().nullable(),
+            })
+            .meta({ id: 'AccessLog' }),
+        },
+      },
+      async handler({ query, principal }) {
+        const me = patient(principal);
+        return { body: await accessLogOf(services.fhir.system('access-log'), me.patientId, { limit: query.limit, cursor: query.cursor }) };
+      },
+    }),
+  ];
+}

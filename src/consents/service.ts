@@ -1,0 +1,334 @@
+import type { Consent } from '@medplum/fhirtypes';
+import type { Queryable } from '../db/database';
+import type { FhirRepository } from '../fhir/repository';
+import { hashKey } from '../fhir/hash';
+import { ApiError, ErrorCode, validationFailed } from '../http/errors';
+import { HealthIdErrorCode, healthIdProblem, invalidHealthId } from '../healthid/healthid';
+import { findByHealthId, type HealthIdRecord } from '../healthid/registry';
+import { MappingValueError, type MappingSet } from '../mapping/index';
+import { consentRecordOf, type ConsentRecord } from './record';
+import { classesOf, CONSENT_TYPES } from './types';
+
+/** What a patient's consent to one organisation looks like from that organisation (interface: consent status). */
+export type ConsentState = 'active' | 'pending' | 'expired' | 'revoked' | 'denied' | 'none';
+
+export interface ConsentView {
+  consent_id: string | null;
+  health_id: string;
+  organization_id: string;
+  status: ConsentState;
+  consent_type: string | null;
+  /** The data classes it covers (a type's classes, narrowed by the scopes given). */
+  scopes: string[];
+  purpose: string | null;
+  granted_at: string | null;
+  expires_at: string | null;
+}
+
+/** A request answered by the patient: the default life of the consent it becomes, unless the request says. */
+export const REQUESTED_CONSENT_DAYS = 365;
+
+interface IndexRow {
+  consent_id: string;
+  organization_id: string;
+  status: string;
+  granted_at: Date | string | null;
+  expires_at: Date | string | null;
+}
+
+const consentNotFound = (message: string) => new ApiError(404, 'CONSENT_NOT_FOUND', message);
+
+/** The Connect state of one indexed consent, at `now`. */
+function stateOf(row: IndexRow, now: number): ConsentState {
+  switch (row.status) {
+    case 'active':
+      return row.expires_at !== null && new Date(row.expires_at).getTime() <= now ? 'expired' : 'active';
+    case 'proposed':
+      return 'pending';
+    case 'inactive':
+      return 'revoked';
+    case 'rejected':
+      return 'denied';
+    default:
+      return 'none';
+  }
+}
+
+/**
+ * Consents: grants recorded by a facility, requests answered by the patient, revocations. Each consent is a
+ * FHIR Consent written through the repository (mappings/consent.map.yaml); its events (consent.*) come from
+ * the Consent's status changes and the consent index follows it, in the same transaction.
+ */
+export class ConsentService {
+  constructor(private readonly mappings: MappingSet) {}
+
+  /** The registered patient of a Health ID: 422 when malformed, 404 when unregistered. */
+  async patientOf(sql: Queryable, healthId: string): Promise<HealthIdRecord> {
+    const problem = healthIdProblem(healthId);
+    if (problem) throw invalidHealthId(problem);
+    const record = await findByHealthId(sql, healthId);
+    if (!record) throw new ApiError(404, HealthIdErrorCode.notRegistered, `Health ID ${healthId} is valid but not registered`);
+    return record;
+  }
+
+  /** POST …/consent/grant: the patient, present at the caller's facility, grants consent to the caller's organisation. */
+  async grant(
+    repo: FhirRepository,
+    organizationId: string,
+    healthId: string,
+    input: { consent_type: string; expires_at: string; purpose?: string; scopes?: string[]; external_reference?: string },
+  ): Promise<ConsentView> {
+    checkScopes(input.consent_type, input.scopes);
+    return repo.transaction(async (sql) => {
+      const patient = await this.patientOf(sql, healthId);
+      await lockPair(sql, patient.patientId, organizationId);
+      // A grant while one is active replaces it (a new grant time, type, classes and expiry): one active consent per pair.
+      const [current] = await this.rows(sql, patient.patientId, organizationId, "status = 'active'");
+      const record: ConsentRecord = {
+        consent_id: current?.consent_id ?? '00000000-0000-4000-8000-000000000000',
+        patient_id: patient.patientId,
+        organization_id: organizationId,
+        consent_type: input.consent_type,
+        scopes: input.scopes ?? [],
+        status: 'active',
+        purpose: input.purpose ?? null,
+        granted_at: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+        expires_at: input.expires_at,
+      };
+      const consent = this.toFhir(record);
+      const stored = current ? (await repo.update({ ...consent, id: current.consent_id }, { audit: false })).resource : await repo.create(consent, { audit: false });
+      await repo.audit({
+        operation: 'grantConsent',
+        action: current ? 'U' : 'C',
+        outcome: 'success',
+        outcomeDescription: `granted ${input.consent_type} to ${organizationId}`,
+        patient: { id: patient.patientId, healthId },
+        purpose: input.purpose,
+        externalReference: input.external_reference,
+        dataTypes: ['Consent'],
+      });
+      return this.view(stored, healthId);
+    });
+  }
+
+  /** GET …/consent: the caller's organisation's consent for the patient, in one word and its details. */
+  async status(repo: FhirRepository, organizationId: string, healthId: string): Promise<ConsentView> {
+    return repo.transaction(async (sql) => {
+      const patient = await this.patientOf(sql, healthId);
+      const rows = await this.rows(sql, patient.patientId, organizationId);
+      const now = Date.now();
+      // The consent that decides: an active one, else a pending request, else the latest that ended.
+      const best = rows.find((r) => stateOf(r, now) === 'active') ?? rows.find((r) => r.status === 'proposed') ?? rows[0];
+      const result = best
+        ? { ...this.view(await repo.read<Consent>('Consent', best.consent_id, { audit: false }), healthId), status: stateOf(best, now) }
+        : noneView(healthId, organizationId);
+      await repo.audit({
+        operation: 'consentStatus',
+        action: 'R',
+        outcome: 'success',
+        outcomeDescription: result.status,
+        patient: { id: patient.patientId, healthId },
+        dataTypes: ['Consent'],
+      });
+      return result;
+    });
+  }
+
+  /** POST …/consent/revoke: the patient's revocation of the caller's organisation's consent, recorded by the facility. */
+  async revokeFor(repo: FhirRepository, organizationId: string, healthId: string, reason: { purpose?: string; external_reference?: string }): Promise<ConsentView> {
+    return repo.transaction(async (sql) => {
+      const patient = await this.patientOf(sql, healthId);
+      await lockPair(sql, patient.patientId, organizationId);
+      const [current] = await this.rows(sql, patient.patientId, organizationId, "status = 'active'");
+      if (!current) throw consentNotFound(`No consent of this patient to ${organizationId} is active: nothing to revoke`);
+      const revoked = await this.setStatus(repo, current.consent_id, 'revoked');
+      await repo.audit({
+        operation: 'revokeConsent',
+        action: 'U',
+        outcome: 'success',
+        outcomeDescription: 'revoked',
+        patient: { id: patient.patientId, healthId },
+        purpose: reason.purpose,
+        externalReference: reason.external_reference,
+        dataTypes: ['Consent'],
+      });
+      return { ...this.view(revoked, healthId), status: 'revoked' };
+    });
+  }
+
+  /** POST /api/v1/sdk/consents/request: asks the patient for consent; they answer in their app. */
+  async request(
+    repo: FhirRepository,
+    organizationId: string,
+    input: { health_id: string; purpose: string; requested_scopes: string[]; consent_type?: string; expires_at?: string },
+  ) {
+    const consentType = input.consent_type ?? 'full_record';
+    checkScopes(consentType, input.requested_scopes);
+    return repo.transaction(async (sql) => {
+      const patient = await this.patientOf(sql, input.health_id);
+      const record: ConsentRecord = {
+        consent_id: '00000000-0000-4000-8000-000000000000',
+        patient_id: patient.patientId,
+        organization_id: organizationId,
+        consent_type: consentType,
+        scopes: input.requested_scopes,
+        status: 'pending',
+        purpose: input.purpose,
+        granted_at: null,
+        expires_at: input.expires_at ?? null,
+      };
+      const stored = await repo.create(this.toFhir(record), { audit: false });
+      await repo.audit({
+        operation: 'requestConsent',
+        action: 'C',
+        outcome: 'success',
+        outcomeDescription: `requested ${input.requested_scopes.join(' ')}`,
+        patient: { id: patient.patientId, healthId: input.health_id },
+        purpose: input.purpose,
+        dataTypes: ['Consent'],
+      });
+      return {
+        consent_request_id: stored.id!,
+        health_id: input.health_id,
+        organization_id: organizationId,
+        status: 'pending' as const,
+        consent_type: consentType,
+        requested_scopes: input.requested_scopes,
+        purpose: input.purpose,
+        created_at: stored.meta!.lastUpdated!,
+      };
+    });
+  }
+
+  // ------------------------------------------------------------------ the patient's side
+
+  /** The patient's consents and pending requests, newest first. */
+  async listForPatient(repo: FhirRepository, patientId: string, healthId: string): Promise<ConsentView[]> {
+    return repo.transaction(async (sql) => {
+      const { rows } = await sql.query<IndexRow>(
+        'SELECT consent_id, organization_id, status, granted_at, expires_at FROM consent_access WHERE patient_id = $1 ORDER BY updated_at DESC LIMIT 500',
+        [patientId],
+      );
+      const now = Date.now();
+      const out: ConsentView[] = [];
+      for (const row of rows) out.push({ ...this.view(await repo.read<Consent>('Consent', row.consent_id, { audit: false }), healthId), status: stateOf(row, now) });
+      await repo.audit({ operation: 'listMyConsents', action: 'R', outcome: 'success', outcomeDescription: `${out.length} consent(s)`, patient: { id: patientId, healthId }, dataTypes: ['Consent'] });
+      return out;
+    });
+  }
+
+  /** The patient approves (active, for REQUESTED_CONSENT_DAYS unless the request said) or denies a pending request. */
+  async answer(repo: FhirRepository, patientId: string, healthId: string, requestId: string, answer: 'approve' | 'deny'): Promise<ConsentView> {
+    return repo.transaction(async (sql) => {
+      const consent = await this.ownConsent(repo, sql, patientId, requestId);
+      const record = consentRecordOf(this.mappings, consent)!;
+      await lockPair(sql, patientId, record.organization_id);
+      if (consent.status !== 'proposed') throw new ApiError(409, ErrorCode.conflict, `This request was already answered (${record.status})`);
+      const granted = answer === 'approve';
+      const now = new Date();
+      const updated: ConsentRecord = {
+        ...record,
+        status: granted ? 'active' : 'denied',
+        granted_at: granted ? now.toISOString().replace(/\.\d+Z$/, 'Z') : record.granted_at,
+        expires_at: granted ? (record.expires_at ?? new Date(now.getTime() + REQUESTED_CONSENT_DAYS * 86_400_000).toISOString().replace(/\.\d+Z$/, 'Z')) : record.expires_at,
+      };
+      const stored = (await repo.update({ ...this.toFhir(updated), id: requestId }, { audit: false })).resource;
+      await repo.audit({
+        operation: granted ? 'approveConsentRequest' : 'denyConsentRequest',
+        action: 'U',
+        outcome: 'success',
+        outcomeDescription: `${granted ? 'approved' : 'denied'} the request of ${record.organization_id}`,
+        patient: { id: patientId, healthId },
+        dataTypes: ['Consent'],
+      });
+      return { ...this.view(stored, healthId), status: granted ? 'active' : 'denied' };
+    });
+  }
+
+  /** The patient revokes one of their consents (from their app). */
+  async revokeByPatient(repo: FhirRepository, patientId: string, healthId: string, consentId: string): Promise<ConsentView> {
+    return repo.transaction(async (sql) => {
+      const consent = await this.ownConsent(repo, sql, patientId, consentId);
+      const record = consentRecordOf(this.mappings, consent)!;
+      await lockPair(sql, patientId, record.organization_id);
+      if (consent.status !== 'active') throw new ApiError(409, ErrorCode.conflict, `Only an active consent can be revoked; this one is ${record.status}`);
+      const revoked = await this.setStatus(repo, consentId, 'revoked');
+      await repo.audit({ operation: 'revokeMyConsent', action: 'U', outcome: 'success', outcomeDescription: `revoked the consent of ${record.organization_id}`, patient: { id: patientId, healthId }, dataTypes: ['Consent'] });
+      return { ...this.view(revoked, healthId), status: 'revoked' };
+    });
+  }
+
+  // ------------------------------------------------------------------ helpers
+
+  private async ownConsent(repo: FhirRepository, sql: Queryable, patientId: string, consentId: string): Promise<Consent> {
+    const { rows } = await sql.query<{ consent_id: string }>('SELECT consent_id FROM consent_access WHERE consent_id = $1 AND patient_id = $2', [consentId, patientId]);
+    if (!rows[0]) throw consentNotFound(`No consent or request ${consentId} of yours`);
+    return repo.read<Consent>('Consent', consentId, { audit: false });
+  }
+
+  private async setStatus(repo: FhirRepository, consentId: string, status: 'revoked'): Promise<Consent> {
+    const current = await repo.read<Consent>('Consent', consentId, { audit: false });
+    const record = consentRecordOf(this.mappings, current)!;
+    return (await repo.update({ ...this.toFhir({ ...record, status }), id: consentId }, { audit: false })).resource;
+  }
+
+  private async rows(sql: Queryable, patientId: string, organizationId: string, where = 'true'): Promise<IndexRow[]> {
+    const { rows } = await sql.query<IndexRow>(
+      `SELECT consent_id, organization_id, status, granted_at, expires_at FROM consent_access
+       WHERE patient_id = $1 AND organization_id = $2 AND ${where} ORDER BY updated_at DESC`,
+      [patientId, organizationId],
+    );
+    return rows;
+  }
+
+  private toFhir(record: ConsentRecord): Consent {
+    try {
+      const { consent_id, ...rest } = record;
+      const consent = this.mappings.get('consent').toFhir({ ...rest, consent_id }) as Consent;
+      delete consent.id; // the repository assigns ids to new consents
+      return consent;
+    } catch (err) {
+      if (err instanceof MappingValueError) throw validationFailed(err.message);
+      throw err;
+    }
+  }
+
+  private view(consent: Consent, healthId: string): ConsentView {
+    const record = consentRecordOf(this.mappings, consent)!;
+    return {
+      consent_id: consent.id!,
+      health_id: healthId,
+      organization_id: record.organization_id,
+      status: (record.status ?? 'none') as ConsentState,
+      consent_type: record.consent_type,
+      scopes: classesOf(record.consent_type, record.scopes),
+      purpose: record.purpose,
+      granted_at: record.granted_at,
+      expires_at: record.expires_at,
+    };
+  }
+}
+
+function noneView(healthId: string, organizationId: string): ConsentView {
+  return { consent_id: null, health_id: healthId, organization_id: organizationId, status: 'none', consent_type: null, scopes: [], purpose: null, granted_at: null, expires_at: null };
+}
+
+/** Scopes narrow the consent type's classes: each must be one of them. */
+function checkScopes(consentType: string, scopes: string[] | undefined): void {
+  const allowed = CONSENT_TYPES[consentType]?.classes ?? [];
+  const outside = (scopes ?? []).filter((s) => !(allowed as readonly string[]).includes(s));
+  if (outside.length)
+    throw validationFailed(`scopes ${outside.join(', ')} are not covered by consent type ${consentType} (it covers ${allowed.join(', ')})`, {
+      extra: { details: outside.map((s) => ({ field: 'scopes', message: `${s} is not a class of ${consentType}` })) },
+    });
+}
+
+/**
+ * Serialises the consent changes of one patient and organisation until the transaction ends, on any number
+ * of processes: concurrent grants and revocations apply one after the other, the last committed wins, and
+ * their events are recorded in that order.
+ */
+async function lockPair(sql: Queryable, patientId: string, organizationId: string): Promise<void> {
+  await sql.query('SELECT pg_advisory_xact_lock($1::bigint)', [hashKey('consent', patientId, organizationId)]);
+}
+

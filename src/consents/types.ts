@@ -1,0 +1,51 @@
+import { FHIR_READ_SCOPES } from '../auth/scopes';
+
+/**
+ * Data classes: what a consent covers. A resource's class is the read scope of its type in the FHIR scope
+ * table (src/auth/scopes.ts); patient data of any other type is `fhir:read`. One table, used by the access
+ * rule (SQL), the consent routes and the README.
+ */
+export const DATA_CLASSES = ['patients:read', 'labs:read', 'prescriptions:read', 'documents:read', 'appointments:read', 'fhir:read'] as const;
+export type DataClass = (typeof DATA_CLASSES)[number];
+
+export function dataClassOf(resourceType: string): string {
+  return FHIR_READ_SCOPES[resourceType] ?? 'fhir:read';
+}
+
+/** The resource types of a class, for the README. */
+export function typesOf(dataClass: DataClass): string[] {
+  return Object.entries(FHIR_READ_SCOPES).filter(([, scope]) => scope === dataClass).map(([type]) => type);
+}
+
+/**
+ * `consent_type` values and the classes each covers. A grant's `scopes` may narrow them, never widen.
+ * Consent resources themselves (`consents:read`) and the audit trail are in no class: an organisation
+ * sees the consents granted to it, and the patient their own.
+ */
+export const CONSENT_TYPES: Record<string, { classes: readonly DataClass[]; description: string }> = {
+  full_record: { classes: DATA_CLASSES, description: 'The whole record: every class of patient data.' },
+  summary: {
+    classes: ['patients:read', 'prescriptions:read'],
+    description: 'Demographics, allergies, conditions, encounters, procedures, immunizations, care plans, coverage, and medications.',
+  },
+  diagnostics: { classes: ['labs:read'], description: 'Observations (lab results and vital signs), diagnostic reports, lab orders, specimens.' },
+  prescriptions: { classes: ['prescriptions:read'], description: 'Medication requests, statements, administrations, dispenses and medications.' },
+  documents: { classes: ['documents:read'], description: 'Clinical documents and notes (DocumentReference, Composition).' },
+};
+export const CONSENT_TYPE_NAMES = Object.keys(CONSENT_TYPES);
+
+/** The classes a consent covers: its type's, narrowed to `scopes` when given. */
+export function classesOf(consentType: string, scopes: readonly string[] | undefined): string[] {
+  const of = CONSENT_TYPES[consentType]?.classes ?? [];
+  return scopes?.length ? of.filter((c) => scopes.includes(c)) : [...of];
+}
+
+/** Connect record types (records retrieval `type=`) and the class each reads. */
+export const RECORD_TYPE_CLASSES: Record<string, DataClass> = {
+  diagnoses: 'patients:read',
+  allergies: 'patients:read',
+  prescriptions: 'prescriptions:read',
+  lab_results: 'labs:read',
+  vitals: 'labs:read',
+  clinical_notes: 'documents:read',
+};

@@ -1,0 +1,286 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Resource } from '@medplum/fhirtypes';
+import { checkDigits } from '../src/healthid/healthid';
+import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+
+/**
+ * Consent end to end: an organisation reads a patient's data only with the patient's active consent (or
+ * data it wrote itself, or break-glass), on every path, and the patient answers requests and sees who read
+ * what from their own app.
+ */
+let pont: TestServer;
+/** Writes the patient's record: a hospital where the patient was treated. */
+let hospital: TestClient;
+/** Asks for access: a clinic that has never seen the patient. */
+let clinic: TestClient;
+let healthId: string;
+let patientId: string;
+let observationId: string;
+
+const CLINIC_SCOPES = [
+  'health_id:verify', 'consents:read', 'consents:write', 'patients:read', 'labs:read', 'fhir:read', 'patient:profile:read', 'webhooks:manage',
+] as const;
+
+async function resolveNew(client: TestClient, first: string) {
+  const res = await pont.json('/api/v1/connect/patients/resolve', { method: 'POST', headers: client.headers, json: { first_name: first, last_name: 'Consent', date_of_birth: '1984-03-03', sex: 'female' } });
+  expect(res.status).toBe(201);
+  return res.body.health_id as string;
+}
+const fhir = (client: TestClient, path: string, init: RequestInit & { json?: unknown } = {}) =>
+  pont.json(`/api/fhir/R4${path}`, { ...init, headers: { ...client.headers, ...(init.headers as Record<string, string>) } });
+const connect = (client: TestClient, path: string, init: RequestInit & { json?: unknown } = {}) =>
+  pont.json(`/api/v1/connect${path}`, { ...init, headers: { ...client.headers, ...(init.headers as Record<string, string>) } });
+const inAYear = () => new Date(Date.now() + 365 * 86_400_000).toISOString();
+
+beforeAll(async () => {
+  pont = await startTestServer();
+  hospital = await createTestClient(pont, ['health_id:verify', 'fhir:read', 'fhir:write', 'consents:write', 'consents:read'], { organizationId: 'org-hospital' });
+  clinic = await createTestClient(pont, [...CLINIC_SCOPES], { organizationId: 'org-clinic' });
+  healthId = await resolveNew(hospital, 'Grace');
+  const [patient] = (await fhir(hospital, `/Patient?identifier=https://pont.health/fhir/sid/health-id|${healthId}`)).body.entry.map((e: any) => e.resource);
+  patientId = patient.id;
+  const obs = await fhir(hospital, '/Observation', {
+    method: 'POST',
+    json: {
+      resourceType: 'Observation',
+      status: 'final',
+      category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'laboratory' }] }],
+      code: { text: 'Hemoglobin' },
+      subject: { reference: `Patient/${patientId}` },
+      valueQuantity: { value: 12.1, unit: 'g/dL' },
+    },
+  });
+  expect(obs.status).toBe(201);
+  observationId = obs.body.id;
+});
+afterAll(async () => {
+  await pont?.close();
+});
+
+describe('the integrator walk-through: resolve, grant, status, read, revoke, refused', () => {
+  it('reads nothing without consent, everything it covers with it, nothing again once revoked', async () => {
+    // Resolve: identity only, no consent needed.
+    const found = await connect(clinic, '/patients/resolve', { method: 'POST', json: { health_id: healthId } });
+    expect(found.body).toMatchObject({ status: 'found', health_id: healthId, patient: { first_name: 'Grace' } });
+
+    // No consent: a FHIR read is a 403 OperationOutcome, a search finds nothing, a count counts nothing.
+    const refused = await fhir(clinic, `/Observation/${observationId}`);
+    expect(refused.status).toBe(403);
+    expect(refused.body.resourceType).toBe('OperationOutcome');
+    expect(refused.body.issue[0].details.coding[0].code).toBe('CONSENT_REQUIRED');
+    expect((await fhir(clinic, `/Observation?patient=${patientId}`)).body.total).toBe(0);
+    expect((await fhir(clinic, `/Observation?_summary=count`)).body.total).toBe(0);
+    const profile = await connect(clinic, `/patient/search?health_id=${healthId}`);
+    expect(profile.body.error_code).toBe('CONSENT_REQUIRED');
+    expect((await connect(clinic, `/patient/${healthId}/consent`)).body).toMatchObject({ status: 'none', consent_id: null });
+
+    // The patient, at the clinic, grants a full-record consent.
+    const granted = await connect(clinic, `/patient/${healthId}/consent/grant`, {
+      method: 'POST',
+      json: { consent_type: 'full_record', expires_at: inAYear(), purpose: 'continuity of care', external_reference: 'MRN-9' },
+    });
+    expect(granted.status).toBe(201);
+    expect(granted.body).toMatchObject({ health_id: healthId, organization_id: 'org-clinic', status: 'active', consent_type: 'full_record' });
+    expect(granted.body.scopes).toContain('labs:read');
+    const status = await connect(clinic, `/patient/${healthId}/consent`);
+    expect(status.body).toMatchObject({ status: 'active', consent_id: granted.body.consent_id });
+
+    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(200);
+    expect((await fhir(clinic, `/Observation?patient=${patientId}`)).body.total).toBe(1);
+    expect((await connect(clinic, `/patient/search?health_id=${healthId}`)).status).toBe(200);
+
+    // Revoked: refused again, at once.
+    const revoked = await connect(clinic, `/patient/${healthId}/consent/revoke`, { method: 'POST', json: {} });
+    expect(revoked.body.status).toBe('revoked');
+    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(403);
+    expect((await fhir(clinic, `/Observation?patient=${patientId}`)).body.total).toBe(0);
+    expect((await connect(clinic, `/patient/${healthId}/consent`)).body.status).toBe('revoked');
+    expect((await connect(clinic, `/patient/${healthId}/consent/revoke`, { method: 'POST', json: {} })).status).toBe(404);
+  });
+
+  it('a consent covers the classes of its type only', async () => {
+    await connect(clinic, `/patient/${healthId}/consent/grant`, { method: 'POST', json: { consent_type: 'prescriptions', expires_at: inAYear() } });
+    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(403);
+    await connect(clinic, `/patient/${healthId}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', scopes: ['labs:read'], expires_at: inAYear() } });
+    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(200);
+    expect((await fhir(clinic, `/Patient/${patientId}`)).status).toBe(403);
+    await connect(clinic, `/patient/${healthId}/consent/revoke`, { method: 'POST', json: {} });
+  });
+
+  it('an organisation reads what it wrote itself, and Consents cannot be written through FHIR', async () => {
+    expect((await fhir(hospital, `/Observation/${observationId}`)).status).toBe(200);
+    const forged = await fhir(clinic, '/Consent', { method: 'POST', json: { resourceType: 'Consent', status: 'active' } });
+    expect(forged.status).toBe(403);
+  });
+
+  it('an expired consent grants nothing, with no action from anyone', async () => {
+    const soon = new Date(Date.now() + 1500).toISOString();
+    expect((await connect(clinic, `/patient/${healthId}/consent/grant`, { method: 'POST', json: { consent_type: 'diagnostics', expires_at: soon } })).status).toBe(201);
+    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 1700));
+    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(403);
+    expect((await connect(clinic, `/patient/${healthId}/consent`)).body.status).toBe('expired');
+  });
+});
+
+describe('bad input', () => {
+  it('answers in the Error shape: unknown 404, bad checksum 422, past or unparseable expiry 422, unknown type and wider scopes 422', async () => {
+    const grant = (hid: string, json: unknown) => connect(clinic, `/patient/${hid}/consent/grant`, { method: 'POST', json });
+    const valid = { consent_type: 'full_record', expires_at: inAYear() };
+    const unknown = await grant(`CM0000000000${checkDigits('CM0000000000')}`, valid);
+    expect([unknown.status, unknown.body.error_code]).toEqual([404, 'HEALTH_ID_NOT_REGISTERED']);
+    expect((await grant('CM482930174620', valid)).status).toBe(422);
+    for (const bad of [
+      { ...valid, expires_at: '2001-01-01T00:00:00Z' },
+      { ...valid, expires_at: 'next tuesday' },
+      { ...valid, consent_type: 'everything' },
+      { consent_type: 'prescriptions', scopes: ['labs:read'], expires_at: inAYear() },
+      { ...valid, purpose: '   ' },
+      { ...valid, organization_id: 'org-other' },
+    ]) {
+      const res = await grant(healthId, bad);
+      expect(res.status, JSON.stringify(bad)).toBe(422);
+      expect(res.body).toMatchObject({ status: 'error', error_code: 'VALIDATION_FAILED' });
+    }
+  });
+});
+
+describe("requests, and the patient's own voice", () => {
+  let patientToken: string;
+
+  const mobile = (path: string, init: RequestInit & { json?: unknown } = {}, token = patientToken) =>
+    pont.json(`/api/v1/mobile${path}`, { ...init, headers: { authorization: `Bearer ${token}`, ...(init.headers as Record<string, string>) } });
+
+  it('pairs the app with a single-use code; a wrong or used code is 401 without saying whether the Health ID exists', async () => {
+    const code = await connect(hospital, `/patient/${healthId}/mobile/pairing-code`, { method: 'POST' });
+    expect(code.status).toBe(201);
+    const wrong = await pont.json('/api/v1/mobile/auth/token', { method: 'POST', json: { health_id: healthId, code: 'AAAA-AAAA' } });
+    const nobody = await pont.json('/api/v1/mobile/auth/token', { method: 'POST', json: { health_id: `CM0000000000${checkDigits('CM0000000000')}`, code: code.body.code } });
+    expect(wrong.status).toBe(401);
+    expect(nobody.status).toBe(401);
+    expect(nobody.body.message).toBe(wrong.body.message);
+    const token = await pont.json('/api/v1/mobile/auth/token', { method: 'POST', json: { health_id: healthId, code: code.body.code } });
+    expect(token.status).toBe(200);
+    expect(token.body).toMatchObject({ token_type: 'Bearer' });
+    expect(token.body.access_token).toMatch(/^pat_/);
+    patientToken = token.body.access_token;
+    expect((await pont.json('/api/v1/mobile/auth/token', { method: 'POST', json: { health_id: healthId, code: code.body.code } })).status).toBe(401);
+  });
+
+  it('a code dies after five wrong tries', async () => {
+    const code = await connect(hospital, `/patient/${healthId}/mobile/pairing-code`, { method: 'POST' });
+    for (let i = 0; i < 5; i++) await pont.json('/api/v1/mobile/auth/token', { method: 'POST', json: { health_id: healthId, code: `ZZZZ-ZZZ${i}` } });
+    expect((await pont.json('/api/v1/mobile/auth/token', { method: 'POST', json: { health_id: healthId, code: code.body.code } })).status).toBe(401);
+  });
+
+  it('a request is pending until the patient approves it in the app; then the organisation reads', async () => {
+    const requested = await pont.json('/api/v1/sdk/consents/request', {
+      method: 'POST',
+      headers: clinic.headers,
+      json: { health_id: healthId, purpose: 'second opinion', requested_scopes: ['labs:read'] },
+    });
+    expect(requested.status).toBe(201);
+    expect(requested.body).toMatchObject({ health_id: healthId, status: 'pending', requested_scopes: ['labs:read'] });
+    expect((await connect(clinic, `/patient/${healthId}/consent`)).body.status).toBe('pending');
+    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(403);
+
+    const mine = await mobile('/consents');
+    expect(mine.status).toBe(200);
+    const pending = mine.body.items.find((c: any) => c.consent_id === requested.body.consent_request_id);
+    expect(pending).toMatchObject({ organization_id: 'org-clinic', status: 'pending', purpose: 'second opinion', scopes: ['labs:read'] });
+
+    const approved = await mobile(`/consent-requests/${requested.body.consent_request_id}/approve`, { method: 'POST' });
+    expect(approved.status).toBe(200);
+    expect(approved.body.status).toBe('active');
+    expect((await mobile(`/consent-requests/${requested.body.consent_request_id}/approve`, { method: 'POST' })).status).toBe(409);
+    expect((await connect(clinic, `/patient/${healthId}/consent`)).body.status).toBe('active');
+    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(200);
+
+    // The patient revokes it from the app: refused again.
+    expect((await mobile(`/consents/${requested.body.consent_request_id}/revoke`, { method: 'POST' })).body.status).toBe('revoked');
+    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(403);
+  });
+
+  it('a denied request grants nothing', async () => {
+    const requested = await pont.json('/api/v1/sdk/consents/request', {
+      method: 'POST',
+      headers: clinic.headers,
+      json: { health_id: healthId, purpose: 'marketing', requested_scopes: ['prescriptions:read'] },
+    });
+    expect((await mobile(`/consent-requests/${requested.body.consent_request_id}/deny`, { method: 'POST' })).body.status).toBe('denied');
+    expect((await connect(clinic, `/patient/${healthId}/consent`)).body.status).not.toBe('active');
+  });
+
+  it("a patient token reaches only the mobile routes and only the patient's own consents", async () => {
+    const other = await resolveNew(hospital, 'Other');
+    const req = await pont.json('/api/v1/sdk/consents/request', { method: 'POST', headers: clinic.headers, json: { health_id: other, purpose: 'x', requested_scopes: ['labs:read'] } });
+    expect((await mobile(`/consent-requests/${req.body.consent_request_id}/approve`, { method: 'POST' })).status).toBe(404);
+    const { body: openapi } = await pont.json('/api/openapi.json');
+    for (const [path, ops] of Object.entries<any>(openapi.paths)) {
+      for (const method of Object.keys(ops)) {
+        if (path.startsWith('/api/v1/mobile') || (ops[method].security ?? []).length === 0) continue;
+        const url = path.replace(/\{[^}]+\}/g, path.includes('health_id') ? healthId : 'x');
+        const res = await pont.fetch(url, { method: method.toUpperCase(), headers: { authorization: `Bearer ${patientToken}`, 'content-type': 'application/json' }, body: method === 'get' || method === 'delete' ? undefined : '{}' });
+        expect([401, 403], `${method} ${path}`).toContain(res.status);
+      }
+    }
+  });
+
+  it('shows the patient who read which kind of their data, when and why', async () => {
+    const log = await mobile('/access-log?limit=200');
+    expect(log.status).toBe(200);
+    const clinicReads = log.body.items.filter((e: any) => e.actor.organization_id === 'org-clinic' && e.action === 'read');
+    expect(clinicReads.some((e: any) => e.data_types.includes('Observation') && e.outcome === 'allowed')).toBe(true);
+    expect(clinicReads.some((e: any) => e.outcome === 'refused')).toBe(true);
+  });
+});
+
+describe('break-glass', () => {
+  let emergency: TestClient;
+  beforeAll(async () => {
+    emergency = await createTestClient(pont, ['fhir:read', 'emergency:access', 'health_id:verify'], { organizationId: 'org-emergency' });
+  });
+
+  it('reads one patient without consent with a stated reason, audited BTG and shown to the patient', async () => {
+    expect((await fhir(emergency, `/Observation/${observationId}`)).status).toBe(403);
+    const reason = { 'x-emergency-reason': 'unconscious patient in the emergency room' };
+    const read = await fhir(emergency, `/Observation/${observationId}`, { headers: reason });
+    expect(read.status).toBe(200);
+    expect((await fhir(emergency, `/Observation?patient=${patientId}`, { headers: reason })).body.total).toBe(1);
+    // A population search names no single patient: refused under break-glass.
+    expect((await fhir(emergency, '/Observation', { headers: reason })).status).toBe(403);
+    expect((await fhir(emergency, `/Observation/${observationId}`, { headers: { 'x-emergency-reason': '  ' } })).status).toBe(400);
+    expect((await fhir(clinic, `/Observation/${observationId}`, { headers: reason })).status).toBe(403); // no emergency:access scope
+
+    const code = await connect(hospital, `/patient/${healthId}/mobile/pairing-code`, { method: 'POST' });
+    const token = (await pont.json('/api/v1/mobile/auth/token', { method: 'POST', json: { health_id: healthId, code: code.body.code } })).body.access_token;
+    const log = await pont.json('/api/v1/mobile/access-log?limit=200', { headers: { authorization: `Bearer ${token}` } });
+    const btg = log.body.items.filter((e: any) => e.actor.organization_id === 'org-emergency' && e.break_glass);
+    expect(btg.length).toBeGreaterThan(1);
+    expect(btg[0].purpose).toBe('unconscious patient in the emergency room');
+  });
+});
+
+describe('webhooks follow consent', () => {
+  it('patient events reach a consented organisation; consent.revoked reaches the one that lost access, then nothing more', async () => {
+    const { startReceiver } = await import('./webhooks-support');
+    const receiver = await startReceiver();
+    const sub = await connect(clinic, '/webhooks/subscriptions', {
+      method: 'POST',
+      json: { callback_url: receiver.url, subscribed_events: ['encounter.created', 'consent.granted', 'consent.revoked'], description: 'clinic' },
+    });
+    receiver.secret = sub.body.webhook_secret;
+    const encounter = () =>
+      fhir(hospital, '/Encounter', { method: 'POST', json: { resourceType: 'Encounter', status: 'planned', class: { code: 'AMB' }, subject: { reference: `Patient/${patientId}` } } as Resource });
+    expect((await encounter()).status).toBe(201); // no consent yet: not for the clinic
+    await connect(clinic, `/patient/${healthId}/consent/grant`, { method: 'POST', json: { consent_type: 'summary', expires_at: inAYear() } });
+    expect((await encounter()).status).toBe(201);
+    await connect(clinic, `/patient/${healthId}/consent/revoke`, { method: 'POST', json: {} });
+    expect((await encounter()).status).toBe(201);
+    await receiver.waitFor(3);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(receiver.received.map((r) => r.body.type)).toEqual(['consent.granted', 'encounter.created', 'consent.revoked']);
+    expect(receiver.received.every((r) => r.signatureValid)).toBe(true);
+    await receiver.close();
+  });
+});
