@@ -14,6 +14,7 @@ import { patientRoutes } from './patients/routes';
 import { webhookRoutes } from './webhooks/routes';
 import { bridgeRoutes } from './bridge/routes';
 import { consentRoutes } from './consents/routes';
+import { recordRoutes } from './records/routes';
 
 
 /** Every route of the service, in one list: the router and the OpenAPI document are both built from it. */
@@ -26,6 +27,7 @@ export function allRoutes(services: Services): RouteSpec[] {
     ...authRoutes(services),
     ...patientRoutes(services),
     ...consentRoutes(services),
+    ...recordRoutes(services),
     ...webhookRoutes(services),
     ...bridgeRoutes(services),
     ...fhirRoutes(services),
@@ -45,7 +47,12 @@ export function createApp(services: Services): Koa {
   const { config, log } = services;
   const app = new Koa({ proxy: false });
   const router = new Router();
-  mountRoutes(router, allRoutes(services), { access: services.access, maxBodyBytes: config.maxBodyBytes, fhir: services.fhir });
+  mountRoutes(router, allRoutes(services), {
+    access: services.access,
+    maxBodyBytes: config.maxBodyBytes,
+    fhir: services.fhir,
+    idempotency: { ttlMs: config.idempotencyTtlMs },
+  });
 
   // Request id: the caller's X-Request-ID when well-formed, else a new one; echoed and logged.
   app.use(async (ctx, next) => {

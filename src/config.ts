@@ -35,6 +35,8 @@ const schema = z.object({
     .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded (openssl rand -base64 32)')
     .optional(),
   PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK: z.enum(['true', 'false']).optional(),
+  /** How long an Idempotency-Key is remembered. */
+  PONT_IDEMPOTENCY_TTL: z.string().default('24h').transform(positiveDuration),
   /** 32 bytes, base64: keys the patient match keys (HMAC). Required in sandbox and production. */
   PONT_MATCH_KEY_SECRET: z
     .string()
@@ -108,6 +110,8 @@ export interface Config {
   mappingsDir?: string;
   /** Keys the patient match keys (src/patients/matching.ts). */
   matchKeySecret: Buffer;
+  /** How long an Idempotency-Key is remembered, in ms. */
+  idempotencyTtlMs: number;
 }
 
 /** Reads and validates the environment once; a bad value stops the start with a clear message. */
@@ -135,5 +139,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mappingsDir: e.PONT_MAPPINGS_DIR,
     webhooks,
     matchKeySecret: e.PONT_MATCH_KEY_SECRET ? Buffer.from(e.PONT_MATCH_KEY_SECRET, 'base64') : DEVELOPMENT_MATCH_KEY_SECRET,
+    idempotencyTtlMs: e.PONT_IDEMPOTENCY_TTL,
   };
 }

@@ -3,6 +3,7 @@ import type { Database } from './db/database';
 import type { Logger } from './log';
 import { FhirService } from './fhir/service';
 import { createDeliveryWorker } from './webhooks/worker';
+import { createIdempotencyJanitor } from './http/idempotency';
 import { createAccessControl, type Access } from './auth/access';
 import { loadMappings, type MappingSet } from './mapping/index';
 
@@ -36,7 +37,7 @@ export async function createServices(config: Config, db: Database, log: Logger):
     fhir: new FhirService(db, config, mappings),
     access: await createAccessControl({ config, db }),
     mappings,
-    workers: [createDeliveryWorker({ config, db, log })],
+    workers: [createDeliveryWorker({ config, db, log }), createIdempotencyJanitor(db, config.idempotencyTtlMs, log)],
   };
   return services;
 }

@@ -55,7 +55,7 @@ describe.skipIf(backend !== 'pglite')('mapping engine', () => {
   describe('examples run both ways', () => {
     const files = readdirSync(defaultMappingsDir).filter((f) => f.endsWith('.examples.yaml'));
     it('every map has examples', () => {
-      expect(mappings.names().sort()).toEqual(['allergy-record', 'clinical-note', 'consent', 'diagnosis', 'patient-profile']);
+      expect(mappings.names().sort()).toEqual(['allergy-record', 'cdss-alert', 'clinical-note', 'consent', 'diagnosis', 'lab-report', 'lab-result', 'patient-profile', 'prescription', 'visit', 'vital']);
       expect(files.map((f) => f.replace('.examples.yaml', '')).sort()).toEqual(mappings.names().sort());
     });
 

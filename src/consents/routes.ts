@@ -6,6 +6,7 @@ import { ErrorSchema } from '../http/openapi';
 import { defineRoute, type RouteSpec } from '../http/routes';
 import type { Services } from '../services';
 import { exchangePairingCode, issuePairingCode, PAIRING_CODE_TTL_SECONDS, revokePatientToken } from './mobile';
+import { registeredPatient } from '../healthid/registry';
 import { ConsentService } from './service';
 import { CONSENT_TYPE_NAMES, DATA_CLASSES } from './types';
 
@@ -158,7 +159,7 @@ export function consentRoutes(services: Services): RouteSpec[] {
         return {
           status: 201,
           body: await repo.transaction(async (sql) => {
-            const record = await consents.patientOf(sql, params.health_id);
+            const record = await registeredPatient(sql, params.health_id);
             const issued = await issuePairingCode(sql, record, client(principal).clientId);
             await repo.audit({ operation: 'issuePairingCode', action: 'C', outcome: 'success', outcomeDescription: 'pairing code issued', patient: { id: record.patientId, healthId: record.healthId } });
             return issued;

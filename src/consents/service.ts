@@ -3,8 +3,7 @@ import type { Queryable } from '../db/database';
 import type { FhirRepository } from '../fhir/repository';
 import { hashKey } from '../fhir/hash';
 import { ApiError, ErrorCode, validationFailed } from '../http/errors';
-import { HealthIdErrorCode, healthIdProblem, invalidHealthId } from '../healthid/healthid';
-import { findByHealthId, type HealthIdRecord } from '../healthid/registry';
+import { registeredPatient } from '../healthid/registry';
 import { MappingValueError, type MappingSet } from '../mapping/index';
 import { consentRecordOf, type ConsentRecord } from './record';
 import { classesOf, CONSENT_TYPES } from './types';
@@ -62,15 +61,6 @@ function stateOf(row: IndexRow, now: number): ConsentState {
 export class ConsentService {
   constructor(private readonly mappings: MappingSet) {}
 
-  /** The registered patient of a Health ID: 422 when malformed, 404 when unregistered. */
-  async patientOf(sql: Queryable, healthId: string): Promise<HealthIdRecord> {
-    const problem = healthIdProblem(healthId);
-    if (problem) throw invalidHealthId(problem);
-    const record = await findByHealthId(sql, healthId);
-    if (!record) throw new ApiError(404, HealthIdErrorCode.notRegistered, `Health ID ${healthId} is valid but not registered`);
-    return record;
-  }
-
   /** POST …/consent/grant: the patient, present at the caller's facility, grants consent to the caller's organisation. */
   async grant(
     repo: FhirRepository,
@@ -80,7 +70,7 @@ export class ConsentService {
   ): Promise<ConsentView> {
     checkScopes(input.consent_type, input.scopes);
     return repo.transaction(async (sql) => {
-      const patient = await this.patientOf(sql, healthId);
+      const patient = await registeredPatient(sql, healthId);
       await lockPair(sql, patient.patientId, organizationId);
       // A grant while one is active replaces it (a new grant time, type, classes and expiry): one active consent per pair.
       const [current] = await this.rows(sql, patient.patientId, organizationId, "status = 'active'");
@@ -114,7 +104,7 @@ export class ConsentService {
   /** GET …/consent: the caller's organisation's consent for the patient, in one word and its details. */
   async status(repo: FhirRepository, organizationId: string, healthId: string): Promise<ConsentView> {
     return repo.transaction(async (sql) => {
-      const patient = await this.patientOf(sql, healthId);
+      const patient = await registeredPatient(sql, healthId);
       const rows = await this.rows(sql, patient.patientId, organizationId);
       const now = Date.now();
       // The consent that decides: an active one, else a pending request, else the latest that ended.
@@ -137,7 +127,7 @@ export class ConsentService {
   /** POST …/consent/revoke: the patient's revocation of the caller's organisation's consent, recorded by the facility. */
   async revokeFor(repo: FhirRepository, organizationId: string, healthId: string, reason: { purpose?: string; external_reference?: string }): Promise<ConsentView> {
     return repo.transaction(async (sql) => {
-      const patient = await this.patientOf(sql, healthId);
+      const patient = await registeredPatient(sql, healthId);
       await lockPair(sql, patient.patientId, organizationId);
       const [current] = await this.rows(sql, patient.patientId, organizationId, "status = 'active'");
       if (!current) throw consentNotFound(`No consent of this patient to ${organizationId} is active: nothing to revoke`);
@@ -165,7 +155,7 @@ export class ConsentService {
     const consentType = input.consent_type ?? 'full_record';
     checkScopes(consentType, input.requested_scopes);
     return repo.transaction(async (sql) => {
-      const patient = await this.patientOf(sql, input.health_id);
+      const patient = await registeredPatient(sql, input.health_id);
       const record: ConsentRecord = {
         consent_id: '00000000-0000-4000-8000-000000000000',
         patient_id: patient.patientId,

@@ -39,13 +39,3 @@ export function classesOf(consentType: string, scopes: readonly string[] | undef
   const of = CONSENT_TYPES[consentType]?.classes ?? [];
   return scopes?.length ? of.filter((c) => scopes.includes(c)) : [...of];
 }
-
-/** Connect record types (records retrieval `type=`) and the class each reads. */
-export const RECORD_TYPE_CLASSES: Record<string, DataClass> = {
-  diagnoses: 'patients:read',
-  allergies: 'patients:read',
-  prescriptions: 'prescriptions:read',
-  lab_results: 'labs:read',
-  vitals: 'labs:read',
-  clinical_notes: 'documents:read',
-};

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { PGlite, types } from '@electric-sql/pglite';
 import type { Database, Queryable, QueryResult } from './database';
 
@@ -14,7 +15,11 @@ export async function openPglite(dataDir?: string): Promise<Database> {
     },
   });
   let lock: Promise<unknown> = Promise.resolve();
+  // Code running inside a transaction that uses the database itself (not the transaction) would wait for
+  // the transaction to end, forever: refuse it at once, so the mistake is a failed request, not a hang.
+  const inTransaction = new AsyncLocalStorage<true>();
   const exclusive = <T>(fn: () => Promise<T>): Promise<T> => {
+    if (inTransaction.getStore()) return Promise.reject(new Error('The database was used directly inside a transaction: use the transaction (it would wait for itself on PGlite)'));
     const result = lock.then(fn, fn);
     lock = result.catch(() => undefined);
     return result;
@@ -34,7 +39,7 @@ export async function openPglite(dataDir?: string): Promise<Database> {
         const tx: Queryable = { query: (sql, params) => run(sql, params), exec: async (sql) => void (await db.exec(sql)) };
         await db.exec('BEGIN');
         try {
-          const result = await fn(tx);
+          const result = await inTransaction.run(true, () => fn(tx));
           await db.exec('COMMIT');
           return result;
         } catch (err) {

@@ -211,14 +211,20 @@ export class FhirRepository {
    * unless the caller may see `patientId`'s data of every class in `classes`.
    */
   async requirePatientAccess(patientId: string, classes: string[], operation = this.context.operation ?? 'read'): Promise<void> {
+    const refused = await this.refusedClasses(patientId, classes);
+    if (!refused.length) return;
+    await this.auditRefusal({ operation, action: 'R', outcome: 'minor-failure', outcomeDescription: `refused: no consent covers ${refused.join(', ')}`, patient: { id: patientId } });
+    throw consentRequired(refused);
+  }
+
+  /** The classes of `patientId`'s data, among `classes`, that the access rule keeps from the caller (none: all allowed). */
+  async refusedClasses(patientId: string, classes: string[]): Promise<string[]> {
     await this.emergencyFor(async () => [patientId]);
     const check = this.access.patientCheck;
-    if (!check) return;
+    if (!check || !classes.length) return [];
     const q = new SqlParams();
     const { rows } = await this.sql.query<{ c: string }>(check(patientId, classes, q), q.values);
-    if (!rows.length) return;
-    await this.auditRefusal({ operation, action: 'R', outcome: 'minor-failure', outcomeDescription: `refused: no consent covers ${rows.map((r) => r.c).join(', ')}`, patient: { id: patientId } });
-    throw consentRequired(rows.map((r) => r.c));
+    return rows.map((r) => r.c);
   }
 
   /**

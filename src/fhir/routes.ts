@@ -12,7 +12,7 @@ import { present } from './present';
 import type { QueryParams } from './search/parse';
 import { FHIR_BASE_PATH as FHIR_BASE } from './service';
 import { checkType } from './store';
-const FHIR_JSON = 'application/fhir+json';
+export const FHIR_JSON = 'application/fhir+json';
 
 /** Types given their own documented read and search operations (the rest share `/{type}`). */
 const DOCUMENTED_TYPES = [

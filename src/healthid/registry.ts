@@ -4,7 +4,7 @@ import { hashKey } from '../fhir/hash';
 import { ApiError, ErrorCode } from '../http/errors';
 import { MATCH_RULE_VERSION } from '../patients/matching';
 import { isCountryCode } from './countries';
-import { generateHealthId, HEALTH_ID_SYSTEM, healthIdProblem } from './healthid';
+import { generateHealthId, HEALTH_ID_SYSTEM, HealthIdErrorCode, healthIdProblem, invalidHealthId } from './healthid';
 
 /** A registered Health ID and the FHIR Patient carrying it. */
 export interface HealthIdRecord {
@@ -25,6 +25,15 @@ const toRecord = (row: Row | undefined): HealthIdRecord | undefined =>
 export async function findByHealthId(db: Queryable, healthId: string): Promise<HealthIdRecord | undefined> {
   const { rows } = await db.query<Row>('SELECT health_id, patient_id, country_code FROM health_ids WHERE health_id = $1', [healthId]);
   return toRecord(rows[0]);
+}
+
+/** The registered patient of a Health ID (Connect and SDK paths): 422 when malformed, 404 when unregistered. */
+export async function registeredPatient(db: Queryable, healthId: string): Promise<HealthIdRecord> {
+  const problem = healthIdProblem(healthId);
+  if (problem) throw invalidHealthId(problem);
+  const record = await findByHealthId(db, healthId);
+  if (!record) throw new ApiError(404, HealthIdErrorCode.notRegistered, `Health ID ${healthId} is valid but not registered`);
+  return record;
 }
 
 export async function findByMatchKey(db: Queryable, matchKey: string): Promise<HealthIdRecord | undefined> {

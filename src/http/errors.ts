@@ -47,6 +47,9 @@ export const badRequest = (message: string, options?: ApiErrorOptions) =>
   new ApiError(400, ErrorCode.badRequest, message, options);
 export const validationFailed = (message: string, options?: ApiErrorOptions) =>
   new ApiError(422, ErrorCode.validationFailed, message, options);
+/** 422 naming the fields at fault, in the shape request validation uses (`details: [{field, message}]`). */
+export const invalidFields = (details: Array<{ field: string; message: string }>) =>
+  validationFailed(details.map((d) => `${d.field}: ${d.message}`).join('; '), { extra: { details } });
 export const notFound = (message: string) => new ApiError(404, ErrorCode.notFound, message);
 
 /** The Error shape of section 2.9. */

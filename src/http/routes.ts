@@ -6,7 +6,8 @@ import type { Channel } from '../fhir/access';
 import type { FhirRepository } from '../fhir/repository';
 import type { FhirService } from '../fhir/service';
 import { readBody } from './body';
-import { ApiError, ErrorCode, validationFailed } from './errors';
+import { ApiError, ErrorCode, invalidFields } from './errors';
+import { idempotencyKeyOf, requestHash, runIdempotent, type IdempotencyOptions } from './idempotency';
 
 /**
  * How a route is protected.
@@ -84,6 +85,11 @@ export interface RouteSpec<P = any, Q = any, B = any> {
   responses: Record<number, ResponseSpec>;
   /** Wraps handler errors into an OperationOutcome instead of the Error shape. */
   fhir?: boolean;
+  /**
+   * Honours an Idempotency-Key (src/http/idempotency.ts). Default: every authenticated POST under
+   * /api/v1/connect and /api/v1/sdk (they create something).
+   */
+  idempotent?: boolean;
   handler(input: HandlerInput<P, Q, B>): Promise<HandlerResult | void>;
 }
 
@@ -101,12 +107,7 @@ function parse<T>(schema: z.ZodType<T> | undefined, value: unknown, where: strin
   if (!schema) return value as T;
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  const detail = result.error.issues
-    .map((i) => `${[where, ...i.path].join('.')}: ${i.message}`)
-    .join('; ');
-  throw validationFailed(`Invalid request ${where}: ${detail}`, {
-    extra: { details: result.error.issues.map((i) => ({ field: [where, ...i.path].join('.'), message: i.message })) },
-  });
+  throw invalidFields(result.error.issues.map((i) => ({ field: [where, ...i.path].join('.'), message: i.message })));
 }
 
 function firstValues(query: Record<string, unknown>): Record<string, unknown> {
@@ -118,6 +119,11 @@ export interface MountOptions {
   access: AccessControl;
   maxBodyBytes: number;
   fhir: FhirService;
+  idempotency: IdempotencyOptions;
+}
+
+function isIdempotent(route: RouteSpec): boolean {
+  return route.idempotent ?? (route.method === 'post' && route.security.kind !== 'public' && /^\/api\/v1\/(connect|sdk)\//.test(route.path));
 }
 
 /** Which layer a path belongs to: the repository holds FHIR clients to the FHIR scope table. */
@@ -170,16 +176,24 @@ export function mountRoutes(router: Router, routes: readonly RouteSpec[], option
         body = parse(route.body, raw ?? {}, 'body');
       }
       const repo = repositoryOf(ctx, route, principal, options.fhir);
-      const result = await route.handler({
-        ctx,
-        params,
-        query,
-        body,
-        principal,
-        get repo() {
-          return repo();
-        },
-      });
+      const handle = () =>
+        route.handler({
+          ctx,
+          params,
+          query,
+          body,
+          principal,
+          get repo() {
+            return repo();
+          },
+        });
+      const key = isIdempotent(route) ? idempotencyKeyOf(ctx) : undefined;
+      const caller = principal?.kind === 'client' ? principal.clientId : principal?.kind === 'bridge-agent' ? `agent:${principal.agentId}` : undefined;
+      const result =
+        key && caller
+          ? // The handler runs in this transaction (its repository calls join it): change and key commit together.
+            await repo().transaction((sql) => runIdempotent(sql, { clientId: caller, key, hash: requestHash(ctx, body) }, options.idempotency, handle))
+          : await handle();
       if (!result) return;
       if (result.headers) ctx.set(result.headers);
       ctx.status = result.status ?? 200;

@@ -21,7 +21,7 @@ import { keyOf, YamlSource } from './yaml-source';
 
 /** The keys of the map format, one list per level: anything else is reported as unknown. */
 const TOP_KEYS = ['map', 'resource', 'description', 'uris', 'connect', 'fixed', 'fields'] as const;
-const FIELD_KEYS = ['type', 'values', 'required', 'nullable', 'list', 'description'] as const;
+const FIELD_KEYS = ['type', 'values', 'required', 'nullable', 'list', 'default', 'description'] as const;
 const RULE_KEYS = ['fhir', 'values', 'otherwise', 'reference', 'narrative', 'description'] as const;
 
 export const MAP_SUFFIX = '.map.yaml';
@@ -131,6 +131,9 @@ function readConnectFields(source: YamlSource, node: Node | undefined): Map<stri
       } else if (key === 'required' || key === 'nullable' || key === 'list') {
         if (!isScalar(value) || typeof value.value !== 'boolean') source.problem(value, `\`${key}\` is true or false`);
         else declared[key] = value.value;
+      } else if (key === 'default') {
+        if (!isScalar(value) || value.value === null) source.problem(value, '`default` is one value: what reading FHIR gives when FHIR has nothing');
+        else declared.default = value.value as Literal;
       } else if (key === 'values') {
         if (!isSeq(value) || !value.items.length) {
           source.problem(value, '`values` is a list of the allowed values, e.g. [active, resolved]');

@@ -11,7 +11,8 @@ import { loadFhirDefinitions } from '../fhir/definitions';
 import { compileMap, MAP_SUFFIX } from './compile';
 import { MappingError } from './errors';
 import { EXAMPLES_SUFFIX, runExamples } from './examples';
-import { runFromFhir, runToFhir, type MapProgram } from './runtime';
+import { z } from 'zod';
+import { runFromFhir, runReadFhir, runToFhir, type ConnectField, type MapProgram } from './runtime';
 import { YamlSource } from './yaml-source';
 
 export { MappingError, MappingValueError } from './errors';
@@ -21,10 +22,22 @@ export interface CompiledMap {
   name: string;
   /** e.g. `Patient`. */
   resourceType: string;
+  /** The Connect fields, in the map's order. */
+  fields: string[];
+  /**
+   * The Connect shape as read from stored FHIR (readFhir), as a zod schema for the OpenAPI document: the
+   * declared types and values; every field but `id` may be null (data written elsewhere may lack it).
+   */
+  shape(): z.ZodObject;
   /** Connect shape -> FHIR resource (not yet stored). Throws MappingValueError for a value the map cannot take. */
   toFhir(connect: Record<string, unknown>): Resource;
   /** FHIR resource -> Connect shape: every mapped field, nullable ones as null when FHIR has nothing. */
   fromFhir(resource: Resource): Record<string, unknown>;
+  /**
+   * The same, for data written elsewhere: a field whose FHIR value the map cannot express reads as null and is
+   * named in `unread`, instead of failing the whole resource.
+   */
+  readFhir(resource: Resource): { connect: Record<string, unknown>; unread: string[] };
 }
 
 export interface MappingSet {
@@ -46,9 +59,42 @@ function compiledMap(program: MapProgram): CompiledMap {
   return {
     name: program.name,
     resourceType: program.resourceType,
+    fields: program.fields.map((f) => f.field.name),
+    shape: () => connectShape(program.fields.map((f) => f.field)),
     toFhir: (connect) => runToFhir(program, connect),
     fromFhir: (resource) => runFromFhir(program, resource),
+    readFhir: (resource) => runReadFhir(program, resource),
   };
+}
+
+function connectShape(fields: ConnectField[]): z.ZodObject {
+  const scalar = (f: ConnectField): z.ZodType => {
+    if (f.values) return z.enum(f.values.map(String) as [string, ...string[]]);
+    switch (f.type) {
+      case 'uuid':
+        return z.string().describe('uuid');
+      case 'date':
+        return z.iso.date();
+      case 'date-time':
+        return z.string().describe('ISO 8601 date-time');
+      case 'boolean':
+        return z.boolean();
+      case 'integer':
+        return z.number().int();
+      case 'number':
+        return z.number();
+      default:
+        return z.string();
+    }
+  };
+  return z.object(
+    Object.fromEntries(
+      fields.map((f) => {
+        const one = f.list ? z.array(scalar(f)) : scalar(f);
+        return [f.name, f.name === 'id' ? one : one.nullable()];
+      }),
+    ),
+  );
 }
 
 interface CompiledDirectory {

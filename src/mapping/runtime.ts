@@ -27,6 +27,8 @@ export interface ConnectField {
   nullable: boolean;
   /** A list of values: each becomes one element of the path's last repeating element. */
   list: boolean;
+  /** What reading FHIR gives when FHIR has nothing (e.g. `is_primary: false`); writing ignores it. */
+  default?: Literal;
 }
 
 /** How one Connect value becomes the FHIR value at the path's end, and back. */
@@ -306,28 +308,52 @@ function fromList(program: MapProgram, rule: FieldRule, value: unknown): unknown
 }
 
 export function runFromFhir(program: MapProgram, resource: Resource): Record<string, unknown> {
+  return readFields(program, resource, false).connect;
+}
+
+/**
+ * Like runFromFhir, but a field the map has no value for (a FHIR value outside its table) reads as null and
+ * is named in `unread` instead of failing the whole resource: data from elsewhere shows what it can.
+ */
+export function runReadFhir(program: MapProgram, resource: Resource): { connect: Record<string, unknown>; unread: string[] } {
+  return readFields(program, resource, true);
+}
+
+function readFields(program: MapProgram, resource: Resource, lenient: boolean): { connect: Record<string, unknown>; unread: string[] } {
   if (resource?.resourceType !== program.resourceType) {
     throw new MappingValueError(program.name, 'resourceType', `expected a ${program.resourceType}, got ${show(resource?.resourceType)}`);
   }
   const connect: Record<string, unknown> = {};
+  const unread: string[] = [];
   for (const rule of program.fields) {
-    if (rule.field.list) {
-      connect[rule.field.name] = readAll(resource, rule.targets[0]!).map((v) => fromList(program, rule, fromFhirValue(rule.conversion, v)));
-      continue;
+    try {
+      readField(program, rule, resource, connect);
+    } catch (err) {
+      if (!lenient || !(err instanceof MappingValueError)) throw err;
+      connect[rule.field.name] = rule.field.list ? [] : null;
+      unread.push(rule.field.name);
     }
-    const found = rule.targets.map((target) => fromFhirValue(rule.conversion, readPath(resource, target)));
-    let value: unknown = found[0];
-    if (rule.table && found.some((v) => v !== undefined)) {
-      const key = JSON.stringify(found.map((v) => v ?? null));
-      const mapped = rule.table.fromFhir.get(key);
-      if (mapped !== undefined) value = mapped;
-      else if (rule.table.otherwise) value = rule.table.otherwise.value;
-      else {
-        throw new MappingValueError(program.name, rule.field.name, `the map has no value for FHIR ${found.map((v) => show(v ?? null)).join(' + ')}`);
-      }
-    }
-    if (value !== undefined && value !== null) connect[rule.field.name] = value;
-    else if (rule.field.nullable) connect[rule.field.name] = null;
   }
-  return connect;
+  return { connect, unread };
+}
+
+function readField(program: MapProgram, rule: FieldRule, resource: Resource, connect: Record<string, unknown>): void {
+  if (rule.field.list) {
+    connect[rule.field.name] = readAll(resource, rule.targets[0]!).map((v) => fromList(program, rule, fromFhirValue(rule.conversion, v)));
+    return;
+  }
+  const found = rule.targets.map((target) => fromFhirValue(rule.conversion, readPath(resource, target)));
+  let value: unknown = found[0];
+  if (rule.table && found.some((v) => v !== undefined)) {
+    const key = JSON.stringify(found.map((v) => v ?? null));
+    const mapped = rule.table.fromFhir.get(key);
+    if (mapped !== undefined) value = mapped;
+    else if (rule.table.otherwise) value = rule.table.otherwise.value;
+    else {
+      throw new MappingValueError(program.name, rule.field.name, `the map has no value for FHIR ${found.map((v) => show(v ?? null)).join(' + ')}`);
+    }
+  }
+  if (value !== undefined && value !== null) connect[rule.field.name] = value;
+  else if (rule.field.default !== undefined) connect[rule.field.name] = rule.field.default;
+  else if (rule.field.nullable) connect[rule.field.name] = null;
 }

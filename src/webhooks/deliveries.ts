@@ -1,4 +1,4 @@
-import type { Database, Queryable } from '../db/database';
+import type { Queryable } from '../db/database';
 import type { EventType } from '../events/types';
 import { validationFailed } from '../http/errors';
 import { entitledOrganizations, type EventAudience } from './entitlement';
@@ -90,27 +90,25 @@ export type ReplayResult =
 /**
  * Replay: the event again, same id, to each of the organisation's active subscriptions to its
  * type, as a new round of attempts starting now (also after `exhausted` or `delivered`). A
- * subscription created after the event gets its first delivery of it here.
+ * subscription created after the event gets its first delivery of it here. Run it in a transaction.
  */
-export async function replayEvent(db: Database, organizationId: string, eventId: string): Promise<ReplayResult> {
-  return db.transaction(async (tx) => {
-    const event = await findEntitledEvent(tx, organizationId, eventId);
-    if (!event) return { outcome: 'not-found' } as const;
-    const { rows } = await tx.query<{ id: string; subscription_id: string; round: number }>(
-      `INSERT INTO webhook_deliveries (id, event_id, subscription_id, status, next_attempt_at)
-       SELECT ${NEW_DELIVERY_ID}, $1, s.id, 'pending', now()
-       FROM webhook_subscriptions s
-       WHERE s.deleted_at IS NULL AND s.organization_id = $2 AND $3 = ANY(s.subscribed_events)
-       ON CONFLICT (event_id, subscription_id) DO UPDATE
-         SET status = 'pending', round = webhook_deliveries.round + 1, attempts = 0,
-             next_attempt_at = now(), lease_token = NULL, updated_at = now()
-       RETURNING id, subscription_id, round`,
-      [event.id, organizationId, event.type],
-    );
-    if (!rows.length) return { outcome: 'no-subscription', type: event.type } as const;
-    await wakeWorkersOnCommit(tx);
-    return { outcome: 'queued', deliveries: rows } as const;
-  });
+export async function replayEvent(tx: Queryable, organizationId: string, eventId: string): Promise<ReplayResult> {
+  const event = await findEntitledEvent(tx, organizationId, eventId);
+  if (!event) return { outcome: 'not-found' } as const;
+  const { rows } = await tx.query<{ id: string; subscription_id: string; round: number }>(
+    `INSERT INTO webhook_deliveries (id, event_id, subscription_id, status, next_attempt_at)
+     SELECT ${NEW_DELIVERY_ID}, $1, s.id, 'pending', now()
+     FROM webhook_subscriptions s
+     WHERE s.deleted_at IS NULL AND s.organization_id = $2 AND $3 = ANY(s.subscribed_events)
+     ON CONFLICT (event_id, subscription_id) DO UPDATE
+       SET status = 'pending', round = webhook_deliveries.round + 1, attempts = 0,
+           next_attempt_at = now(), lease_token = NULL, updated_at = now()
+     RETURNING id, subscription_id, round`,
+    [event.id, organizationId, event.type],
+  );
+  if (!rows.length) return { outcome: 'no-subscription', type: event.type } as const;
+  await wakeWorkersOnCommit(tx);
+  return { outcome: 'queued', deliveries: rows } as const;
 }
 
 export interface AttemptView {

@@ -106,13 +106,13 @@ export function webhookRoutes(services: Services): RouteSpec[] {
       security,
       body: SubscriptionCreate,
       responses: { 201: { description: 'Subscribed', schema: SubscriptionCreated } },
-      handler: async ({ body, principal }) => {
+      handler: async ({ body, principal, repo }) => {
         const owner = ownerOf(principal);
         const problem = callbackUrlProblem(body.callback_url, config.webhooks.allowHttpLoopback);
         if (problem) {
           throw validationFailed(`callback_url ${problem}`, { extra: { details: [{ field: 'body.callback_url', message: problem }] } });
         }
-        return { status: 201, body: await createSubscription(db, config.webhooks.secretKey, owner, body) };
+        return { status: 201, body: await repo.transaction((sql) => createSubscription(sql, config.webhooks.secretKey, owner, body)) };
       },
     }),
     defineRoute({
@@ -155,8 +155,8 @@ export function webhookRoutes(services: Services): RouteSpec[] {
       security,
       params: EventParams,
       responses: { 202: { description: 'Queued for delivery', schema: Replayed } },
-      handler: async ({ params, principal }) => {
-        const result = await replayEvent(db, ownerOf(principal).organizationId, params.event_id);
+      handler: async ({ params, principal, repo }) => {
+        const result = await repo.transaction((sql) => replayEvent(sql, ownerOf(principal).organizationId, params.event_id));
         if (result.outcome === 'not-found') throw unknownEvent(params.event_id);
         if (result.outcome === 'no-subscription') {
           throw new ApiError(409, ErrorCode.conflict, `No active subscription of this organisation receives ${result.type} events`);

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Database } from '../db/database';
+import type { Database, Queryable } from '../db/database';
 import type { EventType } from '../events/types';
 import { encryptSecret, newWebhookSecret } from './secrets';
 
@@ -70,7 +70,7 @@ const COLUMNS = 'id, callback_url, subscribed_events, description, full_payload,
 
 /** Creates a subscription; the secret is returned here, once, and stored only encrypted. */
 export async function createSubscription(
-  db: Database,
+  db: Queryable,
   secretKey: Buffer,
   owner: Owner,
   input: SubscriptionInput,

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Config } from '../config';
@@ -299,8 +300,11 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
     }
   };
 
+  // The worker's own context: a wake-up comes from inside a committing transaction, whose async context
+  // (e.g. PGlite's "in a transaction" mark) the loop must not inherit.
+  const inWorkerContext = AsyncLocalStorage.snapshot();
   function wake() {
-    if (!stopping.signal.aborted) setImmediate(tick);
+    if (!stopping.signal.aborted) inWorkerContext(() => setImmediate(tick));
   }
 
   // Losing the listener only costs latency (polling still finds every due delivery); it reconnects.

@@ -1,0 +1,111 @@
+import { createHash } from 'node:crypto';
+import type { Context } from 'koa';
+import type { Queryable } from '../db/database';
+import { ApiError, ErrorCode, badRequest } from './errors';
+import type { Logger } from '../log';
+import type { BackgroundWorker } from '../services';
+import type { HandlerResult } from './routes';
+
+/** 1-255 printable ASCII characters (a UUID is the usual choice). */
+const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
+/** Headers of the first answer that a replay repeats. */
+const REPLAYED_HEADERS = ['location', 'etag', 'last-modified'];
+
+export interface IdempotencyOptions {
+  /** How long a key is remembered (PONT_IDEMPOTENCY_TTL). */
+  ttlMs: number;
+}
+
+interface StoredAnswer {
+  request_hash: string;
+  status: number;
+  body: unknown;
+  headers: Record<string, string>;
+  created_at: Date | string;
+}
+
+/** The key of a request, or undefined when it sent none; 400 for one that is not 1-255 printable characters. */
+export function idempotencyKeyOf(ctx: Context): string | undefined {
+  if (!('idempotency-key' in ctx.headers)) return undefined;
+  const key = ctx.get('idempotency-key');
+  if (!KEY_PATTERN.test(key)) throw badRequest('Idempotency-Key must be 1 to 255 printable ASCII characters (a UUID, for example)');
+  return key;
+}
+
+/** The same request: method, path (with query) and body, the body's keys sorted. */
+export function requestHash(ctx: Context, body: unknown): string {
+  const canonical = (v: unknown): unknown =>
+    Array.isArray(v) ? v.map(canonical) : v && typeof v === 'object' ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, canonical((v as Record<string, unknown>)[k])])) : v;
+  return createHash('sha256').update(JSON.stringify([ctx.method, ctx.path, ctx.querystring, canonical(body ?? null)])).digest('hex');
+}
+
+/**
+ * Runs a creating request once per (client, key), architecture §9: the key's row is claimed in the request's
+ * transaction (the caller opens it around the handler), so the change, its events, its audit record and the
+ * stored answer commit together, or none of them does (a failed request keeps no key). The same key arriving
+ * while the first is running waits on its row (PostgreSQL: the insert waits for the other transaction), then
+ * replays the stored answer with `Idempotent-Replayed: true`, or 409 IDEMPOTENCY_CONFLICT when the payload
+ * differs. A key older than the TTL is forgotten.
+ */
+export async function runIdempotent(
+  sql: Queryable,
+  claim: { clientId: string; key: string; hash: string },
+  options: IdempotencyOptions,
+  run: () => Promise<HandlerResult | void>,
+): Promise<HandlerResult | void> {
+  await sql.query(`DELETE FROM idempotency_keys WHERE client_id = $1 AND key = $2 AND created_at < now() - make_interval(secs => $3)`, [
+    claim.clientId,
+    claim.key,
+    options.ttlMs / 1000,
+  ]);
+  const { rowCount } = await sql.query(
+    `INSERT INTO idempotency_keys (client_id, key, request_hash, status) VALUES ($1, $2, $3, 0) ON CONFLICT (client_id, key) DO NOTHING`,
+    [claim.clientId, claim.key, claim.hash],
+  );
+  if (!rowCount) {
+    const { rows } = await sql.query<StoredAnswer>('SELECT request_hash, status, body, headers, created_at FROM idempotency_keys WHERE client_id = $1 AND key = $2', [
+      claim.clientId,
+      claim.key,
+    ]);
+    const stored = rows[0]!;
+    if (stored.request_hash !== claim.hash)
+      throw new ApiError(409, ErrorCode.idempotencyConflict, 'This Idempotency-Key was used with a different request: use a new key for a new request');
+    return { status: stored.status, body: stored.body ?? undefined, headers: { ...stored.headers, 'Idempotent-Replayed': 'true' } };
+  }
+  const result = (await run()) ?? { status: 204 };
+  const headers = Object.fromEntries(Object.entries(result.headers ?? {}).filter(([k]) => REPLAYED_HEADERS.includes(k.toLowerCase())));
+  await sql.query('UPDATE idempotency_keys SET status = $3, body = $4, headers = $5 WHERE client_id = $1 AND key = $2', [
+    claim.clientId,
+    claim.key,
+    result.status ?? 200,
+    result.body === undefined ? null : JSON.stringify(result.body),
+    JSON.stringify(headers),
+  ]);
+  return result;
+}
+
+/** Forgets keys older than the TTL (a background job of every process). */
+export async function forgetExpiredKeys(db: Queryable, ttlMs: number): Promise<number> {
+  const { rowCount } = await db.query('DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1)', [ttlMs / 1000]);
+  return rowCount;
+}
+
+/** The background job that forgets expired keys, hourly (a replay checks the TTL itself, so this only frees space). */
+export function createIdempotencyJanitor(db: Queryable, ttlMs: number, log: Logger): BackgroundWorker {
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<unknown> = Promise.resolve();
+  const sweep = () => {
+    running = forgetExpiredKeys(db, ttlMs).catch((err) => log.error('forgetting expired idempotency keys failed', { error: String(err) }));
+  };
+  return {
+    name: 'idempotency-janitor',
+    start() {
+      timer = setInterval(sweep, 3_600_000);
+      timer.unref();
+    },
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

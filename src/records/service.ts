@@ -1,0 +1,414 @@
+import { randomUUID } from 'node:crypto';
+import type { Bundle, Observation, Resource } from '@medplum/fhirtypes';
+import type { FhirRepository } from '../fhir/repository';
+import { encodeCursor } from '../fhir/search/parse';
+import { invalidFields } from '../http/errors';
+import { registeredPatient, type HealthIdRecord } from '../healthid/registry';
+import { MappingValueError, type MappingSet } from '../mapping/index';
+import { RECORD_TYPES, type RecordSource, type RecordTypeName } from './types';
+
+export type ConnectRecord = Record<string, unknown>;
+
+export interface RecordsQuery {
+  types: RecordTypeName[];
+  limit: number;
+  /** Only what changed after this instant. */
+  since?: string;
+  cursor?: string;
+}
+
+export interface RecordsAnswer {
+  health_id: string;
+  records: Partial<Record<RecordTypeName, ConnectRecord[]>>;
+  /** Single type: where the next page starts (null at the end). */
+  next_cursor?: string | null;
+  /** Several types: those with more records than `limit` (page them by type). */
+  truncated?: RecordTypeName[];
+  /** Several types: those no consent of the patient covers for the caller (not read). */
+  withheld?: RecordTypeName[];
+}
+
+/** How many of each the summary holds (README "SDK"). */
+export const SUMMARY_SIZES = { active_medications: 50, active_allergies: 100, recent_labs: 10, recent_visits: 5 };
+
+/** LOINC codes of a blood group: ABO and Rh together, or ABO and Rh apart. */
+const BLOOD_GROUP_LOINC = { both: '882-1', abo: '883-9', rh: '10331-7' };
+const LOINC = 'http://loinc.org';
+
+/** The paging position of a single-type read: an offset into each of the type's sources. */
+interface RecordsCursor {
+  type: RecordTypeName;
+  offsets: number[];
+}
+
+function encodeRecordsCursor(cursor: RecordsCursor): string {
+  return Buffer.from(JSON.stringify(cursor)).toString('base64url');
+}
+
+function decodeRecordsCursor(raw: string, type: RecordTypeName): number[] {
+  let cursor: RecordsCursor | undefined;
+  try {
+    cursor = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as RecordsCursor;
+  } catch {
+    cursor = undefined;
+  }
+  const sources = RECORD_TYPES[type].sources.length;
+  const ok = cursor?.type === type && Array.isArray(cursor.offsets) && cursor.offsets.length === sources && cursor.offsets.every((o) => Number.isInteger(o) && o >= 0);
+  if (!ok) throw invalidFields([{ field: 'cursor', message: `not a cursor of type=${type} issued by this server` }]);
+  return cursor!.offsets;
+}
+
+/** A date for ordering merged lists: the instant, or -Infinity when there is none (last). */
+const timeOf = (value: unknown) => (typeof value === 'string' ? Date.parse(value) || -Infinity : -Infinity);
+
+/**
+ * Clinical records in the Connect shapes (records retrieval, the SDK summary) and the SDK's pushes. Every read
+ * and write goes through the request's repository: the access rule, the audit record and the events are its.
+ * The translation is the mapping files' (RECORD_TYPES names which map reads which resources).
+ */
+export class RecordsService {
+  constructor(private readonly mappings: MappingSet) {}
+
+  /** GET …/patient/{health_id}/records: the types asked for, newest first, one audit record for the request. */
+  async records(repo: FhirRepository, healthId: string, query: RecordsQuery): Promise<RecordsAnswer> {
+    return repo.transaction(async (sql) => {
+      const patient = await registeredPatient(sql, healthId);
+      const single = query.types.length === 1;
+      const refused = new Set(await repo.refusedClasses(patient.patientId, [...new Set(query.types.map((t) => RECORD_TYPES[t].dataClass))]));
+      const readable = query.types.filter((t) => !refused.has(RECORD_TYPES[t].dataClass));
+      // A single type, or none of several, that no consent covers: the refusal of the access rule (403, audited).
+      if (!readable.length) await repo.requirePatientAccess(patient.patientId, [...refused]);
+      const answer: RecordsAnswer = { health_id: healthId, records: {} };
+      const read: Resource[] = [];
+      for (const type of readable) {
+        const offsets = single && query.cursor ? decodeRecordsCursor(query.cursor, type) : RECORD_TYPES[type].sources.map(() => 0);
+        const page = await this.page(repo, patient.patientId, type, { limit: query.limit, since: query.since, offsets });
+        answer.records[type] = page.records;
+        read.push(...page.resources);
+        if (single) answer.next_cursor = page.next ? encodeRecordsCursor({ type, offsets: page.next }) : null;
+        else if (page.next) (answer.truncated ??= []).push(type);
+      }
+      if (!single) {
+        answer.truncated ??= [];
+        answer.withheld = query.types.filter((t) => refused.has(RECORD_TYPES[t].dataClass));
+      }
+      await this.auditRead(repo, patient, read, `records ${readable.join(', ')}`);
+      return answer;
+    });
+  }
+
+  /** GET /api/v1/sdk/patients/{health_id}/summary (README "SDK"): the patient, then what of their record consent covers. */
+  async summary(repo: FhirRepository, healthId: string): Promise<Record<string, unknown>> {
+    return repo.transaction(async (sql) => {
+      const patient = await registeredPatient(sql, healthId);
+      await repo.requirePatientAccess(patient.patientId, ['patients:read']);
+      const refused = new Set(await repo.refusedClasses(patient.patientId, ['prescriptions:read', 'labs:read']));
+      const read: Resource[] = [];
+      const fhirPatient = await repo.read('Patient', patient.patientId, { audit: false });
+      read.push(fhirPatient);
+      const profile = this.mappings.get('patient-profile').readFhir(fhirPatient).connect;
+      const section = async (dataClass: string, fetch: () => Promise<{ records: ConnectRecord[]; resources: Resource[] }>) => {
+        if (refused.has(dataClass)) return [];
+        const got = await fetch();
+        read.push(...got.resources);
+        return got.records;
+      };
+      const bloodGroup = refused.has('labs:read') ? null : await this.bloodGroup(repo, patient.patientId, read);
+      const summary = {
+        health_id: healthId,
+        patient: {
+          first_name: profile.first_name,
+          last_name: profile.last_name,
+          date_of_birth: profile.date_of_birth,
+          sex: profile.sex,
+          blood_group: bloodGroup ?? profile.blood_group ?? null,
+        },
+        active_medications: await section('prescriptions:read', () =>
+          this.page(repo, patient.patientId, 'prescriptions', { limit: SUMMARY_SIZES.active_medications, offsets: [0], query: { status: 'active' } }),
+        ),
+        active_allergies: await section('patients:read', () =>
+          this.page(repo, patient.patientId, 'allergies', { limit: SUMMARY_SIZES.active_allergies, offsets: [0], query: { 'clinical-status': 'active' } }),
+        ),
+        recent_labs: await section('labs:read', () => this.page(repo, patient.patientId, 'lab_results', { limit: SUMMARY_SIZES.recent_labs, offsets: [0, 0] })),
+        recent_visits: await section('patients:read', async () => {
+          const bundle = await repo.search('Encounter', { patient: `Patient/${patient.patientId}`, _sort: '-date', _count: String(SUMMARY_SIZES.recent_visits), _total: 'none' }, { audit: false });
+          const resources = matchesOf(bundle);
+          return { resources, records: resources.map((r) => this.mappings.get('visit').readFhir(r).connect) };
+        }),
+        withheld: (['prescriptions:read', 'labs:read'] as const).filter((c) => refused.has(c)),
+      };
+      await this.auditRead(repo, patient, read, 'patient summary');
+      return summary;
+    });
+  }
+
+  /**
+   * POST /api/v1/sdk/records/encounters: an Encounter (visit.map.yaml) and, for a decision-support alert, the
+   * DetectedIssue it raised (cdss-alert.map.yaml), written together, the pushing organisation their author.
+   */
+  async pushEncounter(repo: FhirRepository, push: EncounterPush): Promise<Record<string, unknown>> {
+    return repo.transaction(async (sql) => {
+      const patient = await registeredPatient(sql, push.health_id);
+      const now = new Date().toISOString();
+      const encounterId = randomUUID();
+      const organization = (repo.context.principal as { organizationId?: string }).organizationId;
+      const resources = [
+        this.toFhir('visit', {
+          id: encounterId,
+          patient_id: patient.patientId,
+          type: push.encounter_type,
+          class: push.class ?? 'AMB',
+          status: push.status ?? 'finished',
+          reason: push.reason ?? null,
+          provider_id: null,
+          facility_id: null,
+          started_at: push.started_at ?? now,
+          ended_at: push.ended_at ?? ((push.status ?? 'finished') === 'finished' ? now : null),
+          note: push.clinical_note ?? null,
+        }),
+      ];
+      const issueId = push.encounter_type === CDSS_ALERT ? randomUUID() : null;
+      if (issueId)
+        resources.push(
+          this.toFhir('cdss-alert', {
+            id: issueId,
+            patient_id: patient.patientId,
+            encounter_id: encounterId,
+            alert_type: push.alert_type,
+            severity: push.severity ?? null,
+            cdss_rule_id: push.cdss_rule_id ?? null,
+            detail: push.clinical_note ?? null,
+            identified_at: now,
+          }),
+        );
+      await repo.writeItems(resources.map((resource) => ({ resource, method: 'POST' as const })), 'create');
+      return { health_id: push.health_id, encounter_id: encounterId, detected_issue_id: issueId, organization_id: organization ?? null, created_at: now };
+    });
+  }
+
+  /**
+   * POST /api/v1/sdk/records/lab-results: the result as an Observation (lab-result.map.yaml) and the report that
+   * issues it (lab-report.map.yaml), written together; `lab_result.released` follows from the final Observation.
+   */
+  async pushLabResult(repo: FhirRepository, push: LabResultPush): Promise<Record<string, unknown>> {
+    const flag = flagOf(push);
+    return repo.transaction(async (sql) => {
+      const patient = await registeredPatient(sql, push.health_id);
+      const now = new Date().toISOString();
+      const resultId = randomUUID();
+      const reportId = randomUUID();
+      const numeric = numericValue(push.result_value);
+      const status = push.status ?? 'final';
+      const observation = this.toFhir('lab-result', {
+        id: resultId,
+        patient_id: patient.patientId,
+        visit_id: null,
+        test_name: push.test_name,
+        loinc_code: push.loinc_code ?? null,
+        value: numeric === undefined ? push.result_value : null,
+        value_numeric: numeric ?? null,
+        unit: numeric === undefined ? null : (push.unit ?? null),
+        value_coded: null,
+        reference_low: push.reference_low ?? null,
+        reference_high: push.reference_high ?? null,
+        flag,
+        interpretation: push.interpretation ?? null,
+        status,
+        effective_at: push.effective_at ?? now,
+        issued_at: now,
+      });
+      const report = this.toFhir('lab-report', {
+        id: reportId,
+        patient_id: patient.patientId,
+        visit_id: null,
+        test_name: push.test_name,
+        loinc_code: push.loinc_code ?? null,
+        interpretation: push.interpretation ?? null,
+        result_ids: [resultId],
+        status,
+        effective_at: push.effective_at ?? now,
+        issued_at: now,
+      });
+      await repo.writeItems([observation, report].map((resource) => ({ resource, method: 'POST' as const })), 'create');
+      return { health_id: push.health_id, lab_result_id: resultId, diagnostic_report_id: reportId, flagged: push.flagged, flag, created_at: now };
+    });
+  }
+
+  /**
+   * One page of a record type, merged newest first across its sources, each source read from its offset.
+   * `next`: the offsets of the following page, or undefined at the end.
+   */
+  private async page(
+    repo: FhirRepository,
+    patientId: string,
+    type: RecordTypeName,
+    options: { limit: number; offsets: number[]; since?: string; query?: Record<string, string> },
+  ): Promise<{ records: ConnectRecord[]; resources: Resource[]; next?: number[] }> {
+    const sources: readonly RecordSource[] = RECORD_TYPES[type].sources;
+    const fields = this.fieldsOf(type);
+    const fetched = await Promise.all(
+      sources.map(async (source, i) => {
+        const query: Record<string, string> = {
+          ...source.query,
+          ...options.query,
+          patient: `Patient/${patientId}`,
+          _sort: `-${source.dateParam}`,
+          _count: String(options.limit),
+          _total: 'none',
+        };
+        if (options.since) query._lastUpdated = `gt${options.since}`;
+        if (options.offsets[i]) query._cursor = encodeCursor({ offset: options.offsets[i] });
+        const bundle = await repo.search(source.resourceType, query, { audit: false });
+        const map = this.mappings.get(source.map);
+        const items = matchesOf(bundle).map((resource) => {
+          const read = map.readFhir(resource).connect;
+          const record: ConnectRecord = Object.fromEntries(fields.map((f) => [f, read[f] ?? null]));
+          Object.assign(record, source.tag);
+          return { resource, record, time: timeOf(read[source.dateField]) };
+        });
+        return { items, more: (bundle.link ?? []).some((l) => l.relation === 'next') };
+      }),
+    );
+    // Merge: repeatedly take the newest head among the sources (each is already newest first).
+    const taken = sources.map(() => 0);
+    const out: Array<{ resource: Resource; record: ConnectRecord }> = [];
+    while (out.length < options.limit) {
+      let best = -1;
+      for (let i = 0; i < fetched.length; i++) {
+        const head = fetched[i]!.items[taken[i]!];
+        if (head && (best < 0 || head.time > fetched[best]!.items[taken[best]!]!.time)) best = i;
+      }
+      if (best < 0) break;
+      out.push(fetched[best]!.items[taken[best]!]!);
+      taken[best]!++;
+    }
+    const more = fetched.some((f, i) => f.more || taken[i]! < f.items.length);
+    return {
+      records: out.map((o) => o.record),
+      resources: out.map((o) => o.resource),
+      next: more ? options.offsets.map((o, i) => o + taken[i]!) : undefined,
+    };
+  }
+
+  /** The fields of a record type's shape: its first map's, then its sources' tags. */
+  fieldsOf(type: RecordTypeName): string[] {
+    const sources: readonly RecordSource[] = RECORD_TYPES[type].sources;
+    return [...new Set([...this.mappings.get(sources[0]!.map).fields, ...sources.flatMap((s) => Object.keys(s.tag ?? {}))])];
+  }
+
+  /** The blood group (e.g. `A+`) from the newest ABO/Rh Observation, or null. */
+  private async bloodGroup(repo: FhirRepository, patientId: string, read: Resource[]): Promise<string | null> {
+    const codes = Object.values(BLOOD_GROUP_LOINC).map((c) => `${LOINC}|${c}`).join(',');
+    const bundle = await repo.search<Observation>('Observation', { patient: `Patient/${patientId}`, code: codes, _sort: '-date', _count: '20', _total: 'none' }, { audit: false });
+    const observations = matchesOf(bundle) as Observation[];
+    read.push(...observations);
+    const newest = (code: string) => observations.find((o) => o.code?.coding?.some((c) => c.system === LOINC && c.code === code));
+    const both = newest(BLOOD_GROUP_LOINC.both);
+    const abo = aboOf(textOf(both)) ?? aboOf(textOf(newest(BLOOD_GROUP_LOINC.abo)));
+    const rh = rhOf(textOf(both)) ?? rhOf(textOf(newest(BLOOD_GROUP_LOINC.rh)));
+    return abo && rh ? `${abo}${rh}` : null;
+  }
+
+  private toFhir(map: string, connect: Record<string, unknown>): Resource {
+    try {
+      return this.mappings.get(map).toFhir(connect);
+    } catch (error) {
+      if (error instanceof MappingValueError) throw invalidFields([{ field: error.field, message: error.message }]);
+      throw error;
+    }
+  }
+
+  /** One audit record for a Connect or SDK read: what was read, of which patient, by whom and why. */
+  private async auditRead(repo: FhirRepository, patient: HealthIdRecord, read: Resource[], what: string): Promise<void> {
+    await repo.audit({
+      operation: repo.context.operation ?? 'readRecords',
+      action: 'R',
+      outcome: 'success',
+      outcomeDescription: `${what}: ${read.length} resource(s)`,
+      patient: { id: patient.patientId, healthId: patient.healthId },
+      purpose: repo.context.purpose,
+      externalReference: repo.context.externalReference,
+      dataTypes: [...new Set(read.map((r) => r.resourceType))],
+    });
+  }
+}
+
+export const CDSS_ALERT = 'cdss_alert';
+
+export interface EncounterPush {
+  health_id: string;
+  encounter_type: string;
+  clinical_note?: string;
+  status?: string;
+  class?: string;
+  reason?: string;
+  started_at?: string;
+  ended_at?: string;
+  alert_type?: string;
+  severity?: string;
+  cdss_rule_id?: string;
+}
+
+export interface LabResultPush {
+  health_id: string;
+  test_name: string;
+  result_value: string;
+  flagged: boolean;
+  flag_level?: FlagLevel;
+  interpretation?: string;
+  unit?: string;
+  loinc_code?: string;
+  reference_low?: number;
+  reference_high?: number;
+  status?: 'preliminary' | 'final';
+  effective_at?: string;
+}
+
+/** Pushed `flag_level` -> the v3 ObservationInterpretation code lab-result.map.yaml writes as `flag`. */
+export const FLAG_LEVELS = {
+  normal: 'N',
+  abnormal: 'A',
+  low: 'L',
+  high: 'H',
+  critical: 'AA',
+  critical_low: 'LL',
+  critical_high: 'HH',
+} as const;
+export type FlagLevel = keyof typeof FLAG_LEVELS;
+
+/** The interpretation code of a push; 422 when `flagged` and `flag_level` disagree. */
+function flagOf(push: LabResultPush): string {
+  if (push.flag_level === undefined) return push.flagged ? FLAG_LEVELS.abnormal : FLAG_LEVELS.normal;
+  const abnormal = push.flag_level !== 'normal';
+  if (abnormal !== push.flagged)
+    throw invalidFields([{ field: 'flag_level', message: `flag_level ${push.flag_level} contradicts flagged: ${push.flagged} (normal is the only level of an unflagged result)` }]);
+  return FLAG_LEVELS[push.flag_level];
+}
+
+/** A result value that is a plain decimal number (FHIR decimal), else undefined: `<5`, `positive`, `1e3` stay text. */
+function numericValue(value: string): number | undefined {
+  const trimmed = value.trim();
+  return /^-?(0|[1-9]\d{0,17})(\.\d{1,18})?$/.test(trimmed) ? Number(trimmed) : undefined;
+}
+
+function matchesOf(bundle: Bundle): Resource[] {
+  return (bundle.entry ?? []).filter((e) => e.search?.mode === 'match' && e.resource).map((e) => e.resource!);
+}
+
+function textOf(o: Observation | undefined): string | undefined {
+  if (!o) return undefined;
+  const concept = o.valueCodeableConcept;
+  return [concept?.text, ...(concept?.coding ?? []).map((c) => c.display), o.valueString].filter(Boolean).join(' ') || undefined;
+}
+
+function aboOf(text: string | undefined): string | undefined {
+  return text?.match(/\b(AB|A|B|O)\b/i)?.[1]?.toUpperCase();
+}
+
+function rhOf(text: string | undefined): string | undefined {
+  if (!text) return undefined;
+  if (/neg|Rh\s*\(?D\)?\s*-|\b(AB|A|B|O)\s*-|^\s*-\s*$/i.test(text)) return '-';
+  if (/pos|Rh\s*\(?D\)?\s*\+|\b(AB|A|B|O)\s*\+|^\s*\+\s*$/i.test(text)) return '+';
+  return undefined;
+}
+
