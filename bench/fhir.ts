@@ -1,8 +1,10 @@
 /**
- * FHIR benchmark (`npm run bench:fhir -- [options]`): loads the 50 Synthea sample patients, repeated
- * with new ids up to the requested size, through the real import path, then measures read-by-id and
- * typical searches over HTTP against the running service, next to the same SQL run directly on the
- * database (the floor). Runs on embedded PGlite and on PostgreSQL.
+ * FHIR benchmark (`npm run bench:fhir -- [options]`, also `npm run bench:sdk`): loads the 50 Synthea sample
+ * patients, repeated with new ids up to the requested size, through the real import path, then measures
+ * read-by-id and typical searches over HTTP against the running service, next to the same SQL run directly
+ * on the database (the floor), as an integrator whose organisation every patient granted a full-record
+ * consent (the access rule in every query). Then the Connect records, the SDK summary and lab-result
+ * pushes with Idempotency-Keys (new, and replayed). Runs on embedded PGlite and on PostgreSQL.
  *
  *   --backend pglite|postgres|both   (default both; postgres runs first)
  *   --resources N                    bundle entries to load (default 500000; at least one bundle)
@@ -418,6 +420,66 @@ async function workloads(pont: RunningPont, headers: Record<string, string>, n: 
   ];
 }
 
+// ------------------------------------------------------------------------------------------ SDK and Connect records
+
+const BENCH_SCOPES = ['fhir:read', 'consents:write', 'patient:diagnostics:read', 'patients:read', 'labs:read', 'prescriptions:read', 'documents:read', 'labs:write'] as const;
+
+interface Latency {
+  requests: number;
+  p50: number;
+  p95: number;
+  perSecondSequential: number;
+  perSecond: number;
+}
+
+interface SdkFigures {
+  /** GET /api/v1/connect/patient/{health_id}/records (type=all, limit 100): mean records per answer. */
+  records: Latency & { meanRecords: number };
+  summary: Latency;
+  /** POST /api/v1/sdk/records/lab-results, each with a new Idempotency-Key (Observation + DiagnosticReport). */
+  push: Latency;
+  /** The same pushes sent again with their keys: stored answers replayed. */
+  replay: Latency;
+}
+
+async function latency(n: number, concurrency: number, request: (i: number) => Promise<void>): Promise<Latency> {
+  const ids = Array.from({ length: n }, (_, i) => i);
+  const seq = await measure(ids, 1, request);
+  const conc = await measure(ids.map((i) => i + n), concurrency, request);
+  const s = stats(seq.ms);
+  return { requests: n, p50: s.p50, p95: s.p95, perSecondSequential: seq.perSecond, perSecond: conc.perSecond };
+}
+
+async function sdkFigures(pont: RunningPont, headers: Record<string, string>, healthIds: string[], n: number, concurrency: number): Promise<SdkFigures> {
+  const hid = (i: number) => healthIds[i % healthIds.length]!;
+  const expect201or200 = async (res: Response, what: string) => {
+    const text = await res.text();
+    if (res.status !== 200 && res.status !== 201) throw new Error(`${what}: ${res.status} ${text.slice(0, 300)}`);
+    return text;
+  };
+  let records = 0;
+  const recordsFigures = await latency(n, concurrency, async (i) => {
+    const text = await expect201or200(await httpGet(`${pont.url}/api/v1/connect/patient/${hid(i)}/records?type=all&limit=100`, headers), 'records');
+    if (i < n) records += Object.values((JSON.parse(text) as { records: Record<string, unknown[]> }).records).reduce((s, l) => s + l.length, 0);
+  });
+  const summary = await latency(n, concurrency, async (i) => {
+    await expect201or200(await httpGet(`${pont.url}/api/v1/sdk/patients/${hid(i)}/summary`, headers), 'summary');
+  });
+  const push = (i: number) =>
+    fetch(`${pont.url}/api/v1/sdk/records/lab-results`, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json', 'idempotency-key': `bench-${i}` },
+      body: JSON.stringify({ health_id: hid(i), test_name: 'Hemoglobin', result_value: String(10 + (i % 50) / 10), unit: 'g/dL', flagged: false }),
+    });
+  const pushes = await latency(n, concurrency, async (i) => void (await expect201or200(await push(i), 'push')));
+  const replay = await latency(n, concurrency, async (i) => {
+    const res = await push(i);
+    await expect201or200(res, 'replay');
+    if (res.headers.get('idempotent-replayed') !== 'true') throw new Error('replay was not replayed');
+  });
+  return { records: { ...recordsFigures, meanRecords: records / n }, summary, push: pushes, replay };
+}
+
 // ------------------------------------------------------------------------------------------ one backend
 
 interface BackendResult {
@@ -436,6 +498,7 @@ interface BackendResult {
   /** GET /healthz: what HTTP and koa cost without authentication or SQL. */
   httpStackOnly: { p50: number; p95: number; perSecondSequential: number; perSecond: number };
   queries: QueryFigures[];
+  sdk: SdkFigures;
 }
 
 function dirBytes(path: string): number {
@@ -487,7 +550,9 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
     );
     const size = await db.query<{ bytes: string }>('SELECT pg_database_size(current_database())::text AS bytes');
 
-    const client = await createClient(db, { name: 'bench', organizationId: 'org-bench', scopes: ['fhir:read'] });
+    // An integrator's client, reading under the access rule: every patient has granted its organisation a
+    // full-record consent (the rule still runs on every row: each is checked against the consent index).
+    const client = await createClient(db, { name: 'bench', organizationId: 'org-bench', scopes: [...BENCH_SCOPES] });
     const tokenRes = await fetch(`${pont.url}/api/v1/connect/auth/token`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -496,6 +561,17 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
     const token = (await tokenRes.json()) as { access_token?: string };
     if (tokenRes.status !== 200 || !token.access_token) throw new Error(`token request failed: ${tokenRes.status} ${JSON.stringify(token)}`);
     const headers = { authorization: `Bearer ${token.access_token}`, accept: 'application/fhir+json' };
+    const healthIds = (await db.query<{ health_id: string }>('SELECT health_id FROM health_ids WHERE patient_id IS NOT NULL ORDER BY md5(health_id)')).rows.map((r) => r.health_id);
+    const t = performance.now();
+    await measure(healthIds, 4, async (healthId) => {
+      const res = await fetch(`${pont!.url}/api/v1/connect/patient/${healthId}/consent/grant`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body: JSON.stringify({ consent_type: 'full_record', expires_at: new Date(Date.now() + 365 * 86_400_000).toISOString() }),
+      });
+      if (res.status !== 201) throw new Error(`consent grant: ${res.status} ${await res.text()}`);
+    });
+    log(`${backend}: ${healthIds.length} consents granted in ${((performance.now() - t) / 1000).toFixed(1)} s`);
 
     const queries: QueryFigures[] = [];
     networkRetries = 0;
@@ -503,6 +579,8 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
       log(`${backend}: ${w.name} (${w.paths.length} requests)`);
       queries.push(await runWorkload(pont, headers, w, options.concurrency));
     }
+    log(`${backend}: SDK (records, summary, pushes)`);
+    const sdk = await sdkFigures(pont, headers, healthIds, options.requests, options.concurrency);
     const stackOnly = await httpStackOnly(pont, options.requests, options.concurrency);
     return {
       backend,
@@ -529,6 +607,7 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
       networkRetries,
       httpStackOnly: stackOnly,
       queries,
+      sdk,
     };
   } finally {
     await pont?.close();
@@ -594,6 +673,17 @@ function report(r: BackendResult): string {
         : []),
     ]),
     '',
+    `SDK and Connect (${r.sdk.records.requests} requests each, health IDs drawn in turn; latency with 1 client, req/s with 1 and ${r.concurrency} clients)`,
+    table([
+      ['request', 'p50', 'p95', 'req/s 1', `req/s ${r.concurrency}`],
+      ...([
+        [`records type=all limit=100 (${r.sdk.records.meanRecords.toFixed(0)} records)`, r.sdk.records],
+        ['SDK summary', r.sdk.summary],
+        ['push lab result, new Idempotency-Key', r.sdk.push],
+        ['the same push again (replayed)', r.sdk.replay],
+      ] as const).map(([name, l]) => [name, `${ms(l.p50)} ms`, `${ms(l.p95)} ms`, int(l.perSecondSequential), int(l.perSecond)]),
+    ]),
+    '',
     'results: resources per response (matches+included); stmts: SQL statements per request (HTTP: all the server ran, auth and rate limit included; floor: the store\'s); x: HTTP latency / SQL floor latency',
     ...(r.networkRetries ? [`${r.networkRetries} requests were sent again after the server closed an idle connection under them`] : []),
   ];
@@ -614,7 +704,7 @@ function codeVersion(): { commit: string; uncommitted: string[] } {
       return '';
     }
   };
-  return { commit: git('rev-parse', '--short', 'HEAD') || 'unknown', uncommitted: git('status', '--porcelain', '--', 'src').split('\n').filter(Boolean).map((l) => l.slice(3)) };
+  return { commit: git('rev-parse', '--short', 'HEAD') || 'unknown', uncommitted: git('status', '--porcelain', '--', 'src').split('\n').filter(Boolean).map((l) => l.replace(/^\s*\S+\s+/, '')) };
 }
 let code: { commit: string; uncommitted: string[] } = { commit: 'unknown', uncommitted: [] };
 

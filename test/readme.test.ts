@@ -8,6 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config';
 import { CONSENT_TYPES } from '../src/consents/types';
 import { EVENT_RULES } from '../src/events/rules';
+import { loadMappings } from '../src/mapping/index';
+import { recordShapesTables, recordTypesTable } from '../src/records/docs';
 import { startPont, type RunningPont } from '../src/server';
 import { backend, createScratchDatabase } from './harness';
 
@@ -25,6 +27,11 @@ describe('README tables follow the code', () => {
   it('consent types', () => {
     const rows = Object.entries(CONSENT_TYPES).map(([name, t]) => `| \`${name}\` | ${t.classes.map((c) => `\`${c}\``).join(' ')} | ${t.description} |`);
     expect(marked('consent-types')).toBe(['| `consent_type` | Classes | Covers |', '|---|---|---|', ...rows].join('\n'));
+  });
+
+  it('record types and shapes', () => {
+    expect(marked('record-types')).toBe(recordTypesTable());
+    expect(marked('record-shapes')).toBe(recordShapesTables(loadMappings()));
   });
 
   it('which changes raise which events', () => {

@@ -24,6 +24,8 @@ export interface CompiledMap {
   resourceType: string;
   /** The Connect fields, in the map's order. */
   fields: string[];
+  /** Their declarations (type, values, nullability), for documentation. */
+  declared: readonly ConnectField[];
   /**
    * The Connect shape as read from stored FHIR (readFhir), as a zod schema for the OpenAPI document: the
    * declared types and values; every field but `id` may be null (data written elsewhere may lack it).
@@ -60,6 +62,7 @@ function compiledMap(program: MapProgram): CompiledMap {
     name: program.name,
     resourceType: program.resourceType,
     fields: program.fields.map((f) => f.field.name),
+    declared: program.fields.map((f) => f.field),
     shape: () => connectShape(program.fields.map((f) => f.field)),
     toFhir: (connect) => runToFhir(program, connect),
     fromFhir: (resource) => runFromFhir(program, resource),
