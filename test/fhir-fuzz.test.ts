@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,7 +25,13 @@ function random(seed: number): () => number {
   };
 }
 
-const ODD_VALUES: unknown[] = [null, 42, -1.5e308, true, '', 'x'.repeat(5000), [], {}, [[]], { a: { b: { c: [1] } } }, '2020-13-45', '\u202e\ud83d\ude00', '<script>', "'; DROP TABLE fhir_resources; --"];
+/** Long text that does not compress (PostgreSQL compresses index entries: 'x'.repeat(n) would hide a size limit). */
+const incompressible = (n: number) => {
+  let text = '';
+  for (let i = 0; text.length < n; i++) text += createHash('sha256').update(String(i)).digest('base64').replace(/[^A-Za-z]/g, '');
+  return text.slice(0, n);
+};
+const ODD_VALUES: unknown[] = [null, 42, -1.5e308, true, '', 'x'.repeat(5000), incompressible(8000), `https://example.org/${incompressible(6000)}`, [], {}, [[]], { a: { b: { c: [1] } } }, '2020-13-45', '\u202e\ud83d\ude00', '<script>', "'; DROP TABLE fhir_resources; --"];
 
 function mutate(resource: Resource, rnd: () => number): Resource {
   const copy = JSON.parse(JSON.stringify(resource)) as Record<string, unknown>;

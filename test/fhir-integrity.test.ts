@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
 import type { Bundle, Patient } from '@medplum/fhirtypes';
 import { createClient } from '../src/auth/clients';
 import { openDatabase } from '../src/db/open';
@@ -232,5 +233,36 @@ describe('the Health ID is Pont’s, and the registry follows the Patient on eve
     expect((await verify(healthId)).body.patient).toMatchObject({ first_name: 'Chidi', last_name: 'Fhirborn', date_of_birth: '1985-06-15' });
     const resolved = await resolve({ first_name: 'chidi', last_name: 'FHIRBORN', date_of_birth: '1985-06-15', sex: 'male' });
     expect(resolved.body).toMatchObject({ status: 'found', health_id: healthId });
+  });
+});
+
+describe('long values are stored and searchable (defect: a 6.5 KB family name answered 500, index row size exceeds btree maximum)', () => {
+  /** Incompressible text: PostgreSQL compresses index tuples, so a repeated character would not show the defect. */
+  const incompressible = (chars: number) => randomBytes(chars).toString('base64').replace(/[^A-Za-z]/g, 'x').slice(0, chars);
+
+  it('a Patient with a 6.5 KB family name is stored and found by prefix and exactly', async () => {
+    const family = incompressible(6_500);
+    const patient = await api.create<Patient>({ resourceType: 'Patient', name: [{ family, given: ['Long'] }] });
+    const byPrefix = await api.call(`/Patient?family=${family.slice(0, 40)}`);
+    expect(byPrefix.body.entry.map((e: any) => e.resource.id)).toEqual([patient.id]);
+    const exact = await api.call(`/Patient?family:exact=${family}`);
+    expect(exact.status).toBe(200);
+    expect(exact.body.entry.map((e: any) => e.resource.id)).toEqual([patient.id]);
+    const longPrefix = await api.call(`/Patient?family=${family.slice(0, 3_000)}`);
+    expect(longPrefix.body.entry.map((e: any) => e.resource.id)).toEqual([patient.id]);
+  });
+
+  it('a uri and an external reference of 5 KB are stored and found', async () => {
+    const url = `https://example.org/fhir/ValueSet/${incompressible(5_000)}`;
+    const created = await api.call('/ValueSet', { method: 'POST', json: { resourceType: 'ValueSet', status: 'active', url } });
+    expect(created.status).toBe(201);
+    const found = await api.call(`/ValueSet?url=${encodeURIComponent(url)}`);
+    expect(found.body.entry.map((e: any) => e.resource.id)).toEqual([created.body.id]);
+    // An external reference as long.
+    const reference = `https://other.example/fhir/Group/${incompressible(5_000)}`;
+    const list = await api.call('/List', { method: 'POST', json: { resourceType: 'List', status: 'current', mode: 'working', subject: { reference } } });
+    expect(list.status).toBe(201);
+    const byRef = await api.call(`/List?subject=${encodeURIComponent(reference)}`);
+    expect(byRef.body.entry.map((e: any) => e.resource.id)).toEqual([list.body.id]);
   });
 });

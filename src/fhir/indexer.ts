@@ -145,6 +145,21 @@ function rangesOf(tv: TypedValue): InstantRange[] {
 }
 
 /** Splits a reference into (type, id); absolute URLs of this server become local, others stay whole. */
+/**
+ * The most characters of a value an index row keeps (a btree entry must stay under ~2.7 KB, and a character
+ * may take 4 bytes). As HAPI does, longer values are stored cut: prefix search still works (a prefix longer
+ * than the cap matches on the cut), exact string search goes by hash of the whole value; a uri or an external
+ * reference that shares its first URI_INDEX_CHARS characters with another matches it too.
+ */
+export const STRING_INDEX_CHARS = 200;
+export const URI_INDEX_CHARS = 500;
+export function indexedPrefix(value: string, max: number): string {
+  if (value.length <= max) return value;
+  // Never cut a surrogate pair in two (a lone surrogate is not valid text).
+  const end = /[\uD800-\uDBFF]/.test(value[max - 1]!) ? max - 1 : max;
+  return value.slice(0, end);
+}
+
 export function referenceTarget(reference: string, localBase: string): [string, string] | undefined {
   let ref = reference;
   if (ref.startsWith(localBase + '/')) ref = ref.slice(localBase.length + 1);
@@ -187,7 +202,7 @@ export function indexResource(resource: Resource, localBase: string): IndexRows 
         break;
       case 'string':
         for (const tv of values)
-          for (const s of stringsOf(tv)) rows.string.push([h, hashKey(type, param.code, s), normalizeString(s)]);
+          for (const s of stringsOf(tv)) rows.string.push([h, hashKey(type, param.code, s), indexedPrefix(normalizeString(s), STRING_INDEX_CHARS)]);
         break;
       case 'date':
         for (const tv of values) for (const r of rangesOf(tv)) rows.date.push([h, r.low, r.high]);
@@ -205,7 +220,7 @@ export function indexResource(resource: Resource, localBase: string): IndexRows 
           const v = tv.value as any;
           const ref = typeof v === 'string' ? v : v?.reference;
           const target = typeof ref === 'string' ? referenceTarget(ref, localBase) : undefined;
-          if (target) rows.reference.push([h, target[0], target[1]]);
+          if (target) rows.reference.push([h, target[0], indexedPrefix(target[1], URI_INDEX_CHARS)]);
           if (v?.identifier?.value) {
             const id = v.identifier;
             const code = `${param.code}:identifier`;
@@ -214,7 +229,7 @@ export function indexResource(resource: Resource, localBase: string): IndexRows 
         }
         break;
       case 'uri':
-        for (const tv of values) if (typeof tv.value === 'string') rows.uri.push([h, tv.value]);
+        for (const tv of values) if (typeof tv.value === 'string') rows.uri.push([h, indexedPrefix(tv.value, URI_INDEX_CHARS)]);
         break;
     }
   }

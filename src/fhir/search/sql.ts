@@ -1,4 +1,5 @@
 import { hashKey } from '../hash';
+import { indexedPrefix, STRING_INDEX_CHARS, URI_INDEX_CHARS } from '../indexer';
 import { escapeLike, normalizeString } from '../normalize';
 import type { RowFilter } from '../store/types';
 import type { DateValue, Filter, NumberValue, Prefix, QuantityValue, SortRule } from './parse';
@@ -132,7 +133,10 @@ export function filterSql(f: Filter, alias: string, q: SqlParams, access?: RowFi
       const { resourceType: t, code, hashIdentity } = f.param;
       const conds = f.values.map((v) => {
         if (f.modifier === 'exact') return `hash_exact = ${q.add(hashKey(t, code, v))}`;
-        const text = escapeLike(normalizeString(v));
+        const norm = normalizeString(v);
+        // A prefix as long as the index keeps can only match a value cut to it.
+        if (f.modifier !== 'contains' && norm.length >= STRING_INDEX_CHARS) return `hash_identity = ${q.add(hashIdentity)} AND value_norm = ${q.add(indexedPrefix(norm, STRING_INDEX_CHARS))}`;
+        const text = escapeLike(norm);
         return `hash_identity = ${q.add(hashIdentity)} AND value_norm LIKE ${q.add(f.modifier === 'contains' ? `%${text}%` : `${text}%`)}`;
       });
       return inIndex(alias, TABLE.string, conds);
@@ -149,9 +153,10 @@ export function filterSql(f: Filter, alias: string, q: SqlParams, access?: RowFi
         TABLE.uri,
         f.values.map((v) => {
           const h = `hash_identity = ${q.add(f.param.hashIdentity)}`;
-          if (f.modifier === 'below') return `${h} AND value LIKE ${q.add(escapeLike(v) + '%')}`;
+          const cut = indexedPrefix(v, URI_INDEX_CHARS);
+          if (f.modifier === 'below') return `${h} AND value LIKE ${q.add(escapeLike(cut) + '%')}`;
           if (f.modifier === 'above') return `${h} AND starts_with(${q.add(v)}, value)`;
-          return `${h} AND value = ${q.add(v)}`;
+          return `${h} AND value = ${q.add(cut)}`;
         }),
       );
     case 'reference':
@@ -159,7 +164,7 @@ export function filterSql(f: Filter, alias: string, q: SqlParams, access?: RowFi
         alias,
         TABLE.reference,
         f.values.map((v) => {
-          const base = `hash_identity = ${q.add(f.param.hashIdentity)} AND target_id = ${q.add(v.id)}`;
+          const base = `hash_identity = ${q.add(f.param.hashIdentity)} AND target_id = ${q.add(indexedPrefix(v.id, URI_INDEX_CHARS))}`;
           return v.type === undefined ? base : `${base} AND target_type = ${q.add(v.type)}`;
         }),
       );
