@@ -35,6 +35,8 @@ const schema = z.object({
     .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded (openssl rand -base64 32)')
     .optional(),
   PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK: z.enum(['true', 'false']).optional(),
+  /** How often Bridge Agents sync and send heartbeats (told in the heartbeat answer). */
+  PONT_BRIDGE_SYNC_INTERVAL: z.string().default('5m').transform(positiveDuration),
   /** How long an Idempotency-Key is remembered. */
   PONT_IDEMPOTENCY_TTL: z.string().default('24h').transform(positiveDuration),
   /** 32 bytes, base64: keys the patient match keys (HMAC). Required in sandbox and production. */
@@ -112,6 +114,7 @@ export interface Config {
   matchKeySecret: Buffer;
   /** How long an Idempotency-Key is remembered, in ms. */
   idempotencyTtlMs: number;
+  bridgeSyncIntervalMs: number;
 }
 
 /** Reads and validates the environment once; a bad value stops the start with a clear message. */
@@ -140,5 +143,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhooks,
     matchKeySecret: e.PONT_MATCH_KEY_SECRET ? Buffer.from(e.PONT_MATCH_KEY_SECRET, 'base64') : DEVELOPMENT_MATCH_KEY_SECRET,
     idempotencyTtlMs: e.PONT_IDEMPOTENCY_TTL,
+    bridgeSyncIntervalMs: e.PONT_BRIDGE_SYNC_INTERVAL,
   };
 }

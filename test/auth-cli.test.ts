@@ -85,8 +85,8 @@ describe('pont clients, agents and keys', () => {
     expect(listed.json).toEqual([expect.objectContaining({ client_id: clientId, revoked_at: null })]);
     expect(JSON.stringify(listed.json)).not.toContain(secret); // shown once, never again
 
-    const agent = await pont('agents', 'create', '--facility', 'fac-1');
-    expect(agent.json).toEqual({ agent_id: expect.stringMatching(/^agt_/), agent_key: expect.stringMatching(/^pak_/), facility_id: 'fac-1' });
+    const agent = await pont('agents', 'create', '--org', 'org-1', '--facility', 'fac-1');
+    expect(agent.json).toEqual({ agent_id: expect.stringMatching(/^agt_/), agent_key: expect.stringMatching(/^pak_/), facility_id: 'fac-1', organization_id: 'org-1' });
 
     const first = await withService(async (url) => {
       const issued = await token(url, clientId, secret);
@@ -137,8 +137,11 @@ describe('pont clients, agents and keys', () => {
     const unknownClient = await pont('clients', 'revoke', 'cli_nobody');
     expect(unknownClient.code).toBe(1);
     expect(unknownClient.stderr).toMatch(/No client cli_nobody/);
-    const noFacility = await pont('agents', 'create');
+    const noFacility = await pont('agents', 'create', '--org', 'org-1');
     expect(noFacility.code).toBe(1);
     expect(noFacility.stderr).toMatch(/--facility/);
+    const agentWithoutOrg = await pont('agents', 'create', '--facility', 'fac-1');
+    expect(agentWithoutOrg.code).toBe(1);
+    expect(agentWithoutOrg.stderr).toMatch(/--org/);
   }, SLOW);
 });

@@ -14,7 +14,7 @@ const HEARTBEAT = '/api/v1/bridge/heartbeat';
 const unix = () => Math.floor(Date.now() / 1000);
 
 type Agent = Awaited<ReturnType<typeof createAgent>>;
-const newAgent = (facilityId = 'fac-yaounde-1') => createAgent(pont.services.db, { facilityId });
+const newAgent = (facilityId = 'fac-yaounde-1') => createAgent(pont.services.db, { facilityId, organizationId: 'org-yaounde' });
 
 function agentHeaders(agent: Agent, overrides: Record<string, string> = {}): Record<string, string> {
   return { 'x-bridge-agent-id': agent.agent_id, 'x-bridge-agent-key': agent.agent_key, 'x-bridge-timestamp': String(unix()), ...overrides };
@@ -38,6 +38,7 @@ describe('bridge heartbeat', () => {
       version: '2.4.1',
       server_time: expect.any(String),
       server_timestamp: expect.any(Number),
+      config: { sync_interval_seconds: 300, heartbeat_interval_seconds: 300, max_batch_resources: 1000 },
     });
     expect(Math.abs(Date.parse(res.body.server_time) - before)).toBeLessThan(60_000);
     const { rows } = await pont.services.db.query<{ last_version: string; last_seen_at: Date; key_sha256: string }>(

@@ -9,6 +9,7 @@ export const BRIDGE_TIMESTAMP_TOLERANCE_SECONDS = 300;
 export interface AgentRecord {
   agent_id: string;
   facility_id: string;
+  organization_id: string | null;
   created_at: string;
   revoked_at: string | null;
   last_seen_at: string | null;
@@ -18,6 +19,7 @@ export interface AgentRecord {
 interface AgentRow {
   agent_id: string;
   facility_id: string;
+  organization_id: string | null;
   key_sha256: string;
   created_at: Date | string;
   revoked_at: Date | string | null;
@@ -25,13 +27,14 @@ interface AgentRow {
   last_version: string | null;
 }
 
-const COLUMNS = 'agent_id, facility_id, created_at, revoked_at, last_seen_at, last_version';
+const COLUMNS = 'agent_id, facility_id, organization_id, created_at, revoked_at, last_seen_at, last_version';
 const iso = (v: Date | string | null) => (v === null ? null : new Date(v).toISOString());
 
 function toRecord(row: Omit<AgentRow, 'key_sha256'>): AgentRecord {
   return {
     agent_id: row.agent_id,
     facility_id: row.facility_id,
+    organization_id: row.organization_id,
     created_at: iso(row.created_at)!,
     revoked_at: iso(row.revoked_at),
     last_seen_at: iso(row.last_seen_at),
@@ -41,17 +44,24 @@ function toRecord(row: Omit<AgentRow, 'key_sha256'>): AgentRecord {
 
 const sha256 = (value: string) => createHash('sha256').update(value, 'utf8').digest();
 
-/** Creates an agent key for a facility; the key is printed once and stored only as its SHA-256. */
-export async function createAgent(db: Queryable, input: { facilityId: string }): Promise<{ agent_id: string; agent_key: string; facility_id: string }> {
-  const facility = z.object({ facilityId: EntityId }).parse(input).facilityId;
+/**
+ * Creates an agent key for a facility of an organisation (whose patients' data the agent writes and reads back);
+ * the key is printed once and stored only as its SHA-256.
+ */
+export async function createAgent(
+  db: Queryable,
+  input: { facilityId: string; organizationId: string },
+): Promise<{ agent_id: string; agent_key: string; facility_id: string; organization_id: string }> {
+  const { facilityId, organizationId } = z.object({ facilityId: EntityId, organizationId: EntityId }).parse(input);
   const agentId = `agt_${randomBytes(12).toString('hex')}`;
   const agentKey = `pak_${randomBytes(32).toString('base64url')}`;
-  await db.query('INSERT INTO bridge_agents (agent_id, facility_id, key_sha256) VALUES ($1, $2, $3)', [
+  await db.query('INSERT INTO bridge_agents (agent_id, facility_id, organization_id, key_sha256) VALUES ($1, $2, $3, $4)', [
     agentId,
-    facility,
+    facilityId,
+    organizationId,
     sha256(agentKey).toString('hex'),
   ]);
-  return { agent_id: agentId, agent_key: agentKey, facility_id: facility };
+  return { agent_id: agentId, agent_key: agentKey, facility_id: facilityId, organization_id: organizationId };
 }
 
 export async function listAgents(db: Queryable): Promise<AgentRecord[]> {
@@ -79,6 +89,7 @@ export async function recordHeartbeat(db: Queryable, agentId: string, version: s
 export interface ActiveAgent {
   agentId: string;
   facilityId: string;
+  organizationId?: string;
 }
 
 /** The agent when `key` is its key and it is not revoked; unknown agents cost the same comparison. */
@@ -87,7 +98,7 @@ export async function authenticateAgent(db: Queryable, agentId: string, key: str
   const row = rows[0];
   const expected = row ? Buffer.from(row.key_sha256, 'hex') : randomBytes(32);
   const matches = timingSafeEqual(expected, sha256(key));
-  return row && matches && row.revoked_at === null ? { agentId: row.agent_id, facilityId: row.facility_id } : undefined;
+  return row && matches && row.revoked_at === null ? { agentId: row.agent_id, facilityId: row.facility_id, organizationId: row.organization_id ?? undefined } : undefined;
 }
 
 /** Whether an X-Bridge-Timestamp (Unix seconds) is within the tolerance of now. */

@@ -55,8 +55,8 @@ const keys: Subcommands = {
 
 const agents: Subcommands = {
   async create(args) {
-    const { values } = parseArgs({ args, options: { facility: { type: 'string' } } });
-    return withDatabase((db) => createAgent(db, { facilityId: values.facility ?? '' }));
+    const { values } = parseArgs({ args, options: { facility: { type: 'string' }, org: { type: 'string' } } });
+    return withDatabase((db) => createAgent(db, { facilityId: values.facility ?? '', organizationId: values.org ?? '' }));
   },
   list: () => withDatabase(listAgents),
   revoke: (args) => {

@@ -1,7 +1,9 @@
 import { z } from 'zod';
 import { recordHeartbeat } from '../auth/agents';
+import { syncBatch } from './sync';
 import type { AgentPrincipal } from '../auth/principal';
 import { ApiError, ErrorCode } from '../http/errors';
+import { ErrorSchema } from '../http/openapi';
 import { defineRoute, type RouteSpec } from '../http/routes';
 import type { Services } from '../services';
 
@@ -21,8 +23,45 @@ const HeartbeatAck = z
     version: z.string(),
     server_time: z.string().describe('ISO 8601; agents can correct their clock for X-Bridge-Timestamp'),
     server_timestamp: z.number().int().describe('Unix seconds'),
+    config: z
+      .object({
+        sync_interval_seconds: z.number().int().describe('How often to send what changed (PONT_BRIDGE_SYNC_INTERVAL)'),
+        heartbeat_interval_seconds: z.number().int().describe('How often to send a heartbeat'),
+        max_batch_resources: z.number().int().describe('The most resources one sync batch may hold (more: 413)'),
+      })
+      .describe('Settings the agent applies from now on'),
   })
   .meta({ id: 'BridgeHeartbeatAck' });
+
+/** The most resources one sync batch may hold. */
+export const MAX_BATCH_RESOURCES = 1000;
+
+const SyncBatch = z
+  .object({
+    batch_id: z.string().regex(/^[\x21-\x7e]{1,128}$/, 'must be 1-128 printable ASCII characters').describe("The agent's id of the batch: a resend under the same id gets the same answer"),
+    resources: z.array(z.unknown()).min(1).describe(`FHIR R4 resources, each with the facility system's id; at most ${MAX_BATCH_RESOURCES}`),
+  })
+  .strict()
+  .meta({ id: 'BridgeSyncBatch' });
+
+const SyncResult = z
+  .object({
+    batch_id: z.string(),
+    agent_id: z.string(),
+    facility_id: z.string(),
+    counts: z.object({ created: z.number(), updated: z.number(), unchanged: z.number(), failed: z.number() }),
+    results: z.array(
+      z.object({
+        index: z.number().int(),
+        status: z.enum(['created', 'updated', 'unchanged', 'failed']),
+        resource_type: z.string().nullable(),
+        id: z.string().nullable().describe("Pont's id of the resource"),
+        source_id: z.string().nullable().describe("The agent's id, as sent"),
+        error: z.string().nullable(),
+      }),
+    ),
+  })
+  .meta({ id: 'BridgeSyncResult' });
 
 export function bridgeRoutes(services: Services): RouteSpec[] {
   return [
@@ -51,8 +90,37 @@ export function bridgeRoutes(services: Services): RouteSpec[] {
             version: body.version,
             server_time: now.toISOString(),
             server_timestamp: Math.floor(now.getTime() / 1000),
+            config: {
+              sync_interval_seconds: Math.round(services.config.bridgeSyncIntervalMs / 1000),
+              heartbeat_interval_seconds: Math.round(services.config.bridgeSyncIntervalMs / 1000),
+              max_batch_resources: MAX_BATCH_RESOURCES,
+            },
           },
         };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/bridge/sync',
+      operationId: 'bridgeSync',
+      summary: "Sync a batch of FHIR resources from the agent's facility",
+      description:
+        "README \"Bridge Agent protocol\". Each resource is validated and written on its own, under Pont's id for its facility id; an identical resend changes nothing. 200 with one result per resource, failures included (they raise bridge_agent.sync_failed). The same batch_id with the same resources answers the first answer again (Idempotent-Replayed: true); with others, 409.",
+      tags: ['Bridge'],
+      security: { kind: 'bridge-agent' },
+      body: SyncBatch,
+      responses: {
+        200: { description: 'One result per resource', schema: SyncResult },
+        409: { description: 'batch_id already used for other content (CONFLICT)', schema: ErrorSchema },
+        413: { description: `More than ${MAX_BATCH_RESOURCES} resources (PAYLOAD_TOO_LARGE)`, schema: ErrorSchema },
+      },
+      handler: async ({ body, principal, repo }) => {
+        if (body.resources.length > MAX_BATCH_RESOURCES)
+          throw new ApiError(413, ErrorCode.payloadTooLarge, `A batch holds at most ${MAX_BATCH_RESOURCES} resources; this one has ${body.resources.length}: split it`);
+        const agent = principal as AgentPrincipal;
+        if (!agent.organizationId) throw new ApiError(403, ErrorCode.forbidden, 'This agent belongs to no organisation: create a new one with `pont agents create --org ORG --facility FAC`');
+        const { answer, replayed } = await syncBatch(repo, services.db, agent, body.batch_id, body.resources);
+        return { body: answer, headers: replayed ? { 'Idempotent-Replayed': 'true' } : ({} as Record<string, string>) };
       },
     }),
   ];

@@ -386,7 +386,7 @@ export class FhirRepository {
     const principal = this.context.principal;
     return {
       ...event,
-      organizationId: principal.kind === 'client' ? principal.organizationId : undefined,
+      organizationId: principal.kind === 'client' || principal.kind === 'bridge-agent' ? principal.organizationId : undefined,
       facilityId: principal.kind === 'client' || principal.kind === 'bridge-agent' ? principal.facilityId : undefined,
       environment: this.deps.environment,
       requestId: this.context.requestId,

@@ -6,6 +6,8 @@ const IDENTIFIER_KEY = /(^|_)id$/;
 /** Fields the published interface (§6.2) lists for an event type: delivered whatever the payload setting. */
 const PUBLISHED_FIELDS: Partial<Record<string, readonly string[]>> = {
   'lab_result.released': ['health_id', 'lab_result_id', 'test_name', 'flagged', 'facility_id'],
+  // How many items of the batch failed holds no patient data; the errors may (they quote the resources).
+  'bridge_agent.sync_failed': ['agent_id', 'facility_id', 'batch_id', 'counts'],
 };
 
 /**

@@ -1,0 +1,211 @@
+import { createHash } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
+import type { Resource } from '@medplum/fhirtypes';
+import type { AgentPrincipal } from '../auth/principal';
+import type { Queryable } from '../db/database';
+import type { FhirRepository } from '../fhir/repository';
+import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
+import { ApiError, ErrorCode } from '../http/errors';
+
+/** Where Pont marks what an agent wrote: its facility and the agent (meta.tag). */
+export const FACILITY_TAG = 'https://pont.health/fhir/CodeSystem/facility';
+export const AGENT_TAG = 'https://pont.health/fhir/CodeSystem/bridge-agent';
+/** UUIDv5 namespace of the ids Pont gives synced resources. */
+const SYNC_NAMESPACE = Buffer.from('0b9c3a5e7d2f4e6a8c1b3d5f7a9e2c4b', 'hex');
+
+export interface SyncItemResult {
+  index: number;
+  status: 'created' | 'updated' | 'unchanged' | 'failed';
+  resource_type: string | null;
+  /** Pont's id of the resource (read it at /api/fhir/R4/{resource_type}/{id}); null when it failed without one. */
+  id: string | null;
+  /** The agent's own id of it, as sent. */
+  source_id: string | null;
+  error: string | null;
+}
+
+export interface SyncAnswer {
+  batch_id: string;
+  agent_id: string;
+  facility_id: string;
+  counts: Record<SyncItemResult['status'], number>;
+  results: SyncItemResult[];
+}
+
+/** Pont's id of an agent's resource: the same for the same facility, type and source id, whichever agent sends it. */
+export function syncedId(facilityId: string, type: string, sourceId: string): string {
+  const h = createHash('sha1').update(SYNC_NAMESPACE).update(`${facilityId}\u0000${type}\u0000${sourceId}`).digest();
+  h[6] = (h[6]! & 0x0f) | 0x50;
+  h[8] = (h[8]! & 0x3f) | 0x80;
+  const x = h.subarray(0, 16).toString('hex');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+}
+
+const LOCAL_REFERENCE = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})$/;
+
+/**
+ * The resource as Pont stores it: its id and every relative reference `Type/id` translated from the agent's id
+ * space to Pont's (syncedId), tagged with the facility and the agent. References to Health IDs or absolute URLs
+ * are left alone.
+ */
+function translate(resource: Resource, agent: AgentPrincipal): Resource {
+  const walk = (value: unknown, key?: string): unknown => {
+    if (Array.isArray(value)) return value.map((v) => walk(v));
+    if (value && typeof value === 'object') {
+      const out: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(value)) out[k] = walk(v, k);
+      return out;
+    }
+    if (key === 'reference' && typeof value === 'string') {
+      const m = LOCAL_REFERENCE.exec(value);
+      if (m) return `${m[1]}/${syncedId(agent.facilityId, m[1]!, m[2]!)}`;
+    }
+    return value;
+  };
+  const translated = walk(resource) as Resource;
+  const otherTags = (resource.meta?.tag ?? []).filter((t) => t.system !== FACILITY_TAG && t.system !== AGENT_TAG);
+  return {
+    ...translated,
+    id: syncedId(agent.facilityId, resource.resourceType, resource.id!),
+    meta: {
+      ...(resource.meta?.profile ? { profile: resource.meta.profile } : {}),
+      ...(resource.meta?.security ? { security: resource.meta.security } : {}),
+      tag: [...otherTags, { system: FACILITY_TAG, code: agent.facilityId }, { system: AGENT_TAG, code: agent.agentId }],
+    },
+  } as Resource;
+}
+
+export function batchHash(resources: unknown[]): string {
+  return createHash('sha256').update(JSON.stringify(resources)).digest('hex');
+}
+
+/**
+ * POST /api/v1/bridge/sync (README "Bridge Agent protocol"): each resource of a batch is written on its own
+ * (one failure fails that item only, never half of it), under Pont's id for the agent's id, so a resend updates
+ * instead of duplicating and an identical resend changes nothing. The answer is kept per (agent, batch id): the
+ * same batch again gets it back; another batch under a used id is 409.
+ */
+export async function syncBatch(repo: FhirRepository, sql: Queryable, agent: AgentPrincipal, batchId: string, resources: unknown[]): Promise<{ answer: SyncAnswer; replayed: boolean }> {
+  const hash = batchHash(resources);
+  const stored = await storedAnswer(sql, agent.agentId, batchId, hash);
+  if (stored) return { answer: stored, replayed: true };
+
+  const items = resources.map((item, index) => prepare(agent, index, item));
+  // Fast path: the whole batch in one transaction. Any item refused: each item on its own, so that only it fails.
+  const results = (await writeTogether(repo, items).catch((err: unknown) => {
+    if (err instanceof ApiError && err.status < 500) return undefined;
+    throw err;
+  })) ?? (await writeOneByOne(repo, items));
+  const counts = { created: 0, updated: 0, unchanged: 0, failed: 0 };
+  for (const r of results) counts[r.status]++;
+  const answer: SyncAnswer = { batch_id: batchId, agent_id: agent.agentId, facility_id: agent.facilityId, counts, results };
+
+  await repo.transaction(async (tx) => {
+    const { rowCount } = await tx.query(
+      'INSERT INTO bridge_batches (agent_id, batch_id, content_hash, answer) VALUES ($1, $2, $3, $4) ON CONFLICT (agent_id, batch_id) DO NOTHING',
+      [agent.agentId, batchId, hash, JSON.stringify(answer)],
+    );
+    // The same batch sent twice at once: the items were written once (same ids); the first answer stands.
+    if (!rowCount) return;
+    if (counts.failed)
+      await repo.recordEvent({
+        type: 'bridge_agent.sync_failed',
+        data: {
+          agent_id: agent.agentId,
+          facility_id: agent.facilityId,
+          batch_id: batchId,
+          counts,
+          first_errors: results.filter((r) => r.status === 'failed').slice(0, 5).map((r) => ({ index: r.index, resource_type: r.resource_type, error: r.error })),
+        },
+      });
+  });
+  const again = await storedAnswer(sql, agent.agentId, batchId, hash);
+  return { answer: again ?? answer, replayed: false };
+}
+
+async function storedAnswer(sql: Queryable, agentId: string, batchId: string, hash: string): Promise<SyncAnswer | undefined> {
+  const { rows } = await sql.query<{ content_hash: string; answer: SyncAnswer }>('SELECT content_hash, answer FROM bridge_batches WHERE agent_id = $1 AND batch_id = $2', [agentId, batchId]);
+  const row = rows[0];
+  if (!row) return undefined;
+  if (row.content_hash !== hash) throw new ApiError(409, ErrorCode.conflict, `Batch ${batchId} was already received with other content: send new content under a new batch_id`);
+  return row.answer;
+}
+
+interface PreparedItem {
+  index: number;
+  type: string | null;
+  sourceId: string | null;
+  /** The resource as Pont stores it; undefined when the item cannot be written at all. */
+  stored?: Resource;
+  problem?: string;
+}
+
+function prepare(agent: AgentPrincipal, index: number, item: unknown): PreparedItem {
+  const resource = item as Resource;
+  const type = item && typeof item === 'object' && !Array.isArray(item) && typeof resource.resourceType === 'string' ? resource.resourceType : null;
+  const sourceId = type && typeof resource.id === 'string' ? resource.id : null;
+  if (!type) return { index, type, sourceId, problem: 'not a FHIR resource (a JSON object with resourceType)' };
+  if (!sourceId || !LOCAL_REFERENCE.test(`${type}/${sourceId}`)) return { index, type, sourceId, problem: 'id is required: the id of the resource in the facility system (1-64 of A-Z a-z 0-9 - .)' };
+  return { index, type, sourceId, stored: translate(resource, agent) };
+}
+
+const result = (item: PreparedItem, status: SyncItemResult['status'], error: string | null = null): SyncItemResult => ({
+  index: item.index,
+  status,
+  resource_type: item.type,
+  id: item.stored?.id ?? null,
+  source_id: item.sourceId,
+  error,
+});
+
+/** The stored version without what Pont adds or manages: its version, and a Patient's Health ID. */
+function comparable(resource: Resource): unknown {
+  const { versionId: _v, lastUpdated: _l, ...meta } = resource.meta ?? {};
+  const out: Record<string, unknown> = { ...resource, meta };
+  if (resource.resourceType === 'Patient') {
+    const identifier = (resource.identifier ?? []).filter((i) => i.system !== HEALTH_ID_SYSTEM);
+    if (identifier.length) out.identifier = identifier;
+    else delete out.identifier;
+  }
+  return JSON.parse(JSON.stringify(out));
+}
+
+/** Every item in one transaction (one write for all that changed); throws the first refusal. */
+async function writeTogether(repo: FhirRepository, items: PreparedItem[]): Promise<SyncItemResult[] | undefined> {
+  // A failed item, or the same resource twice (in order, one by one): not together.
+  if (items.some((i) => !i.stored) || new Set(items.map((i) => `${i.type}/${i.stored!.id}`)).size !== items.length) return undefined;
+  return repo.transaction(async (sql) => {
+    const stored = items.map((i) => i.stored!);
+    const { rows } = await sql.query<{ resource_type: string; id: string; content: Resource }>(
+      `SELECT r.resource_type, r.id, r.content FROM unnest($1::text[], $2::text[]) AS k(t, i)
+       JOIN fhir_resources r ON r.resource_type = k.t AND r.id = k.i AND NOT r.deleted`,
+      [stored.map((r) => r.resourceType), stored.map((r) => r.id!)],
+    );
+    const current = new Map(rows.map((r) => [`${r.resource_type}/${r.id}`, r.content]));
+    const status = items.map((item): SyncItemResult['status'] => {
+      const before = current.get(`${item.type}/${item.stored!.id}`);
+      if (!before) return 'created';
+      return isDeepStrictEqual(comparable(before), comparable(item.stored!)) ? 'unchanged' : 'updated';
+    });
+    const changed = items.filter((_, n) => status[n] !== 'unchanged');
+    if (changed.length) await repo.writeItems(changed.map((i) => ({ resource: i.stored!, method: 'PUT' as const, label: `resources[${i.index}]` })), 'bridgeSync');
+    return items.map((item, n) => result(item, status[n]!));
+  });
+}
+
+async function writeOneByOne(repo: FhirRepository, items: PreparedItem[]): Promise<SyncItemResult[]> {
+  const out: SyncItemResult[] = [];
+  for (const item of items) out.push(await writeAlone(repo, item));
+  return out;
+}
+
+/** One item in its own transaction: it is written whole or not at all. */
+async function writeAlone(repo: FhirRepository, item: PreparedItem): Promise<SyncItemResult> {
+  if (!item.stored) return result(item, 'failed', item.problem);
+  try {
+    return (await writeTogether(repo, [item]))![0]!;
+  } catch (err) {
+    if (err instanceof ApiError && err.status < 500) return result(item, 'failed', err.message);
+    throw err;
+  }
+}

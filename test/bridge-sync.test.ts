@@ -1,0 +1,143 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAgent } from '../src/auth/agents';
+import { HEALTH_ID_SYSTEM } from '../src/healthid/healthid';
+import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+import { startReceiver, verifySignature, type Receiver } from './webhooks-support';
+
+/**
+ * Bridge sync as an agent written from the README's protocol would use it: batches with failures, resends
+ * after a lost reply, changes, gaps (a resource whose patient comes later), and the sync_failed event.
+ */
+let pont: TestServer;
+let agent: Awaited<ReturnType<typeof createAgent>>;
+let operator: TestClient;
+let receiver: Receiver;
+
+beforeAll(async () => {
+  pont = await startTestServer({ PONT_WEBHOOK_RETRY_DELAYS: '1s,1s,1s,1s,1s,1s' });
+  agent = await createAgent(pont.services.db, { organizationId: 'org-hospital', facilityId: 'fac-ward-1' });
+  operator = await createTestClient(pont, ['fhir:read'], { organizationId: 'org-operator', allPatients: true });
+  const hospital = await createTestClient(pont, ['webhooks:manage'], { organizationId: 'org-hospital' });
+  receiver = await startReceiver();
+  const sub = await pont.json('/api/v1/connect/webhooks/subscriptions', {
+    method: 'POST',
+    headers: hospital.headers,
+    json: { callback_url: receiver.url, subscribed_events: ['bridge_agent.sync_failed'], description: 'agent failures' },
+  });
+  expect(sub.status).toBe(201);
+  receiver.secret = sub.body.webhook_secret;
+});
+afterAll(async () => {
+  await receiver?.close();
+  await pont?.close();
+});
+
+const sync = (batch_id: string, resources: unknown[]) =>
+  pont.json('/api/v1/bridge/sync', {
+    method: 'POST',
+    headers: { 'x-bridge-agent-id': agent.agent_id, 'x-bridge-agent-key': agent.agent_key, 'x-bridge-timestamp': String(Math.floor(Date.now() / 1000)) },
+    json: { batch_id, resources },
+  });
+const read = (type: string, id: string) => pont.json(`/api/fhir/R4/${type}/${id}`, { headers: operator.headers });
+
+const patient = { resourceType: 'Patient', id: 'MRN-1001', identifier: [{ system: 'urn:ward-1:mrn', value: '1001' }], name: [{ use: 'official', family: 'Ngono', given: ['Alice'] }], gender: 'female', birthDate: '1990-04-01' };
+const encounter = { resourceType: 'Encounter', id: 'ENC-1', status: 'finished', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' }, subject: { reference: 'Patient/MRN-1001' } };
+const observation = (id: string, value: number, patientRef = 'Patient/MRN-1001') => ({
+  resourceType: 'Observation',
+  id,
+  status: 'final',
+  category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }],
+  code: { coding: [{ system: 'http://loinc.org', code: '8867-4' }], text: 'Heart rate' },
+  subject: { reference: patientRef },
+  encounter: { reference: 'Encounter/ENC-1' },
+  valueQuantity: { value, unit: '/min' },
+});
+
+describe('bridge sync', () => {
+  let first: any;
+
+  it('writes each resource under Pont id, references translated, tagged with facility and agent; the patient gets a Health ID', async () => {
+    const res = await sync('batch-1', [patient, encounter, observation('OBS-1', 72)]);
+    expect(res.status).toBe(200);
+    first = res.body;
+    expect(first.counts).toEqual({ created: 3, updated: 0, unchanged: 0, failed: 0 });
+    expect(first.results.map((r: any) => [r.index, r.status, r.resource_type, r.source_id])).toEqual([
+      [0, 'created', 'Patient', 'MRN-1001'],
+      [1, 'created', 'Encounter', 'ENC-1'],
+      [2, 'created', 'Observation', 'OBS-1'],
+    ]);
+    const [p, , o] = first.results.map((r: any) => r.id);
+    const stored = (await read('Observation', o)).body;
+    expect(stored.subject.reference).toBe(`Patient/${p}`);
+    expect(stored.meta.tag).toEqual(
+      expect.arrayContaining([
+        { system: 'https://pont.health/fhir/CodeSystem/facility', code: 'fac-ward-1' },
+        { system: 'https://pont.health/fhir/CodeSystem/bridge-agent', code: agent.agent_id },
+      ]),
+    );
+    const storedPatient = (await read('Patient', p)).body;
+    expect(storedPatient.identifier.some((i: any) => i.system === HEALTH_ID_SYSTEM)).toBe(true);
+  });
+
+  it('a resend after a lost reply gets the same answer and writes nothing; other content under the same batch id is 409', async () => {
+    const again = await sync('batch-1', [patient, encounter, observation('OBS-1', 72)]);
+    expect(again.status).toBe(200);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.body).toEqual(first);
+    expect((await read('Observation', first.results[2].id)).body.meta.versionId).toBe('1');
+    const other = await sync('batch-1', [observation('OBS-1', 80)]);
+    expect(other.status).toBe(409);
+  });
+
+  it('the same resources in a new batch are unchanged; a changed one is updated, not duplicated', async () => {
+    const res = await sync('batch-2', [patient, encounter, observation('OBS-1', 75)]);
+    expect(res.body.results.map((r: any) => r.status)).toEqual(['unchanged', 'unchanged', 'updated']);
+    expect(res.body.results.map((r: any) => r.id)).toEqual(first.results.map((r: any) => r.id));
+    const obs = (await read('Observation', first.results[2].id)).body;
+    expect(obs.valueQuantity.value).toBe(75);
+    expect(obs.meta.versionId).toBe('2');
+    expect((await read('Patient', first.results[0].id)).body.meta.versionId).toBe('1');
+  });
+
+  it('a batch with failures writes the rest, says why for each failure, and raises a signed bridge_agent.sync_failed', async () => {
+    const from = receiver.received.length;
+    const res = await sync('batch-3', [
+      observation('OBS-2', 70),
+      { resourceType: 'Observation', id: 'OBS-3', status: 'bogus', code: { text: 'x' } },
+      { resourceType: 'Observation', status: 'final', code: { text: 'no id' } },
+      'not a resource',
+      observation('OBS-4', 66, 'Patient/MRN-LATER'),
+    ]);
+    expect(res.status).toBe(200);
+    expect(res.body.results.map((r: any) => r.status)).toEqual(['created', 'failed', 'failed', 'failed', 'failed']);
+    for (const r of res.body.results.slice(1)) expect(r.error).toBeTruthy();
+    expect(res.body.results[4].error).toMatch(/subject/);
+    await receiver.waitFor(from + 1);
+    const delivery = receiver.received[from]!;
+    expect(verifySignature(delivery.rawBody, delivery.headers['x-service-signature'] as string, receiver.secret)).toBe(true);
+    expect(delivery.body.type).toBe('bridge_agent.sync_failed');
+    // Metadata only (the default): the counts, not the errors, which may quote patient data.
+    expect(delivery.body.data).toEqual({ agent_id: agent.agent_id, facility_id: 'fac-ward-1', batch_id: 'batch-3', counts: { created: 1, updated: 0, unchanged: 0, failed: 4 } });
+    const { rows } = await pont.services.db.query<{ data: any }>(`SELECT data FROM events WHERE type = 'bridge_agent.sync_failed'`);
+    expect(rows[0]!.data.first_errors.map((e: any) => e.index)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('a gap is filled later: the patient comes in a later batch, then the resource that failed goes through', async () => {
+    const later = { ...patient, id: 'MRN-LATER', identifier: [{ system: 'urn:ward-1:mrn', value: 'LATER' }], name: [{ use: 'official', family: 'Later', given: ['Bob'] }] };
+    const res = await sync('batch-4', [later, observation('OBS-4', 66, 'Patient/MRN-LATER')]);
+    expect(res.body.results.map((r: any) => r.status)).toEqual(['created', 'created']);
+  });
+
+  it('the same resource twice in a batch: written in order, the last one wins', async () => {
+    const res = await sync('batch-twice', [observation('OBS-5', 60), observation('OBS-5', 61)]);
+    expect(res.body.results.map((r: any) => r.status)).toEqual(['created', 'updated']);
+    expect((await read('Observation', res.body.results[1].id)).body.valueQuantity.value).toBe(61);
+  });
+
+  it('refuses a batch over the limit (413) and a malformed one (422)', async () => {
+    const big = Array.from({ length: 1001 }, (_, i) => observation(`OBS-BIG-${i}`, 60));
+    expect((await sync('batch-big', big)).status).toBe(413);
+    expect((await sync('', [patient])).status).toBe(422);
+    expect((await sync('batch-empty', [])).status).toBe(422);
+  });
+});
