@@ -15,6 +15,7 @@ import { webhookRoutes } from './webhooks/routes';
 import { bridgeRoutes } from './bridge/routes';
 import { consentRoutes } from './consents/routes';
 import { recordRoutes } from './records/routes';
+import { inventoryRoutes } from './inventory/routes';
 
 
 /** Every route of the service, in one list: the router and the OpenAPI document are both built from it. */
@@ -28,6 +29,7 @@ export function allRoutes(services: Services): RouteSpec[] {
     ...patientRoutes(services),
     ...consentRoutes(services),
     ...recordRoutes(services),
+    ...inventoryRoutes(services),
     ...webhookRoutes(services),
     ...bridgeRoutes(services),
     ...fhirRoutes(services),

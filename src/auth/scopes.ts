@@ -25,6 +25,7 @@ export const SCOPES = [
   'patient:diagnostics:read',
   'pharmacy:stock:read',
   'blood:inventory:read',
+  'payments:read', // ours: payment reconciliation
   // Ours: FHIR writes and operator reads (audit trail, any resource type).
   'fhir:write',
   'fhir:read',
@@ -55,6 +56,9 @@ export const FHIR_READ_SCOPES: Record<string, Scope> = {
   Composition: 'documents:read',
   Consent: 'consents:read',
   Appointment: 'appointments:read',
+  BiologicallyDerivedProduct: 'blood:inventory:read',
+  PaymentReconciliation: 'payments:read',
+  PaymentNotice: 'payments:read',
   AuditEvent: 'audit:read',
 };
 

@@ -1,0 +1,14 @@
+-- Blood-bank inventory (issue 11): one row per BiologicallyDerivedProduct that is a blood-bank unit
+-- (mappings/blood-unit.map.yaml), kept in step by every write in its transaction; the inventory is an
+-- aggregate over it.
+CREATE TABLE blood_units (
+  unit_id     text        PRIMARY KEY,
+  facility_id text        NOT NULL,
+  blood_group text        NOT NULL,
+  component   text        NOT NULL,
+  available   boolean     NOT NULL,
+  units       integer     NOT NULL,
+  expires_at  timestamptz NOT NULL,
+  updated_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX blood_units_stock ON blood_units (facility_id, blood_group, component) INCLUDE (available, units, expires_at, updated_at);
