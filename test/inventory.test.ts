@@ -123,3 +123,86 @@ describe('blood-bank inventory', () => {
     expect((await pont.json('/api/v1/connect/blood-bank/inventory', { headers: other.headers })).status).toBe(403);
   });
 });
+
+describe('payment reconciliation', () => {
+  interface Pay {
+    facility: string;
+    method: string;
+    amount: number;
+    currency: string;
+    due?: number;
+    reference?: string;
+    status: string;
+    at: string;
+  }
+  const pays: Pay[] = [
+    // 2026-11-21 in Douala (UTC+1) runs from 2026-11-20T23:00Z to 2026-11-21T23:00Z.
+    { facility: 'fac-0', method: 'cash', amount: 2500, currency: 'XAF', due: 2500, status: 'active', at: '2026-11-20T23:30:00Z' },
+    { facility: 'fac-0', method: 'mobile_money', amount: 15000, currency: 'XAF', due: 15000, reference: 'MP-1', status: 'active', at: '2026-11-21T09:00:00Z' },
+    { facility: 'fac-0', method: 'mobile_money', amount: 9000, currency: 'XAF', due: 10000, reference: 'MP-2', status: 'active', at: '2026-11-21T10:00:00Z' },
+    { facility: 'fac-1', method: 'card', amount: 40.5, currency: 'EUR', due: 40.5, status: 'active', at: '2026-11-21T12:00:00Z' },
+    { facility: 'fac-1', method: 'insurance', amount: 30000, currency: 'XAF', due: 30000, reference: 'INS-9', status: 'cancelled', at: '2026-11-21T13:00:00Z' },
+    { facility: 'fac-1', method: 'cash', amount: 1000, currency: 'XAF', status: 'active', at: '2026-11-21T22:59:59Z' },
+    // The next local day, and the day before.
+    { facility: 'fac-0', method: 'cash', amount: 700, currency: 'XAF', status: 'active', at: '2026-11-21T23:00:00Z' },
+    { facility: 'fac-0', method: 'cash', amount: 800, currency: 'XAF', status: 'active', at: '2026-11-20T22:59:59Z' },
+  ];
+  const resourceOf = (p: Pay) => ({
+    resourceType: 'PaymentReconciliation',
+    meta: { tag: [{ system: 'https://pont.health/fhir/CodeSystem/facility', code: p.facility }] },
+    status: p.status,
+    created: p.at,
+    paymentDate: p.at.slice(0, 10),
+    paymentAmount: { value: p.amount, currency: p.currency },
+    ...(p.reference ? { paymentIdentifier: { value: p.reference } } : {}),
+    detail: [{ type: { coding: [{ system: 'https://pont.health/fhir/CodeSystem/payment-method', code: p.method }] }, ...(p.due !== undefined ? { amount: { value: p.due, currency: p.currency } } : {}) }],
+  });
+  let accountant: TestClient;
+
+  beforeAll(async () => {
+    for (const p of pays) {
+      const res = await pont.json('/api/fhir/R4/PaymentReconciliation', { method: 'POST', headers: writer.headers, json: resourceOf(p) });
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+    }
+    accountant = await createTestClient(pont, ['payments:read'], { organizationId: 'org-bank' });
+  });
+
+  it("lists the day's payments in the facility's time zone, with totals and the ones that do not reconcile", async () => {
+    const res = await pont.json('/api/v1/connect/payments/reconciliation?date=2026-11-21', { headers: accountant.headers });
+    expect(res.status).toBe(200);
+    expect(res.body.time_zone).toBe('Africa/Douala');
+    const day = pays.slice(0, 6);
+    expect(res.body.payments.map((p: any) => p.paid_at)).toEqual(day.map((p) => new Date(p.at).toISOString()));
+    // Independent totals of the active payments.
+    const active = day.filter((p) => p.status === 'active');
+    const byCurrency = new Map<string, number>();
+    for (const p of active) byCurrency.set(p.currency, (byCurrency.get(p.currency) ?? 0) + p.amount);
+    expect(Object.fromEntries(res.body.totals.by_currency.map((t: any) => [t.currency, t.amount]))).toEqual(Object.fromEntries(byCurrency));
+    expect(res.body.totals.by_method.find((t: any) => t.method === 'mobile_money')).toEqual({ method: 'mobile_money', currency: 'XAF', count: 2, amount: 24000 });
+    const problems = Object.fromEntries(res.body.payments.filter((p: any) => !p.reconciled).map((p: any) => [p.reference ?? p.method, p.problems]));
+    expect(problems).toEqual({ 'MP-2': ['amount_mismatch'], card: ['missing_reference'] });
+    expect(res.body.unreconciled).toBe(2);
+  });
+
+  it('filters by facility and honours another time zone', async () => {
+    const fac = await pont.json('/api/v1/connect/payments/reconciliation?date=2026-11-21&facility_id=fac-1', { headers: accountant.headers });
+    expect(fac.body.payments).toHaveLength(3);
+    const utc = await pont.json('/api/v1/connect/payments/reconciliation?date=2026-11-21&time_zone=UTC', { headers: accountant.headers });
+    expect(utc.body.payments.map((p: any) => p.paid_at)).toEqual(pays.filter((p) => p.at.startsWith('2026-11-21')).map((p) => new Date(p.at).toISOString()).sort());
+  });
+
+  it("shows nothing of another organisation's payments", async () => {
+    const stranger = await createTestClient(pont, ['payments:read'], { organizationId: 'org-stranger' });
+    expect((await pont.json('/api/v1/connect/payments/reconciliation?date=2026-11-21', { headers: stranger.headers })).body.payments).toEqual([]);
+  });
+
+  it('refuses impossible dates, unknown zones, non-ISO currencies and negative amounts', async () => {
+    for (const q of ['date=2026-02-30', 'date=yesterday', 'date=2026-11-21&time_zone=Mars/Olympus', '']) {
+      expect((await pont.json(`/api/v1/connect/payments/reconciliation?${q}`, { headers: accountant.headers })).status, q).toBe(422);
+    }
+    for (const bad of [{ ...pays[0]!, currency: 'XXY' }, { ...pays[0]!, amount: -5 }, { ...pays[0]!, method: 'barter' }]) {
+      const res = await pont.json('/api/fhir/R4/PaymentReconciliation', { method: 'POST', headers: writer.headers, json: resourceOf(bad) });
+      expect(res.status, JSON.stringify(bad)).toBe(400);
+    }
+  });
+});

@@ -12,3 +12,22 @@ CREATE TABLE blood_units (
   updated_at  timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX blood_units_stock ON blood_units (facility_id, blood_group, component) INCLUDE (available, units, expires_at, updated_at);
+
+-- Payments (issue 11): one row per PaymentReconciliation that records a facility's payment
+-- (mappings/payment.map.yaml), for the day's reconciliation.
+CREATE TABLE payments (
+  payment_id   text          PRIMARY KEY,
+  facility_id  text          NOT NULL,
+  paid_at      timestamptz   NOT NULL,
+  method       text          NOT NULL,
+  amount       numeric(18,4) NOT NULL,
+  currency     text          NOT NULL,
+  amount_due   numeric(18,4),
+  currency_due text,
+  reference    text,
+  payer        text,
+  status       text          NOT NULL,
+  updated_at   timestamptz   NOT NULL DEFAULT now()
+);
+CREATE INDEX payments_paid_at ON payments (paid_at);
+CREATE INDEX payments_facility ON payments (facility_id, paid_at);
