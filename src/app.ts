@@ -16,6 +16,7 @@ import { bridgeRoutes } from './bridge/routes';
 import { consentRoutes } from './consents/routes';
 import { recordRoutes } from './records/routes';
 import { inventoryRoutes } from './inventory/routes';
+import { demoRoutes } from './demo/routes';
 
 
 /** Every route of the service, in one list: the router and the OpenAPI document are both built from it. */
@@ -30,6 +31,7 @@ export function allRoutes(services: Services): RouteSpec[] {
     ...consentRoutes(services),
     ...recordRoutes(services),
     ...inventoryRoutes(services),
+    ...demoRoutes(services),
     ...webhookRoutes(services),
     ...bridgeRoutes(services),
     ...fhirRoutes(services),

@@ -8,6 +8,8 @@ export async function serve(): Promise<void> {
   const backend = config.databaseUrl ? 'PostgreSQL' : `embedded PGlite in ${config.dataDir}`;
   console.log(`Pont is listening on ${pont.url} (public URL ${config.publicUrl}; database: ${backend})`);
   console.log(`  FHIR R4 base: ${config.publicUrl}/api/fhir/R4   OpenAPI: ${config.publicUrl}/api/openapi.json`);
+  if (config.environment !== 'production')
+    console.log(`  Demo data and credentials (${config.environment}): curl -s -X POST ${config.publicUrl}/api/demo/reset   (README "Demo")`);
   const stop = async (signal: string) => {
     console.log(`${signal}: shutting down`);
     await pont.close();

@@ -1,0 +1,188 @@
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Bundle, Patient, Resource } from '@medplum/fhirtypes';
+import { x as extract } from 'tar';
+import { createAgent } from '../auth/agents';
+import { createClient } from '../auth/clients';
+import type { ClientPrincipal } from '../auth/principal';
+import { SCOPES, type Scope } from '../auth/scopes';
+import { ConsentService } from '../consents/service';
+import type { Queryable } from '../db/database';
+import { hashKey } from '../fhir/hash';
+import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
+import { BLOOD_COMPONENTS, BLOOD_GROUPS } from '../inventory/blood';
+import { DEFAULT_TIME_ZONE } from '../inventory/payments';
+import type { Services } from '../services';
+
+/** The demo organisation and facility: a reset touches nothing else. */
+export const DEMO_ORG = 'org-demo';
+export const DEMO_FACILITY = 'fac-demo';
+/** How many of the sample patients the demo holds (the smallest records, for a quick reset). */
+const DEMO_PATIENTS = 5;
+const SAMPLE = fileURLToPath(new URL('../../samples/synthea-r4-50-patients.tar.gz', import.meta.url));
+
+/** The scopes of the demo's second client: an integrator that reads records with consent. */
+const READER_SCOPES: Scope[] = ['health_id:verify', 'patients:read', 'patient:diagnostics:read', 'labs:read', 'prescriptions:read', 'consents:read', 'consents:write', 'blood:inventory:read'];
+
+/** UUIDv5 of the demo's copy of a sample id: the same on every reset, never the sample's own (an operator may have imported it). */
+function demoId(uuid: string): string {
+  const h = createHash('sha1').update('pont-demo').update(uuid.toLowerCase()).digest();
+  h[6] = (h[6]! & 0x0f) | 0x50;
+  h[8] = (h[8]! & 0x3f) | 0x80;
+  const x = h.subarray(0, 16).toString('hex');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+}
+
+/** The demo's sample bundles: the smallest records of the repository's Synthea sample, with the demo's ids. */
+function sampleBundles(): Bundle[] {
+  const dir = mkdtempSync(join(tmpdir(), 'pont-demo-'));
+  try {
+    extract({ file: SAMPLE, cwd: dir, sync: true });
+    const texts = readdirSync(dir)
+      .filter((f) => f.endsWith('.json'))
+      .map((f) => readFileSync(join(dir, f), 'utf8'))
+      .sort((a, b) => a.length - b.length || (a < b ? -1 : 1))
+      .slice(0, DEMO_PATIENTS);
+    return texts.map((t) => JSON.parse(t.replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi, demoId)) as Bundle);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Removes everything of the demo organisation: the FHIR resources it wrote (every version and index row, and
+ * the registry rows that follow them), its clients, agents, subscriptions, events and their deliveries. Hard
+ * deletes: the demo is a sandbox, not a record.
+ */
+async function wipe(sql: Queryable): Promise<void> {
+  const { rows } = await sql.query<{ rid: string; resource_type: string; id: string }>('SELECT rid, resource_type, id FROM fhir_resources WHERE author_org = $1', [DEMO_ORG]);
+  const rids = rows.map((r) => r.rid);
+  const idsOf = (type: string) => rows.filter((r) => r.resource_type === type).map((r) => r.id);
+  const patients = idsOf('Patient');
+  for (const table of ['fhir_idx_token', 'fhir_idx_string', 'fhir_idx_date', 'fhir_idx_number', 'fhir_idx_quantity', 'fhir_idx_reference', 'fhir_idx_uri', 'fhir_links', 'fhir_resource_versions'])
+    await sql.query(`DELETE FROM ${table} WHERE rid = ANY($1::bigint[])`, [rids]);
+  await sql.query('DELETE FROM consent_access WHERE consent_id = ANY($1::text[]) OR organization_id = $2', [idsOf('Consent'), DEMO_ORG]);
+  await sql.query('DELETE FROM blood_units WHERE unit_id = ANY($1::text[])', [idsOf('BiologicallyDerivedProduct')]);
+  await sql.query('DELETE FROM payments WHERE payment_id = ANY($1::text[])', [idsOf('PaymentReconciliation')]);
+  await sql.query('DELETE FROM health_ids WHERE patient_id = ANY($1::text[])', [patients]);
+  for (const table of ['mobile_pairing_codes', 'mobile_tokens']) await sql.query(`DELETE FROM ${table} WHERE patient_id = ANY($1::text[])`, [patients]);
+  await sql.query('DELETE FROM emergency_access WHERE organization_id = $1', [DEMO_ORG]);
+  await sql.query('DELETE FROM fhir_resources WHERE rid = ANY($1::bigint[])', [rids]);
+  const events = `SELECT id FROM events WHERE organization_id = $1 OR patient_id = ANY($2::text[])`;
+  const subscriptions = 'SELECT id FROM webhook_subscriptions WHERE organization_id = $1';
+  await sql.query(
+    `DELETE FROM webhook_delivery_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries WHERE event_id IN (${events}) OR subscription_id IN (${subscriptions}))`,
+    [DEMO_ORG, patients],
+  );
+  await sql.query(`DELETE FROM webhook_deliveries WHERE event_id IN (${events}) OR subscription_id IN (${subscriptions})`, [DEMO_ORG, patients]);
+  await sql.query(`DELETE FROM events WHERE id IN (${events})`, [DEMO_ORG, patients]);
+  await sql.query('DELETE FROM webhook_subscriptions WHERE organization_id = $1', [DEMO_ORG]);
+  await sql.query('DELETE FROM idempotency_keys WHERE client_id IN (SELECT client_id FROM oauth_clients WHERE organization_id = $1)', [DEMO_ORG]);
+  await sql.query('DELETE FROM bridge_batches WHERE agent_id IN (SELECT agent_id FROM bridge_agents WHERE organization_id = $1)', [DEMO_ORG]);
+  await sql.query('DELETE FROM bridge_agents WHERE organization_id = $1', [DEMO_ORG]);
+  await sql.query('DELETE FROM oauth_clients WHERE organization_id = $1', [DEMO_ORG]);
+}
+
+/** Today's date in a time zone (YYYY-MM-DD). */
+const todayIn = (timeZone: string) => new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).format(new Date());
+
+/**
+ * POST /api/demo/reset: wipes the demo organisation and seeds it afresh, in one transaction (two resets at once
+ * run one after the other): two clients (one with every scope), a Bridge agent, the sample patients with their
+ * Health IDs and records, full-record consents, blood units and today's payments. Answers what it made.
+ */
+export async function resetDemo(services: Services): Promise<Record<string, unknown>> {
+  const bundles = sampleBundles();
+  const principal: ClientPrincipal = { kind: 'client', clientId: 'demo-reset', organizationId: DEMO_ORG, facilityId: DEMO_FACILITY, scopes: [...SCOPES], allPatients: true };
+  const repo = services.fhir.repository({ principal, channel: 'system', operation: 'demoReset' });
+  const consents = new ConsentService(services.mappings);
+  return repo.transaction(async (sql) => {
+    await sql.query('SELECT pg_advisory_xact_lock($1::bigint)', [hashKey('demo-reset')]);
+    await wipe(sql);
+    const full = await createClient(sql, { name: 'Demo integrator (every scope)', organizationId: DEMO_ORG, facilityId: DEMO_FACILITY, scopes: [...SCOPES] });
+    const reader = await createClient(sql, { name: 'Demo records reader', organizationId: DEMO_ORG, facilityId: DEMO_FACILITY, scopes: READER_SCOPES });
+    const agent = await createAgent(sql, { organizationId: DEMO_ORG, facilityId: DEMO_FACILITY });
+
+    let resources = 0;
+    for (const bundle of bundles) {
+      await repo.bundle(bundle, { returnResources: false });
+      resources += bundle.entry?.length ?? 0;
+    }
+    const patientIds = bundles.map((b) => b.entry!.find((e) => e.resource?.resourceType === 'Patient')!.resource!.id!);
+    const inAYear = new Date(Date.now() + 365 * 86_400_000).toISOString();
+    const patients: Array<{ health_id: string; patient_id: string; first_name: unknown; last_name: unknown; date_of_birth: unknown }> = [];
+    for (const id of patientIds) {
+      const patient = await repo.read<Patient>('Patient', id, { audit: false });
+      const healthId = patient.identifier!.find((i) => i.system === HEALTH_ID_SYSTEM)!.value!;
+      await consents.grant(repo, DEMO_ORG, healthId, { consent_type: 'full_record', expires_at: inAYear, purpose: 'demo' });
+      const profile = services.mappings.get('patient-profile').readFhir(patient).connect;
+      patients.push({ health_id: healthId, patient_id: id, first_name: profile.first_name, last_name: profile.last_name, date_of_birth: profile.date_of_birth });
+    }
+
+    // Blood units: every group and component, a few expiring within the week.
+    const units: Resource[] = [];
+    const day = 86_400_000;
+    BLOOD_GROUPS.forEach((group, g) =>
+      BLOOD_COMPONENTS.forEach((component, c) => {
+        const n = 1 + ((g + c) % 3);
+        for (let i = 0; i < n; i++)
+          units.push(
+            services.mappings.get('blood-unit').toFhir({
+              id: demoId(`00000000-0000-0000-0000-${String(g * 100 + c * 10 + i).padStart(12, '0')}`),
+              facility_id: DEMO_FACILITY,
+              blood_group: group,
+              component,
+              status: 'available',
+              units: 1,
+              collected_at: new Date(Date.now() - 10 * day).toISOString(),
+              expires_at: new Date(Date.now() + (i === 0 ? 3 : 30) * day).toISOString(),
+            }),
+          );
+      }),
+    );
+    // Today's payments, in the facility's time zone: one of them does not reconcile (amount short).
+    const today = todayIn(DEFAULT_TIME_ZONE);
+    const payments = (
+      [
+        ['cash', 2500, 2500, null],
+        ['mobile_money', 15000, 15000, 'MP-DEMO-0001'],
+        ['mobile_money', 9000, 10000, 'MP-DEMO-0002'],
+        ['insurance', 30000, 30000, 'INS-DEMO-77'],
+        ['card', 12000, 12000, 'AUTH-DEMO-5'],
+      ] as const
+    ).map(([method, amount, due, reference], i) =>
+      services.mappings.get('payment').toFhir({
+        id: demoId(`00000000-0000-0000-0001-${String(i).padStart(12, '0')}`),
+        facility_id: DEMO_FACILITY,
+        payer: patients[i % patients.length]!.first_name,
+        method,
+        amount,
+        currency: 'XAF',
+        amount_due: due,
+        currency_due: 'XAF',
+        reference,
+        status: 'active',
+        paid_at: new Date(Math.min(Date.now(), Date.parse(`${today}T08:00:00+01:00`) + i * 3_600_000)).toISOString(),
+        paid_on: today,
+      }),
+    );
+    await repo.writeItems([...units, ...payments].map((resource) => ({ resource, method: 'PUT' as const })), 'demoReset');
+
+    return {
+      environment: services.config.environment,
+      organization_id: DEMO_ORG,
+      facility_id: DEMO_FACILITY,
+      clients: [
+        { name: 'Demo integrator (every scope)', client_id: full.client_id, client_secret: full.client_secret, scopes: [...SCOPES] },
+        { name: 'Demo records reader', client_id: reader.client_id, client_secret: reader.client_secret, scopes: READER_SCOPES },
+      ],
+      bridge_agent: agent,
+      patients,
+      seeded: { fhir_resources: resources, consents: patients.length, blood_units: units.length, payments: payments.length, payments_date: today, time_zone: DEFAULT_TIME_ZONE },
+      token_request: { method: 'POST', path: '/api/v1/connect/auth/token', body: { grant_type: 'client_credentials', client_id: full.client_id, client_secret: '<client_secret>' } },
+    };
+  });
+}

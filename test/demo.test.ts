@@ -1,0 +1,81 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestClient, startTestServer, type TestServer } from './harness';
+
+/** The sandbox a newcomer uses: one call, then a complete integrator flow with the credentials it answers. */
+let pont: TestServer;
+beforeAll(async () => {
+  pont = await startTestServer();
+});
+afterAll(async () => {
+  await pont?.close();
+});
+
+const reset = () => pont.json('/api/demo/reset', { method: 'POST', json: {} });
+async function tokenOf(client: { client_id: string; client_secret: string }) {
+  const res = await pont.json('/api/v1/connect/auth/token', { method: 'POST', json: { grant_type: 'client_credentials', client_id: client.client_id, client_secret: client.client_secret } });
+  return res.status === 200 ? { authorization: `Bearer ${res.body.access_token}` } : undefined;
+}
+const demoCounts = async () =>
+  (await pont.services.db.query<{ resource_type: string; n: number }>(`SELECT resource_type, count(*)::int AS n FROM fhir_resources WHERE author_org = 'org-demo' GROUP BY 1 ORDER BY 1`)).rows;
+
+describe('POST /api/demo/reset', () => {
+  it('seeds a demo that a complete integrator flow runs against', async () => {
+    const res = await reset();
+    expect(res.status).toBe(201);
+    const demo = res.body;
+    expect(demo.clients).toHaveLength(2);
+    expect(demo.patients).toHaveLength(5);
+    const headers = (await tokenOf(demo.clients[0]))!;
+    expect(headers).toBeDefined();
+    const { health_id: healthId } = demo.patients[0];
+
+    const resolved = await pont.json('/api/v1/connect/patients/resolve', { method: 'POST', headers, json: { health_id: healthId } });
+    expect(resolved.body.status).toBe('found');
+    expect((await pont.json(`/api/v1/connect/patient/${healthId}/consent`, { headers })).body.status).toBe('active');
+    const records = await pont.json(`/api/v1/connect/patient/${healthId}/records`, { headers });
+    expect(records.status).toBe(200);
+    expect(records.body.records.diagnoses.length + records.body.records.vitals.length).toBeGreaterThan(0);
+    expect((await pont.json(`/api/v1/sdk/patients/${healthId}/summary`, { headers })).body.patient.first_name).toBe(demo.patients[0].first_name);
+    const pushed = await pont.json('/api/v1/sdk/records/lab-results', { method: 'POST', headers, json: { health_id: healthId, test_name: 'Glucose', result_value: '5.4', unit: 'mmol/L', flagged: false } });
+    expect(pushed.status).toBe(201);
+    const blood = await pont.json('/api/v1/connect/blood-bank/inventory?facility_id=fac-demo', { headers });
+    expect(blood.body.items).toHaveLength(40);
+    const payments = await pont.json(`/api/v1/connect/payments/reconciliation?date=${demo.seeded.payments_date}`, { headers });
+    expect(payments.body.payments).toHaveLength(5);
+    expect(payments.body.unreconciled).toBe(1);
+    const agent = demo.bridge_agent;
+    const beat = await pont.json('/api/v1/bridge/heartbeat', {
+      method: 'POST',
+      headers: { 'x-bridge-agent-id': agent.agent_id, 'x-bridge-agent-key': agent.agent_key, 'x-bridge-timestamp': String(Math.floor(Date.now() / 1000)) },
+      json: { agent_id: agent.agent_id, facility_id: agent.facility_id, version: 'demo' },
+    });
+    expect(beat.status).toBe(200);
+  }, 60_000);
+
+  it('gives a fresh, equal demo each time and touches nothing outside the demo organisation', async () => {
+    const other = await createTestClient(pont, ['health_id:verify', 'fhir:read', 'fhir:write'], { organizationId: 'org-other' });
+    const mine = await pont.json('/api/v1/connect/patients/resolve', { method: 'POST', headers: other.headers, json: { first_name: 'Outside', last_name: 'Demo', date_of_birth: '1970-01-01' } });
+    expect(mine.status).toBe(201);
+    const first = (await reset()).body;
+    const before = await demoCounts();
+    const second = (await reset()).body;
+    expect(await demoCounts()).toEqual(before);
+    expect(second.patients.map((p: any) => [p.first_name, p.last_name])).toEqual(first.patients.map((p: any) => [p.first_name, p.last_name]));
+    expect(await tokenOf(first.clients[0])).toBeUndefined(); // the old credentials are gone
+    expect(await tokenOf(second.clients[0])).toBeDefined();
+    const still = await pont.json('/api/v1/connect/patients/resolve', { method: 'POST', headers: other.headers, json: { health_id: mine.body.health_id } });
+    expect(still.body.status).toBe('found');
+    expect((await pont.json(`/api/v1/connect/patients/verify/${mine.body.health_id}`, { headers: other.headers })).status).toBe(200);
+  }, 60_000);
+});
+
+describe('in production', () => {
+  it('does not exist', async () => {
+    const prod = await startTestServer({ PONT_ENV: 'production', PONT_WEBHOOK_SECRET_KEY: Buffer.alloc(32, 7).toString('base64'), PONT_MATCH_KEY_SECRET: Buffer.alloc(32, 9).toString('base64'), PONT_PUBLIC_URL: 'https://pont.example' });
+    try {
+      expect((await prod.json('/api/demo/reset', { method: 'POST', json: {} })).status).toBe(404);
+    } finally {
+      await prod.close();
+    }
+  });
+});
