@@ -9,6 +9,8 @@ export default defineConfig({
     projects: [
       { test: { ...shared, name: 'pglite', env: { PONT_TEST_DB: 'pglite' } } },
       { test: { ...shared, name: 'postgres', env: { PONT_TEST_DB: 'postgres' } } },
+      // The client libraries, once (each starts its own server on the embedded database).
+      { test: { name: 'clients', include: ['clients/*/test/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 120_000 } },
     ],
   },
 });

@@ -1,0 +1,584 @@
+export type AccessLog = {
+    items: Array<{
+        at: string;
+        actor: {
+            kind: "organization" | "patient" | "system";
+            organization_id: string | null;
+            client_id: string | null;
+        };
+        operation: string | null;
+        action: "read" | "create" | "update" | "delete" | "execute";
+        data_types: Array<string>;
+        purpose: string | null;
+        break_glass: boolean;
+        outcome: "allowed" | "refused";
+    }>;
+    next_cursor: string | null;
+};
+export type AllergyRecord = {
+    /** uuid */
+    id: string;
+    patient_id: string | null;
+    provider_id: string | null;
+    substance: string | null;
+    severity: "mild" | "moderate" | "severe" | "life_threatening" | null;
+    status: "active" | "inactive" | "resolved" | null;
+    created_at: string | null;
+};
+export type BloodInventory = {
+    items: Array<{
+        facility_id: string;
+        blood_group: "A+" | "A-" | "B+" | "B-" | "AB+" | "AB-" | "O+" | "O-";
+        component: "whole_blood" | "packed_red_cells" | "platelets" | "plasma" | "cryoprecipitate";
+        /** Available units not yet expired */
+        units_available: number;
+        /** Of those, the units that expire within 7 days */
+        units_expiring_within_7_days: number;
+        /** When a unit of this line last changed */
+        updated_at: string;
+    }>;
+};
+export type BridgeHeartbeat = {
+    agent_id: string;
+    facility_id: string;
+    /** Version of the Bridge Agent software */
+    version: string;
+};
+export type BridgeHeartbeatAck = {
+    status: "ok";
+    agent_id: string;
+    facility_id: string;
+    version: string;
+    /** ISO 8601; agents can correct their clock for X-Bridge-Timestamp */
+    server_time: string;
+    /** Unix seconds */
+    server_timestamp: number;
+    /** Settings the agent applies from now on */
+    config: {
+        /** How often to send what changed (PONT_BRIDGE_SYNC_INTERVAL) */
+        sync_interval_seconds: number;
+        /** How often to send a heartbeat */
+        heartbeat_interval_seconds: number;
+        /** The most resources one sync batch may hold (more: 413) */
+        max_batch_resources: number;
+    };
+};
+export type BridgeSyncBatch = {
+    /** The agent's id of the batch: a resend under the same id gets the same answer */
+    batch_id: string;
+    /** FHIR R4 resources, each with the facility system's id; at most 1000 */
+    resources: Array<unknown>;
+};
+export type BridgeSyncResult = {
+    batch_id: string;
+    agent_id: string;
+    facility_id: string;
+    counts: {
+        created: number;
+        updated: number;
+        unchanged: number;
+        failed: number;
+    };
+    results: Array<{
+        index: number;
+        status: "created" | "updated" | "unchanged" | "failed";
+        resource_type: string | null;
+        /** Pont's id of the resource */
+        id: string | null;
+        /** The agent's id, as sent */
+        source_id: string | null;
+        error: string | null;
+    }>;
+};
+export type ClinicalNote = {
+    /** uuid */
+    id: string;
+    visit_id: string | null;
+    provider_id: string | null;
+    status: "draft" | "signed" | "amended" | null;
+    history_of_present_illness: string | null;
+    examination_findings: string | null;
+    treatment_plan: string | null;
+    signed_at: string | null;
+    amends_note_id: string | null;
+    created_at: string | null;
+};
+/** A data class a consent covers (README "Consent") */
+export type ConsentDataClass = "patients:read" | "labs:read" | "prescriptions:read" | "documents:read" | "appointments:read" | "fhir:read";
+export type ConsentGrantRequest = {
+    consent_type: ConsentType;
+    /** ISO 8601 date-time with a zone, in the future */
+    expires_at: string;
+    purpose?: string;
+    /** Narrows the consent type's classes (never widens) */
+    scopes?: Array<ConsentDataClass>;
+    /** The caller's own reference, written to the audit trail */
+    external_reference?: string;
+};
+export type ConsentRequestCreate = {
+    health_id: string;
+    purpose: string;
+    requested_scopes: Array<ConsentDataClass>;
+    /** Default full_record, narrowed to requested_scopes */
+    consent_type?: ConsentType;
+    /** How long the consent lasts once approved (default 365 days from approval) */
+    expires_at?: string;
+};
+export type ConsentRequestCreated = {
+    consent_request_id: string;
+    health_id: string;
+    organization_id: string;
+    status: "pending";
+    consent_type: string;
+    requested_scopes: Array<string>;
+    purpose: string;
+    created_at: string;
+};
+export type ConsentStatus = {
+    consent_id: string | null;
+    health_id: string;
+    organization_id: string;
+    status: "active" | "pending" | "expired" | "revoked" | "denied" | "none";
+    consent_type: string | null;
+    /** The data classes it covers */
+    scopes: Array<string>;
+    purpose: string | null;
+    granted_at: string | null;
+    expires_at: string | null;
+};
+/** README "Consent": the classes each covers */
+export type ConsentType = "full_record" | "summary" | "diagnostics" | "prescriptions" | "documents";
+export type Diagnosis = {
+    /** uuid */
+    id: string;
+    patient_id: string | null;
+    visit_id: string | null;
+    provider_id: string | null;
+    display_name: string | null;
+    code_system: "ICD-10" | "SNOMED" | "other" | null;
+    code: string | null;
+    snomed_code: string | null;
+    snomed_display: string | null;
+    status: "active" | "resolved" | "ruled_out" | null;
+    is_primary: boolean | null;
+    created_at: string | null;
+};
+export type EncounterPush = {
+    /** Health ID (see resolve) */
+    health_id: string;
+    /** What kind of encounter, e.g. consultation, or cdss_alert for a decision-support alert */
+    encounter_type: string;
+    clinical_note?: string;
+    /** Default finished */
+    status?: "planned" | "arrived" | "triaged" | "in-progress" | "onleave" | "finished" | "cancelled";
+    /** v3 ActCode: AMB ambulatory (default), EMER emergency, IMP inpatient, VR virtual, HH home health */
+    class?: "AMB" | "EMER" | "IMP" | "VR" | "HH";
+    reason?: string;
+    /** Default now */
+    started_at?: string;
+    /** Default now for a finished encounter */
+    ended_at?: string;
+    /** Required for cdss_alert: e.g. drug_interaction, duplicate_therapy, contraindication, dose_range, allergy_alert */
+    alert_type?: string;
+    /** Required for cdss_alert */
+    severity?: "high" | "moderate" | "low";
+    /** The decision-support rule that raised the alert */
+    cdss_rule_id?: string;
+};
+export type EncounterPushed = {
+    health_id: string;
+    /** The FHIR Encounter */
+    encounter_id: string;
+    /** The FHIR DetectedIssue of a cdss_alert, else null */
+    detected_issue_id: string | null;
+    /** Recorded as the author */
+    organization_id: string | null;
+    created_at: string;
+};
+/** Error shape of every non-FHIR route (section 2.9). */
+export type Error = {
+    status: "error";
+    /** Machine code, e.g. VALIDATION_FAILED */
+    error_code: string;
+    /** Human-readable text */
+    message: string;
+    [key: string]: unknown;
+};
+export type HealthIdResolveRequest = {
+    /** Known Health ID to look up (never creates a patient). Health ID: ISO 3166-1 alpha-2 country code, 10 digits, 2 check digits (14 characters, e.g. CM482930174629); the check digits make the whole ID, letters read as numbers A=10 … Z=35, equal 1 modulo 97 (ISO 7064 MOD 97-10, as in IBAN). */
+    health_id?: string | null;
+    /** Required when no health_id */
+    first_name?: string | null;
+    last_name?: string | null;
+    date_of_birth?: string | null;
+    /** Country that issues a new Health ID (its prefix); default CM */
+    country_code?: string | null;
+    sex?: "male" | "female" | "other" | null;
+    /** Stored only when a patient is created */
+    phone_number?: string | null;
+    /** Reason for the lookup; written to the audit trail */
+    purpose?: string | null;
+    /** Caller's own patient id; written to the audit trail */
+    external_reference?: string | null;
+};
+export type HealthIdResolveResponse = {
+    status: "found" | "created" | "not_found";
+    health_id: string;
+    /** Absent when not_found */
+    patient?: PatientSummary;
+};
+export type HealthIdVerifyResponse = {
+    valid: true;
+    health_id: string;
+    patient: PatientSummary;
+};
+export type IntrospectionRequest = {
+    /** The access token to introspect */
+    token: string;
+    token_type_hint?: string;
+    /** Caller's client id, when not using HTTP Basic, Bearer or X-Client-ID */
+    client_id?: string;
+    client_secret?: string;
+};
+/** RFC 7662. Exactly {"active": false} for any token that is not a live token of ours. */
+export type IntrospectionResponse = {
+    active: boolean;
+    token_type?: string;
+    scope?: string;
+    client_id?: string;
+    sub?: string;
+    aud?: string;
+    iss?: string;
+    exp?: number;
+    iat?: number;
+    jti?: string;
+};
+export type Jwk = {
+    kty: string;
+    use: string;
+    alg: string;
+    kid: string;
+    n: string;
+    e: string;
+};
+export type Jwks = {
+    keys: Array<Jwk>;
+};
+export type LabResult = {
+    /** uuid */
+    id: string;
+    patient_id: string | null;
+    visit_id: string | null;
+    test_name: string | null;
+    loinc_code: string | null;
+    value: string | null;
+    value_numeric: number | null;
+    unit: string | null;
+    value_coded: string | null;
+    reference_low: number | null;
+    reference_high: number | null;
+    flag: "N" | "A" | "AA" | "H" | "HH" | "L" | "LL" | null;
+    interpretation: string | null;
+    status: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
+    effective_at: string | null;
+    issued_at: string | null;
+    source: string;
+};
+export type LabResultPush = {
+    /** Health ID (see resolve) */
+    health_id: string;
+    test_name: string;
+    /** A decimal number is stored as a number (with `unit`); anything else (e.g. "<5", "positive") as text */
+    result_value: string;
+    /** Outside the normal range */
+    flagged: boolean;
+    /** How far out: normal (N), abnormal (A), low (L), high (H), critical (AA), critical_low (LL), critical_high (HH); default abnormal when flagged, normal when not */
+    flag_level?: "normal" | "abnormal" | "low" | "high" | "critical" | "critical_low" | "critical_high";
+    /** The result in words; the report's conclusion */
+    interpretation?: string;
+    /** UCUM unit of a numeric result, e.g. g/dL */
+    unit?: string;
+    loinc_code?: string;
+    reference_low?: number;
+    reference_high?: number;
+    /** Default final (a final result raises lab_result.released) */
+    status?: "preliminary" | "final";
+    /** When the specimen was taken; default now */
+    effective_at?: string;
+};
+export type LabResultPushed = {
+    health_id: string;
+    /** The FHIR Observation */
+    lab_result_id: string;
+    /** The FHIR DiagnosticReport that issues it */
+    diagnostic_report_id: string;
+    flagged: boolean;
+    /** The v3 ObservationInterpretation code stored */
+    flag: string;
+    created_at: string;
+};
+export type MobileTokenRequest = {
+    health_id: string;
+    code: string;
+};
+export type MobileTokenResponse = {
+    access_token: string;
+    token_type: "Bearer";
+    expires_in: number;
+};
+export type MyConsents = {
+    items: Array<ConsentStatus>;
+};
+/** The Error shape, with the RFC 6749 fields OAuth libraries read. */
+export type OAuthError = {
+    status: "error";
+    error_code: string;
+    message: string;
+    /** RFC 6749 §5.2 code */
+    error: "invalid_request" | "invalid_client" | "unsupported_grant_type" | "invalid_scope";
+    error_description: string;
+};
+/** RFC 8414 */
+export type OAuthServerMetadata = {
+    issuer: string;
+    token_endpoint: string;
+    introspection_endpoint: string;
+    jwks_uri: string;
+    grant_types_supported: Array<string>;
+    scopes_supported: Array<string>;
+    [key: string]: unknown;
+};
+export type OperationOutcome = {
+    resourceType: "OperationOutcome";
+    issue: Array<Record<string, unknown>>;
+};
+export type PairingCode = {
+    code: string;
+    expires_at: string;
+};
+/** The patient in the Connect shape of mappings/patient-profile.map.yaml. */
+export type PatientProfile = {
+    health_id: string;
+    [key: string]: unknown;
+};
+export type PatientRecords = {
+    health_id: string;
+    type: string;
+    /** Only the types asked for, newest first */
+    records: {
+        diagnoses?: Array<Diagnosis>;
+        allergies?: Array<AllergyRecord>;
+        prescriptions?: Array<Prescription>;
+        lab_results?: Array<LabResult>;
+        vitals?: Array<Vital>;
+        clinical_notes?: Array<ClinicalNote>;
+    };
+    /** A single type: the `cursor` of the next page, null at the end */
+    next_cursor?: string | null;
+    /** type=all: the types with more than `limit` records (page them by type) */
+    truncated?: Array<string>;
+    /** type=all: the types no consent covers for the caller (not read) */
+    withheld?: Array<string>;
+};
+export type PatientSummary = {
+    health_id: string;
+    patient: {
+        first_name: string | null;
+        last_name: string | null;
+        date_of_birth: string | null;
+        sex: string | null;
+        /** ABO and Rh, e.g. A+, from the newest LOINC 882-1 (or 883-9 with 10331-7) Observation, else the profile */
+        blood_group: string | null;
+    };
+    /** Active MedicationRequests, newest first, at most 50 */
+    active_medications: Array<Prescription>;
+    /** Active allergies, newest first, at most 100 */
+    active_allergies: Array<AllergyRecord>;
+    /** The 10 newest lab results */
+    recent_labs: Array<LabResult>;
+    /** The 5 newest encounters */
+    recent_visits: Array<Visit>;
+    /** Data classes no consent covers for the caller: their sections are empty */
+    withheld: Array<string>;
+};
+export type PaymentReconciliationDay = {
+    date: string;
+    time_zone: string;
+    facility_id: string | null;
+    payments: Array<{
+        /** The FHIR PaymentReconciliation */
+        payment_id: string;
+        facility_id: string;
+        paid_at: string;
+        payer: string | null;
+        method: "cash" | "mobile_money" | "insurance" | "card";
+        amount: number;
+        /** ISO 4217 */
+        currency: string;
+        amount_due: number | null;
+        reference: string | null;
+        status: "active" | "cancelled" | "draft" | "entered-in-error";
+        reconciled: boolean;
+        problems: Array<"amount_mismatch" | "currency_mismatch" | "missing_reference">;
+    }>;
+    /** Of the active payments (cancelled ones are listed, not counted) */
+    totals: {
+        by_method: Array<{
+            method: string;
+            currency: string;
+            count: number;
+            amount: number;
+        }>;
+        by_currency: Array<{
+            currency: string;
+            count: number;
+            amount: number;
+        }>;
+    };
+    unreconciled: number;
+};
+export type Prescription = {
+    /** uuid */
+    id: string;
+    patient_id: string | null;
+    visit_id: string | null;
+    prescriber_id: string | null;
+    medication: string | null;
+    medication_code: string | null;
+    code_system: string | null;
+    status: "active" | "on_hold" | "cancelled" | "completed" | "entered_in_error" | "stopped" | "draft" | "unknown" | null;
+    intent: "proposal" | "plan" | "order" | "original-order" | "reflex-order" | "filler-order" | "instance-order" | "option" | null;
+    dosage_text: string | null;
+    authored_at: string | null;
+};
+export type SdkTokenIntrospection = {
+    active: boolean;
+    scopes: Array<string>;
+    client_id: string;
+    /** ISO 8601 */
+    expires_at: string;
+};
+/** Section 2.4. Also accepted form-encoded, with the client credentials in HTTP Basic (RFC 6749 §2.3.1). */
+export type TokenRequest = {
+    grant_type: "client_credentials";
+    /** Integration client id (or send it with HTTP Basic) */
+    client_id: string;
+    /** Integration client secret (or send it with HTTP Basic) */
+    client_secret: string;
+    /** Space-separated scopes to narrow the grant to; default: all of the client's scopes */
+    scope?: string;
+};
+export type TokenResponse = {
+    /** RS256-signed JWT */
+    access_token: string;
+    token_type: "Bearer";
+    /** Seconds; 3600 */
+    expires_in: number;
+    /** Space-separated granted scopes */
+    scope: string;
+};
+export type Visit = {
+    /** uuid */
+    id: string;
+    patient_id: string | null;
+    type: string | null;
+    class: string | null;
+    status: "planned" | "arrived" | "triaged" | "in-progress" | "onleave" | "finished" | "cancelled" | "entered-in-error" | "unknown" | null;
+    reason: string | null;
+    provider_id: string | null;
+    facility_id: string | null;
+    started_at: string | null;
+    ended_at: string | null;
+    note: string | null;
+};
+export type Vital = {
+    /** uuid */
+    id: string;
+    patient_id: string | null;
+    visit_id: string | null;
+    type: string | null;
+    name: string | null;
+    value: number | null;
+    unit: string | null;
+    systolic: number | null;
+    diastolic: number | null;
+    status: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
+    recorded_at: string | null;
+};
+export type WebhookDelivery = {
+    /** whdlv_… */
+    id: string;
+    event_id: string;
+    event_type: WebhookEventType;
+    subscription_id: string;
+    callback_url: string;
+    status: "pending" | "delivered" | "exhausted" | "cancelled";
+    round: number;
+    /** Attempts finished in the current round */
+    attempts_made: number;
+    next_attempt_at: string | null;
+    attempts: Array<{
+        /** 1 for the original deliveries, +1 per replay */
+        round: number;
+        /** 1..7 within the round */
+        attempt: number;
+        started_at: string;
+        duration_ms: number;
+        /** The receiver's HTTP status, when it answered */
+        status_code: number | null;
+        error: string | null;
+        succeeded: boolean;
+    }>;
+};
+export type WebhookDeliveryPage = {
+    deliveries: Array<WebhookDelivery>;
+    /** Pass as `cursor` for the next page */
+    next_cursor: string | null;
+};
+export type WebhookEventDeliveries = {
+    event_id: string;
+    type: WebhookEventType;
+    created_at: string;
+    deliveries: Array<WebhookDelivery>;
+};
+/** Event types of section 6.1 */
+export type WebhookEventType = "patient.created" | "patient.updated" | "health_id.created" | "health_id.verified" | "consent.requested" | "consent.granted" | "consent.denied" | "consent.revoked" | "encounter.created" | "encounter.closed" | "lab_order.created" | "lab_result.released" | "lab_result.amended" | "prescription.issued" | "prescription.cancelled" | "prescription.dispensed" | "appointment.created" | "appointment.checked_in" | "appointment.cancelled" | "document.issued" | "document.verified" | "bridge_agent.sync_failed";
+export type WebhookReplay = {
+    event_id: string;
+    deliveries: Array<{
+        id: string;
+        subscription_id: string;
+        round: number;
+    }>;
+};
+export type WebhookSubscription = {
+    /** whsub_… */
+    id: string;
+    callback_url: string;
+    subscribed_events: Array<WebhookEventType>;
+    description: string;
+    status: "active";
+    /** Deliveries carry the full event data (operator switch); otherwise identifiers only */
+    full_payload: boolean;
+    created_at: string;
+};
+export type WebhookSubscriptionCreate = {
+    /** HTTPS URL that receives the deliveries */
+    callback_url: string;
+    /** Event types to receive */
+    subscribed_events: Array<WebhookEventType>;
+    description?: string;
+};
+export type WebhookSubscriptionCreated = {
+    /** whsub_… */
+    id: string;
+    callback_url: string;
+    subscribed_events: Array<WebhookEventType>;
+    description: string;
+    status: "active";
+    /** Deliveries carry the full event data (operator switch); otherwise identifiers only */
+    full_payload: boolean;
+    created_at: string;
+    /** whsec_…: shown in this response only. Verifies X-Service-Signature. */
+    webhook_secret: string;
+};
