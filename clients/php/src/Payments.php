@@ -1,0 +1,20 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Pont;
+
+final class Payments extends Module
+{
+    /**
+     * The day's payments (date YYYY-MM-DD) with totals and the ones that do not reconcile.
+     *
+     * @param array{facility_id?: string, time_zone?: string} $options
+     * @return array<string, mixed>
+     */
+    public function reconciliation(string $date, array $options = []): array
+    {
+        self::required('payments->reconciliation', ['date' => $date]);
+        return $this->getJson('/api/v1/connect/payments/reconciliation', ['date' => $date] + $options);
+    }
+}

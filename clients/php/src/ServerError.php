@@ -1,0 +1,10 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Pont;
+
+/** 5xx after the retries, a network failure, or an answer that is not JSON. */
+class ServerError extends ServiceException
+{
+}

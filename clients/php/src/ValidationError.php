@@ -1,0 +1,10 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Pont;
+
+/** 400 and 422: the request failed validation (body['details'] lists every problem). */
+class ValidationError extends ServiceException
+{
+}
