@@ -206,3 +206,66 @@ describe('payment reconciliation', () => {
     }
   });
 });
+
+describe('pharmacy stock', () => {
+  let pharmacy: TestClient;
+  let viewer: TestClient;
+  const RX = 'http://www.nlm.nih.gov/research/umls/rxnorm';
+  const amoxicillin = { code: '308182', code_system: RX, display: 'Amoxicillin 250 MG Oral Capsule' };
+  const paracetamol = { code: '198440', code_system: RX, display: 'Acetaminophen 500 MG Oral Tablet' };
+  const put = (client: TestClient, body: unknown) => pont.json('/api/v1/connect/pharmacy/stock', { method: 'PUT', headers: client.headers, json: body });
+  const get = (query = '') => pont.json(`/api/v1/connect/pharmacy/stock${query}`, { headers: viewer.headers });
+  const levels = {
+    facility_id: 'fac-pharm',
+    items: [
+      { medication: amoxicillin, quantity_on_hand: 400, unit: 'capsules', reorder_level: 200, batches: [{ lot: 'A1', expires_on: '2027-06-30', quantity: 300 }, { lot: 'A2', expires_on: '2027-01-31', quantity: 100 }] },
+      { medication: paracetamol, quantity_on_hand: 50, unit: 'tablets', reorder_level: 100 },
+    ],
+  };
+
+  beforeAll(async () => {
+    pharmacy = await createTestClient(pont, ['pharmacy:write'], { organizationId: 'org-pharm', facilityId: 'fac-pharm' });
+    viewer = await createTestClient(pont, ['pharmacy:stock:read'], { organizationId: 'org-viewer' });
+  });
+
+  it('stores a facility\'s levels in bulk and answers them by facility, medication and reorder level', async () => {
+    const first = await put(pharmacy, levels);
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    expect(first.body).toEqual({ facility_id: 'fac-pharm', lines: 2, created: 2, changed: 0, unchanged: 0 });
+    const all = await get('?facility_id=fac-pharm');
+    expect(all.body.items).toHaveLength(2);
+    const amox = all.body.items.find((i: any) => i.medication.code === '308182');
+    expect(amox).toMatchObject({ facility_id: 'fac-pharm', medication: amoxicillin, quantity_on_hand: 400, unit: 'capsules', reorder_level: 200 });
+    expect(amox.batches).toEqual([{ lot: 'A2', expires_on: '2027-01-31', quantity: 100 }, { lot: 'A1', expires_on: '2027-06-30', quantity: 300 }]);
+    expect((await get('?below_reorder_level=true')).body.items.map((i: any) => i.medication.code)).toEqual(['198440']);
+    expect((await get('?medication=amoxi')).body.items.map((i: any) => i.medication.code)).toEqual(['308182']);
+  });
+
+  it('is idempotent: the same levels again change nothing; a change replaces the line\'s batches', async () => {
+    const again = await put(pharmacy, levels);
+    expect(again.body).toMatchObject({ created: 0, changed: 0, unchanged: 2 });
+    const medications = async () => (await pont.json('/api/fhir/R4/Medication?_tag=https://pont.health/fhir/CodeSystem/facility|fac-pharm&_summary=count', { headers: writer.headers })).body.total;
+    expect(await medications()).toBe(3); // two batches and one line without lots
+    const used = await put(pharmacy, { facility_id: 'fac-pharm', items: [{ ...levels.items[0], quantity_on_hand: 250, batches: [{ lot: 'A1', expires_on: '2027-06-30', quantity: 250 }] }] });
+    expect(used.body).toMatchObject({ created: 0, changed: 1, unchanged: 0 });
+    expect(await medications()).toBe(2);
+    const amox = (await get('?medication=308182')).body.items[0];
+    expect(amox.quantity_on_hand).toBe(250);
+    expect(amox.batches).toEqual([{ lot: 'A1', expires_on: '2027-06-30', quantity: 250 }]);
+  });
+
+  it('refuses negative quantities, impossible dates, inconsistent batches (422, every problem), and another facility (403)', async () => {
+    const bad = await put(pharmacy, {
+      facility_id: 'fac-pharm',
+      items: [
+        { medication: amoxicillin, quantity_on_hand: -1 },
+        { medication: paracetamol, quantity_on_hand: 10, batches: [{ lot: 'P1', expires_on: '2027-02-30', quantity: 10 }] },
+      ],
+    });
+    expect(bad.status).toBe(422);
+    expect(bad.body.details.map((d: any) => d.field).sort()).toEqual(['body.items.0.quantity_on_hand', 'body.items.1.batches.0.expires_on']);
+    const sum = await put(pharmacy, { facility_id: 'fac-pharm', items: [{ medication: amoxicillin, quantity_on_hand: 10, batches: [{ lot: 'X', quantity: 3 }] }] });
+    expect(sum.status).toBe(422);
+    expect((await put(pharmacy, { ...levels, facility_id: 'fac-other' })).status).toBe(403);
+  });
+});

@@ -15,6 +15,7 @@ import { hashKey } from '../fhir/hash';
 import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
 import { BLOOD_COMPONENTS, BLOOD_GROUPS } from '../inventory/blood';
 import { DEFAULT_TIME_ZONE } from '../inventory/payments';
+import { putStock } from '../inventory/pharmacy';
 import type { Services } from '../services';
 
 /** The demo organisation and facility: a reset touches nothing else. */
@@ -67,6 +68,7 @@ async function wipe(sql: Queryable): Promise<void> {
   await sql.query('DELETE FROM consent_access WHERE consent_id = ANY($1::text[]) OR organization_id = $2', [idsOf('Consent'), DEMO_ORG]);
   await sql.query('DELETE FROM blood_units WHERE unit_id = ANY($1::text[])', [idsOf('BiologicallyDerivedProduct')]);
   await sql.query('DELETE FROM payments WHERE payment_id = ANY($1::text[])', [idsOf('PaymentReconciliation')]);
+  await sql.query('DELETE FROM pharmacy_stock WHERE medication_id = ANY($1::text[])', [idsOf('Medication')]);
   await sql.query('DELETE FROM health_ids WHERE patient_id = ANY($1::text[])', [patients]);
   for (const table of ['mobile_pairing_codes', 'mobile_tokens']) await sql.query(`DELETE FROM ${table} WHERE patient_id = ANY($1::text[])`, [patients]);
   await sql.query('DELETE FROM emergency_access WHERE organization_id = $1', [DEMO_ORG]);
@@ -92,7 +94,7 @@ const todayIn = (timeZone: string) => new Intl.DateTimeFormat('en-CA', { timeZon
 /**
  * POST /api/demo/reset: wipes the demo organisation and seeds it afresh, in one transaction (two resets at once
  * run one after the other): two clients (one with every scope), a Bridge agent, the sample patients with their
- * Health IDs and records, full-record consents, blood units and today's payments. Answers what it made.
+ * Health IDs and records, full-record consents, blood units, pharmacy stock and today's payments. Answers what it made.
  */
 export async function resetDemo(services: Services): Promise<Record<string, unknown>> {
   const bundles = sampleBundles();
@@ -170,6 +172,13 @@ export async function resetDemo(services: Services): Promise<Record<string, unkn
       }),
     );
     await repo.writeItems([...units, ...payments].map((resource) => ({ resource, method: 'PUT' as const })), 'demoReset');
+    // Pharmacy stock: three lines, one below its reorder level.
+    const rxnorm = 'http://www.nlm.nih.gov/research/umls/rxnorm';
+    const stock = await putStock(repo, services.mappings, DEMO_FACILITY, [
+      { medication: { code: '308182', code_system: rxnorm, display: 'Amoxicillin 250 MG Oral Capsule' }, quantity_on_hand: 400, unit: 'capsules', reorder_level: 200, batches: [{ lot: 'AMX-D1', expires_on: '2027-06-30', quantity: 300 }, { lot: 'AMX-D2', expires_on: '2027-01-31', quantity: 100 }] },
+      { medication: { code: '198440', code_system: rxnorm, display: 'Acetaminophen 500 MG Oral Tablet' }, quantity_on_hand: 60, unit: 'tablets', reorder_level: 100 },
+      { medication: { code: '310798', code_system: rxnorm, display: 'Hydrochlorothiazide 25 MG Oral Tablet' }, quantity_on_hand: 900, unit: 'tablets', reorder_level: 300 },
+    ]);
 
     return {
       environment: services.config.environment,
@@ -181,7 +190,7 @@ export async function resetDemo(services: Services): Promise<Record<string, unkn
       ],
       bridge_agent: agent,
       patients,
-      seeded: { fhir_resources: resources, consents: patients.length, blood_units: units.length, payments: payments.length, payments_date: today, time_zone: DEFAULT_TIME_ZONE },
+      seeded: { fhir_resources: resources, consents: patients.length, blood_units: units.length, pharmacy_stock_lines: stock.lines, payments: payments.length, payments_date: today, time_zone: DEFAULT_TIME_ZONE },
       token_request: { method: 'POST', path: '/api/v1/connect/auth/token', body: { grant_type: 'client_credentials', client_id: full.client_id, client_secret: '<client_secret>' } },
     };
   });

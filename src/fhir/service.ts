@@ -4,6 +4,7 @@ import type { Database } from '../db/database';
 import type { MappingSet } from '../mapping/index';
 import { bloodUnitsTable } from '../inventory/blood';
 import { paymentsTable } from '../inventory/payments';
+import { pharmacyStockTable } from '../inventory/pharmacy';
 import { consentIndex, consentRecordOf } from '../consents/record';
 import { matchKey } from '../patients/matching';
 import { FhirRepository, type RepositoryDeps, type RequestContext } from './repository';
@@ -31,7 +32,7 @@ export class FhirService {
         if (!firstName) return null;
         return matchKey({ first_name: firstName, last_name: text('last_name'), date_of_birth: text('date_of_birth'), sex: text('sex') }, config.matchKeySecret);
       },
-      derived: [consentIndex(mappings), bloodUnitsTable(mappings), paymentsTable(mappings)],
+      derived: [consentIndex(mappings), bloodUnitsTable(mappings), paymentsTable(mappings), pharmacyStockTable(mappings)],
       // A Consent counts as written by the organisation it is granted to: that organisation sees it.
       authorOf: (resource) => (resource.resourceType === 'Consent' ? consentRecordOf(mappings, resource)?.organization_id : undefined),
     };

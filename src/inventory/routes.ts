@@ -5,8 +5,18 @@ import type { Services } from '../services';
 import type { ClientPrincipal } from '../auth/principal';
 import { BLOOD_COMPONENTS, BLOOD_GROUPS, bloodInventory, EXPIRING_DAYS } from './blood';
 import { DEFAULT_TIME_ZONE, isTimeZone, PAYMENT_METHODS, reconciliation } from './payments';
+import { putStock, stockLines } from './pharmacy';
+import { ApiError, ErrorCode } from '../http/errors';
 
 const CONNECT = '/api/v1/connect';
+/** A real calendar date, YYYY-MM-DD (one check, so one problem per bad value). */
+function CalendarDateOf() {
+  return z
+    .string()
+    .refine((d) => /^\d{4}-\d{2}-\d{2}$/.test(d) && !Number.isNaN(Date.parse(`${d}T00:00:00Z`)) && new Date(`${d}T00:00:00Z`).toISOString().startsWith(d), 'must be a real calendar date, YYYY-MM-DD')
+    .describe('YYYY-MM-DD');
+}
+const CalendarDate = CalendarDateOf();
 const FacilityId = z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be a facility id (1-64 of A-Z a-z 0-9 . _ -)');
 
 const BloodInventory = z
@@ -23,6 +33,31 @@ const BloodInventory = z
     ),
   })
   .meta({ id: 'BloodInventory' });
+
+const Code = z.string().trim().min(1).max(100);
+const StockMedication = z.object({ code: Code, code_system: z.url().max(300).describe('The code system URI, e.g. http://www.nlm.nih.gov/research/umls/rxnorm'), display: z.string().trim().min(1).max(300).nullish() }).strict();
+const Quantity = z.number().finite().nonnegative().max(1e12);
+const StockLine = z
+  .object({
+    medication: StockMedication,
+    quantity_on_hand: Quantity,
+    unit: z.string().trim().min(1).max(50).nullish(),
+    reorder_level: Quantity.nullish(),
+    batches: z
+      .array(z.object({ lot: z.string().trim().min(1).max(100), expires_on: CalendarDateOf().nullish(), quantity: Quantity }).strict())
+      .max(1000)
+      .optional()
+      .describe('When given, their quantities add up to quantity_on_hand'),
+  })
+  .strict();
+const StockItem = StockLine.extend({
+  facility_id: z.string(),
+  unit: z.string().nullable(),
+  reorder_level: z.number().nullable(),
+  batches: z.array(z.object({ lot: z.string(), expires_on: z.string().nullable(), quantity: z.number() })),
+  updated_at: z.string(),
+}).meta({ id: 'PharmacyStockLine' });
+const StockPut = z.object({ facility_id: FacilityId, items: z.array(StockLine).min(1).max(5000) }).strict().meta({ id: 'PharmacyStockUpdate' });
 
 const Money = z.number();
 const Reconciliation = z
@@ -54,13 +89,53 @@ const Reconciliation = z
   })
   .meta({ id: 'PaymentReconciliationDay' });
 
-const CalendarDate = z.iso
-  .date()
-  .refine((d) => { const t = Date.parse(`${d}T00:00:00Z`); return !Number.isNaN(t) && new Date(t).toISOString().startsWith(d); }, 'must be a real calendar date')
-  .describe('YYYY-MM-DD');
 
 export function inventoryRoutes(services: Services): RouteSpec[] {
   return [
+    defineRoute({
+      method: 'get',
+      path: `${CONNECT}/pharmacy/stock`,
+      operationId: 'getPharmacyStock',
+      summary: 'Pharmacy stock levels by facility and medication, with their batches',
+      description:
+        'One item per facility and medication (FHIR Medication resources, one per batch: mappings/pharmacy-stock.map.yaml). Filters: facility, a medication code or words of its name, lines below their reorder level. Paged with `offset` (`next_offset`). Not patient data: every organisation with the scope sees the network\'s stock.',
+      tags: ['Connect', 'Inventory'],
+      security: { kind: 'client', scope: 'pharmacy:stock:read' },
+      query: z
+        .object({
+          facility_id: FacilityId.optional(),
+          medication: z.string().trim().min(1).max(100).optional().describe('A medication code, or text in its name'),
+          below_reorder_level: z.enum(['true', 'false']).optional(),
+          limit: z.coerce.number().int().min(1).max(1000).default(100),
+          offset: z.coerce.number().int().min(0).max(10_000_000).default(0),
+        })
+        .strict(),
+      responses: { 200: { description: 'Stock lines', schema: z.object({ items: z.array(StockItem), next_offset: z.number().int().nullable() }).meta({ id: 'PharmacyStock' }) } },
+      async handler({ query }) {
+        return { body: await stockLines(services.db, { ...query, below_reorder_level: query.below_reorder_level === 'true' }) };
+      },
+    }),
+    defineRoute({
+      method: 'put',
+      path: `${CONNECT}/pharmacy/stock`,
+      operationId: 'putPharmacyStock',
+      summary: "Set a facility's stock levels, in bulk",
+      description:
+        "Each item replaces that medication's stock at the facility (its batches: a batch no longer listed is removed); medications not listed are left as they are. Idempotent: applying the same levels again changes nothing. The answer counts the lines created, changed and unchanged. A client bound to a facility may set only its own.",
+      tags: ['Connect', 'Inventory'],
+      security: { kind: 'client', scope: 'pharmacy:write' },
+      body: StockPut,
+      responses: {
+        200: { description: 'Applied', schema: z.object({ facility_id: z.string(), lines: z.number().int(), created: z.number().int(), changed: z.number().int(), unchanged: z.number().int() }).meta({ id: 'PharmacyStockApplied' }) },
+        422: { description: 'Invalid line (VALIDATION_FAILED), every problem listed', schema: ErrorSchema },
+      },
+      async handler({ body, principal, repo }) {
+        const client = principal as ClientPrincipal;
+        if (client.facilityId && client.facilityId !== body.facility_id)
+          throw new ApiError(403, ErrorCode.forbidden, `This client belongs to facility ${client.facilityId}: it sets that facility's stock only`);
+        return { body: await putStock(repo, services.mappings, body.facility_id, body.items) };
+      },
+    }),
     defineRoute({
       method: 'get',
       path: `${CONNECT}/payments/reconciliation`,

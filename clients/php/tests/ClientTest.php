@@ -211,6 +211,7 @@ final class ClientTest extends TestCase
         $pont->webhooks->unsubscribe($sub['id']);
 
         self::assertNotEmpty($pont->inventory->bloodInventory(['facility_id' => 'fac-demo'])['items']);
+        self::assertSame(['198440'], array_map(static fn ($i) => $i['medication']['code'], $pont->inventory->pharmacyStock(['facility_id' => 'fac-demo', 'below_reorder_level' => true])['items']));
         self::assertCount(5, $pont->payments->reconciliation($info['demo']['seeded']['payments_date'])['payments']);
 
         $raises = static function (string $class, callable $call): void {

@@ -158,6 +158,12 @@ class Webhooks(_Module):
 
 
 class Inventory(_Module):
+    def pharmacy_stock(self, facility_id: Optional[str] = None, medication: Optional[str] = None, below_reorder_level: Optional[bool] = None,
+                       limit: Optional[int] = None, offset: Optional[int] = None) -> Json:
+        """Stock lines by facility and medication, with their batches (``next_offset`` pages)."""
+        return self._get("/api/v1/connect/pharmacy/stock", {"facility_id": facility_id, "medication": medication,
+                                                               "below_reorder_level": below_reorder_level, "limit": limit, "offset": offset})
+
     def blood_inventory(self, facility_id: Optional[str] = None, blood_group: Optional[str] = None, component: Optional[str] = None) -> Json:
         return self._get("/api/v1/connect/blood-bank/inventory", {"facility_id": facility_id, "blood_group": blood_group, "component": component})
 

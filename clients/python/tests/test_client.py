@@ -159,6 +159,7 @@ class LiveScenario(unittest.TestCase):
         p.webhooks.unsubscribe(sub["id"])
 
         self.assertGreater(len(p.inventory.blood_inventory(facility_id="fac-demo")["items"]), 0)
+        self.assertEqual([i["medication"]["code"] for i in p.inventory.pharmacy_stock(facility_id="fac-demo", below_reorder_level=True)["items"]], ["198440"])
         self.assertEqual(len(p.payments.reconciliation(info["demo"]["seeded"]["payments_date"])["payments"]), 5)
 
         with self.assertRaises(pont.NotFoundException):

@@ -90,6 +90,14 @@ export declare class Pont {
         parseEvent: typeof webhooks.parseEvent;
     };
     readonly inventory: {
+        /** Stock lines by facility and medication, with their batches (`next_offset` pages). */
+        pharmacyStock: (filters?: {
+            facility_id?: string;
+            medication?: string;
+            below_reorder_level?: boolean;
+            limit?: number;
+            offset?: number;
+        }) => Promise<T.PharmacyStock>;
         bloodInventory: (filters?: {
             facility_id?: string;
             blood_group?: string;

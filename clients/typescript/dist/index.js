@@ -141,6 +141,8 @@ export class Pont {
             parseEvent: webhooks.parseEvent,
         };
         this.inventory = {
+            /** Stock lines by facility and medication, with their batches (`next_offset` pages). */
+            pharmacyStock: (filters = {}) => get('/api/v1/connect/pharmacy/stock', filters),
             bloodInventory: (filters = {}) => get('/api/v1/connect/blood-bank/inventory', filters),
         };
         this.payments = {

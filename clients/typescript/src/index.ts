@@ -154,6 +154,9 @@ export class Pont {
       parseEvent: webhooks.parseEvent,
     };
     this.inventory = {
+      /** Stock lines by facility and medication, with their batches (`next_offset` pages). */
+      pharmacyStock: (filters: { facility_id?: string; medication?: string; below_reorder_level?: boolean; limit?: number; offset?: number } = {}) =>
+        get<T.PharmacyStock>('/api/v1/connect/pharmacy/stock', filters),
       bloodInventory: (filters: { facility_id?: string; blood_group?: string; component?: string } = {}) => get<T.BloodInventory>('/api/v1/connect/blood-bank/inventory', filters),
     };
     this.payments = {

@@ -479,6 +479,59 @@ export type PaymentReconciliationDay = {
   unreconciled: number;
 };
 
+export type PharmacyStock = {
+  items: Array<PharmacyStockLine>;
+  next_offset: number | null;
+};
+
+export type PharmacyStockApplied = {
+  facility_id: string;
+  lines: number;
+  created: number;
+  changed: number;
+  unchanged: number;
+};
+
+export type PharmacyStockLine = {
+  medication: {
+    code: string;
+    /** The code system URI, e.g. http://www.nlm.nih.gov/research/umls/rxnorm */
+    code_system: string;
+    display?: string | null;
+  };
+  quantity_on_hand: number;
+  unit: string | null;
+  reorder_level: number | null;
+  batches: Array<{
+    lot: string;
+    expires_on: string | null;
+    quantity: number;
+  }>;
+  facility_id: string;
+  updated_at: string;
+};
+
+export type PharmacyStockUpdate = {
+  facility_id: string;
+  items: Array<{
+    medication: {
+      code: string;
+      /** The code system URI, e.g. http://www.nlm.nih.gov/research/umls/rxnorm */
+      code_system: string;
+      display?: string | null;
+    };
+    quantity_on_hand: number;
+    unit?: string | null;
+    reorder_level?: number | null;
+    /** When given, their quantities add up to quantity_on_hand */
+    batches?: Array<{
+      lot: string;
+      expires_on?: string | null;
+      quantity: number;
+    }>;
+  }>;
+};
+
 export type Prescription = {
   /** uuid */
   id: string;

@@ -142,6 +142,7 @@ describe('the live scenario against a real Pont', () => {
     await pont.webhooks.unsubscribe(sub.id);
 
     expect((await pont.inventory.bloodInventory({ facility_id: 'fac-demo' })).items.length).toBeGreaterThan(0);
+    expect((await pont.inventory.pharmacyStock({ facility_id: 'fac-demo', below_reorder_level: true })).items.map((i) => i.medication.code)).toEqual(['198440']);
     expect((await pont.payments.reconciliation(info.demo.seeded.payments_date)).payments.length).toBe(5);
 
     await expect(pont.records.get(info.unregistered_health_id)).rejects.toBeInstanceOf(client.NotFoundException);

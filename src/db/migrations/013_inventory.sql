@@ -31,3 +31,20 @@ CREATE TABLE payments (
 );
 CREATE INDEX payments_paid_at ON payments (paid_at);
 CREATE INDEX payments_facility ON payments (facility_id, paid_at);
+
+-- Pharmacy stock (issue 11): one row per Medication that is a facility's stock (mappings/pharmacy-stock.map.yaml):
+-- a batch of a stock line, or the whole line when the facility does not track lots.
+CREATE TABLE pharmacy_stock (
+  medication_id text          PRIMARY KEY,
+  facility_id   text          NOT NULL,
+  code_system   text          NOT NULL,
+  code          text          NOT NULL,
+  display       text,
+  lot           text,
+  expires_on    date,
+  quantity      numeric(18,4) NOT NULL,
+  unit          text,
+  reorder_level numeric(18,4),
+  updated_at    timestamptz   NOT NULL DEFAULT now()
+);
+CREATE INDEX pharmacy_stock_line ON pharmacy_stock (facility_id, code_system, code);
