@@ -132,12 +132,15 @@ describe('pont import (the command)', () => {
       const env = { ...process.env, LOG_LEVEL: 'error', PONT_DATA_DIR: dataDir, ...(scratch ? { DATABASE_URL: scratch.url } : {}) };
       const run = promisify(execFile);
       const result = await run('node', [join(repo, 'bin/pont.js'), 'import', join(samples, 'r4-spec-examples.tar.gz')], { env, cwd: repo }).catch((e) => e);
-      // One of the 121 examples (DiagnosticReport-gingival-mass) is itself invalid: exit 1, named in the summary.
+      // Two of the 121 examples are themselves invalid R4: DiagnosticReport-gingival-mass (bad base64) and
+      // MedicationRequest-medrx0301 (dispenseRequest.performer is a Practitioner; R4 allows an Organization only):
+      // exit 1, each named in the summary.
       // The examples also refer to resources the package does not hold (Practitioner/example...): once the
       // import is complete, each dangling reference is reported with the element that holds it.
       expect(result.code).toBe(1);
-      expect(result.stdout).toMatch(/Imported 120 resources from 121 files in [\d.]+ s \(\d+ resources\/s\); \d+ failures/);
+      expect(result.stdout).toMatch(/Imported 119 resources from 121 files in [\d.]+ s \(\d+ resources\/s\); \d+ failures/);
       expect(result.stdout).toContain('FAILED DiagnosticReport-gingival-mass.json');
+      expect(result.stdout).toContain('FAILED MedicationRequest-medrx0301.json: entry[0]: Invalid MedicationRequest: MedicationRequest.dispenseRequest.performer may refer to Organization, not Practitioner');
       expect(result.stdout).toContain('FAILED AllergyIntolerance/example: AllergyIntolerance.recorder refers to Practitioner/example, which does not exist');
     } finally {
       rmSync(dataDir, { recursive: true, force: true });

@@ -55,7 +55,7 @@ describe.skipIf(backend !== 'pglite')('mapping engine', () => {
   describe('examples run both ways', () => {
     const files = readdirSync(defaultMappingsDir).filter((f) => f.endsWith('.examples.yaml'));
     it('every map has examples', () => {
-      expect(mappings.names().sort()).toEqual(['allergy-record', 'cdss-alert', 'clinical-note', 'consent', 'diagnosis', 'lab-report', 'lab-result', 'patient-profile', 'prescription', 'visit', 'vital']);
+      expect(mappings.names().sort()).toEqual(['allergy-record', 'blood-unit', 'cdss-alert', 'clinical-note', 'consent', 'diagnosis', 'lab-report', 'lab-result', 'patient-profile', 'payment', 'pharmacy-stock', 'prescription', 'visit', 'vital']);
       expect(files.map((f) => f.replace('.examples.yaml', '')).sort()).toEqual(mappings.names().sort());
     });
 
@@ -349,7 +349,7 @@ describe.skipIf(backend !== 'pglite')('mapping engine', () => {
       const result = await pont(at.dir);
       expect(result.code).toBe(1);
       expect(result.stderr).toContain(`${at.path}:${at.line}:${at.column}: unknown FHIR element \`txt\` in CodeableConcept (did you mean \`text\`?)`);
-      expect(result.stderr).toMatch(/1 problem \(10 maps, \d+ examples run both ways\)/); // the broken map does not compile
+      expect(result.stderr).toMatch(/1 problem \(13 maps, \d+ examples run both ways\)/); // the broken map does not compile
     });
   });
 });

@@ -37,12 +37,15 @@ function load(): Map<string, Set<string> | null> {
     const vs = sets.get(url);
     if (!vs?.compose || vs.compose.exclude?.length || depth > 5) return null;
     const codes = new Set<string>();
+    const drawsOn = new Set<string>();
     for (const inc of vs.compose.include) {
       if (inc.filter?.length) return null;
+      if (inc.system) drawsOn.add(inc.system);
       for (const nested of inc.valueSet ?? []) {
         const n = expand(nested.split('|')[0], depth + 1);
         if (!n) return null;
         n.forEach((c) => codes.add(c));
+        valueSetSystems.get(nested.split('|')[0])?.forEach((sys) => drawsOn.add(sys));
       }
       if (inc.concept) inc.concept.forEach((c) => codes.add(c.code));
       else if (inc.system) {
@@ -52,6 +55,7 @@ function load(): Map<string, Set<string> | null> {
       }
     }
     out.set(url, codes);
+    valueSetSystems.set(url, drawsOn);
     return codes;
   };
   for (const url of sets.keys()) out.set(url, expand(url, 0));
@@ -62,6 +66,9 @@ function load(): Map<string, Set<string> | null> {
   }
   return out;
 }
+
+/** The code systems each expandable value set draws on (a Coding of another system is not in it). */
+const valueSetSystems = new Map<string, Set<string>>();
 
 /** Value sets whose codes all come from one code system: the system a bare `code` element implies. */
 const singleSystems = new Map<string, string>();
@@ -88,6 +95,33 @@ function codeCheck(valueSet: string, codes: Set<string>): Check {
   };
 }
 
+/** Is this Coding in the value set: a code of it, from one of its systems (or with no system stated)? */
+const codingIn = (coding: any, codes: Set<string>, systems: Set<string>) =>
+  coding && typeof coding === 'object' && typeof coding.code === 'string' && codes.has(coding.code) && (coding.system === undefined || systems.has(coding.system));
+
+/**
+ * Required bindings on Coding and CodeableConcept (Condition.clinicalStatus, AllergyIntolerance.verificationStatus…):
+ * a Coding must be in the value set; a CodeableConcept with codings must have one in it, and none of its codings
+ * from the value set's own systems may carry a code outside it. A CodeableConcept with text only is left alone.
+ */
+function conceptCheck(valueSet: string, codes: Set<string>, systems: Set<string>, type: 'Coding' | 'CodeableConcept'): Check {
+  const invalid = (path: string, what: string, issues: OperationOutcomeIssue[]) =>
+    issues.push({ severity: 'error', code: 'code-invalid', details: { text: `${what} is not in the required value set ${valueSet}` }, expression: [path] });
+  return (value, path, issues) => {
+    if (!value || typeof value !== 'object') return;
+    if (type === 'Coding') {
+      if (!codingIn(value, codes, systems)) invalid(path, `Code "${String(value.code)}"${value.system ? ` of ${String(value.system)}` : ''}`, issues);
+      return;
+    }
+    const codings: any[] = Array.isArray(value.coding) ? value.coding : [];
+    codings.forEach((c, i) => {
+      if (c && typeof c === 'object' && systems.has(c.system) && !codes.has(c.code)) invalid(`${path}.coding[${i}]`, `Code "${String(c.code)}"`, issues);
+    });
+    if (codings.length && !codings.some((c) => codingIn(c, codes, systems)) && !issues.some((i) => i.expression?.[0]?.startsWith(path)))
+      invalid(`${path}.coding`, 'No coding', issues);
+  };
+}
+
 /**
  * A checker for one data type, compiled once from its schema: only the elements that can hold a
  * required-bound code are visited. Null when the type can hold none.
@@ -103,9 +137,12 @@ function compile(typeName: string): Check | null {
     for (const { code } of element.type ?? []) {
       const key = choice ? name.slice(0, -3) + code[0].toUpperCase() + code.slice(1) : name;
       let check: Check | null = null;
-      if (code === 'code' && element.binding?.strength === 'required' && element.binding.valueSet) {
-        const codes = valueSets!.get(element.binding.valueSet.split('|')[0]);
-        if (codes) check = codeCheck(element.binding.valueSet, codes);
+      const required = element.binding?.strength === 'required' && element.binding.valueSet ? element.binding.valueSet : undefined;
+      const codes = required ? valueSets!.get(required.split('|')[0]) : undefined;
+      if (required && codes && code === 'code') {
+        check = codeCheck(required, codes);
+      } else if (required && codes && (code === 'Coding' || code === 'CodeableConcept')) {
+        check = conceptCheck(required, codes, valueSetSystems.get(required.split('|')[0]) ?? new Set(), code);
       } else if (!PRIMITIVE.test(code) && code !== 'Resource') {
         check = compile(code);
       }

@@ -1,4 +1,4 @@
-import { OperationOutcomeError, validateResource } from '@medplum/core';
+import { OperationOutcomeError, tryGetDataType, validateResource } from '@medplum/core';
 import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
 import { ApiError, ErrorCode, badRequest } from '../http/errors';
 import { isResourceType } from './definitions';
@@ -10,6 +10,8 @@ export function validateFhirResource(resource: Resource): void {
   if (typeof resource.resourceType !== 'string' || !isResourceType(resource.resourceType))
     throw badRequest(`Unknown resourceType "${String(resource.resourceType)}"`);
   let issues: OperationOutcomeIssue[] = jsonShapeIssues(resource);
+  if (!issues.length) issues = arrayShapeIssues(resource);
+  if (!issues.length) issues = invariantIssues(resource);
   try {
     if (!issues.length) issues = validateResource(resource);
   } catch (err) {
@@ -21,10 +23,87 @@ export function validateFhirResource(resource: Resource): void {
   if (errors.length) {
     const first = errors[0];
     const where = first.expression?.[0] ? ` at ${first.expression[0]}` : '';
-    throw new ApiError(400, ErrorCode.validationFailed, `Invalid ${resource.resourceType}: ${first.details?.text ?? first.diagnostics}${where}`, {
-      issues: errors,
+    // A bounded answer whatever the input: the first issues, each cut short, and how many more there were.
+    const shown: OperationOutcomeIssue[] = errors.slice(0, MAX_ISSUES).map((i) => ({ ...i, details: i.details?.text ? { text: i.details.text.slice(0, 500) } : i.details, diagnostics: i.diagnostics?.slice(0, 500) }));
+    if (errors.length > MAX_ISSUES) shown.push({ severity: 'error', code: 'too-costly', details: { text: `${errors.length - MAX_ISSUES} more issues not shown` } });
+    throw new ApiError(400, ErrorCode.validationFailed, `Invalid ${resource.resourceType}: ${(first.details?.text ?? first.diagnostics ?? '').slice(0, 500)}${where.slice(0, 300)}`, {
+      issues: shown,
     });
   }
+}
+
+/** Elements and attributes a FHIR narrative may not hold (R4 txt-1: "only basic HTML"; no active content). */
+const UNSAFE_HTML = /<\s*\/?\s*(script|style|iframe|frame|frameset|object|embed|applet|form|input|button|textarea|select|link|meta|base|svg|math)\b|\son[a-z]+\s*=|(href|src)\s*=\s*["']?\s*(javascript|vbscript|data):/i;
+
+/**
+ * R4 invariants the structural validator leaves out: narratives are safe XHTML with content (txt-1, txt-2), and
+ * every `#id` reference names a contained resource (ref-1).
+ */
+function invariantIssues(resource: Resource): OperationOutcomeIssue[] {
+  const issues: OperationOutcomeIssue[] = [];
+  const issue = (text: string, path: string) => issues.push({ severity: 'error', code: 'invariant', details: { text }, expression: [path] });
+  const contained = new Set(((resource as { contained?: Resource[] }).contained ?? []).map((r) => r?.id).filter(Boolean));
+  const visit = (value: unknown, path: string) => {
+    if (issues.length) return;
+    if (Array.isArray(value)) return value.forEach((v, i) => visit(v, `${path}[${i}]`));
+    if (!value || typeof value !== 'object') return;
+    for (const [k, v] of Object.entries(value)) {
+      if (k === 'div' && typeof v === 'string' && 'status' in value) {
+        if (!/^\s*<div[\s>]/.test(v) || !/xmlns\s*=\s*["']http:\/\/www\.w3\.org\/1999\/xhtml["']/.test(v)) issue('A narrative is one XHTML <div xmlns="http://www.w3.org/1999/xhtml"> (txt-1)', `${path}.div`);
+        else if (UNSAFE_HTML.test(v)) issue('A narrative may hold only basic HTML: no scripts, forms, embedded objects, event handlers or script URLs (txt-1)', `${path}.div`);
+        else if (!/<img\b/i.test(v) && v.replace(/<[^>]*>/g, '').trim() === '') issue('A narrative must have some text (txt-2)', `${path}.div`);
+      } else if (k === 'reference' && typeof v === 'string' && v.startsWith('#') && v !== '#' && !contained.has(v.slice(1))) {
+        issue(`${v} names no contained resource (ref-1)`, `${path}.reference`);
+      } else if (k !== 'contained') visit(v, `${path}.${k}`);
+    }
+  };
+  visit(resource, resource.resourceType);
+  return issues;
+}
+
+/** The most issues one answer lists. */
+const MAX_ISSUES = 100;
+
+/** Keys that are never FHIR elements and would reach JavaScript's object machinery. */
+const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+
+/**
+ * A single value where FHIR wants an array (or an array where it wants one value), found by walking the
+ * type definitions: checked before the full validation, which would report a 1 MB string as a million issues.
+ */
+function arrayShapeIssues(resource: Resource): OperationOutcomeIssue[] {
+  const issues: OperationOutcomeIssue[] = [];
+  const walk = (value: Record<string, unknown>, type: string, path: string, depth: number) => {
+    const schema = depth < MAX_DEPTH ? tryGetDataType(type) : undefined;
+    if (!schema) return;
+    const choices = new Set<string>();
+    for (const [key, v] of Object.entries(value)) {
+      if (issues.length) return;
+      const choice = schema.elements[key] ? undefined : Object.keys(schema.elements).find((name) => name.endsWith('[x]') && key.startsWith(name.slice(0, -3)));
+      if (choice && choices.has(choice)) return void issues.push({ severity: 'error', code: 'structure', details: { text: `Only one ${choice} may be given` }, expression: [`${path}.${key}`] });
+      if (choice) choices.add(choice);
+      const element = schema.elements[choice ?? key];
+      if (!element || key === 'resourceType') continue;
+      if (element.isArray && !Array.isArray(v)) issues.push({ severity: 'error', code: 'structure', details: { text: 'Expected an array of values' }, expression: [`${path}.${key}`] });
+      else if (!element.isArray && Array.isArray(v)) issues.push({ severity: 'error', code: 'structure', details: { text: 'Expected a single value, not an array' }, expression: [`${path}.${key}`] });
+      const suffix = choice ? key.slice(choice.length - 3) : undefined;
+      const type = suffix ? element.type.find((t) => t.code.toLowerCase() === suffix.toLowerCase()) : element.type[0];
+      const code = type?.code;
+      // A relative reference names a type the element allows (Observation.subject: not an Organization).
+      const targets = code === 'Reference' ? (type?.targetProfile ?? []).map((u) => u.split('/').pop()!) : [];
+      if (targets.length && !targets.includes('Resource'))
+        for (const [i, item] of (Array.isArray(v) ? v : [v]).entries()) {
+          const named = typeof (item as { reference?: unknown })?.reference === 'string' ? /^([A-Z][A-Za-z]+)\/[^/]+$/.exec((item as { reference: string }).reference)?.[1] : undefined;
+          if (named && !targets.includes(named))
+            return void issues.push({ severity: 'error', code: 'structure', details: { text: `${path}.${key} may refer to ${targets.join(', ')}, not ${named}` }, expression: [Array.isArray(v) ? `${path}.${key}[${i}]` : `${path}.${key}`] });
+        }
+      if (!code || /^[a-z]/.test(code) || code === 'Resource') continue;
+      for (const [i, item] of (Array.isArray(v) ? v : [v]).entries())
+        if (item && typeof item === 'object' && !Array.isArray(item)) walk(item as Record<string, unknown>, code, Array.isArray(v) ? `${path}.${key}[${i}]` : `${path}.${key}`, depth + 1);
+    }
+  };
+  walk(resource as unknown as Record<string, unknown>, resource.resourceType, resource.resourceType, 0);
+  return issues;
 }
 
 /** Deeper than any real resource (contained resources and extensions included). */
@@ -48,7 +127,10 @@ function jsonShapeIssues(resource: Resource): OperationOutcomeIssue[] {
     } else if (value !== null && typeof value === 'object') {
       const entries = Object.entries(value);
       if (entries.length === 0) return void issue('An empty object (leave the element out instead)', path);
-      for (const [k, v] of entries) visit(v, `${path}.${k}`, depth + 1, false);
+      for (const [k, v] of entries) {
+        if (FORBIDDEN_KEYS.has(k)) return void issue(`"${k}" is not a FHIR element`, `${path}.${k}`);
+        visit(v, `${path}.${k}`, depth + 1, false);
+      }
     }
   };
   visit(resource, resource.resourceType, 0, false);

@@ -35,7 +35,10 @@ export async function readBody(ctx: Context, limit: number, allowForm = false): 
   if (raw.length === 0) return undefined;
   const type = mediaType(ctx);
   if (allowForm && type === FORM_TYPE) {
-    return Object.fromEntries(new URLSearchParams(raw.toString('utf8')));
+    const form = [...new URLSearchParams(raw.toString('utf8'))];
+    // Decoded (%00 becomes NUL): the same rule as for JSON bodies and URLs.
+    if (form.some(([k, v]) => k.includes('\u0000') || v.includes('\u0000'))) throw badRequest('NUL characters are not allowed in the body');
+    return Object.fromEntries(form);
   }
   if (type !== '' && !JSON_TYPES.includes(type)) {
     throw new ApiError(

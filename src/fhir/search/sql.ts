@@ -1,3 +1,4 @@
+import { isoInstant } from '../dates';
 import { hashKey } from '../hash';
 import { indexedPrefix, STRING_INDEX_CHARS, URI_INDEX_CHARS } from '../indexer';
 import { escapeLike, normalizeString } from '../normalize';
@@ -66,7 +67,7 @@ function dateCondition(v: DateValue, low: string, high: string, q: SqlParams): s
   const to = Date.parse(v.high);
   const margin = Math.max(0.1 * Math.abs(Date.now() - from), 86_400_000);
   const at = (iso: string): Bound => () => `${q.add(iso)}::timestamptz`;
-  return rangeCondition(v.prefix, low, high, at(v.low), at(v.high), at(new Date(from - margin).toISOString()), at(new Date(to + margin).toISOString()));
+  return rangeCondition(v.prefix, low, high, at(v.low), at(v.high), at(isoInstant(from - margin)), at(isoInstant(to + margin)));
 }
 
 /** Numbers: eq/ne use the precision range of the searched value; ap ±10%; the others its exact value. */

@@ -1,0 +1,74 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFhirApi, type FhirTestApi } from './fhir-helpers';
+
+/**
+ * Hostile and invalid input found by the hostile harness (issue 8, defects 3 and 6): each is a 400
+ * OperationOutcome naming the problem, of bounded size, and nothing is stored; valid extremes are stored.
+ */
+let api: FhirTestApi;
+let patientId: string;
+beforeAll(async () => {
+  api = await startFhirApi();
+  patientId = (await api.create({ resourceType: 'Patient', name: [{ family: 'Valid' }] })).id;
+});
+afterAll(async () => {
+  await api?.close();
+});
+
+const post = (type: string, body: unknown, headers: Record<string, string> = {}) =>
+  api.call(`/${type}`, { method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body), headers: { 'content-type': 'application/fhir+json', ...headers } });
+const count = async (type: string) => (await api.call(`/${type}?_summary=count`)).body.total as number;
+const observation = (extra: Record<string, unknown>) => ({ resourceType: 'Observation', status: 'final', code: { text: 'x' }, ...extra });
+
+describe('refused with a 400 OperationOutcome, nothing stored', () => {
+  const cases: Array<[string, string, unknown, RegExp]> = [
+    ['a code outside a required CodeableConcept binding', 'Condition', { resourceType: 'Condition', clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-clinical', code: 'bogus' }] }, subject: { reference: 'Patient/PID' } }, /bogus.*required value set/],
+    ['a Coding outside a required binding', 'Condition', { resourceType: 'Condition', verificationStatus: { coding: [{ system: 'http://example.org/other', code: 'x' }] }, subject: { reference: 'Patient/PID' } }, /required value set/],
+    ['a __proto__ key', 'Patient', '{"resourceType":"Patient","__proto__":{"x":1}}', /__proto__/],
+    ['a constructor key', 'Patient', '{"resourceType":"Patient","name":[{"constructor":{"x":1}}]}', /constructor/],
+    ['a script in the narrative', 'Patient', { resourceType: 'Patient', text: { status: 'generated', div: '<div xmlns="http://www.w3.org/1999/xhtml"><script>alert(1)</script></div>' } }, /txt-1/],
+    ['an event handler in the narrative', 'Patient', { resourceType: 'Patient', text: { status: 'generated', div: '<div xmlns="http://www.w3.org/1999/xhtml"><img src="x" onerror="alert(1)"/></div>' } }, /txt-1/],
+    ['an empty narrative', 'Patient', { resourceType: 'Patient', text: { status: 'generated', div: '<div xmlns="http://www.w3.org/1999/xhtml"> </div>' } }, /txt-2/],
+    ['two value[x]', 'Observation', observation({ valueString: 'a', valueInteger: 1 }), /Only one value\[x\]/],
+    ['a subject that is an Organization', 'Observation', observation({ subject: { reference: 'Organization/ORG' } }), /may refer to .*Patient.*not Organization/],
+    ['an unresolved #contained reference', 'Observation', observation({ performer: [{ reference: '#nope' }] }), /ref-1/],
+    ['a single value where an array is expected', 'Patient', { resourceType: 'Patient', name: { family: 'x' } }, /Expected an array/],
+  ];
+  let orgId: string;
+  beforeAll(async () => {
+    orgId = (await api.create({ resourceType: 'Organization', name: 'Org' })).id;
+  });
+
+  it.each(cases)('%s', async (_name, type, body, message) => {
+    const before = await count(type);
+    const text = (typeof body === 'string' ? body : JSON.stringify(body)).replace('PID', patientId).replace('ORG', orgId);
+    const res = await post(type, text);
+    expect(res.status).toBe(400);
+    expect(res.body.resourceType).toBe('OperationOutcome');
+    expect(JSON.stringify(res.body.issue)).toMatch(message);
+    expect(await count(type)).toBe(before);
+  });
+
+  it('a 1 MB string where an array is expected gets a small answer, not one issue per character', async () => {
+    const res = await post('Patient', { resourceType: 'Patient', name: 'x'.repeat(1_000_000) });
+    expect(res.status).toBe(400);
+    expect(JSON.stringify(res.body).length).toBeLessThan(10_000);
+  });
+
+  it('a NUL in a form-encoded _search body', async () => {
+    const res = await api.call('/Patient/_search', { method: 'POST', body: 'name=a%00b', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    expect(res.status).toBe(400);
+  });
+});
+
+describe('valid extremes are stored and searchable', () => {
+  it('the last instant FHIR can write, 9999-12-31T23:59:59.999-14:00, and the first', async () => {
+    const late = await post('Observation', observation({ effectiveDateTime: '9999-12-31T23:59:59.999-14:00' }));
+    expect(late.status).toBe(201);
+    const early = await post('Observation', observation({ effectiveDateTime: '0001-01-01T00:00:00+14:00' }));
+    expect(early.status).toBe(201);
+    const found = await api.call('/Observation?date=ge9999-12-31');
+    expect(found.body.entry.map((e: any) => e.resource.id)).toEqual([late.body.id]);
+    expect((await api.call('/Observation?date=lt0002-01-01')).body.entry.map((e: any) => e.resource.id)).toEqual([early.body.id]);
+  });
+});
