@@ -47,6 +47,9 @@ function databaseUnavailable(err: unknown): boolean {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/** The OAuth token endpoint (interface §4.4). */
+const TOKEN_PATH = '/api/v1/connect/auth/token';
+
 export function createApp(services: Services): Koa {
   const { config, log } = services;
   const app = new Koa({ proxy: false });
@@ -117,7 +120,10 @@ export function createApp(services: Services): Koa {
     try {
       url = decodeURIComponent(ctx.url);
     } catch {
-      throw new ApiError(400, ErrorCode.badRequest, 'Malformed percent-encoding in the URL');
+      const message = 'Malformed percent-encoding in the URL';
+      // The token endpoint answers errors in RFC 6749's shape too (section 5.2), whatever went wrong.
+      const oauth = ctx.path === TOKEN_PATH ? { extra: { error: 'invalid_request', error_description: message } } : undefined;
+      throw new ApiError(400, ErrorCode.badRequest, message, oauth);
     }
     if (url.includes('\u0000')) throw new ApiError(400, ErrorCode.badRequest, 'NUL characters are not allowed in the URL');
     await next();

@@ -222,3 +222,18 @@ describe('scopes', () => {
     expect((await pont.fetch('/api/fhir/R4/Patient', init(writer.headers))).status).toBe(201);
   });
 });
+
+describe('malformed credentials found by the hostile harness', () => {
+  it('a genuine token with == appended is refused (its signature would decode the same)', async () => {
+    const padded = await pont.json(SDK_ROUTE, { headers: { authorization: `Bearer ${client.access_token}==` } });
+    expect(padded.status).toBe(401);
+    expect((await pont.json(SDK_ROUTE, { headers: client.headers })).status).toBe(200);
+  });
+
+  it('the token endpoint answers a malformed query in RFC 6749 shape', async () => {
+    const res = await pont.json('/api/v1/connect/auth/token?x=%zz', { method: 'POST', json: { grant_type: 'client_credentials' } });
+    expect(res.status).toBe(400);
+    expect(res.body.error).toBe('invalid_request');
+    expect(res.body.error_description).toMatch(/percent-encoding/);
+  });
+});

@@ -11,7 +11,9 @@ import { authenticatePatient } from '../consents/mobile';
 import { RateLimits } from './rate-limits';
 import { TokenService } from './tokens';
 
-const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
+// Pont's tokens (JWTs, pat_ tokens) are base64url without padding: a token with `=` is not one of them (a JWT
+// with `==` appended would otherwise verify, its signature decoding the same).
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+) *$/i;
 
 interface Unauthenticated {
   /** Credentials were given but are no good (RFC 6750 `error="invalid_token"`). */

@@ -185,7 +185,7 @@ export class FhirRepository {
   async search<T extends Resource>(type: string, query: QueryParams, options: SearchOptions & ReadOptions = {}): Promise<Bundle<T>> {
     this.checkReadable(type);
     const parsed = parseSearch(type, query, this.baseUrl);
-    await this.emergencyFor(async () => patientNamedBy(parsed));
+    await this.emergencyFor(async () => (options.compartmentPatient !== undefined ? [options.compartmentPatient] : patientNamedBy(parsed)));
     const bundle = await searchResources<T>(this.sql, this.baseUrl, parsed, query, this.access, options);
     if (options.audit !== false) await this.auditAccess('search', 'R', resourcesOf(bundle));
     return bundle;

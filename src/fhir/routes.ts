@@ -38,12 +38,46 @@ function versionHeaders(resource: Resource): Record<string, string> {
     : {};
 }
 
-/** JSON only: `_format` or an Accept header that excludes JSON gets 406. */
+/** Media ranges that take FHIR JSON. */
+const JSON_RANGES = new Set([FHIR_JSON, 'application/json', 'application/json+fhir', 'application/*', '*/*']);
+
+/**
+ * JSON only: `_format` or an Accept header that excludes JSON gets 406. A `fhirVersion` parameter
+ * (`application/fhir+json; fhirVersion=4.0`) must name R4 (4.0 or 4.0.x).
+ */
 function checkFormat(ctx: Context): void {
   const format = ctx.query._format;
   if (typeof format === 'string' && !/json/i.test(format)) throw new ApiError(406, ErrorCode.notAcceptable, 'Only JSON is supported');
   const accept = ctx.get('accept');
-  if (accept && !ctx.accepts(FHIR_JSON, 'application/json')) throw new ApiError(406, ErrorCode.notAcceptable, `Cannot produce ${accept}; this server speaks ${FHIR_JSON}`);
+  if (!accept) return;
+  const acceptable = accept.split(',').some((range) => {
+    const [type, ...params] = range.split(';').map((p) => p.trim().toLowerCase());
+    const version = params.find((p) => p.startsWith('fhirversion='))?.slice('fhirversion='.length).replace(/"/g, '');
+    const quality = params.find((p) => p.startsWith('q='));
+    return JSON_RANGES.has(type!) && (version === undefined || /^4\.0(\.\d+)?$/.test(version)) && quality !== 'q=0';
+  });
+  if (!acceptable) throw new ApiError(406, ErrorCode.notAcceptable, `Cannot produce ${accept}; this server speaks ${FHIR_JSON}; fhirVersion=4.0`);
+}
+
+/** What a write answers, by `Prefer: return=…` (FHIR RESTful API, "Managing Return Content"). */
+type ReturnPreference = 'minimal' | 'representation' | 'OperationOutcome';
+function preferredReturn(ctx: Context): ReturnPreference {
+  const m = /return\s*=\s*"?(minimal|representation|OperationOutcome)"?/i.exec(ctx.get('prefer'));
+  const value = m?.[1]?.toLowerCase();
+  return value === 'minimal' ? 'minimal' : value === 'operationoutcome' ? 'OperationOutcome' : 'representation';
+}
+
+/**
+ * Conditional read: 304 when the client's copy is current (If-None-Match names this version, or
+ * If-Modified-Since is not before the last update).
+ */
+function notModified(ctx: Context, resource: Resource): boolean {
+  const etag = resource.meta?.versionId ? `W/"${resource.meta.versionId}"` : undefined;
+  const match = ctx.get('if-none-match');
+  if (match) return !!etag && match.split(',').some((t) => t.trim() === '*' || t.trim().replace(/^W\//, '') === etag.replace(/^W\//, ''));
+  const since = Date.parse(ctx.get('if-modified-since'));
+  const updated = resource.meta?.lastUpdated ? Math.floor(Date.parse(resource.meta.lastUpdated) / 1000) * 1000 : NaN;
+  return !Number.isNaN(since) && !Number.isNaN(updated) && updated <= since;
 }
 
 async function resourceBody(ctx: Context, services: Services): Promise<Resource> {
@@ -71,13 +105,27 @@ export function fhirRoutes(services: Services): RouteSpec[] {
   const read = (type: (ctx: Context) => string) => async ({ ctx, repo }: Input) => {
     checkFormat(ctx);
     const resource = await repo.read(type(ctx), String(ctx.params.id));
+    if (notModified(ctx, resource)) return { status: 304, headers: versionHeaders(resource) };
     const shaped = present(resource, { elements: typeof ctx.query._elements === 'string' ? ctx.query._elements.split(',') : undefined, summary: typeof ctx.query._summary === 'string' ? ctx.query._summary : undefined });
     return fhirResult(shaped, 200, versionHeaders(resource));
   };
-  const written = (resource: Resource, created: boolean) => {
+  const written = (ctx: Context, resource: Resource, created: boolean) => {
     const headers = versionHeaders(resource);
-    if (created) headers.Location = `${base()}/${resource.resourceType}/${resource.id}/_history/${resource.meta!.versionId}`;
-    return fhirResult(resource, created ? 201 : 200, headers);
+    const location = `${base()}/${resource.resourceType}/${resource.id}/_history/${resource.meta!.versionId}`;
+    if (created) headers.Location = location;
+    const status = created ? 201 : 200;
+    switch (preferredReturn(ctx)) {
+      case 'minimal':
+        return { status, headers };
+      case 'OperationOutcome':
+        return fhirResult(
+          { resourceType: 'OperationOutcome', issue: [{ severity: 'information', code: 'informational', details: { text: `${created ? 'Created' : 'Updated'} ${location}` } }] },
+          status,
+          headers,
+        );
+      default:
+        return fhirResult(resource, status, headers);
+    }
   };
   const searchDocs = (type: string) =>
     [...indexedParams(type).values()].map((p) => ({
@@ -150,7 +198,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       responses: { 200: ok('transaction-response or batch-response Bundle', BundleSchema) },
       handler: async ({ ctx, repo }) => {
         const body = await readBody(ctx, services.config.maxBodyBytes);
-        const returnResources = /return=representation/.test(ctx.get('prefer'));
+        const returnResources = preferredReturn(ctx) === 'representation' && /return/i.test(ctx.get('prefer'));
         return fhirResult(await repo.bundle(body, { returnResources }));
       },
     }),
@@ -226,7 +274,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
         if (resource.resourceType !== params.type) throw badRequest(`Body is a ${resource.resourceType}, url says ${params.type}`);
         const condition = ctx.get('if-none-exist');
         const outcome = condition ? await repo.conditionalCreate(resource, condition) : { resource: await repo.create(resource), created: true };
-        return written(outcome.resource, outcome.created);
+        return written(ctx, outcome.resource, outcome.created);
       },
     }),
     defineRoute({
@@ -248,7 +296,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
         if (resource.resourceType !== params.type) throw badRequest(`Body is a ${resource.resourceType}, url says ${params.type}`);
         if (!ctx.querystring) throw badRequest('A conditional update needs search criteria in the query string (PUT Type?criteria), or use PUT Type/id');
         const outcome = await repo.conditionalUpdate(resource, ctx.querystring);
-        return written(outcome.resource, outcome.created);
+        return written(ctx, outcome.resource, outcome.created);
       },
     }),
     defineRoute({
@@ -303,7 +351,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
         if (resource.resourceType !== params.type) throw badRequest(`Body is a ${resource.resourceType}, url says ${params.type}`);
         if (resource.id !== params.id) throw badRequest(`Body id "${resource.id ?? ''}" must equal the url id "${params.id}"`);
         const outcome = await repo.update(resource, { ifMatch: ctx.get('if-match') || undefined });
-        return written(outcome.resource, outcome.created);
+        return written(ctx, outcome.resource, outcome.created);
       },
     }),
     defineRoute({
@@ -350,6 +398,25 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       handler: async ({ params, repo }) => {
         const resource = await repo.vread(params.type, params.id, params.vid);
         return fhirResult(resource, 200, versionHeaders(resource));
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${FHIR_BASE}/Patient/{id}/{type}`,
+      operationId: 'fhirPatientCompartmentSearch',
+      summary: "Compartment search: the type's resources in the patient's compartment (R4 CompartmentDefinition Patient)",
+      description: 'Any search parameter of the type may narrow it, as on /{type}. A type outside the Patient compartment finds nothing but the Patient itself.',
+      tags: ['FHIR'],
+      fhir: true,
+      security: { kind: 'client', scope: readScopeOfPathType },
+      group: 'fhir',
+      params: z.object({ id: IdParam, type: TypeParam }),
+      responses: { 200: ok('searchset Bundle', BundleSchema) },
+      handler: async ({ ctx, params, repo }) => {
+        checkFormat(ctx);
+        checkType(params.type);
+        const linkBase = `${base()}/Patient/${params.id}/${params.type}`;
+        return fhirResult(await repo.search(params.type, queryOf(ctx), { selfQuery: ctx.querystring, linkBase, compartmentPatient: params.id }));
       },
     }),
   ];

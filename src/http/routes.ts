@@ -200,7 +200,7 @@ export function mountRoutes(router: Router, routes: readonly RouteSpec[], option
       if (result.body !== undefined) {
         ctx.type = result.contentType ?? 'application/json';
         ctx.body = typeof result.body === 'string' || Buffer.isBuffer(result.body) ? result.body : JSON.stringify(result.body);
-      }
+      } else if (ctx.status !== 204 && ctx.status !== 304) ctx.body = ''; // no body (e.g. Prefer: return=minimal), not koa's status text
     });
   }
 }

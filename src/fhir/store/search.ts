@@ -22,6 +22,8 @@ export interface SearchOptions {
   selfQuery?: string;
   /** Base of the self and next links when it is not `<FHIR base>/<type>` (e.g. the SDK's per-patient routes). */
   linkBase?: string;
+  /** Compartment search (`Patient/{id}/{type}`): only resources in this patient's compartment. */
+  compartmentPatient?: string;
 }
 
 /** Types a filter looks through (chains and `_has`), for the scope check. */
@@ -73,6 +75,7 @@ export async function searchResources<T extends Resource>(
   const resourceType = search.resourceType;
   const q = new SqlParams();
   const where = [`r.resource_type = ${q.add(resourceType)}`, 'NOT r.deleted', ...search.filters.map((f) => filterSql(f, 'r', q, access.rowFilter))];
+  if (options.compartmentPatient !== undefined) where.push(`r.patients @> ARRAY[${q.add(options.compartmentPatient)}]::text[]`);
   const visible = access.rowFilter?.('r', q);
   if (visible) where.push(`(${visible})`);
   const countOnly = search.summary === 'count' || search.count === 0;
