@@ -224,6 +224,23 @@ describe('delivery', () => {
     }
   });
 
+  it('refuses at delivery a destination that resolves to a private address (checked again at every attempt)', async () => {
+    const org = newOrg();
+    // Stored directly: the subscription route would have refused it (what a DNS change after subscribing looks like).
+    await createSubscription(pont.services.db, pont.config.webhooks.secretKey, { organizationId: org }, { callback_url: 'https://10.9.8.7/hooks', subscribed_events: ['patient.created'], description: 'rebound' });
+    const event = await record(org);
+    for (;;) {
+      const found = await eventDeliveries(pont.services.db, org, event.id);
+      const first = found!.deliveries[0]!.attempts[0];
+      if (first) {
+        expect(first).toMatchObject({ status_code: null, succeeded: false });
+        expect(first.error).toMatch(/^destination refused: 10\.9\.8\.7 resolves to a private/);
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  });
+
   it('records an undecryptable secret as a failed attempt and sends nothing unsigned', async () => {
     const org = newOrg();
     const { receiver, subscription } = await subscribe(org, ['patient.created']);

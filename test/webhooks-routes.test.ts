@@ -93,6 +93,12 @@ describe('subscriptions', () => {
     [{ callback_url: 'https://ehr.example.org/' }, 'subscribed_events'],
     [{ subscribed_events: ['patient.created'] }, 'callback_url'],
     [{ callback_url: 'https://ehr.example.org/', subscribed_events: ['patient.created'], secret: 'mine' }, 'secret'],
+    // SSRF: private, link-local and reserved destinations, literal or IPv4-mapped.
+    [{ callback_url: 'https://10.1.2.3/hooks', subscribed_events: ['patient.created'] }, 'callback_url'],
+    [{ callback_url: 'https://169.254.169.254/latest/meta-data', subscribed_events: ['patient.created'] }, 'callback_url'],
+    [{ callback_url: 'https://192.168.0.10/hooks', subscribed_events: ['patient.created'] }, 'callback_url'],
+    [{ callback_url: 'https://[::ffff:172.16.0.1]/hooks', subscribed_events: ['patient.created'] }, 'callback_url'],
+    [{ callback_url: 'https://[fd00::1]/hooks', subscribed_events: ['patient.created'] }, 'callback_url'],
   ])('refuses %j with 422 naming %s', async (input, field) => {
     const { status, body } = await subscribe(alice, input);
     expect(status).toBe(422);

@@ -5,6 +5,7 @@ import { ApiError, ErrorCode, notFound, validationFailed } from '../http/errors'
 import { defineRoute, type RouteSpec, type Security } from '../http/routes';
 import type { Services } from '../services';
 import { eventDeliveries, listDeliveries, replayEvent } from './deliveries';
+import { checkedAddress, DestinationRefused } from './destination';
 import { callbackUrlProblem, createSubscription, listSubscriptions, unsubscribe, type Owner } from './subscriptions';
 
 const BASE = '/api/v1/connect/webhooks';
@@ -108,7 +109,12 @@ export function webhookRoutes(services: Services): RouteSpec[] {
       responses: { 201: { description: 'Subscribed', schema: SubscriptionCreated } },
       handler: async ({ body, principal, repo }) => {
         const owner = ownerOf(principal);
-        const problem = callbackUrlProblem(body.callback_url, config.webhooks.allowHttpLoopback);
+        const problem =
+          callbackUrlProblem(body.callback_url, config.webhooks.allowHttpLoopback) ??
+          (await checkedAddress(body.callback_url, config.webhooks.allowHttpLoopback, true).then(
+            () => undefined,
+            (err: unknown) => (err instanceof DestinationRefused ? `is refused: ${err.message}` : Promise.reject(err)),
+          ));
         if (problem) {
           throw validationFailed(`callback_url ${problem}`, { extra: { details: [{ field: 'body.callback_url', message: problem }] } });
         }

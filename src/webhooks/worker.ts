@@ -1,5 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
+import { type Agent, fetch } from 'undici';
+import { checkedAddress, DestinationRefused, pinnedAgent } from './destination';
 import pg from 'pg';
 import type { Config } from '../config';
 import type { Database } from '../db/database';
@@ -179,8 +181,8 @@ function describeFailure(err: unknown, timeoutMs: number): string {
   return text.slice(0, 500);
 }
 
-/** One HTTP POST of the signed envelope. Throws only when `stopping` aborts it. */
-async function post(delivery: ClaimedDelivery, secretKey: Buffer, timeoutMs: number, stopping: AbortSignal): Promise<AttemptResult> {
+/** One HTTP POST of the signed envelope, to the address checked now (src/webhooks/destination.ts). Throws only when `stopping` aborts it. */
+async function post(delivery: ClaimedDelivery, secretKey: Buffer, timeoutMs: number, allowLoopback: boolean, stopping: AbortSignal): Promise<AttemptResult> {
   const startedAt = new Date();
   const started = performance.now();
   const done = (fields: Pick<AttemptResult, 'statusCode' | 'error' | 'succeeded'>): AttemptResult => ({
@@ -195,8 +197,12 @@ async function post(delivery: ClaimedDelivery, secretKey: Buffer, timeoutMs: num
     return done({ statusCode: null, error: 'webhook secret could not be decrypted (was PONT_WEBHOOK_SECRET_KEY changed?)', succeeded: false });
   }
   const body = JSON.stringify(deliveredEnvelope(envelopeFromRow(delivery.event), delivery.full_payload));
+  let agent: Agent | undefined;
   try {
+    const target = (await checkedAddress(delivery.callback_url, allowLoopback))!;
+    agent = pinnedAgent(target.address, target.family);
     const response = await fetch(delivery.callback_url, {
+      dispatcher: agent,
       method: 'POST',
       body,
       redirect: 'manual', // a redirect is not a 2xx: following it could hand the payload to another host
@@ -211,11 +217,16 @@ async function post(delivery: ClaimedDelivery, secretKey: Buffer, timeoutMs: num
       },
     });
     await response.body?.cancel().catch(() => undefined); // the reply's body is not read: free the socket
+    // The deadline holds even when a busy event loop ran the timeout late: an answer after it is a failure.
+    if (performance.now() - started > timeoutMs) return done({ statusCode: response.status, error: `no response within ${timeoutMs} ms`, succeeded: false });
     const succeeded = response.status >= 200 && response.status < 300;
     return done({ statusCode: response.status, error: succeeded ? null : `HTTP ${response.status}`, succeeded });
   } catch (err) {
     if (stopping.aborted) throw err;
+    if (err instanceof DestinationRefused) return done({ statusCode: null, error: `destination refused: ${err.message}`, succeeded: false });
     return done({ statusCode: null, error: describeFailure(err, timeoutMs), succeeded: false });
+  } finally {
+    void agent?.close().catch(() => undefined);
   }
 }
 
@@ -257,7 +268,7 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
     let result: AttemptResult;
     posting++;
     try {
-      result = await post(delivery, secretKey, timeoutMs, stopping.signal);
+      result = await post(delivery, secretKey, timeoutMs, deps.config.webhooks.allowHttpLoopback, stopping.signal);
     } catch {
       await releaseLease(db, delivery).catch(() => undefined); // if this fails too, the lease runs out
       return;
