@@ -1,4 +1,6 @@
 import Koa from 'koa';
+import compress from 'koa-compress';
+import helmet from 'koa-helmet';
 import Router from '@koa/router';
 import { randomUUID } from 'node:crypto';
 import { ApiError, ErrorCode, errorBody, operationOutcome } from './http/errors';
@@ -52,7 +54,8 @@ const TOKEN_PATH = '/api/v1/connect/auth/token';
 
 export function createApp(services: Services): Koa {
   const { config, log } = services;
-  const app = new Koa({ proxy: false });
+  // Behind a proxy (PONT_TRUST_PROXY), the caller's address is the first X-Forwarded-For entry; otherwise the socket's.
+  const app = new Koa({ proxy: config.trustProxy });
   const router = new Router();
   mountRoutes(router, allRoutes(services), {
     access: services.access,
@@ -70,15 +73,22 @@ export function createApp(services: Services): Koa {
     try {
       await next();
     } finally {
-      log.debug('request', {
+      // One line per request: the route's template, never the path itself (it may hold a Health ID).
+      const principal = ctx.state.principal as { clientId?: string; agentId?: string } | undefined;
+      log.info('request', {
         request_id: ctx.state.requestId,
         method: ctx.method,
-        path: ctx.path,
+        route: (ctx as { _matchedRoute?: string })._matchedRoute ?? '(no route)',
         status: ctx.status,
         ms: Math.round((performance.now() - started) * 10) / 10,
+        client_id: principal?.clientId ?? principal?.agentId ?? null,
       });
     }
   });
+
+  // Security headers for an API that serves no pages, and compressed answers (FHIR bundles compress ~10x).
+  app.use(helmet({ contentSecurityPolicy: { directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] } } }));
+  app.use(compress({ threshold: 1024 }));
 
   // Errors: one place turns every failure into the Error shape, or an OperationOutcome on FHIR routes.
   app.use(async (ctx, next) => {

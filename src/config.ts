@@ -35,6 +35,10 @@ const schema = z.object({
     .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded (openssl rand -base64 32)')
     .optional(),
   PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK: z.enum(['true', 'false']).optional(),
+  /** Behind a reverse proxy: take the caller's address from X-Forwarded-For (else the socket's). */
+  PONT_TRUST_PROXY: z.enum(['true', 'false']).default('false'),
+  /** How long a stopping process waits for requests in flight before closing anyway. */
+  PONT_SHUTDOWN_GRACE: z.string().default('10s').transform(positiveDuration),
   /** How often Bridge Agents sync and send heartbeats (told in the heartbeat answer). */
   PONT_BRIDGE_SYNC_INTERVAL: z.string().default('5m').transform(positiveDuration),
   /** How long an Idempotency-Key is remembered. */
@@ -115,6 +119,8 @@ export interface Config {
   /** How long an Idempotency-Key is remembered, in ms. */
   idempotencyTtlMs: number;
   bridgeSyncIntervalMs: number;
+  trustProxy: boolean;
+  shutdownGraceMs: number;
 }
 
 /** Reads and validates the environment once; a bad value stops the start with a clear message. */
@@ -144,5 +150,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     matchKeySecret: e.PONT_MATCH_KEY_SECRET ? Buffer.from(e.PONT_MATCH_KEY_SECRET, 'base64') : DEVELOPMENT_MATCH_KEY_SECRET,
     idempotencyTtlMs: e.PONT_IDEMPOTENCY_TTL,
     bridgeSyncIntervalMs: e.PONT_BRIDGE_SYNC_INTERVAL,
+    trustProxy: e.PONT_TRUST_PROXY === 'true',
+    shutdownGraceMs: e.PONT_SHUTDOWN_GRACE,
   };
 }

@@ -51,7 +51,14 @@ export async function startPont(config: Config): Promise<RunningPont> {
       server,
       services,
       async close() {
-        await new Promise<void>((resolve) => server.close(() => resolve()));
+        // Graceful: no new connections, idle keep-alive ones closed now, requests in flight given
+        // PONT_SHUTDOWN_GRACE to finish; then whatever is left is cut.
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        let timer: NodeJS.Timeout | undefined;
+        const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, config.shutdownGraceMs)));
+        await Promise.race([closed, deadline]);
+        clearTimeout(timer);
         server.closeAllConnections();
         await Promise.all(services.workers.map((w) => w.stop()));
         await unshare?.();

@@ -42,3 +42,18 @@ describe('service basics', () => {
     expect(res.body.error_code).toBe('METHOD_NOT_ALLOWED');
   });
 });
+
+describe('operational hygiene', () => {
+  it('answers with security headers and compresses large answers', async () => {
+    const pont = await startTestServer();
+    try {
+      const res = await pont.fetch('/api/openapi.json', { headers: { 'accept-encoding': 'gzip' } });
+      expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+      expect(res.headers.get('content-security-policy')).toContain("default-src 'none'");
+      expect(res.headers.get('content-encoding')).toBe('gzip');
+      expect((await res.json()).openapi).toMatch(/^3\.1/);
+    } finally {
+      await pont.close();
+    }
+  });
+});

@@ -30,7 +30,9 @@ export function systemRoutes(services: Services, openApi: () => unknown): RouteS
           await services.db.query('SELECT 1');
           checks.database = 'ok';
         } catch (err) {
-          checks.database = `failing: ${(err as Error).message}`;
+          // The detail is for the operator's log, not for an anonymous caller.
+          services.log.error('readiness: the database does not answer', { error: String(err) });
+          checks.database = 'failing';
         }
         const ok = Object.values(checks).every((v) => v === 'ok');
         return { status: ok ? 200 : 503, body: { status: ok ? 'ok' : 'unavailable', checks } };
