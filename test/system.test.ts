@@ -51,7 +51,7 @@ describe('operational hygiene', () => {
       expect(res.headers.get('x-content-type-options')).toBe('nosniff');
       expect(res.headers.get('content-security-policy')).toContain("default-src 'none'");
       expect(res.headers.get('content-encoding')).toBe('gzip');
-      expect((await res.json()).openapi).toMatch(/^3\.1/);
+      expect(((await res.json()) as { openapi: string }).openapi).toMatch(/^3\.1/);
     } finally {
       await pont.close();
     }

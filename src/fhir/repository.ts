@@ -91,6 +91,20 @@ export interface WriteOptions extends ReadOptions {
   deferReferenceCheck?: boolean;
 }
 
+/** A repository's open transaction, and the refusals to audit once it ends (committed or not). */
+interface OpenTransaction {
+  owner: FhirRepository;
+  sql: Queryable;
+  refusals: AuditRecord[];
+}
+
+/**
+ * One AsyncLocalStorage for every repository (each names its owner): an AsyncLocalStorage per request would
+ * stay enabled for the life of the process, and Node copies every enabled one into each new promise: the
+ * cost of every await grew with the number of requests served.
+ */
+const openTransactions = new AsyncLocalStorage<OpenTransaction>();
+
 /**
  * Types Pont manages, and the channels that may write them: the audit trail is Pont's alone; consents are
  * given through the consent routes (an organisation with fhir:write must not grant itself access).
@@ -107,8 +121,6 @@ const MANAGED_TYPES: Record<string, Channel[]> = { AuditEvent: ['system'], Conse
  */
 export class FhirRepository {
   readonly access: AccessPolicy;
-  /** The transaction open for this repository, and the refusals to audit once it ends (committed or not). */
-  private readonly open = new AsyncLocalStorage<{ sql: Queryable; refusals: AuditRecord[] }>();
 
   constructor(
     private readonly deps: RepositoryDeps,
@@ -128,20 +140,26 @@ export class FhirRepository {
    * Pont's own tables (Health ID registry, consents index, idempotency records) in that transaction.
    */
   async transaction<T>(fn: (sql: Queryable) => Promise<T>): Promise<T> {
-    const open = this.open.getStore();
+    const open = this.openTransaction;
     if (open) return fn(open.sql);
     const refusals: AuditRecord[] = [];
     try {
-      return await this.deps.db.transaction((tx) => this.open.run({ sql: tx, refusals }, () => fn(tx)));
+      return await this.deps.db.transaction((tx) => openTransactions.run({ owner: this, sql: tx, refusals }, () => fn(tx)));
     } finally {
       // A refusal usually ends its transaction with an error: its audit record is written after, on its own.
       if (refusals.length) await this.deps.db.transaction(async (tx) => { for (const r of refusals) await recordAudit(tx, this.baseUrl, r); });
     }
   }
 
+  /** This repository's open transaction in the current async context, if any. */
+  private get openTransaction(): OpenTransaction | undefined {
+    const open = openTransactions.getStore();
+    return open?.owner === this ? open : undefined;
+  }
+
   /** The open transaction, or the database itself for a read outside one. */
   private get sql(): Queryable {
-    return this.open.getStore()?.sql ?? this.deps.db;
+    return this.openTransaction?.sql ?? this.deps.db;
   }
 
   // ------------------------------------------------------------------ reads
@@ -333,7 +351,7 @@ export class FhirRepository {
    * services use create / update / delete.
    */
   async writeItems(items: WriteItem[], operation: string, options: WriteOptions = {}): Promise<WriteResult[]> {
-    const sql = this.open.getStore()?.sql;
+    const sql = this.openTransaction?.sql;
     if (!sql) return this.transaction(() => this.writeItems(items, operation, options));
     for (const { resource } of items) this.checkWritable(resource.resourceType);
     const registered: Registered[] = [];
@@ -469,7 +487,7 @@ export class FhirRepository {
   private async auditRefusal(record: Omit<AuditRecord, 'caller'>): Promise<void> {
     const emergency = this.context.emergencyReason;
     const full: AuditRecord = { purpose: emergency ?? this.context.purpose, breakGlass: emergency !== undefined, ...record, caller: this.caller };
-    const open = this.open.getStore();
+    const open = this.openTransaction;
     if (open) open.refusals.push(full);
     else await this.deps.db.transaction((tx) => recordAudit(tx, this.baseUrl, full));
   }
