@@ -74,3 +74,18 @@ describe('compartment search', () => {
     expect((await api.call(`/Patient/${otherId}/Condition?code:text=c0`)).body.entry).toHaveLength(1);
   });
 });
+
+describe('the CapabilityStatement', () => {
+  it('states what works (no writes of AuditEvent or Consent), conditional reads, and has validators', async () => {
+    const res = await api.call('/metadata');
+    const byType = new Map(res.body.rest[0].resource.map((r: any) => [r.type, r]));
+    const codes = (type: string) => (byType.get(type) as any).interaction.map((i: any) => i.code);
+    expect(codes('AuditEvent')).not.toContain('create');
+    expect(codes('Consent')).not.toContain('update');
+    expect(codes('Observation')).toEqual(expect.arrayContaining(['create', 'update', 'delete', 'read', 'search-type']));
+    expect((byType.get('Observation') as any).conditionalUpdate).toBe(true);
+    expect((byType.get('Observation') as any).conditionalRead).toBe('full-support');
+    const etag = res.headers.get('etag')!;
+    expect((await api.call('/metadata', { headers: { 'if-none-match': etag } })).status).toBe(304);
+  });
+});

@@ -13,15 +13,21 @@ export function capabilityStatement(publicUrl: string): CapabilityStatement {
     const revIncludes: string[] = [];
     for (const other of allResourceTypes())
       for (const p of indexedParams(other).values()) if (p.type === 'reference' && p.targets.includes(type)) revIncludes.push(`${other}:${p.code}`);
+    // What the repository lets clients write through /api/fhir/R4: the audit trail is Pont's, consents come
+    // through the consent routes (src/fhir/repository.ts, MANAGED_TYPES).
+    const writable = type !== 'AuditEvent' && type !== 'Consent';
+    const interactions = ['read', 'vread', 'history-instance', 'history-type', 'search-type', ...(writable ? ['create', 'update', 'delete'] : [])];
     return {
       type: type as CapabilityStatementRestResource['type'],
-      interaction: ['read', 'vread', 'update', 'delete', 'history-instance', 'history-type', 'create', 'search-type'].map((code) => ({ code })) as CapabilityStatementRestResource['interaction'],
+      interaction: interactions.map((code) => ({ code })) as CapabilityStatementRestResource['interaction'],
       versioning: 'versioned',
       readHistory: true,
-      updateCreate: true,
-      conditionalCreate: true,
-      conditionalUpdate: true,
+      updateCreate: writable,
+      conditionalCreate: writable,
+      conditionalUpdate: writable,
+      conditionalRead: 'full-support',
       conditionalDelete: 'not-supported',
+      referencePolicy: ['literal', 'local', 'enforced'],
       searchInclude: references.map((p) => `${type}:${p.code}`),
       searchRevInclude: revIncludes,
       searchParam: [

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Context } from 'koa';
 import type { Resource } from '@medplum/fhirtypes';
 import { z } from 'zod';
@@ -181,7 +182,12 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       responses: { 200: ok('CapabilityStatement') },
       handler: async ({ ctx }) => {
         checkFormat(ctx);
-        return fhirResult(capabilityStatement(services.config.publicUrl));
+        const statement = capabilityStatement(services.config.publicUrl);
+        // Validators, so a client checks its cached copy for a 304 (the answer is compressed like every large one).
+        const etag = `"${createHash('sha256').update(JSON.stringify(statement)).digest('base64url').slice(0, 27)}"`;
+        const headers = { ETag: etag, 'Cache-Control': 'public, max-age=3600', 'Last-Modified': new Date(statement.date!).toUTCString() };
+        if (ctx.get('if-none-match').split(',').some((t) => t.trim() === etag)) return { status: 304, headers };
+        return fhirResult(statement, 200, headers);
       },
     }),
     defineRoute({
