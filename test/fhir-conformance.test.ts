@@ -89,3 +89,18 @@ describe('the CapabilityStatement', () => {
     expect((await api.call('/metadata', { headers: { 'if-none-match': etag } })).status).toBe(304);
   });
 });
+
+describe('one reading of _format, _pretty, _summary and _elements', () => {
+  it('applies them alike on read, vread and history, and refuses bad values with 400 on each', async () => {
+    const read = await api.call(`/Patient/${patientId}?_elements=name`);
+    expect(Object.keys(read.body).sort()).toEqual(expect.arrayContaining(['name', 'resourceType', 'id']));
+    expect(read.body.gender).toBeUndefined();
+    const vread = await api.call(`/Patient/${patientId}/_history/1?_summary=true&_pretty=true`);
+    expect(vread.status).toBe(200);
+    const history = await api.call(`/Patient/${patientId}/_history?_elements=name`);
+    expect(history.body.entry.every((e: any) => e.resource.active === undefined)).toBe(true);
+    for (const path of [`/Patient/${patientId}`, `/Patient/${patientId}/_history/1`, `/Patient/${patientId}/_history`, '/Patient'])
+      for (const bad of ['_summary=maybe', '_pretty=yes', '_format=xml'])
+        expect((await api.call(`${path}?${bad}`)).status, `${path}?${bad}`).toBe(bad.startsWith('_format') ? 406 : 400);
+  });
+});

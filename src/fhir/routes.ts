@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Context } from 'koa';
-import type { Resource } from '@medplum/fhirtypes';
+import type { Bundle, Resource } from '@medplum/fhirtypes';
 import { z } from 'zod';
 import { FHIR_WRITE_SCOPE, fhirReadScopes } from '../auth/scopes';
 import { readBody } from '../http/body';
@@ -60,6 +60,32 @@ function checkFormat(ctx: Context): void {
   if (!acceptable) throw new ApiError(406, ErrorCode.notAcceptable, `Cannot produce ${accept}; this server speaks ${FHIR_JSON}; fhirVersion=4.0`);
 }
 
+/**
+ * `_format`, `_pretty`, `_summary` and `_elements`, read alike on every read that returns resources (read, vread,
+ * history; search parses the same through parseSearch): a bad value is a 400, never ignored.
+ */
+function presentation(ctx: Context): { elements?: string[]; summary?: string } {
+  checkFormat(ctx);
+  const one = (name: string) => {
+    const v = ctx.query[name];
+    if (Array.isArray(v)) throw badRequest(`${name} may be given once`);
+    return v;
+  };
+  const pretty = one('_pretty');
+  if (pretty !== undefined && pretty !== 'true' && pretty !== 'false') throw badRequest('_pretty must be true or false');
+  const summary = one('_summary');
+  if (summary !== undefined && !['true', 'false', 'text', 'data'].includes(summary)) throw badRequest('_summary must be true, false, text or data');
+  const elements = one('_elements')?.split(',').map((e) => e.trim());
+  if (elements?.some((e) => !/^[A-Za-z][A-Za-z0-9]*(\[x\])?$/.test(e))) throw badRequest('_elements is a comma-separated list of element names');
+  return { elements, summary };
+}
+
+/** A history Bundle with each entry's resource shaped as `presentation` asks. */
+function presentBundle(bundle: Bundle, shape: { elements?: string[]; summary?: string }): Bundle {
+  if (!shape.elements && !shape.summary) return bundle;
+  return { ...bundle, entry: bundle.entry?.map((e) => (e.resource ? { ...e, resource: present(e.resource, shape) } : e)) };
+}
+
 /** What a write answers, by `Prefer: return=…` (FHIR RESTful API, "Managing Return Content"). */
 type ReturnPreference = 'minimal' | 'representation' | 'OperationOutcome';
 function preferredReturn(ctx: Context): ReturnPreference {
@@ -104,11 +130,10 @@ export function fhirRoutes(services: Services): RouteSpec[] {
     return fhirResult(await repo.search(type(ctx), queryOf(ctx), { selfQuery: ctx.querystring }));
   };
   const read = (type: (ctx: Context) => string) => async ({ ctx, repo }: Input) => {
-    checkFormat(ctx);
+    const shape = presentation(ctx);
     const resource = await repo.read(type(ctx), String(ctx.params.id));
     if (notModified(ctx, resource)) return { status: 304, headers: versionHeaders(resource) };
-    const shaped = present(resource, { elements: typeof ctx.query._elements === 'string' ? ctx.query._elements.split(',') : undefined, summary: typeof ctx.query._summary === 'string' ? ctx.query._summary : undefined });
-    return fhirResult(shaped, 200, versionHeaders(resource));
+    return fhirResult(present(resource, shape), 200, versionHeaders(resource));
   };
   const written = (ctx: Context, resource: Resource, created: boolean) => {
     const headers = versionHeaders(resource);
@@ -220,7 +245,10 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       params: z.object({ type: TypeParam }),
       query: z.object({ _count: z.coerce.number().int().min(1).max(1000).optional(), _since: z.iso.datetime({ offset: true }).optional() }).loose(),
       responses: { 200: ok('history Bundle', BundleSchema) },
-      handler: async ({ params, query, repo }) => fhirResult(await repo.history(params.type, undefined, { count: query._count, since: query._since })),
+      handler: async ({ ctx, params, query, repo }) => {
+        const shape = presentation(ctx);
+        return fhirResult(presentBundle(await repo.history(params.type, undefined, { count: query._count, since: query._since }), shape));
+      },
     }),
     // After _history: `Patient/_history` is the type's history, not the Patient with id `_history`.
     ...perType,
@@ -388,7 +416,10 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       params: z.object({ type: TypeParam, id: IdParam }),
       query: z.object({ _count: z.coerce.number().int().min(1).max(1000).optional(), _since: z.iso.datetime({ offset: true }).optional() }).loose(),
       responses: { 200: ok('history Bundle', BundleSchema) },
-      handler: async ({ params, query, repo }) => fhirResult(await repo.history(params.type, params.id, { count: query._count, since: query._since })),
+      handler: async ({ ctx, params, query, repo }) => {
+        const shape = presentation(ctx);
+        return fhirResult(presentBundle(await repo.history(params.type, params.id, { count: query._count, since: query._since }), shape));
+      },
     }),
     defineRoute({
       method: 'get',
@@ -401,9 +432,10 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       group: 'fhir',
       params: z.object({ type: TypeParam, id: IdParam, vid: z.string().describe('Version id') }),
       responses: { 200: ok('That version'), 404: ok('Not found', {}), 410: ok('That version is a deletion', {}) },
-      handler: async ({ params, repo }) => {
+      handler: async ({ ctx, params, repo }) => {
+        const shape = presentation(ctx);
         const resource = await repo.vread(params.type, params.id, params.vid);
-        return fhirResult(resource, 200, versionHeaders(resource));
+        return fhirResult(present(resource, shape), 200, versionHeaders(resource));
       },
     }),
     defineRoute({

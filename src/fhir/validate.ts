@@ -108,6 +108,11 @@ function arrayShapeIssues(resource: Resource): OperationOutcomeIssue[] {
 
 /** Deeper than any real resource (contained resources and extensions included). */
 const MAX_DEPTH = 64;
+/** Bounds of one resource's JSON, far above real resources, so that no input dimension is unbounded. */
+const MAX_ARRAY = 10_000;
+const MAX_KEYS = 500;
+/** FHIR strings SHALL be under 1 MB; a base64Binary attachment (`data`) may be larger (the body limit bounds it). */
+const MAX_STRING = 1_048_576;
 
 /**
  * FHIR JSON rules the structural validator of @medplum/core lets through: no empty strings, arrays or
@@ -120,13 +125,16 @@ function jsonShapeIssues(resource: Resource): OperationOutcomeIssue[] {
     if (issues.length) return;
     if (depth > MAX_DEPTH) return void issue(`Nested more than ${MAX_DEPTH} levels deep`, path);
     if (value === '') return void issue('An empty string (leave the element out instead)', path);
+    if (typeof value === 'string' && value.length > MAX_STRING && !path.endsWith('.data')) return void issue(`A string longer than ${MAX_STRING} characters`, path);
     if (Array.isArray(value)) {
       if (inArray) return void issue('An array inside an array', path);
       if (value.length === 0) return void issue('An empty array (leave the element out instead)', path);
+      if (value.length > MAX_ARRAY) return void issue(`An array of more than ${MAX_ARRAY} items`, path);
       value.forEach((v, i) => visit(v, `${path}[${i}]`, depth + 1, true));
     } else if (value !== null && typeof value === 'object') {
       const entries = Object.entries(value);
       if (entries.length === 0) return void issue('An empty object (leave the element out instead)', path);
+      if (entries.length > MAX_KEYS) return void issue(`An object with more than ${MAX_KEYS} elements`, path);
       for (const [k, v] of entries) {
         if (FORBIDDEN_KEYS.has(k)) return void issue(`"${k}" is not a FHIR element`, `${path}.${k}`);
         visit(v, `${path}.${k}`, depth + 1, false);

@@ -167,6 +167,9 @@ function parseResultParam(search: ParsedSearch, key: string, raw: string): void 
       if (!['none', 'estimate', 'accurate'].includes(raw)) throw badRequest('_total must be none, estimate or accurate');
       search.total = raw === 'none' ? 'none' : 'accurate';
       return;
+    case '_pretty':
+      if (raw !== 'true' && raw !== 'false') throw badRequest('_pretty must be true or false');
+      return;
     case '_summary':
       if (!['true', 'false', 'text', 'data', 'count'].includes(raw)) throw badRequest('_summary must be true, false, text, data or count');
       search.summary = raw as ParsedSearch['summary'];
