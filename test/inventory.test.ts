@@ -197,7 +197,7 @@ describe('payment reconciliation', () => {
   });
 
   it('refuses impossible dates, unknown zones, non-ISO currencies and negative amounts', async () => {
-    for (const q of ['date=2026-02-30', 'date=yesterday', 'date=2026-11-21&time_zone=Mars/Olympus', '']) {
+    for (const q of ['date=2026-02-30', 'date=0000-01-01', 'date=yesterday', 'date=2026-11-21&time_zone=Mars/Olympus', '']) {
       expect((await pont.json(`/api/v1/connect/payments/reconciliation?${q}`, { headers: accountant.headers })).status, q).toBe(422);
     }
     for (const bad of [{ ...pays[0]!, currency: 'XXY' }, { ...pays[0]!, amount: -5 }, { ...pays[0]!, method: 'barter' }]) {
