@@ -18,7 +18,6 @@
  * Figures are printed as a table and written to bench/results/fhir-<backend>.json.
  */
 import { execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -28,6 +27,7 @@ import { x as extract } from 'tar';
 import { createClient } from '../src/auth/clients';
 import { loadConfig } from '../src/config';
 import type { Database, Queryable, QueryResult } from '../src/db/database';
+import { uuidV5 } from '../src/fhir/hash';
 import { importPaths } from '../src/fhir/import';
 import type { QueryParams } from '../src/fhir/search/parse';
 import { readVersion, searchResources } from '../src/fhir/store';
@@ -98,17 +98,6 @@ function parseOptions(argv: string[]): Options {
 
 // ------------------------------------------------------------------------------------------ data
 
-/** Namespace of the copies' ids (UUIDv5, RFC 9562 5.5). */
-const COPY_NAMESPACE = Buffer.from('6f1c2d0e8a7b4c3d9e5f0a1b2c3d4e5f', 'hex');
-
-function uuidV5(name: string): string {
-  const h = createHash('sha1').update(COPY_NAMESPACE).update(name).digest();
-  h[6] = (h[6]! & 0x0f) | 0x50;
-  h[8] = (h[8]! & 0x3f) | 0x80;
-  const x = h.subarray(0, 16).toString('hex');
-  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
-}
-
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
 
 interface Dataset {
@@ -154,7 +143,7 @@ function prepareDataset(samples: string, target: number, dir: string): Dataset {
     const ids = new Map<string, string>();
     const rename = (uuid: string) => {
       let v = ids.get(uuid);
-      if (!v) ids.set(uuid, (v = uuidV5(`${copy}:${uuid.toLowerCase()}`)));
+      if (!v) ids.set(uuid, (v = uuidV5('bench-copy', `${copy}:${uuid.toLowerCase()}`)));
       return v;
     };
     for (const [i, b] of bundles.entries()) {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '../src/auth/clients';
 import { openDatabase } from '../src/db/open';
 import { backend, createScratchDatabase, createTestClient, startTestServer, type TestServer } from './harness';
-import { startPontProcess, stopPontProcess, type PontProcess } from './webhooks-support';
+import { bearerFrom, startPontProcess, stopPontProcess, type PontProcess } from './webhooks-support';
 
 const inAYear = () => new Date(Date.now() + 365 * 86_400_000).toISOString();
 
@@ -50,12 +50,7 @@ describe.runIf(backend === 'postgres')('revocation across two server processes',
     const db = await openDatabase({ databaseUrl: scratch.url });
     const client = await createClient(db, { name: 'two', organizationId: 'org-two', scopes: ['health_id:verify', 'consents:write', 'fhir:read', 'fhir:write'] });
     await db.close();
-    const token = await fetch(`${processes[0]!.url}/api/v1/connect/auth/token`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ grant_type: 'client_credentials', client_id: client.client_id, client_secret: client.client_secret }),
-    });
-    headers = { authorization: `Bearer ${((await token.json()) as { access_token: string }).access_token}`, 'content-type': 'application/json' };
+    headers = await bearerFrom(processes[0]!.url, client);
   }, 120_000);
   afterAll(async () => {
     for (const p of processes) await stopPontProcess(p, 'SIGTERM');
@@ -68,12 +63,7 @@ describe.runIf(backend === 'postgres')('revocation across two server processes',
     const db = await openDatabase({ databaseUrl: scratch.url });
     const writer = await createClient(db, { name: 'writer', organizationId: 'org-writer', scopes: ['health_id:verify', 'fhir:write', 'fhir:read'] });
     await db.close();
-    const writerToken = ((await (await fetch(`${a}/api/v1/connect/auth/token`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ grant_type: 'client_credentials', client_id: writer.client_id, client_secret: writer.client_secret }),
-    })).json()) as { access_token: string }).access_token;
-    const w = { authorization: `Bearer ${writerToken}`, 'content-type': 'application/json' };
+    const w = await bearerFrom(a, writer);
     const healthId = ((await (await fetch(`${a}/api/v1/connect/patients/resolve`, { method: 'POST', headers: w, body: JSON.stringify({ first_name: 'Two', last_name: 'Procs' }) })).json()) as { health_id: string }).health_id;
     const patient = ((await (await fetch(`${a}/api/fhir/R4/Patient?identifier=https://pont.health/fhir/sid/health-id|${healthId}`, { headers: w })).json()) as any).entry[0].resource;
     const read = (url: string) => fetch(`${url}/api/fhir/R4/Patient/${patient.id}`, { headers }).then((r) => r.status);

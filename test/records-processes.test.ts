@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '../src/auth/clients';
 import { openDatabase } from '../src/db/open';
 import { backend, createScratchDatabase } from './harness';
-import { startPontProcess, stopPontProcess, type PontProcess } from './webhooks-support';
+import { bearerFrom, startPontProcess, stopPontProcess, type PontProcess } from './webhooks-support';
 
 /** One Idempotency-Key sent to two server processes at once writes once (PostgreSQL: processes share it). */
 describe.runIf(backend === 'postgres')('idempotency across two server processes', () => {
@@ -17,12 +17,7 @@ describe.runIf(backend === 'postgres')('idempotency across two server processes'
     const db = await openDatabase({ databaseUrl: scratch.url });
     const client = await createClient(db, { name: 'lab', organizationId: 'org-lab', scopes: ['health_id:verify', 'labs:write', 'fhir:read'] });
     await db.close();
-    const token = await fetch(`${processes[0]!.url}/api/v1/connect/auth/token`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ grant_type: 'client_credentials', client_id: client.client_id, client_secret: client.client_secret }),
-    });
-    headers = { authorization: `Bearer ${((await token.json()) as { access_token: string }).access_token}`, 'content-type': 'application/json' };
+    headers = await bearerFrom(processes[0]!.url, client);
   }, 120_000);
   afterAll(async () => {
     for (const p of processes) await stopPontProcess(p, 'SIGTERM');

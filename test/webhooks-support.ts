@@ -128,3 +128,14 @@ export async function stopPontProcess(p: PontProcess, signal: NodeJS.Signals): P
   if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill(signal);
   await p.exited;
 }
+
+/** Headers with a bearer token of `client` from the token endpoint at `url` (a server process's). */
+export async function bearerFrom(url: string, client: { client_id: string; client_secret: string }): Promise<Record<string, string>> {
+  const res = await fetch(`${url}/api/v1/connect/auth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ grant_type: 'client_credentials', client_id: client.client_id, client_secret: client.client_secret }),
+  });
+  const { access_token } = (await res.json()) as { access_token: string };
+  return { authorization: `Bearer ${access_token}`, 'content-type': 'application/json' };
+}

@@ -3,6 +3,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Resource } from '@medplum/fhirtypes';
 import type { AgentPrincipal } from '../auth/principal';
 import type { Queryable } from '../db/database';
+import { uuidV5 } from '../fhir/hash';
 import type { FhirRepository } from '../fhir/repository';
 import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
 import { ApiError, ErrorCode } from '../http/errors';
@@ -10,8 +11,6 @@ import { ApiError, ErrorCode } from '../http/errors';
 /** Where Pont marks what an agent wrote: its facility and the agent (meta.tag). */
 export const FACILITY_TAG = 'https://pont.health/fhir/CodeSystem/facility';
 export const AGENT_TAG = 'https://pont.health/fhir/CodeSystem/bridge-agent';
-/** UUIDv5 namespace of the ids Pont gives synced resources. */
-const SYNC_NAMESPACE = Buffer.from('0b9c3a5e7d2f4e6a8c1b3d5f7a9e2c4b', 'hex');
 
 export interface SyncItemResult {
   index: number;
@@ -33,13 +32,7 @@ export interface SyncAnswer {
 }
 
 /** Pont's id of an agent's resource: the same for the same facility, type and source id, whichever agent sends it. */
-export function syncedId(facilityId: string, type: string, sourceId: string): string {
-  const h = createHash('sha1').update(SYNC_NAMESPACE).update(`${facilityId}\u0000${type}\u0000${sourceId}`).digest();
-  h[6] = (h[6]! & 0x0f) | 0x50;
-  h[8] = (h[8]! & 0x3f) | 0x80;
-  const x = h.subarray(0, 16).toString('hex');
-  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
-}
+export const syncedId = (facilityId: string, type: string, sourceId: string) => uuidV5('bridge-sync', `${facilityId}\u0000${type}\u0000${sourceId}`);
 
 const LOCAL_REFERENCE = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})$/;
 

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +10,7 @@ import type { ClientPrincipal } from '../auth/principal';
 import { SCOPES, type Scope } from '../auth/scopes';
 import { ConsentService } from '../consents/service';
 import type { Queryable } from '../db/database';
-import { hashKey } from '../fhir/hash';
+import { hashKey, uuidV5 } from '../fhir/hash';
 import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
 import { BLOOD_COMPONENTS, BLOOD_GROUPS } from '../inventory/blood';
 import { DEFAULT_TIME_ZONE } from '../inventory/payments';
@@ -28,14 +27,8 @@ const SAMPLE = fileURLToPath(new URL('../../samples/synthea-r4-50-patients.tar.g
 /** The scopes of the demo's second client: an integrator that reads records with consent. */
 const READER_SCOPES: Scope[] = ['health_id:verify', 'patients:read', 'patient:diagnostics:read', 'labs:read', 'prescriptions:read', 'consents:read', 'consents:write', 'blood:inventory:read'];
 
-/** UUIDv5 of the demo's copy of a sample id: the same on every reset, never the sample's own (an operator may have imported it). */
-function demoId(uuid: string): string {
-  const h = createHash('sha1').update('pont-demo').update(uuid.toLowerCase()).digest();
-  h[6] = (h[6]! & 0x0f) | 0x50;
-  h[8] = (h[8]! & 0x3f) | 0x80;
-  const x = h.subarray(0, 16).toString('hex');
-  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
-}
+/** The demo's copy of a sample id: the same on every reset, never the sample's own (an operator may have imported it). */
+const demoId = (uuid: string) => uuidV5('pont-demo', uuid.toLowerCase());
 
 /** The demo's sample bundles: the smallest records of the repository's Synthea sample, with the demo's ids. */
 function sampleBundles(): Bundle[] {

@@ -1,4 +1,4 @@
-import { hash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 
 /**
  * 64-bit hash of a tuple, as a decimal string for a bigint column. Search-index rows are found by
@@ -17,4 +17,17 @@ export function hashKey(...parts: string[]): string {
     cache.set(key, value);
   }
   return value;
+}
+
+/**
+ * A name-based UUID (version 5, RFC 9562 5.5) of `name` in `namespace`: the same name gives the same id, so a
+ * resource written again from the same source (a Bridge resend, the demo's next reset, a stock line set again)
+ * lands on the same FHIR id.
+ */
+export function uuidV5(namespace: string, name: string): string {
+  const h = createHash('sha1').update(namespace).update('\u0000').update(name).digest();
+  h[6] = (h[6]! & 0x0f) | 0x50;
+  h[8] = (h[8]! & 0x3f) | 0x80;
+  const x = h.subarray(0, 16).toString('hex');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
 }

@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { Medication, Resource } from '@medplum/fhirtypes';
 import type { Queryable } from '../db/database';
+import { uuidV5 } from '../fhir/hash';
 import type { DerivedTable, FhirRepository } from '../fhir/repository';
 import { badRequest, invalidFields } from '../http/errors';
 import type { MappingSet } from '../mapping/index';
@@ -52,13 +52,7 @@ export interface StockLine {
 }
 
 /** Pont's id of a batch's Medication: the same for the same facility, medication and lot. */
-function stockId(facilityId: string, m: StockMedication, lot: string | null): string {
-  const h = createHash('sha1').update(`pharmacy-stock\u0000${facilityId}\u0000${m.code_system}\u0000${m.code}\u0000${lot ?? ''}`).digest();
-  h[6] = (h[6]! & 0x0f) | 0x50;
-  h[8] = (h[8]! & 0x3f) | 0x80;
-  const x = h.subarray(0, 16).toString('hex');
-  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
-}
+const stockId = (facilityId: string, m: StockMedication, lot: string | null) => uuidV5('pharmacy-stock', [facilityId, m.code_system, m.code, lot ?? ''].join('\u0000'));
 
 const comparable = (r: Resource) => JSON.parse(JSON.stringify({ ...r, meta: { ...r.meta, versionId: undefined, lastUpdated: undefined } }));
 
