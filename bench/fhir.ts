@@ -561,6 +561,10 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
       if (res.status !== 201) throw new Error(`consent grant: ${res.status} ${await res.text()}`);
     });
     log(`${backend}: ${healthIds.length} consents granted in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+    // What autovacuum does on PostgreSQL after that many inserts (and PGlite, which has none, never needs: its
+    // statistics stay unset, estimated from the table's size): without it the planner would plan the consent rule
+    // for an empty consent table, the statistics of the ANALYZE run above.
+    if (options.analyze) await db.exec('ANALYZE consent_access');
 
     const queries: QueryFigures[] = [];
     networkRetries = 0;
