@@ -336,7 +336,7 @@ function take<T>(pool: T[], n: number): T[] {
 async function workloads(pont: RunningPont, headers: Record<string, string>, n: number): Promise<Workload[]> {
   const db = pont.services.db;
   const reads = await db.query<{ resource_type: string; id: string }>(
-    `SELECT resource_type, id FROM fhir_resources WHERE NOT deleted ORDER BY md5(id || 'read') LIMIT $1`,
+    `SELECT resource_type, id FROM fhir_resources WHERE NOT deleted AND resource_type NOT IN ('AuditEvent', 'Consent') ORDER BY md5(id || 'read') LIMIT $1`, // the integrator reads clinical data, not the audit trail or consents
     [n],
   );
   const patients = await db.query<{ id: string }>(
