@@ -55,6 +55,12 @@ export class Access implements AccessControl {
     this.limits = new RateLimits(db, config.rateLimits);
   }
 
+  /** Stops listening for client changes and sweeping rate-limit windows. */
+  async close(): Promise<void> {
+    this.limits.close();
+    await this.clients.close();
+  }
+
   get issuer(): string {
     return this.config.publicUrl;
   }

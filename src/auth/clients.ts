@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import argon2 from 'argon2';
 import { z } from 'zod';
-import type { Queryable } from '../db/database';
+import type { Database, Queryable } from '../db/database';
 import { SCOPES, type Scope } from './scopes';
 
 /**
@@ -97,16 +97,65 @@ export interface ActiveClient {
   allPatients: boolean;
 }
 
-/** Looks up clients and checks their secrets. */
+/** Every change to `oauth_clients` is announced here, by a trigger, with the client id (migration 014). */
+export const CLIENT_CHANGES_CHANNEL = 'pont_client_changes';
+/** Clients kept in memory per process; the oldest go first. */
+const MAX_CACHED_CLIENTS = 10_000;
+
+/**
+ * Looks up clients and checks their secrets. Rows are cached in the process while it listens for
+ * changes to the table (a trigger notifies each insert, update and delete, on every path: CLI, demo,
+ * SQL by hand): a revocation reaches every process as soon as it commits. While the listening
+ * connection is down, nothing is cached and every lookup reads the table.
+ */
 export class ClientDirectory {
   /** Verified against when the client is unknown, so that case costs what a wrong secret costs. */
   private decoyHash?: Promise<string>;
+  /** client id -> row (null: no such client). Trusted only while `listening`. */
+  private readonly rows = new Map<string, ClientRow | null>();
+  /** client id -> HMAC of the secret that passed Argon2id in this process, under `secretKey`. */
+  private readonly verifiedSecrets = new Map<string, Buffer>();
+  private readonly secretKey = randomBytes(32);
+  private listening = false;
+  /** Bumped by every invalidation: a lookup that began before one must not fill the cache. */
+  private generation = 0;
+  private stopListening?: () => Promise<void>;
 
   constructor(private readonly db: Queryable) {}
 
-  /** Starts hashing the decoy now, off the request path. */
-  warmUp(): Promise<void> {
-    return this.decoy().then(() => undefined);
+  /** Starts hashing the decoy now, off the request path, and starts listening for changes (with a Database). */
+  async warmUp(): Promise<void> {
+    await this.decoy();
+    const db = this.db as Partial<Database>;
+    if (!db.listen) return;
+    this.stopListening = await db.listen(CLIENT_CHANGES_CHANNEL, {
+      notify: (clientId) => this.forget(clientId),
+      ready: () => {
+        this.forgetAll();
+        this.listening = true;
+      },
+      lost: () => {
+        this.listening = false;
+        this.forgetAll();
+      },
+    });
+  }
+
+  async close(): Promise<void> {
+    this.listening = false;
+    await this.stopListening?.();
+  }
+
+  private forget(clientId: string): void {
+    this.generation++;
+    this.rows.delete(clientId);
+    this.verifiedSecrets.delete(clientId);
+  }
+
+  private forgetAll(): void {
+    this.generation++;
+    this.rows.clear();
+    this.verifiedSecrets.clear();
   }
 
   private decoy(): Promise<string> {
@@ -121,19 +170,35 @@ export class ClientDirectory {
 
   /**
    * The client when `secret` is its secret and it is not revoked. Unknown client, revoked client and
-   * wrong secret all run one Argon2id verification and give the same undefined.
+   * wrong secret all run one Argon2id verification and give the same undefined. A secret that passed
+   * once is recognised after that by a constant-time comparison of a keyed hash (until the client changes).
    */
   async authenticate(clientId: string, secret: string): Promise<ActiveClient | undefined> {
     const row = await this.row(clientId);
-    const hash = row?.secret_hash ?? (await this.decoy());
-    const matches = secret.length <= MAX_SECRET_LENGTH && (await argon2.verify(hash, secret));
-    return row && matches && row.revoked_at === null ? toActive(row) : undefined;
+    if (secret.length > MAX_SECRET_LENGTH) return undefined;
+    const live = row && row.revoked_at === null;
+    const mac = createHmac('sha256', this.secretKey).update(secret, 'utf8').digest();
+    const known = this.verifiedSecrets.get(clientId);
+    if (live && known && timingSafeEqual(known, mac)) return toActive(row);
+    const generation = this.generation;
+    const matches = await argon2.verify(row?.secret_hash ?? (await this.decoy()), secret);
+    if (!row || !matches || !live) return undefined;
+    if (this.listening && generation === this.generation) this.remember(this.verifiedSecrets, clientId, mac);
+    return toActive(row);
   }
 
   private async row(clientId: string): Promise<ClientRow | undefined> {
     if (clientId.length > 128) return undefined;
+    if (this.listening && this.rows.has(clientId)) return this.rows.get(clientId) ?? undefined;
+    const generation = this.generation;
     const { rows } = await this.db.query<ClientRow>(`SELECT ${COLUMNS}, secret_hash FROM oauth_clients WHERE client_id = $1`, [clientId]);
+    if (this.listening && generation === this.generation) this.remember(this.rows, clientId, rows[0] ?? null);
     return rows[0];
+  }
+
+  private remember<V>(map: Map<string, V>, key: string, value: V): void {
+    if (map.size >= MAX_CACHED_CLIENTS) map.delete(map.keys().next().value!);
+    map.set(key, value);
   }
 }
 

@@ -1,5 +1,4 @@
-import { RateLimiterMemory, RateLimiterPostgres, RateLimiterRes } from 'rate-limiter-flexible';
-import type { Database } from '../db/database';
+import type { Queryable } from '../db/database';
 import { ApiError, ErrorCode } from '../http/errors';
 
 export interface RateLimit {
@@ -40,72 +39,118 @@ export function parseRateLimits(spec: string): RateLimitTable | string {
   return table;
 }
 
+/** Most units of allowance a process takes from the shared counter at a time. */
+const MAX_BATCH = 50;
+
 /**
- * Rate limits with counters in the database (rate-limiter-flexible's PostgreSQL store, table
- * `rate_limits`), so every Pont process on one database shares them. Keys over their limit are also
- * blocked in process memory until their window ends, so a flood costs no database writes.
- * If the database fails, an in-memory limiter of the same size stands in.
+ * Units of allowance a process takes from the shared counter at a time for a limit of `points`: 1% of the
+ * limit, at least 1 (small limits are counted exactly, one round trip a request), at most MAX_BATCH.
+ */
+export const batchOf = (points: number) => Math.max(1, Math.min(MAX_BATCH, Math.floor(points / 100)));
+
+/** One key's fixed window in this process: what it may still admit without asking the database. */
+interface Window {
+  start: number;
+  end: number;
+  /** Units taken from the shared counter and not yet used. */
+  allowance: number;
+  /** The shared counter has reached the limit: once `allowance` is used, the window is closed. */
+  exhausted: boolean;
+  reserving?: Promise<void>;
+}
+
+/** How often windows that ended are forgotten (in memory and in the table). */
+const SWEEP_MS = 60_000;
+
+/**
+ * Rate limits counted in memory, against counters in the database (table `rate_counters`) shared by every
+ * Pont process. A process takes units of a key's allowance in batches (batchOf: 1% of the limit, at most 50)
+ * with one atomic statement that never takes the counter past the limit, and admits requests from what it
+ * holds without a round trip. So together the processes never admit more than the limit in a window; when a
+ * client's requests are spread over N processes, it can be refused up to (N - 1) x batch requests early
+ * (allowance other processes hold unused). Fixed windows of the limit's length, aligned on the epoch.
  */
 export class RateLimits {
-  private readonly limiters = new Map<string, RateLimiterPostgres>();
+  private readonly windows = new Map<string, Window>();
+  private readonly sweeper: NodeJS.Timeout;
 
   constructor(
-    private readonly db: Database,
+    private readonly db: Queryable,
     private readonly table: RateLimitTable,
-  ) {}
+  ) {
+    this.sweeper = setInterval(() => void this.sweep().catch(() => undefined), SWEEP_MS);
+    this.sweeper.unref();
+  }
 
   limitOf(group: string): RateLimit {
     return this.table[group.toLowerCase()] ?? this.table.default!;
   }
 
-  private limiter(group: string): RateLimiterPostgres {
-    group = group.toLowerCase();
-    let limiter = this.limiters.get(group);
-    if (!limiter) {
-      const { points, seconds } = this.limitOf(group);
-      limiter = new RateLimiterPostgres({
-        storeClient: { query: (q: { text: string; values?: unknown[] }) => this.db.query(q.text, q.values) },
-        storeType: 'client',
-        tableName: 'rate_limits',
-        tableCreated: true, // by migration 003
-        keyPrefix: group,
-        points,
-        duration: seconds,
-        inMemoryBlockOnConsumed: points + 1,
-        insuranceLimiter: new RateLimiterMemory({ keyPrefix: group, points, duration: seconds }),
-      });
-      this.limiters.set(group, limiter);
-    }
-    return limiter;
-  }
-
   /** Counts one request of `key` in `group`; throws 429 when the limit is exceeded. */
   async consume(group: string, key: string): Promise<void> {
-    try {
-      await this.limiter(group).consume(key);
-    } catch (err) {
-      if (err instanceof RateLimiterRes) throw this.tooMany(group, err);
-      throw err;
-    }
+    if (!(await this.take(group, key))) throw this.tooMany(group, key);
   }
 
-  /** Throws 429 when `key` has used up `group` already, without counting this request. */
-  async assertNotExhausted(group: string, key: string): Promise<void> {
-    const res = await this.limiter(group).get(key);
-    if (res && res.consumedPoints >= this.limitOf(group).points) throw this.tooMany(group, res);
+  /** Throws 429 when `key` has used up `group` already, as far as this process knows, without counting this request. */
+  assertNotExhausted(group: string, key: string): void {
+    const w = this.windowOf(group, key);
+    if (w.allowance === 0 && w.exhausted) throw this.tooMany(group, key);
   }
 
   /** Counts one failure of `key` in `group`; never throws for the limit (the request fails anyway). */
   async penalize(group: string, key: string): Promise<void> {
-    await this.limiter(group)
-      .consume(key)
-      .catch((err) => {
-        if (!(err instanceof RateLimiterRes)) throw err;
-      });
+    await this.take(group, key);
   }
 
-  private tooMany(group: string, res: RateLimiterRes): ApiError {
-    const retryAfter = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
+  /** Takes one unit of `key`'s allowance in `group`: false when its window's limit is used up. */
+  private async take(group: string, key: string): Promise<boolean> {
+    for (;;) {
+      const w = this.windowOf(group, key);
+      if (w.allowance > 0) {
+        w.allowance--;
+        return true;
+      }
+      if (w.exhausted) return false;
+      await (w.reserving ??= this.reserve(group, key, w).finally(() => (w.reserving = undefined)));
+    }
+  }
+
+  /** Takes a batch of allowance from the shared counter: as much as is left of the limit, at most a batch. */
+  private async reserve(group: string, key: string, w: Window): Promise<void> {
+    const { points } = this.limitOf(group);
+    const { rows } = await this.db.query<{ count: number; granted: number }>(
+      `INSERT INTO rate_counters AS c (key, window_start, expires_at, count, granted)
+       VALUES ($1, $2, $3, LEAST($4::int, $5::int), LEAST($4::int, $5::int))
+       ON CONFLICT (key, window_start) DO UPDATE SET count = LEAST(c.count + $4, $5), granted = LEAST(c.count + $4, $5) - c.count
+       RETURNING count, granted`,
+      [`${group.toLowerCase()}:${key}`, w.start, w.end, batchOf(points), points],
+    );
+    w.allowance += rows[0]!.granted;
+    w.exhausted = rows[0]!.count >= points;
+  }
+
+  private windowOf(group: string, key: string): Window {
+    const ms = this.limitOf(group).seconds * 1000;
+    const now = Date.now();
+    const start = now - (now % ms);
+    const id = `${group.toLowerCase()}\0${key}`;
+    let w = this.windows.get(id);
+    if (!w || w.start !== start) this.windows.set(id, (w = { start, end: start + ms, allowance: 0, exhausted: false }));
+    return w;
+  }
+
+  private async sweep(): Promise<void> {
+    const now = Date.now();
+    for (const [id, w] of this.windows) if (w.end <= now && !w.reserving) this.windows.delete(id);
+    await this.db.query('DELETE FROM rate_counters WHERE expires_at <= $1', [now]);
+  }
+
+  close(): void {
+    clearInterval(this.sweeper);
+  }
+
+  private tooMany(group: string, key: string): ApiError {
+    const retryAfter = Math.max(1, Math.ceil((this.windowOf(group, key).end - Date.now()) / 1000));
     const { points, seconds } = this.limitOf(group);
     return new ApiError(
       429,

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { errors, jwtVerify, SignJWT, type JWTHeaderParameters } from 'jose';
 import type { ActiveClient, ClientDirectory } from './clients';
 import { TOKEN_LIFETIME_SECONDS, type KeyStore } from './keys';
@@ -10,6 +10,8 @@ const ACCESS_TOKEN_TYPE = 'at+jwt';
 const CLOCK_TOLERANCE_SECONDS = 5;
 /** Refused before any parsing: ours are about 900 characters. */
 const MAX_TOKEN_LENGTH = 8192;
+/** Verified tokens kept per process (by SHA-256 of the token); the oldest go first. */
+const MAX_CACHED_TOKENS = 10_000;
 
 /** The claims of a Pont access token (issue 3, section 2.5). */
 export interface AccessTokenClaims {
@@ -40,6 +42,9 @@ export interface VerifiedToken {
 
 /** Issues and verifies RS256 access tokens. Issuer and audience are both the public base URL. */
 export class TokenService {
+  /** SHA-256 of a token -> its verified claims, until the token expires. */
+  private readonly verified = new Map<string, AccessTokenClaims>();
+
   constructor(
     private readonly keys: KeyStore,
     private readonly clients: ClientDirectory,
@@ -69,6 +74,27 @@ export class TokenService {
    */
   async verify(token: string): Promise<VerifiedToken | undefined> {
     if (token.length > MAX_TOKEN_LENGTH) return undefined;
+    // A token verified before is not verified again until it expires; its client is checked every time.
+    const digest = createHash('sha256').update(token).digest('base64url');
+    let claims = this.verified.get(digest);
+    if (claims && claims.exp + CLOCK_TOLERANCE_SECONDS <= Date.now() / 1000) {
+      this.verified.delete(digest);
+      return undefined;
+    }
+    if (!claims) {
+      claims = await this.verifySignature(token);
+      if (!claims) return undefined;
+      if (this.verified.size >= MAX_CACHED_TOKENS) this.verified.delete(this.verified.keys().next().value!);
+      this.verified.set(digest, claims);
+    }
+    const client = await this.clients.active(claims.client_id);
+    if (!client) return undefined;
+    const granted = new Set(claims.scope.split(' '));
+    return { claims, client, scopes: client.scopes.filter((s) => granted.has(s)) };
+  }
+
+  /** The claims of a token signed by one of our published keys, for us, unexpired, of our shape; else undefined. */
+  private async verifySignature(token: string): Promise<AccessTokenClaims | undefined> {
     let claims: AccessTokenClaims;
     try {
       const result = await jwtVerify<AccessTokenClaims>(token, (header: JWTHeaderParameters) => this.key(header), {
@@ -88,10 +114,7 @@ export class TokenService {
     // Shapes only we sign; a lifetime over ours means the token was not made by this service.
     if (claims.sub !== claims.client_id || typeof claims.scope !== 'string' || typeof claims.jti !== 'string') return undefined;
     if (claims.exp - claims.iat > TOKEN_LIFETIME_SECONDS) return undefined;
-    const client = await this.clients.active(claims.client_id);
-    if (!client) return undefined;
-    const granted = new Set(claims.scope.split(' '));
-    return { claims, client, scopes: client.scopes.filter((s) => granted.has(s)) };
+    return claims;
   }
 
   private async key(header: JWTHeaderParameters) {

@@ -19,7 +19,31 @@ export interface Database extends Queryable {
   readonly backend: 'pglite' | 'postgres';
   /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * Hears every NOTIFY on `channel`, from any process, until the returned function is called. On PostgreSQL
+   * one connection of its own listens for the whole process and is opened again when it drops; PGlite hears
+   * its own notifications as the notifying statement ends.
+   */
+  listen(channel: string, handlers: ListenHandlers): Promise<() => Promise<void>>;
   close(): Promise<void>;
+}
+
+/**
+ * What a listener is told. A cache kept right by notifications trusts itself only between ready() and
+ * lost(): while nobody listens, notifications are missed.
+ */
+export interface ListenHandlers {
+  notify(payload: string): void;
+  /** Listening now (at first, and again after a lost connection): every later NOTIFY arrives. */
+  ready?(): void;
+  /** The listening connection dropped: notifications may be missed until the next ready(). */
+  lost?(): void;
+}
+
+/** Channel names are SQL identifiers Pont chooses; checked so they can be written into LISTEN. */
+export function checkChannel(channel: string): string {
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(channel)) throw new Error(`Invalid channel name ${channel}`);
+  return channel;
 }
 
 /** SQLSTATE codes callers react to. */

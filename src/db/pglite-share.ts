@@ -197,6 +197,8 @@ export async function connectSharedDatabase(dataDir: string): Promise<Database> 
         inTransaction = false;
       }
     },
+    // An operator command keeps no cache to invalidate: it never reports ready.
+    listen: async () => async () => undefined,
     close: async () => void socket.end(),
   };
 }

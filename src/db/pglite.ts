@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { PGlite, types } from '@electric-sql/pglite';
-import type { Database, Queryable, QueryResult } from './database';
+import { checkChannel, type Database, type Queryable, type QueryResult } from './database';
 
 /**
  * PGlite is one connection. A transaction holds it exclusively: every other query waits on the
@@ -47,6 +47,12 @@ export async function openPglite(dataDir?: string): Promise<Database> {
           throw err;
         }
       }),
+    // PGlite calls back as the notifying statement (or its transaction's COMMIT) ends: nothing can be missed.
+    listen: async (channel, handlers) => {
+      const unlisten = await exclusive(() => db.listen(checkChannel(channel), handlers.notify));
+      handlers.ready?.();
+      return () => exclusive(() => unlisten());
+    },
     close: () => exclusive(() => db.close()),
   };
 }

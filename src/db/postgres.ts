@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Database, Queryable, QueryResult } from './database';
+import { PgListener } from './pg-listener';
 
 /** node-postgres defaults are the shared contract: int8 and numeric as strings, timestamptz as Date. */
 export async function openPostgres(connectionString: string, maxConnections = 10): Promise<Database> {
@@ -13,8 +14,11 @@ export async function openPostgres(connectionString: string, maxConnections = 10
     return { rows: result.rows as T[], rowCount: result.rowCount ?? 0 };
   };
 
+  const listener = new PgListener(connectionString);
+
   return {
     backend: 'postgres',
+    listen: (channel, handlers) => listener.listen(channel, handlers),
     query: (sql, params) => run(pool, sql, params),
     exec: async (sql) => void (await pool.query(sql)),
     async transaction(fn) {
@@ -45,6 +49,9 @@ export async function openPostgres(connectionString: string, maxConnections = 10
         client.release(broken || lost !== undefined);
       }
     },
-    close: () => pool.end(),
+    close: async () => {
+      await listener.close();
+      await pool.end();
+    },
   };
 }

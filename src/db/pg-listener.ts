@@ -1,0 +1,85 @@
+import pg from 'pg';
+import { checkChannel, type ListenHandlers } from './database';
+
+/** Wait before opening a lost listening connection again. */
+const RECONNECT_MS = 1000;
+
+/**
+ * One PostgreSQL connection that LISTENs on every channel this process cares about, opened on first use and
+ * again after it drops (handlers are told lost() at once, ready() once it listens again).
+ */
+export class PgListener {
+  private readonly channels = new Map<string, Set<ListenHandlers>>();
+  private client?: pg.Client;
+  private connecting?: Promise<void>;
+  private closed = false;
+  private retry?: NodeJS.Timeout;
+
+  constructor(private readonly connectionString: string) {}
+
+  async listen(channel: string, handlers: ListenHandlers): Promise<() => Promise<void>> {
+    checkChannel(channel);
+    let set = this.channels.get(channel);
+    const isNew = !set;
+    if (!set) this.channels.set(channel, (set = new Set()));
+    set.add(handlers);
+    if (this.client && !this.connecting) {
+      if (isNew) await this.client.query(`LISTEN ${channel}`).catch(() => undefined); // a failure drops the connection: 'end' handles it
+      handlers.ready?.();
+    } else await this.connect();
+    return async () => {
+      set.delete(handlers);
+      if (set.size) return;
+      this.channels.delete(channel);
+      await this.client?.query(`UNLISTEN ${channel}`).catch(() => undefined);
+    };
+  }
+
+  private connect(): Promise<void> {
+    this.connecting ??= (async () => {
+      const client = new pg.Client({ connectionString: this.connectionString });
+      client.on('notification', (n) => {
+        for (const h of this.channels.get(n.channel) ?? []) h.notify(n.payload ?? '');
+      });
+      client.on('error', () => undefined); // followed by 'end'
+      client.on('end', () => {
+        if (this.client !== client) return;
+        this.client = undefined;
+        for (const h of this.handlers()) h.lost?.();
+        this.scheduleReconnect();
+      });
+      try {
+        await client.connect();
+        for (const channel of this.channels.keys()) await client.query(`LISTEN ${channel}`);
+        this.client = client;
+        for (const h of this.handlers()) h.ready?.();
+      } catch {
+        await client.end().catch(() => undefined);
+        this.scheduleReconnect();
+      }
+    })().finally(() => (this.connecting = undefined));
+    return this.connecting;
+  }
+
+  private scheduleReconnect(): void {
+    if (this.closed || this.retry) return;
+    this.retry = setTimeout(() => {
+      this.retry = undefined;
+      if (!this.closed) void this.connect();
+    }, RECONNECT_MS);
+    this.retry.unref();
+  }
+
+  private *handlers(): Iterable<ListenHandlers> {
+    for (const set of this.channels.values()) yield* set;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.retry);
+    await this.connecting;
+    const client = this.client;
+    this.client = undefined;
+    await client?.end().catch(() => undefined);
+  }
+}
