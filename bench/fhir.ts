@@ -267,7 +267,8 @@ let peakRss = 0;
 
 /** Runs bench/load.ts in a child process (autocannon): the load generator does not share the server's event loop. */
 async function load(spec: LoadSpec): Promise<LoadResult> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'bench', 'load.ts'), JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'bench', 'load.ts')], { stdio: ['pipe', 'pipe', 'inherit'] });
+  child.stdin.end(JSON.stringify(spec));
   const sampler = setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage().rss)), 200);
   let out = '';
   child.stdout.on('data', (chunk) => (out += chunk));

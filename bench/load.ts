@@ -3,7 +3,7 @@
  * with the measured server for its event loop): autocannon sends GET requests for `paths`, in turn across
  * all connections, and this process prints one JSON line of figures.
  *
- *   node --import tsx bench/load.ts '<json LoadSpec>'
+ *   node --import tsx bench/load.ts < spec.json      (a LoadSpec on standard input: its headers hold a token)
  *
  * Latencies are taken from autocannon's per-response times (float milliseconds; its own histogram rounds
  * to whole milliseconds, too coarse for sub-millisecond requests). Any answer other than the expected
@@ -59,11 +59,15 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
   return { requests: latencies.length, p50: s.p50, p95: s.p95, perSecond: latencies.length / seconds, errors: result.errors + result.timeouts, unexpected };
 }
 
-const spec = JSON.parse(process.argv[2] ?? '{}') as LoadSpec;
-run(spec).then(
-  (r) => process.stdout.write(JSON.stringify(r) + '\n'),
-  (err) => {
-    process.stderr.write(String(err?.stack ?? err) + '\n');
-    process.exit(1);
-  },
-);
+const main = (spec: LoadSpec) =>
+  run(spec).then(
+    (r) => process.stdout.write(JSON.stringify(r) + '\n'),
+    (err) => {
+      process.stderr.write(String(err?.stack ?? err) + '\n');
+      process.exit(1);
+    },
+  );
+
+let input = '';
+process.stdin.on('data', (chunk) => (input += chunk));
+process.stdin.on('end', () => void main(JSON.parse(input) as LoadSpec));

@@ -62,6 +62,7 @@ export async function startPont(config: Config): Promise<RunningPont> {
         server.closeAllConnections();
         await Promise.all(services.workers.map((w) => w.stop()));
         await unshare?.();
+        await services.access.close();
         await db.close();
       },
     };

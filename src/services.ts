@@ -27,17 +27,21 @@ export interface Services {
   workers: BackgroundWorker[];
 }
 
+/** How often the audit trail's new rows become AuditEvents in the background (readers of the trail never wait for it). */
+const AUDIT_MATERIALIZE_MS = 1000;
+
 export async function createServices(config: Config, db: Database, log: Logger): Promise<Services> {
   // First, before slower set-up: a bad map stops the start with its file:line:column (MappingError).
   const mappings = loadMappings(config.mappingsDir);
+  const fhir = new FhirService(db, config, mappings);
   const services: Services = {
     config,
     db,
     log,
-    fhir: new FhirService(db, config, mappings),
+    fhir,
     access: await createAccessControl({ config, db }),
     mappings,
-    workers: [createDeliveryWorker({ config, db, log }), createIdempotencyJanitor(db, config.idempotencyTtlMs, log)],
+    workers: [createDeliveryWorker({ config, db, log }), createIdempotencyJanitor(db, config.idempotencyTtlMs, log), fhir.auditTrail.worker(AUDIT_MATERIALIZE_MS, log)],
   };
   return services;
 }

@@ -1,7 +1,8 @@
-/** recordAudit: the AuditEvent it writes is valid R4, names the caller, and lives or dies with its transaction. */
+/** recordAudit: the AuditEvent its row becomes is valid R4, names the caller, and the row lives or dies with its transaction. */
 import type { AuditEvent } from '@medplum/fhirtypes';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recordAudit, type AuditRecord } from '../src/audit/audit';
+import { validateFhirResource } from '../src/fhir/validate';
 import { backend, createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
 
 let pont: TestServer;
@@ -35,12 +36,20 @@ describe(`audit (${backend})`, () => {
       { principal: { kind: 'client', clientId: 'cli_audit_1', organizationId: 'org-a', facilityId: 'fac-a', scopes: [], tokenId: 'jti-1' }, requestId: 'r1' },
       { principal: { kind: 'bridge-agent', agentId: 'agt_audit_1', facilityId: 'fac-b' }, requestId: 'r2' },
       { requestId: 'r3' },
+      { principal: { kind: 'patient', patientId: 'pat-1', healthId: 'CM482930174629' }, requestId: 'r4' },
+      { principal: { kind: 'system', name: 'import' } },
     ];
     for (const caller of callers) {
       await pont.services.db.transaction((tx) =>
-        recordAudit(tx, pont.services.fhir.baseUrl, record({ caller, patient: { healthId: 'CM482930174629' }, purpose: 'treatment', externalReference: 'MRN-1' })),
+        recordAudit(tx, record({ caller, patient: { healthId: 'CM482930174629' }, purpose: 'treatment', externalReference: 'MRN-1' })),
       );
     }
+    // Break-glass, several patients, the kinds of data: every part of a record.
+    await pont.services.db.transaction((tx) =>
+      recordAudit(tx, record({ caller: callers[0]!, patient: { id: 'p1' }, otherPatients: ['p2', 'p3'], breakGlass: true, purpose: 'unconscious patient', dataTypes: ['Observation', 'Condition'], outcome: 'minor-failure', outcomeDescription: 'refused' })),
+    );
+    // Materialised AuditEvents are not validated on the way in (they are Pont's own): they must be valid R4.
+    for (const event of await searchAudit('subtype=testOperation')) expect(() => validateFhirResource(event)).not.toThrow();
     const [client] = await searchAudit('altid=cli_audit_1');
     expect(client!.agent).toEqual([
       expect.objectContaining({ altId: 'cli_audit_1', requestor: true, policy: ['jti-1'], location: expect.objectContaining({ identifier: expect.objectContaining({ value: 'fac-a' }) }) }),
@@ -49,18 +58,18 @@ describe(`audit (${backend})`, () => {
     expect(client).toMatchObject({ purposeOfEvent: [{ text: 'treatment' }], outcome: '0', action: 'R' });
     const [agent] = await searchAudit('altid=agt_audit_1');
     expect(agent!.agent[0]).toMatchObject({ who: { type: 'Device', identifier: { value: 'agt_audit_1' } } });
-    expect(await searchAudit('subtype=testOperation')).toHaveLength(3);
+    expect(await searchAudit('subtype=testOperation')).toHaveLength(6);
   });
 
   it('is rolled back with the transaction it belongs to', async () => {
     await expect(
       pont.services.db.transaction(async (tx) => {
-        await recordAudit(tx, pont.services.fhir.baseUrl, record({ operation: 'rolledBack' }));
+        await recordAudit(tx, record({ operation: 'rolledBack' }));
         throw new Error('the operation failed');
       }),
     ).rejects.toThrow('the operation failed');
     expect(await searchAudit('subtype=rolledBack')).toHaveLength(0);
-    await pont.services.db.transaction((tx) => recordAudit(tx, pont.services.fhir.baseUrl, record({ operation: 'rolledBack' })));
+    await pont.services.db.transaction((tx) => recordAudit(tx, record({ operation: 'rolledBack' })));
     expect(await searchAudit('subtype=rolledBack')).toHaveLength(1);
   });
 });

@@ -4,7 +4,6 @@ import type { AuditEvent, AuditEventAgent, AuditEventEntity } from '@medplum/fhi
 import type { Principal } from '../auth/principal';
 import type { Queryable } from '../db/database';
 import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
-import { writeMany } from '../fhir/store/writes';
 
 /** Identifier systems of the parties an AuditEvent names (search them with `AuditEvent?altid=<client id>`). */
 export const CLIENT_ID_SYSTEM = 'https://pont.health/fhir/sid/client-id';
@@ -132,7 +131,8 @@ function entitiesOf(record: AuditRecord): AuditEventEntity[] {
   return entities;
 }
 
-export function buildAuditEvent(record: AuditRecord): AuditEvent {
+/** The FHIR AuditEvent of a record made at `recorded` (how the trail is shown to its readers). */
+export function buildAuditEvent(record: AuditRecord, recorded: Date): AuditEvent {
   return {
     resourceType: 'AuditEvent',
     type: { system: 'http://terminology.hl7.org/CodeSystem/audit-event-type', code: 'rest', display: 'RESTful Operation' },
@@ -141,7 +141,7 @@ export function buildAuditEvent(record: AuditRecord): AuditEvent {
       { system: OPERATION_SYSTEM, code: record.operation },
     ],
     action: record.action,
-    recorded: new Date().toISOString(),
+    recorded: recorded.toISOString(),
     outcome: OUTCOME_CODES[record.outcome],
     ...(record.outcomeDescription ? { outcomeDesc: record.outcomeDescription } : {}),
     ...(record.breakGlass
@@ -158,12 +158,76 @@ export function buildAuditEvent(record: AuditRecord): AuditEvent {
   };
 }
 
+/** A row of the audit trail as `audit_log` stores it (src/audit/trail.ts): the record, and its columns for queries. */
+export interface AuditRow {
+  id: string;
+  recorded: Date;
+  record: AuditRecord;
+}
+
+export function auditRow(record: AuditRecord): AuditRow {
+  return { id: randomUUID(), recorded: new Date(), record };
+}
+
+const ROW_COLUMNS = 'id, recorded, action, outcome, operation, actor, organization_id, patients, purpose, request_id, record';
+
+/** The principal as the trail names it: who, not what they were allowed (scopes are not kept). */
+function withoutGrants(principal: Principal | undefined): Principal | undefined {
+  if (principal?.kind !== 'client') return principal;
+  const { scopes: _scopes, tokenExpiresAt: _expires, allPatients: _all, ...who } = principal;
+  return { ...who, scopes: [] };
+}
+
+/** Who acted, as one string: a client id, `agent:…`, `patient:…`, `system:…`, or null (anonymous). */
+function actorOf(principal: Principal | undefined): string | null {
+  if (!principal) return null;
+  switch (principal.kind) {
+    case 'client':
+      return principal.clientId;
+    case 'bridge-agent':
+      return `agent:${principal.agentId}`;
+    case 'patient':
+      return `patient:${principal.patientId}`;
+    case 'system':
+      return `system:${principal.name}`;
+  }
+}
+
 /**
- * Writes the AuditEvent of one operation on patient data: the one place the audit trail is stored.
- * Call it with the transaction of the operation itself, so the record exists exactly when the
- * operation's effects do. `base` is the FHIR base URL (for the store's index of references).
+ * Appends rows to the audit trail in one statement: the one place it is written. In a write's own
+ * transaction, the rows exist exactly when the write's effects do; outside one (group commit), they are
+ * durable when the statement returns.
  */
-export async function recordAudit(tx: Queryable, base: string, record: AuditRecord): Promise<AuditEvent> {
-  const [written] = await writeMany(tx, base, [{ resource: { ...buildAuditEvent(record), id: randomUUID() }, method: 'POST' }]);
-  return written!.resource as AuditEvent;
+export async function insertAuditRows(sql: Queryable, rows: AuditRow[]): Promise<void> {
+  if (!rows.length) return;
+  const principalOf = (r: AuditRow) => r.record.caller.principal;
+  await sql.query(
+    `INSERT INTO audit_log (${ROW_COLUMNS})
+     SELECT u.id, u.recorded, u.action, u.outcome, u.operation, u.actor, u.org, ARRAY(SELECT jsonb_array_elements_text(u.patients)), u.purpose, u.request_id, u.record
+     FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::jsonb[], $9::text[], $10::text[], $11::jsonb[])
+       AS u(id, recorded, action, outcome, operation, actor, org, patients, purpose, request_id, record)`,
+    [
+      rows.map((r) => r.id),
+      rows.map((r) => r.recorded.toISOString()),
+      rows.map((r) => r.record.action),
+      rows.map((r) => r.record.outcome),
+      rows.map((r) => r.record.operation),
+      rows.map((r) => actorOf(principalOf(r))),
+      rows.map((r) => {
+        const p = principalOf(r);
+        return p && (p.kind === 'client' || p.kind === 'bridge-agent') ? (p.organizationId ?? null) : null;
+      }),
+      rows.map((r) => JSON.stringify([r.record.patient?.id, ...(r.record.otherPatients ?? [])].filter(Boolean))),
+      rows.map((r) => r.record.purpose ?? null),
+      rows.map((r) => r.record.caller.requestId ?? null),
+      rows.map((r) => JSON.stringify({ ...r.record, caller: { ...r.record.caller, principal: withoutGrants(principalOf(r)) } })),
+    ],
+  );
+}
+
+/** Records one operation on patient data in `tx`, the operation's own transaction (see insertAuditRows). */
+export async function recordAudit(tx: Queryable, record: AuditRecord): Promise<AuditRow> {
+  const row = auditRow(record);
+  await insertAuditRows(tx, [row]);
+  return row;
 }

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Bundle, Patient, Resource } from '@medplum/fhirtypes';
 import type { Principal } from '../auth/principal';
 import { recordAudit, type AuditAction, type AuditCaller, type AuditRecord } from '../audit/audit';
+import type { AuditTrail } from '../audit/trail';
 import type { Environment } from '../config';
 import type { Database, Queryable } from '../db/database';
 import { recordEvents, type NewEvent } from '../events/outbox';
@@ -43,6 +44,8 @@ export interface RequestContext {
 /** What every repository of a process shares. */
 export interface RepositoryDeps {
   db: Database;
+  /** The audit trail of the process: reads append to its group commits, writes record in their transaction. */
+  auditTrail: AuditTrail;
   /** This server's FHIR base URL: references to it are local; fullUrls start with it. */
   baseUrl(): string;
   environment: Environment;
@@ -147,7 +150,7 @@ export class FhirRepository {
       return await this.deps.db.transaction((tx) => openTransactions.run({ owner: this, sql: tx, refusals }, () => fn(tx)));
     } finally {
       // A refusal usually ends its transaction with an error: its audit record is written after, on its own.
-      if (refusals.length) await this.deps.db.transaction(async (tx) => { for (const r of refusals) await recordAudit(tx, this.baseUrl, r); });
+      await Promise.all(refusals.map((r) => this.deps.auditTrail.append(r)));
     }
   }
 
@@ -166,7 +169,7 @@ export class FhirRepository {
 
   /** The current version; 404 when it never existed, 410 when deleted, 403 when the caller may not see it. */
   async read<T extends Resource>(type: string, id: string, options: ReadOptions = {}): Promise<T> {
-    this.checkReadable(type);
+    await this.checkReadable(type);
     const identity = options.identity === true && type === 'Patient';
     if (!identity) await this.emergencyFor(() => this.patientsOfResource(type, id));
     const found = await readVersion<T>(this.sql, type, id, identity ? undefined : this.access.rowFilter);
@@ -177,7 +180,7 @@ export class FhirRepository {
 
   /** One version (current or earlier). */
   async vread<T extends Resource>(type: string, id: string, versionId: string, options: ReadOptions = {}): Promise<T> {
-    this.checkReadable(type);
+    await this.checkReadable(type);
     await this.emergencyFor(() => this.patientsOfResource(type, id));
     const found = await readOneVersion<T>(this.sql, type, id, versionId, this.access.rowFilter);
     const absent = missing(type, id, found, versionId);
@@ -187,7 +190,7 @@ export class FhirRepository {
 
   /** Instance history (`id` given: 404 when unknown, 403 when hidden) or type history (only what the caller may see). */
   async history(type: string, id: string | undefined, params: { count?: number; since?: string }): Promise<Bundle> {
-    this.checkReadable(type);
+    await this.checkReadable(type);
     await this.emergencyFor(async () => (id === undefined ? [] : this.patientsOfResource(type, id)));
     if (id !== undefined) {
       const current = await readVersion(this.sql, type, id, this.access.rowFilter);
@@ -201,7 +204,7 @@ export class FhirRepository {
 
   /** FHIR search: only what the caller may see is found, counted or included. */
   async search<T extends Resource>(type: string, query: QueryParams, options: SearchOptions & ReadOptions = {}): Promise<Bundle<T>> {
-    this.checkReadable(type);
+    await this.checkReadable(type, query);
     const parsed = parseSearch(type, query, this.baseUrl);
     await this.emergencyFor(async () => (options.compartmentPatient !== undefined ? [options.compartmentPatient] : patientNamedBy(parsed)));
     const bundle = await searchResources<T>(this.sql, this.baseUrl, parsed, query, this.access, options);
@@ -392,7 +395,11 @@ export class FhirRepository {
   async audit(record: Omit<AuditRecord, 'caller'>): Promise<void> {
     const emergency = this.context.emergencyReason;
     const marked = emergency === undefined ? record : { ...record, breakGlass: true, purpose: record.purpose ?? emergency };
-    await this.transaction((sql) => recordAudit(sql, this.baseUrl, { ...marked, caller: this.caller }));
+    const full = { ...marked, caller: this.caller };
+    // In a transaction (a write, a composed operation): with it. Otherwise (a read): in the next group commit.
+    const open = this.openTransaction;
+    if (open) await recordAudit(open.sql, full);
+    else await this.deps.auditTrail.append(full);
   }
 
   /** Who is asking, as the audit trail names them. */
@@ -489,12 +496,14 @@ export class FhirRepository {
     const full: AuditRecord = { purpose: emergency ?? this.context.purpose, breakGlass: emergency !== undefined, ...record, caller: this.caller };
     const open = this.openTransaction;
     if (open) open.refusals.push(full);
-    else await this.deps.db.transaction((tx) => recordAudit(tx, this.baseUrl, full));
+    else await this.deps.auditTrail.append(full);
   }
 
-  private checkReadable(type: string): void {
+  /** Checks the caller may read `type` at all; before a read that may show AuditEvents, materialises the whole trail. */
+  private async checkReadable(type: string, query: QueryParams = {}): Promise<void> {
     checkType(type);
     if (!this.access.canRead(type)) throw new ApiError(403, ErrorCode.forbidden, `No read access to ${type}`);
+    if (readsAuditTrail(type, query)) await this.deps.auditTrail.catchUp();
   }
 
   private checkWritable(type: string): void {
@@ -524,6 +533,15 @@ function patientNamedBy(search: ParsedSearch): string[] {
       for (const v of f.values) if (v.type === 'Patient' || (v.type === undefined && f.param.targets.length === 1 && f.param.targets[0] === 'Patient')) named.add(v.id);
   }
   return [...named];
+}
+
+/**
+ * Reads that may return AuditEvents, or depend on them (`_revinclude=AuditEvent:…`, `_has:AuditEvent:…`): the
+ * audit trail is materialised before them (AuditTrail.catchUp), so they see every access recorded so far.
+ */
+function readsAuditTrail(type: string, query: QueryParams): boolean {
+  const mentions = (text: string) => text.includes('AuditEvent');
+  return mentions(type) || Object.entries(query).some(([k, v]) => mentions(k) || [v].flat().some((x) => x !== undefined && mentions(String(x))));
 }
 
 /** The most patients one audit record names; a larger search says how many more in its description. */

@@ -7,6 +7,7 @@ import { paymentsTable } from '../inventory/payments';
 import { pharmacyStockTable } from '../inventory/pharmacy';
 import { consentIndex, consentRecordOf } from '../consents/record';
 import { matchKey } from '../patients/matching';
+import { AuditTrail } from '../audit/trail';
 import { FhirRepository, type RepositoryDeps, type RequestContext } from './repository';
 
 export const FHIR_BASE_PATH = '/api/fhir/R4';
@@ -14,15 +15,20 @@ export const FHIR_BASE_PATH = '/api/fhir/R4';
 /** Builds the repositories of one process: one per request (or per operator command). */
 export class FhirService {
   private readonly deps: RepositoryDeps;
+  /** The process's audit trail (src/audit/trail.ts); its materialiser runs as a background worker. */
+  readonly auditTrail: AuditTrail;
 
   constructor(
     readonly db: Database,
     config: Pick<Config, 'publicUrl' | 'environment' | 'matchKeySecret'>,
     mappings: MappingSet,
   ) {
+    const baseUrl = () => `${config.publicUrl}${FHIR_BASE_PATH}`;
+    this.auditTrail = new AuditTrail(db, baseUrl);
     this.deps = {
       db,
-      baseUrl: () => `${config.publicUrl}${FHIR_BASE_PATH}`,
+      auditTrail: this.auditTrail,
+      baseUrl,
       environment: config.environment,
       matchKeyOf: (patient: Patient) => {
         // The same demographics resolve matches on, read through the same map (mappings/patient-profile.map.yaml).

@@ -1,0 +1,114 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Database } from '../db/database';
+import type { Logger } from '../log';
+import type { BackgroundWorker } from '../services';
+import { writeMany } from '../fhir/store/writes';
+import { auditRow, buildAuditEvent, insertAuditRows, type AuditRecord, type AuditRow } from './audit';
+
+/** Most rows one group commit inserts; more wait for the next. */
+const MAX_GROUP = 500;
+/** Rows turned into AuditEvents per transaction. */
+const MATERIALIZE_BATCH = 500;
+
+/**
+ * The audit trail of one process (issue 13). Each access is a compact row of `audit_log`:
+ * - outside a write, `append` adds it to the next group commit: concurrent requests share one INSERT, and
+ *   each request's promise resolves once the statement holding its row has committed (durable before the
+ *   response is sent). A group starts as soon as the previous one ends, so a lone request waits for no timer;
+ * - a write records its row in its own transaction (recordAudit).
+ * Readers see the trail as FHIR AuditEvents: rows are materialised into the FHIR store in the background, and
+ * before any read of the trail (`catchUp`) every committed row is, so nothing recorded is ever missing from
+ * an AuditEvent search.
+ */
+export class AuditTrail {
+  private queue: Array<{ row: AuditRow; done: (err?: unknown) => void }> = [];
+  private flushing?: Promise<void>;
+  /** Group commits run in a context of their own, never inside a caller's transaction. */
+  private readonly detached = AsyncLocalStorage.snapshot();
+
+  constructor(
+    private readonly db: Database,
+    private readonly baseUrl: () => string,
+  ) {}
+
+  /** Records `record` in the next group commit; resolves once it is durable. */
+  append(record: AuditRecord): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ row: auditRow(record), done: (err) => (err ? reject(err) : resolve()) });
+      this.flushing ??= this.detached(() => this.flush());
+    });
+  }
+
+  private async flush(): Promise<void> {
+    try {
+      while (this.queue.length) {
+        const group = this.queue.splice(0, MAX_GROUP);
+        try {
+          await insertAuditRows(this.db, group.map((g) => g.row));
+          for (const g of group) g.done();
+        } catch (err) {
+          for (const g of group) g.done(err);
+        }
+      }
+    } finally {
+      this.flushing = undefined;
+    }
+  }
+
+  /**
+   * Turns up to `limit` rows not yet materialised into AuditEvent resources (id = the row's id), in one
+   * transaction. `wait`: take rows another process is materialising once it has (a reader catching up);
+   * otherwise skip them (the background). Returns how many rows it took.
+   */
+  async materialize(limit: number, wait: boolean): Promise<number> {
+    return this.db.transaction(async (tx) => {
+      const { rows } = await tx.query<{ id: string; recorded: Date | string; record: AuditRecord }>(
+        `SELECT id, recorded, record FROM audit_log WHERE NOT materialized ORDER BY recorded, id LIMIT $1 FOR UPDATE${wait ? '' : ' SKIP LOCKED'}`,
+        [limit],
+      );
+      if (!rows.length) return 0;
+      // Built by buildAuditEvent, whose output a test validates against R4: not validated again here.
+      const items = rows.map((r) => ({ resource: { ...buildAuditEvent(r.record, new Date(r.recorded)), id: r.id }, method: 'POST' as const }));
+      await writeMany(tx, this.baseUrl(), items, { trusted: true });
+      await tx.query('UPDATE audit_log SET materialized = true WHERE id = ANY($1::uuid[])', [rows.map((r) => r.id)]);
+      return rows.length;
+    });
+  }
+
+  /** Before a read of the trail: this process's pending rows committed, then every committed row materialised. */
+  async catchUp(): Promise<void> {
+    await this.flushing;
+    while ((await this.materialize(MATERIALIZE_BATCH, true)) === MATERIALIZE_BATCH);
+  }
+
+  /** Materialises in the background, every `intervalMs`, yielding between batches so requests go first. */
+  worker(intervalMs: number, log: Logger): BackgroundWorker {
+    let timer: NodeJS.Timeout | undefined;
+    let running: Promise<void> | undefined;
+    let stopping = false;
+    const tick = () => {
+      running ??= this.detached(async () => {
+        try {
+          while (!stopping && (await this.materialize(MATERIALIZE_BATCH, false)) === MATERIALIZE_BATCH) await new Promise((r) => setImmediate(r));
+        } catch (err) {
+          if (!stopping) log.error('audit trail not materialised', { error: String(err) });
+        } finally {
+          running = undefined;
+        }
+      });
+    };
+    return {
+      name: 'audit-materializer',
+      start() {
+        timer = setInterval(tick, intervalMs);
+        timer.unref();
+      },
+      stop: async () => {
+        stopping = true;
+        clearInterval(timer);
+        await running;
+        await this.flushing;
+      },
+    };
+  }
+}
