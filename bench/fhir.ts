@@ -2,7 +2,7 @@
  * FHIR benchmark (`npm run bench:fhir -- [options]`, also `npm run bench:sdk`): loads the 50 Synthea sample
  * patients, repeated with new ids up to the requested size, through the real import path, then measures
  * read-by-id and typical searches over HTTP against the running service, next to the same SQL run directly
- * on the database (the floor), as an integrator whose organisation every patient granted a full-record
+ * on the database with the same access rule (the floor), as an integrator whose organisation every patient granted a full-record
  * consent (the access rule in every query). Then the Connect records, the SDK summary and lab-result
  * pushes with Idempotency-Keys (new, and replayed). Runs on embedded PGlite and on PostgreSQL.
  *
@@ -25,7 +25,8 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { x as extract } from 'tar';
-import { createClient } from '../src/auth/clients';
+import { createClient, type ClientRecord } from '../src/auth/clients';
+import { accessPolicyFor, type AccessPolicy } from '../src/fhir/access';
 import { loadConfig } from '../src/config';
 import type { Database, Queryable, QueryResult } from '../src/db/database';
 import { uuidV5 } from '../src/fhir/hash';
@@ -298,7 +299,12 @@ function httpStackOnly(pont: RunningPont, n: number, seconds: number): Promise<S
   return httpFigures(pont, Array.from({ length: n }, () => '/healthz'), {}, seconds);
 }
 
-async function runWorkload(pont: RunningPont, headers: Record<string, string>, w: Workload, stack: StackFigures, seconds: number): Promise<QueryFigures> {
+/** The access rule the server applies to `client` on FHIR routes: the floor runs the same SQL the request does. */
+function policyOf(client: ClientRecord): AccessPolicy {
+  return accessPolicyFor({ kind: 'client', clientId: client.client_id, organizationId: client.organization_id, scopes: client.scopes, allPatients: client.all_patients }, 'fhir');
+}
+
+async function runWorkload(pont: RunningPont, headers: Record<string, string>, policy: AccessPolicy, w: Workload, stack: StackFigures, seconds: number): Promise<QueryFigures> {
   const { fhir, db } = pont.services;
   // Results per response, counted once outside the timed runs.
   let matches = 0;
@@ -322,8 +328,8 @@ async function runWorkload(pont: RunningPont, headers: Record<string, string>, w
     const log: Array<[string, unknown[]]> = [];
     const tx = recording(db, log);
     const { type, id, query, querystring } = parseFhirPath(path);
-    if (id !== undefined) await readVersion(tx, type, id);
-    else await searchResources(tx, fhir.baseUrl, parseSearch(type, query, fhir.baseUrl), query, { canRead: () => true }, { selfQuery: querystring });
+    if (id !== undefined) await readVersion(tx, type, id, policy.rowFilter);
+    else await searchResources(tx, fhir.baseUrl, parseSearch(type, query, fhir.baseUrl), query, policy, { selfQuery: querystring });
     statements.push(log);
   }
   const replay = async (log: Array<[string, unknown[]]>) => {
@@ -612,12 +618,12 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
     const sets = await workloads(pont, headers, options.requests);
     for (const w of sets) {
       log(`${backend}: ${w.name} (${w.paths.length} requests)`);
-      queries.push(await runWorkload(pont, headers, w, stackOnly, options.seconds));
+      queries.push(await runWorkload(pont, headers, policyOf(client), w, stackOnly, options.seconds));
     }
     for (const w of sets.filter((w) => w.name === 'read by id' || w.name === 'patient + code')) {
       const name = `${w.name}, no consent rule`;
       log(`${backend}: ${name}`);
-      queries.push(await runWorkload(pont, operatorHeaders, { ...w, name, example: `${w.example} (all-patients client)` }, stackOnly, options.seconds));
+      queries.push(await runWorkload(pont, operatorHeaders, policyOf(operator), { ...w, name, example: `${w.example} (all-patients client)` }, stackOnly, options.seconds));
     }
     log(`${backend}: SDK (records, summary, pushes)`);
     const sdk = await sdkFigures(pont, headers, healthIds, options.requests, options.concurrency);
