@@ -107,6 +107,31 @@ describe('the integrator walk-through: resolve, grant, status, read, revoke, ref
     await connect(clinic, `/patient/${healthId}/consent/revoke`, { method: 'POST', json: {} });
   });
 
+  it('data that concerns two patients needs the consent of both, through a read, a search and a count', async () => {
+    const first = await resolveNew(hospital, 'Ada');
+    const second = await resolveNew(hospital, 'Bea');
+    const idOf = async (hid: string) => (await fhir(hospital, `/Patient?identifier=https://pont.health/fhir/sid/health-id|${hid}`)).body.entry[0].resource.id as string;
+    const [a, b] = [await idOf(first), await idOf(second)];
+    // An observation of one patient performed by another (both in its Patient compartment).
+    const shared = await fhir(hospital, '/Observation', {
+      method: 'POST',
+      json: { resourceType: 'Observation', status: 'final', code: { text: 'Shared' }, subject: { reference: `Patient/${a}` }, performer: [{ reference: `Patient/${b}` }] },
+    });
+    expect(shared.status).toBe(201);
+    const seen = async () => {
+      const read = await fhir(clinic, `/Observation/${shared.body.id}`);
+      const search = await fhir(clinic, `/Observation?subject=Patient/${a}&code:text=Shared`);
+      const count = await fhir(clinic, `/Observation?subject=Patient/${a}&code:text=Shared&_summary=count`);
+      return { read: read.status, found: search.body.entry?.length ?? 0, total: count.body.total };
+    };
+    await connect(clinic, `/patient/${first}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at: inAYear() } });
+    expect(await seen()).toEqual({ read: 403, found: 0, total: 0 });
+    await connect(clinic, `/patient/${second}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at: inAYear() } });
+    expect(await seen()).toEqual({ read: 200, found: 1, total: 1 });
+    await connect(clinic, `/patient/${first}/consent/revoke`, { method: 'POST', json: {} });
+    expect(await seen()).toEqual({ read: 403, found: 0, total: 0 });
+  });
+
   it('an organisation reads what it wrote itself, and Consents cannot be written through FHIR', async () => {
     expect((await fhir(hospital, `/Observation/${observationId}`)).status).toBe(200);
     const forged = await fhir(clinic, '/Consent', { method: 'POST', json: { resourceType: 'Consent', status: 'active' } });

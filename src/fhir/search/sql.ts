@@ -92,8 +92,8 @@ function quantityCondition(v: QuantityValue, q: SqlParams): string {
 }
 
 /** `AND <access condition on alias>` when the caller may not see every row, else nothing. */
-export function accessSql(access: RowFilter | undefined, alias: string, q: SqlParams): string {
-  const condition = access?.(alias, q);
+export function accessSql(access: RowFilter | undefined, alias: string, q: SqlParams, resourceType?: string): string {
+  const condition = access?.(alias, q, resourceType);
   return condition ? ` AND (${condition})` : '';
 }
 

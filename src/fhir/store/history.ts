@@ -29,8 +29,8 @@ interface VersionRow {
   allowed: boolean;
 }
 
-const allowedColumn = (rowFilter: RowFilter | undefined, q: SqlParams) => {
-  const condition = rowFilter?.('r', q);
+const allowedColumn = (rowFilter: RowFilter | undefined, q: SqlParams, type: string) => {
+  const condition = rowFilter?.('r', q, type);
   return condition ? `(${condition}) AS allowed` : 'true AS allowed';
 };
 
@@ -40,7 +40,7 @@ const toStored = <T extends Resource>(row: VersionRow | undefined): StoredVersio
 /** The current version of a resource, or undefined when it never existed. */
 export async function readVersion<T extends Resource>(db: Queryable, type: string, id: string, rowFilter?: RowFilter): Promise<StoredVersion<T> | undefined> {
   const q = new SqlParams();
-  const allowed = allowedColumn(rowFilter, q);
+  const allowed = allowedColumn(rowFilter, q, type);
   const { rows } = await db.query<VersionRow>(
     `SELECT r.id, r.version_id, r.last_updated, r.deleted, r.content, ${allowed} FROM fhir_resources r
      WHERE r.resource_type = ${q.add(type)} AND r.id = ${q.add(id)}`,
@@ -59,7 +59,7 @@ export async function readOneVersion<T extends Resource>(
 ): Promise<StoredVersion<T> | undefined> {
   if (!/^\d{1,18}$/.test(versionId)) return undefined;
   const q = new SqlParams();
-  const allowed = allowedColumn(rowFilter, q);
+  const allowed = allowedColumn(rowFilter, q, type);
   const t = q.add(type);
   const i = q.add(id);
   const v = q.add(versionId);
@@ -90,7 +90,7 @@ export async function historyBundle(
   const q = new SqlParams();
   const where = [`r.resource_type = ${q.add(type)}`];
   if (id !== undefined) where.push(`r.id = ${q.add(id)}`);
-  const visible = rowFilter?.('r', q);
+  const visible = rowFilter?.('r', q, type);
   if (visible) where.push(`(${visible})`);
   const time: string[] = [];
   if (params.since) time.push(`last_updated >= ${q.add(params.since)}::timestamptz`);

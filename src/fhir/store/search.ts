@@ -76,7 +76,7 @@ export async function searchResources<T extends Resource>(
   const q = new SqlParams();
   const where = [`r.resource_type = ${q.add(resourceType)}`, 'NOT r.deleted', ...search.filters.map((f) => filterSql(f, 'r', q, access.rowFilter))];
   if (options.compartmentPatient !== undefined) where.push(`r.patients @> ARRAY[${q.add(options.compartmentPatient)}]::text[]`);
-  const visible = access.rowFilter?.('r', q);
+  const visible = access.rowFilter?.('r', q, resourceType);
   if (visible) where.push(`(${visible})`);
   const countOnly = search.summary === 'count' || search.count === 0;
 
@@ -192,7 +192,7 @@ async function reverseIncludes(db: Queryable, to: Resource[], rule: IncludeRule,
     const { rows } = await db.query<{ content: Resource }>(
       `SELECT DISTINCT s.rid, s.content FROM fhir_idx_reference ref JOIN fhir_resources s ON s.rid = ref.rid AND NOT s.deleted
        WHERE ref.hash_identity = ${q.add(rule.param.hashIdentity)} AND ref.target_type = ${q.add(type)} AND ref.target_id = ANY(${q.add(ids)}::text[])
-         ${accessSql(access.rowFilter, 's', q)}
+         ${accessSql(access.rowFilter, 's', q, rule.sourceType)}
        ORDER BY s.rid LIMIT ${q.add(MAX_INCLUDED + 1)}`,
       q.values,
     );

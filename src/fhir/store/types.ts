@@ -17,4 +17,8 @@ export function checkType(resourceType: string): void {
  * The access rule as SQL: a condition on the `fhir_resources` row aliased `alias`, with its values
  * bound through `q`; undefined when the caller may see every row (src/fhir/access.ts builds it).
  */
-export type RowFilter = (alias: string, q: { add(value: unknown): string }) => string | undefined;
+/**
+ * The access rule as a SQL condition on the resource rows of `alias`. `resourceType`: every row is of that type
+ * (a search's own rows, a read), which lets the rule name the type's data class as a constant.
+ */
+export type RowFilter = (alias: string, q: { add(value: unknown): string }, resourceType?: string) => string | undefined;
