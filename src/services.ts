@@ -27,8 +27,8 @@ export interface Services {
   workers: BackgroundWorker[];
 }
 
-/** How often the audit trail's new rows become AuditEvents in the background (readers of the trail never wait for it). */
-const AUDIT_MATERIALIZE_MS = 1000;
+/** How often the audit trail's materialiser looks for new rows to turn into AuditEvents (src/audit/trail.ts). */
+const AUDIT_MATERIALIZE_MS = 250;
 
 export async function createServices(config: Config, db: Database, log: Logger): Promise<Services> {
   // First, before slower set-up: a bad map stops the start with its file:line:column (MappingError).

@@ -9,6 +9,10 @@ import { auditRow, buildAuditEvent, insertAuditRows, type AuditRecord, type Audi
 const MAX_GROUP = 500;
 /** Rows turned into AuditEvents per transaction. */
 const MATERIALIZE_BATCH = 500;
+/** Event-loop utilisation above which the background materialiser leaves the process to requests. */
+const BUSY = 0.5;
+/** ... but takes a batch at least this often. */
+const FORCED_EVERY_MS = 10_000;
 
 /**
  * The audit trail of one process (issue 13). Each access is a compact row of `audit_log`:
@@ -81,15 +85,26 @@ export class AuditTrail {
     while ((await this.materialize(MATERIALIZE_BATCH, true)) === MATERIALIZE_BATCH);
   }
 
-  /** Materialises in the background, every `intervalMs`, yielding between batches so requests go first. */
+  /**
+   * Materialises in the background, yielding to requests: every `intervalMs` it takes batches while the event
+   * loop was less than half busy since the last look (requests first), and at least one batch every
+   * FORCED_EVERY_MS whatever the load, so the backlog a reader may have to catch up on stays bounded.
+   */
   worker(intervalMs: number, log: Logger): BackgroundWorker {
     let timer: NodeJS.Timeout | undefined;
     let running: Promise<void> | undefined;
     let stopping = false;
+    let lastLook = performance.eventLoopUtilization();
+    let lastRun = Date.now();
     const tick = () => {
-      running ??= this.detached(async () => {
+      const now = performance.eventLoopUtilization();
+      const busy = performance.eventLoopUtilization(now, lastLook).utilization > BUSY;
+      lastLook = now;
+      if (running || (busy && Date.now() - lastRun < FORCED_EVERY_MS)) return;
+      running = this.detached(async () => {
         try {
-          while (!stopping && (await this.materialize(MATERIALIZE_BATCH, false)) === MATERIALIZE_BATCH) await new Promise((r) => setImmediate(r));
+          lastRun = Date.now();
+          while (!stopping && (await this.materialize(MATERIALIZE_BATCH, false)) === MATERIALIZE_BATCH && !busy) await new Promise((r) => setImmediate(r));
         } catch (err) {
           if (!stopping) log.error('audit trail not materialised', { error: String(err) });
         } finally {

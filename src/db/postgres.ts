@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { Database, Queryable, QueryResult } from './database';
 import { PgListener } from './pg-listener';
@@ -11,8 +12,10 @@ export async function openPostgres(connectionString: string, maxConnections = 10
   pool.on('error', () => {});
   await pool.query('SELECT 1');
 
+  const statements = new PreparedStatements();
   const run = async <T>(q: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[]): Promise<QueryResult<T>> => {
-    const result = await q.query(sql, params as unknown[] | undefined);
+    const name = params ? statements.nameOf(sql) : undefined;
+    const result = await q.query(name ? { name, text: sql, values: params as unknown[] } : { text: sql, values: params as unknown[] | undefined });
     return { rows: result.rows as T[], rowCount: result.rowCount ?? 0 };
   };
 
@@ -56,4 +59,37 @@ export async function openPostgres(connectionString: string, maxConnections = 10
       await pool.end();
     },
   };
+}
+
+/** A statement text run this often is prepared (pgjdbc's prepareThreshold has the same default). */
+const PREPARE_AFTER = 5;
+/** Distinct statements prepared per process at most (each connection keeps those it has used, with their plans). */
+const MAX_PREPARED = 256;
+/** Statement texts counted at most before the counts start again (dynamic SQL must not grow memory). */
+const MAX_COUNTED = 10_000;
+
+/**
+ * Which statements run as named prepared statements: those with parameters seen PREPARE_AFTER times, up to
+ * MAX_PREPARED. PostgreSQL then parses each once per connection and, where its plan cache finds a generic plan
+ * as good as the custom ones, plans it once too: the hot statements (read by id, the search shapes, the audit
+ * insert) are repeated texts with new parameters.
+ */
+class PreparedStatements {
+  private readonly names = new Map<string, string>();
+  private readonly seen = new Map<string, number>();
+
+  nameOf(sql: string): string | undefined {
+    const known = this.names.get(sql);
+    if (known || this.names.size >= MAX_PREPARED) return known;
+    const count = (this.seen.get(sql) ?? 0) + 1;
+    if (count < PREPARE_AFTER) {
+      if (this.seen.size >= MAX_COUNTED) this.seen.clear();
+      this.seen.set(sql, count);
+      return undefined;
+    }
+    this.seen.delete(sql);
+    const name = `pont_${createHash('sha256').update(sql).digest('base64url').slice(0, 22)}`;
+    this.names.set(sql, name);
+    return name;
+  }
 }
