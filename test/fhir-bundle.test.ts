@@ -65,6 +65,27 @@ describe('transaction bundles', () => {
     expect(await count('/Patient?family=Never')).toBe(0);
   });
 
+  it('in a large bundle (checked on worker threads) reports the first bad entry, whatever is wrong with it', async () => {
+    const before = await count('/Organization');
+    const org = (i: number) => ({ resource: { resourceType: 'Organization', name: `Many ${i}` }, request: { method: 'POST', url: 'Organization' } });
+    const entries: any[] = Array.from({ length: 40 }, (_, i) => org(i));
+    entries[23] = { resource: { resourceType: 'Organization', name: 'Bad', active: 'yes' }, request: { method: 'POST', url: 'Organization' } };
+    entries[31] = { resource: { resourceType: 'Organization', id: 'absent-org', name: 'Gone' }, request: { method: 'PUT', url: 'Organization/absent-org', ifMatch: 'W/"7"' } };
+    const res = await post({ resourceType: 'Bundle', type: 'transaction', entry: entries });
+    expect(res.status).toBe(400);
+    expect(res.body.issue[0].diagnostics).toContain('entry[23]');
+    expect(res.body.issue[0].expression).toEqual(['Organization.active']);
+    // Without the invalid entry, the version conflict further on is the first problem.
+    entries[23] = org(23);
+    const conflict = await post({ resourceType: 'Bundle', type: 'transaction', entry: entries });
+    expect(conflict.status).toBe(412);
+    expect(JSON.stringify(conflict.body)).toContain('entry[31]');
+    expect(await count('/Organization')).toBe(before);
+    entries[31] = org(31);
+    expect((await post({ resourceType: 'Bundle', type: 'transaction', entry: entries })).status).toBe(200);
+    expect(await count('/Organization')).toBe(before + 40);
+  });
+
   it('a version conflict inside a transaction rolls back the other writes', async () => {
     const org = await api.create<Organization>({ resourceType: 'Organization', name: 'Versioned' });
     const res = await post({

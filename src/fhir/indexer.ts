@@ -26,6 +26,8 @@ export interface IndexedParam {
   targets: string[];
   /** For token parameters over `code` elements: the code system their required value set implies. */
   codeSystem?: string;
+  /** The top-level elements its expression starts from, when it can find nothing without them (rootElements). */
+  roots?: string[];
   evaluate(resource: TypedValue): TypedValue[];
 }
 
@@ -48,19 +50,57 @@ export function indexedParams(resourceType: string): Map<string, IndexedParam> {
         .filter((e) => e.type?.some((t) => t.code === 'code') && e.binding?.strength === 'required' && e.binding.valueSet)
         .map((e) => impliedCodeSystem(e.binding!.valueSet!)),
     );
+    const roots = rootElements(resourceType, sp.expression);
     params.set(code, {
       resourceType,
+      roots,
       code,
       type: sp.type as IndexedParamType,
       hashIdentity: hashKey(resourceType, code),
       definition: sp,
       targets: (sp.target ?? []) as string[],
       codeSystem: codeSystems.size === 1 ? [...codeSystems][0] : undefined,
-      evaluate: (resource) => evalFhirPathTyped(details.parsedExpression, [resource], { '%resource': resource }),
+      evaluate: skipWhenAbsent(roots, (resource) =>
+        evalFhirPathTyped(details.parsedExpression, [resource], { '%resource': resource }),
+      ),
     });
   }
   paramCache.set(resourceType, params);
   return params;
+}
+
+/**
+ * The top-level elements a search parameter's expression starts from, when every `|`-separated part of it is a
+ * path from the resource (`Observation.code`, `(Observation.value as Quantity)`, `Resource.meta.tag`,
+ * `Observation.subject.where(resolve() is Patient)`): such a part finds nothing on a resource without its root.
+ * Undefined (always evaluated) when any part may answer something of nothing: `exists()`, `empty()`, a boolean
+ * operator, any function but those that filter or cast.
+ */
+function rootElements(resourceType: string, expression: string): string[] | undefined {
+  const roots: string[] = [];
+  for (const part of expression.split('|')) {
+    const m = /^\s*\(?\s*(\w+)\.(\w+)/.exec(part);
+    if (!m || (m[1] !== resourceType && m[1] !== 'Resource' && m[1] !== 'DomainResource')) return undefined;
+    const functions = [...part.matchAll(/(\w+)\s*\(/g)].map((f) => f[1]!);
+    if (functions.some((f) => !PATH_FUNCTIONS.has(f)) || /\s(and|or|xor|implies)\s/.test(part)) return undefined;
+    roots.push(m[2]!);
+  }
+  return roots;
+}
+const PATH_FUNCTIONS = new Set(['where', 'as', 'ofType', 'resolve', 'extension', 'is']);
+
+/**
+ * An evaluation that answers nothing, without running the FHIRPath, when the resource has none of `roots`
+ * (a choice element `value` is present as `valueQuantity`, `valueString`...): most of a type's parameters
+ * look at elements a given resource does not have.
+ */
+function skipWhenAbsent(roots: string[] | undefined, evaluate: (resource: TypedValue) => TypedValue[]): (resource: TypedValue) => TypedValue[] {
+  if (!roots) return evaluate;
+  return (resource) => {
+    const keys = Object.keys(resource.value as object);
+    const present = roots.some((root) => keys.some((k) => k === root || (k.length > root.length && k.startsWith(root) && k[root.length]! >= 'A' && k[root.length]! <= 'Z')));
+    return present ? evaluate(resource) : [];
+  };
 }
 
 export interface IndexRows {

@@ -1,9 +1,9 @@
 import type { Resource } from '@medplum/fhirtypes';
 import type { Queryable } from '../../db/database';
 import { ApiError, ErrorCode, badRequest } from '../../http/errors';
-import { compartmentPatients, linksOf, type Link } from '../compartment';
-import { INDEX_TABLES, indexResource, type IndexRows } from '../indexer';
-import { validateFhirResource } from '../validate';
+import { checkResources, type Checked } from '../check';
+import type { Link } from '../compartment';
+import { INDEX_TABLES, type IndexRows } from '../indexer';
 import { checkType, ID_PATTERN, versionTag } from './types';
 
 export type WriteMethod = 'POST' | 'PUT' | 'DELETE';
@@ -68,18 +68,12 @@ const INDEX_COLUMNS: Record<(typeof INDEX_TABLES)[number], { columns: string[]; 
 const key = (type: string, id: string) => `${type}/${id}`;
 
 /**
- * The patients whose data a stored version is, as a JSON array (one text parameter per row): what the
- * consent rule filters on. The audit trail is not patient data in that sense: it is the operators'
- * (scope audit:read), and records of accesses to a patient are not the patient's record.
- */
-const patientsJson = (resource: Resource, base: string) => JSON.stringify(resource.resourceType === 'AuditEvent' ? [] : compartmentPatients(resource, base));
-
-/**
  * Writes new versions of many resources with a handful of statements: locks the current rows,
- * checks If-Match, lets the caller prepare each resource, validates it, archives the current versions
- * (server-side copy), stores the new ones and replaces their index rows and links. Results are in the
- * order of `items`. With `pending`, index rows are collected there instead of inserted (bundles
- * insert them once for all their writes).
+ * checks If-Match, lets the caller prepare each resource, validates and indexes them (on worker threads
+ * when there are many: src/fhir/check.ts), archives the current versions (server-side copy), stores the
+ * new ones and replaces their index rows and links. Results are in the order of `items`; of several bad
+ * items, the first is reported. With `pending`, index rows are collected there instead of inserted
+ * (bundles insert them once for all their writes).
  */
 export async function writeMany(
   tx: Queryable,
@@ -106,7 +100,7 @@ export async function writeMany(
   const current = new Map(existing.map((row) => [key(row.resource_type, row.id), row]));
   const now = new Date().toISOString();
   const results: WriteResult[] = new Array(items.length);
-  const updates: Array<{ rid: string; versionId: string; method: WriteMethod; content: Resource | null }> = [];
+  const updates: Array<{ index: number; rid: string; versionId: string; method: WriteMethod; content: Resource | null }> = [];
   const inserts: Array<{ index: number; versionId: string; method: WriteMethod; content: Resource }> = [];
 
   const plan = async ({ resource: input, method, ifMatch }: WriteItem, index: number) => {
@@ -127,24 +121,39 @@ export async function writeMany(
     if (method !== 'DELETE') {
       const prepared = hooks.prepare ? await hooks.prepare(input, previous) : input;
       content = { ...prepared, meta: { ...prepared.meta, versionId, lastUpdated: now } } as Resource;
-      if (!hooks.trusted) validateFhirResource(content);
     }
     results[index] = { resource: content ?? input, created: !previous && method !== 'DELETE', previous, changed: true, method };
-    if (cur) updates.push({ rid: cur.rid, versionId, method, content });
+    if (cur) updates.push({ index, rid: cur.rid, versionId, method, content });
     else inserts.push({ index, versionId, method, content: content! });
   };
-  for (let index = 0; index < items.length; index++) {
-    const item = items[index];
+  const labelled = (err: unknown, index: number) => {
+    const label = items[index]?.label;
+    return label && err instanceof ApiError ? new ApiError(err.status, err.code, `${label}: ${err.message}`, err.options) : err;
+  };
+  // Plan in order up to the first item that cannot be written; the items before it are validated too, so
+  // that the first bad item is the one reported, whatever is wrong with it.
+  let refused: { index: number; err: unknown } | undefined;
+  for (let index = 0; index < items.length && !refused; index++) {
     try {
-      await plan(item, index);
+      await plan(items[index], index);
     } catch (err) {
-      if (item.label && err instanceof ApiError) throw new ApiError(err.status, err.code, `${item.label}: ${err.message}`, err.options);
-      throw err;
+      refused = { index, err };
     }
   }
+  const stored = [...updates, ...inserts].filter((w) => w.content).sort((a, b) => a.index - b.index);
+  const checks = await checkResources(stored.map((w) => w.content!), base, !hooks.trusted);
+  const checked = new Map<number, Checked>();
+  stored.forEach((w, k) => {
+    const outcome = checks[k]!;
+    if (outcome instanceof ApiError) {
+      if (!refused || w.index < refused.index) refused = { index: w.index, err: outcome };
+    } else checked.set(w.index, outcome);
+  });
+  if (refused) throw labelled(refused.err, refused.index);
 
   const indexed: PendingIndex[] = [];
-  const toIndex = (rid: string, content: Resource) => indexed.push({ rid, rows: indexResource(content, base), links: linksOf(content, base).links });
+  const toIndex = (rid: string, index: number) => indexed.push({ rid, rows: checked.get(index)!.rows, links: checked.get(index)!.links });
+  const patientsOf = (index: number) => checked.get(index)?.patients ?? [];
   if (updates.length) {
     const rids = updates.map((u) => u.rid);
     await tx.query(
@@ -153,29 +162,35 @@ export async function writeMany(
       [rids],
     );
     await tx.query(
-      `UPDATE fhir_resources r SET version_id = u.v, last_updated = $1, method = u.m, deleted = u.c IS NULL, content = u.c::jsonb,
-         patients = ARRAY(SELECT jsonb_array_elements_text(u.p::jsonb))
-       FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[]) AS u(rid, v, m, c, p) WHERE r.rid = u.rid`,
+      `UPDATE fhir_resources r SET version_id = u.v, last_updated = $1, method = u.m, deleted = c.value = 'null'::jsonb,
+         content = CASE WHEN c.value = 'null'::jsonb THEN NULL ELSE c.value END, patients = ARRAY(SELECT jsonb_array_elements_text(p.value))
+       FROM unnest($2::bigint[], $3::bigint[], $4::text[]) WITH ORDINALITY AS u(rid, v, m, k)
+       JOIN jsonb_array_elements($5::jsonb) WITH ORDINALITY AS c(value, k) ON c.k = u.k
+       JOIN jsonb_array_elements($6::jsonb) WITH ORDINALITY AS p(value, k) ON p.k = u.k
+       WHERE r.rid = u.rid`,
       [
         now,
         rids,
         updates.map((u) => u.versionId),
         updates.map((u) => u.method),
-        updates.map((u) => (u.content ? JSON.stringify(u.content) : null)),
-        updates.map((u) => (u.content ? patientsJson(u.content, base) : '[]')),
+        // Contents and patients as one JSON array each: cheaper on both sides than an array literal of JSON texts.
+        JSON.stringify(updates.map((u) => u.content)),
+        JSON.stringify(updates.map((u) => patientsOf(u.index))),
       ],
     );
     await tx.query(
       `WITH ${[...INDEX_TABLES.map((t) => `fhir_idx_${t}`), 'fhir_links'].map((t) => `d_${t} AS (DELETE FROM ${t} WHERE rid = ANY($1::bigint[]))`).join(', ')} SELECT 1`,
       [rids],
     );
-    for (const u of updates) if (u.content) toIndex(u.rid, u.content);
+    for (const u of updates) if (u.content) toIndex(u.rid, u.index);
   }
   if (inserts.length) {
     const { rows: created } = await tx.query<{ rid: string; resource_type: string; id: string }>(
       `INSERT INTO fhir_resources (resource_type, id, version_id, last_updated, method, deleted, content, patients, author_org)
-       SELECT n.t, n.i, n.v, $1, n.m, false, n.c::jsonb, ARRAY(SELECT jsonb_array_elements_text(n.p::jsonb)), n.a
-       FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[]) AS n(t, i, v, m, c, p, a)
+       SELECT n.t, n.i, n.v, $1, n.m, false, c.value, ARRAY(SELECT jsonb_array_elements_text(p.value)), n.a
+       FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[]) WITH ORDINALITY AS n(t, i, v, m, a, k)
+       JOIN jsonb_array_elements($7::jsonb) WITH ORDINALITY AS c(value, k) ON c.k = n.k
+       JOIN jsonb_array_elements($8::jsonb) WITH ORDINALITY AS p(value, k) ON p.k = n.k
        ON CONFLICT (resource_type, id) DO NOTHING RETURNING rid, resource_type, id`,
       [
         now,
@@ -183,16 +198,16 @@ export async function writeMany(
         inserts.map((n) => n.content.id),
         inserts.map((n) => n.versionId),
         inserts.map((n) => n.method),
-        inserts.map((n) => JSON.stringify(n.content)),
-        inserts.map((n) => patientsJson(n.content, base)),
         inserts.map((n) => hooks.authorOf?.(n.content) ?? null),
+        JSON.stringify(inserts.map((n) => n.content)),
+        JSON.stringify(inserts.map((n) => patientsOf(n.index))),
       ],
     );
     const rids = new Map(created.map((row) => [key(row.resource_type, row.id), row.rid]));
     const raced: number[] = [];
     for (const n of inserts) {
       const rid = rids.get(key(n.content.resourceType, n.content.id!));
-      if (rid) toIndex(rid, n.content);
+      if (rid) toIndex(rid, n.index);
       else raced.push(n.index);
     }
     if (raced.length) {
@@ -209,32 +224,24 @@ export async function writeMany(
 
 /** Inserts the index rows and links of many resources with one statement (unnest of column arrays per table). */
 export async function insertIndexRows(tx: Queryable, batch: PendingIndex[]): Promise<void> {
-  const params: unknown[] = [];
+  // Each table's rows go as one JSON array of rows: JSON.stringify and PostgreSQL's JSON parser are cheaper
+  // than an array literal per column, escaped value by value.
+  const params: string[] = [];
   const inserts: string[] = [];
-  const add = (table: string, columns: string[], types: string[], arrays: unknown[][]) => {
-    if (arrays[0].length === 0) return;
-    const casts = types.map((t, i) => `$${params.length + i + 1}::${t}[]`).join(', ');
-    params.push(...arrays);
-    inserts.push(`i_${table} AS (INSERT INTO ${table} (${columns.join(', ')}) SELECT * FROM unnest(${casts}))`);
+  const add = (table: string, columns: string[], types: string[], rows: unknown[][]) => {
+    if (!rows.length) return;
+    params.push(JSON.stringify(rows));
+    const values = types.map((t, i) => `(r->>${i})::${t}`).join(', ');
+    inserts.push(`i_${table} AS (INSERT INTO ${table} (${columns.join(', ')}) SELECT ${values} FROM json_array_elements($${params.length}::json) AS r)`);
   };
   for (const table of INDEX_TABLES) {
     const { columns, types } = INDEX_COLUMNS[table];
-    const arrays: unknown[][] = [[], ...columns.map(() => [])];
-    for (const { rid, rows } of batch)
-      for (const row of rows[table] as unknown[][]) {
-        arrays[0].push(rid);
-        row.forEach((v, i) => arrays[i + 1].push(v));
-      }
-    add(`fhir_idx_${table}`, ['rid', ...columns], ['bigint', ...types], arrays);
+    const rows: unknown[][] = [];
+    for (const { rid, rows: indexRows } of batch) for (const row of indexRows[table] as unknown[][]) rows.push([rid, ...row]);
+    add(`fhir_idx_${table}`, ['rid', ...columns], ['bigint', ...types], rows);
   }
-  const links: unknown[][] = [[], [], [], []];
-  for (const { rid, links: ls } of batch)
-    for (const l of ls) {
-      links[0].push(rid);
-      links[1].push(l.targetType);
-      links[2].push(l.targetId);
-      links[3].push(l.path);
-    }
+  const links: unknown[][] = [];
+  for (const { rid, links: ls } of batch) for (const l of ls) links.push([rid, l.targetType, l.targetId, l.path]);
   add('fhir_links', ['rid', 'target_type', 'target_id', 'path'], ['bigint', 'text', 'text', 'text'], links);
   if (inserts.length) await tx.query(`WITH ${inserts.join(', ')} SELECT 1`, params);
 }

@@ -1,0 +1,93 @@
+import { availableParallelism } from 'node:os';
+import Piscina from 'piscina';
+import type { Resource } from '@medplum/fhirtypes';
+import { ApiError } from '../http/errors';
+import { compartmentPatients, linksOf, type Link } from './compartment';
+import { loadFhirDefinitions } from './definitions';
+import { indexResource, type IndexRows } from './indexer';
+import { validateFhirResource } from './validate';
+
+/** What storing a resource needs to know of it, computed from its content alone (see checkResource). */
+export interface Checked {
+  rows: IndexRows;
+  links: Link[];
+  /**
+   * The patients whose data it is (what the consent rule filters on). The audit trail is not patient data
+   * in that sense: it is the operators' (scope audit:read), and records of accesses to a patient are not
+   * the patient's record.
+   */
+  patients: string[];
+}
+
+/**
+ * The CPU-heavy part of a write, a pure function of the resource: validation against R4 (unless `validate`
+ * is false: resources Pont builds itself), its search index rows, its local references and its patients.
+ * Throws the ApiError of an invalid resource.
+ */
+export function checkResource(resource: Resource, base: string, validate: boolean): Checked {
+  if (validate) validateFhirResource(resource);
+  return {
+    rows: indexResource(resource, base),
+    links: linksOf(resource, base).links,
+    patients: resource.resourceType === 'AuditEvent' ? [] : compartmentPatients(resource, base),
+  };
+}
+
+/** A failure as it crosses from a worker thread: the ApiError's parts. */
+interface SerializedError {
+  status: number;
+  code: string;
+  message: string;
+  options: ApiError['options'];
+}
+type Outcome = { checked: Checked } | { error: SerializedError };
+
+/** The worker threads' task (src/fhir/check-worker.mjs): checkResource over a slice of resources. */
+export function checkSlice(task: { resources: Resource[]; base: string; validate: boolean }): Outcome[] {
+  loadFhirDefinitions();
+  return task.resources.map((resource) => {
+    try {
+      return { checked: checkResource(resource, task.base, task.validate) };
+    } catch (err) {
+      if (!(err instanceof ApiError)) throw err;
+      return { error: { status: err.status, code: err.code, message: err.message, options: err.options } };
+    }
+  });
+}
+
+/** Writes of fewer resources are checked on the calling thread: a round trip to a worker costs more than it saves. */
+const POOL_MIN = 16;
+/** Resources per task: a bundle of a few hundred is spread over every worker. */
+const SLICE = 32;
+/** Idle workers end after this long (each holds the FHIR definitions, ~100 MB). */
+const IDLE_MS = 30_000;
+
+let pool: Piscina | undefined;
+
+/**
+ * Checks many resources at once (checkResource on each), on worker threads when there are enough of them
+ * to pay for it (imports, bundles, Bridge batches), so that validation and indexing use every core. The
+ * outcome of each, in order: its Checked, or the ApiError it failed with.
+ */
+export async function checkResources(resources: Resource[], base: string, validate: boolean): Promise<Array<Checked | ApiError>> {
+  const outcomes: Outcome[] =
+    resources.length < POOL_MIN
+      ? checkSlice({ resources, base, validate })
+      : (
+          await Promise.all(
+            Array.from({ length: Math.ceil(resources.length / SLICE) }, (_, i) =>
+              workers().run({ resources: resources.slice(i * SLICE, (i + 1) * SLICE), base, validate }) as Promise<Outcome[]>,
+            ),
+          )
+        ).flat();
+  return outcomes.map((o) => ('checked' in o ? o.checked : new ApiError(o.error.status, o.error.code, o.error.message, o.error.options)));
+}
+
+function workers(): Piscina {
+  return (pool ??= new Piscina({
+    filename: new URL('./check-worker.mjs', import.meta.url).href,
+    maxThreads: Math.max(1, availableParallelism()),
+    minThreads: 0,
+    idleTimeout: IDLE_MS,
+  }));
+}
