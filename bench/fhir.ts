@@ -31,6 +31,7 @@ import { loadConfig } from '../src/config';
 import type { Database, Queryable, QueryResult } from '../src/db/database';
 import { uuidV5 } from '../src/fhir/hash';
 import { importPaths } from '../src/fhir/import';
+import { closeCheckWorkers } from '../src/fhir/check';
 import type { QueryParams } from '../src/fhir/search/parse';
 import { readVersion, searchResources } from '../src/fhir/store';
 import { parseSearch } from '../src/fhir/search/parse';
@@ -572,6 +573,8 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
 
     const concurrency = options.importConcurrency ?? (backend === 'postgres' ? 2 : 1);
     const summary = await importWithProgress(fhir, data.dir, concurrency, backend);
+    // The import's worker threads would end on their own once idle; the server's memory is measured without them.
+    await closeCheckWorkers();
     log(`${backend}: imported ${summary.resources.toLocaleString('en')} in ${summary.seconds.toFixed(1)} s`);
     if (summary.failures.length) log(`${backend}: ${summary.failures.length} failures, first: ${summary.failures[0]!.file}: ${summary.failures[0]!.message}`);
     if (options.analyze) {

@@ -26,11 +26,11 @@ export async function withDatabase<T>(fn: (db: Database) => Promise<T>): Promise
 
 const commands: Record<string, Command> = {
   serve: {
-    summary: 'Run the HTTP service (what `npm start` does)',
-    usage: 'pont serve',
-    async run() {
+    summary: 'Run the HTTP service (what `npm start` does); --workers N: N processes on one port (PostgreSQL only)',
+    usage: 'pont serve [--workers N]',
+    async run(args) {
       const { serve } = await import('./main');
-      await serve();
+      await serve(args);
       return new Promise<number>(() => {}); // runs until a signal stops the process
     },
   },

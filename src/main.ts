@@ -1,26 +1,90 @@
-import { loadConfig } from './config';
+import cluster from 'node:cluster';
+import { loadConfig, type Config } from './config';
 import { startPont } from './server';
 
-/** `npm start` / `pont serve`: runs the service until SIGINT/SIGTERM. */
-export async function serve(): Promise<void> {
+/** A worker that dies is started again after this long (longer each time it dies soon after starting). */
+const RESTART_MS = 1000;
+
+/**
+ * `npm start` / `pont serve [--workers N]`: runs the service until SIGINT/SIGTERM. With N > 1 (PostgreSQL
+ * only), N processes share the port through node's cluster: each is a whole Pont (HTTP, delivery worker,
+ * audit materialiser) on the one database, as several machines behind a load balancer would be.
+ */
+export async function serve(args: string[] = []): Promise<void> {
   const config = loadConfig();
+  const workers = workersOf(args);
+  if (workers > 1 && !config.databaseUrl)
+    throw new Error('--workers needs PostgreSQL (DATABASE_URL): the embedded database belongs to one process');
+  if (workers > 1 && cluster.isPrimary) return supervise(config, workers);
   const pont = await startPont(config);
-  const backend = config.databaseUrl ? 'PostgreSQL' : `embedded PGlite in ${config.dataDir}`;
-  console.log(`Pont is listening on ${pont.url} (public URL ${config.publicUrl}; database: ${backend})`);
-  console.log(`  FHIR R4 base: ${config.publicUrl}/api/fhir/R4   OpenAPI: ${config.publicUrl}/api/openapi.json`);
-  if (config.environment !== 'production')
-    console.log(`  Demo data and credentials (${config.environment}): curl -s -X POST ${config.publicUrl}/api/demo/reset   (README "Demo")`);
+  if (cluster.isWorker) {
+    // The supervisor prints the banner once every worker listens.
+    process.send?.({ listening: pont.url });
+  } else announce(config, pont.url, 1);
+  // Ctrl-C reaches a worker twice (from the terminal and from the supervisor): the first signal starts the
+  // graceful shutdown, and later ones must not cut it short.
+  let stopping = false;
   const stop = async (signal: string) => {
-    console.log(`${signal}: shutting down`);
+    if (stopping) return;
+    stopping = true;
+    if (cluster.isPrimary) console.log(`${signal}: shutting down`);
     await pont.close();
     process.exit(0);
   };
-  process.once('SIGINT', () => void stop('SIGINT'));
-  process.once('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+}
+
+function workersOf(args: string[]): number {
+  const i = args.indexOf('--workers');
+  const text = i >= 0 ? args[i + 1] : process.env.PONT_WORKERS || '1';
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1 || n > 64) throw new Error(`--workers must be a whole number from 1 to 64, got "${text}"`);
+  return n;
+}
+
+function announce(config: Config, url: string, workers: number): void {
+  const backend = config.databaseUrl ? 'PostgreSQL' : `embedded PGlite in ${config.dataDir}`;
+  console.log(`Pont is listening on ${url} (public URL ${config.publicUrl}; database: ${backend}${workers > 1 ? `; ${workers} worker processes` : ''})`);
+  console.log(`  FHIR R4 base: ${config.publicUrl}/api/fhir/R4   OpenAPI: ${config.publicUrl}/api/openapi.json`);
+  if (config.environment !== 'production')
+    console.log(`  Demo data and credentials (${config.environment}): curl -s -X POST ${config.publicUrl}/api/demo/reset   (README "Demo")`);
+}
+
+/** The primary process of `--workers N`: starts the workers, restarts any that dies, stops them all on a signal. */
+function supervise(config: Config, workers: number): Promise<void> {
+  let stopping = false;
+  let listening = 0;
+  const fork = () => {
+    const started = Date.now();
+    const worker = cluster.fork();
+    worker.on('message', (m: { listening?: string }) => {
+      if (m.listening && ++listening === workers) announce(config, m.listening, workers);
+    });
+    worker.on('exit', (code, signal) => {
+      if (stopping) return;
+      const quick = Date.now() - started < 10_000;
+      console.error(`worker ${worker.process.pid} ended (${signal ?? code}); starting another`);
+      setTimeout(fork, quick ? RESTART_MS * 5 : RESTART_MS);
+    });
+  };
+  for (let i = 0; i < workers; i++) fork();
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    console.log(`${signal}: shutting down ${workers} workers`);
+    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill(signal);
+    const left = () => Object.keys(cluster.workers ?? {}).length;
+    cluster.on('exit', () => left() === 0 && process.exit(0));
+    if (left() === 0) process.exit(0);
+  };
+  process.once('SIGINT', () => stop('SIGINT'));
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  return Promise.resolve();
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  serve().catch((err) => {
+  serve(process.argv.slice(2)).catch((err) => {
     console.error(err instanceof Error ? err.message : err);
     process.exit(1);
   });

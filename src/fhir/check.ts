@@ -55,7 +55,11 @@ export function checkSlice(task: { resources: Resource[]; base: string; validate
   });
 }
 
-/** Writes of fewer resources are checked on the calling thread: a round trip to a worker costs more than it saves. */
+/**
+ * Writes of fewer resources are checked on the calling thread: a round trip to a worker costs more than it saves.
+ * So are resources not validated (the audit trail's): indexing alone is cheaper than the copies to a worker, and a
+ * server under read load then starts no worker threads (each holds the FHIR definitions, ~150 MB).
+ */
 const POOL_MIN = 16;
 /** Resources per task: a bundle of a few hundred is spread over every worker. */
 const SLICE = 32;
@@ -66,12 +70,12 @@ let pool: Piscina | undefined;
 
 /**
  * Checks many resources at once (checkResource on each), on worker threads when there are enough of them
- * to pay for it (imports, bundles, Bridge batches), so that validation and indexing use every core. The
+ * to validate (imports, bundles, Bridge batches), so that validation and indexing use every core. The
  * outcome of each, in order: its Checked, or the ApiError it failed with.
  */
 export async function checkResources(resources: Resource[], base: string, validate: boolean): Promise<Array<Checked | ApiError>> {
   const outcomes: Outcome[] =
-    resources.length < POOL_MIN
+    resources.length < POOL_MIN || !validate
       ? checkSlice({ resources, base, validate })
       : (
           await Promise.all(
@@ -90,4 +94,11 @@ function workers(): Piscina {
     minThreads: 0,
     idleTimeout: IDLE_MS,
   }));
+}
+
+/** Ends the worker threads now (they start again when needed), e.g. once a bulk load is over. */
+export async function closeCheckWorkers(): Promise<void> {
+  const running = pool;
+  pool = undefined;
+  await running?.destroy();
 }

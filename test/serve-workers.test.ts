@@ -1,0 +1,68 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { backend, createScratchDatabase } from './harness';
+
+/** `pont serve --workers N`: N processes on one port, restarted when one dies, all stopped by one signal. */
+const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+const children = (pid: number) =>
+  execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' })
+    .split('\n')
+    .map((l) => Number(l.trim()))
+    .filter(Boolean);
+
+describe('pont serve --workers', () => {
+  let server: ChildProcess | undefined;
+  afterAll(() => {
+    server?.kill('SIGKILL');
+  });
+
+  it('refuses several workers on the embedded database', () => {
+    const env = { ...process.env, PORT: '0', LOG_LEVEL: 'error' } as Record<string, string | undefined>;
+    delete env.DATABASE_URL;
+    const run = () => execFileSync(process.execPath, ['bin/pont.js', 'serve', '--workers', '2'], { cwd: repoRoot, env, encoding: 'utf8', stdio: 'pipe' });
+    expect(run).toThrow(/--workers needs PostgreSQL/);
+  });
+
+  it.runIf(backend === 'postgres')('serves from N processes, starts a dead one again, and stops them all on SIGTERM', async () => {
+    const scratch = await createScratchDatabase();
+    try {
+      server = spawn(process.execPath, ['bin/pont.js', 'serve', '--workers', '2'], {
+        cwd: repoRoot,
+        env: { ...process.env, DATABASE_URL: scratch.url, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'error' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      server.stdout!.on('data', (c) => (out += c));
+      server.stderr!.on('data', (c) => (out += c));
+      const url = await new Promise<string>((resolve, reject) => {
+        const timer = setInterval(() => {
+          const m = /listening on (http:\/\/\S+).*2 worker processes/.exec(out);
+          if (m) resolve((clearInterval(timer), m[1]!));
+        }, 50);
+        server!.once('exit', () => reject(new Error(`exited: ${out}`)));
+      });
+      const workers = children(server.pid!);
+      expect(workers).toHaveLength(2);
+      for (let i = 0; i < 10; i++) expect((await fetch(`${url}/healthz`)).status).toBe(200);
+
+      // A worker that dies is replaced; the others serve meanwhile.
+      process.kill(workers[0]!, 'SIGKILL');
+      for (let i = 0; i < 100 && !(children(server.pid!).length === 2 && !children(server.pid!).includes(workers[0]!)); i++) await new Promise((r) => setTimeout(r, 100));
+      const replaced = children(server.pid!);
+      expect(replaced).toHaveLength(2);
+      expect(replaced).not.toContain(workers[0]);
+      expect((await fetch(`${url}/healthz`)).status).toBe(200);
+
+      const exited = once(server, 'exit');
+      server.kill('SIGTERM');
+      const [code] = await exited;
+      server = undefined;
+      expect(code).toBe(0);
+      for (const pid of replaced) expect(() => process.kill(pid, 0)).toThrow();
+    } finally {
+      await scratch.drop();
+    }
+  });
+});
