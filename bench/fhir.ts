@@ -18,7 +18,7 @@
  *
  * Figures are printed as a table and written to bench/results/fhir-<backend>.json.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -38,7 +38,7 @@ import { parseSearch } from '../src/fhir/search/parse';
 import type { FhirService } from '../src/fhir/service';
 import { startPont, type RunningPont } from '../src/server';
 import { createScratchDatabase } from '../test/harness';
-import type { LoadResult, LoadSpec } from './load';
+import { load as runLoad, type LoadSpec } from './load-client';
 import { runConcurrently, stats } from './stats';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -267,21 +267,8 @@ type PerSecondAt = Record<`${(typeof CONNECTIONS)[number]}`, number>;
 /** Largest resident set of this process (the server runs in it) seen while load ran. */
 let peakRss = 0;
 
-/** Runs bench/load.ts in a child process (autocannon): the load generator does not share the server's event loop. */
-async function load(spec: LoadSpec): Promise<LoadResult> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'bench', 'load.ts')], { stdio: ['pipe', 'pipe', 'inherit'] });
-  child.stdin.end(JSON.stringify(spec));
-  const sampler = setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage().rss)), 200);
-  let out = '';
-  child.stdout.on('data', (chunk) => (out += chunk));
-  const code = await new Promise<number | null>((resolveExit) => child.on('close', resolveExit));
-  clearInterval(sampler);
-  if (code !== 0) throw new Error(`load generator failed (exit ${code})`);
-  const result = JSON.parse(out) as LoadResult;
-  if (result.errors || Object.keys(result.unexpected).length)
-    throw new Error(`${spec.paths[0]}: ${result.errors} errors, unexpected statuses ${JSON.stringify(result.unexpected)}`);
-  return result;
-}
+const sampleRss = () => (peakRss = Math.max(peakRss, process.memoryUsage().rss));
+const load = (spec: LoadSpec) => runLoad(spec, sampleRss);
 
 /** Latency with one connection over `paths` (after a warm-up), then requests/s at each of CONNECTIONS for `seconds`. */
 async function httpFigures(pont: RunningPont, paths: string[], headers: Record<string, string>, seconds: number) {

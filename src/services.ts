@@ -6,13 +6,8 @@ import { createDeliveryWorker } from './webhooks/worker';
 import { createIdempotencyJanitor } from './http/idempotency';
 import { createAccessControl, type Access } from './auth/access';
 import { loadMappings, type MappingSet } from './mapping/index';
-
-/** A job that runs beside the HTTP server in every process (e.g. the webhook delivery worker). */
-export interface BackgroundWorker {
-  name: string;
-  start(): void;
-  stop(): Promise<void>;
-}
+import type { BackgroundWorker } from './jobs';
+import { bloodStockClock } from './inventory/blood';
 
 /** Everything a route needs, built once per process. */
 export interface Services {
@@ -41,7 +36,12 @@ export async function createServices(config: Config, db: Database, log: Logger):
     fhir,
     access: await createAccessControl({ config, db }),
     mappings,
-    workers: [createDeliveryWorker({ config, db, log }), createIdempotencyJanitor(db, config.idempotencyTtlMs, log), fhir.auditTrail.worker(AUDIT_MATERIALIZE_MS, log)],
+    workers: [
+      createDeliveryWorker({ config, db, log }),
+      createIdempotencyJanitor(db, config.idempotencyTtlMs, log),
+      fhir.auditTrail.worker(AUDIT_MATERIALIZE_MS, log),
+      bloodStockClock(db, log),
+    ],
   };
   return services;
 }

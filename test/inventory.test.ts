@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAgent } from '../src/auth/agents';
+import { moveBloodStockClock } from '../src/inventory/blood';
 import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
 
 /** Facility data: the blood-bank inventory against totals computed independently from the same units. */
@@ -107,6 +108,47 @@ describe('blood-bank inventory', () => {
     expect(issued.status).toBe(200);
     unit.available = false;
     expect(got((await inventory('?facility_id=fac-2')).body.items)).toEqual(expected((u) => u.facility === 'fac-2'));
+  });
+
+  it('follows a Bridge batch that changes many units at once', async () => {
+    const agent = await createAgent(pont.services.db, { organizationId: 'org-bank', facilityId: 'fac-0' });
+    const changed = units.filter((u) => u.facility === 'fac-0');
+    for (const [i, u] of changed.entries()) {
+      u.available = !u.available;
+      if (i % 3 === 0) u.group = 'AB-';
+      if (i % 4 === 0) u.units += 1;
+    }
+    const res = await pont.json('/api/v1/bridge/sync', {
+      method: 'POST',
+      headers: { 'x-bridge-agent-id': agent.agent_id, 'x-bridge-agent-key': agent.agent_key, 'x-bridge-timestamp': String(Math.floor(Date.now() / 1000)) },
+      json: { batch_id: 'units-fac-0-again', resources: changed.map(unitResource) },
+    });
+    expect(res.status).toBe(200);
+    expect(res.body.counts.updated).toBe(changed.length);
+    expect(got((await inventory('?facility_id=fac-0')).body.items)).toEqual(expected((u) => u.facility === 'fac-0'));
+    expect(got((await inventory()).body.items)).toEqual(expected(() => true));
+  });
+
+  it('stays exact as time passes, before and after the stock clock moves: units expire, others come within 7 days', async () => {
+    // fac-3 only: two units that cross a boundary in the next second and a half.
+    const soon = Date.now() + 1500;
+    const add = [
+      { id: 'unit-expiring', facility: 'fac-3', group: 'A+', component: 'plasma', available: true, units: 2, expires: soon },
+      { id: 'unit-entering', facility: 'fac-3', group: 'A+', component: 'plasma', available: true, units: 3, expires: soon + 7 * DAY },
+    ];
+    for (const u of add) {
+      const res = await pont.json('/api/fhir/R4/BiologicallyDerivedProduct', { method: 'POST', headers: writer.headers, json: { ...unitResource(u), id: undefined } });
+      expect(res.status).toBe(201);
+      units.push(u);
+    }
+    const fac3 = () => inventory('?facility_id=fac-3').then((r) => got(r.body.items));
+    expect(await fac3()).toEqual(['fac-3|A+|plasma|5|2']);
+    await new Promise((r) => setTimeout(r, 1700));
+    expect(await fac3()).toEqual(expected((u) => u.facility === 'fac-3'));
+    expect(await fac3()).toEqual(['fac-3|A+|plasma|3|3']);
+    await moveBloodStockClock(pont.services.db);
+    expect(await fac3()).toEqual(['fac-3|A+|plasma|3|3']);
+    expect(got((await inventory()).body.items)).toEqual(expected(() => true));
   });
 
   it('refuses unknown groups and components (422), and a unit it could not count (400)', async () => {

@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Database } from '../db/database';
 import type { Logger } from '../log';
-import type { BackgroundWorker } from '../services';
+import type { BackgroundWorker } from '../jobs';
 import { writeMany } from '../fhir/store/writes';
 import { auditRow, buildAuditEvent, insertAuditRows, type AuditRecord, type AuditRow } from './audit';
 

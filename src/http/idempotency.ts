@@ -3,7 +3,7 @@ import type { Context } from 'koa';
 import type { Queryable } from '../db/database';
 import { ApiError, ErrorCode, badRequest } from './errors';
 import type { Logger } from '../log';
-import type { BackgroundWorker } from '../services';
+import { periodicJob, type BackgroundWorker } from '../jobs';
 import type { HandlerResult } from './routes';
 
 /** 1-255 printable ASCII characters (a UUID is the usual choice). */
@@ -92,20 +92,5 @@ export async function forgetExpiredKeys(db: Queryable, ttlMs: number): Promise<n
 
 /** The background job that forgets expired keys, hourly (a replay checks the TTL itself, so this only frees space). */
 export function createIdempotencyJanitor(db: Queryable, ttlMs: number, log: Logger): BackgroundWorker {
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<unknown> = Promise.resolve();
-  const sweep = () => {
-    running = forgetExpiredKeys(db, ttlMs).catch((err) => log.error('forgetting expired idempotency keys failed', { error: String(err) }));
-  };
-  return {
-    name: 'idempotency-janitor',
-    start() {
-      timer = setInterval(sweep, 3_600_000);
-      timer.unref();
-    },
-    async stop() {
-      clearInterval(timer);
-      await running;
-    },
-  };
+  return periodicJob('idempotency-janitor', 3_600_000, () => forgetExpiredKeys(db, ttlMs), log);
 }

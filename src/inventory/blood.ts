@@ -1,5 +1,7 @@
 import type { BiologicallyDerivedProduct } from '@medplum/fhirtypes';
-import type { Queryable } from '../db/database';
+import type { Database, Queryable } from '../db/database';
+import { periodicJob, type BackgroundWorker } from '../jobs';
+import type { Logger } from '../log';
 import type { DerivedTable } from '../fhir/repository';
 import { badRequest } from '../http/errors';
 import type { MappingSet } from '../mapping/index';
@@ -8,7 +10,7 @@ export const BLOOD_GROUPS = ['A+', 'A-', 'B+', 'B-', 'AB+', 'AB-', 'O+', 'O-'] a
 export const BLOOD_COMPONENTS = ['whole_blood', 'packed_red_cells', 'platelets', 'plasma', 'cryoprecipitate'] as const;
 const COMPONENT_SYSTEM = 'https://pont.health/fhir/CodeSystem/blood-component';
 const BLOOD_GROUP_URL = 'https://pont.health/fhir/StructureDefinition/blood-group';
-/** Units expiring within this many days are counted apart. */
+/** Units expiring within this many days are counted apart (also written in migration 016's trigger). */
 export const EXPIRING_DAYS = 7;
 
 /** A BiologicallyDerivedProduct is a blood-bank unit when it carries a blood group or a blood component. */
@@ -24,10 +26,12 @@ export function bloodUnitsTable(mappings: MappingSet): DerivedTable {
   return {
     resourceType: 'BiologicallyDerivedProduct',
     async sync(sql: Queryable, changes) {
+      const removed: string[] = [];
+      const kept = new Map<string, unknown[]>(); // by unit id: the last write of a unit wins
       for (const change of changes) {
         const product = change.resource as BiologicallyDerivedProduct;
         if (change.method === 'DELETE' || !isBloodUnit(product)) {
-          await sql.query('DELETE FROM blood_units WHERE unit_id = $1', [product.id]);
+          removed.push(product.id!);
           continue;
         }
         const { connect: unit, unread } = mappings.get('blood-unit').readFhir(product);
@@ -38,13 +42,18 @@ export function bloodUnitsTable(mappings: MappingSet): DerivedTable {
           throw badRequest(
             `BiologicallyDerivedProduct/${product.id} is a blood-bank unit without a valid ${[...new Set(missing)].join(', ')} (mappings/blood-unit.map.yaml: groups ${BLOOD_GROUPS.join(' ')}; components ${BLOOD_COMPONENTS.join(' ')})`,
           );
+        kept.set(product.id!, [product.id, unit.facility_id, unit.blood_group, unit.component, unit.status === 'available', unit.units ?? 1, unit.expires_at]);
+      }
+      if (removed.length) await sql.query('DELETE FROM blood_units WHERE unit_id = ANY($1::text[])', [removed]);
+      // One statement for all the units: the trigger then updates each stock line once (migration 016).
+      if (kept.size)
         await sql.query(
           `INSERT INTO blood_units (unit_id, facility_id, blood_group, component, available, units, expires_at, updated_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, now())
-           ON CONFLICT (unit_id) DO UPDATE SET facility_id = $2, blood_group = $3, component = $4, available = $5, units = $6, expires_at = $7, updated_at = now()`,
-          [product.id, unit.facility_id, unit.blood_group, unit.component, unit.status === 'available', unit.units ?? 1, unit.expires_at],
+           SELECT u.*, now() FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::int[], $7::timestamptz[]) AS u
+           ON CONFLICT (unit_id) DO UPDATE SET facility_id = EXCLUDED.facility_id, blood_group = EXCLUDED.blood_group, component = EXCLUDED.component,
+             available = EXCLUDED.available, units = EXCLUDED.units, expires_at = EXCLUDED.expires_at, updated_at = now()`,
+          [0, 1, 2, 3, 4, 5, 6].map((k) => [...kept.values()].map((u) => u[k])),
         );
-      }
     },
   };
 }
@@ -58,25 +67,58 @@ export interface BloodInventoryItem {
   updated_at: string;
 }
 
-/** The inventory: per facility, group and component, the available unexpired units and those expiring within 7 days. */
+/** Available units whose expiry lies between `from` and `to` (the clock and now), and those entering the 7-day window. */
+const CROSSINGS = (from: string, to: string, filters: string) => `
+  SELECT facility_id, blood_group, component,
+         coalesce(sum(units) FILTER (WHERE expires_at > ${from} AND expires_at <= ${to}), 0) AS expired,
+         coalesce(sum(units) FILTER (WHERE expires_at > ${from} + interval '${EXPIRING_DAYS} days' AND expires_at <= ${to} + interval '${EXPIRING_DAYS} days'), 0) AS entering
+    FROM blood_units
+   WHERE available AND (expires_at > ${from} AND expires_at <= ${to} OR expires_at > ${from} + interval '${EXPIRING_DAYS} days' AND expires_at <= ${to} + interval '${EXPIRING_DAYS} days')${filters}
+   GROUP BY 1, 2, 3`;
+
+/**
+ * The inventory: per facility, group and component, the available unexpired units and those expiring within 7 days,
+ * exact as of now: the line's counts at the clock's time (migration 016), less the units that expired since, plus
+ * those that came within 7 days since. A line per facility, group and component that has units, whatever their status.
+ */
 export async function bloodInventory(sql: Queryable, filter: { facility_id?: string; blood_group?: string; component?: string }): Promise<BloodInventoryItem[]> {
-  const { rows } = await sql.query<{ facility_id: string; blood_group: string; component: string; available: number; expiring: number; updated_at: Date | string }>(
-    `SELECT facility_id, blood_group, component,
-            coalesce(sum(units) FILTER (WHERE available AND expires_at > now()), 0)::int AS available,
-            coalesce(sum(units) FILTER (WHERE available AND expires_at > now() AND expires_at <= now() + make_interval(days => $4)), 0)::int AS expiring,
-            max(updated_at) AS updated_at
-       FROM blood_units
-      WHERE ($1::text IS NULL OR facility_id = $1) AND ($2::text IS NULL OR blood_group = $2) AND ($3::text IS NULL OR component = $3)
-      GROUP BY facility_id, blood_group, component
-      ORDER BY facility_id, blood_group, component`,
-    [filter.facility_id ?? null, filter.blood_group ?? null, filter.component ?? null, EXPIRING_DAYS],
+  const where = (alias: string) =>
+    ` AND ($1::text IS NULL OR ${alias}facility_id = $1) AND ($2::text IS NULL OR ${alias}blood_group = $2) AND ($3::text IS NULL OR ${alias}component = $3)`;
+  // The items come as one JSON value: thousands of rows cost more to read one by one (on PGlite, several times the query).
+  const { rows } = await sql.query<{ items: BloodInventoryItem[] | null }>(
+    `WITH c AS (SELECT as_of FROM blood_stock_clock),
+     d AS (${CROSSINGS('(SELECT as_of FROM c)', 'now()', where(''))})
+     SELECT json_agg(json_build_object(
+              'facility_id', s.facility_id, 'blood_group', s.blood_group, 'component', s.component,
+              'units_available', s.available - coalesce(d.expired, 0),
+              'units_expiring_within_7_days', s.expiring - coalesce(d.expired, 0) + coalesce(d.entering, 0),
+              'updated_at', to_char(s.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+            ORDER BY s.facility_id, s.blood_group, s.component) AS items
+       FROM blood_stock s LEFT JOIN d USING (facility_id, blood_group, component)
+      WHERE s.recorded > 0${where('s.')}`,
+    [filter.facility_id ?? null, filter.blood_group ?? null, filter.component ?? null],
   );
-  return rows.map((r) => ({
-    facility_id: r.facility_id,
-    blood_group: r.blood_group,
-    component: r.component,
-    units_available: r.available,
-    units_expiring_within_7_days: r.expiring,
-    updated_at: new Date(r.updated_at).toISOString(),
-  }));
+  return rows[0]?.items ?? [];
+}
+
+/** How often the blood-stock clock moves to the present (an answer corrects for the time since; see bloodInventory). */
+const CLOCK_MS = 60_000;
+
+/** Moves the blood-stock clock to now, counting the units that expired or came within 7 days since it last moved. */
+export async function moveBloodStockClock(db: Database): Promise<void> {
+  await db.transaction(async (tx) => {
+    const { rows } = await tx.query<{ as_of: Date }>('SELECT as_of FROM blood_stock_clock FOR UPDATE');
+    const from = rows[0]!.as_of;
+    await tx.query(
+      `UPDATE blood_stock s SET available = s.available - d.expired, expiring = s.expiring - d.expired + d.entering
+         FROM (${CROSSINGS('$1::timestamptz', 'now()', '')}) d
+        WHERE s.facility_id = d.facility_id AND s.blood_group = d.blood_group AND s.component = d.component`,
+      [from],
+    );
+    await tx.query('UPDATE blood_stock_clock SET as_of = now()');
+  });
+}
+
+export function bloodStockClock(db: Database, log: Logger): BackgroundWorker {
+  return periodicJob('blood-stock-clock', CLOCK_MS, () => moveBloodStockClock(db), log);
 }

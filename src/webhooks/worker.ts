@@ -7,7 +7,7 @@ import type { Config } from '../config';
 import type { Database } from '../db/database';
 import { envelopeFromRow, type EventRow } from '../events/outbox';
 import type { Logger } from '../log';
-import type { BackgroundWorker } from '../services';
+import type { BackgroundWorker } from '../jobs';
 import { DELIVERY_CHANNEL, wakeOnLocalQueue } from './deliveries';
 import { entitledOrganizations } from './entitlement';
 import { deliveredEnvelope } from './payload';

@@ -1,0 +1,27 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { LoadResult, LoadSpec } from './load';
+
+export type { LoadResult, LoadSpec };
+
+const loadScript = fileURLToPath(new URL('./load.ts', import.meta.url));
+
+/**
+ * Runs bench/load.ts in a child process (autocannon): the load generator does not share the server's event loop.
+ * `onTick` is called every 200 ms while it runs (e.g. to sample the server's memory). Any error or unexpected
+ * status fails the run.
+ */
+export async function load(spec: LoadSpec, onTick?: () => void): Promise<LoadResult> {
+  const child = spawn(process.execPath, ['--import', 'tsx', loadScript], { stdio: ['pipe', 'pipe', 'inherit'] });
+  child.stdin.end(JSON.stringify(spec));
+  const sampler = onTick && setInterval(onTick, 200);
+  let out = '';
+  child.stdout.on('data', (chunk) => (out += chunk));
+  const code = await new Promise<number | null>((resolveExit) => child.on('close', resolveExit));
+  clearInterval(sampler);
+  if (code !== 0) throw new Error(`load generator failed (exit ${code})`);
+  const result = JSON.parse(out) as LoadResult;
+  if (result.errors || Object.keys(result.unexpected).length)
+    throw new Error(`${spec.paths[0]}: ${result.errors} errors, unexpected statuses ${JSON.stringify(result.unexpected)}`);
+  return result;
+}
