@@ -43,11 +43,18 @@ const update = async <T extends Resource>(r: T): Promise<T> => {
 };
 
 /** Waits for deliveries, then returns the event types received since `from`, in order. */
+/**
+ * The events delivered since `from`, in the order they were recorded (deliveries run in parallel and may arrive in
+ * another order: the outbox's sequence tells).
+ */
 async function eventsSince(from: number, expected: number): Promise<Array<{ type: string; data: any }>> {
   await receiver.waitFor(from + expected);
   // A moment more, so an event raised twice would show.
   await new Promise((r) => setTimeout(r, 300));
-  return receiver.received.slice(from).map((r) => ({ type: r.body.type, data: r.body.data }));
+  const received = receiver.received.slice(from).map((r) => ({ id: r.body.id as string, type: r.body.type, data: r.body.data }));
+  const { rows } = await pont.services.db.query<{ id: string }>('SELECT id FROM events WHERE id = ANY($1::text[]) ORDER BY seq', [received.map((e) => e.id)]);
+  const order = new Map(rows.map((r, i) => [r.id, i]));
+  return received.sort((a, b) => order.get(a.id)! - order.get(b.id)!).map(({ type, data }) => ({ type, data }));
 }
 
 const labCategory = [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'laboratory' }] }];
