@@ -1,10 +1,12 @@
 /**
  * FHIR benchmark (`npm run bench:fhir -- [options]`, also `npm run bench:sdk`): loads the 50 Synthea sample
- * patients, repeated with new ids up to the requested size, through the real import path, then measures
- * read-by-id and typical searches over HTTP against the running service, next to the same SQL run directly
- * on the database with the same access rule (the floor), as an integrator whose organisation every patient granted a full-record
- * consent (the access rule in every query). Then the Connect records, the SDK summary and lab-result
- * pushes with Idempotency-Keys (new, and replayed). Runs on embedded PGlite and on PostgreSQL.
+ * patients, repeated with new ids up to the requested size, through the real import path (`pont import` in its
+ * own process on PostgreSQL), then measures read-by-id and typical searches over HTTP against the running service
+ * (load from autocannon in another process), next to the same SQL run directly on the database under the same
+ * access rule (the floor), as an integrator whose organisation every patient granted a full-record consent (the
+ * access rule in every query); the same reads by an all-patients client give the rule's own cost. Then the
+ * Connect records, the SDK summary and lab-result pushes with Idempotency-Keys (new, and replayed). Runs on
+ * embedded PGlite and on PostgreSQL, and checks issue 13's targets.
  *
  *   --backend pglite|postgres|both   (default both; postgres runs first)
  *   --resources N                    bundle entries to load (default 500000; at least one bundle)
@@ -18,7 +20,7 @@
  *
  * Figures are printed as a table and written to bench/results/fhir-<backend>.json.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -507,6 +509,8 @@ interface BackendResult {
   /** GET /healthz: what HTTP and koa cost without authentication or SQL. */
   httpStackOnly: StackFigures;
   queries: QueryFigures[];
+  /** Issue 13's targets, met or not (they are set for PostgreSQL at >= 500k resources). */
+  targets: Array<{ target: string; value: string; met: boolean }>;
   /** Resident set of the process that runs the server (MiB): after the import, and the largest seen under load. */
   serverRssMiB: { afterImport: number; peakUnderLoad: number };
   sdk: SdkFigures;
@@ -559,7 +563,9 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
     log(`${backend}: server at ${pont.url}; importing ${data.entries.toLocaleString('en')} entries from ${data.files} bundles`);
 
     const concurrency = options.importConcurrency ?? (backend === 'postgres' ? 2 : 1);
-    const summary = await importWithProgress(fhir, data.dir, concurrency, backend);
+    // On PostgreSQL the import is `pont import` in a process of its own, as an operator runs it: the server's
+    // memory is then the server's. The embedded database belongs to this process: it imports here.
+    const summary = scratch ? await importCommand(scratch.url, data.dir, concurrency) : await importWithProgress(fhir, data.dir, concurrency, backend);
     // The import's worker threads would end on their own once idle; the server's memory is measured without them.
     await closeCheckWorkers();
     log(`${backend}: imported ${summary.resources.toLocaleString('en')} in ${summary.seconds.toFixed(1)} s`);
@@ -617,7 +623,7 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
     }
     log(`${backend}: SDK (records, summary, pushes)`);
     const sdk = await sdkFigures(pont, headers, healthIds, options.requests, options.concurrency);
-    return {
+    const result: Omit<BackendResult, 'targets'> = {
       backend,
       startedAt,
       node: process.version,
@@ -646,12 +652,28 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
       queries,
       sdk,
     };
+    return { ...result, targets: targets(result) };
   } finally {
     await pont?.close();
     await scratch?.drop();
     if (scratch) onInterrupt.delete(scratch.drop);
     if (!options.keep) rmSync(dataDir, { recursive: true, force: true });
   }
+}
+
+/** `pont import DIR --concurrency N` on the PostgreSQL database at `databaseUrl`: its summary line, parsed. */
+async function importCommand(databaseUrl: string, dir: string, concurrency: number): Promise<{ resources: number; seconds: number; failures: Array<{ file: string; message: string }> }> {
+  const child = spawn(process.execPath, [join(repoRoot, 'bin', 'pont.js'), 'import', dir, '--concurrency', String(concurrency)], {
+    env: { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'error' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (chunk) => (out += chunk));
+  await new Promise((resolveExit) => child.on('close', resolveExit));
+  const m = /Imported (\d+) resources from \d+ files in ([\d.]+) s .*; (\d+) failures/.exec(out);
+  if (!m) throw new Error(`pont import: ${out}`);
+  const failures = [...out.matchAll(/^ {2}FAILED (.*?): (.*)$/gm)].map((f) => ({ file: f[1]!, message: f[2]! }));
+  return { resources: Number(m[1]), seconds: Number(m[2]), failures };
 }
 
 async function importWithProgress(fhir: FhirService, dir: string, concurrency: number, backend: BackendName) {
@@ -680,6 +702,26 @@ function table(rows: string[][]): string {
 }
 
 const perSecondCells = (at: PerSecondAt) => CONNECTIONS.map((c) => int(at[c]));
+
+/** Issue 13's targets (PostgreSQL), checked on one run's figures. */
+function targets(r: Omit<BackendResult, 'targets'>): Array<{ target: string; value: string; met: boolean }> {
+  const stack = r.httpStackOnly;
+  const q = (name: string) => r.queries.find((x) => x.name === name)!;
+  const read = q('read by id');
+  const share = read.http.perSecondAt['32'] / stack.perSecondAt['32'];
+  const out = [
+    { target: 'read by id: overhead beyond stack + SQL floor <= 1.0 ms at p50', value: `${ms(read.overheadP50)} ms`, met: read.overheadP50 <= 1 },
+    { target: 'read by id: req/s at 32 connections >= 15% of GET /healthz', value: `${(share * 100).toFixed(1)}%`, met: share >= 0.15 },
+  ];
+  for (const name of ['patient + code', 'patient + date range', '_include', 'deep page (21+)']) {
+    const s = q(name);
+    const bound = 1.5 * (stack.p50 + s.floor.p50) + 1;
+    out.push({ target: `${name}: HTTP p50 <= 1.5 x (stack + floor) + 1 ms`, value: `${ms(s.http.p50)} <= ${ms(bound)} ms`, met: s.http.p50 <= bound });
+  }
+  out.push({ target: 'import >= 2,500 resources/s', value: `${int(r.import.perSecond)}/s`, met: r.import.perSecond >= 2500 });
+  out.push({ target: 'server RSS under load <= 500 MiB', value: `${r.serverRssMiB.peakUnderLoad.toFixed(0)} MiB`, met: r.serverRssMiB.peakUnderLoad <= 500 });
+  return out;
+}
 
 function report(r: BackendResult): string {
   const lines = [
@@ -718,6 +760,9 @@ function report(r: BackendResult): string {
         ['the same push again (replayed)', r.sdk.replay],
       ] as const).map(([name, l]) => [name, `${ms(l.p50)} ms`, `${ms(l.p95)} ms`, int(l.perSecondSequential), int(l.perSecond)]),
     ]),
+    '',
+    'targets (issue 13; set for PostgreSQL at >= 500k resources):',
+    ...r.targets.map((t) => `  ${t.met ? 'met    ' : 'NOT MET'}  ${t.target}: ${t.value}`),
     '',
     'results: resources per response (matches+included); stmts: SQL statements per request (HTTP: all the server ran, auth and rate limit included; floor: the store\'s); overhead: HTTP p50 - (GET /healthz p50 + SQL p50); x: HTTP p50 / SQL p50',
     ...(r.networkRetries ? [`${r.networkRetries} requests were sent again after the server closed an idle connection under them`] : []),

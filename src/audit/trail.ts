@@ -86,9 +86,9 @@ export class AuditTrail {
   }
 
   /**
-   * Materialises in the background, yielding to requests: every `intervalMs` it takes batches while the event
-   * loop was less than half busy since the last look (requests first), and at least one batch every
-   * FORCED_EVERY_MS whatever the load, so the backlog a reader may have to catch up on stays bounded.
+   * Materialises in the background, yielding to requests: every `intervalMs` it takes one batch if the event loop
+   * was less than half busy since the last look (requests first), and one every FORCED_EVERY_MS whatever the load,
+   * so the backlog a reader may have to catch up on stays bounded.
    */
   worker(intervalMs: number, log: Logger): BackgroundWorker {
     let timer: NodeJS.Timeout | undefined;
@@ -104,7 +104,7 @@ export class AuditTrail {
       running = this.detached(async () => {
         try {
           lastRun = Date.now();
-          while (!stopping && (await this.materialize(MATERIALIZE_BATCH, false)) === MATERIALIZE_BATCH && !busy) await new Promise((r) => setImmediate(r));
+          await this.materialize(MATERIALIZE_BATCH, false);
         } catch (err) {
           if (!stopping) log.error('audit trail not materialised', { error: String(err) });
         } finally {
