@@ -42,4 +42,4 @@ EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 # Node is PID 1 and handles SIGTERM/SIGINT itself (pont serve closes the server and database).
-CMD ["node", "bin/pont.js", "serve"]
+CMD ["node", "--max-old-space-size=512", "bin/pont.js", "serve"]
