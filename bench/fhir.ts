@@ -664,7 +664,8 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
 /** `pont import DIR --concurrency N` on the PostgreSQL database at `databaseUrl`: its summary line, parsed. */
 async function importCommand(databaseUrl: string, dir: string, concurrency: number): Promise<{ resources: number; seconds: number; failures: Array<{ file: string; message: string }> }> {
   const child = spawn(process.execPath, [join(repoRoot, 'bin', 'pont.js'), 'import', dir, '--concurrency', String(concurrency)], {
-    env: { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'error' },
+    // As an operator runs it: without the server's heap cap (NODE_OPTIONS of the benchmark's own process).
+    env: { ...process.env, NODE_OPTIONS: '', DATABASE_URL: databaseUrl, LOG_LEVEL: 'error' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let out = '';

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { Database } from '../db/database';
+import type { Database, Queryable } from '../db/database';
 import type { Logger } from '../log';
 import type { BackgroundWorker } from '../jobs';
 import { writeMany } from '../fhir/store/writes';
@@ -60,29 +60,31 @@ export class AuditTrail {
   }
 
   /**
-   * Turns up to `limit` rows not yet materialised into AuditEvent resources (id = the row's id), in one
-   * transaction. `wait`: take rows another process is materialising once it has (a reader catching up);
-   * otherwise skip them (the background). Returns how many rows it took.
+   * Turns up to `limit` rows not yet materialised into AuditEvent resources (id = the row's id), in `sql` or a
+   * transaction of its own. `wait`: take rows another process is materialising once it has (a reader catching
+   * up); otherwise skip them (the background). Returns how many rows it took.
    */
-  async materialize(limit: number, wait: boolean): Promise<number> {
-    return this.db.transaction(async (tx) => {
-      const { rows } = await tx.query<{ id: string; recorded: Date | string; record: AuditRecord }>(
-        `SELECT id, recorded, record FROM audit_log WHERE NOT materialized ORDER BY recorded, id LIMIT $1 FOR UPDATE${wait ? '' : ' SKIP LOCKED'}`,
-        [limit],
-      );
-      if (!rows.length) return 0;
-      // Built by buildAuditEvent, whose output a test validates against R4: not validated again here.
-      const items = rows.map((r) => ({ resource: { ...buildAuditEvent(r.record, new Date(r.recorded)), id: r.id }, method: 'POST' as const }));
-      await writeMany(tx, this.baseUrl(), items, { trusted: true });
-      await tx.query('UPDATE audit_log SET materialized = true WHERE id = ANY($1::uuid[])', [rows.map((r) => r.id)]);
-      return rows.length;
-    });
+  async materialize(limit: number, wait: boolean, sql?: Queryable): Promise<number> {
+    if (!sql) return this.db.transaction((tx) => this.materialize(limit, wait, tx));
+    const { rows } = await sql.query<{ id: string; recorded: Date | string; record: AuditRecord }>(
+      `SELECT id, recorded, record FROM audit_log WHERE NOT materialized ORDER BY recorded, id LIMIT $1 FOR UPDATE${wait ? '' : ' SKIP LOCKED'}`,
+      [limit],
+    );
+    if (!rows.length) return 0;
+    // Built by buildAuditEvent, whose output a test validates against R4: not validated again here.
+    const items = rows.map((r) => ({ resource: { ...buildAuditEvent(r.record, new Date(r.recorded)), id: r.id }, method: 'POST' as const }));
+    await writeMany(sql, this.baseUrl(), items, { trusted: true });
+    await sql.query('UPDATE audit_log SET materialized = true WHERE id = ANY($1::uuid[])', [rows.map((r) => r.id)]);
+    return rows.length;
   }
 
-  /** Before a read of the trail: this process's pending rows committed, then every committed row materialised. */
-  async catchUp(): Promise<void> {
+  /**
+   * Before a read of the trail: this process's pending rows committed, then every committed row materialised (in
+   * `sql`, the reader's own transaction, when it has one).
+   */
+  async catchUp(sql?: Queryable): Promise<void> {
     await this.flushing;
-    while ((await this.materialize(MATERIALIZE_BATCH, true)) === MATERIALIZE_BATCH);
+    while ((await this.materialize(MATERIALIZE_BATCH, true, sql)) === MATERIALIZE_BATCH);
   }
 
   /**

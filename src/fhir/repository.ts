@@ -503,7 +503,7 @@ export class FhirRepository {
   private async checkReadable(type: string, query: QueryParams = {}): Promise<void> {
     checkType(type);
     if (!this.access.canRead(type)) throw new ApiError(403, ErrorCode.forbidden, `No read access to ${type}`);
-    if (readsAuditTrail(type, query)) await this.deps.auditTrail.catchUp();
+    if (readsAuditTrail(type, query)) await this.deps.auditTrail.catchUp(this.openTransaction?.sql);
   }
 
   private checkWritable(type: string): void {
