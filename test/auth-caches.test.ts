@@ -71,7 +71,7 @@ describe('authentication caches', () => {
     try {
       // Cut every process's listening connection, and revoke while nobody listens: the NOTIFY is lost.
       const cut = await admin.query(
-        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN pont_client_changes%'`,
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN pont_%'`,
       );
       expect(cut.rowCount).toBe(servers().length);
       await admin.query('UPDATE oauth_clients SET revoked_at = now() WHERE client_id = $1', [client.client_id]);

@@ -276,7 +276,7 @@ describe('delivery', () => {
     const listeners = async () =>
       (
         await pont.services.db.query<{ pid: number }>(
-          `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN pont_webhook_deliveries'`,
+          `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN pont_%'`,
         )
       ).rows.map((r) => r.pid);
     let before: number[] = [];

@@ -3,31 +3,13 @@ import type { EventType } from '../events/types';
 import { validationFailed } from '../http/errors';
 import { entitledOrganizations, type EventAudience } from './entitlement';
 
-/** Delivery workers LISTEN on this channel; a NOTIFY sent inside a transaction arrives when it commits. */
+/** Delivery workers LISTEN on this channel (Database.listen); a NOTIFY sent inside a transaction arrives when it commits. */
 export const DELIVERY_CHANNEL = 'pont_webhook_deliveries';
 
 const NEW_DELIVERY_ID = `'whdlv_' || replace(gen_random_uuid()::text, '-', '')`;
 
-/**
- * Workers of this process that have no LISTEN connection (embedded PGlite). Woken as soon as
- * deliveries are queued: PGlite runs one statement at a time and a transaction holds it, so their
- * claim runs right after the queuing transaction ends and sees its rows if it committed.
- */
-const localWorkers = new Set<() => void>();
-
-/** Registers a worker to wake when this process queues deliveries; returns the unregistration. */
-export function wakeOnLocalQueue(wake: () => void): () => void {
-  localWorkers.add(wake);
-  return () => localWorkers.delete(wake);
-}
-
-function wakeLocalWorkers(): void {
-  for (const wake of localWorkers) wake();
-}
-
 async function wakeWorkersOnCommit(tx: Queryable): Promise<void> {
   await tx.query('SELECT pg_notify($1, $2)', [DELIVERY_CHANNEL, '']);
-  wakeLocalWorkers();
 }
 
 /**
@@ -53,9 +35,7 @@ export async function queueDeliveries(tx: Queryable, events: Array<EventAudience
      SELECT (SELECT count(*) FROM queued) AS queued, (SELECT count(*) FROM woken) AS woken`,
     [pairs.map((p) => p[0]), pairs.map((p) => p[1]), pairs.map((p) => p[2]), DELIVERY_CHANNEL],
   );
-  const queued = Number(rows[0]!.queued);
-  if (queued > 0) wakeLocalWorkers();
-  return queued;
+  return Number(rows[0]!.queued);
 }
 
 interface StoredEventRef {

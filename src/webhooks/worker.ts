@@ -2,13 +2,12 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { type Agent, fetch } from 'undici';
 import { checkedAddress, DestinationRefused, pinnedAgent } from './destination';
-import pg from 'pg';
 import type { Config } from '../config';
 import type { Database } from '../db/database';
 import { envelopeFromRow, type EventRow } from '../events/outbox';
 import type { Logger } from '../log';
 import type { BackgroundWorker } from '../jobs';
-import { DELIVERY_CHANNEL, wakeOnLocalQueue } from './deliveries';
+import { DELIVERY_CHANNEL } from './deliveries';
 import { entitledOrganizations } from './entitlement';
 import { deliveredEnvelope } from './payload';
 import { afterAttempt, type AttemptOutcome } from './schedule';
@@ -230,8 +229,6 @@ async function post(delivery: ClaimedDelivery, secretKey: Buffer, timeoutMs: num
   }
 }
 
-const LISTENER_RETRY_MS = 5000;
-
 export interface DeliveryWorker extends BackgroundWorker {
   /** Look for due deliveries now rather than at the next poll. */
   wake(): void;
@@ -256,8 +253,7 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
   let rerun = false;
-  let listening: Promise<pg.Client | undefined> | undefined;
-  let stopWakingLocally: (() => void) | undefined;
+  let listening: Promise<(() => Promise<void>) | undefined> | undefined;
 
   const attempt = async (delivery: ClaimedDelivery) => {
     if (!(await stillEntitled(db, delivery))) {
@@ -318,46 +314,27 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
     if (!stopping.signal.aborted) inWorkerContext(() => setImmediate(tick));
   }
 
-  // Losing the listener only costs latency (polling still finds every due delivery); it reconnects.
-  const listen = async (databaseUrl: string): Promise<pg.Client | undefined> => {
-    const client = new pg.Client({ connectionString: databaseUrl });
-    client.on('notification', wake);
-    client.on('error', (err) => log.error('webhook listener lost', { error: String(err) }));
-    client.on('end', () => {
-      if (stopping.signal.aborted) return;
-      setTimeout(() => {
-        if (!stopping.signal.aborted) listening = listen(databaseUrl);
-      }, LISTENER_RETRY_MS).unref();
-    });
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${DELIVERY_CHANNEL}`);
-      return client;
-    } catch (err) {
-      log.error('webhook listener not started', { error: String(err) });
-      await client.end().catch(() => undefined); // 'end' schedules the next try
-      return undefined;
-    }
-  };
-
   return {
     name: 'webhook-delivery',
     wake,
     start() {
       timer = setInterval(tick, pollIntervalMs);
       timer.unref();
-      if (deps.config.databaseUrl) listening = listen(deps.config.databaseUrl);
-      else stopWakingLocally = wakeOnLocalQueue(wake);
+      // Woken by the NOTIFY of any process's queuing transaction as it commits (PGlite: this process's own).
+      // Losing the listening connection only costs latency: polling still finds every due delivery.
+      listening = db.listen(DELIVERY_CHANNEL, { notify: wake, ready: wake }).catch((err) => {
+        log.error('webhook listener not started', { error: String(err) });
+        return undefined;
+      });
       wake();
     },
     /** Aborts attempts in flight and gives their deliveries back, so another process retries them at once. */
     async stop() {
       stopping.abort();
       clearInterval(timer);
-      stopWakingLocally?.();
       await running;
       await Promise.allSettled([...jobs]);
-      await (await listening)?.end().catch(() => undefined);
+      await (await listening)?.();
     },
   };
 }
