@@ -108,6 +108,12 @@ describe('blood-bank inventory', () => {
     expect(issued.status).toBe(200);
     unit.available = false;
     expect(got((await inventory('?facility_id=fac-2')).body.items)).toEqual(expected((u) => u.facility === 'fac-2'));
+    // A unit deleted leaves the count too.
+    const other = units.find((u) => u.facility === 'fac-2' && u.available && u.expires > Date.now() + DAY && u !== unit)!;
+    const gone = search.body.entry.map((e: any) => e.resource).find((r: any) => r.quantity === other.units && r.storage[0].duration.end === new Date(other.expires).toISOString());
+    expect((await pont.json(`/api/fhir/R4/BiologicallyDerivedProduct/${gone.id}`, { method: 'DELETE', headers: writer.headers })).status).toBe(204);
+    units.splice(units.indexOf(other), 1);
+    expect(got((await inventory('?facility_id=fac-2')).body.items)).toEqual(expected((u) => u.facility === 'fac-2'));
   });
 
   it('follows a Bridge batch that changes many units at once', async () => {

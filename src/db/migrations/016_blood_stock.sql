@@ -21,51 +21,31 @@ CREATE TABLE blood_stock (
 );
 
 -- Statement triggers with transition tables: a statement that writes many units (a Bridge batch, a bulk load)
--- updates each line once. Each branch names only the transition tables of its own trigger (PL/pgSQL plans a
--- statement when it first runs).
+-- updates each line once, in line order. The changes are the new rows counted in and the old ones counted out;
+-- each trigger has only its own transition tables, so the statement is put together for the one at hand.
 CREATE FUNCTION pont_blood_stock() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   t timestamptz;
+  changes text := CASE TG_OP
+    WHEN 'INSERT' THEN 'SELECT 1 AS sign, facility_id, blood_group, component, available, units, expires_at, updated_at FROM new_rows'
+    WHEN 'UPDATE' THEN 'SELECT 1 AS sign, facility_id, blood_group, component, available, units, expires_at, updated_at FROM new_rows UNION ALL SELECT -1 AS sign, facility_id, blood_group, component, available, units, expires_at, now() AS updated_at FROM old_rows'
+    ELSE 'SELECT -1 AS sign, facility_id, blood_group, component, available, units, expires_at, now() AS updated_at FROM old_rows' END;
 BEGIN
   -- Shared: a clock move waits for the writes counted against the old time (and they for it).
   SELECT as_of INTO t FROM blood_stock_clock FOR SHARE;
-  IF TG_OP = 'INSERT' THEN
+  EXECUTE format($sql$
     INSERT INTO blood_stock AS s (facility_id, blood_group, component, available, expiring, recorded, updated_at)
     SELECT facility_id, blood_group, component,
-           coalesce(sum(sign * units) FILTER (WHERE available AND expires_at > t), 0),
-           coalesce(sum(sign * units) FILTER (WHERE available AND expires_at > t AND expires_at <= t + interval '7 days'), 0),
+           coalesce(sum(sign * units) FILTER (WHERE available AND expires_at > $1), 0),
+           coalesce(sum(sign * units) FILTER (WHERE available AND expires_at > $1 AND expires_at <= $1 + interval '7 days'), 0),
            sum(sign),
            max(updated_at)
-      FROM (SELECT 1 AS sign, facility_id, blood_group, component, available, units, expires_at, updated_at FROM new_rows) AS c
+      FROM (%s) AS c
      GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
     ON CONFLICT (facility_id, blood_group, component)
       DO UPDATE SET available = s.available + EXCLUDED.available, expiring = s.expiring + EXCLUDED.expiring,
-                    recorded = s.recorded + EXCLUDED.recorded, updated_at = greatest(s.updated_at, EXCLUDED.updated_at);
-  ELSIF TG_OP = 'UPDATE' THEN
-    INSERT INTO blood_stock AS s (facility_id, blood_group, component, available, expiring, recorded, updated_at)
-    SELECT facility_id, blood_group, component,
-           coalesce(sum(sign * units) FILTER (WHERE available AND expires_at > t), 0),
-           coalesce(sum(sign * units) FILTER (WHERE available AND expires_at > t AND expires_at <= t + interval '7 days'), 0),
-           sum(sign),
-           max(updated_at)
-      FROM (SELECT 1 AS sign, facility_id, blood_group, component, available, units, expires_at, updated_at FROM new_rows UNION ALL SELECT -1 AS sign, facility_id, blood_group, component, available, units, expires_at, now() FROM old_rows) AS c
-     GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-    ON CONFLICT (facility_id, blood_group, component)
-      DO UPDATE SET available = s.available + EXCLUDED.available, expiring = s.expiring + EXCLUDED.expiring,
-                    recorded = s.recorded + EXCLUDED.recorded, updated_at = greatest(s.updated_at, EXCLUDED.updated_at);
-  ELSE
-    INSERT INTO blood_stock AS s (facility_id, blood_group, component, available, expiring, recorded, updated_at)
-    SELECT facility_id, blood_group, component,
-           coalesce(sum(sign * units) FILTER (WHERE available AND expires_at > t), 0),
-           coalesce(sum(sign * units) FILTER (WHERE available AND expires_at > t AND expires_at <= t + interval '7 days'), 0),
-           sum(sign),
-           now()
-      FROM (SELECT -1 AS sign, facility_id, blood_group, component, available, units, expires_at, now() FROM old_rows) AS c
-     GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-    ON CONFLICT (facility_id, blood_group, component)
-      DO UPDATE SET available = s.available + EXCLUDED.available, expiring = s.expiring + EXCLUDED.expiring,
-                    recorded = s.recorded + EXCLUDED.recorded, updated_at = greatest(s.updated_at, EXCLUDED.updated_at);
-  END IF;
+                    recorded = s.recorded + EXCLUDED.recorded, updated_at = greatest(s.updated_at, EXCLUDED.updated_at)
+  $sql$, changes) USING t;
   RETURN NULL;
 END
 $$;
