@@ -6,11 +6,12 @@ import { backend, createScratchDatabase } from './harness';
 
 /** `pont serve --workers N`: N processes on one port, restarted when one dies, all stopped by one signal. */
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+/** The worker processes of a `pont serve` primary (not its other children, such as tsx's esbuild service). */
 const children = (pid: number) =>
-  execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' })
+  execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(pid)], { encoding: 'utf8' })
     .split('\n')
-    .map((l) => Number(l.trim()))
-    .filter(Boolean);
+    .filter((l) => l.includes('bin/pont.js'))
+    .map((l) => Number(l.trim().split(/\s+/)[0]));
 
 describe('pont serve --workers', () => {
   let server: ChildProcess | undefined;
@@ -49,7 +50,7 @@ describe('pont serve --workers', () => {
 
       // A worker that dies is replaced; the others serve meanwhile.
       process.kill(workers[0]!, 'SIGKILL');
-      for (let i = 0; i < 100 && !(children(server.pid!).length === 2 && !children(server.pid!).includes(workers[0]!)); i++) await new Promise((r) => setTimeout(r, 100));
+      for (let i = 0; i < 200 && !(children(server.pid!).length === 2 && !children(server.pid!).includes(workers[0]!)); i++) await new Promise((r) => setTimeout(r, 100));
       const replaced = children(server.pid!);
       expect(replaced).toHaveLength(2);
       expect(replaced).not.toContain(workers[0]);
