@@ -3,6 +3,7 @@
  * retry schedule, exhaustion and replay, against a real HTTP receiver on a real database.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { LISTENER_APPLICATION_NAME } from '../src/db/pg-listener';
 import { recordEvent, type NewEvent } from '../src/events/outbox';
 import { eventDeliveries, replayEvent } from '../src/webhooks/deliveries';
 import { createSubscription, setFullPayload } from '../src/webhooks/subscriptions';
@@ -276,7 +277,8 @@ describe('delivery', () => {
     const listeners = async () =>
       (
         await pont.services.db.query<{ pid: number }>(
-          `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN pont_%'`,
+          `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`,
+          [LISTENER_APPLICATION_NAME],
         )
       ).rows.map((r) => r.pid);
     let before: number[] = [];

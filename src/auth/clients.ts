@@ -80,11 +80,13 @@ export async function listClients(db: Queryable): Promise<ClientRecord[]> {
 }
 
 /** Revokes a client (idempotent); undefined when there is no such client. */
-export async function revokeClient(db: Queryable, clientId: string): Promise<ClientRecord | undefined> {
+export async function revokeClient(db: Database, clientId: string): Promise<ClientRecord | undefined> {
   const { rows } = await db.query<ClientRow>(
     `UPDATE oauth_clients SET revoked_at = COALESCE(revoked_at, now()) WHERE client_id = $1 RETURNING ${COLUMNS}`,
     [clientId],
   );
+  // This process's next request must be refused too: its client cache hears the trigger's NOTIFY first.
+  await db.listenersCaughtUp();
   return rows[0] && toRecord(rows[0]);
 }
 

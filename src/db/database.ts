@@ -25,6 +25,11 @@ export interface Database extends Queryable {
    * its own notifications as the notifying statement ends.
    */
   listen(channel: string, handlers: ListenHandlers): Promise<() => Promise<void>>;
+  /**
+   * Resolves once this process's listeners have heard every NOTIFY committed before the call: a change this
+   * process just committed is then reflected in its own caches (other processes hear it as it arrives).
+   */
+  listenersCaughtUp(): Promise<void>;
   close(): Promise<void>;
 }
 

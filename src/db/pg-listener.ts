@@ -3,6 +3,8 @@ import { checkChannel, type ListenHandlers } from './database';
 
 /** Wait before opening a lost listening connection again. */
 const RECONNECT_MS = 1000;
+/** How the listening connection shows in pg_stat_activity. */
+export const LISTENER_APPLICATION_NAME = 'pont listener';
 
 /**
  * One PostgreSQL connection that LISTENs on every channel this process cares about, opened on first use and
@@ -35,9 +37,19 @@ export class PgListener {
     };
   }
 
+  /**
+   * A round trip on the listening connection. PostgreSQL signals listening sessions as a notifying
+   * transaction commits, and a session sends the notifications it has pending before it answers a query;
+   * so once this resolves, every notification committed before the call has reached the handlers.
+   */
+  async caughtUp(): Promise<void> {
+    await this.connecting;
+    await this.client?.query('SELECT 1').catch(() => undefined); // a lost connection: handlers were told lost()
+  }
+
   private connect(): Promise<void> {
     this.connecting ??= (async () => {
-      const client = new pg.Client({ connectionString: this.connectionString });
+      const client = new pg.Client({ connectionString: this.connectionString, application_name: LISTENER_APPLICATION_NAME });
       client.on('notification', (n) => {
         for (const h of this.channels.get(n.channel) ?? []) h.notify(n.payload ?? '');
       });

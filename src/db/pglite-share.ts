@@ -199,6 +199,8 @@ export async function connectSharedDatabase(dataDir: string): Promise<Database> 
     },
     // An operator command keeps no cache to invalidate: it never reports ready.
     listen: async () => async () => undefined,
+    // The serving process's PGlite told its listeners as the statement ended.
+    listenersCaughtUp: async () => undefined,
     close: async () => void socket.end(),
   };
 }

@@ -53,6 +53,7 @@ export async function openPglite(dataDir?: string): Promise<Database> {
       handlers.ready?.();
       return () => exclusive(() => unlisten());
     },
+    listenersCaughtUp: async () => undefined,
     close: () => exclusive(() => db.close()),
   };
 }

@@ -24,6 +24,7 @@ export async function openPostgres(connectionString: string, maxConnections = 10
   return {
     backend: 'postgres',
     listen: (channel, handlers) => listener.listen(channel, handlers),
+    listenersCaughtUp: () => listener.caughtUp(),
     query: (sql, params) => run(pool, sql, params),
     exec: async (sql) => void (await pool.query(sql)),
     async transaction(fn) {
