@@ -308,4 +308,34 @@ describe('webhooks follow consent', () => {
     expect(receiver.received.every((r) => r.signatureValid)).toBe(true);
     await receiver.close();
   });
+  it('a transaction about several patients notifies an organisation only about the patients that consented to it', async () => {
+    const { startReceiver } = await import('./webhooks-support');
+    const receiver = await startReceiver();
+    const sub = await connect(clinic, '/webhooks/subscriptions', { method: 'POST', json: { callback_url: receiver.url, subscribed_events: ['encounter.created'] } });
+    receiver.secret = sub.body.webhook_secret;
+    const patientOf = async (first: string) => {
+      const hid = await resolveNew(hospital, first);
+      return { hid, id: (await fhir(hospital, `/Patient?identifier=https://pont.health/fhir/sid/health-id|${hid}`)).body.entry[0].resource.id as string };
+    };
+    const [consenting, other, alsoConsenting] = [await patientOf('Odile'), await patientOf('Prisca'), await patientOf('Quenta')];
+    for (const p of [consenting, alsoConsenting])
+      expect((await connect(clinic, `/patient/${p.hid}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at: inAYear() } })).status).toBe(201);
+    const entry = (p: { id: string }) => ({
+      resource: { resourceType: 'Encounter', status: 'planned', class: { code: 'AMB' }, subject: { reference: `Patient/${p.id}` } },
+      request: { method: 'POST', url: 'Encounter' },
+    });
+    const bundle = await fhir(hospital, '', { method: 'POST', json: { resourceType: 'Bundle', type: 'transaction', entry: [entry(other), entry(consenting), entry(other), entry(alsoConsenting)] } });
+    expect(bundle.status).toBe(200);
+    await receiver.waitFor(2);
+    await new Promise((r) => setTimeout(r, 500));
+    const about = receiver.received.map((r) => JSON.stringify(r.body.data));
+    expect(about).toHaveLength(2);
+    expect(about.some((d) => d.includes(consenting.hid) || d.includes(consenting.id))).toBe(true);
+    expect(about.some((d) => d.includes(alsoConsenting.hid) || d.includes(alsoConsenting.id))).toBe(true);
+    expect(about.every((d) => !d.includes(other.hid) && !d.includes(other.id))).toBe(true);
+    // Decided at fan-out, not only at delivery (which checks again, for revocations in between).
+    const queued = await pont.services.db.query('SELECT id FROM webhook_deliveries WHERE subscription_id = $1', [sub.body.id]);
+    expect(queued.rows).toHaveLength(2);
+    await receiver.close();
+  });
 });

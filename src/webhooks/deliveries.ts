@@ -1,7 +1,7 @@
 import type { Queryable } from '../db/database';
 import type { EventType } from '../events/types';
 import { validationFailed } from '../http/errors';
-import { entitledOrganizations, type EventAudience } from './entitlement';
+import { entitledOrganizations, entitledOrganizationsOfEach, type EventAudience } from './entitlement';
 
 /** Delivery workers LISTEN on this channel (Database.listen); a NOTIFY sent inside a transaction arrives when it commits. */
 export const DELIVERY_CHANNEL = 'pont_webhook_deliveries';
@@ -20,7 +20,10 @@ async function wakeWorkersOnCommit(tx: Queryable): Promise<void> {
  */
 export async function queueDeliveries(tx: Queryable, events: Array<EventAudience & { id: string; type: EventType }>): Promise<number> {
   const pairs: Array<[string, string, string]> = [];
-  for (const event of events) for (const org of await entitledOrganizations(tx, event)) pairs.push([event.id, event.type, org]);
+  const entitled = await entitledOrganizationsOfEach(tx, events);
+  events.forEach((event, i) => {
+    for (const org of entitled[i]!) pairs.push([event.id, event.type, org]);
+  });
   if (!pairs.length) return 0;
   const { rows } = await tx.query<{ queued: string }>(
     `WITH queued AS (
