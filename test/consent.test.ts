@@ -308,6 +308,7 @@ describe('webhooks follow consent', () => {
     expect(receiver.received.every((r) => r.signatureValid)).toBe(true);
     await receiver.close();
   });
+
   it('a transaction about several patients notifies an organisation only about the patients that consented to it', async () => {
     const { startReceiver } = await import('./webhooks-support');
     const receiver = await startReceiver();
