@@ -300,6 +300,8 @@ describe('webhooks follow consent', () => {
     expect((await encounter()).status).toBe(201); // no consent yet: not for the clinic
     await connect(clinic, `/patient/${healthId}/consent/grant`, { method: 'POST', json: { consent_type: 'summary', expires_at: inAYear() } });
     expect((await encounter()).status).toBe(201);
+    // Delivered before the revocation: a delivery still pending when consent goes is cancelled (by design).
+    await receiver.waitFor(2);
     await connect(clinic, `/patient/${healthId}/consent/revoke`, { method: 'POST', json: {} });
     expect((await encounter()).status).toBe(201);
     await receiver.waitFor(3);
