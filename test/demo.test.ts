@@ -58,7 +58,11 @@ describe('POST /api/demo/reset', () => {
     expect(mine.status).toBe(201);
     const first = (await reset()).body;
     const before = await demoCounts();
+    const oldHeaders = (await tokenOf(first.clients[0]))!;
+    expect((await pont.json('/api/fhir/R4/Patient?_count=1', { headers: oldHeaders })).status).toBe(200);
     const second = (await reset()).body;
+    // A token of a client the reset removed is refused on the very next request.
+    expect((await pont.json('/api/fhir/R4/Patient?_count=1', { headers: oldHeaders })).status).toBe(401);
     expect(await demoCounts()).toEqual(before);
     expect(second.patients.map((p: any) => [p.first_name, p.last_name])).toEqual(first.patients.map((p: any) => [p.first_name, p.last_name]));
     expect(await tokenOf(first.clients[0])).toBeUndefined(); // the old credentials are gone

@@ -94,7 +94,7 @@ export async function resetDemo(services: Services): Promise<Record<string, unkn
   const principal: ClientPrincipal = { kind: 'client', clientId: 'demo-reset', organizationId: DEMO_ORG, facilityId: DEMO_FACILITY, scopes: [...SCOPES], allPatients: true };
   const repo = services.fhir.repository({ principal, channel: 'system', operation: 'demoReset' });
   const consents = new ConsentService(services.mappings);
-  return repo.transaction(async (sql) => {
+  const seeded = await repo.transaction(async (sql) => {
     await sql.query('SELECT pg_advisory_xact_lock($1::bigint)', [hashKey('demo-reset')]);
     await wipe(sql);
     const full = await createClient(sql, { name: 'Demo integrator (every scope)', organizationId: DEMO_ORG, facilityId: DEMO_FACILITY, scopes: [...SCOPES] });
@@ -187,4 +187,7 @@ export async function resetDemo(services: Services): Promise<Record<string, unkn
       token_request: { method: 'POST', path: '/api/v1/connect/auth/token', body: { grant_type: 'client_credentials', client_id: full.client_id, client_secret: '<client_secret>' } },
     };
   });
+  // The demo clients it removed are refused on this process's next request: its client cache hears them first.
+  await services.db.listenersCaughtUp();
+  return seeded;
 }
