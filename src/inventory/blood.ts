@@ -46,13 +46,14 @@ export function bloodUnitsTable(mappings: MappingSet): DerivedTable {
       }
       if (removed.length) await sql.query('DELETE FROM blood_units WHERE unit_id = ANY($1::text[])', [removed]);
       // One statement for all the units: the trigger then updates each stock line once (migration 016).
-      if (kept.size)
+      const units = [...kept.values()];
+      if (units.length)
         await sql.query(
           `INSERT INTO blood_units (unit_id, facility_id, blood_group, component, available, units, expires_at, updated_at)
            SELECT u.*, now() FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::int[], $7::timestamptz[]) AS u
            ON CONFLICT (unit_id) DO UPDATE SET facility_id = EXCLUDED.facility_id, blood_group = EXCLUDED.blood_group, component = EXCLUDED.component,
              available = EXCLUDED.available, units = EXCLUDED.units, expires_at = EXCLUDED.expires_at, updated_at = now()`,
-          [0, 1, 2, 3, 4, 5, 6].map((k) => [...kept.values()].map((u) => u[k])),
+          [0, 1, 2, 3, 4, 5, 6].map((k) => units.map((u) => u[k])),
         );
     },
   };

@@ -32,7 +32,7 @@ export async function entitledOrganizations(q: Queryable, event: EventAudience):
 
 /** entitledOrganizations of each of many events (a change's, an import batch's), with one query. */
 export async function entitledOrganizationsOfEach(q: Queryable, events: EventAudience[]): Promise<string[][]> {
-  const aboutPatient = (event: EventAudience) => !event.type.startsWith('consent.') && event.patientId !== null && PATIENT_EVENT.test(event.type);
+  const aboutPatient = (event: EventAudience) => !event.type.startsWith('consent.') && !!event.patientId && PATIENT_EVENT.test(event.type);
   const patients = [...new Set(events.filter(aboutPatient).map((event) => event.patientId!))];
   const consented = new Map<string, string[]>();
   if (patients.length) {
@@ -41,7 +41,11 @@ export async function entitledOrganizationsOfEach(q: Queryable, events: EventAud
        AND (granted_at IS NULL OR granted_at <= now()) AND (expires_at IS NULL OR expires_at > now())`,
       [patients],
     );
-    for (const row of rows) consented.set(row.patient_id, [...(consented.get(row.patient_id) ?? []), row.organization_id]);
+    for (const row of rows) {
+      const orgs = consented.get(row.patient_id);
+      if (orgs) orgs.push(row.organization_id);
+      else consented.set(row.patient_id, [row.organization_id]);
+    }
   }
   return events.map((event) => {
     const orgs = new Set<string>();
