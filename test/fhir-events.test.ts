@@ -42,10 +42,9 @@ const update = async <T extends Resource>(r: T): Promise<T> => {
   return res.body;
 };
 
-/** Waits for deliveries, then returns the event types received since `from`, in order. */
 /**
- * The events delivered since `from`, in the order they were recorded (deliveries run in parallel and may arrive in
- * another order: the outbox's sequence tells).
+ * Waits for `expected` deliveries, then returns the events delivered since `from`, in the order they were recorded
+ * (deliveries run in parallel and may arrive in another order: the outbox's sequence tells).
  */
 async function eventsSince(from: number, expected: number): Promise<Array<{ type: string; data: any }>> {
   await receiver.waitFor(from + expected);

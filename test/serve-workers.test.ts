@@ -50,8 +50,11 @@ describe('pont serve --workers', () => {
 
       // A worker that dies is replaced; the others serve meanwhile.
       process.kill(workers[0]!, 'SIGKILL');
-      for (let i = 0; i < 200 && !(children(server.pid!).length === 2 && !children(server.pid!).includes(workers[0]!)); i++) await new Promise((r) => setTimeout(r, 100));
-      const replaced = children(server.pid!);
+      let replaced = children(server.pid!);
+      for (let i = 0; i < 200 && (replaced.length !== 2 || replaced.includes(workers[0]!)); i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        replaced = children(server.pid!);
+      }
       expect(replaced).toHaveLength(2);
       expect(replaced).not.toContain(workers[0]);
       expect((await fetch(`${url}/healthz`)).status).toBe(200);
