@@ -1,4 +1,4 @@
-import type { Patient } from '@medplum/fhirtypes';
+import type { Identifier, Patient } from '@medplum/fhirtypes';
 import type { Queryable } from '../db/database';
 import { hashKey } from '../fhir/hash';
 import { ApiError, ErrorCode } from '../http/errors';
@@ -81,9 +81,23 @@ export async function attachPatient(tx: Queryable, healthId: string, patientId: 
   await tx.query('UPDATE health_ids SET patient_id = $2 WHERE health_id = $1', [healthId, patientId]);
 }
 
-/** The Health ID identifiers a Patient carries. */
+/**
+ * A Patient's identifiers, or undefined when they are not an array of objects with string Health ID values. The
+ * registry reads them before validation, so this takes any JSON.
+ */
+function identifiersOf(patient: Patient | undefined): Identifier[] | undefined {
+  const list: unknown = patient?.identifier;
+  if (list === undefined) return [];
+  if (!Array.isArray(list)) return undefined;
+  const wellFormed = list.every(
+    (i: unknown) => i !== null && typeof i === 'object' && !Array.isArray(i) && ((i as Identifier).system !== HEALTH_ID_SYSTEM || typeof (i as Identifier).value === 'string'),
+  );
+  return wellFormed ? (list as Identifier[]) : undefined;
+}
+
+/** The Health ID identifiers a Patient carries (none when its identifiers are malformed). */
 export function healthIdsOf(patient: Patient | undefined): string[] {
-  return [...new Set((patient?.identifier ?? []).filter((i) => i.system === HEALTH_ID_SYSTEM && typeof i.value === 'string').map((i) => i.value!))];
+  return [...new Set((identifiersOf(patient) ?? []).filter((i) => i.system === HEALTH_ID_SYSTEM).map((i) => i.value!))];
 }
 
 /** A Health ID the registry took on for a Patient write (the `health_id.created` event). */
@@ -110,11 +124,13 @@ export async function withHealthId(
   patient: Patient,
   previous: Patient | undefined,
 ): Promise<{ patient: Patient; registered?: Registered }> {
+  const identifiers = identifiersOf(patient);
+  if (!identifiers) throw refused('Patient.identifier must be an array of Identifier objects (a Health ID value is a string)');
   const given = healthIdsOf(patient);
   const kept = healthIdsOf(previous)[0];
   const withId = (healthId: string): Patient => ({
     ...patient,
-    identifier: [...(patient.identifier ?? []).filter((i) => i.system !== HEALTH_ID_SYSTEM), { system: HEALTH_ID_SYSTEM, value: healthId }],
+    identifier: [...identifiers.filter((i) => i.system !== HEALTH_ID_SYSTEM), { system: HEALTH_ID_SYSTEM, value: healthId }],
   });
   if (kept) {
     if (given.length === 0) return { patient: withId(kept) };

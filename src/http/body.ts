@@ -1,6 +1,7 @@
 import type { Context } from 'koa';
 import getRawBody from 'raw-body';
 import { ApiError, ErrorCode, badRequest } from './errors';
+import { MAX_BODY_DEPTH } from './limits';
 
 const JSON_TYPES = ['application/json', 'application/fhir+json', 'application/json-patch+json'];
 const FORM_TYPE = 'application/x-www-form-urlencoded';
@@ -28,18 +29,13 @@ function payloadTooLarge(limit: number): ApiError {
 
 /**
  * Parses a JSON (or, where `allowForm`, form-encoded) body. Returns undefined for an empty body.
- * Malformed JSON is a 400; an unsupported media type is a 415.
+ * Malformed JSON, invalid UTF-8 and nesting deeper than MAX_BODY_DEPTH are 400s; an unsupported media type is a 415.
  */
 export async function readBody(ctx: Context, limit: number, allowForm = false): Promise<unknown> {
   const raw = await readRawBody(ctx, limit);
   if (raw.length === 0) return undefined;
   const type = mediaType(ctx);
-  if (allowForm && type === FORM_TYPE) {
-    const form = [...new URLSearchParams(raw.toString('utf8'))];
-    // Decoded (%00 becomes NUL): the same rule as for JSON bodies and URLs.
-    if (form.some(([k, v]) => k.includes('\u0000') || v.includes('\u0000'))) throw badRequest('NUL characters are not allowed in the body');
-    return Object.fromEntries(form);
-  }
+  if (allowForm && type === FORM_TYPE) return parseForm(decodeUtf8(raw));
   if (type !== '' && !JSON_TYPES.includes(type)) {
     throw new ApiError(
       415,
@@ -47,9 +43,43 @@ export async function readBody(ctx: Context, limit: number, allowForm = false): 
       `Content-Type ${type} is not supported; send ${allowForm ? `application/json or ${FORM_TYPE}` : 'application/json'}`,
     );
   }
-  const text = raw.toString('utf8');
+  return parseJsonText(decodeUtf8(raw));
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** The body as text: invalid UTF-8 is refused, not replaced by U+FFFD. (A BOM is kept, and JSON.parse refuses it, as before.) */
+export function decodeUtf8(raw: Buffer): string {
+  try {
+    return utf8.decode(raw);
+  } catch {
+    throw badRequest('The body is not valid UTF-8');
+  }
+}
+
+function parseForm(text: string): Record<string, string> {
+  // URLSearchParams replaces percent-encoded invalid UTF-8 by U+FFFD: decode each part strictly first.
+  for (const part of text.split(/[&=]/)) {
+    try {
+      decodeURIComponent(part.replace(/\+/g, ' '));
+    } catch {
+      throw badRequest('Malformed percent-encoding or invalid UTF-8 in the form body');
+    }
+  }
+  const form = [...new URLSearchParams(text)];
+  // Decoded (%00 becomes NUL): the same rule as for JSON bodies and URLs.
+  if (form.some(([k, v]) => k.includes('\u0000') || v.includes('\u0000'))) throw badRequest('NUL characters are not allowed in the body');
+  return Object.fromEntries(form);
+}
+
+/**
+ * A JSON body's value. Before JSON.parse: no NUL characters, no nesting deeper than MAX_BODY_DEPTH (so every
+ * later walk over the value may recurse); after it: no lone surrogate escapes.
+ */
+export function parseJsonText(text: string): unknown {
   // PostgreSQL cannot store NUL in text or jsonb; refuse it here rather than fail later.
   if (text.includes('\u0000') || text.includes('\\u0000')) throw badRequest('NUL characters are not allowed in the body');
+  checkJsonDepth(text);
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -61,9 +91,38 @@ export async function readBody(ctx: Context, limit: number, allowForm = false): 
   return value;
 }
 
+/**
+ * Refuses JSON text whose arrays and objects nest deeper than MAX_BODY_DEPTH (brackets inside strings do not
+ * count): one pass over the text, no recursion, before JSON.parse.
+ */
+export function checkJsonDepth(text: string): void {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // a backslash: the next character is escaped (\" or \\)
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > MAX_BODY_DEPTH) throw badRequest(`The body is nested more than ${MAX_BODY_DEPTH} levels deep (arrays and objects)`);
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+}
+
+/** Whether a string or key anywhere in the value is not well-formed UTF-16 (an explicit stack: no recursion). */
 function hasLoneSurrogate(value: unknown): boolean {
-  if (typeof value === 'string') return !value.isWellFormed();
-  if (Array.isArray(value)) return value.some(hasLoneSurrogate);
-  if (value && typeof value === 'object') return Object.entries(value).some(([k, v]) => !k.isWellFormed() || hasLoneSurrogate(v));
+  const stack: unknown[] = [value];
+  while (stack.length) {
+    const v = stack.pop();
+    if (typeof v === 'string') {
+      if (!v.isWellFormed()) return true;
+    } else if (Array.isArray(v)) for (const item of v) stack.push(item);
+    else if (v && typeof v === 'object')
+      for (const [k, item] of Object.entries(v)) {
+        if (!k.isWellFormed()) return true;
+        stack.push(item);
+      }
+  }
   return false;
 }

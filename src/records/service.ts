@@ -53,7 +53,7 @@ function decodeRecordsCursor(raw: string, type: RecordTypeName): number[] {
     cursor = undefined;
   }
   const sources = RECORD_TYPES[type].sources.length;
-  const ok = cursor?.type === type && Array.isArray(cursor.offsets) && cursor.offsets.length === sources && cursor.offsets.every((o) => Number.isInteger(o) && o >= 0);
+  const ok = cursor?.type === type && Array.isArray(cursor.offsets) && cursor.offsets.length === sources && cursor.offsets.every((o) => Number.isSafeInteger(o) && o >= 0);
   if (!ok) throw invalidFields([{ field: 'cursor', message: `not a cursor of type=${type} issued by this server` }]);
   return cursor!.offsets;
 }
@@ -81,7 +81,7 @@ export class RecordsService {
       const answer: RecordsAnswer = { health_id: healthId, records: {} };
       const read: Resource[] = [];
       for (const type of readable) {
-        const offsets = single && query.cursor ? decodeRecordsCursor(query.cursor, type) : RECORD_TYPES[type].sources.map(() => 0);
+        const offsets = single && query.cursor !== undefined ? decodeRecordsCursor(query.cursor, type) : RECORD_TYPES[type].sources.map(() => 0);
         const page = await this.page(repo, patient.patientId, type, { limit: query.limit, since: query.since, offsets });
         answer.records[type] = page.records;
         read.push(...page.resources);

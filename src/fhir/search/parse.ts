@@ -387,14 +387,17 @@ export function encodeCursor(cursor: Cursor): string {
   return Buffer.from(JSON.stringify(cursor)).toString('base64url');
 }
 
+const MAX_BIGINT = 2n ** 63n - 1n;
+
 export function decodeCursor(raw: string): Cursor {
   try {
     const c = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Cursor;
     const ok =
       typeof c === 'object' && c !== null &&
-      (c.afterRid === undefined || /^\d{1,19}$/.test(c.afterRid)) &&
-      (c.offset === undefined || (Number.isInteger(c.offset) && c.offset >= 0)) &&
-      (c.total === undefined || (Number.isInteger(c.total) && c.total >= 0));
+      // afterRid is a bigint (at most 2^63 - 1); offset and total are exact JavaScript integers.
+      (c.afterRid === undefined || (typeof c.afterRid === 'string' && /^\d{1,19}$/.test(c.afterRid) && BigInt(c.afterRid) <= MAX_BIGINT)) &&
+      (c.offset === undefined || (Number.isSafeInteger(c.offset) && c.offset >= 0)) &&
+      (c.total === undefined || (Number.isSafeInteger(c.total) && c.total >= 0));
     if (!ok) throw new Error('bad');
     return { afterRid: c.afterRid, offset: c.offset, total: c.total };
   } catch {

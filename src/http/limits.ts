@@ -1,0 +1,14 @@
+/**
+ * Nesting bounds of JSON input, in one place: the body reader (src/http/body.ts) refuses deeper bodies before
+ * parsing them, so no later walk over a body (validation, indexing, hashing) can exhaust the stack.
+ */
+
+/**
+ * How deep one FHIR resource may nest arrays and objects: far beyond real resources (each level of a Questionnaire's
+ * nested items adds two, a contained resource or an extension one or two). The same bound as MAX_DEPTH in
+ * src/fhir/validate.ts, which refuses deeper resources.
+ */
+export const MAX_RESOURCE_DEPTH = 64;
+
+/** How deep a request body may nest: a resource and its envelopes (a Bundle entry adds 3 levels, a Bridge batch 2). */
+export const MAX_BODY_DEPTH = MAX_RESOURCE_DEPTH + 8;
