@@ -54,8 +54,10 @@ const commands: Record<string, Command> = {
     run: async (args) => (await import('./auth/cli')).accessCommand('clients', args),
   },
   keys: {
-    summary: 'rotate (new signing key; old one stays in the JWKS until its tokens expire); list',
-    usage: 'pont keys ACTION',
+    summary:
+      'rotate (new signing key; the old one signs no more, its tokens stay valid until they expire); ' +
+      'revoke KID (withdraw a key at once: its tokens are refused, it leaves the JWKS; revoking the signing key rotates first); list',
+    usage: 'pont keys rotate | revoke KID | list',
     run: async (args) => (await import('./auth/cli')).accessCommand('keys', args),
   },
   agents: {

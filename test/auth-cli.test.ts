@@ -127,6 +127,33 @@ describe('pont clients, agents and keys', () => {
     });
   }, SLOW);
 
+  it('revokes a key at once: its tokens are refused, it leaves the JWKS, and revoking the signing key rotates first', async () => {
+    const created = await pont('clients', 'create', '--name', 'Clinique B', '--org', 'org-clinique-b', '--scopes', 'labs:read');
+    const { client_id: clientId, client_secret: secret } = created.json;
+    const issued = await withService(async (url) => (await token(url, clientId, secret)).body.access_token as string);
+    const kid = decodeProtectedHeader(issued).kid!;
+
+    const revoked = await pont('keys', 'revoke', kid);
+    expect(revoked.code).toBe(0);
+    expect(revoked.json).toEqual({ kid, revoked_at: expect.any(String), signing_kid: expect.any(String) });
+    const keys = await pont('keys', 'list');
+    expect(keys.json.find((k: { kid: string }) => k.kid === kid)).toMatchObject({ status: 'revoked', revoked_at: revoked.json.revoked_at });
+    expect(keys.json[0]).toMatchObject({ kid: revoked.json.signing_kid, status: 'signing' });
+
+    await withService(async (url) => {
+      expect((await fetch(`${url}/api/v1/sdk/token/introspect`, { headers: { authorization: `Bearer ${issued}` } })).status).toBe(401);
+      const jwks = (await (await fetch(`${url}/.well-known/jwks.json`)).json()) as JSONWebKeySet;
+      expect(jwks.keys.map((k) => k.kid)).not.toContain(kid);
+      const next = (await token(url, clientId, secret)).body.access_token;
+      expect(decodeProtectedHeader(next).kid).toBe(revoked.json.signing_kid);
+      expect((await fetch(`${url}/api/v1/sdk/token/introspect`, { headers: { authorization: `Bearer ${next}` } })).status).toBe(200);
+    });
+
+    const unknown = await pont('keys', 'revoke', 'no-such-kid');
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/No signing key no-such-kid/);
+  }, SLOW);
+
   it('refuses bad input with a message and exit code 1', async () => {
     const unknownScope = await pont('clients', 'create', '--name', 'X', '--org', 'org-x', '--scopes', 'patients:read everything');
     expect(unknownScope.code).toBe(1);

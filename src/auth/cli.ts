@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { withDatabase } from '../cli';
 import { createAgent, listAgents, revokeAgent } from './agents';
 import { createClient, listClients, NewClientInput, revokeClient } from './clients';
-import { listSigningKeys, rotateSigningKey } from './keys';
+import { listSigningKeys, revokeSigningKey, rotateSigningKey } from './keys';
 
 type Subcommands = Record<string, (args: string[]) => Promise<unknown>>;
 
@@ -51,6 +51,10 @@ const clients: Subcommands = {
 const keys: Subcommands = {
   rotate: () => withDatabase(rotateSigningKey),
   list: () => withDatabase(listSigningKeys),
+  revoke: (args) => {
+    const kid = onlyId(args, 'key id (kid)');
+    return withDatabase(async (db) => (await revokeSigningKey(db, kid)) ?? notFound('signing key', kid));
+  },
 };
 
 const agents: Subcommands = {

@@ -9,6 +9,10 @@ export const TOKEN_LIFETIME_SECONDS = 3600;
 const RETIREMENT_GRACE_SECONDS = 60;
 /** Serialises key creation and rotation across processes. */
 const KEY_LOCK = 727275;
+/** Every change to `signing_keys` is announced here, by a trigger, with the kid (migration 019). */
+export const KEY_CHANGES_CHANNEL = 'pont_key_changes';
+/** Key states kept in memory per process (unknown kids included); the oldest go first. */
+const MAX_CACHED_KEYS = 1000;
 
 /** A public key as published in the JWKS (section 2.7). */
 export interface PublishedJwk {
@@ -31,6 +35,7 @@ interface KeyRow {
   private_pem: string;
   created_at: Date | string;
   retired_at: Date | string | null;
+  revoked_at: Date | string | null;
 }
 
 const generateRsa = promisify(generateKeyPair);
@@ -46,8 +51,8 @@ async function newKeyRow(): Promise<Pick<KeyRow, 'kid' | 'public_jwk' | 'private
   };
 }
 
-async function insertKey(tx: Queryable): Promise<string> {
-  const row = await newKeyRow();
+async function insertKey(tx: Queryable, row?: Awaited<ReturnType<typeof newKeyRow>>): Promise<string> {
+  row ??= await newKeyRow();
   await tx.query('INSERT INTO signing_keys (kid, public_jwk, private_pem) VALUES ($1, $2, $3)', [
     row.kid,
     JSON.stringify(row.public_jwk),
@@ -73,21 +78,62 @@ export interface Rotation {
 }
 
 /**
- * `pont keys rotate`: a new key signs from now on; the previous one stops signing but stays in the
- * JWKS until the tokens it signed have expired.
+ * `pont keys rotate`: a new key signs from now on; the previous one stops signing at once and stays in the
+ * JWKS until the tokens it signed have expired. A token of the old key dated after its retirement is refused
+ * (KeyStore.accepts): whoever holds the old private key cannot sign new tokens with it.
  */
 export async function rotateSigningKey(db: Database): Promise<Rotation> {
-  return db.transaction(async (tx) => {
+  const next = await newKeyRow(); // before the transaction: the switch itself takes no time
+  const rotation = await db.transaction(async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock($1)', [KEY_LOCK]);
-    const retired = await tx.query<{ kid: string; retired_at: Date | string }>(
-      'UPDATE signing_keys SET retired_at = now() WHERE retired_at IS NULL RETURNING kid, retired_at',
-    );
-    const kid = await insertKey(tx);
-    return {
-      kid,
-      retired: retired.rows.map((r) => ({ kid: r.kid, published_until: publishedUntil(r.retired_at)!.toISOString() })),
-    };
+    return retireAndReplace(tx, next);
   });
+  await db.listenersCaughtUp(); // this process's key cache has heard the change
+  return rotation;
+}
+
+/**
+ * Retires the signing key and inserts `next`. The retirement is stamped with the clock at this statement (not
+ * the transaction's start), and tokens are dated before their key is read (TokenService.issue): a token the old
+ * key signed while it was the signing key is never dated after its retirement.
+ */
+async function retireAndReplace(tx: Queryable, next: Awaited<ReturnType<typeof newKeyRow>>): Promise<Rotation> {
+  const retired = await tx.query<{ kid: string; retired_at: Date | string }>(
+    'UPDATE signing_keys SET retired_at = clock_timestamp() WHERE retired_at IS NULL RETURNING kid, retired_at',
+  );
+  const kid = await insertKey(tx, next);
+  return {
+    kid,
+    retired: retired.rows.map((r) => ({ kid: r.kid, published_until: publishedUntil(r.retired_at)!.toISOString() })),
+  };
+}
+
+export interface Revocation {
+  kid: string;
+  revoked_at: string;
+  /** When the revoked key was the signing key: the key that signs in its place. */
+  signing_kid?: string;
+}
+
+/**
+ * `pont keys revoke KID`: withdraws a key at once (a compromised one): every token it signed is refused at the
+ * next request, in every process (they hear the change through pont_key_changes), and it leaves the JWKS.
+ * Revoking the signing key rotates first, in the same transaction, so that tokens can still be issued.
+ * Revoking a revoked key changes nothing. Undefined for an unknown kid.
+ */
+export async function revokeSigningKey(db: Database, kid: string): Promise<Revocation | undefined> {
+  const next = await newKeyRow();
+  const revocation = await db.transaction(async (tx) => {
+    await tx.query('SELECT pg_advisory_xact_lock($1)', [KEY_LOCK]);
+    const { rows } = await tx.query<Pick<KeyRow, 'retired_at' | 'revoked_at'>>('SELECT retired_at, revoked_at FROM signing_keys WHERE kid = $1', [kid]);
+    if (!rows[0]) return undefined;
+    if (rows[0].revoked_at !== null) return { kid, revoked_at: new Date(rows[0].revoked_at).toISOString() };
+    const rotation = rows[0].retired_at === null ? await retireAndReplace(tx, next) : undefined;
+    const revoked = await tx.query<{ revoked_at: Date | string }>('UPDATE signing_keys SET revoked_at = clock_timestamp() WHERE kid = $1 RETURNING revoked_at', [kid]);
+    return { kid, revoked_at: new Date(revoked.rows[0]!.revoked_at).toISOString(), ...(rotation ? { signing_kid: rotation.kid } : {}) };
+  });
+  await db.listenersCaughtUp(); // this process refuses the key's tokens from its very next request
+  return revocation;
 }
 
 function publishedUntil(retiredAt: Date | string | null): Date | undefined {
@@ -95,26 +141,29 @@ function publishedUntil(retiredAt: Date | string | null): Date | undefined {
   return new Date(new Date(retiredAt).getTime() + (TOKEN_LIFETIME_SECONDS + RETIREMENT_GRACE_SECONDS) * 1000);
 }
 
-const PUBLISHED = `retired_at IS NULL OR retired_at > now() - make_interval(secs => ${TOKEN_LIFETIME_SECONDS + RETIREMENT_GRACE_SECONDS})`;
+/** In the JWKS: the signing key, and retired keys whose tokens may still be live; never a revoked key. */
+const PUBLISHED = `revoked_at IS NULL AND (retired_at IS NULL OR retired_at > now() - make_interval(secs => ${TOKEN_LIFETIME_SECONDS + RETIREMENT_GRACE_SECONDS}))`;
 
 export interface KeyListing {
   kid: string;
   created_at: string;
-  status: 'signing' | 'published' | 'expired';
+  status: 'signing' | 'published' | 'expired' | 'revoked';
   published_until: string | null;
+  revoked_at: string | null;
 }
 
 /** `pont keys list`: every key, newest first. */
 export async function listSigningKeys(db: Queryable): Promise<KeyListing[]> {
-  const { rows } = await db.query<KeyRow>('SELECT kid, created_at, retired_at FROM signing_keys ORDER BY created_at DESC');
+  const { rows } = await db.query<KeyRow>('SELECT kid, created_at, retired_at, revoked_at FROM signing_keys ORDER BY created_at DESC');
   const now = Date.now();
   return rows.map((r) => {
-    const until = publishedUntil(r.retired_at);
+    const until = r.revoked_at === null ? publishedUntil(r.retired_at) : new Date(r.revoked_at);
     return {
       kid: r.kid,
       created_at: new Date(r.created_at).toISOString(),
-      status: !until ? 'signing' : until.getTime() > now ? 'published' : 'expired',
+      status: r.revoked_at !== null ? 'revoked' : !until ? 'signing' : until.getTime() > now ? 'published' : 'expired',
       published_until: until?.toISOString() ?? null,
+      revoked_at: r.revoked_at === null ? null : new Date(r.revoked_at).toISOString(),
     };
   });
 }
@@ -122,16 +171,69 @@ export async function listSigningKeys(db: Queryable): Promise<KeyListing[]> {
 /** Kids are RFC 7638 thumbprints (base64url SHA-256): anything else cannot be ours. */
 const KID = /^[A-Za-z0-9_-]{43}$/;
 
+/** What verification needs of a key: its public key and whether (and since when) it may verify. */
+interface KeyState {
+  publicKey: KeyObject;
+  /** Epoch seconds (rounded down) at which it stopped signing; undefined while it signs. */
+  retiredAt?: number;
+  /** Epoch ms until which it is published (undefined: signing). */
+  publishedUntil?: number;
+  revoked: boolean;
+}
+
 /**
- * The key set as this process sees it. Nothing is cached that could go stale across processes:
- * the signing key is looked up at each issuance (rotation elsewhere takes effect at once), and a
- * kid not seen before is looked up in the database. Parsed keys are cached by kid (they never change).
+ * The key set as this process sees it. The signing key is looked up at each issuance (rotation elsewhere takes
+ * effect at once). The state of a key (retired, revoked) is cached while the process listens for changes to
+ * the table (a trigger notifies each one, on every path: CLI, SQL by hand), so a revocation reaches every
+ * process as soon as it commits; while the listening connection is down, every lookup reads the table.
  */
 export class KeyStore {
   private readonly privateKeys = new Map<string, KeyObject>();
-  private readonly publicKeys = new Map<string, KeyObject>();
+  /** kid -> state (null: no such key). Trusted only while `listening`. */
+  private readonly states = new Map<string, KeyState | null>();
+  private listening = false;
+  /** Bumped by every invalidation: a lookup that began before one must not fill the cache. */
+  private generation = 0;
+  private started?: Promise<void>;
+  private stopListening?: () => Promise<void>;
 
   constructor(private readonly db: Database) {}
+
+  /** Starts listening for key changes (also done on first use). */
+  warmUp(): Promise<void> {
+    return (this.started ??= this.db
+      .listen(KEY_CHANGES_CHANNEL, {
+        notify: (kid) => this.forget(kid),
+        ready: () => {
+          this.forgetAll();
+          this.listening = true;
+        },
+        lost: () => {
+          this.listening = false;
+          this.forgetAll();
+        },
+      })
+      .then(
+        (stop) => void (this.stopListening = stop),
+        () => undefined, // not listening: nothing is cached, every lookup reads the table
+      ));
+  }
+
+  async close(): Promise<void> {
+    this.listening = false;
+    await this.started;
+    await this.stopListening?.();
+  }
+
+  private forget(kid: string): void {
+    this.generation++;
+    this.states.delete(kid);
+  }
+
+  private forgetAll(): void {
+    this.generation++;
+    this.states.clear();
+  }
 
   /** The key that signs new tokens. */
   async signingKey(): Promise<SigningKey> {
@@ -148,22 +250,46 @@ export class KeyStore {
     return { kid: row.kid, privateKey };
   }
 
-  /**
-   * The public key for `kid` if it is published, else undefined. Once cached it stays: a key leaves
-   * the JWKS only after every token it signed has expired, so it cannot verify a live token anyway.
-   */
-  async verificationKey(kid: unknown): Promise<KeyObject | undefined> {
-    if (typeof kid !== 'string' || !KID.test(kid)) return undefined;
-    const cached = this.publicKeys.get(kid);
-    if (cached) return cached;
-    const { rows } = await this.db.query<Pick<KeyRow, 'public_jwk'>>(
-      `SELECT public_jwk FROM signing_keys WHERE kid = $1 AND (${PUBLISHED})`,
+  private async state(kid: string): Promise<KeyState | undefined> {
+    await this.warmUp();
+    if (this.listening && this.states.has(kid)) return this.states.get(kid) ?? undefined;
+    const generation = this.generation;
+    const { rows } = await this.db.query<Pick<KeyRow, 'public_jwk' | 'retired_at' | 'revoked_at'>>(
+      'SELECT public_jwk, retired_at, revoked_at FROM signing_keys WHERE kid = $1',
       [kid],
     );
-    if (!rows[0]) return undefined;
-    const key = createPublicKey({ key: rows[0].public_jwk as unknown as JsonWebKey, format: 'jwk' });
-    this.publicKeys.set(kid, key);
-    return key;
+    const row = rows[0];
+    const state: KeyState | null = row
+      ? {
+          publicKey: createPublicKey({ key: row.public_jwk as unknown as JsonWebKey, format: 'jwk' }),
+          retiredAt: row.retired_at === null ? undefined : Math.floor(new Date(row.retired_at).getTime() / 1000),
+          publishedUntil: publishedUntil(row.retired_at)?.getTime(),
+          revoked: row.revoked_at !== null,
+        }
+      : null;
+    if (this.listening && generation === this.generation) {
+      if (this.states.size >= MAX_CACHED_KEYS) this.states.delete(this.states.keys().next().value!);
+      this.states.set(kid, state);
+    }
+    return state ?? undefined;
+  }
+
+  /** The public key for `kid` if it is published (not revoked, not past its publication), else undefined. */
+  async verificationKey(kid: unknown): Promise<KeyObject | undefined> {
+    if (typeof kid !== 'string' || !KID.test(kid)) return undefined;
+    const state = await this.state(kid);
+    if (!state || state.revoked || (state.publishedUntil !== undefined && state.publishedUntil <= Date.now())) return undefined;
+    return state.publicKey;
+  }
+
+  /**
+   * Whether a token that `kid` signed, dated `iat`, may be accepted now: the key is not revoked, and it was the
+   * signing key at `iat` (a token dated after its retirement was not signed by us). Checked on every request,
+   * cached tokens included.
+   */
+  async accepts(kid: string, iat: number): Promise<boolean> {
+    const state = KID.test(kid) ? await this.state(kid) : undefined;
+    return !!state && !state.revoked && (state.retiredAt === undefined || iat <= state.retiredAt);
   }
 
   /** The JWKS document (section 2.7): the signing key and retired keys whose tokens may still be live. */

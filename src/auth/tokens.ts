@@ -42,8 +42,8 @@ export interface VerifiedToken {
 
 /** Issues and verifies RS256 access tokens. Issuer and audience are both the public base URL. */
 export class TokenService {
-  /** SHA-256 of a token -> its verified claims, until the token expires. */
-  private readonly verified = new Map<string, AccessTokenClaims>();
+  /** SHA-256 of a token -> its verified claims and the kid that signed it, until the token expires. */
+  private readonly verified = new Map<string, { claims: AccessTokenClaims; kid: string }>();
 
   constructor(
     private readonly keys: KeyStore,
@@ -53,8 +53,9 @@ export class TokenService {
   ) {}
 
   async issue(client: ActiveClient, scopes: readonly Scope[]): Promise<TokenResponse> {
-    const { kid, privateKey } = await this.keys.signingKey();
+    // Dated before the key is read: a key retired after this read is never found to have signed after its retirement.
     const iat = Math.floor(Date.now() / 1000);
+    const { kid, privateKey } = await this.keys.signingKey();
     const scope = scopes.join(' ');
     const accessToken = await new SignJWT({ client_id: client.clientId, scope })
       .setProtectedHeader({ alg: 'RS256', kid, typ: ACCESS_TOKEN_TYPE })
@@ -74,28 +75,32 @@ export class TokenService {
    */
   async verify(token: string): Promise<VerifiedToken | undefined> {
     if (token.length > MAX_TOKEN_LENGTH) return undefined;
-    // A token verified before is not verified again until it expires; its client is checked every time.
+    // A token verified before is not verified again until it expires; its key and its client are checked every time.
     const digest = createHash('sha256').update(token).digest('base64url');
-    let claims = this.verified.get(digest);
-    if (claims && claims.exp + CLOCK_TOLERANCE_SECONDS <= Date.now() / 1000) {
+    let known = this.verified.get(digest);
+    if (known && known.claims.exp + CLOCK_TOLERANCE_SECONDS <= Date.now() / 1000) {
       this.verified.delete(digest);
       return undefined;
     }
-    if (!claims) {
-      claims = await this.verifySignature(token);
-      if (!claims) return undefined;
+    if (!known) {
+      known = await this.verifySignature(token);
+      if (!known) return undefined;
       if (this.verified.size >= MAX_CACHED_TOKENS) this.verified.delete(this.verified.keys().next().value!);
-      this.verified.set(digest, claims);
+      this.verified.set(digest, known);
     }
+    const { claims, kid } = known;
+    // Revoked key, or a token dated after its key stopped signing (forged with a retired key).
+    if (!(await this.keys.accepts(kid, claims.iat))) return undefined;
     const client = await this.clients.active(claims.client_id);
     if (!client) return undefined;
     const granted = new Set(claims.scope.split(' '));
     return { claims, client, scopes: client.scopes.filter((s) => granted.has(s)) };
   }
 
-  /** The claims of a token signed by one of our published keys, for us, unexpired, of our shape; else undefined. */
-  private async verifySignature(token: string): Promise<AccessTokenClaims | undefined> {
+  /** The claims of a token signed by one of our published keys, for us, unexpired, of our shape, and its kid; else undefined. */
+  private async verifySignature(token: string): Promise<{ claims: AccessTokenClaims; kid: string } | undefined> {
     let claims: AccessTokenClaims;
+    let kid: string;
     try {
       const result = await jwtVerify<AccessTokenClaims>(token, (header: JWTHeaderParameters) => this.key(header), {
         algorithms: ['RS256'],
@@ -107,14 +112,15 @@ export class TokenService {
         requiredClaims: ['exp', 'jti', 'client_id', 'scope'],
       });
       claims = result.payload as AccessTokenClaims;
+      kid = result.protectedHeader.kid!; // key() found a key by it
     } catch (err) {
       if (err instanceof errors.JOSEError) return undefined;
       throw err; // the database failing is not the caller's fault
     }
     // Shapes only we sign; a lifetime over ours means the token was not made by this service.
     if (claims.sub !== claims.client_id || typeof claims.scope !== 'string' || typeof claims.jti !== 'string') return undefined;
-    if (claims.exp - claims.iat > TOKEN_LIFETIME_SECONDS) return undefined;
-    return claims;
+    if (typeof claims.iat !== 'number' || claims.exp - claims.iat > TOKEN_LIFETIME_SECONDS) return undefined;
+    return { claims, kid };
   }
 
   private async key(header: JWTHeaderParameters) {

@@ -5,6 +5,7 @@ import { ApiError, ErrorCode, badRequest } from './errors';
 import type { Logger } from '../log';
 import { periodicJob, type BackgroundWorker } from '../jobs';
 import type { HandlerResult } from './routes';
+import { decryptSecret, encryptSecret } from '../webhooks/secrets';
 
 /** 1-255 printable ASCII characters (a UUID is the usual choice). */
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
@@ -14,6 +15,46 @@ const REPLAYED_HEADERS = ['location', 'etag', 'last-modified'];
 export interface IdempotencyOptions {
   /** How long a key is remembered (PONT_IDEMPOTENCY_TTL). */
   ttlMs: number;
+}
+
+/**
+ * Top-level fields of a route's answer that hold a secret (a webhook secret, a pairing code, a client secret):
+ * the stored answer keeps them encrypted under `key` (the at-rest key, PONT_WEBHOOK_SECRET_KEY), and a replay
+ * decrypts them, so it answers exactly what the first request did. Should the key have changed since, the
+ * replay answers without those fields and names them in `Idempotent-Replay-Omitted`.
+ */
+export interface SecretFields {
+  fields: readonly string[];
+  key: Buffer;
+}
+
+/** What the encrypted field is bound to (authenticated data): it decrypts only in this row, in this field. */
+const sealContext = (claim: { clientId: string; key: string }, field: string) => JSON.stringify(['idempotency', claim.clientId, claim.key, field]);
+
+function sealed(body: unknown, claim: { clientId: string; key: string }, secrets: SecretFields | undefined): unknown {
+  if (!secrets || !body || typeof body !== 'object' || Array.isArray(body)) return body;
+  const copy = { ...(body as Record<string, unknown>) };
+  for (const field of secrets.fields) {
+    if (typeof copy[field] === 'string') copy[field] = encryptSecret(secrets.key, sealContext(claim, field), copy[field]);
+  }
+  return copy;
+}
+
+/** The stored body with its secret fields decrypted, and the fields that could not be. */
+function unsealed(body: unknown, claim: { clientId: string; key: string }, secrets: SecretFields | undefined): { body: unknown; omitted: string[] } {
+  if (!secrets || !body || typeof body !== 'object' || Array.isArray(body)) return { body, omitted: [] };
+  const copy = { ...(body as Record<string, unknown>) };
+  const omitted: string[] = [];
+  for (const field of secrets.fields) {
+    if (typeof copy[field] !== 'string') continue;
+    try {
+      copy[field] = decryptSecret(secrets.key, sealContext(claim, field), copy[field]);
+    } catch {
+      delete copy[field];
+      omitted.push(field);
+    }
+  }
+  return { body: copy, omitted };
 }
 
 interface StoredAnswer {
@@ -45,13 +86,14 @@ export function requestHash(ctx: Context, body: unknown): string {
  * stored answer commit together, or none of them does (a failed request keeps no key). The same key arriving
  * while the first is running waits on its row (PostgreSQL: the insert waits for the other transaction), then
  * replays the stored answer with `Idempotent-Replayed: true`, or 409 IDEMPOTENCY_CONFLICT when the payload
- * differs. A key older than the TTL is forgotten.
+ * differs. A key older than the TTL is forgotten. The route's `secrets` fields are never stored in clear.
  */
 export async function runIdempotent(
   sql: Queryable,
   claim: { clientId: string; key: string; hash: string },
   options: IdempotencyOptions,
   run: () => Promise<HandlerResult | void>,
+  secrets?: SecretFields,
 ): Promise<HandlerResult | void> {
   await sql.query(`DELETE FROM idempotency_keys WHERE client_id = $1 AND key = $2 AND created_at < now() - make_interval(secs => $3)`, [
     claim.clientId,
@@ -70,7 +112,10 @@ export async function runIdempotent(
     const stored = rows[0]!;
     if (stored.request_hash !== claim.hash)
       throw new ApiError(409, ErrorCode.idempotencyConflict, 'This Idempotency-Key was used with a different request: use a new key for a new request');
-    return { status: stored.status, body: stored.body ?? undefined, headers: { ...stored.headers, 'Idempotent-Replayed': 'true' } };
+    const { body, omitted } = unsealed(stored.body, claim, secrets);
+    const headers: Record<string, string> = { ...stored.headers, 'Idempotent-Replayed': 'true' };
+    if (omitted.length) headers['Idempotent-Replay-Omitted'] = omitted.join(', ');
+    return { status: stored.status, body: body ?? undefined, headers };
   }
   const result = (await run()) ?? { status: 204 };
   const headers = Object.fromEntries(Object.entries(result.headers ?? {}).filter(([k]) => REPLAYED_HEADERS.includes(k.toLowerCase())));
@@ -78,7 +123,7 @@ export async function runIdempotent(
     claim.clientId,
     claim.key,
     result.status ?? 200,
-    result.body === undefined ? null : JSON.stringify(result.body),
+    result.body === undefined ? null : JSON.stringify(sealed(result.body, claim, secrets)),
     JSON.stringify(headers),
   ]);
   return result;

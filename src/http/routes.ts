@@ -2,12 +2,12 @@ import type { Context } from 'koa';
 import type Router from '@koa/router';
 import { z } from 'zod';
 import type { Principal } from '../auth/principal';
-import type { Channel } from '../fhir/access';
+import type { Channel } from '../policy/index';
 import type { FhirRepository } from '../fhir/repository';
 import type { FhirService } from '../fhir/service';
 import { readBody } from './body';
 import { ApiError, ErrorCode, invalidFields } from './errors';
-import { idempotencyKeyOf, requestHash, runIdempotent, type IdempotencyOptions } from './idempotency';
+import { idempotencyKeyOf, requestHash, runIdempotent, type IdempotencyOptions, type SecretFields } from './idempotency';
 
 /**
  * How a route is protected.
@@ -90,6 +90,8 @@ export interface RouteSpec<P = any, Q = any, B = any> {
    * /api/v1/connect and /api/v1/sdk (they create something).
    */
   idempotent?: boolean;
+  /** Answer fields that hold a secret: an answer kept for Idempotency-Key replays stores them encrypted. */
+  secretFields?: SecretFields;
   handler(input: HandlerInput<P, Q, B>): Promise<HandlerResult | void>;
 }
 
@@ -192,7 +194,7 @@ export function mountRoutes(router: Router, routes: readonly RouteSpec[], option
       const result =
         key && caller
           ? // The handler runs in this transaction (its repository calls join it): change and key commit together.
-            await repo().transaction((sql) => runIdempotent(sql, { clientId: caller, key, hash: requestHash(ctx, body) }, options.idempotency, handle))
+            await repo().transaction((sql) => runIdempotent(sql, { clientId: caller, key, hash: requestHash(ctx, body) }, options.idempotency, handle, route.secretFields))
           : await handle();
       if (!result) return;
       if (result.headers) ctx.set(result.headers);

@@ -1,32 +1,55 @@
 import { lookup } from 'node:dns/promises';
-import { BlockList, isIP } from 'node:net';
+import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 import { Agent } from 'undici';
 
 /**
- * Where webhook deliveries may go (SSRF guard): never to private, link-local, unique-local, multicast or
- * unspecified addresses, nor to loopback except where plain-HTTP loopback callbacks are allowed (development).
+ * Where webhook deliveries may go (SSRF guard): only to public unicast addresses, never to private, link-local,
+ * unique-local, site-local, multicast, reserved, documentation, NAT64 or tunnelling (6to4, Teredo) ones, nor to
+ * loopback except where plain-HTTP loopback callbacks are allowed (development). Ranges are ipaddr.js's.
  * Checked when a subscription is made and again at every delivery, on the addresses the name resolves to then;
  * the delivery connects to the address that was checked (no second lookup a rebinding DNS could answer).
  */
-const internal = new BlockList();
-for (const [net, bits] of [
-  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.0.0.0', 24], ['192.168.0.0', 16],
-  ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4],
-] as const)
-  internal.addSubnet(net, bits, 'ipv4');
-for (const [net, bits] of [['::', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b::', 96]] as const) internal.addSubnet(net, bits, 'ipv6');
-const loopback = new BlockList();
-loopback.addSubnet('127.0.0.0', 8, 'ipv4');
-loopback.addAddress('::1', 'ipv6');
+/** IPv6 global unicast: anything outside it is unallocated today. */
+const GLOBAL_UNICAST = ipaddr.parseCIDR('2000::/3');
+/** IPv4-compatible addresses (RFC 4291 §2.5.5.1, deprecated): no destination is reached that way. */
+const IPV4_COMPATIBLE = ipaddr.parseCIDR('::/96');
 
-/** Why deliveries may not go to this address, or undefined. IPv4-mapped IPv6 addresses are judged as IPv4. */
-export function addressProblem(address: string, allowLoopback: boolean): string | undefined {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1];
-  const ip = mapped ?? address;
-  const family = isIP(ip) === 6 ? 'ipv6' : 'ipv4';
-  if (loopback.check(ip, family)) return allowLoopback ? undefined : `resolves to a loopback address (${address})`;
-  if (internal.check(ip, family)) return `resolves to a private, link-local or reserved address (${address})`;
+/**
+ * The address as ipaddr.js should read it, or undefined when Node does not take it for one. An IPv6 address is
+ * first written canonically (WHATWG URL): ipaddr.js reads `::a.b.c.d` as IPv4-mapped, the network stack as
+ * IPv4-compatible. A zone (`fe80::1%eth0`) does not change the range and is dropped.
+ */
+function parsed(address: string): ipaddr.IPv4 | ipaddr.IPv6 | undefined {
+  const bare = address.replace(/%.*$/, '');
+  const family = isIP(bare);
+  if (family === 4) return ipaddr.IPv4.parse(bare);
+  if (family === 6) return ipaddr.IPv6.parse(new URL(`http://[${bare}]/`).hostname.slice(1, -1));
   return undefined;
+}
+
+/**
+ * The ipaddr.js range of an address ('unicast': public), IPv4-mapped addresses judged as IPv4; also 'invalid',
+ * 'ipv4Compatible' and 'unallocated' (IPv6 outside 2000::/3), which ipaddr.js does not name.
+ */
+export function addressRange(address: string): string {
+  const ip = parsed(address);
+  if (!ip) return 'invalid';
+  if (ip.kind() === 'ipv4') return ip.range();
+  const v6 = ip as ipaddr.IPv6;
+  if (v6.isIPv4MappedAddress()) return v6.toIPv4Address().range();
+  const range = v6.range(); // names ::, ::1, fe80::/10, fec0::/10, 2002::/16, 2001::/32, 64:ff9b::/96...
+  if (range !== 'unicast') return range;
+  if (v6.match(IPV4_COMPATIBLE)) return 'ipv4Compatible';
+  return v6.match(GLOBAL_UNICAST) ? 'unicast' : 'unallocated';
+}
+
+/** Why deliveries may not go to this address, or undefined. */
+export function addressProblem(address: string, allowLoopback: boolean): string | undefined {
+  const range = addressRange(address);
+  if (range === 'unicast') return undefined;
+  if (range === 'loopback') return allowLoopback ? undefined : `resolves to a loopback address (${address})`;
+  return `resolves to a private, link-local or reserved address (${address}: ${range})`;
 }
 
 /**

@@ -107,6 +107,7 @@ export function webhookRoutes(services: Services): RouteSpec[] {
       security,
       body: SubscriptionCreate,
       responses: { 201: { description: 'Subscribed', schema: SubscriptionCreated } },
+      secretFields: { fields: ['webhook_secret'], key: config.webhooks.secretKey },
       handler: async ({ body, principal, repo }) => {
         const owner = ownerOf(principal);
         const problem =
