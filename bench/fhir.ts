@@ -28,7 +28,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { x as extract } from 'tar';
 import { createClient, type ClientRecord } from '../src/auth/clients';
-import { accessPolicyFor, type AccessPolicy } from '../src/fhir/access';
+import { accessPolicyFor, type AccessPolicy } from '../src/policy/index';
 import { loadConfig } from '../src/config';
 import type { Database, Queryable, QueryResult } from '../src/db/database';
 import { uuidV5 } from '../src/fhir/hash';

@@ -10,7 +10,7 @@ let auditor: TestClient;
 
 beforeAll(async () => {
   pont = await startTestServer();
-  auditor = await createTestClient(pont, ['audit:read'], { organizationId: 'org-operator' });
+  auditor = await createTestClient(pont, ['audit:read'], { organizationId: 'org-operator', allPatients: true });
 });
 afterAll(async () => {
   await pont?.close();

@@ -32,6 +32,7 @@ const CLASS_OF: Record<string, string> = { Patient: 'patients:read', Condition: 
 
 let pont: TestServer;
 let writer: TestClient;
+let registrar: TestClient;
 const readers = new Map<string, TestClient>();
 const patients: Array<{ id: string; healthId: string; name: string; resources: Resource[] }> = [];
 const states = new Map<string, ConsentState>(); // `${org}|${patientId}`
@@ -49,6 +50,7 @@ function visible(org: string, patientId: string, type: string): boolean {
 beforeAll(async () => {
   pont = await startTestServer();
   writer = await createTestClient(pont, ['health_id:verify', 'fhir:read', 'fhir:write'], { organizationId: 'org-writer' });
+  registrar = await createTestClient(pont, ['consents:write'], { organizationId: 'org-writer' });
   for (const org of ORGS)
     readers.set(org, await createTestClient(pont, ['health_id:verify', 'fhir:read', 'consents:read', 'consents:write', 'patient:profile:read'], { organizationId: org }));
   emergency = await createTestClient(pont, ['fhir:read', 'emergency:access'], { organizationId: 'org-er' });
@@ -88,8 +90,11 @@ beforeAll(async () => {
         const req = await pont.json('/api/v1/sdk/consents/request', { method: 'POST', headers: reader.headers, json: { health_id: p.healthId, purpose: 'matrix', requested_scopes: ['patients:read'] } });
         if (s === 'denied') {
           const code = await connect(writer, `/patient/${p.healthId}/mobile/pairing-code`, { method: 'POST' });
-          expect(code.status).toBe(403); // the writer lacks consents:write: the reader itself pairs the patient
-          const own = await connect(reader, `/patient/${p.healthId}/mobile/pairing-code`, { method: 'POST' });
+          expect(code.status).toBe(403); // the writer lacks consents:write
+          // Nor may the reader pair the patient: a pending request is no relationship (issue 20). The registering
+          // organisation pairs the app.
+          expect((await connect(reader, `/patient/${p.healthId}/mobile/pairing-code`, { method: 'POST' })).status).toBe(403);
+          const own = await connect(registrar, `/patient/${p.healthId}/mobile/pairing-code`, { method: 'POST' });
           const token = (await pont.json('/api/v1/mobile/auth/token', { method: 'POST', json: { health_id: p.healthId, code: own.body.code } })).body.access_token;
           await pont.json(`/api/v1/mobile/consent-requests/${req.body.consent_request_id}/deny`, { method: 'POST', headers: { authorization: `Bearer ${token}` } });
         }
@@ -105,16 +110,16 @@ afterAll(async () => {
 const idsIn = (bundle: Bundle, mode = 'match') => (bundle.entry ?? []).filter((e) => e.search?.mode === mode).map((e) => `${e.resource!.resourceType}/${e.resource!.id}`).sort();
 
 describe(`consent matrix (seed ${SEED}): ${ORGS.length} organisations × ${PATIENTS} patients`, () => {
-  it('reads, vreads and instance histories: 200 exactly where allowed, 403 otherwise', async () => {
+  it('reads, vreads and instance histories: 200 exactly where allowed, 404 (as if absent) otherwise', async () => {
     for (const org of ORGS)
       for (const p of patients)
         for (const r of p.resources) {
           const want = visible(org, p.id, r.resourceType);
           const reader = readers.get(org)!;
           const label = `${org} ${states.get(`${org}|${p.id}`)} ${r.resourceType}`;
-          expect((await fhir(reader, `/${r.resourceType}/${r.id}`)).status, label).toBe(want ? 200 : 403);
-          expect((await fhir(reader, `/${r.resourceType}/${r.id}/_history/1`)).status, label).toBe(want ? 200 : 403);
-          expect((await fhir(reader, `/${r.resourceType}/${r.id}/_history`)).status, label).toBe(want ? 200 : 403);
+          expect((await fhir(reader, `/${r.resourceType}/${r.id}`)).status, label).toBe(want ? 200 : 404);
+          expect((await fhir(reader, `/${r.resourceType}/${r.id}/_history/1`)).status, label).toBe(want ? 200 : 404);
+          expect((await fhir(reader, `/${r.resourceType}/${r.id}/_history`)).status, label).toBe(want ? 200 : 404);
         }
   });
 
@@ -155,7 +160,7 @@ describe(`consent matrix (seed ${SEED}): ${ORGS.length} organisations × ${PATIE
         const has = await fhir(reader, `/Patient?_has:Observation:subject:code=718-7&family=${p.name}`);
         expect(has.body.total, `${org} _has ${p.name}`).toBe(visible(org, p.id, 'Observation') && visible(org, p.id, 'Patient') ? 1 : 0);
         const everything = await fhir(reader, `/Patient/${p.id}/$everything`);
-        if (!visible(org, p.id, 'Patient')) expect(everything.status, `${org} $everything ${p.name}`).toBe(403);
+        if (!visible(org, p.id, 'Patient')) expect(everything.status, `${org} $everything ${p.name}`).toBe(404);
         else {
           // The organisation's own consents for the patient are in the compartment too: it sees them.
           const got = idsIn(everything.body).filter((id) => id !== `Patient/${p.id}` && !id.startsWith('Consent/'));
@@ -188,7 +193,7 @@ describe(`consent matrix (seed ${SEED}): ${ORGS.length} organisations × ${PATIE
   });
 
   it('every refused access left an audit record, and every allowed one too', async () => {
-    const operator = await createTestClient(pont, ['audit:read'], { organizationId: 'org-operator' });
+    const operator = await createTestClient(pont, ['audit:read'], { organizationId: 'org-operator', allPatients: true });
     for (const org of ORGS) {
       const reader = readers.get(org)!;
       const events: AuditEvent[] = [];

@@ -63,11 +63,13 @@ describe('the integrator walk-through: resolve, grant, status, read, revoke, ref
     const found = await connect(clinic, '/patients/resolve', { method: 'POST', json: { health_id: healthId } });
     expect(found.body).toMatchObject({ status: 'found', health_id: healthId, patient: { first_name: 'Grace' } });
 
-    // No consent: a FHIR read is a 403 OperationOutcome, a search finds nothing, a count counts nothing.
+    // No consent: a FHIR read answers as for a resource that does not exist (404 OperationOutcome, nothing
+    // revealed), a search finds nothing, a count counts nothing.
     const refused = await fhir(clinic, `/Observation/${observationId}`);
-    expect(refused.status).toBe(403);
+    expect(refused.status).toBe(404);
     expect(refused.body.resourceType).toBe('OperationOutcome');
-    expect(refused.body.issue[0].details.coding[0].code).toBe('CONSENT_REQUIRED');
+    expect(refused.body.issue[0].details.coding[0].code).toBe('NOT_FOUND');
+    expect((await fhir(clinic, `/Observation/${observationId}-absent`)).body.issue[0].diagnostics).toBe(refused.body.issue[0].diagnostics.replace(observationId, `${observationId}-absent`));
     expect((await fhir(clinic, `/Observation?patient=${patientId}`)).body.total).toBe(0);
     expect((await fhir(clinic, `/Observation?_summary=count`)).body.total).toBe(0);
     const profile = await connect(clinic, `/patient/search?health_id=${healthId}`);
@@ -92,7 +94,7 @@ describe('the integrator walk-through: resolve, grant, status, read, revoke, ref
     // Revoked: refused again, at once.
     const revoked = await connect(clinic, `/patient/${healthId}/consent/revoke`, { method: 'POST', json: {} });
     expect(revoked.body.status).toBe('revoked');
-    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(403);
+    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(404);
     expect((await fhir(clinic, `/Observation?patient=${patientId}`)).body.total).toBe(0);
     expect((await connect(clinic, `/patient/${healthId}/consent`)).body.status).toBe('revoked');
     expect((await connect(clinic, `/patient/${healthId}/consent/revoke`, { method: 'POST', json: {} })).status).toBe(404);
@@ -100,10 +102,10 @@ describe('the integrator walk-through: resolve, grant, status, read, revoke, ref
 
   it('a consent covers the classes of its type only', async () => {
     await connect(clinic, `/patient/${healthId}/consent/grant`, { method: 'POST', json: { consent_type: 'prescriptions', expires_at: inAYear() } });
-    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(403);
+    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(404);
     await connect(clinic, `/patient/${healthId}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', scopes: ['labs:read'], expires_at: inAYear() } });
     expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(200);
-    expect((await fhir(clinic, `/Patient/${patientId}`)).status).toBe(403);
+    expect((await fhir(clinic, `/Patient/${patientId}`)).status).toBe(404);
     await connect(clinic, `/patient/${healthId}/consent/revoke`, { method: 'POST', json: {} });
   });
 
@@ -125,11 +127,11 @@ describe('the integrator walk-through: resolve, grant, status, read, revoke, ref
       return { read: read.status, found: search.body.entry?.length ?? 0, total: count.body.total };
     };
     await connect(clinic, `/patient/${first}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at: inAYear() } });
-    expect(await seen()).toEqual({ read: 403, found: 0, total: 0 });
+    expect(await seen()).toEqual({ read: 404, found: 0, total: 0 });
     await connect(clinic, `/patient/${second}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at: inAYear() } });
     expect(await seen()).toEqual({ read: 200, found: 1, total: 1 });
     await connect(clinic, `/patient/${first}/consent/revoke`, { method: 'POST', json: {} });
-    expect(await seen()).toEqual({ read: 403, found: 0, total: 0 });
+    expect(await seen()).toEqual({ read: 404, found: 0, total: 0 });
   });
 
   it('an organisation reads what it wrote itself, and Consents cannot be written through FHIR', async () => {
@@ -143,7 +145,7 @@ describe('the integrator walk-through: resolve, grant, status, read, revoke, ref
     expect((await connect(clinic, `/patient/${healthId}/consent/grant`, { method: 'POST', json: { consent_type: 'diagnostics', expires_at: soon } })).status).toBe(201);
     expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(200);
     await new Promise((r) => setTimeout(r, 1700));
-    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(403);
+    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(404);
     expect((await connect(clinic, `/patient/${healthId}/consent`)).body.status).toBe('expired');
   });
 });
@@ -207,7 +209,7 @@ describe("requests, and the patient's own voice", () => {
     expect(requested.status).toBe(201);
     expect(requested.body).toMatchObject({ health_id: healthId, status: 'pending', requested_scopes: ['labs:read'] });
     expect((await connect(clinic, `/patient/${healthId}/consent`)).body.status).toBe('pending');
-    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(403);
+    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(404);
 
     const mine = await mobile('/consents');
     expect(mine.status).toBe(200);
@@ -223,7 +225,7 @@ describe("requests, and the patient's own voice", () => {
 
     // The patient revokes it from the app: refused again.
     expect((await mobile(`/consents/${requested.body.consent_request_id}/revoke`, { method: 'POST' })).body.status).toBe('revoked');
-    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(403);
+    expect((await fhir(clinic, `/Observation/${observationId}`)).status).toBe(404);
   });
 
   it('a denied request grants nothing', async () => {
@@ -267,7 +269,7 @@ describe('break-glass', () => {
   });
 
   it('reads one patient without consent with a stated reason, audited BTG and shown to the patient', async () => {
-    expect((await fhir(emergency, `/Observation/${observationId}`)).status).toBe(403);
+    expect((await fhir(emergency, `/Observation/${observationId}`)).status).toBe(404);
     const reason = { 'x-emergency-reason': 'unconscious patient in the emergency room' };
     const read = await fhir(emergency, `/Observation/${observationId}`, { headers: reason });
     expect(read.status).toBe(200);

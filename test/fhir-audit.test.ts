@@ -52,12 +52,15 @@ describe('FHIR access to patient data is audited', () => {
 
   it('a write is audited in its own transaction: a refused write leaves no AuditEvent', async () => {
     const writer = await createTestClient(api.pont, ['fhir:write'], { organizationId: 'org-writer' });
-    const ok = await as(writer, '/Observation', { method: 'POST', json: { resourceType: 'Observation', status: 'final', code: { text: 'y' }, subject: { reference: `Patient/${patient.id}` } } });
+    // The writer registers its own patient (the treating relationship that lets it write about them).
+    const own = await as(writer, '/Patient', { method: 'POST', json: { resourceType: 'Patient', name: [{ family: 'Own' }] } });
+    expect(own.status).toBe(201);
+    const ok = await as(writer, '/Observation', { method: 'POST', json: { resourceType: 'Observation', status: 'final', code: { text: 'y' }, subject: { reference: `Patient/${own.body.id}` } } });
     expect(ok.status).toBe(201);
-    const bad = await as(writer, '/Observation', { method: 'POST', json: { resourceType: 'Observation', status: 'nonsense', code: { text: 'y' }, subject: { reference: `Patient/${patient.id}` } } });
+    const bad = await as(writer, '/Observation', { method: 'POST', json: { resourceType: 'Observation', status: 'nonsense', code: { text: 'y' }, subject: { reference: `Patient/${own.body.id}` } } });
     expect(bad.status).toBe(400);
     const audits = await auditsBy(writer.client_id);
-    expect(audits.map((a) => a.action)).toEqual(['C']);
+    expect(audits.map((a) => a.action)).toEqual(['C', 'C']);
   });
 
   it('nobody writes AuditEvents through the API', async () => {

@@ -21,7 +21,7 @@ beforeAll(async () => {
   pont = await startTestServer({ PONT_RATE_LIMITS: 'default=100000/60' });
   resolver = await createTestClient(pont, ['health_id:verify'], { organizationId: 'org-clinic', facilityId: 'fac-1', name: 'clinic EHR' });
   reader = await createTestClient(pont, ['patient:profile:read'], { organizationId: 'org-clinic' }); // the clinic's own records system: it wrote the patient
-  auditor = await createTestClient(pont, ['audit:read'], { organizationId: 'org-operator' });
+  auditor = await createTestClient(pont, ['audit:read'], { organizationId: 'org-operator', allPatients: true });
   outsider = await createTestClient(pont, ['webhooks:manage'], { organizationId: 'org-other' });
 });
 afterAll(async () => {

@@ -28,6 +28,17 @@ const healthIdOf = new Map<string, string>();
 let dir: string;
 
 const inAYear = () => new Date(Date.now() + 365 * 86_400_000).toISOString();
+/**
+ * Writing data about a patient needs a consent covering it (or having registered the patient): `org` records
+ * the patient's full-record consent through a client of its own with consents:write.
+ */
+async function consentFor(org: string, healthId: string): Promise<TestClient> {
+  const granter = await createTestClient(pont, ['consents:write'], { organizationId: org });
+  const granted = await call(granter, `/api/v1/connect/patient/${healthId}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at: inAYear() } });
+  expect(granted.status).toBe(201);
+  return granter;
+}
+
 const call = (client: TestClient, path: string, init: RequestInit & { json?: unknown } = {}) =>
   pont.json(path, { ...init, headers: { ...client.headers, ...(init.headers as Record<string, string>) } });
 const records = (client: TestClient, healthId: string, query = '') => call(client, `/api/v1/connect/patient/${healthId}/records${query}`);
@@ -244,6 +255,7 @@ describe('the SDK summary', () => {
 
 describe('pushes', () => {
   let sdk: TestClient;
+  let granter: TestClient;
   let receiver: Receiver;
   let healthId: string;
   let patientId: string;
@@ -261,6 +273,7 @@ describe('pushes', () => {
     expect(sub.status).toBe(201);
     receiver.secret = sub.body.webhook_secret;
     [patientId, healthId] = [...healthIdOf][4]!;
+    granter = await consentFor('org-lab', healthId);
   });
   afterAll(async () => {
     await receiver?.close();
@@ -291,14 +304,20 @@ describe('pushes', () => {
     expect(event.meta).toMatchObject({ organization_id: 'org-lab', facility_id: 'fac-lab' });
   });
 
-  it('the pusher reads back what it wrote without a consent (it is the author)', async () => {
+  it('the pusher reads back what it wrote once its consent has ended (it is the author)', async () => {
     const res = await push('lab-results', { health_id: healthId, test_name: 'Culture', result_value: 'no growth', flagged: false });
+    expect(res.status).toBe(201);
+    const revoked = await call(granter, `/api/v1/connect/patient/${healthId}/consent/revoke`, { method: 'POST', json: {} });
+    expect(revoked.status).toBe(200);
     const mine = await records(sdk, healthId, '?type=lab_results');
     expect(mine.status).toBe(200);
     const pushed = mine.body.records.lab_results.find((r: any) => r.id === res.body.lab_result_id);
     expect(pushed).toMatchObject({ value: 'no growth', value_numeric: null, flag: 'N', source: 'observation' });
     // ...and nothing else of the patient's record.
     expect(mine.body.records.lab_results.every((r: any) => ['Hemoglobin', 'Culture'].includes(r.test_name))).toBe(true);
+    // Without consent it writes nothing more about the patient.
+    expect((await push('lab-results', { health_id: healthId, test_name: 'Culture', result_value: 'again', flagged: false })).status).toBe(403);
+    granter = await consentFor('org-lab', healthId);
   });
 
   it('a decision-support alert becomes an Encounter and the DetectedIssue it raised', async () => {
@@ -354,6 +373,7 @@ describe('idempotency', () => {
   beforeAll(async () => {
     sdk = await createTestClient(pont, ['encounters:write', 'labs:write'], { organizationId: 'org-idem' });
     [patientId, healthId] = [...healthIdOf][5]!;
+    await consentFor('org-idem', healthId);
   });
   const count = async () => (await call(operator, `/api/fhir/R4/Encounter?patient=Patient/${patientId}&_summary=count`)).body.total;
   const push = (json: unknown, key: string) => call(sdk, '/api/v1/sdk/records/encounters', { method: 'POST', json, headers: { 'idempotency-key': key } });

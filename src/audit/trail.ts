@@ -73,7 +73,10 @@ export class AuditTrail {
     if (!rows.length) return 0;
     // Built by buildAuditEvent, whose output a test validates against R4: not validated again here.
     const items = rows.map((r) => ({ resource: { ...buildAuditEvent(r.record, new Date(r.recorded)), id: r.id }, method: 'POST' as const }));
-    await writeMany(sql, this.baseUrl(), items, { trusted: true });
+    // Each AuditEvent is authored by the organisation whose access it records: that organisation reads its own
+    // accesses, and only operators read the whole trail (src/policy OWNER_ONLY_TYPES).
+    const orgOf = new Map(rows.map((r) => [r.id, organizationOf(r.record)]));
+    await writeMany(sql, this.baseUrl(), items, { trusted: true, authorOf: (resource) => orgOf.get(resource.id!) ?? null });
     await sql.query('UPDATE audit_log SET materialized = true WHERE id = ANY($1::uuid[])', [rows.map((r) => r.id)]);
     return rows.length;
   }
@@ -128,4 +131,10 @@ export class AuditTrail {
       },
     };
   }
+}
+
+/** The organisation of the caller an audit record names (none for Pont itself and for patients). */
+function organizationOf(record: AuditRecord): string | null {
+  const principal = record.caller?.principal as { organizationId?: string } | undefined;
+  return principal?.organizationId ?? null;
 }

@@ -19,6 +19,8 @@ export interface PatientPrincipal {
   /** FHIR Patient id. */
   patientId: string;
   healthId: string;
+  /** The organisation whose pairing code the app exchanged: the app never approves that organisation's requests. */
+  pairedBy?: string;
 }
 
 export interface AgentPrincipal {

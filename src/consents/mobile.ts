@@ -17,14 +17,14 @@ const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
 const normalizeCode = (code: string) => code.toUpperCase().replace(/[\s-]/g, '');
 
 /** A new pairing code for a patient; only its hash is stored. Earlier unused codes of the patient stop working. */
-export async function issuePairingCode(sql: Queryable, patient: { patientId: string; healthId: string }, issuedBy: string): Promise<{ code: string; expires_at: string }> {
+export async function issuePairingCode(sql: Queryable, patient: { patientId: string; healthId: string }, issuedBy: { clientId: string; organizationId: string }): Promise<{ code: string; expires_at: string }> {
   let code = '';
   for (let i = 0; i < CODE_LENGTH; i++) code += CODE_ALPHABET[randomInt(CODE_ALPHABET.length)];
   const expiresAt = new Date(Date.now() + PAIRING_CODE_TTL_SECONDS * 1000).toISOString();
   await sql.query('UPDATE mobile_pairing_codes SET used_at = now() WHERE health_id = $1 AND used_at IS NULL', [patient.healthId]);
   await sql.query(
-    'INSERT INTO mobile_pairing_codes (code_hash, patient_id, health_id, issued_by, expires_at) VALUES ($1, $2, $3, $4, $5)',
-    [sha256(`${patient.healthId}:${code}`), patient.patientId, patient.healthId, issuedBy, expiresAt],
+    'INSERT INTO mobile_pairing_codes (code_hash, patient_id, health_id, issued_by, issued_by_org, expires_at) VALUES ($1, $2, $3, $4, $5, $6)',
+    [sha256(`${patient.healthId}:${code}`), patient.patientId, patient.healthId, issuedBy.clientId, issuedBy.organizationId, expiresAt],
   );
   return { code: `${code.slice(0, 4)}-${code.slice(4)}`, expires_at: expiresAt };
 }
@@ -35,9 +35,9 @@ export async function issuePairingCode(sql: Queryable, patient: { patientId: str
  * live code. Returns undefined on failure.
  */
 export async function exchangePairingCode(sql: Queryable, healthId: string, code: string): Promise<{ token: string; expiresIn: number } | undefined> {
-  const { rows } = await sql.query<{ patient_id: string }>(
+  const { rows } = await sql.query<{ patient_id: string; issued_by_org: string | null }>(
     `UPDATE mobile_pairing_codes SET used_at = now()
-     WHERE code_hash = $1 AND used_at IS NULL AND expires_at > now() AND attempts < $2 RETURNING patient_id`,
+     WHERE code_hash = $1 AND used_at IS NULL AND expires_at > now() AND attempts < $2 RETURNING patient_id, issued_by_org`,
     [sha256(`${healthId}:${normalizeCode(code)}`), PAIRING_CODE_MAX_ATTEMPTS],
   );
   const patientId = rows[0]?.patient_id;
@@ -47,8 +47,8 @@ export async function exchangePairingCode(sql: Queryable, healthId: string, code
   }
   const token = `${PATIENT_TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
   await sql.query(
-    `INSERT INTO mobile_tokens (token_hash, patient_id, health_id, expires_at) VALUES ($1, $2, $3, now() + make_interval(secs => $4))`,
-    [sha256(token), patientId, healthId, PATIENT_TOKEN_TTL_SECONDS],
+    `INSERT INTO mobile_tokens (token_hash, patient_id, health_id, paired_by_org, expires_at) VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))`,
+    [sha256(token), patientId, healthId, rows[0]!.issued_by_org, PATIENT_TOKEN_TTL_SECONDS],
   );
   return { token, expiresIn: PATIENT_TOKEN_TTL_SECONDS };
 }
@@ -56,11 +56,11 @@ export async function exchangePairingCode(sql: Queryable, healthId: string, code
 /** The patient a live `pat_` token belongs to, or undefined. */
 export async function authenticatePatient(db: Queryable, token: string): Promise<PatientPrincipal | undefined> {
   if (!token.startsWith(PATIENT_TOKEN_PREFIX) || token.length > 128) return undefined;
-  const { rows } = await db.query<{ patient_id: string; health_id: string }>(
-    'SELECT patient_id, health_id FROM mobile_tokens WHERE token_hash = $1 AND revoked_at IS NULL AND expires_at > now()',
+  const { rows } = await db.query<{ patient_id: string; health_id: string; paired_by_org: string | null }>(
+    'SELECT patient_id, health_id, paired_by_org FROM mobile_tokens WHERE token_hash = $1 AND revoked_at IS NULL AND expires_at > now()',
     [sha256(token)],
   );
-  return rows[0] && { kind: 'patient', patientId: rows[0].patient_id, healthId: rows[0].health_id };
+  return rows[0] && { kind: 'patient', patientId: rows[0].patient_id, healthId: rows[0].health_id, pairedBy: rows[0].paired_by_org ?? undefined };
 }
 
 /** Revokes a patient token (the app signs out). */

@@ -150,17 +150,20 @@ export function consentRoutes(services: Services): RouteSpec[] {
       path: `${CONNECT}/patient/{health_id}/mobile/pairing-code`,
       operationId: 'issuePairingCode',
       summary: "A short-lived code that pairs the patient's app (given to the patient in person)",
-      description: `Single use, valid ${PAIRING_CODE_TTL_SECONDS / 60} minutes, at most 5 wrong tries; a new code ends the previous one. The app exchanges it at POST ${MOBILE}/auth/token.`,
+      description: `Only an organisation that registered the patient or holds their active consent may issue one (403 otherwise); the app it pairs never approves that organisation's own consent requests, and the pairing is in the patient's access log. Single use, valid ${PAIRING_CODE_TTL_SECONDS / 60} minutes, at most 5 wrong tries; a new code ends the previous one. The app exchanges it at POST ${MOBILE}/auth/token.`,
       tags: ['Connect', 'Mobile'],
       security: { kind: 'client', scope: 'consents:write' },
       params: HealthIdPath,
       responses: { 201: { description: 'The code', schema: z.object({ code: z.string(), expires_at: z.string() }).meta({ id: 'PairingCode' }) }, ...errors },
+      secretFields: { fields: ['code'], key: services.config.webhooks.secretKey },
       async handler({ params, principal, repo }) {
         return {
           status: 201,
           body: await repo.transaction(async (sql) => {
             const record = await registeredPatient(sql, params.health_id);
-            const issued = await issuePairingCode(sql, record, client(principal).clientId);
+            // Only an organisation with a standing relationship to the patient pairs their app (src/policy).
+            await repo.requireRelationship(record.patientId, 'issuePairingCode');
+            const issued = await issuePairingCode(sql, record, client(principal));
             await repo.audit({ operation: 'issuePairingCode', action: 'C', outcome: 'success', outcomeDescription: 'pairing code issued', patient: { id: record.patientId, healthId: record.healthId } });
             return issued;
           }),
@@ -242,7 +245,7 @@ export function consentRoutes(services: Services): RouteSpec[] {
         },
         async handler({ params, principal, repo }) {
           const me = patient(principal);
-          return { body: await consents.answer(repo, me.patientId, me.healthId, params.consent_request_id, answer) };
+          return { body: await consents.answer(repo, me, params.consent_request_id, answer) };
         },
       }),
     ),

@@ -1,4 +1,5 @@
 import type { Consent } from '@medplum/fhirtypes';
+import type { PatientPrincipal } from '../auth/principal';
 import type { Queryable } from '../db/database';
 import type { FhirRepository } from '../fhir/repository';
 import { hashKey } from '../fhir/hash';
@@ -208,10 +209,14 @@ export class ConsentService {
   }
 
   /** The patient approves (active, for REQUESTED_CONSENT_DAYS unless the request said) or denies a pending request. */
-  async answer(repo: FhirRepository, patientId: string, healthId: string, requestId: string, answer: 'approve' | 'deny'): Promise<ConsentView> {
+  async answer(repo: FhirRepository, me: PatientPrincipal, requestId: string, answer: 'approve' | 'deny'): Promise<ConsentView> {
+    const { patientId, healthId } = me;
     return repo.transaction(async (sql) => {
       const consent = await this.ownConsent(repo, sql, patientId, requestId);
       const record = consentRecordOf(this.mappings, consent)!;
+      // An app paired by an organisation could be that organisation's own: it never grants it access.
+      if (answer === 'approve' && me.pairedBy && me.pairedBy === record.organization_id)
+        throw new ApiError(403, ErrorCode.forbidden, 'This app was paired by the organisation that asks: it cannot approve that organisation\'s request. Approve it from an app paired elsewhere, or in person.');
       await lockPair(sql, patientId, record.organization_id);
       if (consent.status !== 'proposed') throw new ApiError(409, ErrorCode.conflict, `This request was already answered (${record.status})`);
       const granted = answer === 'approve';

@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os';
 import Piscina from 'piscina';
 import type { Resource } from '@medplum/fhirtypes';
 import { ApiError } from '../http/errors';
-import { compartmentPatients, linksOf, type Link } from './compartment';
+import { accessPatients, linksOf, type Link } from './compartment';
 import { loadFhirDefinitions } from './definitions';
 import { indexResource, type IndexRows } from './indexer';
 import { validateFhirResource } from './validate';
@@ -29,7 +29,7 @@ export function checkResource(resource: Resource, base: string, validate: boolea
   return {
     rows: indexResource(resource, base),
     links: linksOf(resource, base).links,
-    patients: resource.resourceType === 'AuditEvent' ? [] : compartmentPatients(resource, base),
+    patients: accessPatients(resource, base),
   };
 }
 

@@ -2,6 +2,8 @@ import { toTypedValue } from '@medplum/core';
 import type { Resource } from '@medplum/fhirtypes';
 import { patientCompartmentParams } from './definitions';
 import { indexedParams, referenceTarget } from './indexer';
+import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
+import { UNPLACED_PATIENT } from '../policy/index';
 
 /**
  * The patients whose compartment (R4 CompartmentDefinition "Patient") holds `resource`: a Patient is
@@ -74,4 +76,68 @@ export function linksOf(resource: Resource, localBase: string): { links: Link[];
   };
   visit(resource, resource.resourceType);
   return { links, unresolved };
+}
+
+/**
+ * The patients the access policy files `resource` under (the `patients` column): its compartment's, plus every
+ * Patient it refers to anywhere (Device.patient, Binary.securityContext, entries of a stored Bundle, contained
+ * resources), so that no patient data is left outside every compartment. Data about a patient that Pont
+ * cannot place (a contained Patient, a patient named by identifier only, a contained resource or Bundle entry
+ * of patient data naming no patient, a Binary that names no Patient) also gets UNPLACED_PATIENT: only its
+ * author and operators read it, and the repository refuses it from anyone else (422, `unplacedReason`).
+ * The audit trail is not patient data of its own: its rows are the audited organisation's (src/policy).
+ */
+export function accessPatients(resource: Resource, localBase: string): string[] {
+  if (resource.resourceType === 'AuditEvent') return [];
+  const ids = new Set(compartmentPatients(resource, localBase));
+  if (resource.resourceType === 'Patient') return [...ids];
+  const scan = scanForPatients(resource, localBase);
+  for (const id of scan.referenced) ids.add(id);
+  if (scan.unplaced || (resource.resourceType === 'Binary' && !ids.size)) ids.add(UNPLACED_PATIENT);
+  return [...ids];
+}
+
+/** Why Pont cannot place the patient data of `resource` (undefined: it can), for the 422 a non-operator gets. */
+export function unplacedReason(resource: Resource, localBase: string): string | undefined {
+  if (resource.resourceType === 'AuditEvent' || resource.resourceType === 'Patient') return undefined;
+  const scan = scanForPatients(resource, localBase);
+  if (scan.unplaced) return scan.unplaced;
+  if (resource.resourceType === 'Binary' && !compartmentPatients(resource, localBase).length && !scan.referenced.size)
+    return 'Binary.securityContext must refer to the Patient whose data the content is (Patient/{id})';
+  return undefined;
+}
+
+/** Every local Patient reference in `resource` (contained resources and Bundle entries included), and the first unplaceable patient data. */
+function scanForPatients(resource: Resource, localBase: string): { referenced: Set<string>; unplaced?: string } {
+  const referenced = new Set<string>();
+  let unplaced: string | undefined;
+  const patientTypes = patientCompartmentParams();
+  // Iterative (no recursion on hostile depth): a stack of [value, path, is the root].
+  const stack: Array<[unknown, string, boolean]> = [[resource, resource.resourceType, true]];
+  while (stack.length) {
+    const [value, path, root] = stack.pop()!;
+    if (Array.isArray(value)) {
+      for (const v of value) stack.push([v, path, false]);
+      continue;
+    }
+    if (value === null || typeof value !== 'object') continue;
+    const object = value as Record<string, unknown>;
+    if (!root && typeof object.resourceType === 'string' && !unplaced) {
+      const type = object.resourceType;
+      if (type === 'Patient') unplaced = `${path} holds a Patient resource: write the Patient itself and refer to it (Patient/{id})`;
+      else if (patientTypes.has(type) && !compartmentPatients(object as unknown as Resource, localBase).length)
+        unplaced = `${path} holds a ${type} that names no patient by reference (Patient/{id})`;
+    }
+    const identifier = object.identifier as { system?: unknown } | undefined;
+    if (!root && !unplaced && object.reference === undefined && identifier && !Array.isArray(identifier) && typeof identifier === 'object'
+        && (identifier.system === HEALTH_ID_SYSTEM || object.type === 'Patient'))
+      unplaced = `${path} names a patient by identifier only: refer to the Patient (Patient/{id}); a Health ID resolves to it through the Connect routes`;
+    for (const [key, v] of Object.entries(object)) {
+      if (key === 'reference' && typeof v === 'string') {
+        const target = referenceTarget(v, localBase);
+        if (target?.[0] === 'Patient') referenced.add(target[1]);
+      } else if (v !== null && typeof v === 'object') stack.push([v, `${path}.${key}`, false]);
+    }
+  }
+  return { referenced, unplaced };
 }

@@ -11,11 +11,11 @@ import { eventsOf, patientIdsOf, type ResourceChange } from '../events/rules';
 import type { EventType } from '../events/types';
 import { healthIdsByPatient, updateMatchKey, withHealthId, type Registered } from '../healthid/registry';
 import { ApiError, ErrorCode, badRequest } from '../http/errors';
-import { accessPolicyFor, EMERGENCY_WINDOW_HOURS, type AccessPolicy, type Channel } from './access';
-import { dataClassOf } from '../consents/types';
+import { accessPolicyFor, EMERGENCY_WINDOW_HOURS, UNPLACED_PATIENT, type AccessPolicy, type Channel } from '../policy/index';
+import { DATA_CLASSES, dataClassOf } from '../consents/types';
 import { SqlParams } from './search/sql';
 import { processBundle, type BundleOptions } from './bundle';
-import { linksOf, patientsOf } from './compartment';
+import { linksOf, patientsOf, unplacedReason } from './compartment';
 import { hashKey } from './hash';
 import { parseSearch, type ParsedSearch, type QueryParams } from './search/parse';
 import { everythingBundle, historyBundle, missing, readOneVersion, readVersion, type EverythingParams } from './store/history';
@@ -65,6 +65,8 @@ export interface DerivedTable {
   resourceType: string;
   /** Brings the table in step with these writes (creates, updates and deletes of `resourceType`). */
   sync(sql: Queryable, changes: WriteResult[]): Promise<void>;
+  /** For facility data: the facility a resource belongs to (undefined: not this table's data), for the write policy. */
+  facilityOf?(resource: Resource): string | null | undefined;
 }
 
 export interface WriteOutcome<T extends Resource = Resource> {
@@ -173,9 +175,10 @@ export class FhirRepository {
     const identity = options.identity === true && type === 'Patient';
     if (!identity) await this.emergencyFor(() => this.patientsOfResource(type, id));
     const found = await readVersion<T>(this.sql, type, id, identity ? undefined : this.access.rowFilter);
+    if (found && !found.allowed) throw await this.refuse('read', type, id);
     const absent = missing(type, id, found);
     if (absent) throw absent;
-    return this.shown('read', found!.content!, found!.allowed, options);
+    return this.shown('read', found!.content!, options);
   }
 
   /** One version (current or earlier). */
@@ -183,21 +186,22 @@ export class FhirRepository {
     await this.checkReadable(type);
     await this.emergencyFor(() => this.patientsOfResource(type, id));
     const found = await readOneVersion<T>(this.sql, type, id, versionId, this.access.rowFilter);
+    if (found && !found.allowed) throw await this.refuse('vread', type, id, versionId);
     const absent = missing(type, id, found, versionId);
     if (absent) throw absent;
-    return this.shown('vread', found!.content!, found!.allowed, options);
+    return this.shown('vread', found!.content!, options);
   }
 
-  /** Instance history (`id` given: 404 when unknown, 403 when hidden) or type history (only what the caller may see). */
+  /** Instance history (`id` given: 404 when unknown or when the caller may see none of its versions) or type history (only what the caller may see). */
   async history(type: string, id: string | undefined, params: { count?: number; since?: string }): Promise<Bundle> {
     await this.checkReadable(type);
     await this.emergencyFor(async () => (id === undefined ? [] : this.patientsOfResource(type, id)));
-    if (id !== undefined) {
-      const current = await readVersion(this.sql, type, id, this.access.rowFilter);
-      if (!current) throw new ApiError(404, ErrorCode.notFound, `${type}/${id} not found`);
-      if (!current.allowed) throw await this.refuse('history', current.content);
-    }
     const bundle = await historyBundle(this.sql, this.baseUrl, type, id, params, this.access.rowFilter);
+    if (id !== undefined && !bundle.entry?.length) {
+      const current = await readVersion(this.sql, type, id);
+      if (current) throw await this.refuse('history', type, id);
+      throw new ApiError(404, ErrorCode.notFound, `${type}/${id} not found`);
+    }
     await this.auditAccess('history', 'R', resourcesOf(bundle));
     return bundle;
   }
@@ -231,21 +235,33 @@ export class FhirRepository {
    * The access rule for data about to be read by a Connect or SDK operation: 403 CONSENT_REQUIRED (audited)
    * unless the caller may see `patientId`'s data of every class in `classes`.
    */
-  async requirePatientAccess(patientId: string, classes: string[], operation = this.context.operation ?? 'read'): Promise<void> {
-    const refused = await this.refusedClasses(patientId, classes);
+  async requirePatientAccess(patientId: string, classes: string[], operation = this.context.operation ?? 'read', basis: 'records' | 'relationship' = 'records'): Promise<void> {
+    const refused = await this.refusedClasses(patientId, classes, basis);
     if (!refused.length) return;
     await this.auditRefusal({ operation, action: 'R', outcome: 'minor-failure', outcomeDescription: `refused: no consent covers ${refused.join(', ')}`, patient: { id: patientId } });
     throw consentRequired(refused);
   }
 
   /** The classes of `patientId`'s data, among `classes`, that the access rule keeps from the caller (none: all allowed). */
-  async refusedClasses(patientId: string, classes: string[]): Promise<string[]> {
+  async refusedClasses(patientId: string, classes: string[], basis: 'records' | 'relationship' = 'records'): Promise<string[]> {
     await this.emergencyFor(async () => [patientId]);
     const check = this.access.patientCheck;
     if (!check || !classes.length) return [];
     const q = new SqlParams();
-    const { rows } = await this.sql.query<{ c: string }>(check(patientId, classes, q), q.values);
+    const { rows } = await this.sql.query<{ c: string }>(check(patientId, classes, q, basis), q.values);
     return rows.map((r) => r.c);
+  }
+
+  /**
+   * A standing relationship with the patient (registered them, or holds an active consent of any class, or
+   * break-glass): 403 otherwise, audited. What pairing a patient's app needs (src/policy).
+   */
+  async requireRelationship(patientId: string, operation: string): Promise<void> {
+    if (!this.access.patientCheck) return;
+    const refused = await this.refusedClasses(patientId, [...DATA_CLASSES], 'relationship');
+    if (refused.length < DATA_CLASSES.length) return;
+    await this.auditRefusal({ operation, action: 'E', outcome: 'minor-failure', outcomeDescription: 'refused: no registration or consent of this patient', patient: { id: patientId } });
+    throw new ApiError(403, ErrorCode.forbidden, 'Only an organisation that registered the patient or holds their active consent may do this');
   }
 
   /**
@@ -292,7 +308,7 @@ export class FhirRepository {
   async conditionalCreate<T extends Resource>(resource: T, criteria: string): Promise<WriteOutcome<T>> {
     return this.transaction(async () => {
       const existing = await this.matchOne<T>(resource.resourceType, criteria, 'If-None-Exist');
-      if (existing) return { resource: existing, created: false };
+      if (existing) return { resource: await this.shown('read', existing, {}), created: false };
       return { resource: await this.create(resource), created: true };
     });
   }
@@ -333,7 +349,9 @@ export class FhirRepository {
    * exactly one creates. 412 when the criteria match more than one resource.
    */
   async matchOne<T extends Resource>(type: string, criteria: string, what: string): Promise<T | undefined> {
-    checkType(type);
+    // The criteria are a search: evaluated only over what the caller may read (a match it may not see is no
+    // match), so a conditional write never reveals, returns or counts another organisation's data.
+    await this.checkReadable(type);
     const query = new URLSearchParams(criteria.replace(/^[^?]*\?/, ''));
     const pairs = [...query].sort(([a, x], [b, y]) => (a === b ? (x < y ? -1 : x > y ? 1 : 0) : a < b ? -1 : 1));
     if (!pairs.length) throw badRequest(`${what}: the search criteria are empty`);
@@ -341,8 +359,7 @@ export class FhirRepository {
     const params: QueryParams = {};
     for (const [k, v] of pairs) params[k] = params[k] === undefined ? v : ([] as string[]).concat(params[k]!, v);
     const parsed = parseSearch(type, params, this.baseUrl);
-    // Every match counts, including those the caller may not see: the criteria must match one resource.
-    const matches = await searchResources<T>(this.sql, this.baseUrl, { ...parsed, count: 2, total: 'none' }, params, { canRead: () => true });
+    const matches = await searchResources<T>(this.sql, this.baseUrl, { ...parsed, count: 2, total: 'none' }, params, this.access);
     const found = (matches.entry ?? []).filter((e) => e.search?.mode === 'match').map((e) => e.resource as T);
     if (found.length > 1) throw new ApiError(412, ErrorCode.preconditionFailed, `${what} matched more than one resource`);
     return found[0];
@@ -357,6 +374,7 @@ export class FhirRepository {
     const sql = this.openTransaction?.sql;
     if (!sql) return this.transaction(() => this.writeItems(items, operation, options));
     for (const { resource } of items) this.checkWritable(resource.resourceType);
+    await this.checkOwnership(sql, items);
     const registered: Registered[] = [];
     const principal = this.context.principal;
     const writer = principal.kind === 'client' || principal.kind === 'bridge-agent' ? (principal.organizationId ?? null) : null;
@@ -371,6 +389,7 @@ export class FhirRepository {
     });
     const changed = results.filter((r) => r.changed);
     if (!options.deferReferenceCheck) await checkReferences(sql, this.baseUrl, items, results);
+    await this.checkNewData(sql, changed);
     for (const r of changed)
       if (r.resource.resourceType === 'Patient')
         await updateMatchKey(sql, r.resource.id!, r.method === 'DELETE' ? null : this.deps.matchKeyOf(r.resource as Patient));
@@ -382,6 +401,92 @@ export class FhirRepository {
     const action: AuditAction = changed.every((r) => r.method === 'DELETE') ? 'D' : changed.every((r) => r.created) ? 'C' : 'U';
     if (options.audit !== false) await this.auditAccess(operation, action, changed.map((r) => (r.method === 'DELETE' ? (r.previous ?? r.resource) : r.resource)));
     return results;
+  }
+
+  // ------------------------------------------------------------------ the write policy (src/policy)
+
+  /** Writes the access policy governs: all but the managed types written through their own routes (consents). */
+  private governed(type: string): boolean {
+    return !this.access.operator && !(MANAGED_TYPES[type] && this.context.channel !== 'fhir');
+  }
+
+  /**
+   * Update and delete: only the owner of an existing resource (any version, deleted ones too). Anyone else,
+   * and a delete of what never existed, gets the 404 of a resource that does not exist (audited).
+   */
+  private async checkOwnership(sql: Queryable, items: WriteItem[]): Promise<void> {
+    const existing = items.filter((i) => i.method !== 'POST' && this.governed(i.resource.resourceType));
+    if (!existing.length) return;
+    const q = new SqlParams();
+    const owned = this.access.ownerFilter?.('r', q) ?? 'true';
+    const { rows } = await sql.query<{ n: string; found: boolean; owned: boolean }>(
+      `SELECT k.n, r.rid IS NOT NULL AS found, COALESCE(${owned}, false) AS owned
+       FROM unnest(${q.add(existing.map((i) => i.resource.resourceType))}::text[], ${q.add(existing.map((i) => i.resource.id))}::text[]) WITH ORDINALITY AS k(t, i, n)
+       LEFT JOIN fhir_resources r ON r.resource_type = k.t AND r.id = k.i ORDER BY k.n`,
+      q.values,
+    );
+    for (const row of rows) {
+      const item = existing[Number(row.n) - 1]!;
+      const { resourceType, id } = item.resource;
+      const where = item.label ? `${item.label}: ` : '';
+      if (row.found && !row.owned) {
+        const refusal = await this.refuse(item.method === 'DELETE' ? 'delete' : 'update', resourceType, id!, undefined, item.method === 'DELETE' ? 'D' : 'U');
+        throw new ApiError(404, ErrorCode.notFound, `${where}${refusal.message}`);
+      }
+      if (!row.found && item.method === 'DELETE') throw new ApiError(404, ErrorCode.notFound, `${where}${resourceType}/${id} not found`);
+    }
+  }
+
+  /**
+   * What a write files under patients and facilities: data about a patient Pont cannot place (422), data about
+   * a patient the caller has no right to create data for (consent covering the class, the registering
+   * organisation, or break-glass: 403 CONSENT_REQUIRED), and facility data of another facility (403).
+   */
+  private async checkNewData(sql: Queryable, changed: WriteResult[]): Promise<void> {
+    const governed = changed.filter((r) => this.governed(r.resource.resourceType));
+    if (!governed.length) return;
+    for (const table of this.deps.derived) {
+      if (!table.facilityOf) continue;
+      for (const r of governed) {
+        if (r.resource.resourceType !== table.resourceType) continue;
+        for (const version of [r.method === 'DELETE' ? undefined : r.resource, r.previous]) {
+          const facility = version && table.facilityOf(version);
+          if (facility !== undefined && !this.access.mayWriteFacility(facility))
+            throw new ApiError(403, ErrorCode.forbidden, `${r.resource.resourceType}/${r.resource.id} is data of facility ${facility}: only clients and agents bound to that facility (or operators) write it`);
+        }
+      }
+    }
+    const pairs: Array<{ patient: string; dataClass: string; type: string }> = [];
+    for (const r of governed) {
+      if (r.method === 'DELETE') continue;
+      if (r.patients.includes(UNPLACED_PATIENT)) {
+        const reason = unplacedReason(r.resource, this.baseUrl) ?? 'the patient this data is about cannot be placed';
+        throw new ApiError(422, ErrorCode.validationFailed, `${r.resource.resourceType}: ${reason}`, {
+          issues: [{ severity: 'error', code: 'business-rule', diagnostics: reason, details: { text: reason } }],
+        });
+      }
+      for (const patient of r.patients)
+        if (!r.previousPatients.includes(patient)) pairs.push({ patient, dataClass: dataClassOf(r.resource.resourceType), type: r.resource.resourceType });
+    }
+    if (!pairs.length || !this.access.patientCheck) return;
+    const refused: Array<{ patient: string; classes: string[] }> = [];
+    for (const [patient, classes] of groupBy(pairs)) {
+      const q = new SqlParams();
+      const { rows } = await sql.query<{ c: string }>(this.access.patientCheck(patient, classes, q, 'relationship'), q.values);
+      if (rows.length) refused.push({ patient, classes: rows.map((r) => r.c) });
+    }
+    if (!refused.length) return;
+    const first = refused[0]!;
+    await this.auditRefusal({
+      operation: this.context.operation ?? 'create',
+      action: 'C',
+      outcome: 'minor-failure',
+      outcomeDescription: `refused: no consent or registration allows writing ${first.classes.join(', ')} data about this patient`,
+      patient: { id: first.patient },
+      otherPatients: refused.slice(1, MAX_PATIENTS_PER_RECORD).map((r) => r.patient),
+      dataTypes: [...new Set(pairs.map((p) => p.type))],
+    });
+    throw consentRequired(first.classes);
   }
 
   // ------------------------------------------------------------------ events and audit
@@ -464,27 +569,28 @@ export class FhirRepository {
   }
 
   /** A resource the access rule let through: audited (unless the caller audits), returned. */
-  private async shown<T extends Resource>(operation: string, resource: T, allowed: boolean, options: ReadOptions): Promise<T> {
-    if (!allowed) throw await this.refuse(operation, resource);
+  private async shown<T extends Resource>(operation: string, resource: T, options: ReadOptions): Promise<T> {
     if (options.audit !== false) await this.auditAccess(operation, 'R', [resource]);
     return resource;
   }
 
-  /** A refusal of the access rule: audited (outcome 4), then the 403 to throw. */
-  private async refuse(operation: string, resource: Resource | null): Promise<ApiError> {
-    if (resource) {
-      const patients = patientsOf([resource], this.baseUrl);
-      await this.auditRefusal({
-        operation: this.context.operation ?? operation,
-        action: 'R',
-        outcome: 'minor-failure',
-        outcomeDescription: 'refused: the caller may not see this patient data',
-        patient: { id: patients[0] },
-        otherPatients: patients.slice(1, MAX_PATIENTS_PER_RECORD),
-        dataTypes: [resource.resourceType],
-      });
-    }
-    return consentRequired(resource ? [dataClassOf(resource.resourceType)] : []);
+  /**
+   * A refusal of the access policy on a resource that exists: audited (outcome 4, naming the resource's
+   * patients), then the 404 that a resource that does not exist gets, so that a caller without rights learns
+   * nothing, not even that it exists.
+   */
+  private async refuse(operation: string, type: string, id: string, versionId?: string, action: AuditAction = 'R'): Promise<ApiError> {
+    const patients = (await this.patientsOfResource(type, id)).filter((p) => p !== UNPLACED_PATIENT);
+    await this.auditRefusal({
+      operation: this.context.operation ?? operation,
+      action,
+      outcome: 'minor-failure',
+      outcomeDescription: `refused: the caller may not ${action === 'R' ? 'see' : 'change'} ${type}/${id}`,
+      patient: { id: patients[0] },
+      otherPatients: patients.slice(1, MAX_PATIENTS_PER_RECORD),
+      dataTypes: [type],
+    });
+    return missing(type, id, undefined, versionId)!;
   }
 
   /**
@@ -512,6 +618,17 @@ export class FhirRepository {
     if (channels && !channels.includes(this.context.channel))
       throw new ApiError(403, ErrorCode.forbidden, type === 'Consent' ? 'Consents are given through the consent routes, not written through FHIR' : `${type} resources are written by Pont only`);
   }
+}
+
+/** (patient, class) pairs grouped by patient. */
+function groupBy(pairs: Array<{ patient: string; dataClass: string }>): Map<string, string[]> {
+  const by = new Map<string, string[]>();
+  for (const { patient, dataClass } of pairs) {
+    const classes = by.get(patient) ?? [];
+    if (!classes.includes(dataClass)) classes.push(dataClass);
+    by.set(patient, classes);
+  }
+  return by;
 }
 
 /** 403 CONSENT_REQUIRED: the one refusal of the access rule (an OperationOutcome on FHIR routes). */

@@ -5,6 +5,7 @@ import type { Logger } from '../log';
 import type { DerivedTable } from '../fhir/repository';
 import { badRequest } from '../http/errors';
 import type { MappingSet } from '../mapping/index';
+import { facilityIn } from './facility';
 
 export const BLOOD_GROUPS = ['A+', 'A-', 'B+', 'B-', 'AB+', 'AB-', 'O+', 'O-'] as const;
 export const BLOOD_COMPONENTS = ['whole_blood', 'packed_red_cells', 'platelets', 'plasma', 'cryoprecipitate'] as const;
@@ -25,6 +26,7 @@ const isBloodUnit = (p: BiologicallyDerivedProduct) =>
 export function bloodUnitsTable(mappings: MappingSet): DerivedTable {
   return {
     resourceType: 'BiologicallyDerivedProduct',
+    facilityOf: (r) => (isBloodUnit(r as BiologicallyDerivedProduct) ? facilityIn(mappings.get('blood-unit').readFhir(r).connect) : undefined),
     async sync(sql: Queryable, changes) {
       const removed: string[] = [];
       const kept = new Map<string, unknown[]>(); // by unit id: the last write of a unit wins

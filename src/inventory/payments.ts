@@ -3,6 +3,7 @@ import type { Queryable } from '../db/database';
 import type { DerivedTable } from '../fhir/repository';
 import { badRequest } from '../http/errors';
 import type { MappingSet } from '../mapping/index';
+import { facilityIn } from './facility';
 
 export const PAYMENT_METHODS = ['cash', 'mobile_money', 'insurance', 'card'] as const;
 const METHOD_SYSTEM = 'https://pont.health/fhir/CodeSystem/payment-method';
@@ -24,6 +25,7 @@ const isFacilityPayment = (p: PaymentReconciliation) => (p.detail ?? []).some((d
 export function paymentsTable(mappings: MappingSet): DerivedTable {
   return {
     resourceType: 'PaymentReconciliation',
+    facilityOf: (r) => (isFacilityPayment(r as PaymentReconciliation) ? facilityIn(mappings.get('payment').readFhir(r).connect) : undefined),
     async sync(sql: Queryable, changes) {
       for (const change of changes) {
         const resource = change.resource as PaymentReconciliation;

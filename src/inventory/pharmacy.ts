@@ -5,6 +5,7 @@ import { uuidV5 } from '../fhir/hash';
 import type { DerivedTable, FhirRepository } from '../fhir/repository';
 import { badRequest, invalidFields } from '../http/errors';
 import type { MappingSet } from '../mapping/index';
+import { facilityIn } from './facility';
 
 const ON_HAND_URL = 'https://pont.health/fhir/StructureDefinition/stock-on-hand';
 const isStock = (m: Medication) => (m.extension ?? []).some((e) => e.url === ON_HAND_URL);
@@ -13,6 +14,7 @@ const isStock = (m: Medication) => (m.extension ?? []).some((e) => e.url === ON_
 export function pharmacyStockTable(mappings: MappingSet): DerivedTable {
   return {
     resourceType: 'Medication',
+    facilityOf: (r) => (isStock(r as Medication) ? facilityIn(mappings.get('pharmacy-stock').readFhir(r).connect) : undefined),
     async sync(sql: Queryable, changes) {
       for (const change of changes) {
         const medication = change.resource as Medication;

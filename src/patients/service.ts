@@ -111,7 +111,8 @@ export class PatientService {
   /** GET /patient/search?health_id=: the patient's whole profile in the Connect shape (patient data: consent applies). */
   async profile(repo: FhirRepository, healthId: string, reason: StatedReason): Promise<Record<string, unknown>> {
     const profile = await this.lookUp(repo, { operation: 'searchPatient', action: 'R', reason }, healthId, async (record, found) => {
-      await repo.requirePatientAccess(record.patientId, ['patients:read']);
+      // The full profile (contact details): consent covering patients:read or registration, never "wrote a record".
+      await repo.requirePatientAccess(record.patientId, ['patients:read'], 'searchPatient', 'relationship');
       return { outcomeDescription: 'found', result: found };
     });
     if (!profile) throw notRegistered(healthId);

@@ -1,4 +1,5 @@
 import type { Queryable } from '../db/database';
+import { activeGrants, eventClassOf } from '../policy/index';
 
 /** What decides who may receive an event. */
 export interface EventAudience {
@@ -11,19 +12,17 @@ export interface EventAudience {
   data: Record<string, unknown>;
 }
 
-/** Events about a patient's data: they follow consent. */
-const PATIENT_EVENT = /^(patient|health_id|encounter|lab_order|lab_result|prescription|document|appointment)\./;
-
 /**
- * The organisations entitled to receive an event: the one rule for fan-out and replay (README "Which
- * subscriptions receive which events").
+ * The organisations entitled to receive an event: the one rule for fan-out, delivery and replay (README "Which
+ * subscriptions receive which events"), from the access policy (src/policy).
  *
  * - Consent events go to the organisation the consent is granted to (`data.organization_id`): the
  *   requester hears `consent.granted`/`consent.denied`, the organisation that lost access hears
  *   `consent.revoked` (and, having no consent any more, nothing more about that patient).
- * - Patient events go to the acting organisation and to every organisation holding the patient's
- *   active, unexpired consent, looked up through `q` (the change's own transaction, so fan-out sees the
- *   consent state of the change; a replay sees today's).
+ * - Patient events go to the acting organisation and to every organisation holding the patient's active,
+ *   unexpired consent covering the event's class (a documents-only consent hears `document.*`, not
+ *   `lab_result.*`), looked up through `q` (the change's own transaction, so fan-out sees the consent state
+ *   of the change; a delivery or replay sees today's).
  * - Anything else goes to the acting organisation. An event without an organisation goes to nobody.
  */
 export async function entitledOrganizations(q: Queryable, event: EventAudience): Promise<string[]> {
@@ -32,19 +31,24 @@ export async function entitledOrganizations(q: Queryable, event: EventAudience):
 
 /** entitledOrganizations of each of many events (a change's, an import batch's), with one query. */
 export async function entitledOrganizationsOfEach(q: Queryable, events: EventAudience[]): Promise<string[][]> {
-  const aboutPatient = (event: EventAudience) => !event.type.startsWith('consent.') && !!event.patientId && PATIENT_EVENT.test(event.type);
-  const patients = [...new Set(events.filter(aboutPatient).map((event) => event.patientId!))];
+  const classOf = (event: EventAudience) => (event.patientId && !event.type.startsWith('consent.') ? eventClassOf(event.type) : undefined);
+  const pairs = new Map<string, { patient: string; dataClass: string }>();
+  for (const event of events) {
+    const dataClass = classOf(event);
+    if (dataClass) pairs.set(`${event.patientId}\u0000${dataClass}`, { patient: event.patientId!, dataClass });
+  }
   const consented = new Map<string, string[]>();
-  if (patients.length) {
-    const { rows } = await q.query<{ patient_id: string; organization_id: string }>(
-      `SELECT DISTINCT patient_id, organization_id FROM consent_access WHERE patient_id = ANY($1::text[]) AND status = 'active'
-       AND (granted_at IS NULL OR granted_at <= now()) AND (expires_at IS NULL OR expires_at > now())`,
-      [patients],
+  if (pairs.size) {
+    const list = [...pairs.values()];
+    const { rows } = await q.query<{ n: string; organization_id: string }>(
+      `SELECT DISTINCT k.n, g.organization_id FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(p, c, n)
+       CROSS JOIN LATERAL (${activeGrants('g.organization_id', undefined, '= k.p', 'k.c')}) g`,
+      [list.map((x) => x.patient), list.map((x) => x.dataClass)],
     );
     for (const row of rows) {
-      const orgs = consented.get(row.patient_id);
-      if (orgs) orgs.push(row.organization_id);
-      else consented.set(row.patient_id, [row.organization_id]);
+      const { patient, dataClass } = list[Number(row.n) - 1]!;
+      const key = `${patient}\u0000${dataClass}`;
+      consented.set(key, [...(consented.get(key) ?? []), row.organization_id]);
     }
   }
   return events.map((event) => {
@@ -54,7 +58,8 @@ export async function entitledOrganizationsOfEach(q: Queryable, events: EventAud
       return [...orgs];
     }
     if (event.organizationId) orgs.add(event.organizationId);
-    if (aboutPatient(event)) for (const org of consented.get(event.patientId!) ?? []) orgs.add(org);
+    const dataClass = classOf(event);
+    if (dataClass) for (const org of consented.get(`${event.patientId}\u0000${dataClass}`) ?? []) orgs.add(org);
     return [...orgs];
   });
 }

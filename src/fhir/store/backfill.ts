@@ -2,7 +2,7 @@ import type { Patient, Resource } from '@medplum/fhirtypes';
 import type { Database } from '../../db/database';
 import { MATCH_RULE_VERSION } from '../../patients/matching';
 import { updateMatchKey } from '../../healthid/registry';
-import { compartmentPatients, linksOf } from '../compartment';
+import { accessPatients, linksOf } from '../compartment';
 import type { FhirService } from '../service';
 import { insertIndexRows } from './writes';
 
@@ -20,7 +20,9 @@ export async function backfill(db: Database, fhir: FhirService): Promise<number>
   for (;;) {
     const n = await db.transaction(async (tx) => {
       const { rows } = await tx.query<{ rid: string; deleted: boolean; content: Resource | null }>(
-        'SELECT rid, deleted, content FROM fhir_resources WHERE patients IS NULL ORDER BY rid LIMIT $1 FOR UPDATE',
+        // A deleted resource is filed under the patients of its last version.
+        `SELECT r.rid, r.deleted, COALESCE(r.content, (SELECT v.content FROM fhir_resource_versions v WHERE v.rid = r.rid AND v.content IS NOT NULL
+           ORDER BY v.version_id DESC LIMIT 1)) AS content FROM fhir_resources r WHERE r.patients IS NULL ORDER BY r.rid LIMIT $1 FOR UPDATE OF r`,
         [BATCH],
       );
       if (!rows.length) return 0;
@@ -28,7 +30,7 @@ export async function backfill(db: Database, fhir: FhirService): Promise<number>
       await tx.query(
         `UPDATE fhir_resources r SET patients = ARRAY(SELECT jsonb_array_elements_text(u.p::jsonb))
          FROM unnest($1::bigint[], $2::text[]) AS u(rid, p) WHERE r.rid = u.rid`,
-        [rows.map((r) => r.rid), rows.map((r) => JSON.stringify(r.deleted || !r.content ? [] : compartmentPatients(r.content, base)))],
+        [rows.map((r) => r.rid), rows.map((r) => JSON.stringify(r.content ? accessPatients(r.content, base) : []))],
       );
       await insertIndexRows(tx, live.map((r) => ({ rid: r.rid, rows: { token: [], string: [], date: [], number: [], quantity: [], reference: [], uri: [] }, links: linksOf(r.content!, base).links })));
       return rows.length;

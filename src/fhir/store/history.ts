@@ -49,7 +49,18 @@ export async function readVersion<T extends Resource>(db: Queryable, type: strin
   return toStored<T>(rows[0]);
 }
 
-/** One version of a resource (current or earlier), or undefined. Access is judged on the resource as it is now. */
+/**
+ * Every version of the resources that `where` (conditions on the current row `r`) selects, as rows with the
+ * columns the access rule reads: each version carries its own patients (versions archived before migration
+ * 018 have none of their own and are judged by their resource's).
+ */
+const allVersions = (where: string) => `
+  SELECT r.resource_type, r.id, r.version_id, r.last_updated, r.method, r.deleted, r.content, r.patients, r.author_org FROM fhir_resources r WHERE ${where}
+  UNION ALL
+  SELECT r.resource_type, r.id, h.version_id, h.last_updated, h.method, h.content IS NULL, h.content, COALESCE(h.patients, r.patients), r.author_org
+  FROM fhir_resource_versions h JOIN fhir_resources r ON r.rid = h.rid WHERE ${where}`;
+
+/** One version of a resource (current or earlier), or undefined. Access is judged on that version's patients. */
 export async function readOneVersion<T extends Resource>(
   db: Queryable,
   type: string,
@@ -59,24 +70,20 @@ export async function readOneVersion<T extends Resource>(
 ): Promise<StoredVersion<T> | undefined> {
   if (!/^\d{1,18}$/.test(versionId)) return undefined;
   const q = new SqlParams();
-  const allowed = allowedColumn(rowFilter, q, type);
-  const t = q.add(type);
-  const i = q.add(id);
+  const where = `r.resource_type = ${q.add(type)} AND r.id = ${q.add(id)}`;
   const v = q.add(versionId);
+  const allowed = rowFilter?.('x', q, type);
   const { rows } = await db.query<VersionRow>(
-    `SELECT r.id, r.version_id, r.last_updated, r.deleted, r.content, ${allowed} FROM fhir_resources r
-     WHERE r.resource_type = ${t} AND r.id = ${i} AND r.version_id = ${v}
-     UNION ALL
-     SELECT r.id, h.version_id, h.last_updated, h.content IS NULL, h.content, ${allowed} FROM fhir_resource_versions h JOIN fhir_resources r ON r.rid = h.rid
-     WHERE r.resource_type = ${t} AND r.id = ${i} AND h.version_id = ${v}`,
+    `SELECT x.id, x.version_id, x.last_updated, x.deleted, x.content, ${allowed ? `(${allowed})` : 'true'} AS allowed FROM (${allVersions(where)}) x
+     WHERE x.version_id = ${v}::bigint`,
     q.values,
   );
   return toStored<T>(rows[0]);
 }
 
 /**
- * Instance history (`id` given) or type history, newest first; rows the caller may not see are left out
- * (the rule is judged on each resource as it is now).
+ * Instance history (`id` given) or type history, newest first; versions the caller may not see are left out
+ * (the rule is judged on each version's own patients: a deleted resource's history stays its patients').
  */
 export async function historyBundle(
   db: Queryable,
@@ -90,19 +97,14 @@ export async function historyBundle(
   const q = new SqlParams();
   const where = [`r.resource_type = ${q.add(type)}`];
   if (id !== undefined) where.push(`r.id = ${q.add(id)}`);
-  const visible = rowFilter?.('r', q, type);
-  if (visible) where.push(`(${visible})`);
-  const time: string[] = [];
-  if (params.since) time.push(`last_updated >= ${q.add(params.since)}::timestamptz`);
-  if (params.before) time.push(`last_updated < ${q.add(params.before)}::timestamptz`);
-  const timeSql = time.length ? ` AND ${time.join(' AND ')}` : '';
+  const outer: string[] = [];
+  const visible = rowFilter?.('h', q, type);
+  if (visible) outer.push(`(${visible})`);
+  if (params.since) outer.push(`h.last_updated >= ${q.add(params.since)}::timestamptz`);
+  if (params.before) outer.push(`h.last_updated < ${q.add(params.before)}::timestamptz`);
   const { rows } = await db.query<VersionRow>(
-    `SELECT * FROM (
-        SELECT r.id, r.version_id, r.last_updated, r.method, r.content FROM fhir_resources r WHERE ${where.join(' AND ')}
-        UNION ALL
-        SELECT r.id, v.version_id, v.last_updated, v.method, v.content FROM fhir_resource_versions v JOIN fhir_resources r ON r.rid = v.rid
-        WHERE ${where.join(' AND ')}
-      ) h WHERE true${timeSql} ORDER BY last_updated DESC, version_id DESC LIMIT ${q.add(count)}`,
+    `SELECT h.id, h.version_id, h.last_updated, h.method, h.content FROM (${allVersions(where.join(' AND '))}) h
+     ${outer.length ? `WHERE ${outer.join(' AND ')}` : ''} ORDER BY h.last_updated DESC, h.version_id DESC LIMIT ${q.add(count)}`,
     q.values,
   );
   return {

@@ -27,6 +27,10 @@ export interface WriteResult<T extends Resource = Resource> {
   /** False for a delete of something already absent: nothing changed. */
   changed: boolean;
   method: WriteMethod;
+  /** The patients the stored version is filed under (src/fhir/compartment.ts accessPatients); for a delete, the last version's. */
+  patients: string[];
+  /** The patients the replaced version was filed under (none for a create). */
+  previousPatients: string[];
 }
 
 /** What the repository decides for each write, called once the current version is locked. */
@@ -46,6 +50,7 @@ interface LockedRow {
   version_id: string;
   deleted: boolean;
   content: Resource | null;
+  patients: string[] | null;
 }
 
 /** Index rows and links of one stored version, inserted together (one statement for a whole write). */
@@ -91,7 +96,7 @@ export async function writeMany(
   const known = items.filter((i) => i.method !== 'POST');
   const { rows: existing } = known.length
     ? await tx.query<LockedRow>(
-        `SELECT r.rid, r.resource_type, r.id, r.version_id, r.deleted, r.content FROM fhir_resources r
+        `SELECT r.rid, r.resource_type, r.id, r.version_id, r.deleted, r.content, r.patients FROM fhir_resources r
          JOIN unnest($1::text[], $2::text[]) AS k(t, i) ON r.resource_type = k.t AND r.id = k.i
          ORDER BY r.rid FOR UPDATE OF r`,
         [known.map((i) => i.resource.resourceType), known.map((i) => i.resource.id)],
@@ -113,7 +118,8 @@ export async function writeMany(
         throw new ApiError(412, ErrorCode.preconditionFailed, `Version conflict: ${resourceType}/${id} is not at version ${expected}`);
     }
     if (method === 'DELETE' && !previous) {
-      results[index] = { resource: input, created: false, changed: false, method }; // deleting what is absent succeeds (idempotent)
+      // Deleting what is already deleted succeeds (idempotent); the repository answers 404 for what never was.
+      results[index] = { resource: input, created: false, changed: false, method, patients: cur?.patients ?? [], previousPatients: cur?.patients ?? [] };
       return;
     }
     const versionId = cur ? String(Number(cur.version_id) + 1) : '1';
@@ -122,7 +128,8 @@ export async function writeMany(
       const prepared = hooks.prepare ? await hooks.prepare(input, previous) : input;
       content = { ...prepared, meta: { ...prepared.meta, versionId, lastUpdated: now } } as Resource;
     }
-    results[index] = { resource: content ?? input, created: !previous && method !== 'DELETE', previous, changed: true, method };
+    const previousPatients = (previous && cur?.patients) || [];
+    results[index] = { resource: content ?? input, created: !previous && method !== 'DELETE', previous, changed: true, method, patients: previousPatients, previousPatients };
     if (cur) updates.push({ index, rid: cur.rid, versionId, method, content });
     else inserts.push({ index, versionId, method, content: content! });
   };
@@ -150,15 +157,17 @@ export async function writeMany(
     } else checked.set(w.index, outcome);
   });
   if (refused) throw labelled(refused.err, refused.index);
+  for (const [index, c] of checked) results[index]!.patients = c.patients;
 
   const indexed: PendingIndex[] = [];
   const toIndex = (rid: string, index: number) => indexed.push({ rid, rows: checked.get(index)!.rows, links: checked.get(index)!.links });
-  const patientsOf = (index: number) => checked.get(index)?.patients ?? [];
+  // A delete keeps the patients of the version it ends: every version stays governed by its own patients.
+  const patientsOf = (index: number) => results[index]!.patients;
   if (updates.length) {
     const rids = updates.map((u) => u.rid);
     await tx.query(
-      `INSERT INTO fhir_resource_versions (rid, version_id, last_updated, method, content)
-       SELECT rid, version_id, last_updated, method, content FROM fhir_resources WHERE rid = ANY($1::bigint[])`,
+      `INSERT INTO fhir_resource_versions (rid, version_id, last_updated, method, content, patients)
+       SELECT rid, version_id, last_updated, method, content, patients FROM fhir_resources WHERE rid = ANY($1::bigint[])`,
       [rids],
     );
     await tx.query(
