@@ -4,6 +4,7 @@ import type { Resource } from '@medplum/fhirtypes';
 import type { AgentPrincipal } from '../auth/principal';
 import type { Queryable } from '../db/database';
 import { uuidV5 } from '../fhir/hash';
+import { SqlParams } from '../fhir/search/sql';
 import type { FhirRepository } from '../fhir/repository';
 import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
 import { ApiError, ErrorCode } from '../http/errors';
@@ -169,10 +170,14 @@ async function writeTogether(repo: FhirRepository, items: PreparedItem[]): Promi
   if (items.some((i) => !i.stored) || new Set(items.map((i) => `${i.type}/${i.stored!.id}`)).size !== items.length) return undefined;
   return repo.transaction(async (sql) => {
     const stored = items.map((i) => i.stored!);
+    // Only what the agent's organisation owns is compared: another organisation's resource is never read here
+    // (the write below is then refused by the policy as if it did not exist).
+    const q = new SqlParams();
+    const owned = repo.access.ownerFilter?.('r', q);
     const { rows } = await sql.query<{ resource_type: string; id: string; content: Resource }>(
-      `SELECT r.resource_type, r.id, r.content FROM unnest($1::text[], $2::text[]) AS k(t, i)
-       JOIN fhir_resources r ON r.resource_type = k.t AND r.id = k.i AND NOT r.deleted`,
-      [stored.map((r) => r.resourceType), stored.map((r) => r.id!)],
+      `SELECT r.resource_type, r.id, r.content FROM unnest(${q.add(stored.map((r) => r.resourceType))}::text[], ${q.add(stored.map((r) => r.id!))}::text[]) AS k(t, i)
+       JOIN fhir_resources r ON r.resource_type = k.t AND r.id = k.i AND NOT r.deleted${owned ? ` AND ${owned}` : ''}`,
+      q.values,
     );
     const current = new Map(rows.map((r) => [`${r.resource_type}/${r.id}`, r.content]));
     const status = items.map((item): SyncItemResult['status'] => {
