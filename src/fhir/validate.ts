@@ -2,6 +2,7 @@ import { OperationOutcomeError, tryGetDataType, validateResource } from '@medplu
 import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
 import { ApiError, ErrorCode, badRequest } from '../http/errors';
 import { isResourceType } from './definitions';
+import { narrativeProblem } from './narrative';
 import { checkRequiredBindings } from './terminology';
 
 /** Validates against the R4 base definitions; an invalid resource is a 400 with every issue found. */
@@ -32,9 +33,6 @@ export function validateFhirResource(resource: Resource): void {
   }
 }
 
-/** Elements and attributes a FHIR narrative may not hold (R4 txt-1: "only basic HTML"; no active content). */
-const UNSAFE_HTML = /<\s*\/?\s*(script|style|iframe|frame|frameset|object|embed|applet|form|input|button|textarea|select|link|meta|base|svg|math)\b|\son[a-z]+\s*=|(href|src)\s*=\s*["']?\s*(javascript|vbscript|data):/i;
-
 /**
  * R4 invariants the structural validator leaves out: narratives are safe XHTML with content (txt-1, txt-2), and
  * every `#id` reference names a contained resource (ref-1).
@@ -48,13 +46,12 @@ function invariantIssues(resource: Resource): OperationOutcomeIssue[] {
     if (Array.isArray(value)) return value.forEach((v, i) => visit(v, `${path}[${i}]`));
     if (!value || typeof value !== 'object') return;
     for (const [k, v] of Object.entries(value)) {
-      if (k === 'div' && typeof v === 'string' && 'status' in value) {
-        if (!/^\s*<div[\s>]/.test(v) || !/xmlns\s*=\s*["']http:\/\/www\.w3\.org\/1999\/xhtml["']/.test(v)) issue('A narrative is one XHTML <div xmlns="http://www.w3.org/1999/xhtml"> (txt-1)', `${path}.div`);
-        else if (UNSAFE_HTML.test(v)) issue('A narrative may hold only basic HTML: no scripts, forms, embedded objects, event handlers or script URLs (txt-1)', `${path}.div`);
-        else if (!/<img\b/i.test(v) && v.replace(/<[^>]*>/g, '').trim() === '') issue('A narrative must have some text (txt-2)', `${path}.div`);
+      if (k === 'div' && typeof v === 'string') {
+        const problem = narrativeProblem(v);
+        if (problem) issue(problem, `${path}.div`);
       } else if (k === 'reference' && typeof v === 'string' && v.startsWith('#') && v !== '#' && !contained.has(v.slice(1))) {
         issue(`${v} names no contained resource (ref-1)`, `${path}.reference`);
-      } else if (k !== 'contained') visit(v, `${path}.${k}`);
+      } else visit(v, `${path}.${k}`); // contained resources too: their narratives are shown as well
     }
   };
   visit(resource, resource.resourceType);
