@@ -1,7 +1,11 @@
 # Pont: FHIR R4 store with Connect, SDK and Bridge layers.
 #   docker build -t pont .
-#   docker run -p 8080:8080 -v pont-data:/var/lib/pont pont           (embedded PGlite under /var/lib/pont)
-#   docker run -p 8080:8080 -e DATABASE_URL=postgres://... pont        (PostgreSQL)
+#   docker run -p 8080:8080 -v pont-data:/var/lib/pont --env-file pont.env pont     (embedded PGlite under /var/lib/pont)
+#   docker run -p 8080:8080 -e DATABASE_URL=postgres://... --env-file pont.env pont  (PostgreSQL)
+# The image runs in production (PONT_ENV=production), which needs its own secrets: pont.env holds
+#   PONT_WEBHOOK_SECRET_KEY=<openssl rand -base64 32>  PONT_MATCH_KEY_SECRET=<openssl rand -base64 32>
+#   PONT_PUBLIC_URL=https://<the address integrators use>
+# A start without them stops with a message naming them. -e PONT_ENV=sandbox runs the sandbox (same secrets).
 # docker-compose.yml runs it with PostgreSQL 15.
 #
 # The service runs its TypeScript through tsx (a runtime dependency): there is no build step, so the
@@ -19,6 +23,7 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 # ---- runtime
 FROM ${NODE_IMAGE}
 ENV NODE_ENV=production \
+    PONT_ENV=production \
     HOST=0.0.0.0 \
     PORT=8080 \
     PONT_DATA_DIR=/var/lib/pont \

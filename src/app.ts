@@ -4,6 +4,7 @@ import helmet from 'koa-helmet';
 import Router from '@koa/router';
 import { randomUUID } from 'node:crypto';
 import { ApiError, ErrorCode, errorBody, operationOutcome } from './http/errors';
+import { clientAddressMiddleware } from './http/client-address';
 import { sqlState } from './db/database';
 import { buildOpenApi } from './http/openapi';
 import { mountRoutes, type RouteSpec } from './http/routes';
@@ -54,8 +55,9 @@ const TOKEN_PATH = '/api/v1/connect/auth/token';
 
 export function createApp(services: Services): Koa {
   const { config, log } = services;
-  // Behind a proxy (PONT_TRUST_PROXY), the caller's address is the first X-Forwarded-For entry; otherwise the socket's.
-  const app = new Koa({ proxy: config.trustProxy });
+  const app = new Koa();
+  // The caller's address (ctx.ip): the socket's, or behind proxies the X-Forwarded-For entry PONT_TRUST_PROXY says.
+  app.use(clientAddressMiddleware(config.trustProxy));
   const router = new Router();
   mountRoutes(router, allRoutes(services), {
     access: services.access,
@@ -84,6 +86,13 @@ export function createApp(services: Services): Koa {
         client_id: principal?.clientId ?? principal?.agentId ?? null,
       });
     }
+  });
+
+  // Answers under /api/ carry patient data or credentials: no cache may keep them. Set before the route runs, so
+  // error answers have it too; a route with a public document sets its own (the CapabilityStatement).
+  app.use(async (ctx, next) => {
+    if (ctx.path.startsWith('/api/')) ctx.set('Cache-Control', 'no-store');
+    await next();
   });
 
   // Security headers for an API that serves no pages, and compressed answers (FHIR bundles compress ~10x).

@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import ipaddr from 'ipaddr.js';
 import { parseRateLimits, type RateLimitTable } from './auth/rate-limits';
+import { parseTrustProxy, type ProxyTrust } from './http/client-address';
 import { DEFAULT_RETRY_DELAYS, parseDuration, parseRetryDelays } from './webhooks/schedule';
 
 const environments = ['development', 'sandbox', 'production'] as const;
@@ -11,7 +13,11 @@ const schema = z.object({
   HOST: z.string().default('127.0.0.1'),
   /** The address integrators use; issuer of tokens and base of every absolute URL we publish. */
   PONT_PUBLIC_URL: z.url().optional(),
-  PONT_ENV: z.enum(environments).default('development'),
+  /** Default: production when NODE_ENV=production (the Docker image), else development (`npm start`). */
+  PONT_ENV: z.enum(environments).optional(),
+  NODE_ENV: z.string().optional(),
+  /** A development server listens on loopback only unless this is true (its secrets are public). */
+  PONT_ALLOW_DEV_ON_NETWORK: z.enum(['true', 'false']).default('false'),
   /** postgres://… for a PostgreSQL server; unset for the embedded database. */
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
   PONT_DATA_DIR: z.string().default('./data'),
@@ -35,8 +41,12 @@ const schema = z.object({
     .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded (openssl rand -base64 32)')
     .optional(),
   PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK: z.enum(['true', 'false']).optional(),
-  /** Behind a reverse proxy: take the caller's address from X-Forwarded-For (else the socket's). */
-  PONT_TRUST_PROXY: z.enum(['true', 'false']).default('false'),
+  /** Behind reverse proxies: how many hops, or which addresses, to trust in X-Forwarded-For (src/http/client-address.ts). */
+  PONT_TRUST_PROXY: z.string().default('false').transform((text, ctx) => {
+    const trust = parseTrustProxy(text);
+    if (typeof trust === 'string') ctx.addIssue({ code: 'custom', message: trust });
+    return trust as ProxyTrust;
+  }),
   /** How long a stopping process waits for requests in flight before closing anyway. */
   PONT_SHUTDOWN_GRACE: z.string().default('10s').transform(positiveDuration),
   /** How often Bridge Agents sync and send heartbeats (told in the heartbeat answer). */
@@ -81,7 +91,9 @@ export interface WebhookConfig {
 /** Used only in development when PONT_WEBHOOK_SECRET_KEY is unset: public, so it protects nothing. */
 const DEVELOPMENT_WEBHOOK_KEY = createHash('sha256').update('pont development webhook secret key').digest();
 
-function webhookConfig(e: z.infer<typeof schema>): WebhookConfig | string {
+type Env = z.infer<typeof schema> & { PONT_ENV: Environment };
+
+function webhookConfig(e: Env): WebhookConfig | string {
   if (e.PONT_ENV !== 'development' && !e.PONT_WEBHOOK_SECRET_KEY) return `PONT_WEBHOOK_SECRET_KEY: required when PONT_ENV=${e.PONT_ENV}`;
   if (e.PONT_ENV === 'production' && e.PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK === 'true') {
     return 'PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK: http:// callbacks are never allowed in production';
@@ -119,8 +131,31 @@ export interface Config {
   /** How long an Idempotency-Key is remembered, in ms. */
   idempotencyTtlMs: number;
   bridgeSyncIntervalMs: number;
-  trustProxy: boolean;
+  /** Which X-Forwarded-For entries to believe for the caller's address. */
+  trustProxy: ProxyTrust;
   shutdownGraceMs: number;
+}
+
+/** Rate-limit group of POST /api/demo/reset, counted per source address: each reset rewrites the demo organisation. */
+export const DEMO_RESET_GROUP = 'demo-reset';
+const DEMO_RESET_LIMIT = { points: 5, seconds: 60 };
+
+/** 127.0.0.0/8, ::1 (also IPv4-mapped) and `localhost`: a development server listens only there by default. */
+function isLoopback(host: string): boolean {
+  if (host === 'localhost') return true;
+  return ipaddr.isValid(host) && ipaddr.process(host).range() === 'loopback';
+}
+
+/** One line for the start-up banner: the mode and what it implies. */
+export function describeEnvironment(config: Config): string {
+  switch (config.environment) {
+    case 'development':
+      return `development: public development secrets, demo reset open to any caller (rate-limited), http:// loopback webhooks allowed, ${isLoopback(config.host) ? 'loopback only' : `exposed on ${config.host} (PONT_ALLOW_DEV_ON_NETWORK=true)`}; set PONT_ENV=production for real data`;
+    case 'sandbox':
+      return 'sandbox: own secrets, demo reset for operator clients only, no http:// webhooks unless allowed';
+    case 'production':
+      return 'production: own secrets, no demo reset, HTTPS webhook callbacks only';
+  }
 }
 
 /** Reads and validates the environment once; a bad value stops the start with a clear message. */
@@ -131,7 +166,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
     throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
   }
-  const e = parsed.data;
+  const e: Env = { ...parsed.data, PONT_ENV: parsed.data.PONT_ENV ?? (parsed.data.NODE_ENV === 'production' ? 'production' : 'development') };
+  if (e.PONT_ENV === 'development' && !isLoopback(e.HOST) && e.PONT_ALLOW_DEV_ON_NETWORK !== 'true') {
+    throw new Error(
+      `Invalid configuration:\n  HOST: ${e.HOST} is not a loopback address, and PONT_ENV=development uses public development secrets and an open demo reset. ` +
+        'Set PONT_ENV=production (or sandbox) with its secrets, or HOST=127.0.0.1, or PONT_ALLOW_DEV_ON_NETWORK=true to expose a development server anyway',
+    );
+  }
   const webhooks = webhookConfig(e);
   if (typeof webhooks === 'string') throw new Error(`Invalid configuration:\n  ${webhooks}`);
   if (e.PONT_ENV !== 'development' && !e.PONT_MATCH_KEY_SECRET) throw new Error(`Invalid configuration:\n  PONT_MATCH_KEY_SECRET: required when PONT_ENV=${e.PONT_ENV}`);
@@ -144,13 +185,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: e.DATABASE_URL ? undefined : e.PONT_DATA_DIR,
     maxBodyBytes: e.PONT_MAX_BODY_BYTES,
     logLevel: e.LOG_LEVEL,
-    rateLimits: e.PONT_RATE_LIMITS,
+    // The demo reset's own limit, unless PONT_RATE_LIMITS sets it.
+    rateLimits: { [DEMO_RESET_GROUP]: DEMO_RESET_LIMIT, ...e.PONT_RATE_LIMITS },
     mappingsDir: e.PONT_MAPPINGS_DIR,
     webhooks,
     matchKeySecret: e.PONT_MATCH_KEY_SECRET ? Buffer.from(e.PONT_MATCH_KEY_SECRET, 'base64') : DEVELOPMENT_MATCH_KEY_SECRET,
     idempotencyTtlMs: e.PONT_IDEMPOTENCY_TTL,
     bridgeSyncIntervalMs: e.PONT_BRIDGE_SYNC_INTERVAL,
-    trustProxy: e.PONT_TRUST_PROXY === 'true',
+    trustProxy: e.PONT_TRUST_PROXY,
     shutdownGraceMs: e.PONT_SHUTDOWN_GRACE,
   };
 }

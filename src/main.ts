@@ -1,5 +1,5 @@
 import cluster from 'node:cluster';
-import { loadConfig, type Config } from './config';
+import { describeEnvironment, loadConfig, type Config } from './config';
 import { startPont } from './server';
 
 /** A worker that dies is started again after this long (longer each time it dies soon after starting). */
@@ -47,8 +47,11 @@ function announce(config: Config, url: string, workers: number): void {
   const backend = config.databaseUrl ? 'PostgreSQL' : `embedded PGlite in ${config.dataDir}`;
   console.log(`Pont is listening on ${url} (public URL ${config.publicUrl}; database: ${backend}${workers > 1 ? `; ${workers} worker processes` : ''})`);
   console.log(`  FHIR R4 base: ${config.publicUrl}/api/fhir/R4   OpenAPI: ${config.publicUrl}/api/openapi.json`);
-  if (config.environment !== 'production')
-    console.log(`  Demo data and credentials (${config.environment}): curl -s -X POST ${config.publicUrl}/api/demo/reset   (README "Demo")`);
+  console.log(`  Mode: ${describeEnvironment(config)}`);
+  if (config.environment === 'development')
+    console.log(`  Demo data and credentials: curl -s -X POST ${config.publicUrl}/api/demo/reset   (README "Demo")`);
+  if (config.environment === 'sandbox')
+    console.log(`  Demo data and credentials: POST ${config.publicUrl}/api/demo/reset with an operator client's token (README "Demo")`);
 }
 
 /** The primary process of `--workers N`: starts the workers, restarts any that dies, stops them all on a signal. */

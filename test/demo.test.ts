@@ -1,10 +1,13 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestClient, startTestServer, type TestServer } from './harness';
+import { hashKey } from '../src/fhir/hash';
+import { backend, createTestClient, startTestServer, type TestServer } from './harness';
 
 /** The sandbox a newcomer uses: one call, then a complete integrator flow with the credentials it answers. */
 let pont: TestServer;
 beforeAll(async () => {
-  pont = await startTestServer();
+  // More resets than the default limit (5 a minute per address), which the sandbox tests below hold to.
+  pont = await startTestServer({ PONT_RATE_LIMITS: 'demo-reset=100/60' });
 });
 afterAll(async () => {
   await pont?.close();
@@ -15,8 +18,9 @@ async function tokenOf(client: { client_id: string; client_secret: string }) {
   const res = await pont.json('/api/v1/connect/auth/token', { method: 'POST', json: { grant_type: 'client_credentials', client_id: client.client_id, client_secret: client.client_secret } });
   return res.status === 200 ? { authorization: `Bearer ${res.body.access_token}` } : undefined;
 }
+/** The demo's data; its audit trail (AuditEvents it authors) grows with every use and outlives resets. */
 const demoCounts = async () =>
-  (await pont.services.db.query<{ resource_type: string; n: number }>(`SELECT resource_type, count(*)::int AS n FROM fhir_resources WHERE author_org = 'org-demo' GROUP BY 1 ORDER BY 1`)).rows;
+  (await pont.services.db.query<{ resource_type: string; n: number }>(`SELECT resource_type, count(*)::int AS n FROM fhir_resources WHERE author_org = 'org-demo' AND resource_type <> 'AuditEvent' GROUP BY 1 ORDER BY 1`)).rows;
 
 describe('POST /api/demo/reset', () => {
   it('seeds a demo that a complete integrator flow runs against', async () => {
@@ -70,6 +74,90 @@ describe('POST /api/demo/reset', () => {
     const still = await pont.json('/api/v1/connect/patients/resolve', { method: 'POST', headers: other.headers, json: { health_id: mine.body.health_id } });
     expect(still.body.status).toBe('found');
     expect((await pont.json(`/api/v1/connect/patients/verify/${mine.body.health_id}`, { headers: other.headers })).status).toBe(200);
+  }, 60_000);
+});
+
+describe('the demo clients, used as an attacker would', () => {
+  it('cannot read the audit trail, break the glass or grant themselves consent', async () => {
+    const demo = (await reset()).body;
+    for (const client of demo.clients) {
+      expect(client.scopes).not.toContain('audit:read');
+      expect(client.scopes).not.toContain('emergency:access');
+      const headers = (await tokenOf(client))!;
+      const audit = await pont.json('/api/fhir/R4/AuditEvent', { headers });
+      expect(audit.status).toBe(403);
+      const patient = demo.patients[0].patient_id;
+      const glass = await pont.json(`/api/fhir/R4/Observation?subject=Patient/${patient}`, { headers: { ...headers, 'x-emergency-reason': 'curious' } });
+      expect(glass.status).toBe(403);
+      // A patient of another organisation: no consent, and no way to grant one.
+      const other = await createTestClient(pont, ['health_id:verify'], { organizationId: 'org-victim' });
+      const victim = await pont.json('/api/v1/connect/patients/resolve', { method: 'POST', headers: other.headers, json: { first_name: 'Vic', last_name: 'Tim', date_of_birth: '1980-02-02' } });
+      const grant = await pont.json(`/api/v1/connect/patient/${victim.body.health_id}/consent/grant`, {
+        method: 'POST',
+        headers,
+        json: { consent_type: 'full_record', expires_at: new Date(Date.now() + 86_400_000).toISOString() },
+      });
+      expect(grant.status).toBe(403);
+      expect(grant.body.error_code).toBe('FORBIDDEN');
+    }
+  }, 60_000);
+});
+
+describe('resets at once', () => {
+  it('run one at a time: the others are refused at once with 409 or 429, never queued, never a 5xx', async () => {
+    const answers = await Promise.all(Array.from({ length: 10 }, () => reset()));
+    const statuses = answers.map((a) => a.status).sort();
+    expect(statuses.filter((s) => s === 201)).toHaveLength(1);
+    expect(statuses.every((s) => s === 201 || s === 409 || s === 429)).toBe(true);
+    const refused = answers.find((a) => a.status === 409)!;
+    expect(refused.body.error_code).toBe('CONFLICT');
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    // The one that ran left a whole demo.
+    const winner = answers.find((a) => a.status === 201)!.body;
+    expect(await tokenOf(winner.clients[0])).toBeDefined();
+  }, 60_000);
+
+  it.runIf(backend === 'postgres')('another process running one (holding the lock) is answered 409', async () => {
+    const other = new pg.Client({ connectionString: pont.config.databaseUrl });
+    await other.connect();
+    try {
+      await other.query('SELECT pg_advisory_lock($1::bigint)', [hashKey('demo-reset')]);
+      const res = await reset();
+      expect(res.status).toBe(409);
+      expect(res.headers.get('retry-after')).toBeTruthy();
+    } finally {
+      await other.end();
+    }
+  });
+});
+
+describe('in sandbox', () => {
+  it('needs an operator client, and is rate-limited per address', async () => {
+    const sandbox = await startTestServer({
+      PONT_ENV: 'sandbox',
+      PONT_WEBHOOK_SECRET_KEY: Buffer.alloc(32, 7).toString('base64'),
+      PONT_MATCH_KEY_SECRET: Buffer.alloc(32, 9).toString('base64'),
+      // A day-long window: fixed windows are aligned on the epoch, and a minute's could end between the two resets.
+      PONT_RATE_LIMITS: 'demo-reset=1/86400',
+    });
+    try {
+      const post = (headers?: Record<string, string>) => sandbox.json('/api/demo/reset', { method: 'POST', headers, json: {} });
+      const anonymous = await post();
+      expect(anonymous.status).toBe(401);
+      expect(anonymous.body.error_code).toBe('UNAUTHENTICATED');
+      const integrator = await createTestClient(sandbox, ['fhir:read', 'fhir:write', 'audit:read'], { organizationId: 'org-integrator' });
+      expect((await post(integrator.headers)).status).toBe(403);
+      expect(await sandbox.services.db.query(`SELECT 1 FROM oauth_clients WHERE organization_id = 'org-demo'`).then((r) => r.rows)).toEqual([]);
+      const operator = await createTestClient(sandbox, ['fhir:read'], { organizationId: 'org-operator', allPatients: true });
+      expect((await post(operator.headers)).status).toBe(201);
+      const again = await post(operator.headers);
+      expect(again.status).toBe(429);
+      expect(again.body.error_code).toBe('RATE_LIMITED');
+      const document = (await sandbox.json('/api/openapi.json')).body;
+      expect(document.paths['/api/demo/reset'].post.security).not.toEqual([]);
+    } finally {
+      await sandbox.close();
+    }
   }, 60_000);
 });
 

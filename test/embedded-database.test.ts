@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +12,19 @@ import { backend } from './harness';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const run = promisify(execFile);
+
+/** Every path under `dir` (itself included) with its permission bits, as octal text. */
+function modes(dir: string): Array<{ path: string; dir: boolean; mode: string }> {
+  const out = [{ path: dir, dir: true, mode: (lstatSync(dir).mode & 0o777).toString(8) }];
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) out.push(...modes(path));
+    else out.push({ path, dir: false, mode: (lstatSync(path).mode & 0o777).toString(8) });
+  }
+  return out;
+}
+/** What is not owner-only: directories other than 0700, files other than 0600. */
+const exposed = (dir: string) => modes(dir).filter((m) => m.mode !== (m.dir ? '700' : '600'));
 
 // The embedded database belongs to one process; operator commands go through it while it runs.
 describe.runIf(backend === 'pglite')('the embedded database with a running service', () => {
@@ -56,6 +69,34 @@ describe.runIf(backend === 'pglite')('the embedded database with a running servi
     const read = await fetch(`${pont.url}/api/fhir/R4/Patient`, { headers: { authorization: `Bearer ${access_token}` } });
     expect(read.status).toBe(200); // a token signed before the rotation still works
   }, 120_000);
+
+  it('keeps its files to its own user: the directory 0700, every file in it 0600 (the WAL holds the signing key)', async () => {
+    // Written after start too: a client, a key rotation (new WAL records, new relation files).
+    await pontCli('keys', 'rotate');
+    const all = modes(dataDir);
+    expect(all.length).toBeGreaterThan(100);
+    expect(all.some((m) => m.path.includes('pg_wal'))).toBe(true);
+    expect(exposed(dataDir)).toEqual([]);
+  }, 120_000);
+
+  it('a data directory of an older install, world-readable and writable, is made owner-only at open', async () => {
+    const old = mkdtempSync(join(tmpdir(), 'pont-old-'));
+    try {
+      const first = await openDatabase({ dataDir: old });
+      await first.query('CREATE TABLE t (x int)');
+      await first.close();
+      for (const m of modes(old)) chmodSync(m.path, m.dir ? 0o777 : 0o666);
+      expect(exposed(old).length).toBeGreaterThan(100);
+      const again = await openDatabase({ dataDir: old });
+      try {
+        expect(exposed(old)).toEqual([]);
+      } finally {
+        await again.close();
+      }
+    } finally {
+      rmSync(old, { recursive: true, force: true });
+    }
+  });
 
   it('a data directory left by a process that died is taken over', async () => {
     const orphan = mkdtempSync(join(tmpdir(), 'pont-orphan-'));

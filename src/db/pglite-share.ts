@@ -37,7 +37,7 @@ export function lockDataDir(dataDir: string): () => void {
   const file = lockFile(dataDir);
   for (let attempt = 0; ; attempt++) {
     try {
-      const fd = openSync(file, 'wx');
+      const fd = openSync(file, 'wx', 0o600);
       writeSync(fd, String(process.pid));
       closeSync(fd);
       break;

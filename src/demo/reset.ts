@@ -12,6 +12,7 @@ import { ConsentService } from '../consents/service';
 import type { Queryable } from '../db/database';
 import { hashKey, uuidV5 } from '../fhir/hash';
 import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
+import { ApiError, ErrorCode } from '../http/errors';
 import { BLOOD_COMPONENTS, BLOOD_GROUPS } from '../inventory/blood';
 import { DEFAULT_TIME_ZONE } from '../inventory/payments';
 import { putStock } from '../inventory/pharmacy';
@@ -24,35 +25,51 @@ export const DEMO_FACILITY = 'fac-demo';
 const DEMO_PATIENTS = 5;
 const SAMPLE = fileURLToPath(new URL('../../samples/synthea-r4-50-patients.tar.gz', import.meta.url));
 
+/**
+ * The scopes of the demo's first client: what a sandbox integrator needs, which is every scope but the operator's
+ * ones: the audit trail (`audit:read`) and break-glass (`emergency:access`). It keeps `consents:write`: the
+ * walk-through records a consent, and granting needs no more than the Connect consent route allows anyone.
+ */
+export const SANDBOX_SCOPES: Scope[] = SCOPES.filter((s) => !['audit:read', 'emergency:access'].includes(s));
 /** The scopes of the demo's second client: an integrator that reads records with consent. */
 const READER_SCOPES: Scope[] = ['health_id:verify', 'patients:read', 'patient:diagnostics:read', 'labs:read', 'prescriptions:read', 'consents:read', 'consents:write', 'blood:inventory:read'];
 
 /** The demo's copy of a sample id: the same on every reset, never the sample's own (an operator may have imported it). */
 const demoId = (uuid: string) => uuidV5('pont-demo', uuid.toLowerCase());
 
+/** The demo's sample bundles as text, read once per process (the same on every reset). */
+let sampleTexts: string[] | undefined;
+
 /** The demo's sample bundles: the smallest records of the repository's Synthea sample, with the demo's ids. */
 function sampleBundles(): Bundle[] {
-  const dir = mkdtempSync(join(tmpdir(), 'pont-demo-'));
-  try {
-    extract({ file: SAMPLE, cwd: dir, sync: true });
-    const texts = readdirSync(dir)
-      .filter((f) => f.endsWith('.json'))
-      .map((f) => readFileSync(join(dir, f), 'utf8'))
-      .sort((a, b) => a.length - b.length || (a < b ? -1 : 1))
-      .slice(0, DEMO_PATIENTS);
-    return texts.map((t) => JSON.parse(t.replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi, demoId)) as Bundle);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  sampleTexts ??= (() => {
+    const dir = mkdtempSync(join(tmpdir(), 'pont-demo-'));
+    try {
+      extract({ file: SAMPLE, cwd: dir, sync: true });
+      return readdirSync(dir)
+        .filter((f) => f.endsWith('.json'))
+        .map((f) => readFileSync(join(dir, f), 'utf8'))
+        .sort((a, b) => a.length - b.length || (a < b ? -1 : 1))
+        .slice(0, DEMO_PATIENTS)
+        .map((t) => t.replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi, demoId));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  })();
+  return sampleTexts.map((t) => JSON.parse(t) as Bundle);
 }
 
 /**
  * Removes everything of the demo organisation: the FHIR resources it wrote (every version and index row, and
  * the registry rows that follow them), its clients, agents, subscriptions, events and their deliveries. Hard
- * deletes: the demo is a sandbox, not a record.
+ * deletes: the demo is a sandbox, not a record. Except the audit trail (AuditEvents, authored by the
+ * organisation whose accesses they record): what the demo's clients did stays on record.
  */
 async function wipe(sql: Queryable): Promise<void> {
-  const { rows } = await sql.query<{ rid: string; resource_type: string; id: string }>('SELECT rid, resource_type, id FROM fhir_resources WHERE author_org = $1', [DEMO_ORG]);
+  const { rows } = await sql.query<{ rid: string; resource_type: string; id: string }>(
+    `SELECT rid, resource_type, id FROM fhir_resources WHERE author_org = $1 AND resource_type <> 'AuditEvent'`,
+    [DEMO_ORG],
+  );
   const rids = rows.map((r) => r.rid);
   const idsOf = (type: string) => rows.filter((r) => r.resource_type === type).map((r) => r.id);
   const patients = idsOf('Patient');
@@ -84,20 +101,44 @@ async function wipe(sql: Queryable): Promise<void> {
 /** Today's date in a time zone (YYYY-MM-DD). */
 const todayIn = (timeZone: string) => new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).format(new Date());
 
+/** 409 to a reset asked for while another runs: resets are serialised, never queued (each is seconds of work). */
+const busy = () =>
+  new ApiError(409, ErrorCode.conflict, 'A demo reset is already running; retry shortly', { extra: { retry_after: RETRY_AFTER_S }, headers: { 'Retry-After': String(RETRY_AFTER_S) } });
+const RETRY_AFTER_S = 5;
+
+/** The Pont instances of this process running a reset now (tests run several in one process). */
+const running = new WeakSet<Services>();
+
 /**
- * POST /api/demo/reset: wipes the demo organisation and seeds it afresh, in one transaction (two resets at once
- * run one after the other): two clients (one with every scope), a Bridge agent, the sample patients with their
- * Health IDs and records, full-record consents, blood units, pharmacy stock and today's payments. Answers what it made.
+ * POST /api/demo/reset: wipes the demo organisation and seeds it afresh, in one transaction: two clients (one with
+ * the sandbox integrator's scopes), a Bridge agent, the sample patients with their Health IDs and records,
+ * full-record consents, blood units, pharmacy stock and today's payments. Answers what it made. One reset at a
+ * time: another asked for meanwhile, in this process or any other on the database, is refused with 409 at once.
+ * `admit` (the rate limit) runs once this process is not busy, before any work.
  */
-export async function resetDemo(services: Services): Promise<Record<string, unknown>> {
+export async function resetDemo(services: Services, admit: () => Promise<void> = async () => undefined): Promise<Record<string, unknown>> {
+  // This process first (on PGlite a second transaction would only wait for the first, then redo the work)…
+  if (running.has(services)) throw busy();
+  running.add(services);
+  try {
+    await admit();
+    return await reset(services);
+  } finally {
+    running.delete(services);
+  }
+}
+
+async function reset(services: Services): Promise<Record<string, unknown>> {
   const bundles = sampleBundles();
   const principal: ClientPrincipal = { kind: 'client', clientId: 'demo-reset', organizationId: DEMO_ORG, facilityId: DEMO_FACILITY, scopes: [...SCOPES], allPatients: true };
   const repo = services.fhir.repository({ principal, channel: 'system', operation: 'demoReset' });
   const consents = new ConsentService(services.mappings);
   const seeded = await repo.transaction(async (sql) => {
-    await sql.query('SELECT pg_advisory_xact_lock($1::bigint)', [hashKey('demo-reset')]);
+    // …then every process on the database: the lock ends with the transaction.
+    const { rows } = await sql.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1::bigint) AS locked', [hashKey('demo-reset')]);
+    if (!rows[0]!.locked) throw busy();
     await wipe(sql);
-    const full = await createClient(sql, { name: 'Demo integrator (every scope)', organizationId: DEMO_ORG, facilityId: DEMO_FACILITY, scopes: [...SCOPES] });
+    const full = await createClient(sql, { name: 'Demo integrator (sandbox scopes)', organizationId: DEMO_ORG, facilityId: DEMO_FACILITY, scopes: SANDBOX_SCOPES });
     const reader = await createClient(sql, { name: 'Demo records reader', organizationId: DEMO_ORG, facilityId: DEMO_FACILITY, scopes: READER_SCOPES });
     const agent = await createAgent(sql, { organizationId: DEMO_ORG, facilityId: DEMO_FACILITY });
 
@@ -178,7 +219,7 @@ export async function resetDemo(services: Services): Promise<Record<string, unkn
       organization_id: DEMO_ORG,
       facility_id: DEMO_FACILITY,
       clients: [
-        { name: 'Demo integrator (every scope)', client_id: full.client_id, client_secret: full.client_secret, scopes: [...SCOPES] },
+        { name: 'Demo integrator (sandbox scopes)', client_id: full.client_id, client_secret: full.client_secret, scopes: SANDBOX_SCOPES },
         { name: 'Demo records reader', client_id: reader.client_id, client_secret: reader.client_secret, scopes: READER_SCOPES },
       ],
       bridge_agent: agent,

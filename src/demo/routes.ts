@@ -1,10 +1,12 @@
 import { z } from 'zod';
+import { DEMO_RESET_GROUP } from '../config';
 import { ApiError, ErrorCode } from '../http/errors';
 import { defineRoute, type RouteSpec } from '../http/routes';
 import type { Services } from '../services';
 import { resetDemo } from './reset';
 
 export function demoRoutes(services: Services): RouteSpec[] {
+  const { environment } = services.config;
   return [
     defineRoute({
       method: 'post',
@@ -12,14 +14,23 @@ export function demoRoutes(services: Services): RouteSpec[] {
       operationId: 'resetDemo',
       summary: 'Wipe and seed the demo organisation (development and sandbox only)',
       description:
-        'Only where PONT_ENV is development or sandbox (404 in production). Wipes the demo organisation (org-demo) and seeds it afresh: two clients with their credentials (one with every scope), a Bridge agent, five Synthea patients with Health IDs, records and full-record consents, blood units and today\'s payments. Calling it again gives a fresh, equal demo (new credentials). Touches nothing outside the demo organisation. The body is ignored.',
+        'Only where PONT_ENV is development or sandbox (404 in production). In development it is open to any caller; in sandbox it needs an operator client (created with `pont clients create --all-patients`; any other client: 403). ' +
+        `Rate-limited per source address (group \`${DEMO_RESET_GROUP}\`, default 5 per minute: 429), and one reset runs at a time: a reset asked for while another runs is answered 409 CONFLICT with Retry-After. ` +
+        'Wipes the demo organisation (org-demo) and seeds it afresh: two clients with their credentials (one with the scopes a sandbox integrator needs: every scope but audit:read and emergency:access), a Bridge agent, five Synthea patients with Health IDs, records and full-record consents to the demo organisation, blood units and today\'s payments. Calling it again gives a fresh, equal demo (new credentials). Touches nothing outside the demo organisation. The body is ignored.',
       tags: ['Demo'],
-      security: { kind: 'public' },
+      // Development: open (its secrets are public anyway); sandbox: an operator's credentials.
+      security: environment === 'sandbox' ? { kind: 'client' } : { kind: 'public' },
       body: z.record(z.string(), z.unknown()).optional().describe('Ignored'),
-      responses: { 201: { description: 'What was made, with the credentials', schema: z.record(z.string(), z.unknown()) } },
-      async handler() {
-        if (services.config.environment === 'production') throw new ApiError(404, ErrorCode.notFound, 'No demo in production');
-        return { status: 201, body: await resetDemo(services) };
+      responses: {
+        201: { description: 'What was made, with the credentials', schema: z.record(z.string(), z.unknown()) },
+        409: { description: 'Another reset is running (CONFLICT); retry after Retry-After seconds' },
+        429: { description: 'Too many resets from this address (RATE_LIMITED)' },
+      },
+      async handler({ ctx, principal }) {
+        if (environment === 'production') throw new ApiError(404, ErrorCode.notFound, 'No demo in production');
+        if (environment === 'sandbox' && !(principal?.kind === 'client' && principal.allPatients))
+          throw new ApiError(403, ErrorCode.forbidden, 'The demo reset needs an operator client (pont clients create --all-patients)');
+        return { status: 201, body: await resetDemo(services, () => services.access.limits.consume(DEMO_RESET_GROUP, `ip:${ctx.ip}`)) };
       },
     }),
   ];
