@@ -31,6 +31,12 @@ const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'error', PO
 config.dataDir = undefined; // in memory
 const pont = await startPont(config);
 const demo = await (await fetch(`${pont.url}/api/demo/reset`, { method: 'POST' })).json();
+// The scenario also records and revokes consent and reads the audit trail, which the demo's own clients may not
+// (a sandbox integrator cannot grant itself consent): its first client is one of the demo organisation's with every scope.
+const { createClient } = await import('../../src/auth/clients.ts');
+const { SCOPES } = await import('../../src/auth/scopes.ts');
+const integrator = await createClient(pont.services.db, { name: 'conformance integrator', organizationId: demo.organization_id, facilityId: demo.facility_id, scopes: [...SCOPES] });
+demo.clients.unshift({ name: 'conformance integrator', client_id: integrator.client_id, client_secret: integrator.client_secret, scopes: [...SCOPES] });
 // A patient of another organisation, with no consent to the demo's (ConsentRequiredError).
 const elsewhere = pont.services.fhir.repository({ principal: { kind: 'client', clientId: 'conformance', organizationId: 'org-elsewhere', scopes: [] }, channel: 'connect' });
 const foreign = await elsewhere.create({ resourceType: 'Patient', name: [{ use: 'official', family: 'Elsewhere', given: ['Noor'] }], gender: 'female', birthDate: '1985-05-05' });
