@@ -49,7 +49,9 @@ const commands: Record<string, Command> = {
     },
   },
   clients: {
-    summary: 'create --name N --org ORG [--facility F] --scopes "s1 s2" (prints the secret once); list; revoke ID',
+    summary:
+      'create --name N --org ORG [--facility F] --scopes "s1 s2" (prints the secret once); list; revoke ID; ' +
+      'rotate-secret ID [--overlap 24h] (prints the new secret once; the old one stays valid for the overlap: 0, 90s, 15m, 1h, 7d)',
     usage: 'pont clients ACTION ...',
     run: async (args) => (await import('./auth/cli')).accessCommand('clients', args),
   },

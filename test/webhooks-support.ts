@@ -20,15 +20,20 @@ export interface Received {
 /** What the receiver answers: a status, or 'hang' (never answer). */
 export type Reply = number | 'hang';
 
-/** Stripe's scheme: t=<unix>,v1=<hex HMAC-SHA256("<t>.<raw body>")> keyed with the whole secret; 300 s tolerance. */
+/**
+ * Stripe's scheme: t=<unix>,v1=<hex HMAC-SHA256("<t>.<raw body>")> keyed with the whole secret; 300 s tolerance.
+ * Valid when any `v1` matches (during a secret rotation there is one per secret).
+ */
 export function verifySignature(rawBody: string, header: string | undefined, secret: string, toleranceSeconds = 300): boolean {
   if (!header) return false;
-  const parts = Object.fromEntries(header.split(',').map((kv) => kv.split('=', 2) as [string, string]));
-  const t = Number(parts.t);
+  const parts = header.split(',').map((kv) => kv.split('=', 2) as [string, string | undefined]);
+  const t = Number(parts.find(([k]) => k === 't')?.[1]);
   if (!Number.isInteger(t) || Math.abs(Date.now() / 1000 - t) > toleranceSeconds) return false;
   const expected = createHmac('sha256', secret).update(`${t}.${rawBody}`).digest();
-  const given = Buffer.from(parts.v1 ?? '', 'hex');
-  return given.length === expected.length && timingSafeEqual(given, expected);
+  return parts
+    .filter(([k]) => k === 'v1')
+    .map(([, v]) => Buffer.from(v ?? '', 'hex'))
+    .some((given) => given.length === expected.length && timingSafeEqual(given, expected));
 }
 
 export interface Receiver {

@@ -2,7 +2,15 @@ import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { withDatabase } from '../cli';
 import { createAgent, listAgents, revokeAgent } from './agents';
-import { createClient, listClients, NewClientInput, revokeClient } from './clients';
+import {
+  createClient,
+  DEFAULT_SECRET_OVERLAP_SECONDS,
+  listClients,
+  MAX_SECRET_OVERLAP_SECONDS,
+  NewClientInput,
+  revokeClient,
+  rotateClientSecret,
+} from './clients';
 import { listSigningKeys, revokeSigningKey, rotateSigningKey } from './keys';
 
 type Subcommands = Record<string, (args: string[]) => Promise<unknown>>;
@@ -18,6 +26,17 @@ function onlyId(args: string[], what: string): string {
 
 function notFound(what: string, id: string): never {
   throw new Error(`No ${what} ${id}`);
+}
+
+const OVERLAP_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
+
+/** `--overlap`: `0`, or a whole number of s, m, h or d (`90s`, `15m`, `1h`, `7d`), at most 30 days; default 24 h. In seconds. */
+export function parseOverlap(text: string | undefined): number {
+  if (text === undefined) return DEFAULT_SECRET_OVERLAP_SECONDS;
+  const match = /^(?:0|(\d+)([smhd]))$/.exec(text.trim());
+  const seconds = match ? (match[1] ? Number(match[1]) * OVERLAP_UNITS[match[2]!]! : 0) : NaN;
+  if (!(seconds <= MAX_SECRET_OVERLAP_SECONDS)) throw new Error(`--overlap: give 0 or a duration such as 90s, 15m, 1h, 7d (at most 30d), not "${text}"`);
+  return seconds;
 }
 
 const clients: Subcommands = {
@@ -45,6 +64,17 @@ const clients: Subcommands = {
   revoke: (args) => {
     const id = onlyId(args, 'client id');
     return withDatabase(async (db) => (await revokeClient(db, id)) ?? notFound('client', id));
+  },
+  'rotate-secret': (args) => {
+    const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { overlap: { type: 'string' } } });
+    if (positionals.length !== 1) throw new Error('Give exactly one client id');
+    const id = positionals[0]!;
+    const overlap = parseOverlap(values.overlap);
+    return withDatabase(async (db) => {
+      const rotated = (await rotateClientSecret(db, id, overlap)) ?? notFound('active client', id);
+      await db.listenersCaughtUp(); // this process's own caches, as revokeClient does
+      return rotated;
+    });
   },
 };
 

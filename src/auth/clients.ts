@@ -13,6 +13,26 @@ const ARGON2_OPTIONS = { type: argon2.argon2id, memoryCost: 19_456, timeCost: 2,
 /** Longer presented secrets are refused without hashing them (ours are 47 characters). */
 const MAX_SECRET_LENGTH = 256;
 
+/** How long a replaced secret stays valid after a rotation, unless told otherwise; and the most it may. */
+export const DEFAULT_SECRET_OVERLAP_SECONDS = 24 * 3600;
+export const MAX_SECRET_OVERLAP_SECONDS = 30 * 24 * 3600;
+
+/** The body of a secret rotation (client secrets and webhook signing secrets alike). */
+export const SecretRotationRequest = z
+  .object({
+    overlap_seconds: z
+      .number()
+      .int()
+      .min(0)
+      .max(MAX_SECRET_OVERLAP_SECONDS)
+      .default(DEFAULT_SECRET_OVERLAP_SECONDS)
+      .describe('How long the replaced secret stays valid beside the new one: 0 ends it at once; default 86400 (24 h), at most 30 days'),
+  })
+  .strict()
+  .meta({ id: 'SecretRotationRequest' });
+
+const newSecret = () => `pcs_${randomBytes(32).toString('base64url')}`;
+
 /** Organisation and facility ids: opaque, URL- and header-safe. */
 export const EntityId = z.string().regex(/^[A-Za-z0-9._:-]{1,64}$/, 'use 1-64 letters, digits, . _ : -');
 
@@ -37,17 +57,22 @@ export interface ClientRecord {
   all_patients: boolean;
   created_at: string;
   revoked_at: string | null;
+  /** Until when the secret replaced by the last rotation is still accepted (null: no overlap). */
+  previous_secret_expires_at: string | null;
 }
 
-interface ClientRow extends Omit<ClientRecord, 'created_at' | 'revoked_at'> {
+interface ClientRow extends Omit<ClientRecord, 'created_at' | 'revoked_at' | 'previous_secret_expires_at'> {
   secret_hash: string;
+  previous_secret_hash: string | null;
   created_at: Date | string;
   revoked_at: Date | string | null;
+  previous_secret_expires_at: Date | string | null;
 }
 
-const COLUMNS = 'client_id, name, organization_id, facility_id, scopes, all_patients, created_at, revoked_at';
+const COLUMNS = 'client_id, name, organization_id, facility_id, scopes, all_patients, created_at, revoked_at, previous_secret_expires_at';
+const iso = (value: Date | string | null) => (value === null ? null : new Date(value).toISOString());
 
-function toRecord(row: Omit<ClientRow, 'secret_hash'>): ClientRecord {
+function toRecord(row: Omit<ClientRow, 'secret_hash' | 'previous_secret_hash'>): ClientRecord {
   return {
     client_id: row.client_id,
     name: row.name,
@@ -56,7 +81,8 @@ function toRecord(row: Omit<ClientRow, 'secret_hash'>): ClientRecord {
     scopes: row.scopes,
     all_patients: row.all_patients,
     created_at: new Date(row.created_at).toISOString(),
-    revoked_at: row.revoked_at === null ? null : new Date(row.revoked_at).toISOString(),
+    revoked_at: iso(row.revoked_at),
+    previous_secret_expires_at: iso(row.previous_secret_expires_at),
   };
 }
 
@@ -64,7 +90,7 @@ function toRecord(row: Omit<ClientRow, 'secret_hash'>): ClientRecord {
 export async function createClient(db: Queryable, input: z.input<typeof NewClientInput>): Promise<ClientRecord & { client_secret: string }> {
   const valid = NewClientInput.parse(input);
   const clientId = `cli_${randomBytes(12).toString('hex')}`;
-  const secret = `pcs_${randomBytes(32).toString('base64url')}`;
+  const secret = newSecret();
   const hash = await argon2.hash(secret, ARGON2_OPTIONS);
   const { rows } = await db.query<ClientRow>(
     `INSERT INTO oauth_clients (client_id, name, organization_id, facility_id, scopes, secret_hash, all_patients)
@@ -90,6 +116,36 @@ export async function revokeClient(db: Database, clientId: string): Promise<Clie
   return rows[0] && toRecord(rows[0]);
 }
 
+export interface ClientSecretRotation {
+  client_id: string;
+  /** The new secret: the only copy there will ever be. */
+  client_secret: string;
+  /** Until when the replaced secret is still accepted; null when it was refused at once (overlap 0). */
+  previous_secret_expires_at: string | null;
+}
+
+/**
+ * Gives an active client a new secret. The secret it replaces stays valid `overlapSeconds` longer (0: refused
+ * at once); a secret replaced by an earlier rotation, even within its overlap, is refused from now on. Both are
+ * kept only as Argon2id hashes. Undefined when there is no such active client. Tokens already issued stay
+ * valid until they expire (revoke the client to cut them off).
+ */
+export async function rotateClientSecret(db: Queryable, clientId: string, overlapSeconds: number): Promise<ClientSecretRotation | undefined> {
+  const secret = newSecret();
+  const hash = await argon2.hash(secret, ARGON2_OPTIONS);
+  const { rows } = await db.query<{ client_id: string; previous_secret_expires_at: Date | string | null }>(
+    `UPDATE oauth_clients
+     SET secret_hash = $2,
+         previous_secret_hash = CASE WHEN $3::float8 > 0 THEN secret_hash END,
+         previous_secret_expires_at = CASE WHEN $3::float8 > 0 THEN now() + make_interval(secs => $3::float8) END
+     WHERE client_id = $1 AND revoked_at IS NULL
+     RETURNING client_id, previous_secret_expires_at`,
+    [clientId, hash, overlapSeconds],
+  );
+  const row = rows[0];
+  return row && { client_id: row.client_id, client_secret: secret, previous_secret_expires_at: iso(row.previous_secret_expires_at) };
+}
+
 /** A client that may act now. */
 export interface ActiveClient {
   clientId: string;
@@ -103,6 +159,14 @@ export interface ActiveClient {
 export const CLIENT_CHANGES_CHANNEL = 'pont_client_changes';
 /** Clients kept in memory per process; the oldest go first. */
 const MAX_CACHED_CLIENTS = 10_000;
+/** How long a client changed by this process stays uncached when its change is never announced (rolled back). */
+const UNSETTLED_MS = 5000;
+
+/** The secrets of a client that passed Argon2id in this process: HMACs under the directory's key. */
+interface VerifiedSecrets {
+  current?: Buffer;
+  previous?: Buffer;
+}
 
 /**
  * Looks up clients and checks their secrets. Rows are cached in the process while it listens for
@@ -115,15 +179,23 @@ export class ClientDirectory {
   private decoyHash?: Promise<string>;
   /** client id -> row (null: no such client). Trusted only while `listening`. */
   private readonly rows = new Map<string, ClientRow | null>();
-  /** client id -> HMAC of the secret that passed Argon2id in this process, under `secretKey`. */
-  private readonly verifiedSecrets = new Map<string, Buffer>();
+  /** client id -> HMACs of the secrets that passed Argon2id in this process, under `secretKey`. */
+  private readonly verifiedSecrets = new Map<string, VerifiedSecrets>();
+  /** client id -> until when: changed in this process's open transaction, not cached until the change is heard. */
+  private readonly unsettled = new Map<string, number>();
   private readonly secretKey = randomBytes(32);
   private listening = false;
   /** Bumped by every invalidation: a lookup that began before one must not fill the cache. */
   private generation = 0;
   private stopListening?: () => Promise<void>;
 
-  constructor(private readonly db: Queryable) {}
+  /**
+   * @param now the clock (ms since the epoch) that ends a rotation's overlap; tests move it.
+   */
+  constructor(
+    private readonly db: Queryable,
+    public now: () => number = Date.now,
+  ) {}
 
   /** Starts hashing the decoy now, off the request path, and starts listening for changes (with a Database). */
   async warmUp(): Promise<void> {
@@ -152,12 +224,34 @@ export class ClientDirectory {
     this.generation++;
     this.rows.delete(clientId);
     this.verifiedSecrets.delete(clientId);
+    this.unsettled.delete(clientId);
   }
 
   private forgetAll(): void {
     this.generation++;
     this.rows.clear();
     this.verifiedSecrets.clear();
+    this.unsettled.clear();
+  }
+
+  /**
+   * Called in a transaction that changes the client (a rotation), before it commits: the client is forgotten
+   * and not cached again until this process hears the change announced, so that its very next request after
+   * the commit reads the new row (the answer may reach the caller before the announcement reaches us).
+   */
+  changing(clientId: string): void {
+    this.forget(clientId);
+    this.unsettled.set(clientId, Date.now() + UNSETTLED_MS);
+  }
+
+  /** May what a lookup that began at `generation` read be cached? */
+  private cacheable(clientId: string, generation: number): boolean {
+    if (!this.listening || generation !== this.generation) return false;
+    const until = this.unsettled.get(clientId);
+    if (until === undefined) return true;
+    if (until > Date.now()) return false;
+    this.unsettled.delete(clientId);
+    return true;
   }
 
   private decoy(): Promise<string> {
@@ -171,21 +265,28 @@ export class ClientDirectory {
   }
 
   /**
-   * The client when `secret` is its secret and it is not revoked. Unknown client, revoked client and
-   * wrong secret all run one Argon2id verification and give the same undefined. A secret that passed
-   * once is recognised after that by a constant-time comparison of a keyed hash (until the client changes).
+   * The client when `secret` is its secret, or its previous secret within a rotation's overlap, and it is
+   * not revoked. Unknown client, revoked client and wrong secret all run one Argon2id verification and give
+   * the same undefined (during an overlap, a secret that is not the new one is checked against the previous
+   * one too). A secret that passed once is recognised after that by a constant-time comparison of a keyed
+   * hash (until the client changes; the previous secret's only until its overlap ends).
    */
   async authenticate(clientId: string, secret: string): Promise<ActiveClient | undefined> {
     const row = await this.row(clientId);
     if (secret.length > MAX_SECRET_LENGTH) return undefined;
-    const live = row && row.revoked_at === null;
+    const live = row !== undefined && row.revoked_at === null;
+    const previousLive =
+      live && row.previous_secret_hash !== null && row.previous_secret_expires_at !== null && new Date(row.previous_secret_expires_at).getTime() > this.now();
     const mac = createHmac('sha256', this.secretKey).update(secret, 'utf8').digest();
     const known = this.verifiedSecrets.get(clientId);
-    if (live && known && timingSafeEqual(known, mac)) return toActive(row);
+    if (live && known?.current && timingSafeEqual(known.current, mac)) return toActive(row);
+    if (previousLive && known?.previous && timingSafeEqual(known.previous, mac)) return toActive(row);
     const generation = this.generation;
-    const matches = await argon2.verify(row?.secret_hash ?? (await this.decoy()), secret);
-    if (!row || !matches || !live) return undefined;
-    if (this.listening && generation === this.generation) this.remember(this.verifiedSecrets, clientId, mac);
+    let which: keyof VerifiedSecrets | undefined;
+    if (await argon2.verify(row?.secret_hash ?? (await this.decoy()), secret)) which = 'current';
+    else if (previousLive && (await argon2.verify(row.previous_secret_hash!, secret))) which = 'previous';
+    if (!row || !which || !live) return undefined;
+    if (this.cacheable(clientId, generation)) this.remember(this.verifiedSecrets, clientId, { ...this.verifiedSecrets.get(clientId), [which]: mac });
     return toActive(row);
   }
 
@@ -193,8 +294,8 @@ export class ClientDirectory {
     if (clientId.length > 128) return undefined;
     if (this.listening && this.rows.has(clientId)) return this.rows.get(clientId) ?? undefined;
     const generation = this.generation;
-    const { rows } = await this.db.query<ClientRow>(`SELECT ${COLUMNS}, secret_hash FROM oauth_clients WHERE client_id = $1`, [clientId]);
-    if (this.listening && generation === this.generation) this.remember(this.rows, clientId, rows[0] ?? null);
+    const { rows } = await this.db.query<ClientRow>(`SELECT ${COLUMNS}, secret_hash, previous_secret_hash FROM oauth_clients WHERE client_id = $1`, [clientId]);
+    if (this.cacheable(clientId, generation)) this.remember(this.rows, clientId, rows[0] ?? null);
     return rows[0];
   }
 

@@ -1,10 +1,10 @@
 import type { Context } from 'koa';
 import { z } from 'zod';
-import { ApiError, ErrorCode, type ErrorCodeValue } from '../http/errors';
+import { ApiError, ErrorCode, notFound, type ErrorCodeValue } from '../http/errors';
 import { readBody } from '../http/body';
 import { defineRoute, type RouteSpec } from '../http/routes';
 import type { Services } from '../services';
-import type { ActiveClient } from './clients';
+import { rotateClientSecret, SecretRotationRequest, type ActiveClient } from './clients';
 import type { ClientPrincipal } from './principal';
 import { SCOPES, type Scope } from './scopes';
 
@@ -12,6 +12,7 @@ export const TOKEN_PATH = '/api/v1/connect/auth/token';
 export const INTROSPECTION_PATH = '/api/v1/connect/auth/introspect';
 export const JWKS_PATH = '/.well-known/jwks.json';
 export const METADATA_PATH = '/.well-known/oauth-authorization-server';
+export const ROTATE_SECRET_PATH = '/api/v1/connect/auth/clients/{client_id}/rotate-secret';
 
 const FORM_AND_JSON = ['application/x-www-form-urlencoded', 'application/json'];
 /** RFC 6749 §5.1: token responses must not be cached. */
@@ -77,6 +78,14 @@ const SdkIntrospection = z
     expires_at: z.string().describe('ISO 8601'),
   })
   .meta({ id: 'SdkTokenIntrospection' });
+
+const ClientSecretRotation = z
+  .object({
+    client_id: z.string(),
+    client_secret: z.string().describe('pcs_…: the new secret, shown in this response only'),
+    previous_secret_expires_at: z.string().nullable().describe('Until when the replaced secret is still accepted (ISO 8601); null: refused already'),
+  })
+  .meta({ id: 'ClientSecretRotation' });
 
 const Jwk = z.object({ kty: z.string(), use: z.string(), alg: z.string(), kid: z.string(), n: z.string(), e: z.string() }).meta({ id: 'Jwk' });
 const Jwks = z.object({ keys: z.array(Jwk) }).meta({ id: 'Jwks' });
@@ -285,6 +294,35 @@ export function authRoutes(services: Services): RouteSpec[] {
             jti: claims.jti,
           },
         };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: ROTATE_SECRET_PATH,
+      operationId: 'rotateClientSecret',
+      summary: "Replace the calling client's secret; the old one stays valid for an overlap",
+      description:
+        'The caller is the client itself (its bearer token or its X-Client-ID/X-Client-Secret pair); any other ' +
+        'client id is 404. Both secrets are accepted until `previous_secret_expires_at` (`overlap_seconds`, default ' +
+        '86400, 0: the old one is refused at once), in every process; a secret replaced by an earlier rotation is ' +
+        'refused from now on. Tokens already issued stay valid until they expire. The new secret is returned in ' +
+        'this response only (an Idempotency-Key replay answers it again; it is kept encrypted for that).',
+      tags: ['Connect'],
+      security: { kind: 'client' },
+      params: z.object({ client_id: z.string().max(128).describe('cli_…: the calling client') }),
+      body: SecretRotationRequest,
+      responses: {
+        200: { description: 'The new secret', schema: ClientSecretRotation },
+        404: { description: 'Not the calling client' },
+      },
+      secretFields: { fields: ['client_secret'], key: config.webhooks.secretKey },
+      handler: async ({ params, body, principal, repo }) => {
+        const caller = principal as ClientPrincipal;
+        if (caller.clientId !== params.client_id) throw notFound(`No client ${params.client_id} for this caller`);
+        access.clients.changing(caller.clientId); // its next request, right after this answer, must see the new secret
+        const rotated = await repo.transaction((sql) => rotateClientSecret(sql, caller.clientId, body.overlap_seconds));
+        if (!rotated) throw notFound(`No client ${params.client_id} for this caller`); // revoked meanwhile
+        return { body: rotated, headers: NO_STORE };
       },
     }),
     defineRoute({

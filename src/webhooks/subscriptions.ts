@@ -93,6 +93,36 @@ export async function createSubscription(
   return { ...view(rows[0]!), webhook_secret: secret };
 }
 
+/**
+ * Gives a subscription a new signing secret, returned here, once, and stored only encrypted. Until
+ * `previous_secret_expires_at` (now + `overlapSeconds`; none when 0) deliveries are signed with both secrets; a
+ * secret replaced by an earlier rotation signs nothing more. Undefined when the organisation has no such active
+ * subscription.
+ */
+export async function rotateSubscriptionSecret(
+  db: Queryable,
+  secretKey: Buffer,
+  organizationId: string,
+  subscriptionId: string,
+  overlapSeconds: number,
+): Promise<(SubscriptionView & { webhook_secret: string; previous_secret_expires_at: string | null }) | undefined> {
+  const secret = newWebhookSecret();
+  // The replaced ciphertext moves as it is: it was sealed to the subscription id, as the new one is.
+  const { rows } = await db.query<SubscriptionRow & { previous_secret_expires_at: Date | string | null }>(
+    `UPDATE webhook_subscriptions
+     SET secret_encrypted = $3,
+         previous_secret_encrypted = CASE WHEN $4::float8 > 0 THEN secret_encrypted END,
+         previous_secret_expires_at = CASE WHEN $4::float8 > 0 THEN now() + make_interval(secs => $4::float8) END
+     WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL
+     RETURNING ${COLUMNS}, previous_secret_expires_at`,
+    [subscriptionId, organizationId, encryptSecret(secretKey, subscriptionId, secret), overlapSeconds],
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  const expires = row.previous_secret_expires_at;
+  return { ...view(row), webhook_secret: secret, previous_secret_expires_at: expires === null ? null : new Date(expires).toISOString() };
+}
+
 export async function listSubscriptions(db: Database, organizationId: string): Promise<SubscriptionView[]> {
   const { rows } = await db.query<SubscriptionRow>(
     `SELECT ${COLUMNS} FROM webhook_subscriptions WHERE organization_id = $1 AND deleted_at IS NULL ORDER BY created_at, id`,

@@ -23,6 +23,8 @@ interface ClaimedDelivery {
   subscription_id: string;
   callback_url: string;
   secret_encrypted: string;
+  /** The secret a rotation replaced, while its overlap lasts: deliveries are signed with both. */
+  previous_secret_encrypted: string | null;
   full_payload: boolean;
   /** The subscription's organisation, and who the event concerns: entitlement is checked again at delivery. */
   subscriber_org: string;
@@ -61,6 +63,7 @@ async function claimDue(db: Database, limit: number, leaseMs: number): Promise<C
      WHERE d.id = due.id AND s.id = d.subscription_id AND e.id = d.event_id
      RETURNING d.id, d.round, d.attempts, d.lease_token, s.id AS subscription_id, s.callback_url,
                s.secret_encrypted, s.full_payload, s.organization_id AS subscriber_org,
+               CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_secret_encrypted END AS previous_secret_encrypted,
                e.organization_id AS event_org, e.patient_id,
                e.id AS event_id, e.type, e.version, e.created_at, e.data, e.meta`,
     [limit, leaseToken, leaseMs],
@@ -189,9 +192,11 @@ async function post(delivery: ClaimedDelivery, secretKey: Buffer, timeoutMs: num
     durationMs: Math.round(performance.now() - started),
     ...fields,
   });
-  let secret: string;
+  let secrets: string[];
   try {
-    secret = decryptSecret(secretKey, delivery.subscription_id, delivery.secret_encrypted);
+    secrets = [delivery.secret_encrypted, delivery.previous_secret_encrypted]
+      .filter((stored): stored is string => stored !== null)
+      .map((stored) => decryptSecret(secretKey, delivery.subscription_id, stored));
   } catch {
     return done({ statusCode: null, error: 'webhook secret could not be decrypted (was PONT_WEBHOOK_SECRET_KEY changed?)', succeeded: false });
   }
@@ -209,7 +214,7 @@ async function post(delivery: ClaimedDelivery, secretKey: Buffer, timeoutMs: num
       headers: {
         'content-type': 'application/json',
         'user-agent': 'Pont-Webhooks/1.0',
-        [SIGNATURE_HEADER]: signatureHeader(secret, body, Math.floor(Date.now() / 1000)),
+        [SIGNATURE_HEADER]: signatureHeader(secrets, body, Math.floor(Date.now() / 1000)),
         'x-service-event-id': delivery.event.id,
         'x-service-delivery-id': delivery.id,
         'x-service-delivery-attempt': String(delivery.attempts + 1),

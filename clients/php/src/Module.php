@@ -32,6 +32,12 @@ abstract class Module
         return $this->http->request('POST', $path, [], $body ?? new \stdClass(), $idempotent);
     }
 
+    /** The body of a secret rotation: the server's default overlap unless one is given. */
+    protected static function overlap(?int $overlapSeconds): object
+    {
+        return $overlapSeconds === null ? new \stdClass() : (object) ['overlap_seconds' => $overlapSeconds];
+    }
+
     protected static function segment(string $value): string
     {
         return rawurlencode($value);

@@ -14,6 +14,7 @@ final class Pont
 {
     public const ENVIRONMENTS = ['sandbox' => 'https://sandbox.pont.health', 'production' => 'https://api.pont.health'];
 
+    public readonly Auth $auth;
     public readonly HealthIds $healthIds;
     public readonly Patients $patients;
     public readonly Consents $consents;
@@ -43,6 +44,7 @@ final class Pont
         }
         $this->http = new Transport($clientId, $clientSecret, rtrim($baseUrl ?? self::ENVIRONMENTS[$environment], '/'), $maxRetries, $timeout, $backoff, $sender);
         $this->http->accessToken();
+        $this->auth = new Auth($this->http);
         $this->healthIds = new HealthIds($this->http);
         $this->patients = new Patients($this->http);
         $this->consents = new Consents($this->http);

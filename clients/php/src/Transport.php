@@ -20,7 +20,7 @@ final class Transport
      */
     public function __construct(
         private readonly string $clientId,
-        #[\SensitiveParameter] private readonly string $clientSecret,
+        #[\SensitiveParameter] private string $clientSecret,
         public readonly string $baseUrl,
         private readonly int $maxRetries = 3,
         private readonly float $timeout = 30.0,
@@ -28,6 +28,17 @@ final class Transport
         ?callable $sender = null,
     ) {
         $this->sender = $sender ?? self::curlSender(...);
+    }
+
+    public function clientId(): string
+    {
+        return $this->clientId;
+    }
+
+    /** After a rotation of the client's secret: later tokens are asked for with the new one. */
+    public function useClientSecret(#[\SensitiveParameter] string $secret): void
+    {
+        $this->clientSecret = $secret;
     }
 
     /** A valid token: the cached one, or a new one. */

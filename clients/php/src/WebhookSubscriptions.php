@@ -38,6 +38,18 @@ final class WebhookSubscriptions extends Module
         return $this->postJson('/api/v1/connect/webhooks/events/' . self::segment($eventId) . '/replay', null, false);
     }
 
+    /**
+     * Replaces the subscription's signing secret (the answer's webhook_secret, shown only this once). For
+     * $overlapSeconds (server default 86400; 0: none) deliveries are signed with both secrets.
+     *
+     * @return array<string, mixed>
+     */
+    public function rotateSecret(string $subscriptionId, ?int $overlapSeconds = null): array
+    {
+        self::required('webhooks->rotateSecret', ['subscriptionId' => $subscriptionId]);
+        return $this->postJson('/api/v1/connect/webhooks/subscriptions/' . self::segment($subscriptionId) . '/rotate-secret', self::overlap($overlapSeconds));
+    }
+
     public function verifySignature(string $rawBody, ?string $signatureHeader, string $secret, int $tolerance = Webhooks::DEFAULT_TOLERANCE, ?int $now = null): bool
     {
         return Webhooks::verifySignature($rawBody, $signatureHeader, $secret, $tolerance, $now);

@@ -108,6 +108,28 @@ final class ClientTest extends TestCase
         }
     }
 
+    public function testNextTokensUseTheRotatedSecret(): void
+    {
+        $secretsUsed = [];
+        $send = static function (string $method, string $url, array $headers, ?string $body) use (&$secretsUsed): array {
+            $sent = json_decode($body ?? '{}', true) ?? [];
+            if (str_ends_with($url, '/auth/token')) {
+                $secretsUsed[] = $sent['client_secret'];
+                // Tokens that expire within 60 s: every call asks for a new one.
+                return [200, [], json_encode(['access_token' => 't', 'expires_in' => 30])];
+            }
+            if (str_ends_with($url, '/api/v1/connect/auth/clients/cli_x/rotate-secret')) {
+                return [200, [], json_encode(['client_id' => 'cli_x', 'client_secret' => 'pcs_new', 'previous_secret_expires_at' => null, 'overlap' => $sent['overlap_seconds'] ?? null])];
+            }
+            return [200, [], '{}'];
+        };
+        $pont = new Pont(clientId: 'cli_x', clientSecret: 'pcs_old', baseUrl: 'http://pont.invalid', sender: $send);
+        $rotated = $pont->auth->rotateClientSecret(0);
+        self::assertSame(['pcs_new', 0], [$rotated['client_secret'], $rotated['overlap']]);
+        $pont->webhooks->list();
+        self::assertSame(['pcs_old', 'pcs_old', 'pcs_new'], $secretsUsed);
+    }
+
     public function testMissingArgumentFailsBeforeAnyRequest(): void
     {
         $answers = [];
@@ -191,23 +213,35 @@ final class ClientTest extends TestCase
         self::assertGreaterThan(10, count($observations['entry'])); // every page, not the first 10
         self::assertSame('Patient', $pont->fhir->read('Patient', $patient['patient_id'])['resourceType']);
 
-        $delivery = null;
-        for ($i = 0; $i < 100 && $delivery === null; $i++) {
-            foreach (json_decode((string) file_get_contents($info['receiver_url']), true) as $d) {
-                if ((json_decode($d['raw_body'], true)['data']['lab_result_id'] ?? null) === $lab['lab_result_id']) {
-                    $delivery = $d;
+        $deliveryOf = static function (string $labResultId) use ($info): ?array {
+            for ($i = 0; $i < 100; $i++) {
+                foreach (json_decode((string) file_get_contents($info['receiver_url']), true) as $d) {
+                    if ((json_decode($d['raw_body'], true)['data']['lab_result_id'] ?? null) === $labResultId) {
+                        return $d;
+                    }
                 }
-            }
-            if ($delivery === null) {
                 usleep(100_000);
             }
-        }
+            return null;
+        };
+        $delivery = $deliveryOf($lab['lab_result_id']);
         self::assertNotNull($delivery);
         self::assertTrue($pont->webhooks->verifySignature($delivery['raw_body'], $delivery['signature'], $sub['webhook_secret']));
         $event = $pont->webhooks->parseEvent($delivery['raw_body'], $delivery['signature'], $sub['webhook_secret']);
         self::assertSame($hid, $event['data']['health_id']);
         self::assertContains($sub['id'], array_column($pont->webhooks->list()['subscriptions'], 'id'));
         self::assertSame($event['id'], $pont->webhooks->replay($event['id'])['event_id']);
+        // A rotation with overlap: the next delivery is signed with both secrets, and either verifies it.
+        $rotated = $pont->webhooks->rotateSecret($sub['id'], 3600);
+        self::assertStringStartsWith('whsec_', $rotated['webhook_secret']);
+        self::assertNotEmpty($rotated['previous_secret_expires_at']);
+        $lab2 = $pont->records->pushLabResult(['health_id' => $hid, 'test_name' => 'Potassium', 'result_value' => '6.9', 'unit' => 'mmol/L', 'flagged' => true, 'flag_level' => 'critical_high']);
+        $during = $deliveryOf($lab2['lab_result_id']);
+        self::assertNotNull($during);
+        self::assertSame(2, substr_count($during['signature'], 'v1='));
+        foreach ([$rotated['webhook_secret'], $sub['webhook_secret']] as $secret) {
+            self::assertTrue($pont->webhooks->verifySignature($during['raw_body'], $during['signature'], $secret));
+        }
         $pont->webhooks->unsubscribe($sub['id']);
 
         self::assertNotEmpty($pont->inventory->bloodInventory(['facility_id' => 'fac-demo'])['items']);
@@ -226,5 +260,12 @@ final class ClientTest extends TestCase
         $raises(\Pont\ValidationError::class, static fn () => $pont->healthIds->verify(substr($hid, 0, -2) . (str_ends_with($hid, '00') ? '01' : '00')));
         $raises(\Pont\ValidationError::class, static fn () => $pont->records->pushLabResult(['health_id' => $hid, 'test_name' => 'K', 'result_value' => '4', 'flagged' => true, 'flag_level' => 'normal']));
         $raises(\Pont\ConsentRequiredError::class, static fn () => $pont->patients->getSummary($info['foreign_health_id']));
+
+        // The client's own secret, rotated with an overlap: both secrets get tokens until it ends.
+        $newSecret = $pont->auth->rotateClientSecret(3600);
+        self::assertStringStartsWith('pcs_', $newSecret['client_secret']);
+        foreach ([$newSecret['client_secret'], $full['client_secret']] as $secret) {
+            self::assertInstanceOf(Pont::class, new Pont(clientId: $full['client_id'], clientSecret: $secret, baseUrl: $info['base_url']));
+        }
     }
 }

@@ -39,6 +39,15 @@ class Transport:
         self._token: Optional[Tuple[str, float]] = None
         self._lock = threading.Lock()
 
+    @property
+    def client_id(self) -> str:
+        return self._client_id
+
+    def use_client_secret(self, secret: str) -> None:
+        """After a rotation of the client's secret: later tokens are asked for with the new one."""
+        with self._lock:
+            self._client_secret = secret
+
     def access_token(self, force: bool = False) -> str:
         """A valid token: the cached one, or a new one (one refresh at a time across threads)."""
         with self._lock:

@@ -32,6 +32,20 @@ class _Module:
         return self._http.request("POST", path, body=body if body is not None else {}, idempotent=idempotent)
 
 
+def _overlap(overlap_seconds: Optional[int]) -> Json:
+    return {} if overlap_seconds is None else {"overlap_seconds": overlap_seconds}
+
+
+class Auth(_Module):
+    def rotate_client_secret(self, overlap_seconds: Optional[int] = None) -> Json:
+        """Replaces this client's secret: the answer's ``client_secret`` is shown only this once, and this instance
+        asks for its next tokens with it. The old secret stays valid for ``overlap_seconds`` (server default 86400;
+        0: none)."""
+        rotated = self._post(f"/api/v1/connect/auth/clients/{_q(self._http.client_id)}/rotate-secret", _overlap(overlap_seconds))
+        self._http.use_client_secret(rotated["client_secret"])
+        return rotated
+
+
 class HealthIds(_Module):
     def resolve(self, fields: Mapping[str, Any]) -> Json:
         """Finds the patient by ``health_id``, or by ``first_name``, ``last_name``, ``date_of_birth`` (creating them)."""
@@ -156,6 +170,12 @@ class Webhooks(_Module):
         _required("webhooks.replay", event_id=event_id)
         return self._post(f"/api/v1/connect/webhooks/events/{_q(event_id)}/replay", idempotent=False)
 
+    def rotate_secret(self, subscription_id: str, overlap_seconds: Optional[int] = None) -> Json:
+        """Replaces the subscription's signing secret (``webhook_secret``, shown only this once). For
+        ``overlap_seconds`` (server default 86400; 0: none) deliveries are signed with both secrets."""
+        _required("webhooks.rotate_secret", subscription_id=subscription_id)
+        return self._post(f"/api/v1/connect/webhooks/subscriptions/{_q(subscription_id)}/rotate-secret", _overlap(overlap_seconds))
+
 
 class Inventory(_Module):
     def pharmacy_stock(self, facility_id: Optional[str] = None, medication: Optional[str] = None, below_reorder_level: Optional[bool] = None,
@@ -186,6 +206,7 @@ class Pont:
             raise ValidationError("Pont: environment must be sandbox or production")
         self._http = Transport(client_id, client_secret, base_url or ENVIRONMENTS[environment], max_retries, timeout, backoff, sender)
         self._http.access_token()
+        self.auth = Auth(self._http)
         self.health_ids = HealthIds(self._http)
         self.patients = Patients(self._http)
         self.consents = Consents(self._http)

@@ -82,6 +82,26 @@ class Behaviour(unittest.TestCase):
             client.records.push_lab_result(fields)
         self.assertEqual(len(calls), 4)  # a 422 is never retried
 
+    def test_next_tokens_use_the_rotated_secret(self):
+        secrets_used = []
+
+        def send(method, url, headers, body, timeout):
+            sent = json.loads(body or b"{}")
+            if url.endswith("/auth/token"):
+                secrets_used.append(sent["client_secret"])
+                # Tokens that expire within 60 s: every call asks for a new one.
+                return 200, {}, json.dumps({"access_token": "t", "expires_in": 30}).encode()
+            if url.endswith("/api/v1/connect/auth/clients/cli_x/rotate-secret"):
+                answer = {"client_id": "cli_x", "client_secret": "pcs_new", "previous_secret_expires_at": None, "overlap": sent.get("overlap_seconds")}
+                return 200, {}, json.dumps(answer).encode()
+            return 200, {}, b"{}"
+
+        client = Pont(client_id="cli_x", client_secret="pcs_old", base_url="http://pont.invalid", sender=send)
+        rotated = client.auth.rotate_client_secret(0)
+        self.assertEqual((rotated["client_secret"], rotated["overlap"]), ("pcs_new", 0))
+        client.webhooks.list()
+        self.assertEqual(secrets_used, ["pcs_old", "pcs_old", "pcs_new"])
+
     def test_missing_argument_fails_before_any_request(self):
         calls = []
         client = Pont(client_id="cli_x", client_secret="pcs_x", base_url="http://pont.invalid", sender=fake_sender([], calls))
@@ -143,19 +163,31 @@ class LiveScenario(unittest.TestCase):
         self.assertGreater(len(observations["entry"]), 10)  # every page, not the first 10
         self.assertEqual(p.fhir.read("Patient", patient["patient_id"])["resourceType"], "Patient")
 
-        delivery = None
-        for _ in range(100):
-            with urllib.request.urlopen(info["receiver_url"]) as res:
-                delivered = json.loads(res.read())
-            delivery = next((d for d in delivered if json.loads(d["raw_body"])["data"].get("lab_result_id") == lab["lab_result_id"]), None)
-            if delivery:
-                break
-            time.sleep(0.1)
+        def delivery_of(lab_result_id):
+            for _ in range(100):
+                with urllib.request.urlopen(info["receiver_url"]) as res:
+                    delivered = json.loads(res.read())
+                found = next((d for d in delivered if json.loads(d["raw_body"])["data"].get("lab_result_id") == lab_result_id), None)
+                if found:
+                    return found
+                time.sleep(0.1)
+            return None
+
+        delivery = delivery_of(lab["lab_result_id"])
         self.assertIs(p.webhooks.verify_signature(delivery["raw_body"].encode("utf-8"), delivery["signature"], sub["webhook_secret"]), True)
         event = p.webhooks.parse_event(delivery["raw_body"], delivery["signature"], sub["webhook_secret"])
         self.assertEqual(event["data"]["health_id"], hid)
         self.assertIn(sub["id"], [s["id"] for s in p.webhooks.list()["subscriptions"]])
         self.assertEqual(p.webhooks.replay(event["id"])["event_id"], event["id"])
+        # A rotation with overlap: the next delivery is signed with both secrets, and either verifies it.
+        rotated = p.webhooks.rotate_secret(sub["id"], 3600)
+        self.assertTrue(rotated["webhook_secret"].startswith("whsec_"))
+        self.assertTrue(rotated["previous_secret_expires_at"])
+        lab2 = p.records.push_lab_result({"health_id": hid, "test_name": "Potassium", "result_value": "6.9", "unit": "mmol/L", "flagged": True, "flag_level": "critical_high"})
+        during = delivery_of(lab2["lab_result_id"])
+        self.assertEqual(during["signature"].count("v1="), 2)
+        for secret in (rotated["webhook_secret"], sub["webhook_secret"]):
+            self.assertIs(p.webhooks.verify_signature(during["raw_body"].encode("utf-8"), during["signature"], secret), True)
         p.webhooks.unsubscribe(sub["id"])
 
         self.assertGreater(len(p.inventory.blood_inventory(facility_id="fac-demo")["items"]), 0)
@@ -170,6 +202,12 @@ class LiveScenario(unittest.TestCase):
             p.records.push_lab_result({"health_id": hid, "test_name": "K", "result_value": "4", "flagged": True, "flag_level": "normal"})
         with self.assertRaises(pont.ConsentRequiredError):
             p.patients.get_summary(info["foreign_health_id"])
+
+        # The client's own secret, rotated with an overlap: both secrets get tokens until it ends.
+        new_secret = p.auth.rotate_client_secret(3600)
+        self.assertTrue(new_secret["client_secret"].startswith("pcs_"))
+        for secret in (new_secret["client_secret"], full["client_secret"]):
+            Pont(client_id=full["client_id"], client_secret=secret, base_url=info["base_url"])
 
 
 if __name__ == "__main__":

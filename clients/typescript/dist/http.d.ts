@@ -26,7 +26,11 @@ export declare class Transport {
     private token?;
     private refreshing?;
     private readonly fetchImpl;
+    private clientSecret;
     constructor(options: TransportOptions);
+    get clientId(): string;
+    /** After a rotation of the client's secret: later tokens are asked for with the new one. */
+    useClientSecret(secret: string): void;
     /** A valid token: the cached one, or a new one (concurrent callers share one refresh). */
     accessToken(force?: boolean): Promise<string>;
     private fetchToken;

@@ -8,9 +8,18 @@ export class Transport {
     token;
     refreshing;
     fetchImpl;
+    clientSecret;
     constructor(options) {
         this.options = options;
         this.fetchImpl = options.fetch ?? fetch;
+        this.clientSecret = options.clientSecret;
+    }
+    get clientId() {
+        return this.options.clientId;
+    }
+    /** After a rotation of the client's secret: later tokens are asked for with the new one. */
+    useClientSecret(secret) {
+        this.clientSecret = secret;
     }
     /** A valid token: the cached one, or a new one (concurrent callers share one refresh). */
     async accessToken(force = false) {
@@ -21,7 +30,7 @@ export class Transport {
     }
     async fetchToken() {
         const body = await this.send('POST', `${this.options.baseUrl}/api/v1/connect/auth/token`, {
-            body: { grant_type: 'client_credentials', client_id: this.options.clientId, client_secret: this.options.clientSecret },
+            body: { grant_type: 'client_credentials', client_id: this.options.clientId, client_secret: this.clientSecret },
             auth: false,
         });
         const token = body;

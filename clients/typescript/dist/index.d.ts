@@ -39,6 +39,13 @@ type Bundle = {
 };
 export declare class Pont {
     private readonly http;
+    readonly auth: {
+        /**
+         * Replaces this client's secret: the answer's `client_secret` is shown only this once, and this instance asks
+         * for its next tokens with it. The old secret stays valid for `overlapSeconds` (server default 86400; 0: none).
+         */
+        rotateClientSecret: (overlapSeconds?: number) => Promise<T.ClientSecretRotation>;
+    };
     readonly healthIds: {
         /** Finds the patient by Health ID, or by demographics (creating them when none matches): `{health_id, status}`. */
         resolve: (input: T.HealthIdResolveRequest) => Promise<T.HealthIdResolveResponse>;
@@ -86,6 +93,11 @@ export declare class Pont {
         }>;
         unsubscribe: (subscriptionId: string) => Promise<void>;
         replay: (eventId: string) => Promise<T.WebhookReplay>;
+        /**
+         * Replaces the subscription's signing secret (the answer's `webhook_secret`, shown only this once). For
+         * `overlapSeconds` (server default 86400; 0: none) deliveries are signed with both secrets.
+         */
+        rotateSecret: (subscriptionId: string, overlapSeconds?: number) => Promise<T.WebhookSecretRotation>;
         verifySignature: typeof webhooks.verifySignature;
         parseEvent: typeof webhooks.parseEvent;
     };

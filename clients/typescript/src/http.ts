@@ -31,9 +31,20 @@ export class Transport {
   private token?: { value: string; expiresAt: number };
   private refreshing?: Promise<string>;
   private readonly fetchImpl: typeof fetch;
+  private clientSecret: string;
 
   constructor(private readonly options: TransportOptions) {
     this.fetchImpl = options.fetch ?? fetch;
+    this.clientSecret = options.clientSecret;
+  }
+
+  get clientId(): string {
+    return this.options.clientId;
+  }
+
+  /** After a rotation of the client's secret: later tokens are asked for with the new one. */
+  useClientSecret(secret: string): void {
+    this.clientSecret = secret;
   }
 
   /** A valid token: the cached one, or a new one (concurrent callers share one refresh). */
@@ -45,7 +56,7 @@ export class Transport {
 
   private async fetchToken(): Promise<string> {
     const body = await this.send('POST', `${this.options.baseUrl}/api/v1/connect/auth/token`, {
-      body: { grant_type: 'client_credentials', client_id: this.options.clientId, client_secret: this.options.clientSecret },
+      body: { grant_type: 'client_credentials', client_id: this.options.clientId, client_secret: this.clientSecret },
       auth: false,
     });
     const token = body as { access_token?: string; expires_in?: number };

@@ -32,6 +32,7 @@ function required(method: string, values: Record<string, unknown>): void {
 const enc = encodeURIComponent;
 
 export class Pont {
+  readonly auth;
   readonly healthIds;
   readonly patients;
   readonly consents;
@@ -61,6 +62,17 @@ export class Pont {
       return allPages(`/api/v1/sdk/patients/${enc(healthId)}/fhir/${type}`, filters);
     };
 
+    this.auth = {
+      /**
+       * Replaces this client's secret: the answer's `client_secret` is shown only this once, and this instance asks
+       * for its next tokens with it. The old secret stays valid for `overlapSeconds` (server default 86400; 0: none).
+       */
+      rotateClientSecret: async (overlapSeconds?: number) => {
+        const rotated = await post<T.ClientSecretRotation>(`/api/v1/connect/auth/clients/${enc(http.clientId)}/rotate-secret`, overlapSeconds === undefined ? {} : { overlap_seconds: overlapSeconds });
+        http.useClientSecret(rotated.client_secret);
+        return rotated;
+      },
+    };
     this.healthIds = {
       /** Finds the patient by Health ID, or by demographics (creating them when none matches): `{health_id, status}`. */
       resolve: (input: T.HealthIdResolveRequest) => {
@@ -149,6 +161,14 @@ export class Pont {
       replay: (eventId: string) => {
         required('webhooks.replay', { eventId });
         return post<T.WebhookReplay>(`/api/v1/connect/webhooks/events/${enc(eventId)}/replay`, undefined, false);
+      },
+      /**
+       * Replaces the subscription's signing secret (the answer's `webhook_secret`, shown only this once). For
+       * `overlapSeconds` (server default 86400; 0: none) deliveries are signed with both secrets.
+       */
+      rotateSecret: (subscriptionId: string, overlapSeconds?: number) => {
+        required('webhooks.rotateSecret', { subscriptionId });
+        return post<T.WebhookSecretRotation>(`/api/v1/connect/webhooks/subscriptions/${enc(subscriptionId)}/rotate-secret`, overlapSeconds === undefined ? {} : { overlap_seconds: overlapSeconds });
       },
       verifySignature: webhooks.verifySignature,
       parseEvent: webhooks.parseEvent,

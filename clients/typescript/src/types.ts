@@ -100,6 +100,14 @@ export type BridgeSyncResult = {
   }>;
 };
 
+export type ClientSecretRotation = {
+  client_id: string;
+  /** pcs_…: the new secret, shown in this response only */
+  client_secret: string;
+  /** Until when the replaced secret is still accepted (ISO 8601); null: refused already */
+  previous_secret_expires_at: string | null;
+};
+
 export type ClinicalNote = {
   /** uuid */
   id: string;
@@ -555,6 +563,11 @@ export type SdkTokenIntrospection = {
   expires_at: string;
 };
 
+export type SecretRotationRequest = {
+  /** How long the replaced secret stays valid beside the new one: 0 ends it at once; default 86400 (24 h), at most 30 days */
+  overlap_seconds?: number;
+};
+
 /** Section 2.4. Also accepted form-encoded, with the client credentials in HTTP Basic (RFC 6749 §2.3.1). */
 export type TokenRequest = {
   grant_type: "client_credentials";
@@ -655,6 +668,22 @@ export type WebhookReplay = {
     subscription_id: string;
     round: number;
   }>;
+};
+
+export type WebhookSecretRotation = {
+  /** whsub_… */
+  id: string;
+  callback_url: string;
+  subscribed_events: Array<WebhookEventType>;
+  description: string;
+  status: "active";
+  /** Deliveries carry the full event data (operator switch); otherwise identifiers only */
+  full_payload: boolean;
+  created_at: string;
+  /** whsec_…: the new secret, shown in this response only */
+  webhook_secret: string;
+  /** Until when deliveries are also signed with the replaced secret (ISO 8601); null: they no longer are */
+  previous_secret_expires_at: string | null;
 };
 
 export type WebhookSubscription = {

@@ -62,6 +62,22 @@ describe('retries, tokens and idempotency keys', () => {
     expect(calls).toHaveLength(4);
   });
 
+  it('asks for its next tokens with the new secret once it rotated it', async () => {
+    const secretsUsed: string[] = [];
+    const fetchFake = (async (url: string, init: RequestInit) => {
+      const body = JSON.parse(String(init.body ?? '{}'));
+      // Tokens that expire within 60 s: every call asks for a new one.
+      if (String(url).endsWith('/auth/token')) return secretsUsed.push(body.client_secret), new Response(JSON.stringify({ access_token: 't', expires_in: 30 }), { status: 200 });
+      if (String(url).endsWith('/api/v1/connect/auth/clients/cli_x/rotate-secret'))
+        return new Response(JSON.stringify({ client_id: 'cli_x', client_secret: 'pcs_new', previous_secret_expires_at: null, overlap: body.overlap_seconds }), { status: 200 });
+      return new Response('{}', { status: 200 });
+    }) as typeof fetch;
+    const pont = await Pont.create({ clientId: 'cli_x', clientSecret: 'pcs_old', baseUrl: 'http://pont.invalid', fetch: fetchFake });
+    expect(await pont.auth.rotateClientSecret(0)).toMatchObject({ client_secret: 'pcs_new', overlap: 0 });
+    await pont.webhooks.list();
+    expect(secretsUsed).toEqual(['pcs_old', 'pcs_old', 'pcs_new']);
+  });
+
   it('refuses a missing argument before any request', async () => {
     let requests = 0;
     const fetchFake = (async () => (requests++, new Response(JSON.stringify({ access_token: 't', expires_in: 3600 }), { status: 200 }))) as typeof fetch;
@@ -129,16 +145,28 @@ describe('the live scenario against a real Pont', () => {
     expect((await pont.fhir.read('Patient', info.demo.patients[0].patient_id)).resourceType).toBe('Patient');
 
     // The delivery Pont made, verified by this library.
-    let delivery: { raw_body: string; signature: string } | undefined;
-    for (let i = 0; i < 100 && !delivery; i++) {
-      delivery = ((await (await fetch(info.receiver_url)).json()) as any[]).find((d) => JSON.parse(d.raw_body).data.lab_result_id === lab.lab_result_id);
-      if (!delivery) await new Promise((r) => setTimeout(r, 100));
-    }
+    const deliveryOf = async (labResultId: string) => {
+      let delivery: { raw_body: string; signature: string } | undefined;
+      for (let i = 0; i < 100 && !delivery; i++) {
+        delivery = ((await (await fetch(info.receiver_url)).json()) as any[]).find((d) => JSON.parse(d.raw_body).data.lab_result_id === labResultId);
+        if (!delivery) await new Promise((r) => setTimeout(r, 100));
+      }
+      return delivery!;
+    };
+    const delivery = await deliveryOf(lab.lab_result_id);
     expect(pont.webhooks.verifySignature(delivery!.raw_body, delivery!.signature, sub.webhook_secret)).toBe(true);
     const event = pont.webhooks.parseEvent(delivery!.raw_body, delivery!.signature, sub.webhook_secret);
     expect(event.data).toMatchObject({ health_id: hid, lab_result_id: lab.lab_result_id, flagged: true });
     expect((await pont.webhooks.list()).subscriptions.map((s) => s.id)).toContain(sub.id);
     expect((await pont.webhooks.replay(event.id)).event_id).toBe(event.id);
+    // A rotation with overlap: the next delivery is signed with both secrets, and either verifies it.
+    const rotated = await pont.webhooks.rotateSecret(sub.id, 3600);
+    expect(rotated.webhook_secret).toMatch(/^whsec_/);
+    expect(rotated.previous_secret_expires_at).toBeTruthy();
+    const lab2 = await pont.records.pushLabResult({ health_id: hid, test_name: 'Potassium', result_value: '6.9', unit: 'mmol/L', flagged: true, flag_level: 'critical_high' });
+    const during = await deliveryOf(lab2.lab_result_id);
+    expect(during.signature.match(/v1=/g)).toHaveLength(2);
+    for (const secret of [rotated.webhook_secret, sub.webhook_secret]) expect(pont.webhooks.verifySignature(during.raw_body, during.signature, secret)).toBe(true);
     await pont.webhooks.unsubscribe(sub.id);
 
     expect((await pont.inventory.bloodInventory({ facility_id: 'fac-demo' })).items.length).toBeGreaterThan(0);
@@ -149,5 +177,10 @@ describe('the live scenario against a real Pont', () => {
     await expect(pont.healthIds.verify(hid.slice(0, -2) + (hid.endsWith('00') ? '01' : '00'))).rejects.toBeInstanceOf(client.ValidationError);
     await expect(pont.records.pushLabResult({ health_id: hid, test_name: 'K', result_value: '4', flagged: true, flag_level: 'normal' })).rejects.toBeInstanceOf(client.ValidationError);
     await expect(pont.patients.getSummary(info.foreign_health_id)).rejects.toBeInstanceOf(client.ConsentRequiredError);
+
+    // The client's own secret, rotated with an overlap: both secrets get tokens until it ends.
+    const newSecret = await pont.auth.rotateClientSecret(3600);
+    expect(newSecret.client_secret).toMatch(/^pcs_/);
+    for (const secret of [newSecret.client_secret, full.client_secret]) await Pont.create({ clientId: full.client_id, clientSecret: secret, baseUrl: info.base_url });
   }, 120_000);
 });
