@@ -7,14 +7,15 @@ import { shareDatabase } from './db/pglite-share';
 import { migrate } from './db/migrate';
 import { loadFhirDefinitions } from './fhir/definitions';
 import { createLogger } from './log';
-import { createServices, type Services } from './services';
+import { createServices, type Composition } from './services';
 import { backfill } from './fhir/store/backfill';
 
 export interface RunningPont {
   /** Base URL the server listens on (http://host:port). */
   url: string;
   server: Server;
-  services: Services;
+  /** The composition: route modules get it as `Services` (no database handle); tests and benchmarks use `db` too. */
+  services: Composition;
   close(): Promise<void>;
 }
 

@@ -133,8 +133,12 @@ export class AuditTrail {
   }
 }
 
-/** The organisation of the caller an audit record names (none for Pont itself and for patients). */
+/**
+ * The organisation of the caller an audit record names (none for Pont itself and for patients). A refusal is the
+ * operators' only: it names the patient of data the caller was refused, which the caller must not learn.
+ */
 function organizationOf(record: AuditRecord): string | null {
+  if (record.outcome !== 'success') return null;
   const principal = record.caller?.principal as { organizationId?: string } | undefined;
   return principal?.organizationId ?? null;
 }

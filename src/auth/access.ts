@@ -3,11 +3,11 @@ import type { Config } from '../config';
 import type { Database } from '../db/database';
 import { ApiError, ErrorCode } from '../http/errors';
 import type { AccessControl, Security } from '../http/routes';
-import { authenticateAgent, BRIDGE_TIMESTAMP_TOLERANCE_SECONDS, timestampIsFresh } from './agents';
+import { AgentRegistry, BRIDGE_TIMESTAMP_TOLERANCE_SECONDS, timestampIsFresh } from './agents';
 import { ClientDirectory, type ActiveClient } from './clients';
 import { ensureSigningKey, KeyStore } from './keys';
 import type { AgentPrincipal, ClientPrincipal, PatientPrincipal } from './principal';
-import { authenticatePatient } from '../consents/mobile';
+import { PatientTokens } from '../consents/mobile';
 import { RateLimits } from './rate-limits';
 import { TokenService } from './tokens';
 
@@ -44,15 +44,27 @@ export class Access implements AccessControl {
   readonly keys: KeyStore;
   readonly tokens: TokenService;
   readonly limits: RateLimits;
+  readonly agents: AgentRegistry;
+  readonly patientTokens: PatientTokens;
 
   constructor(
     private readonly config: Config,
-    readonly db: Database,
+    private readonly db: Database,
   ) {
     this.clients = new ClientDirectory(db);
     this.keys = new KeyStore(db);
     this.tokens = new TokenService(this.keys, this.clients, () => config.publicUrl);
     this.limits = new RateLimits(db, config.rateLimits);
+    this.agents = new AgentRegistry(db);
+    this.patientTokens = new PatientTokens(db);
+  }
+
+  /**
+   * Resolves once this process's caches (clients, keys) have heard every change committed before the call: a
+   * client or key just removed is refused from this process's next request.
+   */
+  caughtUp(): Promise<void> {
+    return this.db.listenersCaughtUp();
   }
 
   /** Stops listening for client changes and sweeping rate-limit windows. */
@@ -71,7 +83,7 @@ export class Access implements AccessControl {
         return undefined;
       case 'patient': {
         const token = BEARER.exec(ctx.get('authorization'))?.[1];
-        const patient = token ? await authenticatePatient(this.db, token) : undefined;
+        const patient = token ? await this.patientTokens.authenticate(token) : undefined;
         if (!patient) throw unauthenticated('The mobile routes need a patient token: Authorization: Bearer pat_…', { invalidToken: !!token });
         await this.limits.consume(routeGroup, `patient:${patient.patientId}`);
         return patient;
@@ -145,7 +157,7 @@ export class Access implements AccessControl {
         extra: { server_time: Math.floor(Date.now() / 1000) },
       });
     }
-    const agent = await authenticateAgent(this.db, agentId, key);
+    const agent = await this.agents.authenticate(agentId, key);
     if (!agent) throw unauthenticated('Invalid Bridge Agent credentials', { bearerChallenge: false });
     return { kind: 'bridge-agent', ...agent };
   }

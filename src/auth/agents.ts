@@ -101,6 +101,21 @@ export async function authenticateAgent(db: Queryable, agentId: string, key: str
   return row && matches && row.revoked_at === null ? { agentId: row.agent_id, facilityId: row.facility_id, organizationId: row.organization_id ?? undefined } : undefined;
 }
 
+/** The Bridge agents table as the access layer and the Bridge routes use it (the CLI uses the functions above). */
+export class AgentRegistry {
+  constructor(private readonly db: Queryable) {}
+
+  /** The agent when `key` is its key and it is not revoked. */
+  authenticate(agentId: string, key: string): Promise<ActiveAgent | undefined> {
+    return authenticateAgent(this.db, agentId, key);
+  }
+
+  /** Records a heartbeat of an authenticated agent. */
+  recordHeartbeat(agentId: string, version: string): Promise<AgentRecord> {
+    return recordHeartbeat(this.db, agentId, version);
+  }
+}
+
 /** Whether an X-Bridge-Timestamp (Unix seconds) is within the tolerance of now. */
 export function timestampIsFresh(header: string, nowMs = Date.now()): boolean {
   if (!/^\d{1,12}$/.test(header)) return false;

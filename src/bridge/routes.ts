@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { recordHeartbeat } from '../auth/agents';
 import { syncBatch } from './sync';
 import type { AgentPrincipal } from '../auth/principal';
 import { ApiError, ErrorCode } from '../http/errors';
@@ -80,7 +79,7 @@ export function bridgeRoutes(services: Services): RouteSpec[] {
         if (body.agent_id !== agent.agentId || body.facility_id !== agent.facilityId) {
           throw new ApiError(403, ErrorCode.forbidden, 'agent_id and facility_id must be those of the authenticated agent');
         }
-        const record = await recordHeartbeat(services.db, agent.agentId, body.version);
+        const record = await services.access.agents.recordHeartbeat(agent.agentId, body.version);
         const now = new Date(record.last_seen_at!);
         return {
           body: {
@@ -119,7 +118,7 @@ export function bridgeRoutes(services: Services): RouteSpec[] {
           throw new ApiError(413, ErrorCode.payloadTooLarge, `A batch holds at most ${MAX_BATCH_RESOURCES} resources; this one has ${body.resources.length}: split it`);
         const agent = principal as AgentPrincipal;
         if (!agent.organizationId) throw new ApiError(403, ErrorCode.forbidden, 'This agent belongs to no organisation: create a new one with `pont agents create --org ORG --facility FAC`');
-        const { answer, replayed } = await syncBatch(repo, services.db, agent, body.batch_id, body.resources);
+        const { answer, replayed } = await syncBatch(repo, agent, body.batch_id, body.resources);
         return { body: answer, headers: replayed ? { 'Idempotent-Replayed': 'true' } : ({} as Record<string, string>) };
       },
     }),

@@ -79,9 +79,10 @@ export function batchHash(resources: unknown[]): string {
  * instead of duplicating and an identical resend changes nothing. The answer is kept per (agent, batch id): the
  * same batch again gets it back; another batch under a used id is 409.
  */
-export async function syncBatch(repo: FhirRepository, sql: Queryable, agent: AgentPrincipal, batchId: string, resources: unknown[]): Promise<{ answer: SyncAnswer; replayed: boolean }> {
+export async function syncBatch(repo: FhirRepository, agent: AgentPrincipal, batchId: string, resources: unknown[]): Promise<{ answer: SyncAnswer; replayed: boolean }> {
   const hash = batchHash(resources);
-  const stored = await storedAnswer(sql, agent.agentId, batchId, hash);
+  const kept = () => repo.transaction((sql) => storedAnswer(sql, agent.agentId, batchId, hash));
+  const stored = await kept();
   if (stored) return { answer: stored, replayed: true };
 
   const items = resources.map((item, index) => prepare(agent, index, item));
@@ -113,7 +114,7 @@ export async function syncBatch(repo: FhirRepository, sql: Queryable, agent: Age
         },
       });
   });
-  const again = await storedAnswer(sql, agent.agentId, batchId, hash);
+  const again = await kept();
   return { answer: again ?? answer, replayed: false };
 }
 

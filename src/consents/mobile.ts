@@ -1,5 +1,5 @@
 import { createHash, randomBytes, randomInt } from 'node:crypto';
-import type { Queryable } from '../db/database';
+import type { Database, Queryable } from '../db/database';
 import type { PatientPrincipal } from '../auth/principal';
 
 /** Pairing codes: 8 characters of Crockford's base32 (no I, L, O, U: nothing to misread), 40 bits. */
@@ -66,4 +66,22 @@ export async function authenticatePatient(db: Queryable, token: string): Promise
 /** Revokes a patient token (the app signs out). */
 export async function revokePatientToken(db: Queryable, token: string): Promise<void> {
   await db.query('UPDATE mobile_tokens SET revoked_at = now() WHERE token_hash = $1 AND revoked_at IS NULL', [sha256(token)]);
+}
+
+/** Pairing codes and patient tokens as the access layer and the mobile routes use them. */
+export class PatientTokens {
+  constructor(private readonly db: Database) {}
+
+  /** exchangePairingCode, in a transaction of its own. */
+  exchange(healthId: string, code: string): Promise<{ token: string; expiresIn: number } | undefined> {
+    return this.db.transaction((tx) => exchangePairingCode(tx, healthId, code));
+  }
+
+  authenticate(token: string): Promise<PatientPrincipal | undefined> {
+    return authenticatePatient(this.db, token);
+  }
+
+  revoke(token: string): Promise<void> {
+    return revokePatientToken(this.db, token);
+  }
 }

@@ -5,7 +5,7 @@ import { ApiError, ErrorCode } from '../http/errors';
 import { ErrorSchema } from '../http/openapi';
 import { defineRoute, type RouteSpec } from '../http/routes';
 import type { Services } from '../services';
-import { exchangePairingCode, issuePairingCode, PAIRING_CODE_TTL_SECONDS, revokePatientToken } from './mobile';
+import { issuePairingCode, PAIRING_CODE_TTL_SECONDS } from './mobile';
 import { registeredPatient } from '../healthid/registry';
 import { ConsentService } from './service';
 import { CONSENT_TYPE_NAMES, DATA_CLASSES } from './types';
@@ -194,7 +194,7 @@ export function consentRoutes(services: Services): RouteSpec[] {
         const { limits } = services.access;
         const keys = [`ip:${ctx.ip}`, `pairing:${body.health_id}`];
         for (const key of keys) await limits.assertNotExhausted('failed-auth', key);
-        const issued = await services.db.transaction((tx) => exchangePairingCode(tx, body.health_id, body.code));
+        const issued = await services.access.patientTokens.exchange(body.health_id, body.code);
         if (!issued) {
           for (const key of keys) await limits.penalize('failed-auth', key);
           throw new ApiError(401, ErrorCode.unauthenticated, 'Invalid, used or expired pairing code');
@@ -211,7 +211,7 @@ export function consentRoutes(services: Services): RouteSpec[] {
       security: { kind: 'patient' },
       responses: { 204: { description: 'Revoked' } },
       async handler({ ctx }) {
-        await revokePatientToken(services.db, ctx.get('authorization').replace(/^Bearer +/i, '').trim());
+        await services.access.patientTokens.revoke(ctx.get('authorization').replace(/^Bearer +/i, '').trim());
         return { status: 204 };
       },
     }),

@@ -229,6 +229,6 @@ async function reset(services: Services): Promise<Record<string, unknown>> {
     };
   });
   // The demo clients it removed are refused on this process's next request: its client cache hears them first.
-  await services.db.listenersCaughtUp();
+  await services.access.caughtUp();
   return seeded;
 }

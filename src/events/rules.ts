@@ -66,7 +66,8 @@ function patientIdOf(r: Resource | undefined): string | undefined {
   if (r.resourceType === 'Patient') return r.id;
   const any = r as AnyResource;
   for (const ref of [any.subject, any.patient, ...(Array.isArray(any.participant) ? any.participant.map((p: any) => p?.actor) : [])]) {
-    const m = typeof ref?.reference === 'string' ? /(?:^|\/)Patient\/([A-Za-z0-9\-.]{1,64})$/.exec(ref.reference) : null;
+    // A relative reference only: `http://elsewhere/…/Patient/x` names a patient of another server, not ours.
+    const m = typeof ref?.reference === 'string' ? /^Patient\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/\d+)?$/.exec(ref.reference) : null;
     if (m) return m[1];
   }
   return undefined;

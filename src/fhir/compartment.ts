@@ -11,10 +11,19 @@ import { UNPLACED_PATIENT } from '../policy/index';
  * audit trail call "the patients this data is about".
  */
 export function compartmentPatients(resource: Resource, localBase: string): string[] {
-  if (resource.resourceType === 'Patient') return resource.id ? [resource.id] : [];
+  return compartmentOf(resource, localBase).patients;
+}
+
+/**
+ * The compartment of `resource`, and whether one of its compartment references names its target outside this
+ * server (by identifier only, or a URL or URN that is not ours): the patient such data is about cannot be placed.
+ */
+function compartmentOf(resource: Resource, localBase: string): { patients: string[]; foreign?: string } {
+  if (resource.resourceType === 'Patient') return { patients: resource.id ? [resource.id] : [] };
   const codes = patientCompartmentParams().get(resource.resourceType);
-  if (!codes) return [];
+  if (!codes) return { patients: [] };
   const ids = new Set<string>();
+  let foreign: string | undefined;
   const typed = toTypedValue(resource);
   const params = indexedParams(resource.resourceType);
   for (const code of codes) {
@@ -25,12 +34,25 @@ export function compartmentPatients(resource: Resource, localBase: string): stri
       continue; // an expression that cannot evaluate on this resource names nobody
     }
     for (const tv of values) {
-      const ref = (tv.value as { reference?: unknown } | undefined)?.reference;
+      const value = tv.value as { reference?: unknown; identifier?: unknown } | undefined;
+      const ref = value?.reference;
       const target = typeof ref === 'string' ? referenceTarget(ref, localBase) : undefined;
       if (target?.[0] === 'Patient') ids.add(target[1]);
+      else if (!foreign && value && typeof value === 'object' && namesForeignPatient(value as { reference?: unknown; identifier?: unknown; type?: unknown }, target, code))
+        foreign = `${resource.resourceType}.${code} names ${typeof ref === 'string' ? `"${ref.slice(0, 100)}"` : 'a target by identifier only'}, which is not a resource of this server: refer to the Patient here (Patient/{id}); a Health ID resolves to it through the Connect routes`;
     }
   }
-  return [...ids];
+  return { patients: [...ids], foreign };
+}
+
+/**
+ * A compartment reference that names a patient Pont cannot place: a reference to a Patient that is not a resource
+ * of this server, or a `subject`/`patient` (or a reference typed Patient) given by identifier only.
+ */
+function namesForeignPatient(value: { reference?: unknown; identifier?: unknown; type?: unknown }, target: [string, string] | undefined, code: string): boolean {
+  const ref = value.reference;
+  if (typeof ref === 'string') return !target && !ref.startsWith('#') ? /(^|[/:])Patient[/:]/.test(ref) || value.type === 'Patient' : target?.[0] === '' && /\/Patient\/[^/]+$/.test(ref);
+  return value.identifier !== undefined && (value.type === 'Patient' || code === 'subject' || code === 'patient');
 }
 
 /** The patients of several resources, each once. */
@@ -89,20 +111,24 @@ export function linksOf(resource: Resource, localBase: string): { links: Link[];
  */
 export function accessPatients(resource: Resource, localBase: string): string[] {
   if (resource.resourceType === 'AuditEvent') return [];
-  const ids = new Set(compartmentPatients(resource, localBase));
-  if (resource.resourceType === 'Patient') return [...ids];
+  const compartment = compartmentOf(resource, localBase);
+  const ids = new Set(compartment.patients);
   const scan = scanForPatients(resource, localBase);
+  // A Patient linking to another (Patient.link) concerns both: writing it needs a right on each.
   for (const id of scan.referenced) ids.add(id);
-  if (scan.unplaced || (resource.resourceType === 'Binary' && !ids.size)) ids.add(UNPLACED_PATIENT);
+  if (resource.resourceType === 'Patient') return [...ids];
+  if (compartment.foreign || scan.unplaced || (resource.resourceType === 'Binary' && !ids.size)) ids.add(UNPLACED_PATIENT);
   return [...ids];
 }
 
 /** Why Pont cannot place the patient data of `resource` (undefined: it can), for the 422 a non-operator gets. */
 export function unplacedReason(resource: Resource, localBase: string): string | undefined {
   if (resource.resourceType === 'AuditEvent' || resource.resourceType === 'Patient') return undefined;
+  const compartment = compartmentOf(resource, localBase);
+  if (compartment.foreign) return compartment.foreign;
   const scan = scanForPatients(resource, localBase);
   if (scan.unplaced) return scan.unplaced;
-  if (resource.resourceType === 'Binary' && !compartmentPatients(resource, localBase).length && !scan.referenced.size)
+  if (resource.resourceType === 'Binary' && !compartment.patients.length && !scan.referenced.size)
     return 'Binary.securityContext must refer to the Patient whose data the content is (Patient/{id})';
   return undefined;
 }
@@ -129,8 +155,11 @@ function scanForPatients(resource: Resource, localBase: string): { referenced: S
         unplaced = `${path} holds a ${type} that names no patient by reference (Patient/{id})`;
     }
     const identifier = object.identifier as { system?: unknown } | undefined;
-    if (!root && !unplaced && object.reference === undefined && identifier && !Array.isArray(identifier) && typeof identifier === 'object'
-        && (identifier.system === HEALTH_ID_SYSTEM || object.type === 'Patient'))
+    const local = typeof object.reference === 'string' && referenceTarget(object.reference, localBase)?.[0];
+    if (!root && !unplaced && !local && identifier && !Array.isArray(identifier) && typeof identifier === 'object'
+        && (String(identifier.system ?? '').replace(/\/+$/, '') === HEALTH_ID_SYSTEM || object.type === 'Patient'
+            // a `subject` or `patient` by identifier (an MRN, say) names a patient unless it says it is something else
+            || (/\.(subject|patient)$/.test(path) && (object.type === undefined || object.type === 'Patient'))))
       unplaced = `${path} names a patient by identifier only: refer to the Patient (Patient/{id}); a Health ID resolves to it through the Connect routes`;
     for (const [key, v] of Object.entries(object)) {
       if (key === 'reference' && typeof v === 'string') {

@@ -13,6 +13,9 @@ import { healthIdsByPatient, updateMatchKey, withHealthId, type Registered } fro
 import { ApiError, ErrorCode, badRequest } from '../http/errors';
 import { accessPolicyFor, EMERGENCY_WINDOW_HOURS, UNPLACED_PATIENT, type AccessPolicy, type Channel } from '../policy/index';
 import { DATA_CLASSES, dataClassOf } from '../consents/types';
+import { bloodInventory } from '../inventory/blood';
+import { reconciliation } from '../inventory/payments';
+import { stockLines } from '../inventory/pharmacy';
 import { SqlParams } from './search/sql';
 import { processBundle, type BundleOptions } from './bundle';
 import { linksOf, patientsOf, unplacedReason } from './compartment';
@@ -20,7 +23,7 @@ import { hashKey } from './hash';
 import { parseSearch, type ParsedSearch, type QueryParams } from './search/parse';
 import { everythingBundle, historyBundle, missing, readOneVersion, readVersion, type EverythingParams } from './store/history';
 import { searchResources, type SearchOptions } from './store/search';
-import { checkType } from './store/types';
+import { checkType, type RowFilter } from './store/types';
 import { writeMany, type WriteItem, type WriteResult } from './store/writes';
 
 /** Who is asking, and why: what a repository is built from, once per request. */
@@ -126,6 +129,8 @@ const MANAGED_TYPES: Record<string, Channel[]> = { AuditEvent: ['system'], Conse
  */
 export class FhirRepository {
   readonly access: AccessPolicy;
+  /** The patient this request's break-glass names (a request opens emergency access on one patient only). */
+  private emergencyPatient?: string;
 
   constructor(
     private readonly deps: RepositoryDeps,
@@ -273,8 +278,11 @@ export class FhirRepository {
     const org = this.access.organizationId;
     if (reason === undefined || !org) return;
     const patients = await patientsNamed();
-    if (patients.length !== 1) throw new ApiError(403, ErrorCode.forbidden, 'Break-glass reads the data of one patient: name one patient (a resource of one patient, a search by patient, or $everything)');
+    // One patient per request: every read of a batch under one X-Emergency-Reason must name the same patient.
+    if (patients.length !== 1 || (this.emergencyPatient !== undefined && patients[0] !== this.emergencyPatient))
+      throw new ApiError(403, ErrorCode.forbidden, 'Break-glass reads the data of one patient: name one patient (a resource of one patient, a search by patient, or $everything), the same in every entry of a batch');
     const patientId = patients[0]!;
+    this.emergencyPatient = patientId;
     const principal = this.context.principal as { clientId?: string };
     await this.transaction(async (sql) => {
       const { rowCount } = await sql.query(
@@ -292,6 +300,26 @@ export class FhirRepository {
   private async patientsOfResource(type: string, id: string): Promise<string[]> {
     const { rows } = await this.sql.query<{ patients: string[] | null }>('SELECT patients FROM fhir_resources WHERE resource_type = $1 AND id = $2', [type, id]);
     return rows[0]?.patients ?? [];
+  }
+
+  // ------------------------------------------------------------------ facility data (derived tables)
+
+  /** Pharmacy stock lines: not patient data, every caller the route admits sees the network's stock. */
+  async stockLines(filter: Parameters<typeof stockLines>[1]): Promise<Awaited<ReturnType<typeof stockLines>>> {
+    return stockLines(this.sql, filter);
+  }
+
+  /** Blood-bank inventory: an aggregate, not patient data; every caller the route admits sees the network's stock. */
+  async bloodInventory(filter: Parameters<typeof bloodInventory>[1]): Promise<Awaited<ReturnType<typeof bloodInventory>>> {
+    return bloodInventory(this.sql, filter);
+  }
+
+  /** A day's payments of the caller's organisation (those it wrote); an operator's, of every organisation. */
+  async paymentReconciliation(input: { date: string; timeZone: string; facilityId?: string }): Promise<Awaited<ReturnType<typeof reconciliation>>> {
+    const { operator, organizationId } = this.access;
+    // Fail closed: a caller of no organisation owns no payments (undefined below would mean every organisation's).
+    if (!operator && !organizationId) throw new ApiError(403, ErrorCode.forbidden, 'Payments are read by an organisation: this caller belongs to none');
+    return reconciliation(this.sql, { ...input, organizationId: operator ? undefined : organizationId });
   }
 
   // ------------------------------------------------------------------ writes
@@ -374,7 +402,6 @@ export class FhirRepository {
     const sql = this.openTransaction?.sql;
     if (!sql) return this.transaction(() => this.writeItems(items, operation, options));
     for (const { resource } of items) this.checkWritable(resource.resourceType);
-    await this.checkOwnership(sql, items);
     const registered: Registered[] = [];
     const principal = this.context.principal;
     const writer = principal.kind === 'client' || principal.kind === 'bridge-agent' ? (principal.organizationId ?? null) : null;
@@ -387,8 +414,13 @@ export class FhirRepository {
         return outcome.patient;
       },
     });
+    // Ownership once the items are validated (a hidden resource and a missing one answer a bad body alike); the
+    // transaction has written nothing that outlives a refusal.
+    await this.checkOwnership(sql, items);
     const changed = results.filter((r) => r.changed);
-    if (!options.deferReferenceCheck) await checkReferences(sql, this.baseUrl, items, results);
+    const governed = items.some((i) => this.governed(i.resource.resourceType));
+    if (!options.deferReferenceCheck) await checkReferences(sql, this.baseUrl, items, results, governed ? this.access.rowFilter : undefined);
+    await this.fileUnderReferencedPatients(sql, changed);
     await this.checkNewData(sql, changed);
     for (const r of changed)
       if (r.resource.resourceType === 'Patient')
@@ -435,6 +467,43 @@ export class FhirRepository {
       }
       if (!row.found && item.method === 'DELETE') throw new ApiError(404, ErrorCode.notFound, `${where}${resourceType}/${id} not found`);
     }
+  }
+
+  /**
+   * Data tied to a patient only through another resource (a DocumentReference of an Encounter, a Provenance of a
+   * Condition, an Observation of a Specimen) is filed under that resource's patients too, so that it is governed
+   * like the data it belongs to. One level of references is looked up; the referenced rows were filed the same
+   * way when written, so the chain is followed as far as data was written in order.
+   */
+  private async fileUnderReferencedPatients(sql: Queryable, changed: WriteResult[]): Promise<void> {
+    const written = changed.filter((r) => r.method !== 'DELETE' && r.resource.resourceType !== 'Patient' && r.resource.resourceType !== 'AuditEvent');
+    const targets: Array<{ n: number; type: string; id: string }> = [];
+    written.forEach((r, n) => {
+      for (const l of linksOf(r.resource, this.baseUrl).links) if (l.targetType !== 'Patient') targets.push({ n, type: l.targetType, id: l.targetId });
+    });
+    if (!targets.length) return;
+    const { rows } = await sql.query<{ n: number; patients: string[] }>(
+      `SELECT k.n, t.patients FROM unnest($1::int[], $2::text[], $3::text[]) AS k(n, t, i)
+       JOIN fhir_resources t ON t.resource_type = k.t AND t.id = k.i WHERE t.patients IS NOT NULL AND t.patients <> '{}'::text[]`,
+      [targets.map((t) => t.n), targets.map((t) => t.type), targets.map((t) => t.id)],
+    );
+    const grown = new Set<WriteResult>();
+    for (const row of rows) {
+      const r = written[row.n]!;
+      for (const p of row.patients)
+        if (p !== UNPLACED_PATIENT && !r.patients.includes(p)) {
+          r.patients = [...r.patients, p];
+          grown.add(r);
+        }
+    }
+    if (!grown.size) return;
+    const list = [...grown];
+    await sql.query(
+      `UPDATE fhir_resources r SET patients = ARRAY(SELECT jsonb_array_elements_text(p.value))
+       FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(t, i, n) JOIN jsonb_array_elements($3::jsonb) WITH ORDINALITY AS p(value, n) ON p.n = k.n
+       WHERE r.resource_type = k.t AND r.id = k.i`,
+      [list.map((r) => r.resource.resourceType), list.map((r) => r.resource.id), JSON.stringify(list.map((r) => r.patients))],
+    );
   }
 
   /**
@@ -672,8 +741,12 @@ function resourcesOf(bundle: Bundle): Resource[] {
  * Referential integrity (as HAPI enforces by default): every local reference of what was written names a
  * resource that exists (400 naming the element; a bundle's own writes count, as they are in the same
  * transaction), and nothing still refers to what was deleted (409, unless the referrer was deleted too).
+ * `visible`: the caller's read rule; a resource it may not see counts as missing (a reference is no way to learn
+ * that a hidden resource exists, nor to pin another organisation's data), and a 409 names a referrer only if the
+ * caller may see it. Patients are the exception: writing about one is the create rule's to decide (consent of the
+ * data's class, which need not cover the Patient resource itself), and it refuses with 403.
  */
-export async function checkReferences(sql: Queryable, base: string, items: WriteItem[], results: WriteResult[]): Promise<void> {
+export async function checkReferences(sql: Queryable, base: string, items: WriteItem[], results: WriteResult[], visible?: RowFilter): Promise<void> {
   const label = (i: number) => (items[i]?.label ? `${items[i]!.label}: ` : '');
   const targets: Array<{ index: number; type: string; id: string; path: string }> = [];
   const deleted: Array<{ index: number; type: string; id: string }> = [];
@@ -687,11 +760,13 @@ export async function checkReferences(sql: Queryable, base: string, items: Write
   });
   let missing: (typeof targets)[number] | undefined;
   if (targets.length) {
+    const q = new SqlParams();
+    const seen = visible?.('r', q);
     const { rows } = await sql.query<{ n: number }>(
-      `SELECT k.n FROM unnest($1::text[], $2::text[], $3::int[]) AS k(t, i, n)
-       WHERE NOT EXISTS (SELECT 1 FROM fhir_resources r WHERE r.resource_type = k.t AND r.id = k.i AND NOT r.deleted)
+      `SELECT k.n FROM unnest(${q.add(targets.map((t) => t.type))}::text[], ${q.add(targets.map((t) => t.id))}::text[], ${q.add(targets.map((_, n) => n))}::int[]) AS k(t, i, n)
+       WHERE NOT EXISTS (SELECT 1 FROM fhir_resources r WHERE r.resource_type = k.t AND r.id = k.i AND NOT r.deleted${seen ? ` AND (r.resource_type = 'Patient' OR ${seen})` : ''})
        ORDER BY k.n LIMIT 1`,
-      [targets.map((t) => t.type), targets.map((t) => t.id), targets.map((_, n) => n)],
+      q.values,
     );
     missing = rows[0] && targets[rows[0].n];
   }
@@ -700,20 +775,24 @@ export async function checkReferences(sql: Queryable, base: string, items: Write
     throw referenceError(400, `${label(unresolved.index)}${unresolved.path} refers to ${unresolved.reference}, which no entry of the Bundle defines`, unresolved.path);
   if (missing) throw referenceError(400, `${label(missing.index)}${missing.path} refers to ${missing.type}/${missing.id}, which does not exist`, missing.path);
   if (deleted.length) {
-    const { rows } = await sql.query<{ target_type: string; target_id: string; resource_type: string; id: string; path: string }>(
-      `SELECT l.target_type, l.target_id, s.resource_type, s.id, l.path FROM unnest($1::text[], $2::text[]) AS k(t, i)
+    const q = new SqlParams();
+    const seen = visible?.('s', q);
+    const { rows } = await sql.query<{ target_type: string; target_id: string; resource_type: string; id: string; path: string; seen: boolean }>(
+      `SELECT l.target_type, l.target_id, s.resource_type, s.id, l.path, ${seen ? `(${seen})` : 'true'} AS seen
+       FROM unnest(${q.add(deleted.map((d) => d.type))}::text[], ${q.add(deleted.map((d) => d.id))}::text[]) AS k(t, i)
        JOIN fhir_links l ON l.target_id = k.i AND l.target_type = k.t
        JOIN fhir_resources s ON s.rid = l.rid AND NOT s.deleted
        LIMIT 1`,
-      [deleted.map((d) => d.type), deleted.map((d) => d.id)],
+      q.values,
     );
     const held = rows[0];
     if (held) {
       const index = deleted.find((d) => d.type === held.target_type && d.id === held.target_id)!.index;
+      const referrer = held.seen ? `${held.resource_type}/${held.id} refers to it (${held.path})` : 'another resource refers to it';
       throw referenceError(
         409,
-        `${label(index)}${held.target_type}/${held.target_id} cannot be deleted: ${held.resource_type}/${held.id} refers to it (${held.path}); delete or change that first, or in the same transaction`,
-        held.path,
+        `${label(index)}${held.target_type}/${held.target_id} cannot be deleted: ${referrer}; delete or change that first, or in the same transaction`,
+        held.seen ? held.path : `${held.target_type}`,
       );
     }
   }

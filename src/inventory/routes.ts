@@ -2,10 +2,9 @@ import { z } from 'zod';
 import { ErrorSchema } from '../http/openapi';
 import { defineRoute, type RouteSpec } from '../http/routes';
 import type { Services } from '../services';
-import type { ClientPrincipal } from '../auth/principal';
-import { BLOOD_COMPONENTS, BLOOD_GROUPS, bloodInventory, EXPIRING_DAYS } from './blood';
-import { DEFAULT_TIME_ZONE, isTimeZone, PAYMENT_METHODS, reconciliation } from './payments';
-import { putStock, stockLines } from './pharmacy';
+import { BLOOD_COMPONENTS, BLOOD_GROUPS, EXPIRING_DAYS } from './blood';
+import { DEFAULT_TIME_ZONE, isTimeZone, PAYMENT_METHODS } from './payments';
+import { putStock } from './pharmacy';
 
 const CONNECT = '/api/v1/connect';
 /** A real calendar date, YYYY-MM-DD (one check, so one problem per bad value). */
@@ -110,8 +109,8 @@ export function inventoryRoutes(services: Services): RouteSpec[] {
         })
         .strict(),
       responses: { 200: { description: 'Stock lines', schema: z.object({ items: z.array(StockItem), next_offset: z.number().int().nullable() }).meta({ id: 'PharmacyStock' }) } },
-      async handler({ query }) {
-        return { body: await stockLines(services.db, { ...query, below_reorder_level: query.below_reorder_level === 'true' }) };
+      async handler({ query, repo }) {
+        return { body: await repo.stockLines({ ...query, below_reorder_level: query.below_reorder_level === 'true' }) };
       },
     }),
     defineRoute({
@@ -149,11 +148,10 @@ export function inventoryRoutes(services: Services): RouteSpec[] {
         })
         .strict(),
       responses: { 200: { description: "The day's payments", schema: Reconciliation }, 422: { description: 'Bad date, facility or time zone (VALIDATION_FAILED)', schema: ErrorSchema } },
-      async handler({ query, principal }) {
-        const client = principal as ClientPrincipal;
+      async handler({ query, repo }) {
+        // The caller's organisation's payments, an operator's of every organisation: the repository's policy decides.
         return {
-          body: await reconciliation(services.db, {
-            organizationId: client.allPatients ? undefined : client.organizationId,
+          body: await repo.paymentReconciliation({
             date: query.date,
             timeZone: query.time_zone ?? DEFAULT_TIME_ZONE,
             facilityId: query.facility_id,
@@ -178,8 +176,8 @@ export function inventoryRoutes(services: Services): RouteSpec[] {
         })
         .strict(),
       responses: { 200: { description: 'The inventory', schema: BloodInventory }, 422: { description: 'Unknown blood group or component (VALIDATION_FAILED)', schema: ErrorSchema } },
-      async handler({ query }) {
-        return { body: { items: await bloodInventory(services.db, query) } };
+      async handler({ query, repo }) {
+        return { body: { items: await repo.bloodInventory(query) } };
       },
     }),
   ];

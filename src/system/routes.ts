@@ -27,7 +27,7 @@ export function systemRoutes(services: Services, openApi: () => unknown): RouteS
       handler: async () => {
         const checks: Record<string, string> = {};
         try {
-          await services.db.query('SELECT 1');
+          await services.checkDatabase();
           checks.database = 'ok';
         } catch (err) {
           // The detail is for the operator's log, not for an anonymous caller.

@@ -1,12 +1,13 @@
 import { z } from 'zod';
+import { SecretRotationRequest } from '../auth/clients';
 import type { Principal } from '../auth/principal';
 import { EVENT_TYPES } from '../events/types';
 import { ApiError, ErrorCode, notFound, validationFailed } from '../http/errors';
 import { defineRoute, type RouteSpec, type Security } from '../http/routes';
 import type { Services } from '../services';
-import { eventDeliveries, listDeliveries, replayEvent } from './deliveries';
+import { replayEvent } from './deliveries';
 import { checkedAddress, DestinationRefused } from './destination';
-import { callbackUrlProblem, createSubscription, listSubscriptions, unsubscribe, type Owner } from './subscriptions';
+import { callbackUrlProblem, createSubscription, rotateSubscriptionSecret, type Owner } from './subscriptions';
 
 const BASE = '/api/v1/connect/webhooks';
 const security: Security = { kind: 'client', scope: 'webhooks:manage' };
@@ -38,6 +39,16 @@ const Subscription = z
 const SubscriptionCreated = Subscription.extend({
   webhook_secret: z.string().describe('whsec_…: shown in this response only. Verifies X-Service-Signature.'),
 }).meta({ id: 'WebhookSubscriptionCreated' });
+
+const SecretRotated = Subscription.extend({
+  webhook_secret: z.string().describe('whsec_…: the new secret, shown in this response only'),
+  previous_secret_expires_at: z
+    .string()
+    .nullable()
+    .describe('Until when deliveries are also signed with the replaced secret (ISO 8601); null: they no longer are'),
+}).meta({ id: 'WebhookSecretRotation' });
+
+const SubscriptionParams = z.object({ subscription_id: z.string().max(200).describe('whsub_…') });
 
 const Attempt = z.object({
   round: z.number().int().describe('1 for the original deliveries, +1 per replay'),
@@ -92,7 +103,7 @@ function ownerOf(principal: Principal | undefined): Owner {
 const unknownEvent = (id: string) => notFound(`No event ${id} for this organisation`);
 
 export function webhookRoutes(services: Services): RouteSpec[] {
-  const { db, config } = services;
+  const { webhooks, config } = services;
   return [
     defineRoute({
       method: 'post',
@@ -130,7 +141,7 @@ export function webhookRoutes(services: Services): RouteSpec[] {
       tags,
       security,
       responses: { 200: { description: 'Active subscriptions', schema: z.object({ subscriptions: z.array(Subscription) }) } },
-      handler: async ({ principal }) => ({ body: { subscriptions: await listSubscriptions(db, ownerOf(principal).organizationId) } }),
+      handler: async ({ principal }) => ({ body: { subscriptions: await webhooks.listSubscriptions(ownerOf(principal).organizationId) } }),
     }),
     defineRoute({
       method: 'delete',
@@ -140,13 +151,39 @@ export function webhookRoutes(services: Services): RouteSpec[] {
       description: 'Its pending deliveries are cancelled. Another organisation\'s subscription is 404.',
       tags,
       security,
-      params: z.object({ subscription_id: z.string().max(200).describe('whsub_…') }),
+      params: SubscriptionParams,
       responses: { 204: { description: 'Unsubscribed' } },
       handler: async ({ params, principal }) => {
-        if (!(await unsubscribe(db, ownerOf(principal).organizationId, params.subscription_id))) {
+        if (!(await webhooks.unsubscribe(ownerOf(principal).organizationId, params.subscription_id))) {
           throw notFound(`No active subscription ${params.subscription_id}`);
         }
         return { status: 204 };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${BASE}/subscriptions/{subscription_id}/rotate-secret`,
+      operationId: 'rotateWebhookSecret',
+      summary: "Replace a subscription's signing secret; deliveries carry both signatures for an overlap",
+      description:
+        'Until `previous_secret_expires_at` (`overlap_seconds`, default 86400; 0: at once) every delivery is signed ' +
+        'with both secrets, the new one first: `X-Service-Signature: t=…,v1=<new>,v1=<old>`; a receiver accepts a ' +
+        'delivery when any `v1` matches its secret, so it can switch secrets at any time within the overlap. A secret ' +
+        'replaced by an earlier rotation signs nothing more. The new secret is returned in this response only and ' +
+        'stored encrypted. Another organisation\'s subscription is 404.',
+      tags,
+      security,
+      params: SubscriptionParams,
+      body: SecretRotationRequest,
+      responses: { 200: { description: 'The new secret', schema: SecretRotated }, 404: { description: 'No such active subscription of this organisation' } },
+      secretFields: { fields: ['webhook_secret'], key: config.webhooks.secretKey },
+      handler: async ({ params, body, principal, repo }) => {
+        const organizationId = ownerOf(principal).organizationId;
+        const rotated = await repo.transaction((sql) =>
+          rotateSubscriptionSecret(sql, config.webhooks.secretKey, organizationId, params.subscription_id, body.overlap_seconds),
+        );
+        if (!rotated) throw notFound(`No active subscription ${params.subscription_id}`);
+        return { body: rotated };
       },
     }),
     defineRoute({
@@ -188,7 +225,7 @@ export function webhookRoutes(services: Services): RouteSpec[] {
         .strict(),
       responses: { 200: { description: 'A page of deliveries with their attempts', schema: DeliveryPage } },
       handler: async ({ query, principal }) => ({
-        body: await listDeliveries(db, {
+        body: await webhooks.listDeliveries({
           organizationId: ownerOf(principal).organizationId,
           status: query.status,
           subscriptionId: query.subscription_id,
@@ -208,7 +245,7 @@ export function webhookRoutes(services: Services): RouteSpec[] {
       params: EventParams,
       responses: { 200: { description: 'Deliveries and attempts', schema: EventDeliveries } },
       handler: async ({ params, principal }) => {
-        const found = await eventDeliveries(db, ownerOf(principal).organizationId, params.event_id);
+        const found = await webhooks.eventDeliveries(ownerOf(principal).organizationId, params.event_id);
         if (!found) throw unknownEvent(params.event_id);
         return { body: found };
       },
