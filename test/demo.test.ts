@@ -83,6 +83,7 @@ describe('the demo clients, used as an attacker would', () => {
     for (const client of demo.clients) {
       expect(client.scopes).not.toContain('audit:read');
       expect(client.scopes).not.toContain('emergency:access');
+      expect(client.scopes).not.toContain('consents:write');
       const headers = (await tokenOf(client))!;
       const audit = await pont.json('/api/fhir/R4/AuditEvent', { headers });
       expect(audit.status).toBe(403);

@@ -27,12 +27,12 @@ const SAMPLE = fileURLToPath(new URL('../../samples/synthea-r4-50-patients.tar.g
 
 /**
  * The scopes of the demo's first client: what a sandbox integrator needs, which is every scope but the operator's
- * ones: the audit trail (`audit:read`) and break-glass (`emergency:access`). It keeps `consents:write`: the
- * walk-through records a consent, and granting needs no more than the Connect consent route allows anyone.
+ * and the ones that reach patients outside the demo: the audit trail (`audit:read`), break-glass
+ * (`emergency:access`) and granting consent (`consents:write`: the reset itself seeds the demo patients' consents).
  */
-export const SANDBOX_SCOPES: Scope[] = SCOPES.filter((s) => !['audit:read', 'emergency:access'].includes(s));
+export const SANDBOX_SCOPES: Scope[] = SCOPES.filter((s) => !['audit:read', 'emergency:access', 'consents:write'].includes(s));
 /** The scopes of the demo's second client: an integrator that reads records with consent. */
-const READER_SCOPES: Scope[] = ['health_id:verify', 'patients:read', 'patient:diagnostics:read', 'labs:read', 'prescriptions:read', 'consents:read', 'consents:write', 'blood:inventory:read'];
+const READER_SCOPES: Scope[] = ['health_id:verify', 'patients:read', 'patient:diagnostics:read', 'labs:read', 'prescriptions:read', 'consents:read', 'blood:inventory:read'];
 
 /** The demo's copy of a sample id: the same on every reset, never the sample's own (an operator may have imported it). */
 const demoId = (uuid: string) => uuidV5('pont-demo', uuid.toLowerCase());

@@ -16,7 +16,7 @@ export function demoRoutes(services: Services): RouteSpec[] {
       description:
         'Only where PONT_ENV is development or sandbox (404 in production). In development it is open to any caller; in sandbox it needs an operator client (created with `pont clients create --all-patients`; any other client: 403). ' +
         `Rate-limited per source address (group \`${DEMO_RESET_GROUP}\`, default 5 per minute: 429), and one reset runs at a time: a reset asked for while another runs is answered 409 CONFLICT with Retry-After. ` +
-        'Wipes the demo organisation (org-demo) and seeds it afresh: two clients with their credentials (one with the scopes a sandbox integrator needs: every scope but audit:read and emergency:access), a Bridge agent, five Synthea patients with Health IDs, records and full-record consents to the demo organisation, blood units and today\'s payments. Calling it again gives a fresh, equal demo (new credentials). Touches nothing outside the demo organisation. The body is ignored.',
+        'Wipes the demo organisation (org-demo) and seeds it afresh: two clients with their credentials (one with the scopes a sandbox integrator needs: every scope but audit:read, emergency:access and consents:write), a Bridge agent, five Synthea patients with Health IDs, records and full-record consents to the demo organisation, blood units and today\'s payments. Calling it again gives a fresh, equal demo (new credentials). Touches nothing outside the demo organisation. The body is ignored.',
       tags: ['Demo'],
       // Development: open (its secrets are public anyway); sandbox: an operator's credentials.
       security: environment === 'sandbox' ? { kind: 'client' } : { kind: 'public' },
