@@ -336,7 +336,7 @@ export class FhirRepository {
   async conditionalCreate<T extends Resource>(resource: T, criteria: string): Promise<WriteOutcome<T>> {
     return this.transaction(async () => {
       const existing = await this.matchOne<T>(resource.resourceType, criteria, 'If-None-Exist');
-      if (existing) return { resource: await this.shown('read', existing, {}), created: false };
+      if (existing) return { resource: existing, created: false };
       return { resource: await this.create(resource), created: true };
     });
   }
@@ -390,6 +390,8 @@ export class FhirRepository {
     const matches = await searchResources<T>(this.sql, this.baseUrl, { ...parsed, count: 2, total: 'none' }, params, this.access);
     const found = (matches.entry ?? []).filter((e) => e.search?.mode === 'match').map((e) => e.resource as T);
     if (found.length > 1) throw new ApiError(412, ErrorCode.preconditionFailed, `${what} matched more than one resource`);
+    // The match is shown to the caller (conditional create returns it, in a bundle too): audited as a read.
+    if (found[0]) await this.auditAccess('read', 'R', [found[0]]);
     return found[0];
   }
 
