@@ -1,9 +1,11 @@
 import { createHash } from 'node:crypto';
+import { resolve } from 'node:path';
 import { z } from 'zod';
 import ipaddr from 'ipaddr.js';
 import { parseRateLimits, type RateLimitTable } from './auth/rate-limits';
 import { parseTrustProxy, type ProxyTrust } from './http/client-address';
 import { DEFAULT_RETRY_DELAYS, parseDuration, parseRetryDelays } from './webhooks/schedule';
+import { LOG_LEVELS, type LogLevel } from './log';
 
 const environments = ['development', 'sandbox', 'production'] as const;
 export type Environment = (typeof environments)[number];
@@ -23,7 +25,7 @@ const schema = z.object({
   PONT_DATA_DIR: z.string().default('./data'),
   /** Largest request body accepted, in bytes. */
   PONT_MAX_BODY_BYTES: z.coerce.number().int().positive().default(16 * 1024 * 1024),
-  LOG_LEVEL: z.enum(['silent', 'error', 'info', 'debug']).default('info'),
+  LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   /** Directory of the mapping files (*.map.yaml); default: the repository's mappings/. */
   PONT_MAPPINGS_DIR: z.string().min(1).optional(),
   /** Webhooks (README "Webhooks"): delays before attempts 2..7, e.g. `1m,5m,15m,1h,6h,24h`. */
@@ -38,7 +40,7 @@ const schema = z.object({
   /** 32 bytes, base64: encrypts webhook secrets at rest. Required in sandbox and production. */
   PONT_WEBHOOK_SECRET_KEY: z
     .string()
-    .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded (openssl rand -base64 32)')
+    .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded')
     .optional(),
   PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK: z.enum(['true', 'false']).optional(),
   /** Behind reverse proxies: how many hops, or which addresses, to trust in X-Forwarded-For (src/http/client-address.ts). */
@@ -56,7 +58,7 @@ const schema = z.object({
   /** 32 bytes, base64: keys the patient match keys (HMAC). Required in sandbox and production. */
   PONT_MATCH_KEY_SECRET: z
     .string()
-    .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded (openssl rand -base64 32)')
+    .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded')
     .optional(),
   /** Rate limits over the defaults: `group=requests/seconds,...` (README "Rate limits"). */
   PONT_RATE_LIMITS: z
@@ -93,11 +95,7 @@ const DEVELOPMENT_WEBHOOK_KEY = createHash('sha256').update('pont development we
 
 type Env = z.infer<typeof schema> & { PONT_ENV: Environment };
 
-function webhookConfig(e: Env): WebhookConfig | string {
-  if (e.PONT_ENV !== 'development' && !e.PONT_WEBHOOK_SECRET_KEY) return `PONT_WEBHOOK_SECRET_KEY: required when PONT_ENV=${e.PONT_ENV}`;
-  if (e.PONT_ENV === 'production' && e.PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK === 'true') {
-    return 'PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK: http:// callbacks are never allowed in production';
-  }
+function webhookConfig(e: Env): WebhookConfig {
   return {
     retryDelaysMs: e.PONT_WEBHOOK_RETRY_DELAYS,
     pollIntervalMs: e.PONT_WEBHOOK_POLL_INTERVAL,
@@ -120,7 +118,7 @@ export interface Config {
   /** Absent: PGlite in memory (tests only). */
   dataDir?: string;
   maxBodyBytes: number;
-  logLevel: 'silent' | 'error' | 'info' | 'debug';
+  logLevel: LogLevel;
   webhooks: WebhookConfig;
   /** Requests per window, per client (or agent) and route group. */
   rateLimits: RateLimitTable;
@@ -158,24 +156,89 @@ export function describeEnvironment(config: Config): string {
   }
 }
 
-/** Reads and validates the environment once; a bad value stops the start with a clear message. */
+/** Where the database is, for the start-up line: never DATABASE_URL itself (it may hold a password). */
+export function describeDatabase(config: Pick<Config, 'databaseUrl' | 'dataDir'>): string {
+  if (!config.databaseUrl) return config.dataDir ? `embedded PGlite at ${resolve(config.dataDir)}` : 'embedded PGlite in memory';
+  try {
+    const url = new URL(config.databaseUrl);
+    const host = url.hostname || url.searchParams.get('host') || 'localhost';
+    return `PostgreSQL at ${host}:${url.port || 5432}/${decodeURIComponent(url.pathname.slice(1))}`;
+  } catch {
+    return 'PostgreSQL (DATABASE_URL)';
+  }
+}
+
+/** Where the secrets come from: the environment, or the public development constants (which protect nothing). */
+export function describeSecrets(config: Pick<Config, 'webhooks' | 'matchKeySecret'>): string {
+  const defaults = [
+    config.webhooks.secretKey.equals(DEVELOPMENT_WEBHOOK_KEY) && 'PONT_WEBHOOK_SECRET_KEY',
+    config.matchKeySecret.equals(DEVELOPMENT_MATCH_KEY_SECRET) && 'PONT_MATCH_KEY_SECRET',
+  ].filter(Boolean);
+  if (!defaults.length) return 'environment';
+  if (defaults.length === 2) return 'public development defaults (PONT_WEBHOOK_SECRET_KEY and PONT_MATCH_KEY_SECRET unset)';
+  return `environment, except ${defaults[0]}: public development default`;
+}
+
+/** The start-up record: mode, database, public URL and where the secrets come from (never a secret). */
+export function startupFields(config: Config): { mode: Environment; database: string; public_url: string; secrets: string } {
+  return { mode: config.environment, database: describeDatabase(config), public_url: config.publicUrl, secrets: describeSecrets(config) };
+}
+
+/** How to put a bad or missing variable right, for the variables whose own message does not say. */
+const FIXES: Partial<Record<keyof typeof schema.shape, string>> = {
+  PORT: 'set a whole number from 0 to 65535 (0: any free port)',
+  PONT_PUBLIC_URL: 'set the absolute URL integrators use, e.g. https://pont.example.org',
+  DATABASE_URL: 'set postgres://USER:PASSWORD@HOST:5432/DATABASE, or unset it for the embedded database',
+  PONT_MAX_BODY_BYTES: 'set a positive whole number of bytes, e.g. 16777216',
+  PONT_WEBHOOK_CONCURRENCY: 'set a whole number from 1 to 256',
+  PONT_WEBHOOK_SECRET_KEY: 'set 32 random bytes, base64-encoded, the same in every process: PONT_WEBHOOK_SECRET_KEY=$(openssl rand -base64 32)',
+  PONT_MATCH_KEY_SECRET: 'set 32 random bytes, base64-encoded, the same in every process: PONT_MATCH_KEY_SECRET=$(openssl rand -base64 32)',
+};
+
+/** Every problem of a configuration at once: `VARIABLE: problem; fix: how`, one per line. */
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${problems.map((p) => `  ${p}`).join('\n')}`);
+  }
+}
+
+/**
+ * Reads and validates the environment once. Every bad or missing variable is reported in one error (ConfigError),
+ * each with what is wrong and how to fix it, so one failed start shows them all.
+ */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // An empty variable (VAR= in a compose file or a shell) means unset.
-  const parsed = schema.safeParse(Object.fromEntries(Object.entries(env).filter(([, v]) => v !== '')));
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
-    throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
+  const given = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== '')) as Record<string, string>;
+  const problems: string[] = [];
+  const problem = (name: keyof typeof schema.shape, message: string, fix = FIXES[name]) => problems.push(`${name}: ${message}${fix ? `; fix: ${fix}` : ''}`);
+  // Each variable on its own, so that one bad value does not hide the others, nor the rules below.
+  const values: Record<string, unknown> = {};
+  for (const [name, field] of Object.entries(schema.shape) as Array<[keyof typeof schema.shape, z.ZodType]>) {
+    const parsed = field.safeParse(given[name]);
+    if (parsed.success) values[name] = parsed.data;
+    else for (const issue of parsed.error.issues) problem(name, issue.message);
   }
-  const e: Env = { ...parsed.data, PONT_ENV: parsed.data.PONT_ENV ?? (parsed.data.NODE_ENV === 'production' ? 'production' : 'development') };
-  if (e.PONT_ENV === 'development' && !isLoopback(e.HOST) && e.PONT_ALLOW_DEV_ON_NETWORK !== 'true') {
-    throw new Error(
-      `Invalid configuration:\n  HOST: ${e.HOST} is not a loopback address, and PONT_ENV=development uses public development secrets and an open demo reset. ` +
-        'Set PONT_ENV=production (or sandbox) with its secrets, or HOST=127.0.0.1, or PONT_ALLOW_DEV_ON_NETWORK=true to expose a development server anyway',
+  const v = values as Partial<z.infer<typeof schema>>;
+  // Unknown when PONT_ENV itself is bad: the rules that depend on it wait for a good value.
+  const environment = given.PONT_ENV === undefined ? (v.NODE_ENV === 'production' ? 'production' : 'development') : v.PONT_ENV;
+  if (environment === 'development' && v.HOST !== undefined && !isLoopback(v.HOST) && v.PONT_ALLOW_DEV_ON_NETWORK === 'false') {
+    problem(
+      'HOST',
+      `${v.HOST} is not a loopback address, and PONT_ENV=development uses public development secrets and an open demo reset`,
+      'set PONT_ENV=production (or sandbox) with its secrets, or HOST=127.0.0.1, or PONT_ALLOW_DEV_ON_NETWORK=true to expose a development server anyway',
     );
   }
+  if (environment && environment !== 'development') {
+    for (const name of ['PONT_WEBHOOK_SECRET_KEY', 'PONT_MATCH_KEY_SECRET'] as const) {
+      if (given[name] === undefined) problem(name, `required when PONT_ENV=${environment}`);
+    }
+  }
+  if (environment === 'production' && v.PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK === 'true') {
+    problem('PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK', 'http:// callbacks are never allowed in production', 'unset it (or set false)');
+  }
+  if (problems.length) throw new ConfigError(problems);
+  const e: Env = { ...(v as z.infer<typeof schema>), PONT_ENV: environment! };
   const webhooks = webhookConfig(e);
-  if (typeof webhooks === 'string') throw new Error(`Invalid configuration:\n  ${webhooks}`);
-  if (e.PONT_ENV !== 'development' && !e.PONT_MATCH_KEY_SECRET) throw new Error(`Invalid configuration:\n  PONT_MATCH_KEY_SECRET: required when PONT_ENV=${e.PONT_ENV}`);
   return {
     port: e.PORT,
     host: e.HOST,

@@ -1,5 +1,6 @@
 import cluster from 'node:cluster';
-import { describeEnvironment, loadConfig, type Config } from './config';
+import { describeEnvironment, loadConfig, startupFields, type Config } from './config';
+import { createLogger } from './log';
 import { startPont } from './server';
 
 /** A worker that dies is started again after this long (longer each time it dies soon after starting). */
@@ -43,15 +44,18 @@ function workersOf(args: string[]): number {
   return n;
 }
 
+/** The banner for people, and one log record for machines: mode, database, public URL, secrets' source. */
 function announce(config: Config, url: string, workers: number): void {
-  const backend = config.databaseUrl ? 'PostgreSQL' : `embedded PGlite in ${config.dataDir}`;
-  console.log(`Pont is listening on ${url} (public URL ${config.publicUrl}; database: ${backend}${workers > 1 ? `; ${workers} worker processes` : ''})`);
+  const fields = startupFields(config);
+  console.log(`Pont is listening on ${url} (public URL ${config.publicUrl}; database: ${fields.database}${workers > 1 ? `; ${workers} worker processes` : ''})`);
   console.log(`  FHIR R4 base: ${config.publicUrl}/api/fhir/R4   OpenAPI: ${config.publicUrl}/api/openapi.json`);
   console.log(`  Mode: ${describeEnvironment(config)}`);
+  console.log(`  Secrets: ${fields.secrets}`);
   if (config.environment === 'development')
     console.log(`  Demo data and credentials: curl -s -X POST ${config.publicUrl}/api/demo/reset   (README "Demo")`);
   if (config.environment === 'sandbox')
     console.log(`  Demo data and credentials: POST ${config.publicUrl}/api/demo/reset with an operator client's token (README "Demo")`);
+  createLogger(config.logLevel).info('pont started', { ...fields, listening: url, workers });
 }
 
 /** The primary process of `--workers N`: starts the workers, restarts any that dies, stops them all on a signal. */

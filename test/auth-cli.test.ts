@@ -154,21 +154,24 @@ describe('pont clients, agents and keys', () => {
     expect(unknown.stderr).toMatch(/No signing key no-such-kid/);
   }, SLOW);
 
-  it('refuses bad input with a message and exit code 1', async () => {
+  it('refuses bad input with a message: exit code 2 for a wrong command line, 1 for a command that failed', async () => {
     const unknownScope = await pont('clients', 'create', '--name', 'X', '--org', 'org-x', '--scopes', 'patients:read everything');
-    expect(unknownScope.code).toBe(1);
+    expect(unknownScope.code).toBe(2);
     expect(unknownScope.stderr).toMatch(/--scopes/);
     const noOrg = await pont('clients', 'create', '--name', 'X', '--scopes', 'labs:read');
-    expect(noOrg.code).toBe(1);
-    expect(noOrg.stderr).toMatch(/--org/);
+    expect(noOrg.code).toBe(2);
+    expect(noOrg.stderr).toMatch(/--org is required/);
     const unknownClient = await pont('clients', 'revoke', 'cli_nobody');
     expect(unknownClient.code).toBe(1);
     expect(unknownClient.stderr).toMatch(/No client cli_nobody/);
     const noFacility = await pont('agents', 'create', '--org', 'org-1');
-    expect(noFacility.code).toBe(1);
-    expect(noFacility.stderr).toMatch(/--facility/);
+    expect(noFacility.code).toBe(2);
+    expect(noFacility.stderr).toMatch(/--facility is required/);
     const agentWithoutOrg = await pont('agents', 'create', '--facility', 'fac-1');
-    expect(agentWithoutOrg.code).toBe(1);
-    expect(agentWithoutOrg.stderr).toMatch(/--org/);
+    expect(agentWithoutOrg.code).toBe(2);
+    expect(agentWithoutOrg.stderr).toMatch(/--org is required/);
+    const badOrg = await pont('agents', 'create', '--org', 'org 1', '--facility', 'fac-1');
+    expect(badOrg.code).toBe(2);
+    expect(badOrg.stderr).toMatch(/--org: use 1-64 letters/);
   }, SLOW);
 });

@@ -279,7 +279,7 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
     }
     const status = await recordAttempt({ delivery, result });
     const fields = { delivery_id: delivery.id, event_id: delivery.event.id, round: delivery.round, attempt: delivery.attempts + 1 };
-    if (status === 'exhausted') log.info('webhook delivery exhausted', fields);
+    if (status === 'exhausted') log.warn('webhook delivery exhausted', fields);
     else log.debug('webhook attempt', { ...fields, status, status_code: result.statusCode, ms: result.durationMs });
   };
 

@@ -1,0 +1,82 @@
+/**
+ * A bad configuration is reported whole: every missing or bad variable in one error, each with the variable, the
+ * problem and how to fix it, so one failed start is enough to find them all.
+ */
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config';
+import { backend } from './harness';
+
+const repo = fileURLToPath(new URL('..', import.meta.url));
+const KEY = Buffer.alloc(32, 7).toString('base64');
+
+function problemsOf(env: Record<string, string>): string[] {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as ConfigError).problems;
+  }
+  throw new Error('the configuration was accepted');
+}
+
+describe('configuration errors, all at once', () => {
+  it('production with three problems: one error naming all three, each with its fix', () => {
+    let message = '';
+    try {
+      loadConfig({ NODE_ENV: 'production', PORT: 'eighty' });
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    expect(message.split('\n')).toEqual([
+      'Invalid configuration (3 problems):',
+      expect.stringMatching(/^ {2}PORT: .*; fix: set a whole number from 0 to 65535/),
+      expect.stringMatching(/^ {2}PONT_WEBHOOK_SECRET_KEY: required when PONT_ENV=production; fix: .*openssl rand -base64 32/),
+      expect.stringMatching(/^ {2}PONT_MATCH_KEY_SECRET: required when PONT_ENV=production; fix: .*openssl rand -base64 32/),
+    ]);
+  });
+
+  it('a bad value does not hide the rules that need the others', () => {
+    const problems = problemsOf({
+      PONT_ENV: 'sandbox',
+      LOG_LEVEL: 'loud',
+      PONT_RATE_LIMITS: 'FHIR=lots',
+      PONT_MATCH_KEY_SECRET: 'c2hvcnQ=',
+      DATABASE_URL: 'mysql://db',
+    });
+    expect(problems.map((p) => p.split(':')[0])).toEqual(['DATABASE_URL', 'LOG_LEVEL', 'PONT_MATCH_KEY_SECRET', 'PONT_RATE_LIMITS', 'PONT_WEBHOOK_SECRET_KEY']);
+    expect(problems[0]).toMatch(/^DATABASE_URL: must be a postgres:\/\/ URL; fix: set postgres:\/\/USER:PASSWORD@HOST:5432\/DATABASE, or unset it/);
+    expect(problems[1]).toMatch(/^LOG_LEVEL: .*"silent"\|"error"\|"warn"\|"info"\|"debug"/);
+    expect(problems[2]).toMatch(/^PONT_MATCH_KEY_SECRET: must be 32 bytes, base64-encoded; fix: /);
+    expect(problems[4]).toMatch(/^PONT_WEBHOOK_SECRET_KEY: required when PONT_ENV=sandbox; fix: /);
+  });
+
+  it('the development rules and the production rules report alongside the values', () => {
+    expect(problemsOf({ HOST: '0.0.0.0', PORT: '70000' }).map((p) => p.split(':')[0])).toEqual(['PORT', 'HOST']);
+    const production = problemsOf({ PONT_ENV: 'production', PONT_WEBHOOK_SECRET_KEY: KEY, PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true', PONT_PUBLIC_URL: 'pont' });
+    expect(production).toEqual([
+      expect.stringMatching(/^PONT_PUBLIC_URL: .*; fix: set the absolute URL integrators use/),
+      expect.stringMatching(/^PONT_MATCH_KEY_SECRET: required when PONT_ENV=production/),
+      'PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK: http:// callbacks are never allowed in production; fix: unset it (or set false)',
+    ]);
+  });
+
+  it('a good configuration still loads', () => {
+    expect(loadConfig({ PONT_ENV: 'production', PONT_WEBHOOK_SECRET_KEY: KEY, PONT_MATCH_KEY_SECRET: KEY, LOG_LEVEL: 'warn' })).toMatchObject({
+      environment: 'production',
+      logLevel: 'warn',
+    });
+  });
+
+  // The command prints them all and exits 1 (it ran and failed), before touching any database.
+  it.runIf(backend === 'pglite')('a command started with a bad configuration prints every problem and exits 1', async () => {
+    const env: Record<string, string | undefined> = { ...process.env, PONT_ENV: 'production', PORT: 'x', LOG_LEVEL: 'error' };
+    for (const name of ['DATABASE_URL', 'PONT_WEBHOOK_SECRET_KEY', 'PONT_MATCH_KEY_SECRET']) delete env[name];
+    const result = await new Promise<{ code: number; stderr: string }>((resolve) =>
+      execFile(process.execPath, ['bin/pont.js', 'migrate'], { cwd: repo, env }, (err, _out, stderr) => resolve({ code: err ? Number((err as { code?: number }).code) : 0, stderr })),
+    );
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^Invalid configuration \(3 problems\):\n {2}PORT: .*\n {2}PONT_WEBHOOK_SECRET_KEY: .*\n {2}PONT_MATCH_KEY_SECRET: .*\n$/);
+  }, 120_000);
+});
