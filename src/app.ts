@@ -12,6 +12,7 @@ import type { Services } from './services';
 import { systemRoutes } from './system/routes';
 import { fhirRoutes } from './fhir/routes';
 import { FHIR_BASE_PATH } from './fhir/service';
+import { isResourceType } from './fhir/definitions';
 import { authRoutes } from './auth/routes';
 import { patientRoutes } from './patients/routes';
 import { webhookRoutes } from './webhooks/routes';
@@ -148,12 +149,32 @@ export function createApp(services: Services): Koa {
     await next();
   });
   app.use(router.routes());
-  app.use(
-    router.allowedMethods({
-      throw: true,
-      methodNotAllowed: () => new ApiError(405, ErrorCode.methodNotAllowed, 'Method not allowed on this path'),
-      notImplemented: () => new ApiError(405, ErrorCode.methodNotAllowed, 'Method not supported'),
-    }),
-  );
+  // A path whose routes take other methods: 405 with the Allow header (RFC 9110 §15.5.6), in the documented shape.
+  const methodCheck = router.allowedMethods();
+  app.use(async (ctx, next) => {
+    await methodCheck(ctx as Parameters<typeof methodCheck>[0], next);
+    if (ctx.status !== 405 && ctx.status !== 501) return;
+    const message = ctx.status === 405 ? 'Method not allowed on this path' : 'Method not supported';
+    throw new ApiError(405, ErrorCode.methodNotAllowed, message, { headers: { Allow: allowedMethods(ctx) } });
+  });
   return app;
+}
+
+interface MatchedLayer {
+  methods: string[];
+  captures(path: string): string[];
+  params(path: string, captures: string[]): Record<string, string>;
+}
+
+/**
+ * The methods the path answers, for a 405's Allow: those of the routes it matched, less the FHIR routes whose
+ * `{type}` is no resource type (`/metadata` also matches `/{type}`, but POST there is no create).
+ */
+function allowedMethods(ctx: Koa.Context): string {
+  const layers = ((ctx as { matched?: MatchedLayer[] }).matched ?? []).filter((l) => l.methods.length);
+  const typed = layers.filter((l) => {
+    const type = l.params(ctx.path, l.captures(ctx.path)).type;
+    return type === undefined || isResourceType(type);
+  });
+  return [...new Set((typed.length ? typed : layers).flatMap((l) => l.methods))].join(', ');
 }

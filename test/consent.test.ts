@@ -124,7 +124,8 @@ describe('the integrator walk-through: resolve, grant, status, read, revoke, ref
       const read = await fhir(clinic, `/Observation/${shared.body.id}`);
       const search = await fhir(clinic, `/Observation?subject=Patient/${a}&code:text=Shared`);
       const count = await fhir(clinic, `/Observation?subject=Patient/${a}&code:text=Shared&_summary=count`);
-      return { read: read.status, found: search.body.entry?.length ?? 0, total: count.body.total };
+      const matches = (search.body.entry ?? []).filter((e: any) => e.search?.mode === 'match');
+      return { read: read.status, found: matches.length, total: count.body.total };
     };
     await connect(clinic, `/patient/${first}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at: inAYear() } });
     expect(await seen()).toEqual({ read: 404, found: 0, total: 0 });

@@ -421,7 +421,8 @@ describe('per-patient FHIR helpers', () => {
     expect(active.status).toBe(200);
     expect(active.body.resourceType).toBe('Bundle');
     const expected = data.filter((r: any) => r.resourceType === 'MedicationRequest' && r.status === 'active' && of(patientId)(r.subject)).map((r) => r.id).sort();
-    expect(active.body.entry?.map((e: any) => e.resource.id).sort() ?? []).toEqual(expected);
+    // Matches only: an empty answer also carries the informational note of a consent-bound caller.
+    expect(active.body.entry?.filter((e: any) => e.search.mode === 'match').map((e: any) => e.resource.id).sort() ?? []).toEqual(expected);
     const conditions = await call(reader, `/api/v1/sdk/patients/${healthId}/fhir/Condition?clinical-status=active&_count=2`);
     expect(conditions.status).toBe(200);
     for (const e of conditions.body.entry ?? []) expect(e.resource.subject.reference).toBe(`Patient/${patientId}`);

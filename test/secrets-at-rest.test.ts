@@ -90,14 +90,15 @@ describe('a stored secret whose at-rest key has changed since (PONT_WEBHOOK_SECR
     const before = { fields: ['webhook_secret'], key: randomBytes(32) };
     const answer = { id: 'whsub_x', webhook_secret: 'whsec_stored-under-the-old-key' };
     const run = async () => ({ status: 201, body: answer });
-    expect(await runIdempotent(db, claim, { ttlMs: 60_000 }, run, before)).toEqual({ status: 201, body: answer });
+    // The answer is serialised once, and a replay answers those bytes.
+    expect(await runIdempotent(db, claim, { ttlMs: 60_000 }, run, before)).toEqual({ status: 201, body: JSON.stringify(answer) });
     expect(await whereStored(answer.webhook_secret)).toEqual([]);
 
     // Under the same key, the replay is the answer itself.
     const same = await runIdempotent(db, claim, { ttlMs: 60_000 }, run, before);
-    expect(same).toEqual({ status: 201, body: answer, headers: { 'Idempotent-Replayed': 'true' } });
+    expect(same).toEqual({ status: 201, body: JSON.stringify(answer), headers: { 'Idempotent-Replayed': 'true' } });
 
     const replay = await runIdempotent(db, claim, { ttlMs: 60_000 }, run, { ...before, key: randomBytes(32) });
-    expect(replay).toEqual({ status: 201, body: { id: 'whsub_x' }, headers: { 'Idempotent-Replayed': 'true', 'Idempotent-Replay-Omitted': 'webhook_secret' } });
+    expect(replay).toEqual({ status: 201, body: JSON.stringify({ id: 'whsub_x' }), headers: { 'Idempotent-Replayed': 'true', 'Idempotent-Replay-Omitted': 'webhook_secret' } });
   });
 });

@@ -7,7 +7,7 @@ import { AgentRegistry, BRIDGE_TIMESTAMP_TOLERANCE_SECONDS, timestampIsFresh } f
 import { ClientDirectory, type ActiveClient } from './clients';
 import { ensureSigningKey, KeyStore } from './keys';
 import type { AgentPrincipal, ClientPrincipal, PatientPrincipal } from './principal';
-import { PatientTokens } from '../consents/mobile';
+import { PATIENT_TOKEN_PREFIX, PatientTokens } from '../consents/mobile';
 import { RateLimits } from './rate-limits';
 import { TokenService } from './tokens';
 
@@ -114,6 +114,9 @@ export class Access implements AccessControl {
     if (authorization) {
       const token = BEARER.exec(authorization)?.[1];
       if (!token) throw unauthenticated('The Authorization header must be "Bearer <access token>"', { invalidToken: true });
+      // A patient's token sent to a client route: say so, rather than call it invalid (it may well be valid).
+      if (token.startsWith(PATIENT_TOKEN_PREFIX))
+        throw unauthenticated('Patient tokens (pat_…) open only the mobile routes (/api/v1/mobile/…); this route needs an integration client\'s access token', { invalidToken: true });
       const verified = await this.tokens.verify(token);
       if (!verified) throw unauthenticated('The access token is invalid, expired or revoked', { invalidToken: true });
       return principalOf(verified.client, verified.scopes, { id: verified.claims.jti, expiresAt: verified.claims.exp });

@@ -80,6 +80,13 @@ function presentation(ctx: Context): { elements?: string[]; summary?: string } {
   return { elements, summary };
 }
 
+/** `_history` answers one page (newest first, up to `_count`): a `_cursor` is refused rather than ignored. */
+function historyPresentation(ctx: Context): { elements?: string[]; summary?: string } {
+  if (ctx.query._cursor !== undefined)
+    throw badRequest('_history answers one page of up to _count (at most 1000) versions, newest first: narrow it with _since; _cursor pages searches only');
+  return presentation(ctx);
+}
+
 /** A history Bundle with each entry's resource shaped as `presentation` asks. */
 function presentBundle(bundle: Bundle, shape: { elements?: string[]; summary?: string }): Bundle {
   if (!shape.elements && !shape.summary) return bundle;
@@ -246,7 +253,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       query: z.object({ _count: z.coerce.number().int().min(1).max(1000).optional(), _since: z.iso.datetime({ offset: true }).optional() }).loose(),
       responses: { 200: ok('history Bundle', BundleSchema) },
       handler: async ({ ctx, params, query, repo }) => {
-        const shape = presentation(ctx);
+        const shape = historyPresentation(ctx);
         return fhirResult(presentBundle(await repo.history(params.type, undefined, { count: query._count, since: query._since }), shape));
       },
     }),
@@ -417,7 +424,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       query: z.object({ _count: z.coerce.number().int().min(1).max(1000).optional(), _since: z.iso.datetime({ offset: true }).optional() }).loose(),
       responses: { 200: ok('history Bundle', BundleSchema) },
       handler: async ({ ctx, params, query, repo }) => {
-        const shape = presentation(ctx);
+        const shape = historyPresentation(ctx);
         return fhirResult(presentBundle(await repo.history(params.type, params.id, { count: query._count, since: query._since }), shape));
       },
     }),

@@ -77,9 +77,15 @@ export interface IncludeRule {
   targetType?: string;
   iterate: boolean;
 }
+/**
+ * Where a page starts. Default order pages by keyset (`afterRid` forwards, `beforeRid` backwards: the page
+ * that ends just before that rid); an explicit `_sort` pages by `offset`. At most one of the three.
+ */
 export interface Cursor {
   /** Keyset position (default order): last rid of the previous page. */
   afterRid?: string;
+  /** Keyset position, backwards (default order): first rid of the following page. */
+  beforeRid?: string;
   /** Offset (explicit _sort). */
   offset?: number;
   /** Total computed on the first page. */
@@ -388,18 +394,23 @@ export function encodeCursor(cursor: Cursor): string {
 }
 
 const MAX_BIGINT = 2n ** 63n - 1n;
+/** The largest rid: `beforeRid` at it is the last page. */
+export const END_RID = String(MAX_BIGINT);
+
+const isRid = (v: unknown) => v === undefined || (typeof v === 'string' && /^\d{1,19}$/.test(v) && BigInt(v) <= MAX_BIGINT);
 
 export function decodeCursor(raw: string): Cursor {
   try {
     const c = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Cursor;
     const ok =
       typeof c === 'object' && c !== null &&
-      // afterRid is a bigint (at most 2^63 - 1); offset and total are exact JavaScript integers.
-      (c.afterRid === undefined || (typeof c.afterRid === 'string' && /^\d{1,19}$/.test(c.afterRid) && BigInt(c.afterRid) <= MAX_BIGINT)) &&
+      // Rids are bigints (at most 2^63 - 1); offset and total are exact JavaScript integers.
+      isRid(c.afterRid) && isRid(c.beforeRid) &&
       (c.offset === undefined || (Number.isSafeInteger(c.offset) && c.offset >= 0)) &&
-      (c.total === undefined || (Number.isSafeInteger(c.total) && c.total >= 0));
+      (c.total === undefined || (Number.isSafeInteger(c.total) && c.total >= 0)) &&
+      [c.afterRid, c.beforeRid, c.offset].filter((v) => v !== undefined).length <= 1;
     if (!ok) throw new Error('bad');
-    return { afterRid: c.afterRid, offset: c.offset, total: c.total };
+    return { afterRid: c.afterRid, beforeRid: c.beforeRid, offset: c.offset, total: c.total };
   } catch {
     throw badRequest('_cursor is not a cursor issued by this server');
   }

@@ -1,12 +1,12 @@
-import type { Bundle, Resource } from '@medplum/fhirtypes';
+import type { Bundle, BundleLink, Resource } from '@medplum/fhirtypes';
 import type { Queryable } from '../../db/database';
 import { ApiError, ErrorCode, badRequest } from '../../http/errors';
 import { patientCompartmentParams } from '../definitions';
 import { hashKey } from '../hash';
 import { indexedParams } from '../indexer';
-import { decodeCursor, encodeCursor } from '../search/parse';
+import { decodeCursor, encodeCursor, type Cursor } from '../search/parse';
 import { SqlParams, accessSql } from '../search/sql';
-import { MAX_INCLUDED, type SearchAccess } from './search';
+import { MAX_INCLUDED, keysetLinks, keysetPage, type SearchAccess } from './search';
 import type { RowFilter } from './types';
 
 /** One stored version as a point read finds it, and whether the caller may see it. */
@@ -162,34 +162,32 @@ export async function everythingBundle(db: Queryable, base: string, patient: Res
   const countWhere = conditions(countParams);
   const pageParams = new SqlParams();
   const pageWhere = conditions(pageParams);
-  const after = params.cursor === undefined ? undefined : decodeCursor(params.cursor).afterRid;
-  if (params.cursor !== undefined && !after) throw badRequest('_cursor is not a cursor issued by this server');
-  if (after) pageWhere.push(`r.rid > ${pageParams.add(after)}::bigint`);
+  const cursor = params.cursor === undefined ? undefined : decodeCursor(params.cursor);
+  if (cursor && cursor.afterRid === undefined && cursor.beforeRid === undefined) throw badRequest('_cursor is not a cursor issued by this server');
   const { rows: totalRows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM fhir_resources r WHERE ${countWhere.join(' AND ')}`, countParams.values);
-  const { rows } = await db.query<{ rid: string; content: Resource }>(
-    `SELECT r.rid, r.content FROM fhir_resources r WHERE ${pageWhere.join(' AND ')} ORDER BY r.rid LIMIT ${pageParams.add(count + 1)}`,
-    pageParams.values,
-  );
+  const page = await keysetPage<{ rid: string; content: Resource }>(db, 'r.rid, r.content', pageWhere, pageParams, count, cursor);
   const linkBase = params.linkBase ?? `${base}/Patient/${patientId}/$everything`;
-  const members = rows.slice(0, count).map((r) => r.content);
-  const first = after ? [] : [patient];
+  const link = (relation: string, to?: Cursor): BundleLink => {
+    const query = new URLSearchParams({ _count: String(count), ...(params.since ? { _since: params.since } : {}) });
+    if (to) query.set('_cursor', encodeCursor(to));
+    return { relation, url: `${linkBase}?${query.toString()}` };
+  };
+  const members = page.rows.map((r) => r.content);
+  // The patient leads the first page, however it is reached: without a cursor, or backwards with nothing before.
+  const isFirst = cursor === undefined || (cursor.beforeRid !== undefined && !page.more);
+  const first = isFirst ? [patient] : [];
   const seen = new Set([...first, ...members].map((r) => `${r.resourceType}/${r.id}`));
   const referenced = (await referencedBy(db, [...first, ...members], access)).filter((r) => !seen.has(`${r.resourceType}/${r.id}`));
-  const bundle: Bundle = {
+  return {
     resourceType: 'Bundle',
     type: 'searchset',
     total: totalRows[0].n + 1,
-    link: [{ relation: 'self', url: linkBase }],
+    link: [{ relation: 'self', url: linkBase }, ...keysetLinks(cursor, page.rows, page.more, undefined, link)],
     entry: [
       ...[...first, ...members].map((r) => ({ fullUrl: `${base}/${r.resourceType}/${r.id}`, resource: r, search: { mode: 'match' as const } })),
       ...referenced.map((r) => ({ fullUrl: `${base}/${r.resourceType}/${r.id}`, resource: r, search: { mode: 'include' as const } })),
     ],
   };
-  if (rows.length > count) {
-    const last = rows[count - 1].rid;
-    bundle.link!.push({ relation: 'next', url: `${linkBase}?_count=${count}&_cursor=${encodeCursor({ afterRid: last })}` });
-  }
-  return bundle;
 }
 
 /** Resources that `from` refer to (any reference parameter), outside the patient compartment types. */

@@ -1,8 +1,8 @@
-import type { Bundle, BundleEntry, Resource } from '@medplum/fhirtypes';
+import type { Bundle, BundleEntry, BundleLink, Resource } from '@medplum/fhirtypes';
 import type { Queryable } from '../../db/database';
-import { ApiError, ErrorCode } from '../../http/errors';
+import { ApiError, ErrorCode, badRequest } from '../../http/errors';
 import { present } from '../present';
-import { encodeCursor, type Filter, type IncludeRule, type ParsedSearch, type QueryParams } from '../search/parse';
+import { END_RID, encodeCursor, type Cursor, type Filter, type IncludeRule, type ParsedSearch, type QueryParams } from '../search/parse';
 import { SqlParams, accessSql, filterSql, sortSql } from '../search/sql';
 import type { RowFilter } from './types';
 
@@ -89,31 +89,36 @@ export async function searchResources<T extends Resource>(
   const linkBase = options.linkBase ?? `${base}/${resourceType}`;
   const selfQuery = options.selfQuery ?? new URLSearchParams(flatten(query)).toString();
   bundle.link = [{ relation: 'self', url: `${linkBase}${selfQuery ? `?${selfQuery}` : ''}` }];
-  if (countOnly) return bundle;
+  const cursor = search.cursor;
+  if (cursor && (search.sort.length ? (cursor.afterRid ?? cursor.beforeRid) : cursor.offset) !== undefined)
+    throw badRequest('_cursor is not a cursor issued by this server for this search');
+  if (countOnly) {
+    if (total === 0 && !cursor && access.rowFilter) bundle.entry = [narrowedSearchNote<T>()];
+    return bundle;
+  }
 
   const page = new SqlParams();
   page.values.push(...q.values);
-  const pageWhere = [...where];
-  let order = 'r.rid';
-  let offset = 0;
-  if (search.sort.length) {
-    order = [...search.sort.map((s) => sortSql(s, 'r', page)), 'r.rid'].join(', ');
-    offset = search.cursor?.offset ?? 0;
-  } else if (search.cursor?.afterRid) {
-    pageWhere.push(`r.rid > ${page.add(search.cursor.afterRid)}::bigint`);
-  }
-  const { rows } = await db.query<{ rid: string; content: T }>(
-    `SELECT r.rid, r.content FROM fhir_resources r WHERE ${pageWhere.join(' AND ')}
-     ORDER BY ${order} LIMIT ${page.add(search.count + 1)} OFFSET ${page.add(offset)}`,
-    page.values,
-  );
-  const hasMore = rows.length > search.count;
-  const matches = rows.slice(0, search.count);
-  if (hasMore) {
-    const next = search.sort.length ? { offset: offset + search.count, total } : { afterRid: matches[matches.length - 1].rid, total };
+  const link = (relation: string, to?: Cursor): BundleLink => {
     const params = new URLSearchParams(flatten(query));
-    params.set('_cursor', encodeCursor(next));
-    bundle.link.push({ relation: 'next', url: `${linkBase}?${params.toString()}` });
+    if (to) params.set('_cursor', encodeCursor(to));
+    return { relation, url: `${linkBase}${params.size ? `?${params.toString()}` : ''}` };
+  };
+  let matches: Array<{ rid: string; content: T }>;
+  if (search.sort.length) {
+    const offset = cursor?.offset ?? 0;
+    const order = [...search.sort.map((s) => sortSql(s, 'r', page)), 'r.rid'].join(', ');
+    const { rows } = await db.query<{ rid: string; content: T }>(
+      `SELECT r.rid, r.content FROM fhir_resources r WHERE ${where.join(' AND ')}
+       ORDER BY ${order} LIMIT ${page.add(search.count + 1)} OFFSET ${page.add(offset)}`,
+      page.values,
+    );
+    matches = rows.slice(0, search.count);
+    bundle.link.push(...offsetLinks(offset, search.count, rows.length > search.count, total, link));
+  } else {
+    const found = await keysetPage<{ rid: string; content: T }>(db, 'r.rid, r.content', where, page, search.count, cursor);
+    matches = found.rows;
+    bundle.link.push(...keysetLinks(cursor, matches, found.more, total, link));
   }
   const entries: BundleEntry<T>[] = matches.map((row) => ({
     fullUrl: `${base}/${resourceType}/${row.content.id}`,
@@ -131,8 +136,82 @@ export async function searchResources<T extends Resource>(
       search: { mode: 'outcome' },
     });
   }
+  if (!matches.length && !cursor && access.rowFilter) entries.push(narrowedSearchNote<T>());
   bundle.entry = entries;
   return bundle;
+}
+
+/**
+ * The note in an empty searchset of a caller whose view the access policy narrows: on every such answer,
+ * whether or not anything was hidden, so it tells nothing about data the caller may not see.
+ */
+export const NARROWED_SEARCH_NOTE =
+  "Results are limited to data your organisation may see: patients' consent (README 'Consent'). An operator client (--all-patients) or a consent grant shows more.";
+
+function narrowedSearchNote<T extends Resource>(): BundleEntry<T> {
+  return {
+    resource: { resourceType: 'OperationOutcome', issue: [{ severity: 'information', code: 'informational', diagnostics: NARROWED_SEARCH_NOTE }] } as unknown as T,
+    search: { mode: 'outcome' },
+  };
+}
+
+/**
+ * One page in rid order of the rows `where` selects (on `fhir_resources r`): the page after `afterRid`, or
+ * (backwards) the page that ends just before `beforeRid`. `more`: rows remain beyond it in the direction read.
+ */
+export async function keysetPage<R extends { rid: string }>(
+  db: Queryable,
+  select: string,
+  where: string[],
+  q: SqlParams,
+  count: number,
+  cursor: Cursor | undefined,
+): Promise<{ rows: R[]; more: boolean }> {
+  const backward = cursor?.beforeRid !== undefined;
+  const bound =
+    cursor?.beforeRid !== undefined ? [`r.rid < ${q.add(cursor.beforeRid)}::bigint`] : cursor?.afterRid !== undefined ? [`r.rid > ${q.add(cursor.afterRid)}::bigint`] : [];
+  const { rows } = await db.query<R>(
+    `SELECT ${select} FROM fhir_resources r WHERE ${[...where, ...bound].join(' AND ')} ORDER BY r.rid${backward ? ' DESC' : ''} LIMIT ${q.add(count + 1)}`,
+    q.values,
+  );
+  const page = rows.slice(0, count);
+  return { rows: backward ? page.reverse() : page, more: rows.length > count };
+}
+
+/**
+ * Links around a keyset page (`rows` in rid order): `next` and `previous`, and when there are several pages,
+ * `first` (no cursor) and `last` (the page before END_RID: it ends with the last row, so it need not align with
+ * the pages read forwards). `link` builds a link to a cursor (none: the first page).
+ */
+export function keysetLinks(
+  cursor: Cursor | undefined,
+  rows: Array<{ rid: string }>,
+  more: boolean,
+  total: number | undefined,
+  link: (relation: string, to?: Cursor) => BundleLink,
+): BundleLink[] {
+  const backward = cursor?.beforeRid !== undefined;
+  const firstRid = rows[0]?.rid;
+  const lastRid = rows[rows.length - 1]?.rid;
+  const out: BundleLink[] = [];
+  // Backwards, the page was reached from a later one; forwards, from an earlier one when a cursor was given.
+  // An empty page points at everything before it (the last page) or after it (the first page).
+  if (backward ? more : cursor?.afterRid !== undefined) out.push(link('previous', { beforeRid: firstRid ?? END_RID, total }));
+  if (backward || more) out.push(link('next', lastRid !== undefined ? { afterRid: lastRid, total } : undefined));
+  if (out.length) out.unshift(link('first')), out.push(link('last', { beforeRid: END_RID, total }));
+  return out;
+}
+
+/** Links around an offset page (explicit `_sort`); `last` only when the total is known. */
+function offsetLinks(offset: number, count: number, more: boolean, total: number | undefined, link: (relation: string, to?: Cursor) => BundleLink): BundleLink[] {
+  const out: BundleLink[] = [];
+  if (offset > 0) out.push(link('previous', { offset: Math.max(0, offset - count), total }));
+  if (more) out.push(link('next', { offset: offset + count, total }));
+  if (out.length) {
+    out.unshift(link('first'));
+    if (total !== undefined) out.push(link('last', { offset: Math.max(0, Math.floor((total - 1) / count) * count), total }));
+  }
+  return out;
 }
 
 /** `_include` / `_revinclude` (with :iterate, up to 4 rounds), without duplicates of the matches. */
