@@ -1,7 +1,9 @@
+import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashKey } from '../src/fhir/hash';
 import { backend, createTestClient, startTestServer, type TestServer } from './harness';
+import { startReceiver } from './webhooks-support';
 
 /** The sandbox a newcomer uses: one call, then a complete integrator flow with the credentials it answers. */
 let pont: TestServer;
@@ -77,6 +79,76 @@ describe('POST /api/demo/reset', () => {
   }, 60_000);
 });
 
+describe('what a reset replaces', () => {
+  it('counts what it removed, ends the old clients, and keeps the demo\'s webhook subscriptions, which hear the fresh demo', async () => {
+    const first = (await reset()).body;
+    const headers = (await tokenOf(first.clients[0]))!;
+    const receiver = await startReceiver();
+    try {
+      const subscribed = await pont.json('/api/v1/connect/webhooks/subscriptions', { method: 'POST', headers, json: { callback_url: receiver.url, subscribed_events: ['patient.created'], description: 'mine' } });
+      expect(subscribed.status).toBe(201);
+      const resources = (await demoCounts()).reduce((n, r) => n + r.n, 0);
+
+      const second = (await reset()).body;
+      expect(second.replaced).toEqual({
+        fhir_resources: resources,
+        clients: 2,
+        bridge_agents: 1,
+        patient_tokens: 0,
+        events: expect.any(Number),
+        webhook_deliveries: 0,
+        webhook_subscriptions_kept: 1,
+      });
+      expect(second.replaced.events).toBeGreaterThan(0);
+      expect(await tokenOf(first.clients[0])).toBeUndefined();
+      // The subscription is the new clients' organisation's still, and hears the fresh demo's patients.
+      const listed = await pont.json('/api/v1/connect/webhooks/subscriptions', { headers: (await tokenOf(second.clients[0]))! });
+      expect(JSON.stringify(listed.body)).toContain(subscribed.body.id);
+      const heard = await receiver.waitFor(second.patients.length);
+      expect(heard.map((r: any) => r.body.data.patient_id).sort()).toEqual(second.patients.map((p: any) => p.patient_id).sort());
+
+      // Those deliveries were of the demo's events: the next reset removes them, and keeps the subscription.
+      const third = (await reset()).body;
+      expect(third.replaced.webhook_deliveries).toBe(second.patients.length);
+      expect(third.replaced.webhook_subscriptions_kept).toBe(1);
+      expect((await pont.services.db.query(`SELECT 1 FROM webhook_subscriptions WHERE id = $1 AND deleted_at IS NULL`, [subscribed.body.id])).rows).toHaveLength(1);
+    } finally {
+      await receiver.close();
+    }
+  }, 60_000);
+
+  it('is described as it is: the README states the counts a real reset answers, the OpenAPI document what `replaced` holds', async () => {
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    const section = /### Demo\n([\s\S]*?)\n### /.exec(readme)![1]!.replace(/\s+/g, ' ');
+    const stated = (pattern: RegExp) => Number(pattern.exec(section)?.[1]);
+    const res = await reset();
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    const { body } = res;
+    expect({
+      clients: stated(/`clients`: (\d+) integration clients/),
+      patients: stated(/`patients`: (\d+) patients/),
+      fhir_resources: stated(/the smallest records: (\d+) FHIR resources/),
+      blood_units: stated(/(\d+) blood units/),
+      blood_lines: stated(/of each of the (\d+) groups and components/),
+      pharmacy_stock_lines: stated(/(\d+) pharmacy stock lines/),
+      payments: stated(/today's (\d+) payments/),
+    }).toEqual({
+      clients: body.clients.length,
+      patients: body.patients.length,
+      fhir_resources: body.seeded.fhir_resources,
+      blood_units: body.seeded.blood_units,
+      blood_lines: (await pont.json('/api/v1/connect/blood-bank/inventory?facility_id=fac-demo', { headers: (await tokenOf(body.clients[0]))! })).body.items.length,
+      pharmacy_stock_lines: body.seeded.pharmacy_stock_lines,
+      payments: body.seeded.payments,
+    });
+    // Every count of `replaced` is named in the README and described in the OpenAPI document.
+    for (const key of Object.keys(body.replaced)) expect(section).toContain(`\`${key}\``);
+    const document = (await pont.json('/api/openapi.json')).body;
+    const answer = document.paths['/api/demo/reset'].post.responses['201'].content['application/json'].schema;
+    expect(Object.keys(answer.properties.replaced.properties).sort()).toEqual(Object.keys(body.replaced).sort());
+  }, 60_000);
+});
+
 describe('the demo clients, used as an attacker would', () => {
   it('cannot read the audit trail, break the glass or grant themselves consent', async () => {
     const demo = (await reset()).body;
@@ -130,6 +202,39 @@ describe('resets at once', () => {
       await other.end();
     }
   });
+});
+
+describe('a reset while webhooks are being delivered', () => {
+  it.runIf(backend === 'postgres')('waits for a delivery worker recording an attempt on a demo delivery, then removes both', async () => {
+    const first = (await reset()).body;
+    const receiver = await startReceiver();
+    const worker = new pg.Client({ connectionString: pont.config.databaseUrl });
+    await worker.connect();
+    try {
+      const subscribed = await pont.json('/api/v1/connect/webhooks/subscriptions', { method: 'POST', headers: (await tokenOf(first.clients[0]))!, json: { callback_url: receiver.url, subscribed_events: ['patient.created'] } });
+      expect(subscribed.status).toBe(201);
+      const second = (await reset()).body;
+      await receiver.waitFor(second.patients.length);
+      // A worker's attempt on a delivery of the demo, not yet committed when the reset starts.
+      await worker.query('BEGIN');
+      await worker.query(
+        `INSERT INTO webhook_delivery_attempts (delivery_id, round, attempt, started_at, duration_ms, succeeded)
+         SELECT id, 1, 2, now(), 1, true FROM webhook_deliveries WHERE subscription_id = $1 LIMIT 1`,
+        [subscribed.body.id],
+      );
+      const answer = reset();
+      const waiting = `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`;
+      while ((await pont.services.db.query<{ n: number }>(waiting)).rows[0]!.n === 0);
+      await worker.query('COMMIT');
+      const third = await answer;
+      expect(third.status, JSON.stringify(third.body)).toBe(201);
+      // Each kept subscription (an earlier test's too) had a delivery of each patient's patient.created.
+      expect(third.body.replaced.webhook_deliveries).toBe(second.patients.length * second.replaced.webhook_subscriptions_kept);
+    } finally {
+      await worker.end();
+      await receiver.close();
+    }
+  }, 60_000);
 });
 
 describe('in sandbox', () => {

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Bundle, Patient, Resource } from '@medplum/fhirtypes';
 import { x as extract } from 'tar';
+import { z } from 'zod';
 import { createAgent } from '../auth/agents';
 import { createClient } from '../auth/clients';
 import type { ClientPrincipal } from '../auth/principal';
@@ -59,13 +60,29 @@ function sampleBundles(): Bundle[] {
   return sampleTexts.map((t) => JSON.parse(t) as Bundle);
 }
 
+/** What a reset removed (the answer's `replaced`, described in the OpenAPI document), and what it kept. */
+export const ReplacedSchema = z.object({
+  fhir_resources: z.number().int().describe('FHIR resources the demo organisation wrote, every version removed (its audit trail stays)'),
+  clients: z.number().int().describe('Demo clients removed: every access token they were issued is refused from the next request'),
+  bridge_agents: z.number().int().describe('Bridge agents of the demo removed, with their batches'),
+  patient_tokens: z.number().int().describe("Demo patients' mobile tokens (pat_) and pairing codes ended"),
+  events: z.number().int().describe('Events of the demo organisation and its patients removed, with their webhook deliveries'),
+  webhook_deliveries: z.number().int().describe('Webhook deliveries of those events removed (pending ones are not sent)'),
+  webhook_subscriptions_kept: z
+    .number()
+    .int()
+    .describe("The demo organisation's webhook subscriptions, kept as they are (an integrator's own set-up): they hear the fresh demo's events like any write's"),
+});
+export type Replaced = z.infer<typeof ReplacedSchema>;
+
 /**
  * Removes everything of the demo organisation: the FHIR resources it wrote (every version and index row, and
- * the registry rows that follow them), its clients, agents, subscriptions, events and their deliveries. Hard
- * deletes: the demo is a sandbox, not a record. Except the audit trail (AuditEvents, authored by the
- * organisation whose accesses they record): what the demo's clients did stays on record.
+ * the registry rows that follow them), its clients, agents, events and their deliveries. Hard deletes: the demo
+ * is a sandbox, not a record. Kept: the audit trail (AuditEvents, authored by the organisation whose accesses
+ * they record: what the demo's clients did stays on record) and the demo's webhook subscriptions (the
+ * integrator's own, not demo data). Answers what it removed.
  */
-async function wipe(sql: Queryable): Promise<void> {
+async function wipe(sql: Queryable): Promise<Replaced> {
   const { rows } = await sql.query<{ rid: string; resource_type: string; id: string }>(
     `SELECT rid, resource_type, id FROM fhir_resources WHERE author_org = $1 AND resource_type <> 'AuditEvent'`,
     [DEMO_ORG],
@@ -73,6 +90,7 @@ async function wipe(sql: Queryable): Promise<void> {
   const rids = rows.map((r) => r.rid);
   const idsOf = (type: string) => rows.filter((r) => r.resource_type === type).map((r) => r.id);
   const patients = idsOf('Patient');
+  const removed = async (statement: string, params: unknown[]) => (await sql.query(statement, params)).rowCount;
   for (const table of ['fhir_idx_token', 'fhir_idx_string', 'fhir_idx_date', 'fhir_idx_number', 'fhir_idx_quantity', 'fhir_idx_reference', 'fhir_idx_uri', 'fhir_links', 'fhir_resource_versions'])
     await sql.query(`DELETE FROM ${table} WHERE rid = ANY($1::bigint[])`, [rids]);
   await sql.query('DELETE FROM consent_access WHERE consent_id = ANY($1::text[]) OR organization_id = $2', [idsOf('Consent'), DEMO_ORG]);
@@ -80,22 +98,23 @@ async function wipe(sql: Queryable): Promise<void> {
   await sql.query('DELETE FROM payments WHERE payment_id = ANY($1::text[])', [idsOf('PaymentReconciliation')]);
   await sql.query('DELETE FROM pharmacy_stock WHERE medication_id = ANY($1::text[])', [idsOf('Medication')]);
   await sql.query('DELETE FROM health_ids WHERE patient_id = ANY($1::text[])', [patients]);
-  for (const table of ['mobile_pairing_codes', 'mobile_tokens']) await sql.query(`DELETE FROM ${table} WHERE patient_id = ANY($1::text[])`, [patients]);
+  let patientTokens = 0;
+  for (const table of ['mobile_pairing_codes', 'mobile_tokens']) patientTokens += await removed(`DELETE FROM ${table} WHERE patient_id = ANY($1::text[])`, [patients]);
   await sql.query('DELETE FROM emergency_access WHERE organization_id = $1', [DEMO_ORG]);
-  await sql.query('DELETE FROM fhir_resources WHERE rid = ANY($1::bigint[])', [rids]);
+  const resources = await removed('DELETE FROM fhir_resources WHERE rid = ANY($1::bigint[])', [rids]);
   const events = `SELECT id FROM events WHERE organization_id = $1 OR patient_id = ANY($2::text[])`;
-  const subscriptions = 'SELECT id FROM webhook_subscriptions WHERE organization_id = $1';
-  await sql.query(
-    `DELETE FROM webhook_delivery_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries WHERE event_id IN (${events}) OR subscription_id IN (${subscriptions}))`,
-    [DEMO_ORG, patients],
-  );
-  await sql.query(`DELETE FROM webhook_deliveries WHERE event_id IN (${events}) OR subscription_id IN (${subscriptions})`, [DEMO_ORG, patients]);
-  await sql.query(`DELETE FROM events WHERE id IN (${events})`, [DEMO_ORG, patients]);
-  await sql.query('DELETE FROM webhook_subscriptions WHERE organization_id = $1', [DEMO_ORG]);
+  // Lock the deliveries first: a delivery worker recording an attempt on one of them meanwhile would otherwise commit
+  // between the two deletes below and break the second (a kept subscription's deliveries are being sent as we go).
+  await sql.query(`SELECT id FROM webhook_deliveries WHERE event_id IN (${events}) FOR UPDATE`, [DEMO_ORG, patients]);
+  await sql.query(`DELETE FROM webhook_delivery_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries WHERE event_id IN (${events}))`, [DEMO_ORG, patients]);
+  const deliveries = await removed(`DELETE FROM webhook_deliveries WHERE event_id IN (${events})`, [DEMO_ORG, patients]);
+  const eventCount = await removed(`DELETE FROM events WHERE id IN (${events})`, [DEMO_ORG, patients]);
   await sql.query('DELETE FROM idempotency_keys WHERE client_id IN (SELECT client_id FROM oauth_clients WHERE organization_id = $1)', [DEMO_ORG]);
   await sql.query('DELETE FROM bridge_batches WHERE agent_id IN (SELECT agent_id FROM bridge_agents WHERE organization_id = $1)', [DEMO_ORG]);
-  await sql.query('DELETE FROM bridge_agents WHERE organization_id = $1', [DEMO_ORG]);
-  await sql.query('DELETE FROM oauth_clients WHERE organization_id = $1', [DEMO_ORG]);
+  const agents = await removed('DELETE FROM bridge_agents WHERE organization_id = $1', [DEMO_ORG]);
+  const clients = await removed('DELETE FROM oauth_clients WHERE organization_id = $1', [DEMO_ORG]);
+  const { rows: kept } = await sql.query<{ n: number }>('SELECT count(*)::int AS n FROM webhook_subscriptions WHERE organization_id = $1 AND deleted_at IS NULL', [DEMO_ORG]);
+  return { fhir_resources: resources, clients, bridge_agents: agents, patient_tokens: patientTokens, events: eventCount, webhook_deliveries: deliveries, webhook_subscriptions_kept: kept[0]!.n };
 }
 
 /** Today's date in a time zone (YYYY-MM-DD). */
@@ -112,7 +131,8 @@ const running = new WeakSet<Services>();
 /**
  * POST /api/demo/reset: wipes the demo organisation and seeds it afresh, in one transaction: two clients (one with
  * the sandbox integrator's scopes), a Bridge agent, the sample patients with their Health IDs and records,
- * full-record consents, blood units, pharmacy stock and today's payments. Answers what it made. One reset at a
+ * full-record consents, blood units, pharmacy stock and today's payments. Answers what it removed (`replaced`; the
+ * demo's webhook subscriptions are kept) and what it made. One reset at a
  * time: another asked for meanwhile, in this process or any other on the database, is refused with 409 at once.
  * `admit` (the rate limit) runs once this process is not busy, before any work.
  */
@@ -137,27 +157,14 @@ async function reset(services: Services): Promise<Record<string, unknown>> {
     // …then every process on the database: the lock ends with the transaction.
     const { rows } = await sql.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1::bigint) AS locked', [hashKey('demo-reset')]);
     if (!rows[0]!.locked) throw busy();
-    await wipe(sql);
+    const replaced = await wipe(sql);
     const full = await createClient(sql, { name: 'Demo integrator (sandbox scopes)', organizationId: DEMO_ORG, facilityId: DEMO_FACILITY, scopes: SANDBOX_SCOPES });
     const reader = await createClient(sql, { name: 'Demo records reader', organizationId: DEMO_ORG, facilityId: DEMO_FACILITY, scopes: READER_SCOPES });
     const agent = await createAgent(sql, { organizationId: DEMO_ORG, facilityId: DEMO_FACILITY });
 
-    let resources = 0;
-    for (const bundle of bundles) {
-      await repo.bundle(bundle, { returnResources: false });
-      resources += bundle.entry?.length ?? 0;
-    }
-    const patientIds = bundles.map((b) => b.entry!.find((e) => e.resource?.resourceType === 'Patient')!.resource!.id!);
-    const inAYear = new Date(Date.now() + 365 * 86_400_000).toISOString();
-    const patients: Array<{ health_id: string; patient_id: string; first_name: unknown; last_name: unknown; date_of_birth: unknown }> = [];
-    for (const id of patientIds) {
-      const patient = await repo.read<Patient>('Patient', id, { audit: false });
-      const healthId = patient.identifier!.find((i) => i.system === HEALTH_ID_SYSTEM)!.value!;
-      await consents.grant(repo, DEMO_ORG, healthId, { consent_type: 'full_record', expires_at: inAYear, purpose: 'demo' });
-      const profile = services.mappings.get('patient-profile').readFhir(patient).connect;
-      patients.push({ health_id: healthId, patient_id: id, first_name: profile.first_name, last_name: profile.last_name, date_of_birth: profile.date_of_birth });
-    }
-
+    const sample = bundles.flatMap((b) => b.entry ?? []);
+    const samplePatients = sample.map((e) => e.resource).filter((r): r is Patient => r?.resourceType === 'Patient');
+    const profileOf = (patient: Patient) => services.mappings.get('patient-profile').readFhir(patient).connect;
     // Blood units: every group and component, a few expiring within the week.
     const units: Resource[] = [];
     const day = 86_400_000;
@@ -193,7 +200,7 @@ async function reset(services: Services): Promise<Record<string, unknown>> {
       services.mappings.get('payment').toFhir({
         id: demoId(`00000000-0000-0000-0001-${String(i).padStart(12, '0')}`),
         facility_id: DEMO_FACILITY,
-        payer: patients[i % patients.length]!.first_name,
+        payer: profileOf(samplePatients[i % samplePatients.length]!).first_name,
         method,
         amount,
         currency: 'XAF',
@@ -205,7 +212,21 @@ async function reset(services: Services): Promise<Record<string, unknown>> {
         paid_on: today,
       }),
     );
-    await repo.writeItems([...units, ...payments].map((resource) => ({ resource, method: 'PUT' as const })), 'demoReset');
+    // One write of everything (the sample records, blood units and payments): one validation fan-out over the check
+    // workers and one batch of statements, not one per sample bundle.
+    const own = [...units, ...payments].map((resource) => ({ resource, request: { method: 'PUT' as const, url: `${resource.resourceType}/${resource.id}` } }));
+    await repo.bundle({ resourceType: 'Bundle', type: 'transaction', entry: [...sample, ...own] }, { returnResources: false });
+
+    const inAYear = new Date(Date.now() + 365 * 86_400_000).toISOString();
+    const patients: Array<{ health_id: string; patient_id: string; first_name: unknown; last_name: unknown; date_of_birth: unknown }> = [];
+    for (const { id } of samplePatients) {
+      const patient = await repo.read<Patient>('Patient', id!, { audit: false });
+      const healthId = patient.identifier!.find((i) => i.system === HEALTH_ID_SYSTEM)!.value!;
+      await consents.grant(repo, DEMO_ORG, healthId, { consent_type: 'full_record', expires_at: inAYear, purpose: 'demo' });
+      const profile = profileOf(patient);
+      patients.push({ health_id: healthId, patient_id: id!, first_name: profile.first_name, last_name: profile.last_name, date_of_birth: profile.date_of_birth });
+    }
+
     // Pharmacy stock: three lines, one below its reorder level.
     const rxnorm = 'http://www.nlm.nih.gov/research/umls/rxnorm';
     const stock = await putStock(repo, services.mappings, DEMO_FACILITY, [
@@ -224,7 +245,8 @@ async function reset(services: Services): Promise<Record<string, unknown>> {
       ],
       bridge_agent: agent,
       patients,
-      seeded: { fhir_resources: resources, consents: patients.length, blood_units: units.length, pharmacy_stock_lines: stock.lines, payments: payments.length, payments_date: today, time_zone: DEFAULT_TIME_ZONE },
+      replaced,
+      seeded: { fhir_resources: sample.length, consents: patients.length, blood_units: units.length, pharmacy_stock_lines: stock.lines, payments: payments.length, payments_date: today, time_zone: DEFAULT_TIME_ZONE },
       token_request: { method: 'POST', path: '/api/v1/connect/auth/token', body: { grant_type: 'client_credentials', client_id: full.client_id, client_secret: '<client_secret>' } },
     };
   });
