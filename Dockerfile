@@ -8,10 +8,20 @@
 # A start without them stops with a message naming them. -e PONT_ENV=sandbox runs the sandbox (same secrets).
 # docker-compose.yml runs it with PostgreSQL 15.
 #
-# The service runs its TypeScript through tsx (a runtime dependency): there is no build step, so the
-# image is the production dependencies plus the sources.
+# The build stage compiles the TypeScript (npm run build → dist/, with source maps); the runtime stage holds
+# the production dependencies and the compiled output only (no TypeScript, no tsx) and runs as `node`.
 
 ARG NODE_IMAGE=node:22-bookworm-slim
+
+# ---- build: every dependency (the compiler), then dist/
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY scripts ./scripts
+COPY src ./src
+RUN npm run build
 
 # ---- dependencies: production only, exactly the lockfile's versions
 FROM ${NODE_IMAGE} AS deps
@@ -32,7 +42,8 @@ WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json package-lock.json ./
 COPY bin ./bin
-COPY src ./src
+# The compiled service: modules, source maps and the SQL migrations beside them.
+COPY --from=build /app/dist ./dist
 COPY mappings ./mappings
 # The Synthea sample the demo reset seeds from.
 COPY samples ./samples
@@ -47,4 +58,4 @@ EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 # Node is PID 1 and handles SIGTERM/SIGINT itself (pont serve closes the server and database).
-CMD ["node", "--max-old-space-size=512", "bin/pont.js", "serve"]
+CMD ["node", "--max-old-space-size=512", "--enable-source-maps", "dist/bin.js", "serve"]

@@ -68,6 +68,24 @@ describe('the image and the compose file', () => {
     for (const name of ['PONT_WEBHOOK_SECRET_KEY', 'PONT_MATCH_KEY_SECRET']) expect(read('docker-compose.yml')).toContain(`${name}: \${${name}:-}`);
   });
 
+  it('run the compiled build (dist/, made in a build stage) as the unprivileged `node` user, without tsx', () => {
+    const stages = read('Dockerfile').split(/^FROM /m);
+    const build = stages.find((s) => / AS build$/m.test(s.split('\n')[0]!))!;
+    expect(build).toMatch(/^RUN npm run build$/m);
+    const runtime = stages.at(-1)!;
+    expect(runtime).toMatch(/^COPY --from=build \/app\/dist \.\/dist$/m);
+    expect(runtime).not.toMatch(/^COPY src /m);
+    expect(runtime).toMatch(/^USER node$/m);
+    expect(runtime).toMatch(/^CMD \["node", "--max-old-space-size=512", "--enable-source-maps", "dist\/bin\.js", "serve"\]$/m);
+    expect(read('Dockerfile')).toMatch(/^RUN npm ci --omit=dev /m);
+    // tsx is for development only: not a production dependency, and `npm start` runs the build too.
+    const pkg = JSON.parse(read('package.json'));
+    expect(pkg.dependencies.tsx).toBeUndefined();
+    expect(pkg.devDependencies.tsx).toBeDefined();
+    expect(pkg.scripts.prestart).toBe('npm run build');
+    expect(pkg.scripts.start).toBe('node --max-old-space-size=512 --enable-source-maps dist/bin.js serve');
+  });
+
   // The embedded database (the image's default volume), started from the image's environment as an operator would.
   it.runIf(backend === 'pglite')('start in production: without secrets it stops naming them; with them, no demo reset', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'pont-image-'));

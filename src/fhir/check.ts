@@ -42,7 +42,7 @@ interface SerializedError {
 }
 type Outcome = { checked: Checked } | { error: SerializedError };
 
-/** The worker threads' task (src/fhir/check-worker.mjs): checkResource over a slice of resources. */
+/** The worker threads' task (see workers()): checkResource over a slice of resources. */
 export function checkSlice(task: { resources: Resource[]; base: string; validate: boolean }): Outcome[] {
   loadFhirDefinitions();
   return task.resources.map((resource) => {
@@ -89,7 +89,11 @@ export async function checkResources(resources: Resource[], base: string, valida
 
 function workers(): Piscina {
   return (pool ??= new Piscina({
-    filename: new URL('./check-worker.mjs', import.meta.url).href,
+    // Compiled (dist/), a thread loads this module itself; run from the sources (tsx, vitest), it loads
+    // check-worker.mjs, which registers tsx in the thread first.
+    ...(import.meta.url.endsWith('.js')
+      ? { filename: import.meta.url, name: 'checkSlice' }
+      : { filename: new URL('./check-worker.mjs', import.meta.url).href }),
     maxThreads: Math.max(1, availableParallelism()),
     minThreads: 0,
     idleTimeout: IDLE_MS,
