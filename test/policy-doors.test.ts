@@ -482,3 +482,55 @@ describe('blind dump: conditional creates with invalid bodies never tell whether
     expect([...new Set([...seen.match, ...seen.none])].map((s) => s.slice(0, 4))).toEqual(['400 ']);
   });
 });
+
+describe('pairing and Bridge sync, by organisations without rights', () => {
+  const mobile = (token: string, path: string) => pont.json(`/api/v1/mobile${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}` } });
+
+  it("an app paired by an organisation never approves that organisation's own request; it approves another's", async () => {
+    // A registered P, so A may pair P's app; C (no relationship) may not.
+    const C2 = await createTestClient(pont, ['consents:write'], { organizationId: 'org-c' });
+    expect((await connect(C2, `/patient/${healthId}/mobile/pairing-code`, { method: 'POST' })).status).toBe(403);
+    const code = await connect(A, `/patient/${healthId}/mobile/pairing-code`, { method: 'POST' });
+    expect(code.status).toBe(201);
+    const token = (await pont.json('/api/v1/mobile/auth/token', { method: 'POST', json: { health_id: healthId, code: code.body.code } })).body.access_token as string;
+    const request = (client: TestClient) =>
+      call(client, '/api/v1/sdk/consents/request', { method: 'POST', json: { health_id: healthId, purpose: 'follow-up', requested_scopes: ['labs:read'] } });
+    const own = await request(A);
+    expect(own.status).toBe(201);
+    const refused = await mobile(token, `/consent-requests/${own.body.consent_request_id}/approve`);
+    expect(refused.status).toBe(403);
+    // Nothing changed: the request is still pending, and A holds no consent from it.
+    const consents = (await pont.json('/api/v1/mobile/consents', { headers: { authorization: `Bearer ${token}` } })).body.items as any[];
+    expect(consents.find((c) => c.consent_id === own.body.consent_request_id || c.id === own.body.consent_request_id)?.status).not.toBe('active');
+    const D = await createTestClient(pont, ['consents:write'], { organizationId: 'org-d' });
+    const other = await request(D);
+    expect(other.status).toBe(201);
+    expect((await mobile(token, `/consent-requests/${other.body.consent_request_id}/approve`)).status).toBe(200);
+  });
+
+  it("a Bridge agent of another organisation on the same facility id cannot overwrite, nor learn, the first organisation's synced data", async () => {
+    const { createAgent } = await import('../src/auth/agents');
+    const agentOf = (org: string) => createAgent(pont.services.db, { organizationId: org, facilityId: 'fac-shared' });
+    const [ours, theirs] = [await agentOf('org-a'), await agentOf('org-c')];
+    const sync = (agent: typeof ours, batch: string, value: number) =>
+      pont.json('/api/v1/bridge/sync', {
+        method: 'POST',
+        headers: { 'x-bridge-agent-id': agent.agent_id, 'x-bridge-agent-key': agent.agent_key, 'x-bridge-timestamp': String(Math.floor(Date.now() / 1000)) },
+        json: { batch_id: batch, resources: [{ resourceType: 'Observation', id: 'OBS-SHARED', status: 'final', code: { text: 'Ward scale calibration' }, valueQuantity: { value, unit: 'kg' } }] },
+      });
+    const first = await sync(ours, 'shared-1', 70);
+    expect(first.body.results[0].status, JSON.stringify(first.body)).toBe('created');
+    const id = first.body.results[0].id;
+    // The same content (an 'unchanged' would reveal it) and new content: both fail, and A's stays as it was.
+    for (const [batch, value] of [['shared-2', 70], ['shared-3', 99]] as const) {
+      const attempt = await sync(theirs, batch, value);
+      expect(attempt.status).toBe(200);
+      expect(attempt.body.results[0].status).toBe('failed');
+      expect(attempt.body.counts).toMatchObject({ failed: 1, unchanged: 0, updated: 0 });
+      expect(attempt.body.results[0].error).toMatch(/not found/);
+    }
+    const kept = await stored('Observation', id);
+    expect(kept.valueQuantity.value).toBe(70);
+    expect(kept.meta.versionId).toBe('1');
+  });
+});
