@@ -481,7 +481,7 @@ export class FhirRepository {
     const written = changed.filter((r) => r.method !== 'DELETE' && r.resource.resourceType !== 'Patient' && r.resource.resourceType !== 'AuditEvent');
     const targets: Array<{ n: number; type: string; id: string }> = [];
     written.forEach((r, n) => {
-      for (const l of linksOf(r.resource, this.baseUrl).links) if (l.targetType !== 'Patient') targets.push({ n, type: l.targetType, id: l.targetId });
+      for (const l of r.links) if (l.targetType !== 'Patient') targets.push({ n, type: l.targetType, id: l.targetId });
     });
     if (!targets.length) return;
     const { rows } = await sql.query<{ n: number; patients: string[] }>(

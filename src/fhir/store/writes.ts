@@ -31,6 +31,8 @@ export interface WriteResult<T extends Resource = Resource> {
   patients: string[];
   /** The patients the replaced version was filed under (none for a create). */
   previousPatients: string[];
+  /** The local references of the stored version (none for a delete), as its checks found them. */
+  links: Link[];
 }
 
 /** What the repository decides for each write, called once the current version is locked. */
@@ -119,7 +121,7 @@ export async function writeMany(
     }
     if (method === 'DELETE' && !previous) {
       // Deleting what is already deleted succeeds (idempotent); the repository answers 404 for what never was.
-      results[index] = { resource: input, created: false, changed: false, method, patients: cur?.patients ?? [], previousPatients: cur?.patients ?? [] };
+      results[index] = { resource: input, created: false, changed: false, method, patients: cur?.patients ?? [], previousPatients: cur?.patients ?? [], links: [] };
       return;
     }
     const versionId = cur ? String(Number(cur.version_id) + 1) : '1';
@@ -129,7 +131,7 @@ export async function writeMany(
       content = { ...prepared, meta: { ...prepared.meta, versionId, lastUpdated: now } } as Resource;
     }
     const previousPatients = (previous && cur?.patients) || [];
-    results[index] = { resource: content ?? input, created: !previous && method !== 'DELETE', previous, changed: true, method, patients: previousPatients, previousPatients };
+    results[index] = { resource: content ?? input, created: !previous && method !== 'DELETE', previous, changed: true, method, patients: previousPatients, previousPatients, links: [] };
     if (cur) updates.push({ index, rid: cur.rid, versionId, method, content });
     else inserts.push({ index, versionId, method, content: content! });
   };
@@ -157,7 +159,7 @@ export async function writeMany(
     } else checked.set(w.index, outcome);
   });
   if (refused) throw labelled(refused.err, refused.index);
-  for (const [index, c] of checked) results[index]!.patients = c.patients;
+  for (const [index, c] of checked) Object.assign(results[index]!, { patients: c.patients, links: c.links });
 
   const indexed: PendingIndex[] = [];
   const toIndex = (rid: string, index: number) => indexed.push({ rid, rows: checked.get(index)!.rows, links: checked.get(index)!.links });
