@@ -25,7 +25,7 @@ import { parseArgs } from 'node:util';
 import { createApp } from '../src/app';
 import type { Access } from '../src/auth/access';
 import { createClient } from '../src/auth/clients';
-import type { ClientPrincipal } from '../src/auth/principal';
+import type { ClientPrincipal } from '../src/core/principal';
 import { loadConfig } from '../src/config';
 import { startPont } from '../src/server';
 import { createScratchDatabase } from '../test/harness';

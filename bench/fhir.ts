@@ -20,18 +20,16 @@
  *
  * Figures are printed as a table and written to bench/results/fhir-<backend>.json.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { x as extract } from 'tar';
 import { createClient, type ClientRecord } from '../src/auth/clients';
 import { accessPolicyFor, type AccessPolicy } from '../src/policy/index';
 import { loadConfig } from '../src/config';
 import type { Database, Queryable, QueryResult } from '../src/db/database';
-import { uuidV5 } from '../src/fhir/hash';
 import { importPaths } from '../src/fhir/import';
 import { closeCheckWorkers } from '../src/fhir/check';
 import type { QueryParams } from '../src/fhir/search/parse';
@@ -40,11 +38,9 @@ import { parseSearch } from '../src/fhir/search/parse';
 import type { FhirService } from '../src/fhir/service';
 import { startPont, type RunningPont } from '../src/server';
 import { createScratchDatabase } from '../test/harness';
+import { BENCH_SCOPES, FHIR_PATH, grantFullRecordConsents, importCommand, patientCodePaths, patientIds, prepareDataset, readByIdPaths, repoRoot, take, tokenOf, type Dataset } from './fhir-data';
 import { load as runLoad, type LoadSpec } from './load-client';
 import { runConcurrently, stats } from './stats';
-
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const FHIR_PATH = '/api/fhir/R4';
 
 // ------------------------------------------------------------------------------------------ options
 
@@ -106,65 +102,6 @@ function parseOptions(argv: string[]): Options {
 }
 
 // ------------------------------------------------------------------------------------------ data
-
-const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
-
-interface Dataset {
-  dir: string;
-  files: number;
-  /** Bundle entries written (what the import counts). */
-  entries: number;
-  copies: number;
-  bundlesPerCopy: number;
-}
-
-/**
- * Copy k of the sample replaces every UUID in the text of every bundle (resource ids, `urn:uuid:`
- * fullUrls, `Type/id` references and request URLs, and the UUID identifiers Synthea gives patients)
- * by UUIDv5(k:uuid), so references stay consistent inside each copy and nothing is shared between
- * copies: Organization and Practitioner are copied too. Copy 0 is the sample as it is.
- * Stops after the bundle that reaches `target` entries.
- */
-function prepareDataset(samples: string, target: number, dir: string): Dataset {
-  const raw = join(dir, 'sample');
-  mkdirSync(raw, { recursive: true });
-  extract({ file: samples, cwd: raw, sync: true });
-  const bundles: Array<{ name: string; text: string; entries: number }> = [];
-  const visit = (d: string) => {
-    for (const name of readdirSync(d).sort()) {
-      const path = join(d, name);
-      if (statSync(path).isDirectory()) visit(path);
-      else if (name.endsWith('.json')) {
-        const text = readFileSync(path, 'utf8');
-        bundles.push({ name, text, entries: (JSON.parse(text) as { entry?: unknown[] }).entry?.length ?? 0 });
-      }
-    }
-  };
-  visit(raw);
-  if (!bundles.length) throw new Error(`No bundles in ${samples}`);
-  const out = join(dir, 'bundles');
-  let entries = 0;
-  let files = 0;
-  let copy = 0;
-  for (; entries < target; copy++) {
-    const copyDir = join(out, `copy-${String(copy).padStart(3, '0')}`);
-    mkdirSync(copyDir, { recursive: true });
-    const ids = new Map<string, string>();
-    const rename = (uuid: string) => {
-      let v = ids.get(uuid);
-      if (!v) ids.set(uuid, (v = uuidV5('bench-copy', `${copy}:${uuid.toLowerCase()}`)));
-      return v;
-    };
-    for (const [i, b] of bundles.entries()) {
-      if (entries >= target) break;
-      writeFileSync(join(copyDir, `${String(i).padStart(3, '0')}.json`), copy === 0 ? b.text : b.text.replace(UUID, rename));
-      entries += b.entries;
-      files++;
-    }
-  }
-  rmSync(raw, { recursive: true, force: true });
-  return { dir: out, files, entries, copies: copy, bundlesPerCopy: bundles.length };
-}
 
 // ------------------------------------------------------------------------------------------ measuring
 
@@ -343,36 +280,14 @@ async function runWorkload(pont: RunningPont, headers: Record<string, string>, p
   };
 }
 
-/** n items drawn in order from `pool`, cycling when it is smaller. */
-function take<T>(pool: T[], n: number): T[] {
-  if (!pool.length) throw new Error('no samples in the data for a workload');
-  return Array.from({ length: n }, (_, i) => pool[i % pool.length]!);
-}
-
 /**
  * Samples come from the loaded data, ordered by a hash of the ids (not by insertion order), so both
  * backends get the same requests for the same data.
  */
 async function workloads(pont: RunningPont, headers: Record<string, string>, n: number): Promise<Workload[]> {
   const db = pont.services.db;
-  const reads = await db.query<{ resource_type: string; id: string }>(
-    `SELECT resource_type, id FROM fhir_resources WHERE NOT deleted AND resource_type NOT IN ('AuditEvent', 'Consent') ORDER BY md5(id || 'read') LIMIT $1`, // the integrator reads clinical data, not the audit trail or consents
-    [n],
-  );
-  const patients = await db.query<{ id: string }>(
-    `SELECT id FROM fhir_resources WHERE resource_type = 'Patient' AND NOT deleted ORDER BY md5(id || 'patient') LIMIT $1`,
-    [n],
-  );
-  const codes = await db.query<{ subject: string; code: string }>(
-    `SELECT r.content->'subject'->>'reference' AS subject, c->>'code' AS code
-       FROM fhir_resources r, jsonb_array_elements(r.content->'code'->'coding') c
-      WHERE r.resource_type = 'Observation' AND NOT r.deleted AND c->>'system' = 'http://loinc.org'
-        AND r.content->'subject'->>'reference' LIKE 'Patient/%'
-      ORDER BY md5(r.id || (c->>'code')) LIMIT $1`,
-    [n],
-  );
+  const ids = await patientIds(db, n);
   const base = FHIR_PATH;
-  const patientIds = patients.rows.map((r) => r.id);
 
   // Deep page: walk `next` links from the first page of Observation?_count=50; the timed requests
   // are pages 21, 22, ... (a walk that runs out of pages starts again from page 1).
@@ -404,22 +319,22 @@ async function workloads(pont: RunningPont, headers: Record<string, string>, n: 
     {
       name: 'read by id',
       example: 'GET /{type}/{id}',
-      paths: take(reads.rows, n).map((r) => `${base}/${r.resource_type}/${r.id}`),
+      paths: await readByIdPaths(db, n),
     },
     {
       name: 'patient + code',
       example: 'Observation?subject=Patient/X&code=http://loinc.org|NNNN-N',
-      paths: take(codes.rows, n).map((r) => `${base}/Observation?subject=${q(r.subject)}&code=${q(`http://loinc.org|${r.code}`)}`),
+      paths: await patientCodePaths(db, n),
     },
     {
       name: 'patient + date range',
       example: 'Observation?subject=Patient/X&date=ge2015-01-01&date=lt2018-01-01',
-      paths: take(patientIds, n).map((id) => `${base}/Observation?subject=${q(`Patient/${id}`)}&date=ge2015-01-01&date=lt2018-01-01`),
+      paths: take(ids, n).map((id) => `${base}/Observation?subject=${q(`Patient/${id}`)}&date=ge2015-01-01&date=lt2018-01-01`),
     },
     {
       name: '_include',
       example: 'Encounter?subject=Patient/X&_include=Encounter:participant',
-      paths: take(patientIds, n).map((id) => `${base}/Encounter?subject=${q(`Patient/${id}`)}&_include=Encounter:participant`),
+      paths: take(ids, n).map((id) => `${base}/Encounter?subject=${q(`Patient/${id}`)}&_include=Encounter:participant`),
     },
     {
       name: 'deep page (21+)',
@@ -430,8 +345,6 @@ async function workloads(pont: RunningPont, headers: Record<string, string>, n: 
 }
 
 // ------------------------------------------------------------------------------------------ SDK and Connect records
-
-const BENCH_SCOPES = ['fhir:read', 'consents:write', 'patient:diagnostics:read', 'patients:read', 'labs:read', 'prescriptions:read', 'documents:read', 'labs:write'] as const;
 
 interface Latency {
   requests: number;
@@ -526,18 +439,6 @@ function dirBytes(path: string): number {
   return total;
 }
 
-/** An access token of `client` from the token endpoint. */
-async function tokenOf(pont: RunningPont, client: { client_id: string; client_secret: string }): Promise<string> {
-  const res = await fetch(`${pont.url}/api/v1/connect/auth/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ grant_type: 'client_credentials', client_id: client.client_id, client_secret: client.client_secret }),
-  });
-  const token = (await res.json()) as { access_token?: string };
-  if (res.status !== 200 || !token.access_token) throw new Error(`token request failed: ${res.status} ${JSON.stringify(token)}`);
-  return token.access_token;
-}
-
 const log = (msg: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 
 async function runBackend(backend: BackendName, options: Options, data: Dataset, scratchDir: string): Promise<BackendResult> {
@@ -584,17 +485,9 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
     // An integrator's client, reading under the access rule: every patient has granted its organisation a
     // full-record consent (the rule still runs on every row: each is checked against the consent index).
     const client = await createClient(db, { name: 'bench', organizationId: 'org-bench', scopes: [...BENCH_SCOPES] });
-    const headers = { authorization: `Bearer ${await tokenOf(pont, client)}`, accept: 'application/fhir+json' };
-    const healthIds = (await db.query<{ health_id: string }>('SELECT health_id FROM health_ids WHERE patient_id IS NOT NULL ORDER BY md5(health_id)')).rows.map((r) => r.health_id);
+    const headers = { authorization: `Bearer ${await tokenOf(pont.url, client)}`, accept: 'application/fhir+json' };
     const t = performance.now();
-    await measure(healthIds, 4, async (healthId) => {
-      const res = await fetch(`${pont!.url}/api/v1/connect/patient/${healthId}/consent/grant`, {
-        method: 'POST',
-        headers: { ...headers, 'content-type': 'application/json' },
-        body: JSON.stringify({ consent_type: 'full_record', expires_at: new Date(Date.now() + 365 * 86_400_000).toISOString() }),
-      });
-      if (res.status !== 201) throw new Error(`consent grant: ${res.status} ${await res.text()}`);
-    });
+    const healthIds = await grantFullRecordConsents(pont.url, headers, db);
     log(`${backend}: ${healthIds.length} consents granted in ${((performance.now() - t) / 1000).toFixed(1)} s`);
     // What autovacuum does on PostgreSQL after that many inserts (and PGlite, which has none, never needs: its
     // statistics stay unset, estimated from the table's size): without it the planner would plan the consent rule
@@ -603,7 +496,7 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
 
     // The consent rule's own cost: the same reads by an operator client with all-patient access (no rule).
     const operator = await createClient(db, { name: 'bench-operator', organizationId: 'org-bench', scopes: ['fhir:read'], allPatients: true });
-    const operatorHeaders = { authorization: `Bearer ${await tokenOf(pont, operator)}`, accept: 'application/fhir+json' };
+    const operatorHeaders = { authorization: `Bearer ${await tokenOf(pont.url, operator)}`, accept: 'application/fhir+json' };
 
     const queries: QueryFigures[] = [];
     networkRetries = 0;
@@ -659,22 +552,6 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
     if (scratch) onInterrupt.delete(scratch.drop);
     if (!options.keep) rmSync(dataDir, { recursive: true, force: true });
   }
-}
-
-/** `pont import DIR --concurrency N` on the PostgreSQL database at `databaseUrl`: its summary line, parsed. */
-async function importCommand(databaseUrl: string, dir: string, concurrency: number): Promise<{ resources: number; seconds: number; failures: Array<{ file: string; message: string }> }> {
-  const child = spawn(process.execPath, [join(repoRoot, 'bin', 'pont.js'), 'import', dir, '--concurrency', String(concurrency)], {
-    // As an operator runs it: without the server's heap cap (NODE_OPTIONS of the benchmark's own process).
-    env: { ...process.env, NODE_OPTIONS: '', DATABASE_URL: databaseUrl, LOG_LEVEL: 'error' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let out = '';
-  child.stdout.on('data', (chunk) => (out += chunk));
-  await new Promise((resolveExit) => child.on('close', resolveExit));
-  const m = /Imported (\d+) resources from \d+ files in ([\d.]+) s .*; (\d+) failures/.exec(out);
-  if (!m) throw new Error(`pont import: ${out}`);
-  const failures = [...out.matchAll(/^ {2}FAILED (.*?): (.*)$/gm)].map((f) => ({ file: f[1]!, message: f[2]! }));
-  return { resources: Number(m[1]), seconds: Number(m[2]), failures };
 }
 
 async function importWithProgress(fhir: FhirService, dir: string, concurrency: number, backend: BackendName) {

@@ -19,9 +19,9 @@ import { parseArgs } from 'node:util';
 import { x as extract } from 'tar';
 import { openDatabase } from '../src/db/open';
 import { migrate } from '../src/db/migrate';
-import { loadFhirDefinitions } from '../src/fhir/definitions';
+import { loadFhirDefinitions } from '../src/core/fhir-definitions';
 import { importPaths } from '../src/fhir/import';
-import { FhirService } from '../src/fhir/service';
+import { createFhirService } from '../src/services';
 import { loadConfig } from '../src/config';
 import { loadMappings } from '../src/mapping/index';
 import { createScratchDatabase } from '../test/harness';
@@ -53,7 +53,7 @@ async function profileImport(backend: 'pglite' | 'postgres', bundles: number, sa
   try {
     await migrate(db);
     loadFhirDefinitions();
-    const fhir = new FhirService(db, loadConfig({ PONT_PUBLIC_URL: 'http://localhost' }), loadMappings());
+    const fhir = createFhirService(db, loadConfig({ PONT_PUBLIC_URL: 'http://localhost' }), loadMappings());
 
     const session = new Session();
     session.connect();

@@ -32,6 +32,6 @@ for (const file of walk(out).filter((f) => f.endsWith('.js'))) {
   if (fixed !== code) writeFileSync(file, fixed);
 }
 
-// Everything under src/ that is not code: the migrations (check-worker.mjs is the sources' worker, tsx only).
+// Everything under src/ that is not code: the migrations (the .mjs files start the sources' worker threads and processes, tsx only).
 for (const file of walk(src).filter((f) => !/\.(ts|mjs)$/.test(f))) cpSync(file, join(out, relative(src, file)));
 console.log(`built ${relative(repo, out)}/ (${walk(out).filter((f) => f.endsWith('.js')).length} modules)`);

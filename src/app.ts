@@ -8,26 +8,31 @@ import { clientAddressMiddleware } from './http/client-address';
 import { sqlState } from './db/database';
 import { buildOpenApi } from './http/openapi';
 import { mountRoutes, type RouteSpec } from './http/routes';
-import type { Services } from './services';
-import { systemRoutes } from './system/routes';
-import { fhirRoutes } from './fhir/routes';
+import type { Services } from './http/services';
+import { systemRoutes } from './routes/system';
+import { fhirRoutes } from './routes/fhir';
 import { FHIR_BASE_PATH } from './fhir/service';
-import { isResourceType } from './fhir/definitions';
-import { authRoutes } from './auth/routes';
-import { patientRoutes } from './patients/routes';
-import { webhookRoutes } from './webhooks/routes';
-import { bridgeRoutes } from './bridge/routes';
-import { consentRoutes } from './consents/routes';
-import { recordRoutes } from './records/routes';
-import { inventoryRoutes } from './inventory/routes';
-import { demoRoutes } from './demo/routes';
+import { isResourceType } from './core/fhir-definitions';
+import { authRoutes } from './routes/auth';
+import { patientRoutes } from './routes/patients';
+import { webhookRoutes } from './routes/webhooks';
+import { bridgeRoutes } from './routes/bridge';
+import { consentRoutes } from './routes/consents';
+import { recordRoutes } from './routes/records';
+import { inventoryRoutes } from './routes/inventory';
+import { demoRoutes } from './routes/demo';
+import { portalRoutes } from './routes/portal';
+import { portalPages } from './portal/pages';
+import { httpRequests, since } from './metrics';
+import type { Logger } from './log';
+import { bulkExportRoutes } from './routes/bulk';
 
 
 /** Every route of the service, in one list: the router and the OpenAPI document are both built from it. */
 export function allRoutes(services: Services): RouteSpec[] {
-  let openApi: unknown;
-  // Built on first request: the public URL is known only once the server listens.
-  const document = () => (openApi ??= buildOpenApi(routes, services.config.publicUrl));
+  // Built on first request (the public URL is known only once the server listens), and again after a reload of
+  // the maps: the record types and their shapes are the maps'.
+  const document = services.mappings.derived(() => buildOpenApi(routes, services.config.publicUrl));
   const routes: RouteSpec[] = [
     ...systemRoutes(services, document),
     ...authRoutes(services),
@@ -38,7 +43,10 @@ export function allRoutes(services: Services): RouteSpec[] {
     ...demoRoutes(services),
     ...webhookRoutes(services),
     ...bridgeRoutes(services),
+    // Before the FHIR routes: `$export` and `$export-status/{id}` would match `/{type}` and `/{type}/{id}`.
+    ...bulkExportRoutes(services),
     ...fhirRoutes(services),
+    ...portalRoutes(services),
   ];
   return routes;
 }
@@ -49,6 +57,9 @@ function databaseUnavailable(err: unknown): boolean {
   return code.startsWith('08') || /^57P0[123]$/.test(code) || /Connection terminated|ECONNREFUSED/.test(String((err as Error)?.message));
 }
 
+/** The template of the route a request matched (`/api/fhir/R4/:type/:id`), or `(no route)`. */
+const routeOf = (ctx: Koa.Context) => (ctx as { _matchedRoute?: string })._matchedRoute ?? '(no route)';
+
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** The OAuth token endpoint (interface §4.4). */
@@ -57,6 +68,8 @@ const TOKEN_PATH = '/api/v1/connect/auth/token';
 export function createApp(services: Services): Koa {
   const { config, log } = services;
   const app = new Koa();
+  // One version of the maps per request, from start to end, whatever a reload swaps in meanwhile.
+  app.use((_ctx, next) => services.mappings.pin(next));
   // The caller's address (ctx.ip): the socket's, or behind proxies the X-Forwarded-For entry PONT_TRUST_PROXY says.
   app.use(clientAddressMiddleware(config.trustProxy));
   const router = new Router();
@@ -67,24 +80,29 @@ export function createApp(services: Services): Koa {
     idempotency: { ttlMs: config.idempotencyTtlMs },
   });
 
-  // Request id: the caller's X-Request-ID when well-formed, else a new one; echoed and logged.
+  // Request id: the caller's X-Request-ID when well-formed, else a new one; echoed, and bound to the request's logger.
   app.use(async (ctx, next) => {
     const given = ctx.get('x-request-id');
     ctx.state.requestId = REQUEST_ID.test(given) ? given : randomUUID();
     ctx.set('X-Request-ID', ctx.state.requestId);
+    const requestLog = log.child({ request_id: ctx.state.requestId });
+    ctx.state.log = requestLog;
     const started = performance.now();
     try {
       await next();
     } finally {
-      // One line per request: the route's template, never the path itself (it may hold a Health ID).
-      const principal = ctx.state.principal as { clientId?: string; agentId?: string } | undefined;
-      log.info('request', {
-        request_id: ctx.state.requestId,
+      // The route's template, never the path itself (it may hold a Health ID): in the log line and the metrics.
+      const route = routeOf(ctx);
+      const seconds = since(started);
+      httpRequests.observe({ method: ctx.method, route, status: ctx.status }, seconds);
+      const principal = ctx.state.principal as { clientId?: string; agentId?: string; organizationId?: string } | undefined;
+      requestLog.info('request', {
         method: ctx.method,
-        route: (ctx as { _matchedRoute?: string })._matchedRoute ?? '(no route)',
+        route,
         status: ctx.status,
-        ms: Math.round((performance.now() - started) * 10) / 10,
+        ms: Math.round(seconds * 10_000) / 10,
         client_id: principal?.clientId ?? principal?.agentId ?? null,
+        org: principal?.organizationId ?? null,
       });
     }
   });
@@ -115,10 +133,9 @@ export function createApp(services: Services): Koa {
             ? new ApiError(503, ErrorCode.unavailable, 'The database is unavailable; retry shortly', { headers: { 'Retry-After': '5' } })
             : new ApiError(500, ErrorCode.internal, `Internal error (request id ${ctx.state.requestId})`);
       if (!(thrown instanceof ApiError)) {
-        log.error('unhandled error', {
-          request_id: ctx.state.requestId,
+        (ctx.state.log as Logger).error('unhandled error', {
           method: ctx.method,
-          path: ctx.path,
+          route: routeOf(ctx),
           error: thrown instanceof Error ? thrown.stack : String(thrown),
         });
       }
@@ -148,6 +165,8 @@ export function createApp(services: Services): Koa {
     if (url.includes('\u0000')) throw new ApiError(400, ErrorCode.badRequest, 'NUL characters are not allowed in the URL');
     await next();
   });
+  // The developer portal's pages (/portal): HTML, with their own content security policy (src/portal/pages.ts).
+  app.use(portalPages(services).routes());
   app.use(router.routes());
   // A path whose routes take other methods: 405 with the Allow header (RFC 9110 §15.5.6), in the documented shape.
   const methodCheck = router.allowedMethods();

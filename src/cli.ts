@@ -1,22 +1,9 @@
 import { loadConfig } from './config';
-import { openDatabase, openDatabaseForCommand } from './db/open';
-import { migrate } from './db/migrate';
-import type { Database } from './db/database';
+import { openMigratedDatabase } from './db/open';
+import { withDatabase } from './db/command';
 import { commandHelp, EXIT_CODES, groupHelp, parseCommand, suggest, UsageError, wantsHelp, type CommandSpec, type OptionSpec } from './cli-args';
 
-/**
- * Opens the configured database with migrations applied, runs `fn`, closes it. With the embedded
- * database held by a running service, it works through that service (which has migrated it).
- */
-export async function withDatabase<T>(fn: (db: Database) => Promise<T>): Promise<T> {
-  const { db, shared } = await openDatabaseForCommand(loadConfig());
-  try {
-    if (!shared) await migrate(db);
-    return await fn(db);
-  } finally {
-    await db.close();
-  }
-}
+export { withDatabase } from './db/command';
 
 const access = () => import('./auth/cli');
 const str = (v: unknown) => v as string;
@@ -28,6 +15,8 @@ const OVERLAP: OptionSpec = {
   description: 'How long the old secret stays valid beside the new one: 0 (not at all), 90s, 15m, 1h, 7d (at most 30d)',
 };
 
+const MONTH: OptionSpec = { type: 'string', value: 'YYYY-MM', required: true, description: 'The month (UTC), e.g. 2025-01' };
+
 /** Groups of subcommands (`pont clients create`): what `pont --help` says of each. */
 const GROUPS: Record<string, string> = {
   clients: 'Integration clients (OAuth client credentials): create, list, revoke, rotate a secret',
@@ -35,6 +24,8 @@ const GROUPS: Record<string, string> = {
   agents: 'Bridge agents (one per facility): create, list, revoke',
   webhooks: 'Webhook operator switches and views',
   mappings: 'Mapping files (*.map.yaml)',
+  'portal-users': 'People of an organisation who sign in to the developer portal (/portal)',
+  audit: 'The audit trail archive: archive a month, restore one for an investigation',
 };
 
 /**
@@ -61,9 +52,8 @@ export const commands: CommandSpec[] = [
     summary: 'Apply database migrations and exit (every start does it too)',
     examples: ['pont migrate'],
     async run() {
-      const db = await openDatabase(loadConfig());
+      const { db, applied } = await openMigratedDatabase(loadConfig());
       try {
-        const applied = await migrate(db);
         console.log(applied.length ? `Applied: ${applied.join(', ')}` : 'Database is up to date');
         return 0;
       } finally {
@@ -81,15 +71,20 @@ export const commands: CommandSpec[] = [
     },
     examples: ['pont import samples/synthea', 'pont import bundle.json more/*.ndjson --concurrency 4'],
     async run({ values, args }) {
-      const { importCommand } = await import('./fhir/import');
+      const [{ importCommand }, { createFhirService }, { loadMappings }] = await Promise.all([import('./fhir/import'), import('./services'), import('./mapping/index')]);
       const concurrency = values.concurrency === undefined ? [] : ['--concurrency', String(values.concurrency)];
-      return importCommand([...(args.PATH as string[]), ...concurrency]);
+      return importCommand([...(args.PATH as string[]), ...concurrency], (run) => {
+        const config = loadConfig();
+        return withDatabase((db) => run(createFhirService(db, config, loadMappings(config.mappingsDir)), db));
+      });
     },
   },
   {
     name: 'clients create',
     summary: 'Create an integration client and print it as JSON, with its secret (shown this once)',
-    details: 'The secret is stored only as an Argon2id hash. An --all-patients client reads every patient without consent.',
+    details:
+      'The secret is stored only as an Argon2id hash. An --all-patients client reads every patient without consent. ' +
+      'With --jwks or --jwks-uri the client has no secret: it authenticates with assertions signed by its keys (SMART Backend Services).',
     options: {
       name: { type: 'string', value: 'TEXT', required: true, description: "The client's display name (1-200 characters)" },
       org: { type: 'string', value: 'ORG', required: true, description: 'The organisation it acts for: 1-64 letters, digits, . _ : -' },
@@ -100,10 +95,13 @@ export const commands: CommandSpec[] = [
         default: 'false',
         description: "An operator client of the deploying institution: reads every patient's data without consent",
       },
+      jwks: { type: 'string', value: 'FILE', description: 'A JSON file of the public JWK Set (RS384/ES384 keys, each with a kid; no private key) the client signs its assertions with' },
+      'jwks-uri': { type: 'string', value: 'URL', description: 'Or the https:// URL of that JWK Set (fetched and cached 5 minutes; http:// loopback in development only)' },
     },
     examples: [
       'pont clients create --name "Clinique A" --org org-clinique-a --scopes "patients:read labs:read"',
       'pont clients create --name "Our EHR" --org org-institution --scopes "fhir:read fhir:write" --all-patients',
+      'pont clients create --name "Bulk app" --org org-clinique-a --scopes "fhir:read" --jwks-uri https://app.example.org/jwks.json',
     ],
     run: async ({ values }) =>
       (await access()).createClientCommand({
@@ -112,6 +110,8 @@ export const commands: CommandSpec[] = [
         facility: values.facility as string | undefined,
         scopes: str(values.scopes),
         allPatients: values['all-patients'] === true,
+        jwks: values.jwks as string | undefined,
+        jwksUri: values['jwks-uri'] as string | undefined,
       }),
   },
   {
@@ -193,6 +193,34 @@ export const commands: CommandSpec[] = [
     args: [{ name: 'EVENT_ID', description: 'The event (evt_…)' }],
     examples: ['pont webhooks attempts evt_0123456789abcdef0123456789abcdef'],
     run: async ({ args }) => (await import('./webhooks/cli')).webhooksCommand(['attempts', str(args.EVENT_ID)]),
+  },
+  {
+    name: 'portal-users create',
+    summary: 'Create a developer-portal user and print, as JSON, a one-time set-password link valid 24 h',
+    options: {
+      org: { type: 'string', value: 'ORG', required: true, description: 'The organisation: 1-64 letters, digits, . _ : -' },
+      email: { type: 'string', value: 'EMAIL', required: true, description: 'The e-mail address they sign in with' },
+      role: { type: 'string', value: 'ROLE', default: 'developer', description: 'admin (everything, invites users), developer (all but users) or viewer (read only)' },
+    },
+    examples: ['pont portal-users create --org org-1 --email ana@example.org --role admin'],
+    run: async ({ values }) =>
+      (await import('./portal/cli')).createPortalUserCommand({ org: str(values.org), email: str(values.email), role: values.role as string | undefined }),
+  },
+  {
+    name: 'audit archive',
+    summary: 'Archive a past month of the audit trail to AUDIT_ARCHIVE_DIR (gzip NDJSON of AuditEvents + manifest); drops nothing',
+    details: 'Prints the manifest as JSON. An archive already made of the same rows is verified and kept; one of other rows is refused (exit code 1), never overwritten. The retention job (PONT_RETENTION_AUDIT) archives a month the same way before it drops it.',
+    options: { month: MONTH },
+    examples: ['pont audit archive --month 2025-01'],
+    run: async ({ values }) => (await import('./retention/cli')).archiveCommand(str(values.month)),
+  },
+  {
+    name: 'audit restore',
+    summary: "Verify a month's archive and bring its AuditEvents back, searchable, for PONT_AUDIT_RESTORE_HOLD",
+    details: 'Exit code 1, and nothing written, if a file is missing or does not match the sha256 of the manifest. Running it again finishes an interrupted restore.',
+    options: { month: MONTH },
+    examples: ['pont audit restore --month 2025-01'],
+    run: async ({ values }) => (await import('./retention/cli')).restoreCommand(str(values.month)),
   },
   {
     name: 'mappings check',

@@ -2,10 +2,20 @@ import { createHash } from 'node:crypto';
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import ipaddr from 'ipaddr.js';
-import { parseRateLimits, type RateLimitTable } from './auth/rate-limits';
-import { parseTrustProxy, type ProxyTrust } from './http/client-address';
-import { DEFAULT_RETRY_DELAYS, parseDuration, parseRetryDelays } from './webhooks/schedule';
+import {
+  DEFAULT_RETRY_DELAYS,
+  parseDuration,
+  parseRateLimits,
+  parseRetryDelays,
+  parseTrustProxy,
+  type BulkExportSettings,
+  type MetricsEndpoint,
+  type ProxyTrust,
+  type RateLimitTable,
+  type RetentionConfig,
+} from './core/settings';
 import { LOG_LEVELS, type LogLevel } from './log';
+import { parseRetention, type Retention } from './core/period';
 
 const environments = ['development', 'sandbox', 'production'] as const;
 export type Environment = (typeof environments)[number];
@@ -22,12 +32,20 @@ const schema = z.object({
   PONT_ALLOW_DEV_ON_NETWORK: z.enum(['true', 'false']).default('false'),
   /** postgres://… for a PostgreSQL server; unset for the embedded database. */
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+  /** The LISTEN connection's own URL, straight to PostgreSQL, when DATABASE_URL goes through PgBouncer in transaction mode. */
+  DATABASE_LISTEN_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+  /** A read replica for the lag-tolerant readers (README "Read replicas"); PostgreSQL only. */
+  DATABASE_READ_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+  /** Named prepared statements on PostgreSQL; false behind a pooler that cannot keep them (PgBouncer < 1.21 in transaction mode). */
+  PONT_PREPARED_STATEMENTS: z.enum(['true', 'false']).default('true'),
   PONT_DATA_DIR: z.string().default('./data'),
   /** Largest request body accepted, in bytes. */
   PONT_MAX_BODY_BYTES: z.coerce.number().int().positive().default(16 * 1024 * 1024),
   LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   /** Directory of the mapping files (*.map.yaml); default: the repository's mappings/. */
   PONT_MAPPINGS_DIR: z.string().min(1).optional(),
+  /** Development only: reload the maps when a file of the mappings directory changes (as SIGHUP does). */
+  PONT_MAPPINGS_WATCH: z.enum(['true', 'false']).default('false'),
   /** Webhooks (README "Webhooks"): delays before attempts 2..7, e.g. `1m,5m,15m,1h,6h,24h`. */
   PONT_WEBHOOK_RETRY_DELAYS: z.string().default(DEFAULT_RETRY_DELAYS).transform((text, ctx) => {
     const delays = parseRetryDelays(text);
@@ -60,7 +78,21 @@ const schema = z.object({
     .string()
     .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded')
     .optional(),
+  /** Retention (README "Running it"): `never` (the default) or a period such as 90d, 8w, 18mo, 10y (src/retention/). */
+  PONT_RETENTION_AUDIT: z.string().default('never').transform(retention),
+  PONT_RETENTION_EVENTS: z.string().default('never').transform(retention),
+  PONT_RETENTION_WEBHOOK_DELIVERIES: z.string().default('never').transform(retention),
+  PONT_RETENTION_RESOURCE_VERSIONS: z.string().default('never').transform(retention),
+  /** How long AuditEvents brought back by `pont audit restore` stay. */
+  PONT_AUDIT_RESTORE_HOLD: z.string().default('30d').transform(retention),
+  /** Where months of the audit trail are archived before they are dropped (required with PONT_RETENTION_AUDIT). */
+  AUDIT_ARCHIVE_DIR: z.string().min(1).optional(),
   /** Rate limits over the defaults: `group=requests/seconds,...` (README "Rate limits"). */
+  /** Operators' metrics (README "Metrics"): GET /metrics on this port of its own; unset: not served. */
+  METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  METRICS_HOST: z.string().default('127.0.0.1'),
+  /** Bearer token the metrics port requires; required when METRICS_HOST is not a loopback address. */
+  METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   PONT_RATE_LIMITS: z
     .string()
     .default('')
@@ -69,7 +101,23 @@ const schema = z.object({
       if (typeof table === 'string') ctx.addIssue({ code: 'custom', message: table });
       return table as RateLimitTable;
     }),
+  /** Bulk Data export (README "Bulk Data export"): how long a finished export's files stay. */
+  PONT_BULK_EXPORT_TTL: z.string().default('24h').transform(positiveDuration),
+  /**
+   * Export tasks (one resource type each) one process writes at once; 0: this process writes none (others do).
+   * 1: an export keeps one database statement busy per process, whatever its size, so that other clients' reads keep
+   * a core of a small machine (README "Bulk export: npm run bench:bulk").
+   */
+  PONT_BULK_EXPORT_CONCURRENCY: z.coerce.number().int().min(0).max(16).default(1),
+  /** The most resources in one exported file. */
+  PONT_BULK_EXPORT_FILE_RESOURCES: z.coerce.number().int().min(1).max(100_000).default(10_000),
 });
+
+function retention(text: string, ctx: z.RefinementCtx): Retention {
+  const parsed = parseRetention(text);
+  if (typeof parsed === 'string') ctx.addIssue({ code: 'custom', message: parsed });
+  return typeof parsed === 'string' ? undefined : parsed;
+}
 
 function positiveDuration(text: string, ctx: z.RefinementCtx): number {
   const ms = parseDuration(text);
@@ -115,6 +163,12 @@ export interface Config {
   publicUrl: string;
   environment: Environment;
   databaseUrl?: string;
+  /** Where the LISTEN connection goes (DATABASE_LISTEN_URL); absent: databaseUrl. */
+  databaseListenUrl?: string;
+  /** A read replica for the lag-tolerant readers (DATABASE_READ_URL); absent: they read the primary. */
+  databaseReadUrl?: string;
+  /** Named prepared statements on PostgreSQL (PONT_PREPARED_STATEMENTS). */
+  preparedStatements: boolean;
   /** Absent: PGlite in memory (tests only). */
   dataDir?: string;
   maxBodyBytes: number;
@@ -124,7 +178,9 @@ export interface Config {
   rateLimits: RateLimitTable;
   /** Mapping files directory; absent: the repository's mappings/. */
   mappingsDir?: string;
-  /** Keys the patient match keys (src/patients/matching.ts). */
+  /** Reload the maps when their files change (PONT_MAPPINGS_WATCH; development only). */
+  mappingsWatch: boolean;
+  /** Keys the patient match keys (src/healthid/matching.ts). */
   matchKeySecret: Buffer;
   /** How long an Idempotency-Key is remembered, in ms. */
   idempotencyTtlMs: number;
@@ -132,6 +188,11 @@ export interface Config {
   /** Which X-Forwarded-For entries to believe for the caller's address. */
   trustProxy: ProxyTrust;
   shutdownGraceMs: number;
+  /** Where GET /metrics is served (src/metrics.ts); undefined: nowhere. */
+  metrics?: MetricsEndpoint;
+  bulkExport: BulkExportSettings;
+  /** How long each kind of row is kept, and where the audit trail is archived (src/retention/). */
+  retention: RetentionConfig;
 }
 
 /** Rate-limit group of POST /api/demo/reset, counted per source address: each reset rewrites the demo organisation. */
@@ -157,14 +218,20 @@ export function describeEnvironment(config: Config): string {
 }
 
 /** Where the database is, for the start-up line: never DATABASE_URL itself (it may hold a password). */
-export function describeDatabase(config: Pick<Config, 'databaseUrl' | 'dataDir'>): string {
+export function describeDatabase(config: Pick<Config, 'databaseUrl' | 'dataDir' | 'databaseReadUrl'>): string {
   if (!config.databaseUrl) return config.dataDir ? `embedded PGlite at ${resolve(config.dataDir)}` : 'embedded PGlite in memory';
+  const primary = `PostgreSQL ${serverOf(config.databaseUrl) ?? '(DATABASE_URL)'}`;
+  return config.databaseReadUrl ? `${primary}, read replica ${serverOf(config.databaseReadUrl) ?? '(DATABASE_READ_URL)'}` : primary;
+}
+
+/** `at HOST:PORT/DATABASE` of a postgres:// URL (never its password); undefined when it does not parse. */
+function serverOf(databaseUrl: string): string | undefined {
   try {
-    const url = new URL(config.databaseUrl);
+    const url = new URL(databaseUrl);
     const host = url.hostname || url.searchParams.get('host') || 'localhost';
-    return `PostgreSQL at ${host}:${url.port || 5432}/${decodeURIComponent(url.pathname.slice(1))}`;
+    return `at ${host}:${url.port || 5432}/${decodeURIComponent(url.pathname.slice(1))}`;
   } catch {
-    return 'PostgreSQL (DATABASE_URL)';
+    return undefined;
   }
 }
 
@@ -219,6 +286,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     else for (const issue of parsed.error.issues) problem(name, issue.message);
   }
   const v = values as Partial<z.infer<typeof schema>>;
+  if (v.DATABASE_READ_URL !== undefined && given.DATABASE_URL === undefined) {
+    problem('DATABASE_READ_URL', 'a read replica needs PostgreSQL: the embedded database has none', 'set DATABASE_URL to the primary PostgreSQL too, or unset DATABASE_READ_URL');
+  }
   // Unknown when PONT_ENV itself is bad: the rules that depend on it wait for a good value.
   const environment = given.PONT_ENV === undefined ? (v.NODE_ENV === 'production' ? 'production' : 'development') : v.PONT_ENV;
   if (environment === 'development' && v.HOST !== undefined && !isLoopback(v.HOST) && v.PONT_ALLOW_DEV_ON_NETWORK === 'false') {
@@ -236,6 +306,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (environment === 'production' && v.PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK === 'true') {
     problem('PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK', 'http:// callbacks are never allowed in production', 'unset it (or set false)');
   }
+  if (environment && environment !== 'development' && v.PONT_MAPPINGS_WATCH === 'true') {
+    problem('PONT_MAPPINGS_WATCH', `only in development, not with PONT_ENV=${environment}`, 'unset it, and reload edited maps with SIGHUP (README "Mappings")');
+  }
+  if (v.METRICS_PORT !== undefined && v.METRICS_HOST !== undefined && !isLoopback(v.METRICS_HOST) && v.METRICS_TOKEN === undefined && given.METRICS_TOKEN === undefined) {
+    problem('METRICS_TOKEN', `required when METRICS_HOST (${v.METRICS_HOST}) is not a loopback address`, 'set a random token: METRICS_TOKEN=$(openssl rand -hex 32), and give it to the Prometheus scrape job (authorization credentials)');
+  }
+  if (v.PONT_RETENTION_AUDIT && !v.AUDIT_ARCHIVE_DIR) {
+    problem('AUDIT_ARCHIVE_DIR', 'required when PONT_RETENTION_AUDIT is set: a month of the audit trail is archived there before it is dropped', 'set a directory on durable storage, e.g. /var/lib/pont/audit-archive');
+  }
   if (problems.length) throw new ConfigError(problems);
   const e: Env = { ...(v as z.infer<typeof schema>), PONT_ENV: environment! };
   const webhooks = webhookConfig(e);
@@ -245,17 +324,38 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicUrl: (e.PONT_PUBLIC_URL ?? `http://${e.HOST === '0.0.0.0' ? 'localhost' : e.HOST}:${e.PORT}`).replace(/\/$/, ''),
     environment: e.PONT_ENV,
     databaseUrl: e.DATABASE_URL,
+    databaseListenUrl: e.DATABASE_LISTEN_URL,
+    databaseReadUrl: e.DATABASE_READ_URL,
+    preparedStatements: e.PONT_PREPARED_STATEMENTS === 'true',
     dataDir: e.DATABASE_URL ? undefined : e.PONT_DATA_DIR,
     maxBodyBytes: e.PONT_MAX_BODY_BYTES,
     logLevel: e.LOG_LEVEL,
     // The demo reset's own limit, unless PONT_RATE_LIMITS sets it.
     rateLimits: { [DEMO_RESET_GROUP]: DEMO_RESET_LIMIT, ...e.PONT_RATE_LIMITS },
     mappingsDir: e.PONT_MAPPINGS_DIR,
+    mappingsWatch: e.PONT_MAPPINGS_WATCH === 'true',
     webhooks,
     matchKeySecret: e.PONT_MATCH_KEY_SECRET ? Buffer.from(e.PONT_MATCH_KEY_SECRET, 'base64') : DEVELOPMENT_MATCH_KEY_SECRET,
     idempotencyTtlMs: e.PONT_IDEMPOTENCY_TTL,
     bridgeSyncIntervalMs: e.PONT_BRIDGE_SYNC_INTERVAL,
     trustProxy: e.PONT_TRUST_PROXY,
     shutdownGraceMs: e.PONT_SHUTDOWN_GRACE,
+    metrics: e.METRICS_PORT === undefined ? undefined : { port: e.METRICS_PORT, host: e.METRICS_HOST, token: e.METRICS_TOKEN },
+    bulkExport: {
+      ttlMs: e.PONT_BULK_EXPORT_TTL,
+      concurrency: e.PONT_BULK_EXPORT_CONCURRENCY,
+      partResources: e.PONT_BULK_EXPORT_FILE_RESOURCES,
+      partBytes: 8 * 1024 * 1024,
+      leaseMs: 60_000,
+      pollIntervalMs: 1000,
+    },
+    retention: {
+      audit: e.PONT_RETENTION_AUDIT,
+      events: e.PONT_RETENTION_EVENTS,
+      webhookDeliveries: e.PONT_RETENTION_WEBHOOK_DELIVERIES,
+      resourceVersions: e.PONT_RETENTION_RESOURCE_VERSIONS,
+      auditRestoreHold: e.PONT_AUDIT_RESTORE_HOLD,
+      auditArchiveDir: e.AUDIT_ARCHIVE_DIR === undefined ? undefined : resolve(e.AUDIT_ARCHIVE_DIR),
+    },
   };
 }

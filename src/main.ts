@@ -2,6 +2,7 @@ import cluster from 'node:cluster';
 import { describeEnvironment, loadConfig, startupFields, type Config } from './config';
 import { createLogger } from './log';
 import { startPont } from './server';
+import { clusterScrape, listeningUrl, serveMetrics } from './metrics';
 
 /** A worker that dies is started again after this long (longer each time it dies soon after starting). */
 const RESTART_MS = 1000;
@@ -20,8 +21,8 @@ export async function serve(args: string[] = []): Promise<void> {
   const pont = await startPont(config);
   if (cluster.isWorker) {
     // The supervisor prints the banner once every worker listens.
-    process.send?.({ listening: pont.url });
-  } else announce(config, pont.url, 1);
+    process.send?.({ listening: pont.url, mappingsVersion: pont.services.mappings.version });
+  } else announce(config, pont.url, 1, pont.services.mappings.version, pont.metricsUrl);
   // Ctrl-C reaches a worker twice (from the terminal and from the supervisor): the first signal starts the
   // graceful shutdown, and later ones must not cut it short.
   let stopping = false;
@@ -34,6 +35,10 @@ export async function serve(args: string[] = []): Promise<void> {
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+  // SIGHUP reloads the maps (mappings/README.md, "On a running server"); without a handler it would end the process.
+  process.on('SIGHUP', () => {
+    if (!stopping) pont.reloadMappings('SIGHUP');
+  });
 }
 
 function workersOf(args: string[]): number {
@@ -45,33 +50,37 @@ function workersOf(args: string[]): number {
 }
 
 /** The banner for people, and one log record for machines: mode, database, public URL, secrets' source. */
-function announce(config: Config, url: string, workers: number): void {
+function announce(config: Config, url: string, workers: number, mappingsVersion: string, metricsUrl?: string): void {
   const fields = startupFields(config);
   console.log(`Pont is listening on ${url} (public URL ${config.publicUrl}; database: ${fields.database}${workers > 1 ? `; ${workers} worker processes` : ''})`);
   console.log(`  FHIR R4 base: ${config.publicUrl}/api/fhir/R4   OpenAPI: ${config.publicUrl}/api/openapi.json`);
   console.log(`  Mode: ${describeEnvironment(config)}`);
   console.log(`  Secrets: ${fields.secrets}`);
+  console.log(`  Mappings: version ${mappingsVersion}; kill -HUP ${process.pid} reloads them`);
   if (config.environment === 'development')
     console.log(`  Demo data and credentials: curl -s -X POST ${config.publicUrl}/api/demo/reset   (README "Demo")`);
   if (config.environment === 'sandbox')
     console.log(`  Demo data and credentials: POST ${config.publicUrl}/api/demo/reset with an operator client's token (README "Demo")`);
-  createLogger(config.logLevel).info('pont started', { ...fields, listening: url, workers });
+  createLogger(config.logLevel).info('pont started', { ...fields, listening: url, workers, metrics: metricsUrl ? `${metricsUrl}/metrics` : null, mappings_version: mappingsVersion });
 }
 
 /** The primary process of `--workers N`: starts the workers, restarts any that dies, stops them all on a signal. */
-function supervise(config: Config, workers: number): Promise<void> {
+async function supervise(config: Config, workers: number): Promise<void> {
+  const log = createLogger(config.logLevel);
+  // GET /metrics: every worker's metrics, aggregated here (the workers serve none themselves).
+  const metricsServer = config.metrics ? await serveMetrics(config.metrics, clusterScrape()) : undefined;
   let stopping = false;
   let listening = 0;
   const fork = () => {
     const started = Date.now();
     const worker = cluster.fork();
-    worker.on('message', (m: { listening?: string }) => {
-      if (m.listening && ++listening === workers) announce(config, m.listening, workers);
+    worker.on('message', (m: { listening?: string; mappingsVersion?: string }) => {
+      if (m.listening && ++listening === workers) announce(config, m.listening, workers, m.mappingsVersion!, metricsServer && listeningUrl(metricsServer, config.metrics!.host));
     });
     worker.on('exit', (code, signal) => {
       if (stopping) return;
       const quick = Date.now() - started < 10_000;
-      console.error(`worker ${worker.process.pid} ended (${signal ?? code}); starting another`);
+      log.warn('worker process ended; starting another', { worker_pid: worker.process.pid, exit: signal ?? code });
       setTimeout(fork, quick ? RESTART_MS * 5 : RESTART_MS);
     });
   };
@@ -80,6 +89,7 @@ function supervise(config: Config, workers: number): Promise<void> {
     if (stopping) return;
     stopping = true;
     console.log(`${signal}: shutting down ${workers} workers`);
+    metricsServer?.close();
     for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill(signal);
     const left = () => Object.keys(cluster.workers ?? {}).length;
     cluster.on('exit', () => left() === 0 && process.exit(0));
@@ -87,7 +97,12 @@ function supervise(config: Config, workers: number): Promise<void> {
   };
   process.once('SIGINT', () => stop('SIGINT'));
   process.once('SIGTERM', () => stop('SIGTERM'));
-  return Promise.resolve();
+  // Every worker reloads its maps, each logging the outcome with its version and pid.
+  process.on('SIGHUP', () => {
+    if (stopping) return;
+    log.info('SIGHUP: reloading the maps of every worker', { workers });
+    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGHUP');
+  });
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

@@ -1,14 +1,19 @@
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { createApp } from './app';
 import type { Config } from './config';
-import { openDatabase } from './db/open';
+import { openMigratedDatabase } from './db/open';
 import { shareDatabase } from './db/pglite-share';
-import { migrate } from './db/migrate';
-import { loadFhirDefinitions } from './fhir/definitions';
-import { createLogger } from './log';
+import { checkListening } from './db/listen-check';
+import { loadFhirDefinitions } from './core/fhir-definitions';
+import { createLogger, type Logger } from './log';
 import { createServices, type Composition } from './services';
 import { backfill } from './fhir/store/backfill';
+import client from 'prom-client';
+import cluster from 'node:cluster';
+import { collectProcessMetrics, listeningUrl, serveMetrics, serverScrape } from './metrics';
+import { databaseMetrics } from './db/metrics';
+import { watch, type FSWatcher } from 'node:fs';
+import { mappingsVersion, type ReloadOutcome } from './mapping/holder';
 
 export interface RunningPont {
   /** Base URL the server listens on (http://host:port). */
@@ -16,21 +21,36 @@ export interface RunningPont {
   server: Server;
   /** The composition: route modules get it as `Services` (no database handle); tests and benchmarks use `db` too. */
   services: Composition;
+  /** Where GET /metrics is served (METRICS_PORT), when it is, by this process (not a `--workers` process). */
+  metricsUrl?: string;
+  /**
+   * Compiles the maps again and runs their examples (what SIGHUP and the development file watch do): they replace
+   * the running maps only if all pass; else the running maps stay. Either way one log line says so, with the version.
+   */
+  reloadMappings(trigger: string): ReloadOutcome;
   close(): Promise<void>;
 }
+
+/** An editor's save is several file events: the watch reloads once they have been quiet this long. */
+const WATCH_SETTLE_MS = 200;
 
 /** config -> database -> migrations -> services -> app -> HTTP server + background workers. */
 export async function startPont(config: Config): Promise<RunningPont> {
   const log = createLogger(config.logLevel);
   loadFhirDefinitions();
-  const db = await openDatabase(config);
+  const { db, applied } = await openMigratedDatabase(config);
+  let metricsServer: Server | undefined;
   try {
-    const applied = await migrate(db);
     if (applied.length) log.info('migrations applied', { versions: applied });
+    await checkListening(db);
     const services = await createServices(config, db, log);
     const upgraded = await backfill(db, services.fhir);
     if (upgraded) log.info('data brought up to the current schema', { rows: upgraded });
     const app = createApp(services);
+    collectProcessMetrics();
+    const scrape = serverScrape([client.register, databaseMetrics(db)]);
+    // With --workers, the supervisor serves the metrics of every process (src/main.ts).
+    metricsServer = config.metrics && !cluster.isWorker ? await serveMetrics(config.metrics, scrape) : undefined;
     const server = await new Promise<Server>((resolve, reject) => {
       const s = app.listen(config.port, config.host, () => resolve(s));
       s.once('error', reject);
@@ -40,18 +60,26 @@ export async function startPont(config: Config): Promise<RunningPont> {
     server.keepAliveTimeout = 65_000;
     server.headersTimeout = 66_000;
     for (const worker of services.workers) worker.start();
+    const reloadMappings = (trigger: string): ReloadOutcome => {
+      const outcome = services.mappings.reload();
+      if (outcome.ok) services.log.info('mappings reloaded', { version: outcome.version, previous: outcome.previous, trigger });
+      else services.log.error('mappings reload refused; the running maps stay', { version: outcome.version, trigger, error: outcome.error.message });
+      return outcome;
+    };
+    const watcher = config.mappingsWatch ? watchMappings(services.mappings.dir, () => services.mappings.version, reloadMappings, log) : undefined;
     // Operator commands reach the embedded database through this process while it runs.
     const unshare = db.backend === 'pglite' && config.dataDir ? await shareDatabase(db, config.dataDir) : undefined;
-    const { port } = server.address() as AddressInfo;
-    const host = config.host.includes(':') ? `[${config.host}]` : config.host;
-    const url = `http://${host}:${port}`;
+    const url = listeningUrl(server, config.host);
     // PORT=0 (tests, benchmarks) picks a free port: the derived public URL follows it.
     if (config.publicUrl.endsWith(':0')) config.publicUrl = url;
     return {
       url,
       server,
       services,
+      metricsUrl: metricsServer && listeningUrl(metricsServer, config.metrics!.host),
+      reloadMappings,
       async close() {
+        watcher?.close();
         // Graceful: no new connections, idle keep-alive ones closed now, requests in flight given
         // PONT_SHUTDOWN_GRACE to finish; then whatever is left is cut.
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
@@ -61,6 +89,8 @@ export async function startPont(config: Config): Promise<RunningPont> {
         await Promise.race([closed, deadline]);
         clearTimeout(timer);
         server.closeAllConnections();
+        metricsServer?.close();
+        metricsServer?.closeAllConnections();
         await Promise.all(services.workers.map((w) => w.stop()));
         await unshare?.();
         await services.access.close();
@@ -68,7 +98,33 @@ export async function startPont(config: Config): Promise<RunningPont> {
       },
     };
   } catch (err) {
+    metricsServer?.close();
     await db.close();
     throw err;
   }
+}
+
+/** PONT_MAPPINGS_WATCH (development): reloads the maps once a change to their files has settled, if their content changed. */
+function watchMappings(dir: string, running: () => string, reload: (trigger: string) => void, log: Logger): { close(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  const settled = () => {
+    let changed = true;
+    try {
+      changed = mappingsVersion(dir) !== running();
+    } catch {
+      // A file went away while being read (an editor's temporary file): the reload says what is wrong, if anything.
+    }
+    if (changed) reload('file watch');
+  };
+  const watcher: FSWatcher = watch(dir, () => {
+    clearTimeout(timer);
+    timer = setTimeout(settled, WATCH_SETTLE_MS);
+  });
+  watcher.on('error', (err) => log.error('mappings watch stopped; reload with SIGHUP', { error: String(err) }));
+  return {
+    close() {
+      clearTimeout(timer);
+      watcher.close();
+    },
+  };
 }

@@ -1,35 +1,26 @@
 import type { Config } from './config';
 import type { Database } from './db/database';
 import type { Logger } from './log';
+import type { Services } from './http/services';
 import { FhirService } from './fhir/service';
+import { consentIndex, consentRecordOf } from './consents/record';
+import { paymentsTable } from './inventory/payments';
+import { pharmacyStockTable } from './inventory/pharmacy';
 import { createDeliveryWorker } from './webhooks/worker';
-import { eventDeliveries, listDeliveries } from './webhooks/deliveries';
-import { listSubscriptions, unsubscribe } from './webhooks/subscriptions';
+import { queueDeliveries } from './webhooks/deliveries';
+import { onEventsRecorded } from './events/outbox';
+import { webhookStore } from './webhooks/store';
 import { createIdempotencyJanitor } from './http/idempotency';
-import { createAccessControl, type Access } from './auth/access';
-import { loadMappings, type MappingSet } from './mapping/index';
+import { createAccessControl } from './auth/access';
+import { MappingHolder } from './mapping/holder';
+import type { MappingSet } from './mapping/types';
 import type { BackgroundWorker } from './jobs';
-import { bloodStockClock } from './inventory/blood';
-
-/**
- * Everything a route module or feature service needs, built once per process. No database handle: clinical and
- * facility data are reached through the request's repository (`repo`, which applies src/policy), Pont's own
- * tables through the service objects that own them (`access`, `webhooks`). test/dependencies.test.ts holds it.
- */
-export interface Services {
-  config: Config;
-  log: Logger;
-  /** The FHIR repositories: every read and write of clinical data goes through one (src/fhir/repository.ts). */
-  fhir: FhirService;
-  /** Authentication, rate limits, and the credential tables: clients, keys, agents, patient tokens. */
-  access: Access;
-  /** The webhook subscriptions and deliveries of an organisation. */
-  webhooks: WebhookStore;
-  /** The compiled mapping files (Connect shape <-> FHIR resource). */
-  mappings: MappingSet;
-  /** Readiness: resolves when the database answers, throws when it does not. */
-  checkDatabase(): Promise<void>;
-}
+import { bloodStockClock, bloodUnitsTable } from './inventory/blood';
+import { createAssertionJanitor } from './auth/assertions';
+import { BulkExports } from './bulk/jobs';
+import { createBulkExportWorker } from './bulk/worker';
+import { periodicJob } from './jobs';
+import { createRetentionWorker } from './retention/job';
 
 /** The composition root's view (server, CLI, tests): the services plus the database handle and the background workers. */
 export interface Composition extends Services {
@@ -37,37 +28,48 @@ export interface Composition extends Services {
   workers: BackgroundWorker[];
 }
 
-/** The webhook queries on the process's database, the caller's organisation given by the route. */
-function webhookStore(db: Database) {
-  const onDb =
-    <A extends unknown[], R>(fn: (db: Database, ...args: A) => R) =>
-    (...args: A) =>
-      fn(db, ...args);
-  return { listSubscriptions: onDb(listSubscriptions), unsubscribe: onDb(unsubscribe), listDeliveries: onDb(listDeliveries), eventDeliveries: onDb(eventDeliveries) };
-}
-export type WebhookStore = ReturnType<typeof webhookStore>;
+/** How often expired bulk exports and their files are removed. */
+const BULK_EXPORT_JANITOR_MS = 60_000;
 
-/** How often the audit trail's materialiser looks for new rows to turn into AuditEvents (src/audit/trail.ts). */
+/** How often the audit trail's materialiser looks for new rows to turn into AuditEvents (src/fhir/audit-trail.ts). */
 const AUDIT_MATERIALIZE_MS = 250;
+
+/** The FHIR service with what the features add to it: the derived tables each write keeps in step, and their rules. */
+export function createFhirService(db: Database, config: Pick<Config, 'publicUrl' | 'environment' | 'matchKeySecret'>, mappings: MappingSet): FhirService {
+  // Every recorded event queues its webhook deliveries in the same transaction (src/events/outbox.ts).
+  onEventsRecorded(queueDeliveries);
+  return new FhirService(db, config, mappings, {
+    derived: [consentIndex(mappings), bloodUnitsTable(mappings), paymentsTable(mappings), pharmacyStockTable(mappings)],
+    // A Consent counts as written by the organisation it is granted to: that organisation sees it.
+    authorOf: (resource) => (resource.resourceType === 'Consent' ? consentRecordOf(mappings, resource)?.organization_id : undefined),
+  });
+}
 
 export async function createServices(config: Config, db: Database, log: Logger): Promise<Composition> {
   // First, before slower set-up: a bad map stops the start with its file:line:column (MappingError).
-  const mappings = loadMappings(config.mappingsDir);
-  const fhir = new FhirService(db, config, mappings);
+  const mappings = new MappingHolder(config.mappingsDir);
+  const fhir = createFhirService(db, config, mappings);
+  const access = await createAccessControl({ config, db });
+  const bulkExports = new BulkExports(db, config.bulkExport);
   return {
     config,
     db,
     log,
     fhir,
-    access: await createAccessControl({ config, db }),
+    access,
     webhooks: webhookStore(db),
     mappings,
     checkDatabase: async () => void (await db.query('SELECT 1')),
+    bulkExports,
     workers: [
       createDeliveryWorker({ config, db, log }),
       createIdempotencyJanitor(db, config.idempotencyTtlMs, log),
       fhir.auditTrail.worker(AUDIT_MATERIALIZE_MS, log),
-      bloodStockClock(db, log),
+      bloodStockClock(db, log, () => fhir.now()),
+      createAssertionJanitor(db, log),
+      createBulkExportWorker({ exports: bulkExports, fhir, clients: access.clients, db, log }),
+      periodicJob('bulk-export-janitor', BULK_EXPORT_JANITOR_MS, () => bulkExports.purgeExpired(), log),
+      createRetentionWorker(db, config.retention, log),
     ],
   };
 }

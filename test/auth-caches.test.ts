@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { revokeClient } from '../src/auth/clients';
 import { loadConfig } from '../src/config';
 import { LISTENER_APPLICATION_NAME } from '../src/db/pg-listener';
@@ -31,8 +31,8 @@ const servers = () => [pont.url, ...(second ? [second.url] : [])];
 const pairHeaders = (c: TestClient) => ({ 'x-client-id': c.client_id, 'x-client-secret': c.client_secret });
 const statusOf = async (url: string, headers: Record<string, string>) => (await fetch(url + ROUTE, { headers })).status;
 
-/** What a revocation by `pont clients revoke` takes before the operator's next request: its own process exit. */
-const afterCommandExits = () => new Promise((r) => setTimeout(r, 20));
+/** Every process has heard the changes committed so far (or knows its listening connection is down). */
+const everyProcessHeard = () => Promise.all([pont, ...(second ? [second] : [])].map((p) => p.services.db.listenersCaughtUp()));
 
 describe('authentication caches', () => {
   it('a revoked client is refused on its next request, by token and by header pair, in every process', async () => {
@@ -47,7 +47,7 @@ describe('authentication caches', () => {
     // The process that revoked refuses at once (revokeClient returns once its own caches heard the change).
     expect(await statusOf(pont.url, client.headers)).toBe(401);
     expect(await statusOf(pont.url, pairHeaders(client))).toBe(401);
-    await afterCommandExits();
+    await everyProcessHeard();
     for (const url of servers()) {
       expect(await statusOf(url, client.headers)).toBe(401);
       expect(await statusOf(url, pairHeaders(client))).toBe(401);
@@ -88,16 +88,21 @@ describe('authentication caches', () => {
     } finally {
       await admin.end();
     }
-    await afterCommandExits();
+    await everyProcessHeard();
     for (const url of servers()) expect(await statusOf(url, client.headers)).toBe(401);
   });
 
   it.runIf(backend === 'postgres')('two processes together never admit more than the limit, and refuse at most (N - 1) x batch early', async () => {
     const client = await createTestClient(pont, ['fhir:read']);
     const statuses: number[] = [];
-    // Windows are fixed minutes (aligned on the epoch): the run must not straddle two.
-    const leftInWindow = 60_000 - (Date.now() % 60_000);
-    if (leftInWindow < 20_000) await new Promise((r) => setTimeout(r, leftInWindow + 100));
+    // Windows are fixed minutes (aligned on the epoch): the run must not straddle two, so both processes' clocks
+    // stand still in the middle of a minute no request has used yet.
+    const midWindow = (Math.floor(Date.now() / 60_000) + 2) * 60_000 + 30_000;
+    const processes = [pont, second!];
+    for (const p of processes) p.services.access.limits.now = () => midWindow;
+    onTestFinished(() => {
+      for (const p of processes) p.services.access.limits.now = Date.now;
+    });
     // 600 requests against a limit of 400 (batches of 4), 8 at a time, alternating between the processes.
     let next = 0;
     await Promise.all(

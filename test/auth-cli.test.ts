@@ -2,18 +2,12 @@
  * The operator's path: `pont clients|agents|keys` on the database, then the service on the same
  * database, used the way an integrator would.
  */
-import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config';
 import { startPont, type RunningPont } from '../src/server';
-import { backend, createScratchDatabase } from './harness';
+import { commandDatabase, runPont } from './harness';
 
-const run = promisify(execFile);
 /** Each CLI call is a fresh process (tsx, database open, migrations): generous on a busy machine. */
 const SLOW = 300_000;
 
@@ -21,29 +15,13 @@ let env: Record<string, string>;
 let cleanup: () => Promise<void>;
 
 beforeAll(async () => {
-  if (backend === 'postgres') {
-    const scratch = await createScratchDatabase();
-    env = { DATABASE_URL: scratch.url };
-    cleanup = scratch.drop;
-  } else {
-    const dir = mkdtempSync(join(tmpdir(), 'pont-cli-'));
-    env = { PONT_DATA_DIR: dir };
-    cleanup = async () => rmSync(dir, { recursive: true, force: true });
-  }
+  ({ env, cleanup } = await commandDatabase());
 });
 afterAll(async () => {
   await cleanup?.();
 });
 
-async function pont(...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, ['bin/pont.js', ...args], { env: { ...process.env, ...env } });
-    return { code: 0, json: JSON.parse(stdout), stderr };
-  } catch (err) {
-    const e = err as { code: number; stderr: string };
-    return { code: e.code, json: undefined, stderr: e.stderr };
-  }
-}
+const pont = (...args: string[]) => runPont(env, ...args);
 
 /**
  * The PGlite files are one process's at a time: the service runs only between CLI calls. Its public

@@ -3,7 +3,7 @@ import { createLocalJWKSet, createRemoteJWKSet, decodeProtectedHeader, jwtVerify
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, revokeClient } from '../src/auth/clients';
 import { rotateSigningKey } from '../src/auth/keys';
-import { fhirScopeTable, type Scope } from '../src/auth/scopes';
+import { fhirScopeTable, type Scope } from '../src/core/scopes';
 import { createTestClient, startTestServer, type TestServer } from './harness';
 
 let pont: TestServer;

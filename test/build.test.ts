@@ -35,12 +35,14 @@ afterAll(async () => {
 
 describe('npm run build', () => {
   it('compiles every module with its source map, imports spelled for Node, the migrations beside them', () => {
-    expect(readFileSync(join(out, 'cli.js'), 'utf8')).toContain("from './db/migrate.js'");
+    expect(readFileSync(join(out, 'cli.js'), 'utf8')).toContain("from './db/open.js'");
     expect(existsSync(join(out, 'cli.js.map'))).toBe(true);
     const migrations = readdirSync(join(repo, 'src/db/migrations'));
     expect(readdirSync(join(out, 'db/migrations'))).toEqual(migrations);
     // The sources' worker (it registers tsx) is not part of the build: the compiled pool loads check.js.
     expect(existsSync(join(out, 'fhir/check-worker.mjs'))).toBe(false);
+    expect(existsSync(join(out, 'db/pglite-first-start-process.js'))).toBe(true);
+    expect(existsSync(join(out, 'db/pglite-first-start-process.mjs'))).toBe(false);
   });
 
   it('serves: the compiled `pont serve` migrates the database and answers /readyz', async () => {

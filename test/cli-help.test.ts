@@ -65,7 +65,7 @@ describe.runIf(backend === 'pglite')('pont --help (real processes)', () => {
 
   it('the usage of clients create and agents create is current: --org required, --all-patients listed', async () => {
     const clients = await pont('clients', 'create', '--help');
-    expect(clients.stdout).toMatch(/^Usage: pont clients create --name <TEXT> --org <ORG> --scopes <SCOPES> \[--facility <FACILITY>\] \[--all-patients\]$/m);
+    expect(clients.stdout).toMatch(/^Usage: pont clients create --name <TEXT> --org <ORG> --scopes <SCOPES> \[--facility <FACILITY>\] \[--all-patients\] \[--jwks <FILE>\] \[--jwks-uri <URL>\]$/m);
     const agents = await pont('help', 'agents', 'create');
     expect(agents.code).toBe(0);
     expect(agents.stdout).toMatch(/^Usage: pont agents create --org <ORG> --facility <FACILITY>$/m);

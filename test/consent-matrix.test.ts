@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditEvent, Bundle, Resource } from '@medplum/fhirtypes';
-import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+import { backdateConsent, createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
 
 /**
  * Randomised: several organisations × patients × consent states, then every read path exercised by every
@@ -38,6 +38,8 @@ const patients: Array<{ id: string; healthId: string; name: string; resources: R
 const states = new Map<string, ConsentState>(); // `${org}|${patientId}`
 let emergency: TestClient;
 let emergencyPatient: string;
+/** Consents granted for a day, then moved two days into the past (the "expired" state). */
+const expiring: string[] = [];
 
 const fhir = (c: TestClient, path: string, headers: Record<string, string> = {}) => pont.json(`/api/fhir/R4${path}`, { headers: { ...c.headers, ...headers } });
 const connect = (c: TestClient, path: string, init: RequestInit & { json?: unknown } = {}) => pont.json(`/api/v1/connect${path}`, { ...init, headers: c.headers });
@@ -85,7 +87,7 @@ beforeAll(async () => {
       if (s === 'diagnostics') await grant('diagnostics', later(86_400_000));
       if (s === 'revoked' || s === 'regranted') await connect(reader, `/patient/${p.healthId}/consent/revoke`, { method: 'POST', json: {} });
       if (s === 'regranted') await grant('full_record', later(86_400_000));
-      if (s === 'expired') await grant('full_record', later(800));
+      if (s === 'expired') expiring.push((await grant('full_record', later(86_400_000))).body.consent_id);
       if (s === 'pending' || s === 'denied') {
         const req = await pont.json('/api/v1/sdk/consents/request', { method: 'POST', headers: reader.headers, json: { health_id: p.healthId, purpose: 'matrix', requested_scopes: ['patients:read'] } });
         if (s === 'denied') {
@@ -101,7 +103,7 @@ beforeAll(async () => {
       }
     }
   emergencyPatient = patients[0]!.id;
-  await new Promise((r) => setTimeout(r, 1000)); // the expiring consents have expired
+  for (const consentId of expiring) await backdateConsent(pont, consentId, 2 * 86_400_000); // the expiring consents have expired
 }, 180_000);
 afterAll(async () => {
   await pont?.close();

@@ -3,6 +3,7 @@ import type { Database } from '../src/db/database';
 import { openDatabase } from '../src/db/open';
 import { listMigrations, migrate } from '../src/db/migrate';
 import { backend, createScratchDatabase } from './harness';
+import { eventually } from './eventually';
 
 let db: Database;
 let drop: (() => Promise<void>) | undefined;
@@ -57,10 +58,12 @@ describe(`database (${backend})`, () => {
     const inTx = db.transaction(async (tx) => {
       await tx.query('INSERT INTO tx_isolation VALUES (1)');
       await gate;
+      await tx.query('SELECT 1'); // the transaction goes on after the query outside it was issued
       throw new Error('roll back');
     });
+    // Issued while the transaction is open: were it let into the transaction's connection, the rollback would undo it.
     const outside = db.query('INSERT INTO tx_isolation VALUES (2)');
-    setTimeout(release, 20);
+    release();
     await expect(inTx).rejects.toThrow('roll back');
     await outside;
     const { rows } = await db.query<{ v: number }>('SELECT v FROM tx_isolation');
@@ -87,17 +90,39 @@ describe.runIf(backend === 'postgres')('a connection lost mid-transaction', () =
   it('fails that transaction only; the process and the pool go on', async () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    let pid = 0;
+    let begun!: (pid: number) => void;
+    const backendPid = new Promise<number>((r) => (begun = r));
     const inTx = db.transaction(async (tx) => {
-      pid = (await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+      begun((await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid);
       await gate;
       await tx.query('SELECT 1');
     });
-    while (!pid) await new Promise((r) => setTimeout(r, 10));
+    const pid = await backendPid;
     await db.query('SELECT pg_terminate_backend($1)', [pid]);
-    await new Promise((r) => setTimeout(r, 100)); // the client sees the connection end while idle in the transaction
+    // The connection has ended while idle in the transaction (its socket closed before the backend left the list).
+    await eventually(async () => expect((await db.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).rows).toEqual([]));
     release();
     await expect(inTx).rejects.toThrow();
+    expect((await db.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+  });
+});
+
+describe.runIf(backend === 'postgres')('bytes: a bytea read with COPY (FORMAT binary)', () => {
+  it('gives the stored bytes exactly, whatever they are, with parameters quoted as literals', async () => {
+    await db.exec('CREATE TABLE bytes_probe (k text PRIMARY KEY, v bytea)');
+    // Every byte value, invalid UTF-8 included; a key with a quote and a backslash.
+    const every = Buffer.from(Array.from({ length: 256 * 4 }, (_, i) => i % 256));
+    const key = `it's a \\ key`;
+    await db.query('INSERT INTO bytes_probe VALUES ($1, $2), ($3, NULL)', [key, every, 'null']);
+    expect(await db.bytes!('SELECT v FROM bytes_probe WHERE k = $1', [key])).toEqual(every);
+    expect(await db.bytes!('SELECT substring(v FROM $2 FOR $3) FROM bytes_probe WHERE k = $1', [key, 255, 3])).toEqual(Buffer.from([254, 255, 0]));
+    expect(await db.bytes!('SELECT v FROM bytes_probe WHERE k = $1', ['null'])).toBeUndefined();
+    expect(await db.bytes!('SELECT v FROM bytes_probe WHERE k = $1', ["nobody' OR true --"])).toBeUndefined();
+  });
+
+  it('fails on a bad statement like a query does, and the pool goes on', async () => {
+    await expect(db.bytes!('SELECT v FROM no_such_table', [])).rejects.toThrow(/no_such_table/);
+    await expect(db.bytes!('SELECT $1::bytea', [1.5])).rejects.toThrow(/a string or an integer/);
     expect((await db.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
   });
 });

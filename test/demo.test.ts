@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashKey } from '../src/fhir/hash';
+import { hashKey } from '../src/core/hash';
 import { backend, createTestClient, startTestServer, type TestServer } from './harness';
 import { startReceiver } from './webhooks-support';
 

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Resource } from '@medplum/fhirtypes';
 import { EVENT_TYPES } from '../src/events/types';
 import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
-import { startReceiver, type Receiver } from './webhooks-support';
+import { eventually } from './eventually';
+import { pendingDeliveries, startReceiver, type Receiver } from './webhooks-support';
 
 /**
  * Events come from resource changes, whatever path made them (src/events/rules.ts): here every rule is
@@ -11,6 +12,7 @@ import { startReceiver, type Receiver } from './webhooks-support';
 let pont: TestServer;
 let client: TestClient;
 let receiver: Receiver;
+let subscriptionId: string;
 
 beforeAll(async () => {
   pont = await startTestServer({ PONT_WEBHOOK_RETRY_DELAYS: '1s,1s,1s,1s,1s,1s' });
@@ -23,6 +25,7 @@ beforeAll(async () => {
   });
   expect(sub.status).toBe(201);
   receiver.secret = sub.body.webhook_secret;
+  subscriptionId = sub.body.id;
 });
 afterAll(async () => {
   await receiver?.close();
@@ -48,8 +51,8 @@ const update = async <T extends Resource>(r: T): Promise<T> => {
  */
 async function eventsSince(from: number, expected: number): Promise<Array<{ type: string; data: any }>> {
   await receiver.waitFor(from + expected);
-  // A moment more, so an event raised twice would show.
-  await new Promise((r) => setTimeout(r, 300));
+  // Until every queued delivery has arrived, so that an event raised twice would show.
+  await eventually(async () => expect(await pendingDeliveries(pont.services.db, subscriptionId)).toBe(0));
   const received = receiver.received.slice(from).map((r) => ({ id: r.body.id as string, type: r.body.type, data: r.body.data }));
   const { rows } = await pont.services.db.query<{ id: string }>('SELECT id FROM events WHERE id = ANY($1::text[]) ORDER BY seq', [received.map((e) => e.id)]);
   const order = new Map(rows.map((r, i) => [r.id, i]));

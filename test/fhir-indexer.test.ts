@@ -1,7 +1,7 @@
 import { evalFhirPathTyped, getSearchParameterDetails, toTypedValue } from '@medplum/core';
 import type { Resource } from '@medplum/fhirtypes';
 import { describe, expect, it } from 'vitest';
-import { allResourceTypes, loadFhirDefinitions } from '../src/fhir/definitions';
+import { allResourceTypes, loadFhirDefinitions } from '../src/core/fhir-definitions';
 import { indexedParams } from '../src/fhir/indexer';
 
 /**

@@ -1,9 +1,16 @@
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createServer } from 'node:net';
+import { promisify } from 'node:util';
+import type { Consent } from '@medplum/fhirtypes';
 import pg from 'pg';
 import { loadConfig, type Config } from '../src/config';
 import { startPont, type RunningPont } from '../src/server';
 import { createClient } from '../src/auth/clients';
-import type { Scope } from '../src/auth/scopes';
+import type { Scope } from '../src/core/scopes';
 
 /** Which backend this test run uses (vitest sets it per project). */
 export const backend = (process.env.PONT_TEST_DB ?? 'pglite') as 'pglite' | 'postgres';
@@ -28,6 +35,16 @@ export async function createScratchDatabase(): Promise<{ url: string; drop(): Pr
       await c.end();
     },
   };
+}
+
+/** A database for operator commands (`bin/pont.js`) of this backend: the environment that selects it, and its removal. */
+export async function commandDatabase(): Promise<{ env: Record<string, string>; cleanup(): Promise<void> }> {
+  if (backend === 'postgres') {
+    const scratch = await createScratchDatabase();
+    return { env: { DATABASE_URL: scratch.url }, cleanup: scratch.drop };
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'pont-cli-'));
+  return { env: { PONT_DATA_DIR: dir }, cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
 }
 
 export interface TestServer extends RunningPont {
@@ -70,6 +87,23 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
   };
 }
 
+/**
+ * Time passes for one consent: its grant and its period move `ms` into the past, written through the store like
+ * any change, so the Consent and the index the policy reads stay in step. Expiry is compared with the database's
+ * clock (now() in src/policy), so moving the data is how a test skips ahead instead of sleeping.
+ */
+export async function backdateConsent(pont: RunningPont, consentId: string, ms: number): Promise<void> {
+  const repo = pont.services.fhir.system('test: time passes');
+  const consent = await repo.read<Consent>('Consent', consentId, { audit: false });
+  const earlier = (instant: string | undefined) => (instant === undefined ? undefined : new Date(Date.parse(instant) - ms).toISOString());
+  const period = consent.provision?.period;
+  await repo.update<Consent>({
+    ...consent,
+    ...(consent.dateTime && { dateTime: earlier(consent.dateTime) }),
+    ...(period && { provision: { ...consent.provision, period: { ...period, start: earlier(period.start), end: earlier(period.end) } } }),
+  });
+}
+
 export interface TestClient {
   client_id: string;
   client_secret: string;
@@ -107,4 +141,24 @@ export async function createTestClient(
     access_token: body.access_token,
     headers: { authorization: `Bearer ${body.access_token}` },
   };
+}
+
+/** A TCP port free now on 127.0.0.1 (for a child process's port, or PgBouncer's). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** Runs `pont ARGS…` (bin/pont.js, a process of its own) with `env` over this process's: its exit code, its stdout as JSON, its stderr. */
+export async function runPont(env: Record<string, string>, ...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, ['bin/pont.js', ...args], { env: { ...process.env, ...env } });
+    return { code: 0, json: JSON.parse(stdout), stderr };
+  } catch (err) {
+    const e = err as { code: number; stderr: string };
+    return { code: e.code, json: undefined, stderr: e.stderr };
+  }
 }

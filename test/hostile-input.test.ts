@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAgent } from '../src/auth/agents';
-import { SCOPES } from '../src/auth/scopes';
-import { checkJsonDepth, decodeUtf8, parseJsonText } from '../src/http/body';
+import { SCOPES } from '../src/core/scopes';
+import { checkJsonDepth, decodeUtf8, parseJsonText } from '../src/core/body-text';
 import { ApiError } from '../src/http/errors';
-import { MAX_BODY_DEPTH } from '../src/http/limits';
+import { MAX_BODY_DEPTH } from '../src/core/limits';
 import { createTestClient, startTestServer, type TestServer } from './harness';
 
 /**

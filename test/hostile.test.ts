@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAgent } from '../src/auth/agents';
-import { SCOPES } from '../src/auth/scopes';
+import { SCOPES } from '../src/core/scopes';
 import { backend, createTestClient, startTestServer, type TestServer } from './harness';
 
 /**

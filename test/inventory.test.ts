@@ -10,7 +10,8 @@ let writer: TestClient;
 
 const GROUPS = ['A+', 'A-', 'B+', 'B-', 'AB+', 'AB-', 'O+', 'O-'];
 const COMPONENTS = ['whole_blood', 'packed_red_cells', 'platelets', 'plasma', 'cryoprecipitate'];
-const DAY = 86_400_000;
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
 
 interface Unit {
   id: string;
@@ -75,9 +76,8 @@ afterAll(async () => {
 
 const inventory = (query = '') => pont.json(`/api/v1/connect/blood-bank/inventory${query}`, { headers: reader.headers });
 
-/** The independent reading: the same totals from the units as written. */
-function expected(filter: (u: Unit) => boolean) {
-  const now = Date.now();
+/** The independent reading: the same totals from the units as written, at `now`. */
+function expected(filter: (u: Unit) => boolean, now = Date.now()) {
   const lines = new Map<string, { available: number; expiring: number }>();
   for (const u of units.filter(filter)) {
     const key = `${u.facility}|${u.group}|${u.component}`;
@@ -136,8 +136,8 @@ describe('blood-bank inventory', () => {
   });
 
   it('stays exact as time passes, before and after the stock clock moves: units expire, others come within 7 days', async () => {
-    // fac-3 only: two units that cross a boundary in the next second and a half.
-    const soon = Date.now() + 1500;
+    // fac-3 only: two units that cross a boundary within the next hour.
+    const soon = Date.now() + HOUR;
     const add = [
       { id: 'unit-expiring', facility: 'fac-3', group: 'A+', component: 'plasma', available: true, units: 2, expires: soon },
       { id: 'unit-entering', facility: 'fac-3', group: 'A+', component: 'plasma', available: true, units: 3, expires: soon + 7 * DAY },
@@ -149,12 +149,13 @@ describe('blood-bank inventory', () => {
     }
     const fac3 = () => inventory('?facility_id=fac-3').then((r) => got(r.body.items));
     expect(await fac3()).toEqual(['fac-3|A+|plasma|5|2']);
-    await new Promise((r) => setTimeout(r, 1700));
-    expect(await fac3()).toEqual(expected((u) => u.facility === 'fac-3'));
+    const later = Date.now() + 2 * HOUR;
+    pont.services.fhir.now = () => later; // two hours pass (the service's clock; the rest of this file is later)
+    expect(await fac3()).toEqual(expected((u) => u.facility === 'fac-3', later));
     expect(await fac3()).toEqual(['fac-3|A+|plasma|3|3']);
-    await moveBloodStockClock(pont.services.db);
+    await moveBloodStockClock(pont.services.db, later);
     expect(await fac3()).toEqual(['fac-3|A+|plasma|3|3']);
-    expect(got((await inventory()).body.items)).toEqual(expected(() => true));
+    expect(got((await inventory()).body.items)).toEqual(expected(() => true, later));
   });
 
   it('refuses unknown groups and components (422), and a unit it could not count (400)', async () => {

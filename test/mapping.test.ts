@@ -4,14 +4,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { validateResource } from '@medplum/core';
-import type { Resource } from '@medplum/fhirtypes';
+import type { Observation, Resource } from '@medplum/fhirtypes';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config';
-import { loadFhirDefinitions } from '../src/fhir/definitions';
+import { loadFhirDefinitions } from '../src/core/fhir-definitions';
 import { checkMappings, defaultMappingsDir, loadMappings, MappingError, MappingValueError, type MappingSet } from '../src/mapping/index';
 import { startPont } from '../src/server';
 import { backend } from './harness';
+import { LOCAL_CODE_EDITS, LOCAL_LAB } from './local-code-table';
 
 const repo = join(import.meta.dirname, '..');
 type Example = { name: string; connect: Record<string, unknown>; fhir: Resource };
@@ -55,7 +56,7 @@ describe.skipIf(backend !== 'pglite')('mapping engine', () => {
   describe('examples run both ways', () => {
     const files = readdirSync(defaultMappingsDir).filter((f) => f.endsWith('.examples.yaml'));
     it('every map has examples', () => {
-      expect(mappings.names().sort()).toEqual(['allergy-record', 'blood-unit', 'cdss-alert', 'clinical-note', 'consent', 'diagnosis', 'lab-report', 'lab-result', 'patient-profile', 'payment', 'pharmacy-stock', 'prescription', 'visit', 'vital']);
+      expect(mappings.names().sort()).toEqual(['allergy-record', 'blood-unit', 'cdss-alert', 'clinical-note', 'consent', 'diagnosis', 'immunization', 'lab-report', 'lab-result', 'patient-profile', 'payment', 'pharmacy-stock', 'prescription', 'visit', 'vital']);
       expect(files.map((f) => f.replace('.examples.yaml', '')).sort()).toEqual(mappings.names().sort());
     });
 
@@ -118,11 +119,11 @@ describe.skipIf(backend !== 'pglite')('mapping engine', () => {
     });
 
     it('unknown uris name, and a path that is not a path', () => {
-      let at = breakMap('diagnosis.map.yaml', 'snomed_code: code.coding[1].where(system=%sct)', 'snomed_code: code.coding[1].where(system=%sctt)', '%sctt');
+      let at = breakMap('diagnosis.map.yaml', 'snomed_code: code.coding.where(system=%sct)', 'snomed_code: code.coding.where(system=%sctt)', '%sctt');
       expect(loadError(at.dir)).toMatchObject({ line: at.line, column: at.column, problem: 'unknown uris name %sctt (did you mean `sct`?): declare it under `uris`' });
 
       at = breakMap('diagnosis.map.yaml', 'display_name: code.text', 'display_name: code..text', '.text');
-      expect(loadError(at.dir)).toMatchObject({ line: at.line, column: at.column, problem: 'malformed path `code..text`: expected an element name at ".text"' });
+      expect(loadError(at.dir)).toMatchObject({ line: at.line, column: at.column, problem: 'malformed path `code..text | code.coding.display | code.coding.code`: expected an element name at ".text | code"' });
     });
 
     it('unknown resource type', () => {
@@ -133,15 +134,17 @@ describe.skipIf(backend !== 'pglite')('mapping engine', () => {
     });
 
     it('a value-table value that is not among the Connect field’s declared values', () => {
-      const at = breakMap('diagnosis.map.yaml', 'ruled_out: [~, refuted]', 'ruledout: [~, refuted]');
+      const at = breakMap('diagnosis.map.yaml', 'ruled_out:        [~, refuted]', 'ruledout:        [~, refuted]');
       const error = loadError(at.dir);
       expect([error.file, error.line, error.column]).toEqual([at.path, at.line, at.column]);
-      expect(error.problem).toBe('`ruledout` is not a declared value of `status` (active, resolved, ruled_out) (did you mean `ruled_out`?)');
+      expect(error.problem).toBe(
+        '`ruledout` is not a declared value of `status` (active, recurrence, relapse, inactive, remission, resolved, provisional, differential, unconfirmed, ruled_out, entered_in_error) (did you mean `ruled_out`?)',
+      );
     });
 
     it('a declared Connect value without a row in the value table (unmapped enum value)', () => {
-      const dir = breakMap('diagnosis.map.yaml', '      resolved:  [resolved, confirmed]\n', '').dir;
-      const declared = breakMap('diagnosis.map.yaml', 'values: [active, resolved, ruled_out]', 'values: [active, resolved, ruled_out]', 'resolved');
+      const dir = breakMap('diagnosis.map.yaml', '      resolved:         [resolved, confirmed]\n', '').dir;
+      const declared = breakMap('diagnosis.map.yaml', 'remission, resolved, provisional', 'remission, resolved, provisional', 'resolved');
       const error = loadError(dir);
       expect([error.line, error.column]).toEqual([declared.line, declared.column]);
       expect(error.problem).toBe('unmapped value: `resolved` of `status` has no row in its value table');
@@ -155,7 +158,7 @@ describe.skipIf(backend !== 'pglite')('mapping engine', () => {
         '`diverse` is not a code of the required ValueSet http://hl7.org/fhir/ValueSet/administrative-gender; codes: male, female, other, unknown',
       );
 
-      at = breakMap('diagnosis.map.yaml', 'resolved:  [resolved, confirmed]', 'resolved:  [resolvd, confirmed]', 'resolvd');
+      at = breakMap('diagnosis.map.yaml', 'resolved:         [resolved, confirmed]', 'resolved:         [resolvd, confirmed]', 'resolvd');
       error = loadError(at.dir);
       expect([error.line, error.column]).toEqual([at.line, at.column]);
       expect(error.problem).toMatch(/^`resolvd` is not a code of the required ValueSet http:\/\/hl7.org\/fhir\/ValueSet\/condition-clinical \(did you mean `resolved`\?\)/);
@@ -178,11 +181,39 @@ describe.skipIf(backend !== 'pglite')('mapping engine', () => {
     });
 
     it('two fields written to one FHIR element do not round-trip', () => {
-      const at = breakMap('diagnosis.map.yaml', 'snomed_display: code.coding[1].where(system=%sct).display', 'snomed_display: code.coding[1].where(system=%sct).code', 'code.coding[1]');
-      const first = breakMap('diagnosis.map.yaml', 'snomed_code: code.coding[1]', 'snomed_code: code.coding[1]');
+      const at = breakMap('diagnosis.map.yaml', 'snomed_display: code.coding.where(system=%sct).display', 'snomed_display: code.coding.where(system=%sct).code', 'code.coding');
+      const first = breakMap('diagnosis.map.yaml', 'snomed_code: code.coding', 'snomed_code: code.coding');
       const error = loadError(at.dir);
       expect([error.line, error.column]).toEqual([at.line, at.column]);
-      expect(error.problem).toBe(`does not round-trip: code.coding[1].where(system='http://snomed.info/sct').code is already mapped on line ${first.line}; one FHIR element cannot hold two values`);
+      expect(error.problem).toBe(`does not round-trip: code.coding.where(system='http://snomed.info/sct').code is already mapped on line ${first.line}; one FHIR element cannot hold two values`);
+    });
+
+    it('a local-code table may write the LOINC coding that loinc_code writes: the two must agree', () => {
+      const dir = mkdtempSync(join(tmpdir(), 'pont-maps-'));
+      scratch.push(dir);
+      cpSync(defaultMappingsDir, dir, { recursive: true });
+      const file = join(dir, 'lab-result.map.yaml');
+      let text = readFileSync(file, 'utf8');
+      for (const [from, to] of LOCAL_CODE_EDITS) {
+        expect(text.split(from)).toHaveLength(2);
+        text = text.replace(from, to);
+      }
+      writeFileSync(file, text);
+      const lab = loadMappings(dir).get('lab-result');
+      const result = { id: '0b0a3c57-0d55-4b2e-9a39-6f3f2b9a1c03', patient_id: '5d9f1a2e-8c4b-4f6e-9d3a-2b7c1e0f4a11', test_name: 'Hb', status: 'final', value_numeric: 13.5, unit: 'g/dL' };
+      const coded = lab.toFhir({ ...result, local_code: 'HB' }) as Observation;
+      expect(coded.code.coding).toEqual([
+        { system: LOCAL_LAB, code: 'HB' },
+        { system: 'http://loinc.org', code: '718-7' },
+      ]);
+      expect(lab.fromFhir(coded)).toMatchObject({ local_code: 'HB', loinc_code: '718-7' });
+      const both = lab.toFhir({ ...result, local_code: 'HB', loinc_code: '718-7' }) as Observation;
+      expect(both.code.coding).toHaveLength(2);
+      expect(lab.fromFhir(both)).toEqual(lab.fromFhir(coded));
+      expect(() => lab.toFhir({ ...result, local_code: 'HB', loinc_code: '2345-7' })).toThrow(/local_code: "718-7" contradicts "2345-7"/);
+      // As the lab's system writes it (its code only), and as others do (LOINC only: no local code).
+      expect(lab.fromFhir({ ...coded, code: { coding: [{ system: LOCAL_LAB, code: 'GLU' }] } })).toMatchObject({ local_code: 'GLU', loinc_code: null });
+      expect(lab.fromFhir({ ...coded, code: { coding: [{ system: 'http://loinc.org', code: '2345-7' }] } })).toMatchObject({ local_code: null, loinc_code: '2345-7' });
     });
 
     it('malformed YAML', () => {
@@ -198,7 +229,7 @@ describe.skipIf(backend !== 'pglite')('mapping engine', () => {
       let error = loadError(at.dir);
       expect([error.file, error.line, error.column]).toEqual([at.path, at.line, at.column]);
       expect(error.problem).toBe(
-        'unknown key `refrence` in the rule of `visit_id` (did you mean `reference`?); allowed: fhir, values, otherwise, reference, narrative, description',
+        'unknown key `refrence` in the rule of `visit_id` (did you mean `reference`?); allowed: fhir, values, read, otherwise, also, reference, narrative, description',
       );
 
       at = breakMap('allergy-record.map.yaml', 'fields:', 'feilds:', 'feilds');
@@ -267,9 +298,11 @@ describe.skipIf(backend !== 'pglite')('mapping engine', () => {
 
     it('refuses Connect values it cannot translate, naming the field', () => {
       const { connect } = example('diagnosis.examples.yaml');
-      expect(() => diagnosis().toFhir({ ...connect, status: 'chronic' })).toThrow(new MappingValueError('diagnosis', 'status', '"chronic" is not one of "active", "resolved", "ruled_out"'));
+      expect(() => diagnosis().toFhir({ ...connect, status: 'chronic' })).toThrow(new MappingValueError('diagnosis', 'status', '"chronic" is not one of "active", "recurrence", "relapse", "inactive", "remission", "resolved", "provisional", "differential", "unconfirmed", "ruled_out", "entered_in_error"'));
       expect(() => diagnosis().toFhir({ ...connect, patient_id: 'not-a-uuid' })).toThrow(/patient_id: "not-a-uuid" is not a valid uuid/);
       expect(() => diagnosis().toFhir({ ...connect, created_at: '2024-03-12T09:30' })).toThrow(/created_at: .* is not a valid date-time/);
+      // Two fields reaching one element must agree: SNOMED CT as the main code and a different SNOMED CT equivalent.
+      expect(() => diagnosis().toFhir({ ...connect, code_system: 'SNOMED', code: '1', snomed_code: '2' })).toThrow(/snomed_code: "2" contradicts "1"/);
       expect(() => diagnosis().toFhir({ ...connect, display_name: undefined })).toThrow(/display_name: is required/);
       expect(() => mappings.get('patient-profile').toFhir({ health_id: 'CM100000000006', sex: 'F' })).toThrow(MappingValueError);
       expect(() => diagnosis().fromFhir({ resourceType: 'Patient' })).toThrow(/expected a Condition/);
@@ -313,7 +346,10 @@ describe.skipIf(backend !== 'pglite')('mapping engine', () => {
         snomed_code: null,
       });
       condition.clinicalStatus = { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-clinical', code: 'remission' }] };
-      expect(() => diagnosis().fromFhir(condition as Resource)).toThrow(/status: the map has no value for FHIR "remission" \+ "confirmed"/);
+      condition.verificationStatus = { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-ver-status', code: 'hearsay' }] };
+      expect(diagnosis().fromFhir(condition as Resource)).toMatchObject({ status: 'remission' }); // a `read` row: [remission, '*']
+      condition.clinicalStatus = { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-clinical', code: 'dormant' }] };
+      expect(() => diagnosis().fromFhir(condition as Resource)).toThrow(/status: the map has no value for FHIR "dormant" \+ "hearsay"/);
 
       const note = { ...example('clinical-note.examples.yaml').fhir } as Record<string, any>;
       note.section = [
@@ -349,7 +385,7 @@ describe.skipIf(backend !== 'pglite')('mapping engine', () => {
       const result = await pont(at.dir);
       expect(result.code).toBe(1);
       expect(result.stderr).toContain(`${at.path}:${at.line}:${at.column}: unknown FHIR element \`txt\` in CodeableConcept (did you mean \`text\`?)`);
-      expect(result.stderr).toMatch(/1 problem \(13 maps, \d+ examples run both ways\)/); // the broken map does not compile
+      expect(result.stderr).toMatch(/1 problem \(14 maps, \d+ examples run both ways\)/); // the broken map does not compile
     });
   });
 });

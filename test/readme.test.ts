@@ -6,39 +6,12 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config';
-import { CONSENT_TYPES } from '../src/consents/types';
-import { EVENT_RULES } from '../src/events/rules';
-import { loadMappings } from '../src/mapping/index';
-import { recordShapesTables, recordTypesTable } from '../src/records/docs';
 import { startPont, type RunningPont } from '../src/server';
 import { backend, createScratchDatabase } from './harness';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
+// The generated tables: test/readme-blocks.unit.test.ts.
 const readme = readFileSync(join(repo, 'README.md'), 'utf8');
-
-/** The README block between `<!-- name … -->` and `<!-- /name -->`. */
-function marked(name: string): string {
-  const m = new RegExp(`<!-- ${name}[^>]*-->\\n([\\s\\S]*?)<!-- /${name} -->`).exec(readme);
-  if (!m) throw new Error(`README has no ${name} block`);
-  return m[1]!.trim();
-}
-
-describe('README tables follow the code', () => {
-  it('consent types', () => {
-    const rows = Object.entries(CONSENT_TYPES).map(([name, t]) => `| \`${name}\` | ${t.classes.map((c) => `\`${c}\``).join(' ')} | ${t.description} |`);
-    expect(marked('consent-types')).toBe(['| `consent_type` | Classes | Covers |', '|---|---|---|', ...rows].join('\n'));
-  });
-
-  it('record types and shapes', () => {
-    expect(marked('record-types')).toBe(recordTypesTable());
-    expect(marked('record-shapes')).toBe(recordShapesTables(loadMappings()));
-  });
-
-  it('which changes raise which events', () => {
-    const rows = EVENT_RULES.map((r) => `| \`${r.event}\` | ${r.resource} | ${r.when} |`);
-    expect(marked('event-rules')).toBe(['| Event | Resource | When |', '|---|---|---|', ...rows].join('\n'));
-  });
-});
 
 describe('the consent walk-through, run as written', () => {
   let pont: RunningPont;

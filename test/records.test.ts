@@ -74,6 +74,7 @@ function expectedIds(patientId: string): Record<string, string[]> {
     ),
     vitals: ids((r: any) => r.resourceType === 'Observation' && mine(r.subject) && inCategory(r, LAB, 'vital-signs')),
     clinical_notes: ids((r: any) => r.resourceType === 'Composition' && mine(r.subject)),
+    immunizations: ids((r: any) => r.resourceType === 'Immunization' && mine(r.patient)),
   };
 }
 
@@ -168,8 +169,9 @@ describe('records retrieval of the 50 Synthea patients', () => {
   it('with since, returns only what changed after it', async () => {
     const [patientId, healthId] = [...healthIdOf][1]!;
     const cond = (await call(operator, `/api/fhir/R4/Condition?patient=Patient/${patientId}&_count=1`)).body.entry[0].resource;
-    const since = new Date(Date.now() - 1000).toISOString();
-    await new Promise((r) => setTimeout(r, 1100));
+    // The instant of the patient's latest change: everything before it is old, the update below comes after it.
+    const latest = (await call(operator, `/api/fhir/R4/Condition?patient=Patient/${patientId}&_sort=-_lastUpdated&_count=1`)).body.entry[0].resource;
+    const since = latest.meta.lastUpdated;
     const updated = await call(operator, `/api/fhir/R4/Condition/${cond.id}`, { method: 'PUT', json: { ...cond, note: [{ text: 'reviewed' }] } });
     expect(updated.status).toBe(200);
     const changed = await records(reader, healthId, `?type=diagnoses&since=${encodeURIComponent(since)}`);
@@ -209,8 +211,8 @@ describe('consent gates records by type', () => {
     expect(refused.body.error_code).toBe('CONSENT_REQUIRED');
     const all = await records(narrow, healthId);
     expect(all.status).toBe(200);
-    expect(Object.keys(all.body.records).sort()).toEqual(['allergies', 'diagnoses']);
-    expect(all.body.withheld.sort()).toEqual(['clinical_notes', 'lab_results', 'prescriptions', 'vitals']);
+    expect(Object.keys(all.body.records).sort()).toEqual(['allergies', 'diagnoses', 'immunizations', 'visits']);
+    expect(all.body.withheld.sort()).toEqual(['alerts', 'clinical_notes', 'lab_results', 'prescriptions', 'vitals']);
   });
 
   it('refuses everything without consent, and reads nothing of another patient', async () => {

@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { backend, createScratchDatabase } from './harness';
+import { eventually } from './eventually';
 
 /** `pont serve --workers N`: N processes on one port, restarted when one dies, all stopped by one signal. */
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
@@ -35,13 +36,14 @@ describe('pont serve --workers', () => {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let out = '';
-      server.stdout!.on('data', (c) => (out += c));
-      server.stderr!.on('data', (c) => (out += c));
       const url = await new Promise<string>((resolve, reject) => {
-        const timer = setInterval(() => {
+        const heard = (c: Buffer) => {
+          out += c;
           const m = /listening on (http:\/\/\S+).*2 worker processes/.exec(out);
-          if (m) resolve((clearInterval(timer), m[1]!));
-        }, 50);
+          if (m) resolve(m[1]!);
+        };
+        server!.stdout!.on('data', heard);
+        server!.stderr!.on('data', heard);
         server!.once('exit', () => reject(new Error(`exited: ${out}`)));
       });
       const workers = children(server.pid!);
@@ -50,13 +52,12 @@ describe('pont serve --workers', () => {
 
       // A worker that dies is replaced; the others serve meanwhile.
       process.kill(workers[0]!, 'SIGKILL');
-      let replaced = children(server.pid!);
-      for (let i = 0; i < 200 && (replaced.length !== 2 || replaced.includes(workers[0]!)); i++) {
-        await new Promise((r) => setTimeout(r, 100));
-        replaced = children(server.pid!);
-      }
-      expect(replaced).toHaveLength(2);
-      expect(replaced).not.toContain(workers[0]);
+      const replaced = await eventually(() => {
+        const now = children(server!.pid!);
+        expect(now).toHaveLength(2);
+        expect(now).not.toContain(workers[0]);
+        return now;
+      }, { intervalMs: 100 }); // each look runs ps
       expect((await fetch(`${url}/healthz`)).status).toBe(200);
 
       const exited = once(server, 'exit');

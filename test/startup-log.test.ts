@@ -57,6 +57,7 @@ describe('the start-up record', () => {
         public_url: 'https://pont.example.test',
         secrets: 'environment',
         workers: 1,
+        metrics: null,
       });
       expect(record!.listening).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
       const url = scratch ? new URL(scratch.url) : undefined;

@@ -5,8 +5,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { LISTENER_APPLICATION_NAME } from '../src/db/pg-listener';
 import { recordEvent, type NewEvent } from '../src/events/outbox';
-import { eventDeliveries, replayEvent } from '../src/webhooks/deliveries';
+import { eventDeliveries, replayEvent, type DeliveryView } from '../src/webhooks/deliveries';
 import { createSubscription, setFullPayload } from '../src/webhooks/subscriptions';
+import { eventually } from './eventually';
 import { backend, startTestServer, type TestServer } from './harness';
 import { startReceiver, type Receiver, type Reply } from './webhooks-support';
 
@@ -19,7 +20,8 @@ beforeAll(async () => {
   pont = await startTestServer({
     PONT_WEBHOOK_RETRY_DELAYS: RETRY_DELAYS_MS.map((ms) => `${ms}ms`).join(','),
     PONT_WEBHOOK_POLL_INTERVAL: '50ms',
-    PONT_WEBHOOK_TIMEOUT: '1s',
+    // Long enough that a receiver on a loaded machine answers in time (at 1 s, 1 run in 5 saw a first attempt time out).
+    PONT_WEBHOOK_TIMEOUT: '3s',
   });
 });
 afterEach(async () => {
@@ -52,12 +54,21 @@ function record(organizationId: string, type: NewEvent['type'] = 'patient.create
 }
 
 /** Resolves once the event's deliveries all leave `pending` (polling the real rows, no fixed sleeps). */
-async function settled(organizationId: string, eventId: string) {
-  for (;;) {
+function settled(organizationId: string, eventId: string) {
+  return eventually(async () => {
     const found = await eventDeliveries(pont.services.db, organizationId, eventId);
-    if (found && found.deliveries.every((d) => d.status !== 'pending')) return found;
-    await new Promise((r) => setTimeout(r, 50));
-  }
+    if (!found || found.deliveries.some((d) => d.status === 'pending')) throw new Error(`deliveries of ${eventId} still pending`);
+    return found;
+  });
+}
+
+/** The event's first delivery once `ready` holds for it (polling the real rows). */
+function firstDeliveryOnce(organizationId: string, eventId: string, ready: (d: DeliveryView) => boolean) {
+  return eventually(async () => {
+    const delivery = (await eventDeliveries(pont.services.db, organizationId, eventId))?.deliveries[0];
+    if (!delivery || !ready(delivery)) throw new Error(`the delivery of ${eventId} is not there yet`);
+    return delivery;
+  });
 }
 
 describe('event outbox', () => {
@@ -204,7 +215,7 @@ describe('delivery', () => {
     const found = await settled(org, event.id);
     expect(found.deliveries[0]!.status).toBe('delivered');
     expect(found.deliveries[0]!.attempts.map((a) => [a.attempt, a.status_code, a.error])).toEqual([
-      [1, null, 'no response within 1000 ms'],
+      [1, null, 'no response within 3000 ms'],
       [2, 204, null],
     ]);
   });
@@ -214,15 +225,9 @@ describe('delivery', () => {
     const { receiver } = await subscribe(org, ['patient.created']);
     await receiver.close(); // nobody listens there any more
     const event = await record(org);
-    for (;;) {
-      const found = await eventDeliveries(pont.services.db, org, event.id);
-      if (found!.deliveries[0]!.attempts.length >= 2) {
-        expect(found!.deliveries[0]!.attempts[0]).toMatchObject({ status_code: null, error: 'ECONNREFUSED', succeeded: false });
-        expect(found!.deliveries[0]!.status).toBe('pending');
-        break;
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const delivery = await firstDeliveryOnce(org, event.id, (d) => d.attempts.length >= 2);
+    expect(delivery.attempts[0]).toMatchObject({ status_code: null, error: 'ECONNREFUSED', succeeded: false });
+    expect(delivery.status).toBe('pending');
   });
 
   it('refuses at delivery a destination that resolves to a private address (checked again at every attempt)', async () => {
@@ -230,16 +235,9 @@ describe('delivery', () => {
     // Stored directly: the subscription route would have refused it (what a DNS change after subscribing looks like).
     await createSubscription(pont.services.db, pont.config.webhooks.secretKey, { organizationId: org }, { callback_url: 'https://10.9.8.7/hooks', subscribed_events: ['patient.created'], description: 'rebound' });
     const event = await record(org);
-    for (;;) {
-      const found = await eventDeliveries(pont.services.db, org, event.id);
-      const first = found!.deliveries[0]!.attempts[0];
-      if (first) {
-        expect(first).toMatchObject({ status_code: null, succeeded: false });
-        expect(first.error).toMatch(/^destination refused: 10\.9\.8\.7 resolves to a private/);
-        break;
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const [first] = (await firstDeliveryOnce(org, event.id, (d) => d.attempts.length > 0)).attempts;
+    expect(first).toMatchObject({ status_code: null, succeeded: false });
+    expect(first!.error).toMatch(/^destination refused: 10\.9\.8\.7 resolves to a private/);
   });
 
   it('records an undecryptable secret as a failed attempt and sends nothing unsigned', async () => {
@@ -251,15 +249,8 @@ describe('delivery', () => {
       [subscription.id],
     );
     const event = await record(org);
-    for (;;) {
-      const found = await eventDeliveries(pont.services.db, org, event.id);
-      const [first] = found!.deliveries[0]!.attempts;
-      if (first) {
-        expect(first).toMatchObject({ status_code: null, succeeded: false, error: expect.stringContaining('could not be decrypted') });
-        break;
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const [first] = (await firstDeliveryOnce(org, event.id, (d) => d.attempts.length > 0)).attempts;
+    expect(first).toMatchObject({ status_code: null, succeeded: false, error: expect.stringContaining('could not be decrypted') });
     expect(receiver.received).toHaveLength(0);
   });
 
@@ -281,14 +272,17 @@ describe('delivery', () => {
           [LISTENER_APPLICATION_NAME],
         )
       ).rows.map((r) => r.pid);
-    let before: number[] = [];
-    while (!before.length) before = await listeners();
+    const before = await eventually(async () => {
+      const pids = await listeners();
+      expect(pids).not.toEqual([]);
+      return pids;
+    });
     await pont.services.db.query('SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid', [before]);
-    for (;;) {
+    await eventually(async () => {
       const now = await listeners();
-      if (now.length && !now.some((pid) => before.includes(pid))) break;
-      await new Promise((r) => setTimeout(r, 200));
-    }
+      expect(now).not.toEqual([]);
+      expect(now.filter((pid) => before.includes(pid))).toEqual([]);
+    });
     // And it still delivers.
     const org = newOrg();
     const { receiver } = await subscribe(org, ['patient.created']);

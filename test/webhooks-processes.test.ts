@@ -6,9 +6,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config';
 import type { Database } from '../src/db/database';
 import { openPostgres } from '../src/db/postgres';
-import { recordEvent } from '../src/events/outbox';
+import { onEventsRecorded, recordEvent } from '../src/events/outbox';
+import { queueDeliveries } from '../src/webhooks/deliveries';
 import { createSubscription } from '../src/webhooks/subscriptions';
 import { backend, createScratchDatabase } from './harness';
+import { eventually } from './eventually';
 import { startPontProcess, startReceiver, stopPontProcess as stopProcess, type PontProcess, type Receiver } from './webhooks-support';
 
 const ORG = 'org-processes';
@@ -30,6 +32,8 @@ describe.skipIf(backend !== 'postgres')('two Pont processes on one PostgreSQL (P
   const secretKey = loadConfig({}).webhooks.secretKey; // the development key, as the children use
 
   beforeAll(async () => {
+    // This process records the events itself, without a Pont in it: it registers the fan-out as composition does.
+    onEventsRecorded(queueDeliveries);
     scratch = await createScratchDatabase();
     // One after the other: two first starts racing on a fresh database trip over
     // `CREATE TABLE IF NOT EXISTS schema_migrations` in src/db/migrate.ts (reported, not ours to change).
@@ -65,15 +69,15 @@ describe.skipIf(backend !== 'postgres')('two Pont processes on one PostgreSQL (P
   }
 
   /** Waits until none of the subscription's deliveries is pending any more. */
-  async function settled(subscriptionId: string) {
-    for (;;) {
+  function settled(subscriptionId: string) {
+    return eventually(async () => {
       const { rows } = await db.query<{ status: string; n: string }>(
         'SELECT status, count(*) AS n FROM webhook_deliveries WHERE subscription_id = $1 GROUP BY status',
         [subscriptionId],
       );
-      if (!rows.some((r) => r.status === 'pending')) return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
-      await new Promise((r) => setTimeout(r, 100));
-    }
+      if (rows.some((r) => r.status === 'pending')) throw new Error('deliveries still pending');
+      return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
+    });
   }
 
   it('delivers each event once per subscription while both processes claim work', async () => {

@@ -2,6 +2,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { recordEvent } from '../src/events/outbox';
 import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+import { eventually } from './eventually';
 import { startReceiver, type Receiver } from './webhooks-support';
 
 const BASE = '/api/v1/connect/webhooks';
@@ -49,12 +50,12 @@ async function deliveriesOf(client: TestClient, eventId: string) {
   return pont.json(`${BASE}/events/${eventId}/deliveries`, as(client));
 }
 
-async function settled(client: TestClient, eventId: string) {
-  for (;;) {
+function settled(client: TestClient, eventId: string) {
+  return eventually(async () => {
     const { body } = await deliveriesOf(client, eventId);
-    if (body.deliveries.every((d: any) => d.status !== 'pending')) return body;
-    await new Promise((r) => setTimeout(r, 50));
-  }
+    if (body.deliveries.some((d: any) => d.status === 'pending')) throw new Error(`deliveries of ${eventId} still pending`);
+    return body;
+  });
 }
 
 describe('subscriptions', () => {
@@ -254,15 +255,13 @@ describe('deliveries and replay', () => {
     await receiver.waitFor(1); // attempt 1 in flight, unanswered
     expect((await pont.fetch(`${BASE}/subscriptions/${subscription.id}`, as(bob, { method: 'DELETE' }))).status).toBe(204);
     receiver.release(500);
-    for (;;) {
-      const { body } = await deliveriesOf(bob, event.id);
-      if (body.deliveries[0].attempts.length === 1) {
-        expect(body.deliveries[0]).toMatchObject({ status: 'cancelled', next_attempt_at: null });
-        expect(body.deliveries[0].attempts[0]).toMatchObject({ status_code: 500, succeeded: false });
-        break;
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const { body } = await eventually(async () => {
+      const found = await deliveriesOf(bob, event.id);
+      if (found.body.deliveries[0].attempts.length !== 1) throw new Error('attempt 1 not recorded yet');
+      return found;
+    });
+    expect(body.deliveries[0]).toMatchObject({ status: 'cancelled', next_attempt_at: null });
+    expect(body.deliveries[0].attempts[0]).toMatchObject({ status_code: 500, succeeded: false });
     const later = await record(bob.organization_id);
     expect((await deliveriesOf(bob, later.id)).body.deliveries).toEqual([]);
     expect(receiver.received).toHaveLength(1);

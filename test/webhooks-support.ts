@@ -102,6 +102,16 @@ export async function startReceiver(reply: (r: Received) => Reply = () => 200): 
   return receiver;
 }
 
+/**
+ * How many of a subscription's deliveries are still pending (queued, in flight or awaiting a retry). Deliveries are
+ * queued in the transaction that records the event, so once this is 0 nothing more reaches the subscriber until the
+ * next change: the barrier for "and nothing else arrives", instead of waiting a while.
+ */
+export async function pendingDeliveries(db: { query<R>(sql: string, params?: unknown[]): Promise<{ rows: R[] }> }, subscriptionId: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE subscription_id = $1 AND status = 'pending'`, [subscriptionId]);
+  return rows[0]!.n;
+}
+
 export interface PontProcess {
   child: ChildProcess;
   exited: Promise<unknown>;

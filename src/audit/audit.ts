@@ -1,7 +1,7 @@
 import type { Context } from 'koa';
 import { randomUUID } from 'node:crypto';
 import type { AuditEvent, AuditEventAgent, AuditEventEntity } from '@medplum/fhirtypes';
-import type { Principal } from '../auth/principal';
+import type { Principal } from '../core/principal';
 import type { Queryable } from '../db/database';
 import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
 
@@ -74,6 +74,18 @@ function agentsOf(caller: AuditCaller): AuditEventAgent[] {
         requestor: true,
         location: { identifier: { system: FACILITY_ID_SYSTEM, value: principal.facilityId } },
         network,
+      },
+    ];
+  }
+  if (principal.kind === 'portal-user') {
+    // A person signed in to the developer portal, acting for their organisation.
+    return [
+      { who: { display: principal.email }, altId: `portal:${principal.userId}`, requestor: true, network },
+      {
+        type: { text: 'organization of the portal user' },
+        who: { type: 'Organization', identifier: { system: ORGANIZATION_ID_SYSTEM, value: principal.organizationId }, display: principal.organizationId },
+        altId: principal.organizationId,
+        requestor: false,
       },
     ];
   }
@@ -158,7 +170,7 @@ export function buildAuditEvent(record: AuditRecord, recorded: Date): AuditEvent
   };
 }
 
-/** A row of the audit trail as `audit_log` stores it (src/audit/trail.ts): the record, and its columns for queries. */
+/** A row of the audit trail as `audit_log` stores it (src/fhir/audit-trail.ts): the record, and its columns for queries. */
 export interface AuditRow {
   id: string;
   recorded: Date;
@@ -190,6 +202,8 @@ function actorOf(principal: Principal | undefined): string | null {
       return `patient:${principal.patientId}`;
     case 'system':
       return `system:${principal.name}`;
+    case 'portal-user':
+      return `portal:${principal.userId}`;
   }
 }
 
@@ -215,7 +229,7 @@ export async function insertAuditRows(sql: Queryable, rows: AuditRow[]): Promise
       rows.map((r) => actorOf(principalOf(r))),
       rows.map((r) => {
         const p = principalOf(r);
-        return p && (p.kind === 'client' || p.kind === 'bridge-agent') ? (p.organizationId ?? null) : null;
+        return p && (p.kind === 'client' || p.kind === 'bridge-agent' || p.kind === 'portal-user') ? (p.organizationId ?? null) : null;
       }),
       rows.map((r) => JSON.stringify([r.record.patient?.id, ...(r.record.otherPatients ?? [])].filter(Boolean))),
       rows.map((r) => r.record.purpose ?? null),

@@ -1,15 +1,19 @@
 import type { Context } from 'koa';
 import type { Config } from '../config';
 import type { Database } from '../db/database';
-import { ApiError, ErrorCode } from '../http/errors';
-import type { AccessControl, Security } from '../http/routes';
+import { ApiError, ErrorCode } from '../core/errors';
 import { AgentRegistry, BRIDGE_TIMESTAMP_TOLERANCE_SECONDS, timestampIsFresh } from './agents';
 import { ClientDirectory, type ActiveClient } from './clients';
 import { ensureSigningKey, KeyStore } from './keys';
-import type { AgentPrincipal, ClientPrincipal, PatientPrincipal } from './principal';
+import type { AccessControl, AgentPrincipal, ClientPrincipal, PatientPrincipal, Security } from '../core/principal';
 import { PATIENT_TOKEN_PREFIX, PatientTokens } from '../consents/mobile';
 import { RateLimits } from './rate-limits';
 import { TokenService } from './tokens';
+import { AssertionRefused, AssertionVerifier } from './assertions';
+import type { ScopeGrant } from './smart-scopes';
+import { PortalAccounts } from './portal-accounts';
+import { authorizeSession, portalPrincipal } from './portal-session';
+import type { PortalPrincipal } from '../core/principal';
 
 // Pont's tokens (JWTs, pat_ tokens) are base64url without padding: a token with `=` is not one of them (a JWT
 // with `==` appended would otherwise verify, its signature decoding the same).
@@ -46,6 +50,10 @@ export class Access implements AccessControl {
   readonly limits: RateLimits;
   readonly agents: AgentRegistry;
   readonly patientTokens: PatientTokens;
+  /** SMART Backend Services: the client assertions of clients registered with public keys. */
+  readonly assertions: AssertionVerifier;
+  /** Developer-portal people and their sessions (src/portal). */
+  readonly portal: PortalAccounts;
 
   constructor(
     private readonly config: Config,
@@ -57,6 +65,8 @@ export class Access implements AccessControl {
     this.limits = new RateLimits(db, config.rateLimits);
     this.agents = new AgentRegistry(db);
     this.patientTokens = new PatientTokens(db);
+    this.assertions = new AssertionVerifier(db, this.clients, config.environment === 'development');
+    this.portal = new PortalAccounts(db);
   }
 
   /**
@@ -77,7 +87,7 @@ export class Access implements AccessControl {
     return this.config.publicUrl;
   }
 
-  async authorize(ctx: Context, security: Security, routeGroup: string): Promise<ClientPrincipal | AgentPrincipal | PatientPrincipal | undefined> {
+  async authorize(ctx: Context, security: Security, routeGroup: string): Promise<ClientPrincipal | AgentPrincipal | PatientPrincipal | PortalPrincipal | undefined> {
     switch (security.kind) {
       case 'public':
         return undefined;
@@ -87,6 +97,11 @@ export class Access implements AccessControl {
         if (!patient) throw unauthenticated('The mobile routes need a patient token: Authorization: Bearer pat_…', { invalidToken: !!token });
         await this.limits.consume(routeGroup, `patient:${patient.patientId}`);
         return patient;
+      }
+      case 'session': {
+        const session = await authorizeSession(ctx, this.portal, this.config, { needed: security.role });
+        await this.limits.consume(routeGroup, `portal:${session.user.id}`);
+        return portalPrincipal(session);
       }
       case 'bridge-agent': {
         const agent = await this.authenticateAgent(ctx);
@@ -119,7 +134,7 @@ export class Access implements AccessControl {
         throw unauthenticated('Patient tokens (pat_…) open only the mobile routes (/api/v1/mobile/…); this route needs an integration client\'s access token', { invalidToken: true });
       const verified = await this.tokens.verify(token);
       if (!verified) throw unauthenticated('The access token is invalid, expired or revoked', { invalidToken: true });
-      return principalOf(verified.client, verified.scopes, { id: verified.claims.jti, expiresAt: verified.claims.exp });
+      return principalOf(verified.client, verified.grant, { id: verified.claims.jti, expiresAt: verified.claims.exp });
     }
     const clientId = ctx.get('x-client-id');
     const secret = ctx.get('x-client-secret');
@@ -127,7 +142,7 @@ export class Access implements AccessControl {
       if (!clientId || !secret) throw unauthenticated('X-Client-ID and X-Client-Secret must be sent together');
       const client = await this.checkClientSecret(ctx, clientId, secret);
       if (!client) throw unauthenticated('Invalid client credentials');
-      return principalOf(client, client.scopes);
+      return principalOf(client, { scopes: client.scopes });
     }
     throw unauthenticated('Authentication required: send Authorization: Bearer <access token>');
   }
@@ -142,6 +157,21 @@ export class Access implements AccessControl {
     const client = await this.clients.authenticate(clientId, secret);
     if (!client) await this.limits.penalize('failed-auth', source);
     return client;
+  }
+
+  /**
+   * Checks a SMART client assertion for the token endpoint at `audience` (src/auth/assertions.ts); throws
+   * AssertionRefused. Failures are counted per source address, as failed secrets are.
+   */
+  async checkClientAssertion(ctx: Context, assertion: string, audience: string, clientId?: string): Promise<ActiveClient> {
+    const source = `ip:${ctx.ip}`;
+    await this.limits.assertNotExhausted('failed-auth', source);
+    try {
+      return await this.assertions.verify(assertion, audience, clientId);
+    } catch (err) {
+      if (err instanceof AssertionRefused) await this.limits.penalize('failed-auth', source);
+      throw err;
+    }
   }
 
   /** X-Bridge-Agent-ID, X-Bridge-Agent-Key and a fresh X-Bridge-Timestamp (section 5.2). */
@@ -166,13 +196,14 @@ export class Access implements AccessControl {
   }
 }
 
-function principalOf(client: ActiveClient, scopes: string[], token?: { id: string; expiresAt: number }): ClientPrincipal {
+function principalOf(client: ActiveClient, grant: ScopeGrant, token?: { id: string; expiresAt: number }): ClientPrincipal {
   return {
     kind: 'client',
     clientId: client.clientId,
     organizationId: client.organizationId,
     facilityId: client.facilityId,
-    scopes,
+    scopes: grant.scopes,
+    ...(grant.limits ? { typeLimits: grant.limits } : {}),
     allPatients: client.allPatients,
     tokenId: token?.id,
     tokenExpiresAt: token?.expiresAt,

@@ -1,9 +1,13 @@
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { withDatabase } from '../cli';
+import { withDatabase } from '../db/command';
+import { loadConfig } from '../config';
 import { UsageError } from '../cli-args';
 import { createAgent, listAgents, revokeAgent } from './agents';
 import {
   createClient,
+  createKeyClient,
+  keyClientInput,
   DEFAULT_SECRET_OVERLAP_SECONDS,
   listClients,
   MAX_SECRET_OVERLAP_SECONDS,
@@ -20,7 +24,7 @@ function notFound(what: string, id: string): never {
 }
 
 /** Validation messages name the flag the operator typed. */
-const FLAGS: Record<string, string> = { name: '--name', organizationId: '--org', facilityId: '--facility', scopes: '--scopes' };
+const FLAGS: Record<string, string> = { name: '--name', organizationId: '--org', facilityId: '--facility', scopes: '--scopes', jwks: '--jwks', jwksUri: '--jwks-uri' };
 
 /** Runs one command of `pont clients|keys|agents` (src/cli.ts declares them) and prints its result as JSON. */
 async function printed(work: () => Promise<unknown>): Promise<number> {
@@ -46,8 +50,23 @@ export function parseOverlap(text: string | undefined): number {
   return seconds;
 }
 
-export const createClientCommand = (o: { name: string; org: string; facility?: string; scopes: string; allPatients: boolean }) =>
-  printed(() => {
+/** The JSON of `--jwks FILE`. */
+function readJwksFile(file: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`--jwks: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new UsageError(`--jwks: ${file} is not JSON (give a JWK Set: {"keys": [...]})`);
+  }
+}
+
+export const createClientCommand = (o: { name: string; org: string; facility?: string; scopes: string; allPatients: boolean; jwks?: string; jwksUri?: string }) =>
+  printed(async () => {
     const input = NewClientInput.parse({
       name: o.name,
       organizationId: o.org,
@@ -55,7 +74,11 @@ export const createClientCommand = (o: { name: string; org: string; facility?: s
       scopes: o.scopes.split(/[\s,]+/).filter(Boolean),
       allPatients: o.allPatients,
     });
-    return withDatabase((db) => createClient(db, input));
+    if (o.jwks === undefined && o.jwksUri === undefined) return withDatabase((db) => createClient(db, input));
+    // A client of signed assertions (SMART Backend Services): http:// jwks_uri to loopback in development only.
+    const allowHttpLoopback = loadConfig().environment === 'development';
+    const keys = await keyClientInput(allowHttpLoopback).parseAsync({ ...input, jwks: o.jwks === undefined ? undefined : readJwksFile(o.jwks), jwksUri: o.jwksUri });
+    return withDatabase((db) => createKeyClient(db, keys));
   });
 
 export const listClientsCommand = () => printed(() => withDatabase(listClients));
@@ -66,7 +89,7 @@ export const rotateSecretCommand = (id: string, overlapText: string | undefined)
   printed(() => {
     const overlap = parseOverlap(overlapText);
     return withDatabase(async (db) => {
-      const rotated = (await rotateClientSecret(db, id, overlap)) ?? notFound('active client', id);
+      const rotated = (await rotateClientSecret(db, id, overlap)) ?? notFound('active client with a secret', id);
       await db.listenersCaughtUp(); // this process's own caches, as revokeClient does
       return rotated;
     });

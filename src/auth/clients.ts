@@ -2,7 +2,11 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import argon2 from 'argon2';
 import { z } from 'zod';
 import type { Database, Queryable } from '../db/database';
-import { SCOPES, type Scope } from './scopes';
+import { NotifiedCache, setBounded } from '../db/notified-cache';
+import { SCOPES, type Scope } from '../core/scopes';
+import { checkRegisteredJwks, parsePublicJwks, type PublicJwks } from './jwks';
+import { callbackUrlProblem } from '../webhooks/subscriptions';
+import { checkedAddress, DestinationRefused } from '../webhooks/destination';
 
 /**
  * Argon2id at OWASP's recommended minimum (19 MiB, 2 passes, 1 lane): client secrets are 256 random
@@ -46,6 +50,43 @@ export const NewClientInput = z.object({
 });
 export type NewClientInput = z.infer<typeof NewClientInput>;
 
+/** Longest jwks_uri accepted. */
+const MAX_URL_LENGTH = 2048;
+
+/**
+ * A client that authenticates with signed assertions (SMART Backend Services): its public JWK Set, inline (only
+ * RS384 and ES384 public keys, never private material) or at a jwks_uri (https://, to a public address; http://
+ * to loopback only where `allowHttpLoopback`, i.e. development: the webhook destination rules). Parse it with
+ * parseAsync (the keys are imported, the URL's name resolved).
+ */
+export const keyClientInput = (allowHttpLoopback: boolean) =>
+  NewClientInput.extend({
+    jwks: z
+      .unknown()
+      .optional()
+      .transform(async (value, ctx) => {
+        if (value === undefined) return undefined;
+        const parsed = parsePublicJwks(value, { registration: true });
+        const problem = typeof parsed === 'string' ? parsed : await checkRegisteredJwks(parsed);
+        if (problem) ctx.addIssue({ code: 'custom', message: problem });
+        return parsed as PublicJwks;
+      }),
+    jwksUri: z
+      .string()
+      .max(MAX_URL_LENGTH)
+      .optional()
+      .superRefine(async (url, ctx) => {
+        if (url === undefined) return;
+        const problem = callbackUrlProblem(url, allowHttpLoopback);
+        if (problem) return ctx.addIssue({ code: 'custom', message: problem });
+        // A name that does not resolve yet is checked again at each fetch.
+        await checkedAddress(url, allowHttpLoopback, true).catch((err) => {
+          if (!(err instanceof DestinationRefused)) throw err;
+          ctx.addIssue({ code: 'custom', message: err.message });
+        });
+      }),
+  }).refine((v) => (v.jwks === undefined) !== (v.jwksUri === undefined), { message: 'give the public keys either inline (--jwks) or by URL (--jwks-uri): one of the two', path: ['jwks'] });
+
 /** A client as operators see it (never its secret). */
 export interface ClientRecord {
   client_id: string;
@@ -59,17 +100,21 @@ export interface ClientRecord {
   revoked_at: string | null;
   /** Until when the secret replaced by the last rotation is still accepted (null: no overlap). */
   previous_secret_expires_at: string | null;
+  /** `client_secret` (a secret), or `private_key_jwt` (signed assertions checked against `jwks` or `jwks_uri`). */
+  token_endpoint_auth_method: 'client_secret' | 'private_key_jwt';
+  jwks: PublicJwks | null;
+  jwks_uri: string | null;
 }
 
-interface ClientRow extends Omit<ClientRecord, 'created_at' | 'revoked_at' | 'previous_secret_expires_at'> {
-  secret_hash: string;
+interface ClientRow extends Omit<ClientRecord, 'created_at' | 'revoked_at' | 'previous_secret_expires_at' | 'token_endpoint_auth_method'> {
+  secret_hash: string | null;
   previous_secret_hash: string | null;
   created_at: Date | string;
   revoked_at: Date | string | null;
   previous_secret_expires_at: Date | string | null;
 }
 
-const COLUMNS = 'client_id, name, organization_id, facility_id, scopes, all_patients, created_at, revoked_at, previous_secret_expires_at';
+const COLUMNS = 'client_id, name, organization_id, facility_id, scopes, all_patients, created_at, revoked_at, previous_secret_expires_at, jwks, jwks_uri';
 const iso = (value: Date | string | null) => (value === null ? null : new Date(value).toISOString());
 
 function toRecord(row: Omit<ClientRow, 'secret_hash' | 'previous_secret_hash'>): ClientRecord {
@@ -83,21 +128,35 @@ function toRecord(row: Omit<ClientRow, 'secret_hash' | 'previous_secret_hash'>):
     created_at: new Date(row.created_at).toISOString(),
     revoked_at: iso(row.revoked_at),
     previous_secret_expires_at: iso(row.previous_secret_expires_at),
+    token_endpoint_auth_method: row.jwks || row.jwks_uri ? 'private_key_jwt' : 'client_secret',
+    jwks: row.jwks,
+    jwks_uri: row.jwks_uri,
   };
 }
 
 /** Creates a client; the returned secret is the only copy there will ever be. */
 export async function createClient(db: Queryable, input: z.input<typeof NewClientInput>): Promise<ClientRecord & { client_secret: string }> {
   const valid = NewClientInput.parse(input);
-  const clientId = `cli_${randomBytes(12).toString('hex')}`;
   const secret = newSecret();
-  const hash = await argon2.hash(secret, ARGON2_OPTIONS);
+  const record = await insertClient(db, valid, { secret_hash: await argon2.hash(secret, ARGON2_OPTIONS) });
+  return { ...record, client_secret: secret };
+}
+
+export type KeyClientInput = z.output<ReturnType<typeof keyClientInput>>;
+
+/** Creates a client (`keyClientInput` parsed) that authenticates with assertions signed by the keys of its JWK Set: it has no secret. */
+export async function createKeyClient(db: Queryable, valid: KeyClientInput): Promise<ClientRecord> {
+  return insertClient(db, valid, { jwks: valid.jwks ? JSON.stringify(valid.jwks) : null, jwks_uri: valid.jwksUri ?? null });
+}
+
+async function insertClient(db: Queryable, valid: NewClientInput, credential: { secret_hash?: string; jwks?: string | null; jwks_uri?: string | null }): Promise<ClientRecord> {
+  const clientId = `cli_${randomBytes(12).toString('hex')}`;
   const { rows } = await db.query<ClientRow>(
-    `INSERT INTO oauth_clients (client_id, name, organization_id, facility_id, scopes, secret_hash, all_patients)
-     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${COLUMNS}`,
-    [clientId, valid.name, valid.organizationId, valid.facilityId ?? null, [...new Set(valid.scopes)], hash, valid.allPatients],
+    `INSERT INTO oauth_clients (client_id, name, organization_id, facility_id, scopes, all_patients, secret_hash, jwks, jwks_uri)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING ${COLUMNS}`,
+    [clientId, valid.name, valid.organizationId, valid.facilityId ?? null, [...new Set(valid.scopes)], valid.allPatients, credential.secret_hash ?? null, credential.jwks ?? null, credential.jwks_uri ?? null],
   );
-  return { ...toRecord(rows[0]!), client_secret: secret };
+  return toRecord(rows[0]!);
 }
 
 export async function listClients(db: Queryable): Promise<ClientRecord[]> {
@@ -127,7 +186,8 @@ export interface ClientSecretRotation {
 /**
  * Gives an active client a new secret. The secret it replaces stays valid `overlapSeconds` longer (0: refused
  * at once); a secret replaced by an earlier rotation, even within its overlap, is refused from now on. Both are
- * kept only as Argon2id hashes. Undefined when there is no such active client. Tokens already issued stay
+ * kept only as Argon2id hashes. Undefined when there is no such active client with a secret (a client of
+ * signed assertions has none: its keys change at its jwks_uri, or by registering it anew). Tokens already issued stay
  * valid until they expire (revoke the client to cut them off).
  */
 export async function rotateClientSecret(db: Queryable, clientId: string, overlapSeconds: number): Promise<ClientSecretRotation | undefined> {
@@ -138,7 +198,7 @@ export async function rotateClientSecret(db: Queryable, clientId: string, overla
      SET secret_hash = $2,
          previous_secret_hash = CASE WHEN $3::float8 > 0 THEN secret_hash END,
          previous_secret_expires_at = CASE WHEN $3::float8 > 0 THEN now() + make_interval(secs => $3::float8) END
-     WHERE client_id = $1 AND revoked_at IS NULL
+     WHERE client_id = $1 AND revoked_at IS NULL AND secret_hash IS NOT NULL
      RETURNING client_id, previous_secret_expires_at`,
     [clientId, hash, overlapSeconds],
   );
@@ -153,6 +213,8 @@ export interface ActiveClient {
   facilityId?: string;
   scopes: Scope[];
   allPatients: boolean;
+  /** A client of signed assertions: its public keys, inline or at a URL (one of the two). */
+  keys?: { jwks?: PublicJwks; jwksUri?: string };
 }
 
 /** Every change to `oauth_clients` is announced here, by a trigger, with the client id (migration 014). */
@@ -177,17 +239,21 @@ interface VerifiedSecrets {
 export class ClientDirectory {
   /** Verified against when the client is unknown, so that case costs what a wrong secret costs. */
   private decoyHash?: Promise<string>;
-  /** client id -> row (null: no such client). Trusted only while `listening`. */
-  private readonly rows = new Map<string, ClientRow | null>();
+  /** client id -> row (null: no such client); its invalidations also forget what is kept beside it. */
+  private readonly rows = new NotifiedCache<ClientRow | null>(MAX_CACHED_CLIENTS, (clientId) => {
+    if (clientId === undefined) {
+      this.verifiedSecrets.clear();
+      this.unsettled.clear();
+    } else {
+      this.verifiedSecrets.delete(clientId);
+      this.unsettled.delete(clientId);
+    }
+  });
   /** client id -> HMACs of the secrets that passed Argon2id in this process, under `secretKey`. */
   private readonly verifiedSecrets = new Map<string, VerifiedSecrets>();
   /** client id -> until when: changed in this process's open transaction, not cached until the change is heard. */
   private readonly unsettled = new Map<string, number>();
   private readonly secretKey = randomBytes(32);
-  private listening = false;
-  /** Bumped by every invalidation: a lookup that began before one must not fill the cache. */
-  private generation = 0;
-  private stopListening?: () => Promise<void>;
 
   /**
    * @param now the clock (ms since the epoch) that ends a rotation's overlap; tests move it.
@@ -201,37 +267,11 @@ export class ClientDirectory {
   async warmUp(): Promise<void> {
     await this.decoy();
     const db = this.db as Partial<Database>;
-    if (!db.listen) return;
-    this.stopListening = await db.listen(CLIENT_CHANGES_CHANNEL, {
-      notify: (clientId) => this.forget(clientId),
-      ready: () => {
-        this.forgetAll();
-        this.listening = true;
-      },
-      lost: () => {
-        this.listening = false;
-        this.forgetAll();
-      },
-    });
+    if (db.listen) await this.rows.listen(db as Database, CLIENT_CHANGES_CHANNEL);
   }
 
   async close(): Promise<void> {
-    this.listening = false;
-    await this.stopListening?.();
-  }
-
-  private forget(clientId: string): void {
-    this.generation++;
-    this.rows.delete(clientId);
-    this.verifiedSecrets.delete(clientId);
-    this.unsettled.delete(clientId);
-  }
-
-  private forgetAll(): void {
-    this.generation++;
-    this.rows.clear();
-    this.verifiedSecrets.clear();
-    this.unsettled.clear();
+    await this.rows.close();
   }
 
   /**
@@ -240,13 +280,13 @@ export class ClientDirectory {
    * the commit reads the new row (the answer may reach the caller before the announcement reaches us).
    */
   changing(clientId: string): void {
-    this.forget(clientId);
+    this.rows.forget(clientId);
     this.unsettled.set(clientId, Date.now() + UNSETTLED_MS);
   }
 
-  /** May what a lookup that began at `generation` read be cached? */
-  private cacheable(clientId: string, generation: number): boolean {
-    if (!this.listening || generation !== this.generation) return false;
+  /** May what a lookup that began at `since` read be cached? */
+  private cacheable(clientId: string, since: number): boolean {
+    if (!this.rows.fresh(since)) return false;
     const until = this.unsettled.get(clientId);
     if (until === undefined) return true;
     if (until > Date.now()) return false;
@@ -281,27 +321,56 @@ export class ClientDirectory {
     const known = this.verifiedSecrets.get(clientId);
     if (live && known?.current && timingSafeEqual(known.current, mac)) return toActive(row);
     if (previousLive && known?.previous && timingSafeEqual(known.previous, mac)) return toActive(row);
-    const generation = this.generation;
+    const since = this.rows.since();
     let which: keyof VerifiedSecrets | undefined;
     if (await argon2.verify(row?.secret_hash ?? (await this.decoy()), secret)) which = 'current';
     else if (previousLive && (await argon2.verify(row.previous_secret_hash!, secret))) which = 'previous';
     if (!row || !which || !live) return undefined;
-    if (this.cacheable(clientId, generation)) this.remember(this.verifiedSecrets, clientId, { ...this.verifiedSecrets.get(clientId), [which]: mac });
+    if (this.cacheable(clientId, since)) setBounded(this.verifiedSecrets, clientId, { ...this.verifiedSecrets.get(clientId), [which]: mac }, MAX_CACHED_CLIENTS);
     return toActive(row);
   }
 
   private async row(clientId: string): Promise<ClientRow | undefined> {
     if (clientId.length > 128) return undefined;
-    if (this.listening && this.rows.has(clientId)) return this.rows.get(clientId) ?? undefined;
-    const generation = this.generation;
+    if (this.rows.has(clientId)) return this.rows.get(clientId) ?? undefined;
+    const since = this.rows.since();
     const { rows } = await this.db.query<ClientRow>(`SELECT ${COLUMNS}, secret_hash, previous_secret_hash FROM oauth_clients WHERE client_id = $1`, [clientId]);
-    if (this.cacheable(clientId, generation)) this.remember(this.rows, clientId, rows[0] ?? null);
+    if (this.cacheable(clientId, since)) this.rows.set(clientId, rows[0] ?? null, since);
     return rows[0];
   }
 
-  private remember<V>(map: Map<string, V>, key: string, value: V): void {
-    if (map.size >= MAX_CACHED_CLIENTS) map.delete(map.keys().next().value!);
-    map.set(key, value);
+  /** An organisation's clients (revoked ones too), each with when it last got a token: the developer portal's list. */
+  async ofOrganization(organizationId: string): Promise<Array<ClientRecord & { last_used_at: string | null }>> {
+    const { rows } = await this.db.query<ClientRow & { last_used_at: Date | string | null }>(
+      `SELECT ${COLUMNS.split(', ').map((c) => `c.${c}`).join(', ')}, u.last_used_at FROM oauth_clients c LEFT JOIN oauth_client_usage u USING (client_id)
+       WHERE c.organization_id = $1 ORDER BY c.created_at DESC, c.client_id`,
+      [organizationId],
+    );
+    return rows.map((row) => ({ ...toRecord(row), last_used_at: iso(row.last_used_at) }));
+  }
+
+  /** The organisation's client, or undefined (another organisation's is answered as missing). */
+  async ofOrganizationById(organizationId: string, clientId: string): Promise<ClientRecord | undefined> {
+    const row = await this.row(clientId);
+    return row && row.organization_id === organizationId ? toRecord(row) : undefined;
+  }
+
+  /** Revokes the organisation's client (idempotent); false when it has no such client. Refused in this process at once. */
+  async revokeOf(organizationId: string, clientId: string): Promise<boolean> {
+    const { rowCount } = await this.db.query('UPDATE oauth_clients SET revoked_at = COALESCE(revoked_at, now()) WHERE client_id = $1 AND organization_id = $2', [
+      clientId,
+      organizationId,
+    ]);
+    await (this.db as Partial<Database>).listenersCaughtUp?.(); // this process's cache hears the change before we answer
+    return rowCount > 0;
+  }
+
+  /** Notes that the client just got a token (the portal shows when each client was last used). */
+  async recordUse(clientId: string): Promise<void> {
+    await this.db.query(
+      `INSERT INTO oauth_client_usage (client_id, last_used_at) VALUES ($1, now()) ON CONFLICT (client_id) DO UPDATE SET last_used_at = now()`,
+      [clientId],
+    );
   }
 }
 
@@ -312,5 +381,6 @@ function toActive(row: ClientRow): ActiveClient {
     facilityId: row.facility_id ?? undefined,
     scopes: row.scopes,
     allPatients: row.all_patients,
+    ...(row.jwks || row.jwks_uri ? { keys: { jwks: row.jwks ?? undefined, jwksUri: row.jwks_uri ?? undefined } } : {}),
   };
 }

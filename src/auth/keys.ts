@@ -2,6 +2,7 @@ import { createPrivateKey, createPublicKey, generateKeyPair, type JsonWebKey, ty
 import { promisify } from 'node:util';
 import { calculateJwkThumbprint, type JWK } from 'jose';
 import type { Database, Queryable } from '../db/database';
+import { NotifiedCache } from '../db/notified-cache';
 
 /** Seconds an access token lives (sections 2.5 and 8). */
 export const TOKEN_LIFETIME_SECONDS = 3600;
@@ -189,50 +190,22 @@ interface KeyState {
  */
 export class KeyStore {
   private readonly privateKeys = new Map<string, KeyObject>();
-  /** kid -> state (null: no such key). Trusted only while `listening`. */
-  private readonly states = new Map<string, KeyState | null>();
-  private listening = false;
-  /** Bumped by every invalidation: a lookup that began before one must not fill the cache. */
-  private generation = 0;
+  /** kid -> state (null: no such key). */
+  private readonly states = new NotifiedCache<KeyState | null>(MAX_CACHED_KEYS);
   private started?: Promise<void>;
-  private stopListening?: () => Promise<void>;
 
   constructor(private readonly db: Database) {}
 
   /** Starts listening for key changes (also done on first use). */
   warmUp(): Promise<void> {
-    return (this.started ??= this.db
-      .listen(KEY_CHANGES_CHANNEL, {
-        notify: (kid) => this.forget(kid),
-        ready: () => {
-          this.forgetAll();
-          this.listening = true;
-        },
-        lost: () => {
-          this.listening = false;
-          this.forgetAll();
-        },
-      })
-      .then(
-        (stop) => void (this.stopListening = stop),
-        () => undefined, // not listening: nothing is cached, every lookup reads the table
-      ));
+    return (this.started ??= this.states.listen(this.db, KEY_CHANGES_CHANNEL).catch(
+      () => undefined, // not listening: nothing is cached, every lookup reads the table
+    ));
   }
 
   async close(): Promise<void> {
-    this.listening = false;
     await this.started;
-    await this.stopListening?.();
-  }
-
-  private forget(kid: string): void {
-    this.generation++;
-    this.states.delete(kid);
-  }
-
-  private forgetAll(): void {
-    this.generation++;
-    this.states.clear();
+    await this.states.close();
   }
 
   /** The key that signs new tokens. */
@@ -252,8 +225,8 @@ export class KeyStore {
 
   private async state(kid: string): Promise<KeyState | undefined> {
     await this.warmUp();
-    if (this.listening && this.states.has(kid)) return this.states.get(kid) ?? undefined;
-    const generation = this.generation;
+    if (this.states.has(kid)) return this.states.get(kid) ?? undefined;
+    const since = this.states.since();
     const { rows } = await this.db.query<Pick<KeyRow, 'public_jwk' | 'retired_at' | 'revoked_at'>>(
       'SELECT public_jwk, retired_at, revoked_at FROM signing_keys WHERE kid = $1',
       [kid],
@@ -267,10 +240,7 @@ export class KeyStore {
           revoked: row.revoked_at !== null,
         }
       : null;
-    if (this.listening && generation === this.generation) {
-      if (this.states.size >= MAX_CACHED_KEYS) this.states.delete(this.states.keys().next().value!);
-      this.states.set(kid, state);
-    }
+    this.states.set(kid, state, since);
     return state ?? undefined;
   }
 

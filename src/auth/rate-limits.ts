@@ -1,43 +1,9 @@
 import type { Queryable } from '../db/database';
-import { ApiError, ErrorCode } from '../http/errors';
+import { ApiError, ErrorCode } from '../core/errors';
+import { rateLimitRefusals } from '../metrics';
+import type { RateLimit, RateLimitTable } from '../core/settings';
 
-export interface RateLimit {
-  points: number;
-  seconds: number;
-}
-/**
- * Per route group (a route's `group`, else its first tag; matched without regard to case), plus
- * `default` for every other group. Keys are lower case.
- */
-export type RateLimitTable = Record<string, RateLimit>;
-
-/**
- * Defaults, per client (or agent) and group, in requests per window. `token` counts token requests
- * per client; `failed-auth` counts failed secret checks per source address, since each costs an
- * Argon2id hash and could otherwise be used to load the CPU.
- */
-export const DEFAULT_RATE_LIMITS: RateLimitTable = {
-  default: { points: 600, seconds: 60 },
-  fhir: { points: 6000, seconds: 60 }, // FHIR clients page through searches: 100 requests/s
-  token: { points: 60, seconds: 60 },
-  'failed-auth': { points: 100, seconds: 60 },
-};
-
-const ENTRY = /^\s*([^=,/\s][^=,/]*?)\s*=\s*(\d{1,9})\s*\/\s*(\d{1,7})\s*$/;
-
-/**
- * Parses `PONT_RATE_LIMITS`, e.g. `default=600/60,FHIR=1200/60,token=60/60`
- * (group=requests/seconds), over the defaults. Returns an error message for a bad spec.
- */
-export function parseRateLimits(spec: string): RateLimitTable | string {
-  const table: RateLimitTable = { ...DEFAULT_RATE_LIMITS };
-  for (const part of spec.split(',').filter((p) => p.trim())) {
-    const m = ENTRY.exec(part);
-    if (!m || Number(m[2]) < 1 || Number(m[3]) < 1) return `"${part.trim()}" is not group=requests/seconds (both at least 1)`;
-    table[m[1]!.toLowerCase()] = { points: Number(m[2]), seconds: Number(m[3]) };
-  }
-  return table;
-}
+export { DEFAULT_RATE_LIMITS, parseRateLimits, type RateLimit, type RateLimitTable } from '../core/settings';
 
 /** Most units of allowance a process takes from the shared counter at a time. */
 const MAX_BATCH = 50;
@@ -74,9 +40,13 @@ export class RateLimits {
   private readonly windows = new Map<string, Window>();
   private readonly sweeper: NodeJS.Timeout;
 
+  /**
+   * @param now the clock (ms since the epoch) that places a request in its window; tests move it.
+   */
   constructor(
     private readonly db: Queryable,
     private readonly table: RateLimitTable,
+    public now: () => number = Date.now,
   ) {
     this.sweeper = setInterval(() => void this.sweep().catch(() => undefined), SWEEP_MS);
     this.sweeper.unref();
@@ -131,7 +101,7 @@ export class RateLimits {
 
   private windowOf(group: string, key: string): Window {
     const ms = this.limitOf(group).seconds * 1000;
-    const now = Date.now();
+    const now = this.now();
     const start = now - (now % ms);
     const id = `${group.toLowerCase()}\0${key}`;
     let w = this.windows.get(id);
@@ -140,7 +110,7 @@ export class RateLimits {
   }
 
   private async sweep(): Promise<void> {
-    const now = Date.now();
+    const now = this.now();
     for (const [id, w] of this.windows) if (w.end <= now && !w.reserving) this.windows.delete(id);
     await this.db.query('DELETE FROM rate_counters WHERE expires_at <= $1', [now]);
   }
@@ -150,7 +120,8 @@ export class RateLimits {
   }
 
   private tooMany(group: string, key: string): ApiError {
-    const retryAfter = Math.max(1, Math.ceil((this.windowOf(group, key).end - Date.now()) / 1000));
+    rateLimitRefusals.inc({ group: group.toLowerCase() });
+    const retryAfter = Math.max(1, Math.ceil((this.windowOf(group, key).end - this.now()) / 1000));
     const { points, seconds } = this.limitOf(group);
     return new ApiError(
       429,

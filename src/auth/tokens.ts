@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { errors, jwtVerify, SignJWT, type JWTHeaderParameters } from 'jose';
 import type { ActiveClient, ClientDirectory } from './clients';
 import { TOKEN_LIFETIME_SECONDS, type KeyStore } from './keys';
-import type { Scope } from './scopes';
+import { grantScopes, type ScopeGrant } from './smart-scopes';
 
 /** RFC 9068 media type of JWT access tokens: a JWT of another kind (an ID token, say) is never accepted as one. */
 const ACCESS_TOKEN_TYPE = 'at+jwt';
@@ -36,8 +36,10 @@ export interface TokenResponse {
 export interface VerifiedToken {
   claims: AccessTokenClaims;
   client: ActiveClient;
-  /** The token's scopes that its client still holds. */
-  scopes: Scope[];
+  /** What the token's scopes grant of what its client still holds (SMART scopes mapped onto Pont's). */
+  grant: ScopeGrant;
+  /** The token's scopes, as issued, less those its client no longer holds. */
+  scope: string;
 }
 
 /** Issues and verifies RS256 access tokens. Issuer and audience are both the public base URL. */
@@ -52,7 +54,8 @@ export class TokenService {
     private readonly issuer: () => string,
   ) {}
 
-  async issue(client: ActiveClient, scopes: readonly Scope[]): Promise<TokenResponse> {
+  /** `scopes`: as granted, Pont's or SMART's (src/auth/smart-scopes.ts); the token and its answer carry them so. */
+  async issue(client: ActiveClient, scopes: readonly string[]): Promise<TokenResponse> {
     // Dated before the key is read: a key retired after this read is never found to have signed after its retirement.
     const iat = Math.floor(Date.now() / 1000);
     const { kid, privateKey } = await this.keys.signingKey();
@@ -93,8 +96,10 @@ export class TokenService {
     if (!(await this.keys.accepts(kid, claims.iat))) return undefined;
     const client = await this.clients.active(claims.client_id);
     if (!client) return undefined;
-    const granted = new Set(claims.scope.split(' '));
-    return { claims, client, scopes: client.scopes.filter((s) => granted.has(s)) };
+    const asked = claims.scope.split(' ').filter(Boolean);
+    const { grant, refused } = grantScopes(asked, client.scopes);
+    const dropped = new Set(refused.map((r) => r.scope));
+    return { claims, client, grant, scope: asked.filter((s) => !dropped.has(s)).join(' ') };
   }
 
   /** The claims of a token signed by one of our published keys, for us, unexpired, of our shape, and its kid; else undefined. */

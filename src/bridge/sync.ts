@@ -1,13 +1,14 @@
 import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { Resource } from '@medplum/fhirtypes';
-import type { AgentPrincipal } from '../auth/principal';
+import type { AgentPrincipal } from '../core/principal';
 import type { Queryable } from '../db/database';
-import { uuidV5 } from '../fhir/hash';
-import { SqlParams } from '../fhir/search/sql';
+import { uuidV5 } from '../core/hash';
+import { ident, sql as SQL } from '../db/sql';
 import type { FhirRepository } from '../fhir/repository';
 import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
-import { ApiError, ErrorCode } from '../http/errors';
+import { ApiError, ErrorCode } from '../core/errors';
+import { bridgeBatches, bridgeItems } from '../metrics';
 
 /** Where Pont marks what an agent wrote: its facility and the agent (meta.tag). */
 export const FACILITY_TAG = 'https://pont.health/fhir/CodeSystem/facility';
@@ -83,7 +84,10 @@ export async function syncBatch(repo: FhirRepository, agent: AgentPrincipal, bat
   const hash = batchHash(resources);
   const kept = () => repo.transaction((sql) => storedAnswer(sql, agent.agentId, batchId, hash));
   const stored = await kept();
-  if (stored) return { answer: stored, replayed: true };
+  if (stored) {
+    bridgeBatches.inc({ outcome: 'replayed' });
+    return { answer: stored, replayed: true };
+  }
 
   const items = resources.map((item, index) => prepare(agent, index, item));
   // Fast path: the whole batch in one transaction. Any item refused: each item on its own, so that only it fails.
@@ -93,6 +97,8 @@ export async function syncBatch(repo: FhirRepository, agent: AgentPrincipal, bat
   })) ?? (await writeOneByOne(repo, items));
   const counts = { created: 0, updated: 0, unchanged: 0, failed: 0 };
   for (const r of results) counts[r.status]++;
+  bridgeBatches.inc({ outcome: 'written' });
+  for (const [status, n] of Object.entries(counts)) if (n) bridgeItems.inc({ status }, n);
   const answer: SyncAnswer = { batch_id: batchId, agent_id: agent.agentId, facility_id: agent.facilityId, counts, results };
 
   await repo.transaction(async (tx) => {
@@ -173,13 +179,10 @@ async function writeTogether(repo: FhirRepository, items: PreparedItem[]): Promi
     const stored = items.map((i) => i.stored!);
     // Only what the agent's organisation owns is compared: another organisation's resource is never read here
     // (the write below is then refused by the policy as if it did not exist).
-    const q = new SqlParams();
-    const owned = repo.access.ownerFilter?.('r', q);
-    const { rows } = await sql.query<{ resource_type: string; id: string; content: Resource }>(
-      `SELECT r.resource_type, r.id, r.content FROM unnest(${q.add(stored.map((r) => r.resourceType))}::text[], ${q.add(stored.map((r) => r.id!))}::text[]) AS k(t, i)
-       JOIN fhir_resources r ON r.resource_type = k.t AND r.id = k.i AND NOT r.deleted${owned ? ` AND ${owned}` : ''}`,
-      q.values,
-    );
+    const owned = repo.access.ownerFilter?.(ident('r'));
+    const { text, values } = SQL`SELECT r.resource_type, r.id, r.content FROM unnest(${stored.map((r) => r.resourceType)}::text[], ${stored.map((r) => r.id!)}::text[]) AS k(t, i)
+       JOIN fhir_resources r ON r.resource_type = k.t AND r.id = k.i AND NOT r.deleted${owned ? SQL` AND ${owned}` : SQL``}`.render();
+    const { rows } = await sql.query<{ resource_type: string; id: string; content: Resource }>(text, values);
     const current = new Map(rows.map((r) => [`${r.resource_type}/${r.id}`, r.content]));
     const status = items.map((item): SyncItemResult['status'] => {
       const before = current.get(`${item.type}/${item.stored!.id}`);

@@ -1,6 +1,6 @@
 import { createHash, randomBytes, randomInt } from 'node:crypto';
 import type { Database, Queryable } from '../db/database';
-import type { PatientPrincipal } from '../auth/principal';
+import type { PatientPrincipal } from '../core/principal';
 
 /** Pairing codes: 8 characters of Crockford's base32 (no I, L, O, U: nothing to misread), 40 bits. */
 const CODE_ALPHABET = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';

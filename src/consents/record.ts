@@ -2,7 +2,7 @@ import type { Consent, Resource } from '@medplum/fhirtypes';
 import type { Queryable } from '../db/database';
 import type { DerivedTable } from '../fhir/repository';
 import type { MappingSet } from '../mapping/index';
-import { classesOf } from './types';
+import { classesOf } from '../core/data-classes';
 
 /** A consent in the Connect shape of mappings/consent.map.yaml. */
 export interface ConsentRecord {

@@ -1,13 +1,13 @@
 import type { Consent } from '@medplum/fhirtypes';
-import type { PatientPrincipal } from '../auth/principal';
+import type { PatientPrincipal } from '../core/principal';
 import type { Queryable } from '../db/database';
 import type { FhirRepository } from '../fhir/repository';
-import { hashKey } from '../fhir/hash';
-import { ApiError, ErrorCode, validationFailed } from '../http/errors';
+import { hashKey } from '../core/hash';
+import { ApiError, ErrorCode, validationFailed } from '../core/errors';
 import { registeredPatient } from '../healthid/registry';
 import { MappingValueError, type MappingSet } from '../mapping/index';
 import { consentRecordOf, type ConsentRecord } from './record';
-import { classesOf, CONSENT_TYPES } from './types';
+import { classesOf, CONSENT_TYPES } from '../core/data-classes';
 
 /** What a patient's consent to one organisation looks like from that organisation (interface: consent status). */
 export type ConsentState = 'active' | 'pending' | 'expired' | 'revoked' | 'denied' | 'none';
@@ -61,6 +61,19 @@ function stateOf(row: IndexRow, now: number): ConsentState {
  */
 export class ConsentService {
   constructor(private readonly mappings: MappingSet) {}
+
+  /** The organisation's consents counted by state and type (the developer portal): counts only, no patient named. */
+  async countsFor(repo: FhirRepository, organizationId: string): Promise<Array<{ state: string; consent_type: string; count: number }>> {
+    const { rows } = await repo.transaction((sql) =>
+      sql.query<{ state: string; consent_type: string; count: string }>(
+        `SELECT CASE WHEN status = 'active' AND expires_at IS NOT NULL AND expires_at <= now() THEN 'expired' ELSE status END AS state,
+                consent_type, count(*) AS count
+         FROM consent_access WHERE organization_id = $1 GROUP BY 1, 2 ORDER BY 1, 2`,
+        [organizationId],
+      ),
+    );
+    return rows.map((r) => ({ state: r.state, consent_type: r.consent_type, count: Number(r.count) }));
+  }
 
   /** POST …/consent/grant: the patient, present at the caller's facility, grants consent to the caller's organisation. */
   async grant(

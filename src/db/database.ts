@@ -31,6 +31,31 @@ export interface Database extends Queryable {
    */
   listenersCaughtUp(): Promise<void>;
   close(): Promise<void>;
+  /**
+   * PostgreSQL only: the `bytea` of the first column of the first row of `sql` (undefined: no row, or NULL), as
+   * stored. node-postgres receives a bytea in a result as hex text (twice the bytes, decoded on the event loop);
+   * this reads it with COPY … (FORMAT binary) instead. Parameters are written into the statement as literals (COPY
+   * takes none): strings and integers only. PGlite returns a bytea as bytes already (`query`).
+   */
+  bytes?(sql: string, params: ReadonlyArray<string | number>): Promise<Buffer | undefined>;
+  /** The connections of this process now (for the metrics): open, idle, and statements waiting for one. */
+  connections?(): { total: number; idle: number; waiting: number };
+  /**
+   * The read replica's pool (DATABASE_READ_URL), for the lag-tolerant readers only (README "Read replicas");
+   * absent: they read this database. Reach it through readerOf.
+   */
+  readonly reader?: ReadDatabase;
+}
+
+/**
+ * What a lag-tolerant reader is given: single statements (no transaction, no LISTEN) whose answer may be a few
+ * seconds old. Never for a check that must see a revocation, a consent change or the caller's own write at once.
+ */
+export type ReadDatabase = Pick<Database, 'backend' | 'query' | 'exec' | 'connections' | 'close'>;
+
+/** Where the lag-tolerant readers read: the replica when one is configured, else the database itself. */
+export function readerOf(db: Database): ReadDatabase {
+  return db.reader ?? db;
 }
 
 /**

@@ -44,7 +44,10 @@ export class PgListener {
    */
   async caughtUp(): Promise<void> {
     await this.connecting;
-    await this.client?.query('SELECT 1').catch(() => undefined); // a lost connection: handlers were told lost()
+    const client = this.client;
+    // A failed round trip is a lost connection, even before its 'end' arrives: pg_terminate_backend's FATAL
+    // rejects the query first, and a caller told "caught up" must not meet a cache that still trusts itself.
+    await client?.query('SELECT 1').catch(() => this.lose(client));
   }
 
   private connect(): Promise<void> {
@@ -54,12 +57,7 @@ export class PgListener {
         for (const h of this.channels.get(n.channel) ?? []) h.notify(n.payload ?? '');
       });
       client.on('error', () => undefined); // followed by 'end'
-      client.on('end', () => {
-        if (this.client !== client) return;
-        this.client = undefined;
-        for (const h of this.handlers()) h.lost?.();
-        this.scheduleReconnect();
-      });
+      client.on('end', () => this.lose(client));
       try {
         await client.connect();
         for (const channel of this.channels.keys()) await client.query(`LISTEN ${channel}`);
@@ -71,6 +69,15 @@ export class PgListener {
       }
     })().finally(() => (this.connecting = undefined));
     return this.connecting;
+  }
+
+  /** The listening connection `client` is gone (once per connection): handlers are told, and it is opened again. */
+  private lose(client: pg.Client): void {
+    if (this.client !== client) return;
+    this.client = undefined;
+    for (const h of this.handlers()) h.lost?.();
+    void client.end().catch(() => undefined);
+    this.scheduleReconnect();
   }
 
   private scheduleReconnect(): void {

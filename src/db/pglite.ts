@@ -1,13 +1,22 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { PGlite, types } from '@electric-sql/pglite';
 import { checkChannel, type Database, type Queryable, type QueryResult } from './database';
+import { dbWaits, since } from '../metrics';
 
 /**
  * PGlite is one connection. A transaction holds it exclusively: every other query waits on the
  * same lock until the transaction ends, so nothing from another request can slip into it.
  */
+/**
+ * PostgreSQL's settings inside PGlite. Its memory is the process's: one WebAssembly.Memory that grows and never
+ * shrinks. PostgreSQL touches its whole shared buffer pool at start (128 MB by default); 16 MB keeps the hot index
+ * pages, and the pages it does not hold come from the system's file cache, outside the process (README "Memory").
+ */
+export const PGLITE_SETTINGS = { shared_buffers: '16MB' } as const;
+
 export async function openPglite(dataDir?: string): Promise<Database> {
   const db = await PGlite.create(dataDir, {
+    startParams: [...PGlite.defaultStartParams, ...Object.entries(PGLITE_SETTINGS).flatMap(([name, value]) => ['-c', `${name}=${value}`])],
     // Match node-postgres: int8 and numeric come back as strings (no silent precision loss).
     parsers: {
       [types.INT8]: (v: string) => v,
@@ -18,9 +27,20 @@ export async function openPglite(dataDir?: string): Promise<Database> {
   // Code running inside a transaction that uses the database itself (not the transaction) would wait for
   // the transaction to end, forever: refuse it at once, so the mistake is a failed request, not a hang.
   const inTransaction = new AsyncLocalStorage<true>();
+  /** Statements and transactions queued for the connection, and whether one holds it (for the metrics). */
+  let waiting = 0;
+  let busy = false;
   const exclusive = <T>(fn: () => Promise<T>): Promise<T> => {
     if (inTransaction.getStore()) return Promise.reject(new Error('The database was used directly inside a transaction: use the transaction (it would wait for itself on PGlite)'));
-    const result = lock.then(fn, fn);
+    const queued = performance.now();
+    waiting++;
+    const held = () => {
+      waiting--;
+      busy = true;
+      dbWaits.observe(since(queued));
+      return fn().finally(() => (busy = false));
+    };
+    const result = lock.then(held, held);
     lock = result.catch(() => undefined);
     return result;
   };
@@ -55,5 +75,6 @@ export async function openPglite(dataDir?: string): Promise<Database> {
     },
     listenersCaughtUp: async () => undefined,
     close: () => exclusive(() => db.close()),
+    connections: () => ({ total: 1, idle: busy ? 0 : 1, waiting }),
   };
 }

@@ -1,34 +1,64 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
+import { to as copyTo } from 'pg-copy-streams';
 import type { Database, Queryable, QueryResult } from './database';
+import { dbWaits, since } from '../metrics';
 import { PgListener } from './pg-listener';
 
-/** node-postgres defaults are the shared contract: int8 and numeric as strings, timestamptz as Date. */
-export async function openPostgres(connectionString: string, maxConnections = 10): Promise<Database> {
+/**
+ * node-postgres defaults are the shared contract: int8 and numeric as strings, timestamptz as Date.
+ * Behind PgBouncer in transaction mode (README "PgBouncer"): `listenUrl` takes the LISTEN connection straight to
+ * PostgreSQL (a LISTEN lives in a session), and `prepare: false` sends every statement unnamed, for a PgBouncer
+ * that cannot keep named statements (before 1.21, or max_prepared_statements = 0).
+ */
+export async function openPostgres(connectionString: string, maxConnections = 10, options: { listenUrl?: string; prepare?: boolean; readOnly?: boolean } = {}): Promise<Database> {
   // JIT compilation pays off for long analytical queries; for Pont's short ones it only adds tens of
   // milliseconds whenever an estimate crosses jit_above_cost (a population search's count, say).
-  const pool = new pg.Pool({ connectionString, max: maxConnections, options: '-c jit=off' });
+  // A read pool's sessions are read-only: a write sent there by mistake fails, even on a server that would take it.
+  const settings = `-c jit=off${options.readOnly ? ' -c default_transaction_read_only=on' : ''}`;
+  const pool = new pg.Pool({ connectionString, max: maxConnections, options: settings });
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on('error', () => {});
   await pool.query('SELECT 1');
 
   const statements = new PreparedStatements();
+  const prepare = options.prepare ?? true;
   const run = async <T>(q: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[]): Promise<QueryResult<T>> => {
-    const name = params ? statements.nameOf(sql) : undefined;
+    const name = params && prepare ? statements.nameOf(sql) : undefined;
     const result = await q.query(name ? { name, text: sql, values: params as unknown[] } : { text: sql, values: params as unknown[] | undefined });
     return { rows: result.rows as T[], rowCount: result.rowCount ?? 0 };
   };
 
-  const listener = new PgListener(connectionString);
+  /** A connection from the pool, the wait measured (what pool.query does, less the measuring). */
+  const connect = async () => {
+    const asked = performance.now();
+    const client = await pool.connect();
+    dbWaits.observe(since(asked));
+    return client;
+  };
+  /** One statement on a connection of its own; on an error the connection is dropped, as pool.query does. */
+  const runAlone = async <T>(sql: string, params?: readonly unknown[]): Promise<QueryResult<T>> => {
+    const client = await connect();
+    try {
+      const result = await run<T>(client, sql, params);
+      client.release();
+      return result;
+    } catch (err) {
+      client.release(err as Error);
+      throw err;
+    }
+  };
+
+  const listener = new PgListener(options.listenUrl ?? connectionString);
 
   return {
     backend: 'postgres',
     listen: (channel, handlers) => listener.listen(channel, handlers),
     listenersCaughtUp: () => listener.caughtUp(),
-    query: (sql, params) => run(pool, sql, params),
+    query: runAlone,
     exec: async (sql) => void (await pool.query(sql)),
     async transaction(fn) {
-      const client = await pool.connect();
+      const client = await connect();
       // A connection lost mid-transaction makes its query fail; the 'error' event must not crash the process.
       let lost: Error | undefined;
       const onError = (err: Error) => (lost = err);
@@ -55,10 +85,22 @@ export async function openPostgres(connectionString: string, maxConnections = 10
         client.release(broken || lost !== undefined);
       }
     },
+    async bytes(sql, params) {
+      const client = await connect();
+      try {
+        const copied = await copyOut(client, `COPY (${withLiterals(sql, params)}) TO STDOUT (FORMAT binary)`);
+        client.release();
+        return firstBinaryField(copied);
+      } catch (err) {
+        client.release(err as Error);
+        throw err;
+      }
+    },
     close: async () => {
       await listener.close();
       await pool.end();
     },
+    connections: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
   };
 }
 
@@ -93,4 +135,34 @@ class PreparedStatements {
     this.names.set(sql, name);
     return name;
   }
+}
+
+/** `sql` with each `$n` replaced by its parameter as a literal: for COPY, which takes no parameters. */
+function withLiterals(sql: string, params: ReadonlyArray<string | number>): string {
+  return sql.replace(/\$(\d+)/g, (_, n: string) => {
+    const value = params[Number(n) - 1];
+    if (typeof value === 'string') return pg.escapeLiteral(value);
+    if (Number.isSafeInteger(value)) return String(value);
+    throw new Error(`COPY parameter $${n}: a string or an integer, not ${String(value)}`);
+  });
+}
+
+/** Runs a `COPY … TO STDOUT` on `client` and resolves with everything it sent. */
+async function copyOut(client: pg.PoolClient, text: string): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of client.query(copyTo(text))) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+/** COPY's binary format: the signature, flags and header extension, then per row a field count and per field its length and bytes. */
+const COPY_SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
+
+/** The first field of the first row of a COPY (FORMAT binary) output; undefined when there is no row, or it is NULL. */
+function firstBinaryField(copied: Buffer): Buffer | undefined {
+  if (!copied.subarray(0, COPY_SIGNATURE.length).equals(COPY_SIGNATURE)) throw new Error('COPY output is not in the binary format');
+  let at = COPY_SIGNATURE.length + 4; // flags
+  at += 4 + copied.readUInt32BE(at); // the header extension and its length
+  if (copied.readInt16BE(at) === -1) return undefined; // the trailer: no row
+  const length = copied.readInt32BE(at + 2);
+  return length < 0 ? undefined : copied.subarray(at + 6, at + 6 + length);
 }

@@ -7,17 +7,19 @@ import { x as extract } from 'tar';
 import { z } from 'zod';
 import { createAgent } from '../auth/agents';
 import { createClient } from '../auth/clients';
-import type { ClientPrincipal } from '../auth/principal';
-import { SCOPES, type Scope } from '../auth/scopes';
+import type { ClientPrincipal } from '../core/principal';
+import { SCOPES, type Scope } from '../core/scopes';
 import { ConsentService } from '../consents/service';
 import type { Queryable } from '../db/database';
-import { hashKey, uuidV5 } from '../fhir/hash';
+import { processBundle } from '../fhir/bundle';
+import { hashKey, uuidV5 } from '../core/hash';
+import { purgeResources } from '../fhir/store/purge';
 import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
-import { ApiError, ErrorCode } from '../http/errors';
+import { ApiError, ErrorCode } from '../core/errors';
 import { BLOOD_COMPONENTS, BLOOD_GROUPS } from '../inventory/blood';
 import { DEFAULT_TIME_ZONE } from '../inventory/payments';
 import { putStock } from '../inventory/pharmacy';
-import type { Services } from '../services';
+import type { Services } from '../http/services';
 
 /** The demo organisation and facility: a reset touches nothing else. */
 export const DEMO_ORG = 'org-demo';
@@ -91,8 +93,6 @@ async function wipe(sql: Queryable): Promise<Replaced> {
   const idsOf = (type: string) => rows.filter((r) => r.resource_type === type).map((r) => r.id);
   const patients = idsOf('Patient');
   const removed = async (statement: string, params: unknown[]) => (await sql.query(statement, params)).rowCount;
-  for (const table of ['fhir_idx_token', 'fhir_idx_string', 'fhir_idx_date', 'fhir_idx_number', 'fhir_idx_quantity', 'fhir_idx_reference', 'fhir_idx_uri', 'fhir_links', 'fhir_resource_versions'])
-    await sql.query(`DELETE FROM ${table} WHERE rid = ANY($1::bigint[])`, [rids]);
   await sql.query('DELETE FROM consent_access WHERE consent_id = ANY($1::text[]) OR organization_id = $2', [idsOf('Consent'), DEMO_ORG]);
   await sql.query('DELETE FROM blood_units WHERE unit_id = ANY($1::text[])', [idsOf('BiologicallyDerivedProduct')]);
   await sql.query('DELETE FROM payments WHERE payment_id = ANY($1::text[])', [idsOf('PaymentReconciliation')]);
@@ -101,7 +101,7 @@ async function wipe(sql: Queryable): Promise<Replaced> {
   let patientTokens = 0;
   for (const table of ['mobile_pairing_codes', 'mobile_tokens']) patientTokens += await removed(`DELETE FROM ${table} WHERE patient_id = ANY($1::text[])`, [patients]);
   await sql.query('DELETE FROM emergency_access WHERE organization_id = $1', [DEMO_ORG]);
-  const resources = await removed('DELETE FROM fhir_resources WHERE rid = ANY($1::bigint[])', [rids]);
+  const resources = await purgeResources(sql, rids);
   const events = `SELECT id FROM events WHERE organization_id = $1 OR patient_id = ANY($2::text[])`;
   // Lock the deliveries first: a delivery worker recording an attempt on one of them meanwhile would otherwise commit
   // between the two deletes below and break the second (a kept subscription's deliveries are being sent as we go).
@@ -215,7 +215,7 @@ async function reset(services: Services): Promise<Record<string, unknown>> {
     // One write of everything (the sample records, blood units and payments): one validation fan-out over the check
     // workers and one batch of statements, not one per sample bundle.
     const own = [...units, ...payments].map((resource) => ({ resource, request: { method: 'PUT' as const, url: `${resource.resourceType}/${resource.id}` } }));
-    await repo.bundle({ resourceType: 'Bundle', type: 'transaction', entry: [...sample, ...own] }, { returnResources: false });
+    await processBundle(repo, { resourceType: 'Bundle', type: 'transaction', entry: [...sample, ...own] }, { returnResources: false });
 
     const inAYear = new Date(Date.now() + 365 * 86_400_000).toISOString();
     const patients: Array<{ health_id: string; patient_id: string; first_name: unknown; last_name: unknown; date_of_birth: unknown }> = [];

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Queryable } from '../db/database';
 import type { Environment } from '../config';
-import { queueDeliveries } from '../webhooks/deliveries';
 import { isEventType, type EventType } from './types';
 
 /** The envelope of section 6.2, exactly as subscribers receive it. */
@@ -31,6 +30,24 @@ export interface NewEvent {
   patientId?: string;
 }
 
+/** A recorded event as what it starts sees it: the webhook deliveries use its audience (organisation, patient, data). */
+export interface RecordedEvent {
+  id: string;
+  type: EventType;
+  organizationId: string | null;
+  patientId: string | null;
+  data: Record<string, unknown>;
+}
+
+/** What recording events also does in their transaction: the features register it at composition (src/services.ts). */
+export type EventsRecorded = (tx: Queryable, events: RecordedEvent[]) => Promise<unknown>;
+const whenRecorded = new Set<EventsRecorded>();
+
+/** Registers what recording events starts (webhooks: queue their deliveries); the same function once. */
+export function onEventsRecorded(then: EventsRecorded): void {
+  whenRecorded.add(then);
+}
+
 export function newEventId(): string {
   return `evt_${randomBytes(16).toString('hex')}`;
 }
@@ -38,7 +55,7 @@ export function newEventId(): string {
 /**
  * Records a domain event in the outbox. Call it with the transaction that makes the change:
  * the event exists if and only if the change commits, and so do its webhook deliveries, which
- * are queued here (one per entitled, subscribed subscription).
+ * are queued here (one per entitled, subscribed subscription) by what src/services.ts registered (onEventsRecorded).
  */
 export async function recordEvent(tx: Queryable, event: NewEvent): Promise<EventEnvelope> {
   const [envelope] = await recordEvents(tx, [event]);
@@ -77,10 +94,8 @@ export async function recordEvents(tx: Queryable, events: NewEvent[]): Promise<E
       events.map((e) => e.patientId ?? null),
     ],
   );
-  await queueDeliveries(
-    tx,
-    envelopes.map((e, i) => ({ id: e.id, type: e.type, organizationId: events[i]!.organizationId ?? null, patientId: events[i]!.patientId ?? null, data: e.data })),
-  );
+  const recorded = envelopes.map((e, i) => ({ id: e.id, type: e.type, organizationId: events[i]!.organizationId ?? null, patientId: events[i]!.patientId ?? null, data: e.data }));
+  for (const then of whenRecorded) await then(tx, recorded);
   return envelopes;
 }
 

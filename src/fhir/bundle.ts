@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Bundle, BundleEntry, BundleEntryResponse, OperationOutcome, Resource } from '@medplum/fhirtypes';
-import { ApiError, ErrorCode, badRequest, operationOutcome } from '../http/errors';
+import { ApiError, ErrorCode, badRequest, operationOutcome } from '../core/errors';
+import { patchOfEntry, type Patch } from './patch';
 import type { FhirRepository } from './repository';
 import { checkType, ID_PATTERN } from './store/types';
 import type { WriteMethod, WriteResult } from './store/writes';
 
-type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
-const METHODS = new Set<Method>(['GET', 'POST', 'PUT', 'DELETE']);
+type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+const METHODS = new Set<Method>(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 export const MAX_BUNDLE_ENTRIES = 10_000;
 
 interface ParsedEntry {
@@ -18,6 +19,8 @@ interface ParsedEntry {
   /** Search query of a conditional update or a GET search. */
   query?: URLSearchParams;
   resource?: Resource;
+  /** A PATCH entry's patch (its Binary or Parameters resource). */
+  patch?: Patch;
   ifMatch?: string;
   ifNoneExist?: string;
   fullUrl?: string;
@@ -28,7 +31,7 @@ function parseEntry(entry: BundleEntry, index: number, base: string): ParsedEntr
   const request = entry?.request;
   if (!request || typeof request.url !== 'string' || !request.method) throw badRequest(`${where}: request.method and request.url are required`);
   const method = request.method as Method;
-  if (!METHODS.has(method)) throw badRequest(`${where}: method ${request.method} is not supported (GET, POST, PUT, DELETE)`);
+  if (!METHODS.has(method)) throw badRequest(`${where}: method ${request.method} is not supported (GET, POST, PUT, PATCH, DELETE)`);
   let url = request.url;
   if (url.startsWith(base + '/')) url = url.slice(base.length + 1);
   const [path, search] = url.split('?', 2);
@@ -59,6 +62,14 @@ function parseEntry(entry: BundleEntry, index: number, base: string): ParsedEntr
     if (method === 'PUT' && parsed.id === undefined && !parsed.query) throw badRequest(`${where}: PUT needs Type/id or Type?search`);
     if (method === 'PUT' && parsed.id !== undefined && r.id !== undefined && r.id !== parsed.id)
       throw badRequest(`${where}: resource id ${r.id} does not match url ${request.url}`);
+  }
+  if (method === 'PATCH') {
+    if (parsed.id === undefined && !parsed.query) throw badRequest(`${where}: PATCH needs Type/id or Type?search`);
+    try {
+      parsed.patch = patchOfEntry(entry.resource);
+    } catch (err) {
+      throw errorAt(index, err);
+    }
   }
   if (method === 'DELETE' && parsed.id === undefined) throw badRequest(`${where}: conditional delete is not supported`);
   return parsed;
@@ -140,6 +151,13 @@ async function processTransaction(repo: FhirRepository, entries: BundleEntry[], 
             responses[p.index] = { response: responseOf('200 OK', existing, base), ...(options.returnResources ? { resource: existing } : {}) };
           }
           p.id = existing?.id ?? randomUUID();
+        } else if (p.method === 'PATCH') {
+          // The patched resource is computed here, from the state before any write (each resource appears once).
+          if (p.id === undefined) p.id = (await repo.matchOne(p.resourceType, p.query!.toString(), 'conditional patch'))?.id;
+          if (p.id === undefined) throw new ApiError(404, ErrorCode.notFound, `conditional patch: no ${p.resourceType} the caller may see matches the criteria`);
+          const item = await repo.patched(p.resourceType, p.id, p.patch!, p.ifMatch);
+          p.resource = item.resource;
+          p.ifMatch = item.ifMatch;
         } else if (p.method === 'PUT' && p.id === undefined && p.query) {
           const match = await repo.matchOne(p.resourceType, p.query.toString(), 'conditional update');
           if (match && p.resource?.id !== undefined && p.resource.id !== match.id)
@@ -156,7 +174,7 @@ async function processTransaction(repo: FhirRepository, entries: BundleEntry[], 
     const results = await repo.writeItems(
       writes.map((p) => ({
         resource: p.method === 'DELETE' ? ({ resourceType: p.resourceType, id: p.id } as Resource) : { ...(rewriteReferences(p.resource, ids) as Resource), id: p.id },
-        method: p.method as WriteMethod,
+        method: writeMethod(p.method),
         ifMatch: p.ifMatch,
         label: `entry[${p.index}]`,
       })),
@@ -167,6 +185,11 @@ async function processTransaction(repo: FhirRepository, entries: BundleEntry[], 
     for (const p of parsed) if (p.method === 'GET') responses[p.index] = await readEntry(repo, p);
   });
   return { resourceType: 'Bundle', type: 'transaction-response', entry: responses };
+}
+
+/** The store's write of an entry: a PATCH is an update of the patched resource. */
+function writeMethod(method: Method): WriteMethod {
+  return method === 'PATCH' ? 'PUT' : (method as WriteMethod);
 }
 
 function writeResponse(method: Method, result: WriteResult, base: string, options: BundleOptions): BundleEntry {
@@ -206,7 +229,7 @@ async function processBatch(repo: FhirRepository, entries: BundleEntry[], option
         out.push(await readEntry(repo, p));
         continue;
       }
-      if (p.method === 'PUT' && p.id === undefined) throw badRequest('conditional update is supported in transactions only');
+      if ((p.method === 'PUT' || p.method === 'PATCH') && p.id === undefined) throw badRequest(`conditional ${p.method === 'PUT' ? 'update' : 'patch'} is supported in transactions only`);
       out.push(
         await repo.transaction(async () => {
           if (p.method === 'POST') {
@@ -214,8 +237,9 @@ async function processBatch(repo: FhirRepository, entries: BundleEntry[], option
             if (existing) return { response: responseOf('200 OK', existing, base), ...(options.returnResources ? { resource: existing } : {}) };
             p.id = randomUUID();
           }
+          if (p.method === 'PATCH') ({ resource: p.resource, ifMatch: p.ifMatch } = await repo.patched(p.resourceType, p.id!, p.patch!, p.ifMatch));
           const resource = p.method === 'DELETE' ? ({ resourceType: p.resourceType, id: p.id } as Resource) : { ...p.resource!, id: p.id };
-          const [result] = await repo.writeItems([{ resource, method: p.method as WriteMethod, ifMatch: p.ifMatch }], 'batch', {
+          const [result] = await repo.writeItems([{ resource, method: writeMethod(p.method), ifMatch: p.ifMatch }], 'batch', {
             deferReferenceCheck: options.deferReferenceCheck,
           });
           return writeResponse(p.method, result!, base, options);

@@ -1,6 +1,9 @@
 import type { CapabilityStatement, CapabilityStatementRestResource } from '@medplum/fhirtypes';
-import { allResourceTypes, patientCompartmentParams } from './definitions';
+import { allResourceTypes, patientCompartmentParams } from '../core/fhir-definitions';
 import { indexedParams } from './indexer';
+
+/** The Bulk Data Access IG (README "Bulk Data export"). */
+const BULK_DATA = 'http://hl7.org/fhir/uv/bulkdata';
 
 let cached: { base: string; statement: CapabilityStatement } | undefined;
 
@@ -16,7 +19,7 @@ export function capabilityStatement(publicUrl: string): CapabilityStatement {
     // What the repository lets clients write through /api/fhir/R4: the audit trail is Pont's, consents come
     // through the consent routes (src/fhir/repository.ts, MANAGED_TYPES).
     const writable = type !== 'AuditEvent' && type !== 'Consent';
-    const interactions = ['read', 'vread', 'history-instance', 'history-type', 'search-type', ...(writable ? ['create', 'update', 'delete'] : [])];
+    const interactions = ['read', 'vread', 'history-instance', 'history-type', 'search-type', ...(writable ? ['create', 'update', 'patch', 'delete'] : [])];
     return {
       type: type as CapabilityStatementRestResource['type'],
       interaction: interactions.map((code) => ({ code })) as CapabilityStatementRestResource['interaction'],
@@ -35,9 +38,16 @@ export function capabilityStatement(publicUrl: string): CapabilityStatement {
         { name: '_lastUpdated', type: 'date' },
         ...params.map((p) => ({ name: p.code, type: p.type, definition: p.definition.url })),
       ] as CapabilityStatementRestResource['searchParam'],
-      ...(type === 'Patient'
-        ? { operation: [{ name: 'everything', definition: 'http://hl7.org/fhir/OperationDefinition/Patient-everything' }] }
-        : {}),
+      operation: [
+        ...(type === 'Patient'
+          ? [
+              { name: 'everything', definition: 'http://hl7.org/fhir/OperationDefinition/Patient-everything' },
+              { name: 'export', definition: `${BULK_DATA}/OperationDefinition/patient-export` },
+            ]
+          : []),
+        ...(type === 'Group' ? [{ name: 'export', definition: `${BULK_DATA}/OperationDefinition/group-export` }] : []),
+        { name: 'validate', definition: 'http://hl7.org/fhir/OperationDefinition/Resource-validate' },
+      ],
     };
   });
   const statement: CapabilityStatement = {
@@ -49,13 +59,21 @@ export function capabilityStatement(publicUrl: string): CapabilityStatement {
     software: { name: 'Pont', version: '0.1.0' },
     implementation: { description: 'Pont FHIR R4 store', url: `${publicUrl}/api/fhir/R4` },
     fhirVersion: '4.0.1',
+    instantiates: [`${BULK_DATA}/CapabilityStatement/bulk-data`],
     format: ['application/fhir+json', 'json'],
     rest: [
       {
         mode: 'server',
         security: {
           cors: false,
-          description: `OAuth 2.0 client credentials: POST ${publicUrl}/api/v1/connect/auth/token; Bearer JWT on every request except metadata.`,
+          // SMART Backend Services (client-confidential-asymmetric): ${publicUrl}/api/fhir/R4/.well-known/smart-configuration.
+          service: [
+            {
+              coding: [{ system: 'http://terminology.hl7.org/CodeSystem/restful-security-service', code: 'SMART-on-FHIR', display: 'SMART-on-FHIR' }],
+              text: 'OAuth 2.0 client credentials, with a SMART Backend Services client assertion (private_key_jwt) or a client secret',
+            },
+          ],
+          description: `OAuth 2.0 client credentials: POST ${publicUrl}/api/v1/connect/auth/token (SMART configuration: ${publicUrl}/api/fhir/R4/.well-known/smart-configuration); Bearer JWT on every request except metadata.`,
           extension: [
             {
               url: 'http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris',
@@ -65,6 +83,7 @@ export function capabilityStatement(publicUrl: string): CapabilityStatement {
         },
         resource: resources,
         interaction: [{ code: 'transaction' }, { code: 'batch' }],
+        operation: [{ name: 'export', definition: `${BULK_DATA}/OperationDefinition/export` }],
         compartment: patientCompartmentParams().size ? ['http://hl7.org/fhir/CompartmentDefinition/patient'] : [],
       },
     ],

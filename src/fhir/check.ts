@@ -1,9 +1,9 @@
 import { availableParallelism } from 'node:os';
 import Piscina from 'piscina';
 import type { Resource } from '@medplum/fhirtypes';
-import { ApiError } from '../http/errors';
+import { ApiError } from '../core/errors';
 import { accessPatients, linksOf, type Link } from './compartment';
-import { loadFhirDefinitions } from './definitions';
+import { loadFhirDefinitions } from '../core/fhir-definitions';
 import { indexResource, type IndexRows } from './indexer';
 import { validateFhirResource } from './validate';
 

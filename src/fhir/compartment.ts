@@ -1,6 +1,6 @@
 import { toTypedValue } from '@medplum/core';
 import type { Resource } from '@medplum/fhirtypes';
-import { patientCompartmentParams } from './definitions';
+import { patientCompartmentParams } from '../core/fhir-definitions';
 import { indexedParams, referenceTarget } from './indexer';
 import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
 import { UNPLACED_PATIENT } from '../policy/index';

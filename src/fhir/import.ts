@@ -5,14 +5,13 @@ import { createInterface } from 'node:readline';
 import { createReadStream } from 'node:fs';
 import { x as extract } from 'tar';
 import type { Bundle, BundleEntry, Resource } from '@medplum/fhirtypes';
-import { loadConfig } from '../config';
-import { sqlState, SqlState } from '../db/database';
-import { withDatabase } from '../cli';
-import { ApiError } from '../http/errors';
-import { loadMappings } from '../mapping/index';
-import { loadFhirDefinitions } from './definitions';
+import { sqlState, SqlState, type Database } from '../db/database';
+import { ApiError } from '../core/errors';
+import { importedFiles, importedResources } from '../metrics';
+import { processBundle } from './bundle';
+import { loadFhirDefinitions } from '../core/fhir-definitions';
 import type { FhirRepository } from './repository';
-import { FhirService } from './service';
+import type { FhirService } from './service';
 
 export interface ImportProgress {
   filesDone: number;
@@ -96,7 +95,7 @@ const RETRYABLE = new Set<string>([SqlState.deadlockDetected, SqlState.serializa
 async function load(repo: FhirRepository, bundle: Bundle): Promise<number> {
   for (let attempt = 1; ; attempt++) {
     try {
-      const result = await repo.bundle(bundle, { returnResources: false, deferReferenceCheck: true });
+      const result = await processBundle(repo, bundle, { returnResources: false, deferReferenceCheck: true });
       return result.entry?.filter((e) => /^20[01]/.test(e.response?.status ?? '')).length ?? 0;
     } catch (err) {
       if (attempt < 5 && RETRYABLE.has(sqlState(err) ?? '')) continue;
@@ -180,10 +179,13 @@ export async function importPaths(
         try {
           const outcome = await loadFile(repo, file, (n) => {
             progress.resources += n;
+            importedResources.inc(n);
             options.onProgress?.(progress);
           });
           if (outcome === 'skipped') progress.skipped.push(shortName(file));
+          importedFiles.inc({ outcome });
         } catch (err) {
+          importedFiles.inc({ outcome: 'failed' });
           const message = err instanceof ApiError || err instanceof Error ? err.message : String(err);
           progress.failures.push({ file: shortName(file), message });
         }
@@ -236,8 +238,11 @@ function progressLine(p: ImportProgress, started: number): string {
   return `[${'#'.repeat(done)}${'.'.repeat(width - done)}] ${p.filesDone}/${p.filesTotal} files  ${p.resources.toLocaleString('en')} resources  ${Math.round(rate).toLocaleString('en')}/s  ${p.failures.length} failed`;
 }
 
+/** How the command reaches the store: the CLI (src/cli.ts) opens the configured database and builds the FHIR service on it. */
+export type WithFhirService = (run: (fhir: FhirService, db: Database) => Promise<number>) => Promise<number>;
+
 /** `pont import PATH... [--concurrency N]` */
-export async function importCommand(args: string[]): Promise<number> {
+export async function importCommand(args: string[], withFhirService: WithFhirService): Promise<number> {
   const paths: string[] = [];
   let concurrency: number | undefined;
   for (let i = 0; i < args.length; i++) {
@@ -248,9 +253,7 @@ export async function importCommand(args: string[]): Promise<number> {
     console.error('Usage: pont import PATH... [--concurrency 1-16]   (PATH: .json, .ndjson, .tar.gz or a directory)');
     return 1;
   }
-  const config = loadConfig();
-  return withDatabase(async (db) => {
-    const fhir = new FhirService(db, config, loadMappings(config.mappingsDir));
+  return withFhirService(async (fhir, db) => {
     const started = performance.now();
     const tty = process.stderr.isTTY;
     let lastDraw = 0;

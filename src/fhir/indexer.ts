@@ -11,7 +11,7 @@ import {
 import type { Resource, SearchParameter } from '@medplum/fhirtypes';
 import { dateRange, type InstantRange } from './dates';
 import { impliedCodeSystem } from './terminology';
-import { hashKey } from './hash';
+import { hashKey } from '../core/hash';
 import { normalizeString } from './normalize';
 
 export type IndexedParamType = 'token' | 'string' | 'date' | 'number' | 'quantity' | 'reference' | 'uri';

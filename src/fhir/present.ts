@@ -1,5 +1,5 @@
 import type { Resource } from '@medplum/fhirtypes';
-import { mandatoryElementsOf, summaryElementsOf } from './definitions';
+import { mandatoryElementsOf, summaryElementsOf } from '../core/fhir-definitions';
 
 const SUBSETTED = { system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationValue', code: 'SUBSETTED' };
 

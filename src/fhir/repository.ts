@@ -1,32 +1,45 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import type { Bundle, Patient, Resource } from '@medplum/fhirtypes';
-import type { Principal } from '../auth/principal';
+import type { Principal } from '../core/principal';
 import { recordAudit, type AuditAction, type AuditCaller, type AuditRecord } from '../audit/audit';
-import type { AuditTrail } from '../audit/trail';
+import type { AuditTrail } from './audit-trail';
+import { accessRefusals } from '../metrics';
 import type { Environment } from '../config';
-import type { Database, Queryable } from '../db/database';
+import { readerOf, type Database, type Queryable } from '../db/database';
+import { primaryPosition, replicaAt } from '../db/replica';
 import { recordEvents, type NewEvent } from '../events/outbox';
 import { eventsOf, patientIdsOf, type ResourceChange } from '../events/rules';
 import type { EventType } from '../events/types';
 import { healthIdsByPatient, updateMatchKey, withHealthId, type Registered } from '../healthid/registry';
-import { ApiError, ErrorCode, badRequest } from '../http/errors';
+import { ApiError, ErrorCode, badRequest } from '../core/errors';
 import { accessPolicyFor, EMERGENCY_WINDOW_HOURS, UNPLACED_PATIENT, type AccessPolicy, type Channel } from '../policy/index';
-import { DATA_CLASSES, dataClassOf } from '../consents/types';
-import { bloodInventory } from '../inventory/blood';
-import { reconciliation } from '../inventory/payments';
-import { stockLines } from '../inventory/pharmacy';
-import { SqlParams } from './search/sql';
-import { processBundle, type BundleOptions } from './bundle';
+import { DATA_CLASSES, dataClassOf } from '../core/data-classes';
+import { and, ident, or, sql as SQL } from '../db/sql';
+import { filterSql } from './search/sql';
+import { applyResourcePatch, type Patch } from './patch';
+import { validateFhirResource } from './validate';
 import { linksOf, patientsOf, unplacedReason } from './compartment';
-import { hashKey } from './hash';
+import { hashKey } from '../core/hash';
 import { parseSearch, type ParsedSearch, type QueryParams } from './search/parse';
 import { everythingBundle, historyBundle, missing, readOneVersion, readVersion, type EverythingParams } from './store/history';
-import { searchResources, type SearchOptions } from './store/search';
-import { checkType, type RowFilter } from './store/types';
+import { checkSearchReach, searchResources, type SearchOptions } from './store/search';
+import { checkType, versionTag, type RowFilter } from './store/types';
 import { writeMany, type WriteItem, type WriteResult } from './store/writes';
 
 /** Who is asking, and why: what a repository is built from, once per request. */
+/** What a feature's read of its derived tables gets from the repository (FhirRepository.readFacility). */
+export interface FacilityReader {
+  /** The primary database. */
+  sql: Queryable;
+  /** The replica when one is configured, for reports that tolerate its lag (README "Read replicas"). */
+  lagTolerantSql: Queryable;
+  /** The clock of answers "as of now" (FhirService.now), in ms since the epoch. */
+  now: number;
+  /** The caller's access (src/policy). */
+  access: AccessPolicy;
+}
+
 export interface RequestContext {
   principal: Principal;
   /** Where the request came in (FHIR clients are held to the FHIR scope table). */
@@ -44,6 +57,19 @@ export interface RequestContext {
   emergencyReason?: string;
 }
 
+/** One page of a bulk export (FhirRepository.exportPageQuery). */
+export interface ExportPage {
+  afterRid: string;
+  limit: number;
+  /** The export's transactionTime: nothing changed after it. */
+  until: string;
+  since?: string;
+  /** Patient and Group exports: data of any patient ('any'), or of these patients. */
+  patients?: 'any' | string[];
+  /** `_typeFilter` criteria of this type (OR-ed); none: every resource. */
+  typeFilters: QueryParams[];
+}
+
 /** What every repository of a process shares. */
 export interface RepositoryDeps {
   db: Database;
@@ -52,7 +78,7 @@ export interface RepositoryDeps {
   /** This server's FHIR base URL: references to it are local; fullUrls start with it. */
   baseUrl(): string;
   environment: Environment;
-  /** The match key of a Patient's demographics (src/patients/matching.ts), or null when it has none. */
+  /** The match key of a Patient's demographics (src/healthid/matching.ts), or null when it has none. */
   matchKeyOf(patient: Patient): string | null;
   /**
    * Tables derived from resources of one type (the consent index, inventories...), kept in step by every
@@ -61,6 +87,8 @@ export interface RepositoryDeps {
   derived: DerivedTable[];
   /** The organisation a resource is recorded as written by, when it is not the writer's (a Consent: the grantee). */
   authorOf?(resource: Resource): string | null | undefined;
+  /** The clock (ms since the epoch) of answers "as of now" (the blood-bank inventory): FhirService.now. */
+  now(): number;
 }
 
 /** A table that follows the resources of one type (architecture §9: "registry tables follow the FHIR resources"). */
@@ -172,6 +200,24 @@ export class FhirRepository {
     return this.openTransaction?.sql ?? this.deps.db;
   }
 
+  /**
+   * For the reads whose answer may be seconds old (README "Read replicas"): the open transaction (it must see its
+   * own writes), else the replica. The caller's token and scopes were checked on the primary already.
+   */
+  private get lagTolerantSql(): Queryable {
+    return this.openTransaction?.sql ?? readerOf(this.deps.db);
+  }
+
+  /**
+   * For the reads that must answer as the primary does now (README "Read replicas"): the open transaction, else the
+   * replica if it has replayed everything committed so far, else the primary.
+   */
+  private async currentSql(): Promise<Queryable> {
+    const open = this.openTransaction;
+    if (open) return open.sql;
+    return (await replicaAt(this.deps.db, await primaryPosition(this.deps.db))) ?? this.deps.db;
+  }
+
   // ------------------------------------------------------------------ reads
 
   /** The current version; 404 when it never existed, 410 when deleted, 403 when the caller may not see it. */
@@ -216,7 +262,10 @@ export class FhirRepository {
     await this.checkReadable(type, query);
     const parsed = parseSearch(type, query, this.baseUrl);
     await this.emergencyFor(async () => (options.compartmentPatient !== undefined ? [options.compartmentPatient] : patientNamedBy(parsed)));
-    const bundle = await searchResources<T>(this.sql, this.baseUrl, parsed, query, this.access, options);
+    // The audit trail, just materialised (checkReadable), is read from the replica once it has replayed that far:
+    // the trail is whole, and what the search includes is seen under the consents of now. Every other type: primary.
+    const sql = type === 'AuditEvent' ? await this.currentSql() : this.sql;
+    const bundle = await searchResources<T>(sql, this.baseUrl, parsed, query, this.access, options);
     if (options.audit !== false) await this.auditAccess('search', 'R', resourcesOf(bundle));
     return bundle;
   }
@@ -237,6 +286,47 @@ export class FhirRepository {
   }
 
   /**
+   * Bulk Data export (src/bulk): the SQL of one page of the current resources of `type` this caller may read,
+   * exactly as its search finds them (scopes, consent, classes, ownership; the rule is evaluated when the page is
+   * read), narrowed as the export asks, in rid order after `page.afterRid`. Columns: rid, line (the stored resource
+   * as JSON text: an ndjson line), patients. 403 when the caller may not read `type`, or a `_typeFilter` looks
+   * through a type it may not read; 400 for a bad `_typeFilter`.
+   */
+  async exportPageQuery(type: string, page: ExportPage): Promise<{ sql: string; values: unknown[] }> {
+    await this.checkReadable(type, page.typeFilters.length ? { _typeFilter: page.typeFilters.map((f) => JSON.stringify(f)) } : {});
+    const r = ident('r');
+    const criteria = page.typeFilters.map((query) => {
+      const parsed = parseSearch(type, query, this.baseUrl);
+      checkSearchReach(parsed, this.access);
+      return and(...parsed.filters.map((f) => filterSql(f, r, this.access.rowFilter)));
+    });
+    const where = and(
+      SQL`r.resource_type = ${type}`,
+      SQL`NOT r.deleted`,
+      SQL`r.rid > ${page.afterRid}::bigint`,
+      SQL`r.last_updated <= ${page.until}::timestamptz`,
+      !!page.since && SQL`r.last_updated > ${page.since}::timestamptz`,
+      page.patients === 'any' ? SQL`cardinality(r.patients) > 0` : !!page.patients && SQL`r.patients && ${page.patients}::text[]`,
+      criteria.length > 0 && or(...criteria),
+      this.access.rowFilter?.(r, type),
+    );
+    const { text, values } = SQL`SELECT r.rid, r.content::text AS line, r.patients FROM fhir_resources r WHERE ${where} ORDER BY r.rid LIMIT ${page.limit}`.render();
+    return { sql: text, values };
+  }
+
+  /**
+   * Of `types`, those with any current resource in the store (whoever may read them): lets a bulk export pass over
+   * the other ~140 R4 types at once. Reveals nothing to a caller: what each export page holds is exportPageQuery's.
+   */
+  async typesInStore(types: string[]): Promise<Set<string>> {
+    const { rows } = await this.sql.query<{ t: string }>(
+      'SELECT u.t FROM unnest($1::text[]) AS u(t) WHERE EXISTS (SELECT 1 FROM fhir_resources r WHERE r.resource_type = u.t AND NOT r.deleted)',
+      [types],
+    );
+    return new Set(rows.map((r) => r.t));
+  }
+
+  /**
    * The access rule for data about to be read by a Connect or SDK operation: 403 CONSENT_REQUIRED (audited)
    * unless the caller may see `patientId`'s data of every class in `classes`.
    */
@@ -252,8 +342,8 @@ export class FhirRepository {
     await this.emergencyFor(async () => [patientId]);
     const check = this.access.patientCheck;
     if (!check || !classes.length) return [];
-    const q = new SqlParams();
-    const { rows } = await this.sql.query<{ c: string }>(check(patientId, classes, q, basis), q.values);
+    const { text, values } = check(patientId, classes, basis).render();
+    const { rows } = await this.sql.query<{ c: string }>(text, values);
     return rows.map((r) => r.c);
   }
 
@@ -304,22 +394,12 @@ export class FhirRepository {
 
   // ------------------------------------------------------------------ facility data (derived tables)
 
-  /** Pharmacy stock lines: not patient data, every caller the route admits sees the network's stock. */
-  async stockLines(filter: Parameters<typeof stockLines>[1]): Promise<Awaited<ReturnType<typeof stockLines>>> {
-    return stockLines(this.sql, filter);
-  }
-
-  /** Blood-bank inventory: an aggregate, not patient data; every caller the route admits sees the network's stock. */
-  async bloodInventory(filter: Parameters<typeof bloodInventory>[1]): Promise<Awaited<ReturnType<typeof bloodInventory>>> {
-    return bloodInventory(this.sql, filter);
-  }
-
-  /** A day's payments of the caller's organisation (those it wrote); an operator's, of every organisation. */
-  async paymentReconciliation(input: { date: string; timeZone: string; facilityId?: string }): Promise<Awaited<ReturnType<typeof reconciliation>>> {
-    const { operator, organizationId } = this.access;
-    // Fail closed: a caller of no organisation owns no payments (undefined below would mean every organisation's).
-    if (!operator && !organizationId) throw new ApiError(403, ErrorCode.forbidden, 'Payments are read by an organisation: this caller belongs to none');
-    return reconciliation(this.sql, { ...input, organizationId: operator ? undefined : organizationId });
+  /**
+   * Facility data a feature keeps in its derived tables (src/inventory: stock, blood units, payments): not patient
+   * data, so no row filter; the route admits the caller, and `read` applies what else the caller's access decides.
+   */
+  async readFacility<T>(read: (reader: FacilityReader) => Promise<T>): Promise<T> {
+    return read({ sql: this.sql, lagTolerantSql: this.lagTolerantSql, now: this.deps.now(), access: this.access });
   }
 
   // ------------------------------------------------------------------ writes
@@ -366,9 +446,79 @@ export class FhirRepository {
     await this.transaction(() => this.writeItems([{ resource: { resourceType: type, id } as Resource, method: 'DELETE', ifMatch: options.ifMatch }], 'delete'));
   }
 
-  /** A `transaction` (all or nothing) or `batch` Bundle. */
-  bundle(input: unknown, options: BundleOptions): Promise<Bundle> {
-    return processBundle(this, input, options);
+  /**
+   * PATCH (JSON Patch or FHIRPath Patch, src/fhir/patch.ts): the current version changed by `patch`, written as an
+   * update of that version, so the owner rule, validation, references, events and audit are the update's.
+   */
+  async patch<T extends Resource>(type: string, id: string, patch: Patch, options: { ifMatch?: string } = {}): Promise<T> {
+    return this.transaction(async () => {
+      const [result] = await this.writeItems([await this.patched(type, id, patch, options.ifMatch)], 'patch');
+      return result!.resource as T;
+    });
+  }
+
+  /** Conditional patch (`PATCH Type?criteria`): the one match (none: 404, several: 412), patched. */
+  async conditionalPatch<T extends Resource>(type: string, criteria: string, patch: Patch, options: { ifMatch?: string } = {}): Promise<T> {
+    return this.transaction(async () => {
+      const match = await this.matchOne(type, criteria, 'Conditional patch');
+      if (!match) throw new ApiError(404, ErrorCode.notFound, `Conditional patch: no ${type} the caller may see matches the criteria`);
+      return this.patch<T>(type, match.id!, patch, options);
+    });
+  }
+
+  /**
+   * The write a PATCH makes, for `patch` and a transaction's PATCH entries: the current version, locked until the
+   * transaction ends and read under the read rule (a hidden resource, or one the caller may not change, is the audited
+   * 404 of a missing one), checked against `If-Match` (412), patched, and validated as the store validates (an invalid
+   * result is a 422: nothing is written); then an update of exactly the version read.
+   */
+  async patched(type: string, id: string, patch: Patch, ifMatch?: string): Promise<WriteItem> {
+    checkType(type);
+    return this.transaction(async (sql) => {
+      await sql.query('SELECT 1 FROM fhir_resources WHERE resource_type = $1 AND id = $2 FOR UPDATE', [type, id]);
+      const current = await this.read(type, id, { audit: false });
+      // Before the patch is applied: a caller who may see but not change the resource learns no more than a read tells.
+      if (!(await this.mayChange(type, id))) throw await this.refuse('patch', type, id, undefined, 'U');
+      const version = current.meta!.versionId!;
+      if (ifMatch !== undefined && versionTag(ifMatch) !== version)
+        throw new ApiError(412, ErrorCode.preconditionFailed, `Version conflict: ${type}/${id} is not at version ${versionTag(ifMatch)}`);
+      const resource = applyResourcePatch(current, patch);
+      try {
+        validateFhirResource(resource);
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 400) throw new ApiError(422, err.code, `The patched resource is invalid: ${err.message}`, err.options);
+        throw err;
+      }
+      return { resource, method: 'PUT', ifMatch: version };
+    });
+  }
+
+  /**
+   * Whether the caller may update or delete this stored resource (the owner rule the writes apply), for `$validate`:
+   * it answers what the write would, without writing.
+   */
+  /**
+   * What deleting `type/id` would answer about the resources that still refer to it (the 409 of checkReferences,
+   * naming a referrer only if the caller may see it), without deleting: for `$validate` mode=delete.
+   */
+  async deleteConflict(type: string, id: string): Promise<ApiError | undefined> {
+    const resource = { resourceType: type, id } as Resource;
+    const deletion = { resource, created: false, changed: true, method: 'DELETE', patients: [] } as unknown as WriteResult;
+    try {
+      await checkReferences(this.sql, this.baseUrl, [{ resource, method: 'DELETE' }], [deletion], this.governed(type) ? this.access.rowFilter : undefined);
+      return undefined;
+    } catch (err) {
+      if (err instanceof ApiError) return err;
+      throw err;
+    }
+  }
+
+  async mayChange(type: string, id: string): Promise<boolean> {
+    if (!this.governed(type)) return true;
+    const owned = this.access.ownerFilter?.(ident('r')) ?? SQL`true`;
+    const { text, values } = SQL`SELECT COALESCE(${owned}, false) AS owned FROM fhir_resources r WHERE r.resource_type = ${type} AND r.id = ${id}`.render();
+    const { rows } = await this.sql.query<{ owned: boolean }>(text, values);
+    return rows[0]?.owned === true;
   }
 
   /**
@@ -451,14 +601,11 @@ export class FhirRepository {
   private async checkOwnership(sql: Queryable, items: WriteItem[]): Promise<void> {
     const existing = items.filter((i) => i.method !== 'POST' && this.governed(i.resource.resourceType));
     if (!existing.length) return;
-    const q = new SqlParams();
-    const owned = this.access.ownerFilter?.('r', q) ?? 'true';
-    const { rows } = await sql.query<{ n: string; found: boolean; owned: boolean }>(
-      `SELECT k.n, r.rid IS NOT NULL AS found, COALESCE(${owned}, false) AS owned
-       FROM unnest(${q.add(existing.map((i) => i.resource.resourceType))}::text[], ${q.add(existing.map((i) => i.resource.id))}::text[]) WITH ORDINALITY AS k(t, i, n)
-       LEFT JOIN fhir_resources r ON r.resource_type = k.t AND r.id = k.i ORDER BY k.n`,
-      q.values,
-    );
+    const owned = this.access.ownerFilter?.(ident('r')) ?? SQL`true`;
+    const { text, values } = SQL`SELECT k.n, r.rid IS NOT NULL AS found, COALESCE(${owned}, false) AS owned
+       FROM unnest(${existing.map((i) => i.resource.resourceType)}::text[], ${existing.map((i) => i.resource.id)}::text[]) WITH ORDINALITY AS k(t, i, n)
+       LEFT JOIN fhir_resources r ON r.resource_type = k.t AND r.id = k.i ORDER BY k.n`.render();
+    const { rows } = await sql.query<{ n: string; found: boolean; owned: boolean }>(text, values);
     for (const row of rows) {
       const item = existing[Number(row.n) - 1]!;
       const { resourceType, id } = item.resource;
@@ -542,8 +689,8 @@ export class FhirRepository {
     if (!pairs.length || !this.access.patientCheck) return;
     const refused: Array<{ patient: string; classes: string[] }> = [];
     for (const [patient, classes] of groupBy(pairs)) {
-      const q = new SqlParams();
-      const { rows } = await sql.query<{ c: string }>(this.access.patientCheck(patient, classes, q, 'relationship'), q.values);
+      const { text, values } = this.access.patientCheck(patient, classes, 'relationship').render();
+      const { rows } = await sql.query<{ c: string }>(text, values);
       if (rows.length) refused.push({ patient, classes: rows.map((r) => r.c) });
     }
     if (!refused.length) return;
@@ -671,6 +818,7 @@ export class FhirRepository {
   private async auditRefusal(record: Omit<AuditRecord, 'caller'>): Promise<void> {
     const emergency = this.context.emergencyReason;
     const full: AuditRecord = { purpose: emergency ?? this.context.purpose, breakGlass: emergency !== undefined, ...record, caller: this.caller };
+    accessRefusals.inc({ channel: this.context.channel, action: record.action });
     const open = this.openTransaction;
     if (open) open.refusals.push(full);
     else await this.deps.auditTrail.append(full);
@@ -683,11 +831,13 @@ export class FhirRepository {
     if (readsAuditTrail(type, query)) await this.deps.auditTrail.catchUp(this.openTransaction?.sql);
   }
 
-  private checkWritable(type: string): void {
+  /** 403 for the types this channel may not write (MANAGED_TYPES); `$validate` reports it as an issue. */
+  checkWritable(type: string): void {
     checkType(type);
     const channels = MANAGED_TYPES[type];
     if (channels && !channels.includes(this.context.channel))
       throw new ApiError(403, ErrorCode.forbidden, type === 'Consent' ? 'Consents are given through the consent routes, not written through FHIR' : `${type} resources are written by Pont only`);
+    if (!this.access.canWrite(type)) throw new ApiError(403, ErrorCode.forbidden, `No write access to ${type}`);
   }
 }
 
@@ -762,14 +912,11 @@ export async function checkReferences(sql: Queryable, base: string, items: Write
   });
   let missing: (typeof targets)[number] | undefined;
   if (targets.length) {
-    const q = new SqlParams();
-    const seen = visible?.('r', q);
-    const { rows } = await sql.query<{ n: number }>(
-      `SELECT k.n FROM unnest(${q.add(targets.map((t) => t.type))}::text[], ${q.add(targets.map((t) => t.id))}::text[], ${q.add(targets.map((_, n) => n))}::int[]) AS k(t, i, n)
-       WHERE NOT EXISTS (SELECT 1 FROM fhir_resources r WHERE r.resource_type = k.t AND r.id = k.i AND NOT r.deleted${seen ? ` AND (r.resource_type = 'Patient' OR ${seen})` : ''})
-       ORDER BY k.n LIMIT 1`,
-      q.values,
-    );
+    const seen = visible?.(ident('r'));
+    const { text, values } = SQL`SELECT k.n FROM unnest(${targets.map((t) => t.type)}::text[], ${targets.map((t) => t.id)}::text[], ${targets.map((_, n) => n)}::int[]) AS k(t, i, n)
+       WHERE NOT EXISTS (SELECT 1 FROM fhir_resources r WHERE ${and(SQL`r.resource_type = k.t AND r.id = k.i AND NOT r.deleted`, seen && or(SQL`r.resource_type = 'Patient'`, seen))})
+       ORDER BY k.n LIMIT 1`.render();
+    const { rows } = await sql.query<{ n: number }>(text, values);
     missing = rows[0] && targets[rows[0].n];
   }
   // The first offending entry is the one named, whichever kind of problem it has.
@@ -777,16 +924,12 @@ export async function checkReferences(sql: Queryable, base: string, items: Write
     throw referenceError(400, `${label(unresolved.index)}${unresolved.path} refers to ${unresolved.reference}, which no entry of the Bundle defines`, unresolved.path);
   if (missing) throw referenceError(400, `${label(missing.index)}${missing.path} refers to ${missing.type}/${missing.id}, which does not exist`, missing.path);
   if (deleted.length) {
-    const q = new SqlParams();
-    const seen = visible?.('s', q);
-    const { rows } = await sql.query<{ target_type: string; target_id: string; resource_type: string; id: string; path: string; seen: boolean }>(
-      `SELECT l.target_type, l.target_id, s.resource_type, s.id, l.path, ${seen ? `(${seen})` : 'true'} AS seen
-       FROM unnest(${q.add(deleted.map((d) => d.type))}::text[], ${q.add(deleted.map((d) => d.id))}::text[]) AS k(t, i)
+    const { text, values } = SQL`SELECT l.target_type, l.target_id, s.resource_type, s.id, l.path, (${visible?.(ident('s')) ?? SQL`true`}) AS seen
+       FROM unnest(${deleted.map((d) => d.type)}::text[], ${deleted.map((d) => d.id)}::text[]) AS k(t, i)
        JOIN fhir_links l ON l.target_id = k.i AND l.target_type = k.t
        JOIN fhir_resources s ON s.rid = l.rid AND NOT s.deleted
-       LIMIT 1`,
-      q.values,
-    );
+       LIMIT 1`.render();
+    const { rows } = await sql.query<{ target_type: string; target_id: string; resource_type: string; id: string; path: string; seen: boolean }>(text, values);
     const held = rows[0];
     if (held) {
       const index = deleted.find((d) => d.type === held.target_type && d.id === held.target_id)!.index;

@@ -2,26 +2,31 @@ import type { Patient } from '@medplum/fhirtypes';
 import type { Config } from '../config';
 import type { Database } from '../db/database';
 import type { MappingSet } from '../mapping/index';
-import { bloodUnitsTable } from '../inventory/blood';
-import { paymentsTable } from '../inventory/payments';
-import { pharmacyStockTable } from '../inventory/pharmacy';
-import { consentIndex, consentRecordOf } from '../consents/record';
-import { matchKey } from '../patients/matching';
-import { AuditTrail } from '../audit/trail';
+import { matchKey } from '../healthid/matching';
+import { AuditTrail } from './audit-trail';
 import { FhirRepository, type RepositoryDeps, type RequestContext } from './repository';
 
 export const FHIR_BASE_PATH = '/api/fhir/R4';
 
+/**
+ * What features add to the FHIR core, registered at composition (src/services.ts, `fhirExtensions`): the tables
+ * derived from resources (the consent index, inventories) and who a resource counts as written by.
+ */
+export type FhirExtensions = Pick<RepositoryDeps, 'derived' | 'authorOf'>;
+
 /** Builds the repositories of one process: one per request (or per operator command). */
 export class FhirService {
   private readonly deps: RepositoryDeps;
-  /** The process's audit trail (src/audit/trail.ts); its materialiser runs as a background worker. */
+  /** The process's audit trail (src/fhir/audit-trail.ts); its materialiser runs as a background worker. */
   readonly auditTrail: AuditTrail;
+  /** The clock (ms since the epoch) of answers "as of now" and of the blood-stock clock; tests move it. */
+  now: () => number = Date.now;
 
   constructor(
     readonly db: Database,
     config: Pick<Config, 'publicUrl' | 'environment' | 'matchKeySecret'>,
     mappings: MappingSet,
+    extensions: FhirExtensions,
   ) {
     const baseUrl = () => `${config.publicUrl}${FHIR_BASE_PATH}`;
     this.auditTrail = new AuditTrail(db, baseUrl);
@@ -38,9 +43,8 @@ export class FhirService {
         if (!firstName) return null;
         return matchKey({ first_name: firstName, last_name: text('last_name'), date_of_birth: text('date_of_birth'), sex: text('sex') }, config.matchKeySecret);
       },
-      derived: [consentIndex(mappings), bloodUnitsTable(mappings), paymentsTable(mappings), pharmacyStockTable(mappings)],
-      // A Consent counts as written by the organisation it is granted to: that organisation sees it.
-      authorOf: (resource) => (resource.resourceType === 'Consent' ? consentRecordOf(mappings, resource)?.organization_id : undefined),
+      ...extensions,
+      now: () => this.now(),
     };
   }
 
@@ -48,7 +52,7 @@ export class FhirService {
     return this.deps.baseUrl();
   }
 
-  /** The match key of a Patient's demographics, or null (src/patients/matching.ts). */
+  /** The match key of a Patient's demographics, or null (src/healthid/matching.ts). */
   matchKeyOf(patient: Patient): string | null {
     return this.deps.matchKeyOf(patient);
   }

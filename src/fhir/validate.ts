@@ -1,7 +1,7 @@
 import { OperationOutcomeError, tryGetDataType, validateResource } from '@medplum/core';
 import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
-import { ApiError, ErrorCode, badRequest } from '../http/errors';
-import { isResourceType } from './definitions';
+import { ApiError, ErrorCode, badRequest } from '../core/errors';
+import { isResourceType } from '../core/fhir-definitions';
 import { narrativeProblem } from './narrative';
 import { checkRequiredBindings } from './terminology';
 

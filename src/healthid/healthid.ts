@@ -1,5 +1,5 @@
 import { randomInt } from 'node:crypto';
-import { ApiError } from '../http/errors';
+import { ApiError } from '../core/errors';
 import { isCountryCode } from './countries';
 
 /**

@@ -1,8 +1,8 @@
 import type { Identifier, Patient } from '@medplum/fhirtypes';
 import type { Queryable } from '../db/database';
-import { hashKey } from '../fhir/hash';
-import { ApiError, ErrorCode } from '../http/errors';
-import { MATCH_RULE_VERSION } from '../patients/matching';
+import { hashKey } from '../core/hash';
+import { ApiError, ErrorCode } from '../core/errors';
+import { MATCH_RULE_VERSION } from './matching';
 import { isCountryCode } from './countries';
 import { generateHealthId, HEALTH_ID_SYSTEM, HealthIdErrorCode, healthIdProblem, invalidHealthId } from './healthid';
 

@@ -1,93 +1,20 @@
-import type { OperationOutcome, OperationOutcomeIssue } from '@medplum/fhirtypes';
+import type { ApiError } from '../core/errors';
 
-/** Machine codes of the Error shape (section 2.9). One list, so clients can switch on them. */
-export const ErrorCode = {
-  badRequest: 'BAD_REQUEST',
-  validationFailed: 'VALIDATION_FAILED',
-  unauthenticated: 'UNAUTHENTICATED',
-  forbidden: 'FORBIDDEN',
-  consentRequired: 'CONSENT_REQUIRED',
-  notFound: 'NOT_FOUND',
-  methodNotAllowed: 'METHOD_NOT_ALLOWED',
-  notAcceptable: 'NOT_ACCEPTABLE',
-  conflict: 'CONFLICT',
-  idempotencyConflict: 'IDEMPOTENCY_CONFLICT',
-  gone: 'GONE',
-  preconditionFailed: 'PRECONDITION_FAILED',
-  payloadTooLarge: 'PAYLOAD_TOO_LARGE',
-  unsupportedMediaType: 'UNSUPPORTED_MEDIA_TYPE',
-  rateLimited: 'RATE_LIMITED',
-  internal: 'INTERNAL_ERROR',
-  unavailable: 'SERVICE_UNAVAILABLE',
-} as const;
-export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode] | (string & {});
-
-export interface ApiErrorOptions {
-  /** Extra fields merged into the Error body (e.g. `retry_after`, OAuth `error`). */
-  extra?: Record<string, unknown>;
-  headers?: Record<string, string>;
-  /** Detailed FHIR issues (validation); rendered on FHIR routes, summarised elsewhere. */
-  issues?: OperationOutcomeIssue[];
-}
-
-/** The one error type: thrown anywhere, rendered in one place (Error shape or OperationOutcome). */
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: ErrorCodeValue,
-    message: string,
-    readonly options: ApiErrorOptions = {},
-  ) {
-    super(message);
-    this.name = 'ApiError';
-  }
-}
-
-export const badRequest = (message: string, options?: ApiErrorOptions) =>
-  new ApiError(400, ErrorCode.badRequest, message, options);
-export const validationFailed = (message: string, options?: ApiErrorOptions) =>
-  new ApiError(422, ErrorCode.validationFailed, message, options);
-/** 422 naming the fields at fault, in the shape request validation uses (`details: [{field, message}]`). */
-export const invalidFields = (details: Array<{ field: string; message: string }>) =>
-  validationFailed(details.map((d) => `${d.field}: ${d.message}`).join('; '), { extra: { details } });
-export const notFound = (message: string) => new ApiError(404, ErrorCode.notFound, message);
+// The core error type (src/core/errors.ts), re-exported for the HTTP layer, and its Error shape.
+export {
+  ApiError,
+  ERROR_CODE_SYSTEM,
+  ErrorCode,
+  badRequest,
+  invalidFields,
+  notFound,
+  operationOutcome,
+  validationFailed,
+  type ApiErrorOptions,
+  type ErrorCodeValue,
+} from '../core/errors';
 
 /** The Error shape of section 2.9. */
 export function errorBody(err: ApiError): Record<string, unknown> {
   return { status: 'error', error_code: err.code, message: err.message, ...err.options.extra };
-}
-
-const issueCodeByStatus: Record<number, OperationOutcomeIssue['code']> = {
-  400: 'invalid',
-  401: 'login',
-  403: 'forbidden',
-  404: 'not-found',
-  405: 'not-supported',
-  406: 'not-supported',
-  409: 'conflict',
-  410: 'deleted',
-  412: 'conflict',
-  413: 'too-costly',
-  415: 'not-supported',
-  422: 'processing',
-  429: 'throttled',
-  503: 'transient',
-};
-
-export const ERROR_CODE_SYSTEM = 'https://pont.health/fhir/CodeSystem/error-code';
-
-/** The same error as a FHIR OperationOutcome; the issue carries our error_code in `details`. */
-export function operationOutcome(err: ApiError): OperationOutcome {
-  const details = { coding: [{ system: ERROR_CODE_SYSTEM, code: err.code }], text: err.message };
-  const issues = err.options.issues?.length
-    ? err.options.issues.map((issue, i) => ({ ...issue, details: issue.details ?? details, diagnostics: issue.diagnostics ?? (i === 0 ? err.message : undefined) }))
-    : [
-        {
-          severity: 'error' as const,
-          code: issueCodeByStatus[err.status] ?? (err.status >= 500 ? 'exception' : 'processing'),
-          details,
-          diagnostics: err.message,
-        },
-      ];
-  return { resourceType: 'OperationOutcome', issue: issues };
 }

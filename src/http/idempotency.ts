@@ -4,7 +4,7 @@ import type { Queryable } from '../db/database';
 import { ApiError, ErrorCode, badRequest } from './errors';
 import type { Logger } from '../log';
 import { periodicJob, type BackgroundWorker } from '../jobs';
-import type { HandlerResult } from './routes';
+import type { HandlerResult } from './result';
 import { decryptSecret, encryptSecret } from '../webhooks/secrets';
 
 /** 1-255 printable ASCII characters (a UUID is the usual choice). */

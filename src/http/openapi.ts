@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { RouteSpec, Security } from './routes';
-import { fhirScopeTable } from '../auth/scopes';
+import { fhirScopeTable } from '../core/scopes';
 
 type JsonSchema = Record<string, unknown>;
 
@@ -23,6 +23,8 @@ function toJsonSchema(schema: unknown, io: 'input' | 'output', components: Recor
   const { $schema: _, $defs, ...rest } = JSON.parse(JSON.stringify(json).replaceAll('"#/$defs/', '"#/components/schemas/')) as JsonSchema;
   for (const [name, def] of Object.entries(($defs ?? {}) as Record<string, JsonSchema>)) {
     const { id: _id, ...clean } = def;
+    // Two different zod schemas with one id would publish one of them under both uses (one name, one shape).
+    if (components[name] && JSON.stringify(components[name]) !== JSON.stringify(clean)) throw new Error(`Two different schemas are named ${name} (.meta({ id }))`);
     components[name] = clean;
   }
   return rest;
@@ -41,6 +43,13 @@ const securitySchemes = {
     bearerFormat: 'opaque pat_…',
     description: "A patient's token (prefix pat_) from POST /api/v1/mobile/auth/token: the mobile routes only, the patient's own data only.",
   },
+  SessionAuth: {
+    type: 'apiKey',
+    in: 'cookie',
+    name: 'service_session',
+    description:
+      'A developer-portal session (sign in at /portal; `__Host-service_session` when served over HTTPS). Every state-changing request also sends the session\'s CSRF token in X-CSRF-Token (GET /api/v1/portal/session gives it).',
+  },
 };
 
 function securityOf(security: Security): { security: unknown[]; scopeNote?: string } {
@@ -51,6 +60,8 @@ function securityOf(security: Security): { security: unknown[]; scopeNote?: stri
       return { security: [{ BridgeAgentId: [], BridgeAgentKey: [], BridgeTimestamp: [] }] };
     case 'patient':
       return { security: [{ MobileToken: [] }] };
+    case 'session':
+      return { security: [{ SessionAuth: [] }], scopeNote: `Portal role: ${security.role ?? 'viewer to read, developer to change'}.` };
     case 'client': {
       const scope = security.scope;
       const scopes = typeof scope === 'function' || scope === undefined ? [] : Array.isArray(scope) ? scope : [scope];

@@ -1,12 +1,13 @@
 import type { Context } from 'koa';
 import type Router from '@koa/router';
 import { z } from 'zod';
-import type { Principal } from '../auth/principal';
+import type { AccessControl, Principal, Security } from '../core/principal';
 import type { Channel } from '../policy/index';
 import type { FhirRepository } from '../fhir/repository';
 import type { FhirService } from '../fhir/service';
 import { readBody } from './body';
 import { ApiError, ErrorCode, invalidFields } from './errors';
+import type { HandlerResult } from './result';
 import { idempotencyKeyOf, requestHash, runIdempotent, type IdempotencyOptions, type SecretFields } from './idempotency';
 
 /**
@@ -16,18 +17,9 @@ import { idempotencyKeyOf, requestHash, runIdempotent, type IdempotencyOptions, 
  *   must hold (any one of a list), or a function of the request for routes whose scope depends on it.
  * - bridge-agent: the X-Bridge-Agent-* headers.
  * - patient: a patient's `pat_` token (the mobile routes, and nothing else).
+ * - session: a developer-portal session (cookie service_session), with the session's CSRF token on every
+ *   state-changing request; `role` is the least role needed (default: viewer to read, developer to change).
  */
-export type Security =
-  | { kind: 'public' }
-  | { kind: 'client'; scope?: string | string[] | ((ctx: Context) => string | string[]) }
-  | { kind: 'bridge-agent' }
-  | { kind: 'patient' };
-
-/** Checks a request against a route's Security; throws 401/403 ApiErrors, returns who called. */
-export interface AccessControl {
-  authorize(ctx: Context, security: Security, routeGroup: string): Promise<Principal | undefined>;
-}
-
 type JsonSchema = Record<string, unknown>;
 /** A schema for the published document only: zod (validated and published) or plain JSON Schema. */
 type Documented = z.ZodType | JsonSchema;
@@ -53,13 +45,8 @@ export interface HandlerInput<P, Q, B> {
   repo: FhirRepository;
 }
 
-export interface HandlerResult {
-  status?: number;
-  body?: unknown;
-  headers?: Record<string, string>;
-  /** Defaults to application/json. */
-  contentType?: string;
-}
+export type { HandlerResult } from './result';
+export type { AccessControl, Security } from '../core/principal';
 
 export interface RouteSpec<P = any, Q = any, B = any> {
   method: 'get' | 'post' | 'put' | 'patch' | 'delete';

@@ -2,8 +2,8 @@ import type { BiologicallyDerivedProduct } from '@medplum/fhirtypes';
 import type { Database, Queryable } from '../db/database';
 import { periodicJob, type BackgroundWorker } from '../jobs';
 import type { Logger } from '../log';
-import type { DerivedTable } from '../fhir/repository';
-import { badRequest } from '../http/errors';
+import type { DerivedTable, FhirRepository } from '../fhir/repository';
+import { badRequest } from '../core/errors';
 import type { MappingSet } from '../mapping/index';
 import { facilityIn } from './facility';
 
@@ -84,13 +84,18 @@ const CROSSINGS = (from: string, to: string, filters: string) => `
  * exact as of now: the line's counts at the clock's time (migration 016), less the units that expired since, plus
  * those that came within 7 days since. A line per facility, group and component that has units, whatever their status.
  */
-export async function bloodInventory(sql: Queryable, filter: { facility_id?: string; blood_group?: string; component?: string }): Promise<BloodInventoryItem[]> {
+/** Blood-bank inventory: an aggregate, not patient data; every caller the route admits sees the network's stock. */
+export function readBloodInventory(repo: FhirRepository, filter: Parameters<typeof bloodInventory>[1]): Promise<BloodInventoryItem[]> {
+  return repo.readFacility(({ sql, now }) => bloodInventory(sql, filter, now));
+}
+
+export async function bloodInventory(sql: Queryable, filter: { facility_id?: string; blood_group?: string; component?: string }, now = Date.now()): Promise<BloodInventoryItem[]> {
   const where = (alias: string) =>
     ` AND ($1::text IS NULL OR ${alias}facility_id = $1) AND ($2::text IS NULL OR ${alias}blood_group = $2) AND ($3::text IS NULL OR ${alias}component = $3)`;
   // The items come as one JSON value: thousands of rows cost more to read one by one (on PGlite, several times the query).
   const { rows } = await sql.query<{ items: BloodInventoryItem[] | null }>(
     `WITH c AS (SELECT as_of FROM blood_stock_clock),
-     d AS (${CROSSINGS('(SELECT as_of FROM c)', 'now()', where(''))})
+     d AS (${CROSSINGS('(SELECT as_of FROM c)', 'to_timestamp($4::float8 / 1000)', where(''))})
      SELECT json_agg(json_build_object(
               'facility_id', s.facility_id, 'blood_group', s.blood_group, 'component', s.component,
               'units_available', s.available - coalesce(d.expired, 0),
@@ -99,7 +104,7 @@ export async function bloodInventory(sql: Queryable, filter: { facility_id?: str
             ORDER BY s.facility_id, s.blood_group, s.component) AS items
        FROM blood_stock s LEFT JOIN d USING (facility_id, blood_group, component)
       WHERE s.recorded > 0${where('s.')}`,
-    [filter.facility_id ?? null, filter.blood_group ?? null, filter.component ?? null],
+    [filter.facility_id ?? null, filter.blood_group ?? null, filter.component ?? null, now],
   );
   return rows[0]?.items ?? [];
 }
@@ -107,21 +112,26 @@ export async function bloodInventory(sql: Queryable, filter: { facility_id?: str
 /** How often the blood-stock clock moves to the present (an answer corrects for the time since; see bloodInventory). */
 const CLOCK_MS = 60_000;
 
-/** Moves the blood-stock clock to now, counting the units that expired or came within 7 days since it last moved. */
-export async function moveBloodStockClock(db: Database): Promise<void> {
+/**
+ * Moves the blood-stock clock to `now` (ms since the epoch), counting the units that expired or came within 7 days
+ * since it last moved. Never backwards: what expired before the clock's time is already counted.
+ */
+export async function moveBloodStockClock(db: Database, now = Date.now()): Promise<void> {
   await db.transaction(async (tx) => {
     const { rows } = await tx.query<{ as_of: Date }>('SELECT as_of FROM blood_stock_clock FOR UPDATE');
     const from = rows[0]!.as_of;
+    const to = 'to_timestamp($2::float8 / 1000)';
     await tx.query(
       `UPDATE blood_stock s SET available = s.available - d.expired, expiring = s.expiring - d.expired + d.entering
-         FROM (${CROSSINGS('$1::timestamptz', 'now()', '')}) d
+         FROM (${CROSSINGS('$1::timestamptz', to, '')}) d
         WHERE s.facility_id = d.facility_id AND s.blood_group = d.blood_group AND s.component = d.component`,
-      [from],
+      [from, now],
     );
-    await tx.query('UPDATE blood_stock_clock SET as_of = now()');
+    await tx.query(`UPDATE blood_stock_clock SET as_of = greatest(as_of, ${to.replace('$2', '$1')})`, [now]);
   });
 }
 
-export function bloodStockClock(db: Database, log: Logger): BackgroundWorker {
-  return periodicJob('blood-stock-clock', CLOCK_MS, () => moveBloodStockClock(db), log);
+/** The job that moves the blood-stock clock every CLOCK_MS; `now`: the service's clock (FhirService.now). */
+export function bloodStockClock(db: Database, log: Logger, now: () => number = Date.now): BackgroundWorker {
+  return periodicJob('blood-stock-clock', CLOCK_MS, () => moveBloodStockClock(db, now()), log);
 }

@@ -1,7 +1,7 @@
 import type { PaymentReconciliation } from '@medplum/fhirtypes';
 import type { Queryable } from '../db/database';
-import type { DerivedTable } from '../fhir/repository';
-import { badRequest } from '../http/errors';
+import type { DerivedTable, FhirRepository } from '../fhir/repository';
+import { ApiError, ErrorCode, badRequest } from '../core/errors';
 import type { MappingSet } from '../mapping/index';
 import { facilityIn } from './facility';
 
@@ -74,6 +74,16 @@ export interface ReconciledPayment {
  * zone, with totals per method and per currency (cancelled and entered-in-error payments are listed, not
  * counted) and the payments that do not reconcile flagged.
  */
+/** A day's payments of the caller's organisation (those it wrote); an operator's, of every organisation. */
+export function readReconciliation(repo: FhirRepository, input: { date: string; timeZone: string; facilityId?: string }): ReturnType<typeof reconciliation> {
+  return repo.readFacility(({ lagTolerantSql, access: { operator, organizationId } }) => {
+    // Fail closed: a caller of no organisation owns no payments (undefined below would mean every organisation's).
+    if (!operator && !organizationId) throw new ApiError(403, ErrorCode.forbidden, 'Payments are read by an organisation: this caller belongs to none');
+    // A day's report: from the replica (README "Read replicas").
+    return reconciliation(lagTolerantSql, { ...input, organizationId: operator ? undefined : organizationId });
+  });
+}
+
 export async function reconciliation(sql: Queryable, input: { organizationId: string | undefined; date: string; timeZone: string; facilityId?: string }) {
   const { rows } = await sql.query<{
     payment_id: string;

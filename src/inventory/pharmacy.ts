@@ -1,9 +1,9 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { Medication, Resource } from '@medplum/fhirtypes';
 import type { Queryable } from '../db/database';
-import { uuidV5 } from '../fhir/hash';
+import { uuidV5 } from '../core/hash';
 import type { DerivedTable, FhirRepository } from '../fhir/repository';
-import { badRequest, invalidFields } from '../http/errors';
+import { badRequest, invalidFields } from '../core/errors';
 import type { MappingSet } from '../mapping/index';
 import { facilityIn } from './facility';
 
@@ -115,6 +115,11 @@ export async function putStock(repo: FhirRepository, mappings: MappingSet, facil
 }
 
 /** GET /api/v1/connect/pharmacy/stock: stock lines (one per facility and medication), with their batches. */
+/** Pharmacy stock lines: not patient data, every caller the route admits sees the network's stock. */
+export function readStockLines(repo: FhirRepository, filter: Parameters<typeof stockLines>[1]): ReturnType<typeof stockLines> {
+  return repo.readFacility(({ sql }) => stockLines(sql, filter));
+}
+
 export async function stockLines(sql: Queryable, filter: { facility_id?: string; medication?: string; below_reorder_level?: boolean; limit: number; offset: number }) {
   const { rows } = await sql.query<{
     facility_id: string;

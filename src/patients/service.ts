@@ -1,12 +1,12 @@
 import type { Patient } from '@medplum/fhirtypes';
 import type { Config } from '../config';
 import type { FhirRepository } from '../fhir/repository';
-import { ApiError, validationFailed } from '../http/errors';
+import { ApiError, validationFailed } from '../core/errors';
 import { HealthIdErrorCode, healthIdProblem, invalidHealthId } from '../healthid/healthid';
 import { findByHealthId, findByMatchKey, lockMatchKey, type HealthIdRecord } from '../healthid/registry';
 import type { AuditRecord } from '../audit/audit';
 import { MappingValueError, type CompiledMap } from '../mapping/index';
-import { matchKey } from './matching';
+import { matchKey } from '../healthid/matching';
 
 export interface PatientServiceDeps {
   config: Pick<Config, 'matchKeySecret'>;
@@ -69,7 +69,7 @@ export class PatientService {
 
   /**
    * POST /patients/resolve with demographics: the registered patient with the same match key
-   * (src/patients/matching.ts), or a new Patient (the repository issues its Health ID).
+   * (src/healthid/matching.ts), or a new Patient (the repository issues its Health ID).
    */
   async resolveByDemographics(repo: FhirRepository, person: Demographics, reason: StatedReason): Promise<ResolveResult> {
     const key = matchKey(person, this.deps.config.matchKeySecret);

@@ -1,8 +1,8 @@
-import type { Principal } from '../auth/principal';
-import { FHIR_READ_SCOPES, fhirReadScopes } from '../auth/scopes';
-import { ApiError, ErrorCode } from '../http/errors';
-import { dataClassOf } from '../consents/types';
-import type { RowFilter } from '../fhir/store/types';
+import type { Principal } from '../core/principal';
+import { FHIR_READ_SCOPES, fhirReadScopes } from '../core/scopes';
+import { ApiError, ErrorCode } from '../core/errors';
+import { dataClassOf } from '../core/data-classes';
+import { constant, join, literal, param, sql, type Identifier, type Param, type Sql } from '../db/sql';
 
 /**
  * The access policy (README "Who may do what"): the one place that decides, for a principal, whether it may
@@ -48,26 +48,33 @@ export const UNPLACED_PATIENT = 'urn:pont:unplaced-patient';
  */
 export const OWNER_ONLY_TYPES = ['AuditEvent', 'PaymentReconciliation', 'PaymentNotice'] as const;
 
-type Sql = { add(value: unknown): string };
+/**
+ * The access rule as a SQL condition on the `fhir_resources` rows of `alias`; undefined when the caller may see every
+ * row. `resourceType`: every row is of that type (a search's own rows, a read), which lets the rule name the type's
+ * data class as a constant.
+ */
+export type RowFilter = (alias: Identifier, resourceType?: string) => Sql | undefined;
 
 /**
- * The decisions of one caller, as the repository and the routes apply them. SQL fragments are conditions
- * on a row alias with `patients` (text[]), `author_org` and `resource_type` columns.
+ * The decisions of one caller, as the repository and the routes apply them. SQL fragments (src/db/sql.ts) are
+ * conditions on a row alias with `patients` (text[]), `author_org` and `resource_type` columns.
  */
 export interface AccessPolicy {
   /** May the caller read resources of this type at all (scopes)? */
   canRead(resourceType: string): boolean;
+  /** May the caller write resources of this type at all (a token whose SMART scopes name the types it writes)? */
+  canWrite(resourceType: string): boolean;
   /** Rows the caller may see (a condition on `fhir_resources`); undefined: every row. */
   rowFilter?: RowFilter;
   /** Rows the caller may update or delete (a condition on `fhir_resources`); undefined: every row. */
-  ownerFilter?: (alias: string, q: Sql) => string;
+  ownerFilter?: (alias: Identifier) => Sql;
   /**
    * May the caller see `patientId`'s data of these classes? As SQL returning the classes refused (none:
    * allowed). `basis`: `records` also counts data the organisation wrote itself (Connect records read back
    * what a facility pushed); `relationship` counts only consent, registration and break-glass (the full
    * profile, pairing, creating data). Undefined when the caller may see everything.
    */
-  patientCheck?: (patientId: string, classes: string[], q: Sql, basis?: 'records' | 'relationship') => string;
+  patientCheck?: (patientId: string, classes: string[], basis?: 'records' | 'relationship') => Sql;
   /** The organisation the rule is about (clients and agents), for break-glass and ownership. */
   organizationId?: string;
   /** Operators and Pont itself: every check passes. */
@@ -76,24 +83,32 @@ export interface AccessPolicy {
   mayWriteFacility(facilityId: string | null | undefined): boolean;
 }
 
-const everything: AccessPolicy = { canRead: () => true, operator: true, mayWriteFacility: () => true };
+const everything: AccessPolicy = { canRead: () => true, canWrite: () => true, operator: true, mayWriteFacility: () => true };
 
-/** SQL: the data class of the resource type in `typeSql` (src/consents/types.ts, from the FHIR scope table). */
-const CLASS_CASE = (typeSql: string) =>
-  `CASE ${typeSql} ${Object.entries(FHIR_READ_SCOPES)
-    .map(([type, scope]) => `WHEN '${type}' THEN '${scope}'`)
-    .join(' ')} ELSE 'fhir:read' END`;
+/** SQL: the data class of the resource type in `type` (src/core/data-classes.ts, from the FHIR scope table), as constants the planner sees. */
+const CLASS_WHEN = constant(join(Object.entries(FHIR_READ_SCOPES).map(([t, scope]) => sql`WHEN ${literal(t)} THEN ${literal(scope)}`), ' '));
+const CLASS_CASE = (type: Sql) => sql`CASE ${type} ${CLASS_WHEN} ELSE 'fhir:read' END`;
 
-const OWNER_ONLY_SQL = `(${OWNER_ONLY_TYPES.map((t) => `'${t}'`).join(', ')})`;
+const OWNER_ONLY_SQL = constant(sql`(${join(OWNER_ONLY_TYPES.map(literal), ', ')})`);
 
 /**
  * SQL: `select` from the active, unexpired consent grants (alias `g`) of `org` (any organisation when undefined)
  * for the patient matched by `patient` (`= x` or `= ANY(x)`) covering `dataClass`. The one definition of
  * "consent covers this", for reads, writes and the webhook fan-out.
  */
-export function activeGrants(select: string, org: string | undefined, patient: string, dataClass: string): string {
-  return `SELECT ${select} FROM consent_access g WHERE ${org ? `g.organization_id = ${org} AND ` : ''}g.patient_id ${patient} AND g.status = 'active'
+export function activeGrants(select: Sql, org: Sql | undefined, patient: Sql, dataClass: Sql): Sql {
+  return sql`SELECT ${select} FROM consent_access g WHERE ${org ? sql`g.organization_id = ${org} AND ` : sql``}g.patient_id ${patient} AND g.status = 'active'
       AND (g.granted_at IS NULL OR g.granted_at <= now()) AND (g.expires_at IS NULL OR g.expires_at > now()) AND ${dataClass} = ANY(g.classes)`;
+}
+
+/**
+ * SQL: whether a consent of `org` about one of `patients` (text[]) changed after `since` (revoked, narrowed,
+ * renewed), or ended between `since` and `now`: what was read under it then may no longer be the organisation's
+ * to keep (bulk export files, src/bulk).
+ */
+export function consentChangedSince(org: Sql, patients: Sql, since: Sql, now: Sql): Sql {
+  return sql`EXISTS (SELECT 1 FROM consent_access c WHERE c.organization_id = ${org} AND c.patient_id = ANY (${patients})
+      AND (c.updated_at > ${since} OR (c.expires_at > ${since} AND c.expires_at <= ${now})))`;
 }
 
 /**
@@ -105,16 +120,15 @@ export function activeGrants(select: string, org: string | undefined, patient: s
  * as one hash of the organisation's consents per query or an index probe per row, whichever is cheaper
  * (a lookup by `= ANY(patients)` is planned as a scan of every consent of the organisation per row).
  */
-function consentRule(org: string, emergency: boolean, q: Sql, row: { patients: string; author: string; dataClass: string }): string {
-  const o = q.add(org);
-  const grants = (patient: string) => activeGrants('g.patient_id', o, patient, row.dataClass);
-  const windows = (patient: string) => `SELECT e.patient_id FROM emergency_access e WHERE e.organization_id = ${o} AND e.patient_id ${patient} AND e.expires_at > now()`;
-  const one = `= (${row.patients})[1]`;
-  const any = `= ANY(${row.patients})`;
-  const onePatient = `EXISTS (${grants(one)})${emergency ? ` OR EXISTS (${windows(one)})` : ''}`;
-  const allPatients = `${row.patients} <@ ARRAY(${grants(any)}${emergency ? ` UNION ALL ${windows(any)}` : ''})`;
+function consentRule(org: Param, emergency: boolean, row: { patients: Sql; author: Sql; dataClass: Sql }): Sql {
+  const grants = (patient: Sql) => activeGrants(sql`g.patient_id`, sql`${org}`, patient, row.dataClass);
+  const windows = (patient: Sql) => sql`SELECT e.patient_id FROM emergency_access e WHERE e.organization_id = ${org} AND e.patient_id ${patient} AND e.expires_at > now()`;
+  const one = sql`= (${row.patients})[1]`;
+  const any = sql`= ANY(${row.patients})`;
+  const onePatient = sql`EXISTS (${grants(one)})${emergency ? sql` OR EXISTS (${windows(one)})` : sql``}`;
+  const allPatients = sql`${row.patients} <@ ARRAY(${grants(any)}${emergency ? sql` UNION ALL ${windows(any)}` : sql``})`;
   // Never NULL (a NULL would turn into "allowed" under a NOT): unknown patients (NULL) are nobody's to see.
-  return `((${row.patients} = '{}'::text[]) IS TRUE OR ${row.author} IS NOT DISTINCT FROM ${o}
+  return sql`((${row.patients} = '{}'::text[]) IS TRUE OR ${row.author} IS NOT DISTINCT FROM ${org}
     OR (${row.patients} IS NOT NULL AND (cardinality(${row.patients}) = 1 AND (${onePatient}) OR cardinality(${row.patients}) > 1 AND ${allPatients})))`;
 }
 
@@ -123,59 +137,74 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
   if (emergencyReason !== undefined && !(principal.kind === 'client' && principal.scopes.includes('emergency:access')))
     throw new ApiError(403, ErrorCode.forbidden, 'X-Emergency-Reason needs the scope emergency:access', { extra: { required_scopes: ['emergency:access'] } });
   if (principal.kind === 'system') return everything;
-  const nothing = (_alias: string) => 'false';
+  const nothing = () => sql`false`;
+  const refuseAll = (classes: string[]) => sql`SELECT unnest(${classes}::text[])`;
   if (principal.kind === 'patient') {
     // A patient reaches their own data only, through the mobile routes (which write nothing through FHIR).
-    const own: RowFilter = (alias, q) => `${q.add(principal.patientId)} = ANY(${alias}.patients)`;
+    const own: RowFilter = (alias) => sql`${principal.patientId} = ANY(${alias.col('patients')})`;
     return {
       canRead: () => true,
+      canWrite: () => true,
       rowFilter: own,
       ownerFilter: nothing,
       operator: false,
       mayWriteFacility: () => false,
-      patientCheck: (patientId, classes, q) => (patientId === principal.patientId ? `SELECT NULL WHERE false` : `SELECT unnest(${q.add(classes)}::text[])`),
+      patientCheck: (patientId, classes) => (patientId === principal.patientId ? sql`SELECT NULL WHERE false` : refuseAll(classes)),
     };
   }
   const scopes = new Set<string>(principal.kind === 'client' ? principal.scopes : []);
-  const canRead = channel === 'fhir' && principal.kind === 'client' ? (type: string) => fhirReadScopes(type).some((s) => scopes.has(s)) : () => true;
-  if (principal.kind === 'client' && principal.allPatients) return { ...everything, canRead };
+  const byScope = channel === 'fhir' && principal.kind === 'client' ? (type: string) => fhirReadScopes(type).some((s) => scopes.has(s)) : () => true;
+  // A token whose SMART scopes name types (system/Observation.rs) reads and writes those types only, on every channel.
+  const limits = principal.kind === 'client' ? principal.typeLimits : undefined;
+  const canRead = (type: string) => byScope(type) && (!limits?.read || limits.read.includes(type));
+  const canWrite = (type: string) => !limits?.write || limits.write.includes(type);
+  if (principal.kind === 'client' && principal.allPatients) return { ...everything, canRead, canWrite };
   const org = principal.organizationId;
-  const facility = principal.facilityId;
+  const facility = principal.kind === 'portal-user' ? undefined : principal.facilityId; // portal people write no facility data
   // Facility data: only a caller bound to that facility (clients without a facility write none).
   const mayWriteFacility = (facilityId: string | null | undefined) => !!facility && facilityId === facility;
   // A caller with no organisation (an agent created before agents had one) sees no patient data and owns nothing.
   if (!org)
     return {
       canRead,
+      canWrite,
       operator: false,
       mayWriteFacility,
       ownerFilter: nothing,
-      rowFilter: (alias) => `(${alias}.patients = '{}'::text[] AND ${alias}.resource_type NOT IN ${OWNER_ONLY_SQL})`,
-      patientCheck: (_p, classes, q) => `SELECT unnest(${q.add(classes)}::text[])`,
+      rowFilter: (alias) => sql`(${alias.col('patients')} = '{}'::text[] AND ${alias.col('resource_type')} NOT IN ${OWNER_ONLY_SQL})`,
+      patientCheck: (_p, classes) => refuseAll(classes),
     };
   const emergency = emergencyReason !== undefined;
+  // The organisation binds once per fragment: every use of it in one condition shares its `$n`.
+  const owned = (alias: Identifier, o: Param) => sql`${alias.col('author_org')} = ${o}`;
   return {
     canRead,
+    canWrite,
     operator: false,
     organizationId: org,
     mayWriteFacility,
-    ownerFilter: (alias, q) => `${alias}.author_org = ${q.add(org)}`,
-    rowFilter: (alias, q, type) => {
-      if (type && (OWNER_ONLY_TYPES as readonly string[]).includes(type)) return `${alias}.author_org = ${q.add(org)}`;
-      const rule = consentRule(org, emergency, q, { patients: `${alias}.patients`, author: `${alias}.author_org`, dataClass: type ? q.add(dataClassOf(type)) : CLASS_CASE(`${alias}.resource_type`) });
-      return type ? rule : `(CASE WHEN ${alias}.resource_type IN ${OWNER_ONLY_SQL} THEN ${alias}.author_org = ${q.add(org)} ELSE ${rule} END)`;
+    ownerFilter: (alias) => owned(alias, param(org)),
+    rowFilter: (alias, type) => {
+      const o = param(org);
+      if (type && (OWNER_ONLY_TYPES as readonly string[]).includes(type)) return owned(alias, o);
+      const rule = consentRule(o, emergency, {
+        patients: alias.col('patients'),
+        author: alias.col('author_org'),
+        dataClass: type ? sql`${dataClassOf(type)}` : CLASS_CASE(alias.col('resource_type')),
+      });
+      return type ? rule : sql`(CASE WHEN ${alias.col('resource_type')} IN ${OWNER_ONLY_SQL} THEN ${owned(alias, o)} ELSE ${rule} END)`;
     },
     // Refused classes: those no consent covers; for `records`, also not those of which the organisation wrote
     // something for this patient; for `relationship`, not when it registered the patient.
-    patientCheck: (patientId, classes, q, basis = 'records') => {
-      const p = q.add(patientId);
-      const o = q.add(org);
+    patientCheck: (patientId, classes, basis = 'records') => {
+      const p = param(patientId);
+      const o = param(org);
       const own =
         basis === 'records'
-          ? `EXISTS (SELECT 1 FROM fhir_resources x WHERE x.author_org = ${o} AND x.patients @> ARRAY[${p}]::text[] AND NOT x.deleted AND ${CLASS_CASE('x.resource_type')} = k.c)`
-          : `EXISTS (SELECT 1 FROM fhir_resources x WHERE x.resource_type = 'Patient' AND x.id = ${p} AND x.author_org = ${o})`;
-      return `SELECT c FROM unnest(${q.add(classes)}::text[]) AS k(c)
-        WHERE NOT ${consentRule(org, emergency, q, { patients: `ARRAY[${p}]::text[]`, author: 'NULL::text', dataClass: 'k.c' })} AND NOT ${own}`;
+          ? sql`EXISTS (SELECT 1 FROM fhir_resources x WHERE x.author_org = ${o} AND x.patients @> ARRAY[${p}]::text[] AND NOT x.deleted AND ${CLASS_CASE(sql`x.resource_type`)} = k.c)`
+          : sql`EXISTS (SELECT 1 FROM fhir_resources x WHERE x.resource_type = 'Patient' AND x.id = ${p} AND x.author_org = ${o})`;
+      return sql`SELECT c FROM unnest(${classes}::text[]) AS k(c)
+        WHERE NOT ${consentRule(o, emergency, { patients: sql`ARRAY[${p}]::text[]`, author: sql`NULL::text`, dataClass: sql`k.c` })} AND NOT ${own}`;
     },
   };
 }

@@ -1,4 +1,4 @@
-import { withDatabase } from '../cli';
+import { withDatabase } from '../db/command';
 import { eventDeliveries } from './deliveries';
 import { setFullPayload } from './subscriptions';
 

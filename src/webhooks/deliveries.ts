@@ -1,6 +1,6 @@
 import type { Queryable } from '../db/database';
 import type { EventType } from '../events/types';
-import { validationFailed } from '../http/errors';
+import { validationFailed } from '../core/errors';
 import { entitledOrganizations, entitledOrganizationsOfEach, type EventAudience } from './entitlement';
 
 /** Delivery workers LISTEN on this channel (Database.listen); a NOTIFY sent inside a transaction arrives when it commits. */
@@ -13,30 +13,39 @@ async function wakeWorkersOnCommit(tx: Queryable): Promise<void> {
 }
 
 /**
+ * A test event (the portal's "send test event": `data.test` true with the subscription's id) goes to that one
+ * subscription only, at first and at every replay: never to the organisation's other receivers of its type.
+ */
+export function testEventTarget(data: Record<string, unknown>): string | null {
+  return data.test === true && typeof data.subscription_id === 'string' ? data.subscription_id : null;
+}
+
+/**
  * Fan-out, in the transaction that records the events: one delivery, due now, per active
  * subscription that is entitled to an event and subscribed to its type; the workers are woken
  * when the transaction commits. One statement for all the events of a change (or an import batch).
  * Returns how many deliveries it queued.
  */
 export async function queueDeliveries(tx: Queryable, events: Array<EventAudience & { id: string; type: EventType }>): Promise<number> {
-  const pairs: Array<[string, string, string]> = [];
+  const pairs: Array<[string, string, string, string | null]> = [];
   const entitled = await entitledOrganizationsOfEach(tx, events);
   events.forEach((event, i) => {
-    for (const org of entitled[i]!) pairs.push([event.id, event.type, org]);
+    for (const org of entitled[i]!) pairs.push([event.id, event.type, org, testEventTarget(event.data ?? {})]);
   });
   if (!pairs.length) return 0;
   const { rows } = await tx.query<{ queued: string }>(
     `WITH queued AS (
        INSERT INTO webhook_deliveries (id, event_id, subscription_id, status, next_attempt_at)
        SELECT ${NEW_DELIVERY_ID}, e.id, s.id, 'pending', now()
-       FROM unnest($1::text[], $2::text[], $3::text[]) AS e(id, type, org)
+       FROM unnest($1::text[], $2::text[], $3::text[], $5::text[]) AS e(id, type, org, only_subscription)
        JOIN webhook_subscriptions s ON s.organization_id = e.org AND e.type = ANY(s.subscribed_events) AND s.deleted_at IS NULL
+         AND (e.only_subscription IS NULL OR s.id = e.only_subscription)
        RETURNING 1
      ), woken AS (
        SELECT pg_notify($4, '') FROM (SELECT 1 FROM queued LIMIT 1) any_queued
      )
      SELECT (SELECT count(*) FROM queued) AS queued, (SELECT count(*) FROM woken) AS woken`,
-    [pairs.map((p) => p[0]), pairs.map((p) => p[1]), pairs.map((p) => p[2]), DELIVERY_CHANNEL],
+    [pairs.map((p) => p[0]), pairs.map((p) => p[1]), pairs.map((p) => p[2]), DELIVERY_CHANNEL, pairs.map((p) => p[3])],
   );
   return Number(rows[0]!.queued);
 }
@@ -82,12 +91,12 @@ export async function replayEvent(tx: Queryable, organizationId: string, eventId
     `INSERT INTO webhook_deliveries (id, event_id, subscription_id, status, next_attempt_at)
      SELECT ${NEW_DELIVERY_ID}, $1, s.id, 'pending', now()
      FROM webhook_subscriptions s
-     WHERE s.deleted_at IS NULL AND s.organization_id = $2 AND $3 = ANY(s.subscribed_events)
+     WHERE s.deleted_at IS NULL AND s.organization_id = $2 AND $3 = ANY(s.subscribed_events) AND ($4::text IS NULL OR s.id = $4)
      ON CONFLICT (event_id, subscription_id) DO UPDATE
        SET status = 'pending', round = webhook_deliveries.round + 1, attempts = 0,
            next_attempt_at = now(), lease_token = NULL, updated_at = now()
      RETURNING id, subscription_id, round`,
-    [event.id, organizationId, event.type],
+    [event.id, organizationId, event.type, testEventTarget(event.data)],
   );
   if (!rows.length) return { outcome: 'no-subscription', type: event.type } as const;
   await wakeWorkersOnCommit(tx);
@@ -102,6 +111,8 @@ export interface AttemptView {
   status_code: number | null;
   error: string | null;
   succeeded: boolean;
+  /** The first 1 KB of the receiver's answer (null: no answer, or made before it was kept). */
+  response_excerpt: string | null;
 }
 
 export type DeliveryStatus = 'pending' | 'delivered' | 'exhausted' | 'cancelled';
@@ -173,7 +184,7 @@ export async function listDeliveries(q: Queryable, filter: DeliveryFilter): Prom
   );
   const page = rows.slice(0, filter.limit);
   const attempts = await q.query<AttemptView & { delivery_id: string; started_at: Date }>(
-    `SELECT delivery_id, round, attempt, started_at, duration_ms, status_code, error, succeeded
+    `SELECT delivery_id, round, attempt, started_at, duration_ms, status_code, error, succeeded, response_excerpt
      FROM webhook_delivery_attempts WHERE delivery_id = ANY($1) ORDER BY id`,
     [page.map((d) => d.id)],
   );

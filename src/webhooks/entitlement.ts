@@ -1,4 +1,5 @@
 import type { Queryable } from '../db/database';
+import { sql } from '../db/sql';
 import { activeGrants, eventClassOf } from '../policy/index';
 
 /** What decides who may receive an event. */
@@ -40,11 +41,9 @@ export async function entitledOrganizationsOfEach(q: Queryable, events: EventAud
   const consented = new Map<string, string[]>();
   if (pairs.size) {
     const list = [...pairs.values()];
-    const { rows } = await q.query<{ n: string; organization_id: string }>(
-      `SELECT DISTINCT k.n, g.organization_id FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(p, c, n)
-       CROSS JOIN LATERAL (${activeGrants('g.organization_id', undefined, '= k.p', 'k.c')}) g`,
-      [list.map((x) => x.patient), list.map((x) => x.dataClass)],
-    );
+    const { text, values } = sql`SELECT DISTINCT k.n, g.organization_id FROM unnest(${list.map((x) => x.patient)}::text[], ${list.map((x) => x.dataClass)}::text[]) WITH ORDINALITY AS k(p, c, n)
+       CROSS JOIN LATERAL (${activeGrants(sql`g.organization_id`, undefined, sql`= k.p`, sql`k.c`)}) g`.render();
+    const { rows } = await q.query<{ n: string; organization_id: string }>(text, values);
     for (const row of rows) {
       const { patient, dataClass } = list[Number(row.n) - 1]!;
       const key = `${patient}\u0000${dataClass}`;

@@ -12,6 +12,7 @@ import { entitledOrganizations } from './entitlement';
 import { deliveredEnvelope } from './payload';
 import { afterAttempt, type AttemptOutcome } from './schedule';
 import { decryptSecret } from './secrets';
+import { webhookDeliveries } from '../metrics';
 import { SIGNATURE_HEADER, signatureHeader } from './signature';
 
 interface ClaimedDelivery {
@@ -39,6 +40,32 @@ interface AttemptResult {
   statusCode: number | null;
   error: string | null;
   succeeded: boolean;
+  /** The first RESPONSE_EXCERPT_BYTES of the receiver's answer (shown in the developer portal). */
+  responseExcerpt?: string | null;
+}
+
+/** How much of a receiver's answer is kept with the attempt. */
+const RESPONSE_EXCERPT_BYTES = 1024;
+
+/** Reads at most RESPONSE_EXCERPT_BYTES of an answer's body, then lets the rest go (never the whole of a huge answer). */
+async function excerptOf(body: ReadableStream<Uint8Array> | null): Promise<string | null> {
+  if (!body) return null;
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = body.getReader();
+  try {
+    while (size < RESPONSE_EXCERPT_BYTES) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.length;
+    }
+  } catch {
+    // an answer cut off mid-body: keep what arrived
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  return new TextDecoder().decode(Buffer.concat(chunks).subarray(0, RESPONSE_EXCERPT_BYTES)).replace(/\uFFFD$/, '');
 }
 
 /**
@@ -94,8 +121,8 @@ async function finishAttempts(db: Database, finished: FinishedAttempt[], retryDe
   await db.query(
     `WITH finished AS (
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::float8[], $6::int[],
-                            $7::timestamptz[], $8::int[], $9::int[], $10::text[], $11::boolean[])
-         AS f (delivery_id, lease_token, status, attempt, delay_ms, round, started_at, duration_ms, status_code, error, succeeded)
+                            $7::timestamptz[], $8::int[], $9::int[], $10::text[], $11::boolean[], $12::text[])
+         AS f (delivery_id, lease_token, status, attempt, delay_ms, round, started_at, duration_ms, status_code, error, succeeded, response_excerpt)
      ), moved AS (
        UPDATE webhook_deliveries d
        SET status = f.status, attempts = f.attempt,
@@ -104,8 +131,8 @@ async function finishAttempts(db: Database, finished: FinishedAttempt[], retryDe
        FROM finished f
        WHERE d.id = f.delivery_id AND d.lease_token = f.lease_token
      )
-     INSERT INTO webhook_delivery_attempts (delivery_id, round, attempt, started_at, duration_ms, status_code, error, succeeded)
-     SELECT delivery_id, round, attempt, started_at, duration_ms, status_code, error, succeeded FROM finished`,
+     INSERT INTO webhook_delivery_attempts (delivery_id, round, attempt, started_at, duration_ms, status_code, error, succeeded, response_excerpt)
+     SELECT delivery_id, round, attempt, started_at, duration_ms, status_code, error, succeeded, response_excerpt FROM finished`,
     [
       column((r) => r.delivery.id),
       column((r) => r.delivery.lease_token),
@@ -118,6 +145,7 @@ async function finishAttempts(db: Database, finished: FinishedAttempt[], retryDe
       column((r) => r.result.statusCode),
       column((r) => r.result.error),
       column((r) => r.result.succeeded),
+      column((r) => r.result.responseExcerpt ?? null),
     ],
   );
   return rows.map((r) => r.next.status);
@@ -187,7 +215,7 @@ function describeFailure(err: unknown, timeoutMs: number): string {
 async function post(delivery: ClaimedDelivery, secretKey: Buffer, timeoutMs: number, allowLoopback: boolean, stopping: AbortSignal): Promise<AttemptResult> {
   const startedAt = new Date();
   const started = performance.now();
-  const done = (fields: Pick<AttemptResult, 'statusCode' | 'error' | 'succeeded'>): AttemptResult => ({
+  const done = (fields: Pick<AttemptResult, 'statusCode' | 'error' | 'succeeded' | 'responseExcerpt'>): AttemptResult => ({
     startedAt,
     durationMs: Math.round(performance.now() - started),
     ...fields,
@@ -220,11 +248,11 @@ async function post(delivery: ClaimedDelivery, secretKey: Buffer, timeoutMs: num
         'x-service-delivery-attempt': String(delivery.attempts + 1),
       },
     });
-    await response.body?.cancel().catch(() => undefined); // the reply's body is not read: free the socket
+    const responseExcerpt = await excerptOf(response.body); // the first 1 KB, then the socket is freed
     // The deadline holds even when a busy event loop ran the timeout late: an answer after it is a failure.
-    if (performance.now() - started > timeoutMs) return done({ statusCode: response.status, error: `no response within ${timeoutMs} ms`, succeeded: false });
+    if (performance.now() - started > timeoutMs) return done({ statusCode: response.status, error: `no response within ${timeoutMs} ms`, succeeded: false, responseExcerpt });
     const succeeded = response.status >= 200 && response.status < 300;
-    return done({ statusCode: response.status, error: succeeded ? null : `HTTP ${response.status}`, succeeded });
+    return done({ statusCode: response.status, error: succeeded ? null : `HTTP ${response.status}`, succeeded, responseExcerpt });
   } catch (err) {
     if (stopping.aborted) throw err;
     if (err instanceof DestinationRefused) return done({ statusCode: null, error: `destination refused: ${err.message}`, succeeded: false });
@@ -263,6 +291,7 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
   const attempt = async (delivery: ClaimedDelivery) => {
     if (!(await stillEntitled(db, delivery))) {
       await cancelDelivery(db, delivery);
+      webhookDeliveries.inc({ outcome: 'cancelled' });
       log.info('webhook delivery cancelled: the subscriber no longer holds consent', { delivery_id: delivery.id, event_id: delivery.event.id });
       return;
     }
@@ -278,6 +307,7 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
       wake(); // a slot is free
     }
     const status = await recordAttempt({ delivery, result });
+    webhookDeliveries.inc({ outcome: result.succeeded ? 'delivered' : status === 'exhausted' ? 'exhausted' : 'failed' });
     const fields = { delivery_id: delivery.id, event_id: delivery.event.id, round: delivery.round, attempt: delivery.attempts + 1 };
     if (status === 'exhausted') log.warn('webhook delivery exhausted', fields);
     else log.debug('webhook attempt', { ...fields, status, status_code: result.statusCode, ms: result.durationMs });

@@ -1,8 +1,8 @@
 import { getSearchParameters } from '@medplum/core';
 import { dateRange } from '../dates';
-import { hashKey } from '../hash';
-import { badRequest } from '../../http/errors';
-import { isResourceType } from '../definitions';
+import { hashKey } from '../../core/hash';
+import { badRequest } from '../../core/errors';
+import { isResourceType } from '../../core/fhir-definitions';
 import { COLUMN_PARAMS, indexedParams, type IndexedParam } from '../indexer';
 
 /**

@@ -1,197 +1,199 @@
+import { alias, and, ident, or, sql, type Identifier, type Sql } from '../../db/sql';
 import { isoInstant } from '../dates';
-import { hashKey } from '../hash';
+import { hashKey } from '../../core/hash';
 import { indexedPrefix, STRING_INDEX_CHARS, URI_INDEX_CHARS } from '../indexer';
 import { escapeLike, normalizeString } from '../normalize';
 import type { RowFilter } from '../store/types';
 import type { DateValue, Filter, NumberValue, Prefix, QuantityValue, SortRule } from './parse';
 
-/** Collects bind parameters: values never enter SQL text. */
-export class SqlParams {
-  readonly values: unknown[] = [];
-  add(value: unknown): string {
-    this.values.push(value);
-    return `$${this.values.length}`;
-  }
-}
-
+/** The index table of each search parameter type. */
 const TABLE = {
-  token: 'fhir_idx_token',
-  string: 'fhir_idx_string',
-  date: 'fhir_idx_date',
-  number: 'fhir_idx_number',
-  quantity: 'fhir_idx_quantity',
-  reference: 'fhir_idx_reference',
-  uri: 'fhir_idx_uri',
+  token: ident('fhir_idx_token'),
+  string: ident('fhir_idx_string'),
+  date: ident('fhir_idx_date'),
+  number: ident('fhir_idx_number'),
+  quantity: ident('fhir_idx_quantity'),
+  reference: ident('fhir_idx_reference'),
+  uri: ident('fhir_idx_uri'),
 } as const;
 
-const or = (parts: string[]) => (parts.length === 1 ? parts[0] : `(${parts.map((p) => `(${p})`).join(' OR ')})`);
-
 /** `alias.rid IN (rows of `table` matching any of `conditions`)`. */
-function inIndex(alias: string, table: string, conditions: string[], negate = false): string {
-  return `${alias}.rid ${negate ? 'NOT ' : ''}IN (SELECT rid FROM ${table} WHERE ${or(conditions)})`;
+function inIndex(alias: Identifier, table: Identifier, conditions: Sql[], negate = false): Sql {
+  return sql`${alias.col('rid')} ${negate ? sql`NOT IN` : sql`IN`} (SELECT rid FROM ${table} WHERE ${or(...conditions)})`;
 }
 
-type Bound = () => string;
+type Bound = () => Sql;
 
 /**
  * Range comparison of a resource range [low, high] against a search value, per R4 prefix rules:
  * eq: contained in the search range; gt/ge/lt/le/sa/eb: compared with its bounds; ap: overlap
  * with the widened range. Bounds are bound lazily: only the parameters a prefix uses are added.
  */
-function rangeCondition(prefix: Prefix, low: string, high: string, sLow: Bound, sHigh: Bound, apLow: Bound, apHigh: Bound): string {
+function rangeCondition(prefix: Prefix, low: Sql, high: Sql, sLow: Bound, sHigh: Bound, apLow: Bound, apHigh: Bound): Sql {
   switch (prefix) {
     case 'eq':
-      return `${low} >= ${sLow()} AND ${high} <= ${sHigh()}`;
+      return sql`${low} >= ${sLow()} AND ${high} <= ${sHigh()}`;
     case 'ne':
-      return `NOT (${low} >= ${sLow()} AND ${high} <= ${sHigh()})`;
+      return sql`NOT (${low} >= ${sLow()} AND ${high} <= ${sHigh()})`;
     case 'gt':
-      return `${high} > ${sHigh()}`;
+      return sql`${high} > ${sHigh()}`;
     case 'ge':
-      return `${high} >= ${sLow()}`;
+      return sql`${high} >= ${sLow()}`;
     case 'lt':
-      return `${low} < ${sLow()}`;
+      return sql`${low} < ${sLow()}`;
     case 'le':
-      return `${low} <= ${sHigh()}`;
+      return sql`${low} <= ${sHigh()}`;
     case 'sa':
-      return `${low} > ${sHigh()}`;
+      return sql`${low} > ${sHigh()}`;
     case 'eb':
-      return `${high} < ${sLow()}`;
+      return sql`${high} < ${sLow()}`;
     case 'ap':
-      return `${low} <= ${apHigh()} AND ${high} >= ${apLow()}`;
+      return sql`${low} <= ${apHigh()} AND ${high} >= ${apLow()}`;
   }
 }
 
 /** Dates: `ap` widens the range by 10% of its distance from now (at least a day). */
-function dateCondition(v: DateValue, low: string, high: string, q: SqlParams): string {
+function dateCondition(v: DateValue, low: Sql, high: Sql): Sql {
   const from = Date.parse(v.low);
   const to = Date.parse(v.high);
   const margin = Math.max(0.1 * Math.abs(Date.now() - from), 86_400_000);
-  const at = (iso: string): Bound => () => `${q.add(iso)}::timestamptz`;
+  const at = (iso: string): Bound => () => sql`${iso}::timestamptz`;
   return rangeCondition(v.prefix, low, high, at(v.low), at(v.high), at(isoInstant(from - margin)), at(isoInstant(to + margin)));
 }
 
 /** Numbers: eq/ne use the precision range of the searched value; ap ±10%; the others its exact value. */
-function numberCondition(v: NumberValue, low: string, high: string, q: SqlParams): string {
-  const at = (n: number): Bound => () => `${q.add(String(n))}::numeric`;
+function numberCondition(v: NumberValue, low: Sql, high: Sql): Sql {
+  const at = (n: number): Bound => () => sql`${String(n)}::numeric`;
   const margin = Math.abs(v.value) * 0.1;
   switch (v.prefix) {
     case 'eq':
-      return `${low} >= ${at(v.low)()} AND ${high} < ${at(v.high)()}`;
+      return sql`${low} >= ${at(v.low)()} AND ${high} < ${at(v.high)()}`;
     case 'ne':
-      return `NOT (${low} >= ${at(v.low)()} AND ${high} < ${at(v.high)()})`;
+      return sql`NOT (${low} >= ${at(v.low)()} AND ${high} < ${at(v.high)()})`;
     default:
       return rangeCondition(v.prefix, low, high, at(v.value), at(v.value), at(v.value - margin), at(v.value + margin));
   }
 }
 
-function quantityCondition(v: QuantityValue, q: SqlParams): string {
-  const parts = [numberCondition(v, 'value', 'value', q)];
-  if (v.system) parts.push(`system = ${q.add(v.system)}`);
-  if (v.code) parts.push(v.system ? `code = ${q.add(v.code)}` : `(code = ${q.add(v.code)} OR unit = ${q.add(v.code)})`);
-  return parts.join(' AND ');
-}
-
-/** `AND <access condition on alias>` when the caller may not see every row, else nothing. */
-export function accessSql(access: RowFilter | undefined, alias: string, q: SqlParams, resourceType?: string): string {
-  const condition = access?.(alias, q, resourceType);
-  return condition ? ` AND (${condition})` : '';
+function quantityCondition(v: QuantityValue): Sql {
+  const value = sql`value`;
+  return sql`${numberCondition(v, value, value)}${v.system ? sql` AND system = ${v.system}` : sql``}${
+    v.code ? (v.system ? sql` AND code = ${v.code}` : sql` AND (code = ${v.code} OR unit = ${v.code})`) : sql``
+  }`;
 }
 
 /**
  * SQL condition on resource alias `alias` for one filter. `access` restricts the resources a chain or
  * `_has` looks through, so a search cannot reveal anything about resources the caller may not see.
  */
-export function filterSql(f: Filter, alias: string, q: SqlParams, access?: RowFilter): string {
+export function filterSql(f: Filter, r: Identifier, access?: RowFilter): Sql {
   switch (f.kind) {
     case 'id': {
-      const cond = `${alias}.id = ANY(${q.add(f.values)}::text[])`;
-      return f.not ? `NOT (${cond})` : cond;
+      const cond = sql`${r.col('id')} = ANY(${f.values}::text[])`;
+      return f.not ? sql`NOT (${cond})` : cond;
     }
     case 'lastUpdated':
-      return or(f.values.map((v) => dateCondition(v, `${alias}.last_updated`, `${alias}.last_updated`, q)));
+      return or(...f.values.map((v) => dateCondition(v, r.col('last_updated'), r.col('last_updated'))));
     case 'missing': {
-      const exists = `EXISTS (SELECT 1 FROM ${TABLE[f.param.type]} m WHERE m.rid = ${alias}.rid AND m.hash_identity = ${q.add(f.param.hashIdentity)})`;
-      return f.missing ? `NOT ${exists}` : exists;
+      const m = alias('m');
+      const exists = sql`EXISTS (SELECT 1 FROM ${TABLE[f.param.type]} ${m} WHERE ${m.col('rid')} = ${r.col('rid')} AND ${m.col('hash_identity')} = ${f.param.hashIdentity})`;
+      return f.missing ? sql`NOT ${exists}` : exists;
     }
     case 'token': {
       const { resourceType: t, code, hashIdentity } = f.param;
       if (f.modifier === 'text') {
         const conds = f.values.map((v) => {
           const text = escapeLike(normalizeString(v.text ?? ''));
-          return `hash_identity = ${q.add(hashIdentity)} AND (display LIKE ${q.add(text + '%')} OR display LIKE ${q.add('% ' + text + '%')})`;
+          return sql`hash_identity = ${hashIdentity} AND (display LIKE ${text + '%'} OR display LIKE ${'% ' + text + '%'})`;
         });
-        return inIndex(alias, TABLE.token, conds);
+        return inIndex(r, TABLE.token, conds);
       }
       const conds = f.values.map((v) => {
-        if (v.system === undefined) return `hash_value = ${q.add(hashKey(t, code, v.code ?? ''))}`;
-        if (v.system === '') return `hash_value = ${q.add(hashKey(t, code, v.code ?? ''))} AND system IS NULL`;
-        if (v.code === undefined) return `hash_identity = ${q.add(hashIdentity)} AND system = ${q.add(v.system)}`;
-        return `hash_sys_value = ${q.add(hashKey(t, code, v.system, v.code))}`;
+        if (v.system === undefined) return sql`hash_value = ${hashKey(t, code, v.code ?? '')}`;
+        if (v.system === '') return sql`hash_value = ${hashKey(t, code, v.code ?? '')} AND system IS NULL`;
+        if (v.code === undefined) return sql`hash_identity = ${hashIdentity} AND system = ${v.system}`;
+        return sql`hash_sys_value = ${hashKey(t, code, v.system, v.code)}`;
       });
-      return inIndex(alias, TABLE.token, conds, f.modifier === 'not');
+      return inIndex(r, TABLE.token, conds, f.modifier === 'not');
     }
     case 'string': {
       const { resourceType: t, code, hashIdentity } = f.param;
       const conds = f.values.map((v) => {
-        if (f.modifier === 'exact') return `hash_exact = ${q.add(hashKey(t, code, v))}`;
+        if (f.modifier === 'exact') return sql`hash_exact = ${hashKey(t, code, v)}`;
         const norm = normalizeString(v);
         // A prefix as long as the index keeps can only match a value cut to it.
-        if (f.modifier !== 'contains' && norm.length >= STRING_INDEX_CHARS) return `hash_identity = ${q.add(hashIdentity)} AND value_norm = ${q.add(indexedPrefix(norm, STRING_INDEX_CHARS))}`;
+        if (f.modifier !== 'contains' && norm.length >= STRING_INDEX_CHARS) return sql`hash_identity = ${hashIdentity} AND value_norm = ${indexedPrefix(norm, STRING_INDEX_CHARS)}`;
         const text = escapeLike(norm);
-        return `hash_identity = ${q.add(hashIdentity)} AND value_norm LIKE ${q.add(f.modifier === 'contains' ? `%${text}%` : `${text}%`)}`;
+        return sql`hash_identity = ${hashIdentity} AND value_norm LIKE ${f.modifier === 'contains' ? `%${text}%` : `${text}%`}`;
       });
-      return inIndex(alias, TABLE.string, conds);
+      return inIndex(r, TABLE.string, conds);
     }
     case 'date':
-      return inIndex(alias, TABLE.date, f.values.map((v) => `hash_identity = ${q.add(f.param.hashIdentity)} AND ${dateCondition(v, 'low', 'high', q)}`));
+      return inIndex(r, TABLE.date, f.values.map((v) => sql`hash_identity = ${f.param.hashIdentity} AND ${dateCondition(v, sql`low`, sql`high`)}`));
     case 'number':
-      return inIndex(alias, TABLE.number, f.values.map((v) => `hash_identity = ${q.add(f.param.hashIdentity)} AND ${numberCondition(v, 'low', 'high', q)}`));
+      return inIndex(r, TABLE.number, f.values.map((v) => sql`hash_identity = ${f.param.hashIdentity} AND ${numberCondition(v, sql`low`, sql`high`)}`));
     case 'quantity':
-      return inIndex(alias, TABLE.quantity, f.values.map((v) => `hash_identity = ${q.add(f.param.hashIdentity)} AND ${quantityCondition(v, q)}`));
+      return inIndex(r, TABLE.quantity, f.values.map((v) => sql`hash_identity = ${f.param.hashIdentity} AND ${quantityCondition(v)}`));
     case 'uri':
       return inIndex(
-        alias,
+        r,
         TABLE.uri,
         f.values.map((v) => {
-          const h = `hash_identity = ${q.add(f.param.hashIdentity)}`;
+          const h = sql`hash_identity = ${f.param.hashIdentity}`;
           const cut = indexedPrefix(v, URI_INDEX_CHARS);
-          if (f.modifier === 'below') return `${h} AND value LIKE ${q.add(escapeLike(cut) + '%')}`;
-          if (f.modifier === 'above') return `${h} AND starts_with(${q.add(v)}, value)`;
-          return `${h} AND value = ${q.add(cut)}`;
+          if (f.modifier === 'below') return sql`${h} AND value LIKE ${escapeLike(cut) + '%'}`;
+          if (f.modifier === 'above') return sql`${h} AND starts_with(${v}, value)`;
+          return sql`${h} AND value = ${cut}`;
         }),
       );
     case 'reference':
       return inIndex(
-        alias,
+        r,
         TABLE.reference,
         f.values.map((v) => {
-          const base = `hash_identity = ${q.add(f.param.hashIdentity)} AND target_id = ${q.add(indexedPrefix(v.id, URI_INDEX_CHARS))}`;
-          return v.type === undefined ? base : `${base} AND target_type = ${q.add(v.type)}`;
+          const base = sql`hash_identity = ${f.param.hashIdentity} AND target_id = ${indexedPrefix(v.id, URI_INDEX_CHARS)}`;
+          return v.type === undefined ? base : sql`${base} AND target_type = ${v.type}`;
         }),
       );
     case 'chain': {
-      const t = `c${q.values.length}`; // unique within the statement: the parameter count only grows
-      const perType = f.targetTypes.map((type, i) => `${t}.resource_type = ${q.add(type)} AND ${filterSql(f.inner[i], t, q, access)}`);
-      return `${alias}.rid IN (SELECT ref.rid FROM fhir_idx_reference ref
-        JOIN fhir_resources ${t} ON ${t}.resource_type = ref.target_type AND ${t}.id = ref.target_id AND NOT ${t}.deleted${accessSql(access, t, q)}
-        WHERE ref.hash_identity = ${q.add(f.param.hashIdentity)} AND ${or(perType)})`;
+      // The resources referred to, of any target type, that match the inner filter and that the caller may see.
+      const ref = alias('ref');
+      const t = alias('c');
+      const perType = f.targetTypes.map((type, i) => sql`${t.col('resource_type')} = ${type} AND ${filterSql(f.inner[i]!, t, access)}`);
+      return sql`${r.col('rid')} IN (SELECT ${ref.col('rid')} FROM fhir_idx_reference ${ref}
+        JOIN fhir_resources ${t} ON ${and(sql`${t.col('resource_type')} = ${ref.col('target_type')} AND ${t.col('id')} = ${ref.col('target_id')} AND NOT ${t.col('deleted')}`, access?.(t))}
+        WHERE ${ref.col('hash_identity')} = ${f.param.hashIdentity} AND ${or(...perType)})`;
     }
     case 'has': {
-      const h = `h${q.values.length}`;
-      return `${alias}.id IN (SELECT ref.target_id FROM fhir_idx_reference ref
-        JOIN fhir_resources ${h} ON ${h}.rid = ref.rid AND NOT ${h}.deleted${accessSql(access, h, q)}
-        WHERE ref.hash_identity = ${q.add(f.param.hashIdentity)} AND ref.target_type = ${q.add(f.targetType)} AND ${filterSql(f.inner, h, q, access)})`;
+      // The resources of another type referring to this one, that match the inner filter and that the caller may see.
+      const ref = alias('ref');
+      const h = alias('h');
+      return sql`${r.col('id')} IN (SELECT ${ref.col('target_id')} FROM fhir_idx_reference ${ref}
+        JOIN fhir_resources ${h} ON ${and(sql`${h.col('rid')} = ${ref.col('rid')} AND NOT ${h.col('deleted')}`, access?.(h))}
+        WHERE ${ref.col('hash_identity')} = ${f.param.hashIdentity} AND ${ref.col('target_type')} = ${f.targetType} AND ${filterSql(f.inner, h, access)})`;
     }
   }
 }
 
+/** The column a sort reads in each index table: the smallest value ascending, the largest descending. */
+const SORT_COLUMN = {
+  token: () => 'value',
+  string: () => 'value_norm',
+  date: (descending: boolean) => (descending ? 'high' : 'low'),
+  number: (descending: boolean) => (descending ? 'high' : 'low'),
+  quantity: () => 'value',
+  uri: () => 'value',
+  reference: () => 'target_id',
+} as const;
+
 /** ORDER BY expression for a sort rule: the smallest value ascending, the largest descending; missing last. */
-export function sortSql(rule: SortRule, alias: string, q: SqlParams): string {
-  const dir = rule.descending ? 'DESC' : 'ASC';
-  if (rule.kind === 'id') return `${alias}.id ${dir}`;
-  if (rule.kind === 'lastUpdated') return `${alias}.last_updated ${dir}`;
+export function sortSql(rule: SortRule, r: Identifier): Sql {
+  const dir = rule.descending ? sql`DESC` : sql`ASC`;
+  if (rule.kind === 'id') return sql`${r.col('id')} ${dir}`;
+  if (rule.kind === 'lastUpdated') return sql`${r.col('last_updated')} ${dir}`;
   const param = rule.param!;
-  const agg = rule.descending ? 'max' : 'min';
-  const column = { token: 'value', string: 'value_norm', date: rule.descending ? 'high' : 'low', number: rule.descending ? 'high' : 'low', quantity: 'value', uri: 'value', reference: 'target_id' }[param.type];
-  return `(SELECT ${agg}(${column}) FROM ${TABLE[param.type]} s WHERE s.rid = ${alias}.rid AND s.hash_identity = ${q.add(param.hashIdentity)}) ${dir} NULLS LAST`;
+  const s = alias('s');
+  const value = s.col(SORT_COLUMN[param.type](rule.descending));
+  const agg = rule.descending ? sql`max(${value})` : sql`min(${value})`;
+  return sql`(SELECT ${agg} FROM ${TABLE[param.type]} ${s} WHERE ${s.col('rid')} = ${r.col('rid')} AND ${s.col('hash_identity')} = ${param.hashIdentity}) ${dir} NULLS LAST`;
 }

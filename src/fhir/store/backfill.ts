@@ -1,6 +1,6 @@
 import type { Patient, Resource } from '@medplum/fhirtypes';
 import type { Database } from '../../db/database';
-import { MATCH_RULE_VERSION } from '../../patients/matching';
+import { MATCH_RULE_VERSION } from '../../healthid/matching';
 import { updateMatchKey } from '../../healthid/registry';
 import { accessPatients, linksOf } from '../compartment';
 import type { FhirService } from '../service';

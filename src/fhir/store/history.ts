@@ -1,12 +1,12 @@
 import type { Bundle, BundleLink, Resource } from '@medplum/fhirtypes';
 import type { Queryable } from '../../db/database';
-import { ApiError, ErrorCode, badRequest } from '../../http/errors';
-import { patientCompartmentParams } from '../definitions';
-import { hashKey } from '../hash';
+import { ApiError, ErrorCode, badRequest } from '../../core/errors';
+import { patientCompartmentParams } from '../../core/fhir-definitions';
+import { hashKey } from '../../core/hash';
 import { indexedParams } from '../indexer';
 import { decodeCursor, encodeCursor, type Cursor } from '../search/parse';
-import { SqlParams, accessSql } from '../search/sql';
-import { MAX_INCLUDED, keysetLinks, keysetPage, type SearchAccess } from './search';
+import { and, ident, sql, type Sql } from '../../db/sql';
+import { MAX_INCLUDED, R, keysetLinks, keysetPage, type SearchAccess } from './search';
 import type { RowFilter } from './types';
 
 /** One stored version as a point read finds it, and whether the caller may see it. */
@@ -29,23 +29,17 @@ interface VersionRow {
   allowed: boolean;
 }
 
-const allowedColumn = (rowFilter: RowFilter | undefined, q: SqlParams, type: string) => {
-  const condition = rowFilter?.('r', q, type);
-  return condition ? `(${condition}) AS allowed` : 'true AS allowed';
-};
+/** The access rule's verdict on the row of `alias` as a column (true when the caller may see every row). */
+const allowedColumn = (rowFilter: RowFilter | undefined, alias: string, type: string) => sql`(${rowFilter?.(ident(alias), type) ?? sql`true`}) AS allowed`;
 
 const toStored = <T extends Resource>(row: VersionRow | undefined): StoredVersion<T> | undefined =>
   row && { deleted: row.deleted, content: row.content as T | null, versionId: String(row.version_id), lastUpdated: new Date(row.last_updated), allowed: row.allowed };
 
 /** The current version of a resource, or undefined when it never existed. */
 export async function readVersion<T extends Resource>(db: Queryable, type: string, id: string, rowFilter?: RowFilter): Promise<StoredVersion<T> | undefined> {
-  const q = new SqlParams();
-  const allowed = allowedColumn(rowFilter, q, type);
-  const { rows } = await db.query<VersionRow>(
-    `SELECT r.id, r.version_id, r.last_updated, r.deleted, r.content, ${allowed} FROM fhir_resources r
-     WHERE r.resource_type = ${q.add(type)} AND r.id = ${q.add(id)}`,
-    q.values,
-  );
+  const { text, values } = sql`SELECT r.id, r.version_id, r.last_updated, r.deleted, r.content, ${allowedColumn(rowFilter, 'r', type)} FROM fhir_resources r
+     WHERE r.resource_type = ${type} AND r.id = ${id}`.render();
+  const { rows } = await db.query<VersionRow>(text, values);
   return toStored<T>(rows[0]);
 }
 
@@ -54,7 +48,7 @@ export async function readVersion<T extends Resource>(db: Queryable, type: strin
  * columns the access rule reads: each version carries its own patients (versions archived before migration
  * 018 have none of their own and are judged by their resource's).
  */
-const allVersions = (where: string) => `
+const allVersions = (where: Sql) => sql`
   SELECT r.resource_type, r.id, r.version_id, r.last_updated, r.method, r.deleted, r.content, r.patients, r.author_org FROM fhir_resources r WHERE ${where}
   UNION ALL
   SELECT r.resource_type, r.id, h.version_id, h.last_updated, h.method, h.content IS NULL, h.content, COALESCE(h.patients, r.patients), r.author_org
@@ -69,15 +63,9 @@ export async function readOneVersion<T extends Resource>(
   rowFilter?: RowFilter,
 ): Promise<StoredVersion<T> | undefined> {
   if (!/^\d{1,18}$/.test(versionId)) return undefined;
-  const q = new SqlParams();
-  const where = `r.resource_type = ${q.add(type)} AND r.id = ${q.add(id)}`;
-  const v = q.add(versionId);
-  const allowed = rowFilter?.('x', q, type);
-  const { rows } = await db.query<VersionRow>(
-    `SELECT x.id, x.version_id, x.last_updated, x.deleted, x.content, ${allowed ? `(${allowed})` : 'true'} AS allowed FROM (${allVersions(where)}) x
-     WHERE x.version_id = ${v}::bigint`,
-    q.values,
-  );
+  const { text, values } = sql`SELECT x.id, x.version_id, x.last_updated, x.deleted, x.content, ${allowedColumn(rowFilter, 'x', type)}
+     FROM (${allVersions(sql`r.resource_type = ${type} AND r.id = ${id}`)}) x WHERE x.version_id = ${versionId}::bigint`.render();
+  const { rows } = await db.query<VersionRow>(text, values);
   return toStored<T>(rows[0]);
 }
 
@@ -94,19 +82,15 @@ export async function historyBundle(
   rowFilter?: RowFilter,
 ): Promise<Bundle> {
   const count = Math.min(params.count ?? 50, 1000);
-  const q = new SqlParams();
-  const where = [`r.resource_type = ${q.add(type)}`];
-  if (id !== undefined) where.push(`r.id = ${q.add(id)}`);
-  const outer: string[] = [];
-  const visible = rowFilter?.('h', q, type);
-  if (visible) outer.push(`(${visible})`);
-  if (params.since) outer.push(`h.last_updated >= ${q.add(params.since)}::timestamptz`);
-  if (params.before) outer.push(`h.last_updated < ${q.add(params.before)}::timestamptz`);
-  const { rows } = await db.query<VersionRow>(
-    `SELECT h.id, h.version_id, h.last_updated, h.method, h.content FROM (${allVersions(where.join(' AND '))}) h
-     ${outer.length ? `WHERE ${outer.join(' AND ')}` : ''} ORDER BY h.last_updated DESC, h.version_id DESC LIMIT ${q.add(count)}`,
-    q.values,
+  const where = and(sql`r.resource_type = ${type}`, id !== undefined && sql`r.id = ${id}`);
+  const outer = and(
+    rowFilter?.(ident('h'), type),
+    !!params.since && sql`h.last_updated >= ${params.since}::timestamptz`,
+    !!params.before && sql`h.last_updated < ${params.before}::timestamptz`,
   );
+  const { text, values } = sql`SELECT h.id, h.version_id, h.last_updated, h.method, h.content FROM (${allVersions(where)}) h
+     WHERE ${outer} ORDER BY h.last_updated DESC, h.version_id DESC LIMIT ${count}`.render();
+  const { rows } = await db.query<VersionRow>(text, values);
   return {
     resourceType: 'Bundle',
     type: 'history',
@@ -147,25 +131,18 @@ export async function everythingBundle(db: Queryable, base: string, patient: Res
     types.push(type);
     for (const code of codes) if (indexedParams(type).has(code)) identities.push(hashKey(type, code));
   }
-  const conditions = (q: SqlParams) => {
-    const where = [
-      `r.rid IN (SELECT rid FROM fhir_idx_reference WHERE target_id = ${q.add(patientId)} AND target_type = 'Patient' AND hash_identity = ANY(${q.add(identities)}::bigint[]))`,
-      `r.resource_type = ANY(${q.add(types)}::text[])`,
-      'NOT r.deleted',
-    ];
-    const visible = access.rowFilter?.('r', q);
-    if (visible) where.push(`(${visible})`);
-    if (params.since) where.push(`r.last_updated >= ${q.add(params.since)}::timestamptz`);
-    return where;
-  };
-  const countParams = new SqlParams();
-  const countWhere = conditions(countParams);
-  const pageParams = new SqlParams();
-  const pageWhere = conditions(pageParams);
+  const where = and(
+    sql`r.rid IN (SELECT rid FROM fhir_idx_reference WHERE target_id = ${patientId} AND target_type = 'Patient' AND hash_identity = ANY(${identities}::bigint[]))`,
+    sql`r.resource_type = ANY(${types}::text[])`,
+    sql`NOT r.deleted`,
+    access.rowFilter?.(R),
+    !!params.since && sql`r.last_updated >= ${params.since}::timestamptz`,
+  );
   const cursor = params.cursor === undefined ? undefined : decodeCursor(params.cursor);
   if (cursor && cursor.afterRid === undefined && cursor.beforeRid === undefined) throw badRequest('_cursor is not a cursor issued by this server');
-  const { rows: totalRows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM fhir_resources r WHERE ${countWhere.join(' AND ')}`, countParams.values);
-  const page = await keysetPage<{ rid: string; content: Resource }>(db, 'r.rid, r.content', pageWhere, pageParams, count, cursor);
+  const counted = sql`SELECT count(*)::int AS n FROM fhir_resources r WHERE ${where}`.render();
+  const { rows: totalRows } = await db.query<{ n: number }>(counted.text, counted.values);
+  const page = await keysetPage<{ rid: string; content: Resource }>(db, sql`r.rid, r.content`, where, count, cursor);
   const linkBase = params.linkBase ?? `${base}/Patient/${patientId}/$everything`;
   const link = (relation: string, to?: Cursor): BundleLink => {
     const query = new URLSearchParams({ _count: String(count), ...(params.since ? { _since: params.since } : {}) });
@@ -193,18 +170,15 @@ export async function everythingBundle(db: Queryable, base: string, patient: Res
 /** Resources that `from` refer to (any reference parameter), outside the patient compartment types. */
 async function referencedBy(db: Queryable, from: Resource[], access: SearchAccess): Promise<Resource[]> {
   if (!from.length) return [];
-  const q = new SqlParams();
   const compartment = [...patientCompartmentParams().keys(), 'Patient'];
   // (type, id) pairs joined on the unique key, so the lookup uses its index.
-  const { rows } = await db.query<{ content: Resource; resource_type: string }>(
-    `SELECT DISTINCT t.rid, t.resource_type, t.content FROM unnest(${q.add(from.map((r) => r.resourceType))}::text[], ${q.add(from.map((r) => r.id))}::text[]) AS k(type, id)
+  const { text, values } = sql`SELECT DISTINCT t.rid, t.resource_type, t.content FROM unnest(${from.map((r) => r.resourceType)}::text[], ${from.map((r) => r.id)}::text[]) AS k(type, id)
      JOIN fhir_resources s ON s.resource_type = k.type AND s.id = k.id
      JOIN fhir_idx_reference ref ON ref.rid = s.rid
      JOIN fhir_resources t ON t.resource_type = ref.target_type AND t.id = ref.target_id AND NOT t.deleted
-     WHERE NOT (t.resource_type = ANY(${q.add(compartment)}::text[]))${accessSql(access.rowFilter, 't', q)}
-     ORDER BY t.rid LIMIT ${MAX_INCLUDED}`,
-    q.values,
-  );
+     WHERE ${and(sql`NOT (t.resource_type = ANY(${compartment}::text[]))`, access.rowFilter?.(ident('t')))}
+     ORDER BY t.rid LIMIT ${MAX_INCLUDED}`.render();
+  const { rows } = await db.query<{ content: Resource; resource_type: string }>(text, values);
   return rows.filter((r) => access.canRead(r.resource_type)).map((r) => r.content);
 }
 

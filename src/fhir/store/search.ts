@@ -1,9 +1,10 @@
 import type { Bundle, BundleEntry, BundleLink, Resource } from '@medplum/fhirtypes';
 import type { Queryable } from '../../db/database';
-import { ApiError, ErrorCode, badRequest } from '../../http/errors';
+import { ApiError, ErrorCode, badRequest } from '../../core/errors';
 import { present } from '../present';
 import { END_RID, encodeCursor, type Cursor, type Filter, type IncludeRule, type ParsedSearch, type QueryParams } from '../search/parse';
-import { SqlParams, accessSql, filterSql, sortSql } from '../search/sql';
+import { and, ident, join, sql, type Sql } from '../../db/sql';
+import { filterSql, sortSql } from '../search/sql';
 import type { RowFilter } from './types';
 
 /** The largest number of resources `_include` / `_revinclude` add to one page. */
@@ -73,16 +74,19 @@ export async function searchResources<T extends Resource>(
 ): Promise<Bundle<T>> {
   checkSearchReach(search, access);
   const resourceType = search.resourceType;
-  const q = new SqlParams();
-  const where = [`r.resource_type = ${q.add(resourceType)}`, 'NOT r.deleted', ...search.filters.map((f) => filterSql(f, 'r', q, access.rowFilter))];
-  if (options.compartmentPatient !== undefined) where.push(`r.patients @> ARRAY[${q.add(options.compartmentPatient)}]::text[]`);
-  const visible = access.rowFilter?.('r', q, resourceType);
-  if (visible) where.push(`(${visible})`);
+  const where = and(
+    sql`r.resource_type = ${resourceType}`,
+    sql`NOT r.deleted`,
+    ...search.filters.map((f) => filterSql(f, R, access.rowFilter)),
+    options.compartmentPatient !== undefined && sql`r.patients @> ARRAY[${options.compartmentPatient}]::text[]`,
+    access.rowFilter?.(R, resourceType),
+  );
   const countOnly = search.summary === 'count' || search.count === 0;
 
   let total = search.cursor?.total;
   if (search.total === 'accurate' && total === undefined) {
-    const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM fhir_resources r WHERE ${where.join(' AND ')}`, q.values);
+    const { text, values } = sql`SELECT count(*)::int AS n FROM fhir_resources r WHERE ${where}`.render();
+    const { rows } = await db.query<{ n: number }>(text, values);
     total = rows[0].n;
   }
   const bundle: Bundle<T> = { resourceType: 'Bundle', type: 'searchset', ...(total !== undefined ? { total } : {}) };
@@ -97,8 +101,6 @@ export async function searchResources<T extends Resource>(
     return bundle;
   }
 
-  const page = new SqlParams();
-  page.values.push(...q.values);
   const link = (relation: string, to?: Cursor): BundleLink => {
     const params = new URLSearchParams(flatten(query));
     if (to) params.set('_cursor', encodeCursor(to));
@@ -107,16 +109,14 @@ export async function searchResources<T extends Resource>(
   let matches: Array<{ rid: string; content: T }>;
   if (search.sort.length) {
     const offset = cursor?.offset ?? 0;
-    const order = [...search.sort.map((s) => sortSql(s, 'r', page)), 'r.rid'].join(', ');
-    const { rows } = await db.query<{ rid: string; content: T }>(
-      `SELECT r.rid, r.content FROM fhir_resources r WHERE ${where.join(' AND ')}
-       ORDER BY ${order} LIMIT ${page.add(search.count + 1)} OFFSET ${page.add(offset)}`,
-      page.values,
-    );
+    const order = join([...search.sort.map((s) => sortSql(s, R)), sql`r.rid`], ', ');
+    const { text, values } = sql`SELECT r.rid, r.content FROM fhir_resources r WHERE ${where}
+       ORDER BY ${order} LIMIT ${search.count + 1} OFFSET ${offset}`.render();
+    const { rows } = await db.query<{ rid: string; content: T }>(text, values);
     matches = rows.slice(0, search.count);
     bundle.link.push(...offsetLinks(offset, search.count, rows.length > search.count, total, link));
   } else {
-    const found = await keysetPage<{ rid: string; content: T }>(db, 'r.rid, r.content', where, page, search.count, cursor);
+    const found = await keysetPage<{ rid: string; content: T }>(db, sql`r.rid, r.content`, where, search.count, cursor);
     matches = found.rows;
     bundle.link.push(...keysetLinks(cursor, matches, found.more, total, link));
   }
@@ -155,25 +155,25 @@ function narrowedSearchNote<T extends Resource>(): BundleEntry<T> {
   };
 }
 
+/** The resource row of a search, history or export statement: `fhir_resources r`. */
+export const R = ident('r');
+
 /**
  * One page in rid order of the rows `where` selects (on `fhir_resources r`): the page after `afterRid`, or
  * (backwards) the page that ends just before `beforeRid`. `more`: rows remain beyond it in the direction read.
  */
-export async function keysetPage<R extends { rid: string }>(
+export async function keysetPage<Row extends { rid: string }>(
   db: Queryable,
-  select: string,
-  where: string[],
-  q: SqlParams,
+  select: Sql,
+  where: Sql,
   count: number,
   cursor: Cursor | undefined,
-): Promise<{ rows: R[]; more: boolean }> {
+): Promise<{ rows: Row[]; more: boolean }> {
   const backward = cursor?.beforeRid !== undefined;
   const bound =
-    cursor?.beforeRid !== undefined ? [`r.rid < ${q.add(cursor.beforeRid)}::bigint`] : cursor?.afterRid !== undefined ? [`r.rid > ${q.add(cursor.afterRid)}::bigint`] : [];
-  const { rows } = await db.query<R>(
-    `SELECT ${select} FROM fhir_resources r WHERE ${[...where, ...bound].join(' AND ')} ORDER BY r.rid${backward ? ' DESC' : ''} LIMIT ${q.add(count + 1)}`,
-    q.values,
-  );
+    cursor?.beforeRid !== undefined ? sql`r.rid < ${cursor.beforeRid}::bigint` : cursor?.afterRid !== undefined ? sql`r.rid > ${cursor.afterRid}::bigint` : undefined;
+  const { text, values } = sql`SELECT ${select} FROM fhir_resources r WHERE ${and(where, bound)} ORDER BY r.rid${backward ? sql` DESC` : sql``} LIMIT ${count + 1}`.render();
+  const { rows } = await db.query<Row>(text, values);
   const page = rows.slice(0, count);
   return { rows: backward ? page.reverse() : page, more: rows.length > count };
 }
@@ -247,16 +247,13 @@ async function forwardIncludes(db: Queryable, from: Resource[], rule: IncludeRul
   const ids = from.filter((r) => r.resourceType === rule.sourceType).map((r) => r.id!);
   const readable = rule.param.targets.filter((t) => access.canRead(t) && (!rule.targetType || t === rule.targetType));
   if (!ids.length || !readable.length) return [];
-  const q = new SqlParams();
-  const { rows } = await db.query<{ content: Resource }>(
-    `SELECT DISTINCT t.rid, t.content FROM fhir_resources s
-     JOIN fhir_idx_reference ref ON ref.rid = s.rid AND ref.hash_identity = ${q.add(rule.param.hashIdentity)}
+  const t = ident('t');
+  const { text, values } = sql`SELECT DISTINCT t.rid, t.content FROM fhir_resources s
+     JOIN fhir_idx_reference ref ON ref.rid = s.rid AND ref.hash_identity = ${rule.param.hashIdentity}
      JOIN fhir_resources t ON t.resource_type = ref.target_type AND t.id = ref.target_id AND NOT t.deleted
-     WHERE s.resource_type = ${q.add(rule.sourceType)} AND s.id = ANY(${q.add(ids)}::text[])
-       AND ref.target_type = ANY(${q.add(readable)}::text[])${accessSql(access.rowFilter, 't', q)}
-     ORDER BY t.rid LIMIT ${q.add(MAX_INCLUDED + 1)}`,
-    q.values,
-  );
+     WHERE ${and(sql`s.resource_type = ${rule.sourceType} AND s.id = ANY(${ids}::text[]) AND ref.target_type = ANY(${readable}::text[])`, access.rowFilter?.(t))}
+     ORDER BY t.rid LIMIT ${MAX_INCLUDED + 1}`.render();
+  const { rows } = await db.query<{ content: Resource }>(text, values);
   return rows.map((r) => r.content);
 }
 
@@ -267,14 +264,11 @@ async function reverseIncludes(db: Queryable, to: Resource[], rule: IncludeRule,
   const out: Resource[] = [];
   for (const [type, ids] of byType) {
     if (!rule.param.targets.includes(type)) continue;
-    const q = new SqlParams();
-    const { rows } = await db.query<{ content: Resource }>(
-      `SELECT DISTINCT s.rid, s.content FROM fhir_idx_reference ref JOIN fhir_resources s ON s.rid = ref.rid AND NOT s.deleted
-       WHERE ref.hash_identity = ${q.add(rule.param.hashIdentity)} AND ref.target_type = ${q.add(type)} AND ref.target_id = ANY(${q.add(ids)}::text[])
-         ${accessSql(access.rowFilter, 's', q, rule.sourceType)}
-       ORDER BY s.rid LIMIT ${q.add(MAX_INCLUDED + 1)}`,
-      q.values,
-    );
+    const s = ident('s');
+    const { text, values } = sql`SELECT DISTINCT s.rid, s.content FROM fhir_idx_reference ref JOIN fhir_resources s ON s.rid = ref.rid AND NOT s.deleted
+       WHERE ${and(sql`ref.hash_identity = ${rule.param.hashIdentity} AND ref.target_type = ${type} AND ref.target_id = ANY(${ids}::text[])`, access.rowFilter?.(s, rule.sourceType))}
+       ORDER BY s.rid LIMIT ${MAX_INCLUDED + 1}`.render();
+    const { rows } = await db.query<{ content: Resource }>(text, values);
     out.push(...rows.map((r) => r.content));
   }
   return out;

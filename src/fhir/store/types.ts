@@ -1,5 +1,5 @@
-import { ApiError, ErrorCode } from '../../http/errors';
-import { isResourceType } from '../definitions';
+import { ApiError, ErrorCode } from '../../core/errors';
+import { isResourceType } from '../../core/fhir-definitions';
 
 export const ID_PATTERN = /^[A-Za-z0-9\-.]{1,64}$/;
 
@@ -13,12 +13,5 @@ export function checkType(resourceType: string): void {
     throw new ApiError(404, ErrorCode.notFound, `Unknown resource type "${resourceType}"`);
 }
 
-/**
- * The access rule as SQL: a condition on the `fhir_resources` row aliased `alias`, with its values
- * bound through `q`; undefined when the caller may see every row (src/fhir/access.ts builds it).
- */
-/**
- * The access rule as a SQL condition on the resource rows of `alias`. `resourceType`: every row is of that type
- * (a search's own rows, a read), which lets the rule name the type's data class as a constant.
- */
-export type RowFilter = (alias: string, q: { add(value: unknown): string }, resourceType?: string) => string | undefined;
+/** The access rule as SQL (src/policy builds it; the store applies it). */
+export type { RowFilter } from '../../policy/index';

@@ -1,6 +1,6 @@
 import type { Resource } from '@medplum/fhirtypes';
 import type { Queryable } from '../../db/database';
-import { ApiError, ErrorCode, badRequest } from '../../http/errors';
+import { ApiError, ErrorCode, badRequest } from '../../core/errors';
 import { checkResources, type Checked } from '../check';
 import type { Link } from '../compartment';
 import { INDEX_TABLES, type IndexRows } from '../indexer';

@@ -1,8 +1,13 @@
 import { z } from 'zod';
 import { defineRoute, type RouteSpec } from '../http/routes';
-import type { Services } from '../services';
+import type { Services } from '../http/services';
 
-const Health = z.object({ status: z.enum(['ok', 'unavailable']), checks: z.record(z.string(), z.string()).optional() });
+const Health = z.object({
+  status: z.enum(['ok', 'unavailable']),
+  checks: z.record(z.string(), z.string()).optional(),
+  /** Which maps this process runs: a hash of the mapping files, changed by a successful reload (mappings/README.md). */
+  mappings_version: z.string().optional(),
+});
 
 export function systemRoutes(services: Services, openApi: () => unknown): RouteSpec[] {
   return [
@@ -20,7 +25,7 @@ export function systemRoutes(services: Services, openApi: () => unknown): RouteS
       method: 'get',
       path: '/readyz',
       operationId: 'readyz',
-      summary: 'Readiness: the database answers and FHIR definitions are loaded',
+      summary: 'Readiness: the database answers and FHIR definitions are loaded; the version of the maps in use',
       tags: ['Operational Flow'],
       security: { kind: 'public' },
       responses: { 200: { description: 'Ready', schema: Health }, 503: { description: 'Not ready', schema: Health } },
@@ -35,7 +40,7 @@ export function systemRoutes(services: Services, openApi: () => unknown): RouteS
           checks.database = 'failing';
         }
         const ok = Object.values(checks).every((v) => v === 'ok');
-        return { status: ok ? 200 : 503, body: { status: ok ? 'ok' : 'unavailable', checks } };
+        return { status: ok ? 200 : 503, body: { status: ok ? 'ok' : 'unavailable', checks, mappings_version: services.mappings.version } };
       },
     }),
     defineRoute({

@@ -2,8 +2,8 @@ import { z } from 'zod';
 import { DEMO_RESET_GROUP } from '../config';
 import { ApiError, ErrorCode } from '../http/errors';
 import { defineRoute, type RouteSpec } from '../http/routes';
-import type { Services } from '../services';
-import { ReplacedSchema, resetDemo } from './reset';
+import type { Services } from '../http/services';
+import { ReplacedSchema, resetDemo } from '../demo/reset';
 
 export function demoRoutes(services: Services): RouteSpec[] {
   const { environment } = services.config;

@@ -1,10 +1,10 @@
 import { z } from 'zod';
-import { syncBatch } from './sync';
-import type { AgentPrincipal } from '../auth/principal';
+import { syncBatch } from '../bridge/sync';
+import type { AgentPrincipal } from '../core/principal';
 import { ApiError, ErrorCode } from '../http/errors';
 import { ErrorSchema } from '../http/openapi';
 import { defineRoute, type RouteSpec } from '../http/routes';
-import type { Services } from '../services';
+import type { Services } from '../http/services';
 
 const Heartbeat = z
   .object({
@@ -74,12 +74,14 @@ export function bridgeRoutes(services: Services): RouteSpec[] {
       security: { kind: 'bridge-agent' },
       body: Heartbeat,
       responses: { 200: { description: 'Recorded', schema: HeartbeatAck } },
-      handler: async ({ body, principal }) => {
+      handler: async ({ ctx, body, principal }) => {
         const agent = principal as AgentPrincipal;
         if (body.agent_id !== agent.agentId || body.facility_id !== agent.facilityId) {
           throw new ApiError(403, ErrorCode.forbidden, 'agent_id and facility_id must be those of the authenticated agent');
         }
-        const record = await services.access.agents.recordHeartbeat(agent.agentId, body.version);
+        // The agent's clock against ours (its timestamp passed the freshness check, so it is a number), for the portal.
+        const skew = Number(ctx.get('x-bridge-timestamp')) - Math.floor(Date.now() / 1000);
+        const record = await services.access.agents.recordHeartbeat(agent.agentId, body.version, skew);
         const now = new Date(record.last_seen_at!);
         return {
           body: {

@@ -1,14 +1,14 @@
 import { z } from 'zod';
-import type { ClientPrincipal, PatientPrincipal, Principal } from '../auth/principal';
-import { accessLogOf } from '../audit/access-log';
+import type { ClientPrincipal, PatientPrincipal, Principal } from '../core/principal';
+import { accessLogOf } from '../consents/access-log';
 import { ApiError, ErrorCode } from '../http/errors';
 import { ErrorSchema } from '../http/openapi';
 import { defineRoute, type RouteSpec } from '../http/routes';
-import type { Services } from '../services';
-import { issuePairingCode, PAIRING_CODE_TTL_SECONDS } from './mobile';
+import type { Services } from '../http/services';
+import { issuePairingCode, PAIRING_CODE_TTL_SECONDS } from '../consents/mobile';
 import { registeredPatient } from '../healthid/registry';
-import { ConsentService } from './service';
-import { CONSENT_TYPE_NAMES, DATA_CLASSES } from './types';
+import { ConsentService } from '../consents/service';
+import { CONSENT_TYPE_NAMES, DATA_CLASSES } from '../core/data-classes';
 
 const CONNECT = '/api/v1/connect';
 const MOBILE = '/api/v1/mobile';

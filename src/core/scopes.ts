@@ -33,6 +33,36 @@ export const SCOPES = [
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 
+/** How much a scope lets a client do (section 5.1's risk column; ours and the 4.5 forms rated alike), for the portal. */
+export const SCOPE_RISK: Record<Scope, 'Low' | 'Medium' | 'High' | 'Critical'> = {
+  'health_id:verify': 'Low',
+  'patients:read': 'Medium',
+  'consents:read': 'Low',
+  'consents:write': 'Low',
+  'encounters:write': 'High',
+  'labs:read': 'Medium',
+  'labs:write': 'High',
+  'prescriptions:read': 'Medium',
+  'prescriptions:write': 'High',
+  'documents:read': 'Medium',
+  'documents:write': 'High',
+  'appointments:read': 'Medium',
+  'appointments:write': 'Medium',
+  'pharmacy:write': 'Medium',
+  'webhooks:manage': 'Medium',
+  'bridge_agent:sync': 'High',
+  'emergency:access': 'Critical',
+  'patient:profile:read': 'Medium',
+  'patients:profile:read': 'Medium',
+  'patient:diagnostics:read': 'Medium',
+  'pharmacy:stock:read': 'Low',
+  'blood:inventory:read': 'Low',
+  'payments:read': 'Medium',
+  'fhir:write': 'High',
+  'fhir:read': 'Medium',
+  'audit:read': 'Medium',
+};
+
 /** Read scope per FHIR resource type; types not listed need `fhir:read`. `fhir:read` also reads every type. */
 export const FHIR_READ_SCOPES: Record<string, Scope> = {
   Patient: 'patients:read',

@@ -2,17 +2,20 @@ import { createHash } from 'node:crypto';
 import type { Context } from 'koa';
 import type { Bundle, Resource } from '@medplum/fhirtypes';
 import { z } from 'zod';
-import { FHIR_WRITE_SCOPE, fhirReadScopes } from '../auth/scopes';
-import { readBody } from '../http/body';
+import { FHIR_WRITE_SCOPE, fhirReadScopes } from '../core/scopes';
+import { mediaType, readBody } from '../http/body';
 import { ApiError, ErrorCode, badRequest } from '../http/errors';
 import { defineRoute, type HandlerInput, type HandlerResult, type RouteSpec } from '../http/routes';
-import type { Services } from '../services';
-import { capabilityStatement } from './capability';
-import { indexedParams } from './indexer';
-import { present } from './present';
-import type { QueryParams } from './search/parse';
-import { FHIR_BASE_PATH as FHIR_BASE } from './service';
-import { checkType } from './store';
+import type { Services } from '../http/services';
+import { processBundle } from '../fhir/bundle';
+import { capabilityStatement } from '../fhir/capability';
+import { indexedParams } from '../fhir/indexer';
+import { JSON_PATCH, MAX_PATCH_OPERATIONS, parsePatch, type Patch } from '../fhir/patch';
+import { present } from '../fhir/present';
+import type { QueryParams } from '../fhir/search/parse';
+import { FHIR_BASE_PATH as FHIR_BASE } from '../fhir/service';
+import { checkType } from '../fhir/store';
+import { validateInput, validateOperation } from '../fhir/validate-operation';
 export const FHIR_JSON = 'application/fhir+json';
 
 /** Types given their own documented read and search operations (the rest share `/{type}`). */
@@ -23,6 +26,12 @@ const DOCUMENTED_TYPES = [
 
 const ResourceSchema = { type: 'object', required: ['resourceType'], properties: { resourceType: { type: 'string' }, id: { type: 'string' } } };
 const BundleSchema = { type: 'object', required: ['resourceType', 'type'], properties: { resourceType: { const: 'Bundle' }, type: { type: 'string' }, total: { type: 'integer' }, link: { type: 'array' }, entry: { type: 'array' } } };
+const PatchSchema = {
+  oneOf: [
+    { type: 'array', maxItems: MAX_PATCH_OPERATIONS, items: { type: 'object', required: ['op', 'path'], properties: { op: { enum: ['add', 'remove', 'replace', 'move', 'copy', 'test'] }, path: { type: 'string' }, from: { type: 'string' }, value: {} } } },
+    { type: 'object', required: ['resourceType', 'parameter'], properties: { resourceType: { const: 'Parameters' }, parameter: { type: 'array', maxItems: MAX_PATCH_OPERATIONS } } },
+  ],
+};
 const ok = (description: string, schema: Record<string, unknown> = ResourceSchema) => ({ description, schema, contentType: FHIR_JSON });
 
 const TypeParam = z.string().describe('FHIR resource type, e.g. Patient');
@@ -118,6 +127,13 @@ async function resourceBody(ctx: Context, services: Services): Promise<Resource>
   const body = await readBody(ctx, services.config.maxBodyBytes);
   if (!body || typeof body !== 'object' || Array.isArray(body)) throw badRequest('Body must be a FHIR resource (a JSON object)');
   return body as Resource;
+}
+
+/** A PATCH body: a JSON Patch (application/json-patch+json) or a FHIRPath Patch (a Parameters resource). */
+async function patchBody(ctx: Context, services: Services): Promise<Patch> {
+  const body = await readBody(ctx, services.config.maxBodyBytes);
+  if (body === undefined) throw badRequest('PATCH needs a body: a JSON Patch or a FHIRPath Patch (Parameters)');
+  return parsePatch(mediaType(ctx), body);
 }
 
 function queryOf(ctx: Context): QueryParams {
@@ -237,7 +253,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       handler: async ({ ctx, repo }) => {
         const body = await readBody(ctx, services.config.maxBodyBytes);
         const returnResources = preferredReturn(ctx) === 'representation' && /return/i.test(ctx.get('prefer'));
-        return fhirResult(await repo.bundle(body, { returnResources }));
+        return fhirResult(await processBundle(repo, body, { returnResources }));
       },
     }),
     defineRoute({
@@ -341,6 +357,63 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       },
     }),
     defineRoute({
+      method: 'patch',
+      path: `${FHIR_BASE}/{type}`,
+      operationId: 'fhirConditionalPatch',
+      summary: 'Conditional patch: PATCH Type?criteria patches the one match (none: 404, several: 412)',
+      tags: ['FHIR'],
+      fhir: true,
+      security: { kind: 'client', scope: FHIR_WRITE_SCOPE },
+      group: 'fhir',
+      params: z.object({ type: TypeParam }),
+      rawBody: { schema: PatchSchema, contentTypes: [JSON_PATCH, FHIR_JSON, 'application/json'] },
+      responses: { 200: ok('Patched'), 404: ok('No match', {}), 412: ok('The criteria matched several resources, or version conflict', {}), 422: ok('The patch cannot be applied, or its result is invalid', {}) },
+      handler: async ({ ctx, params, repo }) => {
+        checkType(params.type);
+        if (!ctx.querystring) throw badRequest('A conditional patch needs search criteria in the query string (PATCH Type?criteria), or use PATCH Type/id');
+        const patch = await patchBody(ctx, services);
+        return written(ctx, await repo.conditionalPatch(params.type, ctx.querystring, patch, { ifMatch: ctx.get('if-match') || undefined }), false);
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${FHIR_BASE}/{type}/$validate`,
+      operationId: 'fhirValidate',
+      summary: '$validate a new resource (mode create): the store\'s validator, nothing stored',
+      description: 'Body: the resource, or a Parameters with `resource` (and `mode`, `profile`: a profile is not checked, and says so). Answers 200 with an OperationOutcome: the issues, or one information "No issues detected". Needs the type\'s read scope or fhir:write.',
+      tags: ['FHIR'],
+      fhir: true,
+      security: { kind: 'client', scope: (ctx) => [...readScopeOfPathType(ctx), FHIR_WRITE_SCOPE] },
+      group: 'fhir',
+      params: z.object({ type: TypeParam }),
+      query: z.object({ mode: z.string().optional().describe('create, update or delete') }).loose(),
+      rawBody: { schema: ResourceSchema, contentTypes: [FHIR_JSON, 'application/json'] },
+      responses: { 200: ok('OperationOutcome') },
+      handler: async ({ ctx, params, query, repo }) => {
+        const input = validateInput(params.type, await readBody(ctx, services.config.maxBodyBytes), query.mode, undefined);
+        return fhirResult(await validateOperation(repo, params.type, undefined, input));
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${FHIR_BASE}/{type}/{id}/$validate`,
+      operationId: 'fhirValidateInstance',
+      summary: '$validate against a stored resource: mode update (the default) or delete; nothing stored',
+      description: 'The stored resource is read as a read reads it (404 when the caller may not see it, 410 when deleted); one the caller may not change is reported as an error issue. Needs the type\'s read scope.',
+      tags: ['FHIR'],
+      fhir: true,
+      security: { kind: 'client', scope: readScopeOfPathType },
+      group: 'fhir',
+      params: z.object({ type: TypeParam, id: IdParam }),
+      query: z.object({ mode: z.string().optional().describe('create, update or delete') }).loose(),
+      rawBody: { schema: ResourceSchema, contentTypes: [FHIR_JSON, 'application/json'], required: false },
+      responses: { 200: ok('OperationOutcome'), 404: ok('Not found', {}), 410: ok('Deleted', {}) },
+      handler: async ({ ctx, params, query, repo }) => {
+        const input = validateInput(params.type, await readBody(ctx, services.config.maxBodyBytes), query.mode, params.id);
+        return fhirResult(await validateOperation(repo, params.type, params.id, input));
+      },
+    }),
+    defineRoute({
       method: 'get',
       path: `${FHIR_BASE}/Patient/{id}/$everything`,
       operationId: 'patientEverything',
@@ -393,6 +466,25 @@ export function fhirRoutes(services: Services): RouteSpec[] {
         if (resource.id !== params.id) throw badRequest(`Body id "${resource.id ?? ''}" must equal the url id "${params.id}"`);
         const outcome = await repo.update(resource, { ifMatch: ctx.get('if-match') || undefined });
         return written(ctx, outcome.resource, outcome.created);
+      },
+    }),
+    defineRoute({
+      method: 'patch',
+      path: `${FHIR_BASE}/{type}/{id}`,
+      operationId: 'fhirPatch',
+      summary: 'Patch: a JSON Patch (application/json-patch+json) or a FHIRPath Patch (Parameters); If-Match: W/"n" makes it version-checked',
+      description: `The result is validated and written as an update (owner only). Malformed patch: 400; a failing test, a path that is not there or an invalid result: 422, nothing stored; resourceType, id and meta are the server's. At most ${MAX_PATCH_OPERATIONS} operations.`,
+      tags: ['FHIR'],
+      fhir: true,
+      security: { kind: 'client', scope: FHIR_WRITE_SCOPE },
+      group: 'fhir',
+      params: z.object({ type: TypeParam, id: IdParam }),
+      rawBody: { schema: PatchSchema, contentTypes: [JSON_PATCH, FHIR_JSON, 'application/json'] },
+      responses: { 200: ok('Patched'), 404: ok('Not found', {}), 412: ok('Version conflict', {}), 422: ok('The patch cannot be applied, or its result is invalid', {}) },
+      handler: async ({ ctx, params, repo }) => {
+        checkType(params.type);
+        const patch = await patchBody(ctx, services);
+        return written(ctx, await repo.patch(params.type, params.id, patch, { ifMatch: ctx.get('if-match') || undefined }), false);
       },
     }),
     defineRoute({

@@ -1,5 +1,5 @@
 /**
- * Nesting bounds of JSON input, in one place: the body reader (src/http/body.ts) refuses deeper bodies before
+ * Nesting bounds of JSON input, in one place: the body reader (src/core/body-text.ts) refuses deeper bodies before
  * parsing them, so no later walk over a body (validation, indexing, hashing) can exhaust the stack.
  */
 

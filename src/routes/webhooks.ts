@@ -1,13 +1,13 @@
 import { z } from 'zod';
 import { SecretRotationRequest } from '../auth/clients';
-import type { Principal } from '../auth/principal';
+import type { Principal } from '../core/principal';
 import { EVENT_TYPES } from '../events/types';
 import { ApiError, ErrorCode, notFound, validationFailed } from '../http/errors';
 import { defineRoute, type RouteSpec, type Security } from '../http/routes';
-import type { Services } from '../services';
-import { replayEvent } from './deliveries';
-import { checkedAddress, DestinationRefused } from './destination';
-import { callbackUrlProblem, createSubscription, rotateSubscriptionSecret, type Owner } from './subscriptions';
+import type { Services } from '../http/services';
+import { replayEvent } from '../webhooks/deliveries';
+import { checkedAddress, DestinationRefused } from '../webhooks/destination';
+import { callbackUrlProblem, createSubscription, rotateSubscriptionSecret, type Owner } from '../webhooks/subscriptions';
 
 const BASE = '/api/v1/connect/webhooks';
 const security: Security = { kind: 'client', scope: 'webhooks:manage' };
@@ -58,6 +58,7 @@ const Attempt = z.object({
   status_code: z.number().int().nullable().describe("The receiver's HTTP status, when it answered"),
   error: z.string().nullable(),
   succeeded: z.boolean(),
+  response_excerpt: z.string().nullable().describe("The first 1 KB of the receiver's answer"),
 });
 
 const DeliveryStatusSchema = z.enum(['pending', 'delivered', 'exhausted', 'cancelled']);

@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import { ErrorSchema } from '../http/openapi';
 import { defineRoute, type RouteSpec } from '../http/routes';
-import type { Services } from '../services';
-import { BLOOD_COMPONENTS, BLOOD_GROUPS, EXPIRING_DAYS } from './blood';
-import { DEFAULT_TIME_ZONE, isTimeZone, PAYMENT_METHODS } from './payments';
-import { putStock } from './pharmacy';
+import type { Services } from '../http/services';
+import { BLOOD_COMPONENTS, BLOOD_GROUPS, EXPIRING_DAYS, readBloodInventory } from '../inventory/blood';
+import { DEFAULT_TIME_ZONE, isTimeZone, PAYMENT_METHODS, readReconciliation } from '../inventory/payments';
+import { putStock, readStockLines } from '../inventory/pharmacy';
 
 const CONNECT = '/api/v1/connect';
 /** A real calendar date, YYYY-MM-DD (one check, so one problem per bad value). */
@@ -110,7 +110,7 @@ export function inventoryRoutes(services: Services): RouteSpec[] {
         .strict(),
       responses: { 200: { description: 'Stock lines', schema: z.object({ items: z.array(StockItem), next_offset: z.number().int().nullable() }).meta({ id: 'PharmacyStock' }) } },
       async handler({ query, repo }) {
-        return { body: await repo.stockLines({ ...query, below_reorder_level: query.below_reorder_level === 'true' }) };
+        return { body: await readStockLines(repo, { ...query, below_reorder_level: query.below_reorder_level === 'true' }) };
       },
     }),
     defineRoute({
@@ -151,7 +151,7 @@ export function inventoryRoutes(services: Services): RouteSpec[] {
       async handler({ query, repo }) {
         // The caller's organisation's payments, an operator's of every organisation: the repository's policy decides.
         return {
-          body: await repo.paymentReconciliation({
+          body: await readReconciliation(repo, {
             date: query.date,
             timeZone: query.time_zone ?? DEFAULT_TIME_ZONE,
             facilityId: query.facility_id,
@@ -177,7 +177,7 @@ export function inventoryRoutes(services: Services): RouteSpec[] {
         .strict(),
       responses: { 200: { description: 'The inventory', schema: BloodInventory }, 422: { description: 'Unknown blood group or component (VALIDATION_FAILED)', schema: ErrorSchema } },
       async handler({ query, repo }) {
-        return { body: { items: await repo.bloodInventory(query) } };
+        return { body: { items: await readBloodInventory(repo, query) } };
       },
     }),
   ];

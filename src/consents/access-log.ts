@@ -1,6 +1,6 @@
 import type { AuditEvent, Bundle } from '@medplum/fhirtypes';
 import type { FhirRepository } from '../fhir/repository';
-import { CLIENT_ID_SYSTEM, OPERATION_SYSTEM, ORGANIZATION_ID_SYSTEM } from './audit';
+import { CLIENT_ID_SYSTEM, OPERATION_SYSTEM, ORGANIZATION_ID_SYSTEM } from '../audit/audit';
 
 /** One access to a patient's data, as the patient's app shows it. */
 export interface AccessLogEntry {

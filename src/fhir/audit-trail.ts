@@ -1,9 +1,10 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import type { AuditEvent } from '@medplum/fhirtypes';
 import type { Database, Queryable } from '../db/database';
 import type { Logger } from '../log';
 import type { BackgroundWorker } from '../jobs';
-import { writeMany } from '../fhir/store/writes';
-import { auditRow, buildAuditEvent, insertAuditRows, type AuditRecord, type AuditRow } from './audit';
+import { writeMany } from './store/writes';
+import { auditRow, buildAuditEvent, insertAuditRows, type AuditRecord, type AuditRow } from '../audit/audit';
 
 /** Most rows one group commit inserts; more wait for the next. */
 const MAX_GROUP = 500;
@@ -72,7 +73,7 @@ export class AuditTrail {
     );
     if (!rows.length) return 0;
     // Built by buildAuditEvent, whose output a test validates against R4: not validated again here.
-    const items = rows.map((r) => ({ resource: { ...buildAuditEvent(r.record, new Date(r.recorded)), id: r.id }, method: 'POST' as const }));
+    const items = rows.map((r) => ({ resource: auditEventOf(r), method: 'POST' as const }));
     // Each AuditEvent is authored by the organisation whose access it records: that organisation reads its own
     // accesses, and only operators read the whole trail (src/policy OWNER_ONLY_TYPES).
     const orgOf = new Map(rows.map((r) => [r.id, organizationOf(r.record)]));
@@ -133,11 +134,16 @@ export class AuditTrail {
   }
 }
 
+/** A row of `audit_log` as readers see it: the FHIR AuditEvent with the row's id (materialised, and archived). */
+export function auditEventOf(row: { id: string; recorded: Date | string; record: AuditRecord }): AuditEvent & { id: string } {
+  return { ...buildAuditEvent(row.record, new Date(row.recorded)), id: row.id };
+}
+
 /**
  * The organisation of the caller an audit record names (none for Pont itself and for patients). A refusal is the
  * operators' only: it names the patient of data the caller was refused, which the caller must not learn.
  */
-function organizationOf(record: AuditRecord): string | null {
+export function organizationOf(record: AuditRecord): string | null {
   if (record.outcome !== 'success') return null;
   const principal = record.caller?.principal as { organizationId?: string } | undefined;
   return principal?.organizationId ?? null;

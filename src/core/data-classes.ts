@@ -1,8 +1,8 @@
-import { FHIR_READ_SCOPES } from '../auth/scopes';
+import { FHIR_READ_SCOPES } from './scopes';
 
 /**
  * Data classes: what a consent covers. A resource's class is the read scope of its type in the FHIR scope
- * table (src/auth/scopes.ts); patient data of any other type is `fhir:read`. One table, used by the access
+ * table (src/core/scopes.ts); patient data of any other type is `fhir:read`. One table, used by the access
  * rule (SQL), the consent routes and the README.
  */
 export const DATA_CLASSES = ['patients:read', 'labs:read', 'prescriptions:read', 'documents:read', 'appointments:read', 'fhir:read'] as const;

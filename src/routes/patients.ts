@@ -3,9 +3,9 @@ import { isCountryCode } from '../healthid/countries';
 import { HEALTH_ID_LENGTH, HealthIdErrorCode } from '../healthid/healthid';
 import { defineRoute, type RouteSpec } from '../http/routes';
 import { ErrorSchema } from '../http/openapi';
-import type { Services } from '../services';
-import { normaliseName } from './matching';
-import { PatientService, type Demographics, type StatedReason } from './service';
+import type { Services } from '../http/services';
+import { normaliseName } from '../healthid/matching';
+import { PatientService, type Demographics, type StatedReason } from '../patients/service';
 
 const CONNECT = '/api/v1/connect';
 
@@ -63,7 +63,7 @@ const ResolveBody = z
   })
   .meta({ id: 'HealthIdResolveRequest' });
 
-const PatientSummary = z
+const PatientDemographics = z
   .object({
     health_id: z.string(),
     first_name: z.string().nullable(),
@@ -72,18 +72,18 @@ const PatientSummary = z
     sex: z.enum(['male', 'female', 'other']).nullable(),
     country_code: z.string().nullable(),
   })
-  .meta({ id: 'PatientSummary', description: 'Basic demographics of a registered patient (no contact details); null where unknown.' });
+  .meta({ id: 'PatientDemographics', description: 'Basic demographics of a registered patient (no contact details); null where unknown.' });
 
 const ResolveResponse = z
   .object({
     status: z.enum(['found', 'created', 'not_found']),
     health_id: z.string(),
-    patient: PatientSummary.optional().describe('Absent when not_found'),
+    patient: PatientDemographics.optional().describe('Absent when not_found'),
   })
   .meta({ id: 'HealthIdResolveResponse' });
 
 const VerifyResponse = z
-  .object({ valid: z.literal(true), health_id: z.string(), patient: PatientSummary })
+  .object({ valid: z.literal(true), health_id: z.string(), patient: PatientDemographics })
   .meta({ id: 'HealthIdVerifyResponse' });
 
 const PatientProfile = z

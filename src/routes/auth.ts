@@ -3,16 +3,21 @@ import { z } from 'zod';
 import { ApiError, ErrorCode, notFound, type ErrorCodeValue } from '../http/errors';
 import { readBody } from '../http/body';
 import { defineRoute, type RouteSpec } from '../http/routes';
-import type { Services } from '../services';
-import { rotateClientSecret, SecretRotationRequest, type ActiveClient } from './clients';
-import type { ClientPrincipal } from './principal';
-import { SCOPES, type Scope } from './scopes';
+import type { Services } from '../http/services';
+import { rotateClientSecret, SecretRotationRequest, type ActiveClient } from '../auth/clients';
+import type { ClientPrincipal } from '../core/principal';
+import { SCOPES } from '../core/scopes';
+import { ASSERTION_TYPE, AssertionRefused } from '../auth/assertions';
+import { ASSERTION_ALGORITHMS } from '../auth/jwks';
+import { grantScopes, SMART_SCOPES_SUPPORTED, smartScopeTable } from '../auth/smart-scopes';
 
 export const TOKEN_PATH = '/api/v1/connect/auth/token';
 export const INTROSPECTION_PATH = '/api/v1/connect/auth/introspect';
 export const JWKS_PATH = '/.well-known/jwks.json';
 export const METADATA_PATH = '/.well-known/oauth-authorization-server';
 export const ROTATE_SECRET_PATH = '/api/v1/connect/auth/clients/{client_id}/rotate-secret';
+/** SMART App Launch discovery, at the root and under the FHIR base (where SMART clients look). */
+export const SMART_CONFIGURATION_PATHS = ['/.well-known/smart-configuration', '/api/fhir/R4/.well-known/smart-configuration'];
 
 const FORM_AND_JSON = ['application/x-www-form-urlencoded', 'application/json'];
 /** RFC 6749 §5.1: token responses must not be cached. */
@@ -21,11 +26,25 @@ const NO_STORE = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
 const TokenRequest = z
   .object({
     grant_type: z.literal('client_credentials'),
-    client_id: z.string().describe('Integration client id (or send it with HTTP Basic)'),
-    client_secret: z.string().describe('Integration client secret (or send it with HTTP Basic)'),
-    scope: z.string().optional().describe('Space-separated scopes to narrow the grant to; default: all of the client\'s scopes'),
+    client_id: z.string().optional().describe('Integration client id (or send it with HTTP Basic); optional with a client_assertion, whose iss it must equal'),
+    client_secret: z.string().optional().describe('Integration client secret (or send it with HTTP Basic); clients registered with keys have none'),
+    client_assertion_type: z.literal(ASSERTION_TYPE).optional().describe('SMART Backend Services (private_key_jwt): with client_assertion, instead of a secret'),
+    client_assertion: z
+      .string()
+      .optional()
+      .describe(
+        `A JWT signed by a key of the client's registered JWK Set: alg ${ASSERTION_ALGORITHMS.join(' or ')}, header kid; iss = sub = the client id; aud = this endpoint's URL; exp at most 300 s ahead; a jti never used before`,
+      ),
+    scope: z
+      .string()
+      .optional()
+      .describe("Space-separated scopes to narrow the grant to: Pont's own, or SMART system scopes (system/Observation.rs, system/*.cruds...; see the description); default: all of the client's scopes"),
   })
-  .meta({ id: 'TokenRequest', description: 'Section 2.4. Also accepted form-encoded, with the client credentials in HTTP Basic (RFC 6749 §2.3.1).' });
+  .meta({
+    id: 'TokenRequest',
+    description:
+      'Section 2.4. Also accepted form-encoded (SMART clients send it so), with the client credentials in HTTP Basic (RFC 6749 §2.3.1), or a client assertion (RFC 7523, SMART Backend Services).',
+  });
 
 const TokenResponseSchema = z
   .object({
@@ -102,6 +121,18 @@ const OAuthServerMetadata = z
   .loose()
   .meta({ id: 'OAuthServerMetadata', description: 'RFC 8414' });
 
+const SmartConfiguration = z
+  .object({
+    token_endpoint: z.string(),
+    token_endpoint_auth_methods_supported: z.array(z.string()),
+    token_endpoint_auth_signing_alg_values_supported: z.array(z.string()),
+    grant_types_supported: z.array(z.string()),
+    scopes_supported: z.array(z.string()).describe('System scopes; any resource type may take the place of *'),
+    capabilities: z.array(z.string()),
+  })
+  .loose()
+  .meta({ id: 'SmartConfiguration', description: 'SMART App Launch 2.x, .well-known/smart-configuration' });
+
 type OAuthErrorCode = 'invalid_request' | 'invalid_client' | 'unsupported_grant_type' | 'invalid_scope';
 
 /** An error in the Error shape that OAuth libraries also understand (RFC 6749 §5.2). */
@@ -163,13 +194,30 @@ function clientCredentials(ctx: Context, body: Record<string, string>): { client
   return undefined;
 }
 
-/** The scopes to grant: all of the client's, or the requested subset (any other scope is refused). */
-function grantedScopes(client: ActiveClient, requested: string | undefined): Scope[] {
+/** Most scopes one token request may name. */
+const MAX_REQUESTED_SCOPES = 100;
+
+/**
+ * The scopes to grant, as the token and its answer will carry them: all of the client's, or those requested,
+ * Pont's own or SMART's (src/auth/smart-scopes.ts); one the client may not have refuses the request.
+ */
+function grantedScopes(client: ActiveClient, requested: string | undefined): string[] {
   const asked = [...new Set((requested ?? '').split(' ').filter(Boolean))];
   if (!asked.length) return client.scopes;
-  const refused = asked.filter((s) => !client.scopes.includes(s as Scope));
-  if (refused.length) throw oauthError('invalid_scope', `The client is not allowed the scope(s): ${refused.join(' ')}`);
-  return asked as Scope[];
+  if (asked.length > MAX_REQUESTED_SCOPES) throw oauthError('invalid_scope', `Ask at most ${MAX_REQUESTED_SCOPES} scopes`);
+  const { refused } = grantScopes(asked, client.scopes);
+  if (refused.length) throw oauthError('invalid_scope', `The client is not allowed the scope(s): ${refused.map((r) => `${r.scope.slice(0, 100)} (${r.reason})`).join('; ')}`);
+  return asked;
+}
+
+/** A client assertion (RFC 7523 §2.2), when the request carries one; it is then the only client authentication. */
+function clientAssertion(ctx: Context, body: Record<string, string>): string | undefined {
+  if (body.client_assertion_type === undefined && body.client_assertion === undefined) return undefined;
+  if (body.client_assertion_type !== ASSERTION_TYPE) throw oauthError('invalid_request', `client_assertion_type must be ${ASSERTION_TYPE}`);
+  if (!body.client_assertion) throw oauthError('invalid_request', 'client_assertion is required with client_assertion_type');
+  if (body.client_secret !== undefined || /^Basic /i.test(ctx.get('authorization')))
+    throw oauthError('invalid_request', 'Authenticate the client once: a client assertion or a secret, not both');
+  return body.client_assertion;
 }
 
 export function authRoutes(services: Services): RouteSpec[] {
@@ -181,6 +229,20 @@ export function authRoutes(services: Services): RouteSpec[] {
     401: { description: 'invalid_client: unknown client, wrong secret or revoked client (answered alike)', schema: OAuthErrorSchema },
     429: { description: 'Too many requests for this client, or too many failed client authentications from this address' },
   };
+
+  const smartConfiguration = () => ({
+    issuer: access.issuer,
+    jwks_uri: url(JWKS_PATH),
+    token_endpoint: url(TOKEN_PATH),
+    introspection_endpoint: url(INTROSPECTION_PATH),
+    token_endpoint_auth_methods_supported: ['private_key_jwt'],
+    token_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGORITHMS,
+    grant_types_supported: ['client_credentials'],
+    scopes_supported: SMART_SCOPES_SUPPORTED,
+    response_types_supported: [],
+    code_challenge_methods_supported: [],
+    capabilities: ['client-confidential-asymmetric', 'permission-v2', 'permission-v1'],
+  });
 
   return [
     defineRoute({
@@ -211,20 +273,38 @@ export function authRoutes(services: Services): RouteSpec[] {
           grant_types_supported: ['client_credentials'],
           scopes_supported: SCOPES,
           response_types_supported: [],
-          token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+          token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'],
+          token_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGORITHMS,
           introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'bearer'],
           service_documentation: url('/api/openapi.json'),
         },
       }),
     }),
+    ...SMART_CONFIGURATION_PATHS.map((path, i) =>
+      defineRoute({
+        method: 'get',
+        path,
+        operationId: i === 0 ? 'getSmartConfiguration' : 'getFhirSmartConfiguration',
+        summary: 'SMART App Launch 2.x configuration: how SMART Backend Services authenticate',
+        description: 'Clients registered with public keys (`pont clients create --jwks FILE | --jwks-uri URL`) authenticate at `token_endpoint` with a signed client assertion.',
+        tags: ['Discovery'],
+        security: { kind: 'public' },
+        responses: { 200: { description: 'SMART configuration', schema: SmartConfiguration } },
+        handler: async () => ({ body: smartConfiguration(), headers: { 'Cache-Control': 'public, max-age=3600' } }),
+      }),
+    ),
     defineRoute({
       method: 'post',
       path: TOKEN_PATH,
       operationId: 'issueToken',
       summary: 'OAuth 2.0 client-credentials grant: an RS256 access token for 3600 s',
       description:
-        'Client authentication: `client_id` + `client_secret` in the body (JSON or form) or HTTP Basic. ' +
-        'Optional `scope` narrows the grant; a scope the client lacks fails with invalid_scope.',
+        'Client authentication: `client_id` + `client_secret` in the body (JSON or form) or HTTP Basic; or, for a ' +
+        'client registered with public keys (SMART Backend Services, `private_key_jwt`), `client_assertion_type` + ' +
+        '`client_assertion`. A replayed, expired or badly signed assertion, a wrong `aud` or an unknown client: 401 ' +
+        'invalid_client. Optional `scope` narrows the grant, in Pont scopes or SMART system scopes (answered as asked); ' +
+        'a scope the client lacks fails with invalid_scope. SMART scopes map onto Pont scopes so:\n\n' +
+        smartScopeTable(),
       tags: ['Connect'],
       group: 'token',
       security: { kind: 'public' },
@@ -232,16 +312,28 @@ export function authRoutes(services: Services): RouteSpec[] {
       responses: { 200: { description: 'Token issued', schema: TokenResponseSchema }, ...oauthErrors },
       handler: async ({ ctx }) => {
         const body = await readOAuthBody(ctx, config.maxBodyBytes);
-        const credentials = clientCredentials(ctx, body);
+        const assertion = clientAssertion(ctx, body);
+        const credentials = assertion === undefined ? clientCredentials(ctx, body) : undefined;
         if (!body.grant_type) throw oauthError('invalid_request', 'grant_type is required (client_credentials)');
         if (body.grant_type !== 'client_credentials') {
           throw oauthError('unsupported_grant_type', `grant_type ${body.grant_type} is not supported; use client_credentials`);
         }
-        if (!credentials) throw invalidClient('Client authentication required: client_id and client_secret, or HTTP Basic');
-        const client = await access.checkClientSecret(ctx, credentials.clientId, credentials.secret);
+        let client: ActiveClient | undefined;
+        if (assertion !== undefined) {
+          try {
+            client = await access.checkClientAssertion(ctx, assertion, url(TOKEN_PATH), body.client_id);
+          } catch (err) {
+            if (err instanceof AssertionRefused) throw invalidClient(err.message);
+            throw err;
+          }
+        } else {
+          if (!credentials) throw invalidClient('Client authentication required: client_id and client_secret, HTTP Basic, or a client_assertion');
+          client = await access.checkClientSecret(ctx, credentials.clientId, credentials.secret);
+        }
         if (!client) throw invalidClient();
         await access.limits.consume('token', `client:${client.clientId}`);
         const token = await access.tokens.issue(client, grantedScopes(client, body.scope));
+        await access.clients.recordUse(client.clientId);
         return { body: token, headers: NO_STORE };
       },
     }),
@@ -284,7 +376,7 @@ export function authRoutes(services: Services): RouteSpec[] {
           body: {
             active: true,
             token_type: 'Bearer',
-            scope: verified.scopes.join(' '),
+            scope: verified.scope,
             client_id: claims.client_id,
             sub: claims.sub,
             aud: claims.aud,
@@ -314,11 +406,14 @@ export function authRoutes(services: Services): RouteSpec[] {
       responses: {
         200: { description: 'The new secret', schema: ClientSecretRotation },
         404: { description: 'Not the calling client' },
+        409: { description: 'The client authenticates with public keys: it has no secret' },
       },
       secretFields: { fields: ['client_secret'], key: config.webhooks.secretKey },
       handler: async ({ params, body, principal, repo }) => {
         const caller = principal as ClientPrincipal;
         if (caller.clientId !== params.client_id) throw notFound(`No client ${params.client_id} for this caller`);
+        if ((await access.clients.active(caller.clientId))?.keys)
+          throw new ApiError(409, ErrorCode.conflict, 'This client authenticates with its public keys (private_key_jwt): it has no secret to rotate');
         access.clients.changing(caller.clientId); // its next request, right after this answer, must see the new secret
         const rotated = await repo.transaction((sql) => rotateClientSecret(sql, caller.clientId, body.overlap_seconds));
         if (!rotated) throw notFound(`No client ${params.client_id} for this caller`); // revoked meanwhile

@@ -1,0 +1,289 @@
+import { z } from 'zod';
+import { FHIR_READ_SCOPES } from '../core/scopes';
+import { FHIR_JSON } from './fhir';
+import { badRequest, invalidFields } from '../http/errors';
+import { ErrorSchema } from '../http/openapi';
+import { defineRoute, type RouteSpec } from '../http/routes';
+import { registeredPatient } from '../healthid/registry';
+import type { Services } from '../http/services';
+import { CDSS_ALERT, FLAG_LEVELS, RecordsService, SUMMARY_SIZES, type FlagLevel } from '../records/service';
+import type { MappingSet } from '../mapping/types';
+import { recordType, recordTypes, type RecordType } from '../mapping/record-types';
+
+const CONNECT = '/api/v1/connect';
+const SDK = '/api/v1/sdk';
+
+const HealthId = z.string().max(64).describe('Health ID (see resolve)');
+const Text = (max: number) => z.string().trim().min(1, 'must not be blank').max(max);
+const Instant = z.iso.datetime({ offset: true }).describe('ISO 8601 date-time with a zone');
+const PastInstant = Instant.refine((v) => Date.parse(v) <= Date.now() + 5 * 60_000, 'must not be in the future');
+
+/** The per-patient FHIR helpers of the SDK's `fhir` module: the type and its default search. */
+export const SDK_FHIR_TYPES = ['MedicationRequest', 'AllergyIntolerance', 'DiagnosticReport', 'Condition'] as const;
+
+const errors = {
+  403: { description: 'Missing scope (FORBIDDEN) or no consent covers the data (CONSENT_REQUIRED)', schema: ErrorSchema },
+  404: { description: 'Health ID not registered (HEALTH_ID_NOT_REGISTERED)', schema: ErrorSchema },
+  422: { description: 'Malformed Health ID or invalid field (VALIDATION_FAILED, HEALTH_ID_*), every problem listed in `details`', schema: ErrorSchema },
+};
+const pushErrors = {
+  ...errors,
+  409: { description: 'This Idempotency-Key was used with a different request (IDEMPOTENCY_CONFLICT)', schema: ErrorSchema },
+};
+
+const EncounterPush = z
+  .object({
+    health_id: HealthId,
+    encounter_type: Text(64).describe(`What kind of encounter, e.g. consultation, or ${CDSS_ALERT} for a decision-support alert`),
+    clinical_note: Text(20_000).optional(),
+    status: z.enum(['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled']).optional().describe('Default finished'),
+    class: z.enum(['AMB', 'EMER', 'IMP', 'VR', 'HH']).optional().describe('v3 ActCode: AMB ambulatory (default), EMER emergency, IMP inpatient, VR virtual, HH home health'),
+    reason: Text(500).optional(),
+    started_at: PastInstant.optional().describe('Default now'),
+    ended_at: PastInstant.optional().describe('Default now for a finished encounter'),
+    alert_type: Text(64).optional().describe(`Required for ${CDSS_ALERT}: e.g. drug_interaction, duplicate_therapy, contraindication, dose_range, allergy_alert`),
+    severity: z.enum(['high', 'moderate', 'low']).optional().describe(`Required for ${CDSS_ALERT}`),
+    cdss_rule_id: Text(128).optional().describe('The decision-support rule that raised the alert'),
+  })
+  .strict()
+  .superRefine((push, ctx) => {
+    if (push.encounter_type !== CDSS_ALERT) {
+      for (const field of ['alert_type', 'severity', 'cdss_rule_id'] as const)
+        if (push[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message: `only for encounter_type ${CDSS_ALERT}` });
+      return;
+    }
+    for (const field of ['alert_type', 'severity'] as const)
+      if (push[field] === undefined) ctx.addIssue({ code: 'custom', path: [field], message: `required for encounter_type ${CDSS_ALERT}` });
+    if (push.started_at && push.ended_at && push.ended_at < push.started_at) ctx.addIssue({ code: 'custom', path: ['ended_at'], message: 'must not be before started_at' });
+  })
+  .meta({ id: 'EncounterPush' });
+
+const EncounterPushed = z
+  .object({
+    health_id: z.string(),
+    encounter_id: z.string().describe('The FHIR Encounter'),
+    detected_issue_id: z.string().nullable().describe(`The FHIR DetectedIssue of a ${CDSS_ALERT}, else null`),
+    organization_id: z.string().nullable().describe('Recorded as the author'),
+    created_at: z.string(),
+  })
+  .meta({ id: 'EncounterPushed' });
+
+const LabResultPush = z
+  .object({
+    health_id: HealthId,
+    test_name: Text(200),
+    result_value: Text(1000).describe('A decimal number, or a limit such as "<5" or ">=200", is stored as a quantity (with `unit` and the comparator); anything else (e.g. "positive") as text, and then `unit` is refused (422)'),
+    flagged: z.boolean().describe('Outside the normal range'),
+    flag_level: z
+      .enum(Object.keys(FLAG_LEVELS) as [FlagLevel, ...FlagLevel[]])
+      .optional()
+      .describe(`How far out: ${Object.entries(FLAG_LEVELS).map(([k, v]) => `${k} (${v})`).join(', ')}; default abnormal when flagged, normal when not`),
+    interpretation: Text(2000).optional().describe("The result in words; the report's conclusion"),
+    unit: Text(50).optional().describe('UCUM unit of a numeric result, e.g. g/dL'),
+    loinc_code: z.string().regex(/^\d{1,7}-\d$/, 'must be a LOINC code such as 718-7').optional(),
+    reference_low: z.number().finite().optional(),
+    reference_high: z.number().finite().optional(),
+    status: z.enum(['preliminary', 'final']).optional().describe('Default final (a final result raises lab_result.released)'),
+    effective_at: PastInstant.optional().describe('When the specimen was taken; default now'),
+  })
+  .strict()
+  .superRefine((push, ctx) => {
+    if (push.reference_low !== undefined && push.reference_high !== undefined && push.reference_low > push.reference_high)
+      ctx.addIssue({ code: 'custom', path: ['reference_high'], message: 'must not be below reference_low' });
+  })
+  .meta({ id: 'LabResultPush' });
+
+const LabResultPushed = z
+  .object({
+    health_id: z.string(),
+    lab_result_id: z.string().describe('The FHIR Observation'),
+    diagnostic_report_id: z.string().describe('The FHIR DiagnosticReport that issues it'),
+    flagged: z.boolean(),
+    flag: z.string().describe('The v3 ObservationInterpretation code stored'),
+    created_at: z.string(),
+  })
+  .meta({ id: 'LabResultPushed' });
+
+const idempotencyHeader = {
+  'Idempotent-Replayed': { description: 'true when this is the stored answer to an earlier request with the same Idempotency-Key', schema: { type: 'string' } },
+};
+
+/**
+ * What the records routes validate and publish, from the record types the maps declare (their `record:` sections):
+ * the `type` values, each type's shape, the answers holding them.
+ */
+function recordSchemas(maps: MappingSet) {
+  const types = recordTypes(maps);
+  const typeNames = [...types.keys()];
+  const shapeOf = ({ sources, shape }: RecordType) =>
+    maps.get(sources[0]!.map).shape().extend(Object.fromEntries(sources.flatMap((s) => Object.keys(s.tag ?? {}).map((k) => [k, z.string()])))).meta({ id: shape });
+  const shapes = new Map(typeNames.map((t) => [t, shapeOf(types.get(t)!)]));
+  /** The shape of a record type the code itself uses (src/mapping/uses.ts names them); throws when no map declares it. */
+  const shape = (name: string) => shapes.get(recordType(maps, name).name)!;
+  const RecordsQuery = z
+    .object({
+      type: z.enum([...typeNames, 'all']).default('all'),
+      limit: z.coerce.number().int().min(1).max(1000).default(100),
+      cursor: z.string().max(500).optional().describe('next_cursor of the previous page (same type)'),
+      since: Instant.optional().describe('Only records changed after this instant'),
+    })
+    .strict();
+  const RecordsAnswer = z
+    .object({
+      health_id: z.string(),
+      type: z.string(),
+      records: z.object(Object.fromEntries(typeNames.map((t) => [t, z.array(shapes.get(t)!).optional()]))).describe('Only the types asked for, newest first'),
+      next_cursor: z.string().nullable().optional().describe('A single type: the `cursor` of the next page, null at the end'),
+      truncated: z.array(z.string()).optional().describe('type=all: the types with more than `limit` records (page them by type)'),
+      withheld: z.array(z.string()).optional().describe('type=all: the types no consent covers for the caller (not read)'),
+    })
+    .meta({ id: 'PatientRecords' });
+  const Summary = z
+    .object({
+      health_id: z.string(),
+      patient: z.object({
+        first_name: z.string().nullable(),
+        last_name: z.string().nullable(),
+        date_of_birth: z.string().nullable(),
+        sex: z.string().nullable(),
+        blood_group: z.string().nullable().describe('ABO and Rh, e.g. A+, from the newest LOINC 882-1 (or 883-9 with 10331-7) Observation, else the profile'),
+      }),
+      active_medications: z.array(shape('prescriptions')).describe(`Active MedicationRequests, newest first, at most ${SUMMARY_SIZES.active_medications}`),
+      active_allergies: z.array(shape('allergies')).describe(`Active allergies, newest first, at most ${SUMMARY_SIZES.active_allergies}`),
+      recent_labs: z.array(shape('lab_results')).describe(`The ${SUMMARY_SIZES.recent_labs} newest lab results`),
+      recent_visits: z.array(shape('visits')).describe(`The ${SUMMARY_SIZES.recent_visits} newest encounters`),
+      withheld: z.array(z.string()).describe('Data classes no consent covers for the caller: their sections are empty'),
+    })
+    .meta({ id: 'PatientSummary' });
+  return { typeNames, RecordsQuery, RecordsAnswer, Summary };
+}
+
+export function recordRoutes(services: Services): RouteSpec[] {
+  const records = new RecordsService(services.mappings);
+  // The maps of the request (a reload changes them): a record type added by a map is served, validated and
+  // published from the next request on, on every process that reloads.
+  const live = services.mappings.derived(recordSchemas);
+
+  const fhirHelpers = SDK_FHIR_TYPES.map((type) =>
+    defineRoute({
+      method: 'get',
+      path: `${SDK}/patients/{health_id}/fhir/${type}`,
+      operationId: `sdkPatient${type}`,
+      summary: `The patient's ${type} resources (FHIR search)`,
+      description: `A FHIR searchset Bundle from the same search as /api/fhir/R4/${type}, for the patient of the Health ID: any ${type} search parameter but the patient's own (e.g. ${type === 'Condition' ? '`clinical-status=active`' : type === 'MedicationRequest' ? '`status=active`' : '`_count=50`'}), paged with the Bundle's next link. Consent-gated.`,
+      tags: ['SDK', 'FHIR'],
+      security: { kind: 'client', scope: [FHIR_READ_SCOPES[type]!, 'fhir:read'] },
+      params: z.object({ health_id: HealthId }),
+      query: z.object({}).loose(),
+      responses: { 200: { description: 'searchset Bundle', schema: { type: 'object' }, contentType: FHIR_JSON }, ...errors },
+      async handler({ ctx, params, repo }) {
+        const query = { ...(ctx.query as Record<string, string | string[]>) };
+        for (const name of ['patient', 'subject', '_has'])
+          if (name in query) throw badRequest(`${name} is set by the Health ID of the path`);
+        const bundle = await repo.transaction(async (sql) => {
+          const patient = await registeredPatient(sql, params.health_id);
+          await repo.requirePatientAccess(patient.patientId, [FHIR_READ_SCOPES[type]!]);
+          return repo.search(type, { ...query, patient: `Patient/${patient.patientId}` }, { selfQuery: ctx.querystring, linkBase: `${services.config.publicUrl}${ctx.path}` });
+        });
+        return { body: bundle, contentType: FHIR_JSON };
+      },
+    }),
+  );
+
+  return [
+    defineRoute({
+      method: 'get',
+      path: `${CONNECT}/patient/{health_id}/records`,
+      operationId: 'getPatientRecords',
+      summary: "The patient's clinical records in the Connect shapes",
+      description:
+        'Records of one type, or of all (`type=all`: each list holds at most `limit`; `truncated` names the types with more, `withheld` those no consent covers). Newest first. A single type pages with `cursor` (`next_cursor`). `since` returns what changed after an instant. Requires an active consent covering the types read (403 CONSENT_REQUIRED otherwise); one audit record per request.',
+      tags: ['Connect', 'Records'],
+      security: { kind: 'client', scope: 'patient:diagnostics:read' },
+      params: z.object({ health_id: HealthId }),
+      get query() {
+        return live().RecordsQuery;
+      },
+      get responses() {
+        return { 200: { description: 'The records', schema: live().RecordsAnswer }, ...errors };
+      },
+      async handler({ params, query, repo }) {
+        if (query.cursor && query.type === 'all') throw invalidFields([{ field: 'query.cursor', message: 'a cursor pages one type: ask for that type' }]);
+        const asked = query.type === 'all' ? live().typeNames : [query.type];
+        const answer = await records.records(repo, params.health_id, { types: asked, limit: query.limit, cursor: query.cursor, since: query.since });
+        return { body: { type: query.type, ...answer } };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${SDK}/patients/{health_id}/summary`,
+      operationId: 'getPatientSummary',
+      summary: "The patient's summary: demographics, blood group, active medications and allergies, recent labs and visits",
+      description: 'Needs a consent covering patients:read; sections of classes no consent covers (prescriptions:read, labs:read) are empty and named in `withheld`. One audit record per request.',
+      tags: ['SDK', 'Records'],
+      security: { kind: 'client', scope: 'patients:read' },
+      params: z.object({ health_id: HealthId }),
+      get responses() {
+        return { 200: { description: 'The summary', schema: live().Summary }, ...errors };
+      },
+      async handler({ params, repo }) {
+        return { body: await records.summary(repo, params.health_id) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${SDK}/records/encounters`,
+      operationId: 'pushEncounter',
+      summary: 'Push an encounter (a decision-support alert: with its DetectedIssue)',
+      description:
+        `Writes a FHIR Encounter (mappings/visit.map.yaml) and, for encounter_type ${CDSS_ALERT}, the DetectedIssue it raised (mappings/cdss-alert.map.yaml), implicating the Encounter; the caller's organisation is their author. Event encounter.created (and encounter.closed for a finished one). Send an Idempotency-Key to make retries safe.`,
+      tags: ['SDK', 'Records'],
+      security: { kind: 'client', scope: 'encounters:write' },
+      body: EncounterPush,
+      responses: { 201: { description: 'Created', schema: EncounterPushed, headers: idempotencyHeader }, ...pushErrors },
+      async handler({ body, repo }) {
+        return { status: 201, body: await records.pushEncounter(repo, body) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${SDK}/records/lab-results`,
+      operationId: 'pushLabResult',
+      summary: 'Push a lab result: an Observation and the DiagnosticReport that issues it',
+      description:
+        'Writes a FHIR Observation (mappings/lab-result.map.yaml; a numeric result_value as a Quantity, flag_level as the interpretation code) and its DiagnosticReport (mappings/lab-report.map.yaml); the caller\'s organisation is their author. A final result raises lab_result.released. `flagged` and `flag_level` must agree (422). Send an Idempotency-Key to make retries safe.',
+      tags: ['SDK', 'Records'],
+      security: { kind: 'client', scope: 'labs:write' },
+      body: LabResultPush,
+      responses: { 201: { description: 'Created', schema: LabResultPushed, headers: idempotencyHeader }, ...pushErrors },
+      async handler({ body, repo }) {
+        return { status: 201, body: await records.pushLabResult(repo, body) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${SDK}/patients/{health_id}/fhir/$everything`,
+      operationId: 'sdkPatientEverything',
+      summary: "Everything in the patient's record that the caller may see (FHIR Patient/$everything)",
+      description: 'The same Bundle as /api/fhir/R4/Patient/{id}/$everything, for the patient of the Health ID, paged with its next link. Needs a consent covering patients:read.',
+      tags: ['SDK', 'FHIR'],
+      security: { kind: 'client', scope: ['patients:read', 'fhir:read'] },
+      params: z.object({ health_id: HealthId }),
+      query: z.object({
+        _count: z.coerce.number().int().min(1).max(1000).optional(),
+        _since: Instant.optional(),
+        _cursor: z.string().max(500).optional(),
+      }),
+      responses: { 200: { description: 'searchset Bundle', schema: { type: 'object' }, contentType: FHIR_JSON }, ...errors },
+      async handler({ ctx, params, query, repo }) {
+        const bundle = await repo.transaction(async (sql) => {
+          const patient = await registeredPatient(sql, params.health_id);
+          await repo.requirePatientAccess(patient.patientId, ['patients:read']);
+          return repo.everything(patient.patientId, { count: query._count, since: query._since, cursor: query._cursor, linkBase: `${services.config.publicUrl}${ctx.path}` });
+        });
+        return { body: bundle, contentType: FHIR_JSON };
+      },
+    }),
+    ...fhirHelpers,
+  ];
+}

@@ -1,0 +1,127 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { alias, and, constant, ident, join, literal, not, or, param, quoteIdentifier, sql } from '../src/db/sql';
+import { loadFhirDefinitions } from '../src/core/fhir-definitions';
+import { parseSearch } from '../src/fhir/search/parse';
+import { filterSql, sortSql } from '../src/fhir/search/sql';
+import { accessPolicyFor } from '../src/policy/index';
+
+/** The SQL builder (src/db/sql.ts): what FHIR search and the access policy write their SQL with. */
+
+// The search parameter definitions, for the searches below (seconds on a busy machine).
+beforeAll(() => loadFhirDefinitions(), 120_000);
+
+const HOSTILE = `x'); DROP TABLE fhir_resources; --"\\`;
+
+describe('identifiers', () => {
+  it('are quoted, a hostile name staying one identifier', () => {
+    expect(sql`SELECT * FROM ${ident('fhir_resources')}`.render().text).toBe('SELECT * FROM "fhir_resources"');
+    expect(quoteIdentifier('a"b')).toBe('"a""b"');
+    expect(sql`SELECT 1 FROM ${ident(HOSTILE)} t`.render().text).toBe(`SELECT 1 FROM "x'); DROP TABLE fhir_resources; --""\\" t`);
+    expect(ident('r').col(`c"ol`).render().text).toBe('"r"."c""ol"');
+  });
+  it('refuses what cannot be one', () => {
+    expect(() => ident('')).toThrow(/Not an SQL identifier/);
+    expect(() => ident('a\0b')).toThrow(/Not an SQL identifier/);
+    expect(() => alias('\0')).toThrow(/Not an SQL identifier/);
+  });
+  it('literals of code quote their quotes', () => {
+    expect(literal("O'Brien").render().text).toBe(`'O''Brien'`);
+    expect(() => literal('\0')).toThrow();
+  });
+});
+
+describe('parameters', () => {
+  it('every interpolated value binds, in the order the statement reads', () => {
+    const { text, values } = sql`SELECT ${1} WHERE a = ${HOSTILE} AND b = ANY(${['x', 'y']}::text[])`.render();
+    expect(text).toBe('SELECT $1 WHERE a = $2 AND b = ANY($3::text[])');
+    expect(values).toEqual([1, HOSTILE, ['x', 'y']]);
+    expect(text).not.toContain('DROP');
+  });
+  it('are numbered when rendered, across nested fragments built in any order', () => {
+    const inner = sql`b = ${'second'}`;
+    const outer = sql`a = ${'first'} AND ${inner} AND c = ${'third'}`;
+    expect(outer.render()).toEqual({ text: 'a = $1 AND b = $2 AND c = $3', values: ['first', 'second', 'third'] });
+    // The same fragment rendered inside another statement is numbered afresh.
+    expect(sql`SELECT ${0} WHERE ${inner}`.render()).toEqual({ text: 'SELECT $1 WHERE b = $2', values: [0, 'second'] });
+  });
+  it('param() binds once however often it is used; a plain value binds at each use', () => {
+    const org = param('org-a');
+    expect(sql`x = ${org} OR y = ${org} OR z = ${'org-a'}`.render()).toEqual({ text: 'x = $1 OR y = $1 OR z = $2', values: ['org-a', 'org-a'] });
+  });
+  it('null, undefined and objects bind too (never written as text)', () => {
+    expect(sql`${null}, ${undefined}, ${{ a: 1 }}`.render()).toEqual({ text: '$1, $2, $3', values: [null, undefined, { a: 1 }] });
+  });
+});
+
+describe('aliases', () => {
+  it('each alias gets a name of its own, the same wherever it is used', () => {
+    const a = alias('c');
+    const b = alias('c');
+    const { text } = sql`SELECT ${a.col('id')} FROM t ${a} JOIN t ${b} ON ${b.col('id')} = ${a.col('id')}`.render();
+    expect(text).toBe('SELECT "c1"."id" FROM t "c1" JOIN t "c2" ON "c2"."id" = "c1"."id"');
+  });
+  it('are numbered in the order they first appear, per statement', () => {
+    const h = alias('h');
+    const c = alias('c');
+    expect(sql`${c} ${h} ${c}`.render().text).toBe('"c1" "h2" "c1"');
+    expect(sql`${h}`.render().text).toBe('"h1"');
+  });
+  it('a chain within a chain, and a _has within it, never share an alias', () => {
+    const search = parseSearch(
+      'Patient',
+      { 'organization:Organization.partof:Organization.name': 'ann', '_has:Observation:subject:subject:Patient.name': 'bo', '_has:Observation:subject:code': 'x' },
+      'http://x',
+    );
+    const { text } = and(...search.filters.map((f) => filterSql(f, ident('r')))).render();
+    const declared = [...text.matchAll(/(?:FROM|JOIN) \w+ ("\w+")/g)].map((m) => m[1]);
+    expect(declared.length).toBe(10); // each chain and _has joins a reference row to a resource: 2 + 2 (chain in chain), 2 + 2 (_has with a chain), 2
+    expect(new Set(declared).size).toBe(declared.length);
+  }, 60_000); // the first search of a type builds its parameters' index (seconds on a busy machine)
+});
+
+describe('conditions', () => {
+  const a = sql`a = ${1}`;
+  const b = sql`b = ${2}`;
+  const c = sql`c = ${3}`;
+  it('and/or of none, one and several; absent ones left out', () => {
+    expect(and().render().text).toBe('true');
+    expect(or().render().text).toBe('false');
+    expect(and(undefined, a, false).render().text).toBe('a = $1');
+    expect(or(a, b).render().text).toBe('((a = $1) OR (b = $2))');
+    expect(and(a, b).render().text).toBe('((a = $1) AND (b = $2))');
+  });
+  it('nest with the parentheses their precedence needs', () => {
+    expect(and(a, or(b, c)).render().text).toBe('((a = $1) AND (((b = $2) OR (c = $3))))');
+    expect(or(and(a, b), not(c)).render().text).toBe('((((a = $1) AND (b = $2))) OR (NOT (c = $3)))');
+    expect(join([a, b, c], ', ').render()).toEqual({ text: 'a = $1, b = $2, c = $3', values: [1, 2, 3] });
+  });
+});
+
+describe('FHIR search and the policy write through it', () => {
+  it('a hostile search value binds; it is never SQL text', () => {
+    const search = parseSearch('Patient', { name: HOSTILE, identifier: `${HOSTILE}|${HOSTILE}`, _sort: '-birthdate' }, 'http://x');
+    const r = ident('r');
+    const { text, values } = sql`SELECT 1 FROM fhir_resources r WHERE ${and(...search.filters.map((f) => filterSql(f, r)))} ORDER BY ${sortSql(search.sort[0]!, r)}`.render();
+    expect(text).not.toContain('DROP');
+    expect(values.some((v) => typeof v === 'string' && v.includes('drop table'))).toBe(true); // normalised for the string index
+    expect(text).toMatch(/\(SELECT max\("s\d+"\."high"\) FROM "fhir_idx_date" "s\d+"/);
+  }, 60_000);
+  it("the organisation binds once in a row's access condition", () => {
+    const policy = accessPolicyFor({ kind: 'client', clientId: 'c', organizationId: HOSTILE, scopes: ['fhir:read'] }, 'fhir');
+    const { text, values } = policy.rowFilter!(ident('r'))!.render();
+    expect(text).not.toContain('DROP');
+    expect(values).toEqual([HOSTILE]);
+    expect(text).toContain('"r"."author_org" IS NOT DISTINCT FROM $1');
+  });
+});
+
+describe('constants', () => {
+  it('a fragment of code constants renders once into text; one with values or aliases is refused', () => {
+    const c = constant(sql`CASE t ${join([literal('a'), literal("b'")], ' ')} END`);
+    expect(c.strings).toEqual([`CASE t 'a' 'b''' END`]);
+    expect(sql`${c} = ${1}`.render()).toEqual({ text: `CASE t 'a' 'b''' END = $1`, values: [1] });
+    expect(() => constant(sql`x = ${1}`)).toThrow(/binds values or allocates aliases/);
+    expect(() => constant(sql`FROM t ${alias('a')}`)).toThrow(/binds values or allocates aliases/);
+    expect(constant(sql`FROM ${ident('t')}`).render().text).toBe('FROM "t"');
+  });
+});
