@@ -1,0 +1,97 @@
+import type { Database, Queryable } from '../db/database';
+import { monthOf, monthRange, type Month } from '../core/period';
+
+/** The tables partitioned by month (migration 024), by the timestamp that places a row. */
+export const PARTITIONED = {
+  audit: { table: 'audit_log', column: 'recorded' },
+  attempts: { table: 'webhook_delivery_attempts', column: 'started_at' },
+} as const;
+export type PartitionedTable = (typeof PARTITIONED)[keyof typeof PARTITIONED];
+
+/** Months made ahead of the clock, so that the month turning never sends rows to the default partition. */
+const MONTHS_AHEAD = 2;
+
+/**
+ * How long a partition change waits for a lock before giving up until the next run. Attaching and detaching lock
+ * the whole table: a change queued behind a long transaction would hold up every request that writes an audit row.
+ */
+const LOCK_TIMEOUT = '2s';
+
+/** Runs partition DDL in one transaction that gives up on a lock it cannot get within LOCK_TIMEOUT. */
+function ddl<T>(db: Database, fn: (tx: Queryable) => Promise<T>): Promise<T> {
+  return db.transaction(async (tx) => {
+    await tx.query(`SET LOCAL lock_timeout = '${LOCK_TIMEOUT}'`);
+    return fn(tx);
+  });
+}
+
+export const partitionName = (t: PartitionedTable, month: Month) => `${t.table}_p${month.replace('-', '')}`;
+const defaultPartition = (t: PartitionedTable) => `${t.table}_default`;
+const literal = (at: Date) => `'${at.toISOString()}'`;
+
+export interface MonthPartition {
+  month: Month;
+  name: string;
+  /** False for a partition whose drop was interrupted after it was detached: it is finished by the next run. */
+  attached: boolean;
+}
+
+/** The month partitions of `t` that exist, attached or not, oldest first. */
+export async function monthPartitions(sql: Queryable, t: PartitionedTable): Promise<MonthPartition[]> {
+  const { rows } = await sql.query<{ relname: string; attached: boolean }>(
+    `SELECT c.relname, EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid) AS attached
+     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname ~ $1 ORDER BY c.relname`,
+    [`^${t.table}_p[0-9]{6}$`],
+  );
+  return rows.map((r) => {
+    const digits = r.relname.slice(-6);
+    return { month: `${digits.slice(0, 4)}-${digits.slice(4)}`, name: r.relname, attached: r.attached };
+  });
+}
+
+/**
+ * Makes the partition of `month`, moving its rows out of the default partition (where rows wait while their month
+ * has none: after migration 024, or when the job has not run for a while). One transaction: the default partition
+ * is locked first (ATTACH would lock it anyway), so no row of the month can slip in between the move and the attach.
+ */
+async function createPartition(db: Database, t: PartitionedTable, month: Month): Promise<void> {
+  const name = partitionName(t, month);
+  const { from, to } = monthRange(month);
+  const inMonth = `${t.column} >= ${literal(from)} AND ${t.column} < ${literal(to)}`;
+  await ddl(db, async (tx) => {
+    await tx.query(`LOCK TABLE ${defaultPartition(t)} IN ACCESS EXCLUSIVE MODE`);
+    if ((await monthPartitions(tx, t)).some((p) => p.name === name)) return; // another process made it meanwhile
+    await tx.query(`CREATE TABLE ${name} (LIKE ${t.table} INCLUDING DEFAULTS)`);
+    await tx.query(`WITH moved AS (DELETE FROM ${defaultPartition(t)} WHERE ${inMonth} RETURNING *) INSERT INTO ${name} SELECT * FROM moved`);
+    await tx.query(`ALTER TABLE ${t.table} ATTACH PARTITION ${name} FOR VALUES FROM (${literal(from)}) TO (${literal(to)})`);
+  });
+}
+
+/**
+ * Gives every month that has rows in the default partition, the current month and the next MONTHS_AHEAD months a
+ * partition of their own. Returns the months it made.
+ */
+export async function ensurePartitions(db: Database, t: PartitionedTable, now: Date): Promise<Month[]> {
+  const { rows } = await db.query<{ month: Month }>(`SELECT DISTINCT to_char(${t.column} AT TIME ZONE 'UTC', 'YYYY-MM') AS month FROM ${defaultPartition(t)}`);
+  const wanted = new Set([...rows.map((r) => r.month), ...Array.from({ length: MONTHS_AHEAD + 1 }, (_, i) => monthOf(now, i))]);
+  const existing = new Set((await monthPartitions(db, t)).map((p) => p.month));
+  const made: Month[] = [];
+  for (const month of [...wanted].sort()) {
+    if (existing.has(month)) continue;
+    await createPartition(db, t, month);
+    made.push(month);
+  }
+  return made;
+}
+
+/** Takes a month partition out of its table: its rows are no longer read or written through the table. */
+export async function detachPartition(db: Database, t: PartitionedTable, p: MonthPartition): Promise<void> {
+  if (p.attached) await ddl(db, (tx) => tx.query(`ALTER TABLE ${t.table} DETACH PARTITION ${p.name}`));
+}
+
+/** Drops a month partition (detached first, if it still is attached). */
+export async function dropPartition(db: Database, t: PartitionedTable, p: MonthPartition): Promise<void> {
+  await detachPartition(db, t, p);
+  await ddl(db, (tx) => tx.query(`DROP TABLE ${p.name}`));
+}

@@ -1,0 +1,7 @@
+// A worker thread of test/logs.test.ts: loads the logger from the TypeScript sources (as src/fhir/check-worker.mjs
+// loads the checks) and writes one line.
+import { register } from 'tsx/esm/api';
+
+register();
+const { createLogger } = await import('../src/log.ts');
+createLogger('info').info('from a thread', { n: 1 });
