@@ -6,7 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config';
-import { openDatabase } from '../src/db/open';
+import { openDatabase, openMigratedDatabase } from '../src/db/open';
+import { listMigrations } from '../src/db/migrate';
 import { startPont, type RunningPont } from '../src/server';
 import { backend } from './harness';
 
@@ -108,6 +109,40 @@ describe.runIf(backend === 'pglite')('the embedded database with a running servi
       await db.close();
     } finally {
       rmSync(orphan, { recursive: true, force: true });
+    }
+  });
+});
+
+// PGlite's memory is one WebAssembly.Memory per instance that grows and never shrinks (README "Memory").
+describe.runIf(backend === 'pglite')('the embedded database\'s memory', () => {
+  it('a first start initialises and migrates a new data directory elsewhere: no initdb instance stays in the serving process', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'pont-first-'));
+    try {
+      const before = process.memoryUsage().external;
+      const { db, applied } = await openMigratedDatabase({ dataDir });
+      try {
+        expect(applied).toEqual(listMigrations().map((m) => m.version));
+        // initdb is a second PGlite instance plus initdb's own module (~430 MB of WebAssembly memory, freed only when
+        // the garbage collector gets to it); the serving instance alone is ~140 MB.
+        expect((process.memoryUsage().external - before) / 2 ** 20).toBeLessThan(300);
+        expect((await db.query<{ version: string }>('SELECT version FROM schema_migrations ORDER BY version')).rows.map((r) => r.version)).toEqual(applied);
+      } finally {
+        await db.close();
+      }
+      const again = await openMigratedDatabase({ dataDir });
+      expect(again.applied).toEqual([]);
+      await again.db.close();
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 300_000);
+
+  it('runs PostgreSQL with a small shared buffer pool: it is touched in full at start, and the file cache holds the rest', async () => {
+    const db = await openDatabase({});
+    try {
+      expect((await db.query<{ shared_buffers: string }>('SHOW shared_buffers')).rows[0]!.shared_buffers).toBe('16MB');
+    } finally {
+      await db.close();
     }
   });
 });
