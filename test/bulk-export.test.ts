@@ -1,0 +1,591 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AuditEvent, Bundle, Resource } from '@medplum/fhirtypes';
+import { loadConfig } from '../src/config';
+import { startPont, type RunningPont } from '../src/server';
+import { createClient, revokeClient } from '../src/auth/clients';
+import type { BulkExportWorker } from '../src/bulk/worker';
+import { MAX_ATTEMPTS, nextPageLimit } from '../src/bulk/jobs';
+import { validateFhirResource } from '../src/fhir/validate';
+import { parametersResource, parseExportParameters, queryParameters } from '../src/bulk/params';
+import { backend, createScratchDatabase, createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+
+const FHIR = '/api/fhir/R4';
+const ASYNC = { prefer: 'respond-async' };
+const CLINICAL = ['Patient', 'Condition', 'Observation', 'MedicationRequest'];
+const DAY_MS = 24 * 3600 * 1000;
+
+let pont: TestServer;
+let writer: TestClient;
+let reader: TestClient;
+let operator: TestClient;
+let outsider: TestClient;
+let colleague: TestClient;
+const patients: string[] = [];
+
+const worker = (p: RunningPont = pont) => p.services.workers.find((w) => w.name === 'bulk-export') as BulkExportWorker;
+const fhir = (p: RunningPont, c: TestClient, path: string, init: RequestInit = {}) => fetch(`${p.url}${FHIR}${path}`, { ...init, headers: { ...c.headers, ...(init.headers as Record<string, string>) } });
+/** A path relative to the server, from an absolute URL it published. */
+const local = (url: string) => url.slice(url.indexOf(FHIR) + FHIR.length);
+
+async function kickOff(c: TestClient, path: string, init: RequestInit = {}, p: RunningPont = pont): Promise<string> {
+  const res = await fhir(p, c, path, { ...init, headers: { ...ASYNC, ...(init.headers as Record<string, string>) } });
+  expect(res.status, await res.clone().text()).toBe(202);
+  return local(res.headers.get('content-location')!);
+}
+
+interface Manifest {
+  transactionTime: string;
+  request: string;
+  requiresAccessToken: boolean;
+  output: Array<{ type: string; url: string; count: number }>;
+  error: unknown[];
+}
+
+/** Runs the queued jobs, then reads the manifest and every file (each line parsed and validated as R4). */
+async function finish(c: TestClient, status: string, p: RunningPont = pont): Promise<{ manifest: Manifest; resources: Resource[] }> {
+  await worker(p).drain();
+  const res = await fhir(p, c, status);
+  expect(res.status, await res.clone().text()).toBe(200);
+  const manifest = (await res.json()) as Manifest;
+  const resources: Resource[] = [];
+  for (const file of manifest.output) {
+    const got = await fhir(p, c, local(file.url));
+    expect(got.status).toBe(200);
+    expect(got.headers.get('content-type')).toMatch(/^application\/fhir\+ndjson/);
+    const lines = (await got.text()).split('\n');
+    expect(lines.pop()).toBe(''); // every line ends with a newline
+    expect(lines.length).toBe(file.count);
+    for (const line of lines) {
+      const resource = JSON.parse(line) as Resource;
+      expect(resource.resourceType).toBe(file.type);
+      validateFhirResource(resource);
+      resources.push(resource);
+    }
+  }
+  return { manifest, resources };
+}
+
+async function exportOf(c: TestClient, path: string, init: RequestInit = {}) {
+  return finish(c, await kickOff(c, path, init));
+}
+
+/** Every match of a search by `c`, following next links. */
+async function searchAll(c: TestClient, path: string, p: RunningPont = pont): Promise<Resource[]> {
+  const out: Resource[] = [];
+  let next: string | undefined = path.includes('?') ? `${path}&_count=1000` : `${path}?_count=1000`;
+  while (next) {
+    const res = await fhir(p, c, next);
+    expect(res.status).toBe(200);
+    const bundle = (await res.json()) as Bundle;
+    out.push(...(bundle.entry ?? []).filter((e) => e.search?.mode === 'match').map((e) => e.resource!));
+    const url = bundle.link?.find((l) => l.relation === 'next')?.url;
+    next = url && local(url);
+  }
+  return out;
+}
+
+const keys = (resources: Resource[]) => resources.map((r) => `${r.resourceType}/${r.id}`).sort();
+const ofTypes = (resources: Resource[], types: string[]) => resources.filter((r) => types.includes(r.resourceType));
+
+async function searchKeys(c: TestClient, types: string[], query = ''): Promise<string[]> {
+  const all: Resource[] = [];
+  for (const t of types) all.push(...(await searchAll(c, `/${t}${query}`)));
+  return keys(all);
+}
+
+async function createRecord(p: RunningPont, c: TestClient, patientId: string, n: number): Promise<void> {
+  const subject = { reference: `Patient/${patientId}` };
+  const resources = [
+    ...Array.from({ length: n }, (_, i) => ({ resourceType: 'Condition', subject, code: { text: `Condition ${i}` } })),
+    { resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '718-7' }] }, subject },
+    { resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '2345-7' }] }, subject },
+    { resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Salbutamol' }, subject },
+  ];
+  for (const r of resources) expect((await fhir(p, c, `/${r.resourceType}`, { method: 'POST', body: JSON.stringify(r), headers: { 'content-type': 'application/json' } })).status).toBe(201);
+}
+
+async function registerPatient(p: RunningPont, c: TestClient, name: string): Promise<{ id: string; healthId: string }> {
+  const res = await fetch(`${p.url}/api/v1/connect/patients/resolve`, {
+    method: 'POST',
+    headers: { ...c.headers, 'content-type': 'application/json' },
+    body: JSON.stringify({ first_name: 'Bulk', last_name: name, date_of_birth: '1980-02-03' }),
+  });
+  expect(res.status).toBeLessThan(300);
+  const healthId = ((await res.json()) as { health_id: string }).health_id;
+  const found = await fhir(p, c, `/Patient?identifier=https://pont.health/fhir/sid/health-id|${healthId}`);
+  return { id: (((await found.json()) as Bundle).entry![0]!.resource as Resource).id!, healthId };
+}
+
+beforeAll(async () => {
+  // Files of at most 3 resources: every type spans several files.
+  pont = await startTestServer({ PONT_BULK_EXPORT_FILE_RESOURCES: '3' });
+  writer = await createTestClient(pont, ['health_id:verify', 'fhir:read', 'fhir:write'], { organizationId: 'org-writer' });
+  reader = await createTestClient(pont, ['fhir:read', 'consents:write'], { organizationId: 'org-reader' });
+  colleague = await createTestClient(pont, ['fhir:read'], { organizationId: 'org-reader', name: 'same organisation, another client' });
+  outsider = await createTestClient(pont, ['fhir:read'], { organizationId: 'org-outsider' });
+  operator = await createTestClient(pont, ['fhir:read', 'audit:read'], { organizationId: 'org-operator', allPatients: true });
+  for (let i = 0; i < 4; i++) {
+    const p = await registerPatient(pont, writer, `Export${i}`);
+    patients.push(p.id);
+    await createRecord(pont, writer, p.id, 2 + i);
+    // The reader holds a full-record consent of patients 0 and 1, diagnostics only of patient 2, nothing of patient 3.
+    const consent = i < 2 ? 'full_record' : i === 2 ? 'diagnostics' : undefined;
+    if (consent) {
+      const grant = await pont.json(`/api/v1/connect/patient/${p.healthId}/consent/grant`, { method: 'POST', headers: reader.headers, json: { consent_type: consent, expires_at: new Date(Date.now() + DAY_MS).toISOString() } });
+      expect(grant.status).toBeLessThan(300);
+    }
+  }
+}, 120_000);
+afterAll(async () => {
+  await pont?.close();
+});
+
+describe('bulk export: kick-off, status, manifest, files', () => {
+  it('an operator exports everything: the manifest of the IG, files of one type and at most 3 resources, each line valid R4, the set its search finds', async () => {
+    const { manifest, resources } = await exportOf(operator, '/$export?_type=Patient,Condition,Observation,MedicationRequest');
+    expect(manifest.requiresAccessToken).toBe(true);
+    expect(manifest.error).toEqual([]);
+    expect(manifest.request).toBe(`${pont.config.publicUrl}${FHIR}/$export?_type=Patient,Condition,Observation,MedicationRequest`);
+    expect(Date.parse(manifest.transactionTime)).not.toBeNaN();
+    expect(manifest.output.every((f) => f.count >= 1 && f.count <= 3)).toBe(true);
+    expect(manifest.output.filter((f) => f.type === 'Condition').length).toBeGreaterThan(1);
+    expect(keys(resources)).toEqual(await searchKeys(operator, CLINICAL));
+    expect(new Set(keys(resources)).size).toBe(resources.length); // no resource twice
+  });
+
+  it('the CapabilityStatement declares the export operations of the Bulk Data IG', async () => {
+    const statement = (await (await fetch(`${pont.url}${FHIR}/metadata`)).json()) as any;
+    expect(statement.instantiates).toContain('http://hl7.org/fhir/uv/bulkdata/CapabilityStatement/bulk-data');
+    expect(statement.rest[0].operation).toContainEqual({ name: 'export', definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export' });
+    const group = statement.rest[0].resource.find((r: { type: string }) => r.type === 'Group');
+    expect(group.operation).toContainEqual({ name: 'export', definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/group-export' });
+  });
+
+  it('an export of types with nothing stored completes with no files', async () => {
+    const { manifest } = await exportOf(operator, '/$export?_type=Account,Basic');
+    expect(manifest.output).toEqual([]);
+  });
+
+  it('a file is read from the database in chunks of bytes (a download holds one chunk): the chunks make the file', async () => {
+    const status = await kickOff(operator, '/$export?_type=Patient');
+    const { manifest } = await finish(operator, status);
+    const id = status.split('/').pop()!;
+    const owner = { clientId: operator.client_id, organizationId: operator.organization_id };
+    const whole = await (await fhir(pont, operator, local(manifest.output[0]!.url))).text();
+    const part = Number(manifest.output[0]!.url.split('/').pop());
+    const chunks: Buffer[] = [];
+    for await (const chunk of (await pont.services.bulkExports.openFile(id, part, owner, 7)) as AsyncIterable<Buffer>) chunks.push(chunk);
+    expect(chunks.length).toBe(Math.ceil(Buffer.byteLength(whole) / 7));
+    expect(Buffer.concat(chunks).toString('utf8')).toBe(whole);
+    expect(await pont.services.bulkExports.openFile(id, part, { ...owner, clientId: outsider.client_id })).toBeUndefined();
+  });
+
+  it('a consent-bound client gets exactly what its searches find: no class or patient its consents do not cover', async () => {
+    const { resources } = await exportOf(reader, '/$export');
+    const clinical = ofTypes(resources, CLINICAL);
+    expect(keys(clinical)).toEqual(await searchKeys(reader, CLINICAL));
+    // Patients 0 and 1 in full, patient 2's labs only, nothing of patient 3; and nothing of another type it may not see.
+    const about = (r: Resource) => (r.resourceType === 'Patient' ? r.id : (r as { subject?: { reference?: string } }).subject?.reference?.slice('Patient/'.length));
+    expect(clinical.some((r) => about(r) === patients[3])).toBe(false);
+    expect(clinical.filter((r) => about(r) === patients[2]).every((r) => r.resourceType === 'Observation')).toBe(true);
+    expect(clinical.filter((r) => about(r) === patients[2]).length).toBe(2);
+    for (const type of new Set(resources.map((r) => r.resourceType))) expect(keys(ofTypes(resources, [type]))).toEqual(await searchKeys(reader, [type]));
+  });
+
+  it('Patient/$export: the data of every patient the client may see; Group/{id}/$export: of the Group members only', async () => {
+    const patientLevel = await exportOf(reader, '/Patient/$export?_type=Patient,Condition,Observation');
+    expect(keys(patientLevel.resources)).toEqual(await searchKeys(reader, ['Patient', 'Condition', 'Observation']));
+
+    const group = await fhir(pont, writer, '/Group', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ resourceType: 'Group', type: 'person', actual: true, member: [{ entity: { reference: `Patient/${patients[1]}` } }] }),
+    });
+    expect(group.status).toBe(201);
+    const groupId = ((await group.json()) as Resource).id;
+    const { resources } = await exportOf(operator, `/Group/${groupId}/$export?_type=Patient,Condition,MedicationRequest`);
+    const want = keys([
+      ...(await searchAll(operator, `/Patient?_id=${patients[1]}`)),
+      ...(await searchAll(operator, `/Condition?patient=${patients[1]}`)),
+      ...(await searchAll(operator, `/MedicationRequest?patient=${patients[1]}`)),
+    ]);
+    expect(keys(resources)).toEqual(want);
+    expect(want.length).toBe(1 + 3 + 1);
+    // A Group that does not exist, or that the caller may not see: 404 before any job.
+    expect((await fhir(pont, operator, '/Group/no-such-group/$export', { headers: ASYNC })).status).toBe(404);
+  });
+
+  it('POST with a Parameters resource; _typeFilter narrows a type as its search does', async () => {
+    const status = await kickOff(reader, '/$export', {
+      method: 'POST',
+      headers: { 'content-type': 'application/fhir+json' },
+      body: JSON.stringify({
+        resourceType: 'Parameters',
+        parameter: [
+          { name: '_type', valueString: 'Observation,Condition' },
+          { name: '_typeFilter', valueString: 'Observation?code=http://loinc.org|718-7' },
+          { name: '_outputFormat', valueString: 'application/fhir+ndjson' },
+        ],
+      }),
+    });
+    const { resources } = await finish(reader, status);
+    expect(keys(ofTypes(resources, ['Observation']))).toEqual(await searchKeys(reader, ['Observation'], '?code=http://loinc.org|718-7'));
+    expect(ofTypes(resources, ['Observation']).length).toBe(3); // patients 0, 1 and 2
+    expect(keys(ofTypes(resources, ['Condition']))).toEqual(await searchKeys(reader, ['Condition']));
+  });
+
+  it('_since: only what changed after it; nothing changed after the export began (its transactionTime)', async () => {
+    const conditions = await searchAll(operator, `/Condition?patient=${patients[0]}`);
+    const changed = { ...conditions[0]!, code: { text: 'Changed' } };
+    const put = await fhir(pont, writer, `/Condition/${changed.id}`, { method: 'PUT', body: JSON.stringify(changed), headers: { 'content-type': 'application/json' } });
+    expect(put.status).toBe(200);
+    const since = new Date(Date.parse(((await put.json()) as Resource).meta!.lastUpdated!) - 1).toISOString();
+    const status = await kickOff(operator, `/$export?_type=Condition&_since=${encodeURIComponent(since)}`);
+    // Written after the kick-off: not in this export (the next one, _since its transactionTime, has it).
+    await createRecord(pont, writer, patients[0]!, 1);
+    const { manifest, resources } = await finish(operator, status);
+    const changedSince = (await searchAll(operator, `/Condition?_lastUpdated=gt${encodeURIComponent(since)}`)).filter((r) => r.meta!.lastUpdated! <= manifest.transactionTime);
+    expect(keys(resources)).toEqual(keys(changedSince));
+    expect(keys(resources)).toContain(`Condition/${changed.id}`);
+    expect(resources.every((r) => r.meta!.lastUpdated! > since && r.meta!.lastUpdated! <= manifest.transactionTime)).toBe(true);
+  });
+
+  it('every export is audited: the kick-off (who, which types) and each file (how many resources, of how many patients)', async () => {
+    await exportOf(reader, '/$export?_type=Condition');
+    const audits = (await searchAll(operator, `/AuditEvent?altid=${reader.client_id}`)) as AuditEvent[];
+    const operation = (a: AuditEvent) => a.subtype?.find((s) => s.system === 'https://pont.health/fhir/CodeSystem/operation')?.code;
+    const kickOffs = audits.filter((a) => operation(a) === 'bulkExportKickOff' && a.outcomeDesc?.includes('Condition'));
+    expect(kickOffs.length).toBeGreaterThan(0);
+    const files = audits.filter((a) => operation(a) === 'bulkExport' && /file \d+: \d+ Condition resource\(s\) of \d+ patient\(s\)/.test(a.outcomeDesc ?? ''));
+    expect(files.length).toBeGreaterThan(0);
+    expect(files.every((a) => a.entity?.some((e) => e.what?.reference?.startsWith('Patient/')))).toBe(true);
+    expect(audits.some((a) => operation(a) === 'bulkExport' && /completed: \d+ resource\(s\)/.test(a.outcomeDesc ?? ''))).toBe(true);
+  });
+});
+
+describe('bulk export: only the client that asked', () => {
+  it('another organisation, and another client of the same organisation, get 404 on the status, the files and DELETE', async () => {
+    const status = await kickOff(reader, '/$export?_type=Condition');
+    const { manifest } = await finish(reader, status);
+    for (const other of [outsider, colleague]) {
+      expect((await fhir(pont, other, status)).status).toBe(404);
+      for (const file of manifest.output) expect((await fhir(pont, other, local(file.url))).status).toBe(404);
+      const del = await fhir(pont, other, status, { method: 'DELETE' });
+      expect(del.status).toBe(404);
+      expect(((await del.json()) as Resource).resourceType).toBe('OperationOutcome');
+    }
+    // Still there for the reader.
+    expect((await fhir(pont, reader, local(manifest.output[0]!.url))).status).toBe(200);
+    expect((await fhir(pont, reader, status)).status).toBe(200);
+  });
+
+  it('a type the client may not read: 403 before any job starts (its next export is not refused as concurrent)', async () => {
+    const labs = await createTestClient(pont, ['labs:read'], { organizationId: 'org-reader' });
+    for (const path of ['/$export?_type=Observation,Condition', '/$export?_typeFilter=Condition%3Fcode%3Dx', '/$export?_typeFilter=Observation%3Fsubject:Patient.name%3Dx']) {
+      const res = await fhir(pont, labs, path, { headers: ASYNC });
+      expect(res.status, path).toBe(403);
+      expect(((await res.json()) as Resource).resourceType).toBe('OperationOutcome');
+    }
+    const { resources } = await exportOf(labs, '/$export');
+    expect(new Set(resources.map((r) => r.resourceType))).toEqual(new Set(['Observation']));
+    expect(keys(resources)).toEqual(await searchKeys(labs, ['Observation']));
+  });
+
+  it('a file whose patient revoked the consent after it was written is withheld (410); the others are served, and the next export leaves the patient out', async () => {
+    const consenting = await createTestClient(pont, ['fhir:read', 'consents:write'], { organizationId: 'org-withdrawn' });
+    const [kept, leaving] = [await registerPatient(pont, writer, 'Stays'), await registerPatient(pont, writer, 'Leaves')];
+    for (const p of [kept, leaving]) {
+      await createRecord(pont, writer, p.id, 1);
+      const grant = await pont.json(`/api/v1/connect/patient/${p.healthId}/consent/grant`, { method: 'POST', headers: consenting.headers, json: { consent_type: 'full_record', expires_at: new Date(Date.now() + DAY_MS).toISOString() } });
+      expect(grant.status).toBeLessThan(300);
+    }
+    const { manifest } = await exportOf(consenting, '/$export?_type=Condition');
+    const fileOf = async (url: string) => fhir(pont, consenting, local(url));
+    const about = async (url: string) => ((await (await fileOf(url)).text()).includes(`Patient/${leaving.id}`) ? 'leaving' : 'kept');
+    const files = await Promise.all(manifest.output.map(async (f) => ({ url: f.url, about: await about(f.url) })));
+    expect(files.map((f) => f.about)).toContain('leaving');
+
+    const revoke = await pont.json(`/api/v1/connect/patient/${leaving.healthId}/consent/revoke`, { method: 'POST', headers: consenting.headers, json: { purpose: 'the patient asked' } });
+    expect(revoke.status).toBe(200);
+    for (const f of files) {
+      const res = await fileOf(f.url);
+      if (f.about === 'leaving') {
+        expect(res.status).toBe(410);
+        expect(((await res.json()) as { resourceType: string }).resourceType).toBe('OperationOutcome');
+      } else expect(res.status).toBe(200);
+    }
+    const again = await exportOf(consenting, '/$export?_type=Condition');
+    expect(again.resources.some((r) => JSON.stringify(r).includes(`Patient/${leaving.id}`))).toBe(false);
+    expect(again.resources.some((r) => JSON.stringify(r).includes(`Patient/${kept.id}`))).toBe(true);
+  });
+
+  it('files expire (PONT_BULK_EXPORT_TTL, default 24 h): then 404, and the janitor removes them', async () => {
+    // The operator: a consent-bound reader's consents (a day) would end first, and withhold its files before that.
+    const status = await kickOff(operator, '/$export?_type=Condition');
+    const { manifest } = await finish(operator, status);
+    const expires = Date.parse((await fhir(pont, operator, status)).headers.get('expires')!);
+    expect(expires - Date.now()).toBeGreaterThan(DAY_MS - 60_000);
+    const exports = pont.services.bulkExports;
+    exports.now = () => expires - 1000;
+    try {
+      expect((await fhir(pont, operator, status)).status).toBe(200);
+      expect((await fhir(pont, operator, local(manifest.output[0]!.url))).status).toBe(200);
+      exports.now = () => expires + 1000;
+      expect((await fhir(pont, operator, status)).status).toBe(404);
+      expect((await fhir(pont, operator, local(manifest.output[0]!.url))).status).toBe(404);
+      expect(await exports.purgeExpired()).toBeGreaterThan(0);
+    } finally {
+      exports.now = Date.now;
+    }
+    expect((await fhir(pont, operator, status)).status).toBe(404); // removed, not only hidden
+  });
+});
+
+describe('bulk export: bad input', () => {
+  const refused = async (c: TestClient, path: string, init: RequestInit, status: number, text: RegExp) => {
+    const res = await fhir(pont, c, path, init);
+    const body = (await res.json()) as { resourceType: string; issue: Array<{ diagnostics: string }> };
+    expect(res.status, path).toBe(status);
+    expect(body.resourceType).toBe('OperationOutcome');
+    expect(body.issue[0]!.diagnostics).toMatch(text);
+  };
+
+  it('no Prefer: respond-async, bad parameters, break-glass: 400 OperationOutcome', async () => {
+    await refused(reader, '/$export', {}, 400, /respond-async/);
+    await refused(reader, '/$export?_outputFormat=text/csv', { headers: ASYNC }, 400, /_outputFormat/);
+    await refused(reader, '/$export?_since=yesterday', { headers: ASYNC }, 400, /_since/);
+    await refused(reader, '/$export?_type=Nonsense', { headers: ASYNC }, 400, /_type/);
+    await refused(reader, `/$export?_type=${Array.from({ length: 300 }, () => 'Patient').join(',')}`, { headers: ASYNC }, 400, /_type/);
+    await refused(reader, '/$export?_typeFilter=Observation', { headers: ASYNC }, 400, /_typeFilter/);
+    await refused(reader, '/$export?_typeFilter=Observation%3Fno-such-param%3D1', { headers: ASYNC }, 400, /no-such-param|Unknown/i);
+    await refused(reader, '/$export?_type=Condition&_typeFilter=Observation%3Fcode%3Dx', { headers: ASYNC }, 400, /_type/);
+    await refused(reader, '/$export?_typeFilter=Observation%3F_include%3DObservation:subject', { headers: ASYNC }, 400, /_include/);
+    await refused(reader, '/$export?_elements=id', { headers: ASYNC }, 400, /not supported/);
+    await refused(reader, '/$export?whatever=1', { headers: ASYNC }, 400, /Unknown/);
+    await refused(reader, '/$export?patient=Patient/x', { headers: ASYNC }, 400, /patient/);
+    await refused(reader, '/$export?_since=2024-01-01T00:00:00Z&_since=2024-01-02T00:00:00Z', { headers: ASYNC }, 400, /once/);
+    await refused(reader, '/$export', { headers: { ...ASYNC, 'x-emergency-reason': 'unconscious' } }, 400, /one patient/);
+    const post = (body: unknown) => ({ method: 'POST', headers: { ...ASYNC, 'content-type': 'application/fhir+json' }, body: JSON.stringify(body) });
+    await refused(reader, '/$export', post({ resourceType: 'Patient' }), 400, /Parameters/);
+    await refused(reader, '/$export', post({ resourceType: 'Parameters', parameter: [{ name: '_type', valueString: { deep: [[[[]]]] } }] }), 400, /value/);
+    await refused(reader, '/$export', post({ resourceType: 'Parameters', parameter: 'no' }), 400, /Parameters/);
+    await refused(reader, '/Patient/$export', post({ resourceType: 'Parameters', parameter: [{ name: 'patient', valueReference: { reference: 'Observation/1' } }] }), 400, /patient/);
+  });
+
+  it('Prefer: handling=lenient ignores what is not supported', async () => {
+    const status = await kickOff(reader, '/$export?_type=Patient&_elements=id&includeAssociatedData=LatestProvenanceResources', { headers: { prefer: 'respond-async, handling=lenient' } });
+    const { resources } = await finish(reader, status);
+    expect(keys(resources)).toEqual(await searchKeys(reader, ['Patient']));
+  });
+});
+
+describe('bulk export parameters (unit)', () => {
+  const parse = (query: Record<string, string | string[]>, lenient = false, patientAllowed = true) => parseExportParameters(queryParameters(query), { lenient, patientAllowed });
+
+  it('lists split on commas and repeat; _typeFilter keeps its criteria apart (commas inside them are %2C-encoded)', () => {
+    const got = parse({ _type: ['Observation,Patient', 'Patient'], _typeFilter: 'Observation?code=a%2Cb&status=final,Observation?category=lab', _since: '2024-05-01T10:00:00+02:00' });
+    expect(got.types).toEqual(['Observation', 'Patient']);
+    expect(got.since).toBe('2024-05-01T10:00:00+02:00');
+    expect(got.typeFilters.map((f) => f.query)).toEqual([{ code: 'a,b', status: 'final' }, { category: 'lab' }]);
+  });
+
+  it('patient references (POST): Patient/id or id, deduplicated; refused where the level takes none', () => {
+    const raw = parametersResource({ resourceType: 'Parameters', parameter: [{ name: 'patient', valueReference: { reference: 'Patient/a' } }, { name: 'patient', valueReference: { reference: 'a' } }] });
+    expect(parseExportParameters(raw, { lenient: false, patientAllowed: true }).patients).toEqual(['a']);
+    expect(() => parseExportParameters(raw, { lenient: false, patientAllowed: false })).toThrow(/Patient and Group/);
+  });
+
+  it('unknown parameters: refused, or ignored with handling=lenient; a _since without a time zone is refused', () => {
+    expect(() => parse({ _elements: 'id' })).toThrow(/not supported/);
+    expect(parse({ _elements: 'id', other: 'x' }, true)).toEqual({ types: undefined, since: undefined, typeFilters: [], patients: undefined });
+    expect(() => parse({ _since: '2024-05-01T10:00:00' })).toThrow(/_since/);
+    expect(() => parse({ _outputFormat: 'application/fhir+json' })).toThrow(/_outputFormat/);
+    for (const format of ['application/fhir+ndjson', 'application/ndjson', 'ndjson']) expect(parse({ _outputFormat: format }).typeFilters).toEqual([]);
+  });
+});
+
+describe('bulk export: one at a time per client, cancel', () => {
+  let queued: TestServer;
+  let client: TestClient;
+  beforeAll(async () => {
+    // A process that runs no exports itself (PONT_BULK_EXPORT_CONCURRENCY=0): jobs stay queued until the test says.
+    queued = await startTestServer({ PONT_BULK_EXPORT_CONCURRENCY: '0', PONT_BULK_EXPORT_FILE_RESOURCES: '2' });
+    client = await createTestClient(queued, ['fhir:read', 'fhir:write', 'health_id:verify'], { organizationId: 'org-q', allPatients: true });
+    const p = await registerPatient(queued, client, 'Queued');
+    await createRecord(queued, client, p.id, 3);
+  }, 60_000);
+  afterAll(async () => {
+    await queued?.close();
+  });
+
+  it('queued: 202 with X-Progress and Retry-After; a second export: 429 with Retry-After; DELETE: 202, then 404; then a new one is accepted', async () => {
+    const status = await kickOff(client, '/$export', {}, queued);
+    const polled = await fhir(queued, client, status);
+    expect(polled.status).toBe(202);
+    expect(polled.headers.get('x-progress')).toMatch(/^0 resource\(s\) exported; 0 of \d+ type\(s\) done$/);
+    expect(Number(polled.headers.get('retry-after'))).toBeGreaterThan(0);
+    const second = await fhir(queued, client, '/Patient/$export', { headers: ASYNC });
+    expect(second.status).toBe(429);
+    expect(Number(second.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(((await second.json()) as Resource).resourceType).toBe('OperationOutcome');
+    expect((await fhir(queued, client, status, { method: 'DELETE' })).status).toBe(202);
+    expect((await fhir(queued, client, status)).status).toBe(404);
+    expect((await fhir(queued, client, status, { method: 'DELETE' })).status).toBe(404);
+    const again = await kickOff(client, '/$export?_type=Condition', {}, queued);
+    expect((await fhir(queued, client, again, { method: 'DELETE' })).status).toBe(202);
+  });
+
+  it('DELETE while running: the worker stops, no file is left, the status URL answers 404', async () => {
+    const status = await kickOff(client, '/$export?_type=Condition,Observation', {}, queued);
+    const exports = queued.services.bulkExports;
+    const task = (await exports.claim())!;
+    expect(task.type).toBe('Condition');
+    const repo = queued.services.fhir.repository({ principal: task.principal, channel: 'fhir' });
+    expect(await exports.step(task, repo)).toBe('more');
+    const running = await fhir(queued, client, status);
+    expect(running.status).toBe(202);
+    expect(running.headers.get('x-progress')).toBe('2 resource(s) exported; 0 of 2 type(s) done');
+    expect((await fhir(queued, client, status, { method: 'DELETE' })).status).toBe(202);
+    expect(await exports.step(task, repo)).toBe('lost');
+    expect(await exports.files(task.jobId)).toEqual([]);
+    expect((await fhir(queued, client, status)).status).toBe(404);
+  });
+
+  it('the types of one export are claimed and written side by side; it completes once every type is written, whoever notices', async () => {
+    const status = await kickOff(client, '/$export?_type=Condition,Observation', {}, queued);
+    const exports = queued.services.bulkExports;
+    const first = (await exports.claim())!;
+    const second = (await exports.claim())!;
+    expect([first.type, second.type]).toEqual(['Condition', 'Observation']);
+    expect(await exports.claim()).toBeUndefined();
+    const repo = queued.services.fhir.repository({ principal: first.principal, channel: 'fhir' });
+    while ((await exports.step(second, repo)) === 'more');
+    while ((await exports.step(first, repo)) === 'more');
+    // Both written, and their claimer gone before completing the export: it is still running...
+    expect((await fhir(queued, client, status)).headers.get('x-progress')).toBe('5 resource(s) exported; 2 of 2 type(s) done');
+    // ...until any worker's next pass completes it.
+    expect((await exports.completeFinished()).map((j) => j.id)).toEqual([first.jobId]);
+    const { manifest, resources } = await finish(client, status, queued);
+    expect(manifest.output.map((f) => `${f.type}:${f.count}`)).toEqual(['Condition:2', 'Condition:1', 'Observation:2']);
+    expect(keys(resources)).toEqual(keys([...(await searchAll(client, '/Condition', queued)), ...(await searchAll(client, '/Observation', queued))]));
+  });
+
+  it('files cut by the byte limit: the next page reads only what a file holds; every resource is exported once', async () => {
+    const exports = queued.services.bulkExports;
+    const saved = { ...exports.settings };
+    try {
+      // One line per file (the first line of a page is always kept), pages of up to 50.
+      Object.assign(exports.settings, { partResources: 50, partBytes: 1 });
+      const status = await kickOff(client, '/$export?_type=Condition', {}, queued);
+      const task = (await exports.claim())!;
+      const repo = queued.services.fhir.repository({ principal: task.principal, channel: 'fhir' });
+      expect(task.pageLimit).toBeUndefined();
+      expect(await exports.step(task, repo)).toBe('more');
+      expect(task.pageLimit).toBe(1);
+      while ((await exports.step(task, repo)) === 'more');
+      expect((await exports.completeFinished()).map((j) => j.id)).toEqual([task.jobId]);
+      const { manifest, resources } = await finish(client, status, queued);
+      const conditions = await searchAll(client, '/Condition', queued);
+      expect(manifest.output.map((f) => f.count)).toEqual(conditions.map(() => 1));
+      expect(keys(resources)).toEqual(keys(conditions));
+    } finally {
+      Object.assign(exports.settings, saved);
+    }
+  });
+
+  it('the client revoked after its kick-off: the export fails, nothing is written', async () => {
+    const doomed = await createTestClient(queued, ['fhir:read'], { organizationId: 'org-q', allPatients: true });
+    const status = await kickOff(doomed, '/$export?_type=Condition', {}, queued);
+    await revokeClient(queued.services.db, doomed.client_id);
+    const exports = queued.services.bulkExports;
+    exports.settings.concurrency = 1;
+    try {
+      await worker(queued).drain();
+    } finally {
+      exports.settings.concurrency = 0;
+    }
+    const job = await exports.find(status.split('/').pop()!, { clientId: doomed.client_id, organizationId: 'org-q' });
+    expect(job?.status).toBe('failed');
+    expect(job?.error).toMatch(/revoked/);
+    expect(await exports.files(job!.id)).toEqual([]);
+  });
+
+  it(`a job interrupted ${MAX_ATTEMPTS} times fails visibly: 500 with an OperationOutcome, and no files`, async () => {
+    const status = await kickOff(client, '/$export?_type=Condition', {}, queued);
+    const exports = queued.services.bulkExports;
+    try {
+      for (let i = 0; i < MAX_ATTEMPTS; i++) {
+        // A claimer that dies at once: the lease runs out, the next claim is another attempt.
+        exports.now = () => Date.now() + i * 61_000;
+        expect((await exports.claim())?.attempts).toBe(i + 1);
+      }
+      exports.now = () => Date.now() + MAX_ATTEMPTS * 61_000;
+      exports.settings.concurrency = 1;
+      await worker(queued).drain();
+      const res = await fhir(queued, client, status);
+      expect(res.status).toBe(500);
+      const body = (await res.json()) as { resourceType: string; issue: Array<{ diagnostics: string }> };
+      expect(body.resourceType).toBe('OperationOutcome');
+      expect(body.issue[0]!.diagnostics).toMatch(/interrupted/);
+    } finally {
+      exports.settings.concurrency = 0;
+      exports.now = Date.now;
+    }
+  });
+});
+
+describe.skipIf(backend !== 'postgres')('bulk export: a server stopped mid-export', () => {
+  it('another process on the same database takes the job over after the lease and completes it: every resource once', async () => {
+    const scratch = await createScratchDatabase();
+    const env = { PORT: '0', LOG_LEVEL: 'error', DATABASE_URL: scratch.url, PONT_BULK_EXPORT_FILE_RESOURCES: '2' };
+    let first: RunningPont | undefined = await startPont(loadConfig({ ...env, PONT_BULK_EXPORT_CONCURRENCY: '0' }));
+    let second: RunningPont | undefined;
+    try {
+      const record = await createClient(first.services.db, { name: 'operator', organizationId: 'org-op', scopes: ['fhir:read', 'fhir:write', 'health_id:verify'], allPatients: true });
+      const token = async (p: RunningPont) => {
+        const res = await fetch(`${p.url}/api/v1/connect/auth/token`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ grant_type: 'client_credentials', client_id: record.client_id, client_secret: record.client_secret }),
+        });
+        const body = (await res.json()) as { access_token: string };
+        return { ...record, access_token: body.access_token, headers: { authorization: `Bearer ${body.access_token}` } } as TestClient;
+      };
+      let client = await token(first);
+      const p = await registerPatient(first, client, 'Interrupted');
+      await createRecord(first, client, p.id, 5);
+      const status = await kickOff(client, '/$export?_type=Patient,Condition,Observation', {}, first);
+      // The first process claims the job, writes one file, and stops without giving it back (as if killed).
+      const exports = first.services.bulkExports;
+      const job = (await exports.claim())!;
+      expect(await exports.step(job, first.services.fhir.repository({ principal: job.principal, channel: 'fhir' }))).toBe('more');
+      await first.close();
+      first = undefined;
+
+      second = await startPont(loadConfig(env));
+      client = await token(second);
+      await worker(second).drain();
+      expect((await fhir(second, client, status)).status).toBe(202); // the lease still holds: nobody resumes yet
+      second.services.bulkExports.now = () => Date.now() + 61_000;
+      const { resources } = await finish(client, status, second);
+      const want = [...(await searchAll(client, '/Patient', second)), ...(await searchAll(client, '/Condition', second)), ...(await searchAll(client, '/Observation', second))];
+      expect(keys(resources)).toEqual(keys(want));
+      expect(new Set(keys(resources)).size).toBe(resources.length);
+    } finally {
+      await first?.close();
+      await second?.close();
+      await scratch.drop();
+    }
+  }, 60_000);
+});
+
+describe('bulk export: page sizes (unit)', () => {
+  const settings = { partResources: 10_000, partBytes: 8 * 1024 * 1024 };
+  it('after a page of large resources, the next reads what a file holds at that size (10% more), never more than partResources', () => {
+    // 1,200 ExplanationOfBenefits of ~7 kB filled a file: the next page reads ~1,320, not 10,000.
+    expect(nextPageLimit(settings, 1200, 1200 * 7000)).toBe(Math.ceil(((8 * 1024 * 1024) / 7000) * 1.1));
+    expect(nextPageLimit(settings, 10_000, 10_000 * 500)).toBe(10_000);
+    expect(nextPageLimit({ partResources: 50, partBytes: 1 }, 1, 300)).toBe(1);
+    expect(nextPageLimit(settings, 0, 0)).toBe(10_000);
+  });
+});
