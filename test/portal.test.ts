@@ -1,0 +1,501 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { commandDatabase, createTestClient, startTestServer, type TestServer } from './harness';
+import { safeNext } from '../src/portal/pages';
+import { csvField } from '../src/portal/csv';
+import { html } from '../src/portal/html';
+import { MAX_FAILURES_PER_ADDRESS, SESSION_ABSOLUTE_MS, SESSION_IDLE_MS, SIGN_IN_WINDOW_MS } from '../src/auth/portal-accounts';
+import { secureCookies, sessionCookieName } from '../src/auth/portal-session';
+import { CONSENT_TYPE_NAMES } from '../src/core/data-classes';
+
+const CONSENT_TYPE = CONSENT_TYPE_NAMES[0]!;
+
+const PASSWORD = 'correct horse battery staple';
+const API = '/api/v1/portal';
+
+interface Signed {
+  cookie: string;
+  csrf: string;
+  headers: Record<string, string>;
+}
+
+let pont: TestServer;
+let clock = Date.now();
+
+/** A portal user made as `pont portal-users create` makes it, with the password set through the set-password page. */
+async function person(org: string, email: string, role: 'admin' | 'developer' | 'viewer' = 'admin'): Promise<void> {
+  const created = await pont.services.access.portal.create({ organizationId: org, email, role });
+  if (created === 'exists') throw new Error('exists');
+  const res = await pont.fetch('/portal/set-password', {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ token: created.setPasswordToken, password: PASSWORD, confirm: PASSWORD }),
+  });
+  expect(res.status).toBe(302);
+}
+
+async function signIn(email: string, password = PASSWORD, cookie?: string): Promise<Signed & { status: number; body: any; setCookie: string }> {
+  const res = await pont.json(`${API}/sign-in`, { method: 'POST', json: { email, password }, headers: cookie ? { cookie } : {} });
+  const setCookie = res.headers.get('set-cookie') ?? '';
+  const sessionCookie = /service_session=([^;]*)/.exec(setCookie)?.[0] ?? '';
+  const csrf = res.body?.csrf_token ?? '';
+  return { status: res.status, body: res.body, setCookie, cookie: sessionCookie, csrf, headers: { cookie: sessionCookie, 'x-csrf-token': csrf } };
+}
+
+let adminA: Signed;
+let adminB: Signed;
+
+beforeAll(async () => {
+  pont = await startTestServer({ PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true' });
+  pont.services.access.portal.now = () => clock;
+  await person('org-a', 'admin@a.example', 'admin');
+  await person('org-b', 'admin@b.example', 'admin');
+  await person('org-a', 'viewer@a.example', 'viewer');
+  adminA = await signIn('admin@a.example');
+  adminB = await signIn('admin@b.example');
+});
+afterAll(async () => pont?.close());
+
+describe('portal sign-in and sessions', () => {
+  it('signs in with an HttpOnly, SameSite=Lax cookie and answers wrong password and unknown e-mail alike', async () => {
+    const good = await signIn('admin@a.example');
+    expect(good.status).toBe(200);
+    expect(good.setCookie).toMatch(/HttpOnly/i);
+    expect(good.setCookie).toMatch(/SameSite=Lax/i);
+    expect(good.body.user).toMatchObject({ email: 'admin@a.example', organization_id: 'org-a', role: 'admin' });
+    const wrong = await signIn('admin@a.example', 'not the password');
+    const unknown = await signIn('nobody@a.example', 'not the password');
+    expect(wrong.status).toBe(401);
+    expect(unknown.status).toBe(401);
+    expect(unknown.body).toEqual(wrong.body);
+  });
+
+  it('gives a new session id at sign-in, whatever cookie the browser carried (no fixation), and ends the old one', async () => {
+    const first = await signIn('admin@a.example');
+    const second = await signIn('admin@a.example', PASSWORD, first.cookie);
+    expect(second.cookie).not.toBe(first.cookie);
+    expect((await pont.json(`${API}/session`, { headers: { cookie: first.cookie } })).status).toBe(401);
+    expect((await pont.json(`${API}/session`, { headers: { cookie: second.cookie } })).status).toBe(200);
+  });
+
+  it('ends a session after the idle time, and the pages send the person to sign-in and back', async () => {
+    const s = await signIn('admin@a.example');
+    clock += SESSION_IDLE_MS + 1000;
+    try {
+      expect((await pont.json(`${API}/session`, { headers: s.headers })).status).toBe(401);
+      const page = await pont.fetch('/portal/clients', { headers: { cookie: s.cookie }, redirect: 'manual' });
+      expect(page.status).toBe(302);
+      expect(page.headers.get('location')).toBe('/portal/sign-in?next=%2Fportal%2Fclients');
+      // A form sent after expiry returns to the page it came from (a /portal page only).
+      const form = (referer: string) =>
+        pont.fetch('/portal/clients', { method: 'POST', redirect: 'manual', headers: { cookie: s.cookie, referer, 'content-type': 'application/x-www-form-urlencoded' }, body: `_csrf=${s.csrf}` });
+      expect((await form(`${pont.url}/portal/webhooks`)).headers.get('location')).toBe('/portal/sign-in?next=%2Fportal%2Fwebhooks');
+      expect((await form('https://evil.example/portal-ish')).headers.get('location')).toBe('/portal/sign-in?next=%2Fportal');
+      expect((await form('not a url')).headers.get('location')).toBe('/portal/sign-in?next=%2Fportal');
+    } finally {
+      adminA = await signIn('admin@a.example');
+      adminB = await signIn('admin@b.example');
+    }
+  });
+
+  it('ends a session 12 hours after sign-in however busy it was', async () => {
+    const s = await signIn('admin@a.example');
+    try {
+      // A request every 15 minutes (well within the idle time) up to 11 h 45 min: alive throughout.
+      const step = SESSION_IDLE_MS / 2;
+      for (let elapsed = step; elapsed < SESSION_ABSOLUTE_MS; elapsed += step) {
+        clock += step;
+        expect((await pont.json(`${API}/session`, { headers: s.headers })).status).toBe(200);
+      }
+      clock += (4 * step) / 3; // 12 h 5 min after sign-in, 20 minutes after the last request
+      expect((await pont.json(`${API}/session`, { headers: s.headers })).status).toBe(401);
+    } finally {
+      adminA = await signIn('admin@a.example');
+      adminB = await signIn('admin@b.example');
+    }
+  });
+
+  it('names the cookie __Host-service_session, Secure, when served over HTTPS', () => {
+    const config = { ...pont.config, publicUrl: 'https://pont.example.org' };
+    expect(sessionCookieName(config)).toBe('__Host-service_session');
+    expect(secureCookies(config)).toBe(true);
+    expect(secureCookies({ ...pont.config, environment: 'production' })).toBe(true);
+    expect(sessionCookieName(pont.config)).toBe('service_session');
+  });
+
+  it('sign-out deletes the session', async () => {
+    const s = await signIn('admin@a.example');
+    expect((await pont.fetch(`${API}/sign-out`, { method: 'POST', headers: s.headers })).status).toBe(204);
+    expect((await pont.json(`${API}/session`, { headers: s.headers })).status).toBe(401);
+  });
+
+  it('limits failed sign-ins per account: the right password is refused too once the account is locked', async () => {
+    await person('org-c', 'locked@c.example', 'developer');
+    for (let i = 0; i < 5; i++) expect((await signIn('locked@c.example', 'wrong password!')).status).toBe(401);
+    const locked = await signIn('locked@c.example');
+    expect(locked.status).toBe(429);
+    expect(locked.cookie).toBe('');
+  });
+
+  it('limits failed sign-ins per address, for every account, until the window ends', async () => {
+    // Each guess names another account, so only the address's counter can stop them.
+    const statuses: number[] = [];
+    for (let i = 0; i <= MAX_FAILURES_PER_ADDRESS && !statuses.includes(429); i++) statuses.push((await signIn(`guess${i}@a.example`, 'wrong password!')).status);
+    expect(statuses.at(-1)).toBe(429);
+    expect(new Set(statuses.slice(0, -1))).toEqual(new Set([401]));
+    expect((await signIn('admin@a.example')).status).toBe(429);
+    clock += SIGN_IN_WINDOW_MS;
+    adminA = await signIn('admin@a.example');
+    adminB = await signIn('admin@b.example');
+    expect((await pont.json(`${API}/session`, { headers: adminA.headers })).status).toBe(200);
+  });
+
+  it('uses a set-password link once', async () => {
+    const created = await pont.services.access.portal.create({ organizationId: 'org-a', email: 'once@a.example' });
+    if (created === 'exists') throw new Error('exists');
+    const form = { token: created.setPasswordToken, password: PASSWORD, confirm: PASSWORD };
+    const post = () => pont.fetch('/portal/set-password', { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(form) });
+    expect((await post()).status).toBe(302);
+    expect((await post()).status).toBe(410);
+  });
+
+  it('refuses an open redirect in the return-to parameter', async () => {
+    for (const next of ['//evil.example/', 'https://evil.example/', '/\\evil.example', '/portalx', '/api/v1/portal/users', ' /portal']) expect(safeNext(next)).toBe('/portal');
+    expect(safeNext('/portal/webhooks?status=exhausted')).toBe('/portal/webhooks?status=exhausted');
+    // Through the form: the sign-in page's own token (double-submit cookie) and a hostile next.
+    const page = await pont.fetch('/portal/sign-in?next=//evil.example/');
+    const cookie = /service_sign_in=[^;]*/.exec(page.headers.get('set-cookie') ?? '')![0];
+    const token = /name="_csrf" value="([^"]+)"/.exec(await page.text())![1]!;
+    const res = await pont.fetch('/portal/sign-in', {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie },
+      body: new URLSearchParams({ _csrf: token, email: 'admin@a.example', password: PASSWORD, next: '//evil.example/' }),
+    });
+    expect(res.status).toBe(302);
+    expect(res.headers.get('location')).toBe('/portal');
+  });
+
+  it('refuses the sign-in form without its token (login CSRF)', async () => {
+    const res = await pont.fetch('/portal/sign-in', {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ email: 'admin@a.example', password: PASSWORD }),
+    });
+    expect(res.status).toBe(403);
+    expect(res.headers.get('set-cookie') ?? '').not.toMatch(/service_session=[^;]/);
+  });
+});
+
+describe('portal JSON routes', () => {
+  it('creates a client whose secret gets a real token, and lists when it was last used', async () => {
+    const created = await pont.json(`${API}/clients`, { method: 'POST', headers: adminA.headers, json: { name: 'Lab system', scopes: ['health_id:verify'] } });
+    expect(created.status).toBe(201);
+    const token = await pont.json('/api/v1/connect/auth/token', {
+      method: 'POST',
+      json: { grant_type: 'client_credentials', client_id: created.body.client_id, client_secret: created.body.client_secret },
+    });
+    expect(token.status).toBe(200);
+    const list = await pont.json(`${API}/clients`, { headers: adminA.headers });
+    const row = list.body.clients.find((c: any) => c.client_id === created.body.client_id);
+    expect(row.last_used_at).not.toBeNull();
+    expect(JSON.stringify(list.body)).not.toContain(created.body.client_secret);
+  });
+
+  it('refuses a state-changing request without the CSRF token, or with a forged one, and changes nothing', async () => {
+    const before = (await pont.json(`${API}/clients`, { headers: adminA.headers })).body.clients.length;
+    for (const csrf of [undefined, 'forged', adminB.csrf]) {
+      const headers: Record<string, string> = { cookie: adminA.cookie, ...(csrf ? { 'x-csrf-token': csrf } : {}) };
+      const res = await pont.json(`${API}/clients`, { method: 'POST', headers, json: { name: 'x', scopes: ['health_id:verify'] } });
+      expect(res.status).toBe(403);
+    }
+    expect((await pont.json(`${API}/clients`, { headers: adminA.headers })).body.clients.length).toBe(before);
+  });
+
+  it("never shows or changes another organisation's objects (404), through every route", async () => {
+    const client = (await pont.json(`${API}/clients`, { method: 'POST', headers: adminA.headers, json: { name: 'A only', scopes: ['webhooks:manage'] } })).body;
+    const sub = (await pont.json(`${API}/webhooks/subscriptions`, { method: 'POST', headers: adminA.headers, json: { callback_url: 'http://127.0.0.1:9/hook', subscribed_events: ['patient.created'] } })).body;
+    expect(sub.id).toMatch(/^whsub_/);
+    const agent = (await pont.json(`${API}/agents`, { method: 'POST', headers: adminA.headers, json: { facility_id: 'fac-a' } })).body;
+    const event = (await pont.json(`${API}/webhooks/subscriptions/${sub.id}/test`, { method: 'POST', headers: adminA.headers })).body;
+    expect(event.id).toMatch(/^evt_/);
+
+    const attempts: Array<[string, string, unknown?]> = [
+      ['POST', `${API}/clients/${client.client_id}/rotate-secret`, { overlap: 'now' }],
+      ['POST', `${API}/clients/${client.client_id}/revoke`],
+      ['POST', `${API}/webhooks/subscriptions/${sub.id}/rotate-secret`, { overlap: 'now' }],
+      ['POST', `${API}/webhooks/subscriptions/${sub.id}/test`],
+      ['DELETE', `${API}/webhooks/subscriptions/${sub.id}`],
+      ['POST', `${API}/webhooks/events/${event.id}/replay`],
+      ['POST', `${API}/agents/${agent.agent_id}/revoke`],
+    ];
+    for (const [method, path, json] of attempts) {
+      const res = await pont.json(path, { method, headers: adminB.headers, json });
+      expect(res.status, `${method} ${path}`).toBe(404);
+    }
+    // The pages too.
+    for (const path of [`/portal/clients/${client.client_id}/revoke`, `/portal/webhooks/${sub.id}/unsubscribe`, `/portal/agents/${agent.agent_id}/revoke`]) {
+      const res = await pont.fetch(path, { method: 'POST', headers: { cookie: adminB.cookie, 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ _csrf: adminB.csrf }) });
+      expect(res.status, path).toBe(404);
+    }
+    const lists = [`${API}/clients`, `${API}/webhooks/subscriptions`, `${API}/agents`, `${API}/webhooks/deliveries`, `${API}/users`];
+    for (const path of lists) {
+      const text = JSON.stringify((await pont.json(path, { headers: adminB.headers })).body);
+      for (const id of [client.client_id, sub.id, agent.agent_id, event.id, 'admin@a.example']) expect(text, path).not.toContain(id);
+    }
+    // Nothing changed for A.
+    const mine = (await pont.json(`${API}/clients`, { headers: adminA.headers })).body.clients.find((c: any) => c.client_id === client.client_id);
+    expect(mine.revoked_at).toBeNull();
+    expect(mine.previous_secret_expires_at).toBeNull();
+    expect((await pont.json(`${API}/webhooks/subscriptions`, { headers: adminA.headers })).body.subscriptions.map((s: any) => s.id)).toContain(sub.id);
+    expect((await pont.json(`${API}/agents`, { headers: adminA.headers })).body.agents.find((a: any) => a.agent_id === agent.agent_id).revoked_at).toBeNull();
+  });
+
+  it('lets a viewer read but not write (403), and only an admin see and invite users', async () => {
+    const viewer = await signIn('viewer@a.example');
+    expect((await pont.json(`${API}/clients`, { headers: viewer.headers })).status).toBe(200);
+    expect((await pont.json(`${API}/clients`, { method: 'POST', headers: viewer.headers, json: { name: 'x', scopes: ['health_id:verify'] } })).status).toBe(403);
+    expect((await pont.json(`${API}/users`, { headers: viewer.headers })).status).toBe(403);
+    const page = await pont.fetch('/portal/clients', { method: 'POST', headers: { cookie: viewer.cookie, 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ _csrf: viewer.csrf, name: 'x', scopes: 'health_id:verify' }) });
+    expect(page.status).toBe(403);
+    const read = await (await pont.fetch('/portal/clients', { headers: { cookie: viewer.cookie } })).text();
+    expect(read).toContain('<h1>Clients</h1>');
+    expect(read).not.toContain('Create client');
+    expect(read).not.toContain('/portal/users'); // no Users link for a viewer
+    expect((await pont.fetch('/portal/users', { headers: { cookie: viewer.cookie } })).status).toBe(403);
+    const invited = await pont.json(`${API}/users`, { method: 'POST', headers: adminA.headers, json: { email: 'dev@a.example', role: 'developer' } });
+    expect(invited.status).toBe(201);
+    // The developer can create clients, but not hand out break-glass.
+    const link = new URL(invited.body.set_password_link);
+    expect(await (await pont.fetch(link.pathname + link.search)).text()).toContain('dev@a.example');
+    const token = link.searchParams.get('token')!;
+    await pont.fetch('/portal/set-password', { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ token, password: PASSWORD, confirm: PASSWORD }) });
+    const dev = await signIn('dev@a.example');
+    expect((await pont.json(`${API}/clients`, { method: 'POST', headers: dev.headers, json: { name: 'ok', scopes: ['health_id:verify'] } })).status).toBe(201);
+    const glass = await pont.json(`${API}/clients`, { method: 'POST', headers: dev.headers, json: { name: 'glass', scopes: ['emergency:access'] } });
+    expect(glass.status).toBe(422);
+    expect(glass.body.details[0].field).toBe('body.scopes');
+    expect((await pont.json(`${API}/users`, { headers: dev.headers })).status).toBe(403);
+    expect(invited.body.set_password_link).toMatch(/\/portal\/set-password\?token=/);
+    expect(invited.body.user.organization_id).toBe('org-a');
+  });
+
+  it('shows the organisation only its own audit rows, filtered by Health ID, and as CSV', async () => {
+    const client = await createTestClient(pont, ['health_id:verify'], { organizationId: 'org-a' });
+    const resolve = await pont.json('/api/v1/connect/patients/resolve', {
+      method: 'POST',
+      headers: client.headers,
+      json: { first_name: 'Ana', last_name: 'Diallo', date_of_birth: '1990-01-01', gender: 'female', purpose: '=cmd|evil' },
+    });
+    expect(resolve.status).toBeLessThan(300);
+    const healthId = resolve.body.health_id as string;
+    const a = await pont.json(`${API}/activity?health_id=${healthId}`, { headers: adminA.headers });
+    expect(a.status).toBe(200);
+    expect(a.body.activity.length).toBeGreaterThan(0);
+    expect(a.body.activity.every((r: any) => r.health_id === healthId)).toBe(true);
+    const b = await pont.json(`${API}/activity?health_id=${healthId}`, { headers: adminB.headers });
+    expect(b.body.activity).toEqual([]);
+    const csv = await pont.fetch(`${API}/activity?format=csv&health_id=${healthId}`, { headers: adminA.headers });
+    expect(csv.headers.get('content-type')).toMatch(/text\/csv/);
+    expect(await csv.text()).toContain(healthId);
+    expect((await pont.json(`${API}/activity?from=yesterday`, { headers: adminA.headers })).status).toBe(422);
+  });
+
+  it('is documented in the OpenAPI document with SessionAuth', async () => {
+    const doc = (await pont.json('/api/openapi.json')).body;
+    expect(doc.components.securitySchemes.SessionAuth).toMatchObject({ type: 'apiKey', in: 'cookie', name: 'service_session' });
+    expect(doc.paths[`${API}/clients`].get.security).toEqual([{ SessionAuth: [] }]);
+    expect(Object.keys(doc.components.schemas)).toEqual(expect.arrayContaining(['PortalClient', 'PortalAgent', 'PortalActivity', 'PortalUser', 'PortalSession']));
+    expect(doc.paths[`${API}/users`].post.description ?? doc.paths[`${API}/users`].post.summary).toMatch(/admin/i);
+  });
+});
+
+describe('portal pages', () => {
+  it('serve a strict content security policy and keep what was typed next to the problem', async () => {
+    const res = await pont.fetch('/portal/clients', {
+      method: 'POST',
+      headers: { cookie: adminA.cookie, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ _csrf: adminA.csrf, name: 'My <script> client' }),
+    });
+    expect(res.status).toBe(422);
+    const csp = res.headers.get('content-security-policy')!;
+    expect(csp).toContain("default-src 'self'");
+    expect(csp).toContain("form-action 'self'");
+    expect(csp).toContain("frame-ancestors 'none'");
+    const page = await res.text();
+    expect(page).toContain('id="scopes-error"');
+    expect(page).toContain('value="My &lt;script&gt; client"');
+    expect(page).not.toContain('<script> client');
+  });
+
+  it('answer hostile forms with a page, never a 500', async () => {
+    const client = (await pont.json(`${API}/clients`, { method: 'POST', headers: adminA.headers, json: { name: 'Hostile', scopes: ['health_id:verify'] } })).body;
+    const post = (path: string, body: string, type = 'application/x-www-form-urlencoded') =>
+      pont.fetch(path, { method: 'POST', headers: { cookie: adminA.cookie, 'content-type': type }, body });
+    const csrf = `_csrf=${encodeURIComponent(adminA.csrf)}`;
+    expect((await post(`/portal/clients/${client.client_id}/rotate`, `${csrf}&overlap=forever`)).status).toBe(422);
+    expect((await post(`/portal/clients/${'x'.repeat(5000)}/revoke`, csrf)).status).toBe(404);
+    expect((await post('/portal/clients', `${csrf}&name=${'n'.repeat(100_000)}`)).status).toBe(413);
+    expect((await post('/portal/clients', '{"name":"x"}', 'application/json')).status).toBe(415);
+    expect((await post('/portal/webhooks/replay-exhausted', `${csrf}&since=yesterday`)).status).toBe(422);
+    expect((await pont.fetch('/portal/activity?from=31-12-2026', { headers: { cookie: adminA.cookie } })).status).toBe(422);
+    const mine = (await pont.json(`${API}/clients`, { headers: adminA.headers })).body.clients.find((c: any) => c.client_id === client.client_id);
+    expect(mine.previous_secret_expires_at).toBeNull();
+  });
+
+  it('refuse a form without the CSRF token (403) and change nothing', async () => {
+    const before = (await pont.json(`${API}/clients`, { headers: adminA.headers })).body.clients.length;
+    const res = await pont.fetch('/portal/clients', {
+      method: 'POST',
+      headers: { cookie: adminA.cookie, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ name: 'x', scopes: 'health_id:verify' }),
+    });
+    expect(res.status).toBe(403);
+    expect((await pont.json(`${API}/clients`, { headers: adminA.headers })).body.clients.length).toBe(before);
+  });
+});
+
+describe('portal JSON routes, more', () => {
+  it('replays every exhausted delivery since a time, for the own organisation only', async () => {
+    const sub = (await pont.json(`${API}/webhooks/subscriptions`, { method: 'POST', headers: adminA.headers, json: { callback_url: 'http://127.0.0.1:9/x', subscribed_events: ['consent.granted'] } })).body;
+    // A delivery made exhausted as the worker leaves it after its 7th failed attempt.
+    const event = (await pont.json(`${API}/webhooks/subscriptions/${sub.id}/test`, { method: 'POST', headers: adminA.headers })).body;
+    await pont.services.db.query(`UPDATE webhook_deliveries SET status = 'exhausted', attempts = 7, next_attempt_at = NULL, lease_token = NULL WHERE event_id = $1`, [event.id]);
+    await pont.services.db.query(
+      `INSERT INTO webhook_delivery_attempts (delivery_id, round, attempt, started_at, duration_ms, status_code, error, succeeded, response_excerpt)
+       SELECT id, 1, 7, now(), 5, 500, 'HTTP 500', false, 'down' FROM webhook_deliveries WHERE event_id = $1`,
+      [event.id],
+    );
+    const since = new Date(Date.now() - 60_000).toISOString();
+    expect((await pont.json(`${API}/webhooks/replay-exhausted`, { method: 'POST', headers: adminB.headers, json: { since } })).body.replayed).toEqual([]);
+    const replayed = await pont.json(`${API}/webhooks/replay-exhausted`, { method: 'POST', headers: adminA.headers, json: { since } });
+    expect(replayed.status).toBe(202);
+    expect(replayed.body.replayed).toContain(event.id);
+    expect((await pont.json(`${API}/webhooks/replay-exhausted`, { method: 'POST', headers: adminA.headers, json: { since: 'last week' } })).status).toBe(422);
+  });
+
+  it('sends a test event to the chosen subscription only, and replays it to that one only', async () => {
+    const subscribe = async (path: string) =>
+      (await pont.json(`${API}/webhooks/subscriptions`, { method: 'POST', headers: adminA.headers, json: { callback_url: `http://127.0.0.1:9/${path}`, subscribed_events: ['encounter.created'] } })).body;
+    const chosen = await subscribe('chosen');
+    const other = await subscribe('other');
+    const event = (await pont.json(`${API}/webhooks/subscriptions/${chosen.id}/test`, { method: 'POST', headers: adminA.headers })).body;
+    const deliveriesOf = async (subscriptionId: string) =>
+      (await pont.json(`${API}/webhooks/deliveries?subscription_id=${subscriptionId}`, { headers: adminA.headers })).body.deliveries.filter((d: any) => d.event_id === event.id);
+    expect(await deliveriesOf(chosen.id)).toHaveLength(1);
+    expect(await deliveriesOf(other.id)).toEqual([]);
+    const replayed = await pont.json(`${API}/webhooks/events/${event.id}/replay`, { method: 'POST', headers: adminA.headers });
+    expect(replayed.body.deliveries.map((d: any) => d.subscription_id)).toEqual([chosen.id]);
+    expect(await deliveriesOf(other.id)).toEqual([]);
+  });
+
+  it('counts the consents granted to the own organisation only', async () => {
+    const client = await createTestClient(pont, ['health_id:verify', 'consents:write'], { organizationId: 'org-a' });
+    const patient = await pont.json('/api/v1/connect/patients/resolve', {
+      method: 'POST',
+      headers: client.headers,
+      json: { first_name: 'Sara', last_name: 'Okafor', date_of_birth: '1985-05-05', gender: 'female' },
+    });
+    const grant = await pont.json(`/api/v1/connect/patient/${patient.body.health_id}/consent/grant`, {
+      method: 'POST',
+      headers: client.headers,
+      json: { consent_type: CONSENT_TYPE, expires_at: '2099-01-01T00:00:00Z' },
+    });
+    expect(grant.status).toBeLessThan(300);
+    const a = (await pont.json(`${API}/consents`, { headers: adminA.headers })).body.counts;
+    expect(a.reduce((n: number, c: any) => n + c.count, 0)).toBeGreaterThan(0);
+    expect((await pont.json(`${API}/consents`, { headers: adminB.headers })).body.counts).toEqual([]);
+  });
+
+  it("keeps the first 1 KB of the receiver's answer with each attempt", async () => {
+    const receiver = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(503, { 'content-type': 'text/plain' }).end('é'.repeat(3000)));
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/big`;
+      const sub = (await pont.json(`${API}/webhooks/subscriptions`, { method: 'POST', headers: adminA.headers, json: { callback_url: url, subscribed_events: ['lab_result.released'] } })).body;
+      await pont.json(`${API}/webhooks/subscriptions/${sub.id}/test`, { method: 'POST', headers: adminA.headers });
+      const attempt = async () => (await pont.json(`${API}/webhooks/deliveries?subscription_id=${sub.id}`, { headers: adminA.headers })).body.deliveries[0]?.attempts[0];
+      await expect.poll(attempt, { timeout: 20_000 }).toBeDefined();
+      const first = await attempt();
+      expect(first.status_code).toBe(503);
+      expect(Buffer.byteLength(first.response_excerpt)).toBeLessThanOrEqual(1024);
+      expect(first.response_excerpt).toBe('é'.repeat(512));
+    } finally {
+      receiver.close();
+    }
+  });
+
+  it("shows an agent's last heartbeat, version and clock skew", async () => {
+    const agent = (await pont.json(`${API}/agents`, { method: 'POST', headers: adminA.headers, json: { facility_id: 'fac-skew' } })).body;
+    const ahead = Math.floor(Date.now() / 1000) + 30;
+    const beat = await pont.json('/api/v1/bridge/heartbeat', {
+      method: 'POST',
+      headers: { 'x-bridge-agent-id': agent.agent_id, 'x-bridge-agent-key': agent.agent_key, 'x-bridge-timestamp': String(ahead) },
+      json: { agent_id: agent.agent_id, facility_id: 'fac-skew', version: '2.4.1' },
+    });
+    expect(beat.status).toBe(200);
+    const listed = (await pont.json(`${API}/agents`, { headers: adminA.headers })).body.agents.find((a: any) => a.agent_id === agent.agent_id);
+    expect(listed).toMatchObject({ last_version: '2.4.1', facility_id: 'fac-skew' });
+    expect(listed.clock_skew_seconds).toBeGreaterThanOrEqual(28);
+    expect(listed.clock_skew_seconds).toBeLessThanOrEqual(30);
+    expect(JSON.stringify(listed)).not.toContain(agent.agent_key);
+  });
+
+  it('refuses hostile input with the documented shape, never a 500', async () => {
+    const cases: Array<[string, unknown]> = [
+      [`${API}/clients`, { name: 'x'.repeat(10_000), scopes: ['health_id:verify'] }],
+      [`${API}/clients`, { name: 'x', scopes: ['not:a:scope'] }],
+      [`${API}/clients`, { name: 'x', scopes: 'health_id:verify' }],
+      [`${API}/webhooks/subscriptions`, { callback_url: 'http://10.0.0.1/x', subscribed_events: ['patient.created'] }],
+      [`${API}/agents`, { facility_id: '../../etc' }],
+      [`${API}/users`, { email: 'a@b.c', role: 'owner' }],
+    ];
+    for (const [path, json] of cases) {
+      const res = await pont.json(path, { method: 'POST', headers: adminA.headers, json });
+      expect(res.status, path).toBe(422);
+      expect(res.body.status).toBe('error');
+    }
+    const deep = '['.repeat(5000) + ']'.repeat(5000);
+    const res = await pont.json(`${API}/clients`, { method: 'POST', headers: { ...adminA.headers, 'content-type': 'application/json' }, body: deep });
+    expect(res.status).toBe(400);
+  });
+});
+
+describe('pont portal-users create', () => {
+  it('prints the person and a one-time set-password link; a bad role is a usage error', async () => {
+    const run = promisify(execFile);
+    const { env, cleanup } = await commandDatabase();
+    try {
+      const opts = { env: { ...process.env, ...env, PONT_PUBLIC_URL: 'https://pont.example.org' } };
+      const { stdout } = await run(process.execPath, ['bin/pont.js', 'portal-users', 'create', '--org', 'org-1', '--email', 'Ana@Example.org', '--role', 'admin'], opts);
+      const printed = JSON.parse(stdout);
+      expect(printed).toMatchObject({ organization_id: 'org-1', email: 'ana@example.org', role: 'admin', active: false, link_expires_in_hours: 24 });
+      expect(printed.set_password_link).toMatch(/^https:\/\/pont\.example\.org\/portal\/set-password\?token=[A-Za-z0-9_-]{43}$/);
+      const bad = await run(process.execPath, ['bin/pont.js', 'portal-users', 'create', '--org', 'org-1', '--email', 'b@example.org', '--role', 'owner'], opts).catch((e) => e);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain('--role');
+    } finally {
+      await cleanup();
+    }
+  }, 300_000);
+});
+
+describe('portal helpers', () => {
+  it('escapes by default', () => {
+    expect(html`<p>${'<b>"x"&\''}</p>`.text).toBe('<p>&lt;b&gt;&quot;x&quot;&amp;&#39;</p>');
+    expect(html`<ul>${['<a>', html`<li>ok</li>`]}</ul>`.text).toBe('<ul>&lt;a&gt;<li>ok</li></ul>');
+  });
+  it('defuses spreadsheet formulas in CSV', () => {
+    expect(csvField('=HYPERLINK("x")')).toBe(`"'=HYPERLINK(""x"")"`);
+    expect(csvField('plain')).toBe('"plain"');
+    expect(csvField(null)).toBe('""');
+  });
+});
