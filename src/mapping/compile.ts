@@ -1,11 +1,15 @@
 import { basename } from 'node:path';
+import { getDataType } from '@medplum/core';
 import { isScalar, isSeq, type Node, type Pair, type Scalar } from 'yaml';
-import { allResourceTypes } from '../fhir/definitions';
+import { allResourceTypes } from '../core/fhir-definitions';
 import { childElement, isPrimitive, jsonTypeOf, type FhirElement } from './fhir-types';
-import { parsePath, PathSyntaxError, type Literal, type PathCondition } from './path';
+import { parseExpression, PathSyntaxError, type Literal, type ParsedPath, type PathCondition } from './path';
 import {
+  ANY,
   CONNECT_TYPES,
+  type CompiledAlternative,
   type CompiledCondition,
+  type CompiledExpression,
   type CompiledPath,
   type ConnectField,
   type ConnectType,
@@ -15,14 +19,15 @@ import {
   type MapProgram,
   type ValueTable,
 } from './runtime';
+import { readRecordSection } from './record';
 import { didYouMean } from './suggest';
 import { codeSystemCodes, expandValueSet } from './terminology';
 import { keyOf, YamlSource } from './yaml-source';
 
 /** The keys of the map format, one list per level: anything else is reported as unknown. */
-const TOP_KEYS = ['map', 'resource', 'description', 'uris', 'connect', 'fixed', 'fields'] as const;
+const TOP_KEYS = ['map', 'resource', 'record', 'description', 'uris', 'let', 'connect', 'fixed', 'fields'] as const;
 const FIELD_KEYS = ['type', 'values', 'required', 'nullable', 'list', 'default', 'description'] as const;
-const RULE_KEYS = ['fhir', 'values', 'otherwise', 'reference', 'narrative', 'description'] as const;
+const RULE_KEYS = ['fhir', 'values', 'read', 'otherwise', 'also', 'reference', 'narrative', 'description'] as const;
 
 export const MAP_SUFFIX = '.map.yaml';
 
@@ -37,7 +42,19 @@ const COPY_COMPATIBLE: Record<ConnectType, string[]> = {
   number: ['decimal'],
 };
 
+/** What reading may also copy from (a fallback alternative, never written): wider than COPY_COMPATIBLE. */
+const READ_COMPATIBLE: Record<ConnectType, string[]> = {
+  ...COPY_COMPATIBLE,
+  string: [...COPY_COMPATIBLE.string, 'uuid'],
+  'date-time': ['dateTime', 'instant', 'date'],
+  integer: ['integer', 'positiveInt', 'unsignedInt'],
+  number: ['decimal', 'integer', 'positiveInt', 'unsignedInt'],
+};
+
 /** A path resolved against the FHIR definitions, with what the compiler needs to check values at its end. */
+/** How a rule writes an element it shares with another: through a value table, or copied unchanged. */
+type Share = 'table' | 'copy';
+
 interface ResolvedPath {
   compiled: CompiledPath;
   leaf: FhirElement;
@@ -45,6 +62,26 @@ interface ResolvedPath {
   key: string;
   /** The required binding and code system that apply to a code at the end of the path, when known. */
   codes: { valueSet?: string; system?: string };
+  /** Every element along the path (a `let` spelt out), with its conditions. */
+  elements: Array<FhirElement & { conditions: CompiledCondition[] }>;
+}
+
+/** One alternative of an expression, resolved: its whole path, and whether writing can follow it. */
+interface ResolvedAlternative {
+  compiled: CompiledAlternative;
+  path: ResolvedPath;
+  finish?: ParsedPath['finish'];
+  /** Offset in the expression, for problems about it. */
+  at: number;
+  writable: boolean;
+}
+
+/** An expression (`a | b`): what writing uses (the ResolvedPath part) and every alternative reading tries. */
+interface ResolvedExpression extends ResolvedPath {
+  expression: CompiledExpression;
+  alternatives: ResolvedAlternative[];
+  /** Reports a problem at an offset of the expression's text. */
+  at: (offset: number, problem: string) => undefined;
 }
 
 const show = (v: unknown) => (typeof v === 'string' ? `\`${v}\`` : JSON.stringify(v));
@@ -75,7 +112,11 @@ export function compileMap(source: YamlSource): MapProgram | undefined {
   if (!resourceType || !fields) return undefined;
 
   const compiler = new RuleCompiler(source, resourceType, uris);
+  const letNode = section('let');
+  for (const pair of (letNode && source.mapping(letNode, '`let`')) ?? []) compiler.defineLet(pair);
   const program: MapProgram = { name: expectedName, resourceType, fields: [], fixed: [] };
+  const recordNode = section('record');
+  if (recordNode) program.record = readRecordSection(source, recordNode, resourceType, fields);
   const rulePairs = source.mapping(section('fields'), '`fields`') ?? [];
   for (const pair of rulePairs) {
     const field = fields.get(keyOf(pair));
@@ -96,7 +137,26 @@ export function compileMap(source: YamlSource): MapProgram | undefined {
     const rule = compiler.fixedRule(pair);
     if (rule) program.fixed.push(rule);
   }
+  if (source.ok) requireFhirRequired(source, program, fields, top.find((p) => keyOf(p) === 'fields')?.key ?? source.root);
   return source.ok ? program : undefined;
+}
+
+/**
+ * FHIR refuses a resource without its required elements (Composition.date, Encounter.class): each must be
+ * written by a required Connect field or a fixed value, or the map could emit invalid FHIR.
+ */
+function requireFhirRequired(source: YamlSource, program: MapProgram, fields: Map<string, { declared: ConnectField; node: Node }>, at: Node | Pair | null): void {
+  const writes = (path: CompiledPath, element: string) => path[0]?.json === element || (element.endsWith('[x]') && path[0]?.json.startsWith(element.slice(0, -3)));
+  for (const [element, definition] of Object.entries(getDataType(program.resourceType).elements)) {
+    if ((definition.min ?? 0) < 1 || element === 'resourceType') continue;
+    if (program.fixed.some((f) => writes(f.target, element))) continue;
+    const rules = program.fields.filter((r) => r.targets.some((t) => writes(t.write, element)));
+    if (rules.some((r) => r.field.required)) continue;
+    const name = `${program.resourceType}.${element}`;
+    if (rules.length) {
+      for (const r of rules) source.problem(fields.get(r.field.name)?.node, `FHIR requires ${name}, which ${show(r.field.name)} writes: make it \`required: true\` (a record read back may still lack it)`);
+    } else source.problem(at, `FHIR requires ${name}: map a required Connect field or a \`fixed\` value to it`);
+  }
 }
 
 function readUris(source: YamlSource, node: Node | undefined): Map<string, string> {
@@ -156,8 +216,10 @@ function readConnectFields(source: YamlSource, node: Node | undefined): Map<stri
 }
 
 class RuleCompiler {
-  /** Canonical target path -> where it was first mapped, to refuse two rules writing one element. */
-  private readonly targets = new Map<string, number>();
+  /** The FHIR elements written so far: the line of the first rule, and whether another may share it (claim). */
+  private readonly targets = new Map<string, { line: number; share?: Share }>();
+  /** The map's `let`s, by name. */
+  private readonly lets = new Map<string, ResolvedExpression>();
 
   constructor(
     private readonly source: YamlSource,
@@ -180,9 +242,9 @@ class RuleCompiler {
       source.problem(fhirNode, '`fhir` lists no FHIR element');
       return undefined;
     }
-    const targets = pathNodes.map((node) => this.path(node));
+    const targets = pathNodes.map((node) => this.expression(node));
     if (targets.some((t) => !t)) return undefined;
-    const resolved = targets as ResolvedPath[];
+    const resolved = targets as ResolvedExpression[];
 
     let conversion: Conversion = { kind: 'copy' };
     const referenceNode = entry('reference');
@@ -211,30 +273,69 @@ class RuleCompiler {
       source.problem(fhirNode, `${field.name} goes to ${resolved.length} FHIR elements: give a value table (\`values\`) that says what each receives`);
       return undefined;
     }
-    if (field.list && (resolved.length > 1 || !resolved[0]!.compiled.some((step) => step.isArray && step.index === undefined))) {
+    if (field.list && (resolved.length > 1 || !resolved[0]!.compiled.some((step) => step.isArray && step.index === undefined && !step.first))) {
       source.problem(fhirNode, `${field.name} is a list: map it to one FHIR path through a repeating element without a position (e.g. \`provision.class\`), one element per value`);
       return undefined;
     }
 
-    let ok = resolved.every((target, i) => this.checkLeaf(field, target, conversion, !!valuesNode, pathNodes[i]));
+    let ok = resolved.every((target) => target.alternatives.every((alternative) => this.checkLeaf(field, alternative, target, conversion, !!valuesNode)));
     let table: ValueTable | undefined;
     if (valuesNode) {
       table = this.valueTable(field, resolved, valuesNode, entry('otherwise'), pair.key);
       ok &&= !!table;
-    } else if (entry('otherwise')) {
-      source.problem(entry('otherwise'), '`otherwise` belongs to a value table (`values`)');
+      if (table && entry('read')) ok = this.readRows(field, resolved, entry('read')!, table) && ok;
+    } else if (entry('otherwise') ?? entry('read')) {
+      source.problem(entry('otherwise') ?? entry('read'), `\`${entry('otherwise') ? 'otherwise' : 'read'}\` belongs to a value table (\`values\`)`);
       ok = false;
     } else if (field.values && conversion.kind === 'copy') {
       // Copied unchanged: the declared Connect values themselves must be valid FHIR codes.
       field.values.forEach((value, i) => (ok = this.checkValue(value, resolved[0], field.valueNodes[i]) && ok));
     }
-    resolved.forEach((target, i) => this.claim(target, pathNodes[i]));
-    return ok ? { field, targets: resolved.map((t) => t.compiled), conversion, table } : undefined;
+    resolved.forEach((target, i) => {
+      const share = conversion.kind === 'copy' && !field.list && isPrimitive(target.leaf.type) ? (valuesNode ? 'table' : 'copy') : undefined;
+      this.claim(target, pathNodes[i]!, share);
+    });
+    const also: FixedRule[] = [];
+    const alsoNode = entry('also');
+    if (alsoNode && field.list) {
+      source.problem(alsoNode, '`also` writes constants with one value; a list field has several');
+      ok = false;
+    }
+    const alsoPairs = (!field.list && alsoNode && source.mapping(alsoNode, `\`also\` of ${show(field.name)}`)) || [];
+    for (const alsoPair of alsoPairs) {
+      const rule = this.fixedRule(alsoPair);
+      if (rule) also.push(rule);
+      else ok = false;
+    }
+    return ok ? { field, targets: resolved.map((t) => t.expression), conversion, table, also } : undefined;
+  }
+
+  /** `let: name: expression`: a part of the resource chosen once (e.g. the applicable reference range), used as `%name`. */
+  defineLet(pair: Pair<Scalar, Node | null>): void {
+    const name = keyOf(pair);
+    if (!/^[A-Za-z][A-Za-z0-9_]*$/.test(name)) this.source.problem(pair.key, `${show(name)}: a let name is letters, digits and _`);
+    else if (name === 'resource' || this.uris.has(name)) this.source.problem(pair.key, `${show(name)} is already a name (%resource, or one of \`uris\`): choose another`);
+    const resolved = this.expression(pair.value);
+    if (!resolved) return;
+    const types = new Set(resolved.alternatives.map((a) => a.path.leaf.type));
+    if (types.size > 1) {
+      this.source.problem(pair.value, `the alternatives of a let must reach one FHIR type; these reach ${[...types].join(', ')}`);
+      return;
+    }
+    if (isPrimitive(resolved.leaf.type)) {
+      this.source.problem(pair.value, `a let names an element with parts (e.g. a reference range); ${resolved.leaf.json} is a FHIR ${resolved.leaf.type}`);
+      return;
+    }
+    this.lets.set(name, resolved);
   }
 
   fixedRule(pair: Pair<Scalar, Node | null>): FixedRule | undefined {
-    const target = this.path(pair.key);
+    const target = this.expression(pair.key);
     if (!target) return undefined;
+    if (target.alternatives.length > 1 || target.alternatives[0]!.finish) {
+      target.at(target.alternatives[0]!.finish?.at ?? target.alternatives[1]!.at, 'a fixed value is written: one path, without `|`, join() or toDate()');
+      return undefined;
+    }
     if (!isPrimitive(target.leaf.type)) {
       this.source.problem(pair.key, `${target.leaf.json} is a FHIR ${target.leaf.type}: a fixed value goes into one of its primitive elements`);
       return undefined;
@@ -244,10 +345,10 @@ class RuleCompiler {
     return value !== undefined && this.checkValue(value, target, pair.value!) ? { target: target.compiled, value } : undefined;
   }
 
-  /** Does the end of the path fit the Connect type and the conversion? */
-  private checkLeaf(field: ConnectField, target: ResolvedPath, conversion: Conversion, hasTable: boolean, node: Node): boolean {
-    const { leaf } = target;
-    const problem = (text: string) => (this.source.problem(node, text), false);
+  /** Does the end of one alternative fit the Connect type and the conversion? Fallbacks (never written) may read more types. */
+  private checkLeaf(field: ConnectField, alternative: ResolvedAlternative, target: ResolvedExpression, conversion: Conversion, hasTable: boolean): boolean {
+    const { leaf } = alternative.path;
+    const problem = (text: string) => (target.at(alternative.at, text), false);
     if (conversion.kind === 'reference') {
       if (leaf.type !== 'Reference') return problem(`\`reference\` needs a FHIR Reference; ${leaf.json} is a ${leaf.type}`);
       const allowed = leaf.definition.type.find((t) => t.code === 'Reference')?.targetProfile?.map((p) => p.split('/').pop()!) ?? [];
@@ -267,13 +368,24 @@ class RuleCompiler {
     }
     if (leaf.type === 'Reference') return problem(`${leaf.json} is a FHIR Reference: add \`reference: <ResourceType>\``);
     if (!isPrimitive(leaf.type)) return problem(`${leaf.json} is a FHIR ${leaf.type}: map to one of its primitive elements`);
-    if (!hasTable && !COPY_COMPATIBLE[field.type].includes(leaf.type)) {
+    const finish = alternative.finish;
+    if (finish?.kind === 'join' && (field.type !== 'string' || jsonTypeOf(leaf.type) !== 'string' || hasTable)) {
+      return target.at(finish.at, `join() makes text of text: ${field.name} is a ${field.type}${hasTable ? ' with a value table' : ''}, ${leaf.json} a FHIR ${leaf.type}`) ?? false;
+    }
+    if (finish?.kind === 'toDate') {
+      if (!['date', 'dateTime', 'instant'].includes(leaf.type) || field.type !== 'date') {
+        return target.at(finish.at, `toDate() reads the date of a FHIR date, dateTime or instant into a Connect date: ${field.name} is a ${field.type}, ${leaf.json} a FHIR ${leaf.type}`) ?? false;
+      }
+      return true;
+    }
+    const compatible = alternative.writable && alternative.path === target.alternatives.find((a) => a.writable)?.path ? COPY_COMPATIBLE : READ_COMPATIBLE;
+    if (!hasTable && !compatible[field.type].includes(leaf.type)) {
       return problem(`a Connect ${field.type} cannot be copied into ${leaf.json}, a FHIR ${leaf.type}: use a value table or another element`);
     }
     return true;
   }
 
-  private valueTable(field: ConnectField & { valueNodes: Node[] }, targets: ResolvedPath[], node: Node, otherwiseNode: Node | undefined, fieldKey: Node): ValueTable | undefined {
+  private valueTable(field: ConnectField & { valueNodes: Node[] }, targets: ResolvedExpression[], node: Node, otherwiseNode: Node | undefined, fieldKey: Node): ValueTable | undefined {
     const { source } = this;
     if (!field.values) {
       source.problem(node, `a value table needs the allowed values of ${show(field.name)}: add \`values: [...]\` to it under \`connect\``);
@@ -281,7 +393,7 @@ class RuleCompiler {
     }
     const rows = source.mapping(node, `the value table of ${show(field.name)}`);
     if (!rows) return undefined;
-    const table: ValueTable = { toFhir: new Map(), fromFhir: new Map() };
+    const table: ValueTable = { toFhir: new Map(), fromFhir: new Map(), readRows: [] };
     const rowOf = new Map<string, Literal>();
     let ok = true;
     for (const row of rows) {
@@ -337,6 +449,48 @@ class RuleCompiler {
     return ok ? table : undefined;
   }
 
+  /**
+   * `read:` rows of a value table, for FHIR written elsewhere: `connect value: [fhir value, …]`, each item the FHIR
+   * value (one target) or the list of one value per target (`'*'` anything, `~` nothing). Never written.
+   */
+  private readRows(field: ConnectField, targets: ResolvedExpression[], node: Node, table: ValueTable): boolean {
+    const { source } = this;
+    const rows = source.mapping(node, `the \`read\` rows of ${show(field.name)}`);
+    if (!rows) return false;
+    let ok = true;
+    for (const row of rows) {
+      const connectValue = row.key.value as Literal;
+      if (!field.values!.includes(connectValue)) {
+        const known = field.values!.map(String);
+        source.problem(row.key, `${show(connectValue)} is not a declared value of ${show(field.name)} (${known.join(', ')})${didYouMean(String(connectValue), known)}`);
+        ok = false;
+        continue;
+      }
+      if (!isSeq(row.value) || !row.value.items.length) {
+        source.problem(row.value ?? row.key, `${show(connectValue)}: a list of the FHIR values that read as it`);
+        ok = false;
+        continue;
+      }
+      for (const item of row.value.items as Node[]) {
+        const cellNodes = targets.length > 1 && isSeq(item) ? (item.items as Node[]) : [item];
+        if (cellNodes.length !== targets.length) {
+          source.problem(item, `needs ${targets.length} values, one per FHIR element of \`fhir\` ('*' for any, ~ for none)`);
+          ok = false;
+          continue;
+        }
+        const cells = cellNodes.map((cell, i) => {
+          if (isScalar(cell) && cell.value === null) return null;
+          if (isScalar(cell) && cell.value === ANY) return ANY;
+          const value = this.literal(cell, targets[i]);
+          return value !== undefined && this.checkValue(value, targets[i], cell) ? value : undefined;
+        });
+        if (cells.some((c) => c === undefined)) ok = false;
+        else table.readRows.push({ cells: cells as Array<Literal | null>, value: connectValue });
+      }
+    }
+    return ok;
+  }
+
   /** A YAML scalar as a value for the element at the path's end, typed for it (codes that look like numbers stay text). */
   private literal(node: Node | null | undefined, target: ResolvedPath): Literal | undefined {
     const wanted = jsonTypeOf(target.leaf.type);
@@ -359,14 +513,20 @@ class RuleCompiler {
     return !problem;
   }
 
-  private claim(target: ResolvedPath, node: Node): void {
+  /**
+   * One rule per FHIR element, but for a value table that writes an element another field copies (a lab's local
+   * code table writing the LOINC coding that `loinc_code` writes): the two must then agree on every value written
+   * (runToFhir refuses a contradiction), and each reads the element on its own. Two plain copies stay refused.
+   */
+  private claim(target: ResolvedPath, node: Node, share?: Share): void {
     const first = this.targets.get(target.key);
-    if (first === undefined) this.targets.set(target.key, this.source.lineOf(node));
-    else this.source.problem(node, `does not round-trip: ${target.key} is already mapped on line ${first}; one FHIR element cannot hold two values`);
+    if (first === undefined) this.targets.set(target.key, { line: this.source.lineOf(node), share });
+    else if (share && first.share && (share === 'table' || first.share === 'table')) return;
+    else this.source.problem(node, `does not round-trip: ${target.key} is already mapped on line ${first.line}; one FHIR element cannot hold two values`);
   }
 
-  /** Parses a path and resolves every step against the FHIR definitions; problems point at the offending step. */
-  private path(node: Node | null | undefined): ResolvedPath | undefined {
+  /** Parses an expression (`a | b`) and resolves every alternative against the FHIR definitions; problems point at the offending step. */
+  private expression(node: Node | null | undefined): ResolvedExpression | undefined {
     const { source } = this;
     if (!isScalar(node) || typeof node.value !== 'string' || !node.value) {
       source.problem(node, 'expected a FHIR element path, e.g. code.text');
@@ -374,20 +534,46 @@ class RuleCompiler {
     }
     const text = node.value;
     const at = (offset: number, problem: string) => (source.problemAt(source.offsetInScalar(node, offset), problem), undefined);
-    let steps;
+    let parsed: ParsedPath[];
     try {
-      steps = parsePath(text);
+      parsed = parseExpression(text);
     } catch (err) {
       if (err instanceof PathSyntaxError) return at(err.at, `malformed path ${show(text)}: ${err.message}`);
       throw err;
     }
-    // FHIRPath may start with the resource type (`Condition.code.text`): the same path.
-    if (steps.length > 1 && steps[0].name === this.resourceType && steps[0].index === undefined && !steps[0].where.length) steps.shift();
+    const alternatives: ResolvedAlternative[] = [];
+    for (const alternative of parsed) {
+      const resolved = this.alternative(alternative, at);
+      if (!resolved) return undefined;
+      alternatives.push(resolved);
+    }
+    const written = alternatives.find((a) => a.writable);
+    if (!written) return at(0, `writing needs one alternative of ${show(text)} without %resource or resolve(): add one (e.g. \`| referenceRange.first()\`)`);
+    return {
+      ...written.path,
+      expression: { alternatives: alternatives.map((a) => a.compiled), write: written.path.compiled, writeType: written.path.leaf.type },
+      alternatives,
+      at,
+    };
+  }
 
+  /** One alternative: from the resource or a `let`, each step checked against the FHIR definitions. */
+  private alternative(parsed: ParsedPath, at: (offset: number, problem: string) => undefined): ResolvedAlternative | undefined {
+    const steps = [...parsed.steps];
     let type = this.resourceType;
+    let base: ResolvedExpression | undefined;
+    if (parsed.from) {
+      base = this.lets.get(parsed.from.name);
+      if (!base) return at(parsed.from.at, `unknown let %${parsed.from.name}${didYouMean(parsed.from.name, this.lets.keys())}: declare it under \`let\` (before its use)`);
+      type = base.leaf.type;
+    } else if (steps.length > 1 && steps[0].name === this.resourceType && steps[0].index === undefined && !steps[0].where.length && !steps[0].first) {
+      // FHIRPath may start with the resource type (`Condition.code.text`): the same path.
+      steps.shift();
+    }
     const compiled: CompiledPath = [];
-    const elements: Array<FhirElement & { conditions: CompiledCondition[] }> = [];
-    const keyParts: string[] = [];
+    const elements: ResolvedPath['elements'] = [...(base?.elements ?? [])];
+    const keyParts: string[] = base ? [base.key] : [];
+    let readsResource = false;
     for (const step of steps) {
       const element = childElement(type, step.name);
       if ('problem' in element) return at(step.at, element.problem);
@@ -399,9 +585,10 @@ class RuleCompiler {
         if (isPrimitive(element.type)) return at(step.at, `where() filters elements with parts; ${step.name} is a FHIR ${element.type}`);
         const resolved = this.condition(element.type, condition, at);
         if (!resolved) return undefined;
+        readsResource ||= !!resolved.valueFrom;
         conditions.push(resolved);
       }
-      compiled.push({ json: element.json, isArray: element.isArray, index: step.index, where: conditions });
+      compiled.push({ json: element.json, isArray: element.isArray, index: step.index, where: conditions, ...(step.first ? { first: true } : {}), ...(step.resolve ? { resolve: true } : {}) });
       elements.push({ ...element, conditions });
       keyParts.push(
         element.json +
@@ -409,9 +596,27 @@ class RuleCompiler {
           conditions.map((c) => `.where(${c.steps.map((s) => s.json).join('.')}=${typeof c.value === 'string' ? `'${c.value}'` : c.value})`).join(''),
       );
       type = element.type;
+      if (step.resolve) {
+        // The path goes on in the resource the reference points to: it must be of one type.
+        const targets = element.definition.type.find((t) => t.code === 'Reference')?.targetProfile?.map((p) => p.split('/').pop()!) ?? [];
+        if (element.type !== 'Reference' || targets.length !== 1 || targets[0] === 'Resource') {
+          return at(step.at, `resolve() follows a Reference to one resource type; ${step.name} is ${element.type === 'Reference' ? `a reference to ${targets.join(', ') || 'any resource'}` : `a FHIR ${element.type}`}`);
+        }
+        type = targets[0]!;
+        readsResource = true; // what another resource holds is read, never written
+      }
     }
     const leaf = elements[elements.length - 1];
-    return { compiled, leaf, key: keyParts.join('.'), codes: codeContext(elements) };
+    if (!leaf) return at(parsed.at, 'a path needs at least one element');
+    const path: ResolvedPath = { compiled: [...(base?.compiled ?? []), ...compiled], leaf, key: keyParts.join('.'), codes: codeContext(elements), elements };
+    const finish = parsed.finish && (parsed.finish.kind === 'join' ? { kind: 'join' as const, separator: parsed.finish.separator } : { kind: 'toDate' as const });
+    return {
+      compiled: { ...(base ? { from: base.expression } : {}), steps: compiled, ...(finish ? { finish } : {}) },
+      path,
+      finish: parsed.finish,
+      at: parsed.at,
+      writable: !readsResource,
+    };
   }
 
   private condition(type: string, condition: PathCondition, at: (offset: number, problem: string) => undefined): CompiledCondition | undefined {
@@ -424,6 +629,21 @@ class RuleCompiler {
       steps.push({ json: found.json, isArray: found.isArray });
     }
     if (!isPrimitive(element!.type)) return at(condition.path[0].at, `a where() condition compares a primitive element; ${element!.json} is a FHIR ${element!.type}`);
+    if (condition.resource) {
+      // `%resource.a.b`: compared with that element of the resource being read.
+      const valueFrom: CompiledPath = [];
+      let from: FhirElement | undefined;
+      for (const part of condition.resource) {
+        const found = childElement(from?.type ?? this.resourceType, part.name);
+        if ('problem' in found) return at(part.at, found.problem);
+        from = found;
+        valueFrom.push({ json: found.json, isArray: found.isArray, where: [] });
+      }
+      if (jsonTypeOf(from!.type) !== jsonTypeOf(element!.type) || !isPrimitive(from!.type)) {
+        return at(condition.valueAt, `${element!.json} is a FHIR ${element!.type}: %resource.${condition.resource.map((p) => p.name).join('.')} (a ${from!.type}) does not fit`);
+      }
+      return { steps, value: '', valueFrom };
+    }
     let value = condition.value;
     if (condition.alias !== undefined) {
       const uri = this.uris.get(condition.alias);
@@ -441,7 +661,7 @@ class RuleCompiler {
  * Which codes are valid at the end of a path: the required binding of the coded element it ends in
  * (`gender`, or `clinicalStatus` for `clinicalStatus.coding.code`) and the system a `where(system=…)` names.
  */
-function codeContext(elements: Array<FhirElement & { conditions: CompiledCondition[] }>): ResolvedPath['codes'] {
+function codeContext(elements: ResolvedPath['elements']): ResolvedPath['codes'] {
   const n = elements.length;
   const leaf = elements[n - 1];
   const bindingOf = (e: FhirElement | undefined) => (e?.definition.binding?.strength === 'required' ? e.definition.binding.valueSet : undefined);

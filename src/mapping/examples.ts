@@ -1,30 +1,24 @@
 import { normalizeErrorString, OperationOutcomeError, validateResource } from '@medplum/core';
 import type { Resource } from '@medplum/fhirtypes';
 import { isMap, isScalar, isSeq, type Node } from 'yaml';
-import type { CompiledMap } from './index';
+import type { CompiledMap } from './types';
 import { keyOf, type YamlSource } from './yaml-source';
 
 const EXAMPLE_KEYS = ['name', 'description', 'connect', 'fhir'] as const;
 export const EXAMPLES_SUFFIX = '.examples.yaml';
 
-/** The first place where two JSON values differ, as a path (`code.coding[0].system`) with both sides. */
-function firstDifference(actual: unknown, expected: unknown, path: Array<string | number> = []): { path: Array<string | number>; actual: unknown; expected: unknown } | undefined {
+type Difference = { path: Array<string | number>; actual: unknown; expected: unknown };
+
+/** Every place where two JSON values differ, as paths (`code.coding[0].system`) with both sides. */
+function differences(actual: unknown, expected: unknown, path: Array<string | number> = []): Difference[] {
   if (Array.isArray(actual) && Array.isArray(expected)) {
-    for (let i = 0; i < Math.max(actual.length, expected.length); i++) {
-      const d = firstDifference(actual[i], expected[i], [...path, i]);
-      if (d) return d;
-    }
-    return undefined;
+    return Array.from({ length: Math.max(actual.length, expected.length) }, (_, i) => differences(actual[i], expected[i], [...path, i])).flat();
   }
   const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
   if (isObj(actual) && isObj(expected)) {
-    for (const key of new Set([...Object.keys(expected), ...Object.keys(actual)])) {
-      const d = firstDifference(actual[key], expected[key], [...path, key]);
-      if (d) return d;
-    }
-    return undefined;
+    return [...new Set([...Object.keys(expected), ...Object.keys(actual)])].flatMap((key) => differences(actual[key], expected[key], [...path, key]));
   }
-  return Object.is(actual, expected) ? undefined : { path, actual, expected };
+  return Object.is(actual, expected) ? [] : [{ path, actual, expected }];
 }
 
 const pathText = (path: Array<string | number>) => path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i ? `.${p}` : p)).join('');
@@ -86,11 +80,12 @@ function compare(source: YamlSource, what: string, expectedNode: Node, produce: 
     source.problem(expectedNode, `${what} fails: ${(err as Error).message}`);
     return;
   }
-  const difference = firstDifference(actual, expected);
-  if (!difference) return;
-  const where = difference.path.length ? ` at ${pathText(difference.path)}` : '';
-  source.problem(
-    nodeAt(expectedNode, difference.path),
-    `does not round-trip: ${what} gives ${show(difference.actual)}${where}, the example has ${show(difference.expected)}`,
-  );
+  // Every difference, each at its own value: one run of the check shows all that is wrong.
+  for (const difference of differences(actual, expected)) {
+    const where = difference.path.length ? ` at ${pathText(difference.path)}` : '';
+    source.problem(
+      nodeAt(expectedNode, difference.path),
+      `does not round-trip: ${what} gives ${show(difference.actual)}${where}, the example has ${show(difference.expected)}`,
+    );
+  }
 }

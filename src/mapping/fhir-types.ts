@@ -31,6 +31,11 @@ export function childElement(typeName: string, name: string): FhirElement | { pr
     return { problem: `\`${name}\`: the element before it is a FHIR ${typeName}, which has no elements` };
   }
   const elements = getDataType(typeName).elements;
+  // `_value`: the id and extensions of the primitive `value` (FHIR JSON), e.g. FHIR's quantity-precision extension.
+  const primitive = name.startsWith('_') ? elements[name.slice(1)] : undefined;
+  if (primitive && isPrimitive(primitive.type[0].code) && !name.endsWith('[x]')) {
+    return { json: name, type: 'Element', isArray: primitive.isArray ?? false, definition: primitive };
+  }
   const direct = elements[name];
   if (direct && !name.endsWith('[x]')) {
     return { json: name, type: direct.type[0].code, isArray: direct.isArray ?? false, definition: direct };
@@ -81,6 +86,7 @@ export function inFhirOrder(value: unknown, typeName: string): unknown {
     } else if (key in source) {
       ordered[key] = inFhirOrder(source[key], definition.type[0].code);
     }
+    if (`_${key}` in source) ordered[`_${key}`] = inFhirOrder(source[`_${key}`], 'Element');
   }
   for (const key of Object.keys(source)) if (!(key in ordered)) ordered[key] = source[key];
   return ordered;

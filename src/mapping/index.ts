@@ -6,47 +6,20 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Resource } from '@medplum/fhirtypes';
-import { loadFhirDefinitions } from '../fhir/definitions';
+import { loadFhirDefinitions } from '../core/fhir-definitions';
 import { compileMap, MAP_SUFFIX } from './compile';
 import { MappingError } from './errors';
 import { EXAMPLES_SUFFIX, runExamples } from './examples';
+import { checkProject } from './project';
+import { checkRecordTypes } from './record';
 import { z } from 'zod';
-import { runFromFhir, runReadFhir, runToFhir, type ConnectField, type MapProgram } from './runtime';
+import { DATE_TIME, runFromFhir, runReadFhir, runToFhir, type ConnectField, type MapProgram } from './runtime';
+import type { CompiledMap, MappingSet } from './types';
 import { YamlSource } from './yaml-source';
 
 export { MappingError, MappingValueError } from './errors';
 
-export interface CompiledMap {
-  /** e.g. `patient-profile`: the file name without `.map.yaml`. */
-  name: string;
-  /** e.g. `Patient`. */
-  resourceType: string;
-  /** The Connect fields, in the map's order. */
-  fields: string[];
-  /** Their declarations (type, values, nullability), for documentation. */
-  declared: readonly ConnectField[];
-  /**
-   * The Connect shape as read from stored FHIR (readFhir), as a zod schema for the OpenAPI document: the
-   * declared types and values; every field but `id` may be null (data written elsewhere may lack it).
-   */
-  shape(): z.ZodObject;
-  /** Connect shape -> FHIR resource (not yet stored). Throws MappingValueError for a value the map cannot take. */
-  toFhir(connect: Record<string, unknown>): Resource;
-  /** FHIR resource -> Connect shape: every mapped field, nullable ones as null when FHIR has nothing. */
-  fromFhir(resource: Resource): Record<string, unknown>;
-  /**
-   * The same, for data written elsewhere: a field whose FHIR value the map cannot express reads as null and is
-   * named in `unread`, instead of failing the whole resource.
-   */
-  readFhir(resource: Resource): { connect: Record<string, unknown>; unread: string[] };
-}
-
-export interface MappingSet {
-  /** The map of that name; throws when there is none. */
-  get(name: string): CompiledMap;
-  names(): string[];
-}
+export type { CompiledMap, MappingSet } from './types';
 
 /** The repository's `mappings/` directory. */
 export const defaultMappingsDir = fileURLToPath(new URL('../../mappings/', import.meta.url));
@@ -61,6 +34,7 @@ function compiledMap(program: MapProgram): CompiledMap {
   return {
     name: program.name,
     resourceType: program.resourceType,
+    record: program.record,
     fields: program.fields.map((f) => f.field.name),
     declared: program.fields.map((f) => f.field),
     shape: () => connectShape(program.fields.map((f) => f.field)),
@@ -79,7 +53,7 @@ function connectShape(fields: ConnectField[]): z.ZodObject {
       case 'date':
         return z.iso.date();
       case 'date-time':
-        return z.string().describe('ISO 8601 date-time');
+        return z.string().regex(DATE_TIME).describe('FHIR dateTime: to the second with a zone, or the date, month or year alone when that is all the source recorded');
       case 'boolean':
         return z.boolean();
       case 'integer':
@@ -130,6 +104,7 @@ function compileDirectory(dir: string): CompiledDirectory {
       problems.push(new MappingError(file, 1, 1, `not a map (*${MAP_SUFFIX}) nor examples (*${EXAMPLES_SUFFIX}): rename it or move it away`));
     }
   }
+  problems.push(...checkRecordTypes([...maps.values()].map((m) => m.map)));
   if (!problems.length && !maps.size) problems.push(new MappingError(shown, 1, 1, `no *${MAP_SUFFIX} files in this directory`));
   return { maps, problems };
 }
@@ -140,12 +115,31 @@ function compileDirectory(dir: string): CompiledDirectory {
  */
 export function loadMappings(dir: string = defaultMappingsDir): MappingSet {
   const { maps, problems } = compileDirectory(dir);
-  if (problems.length) {
-    const [first] = problems;
-    const error = new MappingError(first.file, first.line, first.column, first.problem);
-    if (problems.length > 1) error.message += `\n${problems.slice(1).map((p) => p.message).join('\n')}`;
-    throw error;
-  }
+  if (problems.length) throw allProblems(problems);
+  return mappingSet(maps);
+}
+
+/**
+ * What the service loads, at start and on every reload (src/mapping/holder.ts): the maps once everything
+ * `pont mappings check` checks passes, but the generated docs (a deployment's README is not the service's
+ * business): every map compiles, its examples run both ways, and the code finds the maps and fields it uses.
+ * Throws like loadMappings.
+ */
+export function loadCheckedMappings(dir: string = defaultMappingsDir): MappingSet {
+  const { maps, problems } = checkDirectory(dir, false);
+  if (problems.length) throw allProblems(problems);
+  return mappingSet(maps);
+}
+
+/** One MappingError at the first problem, whose message lists every problem, one per line. */
+function allProblems(problems: MappingError[]): MappingError {
+  const [first] = problems;
+  const error = new MappingError(first.file, first.line, first.column, first.problem);
+  if (problems.length > 1) error.message += `\n${problems.slice(1).map((p) => p.message).join('\n')}`;
+  return error;
+}
+
+function mappingSet(maps: CompiledDirectory['maps']): MappingSet {
   return {
     get(name) {
       const found = maps.get(name);
@@ -161,6 +155,12 @@ export function loadMappings(dir: string = defaultMappingsDir): MappingSet {
  * both ways, checking that their FHIR side is valid R4. Never throws for a problem in the files.
  */
 export function checkMappings(dir: string = defaultMappingsDir): { problems: MappingError[]; examplesRun: number; maps: string[] } {
+  const { maps, problems, examplesRun } = checkDirectory(dir, true);
+  return { problems, examplesRun, maps: [...maps.keys()] };
+}
+
+/** checkMappings, with or without the generated docs of the repository's own maps. */
+function checkDirectory(dir: string, generatedDocs: boolean): CompiledDirectory & { examplesRun: number } {
   const { maps, problems } = compileDirectory(dir);
   let examplesRun = 0;
   for (const [name, { map, file }] of maps) {
@@ -173,5 +173,11 @@ export function checkMappings(dir: string = defaultMappingsDir): { problems: Map
     examplesRun += runExamples(map, source);
     problems.push(...source.problems);
   }
-  return { problems, examplesRun, maps: [...maps.keys()] };
+  // The repository's own maps also generate README tables and client types: those must be up to date.
+  const generated =
+    generatedDocs && resolve(dir) === resolve(defaultMappingsDir)
+      ? { readme: displayPath(resolve(dir, '..', 'README.md')), clientTypes: displayPath(resolve(dir, '..', 'clients/typescript/src/types.ts')) }
+      : undefined;
+  if (maps.size) problems.push(...checkProject(dir, maps, displayPath(resolve(dir)), generated));
+  return { maps, problems, examplesRun };
 }

@@ -1,18 +1,25 @@
 /**
- * The element paths of a map: the part of FHIRPath that can be written as well as read.
+ * The path language of the maps: the part of FHIRPath that can be written as well as read, plus fallbacks and a
+ * few functions for reading FHIR written by other systems (mappings/README.md "Paths").
  *
- *   path      = step ("." step)*
- *   step      = name ["[" index "]"] (".where(" condition (" and " condition)* ")")*
- *   condition = name ("." name)* "=" literal
- *   literal   = 'text' | %alias | true | false | number
+ *   expression = path ("|" path)*                    first alternative that gives a value (read); writing uses
+ *                                                    the first alternative that can be written
+ *   path       = ["%" let "."] step ("." step)* ["." finish]
+ *   step       = name ["[" index "]"] (".where(" condition (" and " condition)* ")" | ".first()")* [".resolve()"]
+ *   finish     = "join(" 'text' ")" | "toDate()"     (read-only conversions of the values at the end)
+ *   condition  = name ("." name)* "=" literal
+ *   literal    = 'text' | %alias | %resource.name("." name)* | true | false | number
  *
- * e.g. `identifier.where(system=%health-id).value`, `name.where(use='official').given[0]`, `code.coding[1].code`.
- * Offsets are kept so that problems point at the exact column in the map file.
+ * e.g. `identifier.where(system=%health-id).value`, `code.text | code.coding.first().display`,
+ * `referenceRange.where(low.unit = %resource.valueQuantity.unit)`. Offsets are kept so that problems point at the
+ * exact column in the map file.
  */
+
+import { closest } from './suggest';
 
 export interface PathName {
   name: string;
-  /** Offset of the name in the path text. */
+  /** Offset of the name in the expression text. */
   at: number;
 }
 
@@ -23,12 +30,29 @@ export interface PathCondition {
   value: Literal;
   /** Set when the literal was `%alias`: resolved against the map's `uris` by the compiler. */
   alias?: string;
+  /** Set when the literal was `%resource.a.b`: the value of that element of the resource being read. */
+  resource?: PathName[];
   valueAt: number;
 }
 
 export interface PathStep extends PathName {
   index?: number;
   where: PathCondition[];
+  /** `.first()`: only the first element (after `where`). */
+  first: boolean;
+  /** `.resolve()`: the resource a Reference points to, when the resource contains it (`#id`). */
+  resolve?: boolean;
+}
+
+export type PathFinish = { kind: 'join'; separator: string; at: number } | { kind: 'toDate'; at: number };
+
+export interface ParsedPath {
+  /** `%name.` at the start: the path continues from the map's `let` of that name. */
+  from?: PathName;
+  steps: PathStep[];
+  finish?: PathFinish;
+  /** Offset of the alternative in the expression text. */
+  at: number;
 }
 
 export class PathSyntaxError extends Error {
@@ -40,15 +64,20 @@ export class PathSyntaxError extends Error {
   }
 }
 
-const NAME = /[A-Za-z][A-Za-z0-9_]*/y;
+/** The functions of the language, with what they take: the "did you mean" of an unknown one comes from here. */
+export const FUNCTIONS = { where: 'condition', first: 'nothing', resolve: 'nothing', join: 'separator', toDate: 'nothing' } as const;
+
+const NAME = /[A-Za-z_][A-Za-z0-9_]*/y; // `_value`: a primitive's id and extensions in FHIR JSON
 const ALIAS = /[A-Za-z][A-Za-z0-9_-]*/y;
 const NUMBER = /-?\d+(\.\d+)?/y;
 
-export function parsePath(text: string): PathStep[] {
+/** Parses an expression: one path, or alternatives separated by `|`. */
+export function parseExpression(text: string): ParsedPath[] {
   let pos = 0;
-  const fail = (message: string): never => {
-    throw new PathSyntaxError(pos, message);
+  const fail = (message: string, at = pos): never => {
+    throw new PathSyntaxError(at, message);
   };
+  const rest = () => `"${text.slice(pos, pos + 12) || 'the end'}"`;
   const match = (re: RegExp): string | undefined => {
     re.lastIndex = pos;
     const m = re.exec(text);
@@ -62,36 +91,46 @@ export function parsePath(text: string): PathStep[] {
   const name = (what: string): PathName => {
     const at = pos;
     const n = match(NAME);
-    return n ? { name: n, at } : fail(`expected ${what} at "${text.slice(pos, pos + 12) || 'the end'}"`);
+    return n ? { name: n, at } : fail(`expected ${what} at ${rest()}`);
+  };
+  const quoted = (): string => {
+    if (text[pos] !== "'") fail(`expected 'text' at ${rest()}`);
+    const end = text.indexOf("'", pos + 1);
+    if (end < 0) fail('unterminated quoted text');
+    const value = text.slice(pos + 1, end);
+    pos = end + 1;
+    return value;
+  };
+  const dotted = (): PathName[] => {
+    const path = [name('an element name')];
+    while (text[pos] === '.') {
+      pos++;
+      path.push(name('an element name'));
+    }
+    return path;
   };
 
-  const literal = (): Pick<PathCondition, 'value' | 'alias' | 'valueAt'> => {
+  const literal = (): Pick<PathCondition, 'value' | 'alias' | 'resource' | 'valueAt'> => {
     const valueAt = pos;
-    if (text[pos] === "'") {
-      const end = text.indexOf("'", pos + 1);
-      if (end < 0) fail('unterminated quoted text');
-      const value = text.slice(pos + 1, end);
-      pos = end + 1;
-      return { value, valueAt };
-    }
+    if (text[pos] === "'") return { value: quoted(), valueAt };
     if (text[pos] === '%') {
       pos++;
-      const alias = match(ALIAS) ?? fail('expected a uris name after %');
+      if (text.startsWith('resource.', pos)) {
+        pos += 'resource.'.length;
+        return { value: '', resource: dotted(), valueAt };
+      }
+      const alias = match(ALIAS) ?? fail('expected a uris name (or resource.…) after %');
       return { value: '', alias, valueAt };
     }
     const word = match(/true|false/y);
     if (word) return { value: word === 'true', valueAt };
     const number = match(NUMBER);
     if (number) return { value: Number(number), valueAt };
-    return fail(`expected a value ('text', %name, true, false or a number) at "${text.slice(pos, pos + 12) || 'the end'}"`);
+    return fail(`expected a value ('text', %name, %resource.element, true, false or a number) at ${rest()}`);
   };
 
   const condition = (): PathCondition => {
-    const path = [name('an element name')];
-    while (text[pos] === '.') {
-      pos++;
-      path.push(name('an element name'));
-    }
+    const path = dotted();
     skipSpaces();
     if (text[pos] !== '=') fail('expected "=" in where(): only `element = value` conditions are supported');
     pos++;
@@ -99,32 +138,98 @@ export function parsePath(text: string): PathStep[] {
     return { path, ...literal() };
   };
 
-  const steps: PathStep[] = [];
-  for (;;) {
-    const step: PathStep = { ...name('an element name'), where: [] };
-    if (text[pos] === '[') {
-      pos++;
-      const digits = match(/\d+/y) ?? fail('expected a number inside [ ]');
-      step.index = Number(digits);
-      if (text[pos] !== ']') fail('expected "]"');
-      pos++;
+  /** `.name(` at pos: a function call. Returns the name (pos after the parenthesis), or undefined. */
+  const functionCall = (): PathName | undefined => {
+    const m = /\.([A-Za-z][A-Za-z0-9_]*)\(/y;
+    m.lastIndex = pos;
+    const found = m.exec(text);
+    if (!found) return undefined;
+    const at = pos + 1;
+    const fn = found[1]!;
+    if (!(fn in FUNCTIONS)) {
+      const guess = closest(fn, Object.keys(FUNCTIONS));
+      fail(`unknown function '${fn}'${guess ? `, did you mean '${guess}'` : ''}; functions: ${Object.keys(FUNCTIONS).map((f) => `${f}()`).join(', ')}`, at);
     }
-    while (text.startsWith('.where(', pos)) {
-      pos += '.where('.length;
-      for (;;) {
-        skipSpaces();
-        step.where.push(condition());
-        skipSpaces();
-        if (!text.startsWith('and ', pos)) break;
-        pos += 4;
-      }
-      if (text[pos] !== ')') fail('expected ")" to close where(');
-      pos++;
-    }
-    steps.push(step);
-    if (pos === text.length) return steps;
-    if (text[pos] === '[') fail('put the [index] before .where(…)');
-    if (text[pos] !== '.') fail(`unexpected "${text[pos]}"`);
+    pos += found[0].length;
+    return { name: fn, at };
+  };
+  const close = (fn: string) => {
+    skipSpaces();
+    if (text[pos] !== ')') fail(`expected ")" to close ${fn}(`);
     pos++;
+  };
+
+  const path = (): ParsedPath => {
+    skipSpaces();
+    const parsed: ParsedPath = { steps: [], at: pos };
+    if (text[pos] === '%') {
+      pos++;
+      parsed.from = name('the name of a `let` after %');
+      if (pos === text.length || text[pos] === ' ' || text[pos] === '|') return parsed;
+      if (text[pos] !== '.') fail(`unexpected "${text[pos]}"`);
+      pos++;
+    }
+    for (;;) {
+      const step: PathStep = { ...name('an element name'), where: [], first: false };
+      if (text[pos] === '[') {
+        pos++;
+        const digits = match(/\d+/y) ?? fail('expected a number inside [ ]');
+        step.index = Number(digits);
+        if (text[pos] !== ']') fail('expected "]"');
+        pos++;
+      }
+      parsed.steps.push(step);
+      for (;;) {
+        const fn = functionCall();
+        if (!fn) break;
+        if (fn.name === 'where') {
+          if (step.first || step.resolve) fail(`where() goes before ${step.first ? 'first' : 'resolve'}()`, fn.at);
+          for (;;) {
+            skipSpaces();
+            step.where.push(condition());
+            skipSpaces();
+            if (!text.startsWith('and ', pos)) break;
+            pos += 4;
+          }
+          close('where');
+        } else if (fn.name === 'first') {
+          if (step.resolve) fail('first() goes before resolve()', fn.at);
+          close('first');
+          step.first = true;
+        } else if (fn.name === 'resolve') {
+          close('resolve');
+          step.resolve = true;
+        } else {
+          // join() and toDate() convert the values at the end: nothing may follow them.
+          if (fn.name === 'join') {
+            skipSpaces();
+            parsed.finish = { kind: 'join', separator: quoted(), at: fn.at };
+          } else parsed.finish = { kind: 'toDate', at: fn.at };
+          close(fn.name);
+          skipSpaces();
+          if (pos < text.length && text[pos] !== '|') fail(`${fn.name}() ends a path: nothing may follow it`);
+          return parsed;
+        }
+      }
+      skipSpaces();
+      if (pos === text.length || text[pos] === '|') return parsed;
+      if (text[pos] === '[') fail('put the [index] before .where(…)');
+      if (text[pos] !== '.') fail(`unexpected "${text[pos]}"`);
+      pos++;
+    }
+  };
+
+  const alternatives = [path()];
+  while (text[pos] === '|') {
+    pos++;
+    alternatives.push(path());
   }
+  return alternatives;
+}
+
+/** One path without alternatives (e.g. a `fixed` key). */
+export function parsePath(text: string): ParsedPath {
+  const [only, second] = parseExpression(text);
+  if (second) throw new PathSyntaxError(second.at - 1, 'a single path is needed here: `|` (a fallback) only reads');
+  return only!;
 }

@@ -2,6 +2,7 @@ import type { Resource } from '@medplum/fhirtypes';
 import { MappingValueError } from './errors';
 import { inFhirOrder } from './fhir-types';
 import type { Literal } from './path';
+import type { RecordDeclaration } from './record-declaration';
 
 /** A path checked against the FHIR definitions: JSON property names, ready to read and write. */
 export interface CompiledStep {
@@ -9,12 +10,32 @@ export interface CompiledStep {
   isArray: boolean;
   index?: number;
   where: CompiledCondition[];
+  /** `.first()`: only the first element left after `where`. */
+  first?: boolean;
+  /** `.resolve()`: the contained resource each Reference points to (`#id`); read only. */
+  resolve?: boolean;
 }
 export interface CompiledCondition {
   steps: Array<{ json: string; isArray: boolean }>;
   value: Literal;
+  /** `%resource.…`: compare with that element of the resource being read (then `value` is unused). */
+  valueFrom?: CompiledPath;
 }
 export type CompiledPath = CompiledStep[];
+
+/** One alternative of an expression: a path, from the resource or from a `let`, and what `join()`/`toDate()` do at its end. */
+export interface CompiledAlternative {
+  from?: CompiledExpression;
+  steps: CompiledPath;
+  finish?: { kind: 'join'; separator: string } | { kind: 'toDate' };
+}
+/** `a | b | …`: reading takes the first alternative that gives a value; writing follows `write`. */
+export interface CompiledExpression {
+  alternatives: CompiledAlternative[];
+  /** The whole path writing uses (a `let` spelt out); the FHIR type at its end. */
+  write: CompiledPath;
+  writeType: string;
+}
 
 export type ConnectType = 'string' | 'uuid' | 'date' | 'date-time' | 'boolean' | 'integer' | 'number';
 
@@ -39,15 +60,22 @@ export interface ValueTable {
   toFhir: Map<Literal, Array<Literal | null>>;
   /** JSON of the FHIR values (one per target) -> Connect value. */
   fromFhir: Map<string, Literal>;
+  /** Read only, tried in order when no row matches exactly: FHIR values (`*`: anything) -> Connect value. */
+  readRows: Array<{ cells: Array<Literal | null>; value: Literal }>;
   /** Connect value for FHIR values the table does not list; absent: such values are an error. */
   otherwise?: { value: Literal | null };
 }
 
+/** The cell of a `read` row that matches any FHIR value, or none. */
+export const ANY = '*';
+
 export interface FieldRule {
   field: ConnectField;
-  targets: CompiledPath[];
+  targets: CompiledExpression[];
   conversion: Conversion;
   table?: ValueTable;
+  /** Constant values written with the field when it has one (e.g. the unit of a blood-pressure component). */
+  also: FixedRule[];
 }
 
 export interface FixedRule {
@@ -60,6 +88,8 @@ export interface MapProgram {
   resourceType: string;
   fields: FieldRule[];
   fixed: FixedRule[];
+  /** The Connect record type this map reads (its `record:` section), if any. */
+  record?: RecordDeclaration;
 }
 
 // ---- reading and writing one path -------------------------------------------------------------------------
@@ -79,24 +109,49 @@ function collect(items: unknown[], json: string): unknown[] {
   return out;
 }
 
-function satisfies(item: unknown, conditions: CompiledCondition[]): boolean {
-  return conditions.every((c) => c.steps.reduce((values, s) => collect(values, s.json), [item]).includes(c.value));
+/** Does `item` meet every condition? `root` is the resource, for conditions that compare with `%resource.…`. */
+function satisfies(item: unknown, conditions: CompiledCondition[], root: unknown): boolean {
+  return conditions.every((c) => {
+    const wanted = c.valueFrom ? walk(root, [root], c.valueFrom)[0] : c.value;
+    return wanted !== undefined && c.steps.reduce((values, s) => collect(values, s.json), [item]).includes(wanted as Literal);
+  });
 }
 
-/** Every value at the path (FHIRPath semantics: `[n]` indexes the collection, `where` filters it). */
-export function readAll(root: unknown, path: CompiledPath): unknown[] {
-  let current: unknown[] = [root];
+/** Follows the steps from `items` (FHIRPath semantics: `[n]` indexes the collection, `where` filters it). */
+function walk(root: unknown, items: unknown[], path: CompiledPath): unknown[] {
+  let current = items;
   for (const step of path) {
     current = collect(current, step.json);
     if (step.index !== undefined) current = current.length > step.index ? [current[step.index]] : [];
-    if (step.where.length) current = current.filter((item) => satisfies(item, step.where));
+    if (step.where.length) current = current.filter((item) => satisfies(item, step.where, root));
+    if (step.first) current = current.slice(0, 1);
+    if (step.resolve) current = current.flatMap((ref) => containedBy(root, ref));
   }
   return current;
 }
 
-/** The first value at the path. */
-export function readPath(root: unknown, path: CompiledPath): unknown {
-  return readAll(root, path)[0];
+/** The resource of `root.contained` a Reference points to (`#id`); references to elsewhere are not followed. */
+function containedBy(root: unknown, ref: unknown): unknown[] {
+  const target = isObject(ref) && typeof ref.reference === 'string' && ref.reference.startsWith('#') ? ref.reference.slice(1) : undefined;
+  const contained = isObject(root) && Array.isArray(root.contained) ? root.contained : [];
+  const found = target === undefined ? undefined : contained.find((c) => isObject(c) && c.id === target);
+  return found ? [found] : [];
+}
+
+/** Every value of the expression: those of its first alternative that gives any. */
+export function readAll(root: unknown, expression: CompiledExpression): unknown[] {
+  for (const alternative of expression.alternatives) {
+    let values = walk(root, alternative.from ? readAll(root, alternative.from) : [root], alternative.steps);
+    if (alternative.finish?.kind === 'join') values = values.length ? [values.map(String).join(alternative.finish.separator)] : [];
+    else if (alternative.finish?.kind === 'toDate') values = values.map((v) => (typeof v === 'string' ? v.slice(0, 10) : v));
+    if (values.length) return values;
+  }
+  return [];
+}
+
+/** The first value of the expression. */
+export function readPath(root: unknown, expression: CompiledExpression): unknown {
+  return readAll(root, expression)[0];
 }
 
 function writeConditions(target: Obj, conditions: CompiledCondition[]): void {
@@ -144,7 +199,8 @@ export function writePath(root: Obj, path: CompiledPath, value: unknown): void {
 
 /** Where in `list` a step goes: its `[n]`, the element matching its `where` (or a new one), else the first. */
 function positionIn(list: unknown[], step: CompiledStep): number {
-  const at = step.index ?? (step.where.length ? list.findIndex((item) => satisfies(item, step.where)) : 0);
+  // Written paths have literal conditions only (the compiler sees to it): no resource to compare with.
+  const at = step.index ?? (step.where.length ? list.findIndex((item) => satisfies(item, step.where, undefined)) : 0);
   return at < 0 ? list.length : at;
 }
 
@@ -244,13 +300,16 @@ function fromFhirValue(conversion: Conversion, value: unknown): unknown {
 
 // ---- Connect values ----------------------------------------------------------------------------------------
 
+/** FHIR dateTime, any precision; FULL_DATE_TIME: to the second, with a zone (what an instant needs). */
+export const DATE_TIME = /^\d{4}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01])(T([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?(Z|[+-]((0\d|1[0-3]):[0-5]\d|14:00)))?)?)?$/;
+const FULL_DATE_TIME = /T.*(Z|[+-]\d{2}:\d{2})$/;
+
 const CONNECT_FORMATS: Record<ConnectType, (v: unknown) => boolean> = {
   string: (v) => typeof v === 'string',
   uuid: (v) => typeof v === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(v),
   date: (v) => typeof v === 'string' && /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$/.test(v),
-  // FHIR dateTime needs seconds and a zone once a time is given.
-  'date-time': (v) =>
-    typeof v === 'string' && /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(v) && !Number.isNaN(Date.parse(v)),
+  // A FHIR dateTime: seconds and a zone once a time is given, or a date, month or year alone (its precision).
+  'date-time': (v) => typeof v === 'string' && DATE_TIME.test(v) && !Number.isNaN(Date.parse(v)),
   boolean: (v) => typeof v === 'boolean',
   integer: (v) => Number.isInteger(v),
   number: (v) => typeof v === 'number' && Number.isFinite(v),
@@ -286,13 +345,27 @@ export function runToFhir(program: MapProgram, connect: Record<string, unknown>)
     if (rule.field.list) {
       const items = (value as Literal[]).map((item) => toFhirValue(rule.conversion, rule.table ? rule.table.toFhir.get(item)![0]! : item));
       if (rule.field.required && !items.length) throw new MappingValueError(program.name, rule.field.name, 'is required (at least one value)');
-      writeList(root, rule.targets[0]!, items);
+      writeList(root, rule.targets[0]!.write, items);
       continue;
     }
     const cells = rule.table ? rule.table.toFhir.get(value as Literal)! : [value as Literal];
     rule.targets.forEach((target, i) => {
-      if (cells[i] !== null) writePath(root, target, toFhirValue(rule.conversion, cells[i]));
+      if (cells[i] === null) return;
+      // An instant (e.g. `issued`) needs the time: a date-time of a lower precision does not fit it.
+      if (target.writeType === 'instant' && !FULL_DATE_TIME.test(String(cells[i]))) {
+        throw new MappingValueError(program.name, rule.field.name, `${show(cells[i])} is not a full date-time (with seconds and a zone), as FHIR needs here`);
+      }
+      const written = toFhirValue(rule.conversion, cells[i]);
+      // What a fallback already reads from other fields' elements is not written twice (a blood pressure's unit is its components').
+      if (rule.conversion.kind === 'copy' && walk(root, [root], target.write)[0] === undefined && readPath(root, target) === written) return;
+      // Two fields may reach one element (SNOMED CT as the main code and as the equivalent): they must agree.
+      const already = walk(root, [root], target.write)[0];
+      if (already !== undefined && !isObject(already) && already !== written) {
+        throw new MappingValueError(program.name, rule.field.name, `${show(cells[i])} contradicts ${show(already)}, written to the same FHIR element by another field`);
+      }
+      writePath(root, target.write, written);
     });
+    for (const also of rule.also) writePath(root, also.target, also.value);
   }
   for (const fixed of program.fixed) writePath(root, fixed.target, fixed.value);
   return inFhirOrder(prune(root), program.resourceType) as Resource;
@@ -346,12 +419,16 @@ function readField(program: MapProgram, rule: FieldRule, resource: Resource, con
   let value: unknown = found[0];
   if (rule.table && found.some((v) => v !== undefined)) {
     const key = JSON.stringify(found.map((v) => v ?? null));
-    const mapped = rule.table.fromFhir.get(key);
+    const mapped = rule.table.fromFhir.get(key) ?? rule.table.readRows.find((row) => row.cells.every((cell, i) => cell === ANY || cell === (found[i] ?? null)))?.value;
     if (mapped !== undefined) value = mapped;
     else if (rule.table.otherwise) value = rule.table.otherwise.value;
     else {
       throw new MappingValueError(program.name, rule.field.name, `the map has no value for FHIR ${found.map((v) => show(v ?? null)).join(' + ')}`);
     }
+  }
+  // A value copied unchanged must still be one the Connect shape declares (a record never breaks its own shape).
+  if (!rule.table && rule.field.values && value !== undefined && value !== null && !rule.field.values.includes(value as Literal)) {
+    throw new MappingValueError(program.name, rule.field.name, `FHIR ${show(value)} is not one of the declared values`);
   }
   if (value !== undefined && value !== null) connect[rule.field.name] = value;
   else if (rule.field.default !== undefined) connect[rule.field.name] = rule.field.default;

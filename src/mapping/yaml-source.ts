@@ -11,6 +11,7 @@ export class YamlSource {
   readonly problems: MappingError[] = [];
   readonly root: Node | null = null;
   private readonly lines = new LineCounter();
+  private fileText = '';
 
   constructor(readonly file: string) {
     let text: string;
@@ -20,8 +21,19 @@ export class YamlSource {
       this.problemAt(0, `cannot read the file: ${(err as Error).message}`);
       return;
     }
+    this.fileText = text;
     const doc = parseDocument(text, { lineCounter: this.lines, prettyErrors: false, uniqueKeys: true });
-    for (const error of doc.errors) this.problemAt(error.pos[0], `malformed YAML: ${error.message}`);
+    for (const error of doc.errors) {
+      if (error.code === 'DUPLICATE_KEY') {
+        // The parser says only "Map keys must be unique": name the key, and where it was first given.
+        const key = /^(?:"[^"]*"|'[^']*'|[^:#\n]*?)(?=\s*:)/.exec(text.slice(error.pos[0]))?.[0].trim() ?? '';
+        const indent = text.lastIndexOf('\n', error.pos[0] - 1) + 1;
+        const spaces = text.slice(indent, error.pos[0]);
+        const earlier = /^[ -]*$/.test(spaces) ? text.slice(0, indent).lastIndexOf(`\n${spaces.replace(/-/g, ' ')}${key}:`) : -1;
+        const first = earlier >= 0 ? ` (first given on line ${this.lines.linePos(earlier + 1).line})` : '';
+        this.problemAt(error.pos[0], `duplicate key \`${key}\`${first}: a key may be given once in a mapping`);
+      } else this.problemAt(error.pos[0], `malformed YAML: ${error.message}`);
+    }
     if (!doc.errors.length) this.root = doc.contents as Node | null;
   }
 
@@ -38,14 +50,33 @@ export class YamlSource {
     return this.lines.linePos(startOf(node)).line;
   }
 
+  /** [line, column] of a node, as problems give them. */
+  position(node: Node | Pair | null | undefined): [number, number] {
+    const { line, col } = this.lines.linePos(startOf(node));
+    return [line, col];
+  }
+
   problem(node: Node | Pair | null | undefined, problem: string): void {
     this.problemAt(startOf(node), problem);
   }
 
   /** Offset of character `at` of a scalar's text in the file (inside quotes for quoted scalars). */
   offsetInScalar(node: Scalar, at: number): number {
+    const start = node.range?.[0] ?? 0;
+    if (node.type === 'BLOCK_FOLDED' || node.type === 'BLOCK_LITERAL') {
+      // `>-` / `|` text starts on the line after its header; each line break of the file is one character of the text.
+      let offset = this.fileText.indexOf('\n', start) + 1;
+      let remaining = at;
+      for (const line of this.fileText.slice(offset, node.range?.[1]).split('\n')) {
+        const indent = /^ */.exec(line)![0].length;
+        if (remaining <= line.length - indent) return offset + indent + remaining;
+        remaining -= line.length - indent + 1;
+        offset += line.length + 1;
+      }
+      return start;
+    }
     const quoted = node.type === 'QUOTE_DOUBLE' || node.type === 'QUOTE_SINGLE';
-    return (node.range?.[0] ?? 0) + (quoted ? 1 : 0) + at;
+    return start + (quoted ? 1 : 0) + at;
   }
 
   /**

@@ -2,15 +2,17 @@ import { randomUUID } from 'node:crypto';
 import type { Bundle, Observation, Resource } from '@medplum/fhirtypes';
 import type { FhirRepository } from '../fhir/repository';
 import { encodeCursor } from '../fhir/search/parse';
-import { invalidFields } from '../http/errors';
+import { invalidFields } from '../core/errors';
 import { registeredPatient, type HealthIdRecord } from '../healthid/registry';
 import { MappingValueError, type MappingSet } from '../mapping/index';
-import { RECORD_TYPES, type RecordSource, type RecordTypeName } from './types';
+import type { WrittenBy } from '../mapping/uses';
+import { recordType, type RecordSource, type RecordType } from '../mapping/record-types';
 
 export type ConnectRecord = Record<string, unknown>;
 
 export interface RecordsQuery {
-  types: RecordTypeName[];
+  /** Record types declared by the maps (recordTypes). */
+  types: string[];
   limit: number;
   /** Only what changed after this instant. */
   since?: string;
@@ -19,13 +21,13 @@ export interface RecordsQuery {
 
 export interface RecordsAnswer {
   health_id: string;
-  records: Partial<Record<RecordTypeName, ConnectRecord[]>>;
+  records: Record<string, ConnectRecord[]>;
   /** Single type: where the next page starts (null at the end). */
   next_cursor?: string | null;
   /** Several types: those with more records than `limit` (page them by type). */
-  truncated?: RecordTypeName[];
+  truncated?: string[];
   /** Several types: those no consent of the patient covers for the caller (not read). */
-  withheld?: RecordTypeName[];
+  withheld?: string[];
 }
 
 /** How many of each the summary holds (README "SDK"). */
@@ -37,7 +39,7 @@ const LOINC = 'http://loinc.org';
 
 /** The paging position of a single-type read: an offset into each of the type's sources. */
 interface RecordsCursor {
-  type: RecordTypeName;
+  type: string;
   offsets: number[];
 }
 
@@ -45,14 +47,13 @@ function encodeRecordsCursor(cursor: RecordsCursor): string {
   return Buffer.from(JSON.stringify(cursor)).toString('base64url');
 }
 
-function decodeRecordsCursor(raw: string, type: RecordTypeName): number[] {
+function decodeRecordsCursor(raw: string, { name: type, sources: { length: sources } }: RecordType): number[] {
   let cursor: RecordsCursor | undefined;
   try {
     cursor = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as RecordsCursor;
   } catch {
     cursor = undefined;
   }
-  const sources = RECORD_TYPES[type].sources.length;
   const ok = cursor?.type === type && Array.isArray(cursor.offsets) && cursor.offsets.length === sources && cursor.offsets.every((o) => Number.isSafeInteger(o) && o >= 0);
   if (!ok) throw invalidFields([{ field: 'cursor', message: `not a cursor of type=${type} issued by this server` }]);
   return cursor!.offsets;
@@ -64,7 +65,7 @@ const timeOf = (value: unknown) => (typeof value === 'string' ? Date.parse(value
 /**
  * Clinical records in the Connect shapes (records retrieval, the SDK summary) and the SDK's pushes. Every read
  * and write goes through the request's repository: the access rule, the audit record and the events are its.
- * The translation is the mapping files' (RECORD_TYPES names which map reads which resources).
+ * The translation is the mapping files' (their `record:` sections say which map reads which resources).
  */
 export class RecordsService {
   constructor(private readonly mappings: MappingSet) {}
@@ -74,14 +75,16 @@ export class RecordsService {
     return repo.transaction(async (sql) => {
       const patient = await registeredPatient(sql, healthId);
       const single = query.types.length === 1;
-      const refused = new Set(await repo.refusedClasses(patient.patientId, [...new Set(query.types.map((t) => RECORD_TYPES[t].dataClass))]));
-      const readable = query.types.filter((t) => !refused.has(RECORD_TYPES[t].dataClass));
+      const types = new Map(query.types.map((t) => [t, this.type(t)]));
+      const classOf = (t: string) => types.get(t)!.dataClass;
+      const refused = new Set(await repo.refusedClasses(patient.patientId, [...new Set(query.types.map(classOf))]));
+      const readable = query.types.filter((t) => !refused.has(classOf(t)));
       // A single type, or none of several, that no consent covers: the refusal of the access rule (403, audited).
       if (!readable.length) await repo.requirePatientAccess(patient.patientId, [...refused]);
       const answer: RecordsAnswer = { health_id: healthId, records: {} };
       const read: Resource[] = [];
       for (const type of readable) {
-        const offsets = single && query.cursor !== undefined ? decodeRecordsCursor(query.cursor, type) : RECORD_TYPES[type].sources.map(() => 0);
+        const offsets = single && query.cursor !== undefined ? decodeRecordsCursor(query.cursor, types.get(type)!) : this.start(type);
         const page = await this.page(repo, patient.patientId, type, { limit: query.limit, since: query.since, offsets });
         answer.records[type] = page.records;
         read.push(...page.resources);
@@ -90,7 +93,7 @@ export class RecordsService {
       }
       if (!single) {
         answer.truncated ??= [];
-        answer.withheld = query.types.filter((t) => refused.has(RECORD_TYPES[t].dataClass));
+        answer.withheld = query.types.filter((t) => refused.has(classOf(t)));
       }
       await this.auditRead(repo, patient, read, `records ${readable.join(', ')}`);
       return answer;
@@ -124,12 +127,12 @@ export class RecordsService {
           blood_group: bloodGroup ?? profile.blood_group ?? null,
         },
         active_medications: await section('prescriptions:read', () =>
-          this.page(repo, patient.patientId, 'prescriptions', { limit: SUMMARY_SIZES.active_medications, offsets: [0], query: { status: 'active' } }),
+          this.page(repo, patient.patientId, 'prescriptions', { limit: SUMMARY_SIZES.active_medications, offsets: this.start('prescriptions'), query: { status: 'active' } }),
         ),
         active_allergies: await section('patients:read', () =>
-          this.page(repo, patient.patientId, 'allergies', { limit: SUMMARY_SIZES.active_allergies, offsets: [0], query: { 'clinical-status': 'active' } }),
+          this.page(repo, patient.patientId, 'allergies', { limit: SUMMARY_SIZES.active_allergies, offsets: this.start('allergies'), query: { 'clinical-status': 'active' } }),
         ),
-        recent_labs: await section('labs:read', () => this.page(repo, patient.patientId, 'lab_results', { limit: SUMMARY_SIZES.recent_labs, offsets: [0, 0] })),
+        recent_labs: await section('labs:read', () => this.page(repo, patient.patientId, 'lab_results', { limit: SUMMARY_SIZES.recent_labs, offsets: this.start('lab_results') })),
         recent_visits: await section('patients:read', async () => {
           const bundle = await repo.search('Encounter', { patient: `Patient/${patient.patientId}`, _sort: '-date', _count: String(SUMMARY_SIZES.recent_visits), _total: 'none' }, { audit: false });
           const resources = matchesOf(bundle);
@@ -198,6 +201,10 @@ export class RecordsService {
       const resultId = randomUUID();
       const reportId = randomUUID();
       const numeric = numericValue(push.result_value);
+      if (!numeric && push.unit !== undefined) {
+        // The unit would be dropped with a text result: "5,6" is refused rather than stored as words.
+        throw invalidFields([{ field: 'result_value', message: `${JSON.stringify(push.result_value)} is not a number (e.g. 5.6, <5, >=200), which a result with a unit must be` }]);
+      }
       const status = push.status ?? 'final';
       const observation = this.toFhir('lab-result', {
         id: resultId,
@@ -205,12 +212,17 @@ export class RecordsService {
         visit_id: null,
         test_name: push.test_name,
         loinc_code: push.loinc_code ?? null,
-        value: numeric === undefined ? push.result_value : null,
-        value_numeric: numeric ?? null,
-        unit: numeric === undefined ? null : (push.unit ?? null),
+        value: numeric ? null : push.result_value,
+        value_numeric: numeric?.value ?? null,
+        comparator: numeric?.comparator ?? null,
+        value_precision: numeric?.precision ?? null,
+        unit: push.unit ?? null,
         value_coded: null,
         reference_low: push.reference_low ?? null,
         reference_high: push.reference_high ?? null,
+        // The range is in the result's unit (written with the low limit, so only when there is one).
+        reference_range_unit: push.reference_low !== undefined ? (push.unit ?? null) : null,
+        reference_range_text: null,
         flag,
         interpretation: push.interpretation ?? null,
         status,
@@ -223,7 +235,8 @@ export class RecordsService {
         visit_id: null,
         test_name: push.test_name,
         loinc_code: push.loinc_code ?? null,
-        interpretation: push.interpretation ?? null,
+        value: push.interpretation ?? null,
+        value_coded: null,
         result_ids: [resultId],
         status,
         effective_at: push.effective_at ?? now,
@@ -241,10 +254,10 @@ export class RecordsService {
   private async page(
     repo: FhirRepository,
     patientId: string,
-    type: RecordTypeName,
+    type: string,
     options: { limit: number; offsets: number[]; since?: string; query?: Record<string, string> },
   ): Promise<{ records: ConnectRecord[]; resources: Resource[]; next?: number[] }> {
-    const sources: readonly RecordSource[] = RECORD_TYPES[type].sources;
+    const { sources } = this.type(type);
     const fields = this.fieldsOf(type);
     const fetched = await Promise.all(
       sources.map(async (source, i) => {
@@ -259,12 +272,9 @@ export class RecordsService {
         if (options.since) query._lastUpdated = `gt${options.since}`;
         if (options.offsets[i]) query._cursor = encodeCursor({ offset: options.offsets[i] });
         const bundle = await repo.search(source.resourceType, query, { audit: false });
-        const map = this.mappings.get(source.map);
         const items = matchesOf(bundle).map((resource) => {
-          const read = map.readFhir(resource).connect;
-          const record: ConnectRecord = Object.fromEntries(fields.map((f) => [f, read[f] ?? null]));
-          Object.assign(record, source.tag);
-          return { resource, record, time: timeOf(read[source.dateField]) };
+          const { record } = this.recordOf(type, source, resource, fields);
+          return { resource, record, time: timeOf(record[source.dateField]) };
         });
         return { items, more: (bundle.link ?? []).some((l) => l.relation === 'next') };
       }),
@@ -290,10 +300,30 @@ export class RecordsService {
     };
   }
 
+  /**
+   * The record of one resource of a type's source: the shape's fields (null when not read), the source's tags,
+   * and the fields whose FHIR value the map could not express (`unread`).
+   */
+  recordOf(type: string, source: RecordSource, resource: Resource, fields = this.fieldsOf(type)): { record: ConnectRecord; unread: string[] } {
+    const { connect, unread } = this.mappings.get(source.map).readFhir(resource);
+    const record: ConnectRecord = Object.fromEntries(fields.map((f) => [f, connect[f] ?? null]));
+    return { record: Object.assign(record, source.tag), unread };
+  }
+
   /** The fields of a record type's shape: its first map's, then its sources' tags. */
-  fieldsOf(type: RecordTypeName): string[] {
-    const sources: readonly RecordSource[] = RECORD_TYPES[type].sources;
+  fieldsOf(type: string): string[] {
+    const { sources } = this.type(type);
     return [...new Set([...this.mappings.get(sources[0]!.map).fields, ...sources.flatMap((s) => Object.keys(s.tag ?? {}))])];
+  }
+
+  /** A record type the maps declare. */
+  private type(name: string): RecordType {
+    return recordType(this.mappings, name);
+  }
+
+  /** The offsets of a type's first page: 0 in each of its sources. */
+  private start(type: string): number[] {
+    return this.type(type).sources.map(() => 0);
   }
 
   /** The blood group (e.g. `A+`) from the newest ABO/Rh Observation, or null. */
@@ -309,7 +339,7 @@ export class RecordsService {
     return abo && rh ? `${abo}${rh}` : null;
   }
 
-  private toFhir(map: string, connect: Record<string, unknown>): Resource {
+  private toFhir<M extends 'visit' | 'cdss-alert' | 'lab-result' | 'lab-report'>(map: M, connect: WrittenBy<M>): Resource {
     try {
       return this.mappings.get(map).toFhir(connect);
     } catch (error) {
@@ -385,10 +415,16 @@ function flagOf(push: LabResultPush): string {
   return FLAG_LEVELS[push.flag_level];
 }
 
-/** A result value that is a plain decimal number (FHIR decimal), else undefined: `<5`, `positive`, `1e3` stay text. */
-function numericValue(value: string): number | undefined {
-  const trimmed = value.trim();
-  return /^-?(0|[1-9]\d{0,17})(\.\d{1,18})?$/.test(trimmed) ? Number(trimmed) : undefined;
+/**
+ * A result value that is a decimal number (FHIR decimal), with a comparator when it is a limit (`<5`: below 5),
+ * else undefined: `positive`, `1e3`, `5,6` stay text.
+ */
+function numericValue(value: string): { value: number; comparator: string | null; precision: number | null } | undefined {
+  const m = /^(<=|>=|<|>)?\s*(-?(0|[1-9]\d{0,17})(\.\d{1,18})?)$/.exec(value.trim());
+  if (!m) return undefined;
+  // "1.10": the trailing zero is significant and a number drops it; its digits after the point are kept apart.
+  const decimals = m[4] ? m[4].length - 1 : 0;
+  return { value: Number(m[2]), comparator: m[1] ?? null, precision: m[4]?.endsWith('0') ? decimals : null };
 }
 
 function matchesOf(bundle: Bundle): Resource[] {

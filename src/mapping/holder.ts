@@ -1,0 +1,95 @@
+/**
+ * The running service's maps, replaceable while it runs (hot reload: SIGHUP, or the development file watch).
+ * A reload compiles every map and runs its examples again; only a directory that passes replaces the active
+ * maps, so a mistake never reaches requests. Each request is pinned to the MappingSet active when it began, so a
+ * reload in the middle of a request does not mix two versions of the maps in one answer.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { MAP_SUFFIX } from './compile';
+import { EXAMPLES_SUFFIX } from './examples';
+import { defaultMappingsDir, loadCheckedMappings, type CompiledMap, type MappingSet } from './index';
+
+/** The maps' version: a hash of the names and contents of the maps and examples in `dir` (16 hex digits). */
+export function mappingsVersion(dir: string): string {
+  const hash = createHash('sha256');
+  for (const name of readdirSync(dir).sort()) {
+    if (!name.endsWith(MAP_SUFFIX) && !name.endsWith(EXAMPLES_SUFFIX)) continue;
+    hash.update(`${name}\0`).update(readFileSync(join(dir, name))).update('\0');
+  }
+  return hash.digest('hex').slice(0, 16);
+}
+
+interface Active {
+  maps: MappingSet;
+  version: string;
+}
+
+export type ReloadOutcome = { ok: true; version: string; previous: string } | { ok: false; version: string; error: Error };
+
+/** `services.mappings`: a MappingSet whose `get` answers from the maps pinned to the request (else the active ones). */
+export class MappingHolder implements MappingSet {
+  private active: Active;
+  private readonly pinned = new AsyncLocalStorage<Active>();
+
+  /** Loads `dir` (default: the repository's mappings/); throws a MappingError (file:line:column) when it does not pass. */
+  constructor(readonly dir: string = defaultMappingsDir) {
+    this.active = this.load();
+  }
+
+  private load(): Active {
+    // Hashed first: a file saved during the load gives a version that a later reload sees as changed.
+    const version = mappingsVersion(this.dir);
+    return { maps: loadCheckedMappings(this.dir), version };
+  }
+
+  /** The version of the maps this request uses (or, outside a request, of the active ones). */
+  get version(): string {
+    return this.current().version;
+  }
+
+  /** The MappingSet of this request, from its start to its end; outside a request, the active one. */
+  current(): MappingSet & { version: string } {
+    const { maps, version } = this.pinned.getStore() ?? this.active;
+    return { get: (name) => maps.get(name), names: () => maps.names(), version };
+  }
+
+  get(name: string): CompiledMap {
+    return (this.pinned.getStore() ?? this.active).maps.get(name);
+  }
+
+  names(): string[] {
+    return (this.pinned.getStore() ?? this.active).maps.names();
+  }
+
+  /**
+   * `build` of the maps this request uses, made once per version of the maps: what follows from the maps (the
+   * record types' schemas, the OpenAPI document) follows a reload, and a request sees the one of its own maps.
+   */
+  derived<T>(build: (maps: MappingSet) => T): () => T {
+    const built = new WeakMap<Active, T>();
+    return () => {
+      const active = this.pinned.getStore() ?? this.active;
+      if (!built.has(active)) built.set(active, build(active.maps));
+      return built.get(active)!;
+    };
+  }
+
+  /** Runs `fn` (a request) with the maps active now, whatever a reload swaps in meanwhile. */
+  pin<T>(fn: () => T): T {
+    return this.pinned.run(this.active, fn);
+  }
+
+  /** Loads the directory again: the active maps are replaced only when it passes; else they stay, and the error says why. */
+  reload(): ReloadOutcome {
+    const previous = this.active.version;
+    try {
+      this.active = this.load();
+      return { ok: true, version: this.active.version, previous };
+    } catch (err) {
+      return { ok: false, version: previous, error: err as Error };
+    }
+  }
+}

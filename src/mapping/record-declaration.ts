@@ -1,0 +1,24 @@
+// A map's `record:` section, compiled (src/mapping/record.ts): apart, so that the runtime and the map types need not
+// import the compiler of that section.
+
+/**
+ * A map's `record:` section: the Connect record type (records retrieval `type=`) whose records this map reads
+ * from its resource. Several maps may read one type (lab results from Observations and from reports); the one
+ * that names the `shape` gives the type its fields. Format: mappings/README.md "Record types".
+ */
+export interface RecordDeclaration {
+  type: string;
+  /** The shape's name in the OpenAPI document and the README; given by exactly one map of the type. */
+  shape?: string;
+  /** The consent data class that covers the records: the access policy's class of the resource type. */
+  dataClass: string;
+  /** FHIR search parameters that select the map's resources (the patient is added); a list is OR (`a,b`). */
+  query: Record<string, string>;
+  /** The search parameter that dates them (newest first), and the Connect field it fills. */
+  dateParam: string;
+  dateField: string;
+  /** Constant fields of the records read by this map (which source a record of a merged type came from). */
+  tag?: Record<string, string>;
+  /** Where `type:` is written, for problems about the type as a whole. */
+  at: { file: string; line: number; column: number };
+}

@@ -1,0 +1,37 @@
+import type { MappingSet } from './types';
+import { recordTypes, type RecordSource } from './record-types';
+
+/** The README's table of record types (kept in step by test/readme.test.ts). */
+export function recordTypesTable(mappings: MappingSet): string {
+  const from = (s: RecordSource) => `${s.resourceType}${Object.entries(s.query).map(([k, v]) => ` ${k}=${v.split(',').map((one) => one.split('|').pop()).join(',')}`).join('')} (\`${s.map}.map.yaml\`)`;
+  const rows = [...recordTypes(mappings).values()].map((t) => `| \`${t.name}\` | ${t.shape} | ${t.sources.map(from).join('; ')} | \`${t.dataClass}\` |`);
+  return ['| `type` | Shape | From (newest first) | Consent class |', '|---|---|---|---|', ...rows].join('\n');
+}
+
+/** The README's tables of the record shapes: each field, its type and its values, from the mapping files. */
+export function recordShapesTables(mappings: MappingSet): string {
+  const shapes: Array<[string, string, readonly RecordSource[]]> = [...recordTypes(mappings).values()].map((t) => [t.shape, t.sources[0]!.map, t.sources]);
+  const codes = (values: readonly unknown[]) => values.map((v) => `\`${v}\``).join(' ');
+  return shapes
+    .map(([shape, map, sources]) => {
+      const rows = mappings.get(map).declared.map((f) => `| \`${f.name}\` | ${f.list ? `${f.type}[]` : f.type} | ${f.values ? codes(f.values) : ''} |`);
+      const tags = [...new Set(sources.flatMap((s) => Object.keys(s.tag ?? {})))];
+      for (const tag of tags) rows.push(`| \`${tag}\` | string | ${codes(sources.map((s) => s.tag?.[tag]))} |`);
+      return [`**${shape}** (\`mappings/${map}.map.yaml\`)`, '', '| Field | Type | Values |', '|---|---|---|', ...rows].join('\n');
+    })
+    .join('\n\n');
+}
+
+/** The README blocks generated from the record types and the maps, by marker name. */
+export function generatedReadmeBlocks(mappings: MappingSet): Record<string, string> {
+  return { 'record-types': recordTypesTable(mappings), 'record-shapes': recordShapesTables(mappings) };
+}
+
+/** The README with each generated block (`<!-- name … -->` … `<!-- /name -->`) replaced by `blocks[name]`. */
+export function withGeneratedBlocks(readme: string, blocks: Record<string, string>): string {
+  let out = readme;
+  for (const [name, body] of Object.entries(blocks)) {
+    out = out.replace(new RegExp(`(<!-- ${name}[^>]*-->\\n)[\\s\\S]*?(<!-- /${name} -->)`), (_, open: string, close: string) => `${open}${body}\n${close}`);
+  }
+  return out;
+}

@@ -1,0 +1,52 @@
+import type { MappingSet } from './types';
+
+/**
+ * Connect record types (records retrieval `type=`) and where each comes from: FHIR searches (one or more),
+ * each read through a mapping file. The maps declare them (their `record:` section, mappings/README.md): the
+ * records route, the summary, the OpenAPI document, the README and the client types follow from the maps.
+ */
+export interface RecordSource {
+  resourceType: string;
+  /** FHIR search parameters that select the type's resources (the patient is added). */
+  query: Record<string, string>;
+  /** The search parameter that dates them (newest first), and the record field it fills. */
+  dateParam: string;
+  dateField: string;
+  map: string;
+  /** Constant fields of the records from this source (which source a merged type's record came from). */
+  tag?: Record<string, string>;
+}
+
+export interface RecordType {
+  name: string;
+  /** The consent data class (README "Consent") that covers it. */
+  dataClass: string;
+  /** Where the records come from; with several, the shape is the first map's fields (plus tags) and lists merge by date. */
+  sources: RecordSource[];
+  /** The shape's name in the OpenAPI document and the README. */
+  shape: string;
+}
+
+/** The record types the maps declare, by name (sorted); each type's map naming its shape is its first source. */
+export function recordTypes(mappings: MappingSet): Map<string, RecordType> {
+  const types = new Map<string, RecordType>();
+  const maps = mappings.names().map((n) => mappings.get(n));
+  // The map giving the shape first: its fields are the type's.
+  maps.sort((a, b) => Number(!a.record?.shape) - Number(!b.record?.shape) || (a.name < b.name ? -1 : 1));
+  for (const map of maps) {
+    const declared = map.record;
+    if (!declared) continue;
+    const source: RecordSource = { resourceType: map.resourceType, query: declared.query, dateParam: declared.dateParam, dateField: declared.dateField, map: map.name, ...(declared.tag ? { tag: declared.tag } : {}) };
+    const type = types.get(declared.type);
+    if (type) type.sources.push(source);
+    else types.set(declared.type, { name: declared.type, dataClass: declared.dataClass, shape: declared.shape ?? declared.type, sources: [source] });
+  }
+  return new Map([...types].sort(([a], [b]) => (a < b ? -1 : 1)));
+}
+
+/** The record type of that name; throws when no map declares it (`pont mappings check` names those the code uses). */
+export function recordType(mappings: MappingSet, name: string): RecordType {
+  const type = recordTypes(mappings).get(name);
+  if (!type) throw new Error(`No map declares the record type "${name}"`);
+  return type;
+}

@@ -1,0 +1,115 @@
+import { getSearchParameters } from '@medplum/core';
+import { isSeq, type Node } from 'yaml';
+import { DATA_CLASSES, dataClassOf } from '../core/data-classes';
+import { MappingError } from './errors';
+import type { ConnectField } from './runtime';
+import { didYouMean } from './suggest';
+import { keyOf, type YamlSource } from './yaml-source';
+import type { RecordDeclaration } from './record-declaration';
+
+export type { RecordDeclaration } from './record-declaration';
+
+const RECORD_KEYS = ['type', 'shape', 'class', 'search', 'date', 'tag', 'description'] as const;
+const show = (v: string) => `\`${v}\``;
+
+/** Compiles the `record:` section; problems are reported on `source`. */
+export function readRecordSection(source: YamlSource, node: Node, resourceType: string, fields: Map<string, { declared: ConnectField }>): RecordDeclaration | undefined {
+  const pairs = source.mapping(node, '`record`', RECORD_KEYS, ['type', 'class', 'date']);
+  if (!pairs) return undefined;
+  const value = (key: string) => pairs.find((p) => keyOf(p) === key)?.value ?? undefined;
+  const before = source.problems.length;
+
+  const typeNode = value('type');
+  const type = typeNode && source.text(typeNode, '`type`');
+  if (type !== undefined && (!/^[a-z][a-z0-9_]{0,39}$/.test(type) || type === 'all')) {
+    source.problem(typeNode, `record type ${show(type)}: lower-case letters, digits and _ (as in \`lab_results\`), and not \`all\``);
+  }
+  const shapeNode = value('shape');
+  const shape = shapeNode && source.text(shapeNode, '`shape`');
+  if (shape !== undefined && !/^[A-Z][A-Za-z0-9]{0,39}$/.test(shape)) source.problem(shapeNode, `shape ${show(shape)}: a name in CamelCase, as in \`LabResult\``);
+
+  const classNode = value('class');
+  const dataClass = classNode && source.text(classNode, '`class`');
+  const policyClass = dataClassOf(resourceType);
+  if (dataClass !== undefined && !(DATA_CLASSES as readonly string[]).includes(dataClass)) {
+    source.problem(classNode, `unknown data class ${show(dataClass)}${didYouMean(dataClass, DATA_CLASSES)}; classes: ${DATA_CLASSES.join(', ')}`);
+  } else if (dataClass !== undefined && dataClass !== policyClass) {
+    source.problem(classNode, `${resourceType} is in the class ${show(policyClass)} (the access policy, src/core/scopes.ts): consent to that class is what covers these records`);
+  }
+
+  const params = getSearchParameters(resourceType) ?? {};
+  const query: Record<string, string> = {};
+  const searchNode = value('search');
+  for (const pair of (searchNode && source.mapping(searchNode, '`search`')) ?? []) {
+    const name = keyOf(pair);
+    const code = name.split(':')[0]!;
+    if (code === 'patient' || code === 'subject' || code.startsWith('_')) source.problem(pair.key, `${show(code)} is set by the records route (the patient, the order, the page): select by what the resources are`);
+    else if (!params[code]) source.problem(pair.key, `${resourceType} has no search parameter ${show(code)}${didYouMean(code, Object.keys(params))}`);
+    const items = isSeq(pair.value) ? (pair.value.items as Node[]) : [pair.value];
+    const values = items.map((item) => source.text(item, `the value of ${show(name)}`));
+    if (values.every((v) => v !== undefined)) query[name] = values.join(',');
+  }
+
+  let dateParam: string | undefined;
+  let dateField: string | undefined;
+  const datePairs = source.mapping(value('date'), '`date`', ['search', 'field'], ['search', 'field']) ?? [];
+  for (const pair of datePairs) {
+    const text = source.text(pair.value, `\`date.${keyOf(pair)}\``);
+    if (text === undefined) continue;
+    if (keyOf(pair) === 'search') {
+      if (params[text]?.type !== 'date') {
+        const dates = Object.keys(params).filter((p) => params[p]!.type === 'date');
+        source.problem(pair.value, `${resourceType} has no date search parameter ${show(text)}${didYouMean(text, dates)}; its date parameters: ${dates.join(', ')}`);
+      } else dateParam = text;
+    } else {
+      const field = fields.get(text)?.declared;
+      if (!field) source.problem(pair.value, `${show(text)} is not a field declared under \`connect\`${didYouMean(text, fields.keys())}`);
+      else if (field.type !== 'date' && field.type !== 'date-time') source.problem(pair.value, `${show(text)} is a ${field.type}: records are ordered by a date or date-time field`);
+      else dateField = text;
+    }
+  }
+
+  let tag: Record<string, string> | undefined;
+  const tagNode = value('tag');
+  for (const pair of (tagNode && source.mapping(tagNode, '`tag`')) ?? []) {
+    if (fields.has(keyOf(pair))) source.problem(pair.key, `${show(keyOf(pair))} is a Connect field of this map: a tag adds a field of its own`);
+    const text = source.text(pair.value, `tag ${show(keyOf(pair))}`);
+    if (text !== undefined) (tag ??= {})[keyOf(pair)] = text;
+  }
+
+  if (source.problems.length > before || !type || !dataClass || !dateParam || !dateField) return undefined;
+  const [line, column] = source.position(typeNode);
+  return { type, shape, dataClass, query, dateParam, dateField, tag, at: { file: source.file, line, column } };
+}
+
+/**
+ * What no single map can check: each record type has one map naming its shape, shape names are unique, and the
+ * other maps of a type fit it (same tags; a date field of the shape, by which the merged list is ordered).
+ */
+export function checkRecordTypes(maps: Iterable<{ name: string; fields: string[]; record?: RecordDeclaration }>): MappingError[] {
+  const problems: MappingError[] = [];
+  const at = (d: RecordDeclaration, problem: string) => problems.push(new MappingError(d.at.file, d.at.line, d.at.column, problem));
+  const byType = new Map<string, Array<{ name: string; fields: string[]; record: RecordDeclaration }>>();
+  for (const m of maps) if (m.record) byType.set(m.record.type, [...(byType.get(m.record.type) ?? []), { ...m, record: m.record }]);
+  const shapes = new Map<string, string>();
+  for (const [type, declared] of byType) {
+    const primary = declared.filter((m) => m.record.shape);
+    if (primary.length !== 1) {
+      for (const m of primary.length ? primary.slice(1) : declared)
+        at(m.record, primary.length ? `record type ${show(type)} has its shape from the map ${show(primary[0]!.name)}: give \`shape\` in one map of a type` : `record type ${show(type)}: no map of it gives its \`shape\` (the name of its fields in the OpenAPI document)`);
+      continue;
+    }
+    const main = primary[0]!;
+    const shape = main.record.shape!;
+    if (shapes.has(shape)) at(main.record, `the shape ${show(shape)} is already the record type ${show(shapes.get(shape)!)}'s`);
+    shapes.set(shape, type);
+    const tags = (m: { record: RecordDeclaration }) => Object.keys(m.record.tag ?? {}).sort().join(', ');
+    for (const m of declared) {
+      if (m === main) continue;
+      if (m.record.dataClass !== main.record.dataClass) at(m.record, `record type ${show(type)} is in the class ${show(main.record.dataClass)} (map ${show(main.name)}): every map of a type must be`);
+      if (!main.fields.includes(m.record.dateField)) at(m.record, `${show(m.record.dateField)} is not a field of the shape ${show(shape)} (map ${show(main.name)}): records of several maps are ordered by a field of the shape`);
+      if (tags(m) !== tags(main)) at(m.record, `the maps of record type ${show(type)} must give the same \`tag\` names (map ${show(main.name)}: ${tags(main) || 'none'})`);
+    }
+  }
+  return problems;
+}

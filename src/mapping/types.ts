@@ -1,0 +1,40 @@
+import type { Resource } from '@medplum/fhirtypes';
+import type { z } from 'zod';
+import type { RecordDeclaration } from './record-declaration';
+import type { ConnectField } from './runtime';
+
+// What a compiled map offers (src/mapping/index.ts builds them): apart, so that the checks the loader runs
+// (examples.ts, project.ts) and the modules that are handed maps need not import the loader.
+
+export interface CompiledMap {
+  /** e.g. `patient-profile`: the file name without `.map.yaml`. */
+  name: string;
+  /** e.g. `Patient`. */
+  resourceType: string;
+  /** The Connect record type it reads (its `record:` section), if any. */
+  record?: RecordDeclaration;
+  /** The Connect fields, in the map's order. */
+  fields: string[];
+  /** Their declarations (type, values, nullability), for documentation. */
+  declared: readonly ConnectField[];
+  /**
+   * The Connect shape as read from stored FHIR (readFhir), as a zod schema for the OpenAPI document: the
+   * declared types and values; every field but `id` may be null (data written elsewhere may lack it).
+   */
+  shape(): z.ZodObject;
+  /** Connect shape -> FHIR resource (not yet stored). Throws MappingValueError for a value the map cannot take. */
+  toFhir(connect: Record<string, unknown>): Resource;
+  /** FHIR resource -> Connect shape: every mapped field, nullable ones as null when FHIR has nothing. */
+  fromFhir(resource: Resource): Record<string, unknown>;
+  /**
+   * The same, for data written elsewhere: a field whose FHIR value the map cannot express reads as null and is
+   * named in `unread`, instead of failing the whole resource.
+   */
+  readFhir(resource: Resource): { connect: Record<string, unknown>; unread: string[] };
+}
+
+export interface MappingSet {
+  /** The map of that name; throws when there is none. */
+  get(name: string): CompiledMap;
+  names(): string[];
+}

@@ -1,0 +1,234 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HEALTH_ID_SYSTEM } from '../src/healthid/healthid';
+import { schemaProblems } from './published-schema';
+import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+
+/**
+ * Issue 26, fidelity: FHIR written by other systems, posted through /api/fhir/R4, read back as Connect records.
+ * Each case is one defect of the issue; nothing clinically meaningful may be lost or made up.
+ */
+let pont: TestServer;
+let operator: TestClient;
+let reader: TestClient;
+let sdk: TestClient;
+let patientId: string;
+let healthId: string;
+
+const call = (client: TestClient, path: string, init: RequestInit & { json?: unknown } = {}) =>
+  pont.json(path, { ...init, headers: { ...client.headers, ...(init.headers as Record<string, string>) } });
+const LOINC = 'http://loinc.org';
+const SCT = 'http://snomed.info/sct';
+const UCUM = 'http://unitsofmeasure.org';
+const LAB = { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'laboratory' }] };
+const ACTIVE_ALLERGY = { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical', code: 'active' }] };
+const VITAL = { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] };
+
+/** Posts a resource about the patient; returns its id. */
+async function post(resource: Record<string, unknown>): Promise<string> {
+  const subject = ['AllergyIntolerance', 'DetectedIssue'].includes(resource.resourceType as string) ? 'patient' : 'subject';
+  const res = await call(operator, `/api/fhir/R4/${resource.resourceType}`, { method: 'POST', json: { ...resource, [subject]: { reference: `Patient/${patientId}` } } });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return res.body.id;
+}
+
+/** The record of `type` made from the resource `id`. */
+async function record(type: string, id: string): Promise<Record<string, any>> {
+  const res = await call(reader, `/api/v1/connect/patient/${healthId}/records?type=${type}&limit=1000`);
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  const found = res.body.records[type].find((r: any) => r.id === id);
+  expect(found, `${type} ${id} is in the records`).toBeDefined();
+  return found;
+}
+
+beforeAll(async () => {
+  pont = await startTestServer();
+  operator = await createTestClient(pont, ['fhir:read', 'fhir:write'], { organizationId: 'org-operator', allPatients: true });
+  reader = await createTestClient(pont, ['consents:write', 'patient:diagnostics:read', 'patients:read', 'labs:read', 'prescriptions:read', 'documents:read'], { organizationId: 'org-reader' });
+  const created = await call(operator, '/api/fhir/R4/Patient', { method: 'POST', json: { resourceType: 'Patient', name: [{ family: 'Okafor', given: ['Ada'] }], gender: 'female', birthDate: '1980-02-03' } });
+  expect(created.status).toBe(201);
+  patientId = created.body.id;
+  healthId = created.body.identifier.find((i: any) => i.system === HEALTH_ID_SYSTEM).value;
+  const expires_at = new Date(Date.now() + 365 * 86_400_000).toISOString();
+  const granted = await call(reader, `/api/v1/connect/patient/${healthId}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at } });
+  expect(granted.status).toBe(201);
+  sdk = await createTestClient(pont, ['labs:write', 'encounters:write', 'labs:read', 'patients:read'], { organizationId: 'org-reader' });
+}, 120_000);
+afterAll(async () => {
+  await pont?.close();
+});
+
+describe('FHIR written elsewhere reads back whole', () => {
+  it('1. a quantity keeps its comparator', async () => {
+    const id = await post({ resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'CRP' }, valueQuantity: { value: 5, comparator: '<', unit: 'mg/L' } });
+    expect(await record('lab_results', id)).toMatchObject({ value_numeric: 5, comparator: '<', unit: 'mg/L' });
+  });
+
+  it('2. every diagnosis status reads: provisional, recurrence, active without verification, entered-in-error', async () => {
+    const condition = (clinical: string | null, verification: string | null) => ({
+      resourceType: 'Condition',
+      code: { text: 'Asthma' },
+      ...(clinical ? { clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-clinical', code: clinical }] } } : {}),
+      ...(verification ? { verificationStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-ver-status', code: verification }] } } : {}),
+    });
+    const cases: Array<[string | null, string | null, string]> = [
+      ['active', 'provisional', 'provisional'],
+      ['recurrence', 'confirmed', 'recurrence'],
+      ['active', null, 'active'],
+      [null, 'entered-in-error', 'entered_in_error'],
+      ['active', 'differential', 'differential'],
+      ['remission', null, 'remission'],
+    ];
+    for (const [clinical, verification, status] of cases) {
+      const id = await post(condition(clinical, verification));
+      expect((await record('diagnoses', id)).status, `${clinical} + ${verification}`).toBe(status);
+    }
+  });
+
+  it('3. the reference range is the one in the value’s unit, with its unit; a text-only range is kept', async () => {
+    const id = await post({
+      resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'Haemoglobin' },
+      valueQuantity: { value: 13.5, unit: 'g/dL', system: UCUM, code: 'g/dL' },
+      referenceRange: [
+        { low: { value: 120, unit: 'g/L', system: UCUM, code: 'g/L' }, high: { value: 160, unit: 'g/L', system: UCUM, code: 'g/L' }, appliesTo: [{ text: 'female' }] },
+        { low: { value: 13, unit: 'g/dL', system: UCUM, code: 'g/dL' }, high: { value: 17, unit: 'g/dL', system: UCUM, code: 'g/dL' }, appliesTo: [{ text: 'male' }] },
+      ],
+    });
+    expect(await record('lab_results', id)).toMatchObject({ reference_low: 13, reference_high: 17, reference_range_unit: 'g/dL' });
+    const text = await post({ resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'Culture' }, valueString: 'no growth', referenceRange: [{ text: 'no growth' }] });
+    expect(await record('lab_results', text)).toMatchObject({ reference_low: null, reference_high: null, reference_range_text: 'no growth' });
+  });
+
+  it('4. a coded-only concept shows its display', async () => {
+    const coded = (system: string, code: string, display: string) => ({ coding: [{ system, code, display }] });
+    const dx = await post({ resourceType: 'Condition', code: coded(SCT, '195967001', 'Asthma') });
+    expect((await record('diagnoses', dx)).display_name).toBe('Asthma');
+    const lab = await post({ resourceType: 'Observation', status: 'final', category: [LAB], code: coded(LOINC, '883-9', 'ABO group'), valueCodeableConcept: coded(SCT, '112144000', 'Blood group A') });
+    expect(await record('lab_results', lab)).toMatchObject({ test_name: 'ABO group', value_coded: 'Blood group A', loinc_code: '883-9' });
+    const allergy = await post({ resourceType: 'AllergyIntolerance', clinicalStatus: ACTIVE_ALLERGY, code: coded(SCT, '91936005', 'Allergy to penicillin') });
+    expect((await record('allergies', allergy)).substance).toBe('Allergy to penicillin');
+    const rx = await post({ resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: coded('http://www.nlm.nih.gov/research/umls/rxnorm', '197361', 'Amlodipine 5 MG') });
+    expect((await record('prescriptions', rx)).medication).toBe('Amlodipine 5 MG');
+    const vital = await post({ resourceType: 'Observation', status: 'final', category: [VITAL], code: coded(LOINC, '8867-4', 'Heart rate'), valueQuantity: { value: 72, unit: '/min' } });
+    expect((await record('vitals', vital)).name).toBe('Heart rate');
+    const visit = await post({ resourceType: 'Encounter', status: 'finished', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' }, reasonCode: [coded(SCT, '10509002', 'Acute bronchitis')] });
+    expect((await record('visits', visit)).reason).toBe('Acute bronchitis');
+  });
+
+  it('5. a medication given by reference shows the reference’s display', async () => {
+    const medication = await call(operator, '/api/fhir/R4/Medication', { method: 'POST', json: { resourceType: 'Medication', code: { text: 'Metformin' } } });
+    expect(medication.status).toBe(201);
+    const id = await post({ resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationReference: { reference: `Medication/${medication.body.id}`, display: 'Metformin 500 mg tablet' } });
+    expect((await record('prescriptions', id)).medication).toBe('Metformin 500 mg tablet');
+  });
+
+  it('6. a vital has its unit: blood pressure (mm[Hg]), a UCUM code only', async () => {
+    const bp = await post({
+      resourceType: 'Observation', status: 'final', category: [VITAL], code: { coding: [{ system: LOINC, code: '85354-9' }], text: 'Blood pressure' },
+      component: [
+        { code: { coding: [{ system: LOINC, code: '8480-6' }] }, valueQuantity: { value: 120, unit: 'mm[Hg]', system: UCUM, code: 'mm[Hg]' } },
+        { code: { coding: [{ system: LOINC, code: '8462-4' }] }, valueQuantity: { value: 80, unit: 'mm[Hg]', system: UCUM, code: 'mm[Hg]' } },
+      ],
+    });
+    expect(await record('vitals', bp)).toMatchObject({ systolic: 120, diastolic: 80, unit: 'mm[Hg]', value: null });
+    const hr = await post({ resourceType: 'Observation', status: 'final', category: [VITAL], code: { text: 'Heart rate' }, valueQuantity: { value: 72, system: UCUM, code: '/min' } });
+    expect(await record('vitals', hr)).toMatchObject({ value: 72, unit: '/min' });
+  });
+
+  it('7. an integer value and a period’s start are read', async () => {
+    const id = await post({ resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'Leukocytes count' }, valueInteger: 7, effectivePeriod: { start: '2024-03-12T08:00:00Z', end: '2024-03-12T09:00:00Z' } });
+    expect(await record('lab_results', id)).toMatchObject({ value_numeric: 7, effective_at: '2024-03-12T08:00:00Z' });
+  });
+
+  it('9. report-only DiagnosticReports of any lab section; a conclusion is the result, conclusionCode its code', async () => {
+    const report = (section: string) => ({
+      resourceType: 'DiagnosticReport', status: 'final',
+      category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0074', code: section }] }],
+      code: { text: `${section} report` },
+      conclusion: 'No growth after 48 hours',
+      conclusionCode: [{ coding: [{ system: SCT, code: '264868006', display: 'No growth' }] }],
+    });
+    for (const section of ['MB', 'HM', 'LAB']) {
+      const id = await post(report(section));
+      expect(await record('lab_results', id), section).toMatchObject({ source: 'report', value: 'No growth after 48 hours', value_coded: 'No growth', test_name: `${section} report` });
+    }
+  });
+
+  it('10. records keep their published shape: interpretation codes outside the list, date-only dates', async () => {
+    const id = await post({
+      resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'HIV antibody' }, valueString: 'reactive', effectiveDateTime: '2024-03-12',
+      interpretation: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation', code: 'POS' }] }],
+    });
+    const got = await record('lab_results', id);
+    expect(got).toMatchObject({ flag: 'POS', effective_at: '2024-03-12' });
+    const doc = (await pont.json('/api/openapi.json')).body;
+    expect(schemaProblems({ $ref: 'LabResult' }, got, doc)).toEqual([]);
+    expect(schemaProblems({ $ref: 'LabResult' }, { ...got, flag: 'XYZ' }, doc)).not.toEqual([]);
+    expect(schemaProblems({ $ref: 'LabResult' }, { ...got, effective_at: '12/03/2024' }, doc)).not.toEqual([]);
+  });
+
+  it('11. SNOMED as the main code, severity from the reaction, structured dosage', async () => {
+    const dx = await post({ resourceType: 'Condition', code: { coding: [{ system: SCT, code: '44054006', display: 'Diabetes mellitus type 2' }], text: 'Diabetes' } });
+    expect(await record('diagnoses', dx)).toMatchObject({ code_system: 'SNOMED', code: '44054006', snomed_code: '44054006', snomed_display: 'Diabetes mellitus type 2' });
+    const allergy = await post({
+      resourceType: 'AllergyIntolerance', clinicalStatus: ACTIVE_ALLERGY, code: { text: 'Peanut' }, criticality: 'low',
+      reaction: [{ manifestation: [{ text: 'Anaphylaxis' }], severity: 'severe' }],
+    });
+    expect((await record('allergies', allergy)).severity).toBe('severe');
+    const rx = await post({
+      resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Amoxicillin 500 mg' },
+      dosageInstruction: [{ timing: { repeat: { frequency: 3, period: 1, periodUnit: 'd' } }, asNeededBoolean: false, doseAndRate: [{ doseQuantity: { value: 1, unit: 'capsule' } }] }],
+    });
+    expect(await record('prescriptions', rx)).toMatchObject({ dose: 1, dose_unit: 'capsule', frequency: 3, period: 1, period_unit: 'd', as_needed: false });
+  });
+});
+
+describe('the SDK lab push keeps what it is given', () => {
+  const push = (json: Record<string, unknown>) =>
+    call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, test_name: 'CRP', flagged: false, ...json } });
+
+  it('8. "<5" mg/L is a quantity with its comparator and unit; "5,6" with a unit is refused; text stays text', async () => {
+    const less = await push({ result_value: '<5', unit: 'mg/L' });
+    expect(less.status, JSON.stringify(less.body)).toBe(201);
+    expect(await record('lab_results', less.body.lab_result_id)).toMatchObject({ value_numeric: 5, comparator: '<', unit: 'mg/L', value: null });
+    const comma = await push({ result_value: '5,6', unit: 'mmol/L' });
+    expect(comma.status).toBe(422);
+    expect(JSON.stringify(comma.body)).toContain('result_value');
+    const text = await push({ result_value: 'positive' });
+    expect(await record('lab_results', text.body.lab_result_id)).toMatchObject({ value: 'positive', value_numeric: null, unit: null });
+  });
+
+  it('8. "1.10" keeps its significant trailing zero (value_precision, FHIR quantity-precision); "5.6" and "5" need none', async () => {
+    const zero = await push({ result_value: '1.10', unit: 'mg/dL' });
+    expect(zero.status, JSON.stringify(zero.body)).toBe(201);
+    expect(await record('lab_results', zero.body.lab_result_id)).toMatchObject({ value_numeric: 1.1, value_precision: 2, unit: 'mg/dL' });
+    const stored = await call(operator, `/api/fhir/R4/Observation/${zero.body.lab_result_id}`);
+    expect(stored.body.valueQuantity._value.extension).toEqual([{ url: 'http://hl7.org/fhir/StructureDefinition/quantity-precision', valueInteger: 2 }]);
+    const limit = await push({ result_value: '<5.0', unit: 'mg/L' });
+    expect(await record('lab_results', limit.body.lab_result_id)).toMatchObject({ value_numeric: 5, comparator: '<', value_precision: 1 });
+    for (const [written, value] of [['5.6', 5.6], ['5', 5]] as const) {
+      const plain = await push({ result_value: written, unit: 'mg/L' });
+      expect(await record('lab_results', plain.body.lab_result_id)).toMatchObject({ value_numeric: value, value_precision: null });
+    }
+  });
+
+  it('12. the summary’s blood group and the lab record of the same coded-only Observation agree', async () => {
+    const id = await post({
+      resourceType: 'Observation', status: 'final', category: [LAB], code: { coding: [{ system: LOINC, code: '882-1', display: 'ABO and Rh group [Type] in Blood' }] },
+      effectiveDateTime: '2024-03-12T08:00:00Z', valueCodeableConcept: { coding: [{ system: SCT, code: '278149003', display: 'Blood group A Rh(D) positive' }] },
+    });
+    expect(await record('lab_results', id)).toMatchObject({ test_name: 'ABO and Rh group [Type] in Blood', value_coded: 'Blood group A Rh(D) positive' });
+    const summary = await call(reader, `/api/v1/sdk/patients/${healthId}/summary`);
+    expect(summary.status, JSON.stringify(summary.body)).toBe(200);
+    expect(summary.body.patient.blood_group).toBe('A+');
+  });
+
+  it('12. a pushed decision-support alert and its encounter note read back through Connect', async () => {
+    const res = await call(sdk, '/api/v1/sdk/records/encounters', {
+      method: 'POST',
+      json: { health_id: healthId, encounter_type: 'cdss_alert', alert_type: 'drug_interaction', severity: 'high', cdss_rule_id: 'R-12', clinical_note: 'Warfarin with aspirin' },
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(await record('visits', res.body.encounter_id)).toMatchObject({ type: 'cdss_alert', note: 'Warfarin with aspirin' });
+    expect(await record('alerts', res.body.detected_issue_id)).toMatchObject({ alert_type: 'drug_interaction', severity: 'high', cdss_rule_id: 'R-12', detail: 'Warfarin with aspirin', encounter_id: res.body.encounter_id });
+  });
+});

@@ -1,0 +1,139 @@
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadFhirDefinitions } from '../src/core/fhir-definitions';
+import { checkMappings, defaultMappingsDir, loadMappings, MappingError } from '../src/mapping/index';
+import { parseExpression, PathSyntaxError } from '../src/mapping/path';
+import { backend } from './harness';
+
+/** The path language of the maps (mappings/README.md "Paths"): fallbacks, functions, lets, and their messages. */
+describe.skipIf(backend !== 'pglite')('the path language', () => {
+  const scratch: string[] = [];
+  beforeAll(() => loadFhirDefinitions());
+  afterAll(() => scratch.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+
+  /** A directory holding one map `probe.map.yaml` of Observation with the given `let`, connect and fields lines. */
+  function probe(body: string): string {
+    const dir = mkdtempSync(join(tmpdir(), 'pont-paths-'));
+    scratch.push(dir);
+    // FHIR requires an Observation's status and code: fixed here, so that each probe maps only what it tests.
+    writeFileSync(join(dir, 'probe.map.yaml'), `map: probe\nresource: Observation\nuris:\n  loinc: http://loinc.org\nfixed:\n  status: final\n  code.coding.where(system=%loinc).code: 2345-7\n${body}`);
+    return dir;
+  }
+  const problemsOf = (dir: string): string[] => {
+    try {
+      loadMappings(dir);
+    } catch (err) {
+      expect(err).toBeInstanceOf(MappingError);
+      return (err as Error).message.split('\n');
+    }
+    return [];
+  };
+
+  const obs = { resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '2345-7', display: 'Glucose' }] } } as const;
+
+  it('a fallback reads the first alternative that gives a value; writing uses the first', () => {
+    const map = loadMappings(
+      probe(`connect:\n  id: { type: string, required: true }\n  name: { type: string, nullable: true }\n  value: { type: number, nullable: true }
+fields:\n  id: id\n  name: code.text | code.coding.first().display\n  value: valueQuantity.value | valueInteger\n`),
+    ).get('probe');
+    expect(map.fromFhir({ ...obs, id: 'a', valueInteger: 7 } as any)).toEqual({ id: 'a', name: 'Glucose', value: 7 });
+    expect(map.fromFhir({ ...obs, id: 'a', code: { ...obs.code, text: 'Blood glucose' }, valueQuantity: { value: 5.5 } } as any)).toEqual({ id: 'a', name: 'Blood glucose', value: 5.5 });
+    expect(map.toFhir({ id: 'a', name: 'Glucose', value: 7 })).toEqual({ resourceType: 'Observation', id: 'a', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '2345-7' }], text: 'Glucose' }, valueQuantity: { value: 7 } });
+  });
+
+  it('first(), join() and toDate()', () => {
+    const map = loadMappings(
+      probe(`connect:\n  id: { type: string, required: true }\n  codes: { type: string, nullable: true }\n  day: { type: date, nullable: true }\n  second: { type: string, nullable: true }
+fields:\n  id: id\n  codes: code.coding.code.join(', ')\n  day: effectiveDateTime.toDate()\n  second: category.coding.where(system=%loinc).first().code\n`),
+    ).get('probe');
+    const resource = { ...obs, id: 'a', code: { coding: [{ code: 'x' }, { code: 'y' }] }, effectiveDateTime: '2024-03-12T09:30:00+02:00', category: [{ coding: [{ system: 'http://loinc.org', code: 'p' }, { system: 'http://loinc.org', code: 'q' }] }] };
+    expect(map.fromFhir(resource as any)).toEqual({ id: 'a', codes: 'x, y', day: '2024-03-12', second: 'p' });
+  });
+
+  it('a let chooses a part once; %resource compares with another element: the applicable reference range', () => {
+    const map = loadMappings(
+      probe(`let:
+  range: referenceRange.where(low.unit = %resource.valueQuantity.unit) | referenceRange.where(high.unit = %resource.valueQuantity.unit) | referenceRange.first()
+connect:\n  id: { type: string, required: true }\n  low: { type: number, nullable: true }\n  high: { type: number, nullable: true }\n  unit: { type: string, nullable: true }
+fields:\n  id: id\n  low: '%range.low.value'\n  high: '%range.high.value'\n  unit: '%range.low.unit | %range.high.unit'\n`),
+    ).get('probe');
+    const ranges = [
+      { low: { value: 120, unit: 'g/L' }, high: { value: 160, unit: 'g/L' } },
+      { high: { value: 17, unit: 'g/dL' } },
+    ];
+    expect(map.fromFhir({ ...obs, id: 'a', valueQuantity: { value: 13.5, unit: 'g/dL' }, referenceRange: ranges } as any)).toEqual({ id: 'a', low: null, high: 17, unit: 'g/dL' });
+    expect(map.fromFhir({ ...obs, id: 'a', valueQuantity: { value: 140, unit: 'g/L' }, referenceRange: ranges } as any)).toEqual({ id: 'a', low: 120, high: 160, unit: 'g/L' });
+    expect(map.toFhir({ id: "a", low: 1, high: 2, unit: 'mg' })).toEqual({ resourceType: 'Observation', id: 'a', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '2345-7' }] }, referenceRange: [{ low: { value: 1, unit: 'mg' }, high: { value: 2 } }] });
+  });
+
+  it('resolve() reads a contained resource, never written', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pont-paths-'));
+    scratch.push(dir);
+    writeFileSync(
+      join(dir, 'probe.map.yaml'),
+      `map: probe\nresource: MedicationRequest\nfixed:\n  status: active\n  intent: order\n  subject.reference: Patient/p\nconnect:\n  id: { type: string, required: true }\n  medication: { type: string, required: true }\nfields:\n  id: id\n  medication: medicationCodeableConcept.text | medicationReference.resolve().code.text\n`,
+    );
+    const map = loadMappings(dir).get('probe');
+    const request = { resourceType: 'MedicationRequest', id: 'a', status: 'active', intent: 'order', contained: [{ resourceType: 'Medication', id: 'm1', code: { text: 'Aspirin' } }], medicationReference: { reference: '#m1' } };
+    expect(map.fromFhir(request as any)).toEqual({ id: 'a', medication: 'Aspirin' });
+    expect(map.fromFhir({ ...request, medicationReference: { reference: 'Medication/m1' } } as any)).toEqual({ id: 'a' });
+    expect(map.toFhir({ id: 'a', medication: 'Aspirin' })).toEqual({ resourceType: 'MedicationRequest', id: 'a', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Aspirin' }, subject: { reference: 'Patient/p' } });
+    writeFileSync(join(dir, 'probe.map.yaml'), readFileSync(join(dir, 'probe.map.yaml'), 'utf8').replace('medicationReference.resolve()', 'subject.resolve()'));
+    expect(problemsOf(dir)[0]).toMatch(/resolve\(\) follows a Reference to one resource type; subject is a reference to Patient, Group$/);
+  });
+
+  it('an unknown function is named, with a suggestion, at its file, line and column', () => {
+    const dir = probe(`connect:\n  id: { type: string, required: true }\n  name: { type: string, nullable: true }\nfields:\n  id: id\n  name: code.coding.frist().display\n`);
+    expect(problemsOf(dir)).toEqual([`${join(dir, 'probe.map.yaml')}:13:21: malformed path \`code.coding.frist().display\`: unknown function 'frist', did you mean 'first'; functions: where(), first(), resolve(), join(), toDate()`]);
+    expect(() => parseExpression('code.text.joint(",")')).toThrow(/unknown function 'joint', did you mean 'join'/);
+    expect(() => parseExpression('code.coding.count()')).toThrow(PathSyntaxError);
+  });
+
+  it('refuses what cannot work: join() of a number, nothing after join(), a let that does not exist, no writable alternative', () => {
+    const dir = probe(`let:\n  range: referenceRange.first()\nconnect:\n  id: { type: string, required: true }\n  a: { type: number, nullable: true }\n  b: { type: string, nullable: true }\n  c: { type: string, nullable: true }\n  d: { type: number, nullable: true }
+fields:\n  id: id\n  a: valueQuantity.value.join(',')\n  b: code.text.join(',').x\n  c: '%rnage.text'\n  d: referenceRange.where(low.unit = %resource.valueQuantity.unit).low.value\n`);
+    const problems = problemsOf(dir).map((p) => p.replace(join(dir, 'probe.map.yaml'), 'F'));
+    expect(problems).toEqual([
+      "F:18:26: join() makes text of text: a is a number, value a FHIR decimal",
+      'F:19:25: malformed path `code.text.join(\',\').x`: join() ends a path: nothing may follow it',
+      'F:20:8: unknown let %rnage (did you mean `range`?): declare it under `let` (before its use)',
+      'F:21:6: writing needs one alternative of `referenceRange.where(low.unit = %resource.valueQuantity.unit).low.value` without %resource or resolve(): add one (e.g. `| referenceRange.first()`)',
+    ]);
+  });
+
+  it('a map that could emit invalid FHIR: an element FHIR requires, written by an optional field or by nothing', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pont-paths-'));
+    scratch.push(dir);
+    writeFileSync(join(dir, 'probe.map.yaml'), `map: probe\nresource: Observation\nconnect:\n  id: { type: string, required: true }\n  status: { type: string, nullable: true }\nfields:\n  id: id\n  status: status\n`);
+    expect(problemsOf(dir).map((p) => p.replace(join(dir, 'probe.map.yaml'), 'F'))).toEqual([
+      'F:5:3: FHIR requires Observation.status, which `status` writes: make it `required: true` (a record read back may still lack it)',
+      'F:6:1: FHIR requires Observation.code: map a required Connect field or a `fixed` value to it',
+    ]);
+  });
+
+  it('a problem inside a folded path (>-) points at its own line and column', () => {
+    const dir = probe(`connect:\n  id: { type: string, required: true }\n  name: { type: string, nullable: true }\nfields:\n  id: id\n  name: >-\n    code.text\n    | code.coding.frist().display\n`);
+    expect(problemsOf(dir)[0]!.replace(dir, 'D')).toMatch(/^D\/probe\.map\.yaml:15:19: malformed path .*unknown function 'frist'/);
+  });
+
+  it('a duplicate key is named, with the line where it was first given', () => {
+    const dir = probe(`connect:\n  id: { type: string, required: true }\n  name: string\nfields:\n  id: id\n  name: code.text\n  name: code.coding.display\n`);
+    expect(problemsOf(dir)).toEqual([`${join(dir, 'probe.map.yaml')}:14:3: duplicate key \`name\` (first given on line 13): a key may be given once in a mapping`]);
+  });
+
+  it('an example that does not hold lists every difference, each at its value', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pont-paths-'));
+    scratch.push(dir);
+    cpSync(defaultMappingsDir, dir, { recursive: true });
+    const file = join(dir, 'diagnosis.examples.yaml');
+    const text = readFileSync(file, 'utf8');
+    const broken = text.replace('display_name: Malaria due to Plasmodium falciparum', 'display_name: Malaria').replace('is_primary: true', 'is_primary: false');
+    expect(broken).not.toBe(text);
+    writeFileSync(file, broken);
+    const messages = checkMappings(dir).problems.map((p) => p.problem);
+    expect(messages.filter((m) => m.includes('toFhir(connect)') && m.includes('code.text'))).toHaveLength(1);
+    expect(messages.filter((m) => m.includes('toFhir(connect)') && m.includes('extension'))).toHaveLength(1);
+  });
+});

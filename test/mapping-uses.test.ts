@@ -1,0 +1,83 @@
+import { cpSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadFhirDefinitions } from '../src/core/fhir-definitions';
+import { checkMappings, defaultMappingsDir, loadMappings } from '../src/mapping/index';
+import { checkProject } from '../src/mapping/project';
+import { CODE_MAPS } from '../src/mapping/uses';
+import { backend } from './harness';
+
+/** Issue 26 item 6: `pont mappings check` fails for what would fail at start, at run time or in CI. */
+describe.skipIf(backend !== 'pglite')('pont mappings check is the whole truth', () => {
+  const repo = join(import.meta.dirname, '..');
+  const scratch: string[] = [];
+  beforeAll(() => loadFhirDefinitions());
+  afterAll(() => scratch.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+  const copy = () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pont-uses-'));
+    scratch.push(dir);
+    cpSync(defaultMappingsDir, dir, { recursive: true });
+    return dir;
+  };
+  const problems = (dir: string) => checkMappings(dir).problems.map((p) => p.message.replace(dir, 'D'));
+  const edit = (file: string, from: string, to: string) => {
+    const text = readFileSync(file, 'utf8');
+    expect(text).toContain(from);
+    writeFileSync(file, text.replace(from, to));
+  };
+
+  it("src/mapping/uses.ts names every map the code asks for by name", () => {
+    const files = (dir: string): string[] => readdirSync(dir).flatMap((n) => (statSync(join(dir, n)).isDirectory() ? files(join(dir, n)) : n.endsWith('.ts') ? [join(dir, n)] : []));
+    const asked = new Set<string>();
+    for (const file of files(join(repo, 'src'))) {
+      for (const m of readFileSync(file, 'utf8').matchAll(/(?:mappings\.get|this\.toFhir)\('([a-z-]+)'\)?/g)) asked.add(m[1]!);
+    }
+    // Exactly: maps read only as record types are found by their `record:` section, never by name.
+    expect([...asked].sort()).toEqual(Object.keys(CODE_MAPS).sort());
+  });
+
+  it('a renamed map: the code asks for it by name', () => {
+    const dir = copy();
+    renameSync(join(dir, 'cdss-alert.map.yaml'), join(dir, 'cds-alert.map.yaml'));
+    renameSync(join(dir, 'cdss-alert.examples.yaml'), join(dir, 'cds-alert.examples.yaml'));
+    edit(join(dir, 'cds-alert.map.yaml'), 'map: cdss-alert', 'map: cds-alert');
+    expect(() => loadMappings(dir)).not.toThrow(); // it compiles ...
+    expect(problems(dir)).toEqual([
+      // ... but the pushes and the records route would fail
+      'D/cdss-alert.map.yaml:1:1: the code asks for the map `cdss-alert` (src/mapping/uses.ts), and there is no cdss-alert.map.yaml: a renamed map must keep its name, or the code changes with it',
+    ]);
+  });
+
+  it('a field the code writes, renamed; a required field the code never writes', () => {
+    const dir = copy();
+    const map = join(dir, 'visit.map.yaml');
+    edit(map, '  note:        { type: string, nullable: true }', '  clinical_note: { type: string, nullable: true }');
+    edit(map, '  note: extension', '  clinical_note: extension');
+    for (const f of ['visit.examples.yaml']) writeFileSync(join(dir, f), readFileSync(join(dir, f), 'utf8').replaceAll('    note:', '    clinical_note:'));
+    const lab = join(dir, 'lab-result.map.yaml');
+    edit(lab, '  issued_at:      { type: date-time, nullable: true }', '  issued_at:      { type: date-time, nullable: true }\n  method:         { type: string, required: true }');
+    edit(lab, '  issued_at: issued', '  issued_at: issued\n  method: method.text');
+    const found = problems(dir).filter((p) => !p.includes('examples.yaml'));
+    expect(found).toEqual([
+      `${join('D', 'visit.map.yaml')}:1:1: the code writes the Connect field \`note\` into this map (src/mapping/uses.ts), which does not declare it: the pushed value would be lost`,
+      `${join('D', 'lab-result.map.yaml')}:1:1: \`method\` is required, and the code that writes this map never gives it (src/mapping/uses.ts): every push would fail`,
+    ]);
+  });
+
+  it('README tables and client types out of date with the maps, naming the commands that regenerate them', () => {
+    const dir = copy();
+    const generated = { readme: join(dir, 'README.md'), clientTypes: join(dir, 'types.ts') };
+    writeFileSync(generated.readme, readFileSync(join(repo, 'README.md'), 'utf8'));
+    writeFileSync(generated.clientTypes, readFileSync(join(repo, 'clients/typescript/src/types.ts'), 'utf8'));
+    const set = loadMappings(dir);
+    const maps = new Map(set.names().map((n) => [n, { map: set.get(n), file: n }]));
+    expect(checkProject(dir, maps, dir, generated)).toEqual([]);
+    edit(generated.readme, '| `comparator` |', '| `comparater` |');
+    edit(generated.clientTypes, '  comparator: "<"', '  comparater: "<"');
+    expect(checkProject(dir, maps, dir, generated).map((p) => p.problem)).toEqual([
+      'the generated table `record-shapes` is out of date with the maps: run `npm run docs`',
+      'the client type `LabResult` lacks comparator and still has comparater: run `npm run docs`',
+    ]);
+  });
+});

@@ -1,0 +1,196 @@
+import { execFile } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadFhirDefinitions } from '../src/core/fhir-definitions';
+import { HEALTH_ID_SYSTEM } from '../src/healthid/healthid';
+import { checkMappings, defaultMappingsDir } from '../src/mapping/index';
+import { backend, createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+
+/**
+ * Issue 26 item 3: a record type from its map alone. `immunizations` is mappings/immunization.map.yaml and its
+ * examples, nothing else: an Immunization posted over FHIR reads back as a Connect record, consent-gated by the
+ * class the map declares, in the OpenAPI document; a map declaring what does not exist fails the check.
+ */
+const inAYear = () => new Date(Date.now() + 365 * 86_400_000).toISOString();
+const READ_SCOPES = ['consents:write', 'patient:diagnostics:read', 'patients:read', 'labs:read'] as const;
+
+describe('immunizations, a record type declared by its map', () => {
+  let pont: TestServer;
+  let clinic: TestClient;
+  let healthId: string;
+  let immunizationId: string;
+  const call = (client: TestClient, path: string, init: RequestInit & { json?: unknown } = {}) => pont.json(path, { ...init, headers: { ...client.headers } });
+  const records = (client: TestClient, query: string) => call(client, `/api/v1/connect/patient/${healthId}/records${query}`);
+  /** A client of `org` whose patient's consent covers `scopes` (all of full_record when not given). */
+  const consented = async (org: string, scopes?: string[]) => {
+    const client = await createTestClient(pont, [...READ_SCOPES], { organizationId: org });
+    const granted = await call(client, `/api/v1/connect/patient/${healthId}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', ...(scopes ? { scopes } : {}), expires_at: inAYear() } });
+    expect(granted.status, JSON.stringify(granted.body)).toBe(201);
+    return client;
+  };
+
+  beforeAll(async () => {
+    pont = await startTestServer();
+    clinic = await createTestClient(pont, ['fhir:write', 'fhir:read'], { organizationId: 'org-clinic', allPatients: true });
+    const patient = await call(clinic, '/api/fhir/R4/Patient', { method: 'POST', json: { resourceType: 'Patient', name: [{ family: 'Okafor', given: ['Ada'] }], birthDate: '2019-02-03' } });
+    expect(patient.status).toBe(201);
+    healthId = patient.body.identifier.find((i: { system: string }) => i.system === HEALTH_ID_SYSTEM).value;
+    // As another system writes it: coded only (no text), a CVX code, the dose in protocolApplied.
+    const posted = await call(clinic, '/api/fhir/R4/Immunization', {
+      method: 'POST',
+      json: {
+        resourceType: 'Immunization',
+        status: 'completed',
+        vaccineCode: { coding: [{ system: 'http://hl7.org/fhir/sid/cvx', code: '08', display: 'Hep B, adolescent or pediatric' }] },
+        patient: { reference: `Patient/${patient.body.id}` },
+        occurrenceDateTime: '2024-05-06T10:20:00Z',
+        primarySource: true,
+        lotNumber: 'X12',
+        route: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-RouteOfAdministration', code: 'IM', display: 'Injection, intramuscular' }] },
+        protocolApplied: [{ doseNumberPositiveInt: 1 }],
+      },
+    });
+    expect(posted.status, JSON.stringify(posted.body)).toBe(201);
+    immunizationId = posted.body.id;
+  });
+  afterAll(async () => {
+    await pont?.close();
+  });
+
+  it('reads an Immunization posted over FHIR as a Connect record', async () => {
+    const reader = await consented('org-reader');
+    const res = await records(reader, '?type=immunizations');
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.records).toEqual({
+      immunizations: [
+        {
+          id: immunizationId,
+          patient_id: expect.any(String),
+          visit_id: null,
+          vaccine: 'Hep B, adolescent or pediatric',
+          cvx_code: '08',
+          status: 'completed',
+          status_reason: null,
+          occurred_at: '2024-05-06T10:20:00Z',
+          primary_source: true,
+          lot_number: 'X12',
+          dose_number: 1,
+          site: null,
+          route: 'Injection, intramuscular',
+          note: null,
+        },
+      ],
+    });
+    expect(res.body.next_cursor).toBeNull();
+    const all = await records(reader, '');
+    expect(all.body.records.immunizations.map((r: { id: string }) => r.id)).toEqual([immunizationId]);
+    expect(all.body.withheld).toEqual([]);
+  });
+
+  it('withholds it from a client whose consent lacks its class (patients:read), like any other type', async () => {
+    const labsOnly = await consented('org-labs', ['labs:read']);
+    const refused = await records(labsOnly, '?type=immunizations');
+    expect(refused.status).toBe(403);
+    expect(refused.body.error_code).toBe('CONSENT_REQUIRED');
+    const all = await records(labsOnly, '');
+    expect(all.status).toBe(200);
+    expect(all.body.records.immunizations).toBeUndefined();
+    expect(all.body.withheld).toContain('immunizations');
+    expect(all.body.withheld).toContain('diagnoses');
+    expect(all.body.withheld).not.toContain('lab_results');
+    // And an organisation with no consent at all reads nothing.
+    const stranger = await createTestClient(pont, [...READ_SCOPES], { organizationId: 'org-stranger' });
+    const none = await records(stranger, '?type=immunizations');
+    expect(none.status).toBe(403);
+    expect(JSON.stringify(none.body)).not.toContain(immunizationId);
+  });
+
+  it('is in the OpenAPI document: the type enum and the Immunization shape, from the map', async () => {
+    const doc = (await pont.json('/api/openapi.json')).body;
+    const get = doc.paths['/api/v1/connect/patient/{health_id}/records'].get;
+    const type = get.parameters.find((p: { name: string }) => p.name === 'type');
+    expect(type.schema.enum).toContain('immunizations');
+    const shape = doc.components.schemas.Immunization;
+    expect(Object.keys(shape.properties)).toEqual(['id', 'patient_id', 'visit_id', 'vaccine', 'cvx_code', 'status', 'status_reason', 'occurred_at', 'primary_source', 'lot_number', 'dose_number', 'site', 'route', 'note']);
+    expect(shape.properties.status.anyOf?.[0]?.enum ?? shape.properties.status.enum).toEqual(['completed', 'entered-in-error', 'not-done']);
+    expect(doc.components.schemas.PatientRecords.properties.records.properties.immunizations.items.$ref).toBe('#/components/schemas/Immunization');
+  });
+
+  it('refuses an unknown type with the list of the declared ones (422)', async () => {
+    const reader = await consented('org-reader-2');
+    const res = await records(reader, '?type=immunisations');
+    expect(res.status).toBe(422);
+    expect(JSON.stringify(res.body)).toContain('immunizations');
+  });
+});
+
+describe.skipIf(backend !== 'pglite')('a record type declared wrongly fails `pont mappings check` at its line and column', () => {
+  const scratch: string[] = [];
+  beforeAll(() => loadFhirDefinitions());
+  afterAll(() => scratch.forEach((d) => rmSync(d, { recursive: true, force: true })));
+  /** A copy of the repository's maps with immunization.map.yaml edited. */
+  const withEdit = (from: string, to: string) => {
+    const dir = mkdtempSync(join(tmpdir(), 'pont-recordtypes-'));
+    scratch.push(dir);
+    cpSync(defaultMappingsDir, dir, { recursive: true });
+    const file = join(dir, 'immunization.map.yaml');
+    const text = readFileSync(file, 'utf8');
+    expect(text).toContain(from);
+    writeFileSync(file, text.replace(from, to));
+    return dir;
+  };
+  const problems = (dir: string) => checkMappings(dir).problems.map((p) => p.message.replace(dir, 'D'));
+  const lineOf = (dir: string, text: string) => readFileSync(join(dir, 'immunization.map.yaml'), 'utf8').split('\n').findIndex((l) => l.includes(text)) + 1;
+
+  it('the repository maps pass', () => {
+    expect(checkMappings().problems.map((p) => p.message)).toEqual([]);
+  });
+
+  it('an unknown data class, named with the nearest and the list', () => {
+    const dir = withEdit('  class: patients:read', '  class: patient:read');
+    expect(problems(dir)).toEqual([
+      `D/immunization.map.yaml:${lineOf(dir, 'class: patient:read')}:10: unknown data class \`patient:read\` (did you mean \`patients:read\`?); classes: patients:read, labs:read, prescriptions:read, documents:read, appointments:read, fhir:read`,
+    ]);
+  });
+
+  it('a known class that is not the access policy’s class of the resource', () => {
+    const dir = withEdit('  class: patients:read', '  class: labs:read');
+    expect(problems(dir)).toEqual([
+      `D/immunization.map.yaml:${lineOf(dir, 'class: labs:read')}:10: Immunization is in the class \`patients:read\` (the access policy, src/core/scopes.ts): consent to that class is what covers these records`,
+    ]);
+  });
+
+  it('an unknown FHIR type, through the command', async () => {
+    const dir = withEdit('resource: Immunization', 'resource: Immunisation');
+    const run = promisify(execFile);
+    const repo = join(import.meta.dirname, '..');
+    const result = await run(process.execPath, ['bin/pont.js', 'mappings', 'check', dir], { cwd: repo, env: { ...process.env, LOG_LEVEL: 'error' } }).then(
+      () => ({ code: 0, stderr: '' }),
+      (err: { code: number; stdout: string; stderr: string }) => ({ code: err.code, stderr: `${err.stdout}${err.stderr}` }),
+    );
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`${join(dir, 'immunization.map.yaml')}:${lineOf(dir, 'resource: Immunisation')}:11: unknown FHIR resource type \`Immunisation\` (did you mean \`Immunization\`?)`);
+  });
+
+  it('an unknown search parameter, a date parameter or field that is not a date, a second shape, no shape', () => {
+    expect(problems(withEdit('  date: { search: date, field: occurred_at }', '  search: { vaccine-cod: http://hl7.org/fhir/sid/cvx|08 }\n  date: { search: date, field: occurred_at }'))).toEqual([
+      'D/immunization.map.yaml:12:13: Immunization has no search parameter `vaccine-cod` (did you mean `vaccine-code`?)',
+    ]);
+    expect(problems(withEdit('  date: { search: date, field: occurred_at }', "  search: { patient: 'Patient/x' }\n  date: { search: date, field: occurred_at }"))).toEqual([
+      'D/immunization.map.yaml:12:13: `patient` is set by the records route (the patient, the order, the page): select by what the resources are',
+    ]);
+    expect(problems(withEdit('  date: { search: date, field: occurred_at }', '  date: { search: lot-number, field: lot_number }'))).toEqual([
+      'D/immunization.map.yaml:12:19: Immunization has no date search parameter `lot-number`; its date parameters: _lastUpdated, date, reaction-date',
+      'D/immunization.map.yaml:12:38: `lot_number` is a string: records are ordered by a date or date-time field',
+    ]);
+    expect(problems(withEdit('  shape: Immunization', '  shape: Diagnosis'))).toEqual([
+      expect.stringMatching(/^D\/(diagnosis|immunization)\.map\.yaml:\d+:9: the shape `Diagnosis` is already the record type `(diagnoses|immunizations)`'s$/),
+    ]);
+    expect(problems(withEdit('  shape: Immunization\n', ''))).toEqual([
+      'D/immunization.map.yaml:9:9: record type `immunizations`: no map of it gives its `shape` (the name of its fields in the OpenAPI document)',
+    ]);
+  });
+});
