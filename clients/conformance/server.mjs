@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 // The conformance server: a real Pont on the embedded database (in memory), seeded with the demo, and a webhook
-// receiver that keeps what Pont delivers. Each client library's tests start it, read its first stdout line
-// ({"base_url", "receiver_url", "demo"}), run the scenario of README.md beside this file, and end it by closing
+// receiver that keeps what Pont delivers, and a fault-injecting proxy in front of Pont. Each client library's tests
+// start it, read its first stdout line ({"base_url", "fault_url", "receiver_url", "demo", …}), run the scenario of README.md beside this file, and end it by closing
 // its stdin (or with SIGTERM).
-import { createServer } from 'node:http';
+import { createServer, request as forward } from 'node:http';
 import { register } from 'tsx/esm/api';
 
 register();
@@ -34,22 +34,112 @@ const demo = await (await fetch(`${pont.url}/api/demo/reset`, { method: 'POST' }
 // The scenario also records and revokes consent and reads the audit trail, which the demo's own clients may not
 // (a sandbox integrator cannot grant itself consent): its first client is one of the demo organisation's with every scope.
 const { createClient } = await import('../../src/auth/clients.ts');
-const { SCOPES } = await import('../../src/auth/scopes.ts');
+const { SCOPES } = await import('../../src/core/scopes.ts');
 const integrator = await createClient(pont.services.db, { name: 'conformance integrator', organizationId: demo.organization_id, facilityId: demo.facility_id, scopes: [...SCOPES] });
 demo.clients.unshift({ name: 'conformance integrator', client_id: integrator.client_id, client_secret: integrator.client_secret, scopes: [...SCOPES] });
 // A patient of another organisation, with no consent to the demo's (ConsentRequiredError).
 const elsewhere = pont.services.fhir.repository({ principal: { kind: 'client', clientId: 'conformance', organizationId: 'org-elsewhere', scopes: [] }, channel: 'connect' });
 const foreign = await elsewhere.create({ resourceType: 'Patient', name: [{ use: 'official', family: 'Elsewhere', given: ['Noor'] }], gender: 'female', birthDate: '1985-05-05' });
 const foreignHealthId = foreign.identifier.find((i) => i.system === 'https://pont.health/fhir/sid/health-id').value;
+// A patient of the demo organisation with PAGING_TOTAL Observations (written by it, so readable without consent), for
+// the auto-paging scenario: `paging` in the JSON line is the search that returns exactly them.
+const PAGING_TOTAL = 1000;
+const demoOrg = pont.services.fhir.repository({ principal: { kind: 'client', clientId: integrator.client_id, organizationId: demo.organization_id, facilityId: demo.facility_id, scopes: [...SCOPES] }, channel: 'connect' });
+const pagingPatient = await demoOrg.create({ resourceType: 'Patient', name: [{ use: 'official', family: 'Paging', given: ['Conformance'] }], gender: 'other', birthDate: '1970-01-01' });
+const pagingCode = { system: 'https://pont.health/conformance', code: 'paging' };
+await demoOrg.transaction(async () => {
+  for (let i = 0; i < PAGING_TOTAL; i++)
+    await demoOrg.create({ resourceType: 'Observation', status: 'final', code: { coding: [pagingCode] }, subject: { reference: `Patient/${pagingPatient.id}` }, valueInteger: i });
+});
+const paging = { resource_type: 'Observation', params: { patient: `Patient/${pagingPatient.id}`, code: `${pagingCode.system}|${pagingCode.code}` }, total: PAGING_TOTAL };
 // A well-formed Health ID that no patient has (NotFoundException).
 const unregistered = `CM0000000001${checkDigits('CM0000000001')}`;
-process.stdout.write(JSON.stringify({ base_url: pont.url, receiver_url: `http://127.0.0.1:${receiver.address().port}/hook`, unregistered_health_id: unregistered, foreign_health_id: foreignHealthId, demo }) + '\n');
+const proxy = await startFaultProxy(new URL(pont.url));
+process.stdout.write(JSON.stringify({ base_url: pont.url, fault_url: proxy.url, receiver_url: `http://127.0.0.1:${receiver.address().port}/hook`, unregistered_health_id: unregistered, foreign_health_id: foreignHealthId, paging, demo }) + '\n');
 
 const stop = async () => {
   receiver.close();
+  proxy.server.close();
   await pont.close();
   process.exit(0);
 };
 process.stdin.on('end', stop);
 process.stdin.resume();
 process.on('SIGTERM', stop);
+
+/**
+ * The fault-injecting proxy (README.md, "Fault proxy"): forwards every request to Pont unchanged, except the FIRST one
+ * with a given `X-Conformance-Fault: <mode>; id=<token>`, which it answers with the fault. It counts, per id, what
+ * it received and forwarded and the Idempotency-Key of each request, for the libraries to check what they sent.
+ */
+async function startFaultProxy(target) {
+  const MODES = new Set(['lose-answer', 'reset', 'status-503', 'status-429', 'slow']);
+  const seen = new Map(); // id -> { received, forwarded, idempotency_keys }
+  const errorBody = (error_code, message, extra = {}) => JSON.stringify({ status: 'error', error_code, message, ...extra });
+
+  const server = createServer((req, res) => {
+    const url = new URL(req.url, 'http://proxy');
+    if (url.pathname === '/__conformance/requests') {
+      const stats = seen.get(url.searchParams.get('id') ?? '') ?? { received: 0, forwarded: 0, idempotency_keys: [] };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(stats));
+      return;
+    }
+    const header = req.headers['x-conformance-fault'];
+    let mode = null;
+    let stats = null;
+    if (header !== undefined) {
+      const parsed = /^\s*([a-z0-9-]+)\s*;\s*id=([^\s;]+)\s*$/i.exec(String(header));
+      if (!parsed || !MODES.has(parsed[1].toLowerCase())) {
+        res.writeHead(400, { 'content-type': 'application/json' }).end(errorBody('VALIDATION_FAILED', `X-Conformance-Fault must be "<mode>; id=<token>" with mode one of ${[...MODES].join(', ')}`));
+        return;
+      }
+      const id = parsed[2];
+      stats = seen.get(id);
+      if (!stats) seen.set(id, (stats = { received: 0, forwarded: 0, idempotency_keys: [] }));
+      mode = stats.received === 0 ? parsed[1].toLowerCase() : null; // the fault applies to the first request only
+      stats.received++;
+      stats.idempotency_keys.push(req.headers['idempotency-key'] ?? null);
+      delete req.headers['x-conformance-fault'];
+    }
+
+    // The body is read whole first, so a request forwarded late (slow) or whose caller is gone is still whole.
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('error', () => {});
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const pass = ({ loseAnswer = false } = {}) => {
+        if (stats) stats.forwarded++;
+        const upstream = forward({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+          if (loseAnswer || res.destroyed) {
+            // The call took effect; the caller never hears of it.
+            answer.resume();
+            answer.on('end', () => req.socket.destroy());
+            return;
+          }
+          res.writeHead(answer.statusCode, answer.rawHeaders);
+          answer.pipe(res);
+        });
+        upstream.on('error', () => req.socket.destroy());
+        upstream.end(body);
+      };
+      switch (mode) {
+        case 'lose-answer':
+          return pass({ loseAnswer: true });
+        case 'reset':
+          return void req.socket.destroy();
+        case 'status-503':
+          return void res.writeHead(503, { 'content-type': 'application/json' }).end(errorBody('SERVICE_UNAVAILABLE', 'Injected by the conformance fault proxy'));
+        case 'status-429':
+          return void res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '1' }).end(errorBody('RATE_LIMITED', 'Injected by the conformance fault proxy', { retry_after: 1 }));
+        case 'slow':
+          // Forwarded even when the caller gave up meanwhile, as a slow server would still apply it.
+          return void setTimeout(pass, 2000);
+        default:
+          return pass();
+      }
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, url: `http://127.0.0.1:${server.address().port}` };
+}

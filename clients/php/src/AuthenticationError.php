@@ -4,7 +4,7 @@ declare(strict_types=1);
 
 namespace Pont;
 
-/** 401: invalid or expired token or credentials (also at construction). */
-class AuthenticationError extends ServiceException
+/** 401: invalid or expired token or credentials. */
+class AuthenticationError extends PontError
 {
 }

@@ -5,6 +5,6 @@ declare(strict_types=1);
 namespace Pont;
 
 /** 403: the token lacks a scope. */
-class AuthorizationError extends ServiceException
+class AuthorizationError extends PontError
 {
 }

@@ -4,33 +4,48 @@ declare(strict_types=1);
 
 namespace Pont;
 
+/**
+ * @phpstan-import-type ConsentGrantRequest from Types
+ * @phpstan-import-type ConsentRequestCreate from Types
+ * @phpstan-import-type ConsentRequestCreated from Types
+ * @phpstan-import-type ConsentStatus from Types
+ * @phpstan-import-type RequestOptions from Transport
+ */
 final class Consents extends Module
 {
-    /** @param array<string, mixed> $fields @return array<string, mixed> */
-    public function request(array $fields): array
+    /**
+     * @param ConsentRequestCreate $fields
+     * @param RequestOptions $options
+     * @return ConsentRequestCreated
+     */
+    public function request(array $fields, array $options = []): array
     {
         self::required('consents->request', ['health_id' => $fields['health_id'] ?? null, 'purpose' => $fields['purpose'] ?? null, 'requested_scopes' => $fields['requested_scopes'] ?? null]);
-        return $this->postJson('/api/v1/sdk/consents/request', $fields);
+        return $this->postJson('/api/v1/sdk/consents/request', $fields, $options);
     }
 
-    /** @param array<string, mixed> $fields @return array<string, mixed> */
-    public function grant(string $healthId, array $fields): array
+    /**
+     * @param ConsentGrantRequest $fields
+     * @param RequestOptions $options
+     * @return ConsentStatus
+     */
+    public function grant(string $healthId, array $fields, array $options = []): array
     {
         self::required('consents->grant', ['healthId' => $healthId, 'consent_type' => $fields['consent_type'] ?? null, 'expires_at' => $fields['expires_at'] ?? null]);
-        return $this->postJson('/api/v1/connect/patient/' . self::segment($healthId) . '/consent/grant', $fields);
+        return $this->postJson('/api/v1/connect/patient/' . self::segment($healthId) . '/consent/grant', $fields, $options);
     }
 
-    /** @return array<string, mixed> */
-    public function status(string $healthId): array
+    /** @param RequestOptions $options @return ConsentStatus */
+    public function status(string $healthId, array $options = []): array
     {
         self::required('consents->status', ['healthId' => $healthId]);
-        return $this->getJson('/api/v1/connect/patient/' . self::segment($healthId) . '/consent');
+        return $this->getJson('/api/v1/connect/patient/' . self::segment($healthId) . '/consent', [], $options);
     }
 
-    /** @param array<string, mixed> $fields @return array<string, mixed> */
-    public function revoke(string $healthId, array $fields = []): array
+    /** @param array<string, mixed> $fields @param RequestOptions $options @return ConsentStatus */
+    public function revoke(string $healthId, array $fields = [], array $options = []): array
     {
         self::required('consents->revoke', ['healthId' => $healthId]);
-        return $this->postJson('/api/v1/connect/patient/' . self::segment($healthId) . '/consent/revoke', $fields === [] ? null : $fields);
+        return $this->postJson('/api/v1/connect/patient/' . self::segment($healthId) . '/consent/revoke', $fields === [] ? null : $fields, $options);
     }
 }

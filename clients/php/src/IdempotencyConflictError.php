@@ -5,6 +5,6 @@ declare(strict_types=1);
 namespace Pont;
 
 /** 409 IDEMPOTENCY_CONFLICT: an Idempotency-Key reused with another payload. */
-class IdempotencyConflictError extends ServiceException
+class IdempotencyConflictError extends ConflictError
 {
 }

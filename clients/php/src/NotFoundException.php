@@ -4,7 +4,5 @@ declare(strict_types=1);
 
 namespace Pont;
 
-/** 404: no such resource (e.g. an unregistered Health ID). */
-class NotFoundException extends ServiceException
-{
-}
+// Deprecated alias of NotFoundError (before 0.2), declared by NotFoundError.php; this file lets the autoloader find it.
+class_exists(NotFoundError::class);

@@ -4,29 +4,46 @@ declare(strict_types=1);
 
 namespace Pont;
 
+/**
+ * @phpstan-import-type EncounterPush from Types
+ * @phpstan-import-type EncounterPushed from Types
+ * @phpstan-import-type LabResultPush from Types
+ * @phpstan-import-type LabResultPushed from Types
+ * @phpstan-import-type RequestOptions from Transport
+ */
 final class Records extends Module
 {
     /**
-     * Records by type ('all' by default); a single type pages with cursor (next_cursor).
+     * Records by type ('all' by default); iterating the Page yields the records of one type across its pages
+     * (next_cursor).
      *
-     * @param array{type?: string, limit?: int, cursor?: string, since?: string} $options
-     * @return array<string, mixed>
+     * @param array{type?: string, limit?: int, cursor?: string, since?: string} $query
+     * @param RequestOptions $options
      */
-    public function get(string $healthId, array $options = []): array
+    public function get(string $healthId, array $query = [], array $options = []): Page
     {
         self::required('records->get', ['healthId' => $healthId]);
-        return $this->getJson('/api/v1/connect/patient/' . self::segment($healthId) . '/records', $options);
+        return $this->cursorPage('/api/v1/connect/patient/' . self::segment($healthId) . '/records', $query, 'records', $options,
+            static fn (array $p) => $p['records'][$p['type'] ?? $query['type'] ?? ''] ?? []);
     }
 
-    /** @param array<string, mixed> $fields @return array<string, mixed> */
-    public function pushEncounter(array $fields): array
+    /**
+     * @param EncounterPush $fields
+     * @param RequestOptions $options
+     * @return EncounterPushed
+     */
+    public function pushEncounter(array $fields, array $options = []): array
     {
         self::required('records->pushEncounter', ['health_id' => $fields['health_id'] ?? null, 'encounter_type' => $fields['encounter_type'] ?? null]);
-        return $this->postJson('/api/v1/sdk/records/encounters', $fields);
+        return $this->postJson('/api/v1/sdk/records/encounters', $fields, $options);
     }
 
-    /** @param array<string, mixed> $fields @return array<string, mixed> */
-    public function pushLabResult(array $fields): array
+    /**
+     * @param LabResultPush $fields
+     * @param RequestOptions $options
+     * @return LabResultPushed
+     */
+    public function pushLabResult(array $fields, array $options = []): array
     {
         self::required('records->pushLabResult', [
             'health_id' => $fields['health_id'] ?? null,
@@ -34,6 +51,6 @@ final class Records extends Module
             'result_value' => $fields['result_value'] ?? null,
             'flagged' => $fields['flagged'] ?? null,
         ]);
-        return $this->postJson('/api/v1/sdk/records/lab-results', $fields);
+        return $this->postJson('/api/v1/sdk/records/lab-results', $fields, $options);
     }
 }

@@ -5,6 +5,6 @@ declare(strict_types=1);
 namespace Pont;
 
 /** A webhook signature that is invalid, missing, stale or from the future. */
-class WebhookSignatureError extends ServiceException
+class WebhookSignatureError extends PontError
 {
 }

@@ -26,7 +26,7 @@ except ImportError:
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "pont"
-# The version is pyproject.toml's (tomllib is not in Python 3.9: a regex reads the one line).
+# The version is pyproject.toml's (tomllib is not in Python 3.10: a regex reads the one line).
 VERSION = re.search(r'^version = "([^"]+)"', open(os.path.join(_ROOT, "pyproject.toml"), encoding="utf-8").read(), re.M).group(1)
 NAME = "pont_client"
 
@@ -34,7 +34,7 @@ NAME = "pont_client"
 def _metadata():
     readme = open(os.path.join(_ROOT, "README.md"), encoding="utf-8").read()
     return ("Metadata-Version: 2.1\nName: pont-client\nVersion: %s\nSummary: Pont's official Python client\n"
-            "Requires-Python: >=3.9\nDescription-Content-Type: text/markdown\n\n%s" % (VERSION, readme))
+            "Requires-Python: >=3.10\nLicense: MIT\nDescription-Content-Type: text/markdown\n\n%s" % (VERSION, readme))
 
 
 def get_requires_for_build_wheel(config_settings=None):

@@ -7,13 +7,17 @@
 Webhook receivers need no client: ``from pont import webhooks; webhooks.verify_signature(raw, header, secret)``.
 """
 from . import webhooks
-from .client import ENVIRONMENTS, Pont
-from .errors import (AuthenticationError, AuthorizationError, ConsentRequiredError, IdempotencyConflictError,
-                     NotFoundException, RateLimitError, ServerError, ServiceError, ValidationError,
-                     WebhookSignatureError)
+from ._http import VERSION as __version__
+from ._http import ApiDict, ApiList, RequestInfo, RequestOptions, ResponseInfo
+from .client import ENVIRONMENTS, BridgeAgent, Page, Pont
+from .errors import (AuthenticationError, AuthorizationError, ConflictError, ConsentRequiredError, IdempotencyConflictError,
+                     NetworkError, NotFoundError, NotFoundException, PayloadTooLargeError, PreconditionFailedError,
+                     PontError, RateLimitError, ServerError, ServiceError, TimeoutError, ValidationError, WebhookSignatureError)
 
 __all__ = [
-    "Pont", "ENVIRONMENTS", "webhooks", "ServiceError", "AuthenticationError", "AuthorizationError",
-    "ConsentRequiredError", "ValidationError", "NotFoundException", "IdempotencyConflictError", "RateLimitError",
-    "ServerError", "WebhookSignatureError",
+    "Pont", "BridgeAgent", "ENVIRONMENTS", "webhooks", "Page", "ApiDict", "ApiList", "RequestOptions",
+    "RequestInfo", "ResponseInfo", "PontError", "ServiceError", "AuthenticationError", "AuthorizationError", "ConsentRequiredError",
+    "ValidationError", "NotFoundError", "NotFoundException", "ConflictError", "IdempotencyConflictError",
+    "PreconditionFailedError", "PayloadTooLargeError", "RateLimitError", "ServerError", "NetworkError", "TimeoutError",
+    "WebhookSignatureError", "__version__",
 ]

@@ -90,6 +90,17 @@ export type BridgeSyncResult = {
         error: string | null;
     }>;
 };
+export type CdssAlert = {
+    /** uuid */
+    id: string;
+    patient_id: string | null;
+    encounter_id: string | null;
+    alert_type: string | null;
+    severity: "high" | "moderate" | "low" | null;
+    cdss_rule_id: string | null;
+    detail: string | null;
+    identified_at: string | null;
+};
 export type ClientSecretRotation = {
     client_id: string;
     /** pcs_…: the new secret, shown in this response only */
@@ -166,7 +177,7 @@ export type Diagnosis = {
     code: string | null;
     snomed_code: string | null;
     snomed_display: string | null;
-    status: "active" | "resolved" | "ruled_out" | null;
+    status: "active" | "recurrence" | "relapse" | "inactive" | "remission" | "resolved" | "provisional" | "differential" | "unconfirmed" | "ruled_out" | "entered_in_error" | null;
     is_primary: boolean | null;
     created_at: string | null;
 };
@@ -232,12 +243,29 @@ export type HealthIdResolveResponse = {
     status: "found" | "created" | "not_found";
     health_id: string;
     /** Absent when not_found */
-    patient?: PatientSummary;
+    patient?: PatientDemographics;
 };
 export type HealthIdVerifyResponse = {
     valid: true;
     health_id: string;
-    patient: PatientSummary;
+    patient: PatientDemographics;
+};
+export type Immunization = {
+    /** uuid */
+    id: string;
+    patient_id: string | null;
+    visit_id: string | null;
+    vaccine: string | null;
+    cvx_code: string | null;
+    status: "completed" | "entered-in-error" | "not-done" | null;
+    status_reason: string | null;
+    occurred_at: string | null;
+    primary_source: boolean | null;
+    lot_number: string | null;
+    dose_number: number | null;
+    site: string | null;
+    route: string | null;
+    note: string | null;
 };
 export type IntrospectionRequest = {
     /** The access token to introspect */
@@ -280,11 +308,15 @@ export type LabResult = {
     loinc_code: string | null;
     value: string | null;
     value_numeric: number | null;
+    comparator: "<" | "<=" | ">=" | ">" | null;
+    value_precision: number | null;
     unit: string | null;
     value_coded: string | null;
     reference_low: number | null;
     reference_high: number | null;
-    flag: "N" | "A" | "AA" | "H" | "HH" | "L" | "LL" | null;
+    reference_range_unit: string | null;
+    reference_range_text: string | null;
+    flag: "N" | "A" | "AA" | "H" | "HH" | "HU" | "H>" | "L" | "LL" | "LU" | "L<" | "<" | ">" | "POS" | "NEG" | "IND" | "DET" | "ND" | "E" | "EXP" | "UNE" | "NR" | "RR" | "WR" | "S" | "R" | "I" | "MS" | "VS" | "SDD" | "NCL" | "NS" | "SYN-R" | "SYN-S" | "B" | "D" | "U" | "W" | "AC" | "IE" | "QCF" | "TOX" | "CAR" | "Carrier" | "EX" | "HX" | "LX" | null;
     interpretation: string | null;
     status: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
     effective_at: string | null;
@@ -295,7 +327,7 @@ export type LabResultPush = {
     /** Health ID (see resolve) */
     health_id: string;
     test_name: string;
-    /** A decimal number is stored as a number (with `unit`); anything else (e.g. "<5", "positive") as text */
+    /** A decimal number, or a limit such as "<5" or ">=200", is stored as a quantity (with `unit` and the comparator); anything else (e.g. "positive") as text, and then `unit` is refused (422) */
     result_value: string;
     /** Outside the normal range */
     flagged: boolean;
@@ -363,6 +395,16 @@ export type PairingCode = {
     code: string;
     expires_at: string;
 };
+/** Basic demographics of a registered patient (no contact details); null where unknown. */
+export type PatientDemographics = {
+    health_id: string;
+    first_name: string | null;
+    last_name: string | null;
+    /** YYYY-MM-DD */
+    date_of_birth: string | null;
+    sex: "male" | "female" | "other" | null;
+    country_code: string | null;
+};
 /** The patient in the Connect shape of mappings/patient-profile.map.yaml. */
 export type PatientProfile = {
     health_id: string;
@@ -373,12 +415,15 @@ export type PatientRecords = {
     type: string;
     /** Only the types asked for, newest first */
     records: {
-        diagnoses?: Array<Diagnosis>;
+        alerts?: Array<CdssAlert>;
         allergies?: Array<AllergyRecord>;
-        prescriptions?: Array<Prescription>;
-        lab_results?: Array<LabResult>;
-        vitals?: Array<Vital>;
         clinical_notes?: Array<ClinicalNote>;
+        diagnoses?: Array<Diagnosis>;
+        immunizations?: Array<Immunization>;
+        lab_results?: Array<LabResult>;
+        prescriptions?: Array<Prescription>;
+        visits?: Array<Visit>;
+        vitals?: Array<Vital>;
     };
     /** A single type: the `cursor` of the next page, null at the end */
     next_cursor?: string | null;
@@ -493,6 +538,70 @@ export type PharmacyStockUpdate = {
         }>;
     }>;
 };
+export type PortalActivity = {
+    at: string;
+    /** Client id, or the portal user */
+    who: string;
+    health_id: string | null;
+    /** The operation */
+    what: string;
+    action: "create" | "read" | "update" | "delete" | "execute";
+    purpose: string | null;
+    break_glass: boolean;
+};
+export type PortalAgent = {
+    agent_id: string;
+    facility_id: string;
+    last_seen_at: string | null;
+    last_version: string | null;
+    /** The agent's X-Bridge-Timestamp less server time at its last heartbeat */
+    clock_skew_seconds: number | null;
+    revoked_at: string | null;
+    recent_batches: Array<{
+        batch_id: string;
+        created_at: string;
+        counts: {
+            [key: string]: number;
+        } | null;
+        errors: Array<string>;
+    }>;
+};
+export type PortalClient = {
+    client_id: string;
+    name: string;
+    organization_id: string;
+    facility_id: string | null;
+    scopes: Array<string>;
+    created_at: string;
+    revoked_at: string | null;
+    previous_secret_expires_at: string | null;
+    /** When the client last got a token */
+    last_used_at: string | null;
+};
+export type PortalSession = {
+    user: {
+        id: string;
+        organization_id: string;
+        email: string;
+        role: "admin" | "developer" | "viewer";
+    };
+    /** Send it in X-CSRF-Token with every state-changing request */
+    csrf_token: string;
+    /** When the session ends at the latest (it also ends after 30 minutes idle) */
+    expires_at: string;
+};
+export type PortalSignIn = {
+    email: string;
+    password: string;
+};
+export type PortalUser = {
+    id: string;
+    organization_id: string;
+    email: string;
+    role: "admin" | "developer" | "viewer";
+    active: boolean;
+    created_at: string;
+};
 export type Prescription = {
     /** uuid */
     id: string;
@@ -505,6 +614,12 @@ export type Prescription = {
     status: "active" | "on_hold" | "cancelled" | "completed" | "entered_in_error" | "stopped" | "draft" | "unknown" | null;
     intent: "proposal" | "plan" | "order" | "original-order" | "reflex-order" | "filler-order" | "instance-order" | "option" | null;
     dosage_text: string | null;
+    dose: number | null;
+    dose_unit: string | null;
+    frequency: number | null;
+    period: number | null;
+    period_unit: "s" | "min" | "h" | "d" | "wk" | "mo" | "a" | null;
+    as_needed: boolean | null;
     authored_at: string | null;
 };
 export type SdkTokenIntrospection = {
@@ -518,14 +633,29 @@ export type SecretRotationRequest = {
     /** How long the replaced secret stays valid beside the new one: 0 ends it at once; default 86400 (24 h), at most 30 days */
     overlap_seconds?: number;
 };
-/** Section 2.4. Also accepted form-encoded, with the client credentials in HTTP Basic (RFC 6749 §2.3.1). */
+/** SMART App Launch 2.x, .well-known/smart-configuration */
+export type SmartConfiguration = {
+    token_endpoint: string;
+    token_endpoint_auth_methods_supported: Array<string>;
+    token_endpoint_auth_signing_alg_values_supported: Array<string>;
+    grant_types_supported: Array<string>;
+    /** System scopes; any resource type may take the place of * */
+    scopes_supported: Array<string>;
+    capabilities: Array<string>;
+    [key: string]: unknown;
+};
+/** Section 2.4. Also accepted form-encoded (SMART clients send it so), with the client credentials in HTTP Basic (RFC 6749 §2.3.1), or a client assertion (RFC 7523, SMART Backend Services). */
 export type TokenRequest = {
     grant_type: "client_credentials";
-    /** Integration client id (or send it with HTTP Basic) */
-    client_id: string;
-    /** Integration client secret (or send it with HTTP Basic) */
-    client_secret: string;
-    /** Space-separated scopes to narrow the grant to; default: all of the client's scopes */
+    /** Integration client id (or send it with HTTP Basic); optional with a client_assertion, whose iss it must equal */
+    client_id?: string;
+    /** Integration client secret (or send it with HTTP Basic); clients registered with keys have none */
+    client_secret?: string;
+    /** SMART Backend Services (private_key_jwt): with client_assertion, instead of a secret */
+    client_assertion_type?: "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+    /** A JWT signed by a key of the client's registered JWK Set: alg RS384 or ES384, header kid; iss = sub = the client id; aud = this endpoint's URL; exp at most 300 s ahead; a jti never used before */
+    client_assertion?: string;
+    /** Space-separated scopes to narrow the grant to: Pont's own, or SMART system scopes (system/Observation.rs, system/*.cruds...; see the description); default: all of the client's scopes */
     scope?: string;
 };
 export type TokenResponse = {
@@ -559,9 +689,10 @@ export type Vital = {
     type: string | null;
     name: string | null;
     value: number | null;
-    unit: string | null;
+    comparator: "<" | "<=" | ">=" | ">" | null;
     systolic: number | null;
     diastolic: number | null;
+    unit: string | null;
     status: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
     recorded_at: string | null;
 };
@@ -588,6 +719,8 @@ export type WebhookDelivery = {
         status_code: number | null;
         error: string | null;
         succeeded: boolean;
+        /** The first 1 KB of the receiver's answer */
+        response_excerpt: string | null;
     }>;
 };
 export type WebhookDeliveryPage = {

@@ -1,9 +1,12 @@
 /**
  * Generates src/types.ts, the TypeScript types of the shapes the client sends and receives, from the OpenAPI
  * document the server publishes (components.schemas): the types are the server's, never written twice.
- * `npm run clients:types` in the repository root; test/types.test.ts fails when the file is out of date.
+ * `npm run clients:types` in the repository root (it also runs the Python and PHP clients' generators on the same
+ * document); test/types.test.ts and the Python and PHP tests fail when a file is out of date.
  */
-import { writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../../src/config';
 import { startPont } from '../../../src/server';
@@ -58,6 +61,16 @@ function objectType(s: Schema, indent: string): string {
   return `{\n${[...lines, ...extra].join('\n')}\n${indent}}`;
 }
 
+/** The Python and PHP clients' types, from the same document, by their own generators (run from the repository root). */
+function generateOtherLanguages(doc: unknown): void {
+  const file = fileURLToPath(new URL('../../../tmp/openapi.json', import.meta.url));
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, JSON.stringify(doc));
+  execFileSync('python3', ['clients/python/scripts/generate_types.py', file], { stdio: 'inherit' });
+  execFileSync('php', ['clients/php/scripts/generate-types.php', file], { stdio: 'inherit' });
+  console.log('wrote clients/python/pont/types.py and clients/php/src/Types.php');
+}
+
 async function main() {
   const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'error' });
   config.dataDir = undefined;
@@ -74,6 +87,7 @@ async function main() {
     const target = process.argv[2] ?? fileURLToPath(new URL('../src/types.ts', import.meta.url));
     writeFileSync(target, out);
     console.log(`wrote ${schemas.length} types to ${target}`);
+    if (process.argv[2] === undefined) generateOtherLanguages(doc);
   } finally {
     await pont.close();
   }

@@ -1,0 +1,36 @@
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../../src/config';
+import { startPont } from '../../../src/server';
+
+/**
+ * surface.json names, for every operation of the OpenAPI document the server publishes, the method of each library
+ * (or why none): strict both ways, so a new route without a client method, or a stale entry, fails here.
+ */
+type Entry = { typescript: string; python: string; php: string } | { excluded: string };
+const surface = JSON.parse(readFileSync(new URL('../surface.json', import.meta.url), 'utf8')) as { operations: Record<string, Entry> };
+
+let pont: Awaited<ReturnType<typeof startPont>>;
+let operationIds: string[];
+beforeAll(async () => {
+  const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'error', PONT_ENV: 'development' });
+  config.dataDir = undefined;
+  pont = await startPont(config);
+  const doc = (await (await fetch(`${pont.url}/api/openapi.json`)).json()) as { paths: Record<string, Record<string, { operationId?: string }>> };
+  operationIds = Object.values(doc.paths).flatMap((item) => Object.values(item).flatMap((op) => (op && typeof op === 'object' && op.operationId ? [op.operationId] : [])));
+}, 120_000);
+afterAll(() => pont?.close());
+
+describe('clients/conformance/surface.json', () => {
+  it('names every operation of the live OpenAPI document, and nothing else', () => {
+    expect(operationIds.length).toBeGreaterThan(50);
+    expect(Object.keys(surface.operations).sort()).toEqual([...new Set(operationIds)].sort());
+  });
+
+  it('gives each operation a method in all three languages, or a reason to leave it out', () => {
+    for (const [operationId, entry] of Object.entries(surface.operations)) {
+      if ('excluded' in entry) expect(entry.excluded.length, operationId).toBeGreaterThan(20);
+      else for (const language of ['typescript', 'python', 'php'] as const) expect(entry[language], `${operationId} ${language}`).toMatch(/^[A-Za-z_]+\.[A-Za-z_]+$/);
+    }
+  });
+});

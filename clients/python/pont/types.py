@@ -1,0 +1,621 @@
+"""TypedDicts of the interface's shapes, generated from the OpenAPI document by scripts/generate_types.py: do not edit.
+
+Answers are ``ApiDict``s (dicts) of these shapes; FHIR resources are plain dicts (``Dict[str, Any]``).
+"""
+from typing import Any, Dict, List, Literal, Optional, TypedDict, Union
+
+
+class AccessLog(TypedDict):
+    items: List[Dict[str, Any]]
+    next_cursor: Optional[str]
+
+
+class AllergyRecord(TypedDict):
+    id: str
+    patient_id: Optional[str]
+    provider_id: Optional[str]
+    substance: Optional[str]
+    severity: Optional[Literal['mild', 'moderate', 'severe', 'life_threatening']]
+    status: Optional[Literal['active', 'inactive', 'resolved']]
+    created_at: Optional[str]
+
+
+class BloodInventory(TypedDict):
+    items: List[Dict[str, Any]]
+
+
+class BridgeHeartbeat(TypedDict):
+    agent_id: str
+    facility_id: str
+    version: str
+
+
+class BridgeHeartbeatAck(TypedDict):
+    status: Literal['ok']
+    agent_id: str
+    facility_id: str
+    version: str
+    server_time: str
+    server_timestamp: int
+    config: Dict[str, Any]
+
+
+class BridgeSyncBatch(TypedDict):
+    batch_id: str
+    resources: List[Any]
+
+
+class BridgeSyncResult(TypedDict):
+    batch_id: str
+    agent_id: str
+    facility_id: str
+    counts: Dict[str, Any]
+    results: List[Dict[str, Any]]
+
+
+class CdssAlert(TypedDict):
+    id: str
+    patient_id: Optional[str]
+    encounter_id: Optional[str]
+    alert_type: Optional[str]
+    severity: Optional[Literal['high', 'moderate', 'low']]
+    cdss_rule_id: Optional[str]
+    detail: Optional[str]
+    identified_at: Optional[str]
+
+
+class ClientSecretRotation(TypedDict):
+    client_id: str
+    client_secret: str
+    previous_secret_expires_at: Optional[str]
+
+
+class ClinicalNote(TypedDict):
+    id: str
+    visit_id: Optional[str]
+    provider_id: Optional[str]
+    status: Optional[Literal['draft', 'signed', 'amended']]
+    history_of_present_illness: Optional[str]
+    examination_findings: Optional[str]
+    treatment_plan: Optional[str]
+    signed_at: Optional[str]
+    amends_note_id: Optional[str]
+    created_at: Optional[str]
+
+
+ConsentDataClass = Literal['patients:read', 'labs:read', 'prescriptions:read', 'documents:read', 'appointments:read', 'fhir:read']
+
+class _ConsentGrantRequestRequired(TypedDict):
+    consent_type: 'ConsentType'
+    expires_at: str
+
+
+class ConsentGrantRequest(_ConsentGrantRequestRequired, total=False):
+    purpose: str
+    scopes: List['ConsentDataClass']
+    external_reference: str
+
+
+class _ConsentRequestCreateRequired(TypedDict):
+    health_id: str
+    purpose: str
+    requested_scopes: List['ConsentDataClass']
+
+
+class ConsentRequestCreate(_ConsentRequestCreateRequired, total=False):
+    consent_type: 'ConsentType'
+    expires_at: str
+
+
+class ConsentRequestCreated(TypedDict):
+    consent_request_id: str
+    health_id: str
+    organization_id: str
+    status: Literal['pending']
+    consent_type: str
+    requested_scopes: List[str]
+    purpose: str
+    created_at: str
+
+
+class ConsentStatus(TypedDict):
+    consent_id: Optional[str]
+    health_id: str
+    organization_id: str
+    status: Literal['active', 'pending', 'expired', 'revoked', 'denied', 'none']
+    consent_type: Optional[str]
+    scopes: List[str]
+    purpose: Optional[str]
+    granted_at: Optional[str]
+    expires_at: Optional[str]
+
+
+ConsentType = Literal['full_record', 'summary', 'diagnostics', 'prescriptions', 'documents']
+
+class Diagnosis(TypedDict):
+    id: str
+    patient_id: Optional[str]
+    visit_id: Optional[str]
+    provider_id: Optional[str]
+    display_name: Optional[str]
+    code_system: Optional[Literal['ICD-10', 'SNOMED', 'other']]
+    code: Optional[str]
+    snomed_code: Optional[str]
+    snomed_display: Optional[str]
+    status: Optional[Literal['active', 'recurrence', 'relapse', 'inactive', 'remission', 'resolved', 'provisional', 'differential', 'unconfirmed', 'ruled_out', 'entered_in_error']]
+    is_primary: Optional[bool]
+    created_at: Optional[str]
+
+
+EncounterPush = TypedDict('EncounterPush', {'health_id': str, 'encounter_type': str, 'clinical_note': str, 'status': Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled'], 'class': Literal['AMB', 'EMER', 'IMP', 'VR', 'HH'], 'reason': str, 'started_at': str, 'ended_at': str, 'alert_type': str, 'severity': Literal['high', 'moderate', 'low'], 'cdss_rule_id': str}, total=False)
+
+class EncounterPushed(TypedDict):
+    health_id: str
+    encounter_id: str
+    detected_issue_id: Optional[str]
+    organization_id: Optional[str]
+    created_at: str
+
+
+class Error(TypedDict):
+    """Error shape of every non-FHIR route (section 2.9)."""
+    status: Literal['error']
+    error_code: str
+    message: str
+
+
+class HealthIdResolveRequest(TypedDict, total=False):
+    health_id: Optional[str]
+    first_name: Optional[str]
+    last_name: Optional[str]
+    date_of_birth: Optional[str]
+    country_code: Optional[str]
+    sex: Optional[Literal['male', 'female', 'other']]
+    phone_number: Optional[str]
+    purpose: Optional[str]
+    external_reference: Optional[str]
+
+
+class _HealthIdResolveResponseRequired(TypedDict):
+    status: Literal['found', 'created', 'not_found']
+    health_id: str
+
+
+class HealthIdResolveResponse(_HealthIdResolveResponseRequired, total=False):
+    patient: 'PatientDemographics'
+
+
+class HealthIdVerifyResponse(TypedDict):
+    valid: Literal[True]
+    health_id: str
+    patient: 'PatientDemographics'
+
+
+class Immunization(TypedDict):
+    id: str
+    patient_id: Optional[str]
+    visit_id: Optional[str]
+    vaccine: Optional[str]
+    cvx_code: Optional[str]
+    status: Optional[Literal['completed', 'entered-in-error', 'not-done']]
+    status_reason: Optional[str]
+    occurred_at: Optional[str]
+    primary_source: Optional[bool]
+    lot_number: Optional[str]
+    dose_number: Optional[int]
+    site: Optional[str]
+    route: Optional[str]
+    note: Optional[str]
+
+
+class _IntrospectionRequestRequired(TypedDict):
+    token: str
+
+
+class IntrospectionRequest(_IntrospectionRequestRequired, total=False):
+    token_type_hint: str
+    client_id: str
+    client_secret: str
+
+
+class _IntrospectionResponseRequired(TypedDict):
+    active: bool
+
+
+class IntrospectionResponse(_IntrospectionResponseRequired, total=False):
+    """RFC 7662. Exactly {"active": false} for any token that is not a live token of ours."""
+    token_type: str
+    scope: str
+    client_id: str
+    sub: str
+    aud: str
+    iss: str
+    exp: int
+    iat: int
+    jti: str
+
+
+class Jwk(TypedDict):
+    kty: str
+    use: str
+    alg: str
+    kid: str
+    n: str
+    e: str
+
+
+class Jwks(TypedDict):
+    keys: List['Jwk']
+
+
+class LabResult(TypedDict):
+    id: str
+    patient_id: Optional[str]
+    visit_id: Optional[str]
+    test_name: Optional[str]
+    loinc_code: Optional[str]
+    value: Optional[str]
+    value_numeric: Optional[float]
+    comparator: Optional[Literal['<', '<=', '>=', '>']]
+    value_precision: Optional[int]
+    unit: Optional[str]
+    value_coded: Optional[str]
+    reference_low: Optional[float]
+    reference_high: Optional[float]
+    reference_range_unit: Optional[str]
+    reference_range_text: Optional[str]
+    flag: Optional[Literal['N', 'A', 'AA', 'H', 'HH', 'HU', 'H>', 'L', 'LL', 'LU', 'L<', '<', '>', 'POS', 'NEG', 'IND', 'DET', 'ND', 'E', 'EXP', 'UNE', 'NR', 'RR', 'WR', 'S', 'R', 'I', 'MS', 'VS', 'SDD', 'NCL', 'NS', 'SYN-R', 'SYN-S', 'B', 'D', 'U', 'W', 'AC', 'IE', 'QCF', 'TOX', 'CAR', 'Carrier', 'EX', 'HX', 'LX']]
+    interpretation: Optional[str]
+    status: Optional[Literal['registered', 'preliminary', 'final', 'amended', 'corrected', 'cancelled', 'entered-in-error', 'unknown']]
+    effective_at: Optional[str]
+    issued_at: Optional[str]
+    source: str
+
+
+class _LabResultPushRequired(TypedDict):
+    health_id: str
+    test_name: str
+    result_value: str
+    flagged: bool
+
+
+class LabResultPush(_LabResultPushRequired, total=False):
+    flag_level: Literal['normal', 'abnormal', 'low', 'high', 'critical', 'critical_low', 'critical_high']
+    interpretation: str
+    unit: str
+    loinc_code: str
+    reference_low: float
+    reference_high: float
+    status: Literal['preliminary', 'final']
+    effective_at: str
+
+
+class LabResultPushed(TypedDict):
+    health_id: str
+    lab_result_id: str
+    diagnostic_report_id: str
+    flagged: bool
+    flag: str
+    created_at: str
+
+
+class MobileTokenRequest(TypedDict):
+    health_id: str
+    code: str
+
+
+class MobileTokenResponse(TypedDict):
+    access_token: str
+    token_type: Literal['Bearer']
+    expires_in: int
+
+
+class MyConsents(TypedDict):
+    items: List['ConsentStatus']
+
+
+class OAuthError(TypedDict):
+    """The Error shape, with the RFC 6749 fields OAuth libraries read."""
+    status: Literal['error']
+    error_code: str
+    message: str
+    error: Literal['invalid_request', 'invalid_client', 'unsupported_grant_type', 'invalid_scope']
+    error_description: str
+
+
+class OAuthServerMetadata(TypedDict):
+    """RFC 8414"""
+    issuer: str
+    token_endpoint: str
+    introspection_endpoint: str
+    jwks_uri: str
+    grant_types_supported: List[str]
+    scopes_supported: List[str]
+
+
+class OperationOutcome(TypedDict):
+    resourceType: Literal['OperationOutcome']
+    issue: List[Dict[str, Any]]
+
+
+class PairingCode(TypedDict):
+    code: str
+    expires_at: str
+
+
+class PatientDemographics(TypedDict):
+    """Basic demographics of a registered patient (no contact details); null where unknown."""
+    health_id: str
+    first_name: Optional[str]
+    last_name: Optional[str]
+    date_of_birth: Optional[str]
+    sex: Optional[Literal['male', 'female', 'other']]
+    country_code: Optional[str]
+
+
+class PatientProfile(TypedDict):
+    """The patient in the Connect shape of mappings/patient-profile.map.yaml."""
+    health_id: str
+
+
+class _PatientRecordsRequired(TypedDict):
+    health_id: str
+    type: str
+    records: Dict[str, Any]
+
+
+class PatientRecords(_PatientRecordsRequired, total=False):
+    next_cursor: Optional[str]
+    truncated: List[str]
+    withheld: List[str]
+
+
+class PatientSummary(TypedDict):
+    health_id: str
+    patient: Dict[str, Any]
+    active_medications: List['Prescription']
+    active_allergies: List['AllergyRecord']
+    recent_labs: List['LabResult']
+    recent_visits: List['Visit']
+    withheld: List[str]
+
+
+class PaymentReconciliationDay(TypedDict):
+    date: str
+    time_zone: str
+    facility_id: Optional[str]
+    payments: List[Dict[str, Any]]
+    totals: Dict[str, Any]
+    unreconciled: int
+
+
+class PharmacyStock(TypedDict):
+    items: List['PharmacyStockLine']
+    next_offset: Optional[int]
+
+
+class PharmacyStockApplied(TypedDict):
+    facility_id: str
+    lines: int
+    created: int
+    changed: int
+    unchanged: int
+
+
+class PharmacyStockLine(TypedDict):
+    medication: Dict[str, Any]
+    quantity_on_hand: float
+    unit: Optional[str]
+    reorder_level: Optional[float]
+    batches: List[Dict[str, Any]]
+    facility_id: str
+    updated_at: str
+
+
+class PharmacyStockUpdate(TypedDict):
+    facility_id: str
+    items: List[Dict[str, Any]]
+
+
+class PortalActivity(TypedDict):
+    at: str
+    who: str
+    health_id: Optional[str]
+    what: str
+    action: Literal['create', 'read', 'update', 'delete', 'execute']
+    purpose: Optional[str]
+    break_glass: bool
+
+
+class PortalAgent(TypedDict):
+    agent_id: str
+    facility_id: str
+    last_seen_at: Optional[str]
+    last_version: Optional[str]
+    clock_skew_seconds: Optional[int]
+    revoked_at: Optional[str]
+    recent_batches: List[Dict[str, Any]]
+
+
+class PortalClient(TypedDict):
+    client_id: str
+    name: str
+    organization_id: str
+    facility_id: Optional[str]
+    scopes: List[str]
+    created_at: str
+    revoked_at: Optional[str]
+    previous_secret_expires_at: Optional[str]
+    last_used_at: Optional[str]
+
+
+class PortalSession(TypedDict):
+    user: Dict[str, Any]
+    csrf_token: str
+    expires_at: str
+
+
+class PortalSignIn(TypedDict):
+    email: str
+    password: str
+
+
+class PortalUser(TypedDict):
+    id: str
+    organization_id: str
+    email: str
+    role: Literal['admin', 'developer', 'viewer']
+    active: bool
+    created_at: str
+
+
+class Prescription(TypedDict):
+    id: str
+    patient_id: Optional[str]
+    visit_id: Optional[str]
+    prescriber_id: Optional[str]
+    medication: Optional[str]
+    medication_code: Optional[str]
+    code_system: Optional[str]
+    status: Optional[Literal['active', 'on_hold', 'cancelled', 'completed', 'entered_in_error', 'stopped', 'draft', 'unknown']]
+    intent: Optional[Literal['proposal', 'plan', 'order', 'original-order', 'reflex-order', 'filler-order', 'instance-order', 'option']]
+    dosage_text: Optional[str]
+    dose: Optional[float]
+    dose_unit: Optional[str]
+    frequency: Optional[int]
+    period: Optional[float]
+    period_unit: Optional[Literal['s', 'min', 'h', 'd', 'wk', 'mo', 'a']]
+    as_needed: Optional[bool]
+    authored_at: Optional[str]
+
+
+class SdkTokenIntrospection(TypedDict):
+    active: bool
+    scopes: List[str]
+    client_id: str
+    expires_at: str
+
+
+class SecretRotationRequest(TypedDict, total=False):
+    overlap_seconds: int
+
+
+class SmartConfiguration(TypedDict):
+    """SMART App Launch 2.x, .well-known/smart-configuration"""
+    token_endpoint: str
+    token_endpoint_auth_methods_supported: List[str]
+    token_endpoint_auth_signing_alg_values_supported: List[str]
+    grant_types_supported: List[str]
+    scopes_supported: List[str]
+    capabilities: List[str]
+
+
+class _TokenRequestRequired(TypedDict):
+    grant_type: Literal['client_credentials']
+
+
+class TokenRequest(_TokenRequestRequired, total=False):
+    """Section 2.4. Also accepted form-encoded (SMART clients send it so), with the client credentials in HTTP Basic (RFC 6749 §2.3.1), or a client assertion (RFC 7523, SMART Backend Services)."""
+    client_id: str
+    client_secret: str
+    client_assertion_type: Literal['urn:ietf:params:oauth:client-assertion-type:jwt-bearer']
+    client_assertion: str
+    scope: str
+
+
+class TokenResponse(TypedDict):
+    access_token: str
+    token_type: Literal['Bearer']
+    expires_in: int
+    scope: str
+
+
+Visit = TypedDict('Visit', {'id': str, 'patient_id': Optional[str], 'type': Optional[str], 'class': Optional[str], 'status': Optional[Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled', 'entered-in-error', 'unknown']], 'reason': Optional[str], 'provider_id': Optional[str], 'facility_id': Optional[str], 'started_at': Optional[str], 'ended_at': Optional[str], 'note': Optional[str]}, total=False)
+
+class Vital(TypedDict):
+    id: str
+    patient_id: Optional[str]
+    visit_id: Optional[str]
+    type: Optional[str]
+    name: Optional[str]
+    value: Optional[float]
+    comparator: Optional[Literal['<', '<=', '>=', '>']]
+    systolic: Optional[float]
+    diastolic: Optional[float]
+    unit: Optional[str]
+    status: Optional[Literal['registered', 'preliminary', 'final', 'amended', 'corrected', 'cancelled', 'entered-in-error', 'unknown']]
+    recorded_at: Optional[str]
+
+
+class WebhookDelivery(TypedDict):
+    id: str
+    event_id: str
+    event_type: 'WebhookEventType'
+    subscription_id: str
+    callback_url: str
+    status: Literal['pending', 'delivered', 'exhausted', 'cancelled']
+    round: int
+    attempts_made: int
+    next_attempt_at: Optional[str]
+    attempts: List[Dict[str, Any]]
+
+
+class WebhookDeliveryPage(TypedDict):
+    deliveries: List['WebhookDelivery']
+    next_cursor: Optional[str]
+
+
+class WebhookEventDeliveries(TypedDict):
+    event_id: str
+    type: 'WebhookEventType'
+    created_at: str
+    deliveries: List['WebhookDelivery']
+
+
+WebhookEventType = Literal['patient.created', 'patient.updated', 'health_id.created', 'health_id.verified', 'consent.requested', 'consent.granted', 'consent.denied', 'consent.revoked', 'encounter.created', 'encounter.closed', 'lab_order.created', 'lab_result.released', 'lab_result.amended', 'prescription.issued', 'prescription.cancelled', 'prescription.dispensed', 'appointment.created', 'appointment.checked_in', 'appointment.cancelled', 'document.issued', 'document.verified', 'bridge_agent.sync_failed']
+
+class WebhookReplay(TypedDict):
+    event_id: str
+    deliveries: List[Dict[str, Any]]
+
+
+class WebhookSecretRotation(TypedDict):
+    id: str
+    callback_url: str
+    subscribed_events: List['WebhookEventType']
+    description: str
+    status: Literal['active']
+    full_payload: bool
+    created_at: str
+    webhook_secret: str
+    previous_secret_expires_at: Optional[str]
+
+
+class WebhookSubscription(TypedDict):
+    id: str
+    callback_url: str
+    subscribed_events: List['WebhookEventType']
+    description: str
+    status: Literal['active']
+    full_payload: bool
+    created_at: str
+
+
+class _WebhookSubscriptionCreateRequired(TypedDict):
+    callback_url: str
+    subscribed_events: List['WebhookEventType']
+
+
+class WebhookSubscriptionCreate(_WebhookSubscriptionCreateRequired, total=False):
+    description: str
+
+
+class WebhookSubscriptionCreated(TypedDict):
+    id: str
+    callback_url: str
+    subscribed_events: List['WebhookEventType']
+    description: str
+    status: Literal['active']
+    full_payload: bool
+    created_at: str
+    webhook_secret: str
