@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { PortalPrincipal } from '../core/principal';
 import { ApiError, ErrorCode } from '../http/errors';
-import { readBody } from '../http/body';
+import { mediaType, readBody } from '../http/body';
 import { defineRoute, type RouteSpec, type Security } from '../http/routes';
 import type { Services } from '../http/services';
 import { SignInRefused } from '../auth/portal-accounts';
@@ -85,9 +85,11 @@ export function portalRoutes(services: Services): RouteSpec[] {
       group: 'portal-sign-in',
       security: { kind: 'public' },
       rawBody: { schema: SignIn, contentTypes: ['application/json'] },
-      responses: { 200: { description: 'Signed in', schema: SessionView }, 401: { description: 'Wrong e-mail or password' }, 429: { description: 'Too many failed sign-ins' } },
+      responses: { 200: { description: 'Signed in', schema: SessionView }, 401: { description: 'Wrong e-mail or password' }, 415: { description: 'Not application/json' }, 429: { description: 'Too many failed sign-ins' } },
       handler: async ({ ctx }) => {
         // JSON only: a cross-site form cannot send it without a CORS preflight, which Pont never allows (no login CSRF).
+        // Said, not assumed: readBody takes a body without a Content-Type as JSON, and a cross-site no-cors fetch of a Blob sends none.
+        if (mediaType(ctx) !== 'application/json') throw new ApiError(415, ErrorCode.unsupportedMediaType, 'Send the sign-in as application/json');
         const parsed = SignIn.safeParse((await readBody(ctx, config.maxBodyBytes)) ?? {});
         if (!parsed.success) throw new ApiError(422, ErrorCode.validationFailed, 'Send {"email": "…", "password": "…"}');
         try {
