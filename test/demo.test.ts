@@ -1,7 +1,12 @@
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { ConsentService } from '../src/consents/service';
 import { hashKey } from '../src/core/hash';
+import type { ClientPrincipal } from '../src/core/principal';
+import { SCOPES } from '../src/core/scopes';
+import { BLOOD_COMPONENTS, BLOOD_GROUPS } from '../src/inventory/blood';
 import { backend, createTestClient, startTestServer, type TestServer } from './harness';
 import { startReceiver } from './webhooks-support';
 
@@ -146,6 +151,65 @@ describe('what a reset replaces', () => {
     const document = (await pont.json('/api/openapi.json')).body;
     const answer = document.paths['/api/demo/reset'].post.responses['201'].content['application/json'].schema;
     expect(Object.keys(answer.properties.replaced.properties).sort()).toEqual(Object.keys(body.replaced).sort());
+  }, 60_000);
+});
+
+/** The rows of a resource in each derived table, by the type the table follows: a new derived table adds its query. */
+const DERIVED_ROWS: Record<string, string> = {
+  Consent: 'SELECT 1 FROM consent_access WHERE consent_id = $1',
+  BiologicallyDerivedProduct: 'SELECT 1 FROM blood_units WHERE unit_id = $1',
+  PaymentReconciliation: 'SELECT 1 FROM payments WHERE payment_id = $1',
+  Medication: 'SELECT 1 FROM pharmacy_stock WHERE medication_id = $1',
+};
+
+/**
+ * Demo data a reset does not seed again (ids of its own), one resource of each derived table's type: a blood unit, a
+ * payment and a stock line of the demo facility, and a consent granted to the demo organisation by a patient outside
+ * the demo. Answers their ids by type.
+ */
+async function extraDemoData(): Promise<Record<string, string>> {
+  const principal: ClientPrincipal = { kind: 'client', clientId: 'demo-extra', organizationId: 'org-demo', facilityId: 'fac-demo', scopes: [...SCOPES], allPatients: true };
+  const repo = pont.services.fhir.repository({ principal, channel: 'system', operation: 'demoExtra' });
+  const maps = pont.services.mappings;
+  const now = new Date().toISOString();
+  const resources = [
+    maps.get('blood-unit').toFhir({ id: randomUUID(), facility_id: 'fac-demo', blood_group: BLOOD_GROUPS[0], component: BLOOD_COMPONENTS[0], status: 'available', units: 1, collected_at: now, expires_at: new Date(Date.now() + 86_400_000).toISOString() }),
+    maps.get('payment').toFhir({ id: randomUUID(), facility_id: 'fac-demo', payer: 'Extra', method: 'cash', amount: 100, currency: 'XAF', amount_due: 100, currency_due: 'XAF', reference: null, status: 'active', paid_at: now, paid_on: now.slice(0, 10) }),
+    maps.get('pharmacy-stock').toFhir({ id: randomUUID(), facility_id: 'fac-demo', code: '999999', code_system: 'http://www.nlm.nih.gov/research/umls/rxnorm', display: 'Extra', lot: null, expires_on: null, quantity: 5, unit: 'tablets', reorder_level: null }),
+  ];
+  const ids: Record<string, string> = {};
+  for (const resource of resources) ids[resource.resourceType] = (await repo.update(resource, { audit: false })).resource.id!;
+  const other = await createTestClient(pont, ['health_id:verify'], { organizationId: 'org-outside' });
+  const outside = await pont.json('/api/v1/connect/patients/resolve', { method: 'POST', headers: other.headers, json: { first_name: 'Outside', last_name: `Grantor${randomUUID().slice(0, 8)}`, date_of_birth: '1971-03-03' } });
+  expect(outside.status).toBe(201);
+  const consent = await new ConsentService(maps).grant(repo, 'org-demo', outside.body.health_id, { consent_type: 'full_record', expires_at: new Date(Date.now() + 86_400_000).toISOString() });
+  ids.Consent = consent.consent_id!;
+  return ids;
+}
+
+describe('the derived tables', () => {
+  it('a reset asks every registered derived table to forget the demo\'s resources, and leaves none of their rows', async () => {
+    await reset();
+    const tables = pont.services.fhir.derived;
+    expect(tables.map((t) => t.resourceType).sort(), 'a registered derived table without its query in DERIVED_ROWS').toEqual(Object.keys(DERIVED_ROWS).sort());
+    const extra = await extraDemoData();
+    const rowsOf = async (type: string) => (await pont.services.db.query(DERIVED_ROWS[type]!, [extra[type]])).rows.length;
+    for (const type of Object.keys(DERIVED_ROWS)) expect(await rowsOf(type), `${type}/${extra[type]} in its derived table before the reset`).toBe(1);
+    const { rows: held } = await pont.services.db.query<{ resource_type: string; id: string }>(`SELECT resource_type, id FROM fhir_resources WHERE author_org = 'org-demo' AND resource_type <> 'AuditEvent'`);
+
+    const spies = tables.map((t) => vi.spyOn(t, 'purge'));
+    let asked: string[][];
+    try {
+      expect((await reset()).status).toBe(201);
+    } finally {
+      asked = spies.map((spy) => spy.mock.calls.flatMap(([, ids]) => ids).sort());
+      for (const spy of spies) spy.mockRestore();
+    }
+    tables.forEach((t, i) => {
+      const demoIds = held.filter((r) => r.resource_type === t.resourceType).map((r) => r.id).sort();
+      expect(asked[i], `the ${t.resourceType} table was not asked to forget the demo's resources`).toEqual(demoIds);
+    });
+    for (const type of Object.keys(DERIVED_ROWS)) expect(await rowsOf(type), `${type}/${extra[type]} left in its derived table by the reset`).toBe(0);
   }, 60_000);
 });
 

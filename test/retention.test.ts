@@ -18,13 +18,15 @@ import { listMigrations, migrate } from '../src/db/migrate';
 import { openDatabase } from '../src/db/open';
 import { validateFhirResource } from '../src/fhir/validate';
 import { archiveMonth, ArchiveError, monthDirectory, restoreMonth, verifyArchive, type Manifest } from '../src/retention/audit-archive';
-import { claimJob, releaseJob, runRetention, type RetentionConfig } from '../src/retention/job';
+import { claimJob, releaseJob, runRetention, type PurgeById, type RetentionConfig } from '../src/retention/job';
 import { monthPartitions, partitionName, PARTITIONED } from '../src/retention/partitions';
 import { monthOf, monthStart, parseRetention, type Month } from '../src/core/period';
 import { startPont, type RunningPont } from '../src/server';
 import { backend, createScratchDatabase, createTestClient, runPont, startTestServer, type TestClient, type TestServer } from './harness';
 
 let pont: TestServer;
+/** How retention purges AuditEvents in service: through the FHIR service, with its derived tables (any database: it runs on the one it is handed). */
+const purge: PurgeById = (sql, type, ids) => pont.services.fhir.purgeById(sql, type, ids);
 let db: Database;
 let dir: string;
 let auditor: TestClient;
@@ -118,7 +120,7 @@ describe(`retention (${backend})`, () => {
       await seedMonth(month);
       await pont.services.fhir.auditTrail.catchUp(); // the month's AuditEvents exist, as they would in service
       const now = day(midMonth(month), 1);
-      const report = await runRetention(db, config(), now);
+      const report = await runRetention(db, config(), now, purge);
 
       // Partitions: this month and the next two, for both partitioned tables.
       for (const t of Object.values(PARTITIONED)) {
@@ -204,9 +206,9 @@ describe(`retention (${backend})`, () => {
     expect(await searchAudit(auditor, '2025-01')).toHaveLength(ROWS_PER_MONTH);
 
     // Within the 30-day hold a run keeps it; after, the restored AuditEvents go again (the archive stays).
-    await runRetention(db, config(), day(now, 29));
+    await runRetention(db, config(), day(now, 29), purge);
     expect(await searchAudit(auditor, '2025-01')).toHaveLength(ROWS_PER_MONTH);
-    const later = await runRetention(db, config(), day(now, 31));
+    const later = await runRetention(db, config(), day(now, 31), purge);
     expect(later.restoredMonthsDropped).toEqual(['2025-01']);
     expect(await searchAudit(auditor, '2025-01')).toHaveLength(0);
     expect(manifestOf('2025-01').rows).toBe(ROWS_PER_MONTH);
@@ -239,7 +241,7 @@ describe(`retention (${backend})`, () => {
     await pont.services.fhir.auditTrail.catchUp(); // no AuditEvent is still to be made while counting
     const tables = ['audit_log', 'events', 'webhook_deliveries', 'webhook_delivery_attempts', 'fhir_resources', 'fhir_resource_versions'];
     const before = await Promise.all(tables.map((t) => count(`SELECT count(*) AS n FROM ${t}`)));
-    const report = await runRetention(db, NEVER, new Date('2040-01-01T00:00:00Z'));
+    const report = await runRetention(db, NEVER, new Date('2040-01-01T00:00:00Z'), purge);
     expect(report).toMatchObject({ auditMonthsArchived: [], auditEventsDropped: 0, attemptMonthsDropped: [], deliveriesDeleted: 0, eventsDeleted: 0, versionsDeleted: 0 });
     expect(await Promise.all(tables.map((t) => count(`SELECT count(*) AS n FROM ${t}`)))).toEqual(before);
   });
@@ -250,7 +252,7 @@ describe(`retention (${backend})`, () => {
     expect(await searchAudit(auditor, month)).toHaveLength(ROWS_PER_MONTH);
     await db.query(`ALTER TABLE audit_log DETACH PARTITION ${oldest!.name}`);
     // The first day after the month has been over for 6 months.
-    const report = await runRetention(db, config(), day(monthStart(monthOf(monthStart(month), 7)), 1));
+    const report = await runRetention(db, config(), day(monthStart(monthOf(monthStart(month), 7)), 1), purge);
     expect(report.auditMonthsArchived).toContain(month);
     expect(manifestOf(month).rows).toBe(ROWS_PER_MONTH);
     expect((await monthPartitions(db, PARTITIONED.audit)).map((p) => p.month)).not.toContain(month);
@@ -263,7 +265,7 @@ describe(`retention (${backend})`, () => {
     const rows = await count('SELECT count(*) AS n FROM audit_log');
     expect(await count(`SELECT count(*) AS n FROM events WHERE id = 'evt_retention_202511'`)).toBe(1);
     const failing = { ...NEVER, audit: { amount: 1, unit: 'mo' as const }, auditArchiveDir: notADirectory, events: { amount: 1, unit: 'd' as const } };
-    await expect(runRetention(db, failing, new Date('2040-01-01T00:00:00Z'))).rejects.toThrow(/^retention: .*(ENOTDIR|EEXIST)/);
+    await expect(runRetention(db, failing, new Date('2040-01-01T00:00:00Z'), purge)).rejects.toThrow(/^retention: .*(ENOTDIR|EEXIST)/);
     expect(await count('SELECT count(*) AS n FROM audit_log')).toBe(rows);
     expect((await monthPartitions(db, PARTITIONED.audit)).every((p) => p.attached)).toBe(true);
     expect(await count(`SELECT count(*) AS n FROM events WHERE id = 'evt_retention_202511'`)).toBe(0);
@@ -283,9 +285,9 @@ describe(`retention (${backend})`, () => {
     expect(await history()).toBe(3);
     const versions = { ...NEVER, resourceVersions: { amount: 1, unit: 'd' as const } };
     // Replaced moments ago: not yet a day.
-    expect((await runRetention(db, versions, day(new Date(), 0.5))).versionsDeleted).toBe(0);
+    expect((await runRetention(db, versions, day(new Date(), 0.5), purge)).versionsDeleted).toBe(0);
     expect(await history()).toBe(3);
-    expect((await runRetention(db, versions, day(new Date(), 2))).versionsDeleted).toBeGreaterThanOrEqual(2);
+    expect((await runRetention(db, versions, day(new Date(), 2), purge)).versionsDeleted).toBeGreaterThanOrEqual(2);
     expect(await history()).toBe(1);
     const current = await pont.json('/api/fhir/R4/Organization/org-retention', { headers: writer.headers });
     expect(current.body.name).toBe('Third');
@@ -361,7 +363,7 @@ describe(`pont audit archive|restore (${backend})`, () => {
     expect(early.stderr).toMatch(/still in the database/);
 
     // Retention drops it (the archive already made is verified and kept), then the command brings it back.
-    const report = await runRetention(service.services.db, { ...NEVER, audit: { amount: 6, unit: 'mo' }, auditRestoreHold: { amount: 30, unit: 'd' }, auditArchiveDir: archiveDir }, new Date('2025-11-01T00:00:00Z'));
+    const report = await runRetention(service.services.db, { ...NEVER, audit: { amount: 6, unit: 'mo' }, auditRestoreHold: { amount: 30, unit: 'd' }, auditArchiveDir: archiveDir }, new Date('2025-11-01T00:00:00Z'), purge);
     expect(report.auditMonthsArchived).toEqual(['2025-03']);
     const restored = await cli('audit', 'restore', '--month', '2025-03');
     expect(restored.code, restored.stderr).toBe(0);
@@ -396,7 +398,7 @@ describe(`migration 024 (${backend})`, () => {
       const after = await old.query<{ id: string }>(attempt, [2]);
       expect(BigInt(after.rows[0]!.id)).toBeGreaterThan(BigInt(before.rows[0]!.id));
 
-      await runRetention(old, NEVER, new Date('2025-02-01T00:00:00Z'));
+      await runRetention(old, NEVER, new Date('2025-02-01T00:00:00Z'), purge);
       expect((await monthPartitions(old, PARTITIONED.audit)).map((p) => p.month)).toEqual(['2024-11', '2025-01', '2025-02', '2025-03', '2025-04']);
       expect((await monthPartitions(old, PARTITIONED.attempts)).map((p) => p.month)).toEqual(['2024-11', '2025-02', '2025-03', '2025-04']);
       expect(Number((await old.query<{ n: string }>('SELECT count(*) AS n FROM audit_log_default')).rows[0]!.n)).toBe(0);
@@ -412,9 +414,9 @@ describe(`migration 024 (${backend})`, () => {
         try {
           await reader.query('BEGIN');
           await reader.query('SELECT count(*) FROM audit_log');
-          await expect(runRetention(old, audit, new Date('2025-03-01T00:00:00Z'))).rejects.toThrow(/lock timeout/);
+          await expect(runRetention(old, audit, new Date('2025-03-01T00:00:00Z'), purge)).rejects.toThrow(/lock timeout/);
           await reader.query('ROLLBACK');
-          expect((await runRetention(old, audit, new Date('2025-03-01T00:00:00Z'))).auditMonthsArchived).toEqual(['2024-11', '2025-01']);
+          expect((await runRetention(old, audit, new Date('2025-03-01T00:00:00Z'), purge)).auditMonthsArchived).toEqual(['2024-11', '2025-01']);
         } finally {
           await reader.end();
           rmSync(archive, { recursive: true, force: true });

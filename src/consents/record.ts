@@ -63,5 +63,8 @@ export function consentIndex(mappings: MappingSet): DerivedTable {
         );
       }
     },
+    async purge(sql: Queryable, ids) {
+      await sql.query('DELETE FROM consent_access WHERE consent_id = ANY($1::text[])', [ids]);
+    },
   };
 }

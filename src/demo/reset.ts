@@ -13,7 +13,6 @@ import { ConsentService } from '../consents/service';
 import type { Queryable } from '../db/database';
 import { processBundle } from '../fhir/bundle';
 import { hashKey, uuidV5 } from '../core/hash';
-import { purgeResources } from '../fhir/store/purge';
 import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
 import { ApiError, ErrorCode } from '../core/errors';
 import { BLOOD_COMPONENTS, BLOOD_GROUPS } from '../inventory/blood';
@@ -79,29 +78,25 @@ export type Replaced = z.infer<typeof ReplacedSchema>;
 
 /**
  * Removes everything of the demo organisation: the FHIR resources it wrote (every version and index row, and
- * the registry rows that follow them), its clients, agents, events and their deliveries. Hard deletes: the demo
- * is a sandbox, not a record. Kept: the audit trail (AuditEvents, authored by the organisation whose accesses
- * they record: what the demo's clients did stays on record) and the demo's webhook subscriptions (the
- * integrator's own, not demo data). Answers what it removed.
+ * the rows every registered derived table keeps for them: FhirService.purge), its clients, agents, events and
+ * their deliveries. Hard deletes: the demo is a sandbox, not a record. Kept: the audit trail (AuditEvents, authored
+ * by the organisation whose accesses they record: what the demo's clients did stays on record) and the demo's
+ * webhook subscriptions (the integrator's own, not demo data). Answers what it removed.
  */
-async function wipe(sql: Queryable): Promise<Replaced> {
+async function wipe(sql: Queryable, fhir: Services['fhir']): Promise<Replaced> {
   const { rows } = await sql.query<{ rid: string; resource_type: string; id: string }>(
     `SELECT rid, resource_type, id FROM fhir_resources WHERE author_org = $1 AND resource_type <> 'AuditEvent'`,
     [DEMO_ORG],
   );
   const rids = rows.map((r) => r.rid);
-  const idsOf = (type: string) => rows.filter((r) => r.resource_type === type).map((r) => r.id);
-  const patients = idsOf('Patient');
+  const patients = rows.filter((r) => r.resource_type === 'Patient').map((r) => r.id);
   const removed = async (statement: string, params: unknown[]) => (await sql.query(statement, params)).rowCount;
-  await sql.query('DELETE FROM consent_access WHERE consent_id = ANY($1::text[]) OR organization_id = $2', [idsOf('Consent'), DEMO_ORG]);
-  await sql.query('DELETE FROM blood_units WHERE unit_id = ANY($1::text[])', [idsOf('BiologicallyDerivedProduct')]);
-  await sql.query('DELETE FROM payments WHERE payment_id = ANY($1::text[])', [idsOf('PaymentReconciliation')]);
-  await sql.query('DELETE FROM pharmacy_stock WHERE medication_id = ANY($1::text[])', [idsOf('Medication')]);
   await sql.query('DELETE FROM health_ids WHERE patient_id = ANY($1::text[])', [patients]);
   let patientTokens = 0;
   for (const table of ['mobile_pairing_codes', 'mobile_tokens']) patientTokens += await removed(`DELETE FROM ${table} WHERE patient_id = ANY($1::text[])`, [patients]);
   await sql.query('DELETE FROM emergency_access WHERE organization_id = $1', [DEMO_ORG]);
-  const resources = await purgeResources(sql, rids);
+  // The consents granted to the demo organisation are among them (a Consent counts as written by its grantee, src/services.ts).
+  const resources = await fhir.purge(sql, rids);
   const events = `SELECT id FROM events WHERE organization_id = $1 OR patient_id = ANY($2::text[])`;
   // Lock the deliveries first: a delivery worker recording an attempt on one of them meanwhile would otherwise commit
   // between the two deletes below and break the second (a kept subscription's deliveries are being sent as we go).
@@ -157,7 +152,7 @@ async function reset(services: Services): Promise<Record<string, unknown>> {
     // …then every process on the database: the lock ends with the transaction.
     const { rows } = await sql.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1::bigint) AS locked', [hashKey('demo-reset')]);
     if (!rows[0]!.locked) throw busy();
-    const replaced = await wipe(sql);
+    const replaced = await wipe(sql, services.fhir);
     const full = await createClient(sql, { name: 'Demo integrator (sandbox scopes)', organizationId: DEMO_ORG, facilityId: DEMO_FACILITY, scopes: SANDBOX_SCOPES });
     const reader = await createClient(sql, { name: 'Demo records reader', organizationId: DEMO_ORG, facilityId: DEMO_FACILITY, scopes: READER_SCOPES });
     const agent = await createAgent(sql, { organizationId: DEMO_ORG, facilityId: DEMO_FACILITY });

@@ -10,9 +10,9 @@ import type { EventType } from './types';
  * Bridge, import, demo), so each change raises its events exactly once. README "Which changes raise
  * which events" shows the same table.
  *
- * Not resource changes, and so not here: `health_id.created` (the Health ID registry, when a Patient
- * write registers an ID), `health_id.verified` (the verify operation) and `bridge_agent.sync_failed`
- * (Bridge sync): the code that makes those happen records them through the repository.
+ * Not resource changes, and so not here: the types declared with `raisedBy` in src/events/types.ts
+ * (`health_id.created`, `health_id.verified`, `bridge_agent.sync_failed`): the code that makes those happen
+ * records them through the repository. Every other type has a rule here (test/event-types.unit.test.ts).
  */
 
 /** One write as the rules see it. */

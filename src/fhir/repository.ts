@@ -96,6 +96,11 @@ export interface DerivedTable {
   resourceType: string;
   /** Brings the table in step with these writes (creates, updates and deletes of `resourceType`). */
   sync(sql: Queryable, changes: WriteResult[]): Promise<void>;
+  /**
+   * Forgets every row of these resources of `resourceType` (by id): they are being removed from the store outright
+   * (purgeResources: the demo reset, retention), not deleted through a write, so `sync` never hears of it.
+   */
+  purge(sql: Queryable, ids: string[]): Promise<void>;
   /** For facility data: the facility a resource belongs to (undefined: not this table's data), for the write policy. */
   facilityOf?(resource: Resource): string | null | undefined;
 }

@@ -1,10 +1,11 @@
 import type { Patient } from '@medplum/fhirtypes';
 import type { Config } from '../config';
-import type { Database } from '../db/database';
+import type { Database, Queryable } from '../db/database';
 import type { MappingSet } from '../mapping/index';
 import { matchKey } from '../healthid/matching';
 import { AuditTrail } from './audit-trail';
-import { FhirRepository, type RepositoryDeps, type RequestContext } from './repository';
+import { FhirRepository, type DerivedTable, type RepositoryDeps, type RequestContext } from './repository';
+import { purgeResources, purgeResourcesById } from './store/purge';
 
 export const FHIR_BASE_PATH = '/api/fhir/R4';
 
@@ -59,6 +60,24 @@ export class FhirService {
 
   repository(context: RequestContext): FhirRepository {
     return new FhirRepository(this.deps, context);
+  }
+
+  /** The derived tables the features registered (src/services.ts), each kept in step by every write. */
+  get derived(): readonly DerivedTable[] {
+    return this.deps.derived;
+  }
+
+  /**
+   * Removes resources (by rid) from the store outright, with the rows every registered derived table keeps for them
+   * (purgeResources): the one way to purge, so no caller lists the derived tables. Returns how many it removed.
+   */
+  purge(sql: Queryable, rids: string[]): Promise<number> {
+    return purgeResources(sql, rids, this.deps.derived);
+  }
+
+  /** purge, for the resources of `type` with these ids (those that exist). */
+  purgeById(sql: Queryable, type: string, ids: string[]): Promise<number> {
+    return purgeResourcesById(sql, type, ids, this.deps.derived);
   }
 
   /** A repository acting as Pont itself, for operator work (`pont import`, the demo reset). */

@@ -58,6 +58,9 @@ export function bloodUnitsTable(mappings: MappingSet): DerivedTable {
           [0, 1, 2, 3, 4, 5, 6].map((k) => units.map((u) => u[k])),
         );
     },
+    async purge(sql: Queryable, ids) {
+      await sql.query('DELETE FROM blood_units WHERE unit_id = ANY($1::text[])', [ids]);
+    },
   };
 }
 

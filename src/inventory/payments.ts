@@ -50,6 +50,9 @@ export function paymentsTable(mappings: MappingSet): DerivedTable {
         );
       }
     },
+    async purge(sql: Queryable, ids) {
+      await sql.query('DELETE FROM payments WHERE payment_id = ANY($1::text[])', [ids]);
+    },
   };
 }
 

@@ -36,6 +36,9 @@ export function pharmacyStockTable(mappings: MappingSet): DerivedTable {
         );
       }
     },
+    async purge(sql: Queryable, ids) {
+      await sql.query('DELETE FROM pharmacy_stock WHERE medication_id = ANY($1::text[])', [ids]);
+    },
   };
 }
 

@@ -208,20 +208,3 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
     },
   };
 }
-
-/** The data class an event about a patient tells of (the same classes consents cover), by its type's prefix. */
-export const EVENT_CLASSES: Record<string, string> = {
-  patient: 'patients:read',
-  health_id: 'patients:read',
-  encounter: 'patients:read',
-  lab_order: 'labs:read',
-  lab_result: 'labs:read',
-  prescription: 'prescriptions:read',
-  appointment: 'appointments:read',
-  document: 'documents:read',
-};
-
-/** The class of an event about a patient, or undefined for events about no patient's data. */
-export function eventClassOf(type: string): string | undefined {
-  return EVENT_CLASSES[type.slice(0, type.indexOf('.'))];
-}

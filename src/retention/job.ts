@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { Database } from '../db/database';
+import type { Database, Queryable } from '../db/database';
 import type { Logger } from '../log';
 import { periodicJob, type BackgroundWorker } from '../jobs';
-import { forgetVersionsReplacedBefore, purgeResourcesById } from '../fhir/store/purge';
+import { forgetVersionsReplacedBefore } from '../fhir/store/purge';
 import { archiveMonth, archivedFiles } from './audit-archive';
 import { detachPartition, dropPartition, ensurePartitions, monthPartitions, PARTITIONED, type MonthPartition } from './partitions';
 import { cutoff, monthRange, type Month } from '../core/period';
@@ -12,6 +12,12 @@ import { cutoff, monthRange, type Month } from '../core/period';
 import type { RetentionConfig } from '../core/settings';
 
 export type { RetentionConfig };
+
+/**
+ * Removes resources of a type from the store outright, with the rows the derived tables keep for them:
+ * FhirService.purgeById, handed over at composition (src/services.ts).
+ */
+export type PurgeById = (sql: Queryable, type: string, ids: string[]) => Promise<number>;
 
 /** Rows deleted per statement by the deletes by time: short transactions, whatever the backlog. */
 const DELETE_BATCH = 1000;
@@ -46,11 +52,11 @@ async function deleteInBatches(run: () => Promise<number>): Promise<number> {
 }
 
 /** Drops the AuditEvents of these audit_log ids from the FHIR store, a batch per transaction. */
-async function dropAuditEvents(db: Database, ids: string[]): Promise<number> {
+async function dropAuditEvents(db: Database, purge: PurgeById, ids: string[]): Promise<number> {
   let dropped = 0;
   for (let i = 0; i < ids.length; i += DELETE_BATCH) {
     const batch = ids.slice(i, i + DELETE_BATCH);
-    dropped += await db.transaction((tx) => purgeResourcesById(tx, 'AuditEvent', batch));
+    dropped += await db.transaction((tx) => purge(tx, 'AuditEvent', batch));
   }
   return dropped;
 }
@@ -61,7 +67,7 @@ async function dropAuditEvents(db: Database, ids: string[]): Promise<number> {
  * FHIR store, the month recorded in audit_archives, and the partition dropped. Each step may be interrupted: the
  * next run finds the partition (attached or detached) and finishes.
  */
-async function dropAuditMonth(db: Database, dir: string, p: MonthPartition, now: Date): Promise<number> {
+async function dropAuditMonth(db: Database, purge: PurgeById, dir: string, p: MonthPartition, now: Date): Promise<number> {
   const manifest = await archiveMonth(db, dir, p.month, p.name, now);
   await detachPartition(db, PARTITIONED.audit, p);
   let dropped = 0;
@@ -71,6 +77,7 @@ async function dropAuditMonth(db: Database, dir: string, p: MonthPartition, now:
     if (!rows.length) break;
     dropped += await dropAuditEvents(
       db,
+      purge,
       rows.map((r) => r.id),
     );
     after = rows[rows.length - 1]!.id;
@@ -86,7 +93,7 @@ async function dropAuditMonth(db: Database, dir: string, p: MonthPartition, now:
 }
 
 /** Restored months whose hold has ended (and still past retention): their AuditEvents dropped again. */
-async function dropRestoredMonths(db: Database, config: RetentionConfig, auditCutoff: Date, now: Date): Promise<Month[]> {
+async function dropRestoredMonths(db: Database, purge: PurgeById, config: RetentionConfig, auditCutoff: Date, now: Date): Promise<Month[]> {
   const holdCutoff = cutoff(config.auditRestoreHold, now);
   if (!holdCutoff) return [];
   const { rows } = await db.query<{ month: Month }>('SELECT month FROM audit_archives WHERE restored_at <= $1 ORDER BY month', [holdCutoff.toISOString()]);
@@ -96,6 +103,7 @@ async function dropRestoredMonths(db: Database, config: RetentionConfig, auditCu
     for await (const events of archivedFiles(config.auditArchiveDir!, month))
       await dropAuditEvents(
         db,
+        purge,
         events.map((e) => e.id!),
       );
     await db.query('UPDATE audit_archives SET restored_at = NULL WHERE month = $1', [month]);
@@ -107,9 +115,9 @@ async function dropRestoredMonths(db: Database, config: RetentionConfig, auditCu
 /**
  * One run of retention at `now`: partitions made ahead (and rows waiting in a default partition moved into their
  * month's), then each kind of row past its configured period removed, and nothing else. Safe to run again after an
- * interruption at any point.
+ * interruption at any point. `purge` removes resources (AuditEvents) from the store (FhirService.purgeById).
  */
-export async function runRetention(db: Database, config: RetentionConfig, now: Date): Promise<RetentionReport> {
+export async function runRetention(db: Database, config: RetentionConfig, now: Date, purge: PurgeById): Promise<RetentionReport> {
   const report: RetentionReport = {
     partitionsMade: {},
     auditMonthsArchived: [],
@@ -134,10 +142,10 @@ export async function runRetention(db: Database, config: RetentionConfig, now: D
       if (!config.auditArchiveDir) throw new Error('audit retention needs AUDIT_ARCHIVE_DIR'); // config.ts requires it
       for (const p of await monthPartitions(db, PARTITIONED.audit)) {
         if (!endedBefore(p.month, auditCutoff)) continue;
-        report.auditEventsDropped += await dropAuditMonth(db, config.auditArchiveDir, p, now);
+        report.auditEventsDropped += await dropAuditMonth(db, purge, config.auditArchiveDir, p, now);
         report.auditMonthsArchived.push(p.month);
       }
-      report.restoredMonthsDropped = await dropRestoredMonths(db, config, auditCutoff, now);
+      report.restoredMonthsDropped = await dropRestoredMonths(db, purge, config, auditCutoff, now);
     },
     async () => {
       if (!deliveriesCutoff) return;
@@ -203,10 +211,10 @@ export async function releaseJob(db: Database, holder: string): Promise<void> {
 }
 
 /**
- * Retention in the background of every process, hourly; one process at a time runs it (claimJob). `now` is the
- * clock (tests move it).
+ * Retention in the background of every process, hourly; one process at a time runs it (claimJob). `purge`:
+ * FhirService.purgeById. `now` is the clock (tests move it).
  */
-export function createRetentionWorker(db: Database, config: RetentionConfig, log: Logger, now: () => Date = () => new Date()): BackgroundWorker {
+export function createRetentionWorker(db: Database, config: RetentionConfig, log: Logger, purge: PurgeById, now: () => Date = () => new Date()): BackgroundWorker {
   const holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   return periodicJob(
     'retention',
@@ -215,7 +223,7 @@ export function createRetentionWorker(db: Database, config: RetentionConfig, log
       const at = now();
       if (!(await claimJob(db, holder, at, new Date(at.getTime() + CLAIM_MS)))) return;
       try {
-        const report = await runRetention(db, config, at);
+        const report = await runRetention(db, config, at, purge);
         log.info('retention run', { ...report });
       } finally {
         await releaseJob(db, holder);

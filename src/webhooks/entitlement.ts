@@ -1,6 +1,7 @@
 import type { Queryable } from '../db/database';
 import { sql } from '../db/sql';
-import { activeGrants, eventClassOf } from '../policy/index';
+import { eventClassOf, eventDeclaration } from '../events/types';
+import { activeGrants } from '../policy/index';
 
 /** What decides who may receive an event. */
 export interface EventAudience {
@@ -32,7 +33,8 @@ export async function entitledOrganizations(q: Queryable, event: EventAudience):
 
 /** entitledOrganizations of each of many events (a change's, an import batch's), with one query. */
 export async function entitledOrganizationsOfEach(q: Queryable, events: EventAudience[]): Promise<string[][]> {
-  const classOf = (event: EventAudience) => (event.patientId && !event.type.startsWith('consent.') ? eventClassOf(event.type) : undefined);
+  // Who hears a type is declared with it (src/events/types.ts, `about`).
+  const classOf = (event: EventAudience) => (event.patientId ? eventClassOf(event.type) : undefined);
   const pairs = new Map<string, { patient: string; dataClass: string }>();
   for (const event of events) {
     const dataClass = classOf(event);
@@ -52,7 +54,7 @@ export async function entitledOrganizationsOfEach(q: Queryable, events: EventAud
   }
   return events.map((event) => {
     const orgs = new Set<string>();
-    if (event.type.startsWith('consent.')) {
+    if (eventDeclaration(event.type)?.about === 'consent') {
       if (typeof event.data.organization_id === 'string') orgs.add(event.data.organization_id);
       return [...orgs];
     }

@@ -3,22 +3,38 @@ import type { Queryable } from '../../db/database';
 /** Every table keyed by a resource's rid besides fhir_resources itself: its index rows, links and earlier versions. */
 const ROWS_OF_A_RESOURCE = ['fhir_idx_token', 'fhir_idx_string', 'fhir_idx_date', 'fhir_idx_number', 'fhir_idx_quantity', 'fhir_idx_reference', 'fhir_idx_uri', 'fhir_links', 'fhir_resource_versions'];
 
+/** A table that keeps rows for resources of one type (a DerivedTable, src/fhir/repository.ts): told of each purge. */
+export interface PurgedRows {
+  resourceType: string;
+  purge(sql: Queryable, ids: string[]): Promise<void>;
+}
+
 /**
- * Removes resources from the store outright, every version and index row (a hard delete, not a FHIR delete: the
- * demo reset, and retention of the audit trail's AuditEvents). Returns how many resources it removed.
+ * Removes resources from the store outright, every version and index row, and the rows `derived` tables keep for
+ * them (a hard delete, not a FHIR delete: the demo reset, and retention of the audit trail's AuditEvents). Callers
+ * go through FhirService.purge, which passes the derived tables registered at composition. Returns how many
+ * resources it removed.
  */
-export async function purgeResources(sql: Queryable, rids: string[]): Promise<number> {
+export async function purgeResources(sql: Queryable, rids: string[], derived: readonly PurgedRows[]): Promise<number> {
   if (!rids.length) return 0;
+  if (derived.length) {
+    const { rows } = await sql.query<{ resource_type: string; id: string }>('SELECT resource_type, id FROM fhir_resources WHERE rid = ANY($1::bigint[])', [rids]);
+    for (const table of derived) {
+      const ids = rows.filter((r) => r.resource_type === table.resourceType).map((r) => r.id);
+      if (ids.length) await table.purge(sql, ids);
+    }
+  }
   for (const table of ROWS_OF_A_RESOURCE) await sql.query(`DELETE FROM ${table} WHERE rid = ANY($1::bigint[])`, [rids]);
   return (await sql.query('DELETE FROM fhir_resources WHERE rid = ANY($1::bigint[])', [rids])).rowCount;
 }
 
 /** purgeResources, for the resources of `type` with these ids (those that exist). */
-export async function purgeResourcesById(sql: Queryable, type: string, ids: string[]): Promise<number> {
+export async function purgeResourcesById(sql: Queryable, type: string, ids: string[], derived: readonly PurgedRows[]): Promise<number> {
   const { rows } = await sql.query<{ rid: string }>('SELECT rid FROM fhir_resources WHERE resource_type = $1 AND id = ANY($2::text[])', [type, ids]);
   return purgeResources(
     sql,
     rows.map((r) => r.rid),
+    derived,
   );
 }
 
