@@ -37,6 +37,10 @@ const { createClient } = await import('../../src/auth/clients.ts');
 const { SCOPES } = await import('../../src/core/scopes.ts');
 const integrator = await createClient(pont.services.db, { name: 'conformance integrator', organizationId: demo.organization_id, facilityId: demo.facility_id, scopes: [...SCOPES] });
 demo.clients.unshift({ name: 'conformance integrator', client_id: integrator.client_id, client_secret: integrator.client_secret, scopes: [...SCOPES] });
+// A client of another organisation (a clinic with no tie to any patient), for the patient's own app: the app a
+// demo organisation paired never approves the demo's own requests, so the request the patient approves is the clinic's.
+const clinicClient = await createClient(pont.services.db, { name: 'conformance clinic', organizationId: 'org-conformance-clinic', scopes: ['consents:write', 'patients:read'] });
+const clinic = { organization_id: 'org-conformance-clinic', client_id: clinicClient.client_id, client_secret: clinicClient.client_secret };
 // A patient of another organisation, with no consent to the demo's (ConsentRequiredError).
 const elsewhere = pont.services.fhir.repository({ principal: { kind: 'client', clientId: 'conformance', organizationId: 'org-elsewhere', scopes: [] }, channel: 'connect' });
 const foreign = await elsewhere.create({ resourceType: 'Patient', name: [{ use: 'official', family: 'Elsewhere', given: ['Noor'] }], gender: 'female', birthDate: '1985-05-05' });
@@ -55,7 +59,7 @@ const paging = { resource_type: 'Observation', params: { patient: `Patient/${pag
 // A well-formed Health ID that no patient has (NotFoundException).
 const unregistered = `CM0000000001${checkDigits('CM0000000001')}`;
 const proxy = await startFaultProxy(new URL(pont.url));
-process.stdout.write(JSON.stringify({ base_url: pont.url, fault_url: proxy.url, receiver_url: `http://127.0.0.1:${receiver.address().port}/hook`, unregistered_health_id: unregistered, foreign_health_id: foreignHealthId, paging, demo }) + '\n');
+process.stdout.write(JSON.stringify({ base_url: pont.url, fault_url: proxy.url, receiver_url: `http://127.0.0.1:${receiver.address().port}/hook`, unregistered_health_id: unregistered, foreign_health_id: foreignHealthId, clinic, paging, demo }) + '\n');
 
 const stop = async () => {
   receiver.close();

@@ -29,6 +29,9 @@ final class Pont
     public readonly Inventory $inventory;
     public readonly Payments $payments;
     public readonly Bulk $bulk;
+    public readonly Discovery $discovery;
+    public readonly System $system;
+    public readonly Demo $demo;
     private readonly Transport $http;
 
     public function __construct(
@@ -66,6 +69,9 @@ final class Pont
         $this->inventory = new Inventory($this->http);
         $this->payments = new Payments($this->http);
         $this->bulk = new Bulk($this->http);
+        $this->discovery = new Discovery($this->http);
+        $this->system = new System($this->http);
+        $this->demo = new Demo($this->http);
     }
 
     /** @internal */

@@ -41,6 +41,8 @@ final class Transport
     private $wallClock;
     /** @var null|callable(bool): array<string, string> credentials of one attempt (true: a fresh token) */
     public $credentials = null;
+    /** False for credentials that cannot be renewed (a patient's token): no second try after a 401. */
+    public bool $renewableCredentials = true;
     /** What the last answer was: its status, headers and request id (also after an error). */
     public ?Response $lastResponse = null;
     /** Connections curl opened so far (tests check reuse). */
@@ -174,7 +176,7 @@ final class Transport
             if ($error === null) {
                 return $result;
             }
-            if ($status === 401 && $auth && $this->credentials !== null && !$refreshed) {
+            if ($status === 401 && $auth && $this->credentials !== null && $this->renewableCredentials && !$refreshed) {
                 $refreshed = true;
                 $attempt--; // a 401 had no effect: a new token and once more, not counted as a retry
                 ($this->credentials)(true);

@@ -6,6 +6,7 @@ namespace Pont\Tests;
 
 use PHPUnit\Framework\TestCase;
 use Pont\BridgeAgent;
+use Pont\PatientApp;
 use Pont\Pont;
 use Pont\Transport;
 use Pont\Webhooks;
@@ -438,6 +439,59 @@ final class ClientTest extends TestCase
         self::assertSame([], $calls);
     }
 
+    public function testDiscoveryFetchesNoTokenAndAPatientAppSendsItsOwn(): void
+    {
+        $answers = [self::OK, self::OK, self::OK, [503, [], ['status' => 'unavailable', 'checks' => ['database' => 'failing']]]];
+        $calls = [];
+        $pont = self::client($answers, $calls);
+        $pont->system->healthz();
+        $pont->discovery->jwks();
+        $pont->discovery->openapi();
+        try {
+            $pont->system->readyz(['max_retries' => 0]);
+            self::fail('not ready, no error');
+        } catch (\Pont\ServerError $e) {
+            self::assertSame('unavailable', $e->body['status']);
+        }
+        self::assertSame([['http://pont.invalid/healthz', null], ['http://pont.invalid/.well-known/jwks.json', null], ['http://pont.invalid/api/openapi.json', null], ['http://pont.invalid/readyz', null]],
+            array_map(static fn ($c) => [$c['url'], $c['headers']['Authorization'] ?? null], $calls));
+
+        $unauthenticated = [401, [], ['status' => 'error', 'error_code' => 'UNAUTHENTICATED', 'message' => 'expired']];
+        $answers = [[503, [], 'busy'], [200, [], ['items' => []]], [503, [], 'busy'], $unauthenticated];
+        $calls = [];
+        $settings = ['sender' => self::fakeSender($answers, $calls), 'sleep' => static fn () => null];
+        $app = new PatientApp(baseUrl: 'http://pont.invalid', token: 'pat_secret_value', settings: $settings);
+        self::assertStringNotContainsString('secret_value', print_r($app, true));
+        self::assertSame([], $app->consents()->data); // a read: retried
+        foreach ([[\Pont\ServerError::class, static fn () => $app->approveRequest('cr 1')], [\Pont\AuthenticationError::class, static fn () => $app->accessLog()]] as [$class, $call]) {
+            try {
+                $call(); // a write without a key: once; a pat_ token is not renewed: once
+                self::fail("no $class");
+            } catch (\Pont\PontError $e) {
+                self::assertInstanceOf($class, $e);
+            }
+        }
+        self::assertSame([
+            ['GET', 'http://pont.invalid/api/v1/mobile/consents', 'Bearer pat_secret_value', null],
+            ['GET', 'http://pont.invalid/api/v1/mobile/consents', 'Bearer pat_secret_value', null],
+            ['POST', 'http://pont.invalid/api/v1/mobile/consent-requests/cr%201/approve', 'Bearer pat_secret_value', null],
+            ['GET', 'http://pont.invalid/api/v1/mobile/access-log', 'Bearer pat_secret_value', null],
+        ], array_map(static fn ($c) => [$c['method'], $c['url'], $c['headers']['Authorization'] ?? null, $c['headers']['Idempotency-Key'] ?? null], $calls));
+        try {
+            (new PatientApp(baseUrl: 'http://pont.invalid', settings: $settings))->consents();
+            self::fail('no token, yet a request');
+        } catch (\Pont\ValidationError $e) {
+            self::assertStringContainsString('no patient token', $e->getMessage());
+        }
+        try {
+            $app->signIn('CM482930174629', '');
+            self::fail('no code, yet a request');
+        } catch (\Pont\ValidationError $e) {
+            self::assertStringContainsString('code is required', $e->getMessage());
+        }
+        self::assertCount(4, $calls);
+    }
+
     public function testEveryOperationOfTheSurfaceHasAMethod(): void
     {
         $answers = [];
@@ -646,6 +700,79 @@ final class ClientTest extends TestCase
             'src/Types.php is out of date: php scripts/generate-types.php <base_url>/api/openapi.json');
     }
 
+    public function testDiscoveryDocumentsAndProbesWithoutAToken(): void
+    {
+        $info = self::server();
+        $sent = [];
+        $pont = new Pont(clientId: 'cli_none', clientSecret: 'pcs_none', baseUrl: $info['base_url'], onRequest: static function (array $r) use (&$sent): void {
+            $sent[] = $r['headers']['Authorization'] ?? null;
+        });
+        $smart = $pont->discovery->smartConfiguration();
+        self::assertStringEndsWith('/api/v1/connect/auth/token', $smart['token_endpoint']);
+        self::assertSame($smart['token_endpoint'], $pont->discovery->fhirSmartConfiguration()['token_endpoint']);
+        self::assertStringEndsWith('/.well-known/jwks.json', $pont->discovery->oauthServerMetadata()['jwks_uri']);
+        self::assertNotEmpty($pont->discovery->jwks()['keys']);
+        self::assertArrayHasKey('/api/v1/mobile/consents', $pont->discovery->openapi()['paths']);
+        self::assertSame('ok', $pont->system->healthz()['status']);
+        self::assertSame('ok', $pont->system->readyz()['checks']['database'] ?? null);
+        self::assertSame(array_fill(0, 7, null), $sent); // bogus credentials, never used
+    }
+
+    public function testPatientAppPairsAnswersRevokesReadsItsLogAndSignsOut(): void
+    {
+        $info = self::server();
+        $full = $info['demo']['clients'][0];
+        $pont = new Pont(clientId: $full['client_id'], clientSecret: $full['client_secret'], baseUrl: $info['base_url']);
+        $clinic = new Pont(clientId: $info['clinic']['client_id'], clientSecret: $info['clinic']['client_secret'], baseUrl: $info['base_url']);
+        $hid = $pont->healthIds->resolve(['first_name' => 'Kofi', 'last_name' => 'Mobile' . bin2hex(random_bytes(4)), 'date_of_birth' => '1988-04-05', 'sex' => 'male'])['health_id'];
+        $code = $pont->patients->issuePairingCode($hid)['code']; // the demo organisation registered the patient: it may pair
+        $raises = static function (string $class, callable $call): void {
+            try {
+                $call();
+                self::fail("no $class");
+            } catch (\Pont\PontError $e) {
+                self::assertInstanceOf($class, $e);
+            }
+        };
+        $raises(\Pont\AuthenticationError::class, static fn () => (new PatientApp(baseUrl: $info['base_url']))->signIn($hid, 'WRONG-CODE'));
+        $app = new PatientApp(baseUrl: $info['fault_url'], settings: ['sleep' => static fn () => null]);
+        self::assertFalse($app->signedIn());
+        $token = $app->signIn($hid, $code);
+        self::assertStringStartsWith('pat_', $token['access_token']);
+        self::assertTrue($app->signedIn());
+
+        // The clinic asks; so does the demo organisation, which paired the app: the app never approves that one's requests.
+        $asked = $clinic->consents->request(['health_id' => $hid, 'purpose' => 'follow-up', 'requested_scopes' => ['labs:read']]);
+        $own = $pont->consents->request(['health_id' => $hid, 'purpose' => 'second opinion', 'requested_scopes' => ['labs:read']]);
+        $mine = array_column(iterator_to_array($app->consents()), 'status', 'consent_id');
+        self::assertSame(['pending', 'pending'], [$mine[$asked['consent_request_id']], $mine[$own['consent_request_id']]]);
+        $approved = $app->approveRequest($asked['consent_request_id']);
+        self::assertSame([$info['clinic']['organization_id'], 'active'], [$approved['organization_id'], $approved['status']]);
+        self::assertSame('active', $clinic->consents->status($hid)['status']);
+        $raises(\Pont\AuthorizationError::class, static fn () => $app->approveRequest($own['consent_request_id']));
+        self::assertSame('denied', $app->denyRequest($own['consent_request_id'])['status']);
+        $raises(\Pont\ConflictError::class, static fn () => $app->denyRequest($own['consent_request_id']));
+
+        // A revocation whose answer is lost: sent once (the server does not deduplicate mobile writes), and it took effect.
+        [$faultId, $headers] = self::fault('lose-answer');
+        $raises(\Pont\NetworkError::class, static fn () => $app->revokeConsent($approved['consent_id'], ['headers' => $headers]));
+        self::assertSame(['received' => 1, 'forwarded' => 1, 'idempotency_keys' => [null]], self::faultCounts($faultId));
+        self::assertSame('revoked', array_column(iterator_to_array($app->consents()), 'status', 'consent_id')[$approved['consent_id']]);
+        self::assertSame('revoked', $clinic->consents->status($hid)['status']);
+
+        // The access log: a reset connection on a read is retried; iterated in pages of two.
+        [$faultId, $headers] = self::fault('reset');
+        self::assertCount(2, $app->accessLog(['limit' => 2], ['headers' => $headers])->data);
+        self::assertSame(2, self::faultCounts($faultId)['received']);
+        $log = iterator_to_array($app->accessLog(['limit' => 2]), false);
+        self::assertGreaterThan(2, count($log));
+        self::assertSame([], array_diff(['issuePairingCode', 'approveConsentRequest'], array_column($log, 'operation')));
+
+        $app->signOut();
+        self::assertFalse($app->signedIn());
+        $raises(\Pont\AuthenticationError::class, static fn () => (new PatientApp(baseUrl: $info['base_url'], token: $token['access_token']))->consents());
+    }
+
     public function testLiveScenario(): void
     {
         $info = self::server();
@@ -785,6 +912,26 @@ final class ClientTest extends TestCase
         self::assertStringStartsWith('pcs_', $newSecret['client_secret']);
         foreach ([$newSecret['client_secret'], $full['client_secret']] as $secret) {
             self::assertNotEmpty((new Pont(clientId: $full['client_id'], clientSecret: $secret, baseUrl: $info['base_url']))->auth->introspectCurrent());
+        }
+    }
+
+    /** Last (PHPUnit runs a class's tests in order): the reset replaces the demo's clients, the every-scope integrator among them. */
+    public function testDemoResetThenTheFreshDemo(): void
+    {
+        $info = self::server();
+        $full = $info['demo']['clients'][0];
+        $pont = new Pont(clientId: $full['client_id'], clientSecret: $full['client_secret'], baseUrl: $info['base_url']);
+        $pont->auth->introspectCurrent();
+        $demo = $pont->demo->reset();
+        self::assertSame(201, $pont->lastResponse()->status);
+        self::assertGreaterThanOrEqual(3, $demo['replaced']['clients']);
+        self::assertCount(5, $demo['patients']);
+        $fresh = new Pont(clientId: $demo['clients'][0]['client_id'], clientSecret: $demo['clients'][0]['client_secret'], baseUrl: $info['base_url']);
+        self::assertTrue($fresh->healthIds->verify($demo['patients'][0]['health_id'])['valid']);
+        try {
+            $pont->auth->introspectCurrent();
+            self::fail('the reset left the demo client');
+        } catch (\Pont\AuthenticationError) {
         }
     }
 }

@@ -9,13 +9,13 @@ Webhook receivers need no client: ``from pont import webhooks; webhooks.verify_s
 from . import webhooks
 from ._http import VERSION as __version__
 from ._http import ApiDict, ApiList, RequestInfo, RequestOptions, ResponseInfo
-from .client import ENVIRONMENTS, BridgeAgent, Page, Pont
+from .client import ENVIRONMENTS, BridgeAgent, Page, PatientApp, Pont
 from .errors import (AuthenticationError, AuthorizationError, ConflictError, ConsentRequiredError, IdempotencyConflictError,
                      NetworkError, NotFoundError, NotFoundException, PayloadTooLargeError, PreconditionFailedError,
                      PontError, RateLimitError, ServerError, ServiceError, TimeoutError, ValidationError, WebhookSignatureError)
 
 __all__ = [
-    "Pont", "BridgeAgent", "ENVIRONMENTS", "webhooks", "Page", "ApiDict", "ApiList", "RequestOptions",
+    "Pont", "BridgeAgent", "PatientApp", "ENVIRONMENTS", "webhooks", "Page", "ApiDict", "ApiList", "RequestOptions",
     "RequestInfo", "ResponseInfo", "PontError", "ServiceError", "AuthenticationError", "AuthorizationError", "ConsentRequiredError",
     "ValidationError", "NotFoundError", "NotFoundException", "ConflictError", "IdempotencyConflictError",
     "PreconditionFailedError", "PayloadTooLargeError", "RateLimitError", "ServerError", "NetworkError", "TimeoutError",

@@ -170,7 +170,8 @@ def _clean_header(name: str, value: Any) -> str:
     return text
 
 
-# Credentials for one attempt: (force a fresh one) -> headers. Raising PontError stops the call.
+# Credentials for one attempt: (force a fresh one) -> headers. Raising PontError stops the call. A callable whose
+# ``renewable`` attribute is False (a patient's token) gets no second try after a 401.
 Credentials = Callable[[bool], Dict[str, str]]
 
 
@@ -287,7 +288,7 @@ class Transport:
                     self._hook(method, url, status, res_headers, attempt, started, None)
                     return result
             self._hook(method, url, status, res_headers, attempt, started, error)
-            if status == 401 and auth and self.credentials and not refreshed:
+            if status == 401 and auth and self.credentials and not refreshed and getattr(self.credentials, "renewable", True):
                 refreshed = True
                 self.credentials(True)
                 continue

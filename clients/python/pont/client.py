@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # Unpack is in typing from 3.11; type checkers of 3.10 take i
     from ._http import RequestOptions
     from .types import (BridgeHeartbeatAck, BridgeSyncResult, ClientSecretRotation, ConsentRequestCreated,
                         ConsentStatus, EncounterPushed, HealthIdResolveResponse, HealthIdVerifyResponse, IntrospectionResponse,
-                        LabResultPushed, PairingCode, PatientProfile, PatientSummary,
-                        PaymentReconciliationDay, PharmacyStockApplied, SdkTokenIntrospection, TokenResponse,
+                        Jwks, LabResultPushed, MobileTokenResponse, OAuthServerMetadata, PairingCode, PatientProfile, PatientSummary,
+                        PaymentReconciliationDay, PharmacyStockApplied, SdkTokenIntrospection, SmartConfiguration, TokenResponse,
                         WebhookReplay, WebhookSecretRotation, WebhookSubscriptionCreated)
 
 ENVIRONMENTS = {"sandbox": "https://sandbox.pont.health", "production": "https://api.pont.health"}
@@ -453,6 +453,53 @@ class Payments(_Module):
         return self._get("/api/v1/connect/payments/reconciliation", {"date": date, "facility_id": facility_id, "time_zone": time_zone}, options)
 
 
+class Discovery(_Module):
+    """Discovery documents: public, sent without a token (none is fetched for them)."""
+
+    def smart_configuration(self, **options: Unpack[RequestOptions]) -> SmartConfiguration:
+        """SMART App Launch configuration (/.well-known/smart-configuration): how SMART Backend Services authenticate."""
+        return self._get("/.well-known/smart-configuration", options=options, auth=False)
+
+    def fhir_smart_configuration(self, **options: Unpack[RequestOptions]) -> SmartConfiguration:
+        """The same SMART configuration, under the FHIR base (/api/fhir/R4/.well-known/smart-configuration)."""
+        return self._get(f"{FHIR}/.well-known/smart-configuration", options=options, auth=False)
+
+    def oauth_server_metadata(self, **options: Unpack[RequestOptions]) -> OAuthServerMetadata:
+        """OAuth 2.0 authorization server metadata (RFC 8414)."""
+        return self._get("/.well-known/oauth-authorization-server", options=options, auth=False)
+
+    def jwks(self, **options: Unpack[RequestOptions]) -> Jwks:
+        """The public keys that verify Pont's access tokens (RS256)."""
+        return self._get("/.well-known/jwks.json", options=options, auth=False)
+
+    def openapi(self, **options: Unpack[RequestOptions]) -> Json:
+        """The server's OpenAPI 3.1 document."""
+        return self._get("/api/openapi.json", options=options, auth=False)
+
+
+class System(_Module):
+    """Probes: public, sent without a token. Each answers ``{"status", "checks", "mappings_version"}``."""
+
+    def healthz(self, **options: Unpack[RequestOptions]) -> Json:
+        """Liveness: ``{"status": "ok"}`` while the process is up."""
+        return self._get("/healthz", options=options, auth=False)
+
+    def readyz(self, **options: Unpack[RequestOptions]) -> Json:
+        """Readiness: ``status`` ``ok`` once the database answers. Not ready is a 503, retried like any GET, then a
+        ServerError (its ``body`` is the answer): pass ``max_retries=0`` for a probe."""
+        return self._get("/readyz", options=options, auth=False)
+
+
+class Demo(_Module):
+    def reset(self, **options: Unpack[RequestOptions]) -> Json:
+        """Wipes and seeds the demo organisation (development and sandbox only; production: NotFoundError). Sent with
+        this client's token: in development the route is open (the token is ignored); in sandbox the client must be an
+        operator's (``pont clients create --all-patients``; any other: AuthorizationError). The demo's clients are
+        replaced: use the answer's ``clients`` from then on. Not retried without the caller's ``idempotency_key`` (the
+        server does not deduplicate it; a reset asked for while another runs is a ConflictError with Retry-After)."""
+        return self._http.request("POST", "/api/demo/reset", body={}, options=options)
+
+
 def _transport(base_url: Optional[str], environment: str, **settings: Any) -> Transport:
     if base_url is None and environment not in ENVIRONMENTS:
         raise ValidationError("environment must be sandbox or production")
@@ -511,6 +558,9 @@ class Pont(_Client):
         self.inventory = Inventory(self._http)
         self.payments = Payments(self._http)
         self.bulk = Bulk(self._http)
+        self.discovery = Discovery(self._http)
+        self.system = System(self._http)
+        self.demo = Demo(self._http)
 
 
 class BridgeAgent(_Client):
@@ -541,3 +591,76 @@ class BridgeAgent(_Client):
         batch_id = batch_id or options.get("idempotency_key") or str(uuid.uuid4())
         body = {"batch_id": batch_id, "resources": list(resources)}
         return self._http.request("POST", "/api/v1/bridge/sync", body=body, options={**options, "idempotency_key": batch_id})
+
+
+class _PatientToken:
+    """The Authorization of a patient's app: its ``pat_`` token, which is not renewed (a 401: expired or signed out)."""
+    renewable = False
+
+    def __init__(self, token: Optional[str]) -> None:
+        self.value = token or None
+
+    def __call__(self, force: bool) -> Dict[str, str]:
+        if not self.value:
+            raise ValidationError("PatientApp: no patient token (sign_in(health_id, code) first, or pass token=)")
+        return {"Authorization": "Bearer " + self.value}
+
+
+class PatientApp(_Client):
+    """A patient's own app (the /api/v1/mobile routes): the patient's consents and access log, with the patient's
+    ``pat_`` token, not an integrator's credentials: ``PatientApp(base_url=..., token=None)``. Pair it once with
+    ``sign_in(health_id, code)`` (the code an organisation gave the patient in person:
+    ``pont.patients.issue_pairing_code``), or construct it with a stored ``token``. No request is made here. Writes
+    (sign-in, answers, revocations, sign-out) are not deduplicated by the server: sent once, retried only with the
+    caller's ``idempotency_key``; reads are retried like any GET. Settings as ``Pont``'s."""
+
+    def __init__(self, environment: str = "sandbox", base_url: Optional[str] = None, token: Optional[str] = None, **settings: Any) -> None:
+        self._http = _transport(base_url, environment, **settings)
+        self._token = _PatientToken(token)
+        self._http.credentials = self._token
+        self._api = _Module(self._http)
+
+    @property
+    def signed_in(self) -> bool:
+        """Whether the app holds a patient token (it may still have expired or been revoked)."""
+        return self._token.value is not None
+
+    def sign_in(self, health_id: str, code: str, **options: Unpack[RequestOptions]) -> MobileTokenResponse:
+        """Exchanges a pairing code for a patient token (``access_token``, ``pat_...``, valid ``expires_in`` seconds),
+        which this app uses from then on; store it to construct the app with ``token=`` later. A wrong, used or
+        expired code is an AuthenticationError (the code is single use: not retried)."""
+        _required("PatientApp.sign_in", health_id=health_id, code=code)
+        answer = self._http.request("POST", "/api/v1/mobile/auth/token", body={"health_id": health_id, "code": code}, auth=False, options=options)
+        self._token.value = answer["access_token"]
+        return answer
+
+    def consents(self, **options: Unpack[RequestOptions]) -> Page:
+        """The patient's consents and pending requests, newest first (``items``, also ``.data``)."""
+        return self._api._single_page(self._api._get("/api/v1/mobile/consents", options=options), "items")
+
+    def approve_request(self, consent_request_id: str, **options: Unpack[RequestOptions]) -> ConsentStatus:
+        """Approves a pending consent request: the organisation that asked gets access (not one that paired this app:
+        AuthorizationError)."""
+        _required("PatientApp.approve_request", consent_request_id=consent_request_id)
+        return self._http.request("POST", f"/api/v1/mobile/consent-requests/{_q(consent_request_id)}/approve", options=options)
+
+    def deny_request(self, consent_request_id: str, **options: Unpack[RequestOptions]) -> ConsentStatus:
+        """Denies a pending consent request (already answered: ConflictError)."""
+        _required("PatientApp.deny_request", consent_request_id=consent_request_id)
+        return self._http.request("POST", f"/api/v1/mobile/consent-requests/{_q(consent_request_id)}/deny", options=options)
+
+    def revoke_consent(self, consent_id: str, **options: Unpack[RequestOptions]) -> ConsentStatus:
+        """Revokes one of the patient's active consents (``consent_id`` of ``consents()``; not active: ConflictError)."""
+        _required("PatientApp.revoke_consent", consent_id=consent_id)
+        return self._http.request("POST", f"/api/v1/mobile/consents/{_q(consent_id)}/revoke", options=options)
+
+    def access_log(self, limit: Optional[int] = None, cursor: Optional[str] = None, **options: Unpack[RequestOptions]) -> Page:
+        """Who read or changed which kind of the patient's data, when, why, break-glass or not, newest first
+        (``auto_paging_iter()`` follows ``next_cursor``)."""
+        return self._api._cursor_page("/api/v1/mobile/access-log", {"limit": limit, "cursor": cursor}, "items", options)
+
+    def sign_out(self, **options: Unpack[RequestOptions]) -> ApiDict:
+        """Signs the app out: the token stops working, and this app forgets it."""
+        answer = self._http.request("POST", "/api/v1/mobile/auth/revoke", options=options)
+        self._token.value = None
+        return answer

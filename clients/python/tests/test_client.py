@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pont
-from pont import BridgeAgent, Pont, webhooks
+from pont import BridgeAgent, PatientApp, Pont, webhooks
 from pont._http import Transport
 
 CONFORMANCE = Path(__file__).resolve().parents[2] / "conformance"
@@ -311,6 +311,38 @@ class Behaviour(unittest.TestCase):
         with self.assertRaisesRegex(pont.ValidationError, "test_name is required"):
             p.records.push_lab_result({"health_id": "CM482930174629"})
         self.assertEqual((server.tokens, server.calls), (0, []))
+
+    def test_discovery_fetches_no_token_and_a_patient_app_sends_its_own(self):
+        server = FakeServer([OK, OK, OK, (503, {}, {"status": "unavailable", "checks": {"database": "failing"}})])
+        p = client(server)
+        p.system.healthz()
+        p.discovery.jwks()
+        p.discovery.openapi()
+        with self.assertRaises(pont.ServerError) as caught:
+            p.system.readyz(max_retries=0)
+        self.assertEqual(caught.exception.body["status"], "unavailable")
+        self.assertEqual(server.tokens, 0)
+        self.assertEqual([(c["url"], c["headers"].get("Authorization")) for c in server.calls],
+                         [("http://pont.invalid/healthz", None), ("http://pont.invalid/.well-known/jwks.json", None),
+                          ("http://pont.invalid/api/openapi.json", None), ("http://pont.invalid/readyz", None)])
+
+        unauthenticated = (401, {}, {"status": "error", "error_code": "UNAUTHENTICATED", "message": "expired"})
+        server = FakeServer([(503, {}, "busy"), (200, {}, {"items": []}), (503, {}, "busy"), unauthenticated])
+        app = PatientApp(base_url="http://pont.invalid", token="pat_secret_value", sender=server, sleep=lambda s: None)
+        self.assertNotIn("secret_value", repr(app))
+        self.assertEqual(app.consents().data, [])  # a read: retried
+        self.assertRaises(pont.ServerError, app.approve_request, "cr 1")  # a write without a key: once
+        self.assertRaises(pont.AuthenticationError, app.access_log)  # a pat_ token is not renewed: once
+        self.assertEqual([(c["method"], c["url"], c["headers"].get("Authorization"), c["headers"].get("Idempotency-Key")) for c in server.calls], [
+            ("GET", "http://pont.invalid/api/v1/mobile/consents", "Bearer pat_secret_value", None),
+            ("GET", "http://pont.invalid/api/v1/mobile/consents", "Bearer pat_secret_value", None),
+            ("POST", "http://pont.invalid/api/v1/mobile/consent-requests/cr%201/approve", "Bearer pat_secret_value", None),
+            ("GET", "http://pont.invalid/api/v1/mobile/access-log", "Bearer pat_secret_value", None)])
+        with self.assertRaisesRegex(pont.ValidationError, "no patient token"):
+            PatientApp(base_url="http://pont.invalid", sender=server).consents()
+        with self.assertRaisesRegex(pont.ValidationError, "code is required"):
+            app.sign_in("CM482930174629", "")
+        self.assertEqual((len(server.calls), server.tokens), (4, 0))
 
     def test_every_operation_of_the_surface_has_a_method(self):
         p = client(FakeServer())
@@ -674,6 +706,83 @@ class LiveScenario(unittest.TestCase):
         for secret in (new_secret["client_secret"], full["client_secret"]):
             with Pont(client_id=full["client_id"], client_secret=secret, base_url=info["base_url"]) as other:
                 other.auth.introspect_current()
+
+    def test_discovery_documents_and_probes_without_a_token(self):
+        sent = []
+        with Pont(client_id="cli_none", client_secret="pcs_none", base_url=INFO["base_url"], on_request=lambda r: sent.append(r.headers.get("Authorization"))) as p:
+            smart = p.discovery.smart_configuration()
+            self.assertTrue(smart["token_endpoint"].endswith("/api/v1/connect/auth/token"))
+            self.assertEqual(p.discovery.fhir_smart_configuration()["token_endpoint"], smart["token_endpoint"])
+            self.assertTrue(p.discovery.oauth_server_metadata()["jwks_uri"].endswith("/.well-known/jwks.json"))
+            self.assertGreater(len(p.discovery.jwks()["keys"]), 0)
+            self.assertIn("/api/v1/mobile/consents", p.discovery.openapi()["paths"])
+            self.assertEqual(p.system.healthz()["status"], "ok")
+            self.assertEqual(p.system.readyz()["checks"]["database"], "ok")
+        self.assertEqual(sent, [None] * 7)  # bogus credentials, never used
+
+    def test_patient_app_pairs_answers_revokes_reads_its_log_and_signs_out(self):
+        p = Pont(client_id=INFO["demo"]["clients"][0]["client_id"], client_secret=INFO["demo"]["clients"][0]["client_secret"], base_url=INFO["base_url"])
+        self.addCleanup(p.close)
+        clinic = Pont(client_id=INFO["clinic"]["client_id"], client_secret=INFO["clinic"]["client_secret"], base_url=INFO["base_url"])
+        self.addCleanup(clinic.close)
+        hid = p.health_ids.resolve({"first_name": "Kofi", "last_name": f"Mobile{uuid.uuid4().hex[:8]}", "date_of_birth": "1988-04-05", "sex": "male"})["health_id"]
+        code = p.patients.issue_pairing_code(hid)["code"]  # the demo organisation registered the patient: it may pair
+        with self.assertRaises(pont.AuthenticationError), PatientApp(base_url=INFO["base_url"]) as wrong:
+            wrong.sign_in(hid, "WRONG-CODE")
+        slept = []
+        app = PatientApp(base_url=INFO["fault_url"], sleep=slept.append)
+        self.addCleanup(app.close)
+        self.assertFalse(app.signed_in)
+        token = app.sign_in(hid, code)
+        self.assertTrue(token["access_token"].startswith("pat_"))
+        self.assertTrue(app.signed_in)
+
+        # The clinic asks; so does the demo organisation, which paired the app: the app never approves that one's requests.
+        asked = clinic.consents.request({"health_id": hid, "purpose": "follow-up", "requested_scopes": ["labs:read"]})
+        own = p.consents.request({"health_id": hid, "purpose": "second opinion", "requested_scopes": ["labs:read"]})
+        mine = {c["consent_id"]: c["status"] for c in app.consents().data}
+        self.assertEqual((mine[asked["consent_request_id"]], mine[own["consent_request_id"]]), ("pending", "pending"))
+        approved = app.approve_request(asked["consent_request_id"])
+        self.assertEqual((approved["organization_id"], approved["status"]), (INFO["clinic"]["organization_id"], "active"))
+        self.assertEqual(clinic.consents.status(hid)["status"], "active")
+        self.assertRaises(pont.AuthorizationError, app.approve_request, own["consent_request_id"])
+        self.assertEqual(app.deny_request(own["consent_request_id"])["status"], "denied")
+        self.assertRaises(pont.ConflictError, app.deny_request, own["consent_request_id"])
+
+        # A revocation whose answer is lost: sent once (the server does not deduplicate mobile writes), and it took effect.
+        token_id, headers = fault("lose-answer")
+        self.assertRaises(pont.NetworkError, app.revoke_consent, approved["consent_id"], headers=headers)
+        self.assertEqual(fault_counts(token_id), {"received": 1, "forwarded": 1, "idempotency_keys": [None]})
+        self.assertEqual({c["consent_id"]: c["status"] for c in app.consents().data}[approved["consent_id"]], "revoked")
+        self.assertEqual(clinic.consents.status(hid)["status"], "revoked")
+
+        # The access log: a reset connection on a read is retried; iterated in pages of two.
+        token_id, headers = fault("reset")
+        self.assertEqual(len(app.access_log(limit=2, headers=headers).data), 2)
+        self.assertEqual(fault_counts(token_id)["received"], 2)
+        log = list(app.access_log(limit=2).auto_paging_iter())
+        self.assertGreater(len(log), 2)
+        self.assertLessEqual({"issuePairingCode", "approveConsentRequest"}, {e["operation"] for e in log})
+
+        app.sign_out()
+        self.assertFalse(app.signed_in)
+        with self.assertRaises(pont.AuthenticationError), PatientApp(base_url=INFO["base_url"], token=token["access_token"]) as signed_out:
+            signed_out.consents()
+
+    def test_reset_demo_runs_after_the_other_live_tests(self):
+        """Named to run after the other tests that use the server (unittest runs a class's tests by name, and this
+        class after Faults): the reset replaces the demo organisation's clients, the every-scope integrator among them."""
+        full = INFO["demo"]["clients"][0]
+        with Pont(client_id=full["client_id"], client_secret=full["client_secret"], base_url=INFO["base_url"]) as p:
+            p.auth.introspect_current()
+            demo = p.demo.reset()
+            self.assertEqual(demo.status, 201)
+            self.assertGreaterEqual(demo["replaced"]["clients"], 3)
+            self.assertEqual(len(demo["patients"]), 5)
+            fresh = demo["clients"][0]
+            with Pont(client_id=fresh["client_id"], client_secret=fresh["client_secret"], base_url=INFO["base_url"]) as other:
+                self.assertTrue(other.health_ids.verify(demo["patients"][0]["health_id"])["valid"])
+            self.assertRaises(pont.AuthenticationError, p.auth.introspect_current)  # its client is gone
 
     def test_types_are_generated_from_the_served_document(self):
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))

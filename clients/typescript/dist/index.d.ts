@@ -4,7 +4,8 @@
  * timeout, deadline, maxRetries, headers, purposeOfUse, emergencyReason, signal). Answers are the server's JSON,
  * typed from its OpenAPI document (./types.js) and FHIR resources from @medplum/fhirtypes, each with a
  * non-enumerable `lastResponse` (status, requestId…). Lists answer a PagePromise: `await` for one page, `for await`
- * for every item. Webhook helpers need no client: `import { webhooks } from '@pont/client'`.
+ * for every item. Webhook helpers need no client: `import { webhooks } from '@pont/client'`. A patient's own app (the
+ * /api/v1/mobile routes, with a `pat_` token) is `PatientApp`.
  */
 import type { Bundle, CapabilityStatement, ExtractResource, OperationOutcome, Resource, ResourceType } from '@medplum/fhirtypes';
 import { type CallOptions, type ResponseInfo, type TransportOptions } from './http.js';
@@ -55,6 +56,49 @@ export interface BulkExportManifest {
         type: string;
         url: string;
     }>;
+}
+/** GET /healthz and /readyz: `ok`, or `unavailable` with the check that fails (readyz answers it with 503). */
+export interface Health {
+    status: 'ok' | 'unavailable';
+    checks?: Record<string, string>;
+    /** The version of the maps this process runs. */
+    mappings_version?: string;
+}
+/** POST /api/demo/reset: what it removed (`replaced`) and the fresh demo, with its new credentials. */
+export interface DemoReset {
+    environment: string;
+    organization_id: string;
+    facility_id: string;
+    clients: Array<{
+        name: string;
+        client_id: string;
+        client_secret: string;
+        scopes: string[];
+    }>;
+    bridge_agent: {
+        agent_id: string;
+        agent_key: string;
+        facility_id: string;
+        [key: string]: unknown;
+    };
+    patients: Array<{
+        health_id: string;
+        patient_id: string;
+        first_name?: string;
+        last_name?: string;
+        [key: string]: unknown;
+    }>;
+    replaced: {
+        fhir_resources: number;
+        clients: number;
+        bridge_agents: number;
+        patient_tokens: number;
+        events: number;
+        webhook_deliveries: number;
+        webhook_subscriptions_kept: number;
+    };
+    seeded: Record<string, unknown>;
+    [key: string]: unknown;
 }
 export type BulkExportStatus = {
     status: 'in-progress';
@@ -253,6 +297,37 @@ export declare class Pont {
         /** The resources of one output file of the manifest (its `url`), parsed line by line as they stream in. */
         file: <R extends AnyResource = AnyResource>(url: string, call?: CallOptions) => AsyncGenerator<R, void, undefined>;
     };
+    readonly discovery: {
+        /** SMART App Launch configuration (/.well-known/smart-configuration): how SMART Backend Services authenticate. */
+        smartConfiguration: (call?: CallOptions) => Promise<WithResponse<T.SmartConfiguration>>;
+        /** The same SMART configuration, under the FHIR base (/api/fhir/R4/.well-known/smart-configuration). */
+        fhirSmartConfiguration: (call?: CallOptions) => Promise<WithResponse<T.SmartConfiguration>>;
+        /** OAuth 2.0 authorization server metadata (RFC 8414). */
+        oauthServerMetadata: (call?: CallOptions) => Promise<WithResponse<T.OAuthServerMetadata>>;
+        /** The public keys that verify Pont's access tokens (RS256). */
+        jwks: (call?: CallOptions) => Promise<WithResponse<T.Jwks>>;
+        /** The OpenAPI 3.1 document of the server. */
+        openapi: (call?: CallOptions) => Promise<WithResponse<Record<string, unknown>>>;
+    };
+    readonly system: {
+        /** Liveness: `{status: 'ok'}` while the process is up. */
+        healthz: (call?: CallOptions) => Promise<WithResponse<Health>>;
+        /**
+         * Readiness: `{status: 'ok', checks, mappings_version}` once the database answers. Not ready is a 503, retried
+         * like any GET, then a ServerError (its `body` is the Health answer): pass `{ maxRetries: 0 }` for a probe.
+         */
+        readyz: (call?: CallOptions) => Promise<WithResponse<Health>>;
+    };
+    readonly demo: {
+        /**
+         * Wipes and seeds the demo organisation (development and sandbox only; production: NotFoundError). Sent with this
+         * client's token: in development the route is open (the token is ignored); in sandbox the client must be an
+         * operator's (`pont clients create --all-patients`; any other: AuthorizationError). The demo's clients are
+         * replaced: use the answer's `clients` from then on. Not retried without a caller's idempotencyKey (the server
+         * does not deduplicate it; a reset asked for while another runs is a ConflictError with `Retry-After`).
+         */
+        reset: (call?: CallOptions) => Promise<WithResponse<DemoReset>>;
+    };
     /** Makes no network call: the first call fetches the token (bad credentials: AuthenticationError there). */
     constructor(options: PontOptions);
     /** A client whose credentials are checked now: it fetches its first token (AuthenticationError on bad credentials). */
@@ -277,4 +352,56 @@ export declare class BridgeAgent {
     heartbeat(version: string, call?: CallOptions): Promise<WithResponse<T.BridgeHeartbeatAck>>;
     /** Sends a batch (at most 1000 resources). The server deduplicates by `batch_id`, which is also sent as the Idempotency-Key. */
     sync(batch: T.BridgeSyncBatch, call?: CallOptions): Promise<WithResponse<T.BridgeSyncResult>>;
+}
+export interface PatientAppOptions extends ConnectionOptions {
+    /** A patient token (`pat_…`) the app stored; without one, `signIn` gets it from a pairing code. */
+    token?: string;
+}
+/**
+ * A patient's own app (the /api/v1/mobile routes): the patient's consents and access log, with the patient's
+ * `pat_` token, not an integrator's credentials. Pair it once with `signIn(healthId, code)` (the code an
+ * organisation gave the patient in person: `pont.patients.issuePairingCode`), or construct it with a stored `token`.
+ * Makes no network call here. A `pat_` token is not renewed: a 401 (expired, signed out) is an AuthenticationError.
+ * Writes (sign-in, answers, revocations, sign-out) are not deduplicated by the server: they are sent once, retried
+ * only with a caller's idempotencyKey; reads are retried like any GET.
+ */
+export declare class PatientApp {
+    #private;
+    constructor(options?: PatientAppOptions);
+    /** Whether the app holds a patient token (it may still have expired or been revoked). */
+    get signedIn(): boolean;
+    /**
+     * Exchanges a pairing code for a patient token (`access_token`, `pat_…`, valid `expires_in` seconds), which this
+     * instance uses from then on; store it to construct the app with `token` later. A wrong, used or expired code is an
+     * AuthenticationError (the code is single use: not retried).
+     */
+    signIn(healthId: string, code: string, call?: CallOptions): Promise<WithResponse<T.MobileTokenResponse>>;
+    /** The patient's consents and pending requests, newest first (`items`; one page, iterate for each). */
+    consents(call?: CallOptions): PagePromise<WithResponse<T.MyConsents>, T.ConsentStatus>;
+    /** Approves a pending consent request: the organisation that asked gets access (not one that paired this app: 403). */
+    approveRequest(consentRequestId: string, call?: CallOptions): Promise<WithResponse<T.ConsentStatus>>;
+    /** Denies a pending consent request (already answered: ConflictError). */
+    denyRequest(consentRequestId: string, call?: CallOptions): Promise<WithResponse<T.ConsentStatus>>;
+    /** Revokes one of the patient's active consents (`consent_id` of `consents()`; not active: ConflictError). */
+    revokeConsent(consentId: string, call?: CallOptions): Promise<WithResponse<T.ConsentStatus>>;
+    /** Who read or changed which kind of the patient's data, when, why, break-glass or not, newest first; iterate for every entry. */
+    accessLog(filters?: {
+        limit?: number;
+        cursor?: string;
+    }, call?: CallOptions): PagePromise<WithResponse<T.AccessLog>, {
+        at: string;
+        actor: {
+            kind: "organization" | "patient" | "system";
+            organization_id: string | null;
+            client_id: string | null;
+        };
+        operation: string | null;
+        action: "read" | "create" | "update" | "delete" | "execute";
+        data_types: Array<string>;
+        purpose: string | null;
+        break_glass: boolean;
+        outcome: "allowed" | "refused";
+    }>;
+    /** Signs the app out: the token stops working, and this instance forgets it. */
+    signOut(call?: CallOptions): Promise<WithResponse<Record<string, never>>>;
 }

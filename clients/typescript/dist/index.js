@@ -82,12 +82,17 @@ export class Pont {
     inventory;
     payments;
     bulk;
+    discovery;
+    system;
+    demo;
     /** Makes no network call: the first call fetches the token (bad credentials: AuthenticationError there). */
     constructor(options) {
         required('new Pont', { clientId: options?.clientId, clientSecret: options?.clientSecret });
         const http = transportOf(options, baseUrlOf('new Pont', options));
         const tokens = new TokenSource(http, options.clientId, options.clientSecret);
         const api = new Caller(http, tokens);
+        // Discovery documents and probes: public, sent without a token (none is fetched for them).
+        const open = new Caller(http);
         const perPatient = (type) => (healthId, filters, call) => {
             required(`fhir.${type}`, { healthId });
             return api.bundle(() => api.get(`/api/v1/sdk/patients/${enc(healthId)}/fhir/${type}`, filters, call, FHIR_JSON), call);
@@ -398,6 +403,37 @@ export class Pont {
                     yield JSON.parse(rest);
             },
         };
+        this.discovery = {
+            /** SMART App Launch configuration (/.well-known/smart-configuration): how SMART Backend Services authenticate. */
+            smartConfiguration: (call) => open.get('/.well-known/smart-configuration', undefined, call),
+            /** The same SMART configuration, under the FHIR base (/api/fhir/R4/.well-known/smart-configuration). */
+            fhirSmartConfiguration: (call) => open.get(`${FHIR}/.well-known/smart-configuration`, undefined, call),
+            /** OAuth 2.0 authorization server metadata (RFC 8414). */
+            oauthServerMetadata: (call) => open.get('/.well-known/oauth-authorization-server', undefined, call),
+            /** The public keys that verify Pont's access tokens (RS256). */
+            jwks: (call) => open.get('/.well-known/jwks.json', undefined, call),
+            /** The OpenAPI 3.1 document of the server. */
+            openapi: (call) => open.get('/api/openapi.json', undefined, call),
+        };
+        this.system = {
+            /** Liveness: `{status: 'ok'}` while the process is up. */
+            healthz: (call) => open.get('/healthz', undefined, call),
+            /**
+             * Readiness: `{status: 'ok', checks, mappings_version}` once the database answers. Not ready is a 503, retried
+             * like any GET, then a ServerError (its `body` is the Health answer): pass `{ maxRetries: 0 }` for a probe.
+             */
+            readyz: (call) => open.get('/readyz', undefined, call),
+        };
+        this.demo = {
+            /**
+             * Wipes and seeds the demo organisation (development and sandbox only; production: NotFoundError). Sent with this
+             * client's token: in development the route is open (the token is ignored); in sandbox the client must be an
+             * operator's (`pont clients create --all-patients`; any other: AuthorizationError). The demo's clients are
+             * replaced: use the answer's `clients` from then on. Not retried without a caller's idempotencyKey (the server
+             * does not deduplicate it; a reset asked for while another runs is a ConflictError with `Retry-After`).
+             */
+            reset: (call) => api.send({ method: 'POST', path: '/api/demo/reset', body: {} }, call),
+        };
     }
     /** A client whose credentials are checked now: it fetches its first token (AuthenticationError on bad credentials). */
     static async create(options) {
@@ -477,5 +513,75 @@ export class BridgeAgent {
     sync(batch, call) {
         required('BridgeAgent.sync', { batch_id: batch?.batch_id, resources: batch?.resources });
         return this.#api.send({ method: 'POST', path: '/api/v1/bridge/sync', body: batch, idempotencyKey: batch.batch_id }, call);
+    }
+}
+/**
+ * A patient's own app (the /api/v1/mobile routes): the patient's consents and access log, with the patient's
+ * `pat_` token, not an integrator's credentials. Pair it once with `signIn(healthId, code)` (the code an
+ * organisation gave the patient in person: `pont.patients.issuePairingCode`), or construct it with a stored `token`.
+ * Makes no network call here. A `pat_` token is not renewed: a 401 (expired, signed out) is an AuthenticationError.
+ * Writes (sign-in, answers, revocations, sign-out) are not deduplicated by the server: they are sent once, retried
+ * only with a caller's idempotencyKey; reads are retried like any GET.
+ */
+export class PatientApp {
+    // #private: never shown by console.log.
+    #api;
+    #token;
+    constructor(options = {}) {
+        const http = transportOf(options, baseUrlOf('new PatientApp', options));
+        this.#token = options.token || undefined;
+        this.#api = new Caller(http, {
+            renewable: false,
+            headers: async () => {
+                if (!this.#token)
+                    throw new ValidationError('PatientApp: no patient token (signIn(healthId, code) first, or pass token)');
+                return { authorization: `Bearer ${this.#token}` };
+            },
+        });
+    }
+    /** Whether the app holds a patient token (it may still have expired or been revoked). */
+    get signedIn() {
+        return this.#token !== undefined;
+    }
+    /**
+     * Exchanges a pairing code for a patient token (`access_token`, `pat_…`, valid `expires_in` seconds), which this
+     * instance uses from then on; store it to construct the app with `token` later. A wrong, used or expired code is an
+     * AuthenticationError (the code is single use: not retried).
+     */
+    async signIn(healthId, code, call) {
+        required('PatientApp.signIn', { healthId, code });
+        const answer = await this.#api.send({ method: 'POST', path: '/api/v1/mobile/auth/token', body: { health_id: healthId, code }, credentials: undefined }, call);
+        this.#token = answer.access_token;
+        return answer;
+    }
+    /** The patient's consents and pending requests, newest first (`items`; one page, iterate for each). */
+    consents(call) {
+        return this.#api.list(() => this.#api.get('/api/v1/mobile/consents', undefined, call), (p) => p.items, () => null);
+    }
+    /** Approves a pending consent request: the organisation that asked gets access (not one that paired this app: 403). */
+    approveRequest(consentRequestId, call) {
+        required('PatientApp.approveRequest', { consentRequestId });
+        return this.#api.send({ method: 'POST', path: `/api/v1/mobile/consent-requests/${enc(consentRequestId)}/approve` }, call);
+    }
+    /** Denies a pending consent request (already answered: ConflictError). */
+    denyRequest(consentRequestId, call) {
+        required('PatientApp.denyRequest', { consentRequestId });
+        return this.#api.send({ method: 'POST', path: `/api/v1/mobile/consent-requests/${enc(consentRequestId)}/deny` }, call);
+    }
+    /** Revokes one of the patient's active consents (`consent_id` of `consents()`; not active: ConflictError). */
+    revokeConsent(consentId, call) {
+        required('PatientApp.revokeConsent', { consentId });
+        return this.#api.send({ method: 'POST', path: `/api/v1/mobile/consents/${enc(consentId)}/revoke` }, call);
+    }
+    /** Who read or changed which kind of the patient's data, when, why, break-glass or not, newest first; iterate for every entry. */
+    accessLog(filters = {}, call) {
+        const page = (cursor) => () => this.#api.get('/api/v1/mobile/access-log', { ...filters, cursor }, call);
+        return this.#api.list(page(filters.cursor), (p) => p.items, (p) => (p.next_cursor ? page(p.next_cursor) : null));
+    }
+    /** Signs the app out: the token stops working, and this instance forgets it. */
+    async signOut(call) {
+        const answer = await this.#api.send({ method: 'POST', path: '/api/v1/mobile/auth/revoke' }, call);
+        this.#token = undefined;
+        return answer;
     }
 }

@@ -4,7 +4,8 @@
  * timeout, deadline, maxRetries, headers, purposeOfUse, emergencyReason, signal). Answers are the server's JSON,
  * typed from its OpenAPI document (./types.js) and FHIR resources from @medplum/fhirtypes, each with a
  * non-enumerable `lastResponse` (status, requestId…). Lists answer a PagePromise: `await` for one page, `for await`
- * for every item. Webhook helpers need no client: `import { webhooks } from '@pont/client'`.
+ * for every item. Webhook helpers need no client: `import { webhooks } from '@pont/client'`. A patient's own app (the
+ * /api/v1/mobile routes, with a `pat_` token) is `PatientApp`.
  */
 import type { Bundle, BundleEntry, CapabilityStatement, ExtractResource, OperationOutcome, Resource, ResourceType } from '@medplum/fhirtypes';
 import { Transport, type Answer, type CallOptions, type Credentials, type Request, type ResponseInfo, type TransportOptions, REFRESH_BEFORE_SECONDS } from './http.js';
@@ -51,6 +52,27 @@ export interface BulkExportManifest {
   output: Array<{ type: string; url: string; count?: number }>;
   error: Array<{ type: string; url: string }>;
 }
+/** GET /healthz and /readyz: `ok`, or `unavailable` with the check that fails (readyz answers it with 503). */
+export interface Health {
+  status: 'ok' | 'unavailable';
+  checks?: Record<string, string>;
+  /** The version of the maps this process runs. */
+  mappings_version?: string;
+}
+
+/** POST /api/demo/reset: what it removed (`replaced`) and the fresh demo, with its new credentials. */
+export interface DemoReset {
+  environment: string;
+  organization_id: string;
+  facility_id: string;
+  clients: Array<{ name: string; client_id: string; client_secret: string; scopes: string[] }>;
+  bridge_agent: { agent_id: string; agent_key: string; facility_id: string; [key: string]: unknown };
+  patients: Array<{ health_id: string; patient_id: string; first_name?: string; last_name?: string; [key: string]: unknown }>;
+  replaced: { fhir_resources: number; clients: number; bridge_agents: number; patient_tokens: number; events: number; webhook_deliveries: number; webhook_subscriptions_kept: number };
+  seeded: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
 export type BulkExportStatus =
   | { status: 'in-progress'; progress: string | null; retryAfter: number | null; lastResponse: ResponseInfo }
   | { status: 'completed'; manifest: BulkExportManifest; lastResponse: ResponseInfo };
@@ -138,6 +160,9 @@ export class Pont {
   readonly inventory;
   readonly payments;
   readonly bulk;
+  readonly discovery;
+  readonly system;
+  readonly demo;
 
   /** Makes no network call: the first call fetches the token (bad credentials: AuthenticationError there). */
   constructor(options: PontOptions) {
@@ -145,6 +170,8 @@ export class Pont {
     const http = transportOf(options, baseUrlOf('new Pont', options));
     const tokens = new TokenSource(http, options.clientId, options.clientSecret);
     const api = new Caller(http, tokens);
+    // Discovery documents and probes: public, sent without a token (none is fetched for them).
+    const open = new Caller(http);
     const perPatient =
       <K extends ResourceType>(type: K) =>
       (healthId: string, filters?: Query, call?: CallOptions) => {
@@ -465,6 +492,37 @@ export class Pont {
         if (rest.trim()) yield JSON.parse(rest) as R;
       },
     };
+    this.discovery = {
+      /** SMART App Launch configuration (/.well-known/smart-configuration): how SMART Backend Services authenticate. */
+      smartConfiguration: (call?: CallOptions) => open.get<T.SmartConfiguration>('/.well-known/smart-configuration', undefined, call),
+      /** The same SMART configuration, under the FHIR base (/api/fhir/R4/.well-known/smart-configuration). */
+      fhirSmartConfiguration: (call?: CallOptions) => open.get<T.SmartConfiguration>(`${FHIR}/.well-known/smart-configuration`, undefined, call),
+      /** OAuth 2.0 authorization server metadata (RFC 8414). */
+      oauthServerMetadata: (call?: CallOptions) => open.get<T.OAuthServerMetadata>('/.well-known/oauth-authorization-server', undefined, call),
+      /** The public keys that verify Pont's access tokens (RS256). */
+      jwks: (call?: CallOptions) => open.get<T.Jwks>('/.well-known/jwks.json', undefined, call),
+      /** The OpenAPI 3.1 document of the server. */
+      openapi: (call?: CallOptions) => open.get<Record<string, unknown>>('/api/openapi.json', undefined, call),
+    };
+    this.system = {
+      /** Liveness: `{status: 'ok'}` while the process is up. */
+      healthz: (call?: CallOptions) => open.get<Health>('/healthz', undefined, call),
+      /**
+       * Readiness: `{status: 'ok', checks, mappings_version}` once the database answers. Not ready is a 503, retried
+       * like any GET, then a ServerError (its `body` is the Health answer): pass `{ maxRetries: 0 }` for a probe.
+       */
+      readyz: (call?: CallOptions) => open.get<Health>('/readyz', undefined, call),
+    };
+    this.demo = {
+      /**
+       * Wipes and seeds the demo organisation (development and sandbox only; production: NotFoundError). Sent with this
+       * client's token: in development the route is open (the token is ignored); in sandbox the client must be an
+       * operator's (`pont clients create --all-patients`; any other: AuthorizationError). The demo's clients are
+       * replaced: use the answer's `clients` from then on. Not retried without a caller's idempotencyKey (the server
+       * does not deduplicate it; a reset asked for while another runs is a ConflictError with `Retry-After`).
+       */
+      reset: (call?: CallOptions) => api.send<DemoReset>({ method: 'POST', path: '/api/demo/reset', body: {} }, call),
+    };
   }
 
   /** A client whose credentials are checked now: it fetches its first token (AuthenticationError on bad credentials). */
@@ -558,5 +616,90 @@ export class BridgeAgent {
   sync(batch: T.BridgeSyncBatch, call?: CallOptions) {
     required('BridgeAgent.sync', { batch_id: batch?.batch_id, resources: batch?.resources });
     return this.#api.send<T.BridgeSyncResult>({ method: 'POST', path: '/api/v1/bridge/sync', body: batch, idempotencyKey: batch.batch_id }, call);
+  }
+}
+
+export interface PatientAppOptions extends ConnectionOptions {
+  /** A patient token (`pat_…`) the app stored; without one, `signIn` gets it from a pairing code. */
+  token?: string;
+}
+
+/**
+ * A patient's own app (the /api/v1/mobile routes): the patient's consents and access log, with the patient's
+ * `pat_` token, not an integrator's credentials. Pair it once with `signIn(healthId, code)` (the code an
+ * organisation gave the patient in person: `pont.patients.issuePairingCode`), or construct it with a stored `token`.
+ * Makes no network call here. A `pat_` token is not renewed: a 401 (expired, signed out) is an AuthenticationError.
+ * Writes (sign-in, answers, revocations, sign-out) are not deduplicated by the server: they are sent once, retried
+ * only with a caller's idempotencyKey; reads are retried like any GET.
+ */
+export class PatientApp {
+  // #private: never shown by console.log.
+  readonly #api: Caller;
+  #token: string | undefined;
+
+  constructor(options: PatientAppOptions = {}) {
+    const http = transportOf(options, baseUrlOf('new PatientApp', options));
+    this.#token = options.token || undefined;
+    this.#api = new Caller(http, {
+      renewable: false,
+      headers: async () => {
+        if (!this.#token) throw new ValidationError('PatientApp: no patient token (signIn(healthId, code) first, or pass token)');
+        return { authorization: `Bearer ${this.#token}` };
+      },
+    });
+  }
+
+  /** Whether the app holds a patient token (it may still have expired or been revoked). */
+  get signedIn(): boolean {
+    return this.#token !== undefined;
+  }
+
+  /**
+   * Exchanges a pairing code for a patient token (`access_token`, `pat_…`, valid `expires_in` seconds), which this
+   * instance uses from then on; store it to construct the app with `token` later. A wrong, used or expired code is an
+   * AuthenticationError (the code is single use: not retried).
+   */
+  async signIn(healthId: string, code: string, call?: CallOptions) {
+    required('PatientApp.signIn', { healthId, code });
+    const answer = await this.#api.send<T.MobileTokenResponse>({ method: 'POST', path: '/api/v1/mobile/auth/token', body: { health_id: healthId, code }, credentials: undefined }, call);
+    this.#token = answer.access_token;
+    return answer;
+  }
+
+  /** The patient's consents and pending requests, newest first (`items`; one page, iterate for each). */
+  consents(call?: CallOptions) {
+    return this.#api.list<T.MyConsents, T.ConsentStatus>(() => this.#api.get('/api/v1/mobile/consents', undefined, call), (p) => p.items, () => null);
+  }
+
+  /** Approves a pending consent request: the organisation that asked gets access (not one that paired this app: 403). */
+  approveRequest(consentRequestId: string, call?: CallOptions) {
+    required('PatientApp.approveRequest', { consentRequestId });
+    return this.#api.send<T.ConsentStatus>({ method: 'POST', path: `/api/v1/mobile/consent-requests/${enc(consentRequestId)}/approve` }, call);
+  }
+
+  /** Denies a pending consent request (already answered: ConflictError). */
+  denyRequest(consentRequestId: string, call?: CallOptions) {
+    required('PatientApp.denyRequest', { consentRequestId });
+    return this.#api.send<T.ConsentStatus>({ method: 'POST', path: `/api/v1/mobile/consent-requests/${enc(consentRequestId)}/deny` }, call);
+  }
+
+  /** Revokes one of the patient's active consents (`consent_id` of `consents()`; not active: ConflictError). */
+  revokeConsent(consentId: string, call?: CallOptions) {
+    required('PatientApp.revokeConsent', { consentId });
+    return this.#api.send<T.ConsentStatus>({ method: 'POST', path: `/api/v1/mobile/consents/${enc(consentId)}/revoke` }, call);
+  }
+
+  /** Who read or changed which kind of the patient's data, when, why, break-glass or not, newest first; iterate for every entry. */
+  accessLog(filters: { limit?: number; cursor?: string } = {}, call?: CallOptions) {
+    type Entry = T.AccessLog['items'][number];
+    const page = (cursor?: string) => () => this.#api.get<T.AccessLog>('/api/v1/mobile/access-log', { ...filters, cursor }, call);
+    return this.#api.list<T.AccessLog, Entry>(page(filters.cursor), (p) => p.items, (p) => (p.next_cursor ? page(p.next_cursor) : null));
+  }
+
+  /** Signs the app out: the token stops working, and this instance forgets it. */
+  async signOut(call?: CallOptions) {
+    const answer = await this.#api.send<Record<string, never>>({ method: 'POST', path: '/api/v1/mobile/auth/revoke' }, call);
+    this.#token = undefined;
+    return answer;
   }
 }

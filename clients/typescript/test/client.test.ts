@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // The package as it ships (dist/, built from src/ by `npm run build`).
 import * as client from '../dist/index.js';
-import { BridgeAgent, mayRetry, Pont, responseOf, retryDelay, webhooks } from '../dist/index.js';
+import { BridgeAgent, mayRetry, PatientApp, Pont, responseOf, retryDelay, webhooks } from '../dist/index.js';
 
 const conformance = fileURLToPath(new URL('../../conformance/', import.meta.url));
 const vectors = JSON.parse(readFileSync(`${conformance}vectors.json`, 'utf8'));
@@ -265,6 +265,37 @@ describe('retries, options and hooks (a fake server)', () => {
     expect([patch.method, patch.url, patch.headers.get('content-type'), patch.body]).toEqual(['PATCH', 'http://pont.invalid/api/fhir/R4/Patient?identifier=urn%3Ax%7C1', 'application/json-patch+json', '[{"op":"replace","path":"/active","value":false}]']);
   });
 
+  it('discovery and probes fetch no token; a patient app sends its pat_ token, retries reads, sends writes once', async () => {
+    const fake = fakeFetch((call) => (new URL(call.url).pathname === '/readyz' ? json(503, { status: 'unavailable', checks: { database: 'failing' } }) : json(200, { status: 'ok', keys: [] })));
+    const pont = new Pont({ ...local, fetch: fake.fetch, sleep: recordedSleep().sleep });
+    expect((await pont.system.healthz()).status).toBe('ok');
+    await pont.discovery.jwks();
+    await pont.discovery.openapi();
+    const notReady = await pont.system.readyz({ maxRetries: 0 }).catch((e) => e);
+    expect(notReady).toBeInstanceOf(client.ServerError);
+    expect(notReady.body).toMatchObject({ status: 'unavailable' });
+    expect(fake.tokens()).toBe(0);
+    expect(fake.calls.map((c) => [new URL(c.url).pathname, c.headers.get('authorization')])).toEqual([['/healthz', null], ['/.well-known/jwks.json', null], ['/api/openapi.json', null], ['/readyz', null]]);
+
+    const answers = [json(503, {}), json(200, { items: [] }), json(503, {}), json(401, { status: 'error', error_code: 'UNAUTHENTICATED', message: 'expired' })];
+    const patient = fakeFetch(() => answers.shift() ?? json(200, {}));
+    const app = new PatientApp({ baseUrl: local.baseUrl, token: 'pat_secret_value', fetch: patient.fetch, sleep: recordedSleep().sleep });
+    expect(inspect(app, { depth: 20, showHidden: true })).not.toContain('secret_value');
+    expect((await app.consents()).items).toEqual([]); // a read: retried
+    await expect(app.approveRequest('cr 1')).rejects.toBeInstanceOf(client.ServerError); // a write without a key: once
+    await expect(app.accessLog()).rejects.toBeInstanceOf(client.AuthenticationError); // a pat_ token is not renewed: once
+    expect(patient.calls.map((c) => [c.method, c.url, c.headers.get('authorization'), c.headers.get('idempotency-key')])).toEqual([
+      ['GET', 'http://pont.invalid/api/v1/mobile/consents', 'Bearer pat_secret_value', null],
+      ['GET', 'http://pont.invalid/api/v1/mobile/consents', 'Bearer pat_secret_value', null],
+      ['POST', 'http://pont.invalid/api/v1/mobile/consent-requests/cr%201/approve', 'Bearer pat_secret_value', null],
+      ['GET', 'http://pont.invalid/api/v1/mobile/access-log', 'Bearer pat_secret_value', null],
+    ]);
+    expect(patient.tokens()).toBe(0);
+    await expect(new PatientApp({ baseUrl: local.baseUrl, fetch: patient.fetch }).consents()).rejects.toBeInstanceOf(client.ValidationError); // no token yet
+    await expect(app.signIn('CM482930174629', '')).rejects.toBeInstanceOf(client.ValidationError);
+    expect(patient.calls).toHaveLength(4);
+  });
+
   it('names a method for every operation surface.json gives TypeScript', () => {
     const pont = new Pont(local) as any;
     const missing: string[] = [];
@@ -283,7 +314,7 @@ const mistyped = (hid: string) => hid.slice(0, 2) + String((Number(hid[2]) + 1) 
 
 describe('against a real Pont, through the fault proxy', () => {
   let server: ChildProcess;
-  let info: { base_url: string; fault_url: string; receiver_url: string; unregistered_health_id: string; foreign_health_id: string; paging: any; demo: any };
+  let info: { base_url: string; fault_url: string; receiver_url: string; unregistered_health_id: string; foreign_health_id: string; clinic: { organization_id: string; client_id: string; client_secret: string }; paging: any; demo: any };
   let full: { client_id: string; client_secret: string };
   const proxyStats = async (id: string) => (await (await fetch(`${info.fault_url}/__conformance/requests?id=${id}`)).json()) as { received: number; forwarded: number; idempotency_keys: Array<string | null> };
   let faults = 0;
@@ -418,6 +449,65 @@ describe('against a real Pont, through the fault proxy', () => {
     await expect(new BridgeAgent({ ...a, agentId: a.agent_id, agentKey: 'pak_wrong', facilityId: a.facility_id, baseUrl: info.base_url }).heartbeat('x')).rejects.toBeInstanceOf(client.AuthenticationError);
   });
 
+  it('discovery documents and probes: public, no token fetched', async () => {
+    const sent: Array<string | undefined> = [];
+    const pont = new Pont({ clientId: 'cli_none', clientSecret: 'pcs_none', baseUrl: info.base_url, hooks: { request: (e) => void sent.push(e.headers.authorization) } });
+    const smart = await pont.discovery.smartConfiguration();
+    expect(smart.token_endpoint).toMatch(/\/api\/v1\/connect\/auth\/token$/);
+    expect((await pont.discovery.fhirSmartConfiguration()).token_endpoint).toBe(smart.token_endpoint);
+    const metadata = await pont.discovery.oauthServerMetadata();
+    expect(metadata.jwks_uri).toMatch(/\/\.well-known\/jwks\.json$/);
+    expect((await pont.discovery.jwks()).keys.length).toBeGreaterThan(0);
+    expect(Object.keys((await pont.discovery.openapi()).paths as object)).toContain('/api/v1/mobile/consents');
+    expect((await pont.system.healthz()).status).toBe('ok');
+    expect((await pont.system.readyz()).checks).toMatchObject({ database: 'ok' });
+    expect(sent).toEqual(Array(7).fill(undefined)); // bogus credentials, never used
+  });
+
+  it("the patient's own app: paired with a code, answers and revokes consents, reads its access log, signs out", async () => {
+    const pont = new Pont({ clientId: full.client_id, clientSecret: full.client_secret, baseUrl: info.base_url });
+    const clinic = new Pont({ clientId: info.clinic.client_id, clientSecret: info.clinic.client_secret, baseUrl: info.base_url });
+    const { health_id: hid } = await pont.healthIds.resolve({ first_name: 'Kofi', last_name: `Mobile${Date.now()}`, date_of_birth: '1988-04-05', sex: 'male' });
+    const { code } = await pont.patients.issuePairingCode(hid!); // the demo organisation registered the patient: it may pair
+    await expect(new PatientApp({ baseUrl: info.base_url }).signIn(hid!, 'WRONG-CODE')).rejects.toBeInstanceOf(client.AuthenticationError);
+    const app = new PatientApp({ baseUrl: info.fault_url, sleep: recordedSleep().sleep });
+    expect(app.signedIn).toBe(false);
+    const token = await app.signIn(hid!, code);
+    expect(token.access_token).toMatch(/^pat_/);
+    expect(app.signedIn).toBe(true);
+
+    // The clinic asks; so does the demo organisation, which paired the app: the app never approves that one's requests.
+    const asked = await clinic.consents.request({ health_id: hid!, purpose: 'follow-up', requested_scopes: ['labs:read'] });
+    const own = await pont.consents.request({ health_id: hid!, purpose: 'second opinion', requested_scopes: ['labs:read'] });
+    const mine = await app.consents();
+    expect(mine.items.map((c) => [c.consent_id, c.status])).toEqual(expect.arrayContaining([[asked.consent_request_id, 'pending'], [own.consent_request_id, 'pending']]));
+    const approved = await app.approveRequest(asked.consent_request_id);
+    expect([approved.organization_id, approved.status]).toEqual([info.clinic.organization_id, 'active']);
+    expect((await clinic.consents.status(hid!)).status).toBe('active');
+    await expect(app.approveRequest(own.consent_request_id)).rejects.toBeInstanceOf(client.AuthorizationError);
+    expect((await app.denyRequest(own.consent_request_id)).status).toBe('denied');
+    await expect(app.denyRequest(own.consent_request_id)).rejects.toBeInstanceOf(client.ConflictError);
+
+    // A revocation whose answer is lost: sent once (the server does not deduplicate mobile writes), and it took effect.
+    const f = fault('lose-answer');
+    expect(await app.revokeConsent(approved.consent_id!, { headers: f.headers }).catch((e) => e)).toBeInstanceOf(client.NetworkError);
+    expect(await proxyStats(f.id)).toMatchObject({ received: 1, forwarded: 1, idempotency_keys: [null] });
+    expect((await app.consents().toArray()).find((c) => c.consent_id === approved.consent_id)?.status).toBe('revoked');
+    await expect(clinic.consents.status(hid!)).resolves.toMatchObject({ status: 'revoked' });
+
+    // The access log: a reset connection on a read is retried; iterated in pages of two.
+    const g = fault('reset');
+    expect((await app.accessLog({ limit: 2 }, { headers: g.headers })).items).toHaveLength(2);
+    expect((await proxyStats(g.id)).received).toBe(2);
+    const log = await app.accessLog({ limit: 2 }).toArray();
+    expect(log.length).toBeGreaterThan(2);
+    expect(log.map((e) => e.operation)).toEqual(expect.arrayContaining(['issuePairingCode', 'approveConsentRequest']));
+
+    await app.signOut();
+    expect(app.signedIn).toBe(false);
+    await expect(new PatientApp({ baseUrl: info.base_url, token: token.access_token }).consents()).rejects.toBeInstanceOf(client.AuthenticationError);
+  });
+
   it('runs the scenario of the conformance README', async () => {
     await expect(Pont.create({ clientId: full.client_id, clientSecret: 'pcs_wrong', baseUrl: info.base_url })).rejects.toBeInstanceOf(client.AuthenticationError);
     const pont = new Pont({ clientId: full.client_id, clientSecret: full.client_secret, baseUrl: info.base_url });
@@ -529,5 +619,18 @@ describe('against a real Pont, through the fault proxy', () => {
     const newSecret = await pont.auth.rotateClientSecret(3600);
     expect(newSecret.client_secret).toMatch(/^pcs_/);
     for (const secret of [newSecret.client_secret, full.client_secret]) await Pont.create({ clientId: full.client_id, clientSecret: secret, baseUrl: info.base_url });
+  }, 120_000);
+
+  // Last: the reset replaces the demo organisation's clients, the every-scope integrator the tests above use among them.
+  it('demo reset (the server runs in development: open), then the fresh demo with its new credentials', async () => {
+    const pont = new Pont({ clientId: full.client_id, clientSecret: full.client_secret, baseUrl: info.base_url });
+    await pont.auth.introspectCurrent();
+    const demo = await pont.demo.reset();
+    expect(responseOf(demo)!.status).toBe(201);
+    expect(demo.replaced.clients).toBeGreaterThanOrEqual(3);
+    expect(demo.patients).toHaveLength(5);
+    const fresh = new Pont({ clientId: demo.clients[0]!.client_id, clientSecret: demo.clients[0]!.client_secret, baseUrl: info.base_url });
+    expect((await fresh.healthIds.verify(demo.patients[0]!.health_id)).valid).toBe(true);
+    await expect(pont.auth.introspectCurrent()).rejects.toBeInstanceOf(client.AuthenticationError); // its client is gone
   }, 120_000);
 });
