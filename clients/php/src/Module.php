@@ -7,7 +7,7 @@ namespace Pont;
 /**
  * What every module shares: the transport, the check that required arguments are there, and paging. Every method
  * takes, last, an options array (Transport's RequestOptions): idempotency_key, timeout, deadline, max_retries,
- * headers, purpose_of_use, emergency_reason.
+ * headers, purpose_of_use, emergency_reason, cancel (a callable answering true to stop: CancelledError).
  *
  * @phpstan-import-type RequestOptions from Transport
  */

@@ -16,14 +16,20 @@ namespace Pont;
  * says one (up to 60 s; a longer one is not waited for: the error is raised with its retryAfter). No attempt starts
  * after the call's deadline, and no attempt's timeout passes it.
  *
- * @phpstan-type RequestOptions array{idempotency_key?: string, timeout?: float, deadline?: float, max_retries?: int, headers?: array<string, string>, purpose_of_use?: string, emergency_reason?: string}
+ * Cancellation ('cancel' => a callable answering true when the caller wants to stop; an AbortSignal in TypeScript, a
+ * threading.Event in Python): it is asked before every attempt, every 50 ms of the wait between attempts, and by
+ * curl's progress callback while a transfer is in flight (which is then aborted); the call throws CancelledError.
+ *
+ * @phpstan-type RequestOptions array{idempotency_key?: string, timeout?: float, deadline?: float, max_retries?: int, headers?: array<string, string>, purpose_of_use?: string, emergency_reason?: string, cancel?: callable(): bool}
  * @phpstan-type Sender callable(string $method, string $url, array<string, string> $headers, ?string $body, float $connectTimeout, float $timeout): array{0: int, 1: array<string, string>, 2: string|resource}
  */
 final class Transport
 {
     public const VERSION = '0.2.0';
     public const USER_AGENT = 'pont-php/' . self::VERSION;
-    public const OPTIONS = ['idempotency_key', 'timeout', 'deadline', 'max_retries', 'headers', 'purpose_of_use', 'emergency_reason'];
+    public const OPTIONS = ['idempotency_key', 'timeout', 'deadline', 'max_retries', 'headers', 'purpose_of_use', 'emergency_reason', 'cancel'];
+    /** Seconds between two questions to the 'cancel' callable while waiting before a retry. */
+    private const CANCEL_SLICE = 0.05;
     private const RETRY_STATUSES = [429, 500, 502, 503, 504];
     private const SAFE_METHODS = ['GET', 'HEAD'];
 
@@ -33,6 +39,8 @@ final class Transport
     private $sender;
     /** @var callable(float): void */
     private $sleep;
+    /** Whether $sleep is the real one (not a test's): only then is the wait cut in slices to ask 'cancel'. */
+    private bool $realSleep;
     /** @var callable(): float */
     private $clock;
     /** @var callable(): float */
@@ -50,6 +58,8 @@ final class Transport
     /** Whether the request being sent may be repeated, and whether its answer is streamed (see curlSend). */
     private bool $repeatable = true;
     private bool $stream = false;
+    /** @var null|callable(): bool the 'cancel' option of the request being sent (see curlSend) */
+    private $cancel = null;
 
     /**
      * @param null|callable $sender for tests: (method, url, headers, body, connectTimeout, timeout) -> [status, lower-cased headers, body];
@@ -74,6 +84,7 @@ final class Transport
         private readonly mixed $onResponse = null,
     ) {
         $this->sender = $sender ?? $this->curlSend(...);
+        $this->realSleep = $sleep === null;
         $this->sleep = $sleep ?? static fn (float $s) => usleep((int) round($s * 1_000_000));
         $this->clock = $clock ?? static fn (): float => hrtime(true) / 1e9;
         $this->random = $random ?? static fn (): float => mt_rand() / (mt_getrandmax() + 1);
@@ -120,6 +131,9 @@ final class Transport
         if ($unknown !== []) {
             throw new ValidationError('unknown option(s): ' . implode(', ', $unknown));
         }
+        if (isset($options['cancel']) && !is_callable($options['cancel'])) {
+            throw new ValidationError('cancel must be a callable answering true to cancel the call');
+        }
         $headers = ['Accept' => $accept, 'User-Agent' => self::USER_AGENT];
         $data = $rawBody ?? ($body === null ? null : json_encode($body, JSON_THROW_ON_ERROR | JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE));
         if ($data !== null) {
@@ -146,9 +160,15 @@ final class Transport
         $maxRetries = (int) ($options['max_retries'] ?? $this->maxRetries);
         $timeout = (float) ($options['timeout'] ?? $this->timeout);
         $deadline = ($this->clock)() + (float) ($options['deadline'] ?? $this->deadline);
+        $cancel = $options['cancel'] ?? null;
         $refreshed = false;
         for ($attempt = 0; ; $attempt++) {
-            $sent = $headers + ($auth && $this->credentials !== null ? ($this->credentials)(false) : []);
+            self::unlessCancelled($cancel, $method, $url, $attempt);
+            $sent = $headers;
+            if ($auth && $this->credentials !== null) {
+                $sent += ($this->credentials)(false);
+                self::unlessCancelled($cancel, $method, $url, $attempt); // fetching a token took time
+            }
             $remaining = $deadline - ($this->clock)();
             if ($remaining <= 0) {
                 throw new TimeoutError("$method " . self::path($url) . ": no answer within the deadline ($attempt attempts)");
@@ -161,12 +181,18 @@ final class Transport
             $resHeaders = [];
             $this->repeatable = $retryable; // here: fetching a token above sent a request of its own
             $this->stream = $stream;
+            $this->cancel = $cancel;
             try {
                 [$status, $resHeaders, $raw] = ($this->sender)($method, $url, $sent, $data, min($this->connectTimeout, $remaining), min($timeout, $remaining));
                 [$error, $result] = self::outcome($status, $resHeaders, $raw, $stream);
-            } catch (NetworkError $e) {
-                $error = $e;
+            } catch (NetworkError|CancelledError $e) {
+                // Aborted by the progress callback, or failed while the caller was cancelling anyway.
+                $error = $e instanceof CancelledError || ($cancel !== null && $cancel())
+                    ? new CancelledError("$method " . self::path($url) . ": cancelled during attempt $attempt; the request may have taken effect")
+                    : $e;
                 $result = null;
+            } finally {
+                $this->cancel = null;
             }
             $this->lastResponse = new Response($status, $resHeaders);
             if ($this->onResponse !== null) {
@@ -175,6 +201,9 @@ final class Transport
             }
             if ($error === null) {
                 return $result;
+            }
+            if ($error instanceof CancelledError) {
+                throw $error;
             }
             if ($status === 401 && $auth && $this->credentials !== null && $this->renewableCredentials && !$refreshed) {
                 $refreshed = true;
@@ -187,7 +216,33 @@ final class Transport
             if ($delay === null || ($this->clock)() + $delay >= $deadline) {
                 throw $error;
             }
-            ($this->sleep)($delay);
+            $this->wait($delay, $cancel);
+        }
+    }
+
+    /**
+     * The wait before a retry: with a 'cancel' callable and the real sleep, in slices of 50 ms, asking it after each
+     * (the next turn of the loop then throws); a test's sleep is called as it is.
+     *
+     * @param null|callable(): bool $cancel
+     */
+    private function wait(float $seconds, ?callable $cancel): void
+    {
+        if ($cancel === null || !$this->realSleep) {
+            ($this->sleep)($seconds);
+            return;
+        }
+        $until = hrtime(true) / 1e9 + $seconds;
+        while (!$cancel() && ($left = $until - hrtime(true) / 1e9) > 0) {
+            usleep((int) ceil(min(self::CANCEL_SLICE, $left) * 1_000_000));
+        }
+    }
+
+    /** @param null|callable(): bool $cancel */
+    private static function unlessCancelled(?callable $cancel, string $method, string $url, int $attempt): void
+    {
+        if ($cancel !== null && $cancel()) {
+            throw new CancelledError("$method " . self::path($url) . ": cancelled before attempt $attempt");
         }
     }
 
@@ -299,6 +354,14 @@ final class Transport
         if ($body !== null) {
             curl_setopt($this->curl, CURLOPT_POSTFIELDS, $body);
         }
+        if ($this->cancel !== null) { // curl asks it many times a second, also while waiting; curl_reset removes it
+            $cancel = $this->cancel;
+            curl_setopt_array($this->curl, [
+                CURLOPT_NOPROGRESS => false,
+                // XFERINFOFUNCTION from PHP 8.2; PROGRESSFUNCTION (the same arguments in PHP) before.
+                defined('CURLOPT_XFERINFOFUNCTION') ? CURLOPT_XFERINFOFUNCTION : CURLOPT_PROGRESSFUNCTION => static fn ($c, $downTotal, $down, $upTotal, $up): int => $cancel() ? 1 : 0,
+            ]);
+        }
         $file = null;
         if ($this->stream) { // the body goes to a temporary file (in memory up to 2 MB), never into one string
             $file = fopen('php://temp', 'w+b');
@@ -307,6 +370,9 @@ final class Transport
         $raw = curl_exec($this->curl);
         $this->connectionsOpened += (int) curl_getinfo($this->curl, CURLINFO_NUM_CONNECTS);
         if ($raw === false) {
+            if (curl_errno($this->curl) === CURLE_ABORTED_BY_CALLBACK) { // libcurl closes the connection of an aborted transfer
+                throw new CancelledError("$method " . self::path($url) . ': cancelled');
+            }
             $message = "$method " . self::path($url) . ': no answer (' . curl_error($this->curl) . ')';
             throw curl_errno($this->curl) === CURLE_OPERATION_TIMEDOUT ? new TimeoutError($message) : new NetworkError($message);
         }

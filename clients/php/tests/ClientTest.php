@@ -267,6 +267,125 @@ final class ClientTest extends TestCase
         }
     }
 
+    public function testCancelledBeforeTheCallSendsNothing(): void
+    {
+        $answers = [self::OK];
+        $calls = [];
+        $requests = 0;
+        $pont = self::client($answers, $calls, onRequest: static function () use (&$requests): void {
+            $requests++;
+        });
+        try {
+            $pont->healthIds->verify('CM482930174629', [], ['cancel' => static fn (): bool => true]);
+            self::fail('not cancelled');
+        } catch (\Pont\CancelledError $e) {
+            self::assertInstanceOf(\Pont\PontError::class, $e);
+            self::assertNotInstanceOf(\Pont\NetworkError::class, $e);
+        }
+        self::assertSame([0, []], [$requests, $calls]); // not even the token
+        try {
+            $pont->healthIds->verify('CM482930174629', [], ['cancel' => true]);
+            self::fail('accepted');
+        } catch (\Pont\ValidationError $e) {
+            self::assertStringContainsString('cancel must be a callable', $e->getMessage());
+        }
+    }
+
+    public function testCancelledDuringTheWaitBetweenAttempts(): void
+    {
+        $answers = [[503, ['retry-after' => '30'], 'busy'], self::OK];
+        $calls = [];
+        $ended = null;
+        $pont = self::client($answers, $calls, sleep: null, onResponse: static function (array $r) use (&$ended): void {
+            $ended = hrtime(true) / 1e9; // the real sleep: waits in slices, asking 'cancel'
+        });
+        // The caller changes its mind 0.2 s into the 30 s wait.
+        $cancel = static function () use (&$ended): bool {
+            return $ended !== null && hrtime(true) / 1e9 - $ended > 0.2;
+        };
+        $started = hrtime(true) / 1e9;
+        try {
+            $pont->healthIds->verify('CM482930174629', [], ['cancel' => $cancel]);
+            self::fail('not cancelled');
+        } catch (\Pont\CancelledError $e) {
+            self::assertStringContainsString('before attempt 1', $e->getMessage());
+        }
+        self::assertLessThan(10.0, hrtime(true) / 1e9 - $started); // not the 30 s of Retry-After
+        self::assertCount(1, $calls); // no further attempt
+
+        // A test's sleep is called as it is, then 'cancel' asked.
+        $answers = [[503, [], 'busy'], self::OK];
+        $calls = [];
+        $slept = [];
+        $pont = self::client($answers, $calls, random: static fn () => 0.5, sleep: static function (float $s) use (&$slept): void {
+            $slept[] = $s;
+        });
+        try {
+            $pont->healthIds->verify('CM482930174629', [], ['cancel' => static function () use (&$slept): bool {
+                return $slept !== [];
+            }]);
+            self::fail('not cancelled');
+        } catch (\Pont\CancelledError) {
+        }
+        self::assertSame([[0.25], 1], [$slept, count($calls)]);
+    }
+
+    public function testCancelledWhileTheAnswerIsAwaitedAbortsTheTransfer(): void
+    {
+        $dir = sys_get_temp_dir() . '/pont-cancel-' . bin2hex(random_bytes(6));
+        mkdir($dir);
+        $router = "$dir/router.php";
+        file_put_contents($router, <<<'PHP'
+            <?php
+            header('Content-Type: application/json');
+            if ($_SERVER['REQUEST_METHOD'] === 'POST') {
+                echo '{"access_token":"t","expires_in":3600}';
+                return true;
+            }
+            if (!file_exists(__DIR__ . '/arrived')) { // the first GET: a slow answer, until the test ends
+                touch(__DIR__ . '/arrived');
+                for ($i = 0; $i < 600 && !file_exists(__DIR__ . '/release'); $i++) {
+                    usleep(50_000);
+                }
+            }
+            echo '{"valid":true}';
+            return true;
+            PHP);
+        $port = 20000 + random_int(0, 20000);
+        $server = proc_open([PHP_BINARY, '-S', "127.0.0.1:$port", $router], [1 => ['file', '/dev/null', 'w'], 2 => ['file', '/dev/null', 'w']], $pipes,
+            null, ['PHP_CLI_SERVER_WORKERS' => '3'] + getenv());
+        try {
+            for ($i = 0; $i < 100 && @fsockopen('127.0.0.1', $port) === false; $i++) {
+                usleep(50_000);
+            }
+            $responses = [];
+            $pont = new Pont(clientId: 'cli_x', clientSecret: 'pcs_x', baseUrl: "http://127.0.0.1:$port", onResponse: static function (array $r) use (&$responses): void {
+                $responses[] = $r;
+            });
+            // Cancel once the server has the request (curl asks while it waits for the answer).
+            $cancel = static fn (): bool => file_exists("$dir/arrived");
+            $started = hrtime(true) / 1e9;
+            try {
+                $pont->healthIds->verify('CM482930174629', [], ['cancel' => $cancel]);
+                self::fail('not cancelled');
+            } catch (\Pont\CancelledError $e) {
+                self::assertStringContainsString('during attempt 0', $e->getMessage());
+            }
+            self::assertLessThan(10.0, hrtime(true) / 1e9 - $started); // the answer would come after 30 s
+            self::assertCount(2, $responses); // the token, then the aborted attempt: not retried
+            self::assertInstanceOf(\Pont\CancelledError::class, $responses[1]['error']);
+            // The handle is reset between requests: a call without 'cancel' is not aborted by the last one's callback.
+            self::assertSame(['valid' => true], $pont->healthIds->verify('CM482930174629'));
+            self::assertSame(['valid' => true], $pont->healthIds->verify('CM482930174629', [], ['cancel' => static fn (): bool => false]));
+        } finally {
+            touch("$dir/release");
+            proc_terminate($server);
+            proc_close($server);
+            array_map('unlink', glob("$dir/*"));
+            rmdir($dir);
+        }
+    }
+
     public function testPagingVectors(): void
     {
         foreach (self::vectors()['paging'] as $v) {

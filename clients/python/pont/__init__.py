@@ -10,7 +10,7 @@ from . import webhooks
 from ._http import VERSION as __version__
 from ._http import ApiDict, ApiList, RequestInfo, RequestOptions, ResponseInfo
 from .client import ENVIRONMENTS, BridgeAgent, Page, PatientApp, Pont
-from .errors import (AuthenticationError, AuthorizationError, ConflictError, ConsentRequiredError, IdempotencyConflictError,
+from .errors import (AuthenticationError, AuthorizationError, CancelledError, ConflictError, ConsentRequiredError, IdempotencyConflictError,
                      NetworkError, NotFoundError, NotFoundException, PayloadTooLargeError, PreconditionFailedError,
                      PontError, RateLimitError, ServerError, ServiceError, TimeoutError, ValidationError, WebhookSignatureError)
 
@@ -19,5 +19,5 @@ __all__ = [
     "RequestInfo", "ResponseInfo", "PontError", "ServiceError", "AuthenticationError", "AuthorizationError", "ConsentRequiredError",
     "ValidationError", "NotFoundError", "NotFoundException", "ConflictError", "IdempotencyConflictError",
     "PreconditionFailedError", "PayloadTooLargeError", "RateLimitError", "ServerError", "NetworkError", "TimeoutError",
-    "WebhookSignatureError", "__version__",
+    "CancelledError", "WebhookSignatureError", "__version__",
 ]

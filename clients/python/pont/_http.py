@@ -6,6 +6,10 @@ GET and HEAD, and any other method when it carries an Idempotency-Key (the libra
 and 500/502/503/504, at most ``max_retries`` times, after ``random() * min(max_backoff, backoff * 2**attempt)``
 seconds (full jitter), or exactly the server's Retry-After when it says one (up to 60 s; a longer one is not
 waited for: the error is raised with its ``retry_after``). No attempt starts after the call's ``deadline``.
+
+Cancellation (``cancel=``, a ``threading.Event`` set from another thread; ``signal`` in TypeScript, a callable in PHP):
+no attempt starts once it is set, the wait between attempts ends at once, and the attempt in flight is aborted (its
+socket shut down, its connection discarded); the call raises CancelledError.
 """
 from __future__ import annotations
 
@@ -14,13 +18,14 @@ import io
 import json
 import random as _random
 import select
+import socket
 import threading
 import time
 import urllib.parse
 import uuid
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple, TypedDict
 
-from .errors import (MAX_RETRY_AFTER, AuthenticationError, BuiltinTimeoutError, NetworkError, ServerError,
+from .errors import (MAX_RETRY_AFTER, AuthenticationError, BuiltinTimeoutError, CancelledError, NetworkError, ServerError,
                      PontError, TimeoutError, ValidationError, error_for, retry_after_of)
 
 VERSION = "0.2.0"
@@ -39,6 +44,7 @@ class RequestOptions(TypedDict, total=False):
     headers: Mapping[str, str]  # extra headers
     purpose_of_use: str        # X-Purpose-Of-Use
     emergency_reason: str      # X-Emergency-Reason: break-glass (needs the scope emergency:access)
+    cancel: threading.Event    # set it (from another thread) to cancel the call and its retries: CancelledError
 
 
 OPTION_NAMES = frozenset(RequestOptions.__annotations__)
@@ -83,6 +89,43 @@ class ApiList(list):
 Sender = Callable[[str, str, Dict[str, str], Optional[bytes], float, float], Tuple[int, Dict[str, str], bytes]]
 
 
+class _Watch:
+    """Cancellation of the attempt in flight: a helper thread that, once ``cancel`` is set, shuts the connection's
+    socket down, so the read blocked in the calling thread ends at once (``threading.Event`` has no callback: the
+    helper waits on it in short slices, and ends within one slice after the attempt does)."""
+
+    SLICE = 0.02
+
+    def __init__(self, cancel: threading.Event, conn: http.client.HTTPConnection) -> None:
+        self._cancel = cancel
+        self._conn = conn
+        self._lock = threading.Lock()
+        self._done = False
+        self._aborted = False
+        threading.Thread(target=self._run, name="pont-cancel", daemon=True).start()
+
+    def _run(self) -> None:
+        while not self._cancel.wait(self.SLICE):
+            if self._done:
+                return
+        with self._lock:
+            if self._done:
+                return
+            self._aborted = True
+            sock = self._conn.sock
+            if sock is not None:
+                try:  # the plain socket's shutdown, also under TLS: the SSL object is left to the reading thread
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def finish(self) -> bool:
+        """Stops watching; True when the socket was shut down (the connection must then be discarded)."""
+        with self._lock:
+            self._done = True
+            return self._aborted
+
+
 class ConnectionPool:
     """Kept-alive ``http.client`` connections, per scheme, host and port. Thread-safe: a connection serves one
     request at a time (taken from the idle list, put back once its answer is read), so threads may share a client."""
@@ -111,10 +154,12 @@ class ConnectionPool:
             self._idle.setdefault(key, []).append((conn, self._clock()))
 
     def send(self, method: str, url: str, headers: Dict[str, str], body: Optional[bytes], connect_timeout: float,
-             timeout: float, fresh: bool = False, stream: bool = False) -> Tuple[int, Dict[str, str], Any]:
+             timeout: float, fresh: bool = False, stream: bool = False,
+             cancel: Optional[threading.Event] = None) -> Tuple[int, Dict[str, str], Any]:
         """One request; ``fresh``: on a new connection (a request that may not be repeated: on a kept-alive one that
         the server closed meanwhile, it would fail unsent, indistinguishable from a lost answer). ``stream``: a 2xx
-        answer is returned unread (the HTTPResponse; its connection closes with it and is not reused)."""
+        answer is returned unread (the HTTPResponse; its connection closes with it and is not reused). ``cancel``:
+        once set, the socket is shut down and ConnectionAbortedError raised (the connection is never reused)."""
         parts = urllib.parse.urlsplit(url)
         https = parts.scheme == "https"
         key = (parts.scheme, parts.hostname or "", parts.port or (443 if https else 80))
@@ -124,14 +169,22 @@ class ConnectionPool:
             conn = cls(key[1], key[2], timeout=connect_timeout)
             conn.connect()
             self.opened += 1
+        watch = _Watch(cancel, conn) if cancel is not None else None
         try:
             conn.sock.settimeout(timeout)
             conn.request(method, (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), body=body, headers=headers)
             res = conn.getresponse()
             if stream and 200 <= res.status < 300:
+                # The body is the caller's to read (or close): the cancellation ends with the answer's head.
+                if watch is not None and watch.finish():
+                    raise ConnectionAbortedError("cancelled")
                 return res.status, {k.lower(): v for k, v in res.getheaders()}, _Stream(res, conn)
             raw = res.read()
+            if watch is not None and watch.finish():  # shut down meanwhile: the body may be cut short
+                raise ConnectionAbortedError("cancelled")
         except BaseException:
+            if watch is not None:
+                watch.finish()
             conn.close()
             raise
         if res.will_close:
@@ -229,6 +282,9 @@ class Transport:
         unknown = set(options) - OPTION_NAMES
         if unknown:
             raise ValidationError(f"unknown option(s): {', '.join(sorted(unknown))}")
+        cancel = options.get("cancel")
+        if cancel is not None and not (callable(getattr(cancel, "is_set", None)) and callable(getattr(cancel, "wait", None))):
+            raise ValidationError("cancel must be a threading.Event")
         headers = {"Accept": accept, "User-Agent": self.user_agent}
         data = raw_body
         if body is not None and data is None:
@@ -253,12 +309,15 @@ class Transport:
         max_retries = options.get("max_retries", self.max_retries)
         timeout = float(options.get("timeout", self.timeout))
         deadline = self.clock() + float(options.get("deadline", self.deadline))
+        cancel: Optional[threading.Event] = options.get("cancel")
         refreshed = False
         attempt = 0
         while True:
+            self._unless_cancelled(cancel, method, url, attempt)
             sent = dict(headers)
             if auth and self.credentials:
                 sent.update(self.credentials(False))
+                self._unless_cancelled(cancel, method, url, attempt)  # fetching a token took time
             remaining = deadline - self.clock()
             if remaining <= 0:
                 raise TimeoutError(f"{method} {_path(url)}: no answer within the deadline ({attempt} attempts)")
@@ -272,13 +331,17 @@ class Transport:
                     if stream and isinstance(raw, bytes) and 200 <= status < 300:
                         raw = io.BytesIO(raw)
                 else:
-                    status, res_headers, raw = self.pool.send(method, url, sent, data, *timeouts, fresh=not retryable, stream=stream)
+                    status, res_headers, raw = self.pool.send(method, url, sent, data, *timeouts, fresh=not retryable, stream=stream, cancel=cancel)
             except BuiltinTimeoutError:
                 error: PontError = TimeoutError(f"{method} {_path(url)}: no answer within {min(timeout, remaining):g} s")
                 status, res_headers, raw = None, {}, b""
             except (OSError, http.client.HTTPException) as err:
                 error = NetworkError(f"{method} {_path(url)}: no answer ({type(err).__name__}: {err})")
                 status, res_headers, raw = None, {}, b""
+            if status is None and cancel is not None and cancel.is_set():  # aborted, or failed while cancelled anyway
+                error = CancelledError(f"{method} {_path(url)}: cancelled during attempt {attempt}; the request may have taken effect")
+                self._hook(method, url, status, res_headers, attempt, started, error)
+                raise error
             if status is not None and not isinstance(raw, bytes):  # a stream being answered
                 self._hook(method, url, status, res_headers, attempt, started, None)
                 return raw
@@ -295,8 +358,21 @@ class Transport:
             delay = self._delay(attempt, error, res_headers) if retryable and attempt < max_retries and (status is None or status in RETRY_STATUSES) else None
             if delay is None or self.clock() + delay >= deadline:
                 raise error
-            self.sleep(delay)
+            self._wait(delay, cancel)
             attempt += 1
+
+    def _wait(self, seconds: float, cancel: Optional[threading.Event]) -> None:
+        """The wait before a retry: with a ``cancel`` event and the real sleep, ``cancel.wait``, which ends as soon as
+        the event is set (the next turn of the loop then raises); an injected ``sleep`` (tests) is called as it is."""
+        if cancel is not None and self.sleep is time.sleep:
+            cancel.wait(seconds)
+        else:
+            self.sleep(seconds)
+
+    @staticmethod
+    def _unless_cancelled(cancel: Optional[threading.Event], method: str, url: str, attempt: int) -> None:
+        if cancel is not None and cancel.is_set():
+            raise CancelledError(f"{method} {_path(url)}: cancelled before attempt {attempt}")
 
     def _delay(self, attempt: int, error: PontError, headers: Mapping[str, str]) -> Optional[float]:
         """Seconds before the next attempt, or None when the server asks for a longer wait than we honour."""

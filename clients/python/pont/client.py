@@ -533,7 +533,8 @@ class Pont(_Client):
     refreshed 60 s before expiry. Settings (every call's defaults; each call may override them, see RequestOptions):
     ``max_retries`` (3), ``timeout`` (30 s per attempt), ``connect_timeout`` (10 s), ``deadline`` (120 s per call),
     ``backoff`` (0.5 s) and ``max_backoff`` (8 s). ``on_request``/``on_response`` are hooks (RequestInfo,
-    ResponseInfo) for logging. ``sleep``, ``clock`` (monotonic seconds), ``random`` and ``sender`` are for tests.
+    ResponseInfo) for logging. ``sleep``, ``clock`` (monotonic seconds), ``random`` and ``sender`` are for tests
+    (with a call's ``cancel`` event, the real ``time.sleep`` becomes ``cancel.wait``; an injected one is called as it is).
     """
 
     def __init__(self, client_id: str, client_secret: str, environment: str = "sandbox", base_url: Optional[str] = None, *,

@@ -90,6 +90,12 @@ class TimeoutError(NetworkError):  # noqa: A001 (pont.TimeoutError, as in the ot
     """No answer within the call's ``timeout`` or overall ``deadline``; the request may have taken effect."""
 
 
+class CancelledError(PontError):
+    """The caller cancelled the call (its ``cancel`` event was set): no attempt starts after that, the wait between
+    attempts ends, and an attempt in flight is aborted. If a request had been sent, it may have taken effect. Not a
+    NetworkError: nothing failed, and code that retries or alerts on network errors should leave it alone."""
+
+
 class WebhookSignatureError(PontError):
     """A webhook signature that is invalid, missing, stale or from the future."""
 

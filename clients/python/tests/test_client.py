@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+import threading
 import time
 import tracemalloc
 import unittest
@@ -357,6 +358,110 @@ class Behaviour(unittest.TestCase):
                 self.assertTrue(callable(getattr(owner, method)), names["python"])
                 named += 1
         self.assertGreater(named, 60)
+
+
+class Cancellation(unittest.TestCase):
+    """``cancel=`` (a threading.Event, set from another thread): before a call, during the wait between attempts and
+    while an answer is awaited."""
+
+    HID = "CM482930174629"
+
+    def test_set_before_the_call_no_request_is_sent(self):
+        server = FakeServer([OK])
+        cancel = threading.Event()
+        cancel.set()
+        with self.assertRaises(pont.CancelledError) as caught:
+            client(server).health_ids.verify(self.HID, cancel=cancel)
+        self.assertIsInstance(caught.exception, pont.PontError)
+        self.assertNotIsInstance(caught.exception, pont.NetworkError)
+        self.assertEqual((server.tokens, server.calls), (0, []))  # not even the token
+        with self.assertRaisesRegex(pont.ValidationError, "cancel must be a threading.Event"):
+            client(server).health_ids.verify(self.HID, cancel=True)
+
+    def test_set_during_the_wait_between_attempts(self):
+        attempted = threading.Event()
+        cancel = threading.Event()
+        server = FakeServer([(503, {"Retry-After": "30"}, "busy"), OK])
+
+        def send(*args):
+            try:
+                return server(*args)
+            finally:
+                if not args[1].endswith("/auth/token"):
+                    attempted.set()
+        threading.Thread(target=lambda: attempted.wait(30) and cancel.set(), daemon=True).start()
+        p = client(server, sleep=time.sleep)  # the real wait: cancel.wait(30)
+        p._http._sender = send
+        started = time.monotonic()
+        with self.assertRaisesRegex(pont.CancelledError, "before attempt 1"):
+            p.health_ids.verify(self.HID, cancel=cancel)
+        self.assertLess(time.monotonic() - started, 10)  # not the 30 s of Retry-After
+        self.assertEqual(len(server.calls), 1)  # no further attempt
+
+        # An injected sleep (tests) is called as it is; the event is checked after it.
+        cancel = threading.Event()
+        slept = []
+        server = FakeServer([(503, {}, "busy"), OK])
+        p = client(server, sleep=lambda s: (slept.append(s), cancel.set()), random=lambda: 0.5)
+        with self.assertRaises(pont.CancelledError):
+            p.health_ids.verify(self.HID, cancel=cancel)
+        self.assertEqual((slept, len(server.calls)), ([0.25], 1))
+
+    def test_set_while_the_answer_is_awaited_aborts_it_and_discards_the_connection(self):
+        import http.server
+        arrived, release = threading.Event(), threading.Event()
+        gets = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def answer(self, body):
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:  # the client is gone
+                    self.close_connection = True
+
+            def do_POST(self):  # the token
+                self.rfile.read(int(self.headers["Content-Length"]))
+                self.answer(b'{"access_token":"t","expires_in":3600}')
+
+            def do_GET(self):
+                gets.append(self.path)
+                if len(gets) == 1:
+                    arrived.set()
+                    release.wait(60)  # the slow answer: until the test ends
+                self.answer(b'{"valid":true}')
+
+        httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        self.addCleanup(httpd.server_close)
+        self.addCleanup(httpd.shutdown)
+        self.addCleanup(release.set)
+        cancel = threading.Event()
+        threading.Thread(target=lambda: arrived.wait(30) and cancel.set(), daemon=True).start()
+        responses = []
+        with Pont(client_id="cli_x", client_secret="pcs_x", base_url=f"http://127.0.0.1:{httpd.server_address[1]}",
+                  on_response=responses.append) as p:
+            started = time.monotonic()
+            with self.assertRaisesRegex(pont.CancelledError, "during attempt 0"):
+                p.health_ids.verify(self.HID, cancel=cancel)
+            self.assertLess(time.monotonic() - started, 10)  # the answer would come after 60 s
+            self.assertTrue(arrived.is_set())  # the request was in flight
+            self.assertEqual(len(gets), 1)  # and not retried
+            self.assertIsInstance(responses[-1].error, pont.CancelledError)
+            # The aborted connection went back to no pool: the next call opens a new one and gets its answer.
+            opened = p._http.pool.opened
+            self.assertEqual(p.health_ids.verify(self.HID, cancel=threading.Event()), {"valid": True})
+            self.assertEqual(p._http.pool.opened, opened + 1)
+            self.assertEqual(p.health_ids.verify(self.HID), {"valid": True})
+            self.assertEqual(p._http.pool.opened, opened + 1)  # that one was kept alive
 
 
 class Packaging(unittest.TestCase):
