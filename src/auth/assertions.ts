@@ -166,7 +166,10 @@ export class AssertionVerifier {
       throw new AssertionRefused(`the assertion's exp must be at most ${MAX_ASSERTION_LIFETIME_SECONDS} s ahead`);
     const jti = payload.jti;
     if (typeof jti !== 'string' || !jti || jti.length > MAX_JTI_LENGTH) throw new AssertionRefused(`the assertion needs a jti of 1-${MAX_JTI_LENGTH} characters`);
-    if (!(await firstUse(this.db, client.clientId, jti, exp + CLOCK_TOLERANCE_SECONDS, now))) throw new AssertionRefused('this assertion was used already (its jti is not new)');
+    // Kept until jose would refuse the assertion: it compares with the clock in whole seconds (floored), so an exp of
+    // T+60.5 verifies until T+60.5+tolerance+1; keeping the jti only to exp+tolerance let it be used twice meanwhile.
+    const acceptedUntil = Math.ceil(exp) + CLOCK_TOLERANCE_SECONDS + 1;
+    if (!(await firstUse(this.db, client.clientId, jti, acceptedUntil, now))) throw new AssertionRefused('this assertion was used already (its jti is not new)');
     return client;
   }
 

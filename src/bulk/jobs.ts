@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { ClientPrincipal } from '../core/principal';
 import { sqlState, SqlState, type Database } from '../db/database';
-import { primaryPosition, replicaAt } from '../db/replica';
+import { primaryPositionAt, replicaAt } from '../db/replica';
 import type { ExportPage, FhirRepository } from '../fhir/repository';
 import type { QueryParams } from '../fhir/search/parse';
 import { consentChangedSince, UNPLACED_PATIENT } from '../policy/index';
@@ -70,6 +70,8 @@ export interface ClaimedTask {
   transactionTime: string;
   /** With a replica: the primary's WAL position once the task was claimed (after its kick-off), which the replica must have replayed to serve its pages. */
   primaryPosition?: string;
+  /** The primary's clock at primaryPosition: a part read on the replica is as of then (its written_at, for openFile's consent check). */
+  primaryPositionAt?: string;
   /** Resources the next page reads (nextPageLimit); partResources until a page is cut by the byte limit. */
   pageLimit?: number;
 }
@@ -282,6 +284,7 @@ export class BulkExports {
     );
     const r = rows[0];
     if (!r) return undefined;
+    const position = await primaryPositionAt(this.db);
     return {
       jobId: r.job_id,
       type: r.resource_type,
@@ -293,7 +296,8 @@ export class BulkExports {
       since: r.since && iso(r.since),
       typeFilters: r.type_filters,
       transactionTime: iso(r.transaction_time),
-      primaryPosition: await primaryPosition(this.db),
+      primaryPosition: position?.lsn,
+      primaryPositionAt: position?.at,
     };
   }
 
@@ -348,8 +352,10 @@ export class BulkExports {
         const { body, ...rest } = read[0]!;
         const { rows: part } = body
           ? await sql.query<{ part: string }>(
-              `INSERT INTO bulk_export_parts (job_id, resource_type, count, body, patients) VALUES ($1, $2, $3, convert_to($4, 'UTF8'), $5) RETURNING part::text AS part`,
-              [task.jobId, task.type, rest.n, body, rest.ids],
+              // Written "as of" the replica's position, not now: a consent change since then may be missing from the
+              // page, and must withhold the file (openFile) as it would a page read before the change.
+              `INSERT INTO bulk_export_parts (job_id, resource_type, count, body, patients, written_at) VALUES ($1, $2, $3, convert_to($4, 'UTF8'), $5, $6::timestamptz) RETURNING part::text AS part`,
+              [task.jobId, task.type, rest.n, body, rest.ids, task.primaryPositionAt],
             )
           : { rows: [] };
         r = { ...rest, part: part[0]?.part ?? null, bytes: body ? Buffer.byteLength(body) : null };

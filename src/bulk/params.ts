@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { badRequest } from '../core/errors';
 import { isResourceType } from '../core/fhir-definitions';
+import { isStorableInstant } from '../fhir/dates';
 import type { QueryParams } from '../fhir/search/parse';
 
 /**
@@ -58,6 +59,7 @@ export function parseExportParameters(raw: RawParameters, options: { lenient: bo
   if (format !== undefined && !OUTPUT_FORMATS.includes(format)) throw badRequest(`_outputFormat must be one of ${OUTPUT_FORMATS.join(', ')}`);
   const since = one('_since');
   if (since !== undefined && !Instant.safeParse(since).success) throw badRequest('_since must be a FHIR instant with a time zone, e.g. 2024-01-01T00:00:00Z');
+  if (since !== undefined && !isStorableInstant(Date.parse(since))) throw badRequest('_since must be between 0001-01-01 and 9999-12-31');
   const list = (name: string) => (raw.get(name) ?? []).flatMap((v) => v.split(',')).map((v) => v.trim());
 
   const typeList = raw.has('_type') ? list('_type') : undefined;

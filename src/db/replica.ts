@@ -9,9 +9,14 @@ import { replicaFallbacks } from '../metrics';
 
 /** The primary's WAL position now; undefined when no replica is configured (nothing to wait for). */
 export async function primaryPosition(db: Database): Promise<string | undefined> {
+  return (await primaryPositionAt(db))?.lsn;
+}
+
+/** primaryPosition, with the primary's clock when it was taken (what a replica read at that position is as of). */
+export async function primaryPositionAt(db: Database): Promise<{ lsn: string; at: string } | undefined> {
   if (!db.reader) return undefined;
-  const { rows } = await db.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
-  return rows[0]!.lsn;
+  const { rows } = await db.query<{ lsn: string; at: string }>(`SELECT pg_current_wal_lsn()::text AS lsn, to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at`);
+  return rows[0]!;
 }
 
 /**

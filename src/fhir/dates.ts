@@ -15,6 +15,9 @@ export interface InstantRange {
 const MIN_MS = new Date('0001-01-01T00:00:00.000Z').getTime();
 const MAX_MS = new Date('9999-12-31T23:59:59.999Z').getTime();
 
+/** True when both databases can store this instant (ms since the epoch). */
+export const isStorableInstant = (ms: number): boolean => ms >= MIN_MS && ms <= MAX_MS;
+
 /** An instant as ISO 8601, clamped to what the databases store (JavaScript writes year 10000 as +010000-…). */
 export function isoInstant(ms: number): string {
   return new Date(Math.min(MAX_MS, Math.max(MIN_MS, ms))).toISOString();

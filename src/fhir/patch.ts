@@ -1,11 +1,28 @@
 import {
+  AndAtom,
+  ArithemticOperatorAtom,
+  AsAtom,
+  ConcatAtom,
+  ContainsAtom,
   DotAtom,
+  EmptySetAtom,
+  EqualsAtom,
+  EquivalentAtom,
   evalFhirPathTyped,
   FhirPathAtom,
   FunctionAtom,
+  ImpliesAtom,
+  InAtom,
   IndexerAtom,
+  IsAtom,
+  LiteralAtom,
+  NotEqualsAtom,
+  NotEquivalentAtom,
+  OrAtom,
   parseFhirPath,
   SymbolAtom,
+  UnaryOperatorAtom,
+  XorAtom,
   toJsBoolean,
   toTypedValue,
   tryGetDataType,
@@ -372,6 +389,7 @@ function locate(atom: Atom, target: Target): Node[] {
     if (fn.name === 'first' && !fn.args.length) return nodes.slice(0, 1);
     if (fn.name === 'last' && !fn.args.length) return nodes.slice(-1);
     if (fn.name === 'where' && fn.args.length === 1) {
+      checkCriteria(fn.args[0]!);
       const criteria = new FhirPathAtom(fn.args[0]!.toString(), fn.args[0]!);
       return nodes.filter((n) => {
         if (++target.evaluations > MAX_EVALUATIONS) throw unsupported(`the patch evaluates where(…) more than ${MAX_EVALUATIONS} times`);
@@ -391,6 +409,39 @@ function locate(atom: Atom, target: Target): Node[] {
     return nodes[index] ? [nodes[index]!] : [];
   }
   throw unsupported(`the path may use element names, [n], where(…), first() and last() only, not "${atom.toString().slice(0, 100)}"`);
+}
+
+/**
+ * Functions a `where(…)` criterion may call: each does work bounded by the size of what it is given, so with element
+ * names, literals, comparisons and boolean operators a criterion costs at most a few passes over the resource. Not
+ * `select`, `repeat`, `descendants`, `aggregate`, `combine`, unions, `iif` or regular expressions: nested, they
+ * multiply (six nested selects over a ten-item union are 10^6 items, a blocked event loop).
+ */
+const CRITERIA_FUNCTIONS = new Set(['exists', 'empty', 'not', 'first', 'last', 'count', 'where', 'startsWith', 'endsWith', 'contains', 'lower', 'upper', 'length', 'hasValue']);
+/** The most nodes a criterion's expression may have (real criteria have a handful). */
+const MAX_CRITERIA_NODES = 64;
+
+/** Refuses (400) a `where(…)` criterion outside the bounded subset above, before it is evaluated. */
+function checkCriteria(criterion: Atom): void {
+  let nodes = 0;
+  const visit = (atom: Atom): void => {
+    if (++nodes > MAX_CRITERIA_NODES) throw unsupported(`a where(…) criterion may have at most ${MAX_CRITERIA_NODES} terms`);
+    if (atom instanceof FhirPathAtom) return visit(atom.child);
+    if (atom instanceof SymbolAtom || atom instanceof LiteralAtom || atom instanceof EmptySetAtom) return;
+    if (atom instanceof UnaryOperatorAtom) return visit(atom.child);
+    if (atom instanceof IndexerAtom) return (visit(atom.left), visit(atom.expr));
+    if (atom instanceof FunctionAtom) {
+      if (!CRITERIA_FUNCTIONS.has(atom.name)) throw unsupported(`the function ${atom.name}() is not supported in a where(…) criterion (${[...CRITERIA_FUNCTIONS].join(', ')} are)`);
+      return atom.args.forEach(visit);
+    }
+    const infix = [DotAtom, EqualsAtom, NotEqualsAtom, EquivalentAtom, NotEquivalentAtom, AndAtom, OrAtom, XorAtom, ImpliesAtom, ArithemticOperatorAtom, IsAtom, AsAtom, InAtom, ContainsAtom, ConcatAtom];
+    if (infix.some((kind) => atom instanceof kind)) {
+      const { left, right } = atom as DotAtom;
+      return (visit(left), visit(right));
+    }
+    throw unsupported(`a where(…) criterion may use element names, literals, comparisons, and/or/not and ${[...CRITERIA_FUNCTIONS].join(', ')}, not "${atom.toString().slice(0, 100)}"`);
+  };
+  visit(criterion);
 }
 
 /** The element `name` of the value at `node`, one location per item of a list; a choice element (`value`) by its one key (`valueQuantity`). */
