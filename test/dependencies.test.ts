@@ -15,7 +15,12 @@ const files = (dir: string): string[] =>
     const path = join(dir, name);
     return statSync(path).isDirectory() ? files(path) : /\.(ts|mjs)$/.test(path) ? [path] : [];
   });
-const sources = files(join(root, 'src')).map((path) => ({ path: relative(root, path).split('\\').join('/'), text: readFileSync(path, 'utf8') }));
+// Unit tests beside the code (src/**/*.unit.test.ts) are not part of the program: they are left out of the build
+// (tsconfig.build.json) and of these rules, so that a test importing what it tests (or a helper of test/) neither
+// counts as an edge of the layers and their README diagram nor breaks a rule meant for the code.
+const sources = files(join(root, 'src'))
+  .filter((path) => !path.endsWith('.unit.test.ts'))
+  .map((path) => ({ path: relative(root, path).split('\\').join('/'), text: readFileSync(path, 'utf8') }));
 
 /** Static imports and re-exports (`import`, `import type`, `export … from`), bare imports and dynamic `import('…')`. */
 const IMPORT = /^\s*(?:import|export)\b([^;]*?)\bfrom\s*['"]([^'"]+)['"]|^\s*import\s*['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/gm;

@@ -2,13 +2,12 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadFhirDefinitions } from '../src/core/fhir-definitions';
-import { checkMappings, defaultMappingsDir, loadMappings, MappingError } from '../src/mapping/index';
-import { parseExpression, PathSyntaxError } from '../src/mapping/path';
-import { backend } from './harness';
+import { loadFhirDefinitions } from '../core/fhir-definitions';
+import { checkMappings, defaultMappingsDir, loadMappings, MappingError } from './index';
+import { parseExpression, PathSyntaxError } from './path';
 
-/** The path language of the maps (mappings/README.md "Paths"): fallbacks, functions, lets, and their messages. */
-describe.skipIf(backend !== 'pglite')('the path language', () => {
+/** The path language of the maps (mappings/README.md "Paths"): fallbacks, functions, lets, and their messages. No database. */
+describe('the path language', () => {
   const scratch: string[] = [];
   beforeAll(() => loadFhirDefinitions());
   afterAll(() => scratch.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
