@@ -28,8 +28,8 @@ describe.skipIf(backend !== 'pglite')('pont mappings check is the whole truth', 
   };
 
   it("src/mapping/uses.ts names every map the code asks for by name", () => {
-    const files = (dir: string): string[] => readdirSync(dir).flatMap((n) => (statSync(join(dir, n)).isDirectory() ? files(join(dir, n)) : n.endsWith('.ts') ? [join(dir, n)] : []));
-    const asked = new Set<string>();
+    const files = (dir: string): string[] => readdirSync(dir).flatMap((n) => (statSync(join(dir, n)).isDirectory() ? files(join(dir, n)) : n.endsWith('.ts') && !n.endsWith('.test.ts') ? [join(dir, n)] : []));
+    const asked = new Set<string>(); // by the service's code: the unit tests beside it ask for maps of their own
     for (const file of files(join(repo, 'src'))) {
       for (const m of readFileSync(file, 'utf8').matchAll(/(?:mappings\.get|this\.toFhir)\('([a-z-]+)'\)?/g)) asked.add(m[1]!);
     }
