@@ -1,13 +1,12 @@
 import { execFile } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config';
-import { defaultMappingsDir } from '../src/mapping/index';
 import { startPont } from '../src/server';
 import { backend } from './harness';
+import { mapBreaker } from './break-map';
 
 const repo = join(import.meta.dirname, '..');
 
@@ -17,19 +16,7 @@ describe.skipIf(backend !== 'pglite')('mapping engine', () => {
   const scratch: string[] = [];
   afterAll(() => scratch.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
-  /** A copy of mappings/ with `from` replaced by `to` in one map; returns where `to` (or `mark` inside it) landed. */
-  function breakMap(file: string, from: string, to: string, mark = to) {
-    const dir = mkdtempSync(join(tmpdir(), 'pont-maps-'));
-    scratch.push(dir);
-    cpSync(defaultMappingsDir, dir, { recursive: true });
-    const text = readFileSync(join(dir, file), 'utf8');
-    expect(text.split(from)).toHaveLength(2); // `from` is there exactly once
-    const broken = text.replace(from, to);
-    writeFileSync(join(dir, file), broken);
-    const offset = text.indexOf(from) + to.indexOf(mark);
-    const before = broken.slice(0, offset).split('\n');
-    return { dir, path: join(dir, file), line: before.length, column: before[before.length - 1].length + 1 };
-  }
+  const breakMap = mapBreaker(scratch);
 
   it('the service does not start on a bad map: the error names file, line and problem', async () => {
     const at = breakMap('diagnosis.map.yaml', 'display_name: code.text', 'display_name: code.txt', 'txt');

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOCAL_CODE_EDITS, LOCAL_LAB } from '../../test/local-code-table';
 import { loadFhirDefinitions } from '../core/fhir-definitions';
 import { checkMappings, defaultMappingsDir, loadMappings, MappingError, MappingValueError, type MappingSet } from './index';
+import { mapBreaker } from '../../test/break-map';
 
 type Example = { name: string; connect: Record<string, unknown>; fhir: Resource };
 
@@ -23,19 +24,7 @@ describe('mapping engine', () => {
   });
   afterAll(() => scratch.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
-  /** A copy of mappings/ with `from` replaced by `to` in one map; returns where `to` (or `mark` inside it) landed. */
-  function breakMap(file: string, from: string, to: string, mark = to) {
-    const dir = mkdtempSync(join(tmpdir(), 'pont-maps-'));
-    scratch.push(dir);
-    cpSync(defaultMappingsDir, dir, { recursive: true });
-    const text = readFileSync(join(dir, file), 'utf8');
-    expect(text.split(from)).toHaveLength(2); // `from` is there exactly once
-    const broken = text.replace(from, to);
-    writeFileSync(join(dir, file), broken);
-    const offset = text.indexOf(from) + to.indexOf(mark);
-    const before = broken.slice(0, offset).split('\n');
-    return { dir, path: join(dir, file), line: before.length, column: before[before.length - 1].length + 1 };
-  }
+  const breakMap = mapBreaker(scratch);
 
   /** loadMappings must refuse the directory; its MappingError names the first problem. */
   function loadError(dir: string): MappingError {
