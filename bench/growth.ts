@@ -50,11 +50,11 @@ import { loadConfig } from '../src/config';
 import { openPostgres } from '../src/db/postgres';
 import { startPont } from '../src/server';
 import { createScratchDatabase, freePort } from '../test/harness';
+import { PGBOUNCER, startPgBouncer } from '../test/pgbouncer';
 import { BENCH_SCOPES, FHIR_PATH, grantFullRecordConsents, importCommand, patientCodePaths, prepareDataset, readByIdPaths, repoRoot, tokenOf } from './fhir-data';
 import { load, type LoadResult } from './load-client';
 import { runConcurrently } from './stats';
 
-const PGBOUNCER = process.env.PGBOUNCER ?? '/usr/sbin/pgbouncer';
 /** PgBouncer's server connections to the database: fewer than the two processes' pools (2 x 10), so they share. */
 const PGBOUNCER_POOL = 8;
 /** Rate limits out of the way (each request is still counted, in the database, as in production). */
@@ -262,69 +262,9 @@ interface Server {
   stop(): Promise<void>;
 }
 
-async function startPgBouncer(dir: string, databaseUrl: string): Promise<{ child: ChildProcess; url: string; stop(): Promise<void> }> {
-  const direct = new URL(databaseUrl);
-  const database = direct.pathname.slice(1);
-  const port = await freePort();
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'userlist.txt'), '"postgres" ""\n');
-  writeFileSync(
-    join(dir, 'pgbouncer.ini'),
-    [
-      '[databases]',
-      `${database} = host=${direct.hostname} port=${direct.port || 5432} dbname=${database} user=postgres`,
-      '[pgbouncer]',
-      'listen_addr = 127.0.0.1',
-      `listen_port = ${port}`,
-      'unix_socket_dir =',
-      'auth_type = trust',
-      `auth_file = ${join(dir, 'userlist.txt')}`,
-      'pool_mode = transaction',
-      `default_pool_size = ${PGBOUNCER_POOL}`,
-      'max_client_conn = 200',
-      // node-postgres sends `options` (Pont's `-c jit=off`): PgBouncer refuses unknown startup parameters.
-      'ignore_startup_parameters = options',
-      `logfile = ${join(dir, 'pgbouncer.log')}`,
-      `pidfile = ${join(dir, 'pgbouncer.pid')}`,
-    ].join('\n') + '\n',
-  );
-  // PgBouncer refuses to run as root: it then runs as nobody, in a directory it can write.
-  const asRoot = process.getuid?.() === 0;
-  if (asRoot) chmodSync(dir, 0o777);
-  const child = spawn(PGBOUNCER, [...(asRoot ? ['-u', 'nobody'] : []), join(dir, 'pgbouncer.ini')], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout!.on('data', (c) => (out += c));
-  child.stderr!.on('data', (c) => (out += c));
-  const exited = new Promise((r) => child.once('exit', r));
-  const url = Object.assign(new URL(databaseUrl), { port: String(port) }).toString();
-  const started = Date.now();
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`pgbouncer exited: ${out}`);
-    const c = new pg.Client({ connectionString: url });
-    try {
-      await c.connect();
-      await c.query('SELECT 1');
-      await c.end();
-      break;
-    } catch (err) {
-      await c.end().catch(() => undefined);
-      if (Date.now() - started > 20_000) throw new Error(`pgbouncer does not answer: ${(err as Error).message} ${out}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-  return {
-    child,
-    url,
-    async stop() {
-      if (child.exitCode === null) child.kill('SIGINT');
-      await exited;
-    },
-  };
-}
-
 async function startServer(config: ConfigName, databaseUrl: string, scratchDir: string): Promise<Server> {
   const c = CONFIGS[config];
-  const bouncer = c.pgbouncer ? await startPgBouncer(join(scratchDir, `pgbouncer-${Date.now()}`), databaseUrl) : undefined;
+  const bouncer = c.pgbouncer ? await startPgBouncer(join(scratchDir, `pgbouncer-${Date.now()}`), databaseUrl, PGBOUNCER_POOL) : undefined;
   const port = await freePort();
   const child = spawn(process.execPath, [join(repoRoot, 'bin', 'pont.js'), 'serve', '--workers', String(c.workers)], {
     env: {

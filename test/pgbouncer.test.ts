@@ -5,9 +5,7 @@
  * PostgreSQL (DATABASE_LISTEN_URL), statements unnamed (PONT_PREPARED_STATEMENTS=false: the installed PgBouncer is
  * older than 1.21). Runs on the postgres project; skipped, saying so, when pgbouncer is not installed.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createConnection } from 'node:net';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -15,72 +13,27 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createClient, revokeClient } from '../src/auth/clients';
 import { loadConfig } from '../src/config';
 import { startPont, type RunningPont } from '../src/server';
-import { backend, createScratchDatabase, freePort } from './harness';
+import { backend, createScratchDatabase } from './harness';
+import { PGBOUNCER, startPgBouncer, type PgBouncer } from './pgbouncer';
 
-const PGBOUNCER = process.env.PGBOUNCER ?? '/usr/sbin/pgbouncer';
 const installed = existsSync(PGBOUNCER);
 if (backend === 'postgres' && !installed) console.warn(`test/pgbouncer.test.ts skipped: no pgbouncer at ${PGBOUNCER} (apt-get install pgbouncer, or set PGBOUNCER)`);
 
 /** Server connections PgBouncer opens: fewer than one Pont's pool (10), so transactions share them. */
 const SERVER_CONNECTIONS = 4;
 
-const accepts = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const socket = createConnection({ port, host: '127.0.0.1' }, () => (socket.destroy(), resolve(true)));
-    socket.on('error', () => resolve(false));
-  });
-
 describe.runIf(backend === 'postgres' && installed)('behind PgBouncer in transaction mode', () => {
   let scratch: Awaited<ReturnType<typeof createScratchDatabase>>;
   let dir: string;
-  let bouncer: ChildProcess;
-  let port: number;
+  let bouncer: PgBouncer | undefined;
   let bouncedUrl: string;
   const ponts: RunningPont[] = [];
 
   beforeAll(async () => {
     scratch = await createScratchDatabase();
-    const direct = new URL(scratch.url);
-    const database = direct.pathname.slice(1);
     dir = mkdtempSync(join(tmpdir(), 'pont-pgbouncer-'));
-    port = await freePort();
-    writeFileSync(join(dir, 'userlist.txt'), '"postgres" ""\n');
-    writeFileSync(
-      join(dir, 'pgbouncer.ini'),
-      [
-        '[databases]',
-        `${database} = host=${direct.hostname} port=${direct.port || 5432} dbname=${database} user=postgres`,
-        '[pgbouncer]',
-        'listen_addr = 127.0.0.1',
-        `listen_port = ${port}`,
-        'unix_socket_dir =',
-        'auth_type = trust',
-        `auth_file = ${join(dir, 'userlist.txt')}`,
-        'admin_users = postgres',
-        'pool_mode = transaction',
-        `default_pool_size = ${SERVER_CONNECTIONS}`,
-        'max_client_conn = 200',
-        // node-postgres sends `options` (Pont's `-c jit=off`): PgBouncer refuses unknown startup parameters.
-        'ignore_startup_parameters = options',
-        `logfile = ${join(dir, 'pgbouncer.log')}`,
-        `pidfile = ${join(dir, 'pgbouncer.pid')}`,
-      ].join('\n') + '\n',
-    );
-    // PgBouncer refuses to run as root (CI containers often are): it then runs as nobody, in a directory it can write.
-    const asRoot = process.getuid?.() === 0;
-    if (asRoot) chmodSync(dir, 0o777);
-    bouncer = spawn(PGBOUNCER, [...(asRoot ? ['-u', 'nobody'] : []), join(dir, 'pgbouncer.ini')], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    bouncer.stdout!.on('data', (c) => (out += c));
-    bouncer.stderr!.on('data', (c) => (out += c));
-    await vi.waitFor(
-      async () => {
-        if (bouncer.exitCode !== null) throw new Error(`pgbouncer exited: ${out}`);
-        expect(await accepts(port)).toBe(true);
-      },
-      { timeout: 20_000, interval: 50 },
-    );
-    bouncedUrl = Object.assign(new URL(scratch.url), { port: String(port) }).toString();
+    bouncer = await startPgBouncer(dir, scratch.url, SERVER_CONNECTIONS);
+    bouncedUrl = bouncer.url;
     const env = { PORT: '0', LOG_LEVEL: 'error', DATABASE_URL: bouncedUrl, DATABASE_LISTEN_URL: scratch.url, PONT_PREPARED_STATEMENTS: 'false', PONT_RATE_LIMITS: 'default=100000/60' };
     // One after the other: the migrations run once, through PgBouncer.
     ponts.push(await startPont(loadConfig(env)));
@@ -89,11 +42,7 @@ describe.runIf(backend === 'postgres' && installed)('behind PgBouncer in transac
 
   afterAll(async () => {
     for (const pont of ponts) await pont.close();
-    if (bouncer && bouncer.exitCode === null) {
-      const exited = new Promise((resolve) => bouncer.once('exit', resolve));
-      bouncer.kill('SIGINT');
-      await exited;
-    }
+    await bouncer?.stop();
     await scratch?.drop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
