@@ -22,3 +22,21 @@ export function mapBreaker(scratch: string[]) {
     return { dir, path: join(dir, file), line: before.length, column: before[before.length - 1]!.length + 1 };
   };
 }
+
+/**
+ * editMaps(edits): a copy of mappings/ with each `[file, from, to]` applied (each `from` there exactly once), for a
+ * service started on maps an informaticist changed (PONT_MAPPINGS_DIR). The directory is pushed on `scratch`.
+ */
+export function mapEditor(scratch: string[]) {
+  return function editMaps(edits: Array<[file: string, from: string, to: string]>): string {
+    const dir = mkdtempSync(join(tmpdir(), 'pont-maps-'));
+    scratch.push(dir);
+    cpSync(defaultMappingsDir, dir, { recursive: true });
+    for (const [file, from, to] of edits) {
+      const text = readFileSync(join(dir, file), 'utf8');
+      expect(text.split(from), `${file}: ${from}`).toHaveLength(2);
+      writeFileSync(join(dir, file), text.replace(from, to));
+    }
+    return dir;
+  };
+}

@@ -6,6 +6,7 @@ import { CONSENT_TYPES } from '../src/core/data-classes';
 import type { EventEnvelope } from '../src/events/outbox';
 import { EVENT_RULES, type ResourceChange } from '../src/events/rules';
 import { EVENTS, EVENT_TYPES, eventClassOf, type EventDeclaration } from '../src/events/types';
+import { loadMappings } from '../src/mapping/index';
 import { deliveredEnvelope } from '../src/webhooks/payload';
 
 /**
@@ -27,7 +28,8 @@ function sampleChange(resourceType: string): ResourceChange {
   const resource = { resourceType, id: 'r1', status: 'final', subject: { reference: 'Patient/p1' } } as Resource;
   return { interaction: 'create', after: resource };
 }
-const context = { healthIdOf: () => 'CM-TEST', facilityId: 'fac-1' };
+const maps = loadMappings();
+const context = { healthIdOf: () => 'CM-TEST', facilityId: 'fac-1', read: (map: string, r: Resource) => maps.get(map).readFhir(r).connect };
 
 describe('event types (src/events/types.ts)', () => {
   it('each type is raised by a rule of src/events/rules.ts, or declares the operation that records it (raisedBy), not both', () => {

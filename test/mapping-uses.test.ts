@@ -65,6 +65,15 @@ describe.skipIf(backend !== 'pglite')('pont mappings check is the whole truth', 
     ]);
   });
 
+  it('a field the code reads by name, renamed: it would always be null', () => {
+    const dir = copy();
+    for (const f of ['patient-summary.map.yaml', 'patient-summary.examples.yaml']) writeFileSync(join(dir, f), readFileSync(join(dir, f), 'utf8').replaceAll('  blood_group:', '  abo_rh:'));
+    expect(() => loadMappings(dir)).not.toThrow();
+    expect(problems(dir)).toEqual([
+      `${join('D', 'patient-summary.map.yaml')}:1:1: the code reads the Connect field \`blood_group\` of this map (src/mapping/uses.ts), which does not declare it: it would always be null`,
+    ]);
+  });
+
   it('README tables and client types out of date with the maps, naming the commands that regenerate them', () => {
     const dir = copy();
     const generated = { readme: join(dir, 'README.md'), clientTypes: join(dir, 'types.ts') };

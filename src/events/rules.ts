@@ -30,6 +30,8 @@ export interface RuleContext {
   healthIdOf(patientId: string | undefined): string | null;
   /** The facility of the client or agent that made the change, or null. */
   facilityId: string | null;
+  /** A resource read through a map (its Connect record): event data says what the records say. */
+  read(map: 'lab-result', resource: Resource): Record<string, unknown>;
 }
 
 export interface Rule {
@@ -80,8 +82,8 @@ function ids(change: ResourceChange, context: RuleContext, idName: string): Reco
   return { [idName]: r.id, patient_id: patientId ?? null, health_id: context.healthIdOf(patientId), status: statusOf(r) ?? null };
 }
 
-/** Interpretation codes that flag a result as outside the normal range (v3 ObservationInterpretation). */
-const ABNORMAL = new Set(['H', 'HH', 'HU', 'L', 'LL', 'LU', 'A', 'AA', 'critical']);
+/** The lab record's `flag` codes that flag a result as outside the normal range (v3 ObservationInterpretation). */
+const ABNORMAL = new Set(['H', 'HH', 'HU', 'L', 'LL', 'LU', 'A', 'AA']);
 
 /** The demographics whose change is `patient.updated` (the Health ID is Pont's and never changes). */
 function demographics(p: Resource | undefined): unknown[] {
@@ -146,15 +148,15 @@ export const EVENT_RULES: Rule[] = [
     event: 'lab_result.released',
     when: 'category `laboratory` reaches `final` (also when created final); DiagnosticReports raise nothing: their Observations do',
     applies: (c) => isLaboratory(c.after) && reaches('final')(c),
-    // Exactly the fields of interface §6.2.
+    // Exactly the fields of interface §6.2; the test and its flag as the Observation's lab record has them.
     data: (c, x) => {
-      const o = c.after as AnyResource;
-      const patientId = patientIdOf(o);
+      const o = c.after!;
+      const record = x.read('lab-result', o);
       return {
-        health_id: x.healthIdOf(patientId),
+        health_id: x.healthIdOf(patientIdOf(o)),
         lab_result_id: o.id,
-        test_name: o.code?.text ?? o.code?.coding?.find((cd: { display?: string }) => cd.display)?.display ?? o.code?.coding?.[0]?.code ?? null,
-        flagged: codes(o.interpretation).some((code) => code !== undefined && ABNORMAL.has(code)),
+        test_name: record.test_name ?? null,
+        flagged: ABNORMAL.has(record.flag as string),
         facility_id: x.facilityId,
       };
     },

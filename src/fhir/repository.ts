@@ -80,6 +80,8 @@ export interface RepositoryDeps {
   environment: Environment;
   /** The match key of a Patient's demographics (src/healthid/matching.ts), or null when it has none. */
   matchKeyOf(patient: Patient): string | null;
+  /** A resource read through the map of that name (its Connect fields), for the events' data (src/events/rules.ts). */
+  readAs(map: string, resource: Resource): Record<string, unknown>;
   /**
    * Tables derived from resources of one type (the consent index, inventories...), kept in step by every
    * write, in its transaction, whatever path made it.
@@ -294,7 +296,7 @@ export class FhirRepository {
    * Bulk Data export (src/bulk): the SQL of one page of the current resources of `type` this caller may read,
    * exactly as its search finds them (scopes, consent, classes, ownership; the rule is evaluated when the page is
    * read), narrowed as the export asks, in rid order after `page.afterRid`. Columns: rid, line (the stored resource
-   * as JSON text: an ndjson line), patients. 403 when the caller may not read `type`, or a `_typeFilter` looks
+   * as JSON text: an ndjson line), patients (space-separated). 403 when the caller may not read `type`, or a `_typeFilter` looks
    * through a type it may not read; 400 for a bad `_typeFilter`.
    */
   async exportPageQuery(type: string, page: ExportPage): Promise<{ sql: string; values: unknown[] }> {
@@ -315,7 +317,8 @@ export class FhirRepository {
       criteria.length > 0 && or(...criteria),
       this.access.rowFilter?.(r, type),
     );
-    const { text, values } = SQL`SELECT r.rid, r.content::text AS line, r.patients FROM fhir_resources r WHERE ${where} ORDER BY r.rid LIMIT ${page.limit}`.render();
+    // The patients as one space-separated text (FHIR ids have none): parsing a text[] per row cost the export ~3 µs a line.
+    const { text, values } = SQL`SELECT r.rid, r.content::text AS line, array_to_string(r.patients, ' ') AS patients FROM fhir_resources r WHERE ${where} ORDER BY r.rid LIMIT ${page.limit}`.render();
     return { sql: text, values };
   }
 
@@ -758,6 +761,7 @@ export class FhirRepository {
     const context = {
       healthIdOf: (id: string | undefined) => (id ? (healthIds.get(id) ?? null) : null),
       facilityId: (principal.kind === 'client' || principal.kind === 'bridge-agent' ? principal.facilityId : undefined) ?? null,
+      read: this.deps.readAs,
     };
     const events = changes.flatMap((c) => eventsOf(c, context)).map((e) => this.newEvent(e));
     for (const r of registered)

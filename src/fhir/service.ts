@@ -44,6 +44,7 @@ export class FhirService {
         if (!firstName) return null;
         return matchKey({ first_name: firstName, last_name: text('last_name'), date_of_birth: text('date_of_birth'), sex: text('sex') }, config.matchKeySecret);
       },
+      readAs: (map, resource) => mappings.get(map).readFhir(resource).connect,
       ...extensions,
       now: () => this.now(),
     };

@@ -40,7 +40,7 @@ describe('mapping engine', () => {
   describe('examples run both ways', () => {
     const files = readdirSync(defaultMappingsDir).filter((f) => f.endsWith('.examples.yaml'));
     it('every map has examples', () => {
-      expect(mappings.names().sort()).toEqual(['allergy-record', 'blood-unit', 'cdss-alert', 'clinical-note', 'consent', 'diagnosis', 'immunization', 'lab-report', 'lab-result', 'patient-profile', 'payment', 'pharmacy-stock', 'prescription', 'visit', 'vital']);
+      expect(mappings.names().sort()).toEqual(['allergy-record', 'blood-unit', 'cdss-alert', 'clinical-note', 'consent', 'diagnosis', 'immunization', 'lab-report', 'lab-result', 'patient-demographics', 'patient-profile', 'patient-summary', 'payment', 'pharmacy-stock', 'prescription', 'visit', 'vital']);
       expect(files.map((f) => f.replace('.examples.yaml', '')).sort()).toEqual(mappings.names().sort());
     });
 

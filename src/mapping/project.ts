@@ -32,6 +32,9 @@ export function checkProject(
     for (const field of writes) {
       if (!found.map.fields.includes(field)) at(found.file, `the code writes the Connect field \`${field}\` into this map (src/mapping/uses.ts), which does not declare it: the pushed value would be lost`);
     }
+    for (const field of 'reads' in use ? use.reads : []) {
+      if (!found.map.fields.includes(field)) at(found.file, `the code reads the Connect field \`${field}\` of this map (src/mapping/uses.ts), which does not declare it: it would always be null`);
+    }
     for (const field of found.map.declared) {
       if (writes.length && field.required && !writes.includes(field.name)) {
         at(found.file, `\`${field.name}\` is required, and the code that writes this map never gives it (src/mapping/uses.ts): every push would fail`);

@@ -1,12 +1,17 @@
 /**
- * What the code asks of the maps: each map it uses by name, and the Connect fields it writes into the pushes'
- * maps. `pont mappings check` fails when a map is missing (renamed), when the code writes a field the map does not
- * declare (its data would be dropped), or when the map requires a field the code never writes (every push would
- * fail). test/mapping-uses.test.ts keeps this list in step with the code's `mappings.get('…')` calls.
+ * What the code asks of the maps: each map it uses by name, the Connect fields it writes into the pushes' maps and
+ * the fields it reads by name. `pont mappings check` fails when a map is missing (renamed), when the code writes or
+ * reads a field the map does not declare (its data would be dropped, or read as null), or when the map requires a
+ * field the code never writes (every push would fail). test/mapping-uses.test.ts keeps this list in step with the
+ * code's `mappings.get('…')` calls.
  */
 export const CODE_MAPS = {
   // (Maps read only as record types are not here: the code finds them by their `record:` section.)
   'patient-profile': {},
+  // The SDK summary's patient block is all of this map's fields; a measured blood group replaces the map's.
+  'patient-summary': { reads: ['blood_group'] },
+  // What resolve and verify show of the patient: all of this map's fields.
+  'patient-demographics': {},
   consent: {},
   'blood-unit': {},
   payment: {},
@@ -17,11 +22,14 @@ export const CODE_MAPS = {
   'lab-result': {
     writes: [
       'id', 'patient_id', 'visit_id', 'test_name', 'loinc_code', 'value', 'value_numeric', 'comparator', 'value_precision', 'unit', 'value_coded', 'reference_low', 'reference_high',
-      'reference_range_unit', 'reference_range_text', 'flag', 'interpretation', 'status', 'effective_at', 'issued_at',
+      'reference_range_unit', 'reference_range_text', 'flag', 'flag_level', 'interpretation', 'status', 'effective_at', 'issued_at',
     ],
+    // lab_result.released (src/events/rules.ts) and the summary's blood group (src/records/service.ts) read the
+    // Observation as its lab record; the push's flag_level values are the table of `flag_level`.
+    reads: ['test_name', 'flag', 'flag_level', 'value_coded', 'value'],
   },
   'lab-report': { writes: ['id', 'patient_id', 'visit_id', 'test_name', 'loinc_code', 'value', 'value_coded', 'result_ids', 'status', 'effective_at', 'issued_at'] },
-} as const satisfies Record<string, { writes?: readonly string[] }>;
+} as const satisfies Record<string, { writes?: readonly string[]; reads?: readonly string[] }>;
 
 export type CodeMapName = keyof typeof CODE_MAPS;
 type Writes<M extends CodeMapName> = (typeof CODE_MAPS)[M] extends { writes: readonly string[] } ? (typeof CODE_MAPS)[M]['writes'][number] : never;

@@ -12,6 +12,8 @@ export interface PatientServiceDeps {
   config: Pick<Config, 'matchKeySecret'>;
   /** The mapping engine's `patient-profile` map (mappings/patient-profile.map.yaml): Connect profile <-> FHIR Patient. */
   profileMapping: () => CompiledMap;
+  /** The `patient-demographics` map: what resolve and verify show of the patient (mappings/patient-demographics.map.yaml). */
+  demographicsMapping: () => CompiledMap;
 }
 
 /** Demographics of a resolve request, already validated (country code defaulted). */
@@ -30,9 +32,8 @@ export interface StatedReason {
   external_reference?: string;
 }
 
-/** Fields of the Connect profile that every patient operation may show: no contact details. */
-export const SUMMARY_FIELDS = ['health_id', 'first_name', 'last_name', 'date_of_birth', 'sex', 'country_code'] as const;
-export type PatientSummary = Record<(typeof SUMMARY_FIELDS)[number], string | null>;
+/** What resolve and verify show of a patient: the Health ID and the fields of the demographics map. */
+export type PatientSummary = { health_id: string } & Record<string, unknown>;
 
 export type ResolveResult =
   | { status: 'found' | 'created'; health_id: string; patient: PatientSummary }
@@ -60,9 +61,9 @@ export class PatientService {
 
   /** POST /patients/resolve with a Health ID: look it up, never create. */
   async resolveByHealthId(repo: FhirRepository, healthId: string, reason: StatedReason): Promise<ResolveResult> {
-    const found = await this.lookUp(repo, { operation: 'resolvePatient', action: 'R', reason }, healthId, async (record, profile) => ({
+    const found = await this.lookUp(repo, { operation: 'resolvePatient', action: 'R', reason }, healthId, async (record, patient) => ({
       outcomeDescription: 'found',
-      result: { status: 'found' as const, health_id: record.healthId, patient: summaryOf(profile) },
+      result: { status: 'found' as const, health_id: record.healthId, patient: this.summaryOf(record.healthId, patient) },
     }));
     return found ?? { status: 'not_found', health_id: healthId };
   }
@@ -79,22 +80,21 @@ export class PatientService {
       const base = { operation: 'resolvePatient', ...this.reasonOf(reason) };
       const existing = await findByMatchKey(sql, key);
       if (existing) {
-        const profile = await this.profileOf(repo, existing);
+        const patient = await this.patientOf(repo, existing);
         await repo.audit({ ...base, action: 'R', outcome: 'success', outcomeDescription: 'found', patient: auditPatient(existing) });
-        return { status: 'found', health_id: existing.healthId, patient: summaryOf(profile) };
+        return { status: 'found', health_id: existing.healthId, patient: this.summaryOf(existing.healthId, patient) };
       }
       const mapping = this.deps.profileMapping();
       const patient = await repo.create(patientFrom(mapping, { ...person }), { audit: false });
-      const profile = mapping.fromFhir(patient) as Record<string, unknown>;
-      const healthId = String(profile.health_id);
+      const healthId = String(mapping.fromFhir(patient).health_id);
       await repo.audit({ ...base, action: 'C', outcome: 'success', outcomeDescription: 'created', patient: { id: patient.id, healthId } });
-      return { status: 'created', health_id: healthId, patient: summaryOf(profile) };
+      return { status: 'created', health_id: healthId, patient: this.summaryOf(healthId, patient) };
     });
   }
 
   /** GET /patients/verify/{health_id}: checksum, then registration; records `health_id.verified`. */
   async verify(repo: FhirRepository, healthId: string, reason: StatedReason): Promise<VerifyResult> {
-    const verified = await this.lookUp(repo, { operation: 'verifyHealthId', action: 'E', reason }, healthId, async (record, profile) => {
+    const verified = await this.lookUp(repo, { operation: 'verifyHealthId', action: 'E', reason }, healthId, async (record, patient) => {
       const principal = repo.context.principal;
       const facility = principal.kind === 'client' || principal.kind === 'bridge-agent' ? (principal.facilityId ?? null) : null;
       await repo.recordEvent({
@@ -102,7 +102,7 @@ export class PatientService {
         patientId: record.patientId,
         data: { health_id: record.healthId, patient_id: record.patientId, facility_id: facility },
       });
-      return { outcomeDescription: 'verified', result: { valid: true as const, health_id: record.healthId, patient: summaryOf(profile) } };
+      return { outcomeDescription: 'verified', result: { valid: true as const, health_id: record.healthId, patient: this.summaryOf(record.healthId, patient) } };
     });
     if (!verified) throw notRegistered(healthId);
     return verified;
@@ -110,10 +110,10 @@ export class PatientService {
 
   /** GET /patient/search?health_id=: the patient's whole profile in the Connect shape (patient data: consent applies). */
   async profile(repo: FhirRepository, healthId: string, reason: StatedReason): Promise<Record<string, unknown>> {
-    const profile = await this.lookUp(repo, { operation: 'searchPatient', action: 'R', reason }, healthId, async (record, found) => {
+    const profile = await this.lookUp(repo, { operation: 'searchPatient', action: 'R', reason }, healthId, async (record, patient) => {
       // The full profile (contact details): consent covering patients:read or registration, never "wrote a record".
       await repo.requirePatientAccess(record.patientId, ['patients:read'], 'searchPatient', 'relationship');
-      return { outcomeDescription: 'found', result: found };
+      return { outcomeDescription: 'found', result: { health_id: record.healthId, ...this.deps.profileMapping().fromFhir(patient) } };
     });
     if (!profile) throw notRegistered(healthId);
     return profile;
@@ -121,7 +121,7 @@ export class PatientService {
 
   /**
    * The shared part of every operation on a given Health ID: check it, find the patient, read its
-   * profile, run `onFound` and audit, all in one transaction. Resolves undefined when the ID is valid
+   * Patient, run `onFound` and audit, all in one transaction. Resolves undefined when the ID is valid
    * but unregistered. Refused and unregistered IDs are audited too (outcome 4): who probes for
    * patients is worth knowing. Their audit record is committed before the caller turns the outcome
    * into an error.
@@ -130,7 +130,7 @@ export class PatientService {
     repo: FhirRepository,
     what: { operation: string; action: 'R' | 'E'; reason: StatedReason },
     healthId: string,
-    onFound: (record: HealthIdRecord, profile: Record<string, unknown>) => Promise<{ result: T; outcomeDescription: string }>,
+    onFound: (record: HealthIdRecord, patient: Patient) => Promise<{ result: T; outcomeDescription: string }>,
   ): Promise<T | undefined> {
     const base: Pick<Audit, 'operation' | 'action' | 'purpose' | 'externalReference'> = { operation: what.operation, action: what.action, ...this.reasonOf(what.reason) };
     const problem = healthIdProblem(healthId);
@@ -144,20 +144,26 @@ export class PatientService {
         await repo.audit({ ...base, outcome: 'minor-failure', outcomeDescription: 'not_found', patient: { healthId } });
         return undefined;
       }
-      const { result, outcomeDescription } = await onFound(record, await this.profileOf(repo, record));
+      const { result, outcomeDescription } = await onFound(record, await this.patientOf(repo, record));
       await repo.audit({ ...base, outcome: 'success', outcomeDescription, patient: auditPatient(record) });
       return result;
     });
   }
 
   /**
-   * The registered patient's profile, read as an identity look-up (no consent needed to find a patient: the
-   * operations show its identity summary only, except the profile, which checks consent); the operation
+   * The registered patient's Patient, read as an identity look-up (no consent needed to find a patient: the
+   * operations show its demographics only, except the profile, which checks consent); the operation
    * records its own audit record.
    */
-  private async profileOf(repo: FhirRepository, record: HealthIdRecord): Promise<Record<string, unknown>> {
-    const patient = await repo.read<Patient>('Patient', record.patientId, { audit: false, identity: true });
-    return { health_id: record.healthId, ...(this.deps.profileMapping().fromFhir(patient) as Record<string, unknown>) };
+  private patientOf(repo: FhirRepository, record: HealthIdRecord): Promise<Patient> {
+    return repo.read<Patient>('Patient', record.patientId, { audit: false, identity: true });
+  }
+
+  /** What resolve and verify show: the registry's Health ID, then every field of the demographics map (null when absent). */
+  private summaryOf(healthId: string, patient: Patient): PatientSummary {
+    const map = this.deps.demographicsMapping();
+    const read = map.readFhir(patient).connect;
+    return { health_id: healthId, ...Object.fromEntries(map.fields.map((f) => [f, read[f] ?? null])) };
   }
 
   private reasonOf(reason: StatedReason) {
@@ -177,10 +183,4 @@ function patientFrom(mapping: CompiledMap, profile: Record<string, unknown>): Pa
     if (err instanceof MappingValueError) throw validationFailed(err.message);
     throw err;
   }
-}
-
-/** The profile's summary fields, each present (null when the patient has no value). */
-export function summaryOf(profile: Record<string, unknown>): PatientSummary {
-  const entries = SUMMARY_FIELDS.map((field) => [field, typeof profile[field] === 'string' ? profile[field] : null]);
-  return Object.fromEntries(entries) as PatientSummary;
 }

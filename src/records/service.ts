@@ -109,23 +109,22 @@ export class RecordsService {
       const read: Resource[] = [];
       const fhirPatient = await repo.read('Patient', patient.patientId, { audit: false });
       read.push(fhirPatient);
-      const profile = this.mappings.get('patient-profile').readFhir(fhirPatient).connect;
+      // The block is the summary map's fields (mappings/patient-summary.map.yaml), each null when the Patient lacks it.
+      const shown = this.mappings.get('patient-summary');
+      const fields = shown.readFhir(fhirPatient).connect;
+      const patientBlock: Record<string, unknown> = Object.fromEntries(shown.fields.map((f) => [f, fields[f] ?? null]));
       const section = async (dataClass: string, fetch: () => Promise<{ records: ConnectRecord[]; resources: Resource[] }>) => {
         if (refused.has(dataClass)) return [];
         const got = await fetch();
         read.push(...got.resources);
         return got.records;
       };
-      const bloodGroup = refused.has('labs:read') ? null : await this.bloodGroup(repo, patient.patientId, read);
+      // A blood group a laboratory measured wins over the one the Patient records.
+      const measured = refused.has('labs:read') ? null : await this.bloodGroup(repo, patient.patientId, read);
+      if (measured) patientBlock.blood_group = measured;
       const summary = {
         health_id: healthId,
-        patient: {
-          first_name: profile.first_name,
-          last_name: profile.last_name,
-          date_of_birth: profile.date_of_birth,
-          sex: profile.sex,
-          blood_group: bloodGroup ?? profile.blood_group ?? null,
-        },
+        patient: patientBlock,
         active_medications: await section('prescriptions:read', () =>
           this.page(repo, patient.patientId, 'prescriptions', { limit: SUMMARY_SIZES.active_medications, offsets: this.start('prescriptions'), query: { status: 'active' } }),
         ),
@@ -194,7 +193,7 @@ export class RecordsService {
    * issues it (lab-report.map.yaml), written together; `lab_result.released` follows from the final Observation.
    */
   async pushLabResult(repo: FhirRepository, push: LabResultPush): Promise<Record<string, unknown>> {
-    const flag = flagOf(push);
+    const flagLevel = flagLevelOf(push);
     return repo.transaction(async (sql) => {
       const patient = await registeredPatient(sql, push.health_id);
       const now = new Date().toISOString();
@@ -223,7 +222,9 @@ export class RecordsService {
         // The range is in the result's unit (written with the low limit, so only when there is one).
         reference_range_unit: push.reference_low !== undefined ? (push.unit ?? null) : null,
         reference_range_text: null,
-        flag,
+        // The level's code is the map's (its `flag_level` table).
+        flag: null,
+        flag_level: flagLevel,
         interpretation: push.interpretation ?? null,
         status,
         effective_at: push.effective_at ?? now,
@@ -243,6 +244,7 @@ export class RecordsService {
         issued_at: now,
       });
       await repo.writeItems([observation, report].map((resource) => ({ resource, method: 'POST' as const })), 'create');
+      const { flag } = this.mappings.get('lab-result').readFhir(observation).connect;
       return { health_id: push.health_id, lab_result_id: resultId, diagnostic_report_id: reportId, flagged: push.flagged, flag, created_at: now };
     });
   }
@@ -326,16 +328,24 @@ export class RecordsService {
     return this.type(type).sources.map(() => 0);
   }
 
-  /** The blood group (e.g. `A+`) from the newest ABO/Rh Observation, or null. */
+  /**
+   * The blood group (e.g. `A+`) from the newest ABO/Rh Observation, or null. Its result is read as the Observation's
+   * lab record (lab-result.map.yaml: `value_coded`, else `value`), so the summary and the record agree.
+   */
   private async bloodGroup(repo: FhirRepository, patientId: string, read: Resource[]): Promise<string | null> {
     const codes = Object.values(BLOOD_GROUP_LOINC).map((c) => `${LOINC}|${c}`).join(',');
     const bundle = await repo.search<Observation>('Observation', { patient: `Patient/${patientId}`, code: codes, _sort: '-date', _count: '20', _total: 'none' }, { audit: false });
     const observations = matchesOf(bundle) as Observation[];
     read.push(...observations);
-    const newest = (code: string) => observations.find((o) => o.code?.coding?.some((c) => c.system === LOINC && c.code === code));
-    const both = newest(BLOOD_GROUP_LOINC.both);
-    const abo = aboOf(textOf(both)) ?? aboOf(textOf(newest(BLOOD_GROUP_LOINC.abo)));
-    const rh = rhOf(textOf(both)) ?? rhOf(textOf(newest(BLOOD_GROUP_LOINC.rh)));
+    const resultOf = (code: string) => {
+      const newest = observations.find((o) => o.code?.coding?.some((c) => c.system === LOINC && c.code === code));
+      if (!newest) return undefined;
+      const record = this.mappings.get('lab-result').readFhir(newest).connect;
+      return (record.value_coded ?? record.value ?? undefined) as string | undefined;
+    };
+    const both = resultOf(BLOOD_GROUP_LOINC.both);
+    const abo = aboOf(both) ?? aboOf(resultOf(BLOOD_GROUP_LOINC.abo));
+    const rh = rhOf(both) ?? rhOf(resultOf(BLOOD_GROUP_LOINC.rh));
     return abo && rh ? `${abo}${rh}` : null;
   }
 
@@ -384,7 +394,8 @@ export interface LabResultPush {
   test_name: string;
   result_value: string;
   flagged: boolean;
-  flag_level?: FlagLevel;
+  /** One of lab-result.map.yaml's `flag_level` values (the route checks it). */
+  flag_level?: string;
   interpretation?: string;
   unit?: string;
   loinc_code?: string;
@@ -394,25 +405,15 @@ export interface LabResultPush {
   effective_at?: string;
 }
 
-/** Pushed `flag_level` -> the v3 ObservationInterpretation code lab-result.map.yaml writes as `flag`. */
-export const FLAG_LEVELS = {
-  normal: 'N',
-  abnormal: 'A',
-  low: 'L',
-  high: 'H',
-  critical: 'AA',
-  critical_low: 'LL',
-  critical_high: 'HH',
-} as const;
-export type FlagLevel = keyof typeof FLAG_LEVELS;
-
-/** The interpretation code of a push; 422 when `flagged` and `flag_level` disagree. */
-function flagOf(push: LabResultPush): string {
-  if (push.flag_level === undefined) return push.flagged ? FLAG_LEVELS.abnormal : FLAG_LEVELS.normal;
-  const abnormal = push.flag_level !== 'normal';
-  if (abnormal !== push.flagged)
-    throw invalidFields([{ field: 'flag_level', message: `flag_level ${push.flag_level} contradicts flagged: ${push.flagged} (normal is the only level of an unflagged result)` }]);
-  return FLAG_LEVELS[push.flag_level];
+/**
+ * The pushed `flag_level`, by default abnormal or normal as `flagged` says; 422 when they disagree. The levels and
+ * their interpretation codes are lab-result.map.yaml's (`flag_level`); every level but normal flags the result.
+ */
+function flagLevelOf(push: LabResultPush): string {
+  const level = push.flag_level ?? (push.flagged ? 'abnormal' : 'normal');
+  if ((level !== 'normal') !== push.flagged)
+    throw invalidFields([{ field: 'flag_level', message: `flag_level ${level} contradicts flagged: ${push.flagged} (normal is the only level of an unflagged result)` }]);
+  return level;
 }
 
 /**
@@ -429,12 +430,6 @@ function numericValue(value: string): { value: number; comparator: string | null
 
 function matchesOf(bundle: Bundle): Resource[] {
   return (bundle.entry ?? []).filter((e) => e.search?.mode === 'match' && e.resource).map((e) => e.resource!);
-}
-
-function textOf(o: Observation | undefined): string | undefined {
-  if (!o) return undefined;
-  const concept = o.valueCodeableConcept;
-  return [concept?.text, ...(concept?.coding ?? []).map((c) => c.display), o.valueString].filter(Boolean).join(' ') || undefined;
 }
 
 function aboOf(text: string | undefined): string | undefined {

@@ -4,6 +4,7 @@ import { HEALTH_ID_LENGTH, HealthIdErrorCode } from '../healthid/healthid';
 import { defineRoute, type RouteSpec } from '../http/routes';
 import { ErrorSchema } from '../http/openapi';
 import type { Services } from '../http/services';
+import type { MappingSet } from '../mapping/types';
 import { normaliseName } from '../healthid/matching';
 import { PatientService, type Demographics, type StatedReason } from '../patients/service';
 
@@ -63,28 +64,22 @@ const ResolveBody = z
   })
   .meta({ id: 'HealthIdResolveRequest' });
 
-const PatientDemographics = z
-  .object({
-    health_id: z.string(),
-    first_name: z.string().nullable(),
-    last_name: z.string().nullable(),
-    date_of_birth: z.string().nullable().describe('YYYY-MM-DD'),
-    sex: z.enum(['male', 'female', 'other']).nullable(),
-    country_code: z.string().nullable(),
-  })
-  .meta({ id: 'PatientDemographics', description: 'Basic demographics of a registered patient (no contact details); null where unknown.' });
-
-const ResolveResponse = z
-  .object({
-    status: z.enum(['found', 'created', 'not_found']),
-    health_id: z.string(),
-    patient: PatientDemographics.optional().describe('Absent when not_found'),
-  })
-  .meta({ id: 'HealthIdResolveResponse' });
-
-const VerifyResponse = z
-  .object({ valid: z.literal(true), health_id: z.string(), patient: PatientDemographics })
-  .meta({ id: 'HealthIdVerifyResponse' });
+/** What resolve and verify answer: the patient is the registry's Health ID and the demographics map's fields. */
+function lookUpSchemas(maps: MappingSet) {
+  const PatientDemographics = z
+    .object({ health_id: z.string() })
+    .extend(maps.get('patient-demographics').shape().shape)
+    .meta({ id: 'PatientDemographics', description: 'Basic demographics of a registered patient (no contact details; mappings/patient-demographics.map.yaml); null where unknown.' });
+  const ResolveResponse = z
+    .object({
+      status: z.enum(['found', 'created', 'not_found']),
+      health_id: z.string(),
+      patient: PatientDemographics.optional().describe('Absent when not_found'),
+    })
+    .meta({ id: 'HealthIdResolveResponse' });
+  const VerifyResponse = z.object({ valid: z.literal(true), health_id: z.string(), patient: PatientDemographics }).meta({ id: 'HealthIdVerifyResponse' });
+  return { ResolveResponse, VerifyResponse };
+}
 
 const PatientProfile = z
   .object({ health_id: z.string() })
@@ -105,7 +100,10 @@ export function patientRoutes(services: Services): RouteSpec[] {
   const patients = new PatientService({
     config: services.config,
     profileMapping: () => services.mappings.get('patient-profile'),
+    demographicsMapping: () => services.mappings.get('patient-demographics'),
   });
+  // The maps of the request (a reload changes them).
+  const live = services.mappings.derived(lookUpSchemas);
 
   return [
     defineRoute({
@@ -121,10 +119,12 @@ export function patientRoutes(services: Services): RouteSpec[] {
       tags: ['Connect', 'Patients'],
       security: { kind: 'client', scope: 'health_id:verify' },
       body: ResolveBody,
-      responses: {
-        200: { description: 'found or not_found', schema: ResolveResponse },
-        201: { description: 'created: new patient and Health ID', schema: ResolveResponse },
-        422: invalidHealthId,
+      get responses() {
+        return {
+          200: { description: 'found or not_found', schema: live().ResolveResponse },
+          201: { description: 'created: new patient and Health ID', schema: live().ResolveResponse },
+          422: invalidHealthId,
+        };
       },
       async handler({ body, repo }) {
         const reason = reasonOf(body);
@@ -154,10 +154,12 @@ export function patientRoutes(services: Services): RouteSpec[] {
       security: { kind: 'client', scope: 'health_id:verify' },
       params: z.object({ health_id: HealthIdInput }),
       query: z.object(Reason),
-      responses: {
-        200: { description: 'Registered', schema: VerifyResponse },
-        404: notRegistered,
-        422: invalidHealthId,
+      get responses() {
+        return {
+          200: { description: 'Registered', schema: live().VerifyResponse },
+          404: notRegistered,
+          422: invalidHealthId,
+        };
       },
       async handler({ params, query, repo }) {
         return { body: await patients.verify(repo, params.health_id, reasonOf(query)) };

@@ -6,7 +6,7 @@ import { ErrorSchema } from '../http/openapi';
 import { defineRoute, type RouteSpec } from '../http/routes';
 import { registeredPatient } from '../healthid/registry';
 import type { Services } from '../http/services';
-import { CDSS_ALERT, FLAG_LEVELS, RecordsService, SUMMARY_SIZES, type FlagLevel } from '../records/service';
+import { CDSS_ALERT, RecordsService, SUMMARY_SIZES } from '../records/service';
 import type { MappingSet } from '../mapping/types';
 import { recordType, recordTypes, type RecordType } from '../mapping/record-types';
 
@@ -31,32 +31,37 @@ const pushErrors = {
   409: { description: 'This Idempotency-Key was used with a different request (IDEMPOTENCY_CONFLICT)', schema: ErrorSchema },
 };
 
-const EncounterPush = z
-  .object({
-    health_id: HealthId,
-    encounter_type: Text(64).describe(`What kind of encounter, e.g. consultation, or ${CDSS_ALERT} for a decision-support alert`),
-    clinical_note: Text(20_000).optional(),
-    status: z.enum(['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled']).optional().describe('Default finished'),
-    class: z.enum(['AMB', 'EMER', 'IMP', 'VR', 'HH']).optional().describe('v3 ActCode: AMB ambulatory (default), EMER emergency, IMP inpatient, VR virtual, HH home health'),
-    reason: Text(500).optional(),
-    started_at: PastInstant.optional().describe('Default now'),
-    ended_at: PastInstant.optional().describe('Default now for a finished encounter'),
-    alert_type: Text(64).optional().describe(`Required for ${CDSS_ALERT}: e.g. drug_interaction, duplicate_therapy, contraindication, dose_range, allergy_alert`),
-    severity: z.enum(['high', 'moderate', 'low']).optional().describe(`Required for ${CDSS_ALERT}`),
-    cdss_rule_id: Text(128).optional().describe('The decision-support rule that raised the alert'),
-  })
-  .strict()
-  .superRefine((push, ctx) => {
-    if (push.encounter_type !== CDSS_ALERT) {
-      for (const field of ['alert_type', 'severity', 'cdss_rule_id'] as const)
-        if (push[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message: `only for encounter_type ${CDSS_ALERT}` });
-      return;
-    }
-    for (const field of ['alert_type', 'severity'] as const)
-      if (push[field] === undefined) ctx.addIssue({ code: 'custom', path: [field], message: `required for encounter_type ${CDSS_ALERT}` });
-    if (push.started_at && push.ended_at && push.ended_at < push.started_at) ctx.addIssue({ code: 'custom', path: ['ended_at'], message: 'must not be before started_at' });
-  })
-  .meta({ id: 'EncounterPush' });
+/** The values a map declares for a field it writes (the push's vocabulary is the map's). */
+const valuesOf = (maps: MappingSet, map: string, field: string) => (maps.get(map).declared.find((f) => f.name === field)?.values?.map(String) ?? []) as [string, ...string[]];
+
+/** The encounter push's body: an alert's `severity` values are cdss-alert.map.yaml's. */
+const encounterPush = (maps: MappingSet) =>
+  z
+    .object({
+      health_id: HealthId,
+      encounter_type: Text(64).describe(`What kind of encounter, e.g. consultation, or ${CDSS_ALERT} for a decision-support alert`),
+      clinical_note: Text(20_000).optional(),
+      status: z.enum(['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled']).optional().describe('Default finished'),
+      class: z.enum(['AMB', 'EMER', 'IMP', 'VR', 'HH']).optional().describe('v3 ActCode: AMB ambulatory (default), EMER emergency, IMP inpatient, VR virtual, HH home health'),
+      reason: Text(500).optional(),
+      started_at: PastInstant.optional().describe('Default now'),
+      ended_at: PastInstant.optional().describe('Default now for a finished encounter'),
+      alert_type: Text(64).optional().describe(`Required for ${CDSS_ALERT}: e.g. drug_interaction, duplicate_therapy, contraindication, dose_range, allergy_alert`),
+      severity: z.enum(valuesOf(maps, 'cdss-alert', 'severity')).optional().describe(`Required for ${CDSS_ALERT}`),
+      cdss_rule_id: Text(128).optional().describe('The decision-support rule that raised the alert'),
+    })
+    .strict()
+    .superRefine((push, ctx) => {
+      if (push.encounter_type !== CDSS_ALERT) {
+        for (const field of ['alert_type', 'severity', 'cdss_rule_id'] as const)
+          if (push[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message: `only for encounter_type ${CDSS_ALERT}` });
+        return;
+      }
+      for (const field of ['alert_type', 'severity'] as const)
+        if (push[field] === undefined) ctx.addIssue({ code: 'custom', path: [field], message: `required for encounter_type ${CDSS_ALERT}` });
+      if (push.started_at && push.ended_at && push.ended_at < push.started_at) ctx.addIssue({ code: 'custom', path: ['ended_at'], message: 'must not be before started_at' });
+    })
+    .meta({ id: 'EncounterPush' });
 
 const EncounterPushed = z
   .object({
@@ -68,30 +73,32 @@ const EncounterPushed = z
   })
   .meta({ id: 'EncounterPushed' });
 
-const LabResultPush = z
-  .object({
-    health_id: HealthId,
-    test_name: Text(200),
-    result_value: Text(1000).describe('A decimal number, or a limit such as "<5" or ">=200", is stored as a quantity (with `unit` and the comparator); anything else (e.g. "positive") as text, and then `unit` is refused (422)'),
-    flagged: z.boolean().describe('Outside the normal range'),
-    flag_level: z
-      .enum(Object.keys(FLAG_LEVELS) as [FlagLevel, ...FlagLevel[]])
-      .optional()
-      .describe(`How far out: ${Object.entries(FLAG_LEVELS).map(([k, v]) => `${k} (${v})`).join(', ')}; default abnormal when flagged, normal when not`),
-    interpretation: Text(2000).optional().describe("The result in words; the report's conclusion"),
-    unit: Text(50).optional().describe('UCUM unit of a numeric result, e.g. g/dL'),
-    loinc_code: z.string().regex(/^\d{1,7}-\d$/, 'must be a LOINC code such as 718-7').optional(),
-    reference_low: z.number().finite().optional(),
-    reference_high: z.number().finite().optional(),
-    status: z.enum(['preliminary', 'final']).optional().describe('Default final (a final result raises lab_result.released)'),
-    effective_at: PastInstant.optional().describe('When the specimen was taken; default now'),
-  })
-  .strict()
-  .superRefine((push, ctx) => {
-    if (push.reference_low !== undefined && push.reference_high !== undefined && push.reference_low > push.reference_high)
-      ctx.addIssue({ code: 'custom', path: ['reference_high'], message: 'must not be below reference_low' });
-  })
-  .meta({ id: 'LabResultPush' });
+/** The lab push's body: its `flag_level` values are lab-result.map.yaml's (the table of its `flag_level` field). */
+const labResultPush = (maps: MappingSet) =>
+  z
+    .object({
+      health_id: HealthId,
+      test_name: Text(200),
+      result_value: Text(1000).describe('A decimal number, or a limit such as "<5" or ">=200", is stored as a quantity (with `unit` and the comparator); anything else (e.g. "positive") as text, and then `unit` is refused (422)'),
+      flagged: z.boolean().describe('Outside the normal range'),
+      flag_level: z
+        .enum(valuesOf(maps, 'lab-result', 'flag_level'))
+        .optional()
+        .describe('How far out, each level an interpretation code (mappings/lab-result.map.yaml, `flag_level`); default abnormal when flagged, normal when not'),
+      interpretation: Text(2000).optional().describe("The result in words; the report's conclusion"),
+      unit: Text(50).optional().describe('UCUM unit of a numeric result, e.g. g/dL'),
+      loinc_code: z.string().regex(/^\d{1,7}-\d$/, 'must be a LOINC code such as 718-7').optional(),
+      reference_low: z.number().finite().optional(),
+      reference_high: z.number().finite().optional(),
+      status: z.enum(['preliminary', 'final']).optional().describe('Default final (a final result raises lab_result.released)'),
+      effective_at: PastInstant.optional().describe('When the specimen was taken; default now'),
+    })
+    .strict()
+    .superRefine((push, ctx) => {
+      if (push.reference_low !== undefined && push.reference_high !== undefined && push.reference_low > push.reference_high)
+        ctx.addIssue({ code: 'custom', path: ['reference_high'], message: 'must not be below reference_low' });
+    })
+    .meta({ id: 'LabResultPush' });
 
 const LabResultPushed = z
   .object({
@@ -138,16 +145,14 @@ function recordSchemas(maps: MappingSet) {
       withheld: z.array(z.string()).optional().describe('type=all: the types no consent covers for the caller (not read)'),
     })
     .meta({ id: 'PatientRecords' });
+  // The patient block is the summary map's shape; the code gives its blood group (uses.ts) from the laboratory.
+  const patientBlock = maps.get('patient-summary').shape();
   const Summary = z
     .object({
       health_id: z.string(),
-      patient: z.object({
-        first_name: z.string().nullable(),
-        last_name: z.string().nullable(),
-        date_of_birth: z.string().nullable(),
-        sex: z.string().nullable(),
-        blood_group: z.string().nullable().describe('ABO and Rh, e.g. A+, from the newest LOINC 882-1 (or 883-9 with 10331-7) Observation, else the profile'),
-      }),
+      patient: patientBlock
+        .extend({ blood_group: patientBlock.shape.blood_group!.describe('ABO and Rh, e.g. A+, from the newest LOINC 882-1 (or 883-9 with 10331-7) Observation (read as its lab record), else the Patient\'s') })
+        .describe('mappings/patient-summary.map.yaml'),
       active_medications: z.array(shape('prescriptions')).describe(`Active MedicationRequests, newest first, at most ${SUMMARY_SIZES.active_medications}`),
       active_allergies: z.array(shape('allergies')).describe(`Active allergies, newest first, at most ${SUMMARY_SIZES.active_allergies}`),
       recent_labs: z.array(shape('lab_results')).describe(`The ${SUMMARY_SIZES.recent_labs} newest lab results`),
@@ -155,7 +160,7 @@ function recordSchemas(maps: MappingSet) {
       withheld: z.array(z.string()).describe('Data classes no consent covers for the caller: their sections are empty'),
     })
     .meta({ id: 'PatientSummary' });
-  return { typeNames, RecordsQuery, RecordsAnswer, Summary };
+  return { typeNames, RecordsQuery, RecordsAnswer, Summary, EncounterPush: encounterPush(maps), LabResultPush: labResultPush(maps) };
 }
 
 export function recordRoutes(services: Services): RouteSpec[] {
@@ -239,7 +244,9 @@ export function recordRoutes(services: Services): RouteSpec[] {
         `Writes a FHIR Encounter (mappings/visit.map.yaml) and, for encounter_type ${CDSS_ALERT}, the DetectedIssue it raised (mappings/cdss-alert.map.yaml), implicating the Encounter; the caller's organisation is their author. Event encounter.created (and encounter.closed for a finished one). Send an Idempotency-Key to make retries safe.`,
       tags: ['SDK', 'Records'],
       security: { kind: 'client', scope: 'encounters:write' },
-      body: EncounterPush,
+      get body() {
+        return live().EncounterPush;
+      },
       responses: { 201: { description: 'Created', schema: EncounterPushed, headers: idempotencyHeader }, ...pushErrors },
       async handler({ body, repo }) {
         return { status: 201, body: await records.pushEncounter(repo, body) };
@@ -254,7 +261,9 @@ export function recordRoutes(services: Services): RouteSpec[] {
         'Writes a FHIR Observation (mappings/lab-result.map.yaml; a numeric result_value as a Quantity, flag_level as the interpretation code) and its DiagnosticReport (mappings/lab-report.map.yaml); the caller\'s organisation is their author. A final result raises lab_result.released. `flagged` and `flag_level` must agree (422). Send an Idempotency-Key to make retries safe.',
       tags: ['SDK', 'Records'],
       security: { kind: 'client', scope: 'labs:write' },
-      body: LabResultPush,
+      get body() {
+        return live().LabResultPush;
+      },
       responses: { 201: { description: 'Created', schema: LabResultPushed, headers: idempotencyHeader }, ...pushErrors },
       async handler({ body, repo }) {
         return { status: 201, body: await records.pushLabResult(repo, body) };

@@ -265,6 +265,7 @@ class LabResult(TypedDict):
     reference_range_unit: Optional[str]
     reference_range_text: Optional[str]
     flag: Optional[Literal['N', 'A', 'AA', 'H', 'HH', 'HU', 'H>', 'L', 'LL', 'LU', 'L<', '<', '>', 'POS', 'NEG', 'IND', 'DET', 'ND', 'E', 'EXP', 'UNE', 'NR', 'RR', 'WR', 'S', 'R', 'I', 'MS', 'VS', 'SDD', 'NCL', 'NS', 'SYN-R', 'SYN-S', 'B', 'D', 'U', 'W', 'AC', 'IE', 'QCF', 'TOX', 'CAR', 'Carrier', 'EX', 'HX', 'LX']]
+    flag_level: Optional[Literal['normal', 'abnormal', 'low', 'high', 'critical', 'critical_low', 'critical_high']]
     interpretation: Optional[str]
     status: Optional[Literal['registered', 'preliminary', 'final', 'amended', 'corrected', 'cancelled', 'entered-in-error', 'unknown']]
     effective_at: Optional[str]
@@ -344,7 +345,7 @@ class PairingCode(TypedDict):
 
 
 class PatientDemographics(TypedDict):
-    """Basic demographics of a registered patient (no contact details); null where unknown."""
+    """Basic demographics of a registered patient (no contact details; mappings/patient-demographics.map.yaml); null where unknown."""
     health_id: str
     first_name: Optional[str]
     last_name: Optional[str]

@@ -317,6 +317,7 @@ export type LabResult = {
     reference_range_unit: string | null;
     reference_range_text: string | null;
     flag: "N" | "A" | "AA" | "H" | "HH" | "HU" | "H>" | "L" | "LL" | "LU" | "L<" | "<" | ">" | "POS" | "NEG" | "IND" | "DET" | "ND" | "E" | "EXP" | "UNE" | "NR" | "RR" | "WR" | "S" | "R" | "I" | "MS" | "VS" | "SDD" | "NCL" | "NS" | "SYN-R" | "SYN-S" | "B" | "D" | "U" | "W" | "AC" | "IE" | "QCF" | "TOX" | "CAR" | "Carrier" | "EX" | "HX" | "LX" | null;
+    flag_level: "normal" | "abnormal" | "low" | "high" | "critical" | "critical_low" | "critical_high" | null;
     interpretation: string | null;
     status: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
     effective_at: string | null;
@@ -331,7 +332,7 @@ export type LabResultPush = {
     result_value: string;
     /** Outside the normal range */
     flagged: boolean;
-    /** How far out: normal (N), abnormal (A), low (L), high (H), critical (AA), critical_low (LL), critical_high (HH); default abnormal when flagged, normal when not */
+    /** How far out, each level an interpretation code (mappings/lab-result.map.yaml, `flag_level`); default abnormal when flagged, normal when not */
     flag_level?: "normal" | "abnormal" | "low" | "high" | "critical" | "critical_low" | "critical_high";
     /** The result in words; the report's conclusion */
     interpretation?: string;
@@ -395,12 +396,11 @@ export type PairingCode = {
     code: string;
     expires_at: string;
 };
-/** Basic demographics of a registered patient (no contact details); null where unknown. */
+/** Basic demographics of a registered patient (no contact details; mappings/patient-demographics.map.yaml); null where unknown. */
 export type PatientDemographics = {
     health_id: string;
     first_name: string | null;
     last_name: string | null;
-    /** YYYY-MM-DD */
     date_of_birth: string | null;
     sex: "male" | "female" | "other" | null;
     country_code: string | null;
@@ -434,13 +434,14 @@ export type PatientRecords = {
 };
 export type PatientSummary = {
     health_id: string;
+    /** mappings/patient-summary.map.yaml */
     patient: {
         first_name: string | null;
         last_name: string | null;
         date_of_birth: string | null;
-        sex: string | null;
-        /** ABO and Rh, e.g. A+, from the newest LOINC 882-1 (or 883-9 with 10331-7) Observation, else the profile */
-        blood_group: string | null;
+        sex: "male" | "female" | "other" | null;
+        /** ABO and Rh, e.g. A+, from the newest LOINC 882-1 (or 883-9 with 10331-7) Observation (read as its lab record), else the Patient's */
+        blood_group: "A+" | "A-" | "B+" | "B-" | "AB+" | "AB-" | "O+" | "O-" | null;
     };
     /** Active MedicationRequests, newest first, at most 50 */
     active_medications: Array<Prescription>;
