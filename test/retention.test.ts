@@ -1,7 +1,8 @@
 /**
  * Retention (issue 28): a year of synthetic months run through the retention job with a clock the test moves.
  * Audit rows go in through the audit trail's own insert (with past `recorded` times), events, deliveries and
- * attempts by SQL (their writers stamp the real time); AuditEvents are searched through the FHIR API.
+ * attempts by SQL (their writers stamp the real time); AuditEvents are searched through the FHIR API. The audit
+ * trail, events and attempts are partitioned by month and leave a month at a time; deliveries row by row.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -70,7 +71,7 @@ async function seedMonth(month: Month): Promise<void> {
     [event, at.toISOString()],
   );
   await db.query(
-    `INSERT INTO webhook_deliveries (id, event_id, subscription_id, status, attempts, created_at, updated_at) VALUES ($1, $2, 'whsub_retention', 'delivered', 1, $3, $3)`,
+    `INSERT INTO webhook_deliveries (id, event_id, event_created_at, subscription_id, status, attempts, created_at, updated_at) VALUES ($1, $2, $3, 'whsub_retention', 'delivered', 1, $3, $3)`,
     [`whdlv_${event}`, event, at.toISOString()],
   );
   await db.query(
@@ -106,7 +107,7 @@ beforeAll(async () => {
   // An old event whose delivery is still pending: kept, whatever its age.
   await db.query(`INSERT INTO events (id, type, version, created_at, data, meta) VALUES ('evt_retention_pending', 'patient.updated', '1.0', '2024-06-01T00:00:00Z', '{}', '{}')`);
   await db.query(
-    `INSERT INTO webhook_deliveries (id, event_id, subscription_id, status, next_attempt_at, created_at, updated_at) VALUES ('whdlv_pending', 'evt_retention_pending', 'whsub_retention', 'pending', '2099-01-01T00:00:00Z', '2024-06-01T00:00:00Z', '2024-06-01T00:00:00Z')`,
+    `INSERT INTO webhook_deliveries (id, event_id, event_created_at, subscription_id, status, next_attempt_at, created_at, updated_at) VALUES ('whdlv_pending', 'evt_retention_pending', '2024-06-01T00:00:00Z', 'whsub_retention', 'pending', '2099-01-01T00:00:00Z', '2024-06-01T00:00:00Z', '2024-06-01T00:00:00Z')`,
   );
 });
 afterAll(async () => {
@@ -122,12 +123,13 @@ describe(`retention (${backend})`, () => {
       const now = day(midMonth(month), 1);
       const report = await runRetention(db, config(), now, purge);
 
-      // Partitions: this month and the next two, for both partitioned tables.
-      for (const t of Object.values(PARTITIONED)) {
+      // Partitions: this month and the next two, for each partitioned table.
+      for (const t of [PARTITIONED.audit, PARTITIONED.events, PARTITIONED.attempts]) {
         const months = (await monthPartitions(db, t)).map((p) => p.month);
         for (const ahead of [0, 1, 2]) expect(months).toContain(monthOf(now, ahead));
       }
       expect(await count('SELECT count(*) AS n FROM audit_log_default')).toBe(0);
+      expect(await count('SELECT count(*) AS n FROM events_default')).toBe(0);
       // Audit: exactly the months that ended at least 6 months ago are gone, each archived.
       const sixMonthsAgo = new Date(now);
       sixMonthsAgo.setUTCMonth(sixMonthsAgo.getUTCMonth() - 6);
@@ -137,6 +139,8 @@ describe(`retention (${backend})`, () => {
         if (past) expect(manifestOf(m).rows).toBe(ROWS_PER_MONTH);
       }
       if (month === '2025-08') expect(report.auditMonthsArchived).toEqual(['2025-01']);
+      // Events: the month that ended 3 months before goes whole; June 2024 stays while its pending delivery names it.
+      if (month === '2025-12') expect(report).toMatchObject({ eventMonthsDropped: ['2025-08'], eventMonthsHeld: ['2024-06'] });
     }
     // At 2025-12-16: January to May archived and dropped, with their AuditEvents; June onwards kept.
     const archived = await db.query<{ month: string; rows: string }>('SELECT month, rows FROM audit_archives ORDER BY month');
@@ -152,9 +156,16 @@ describe(`retention (${backend})`, () => {
     const deliveries = await db.query<{ id: string }>('SELECT id FROM webhook_deliveries ORDER BY id');
     expect(deliveries.rows.map((r) => r.id)).toEqual(['whdlv_evt_retention_202511', 'whdlv_evt_retention_202512', 'whdlv_pending']);
     expect(await count('SELECT count(*) AS n FROM webhook_delivery_attempts')).toBe(2);
-    // Events: older than 3 months (2025-09-16) and no longer named by a delivery.
+    // Events: the months that ended 3 months before (by 2025-09-16: January to August) dropped as partitions, but
+    // June 2024, whose event a pending delivery names.
+    expect((await monthPartitions(db, PARTITIONED.events)).map((p) => p.month)).toEqual(['2024-06', '2025-09', '2025-10', '2025-11', '2025-12', '2026-01', '2026-02']);
     const events = await db.query<{ id: string }>(`SELECT id FROM events WHERE id LIKE 'evt_retention_%' ORDER BY id`);
-    expect(events.rows.map((r) => r.id)).toEqual(['evt_retention_202510', 'evt_retention_202511', 'evt_retention_202512', 'evt_retention_pending']);
+    expect(events.rows.map((r) => r.id)).toEqual(['evt_retention_202509', 'evt_retention_202510', 'evt_retention_202511', 'evt_retention_202512', 'evt_retention_pending']);
+    // Read by id alone (the replay route's look-up), and through a delivery (the worker's and the listing's join).
+    expect(await count(`SELECT count(*) AS n FROM events WHERE id = 'evt_retention_pending'`)).toBe(1);
+    expect(
+      await count(`SELECT count(*) AS n FROM webhook_deliveries d JOIN events e ON e.id = d.event_id AND e.created_at = d.event_created_at WHERE d.id = 'whdlv_pending'`),
+    ).toBe(1);
   });
 
   it('archives each month as gzip NDJSON of valid R4 AuditEvents, the same the materialiser made, with a manifest of checksums', async () => {
@@ -242,7 +253,7 @@ describe(`retention (${backend})`, () => {
     const tables = ['audit_log', 'events', 'webhook_deliveries', 'webhook_delivery_attempts', 'fhir_resources', 'fhir_resource_versions'];
     const before = await Promise.all(tables.map((t) => count(`SELECT count(*) AS n FROM ${t}`)));
     const report = await runRetention(db, NEVER, new Date('2040-01-01T00:00:00Z'), purge);
-    expect(report).toMatchObject({ auditMonthsArchived: [], auditEventsDropped: 0, attemptMonthsDropped: [], deliveriesDeleted: 0, eventsDeleted: 0, versionsDeleted: 0 });
+    expect(report).toMatchObject({ auditMonthsArchived: [], auditEventsDropped: 0, attemptMonthsDropped: [], deliveriesDeleted: 0, eventMonthsDropped: [], versionsDeleted: 0 });
     expect(await Promise.all(tables.map((t) => count(`SELECT count(*) AS n FROM ${t}`)))).toEqual(before);
   });
 
@@ -373,8 +384,8 @@ describe(`pont audit archive|restore (${backend})`, () => {
   }, 300_000);
 });
 
-describe(`migration 024 (${backend})`, () => {
-  it('moves existing audit rows and attempts into the partitioned tables, ids going on; the job then gives each month its partition', async () => {
+describe(`migrations 024 and 027 (${backend})`, () => {
+  it('moves existing audit rows, events and attempts into the partitioned tables, ids going on; the job then gives each month its partition', async () => {
     const scratch = backend === 'postgres' ? await createScratchDatabase() : undefined;
     const old = await openDatabase({ databaseUrl: scratch?.url });
     try {
@@ -386,22 +397,30 @@ describe(`migration 024 (${backend})`, () => {
       }
       const rows = ['2024-11', '2025-01'].map((month, n) => ({ id: randomUUID(), recorded: midMonth(month), record: auditRecord(n, month) }));
       await insertAuditRows(old, rows);
-      await old.query(`INSERT INTO events (id, type, version, created_at, data, meta) VALUES ('evt_old', 'patient.updated', '1.0', now(), '{}', '{}')`);
+      await old.query(`INSERT INTO events (id, type, version, created_at, data, meta) VALUES ('evt_old', 'patient.updated', '1.0', '2024-12-20T00:00:00Z', '{}', '{}')`);
       await old.query(`INSERT INTO webhook_subscriptions (id, organization_id, callback_url, subscribed_events, secret_encrypted) VALUES ('whsub_old', 'org-a', 'https://example.org/hook', '{patient.updated}', 'x')`);
       await old.query(`INSERT INTO webhook_deliveries (id, event_id, subscription_id, status) VALUES ('whdlv_old', 'evt_old', 'whsub_old', 'delivered')`);
       const attempt = `INSERT INTO webhook_delivery_attempts (delivery_id, round, attempt, started_at, duration_ms, succeeded) VALUES ('whdlv_old', 1, $1, '2024-11-15T00:00:00Z', 5, false) RETURNING id`;
       const before = await old.query<{ id: string }>(attempt, [1]);
 
-      expect(await migrate(old)).toContain('024_retention');
+      expect(await migrate(old)).toEqual(expect.arrayContaining(['024_retention', '027_events_partitioned']));
       const kept = await old.query<{ id: string; recorded: Date }>('SELECT id, recorded FROM audit_log ORDER BY recorded');
       expect(kept.rows.map((r) => r.id)).toEqual(rows.map((r) => r.id));
       const after = await old.query<{ id: string }>(attempt, [2]);
       expect(BigInt(after.rows[0]!.id)).toBeGreaterThan(BigInt(before.rows[0]!.id));
+      // The delivery now carries its event's time (the events' partition key); the events' seq goes on.
+      const delivery = await old.query<{ at: Date }>(`SELECT event_created_at AS at FROM webhook_deliveries WHERE id = 'whdlv_old'`);
+      expect(new Date(delivery.rows[0]!.at).toISOString()).toBe('2024-12-20T00:00:00.000Z');
+      await old.query(`INSERT INTO events (id, type, version, created_at, data, meta) VALUES ('evt_new', 'patient.updated', '1.0', '2025-01-20T00:00:00Z', '{}', '{}')`);
+      const seqs = await old.query<{ seq: string }>(`SELECT seq FROM events WHERE id IN ('evt_old', 'evt_new') ORDER BY created_at`);
+      expect(BigInt(seqs.rows[1]!.seq)).toBeGreaterThan(BigInt(seqs.rows[0]!.seq));
 
       await runRetention(old, NEVER, new Date('2025-02-01T00:00:00Z'), purge);
       expect((await monthPartitions(old, PARTITIONED.audit)).map((p) => p.month)).toEqual(['2024-11', '2025-01', '2025-02', '2025-03', '2025-04']);
       expect((await monthPartitions(old, PARTITIONED.attempts)).map((p) => p.month)).toEqual(['2024-11', '2025-02', '2025-03', '2025-04']);
-      expect(Number((await old.query<{ n: string }>('SELECT count(*) AS n FROM audit_log_default')).rows[0]!.n)).toBe(0);
+      expect((await monthPartitions(old, PARTITIONED.events)).map((p) => p.month)).toEqual(['2024-12', '2025-01', '2025-02', '2025-03', '2025-04']);
+      for (const t of ['audit_log_default', 'events_default'])
+        expect(Number((await old.query<{ n: string }>(`SELECT count(*) AS n FROM ${t}`)).rows[0]!.n), t).toBe(0);
       expect(Number((await old.query<{ n: string }>('SELECT count(*) AS n FROM webhook_delivery_attempts')).rows[0]!.n)).toBe(2);
 
       if (scratch) {

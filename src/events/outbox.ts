@@ -34,6 +34,8 @@ export interface NewEvent {
 export interface RecordedEvent {
   id: string;
   type: EventType;
+  /** ISO 8601: with the id, the event's key (events is partitioned by it; deliveries carry it). */
+  createdAt: string;
   organizationId: string | null;
   patientId: string | null;
   data: Record<string, unknown>;
@@ -94,7 +96,7 @@ export async function recordEvents(tx: Queryable, events: NewEvent[]): Promise<E
       events.map((e) => e.patientId ?? null),
     ],
   );
-  const recorded = envelopes.map((e, i) => ({ id: e.id, type: e.type, organizationId: events[i]!.organizationId ?? null, patientId: events[i]!.patientId ?? null, data: e.data }));
+  const recorded = envelopes.map((e, i) => ({ id: e.id, type: e.type, createdAt, organizationId: events[i]!.organizationId ?? null, patientId: events[i]!.patientId ?? null, data: e.data }));
   for (const then of whenRecorded) await then(tx, recorded);
   return envelopes;
 }

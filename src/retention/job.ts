@@ -34,7 +34,9 @@ export interface RetentionReport {
   restoredMonthsDropped: Month[];
   attemptMonthsDropped: Month[];
   deliveriesDeleted: number;
-  eventsDeleted: number;
+  eventMonthsDropped: Month[];
+  /** Months of events past their period kept because a delivery still names one of their events. */
+  eventMonthsHeld: Month[];
   versionsDeleted: number;
 }
 
@@ -125,7 +127,8 @@ export async function runRetention(db: Database, config: RetentionConfig, now: D
     restoredMonthsDropped: [],
     attemptMonthsDropped: [],
     deliveriesDeleted: 0,
-    eventsDeleted: 0,
+    eventMonthsDropped: [],
+    eventMonthsHeld: [],
     versionsDeleted: 0,
   };
   const auditCutoff = cutoff(config.audit, now);
@@ -170,17 +173,17 @@ export async function runRetention(db: Database, config: RetentionConfig, now: D
     },
     async () => {
       if (!eventsCutoff) return;
-      // An event stays while a delivery of it is kept (its webhook history names it). After the deliveries' step.
-      report.eventsDeleted = await deleteInBatches(
-        async () =>
-          (
-            await db.query(
-              `DELETE FROM events WHERE id IN (
-                 SELECT e.id FROM events e WHERE e.created_at < $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id) LIMIT $2)`,
-              [eventsCutoff.toISOString(), DELETE_BATCH],
-            )
-          ).rowCount,
-      );
+      // An event stays while a delivery names it (its webhook history; a replay sends it again), and so does its
+      // month: there is no foreign key to say so (migration 027). After the deliveries' step.
+      for (const p of await monthPartitions(db, PARTITIONED.events)) {
+        if (!endedBefore(p.month, eventsCutoff)) continue;
+        const { from, to } = monthRange(p.month);
+        const named = async (tx: Queryable) =>
+          (await tx.query('SELECT 1 FROM webhook_deliveries WHERE event_created_at >= $1 AND event_created_at < $2 LIMIT 1', [from.toISOString(), to.toISOString()])).rows
+            .length > 0;
+        if (await dropPartition(db, PARTITIONED.events, p, named)) report.eventMonthsDropped.push(p.month);
+        else report.eventMonthsHeld.push(p.month);
+      }
     },
     async () => {
       if (versionsCutoff) report.versionsDeleted = await deleteInBatches(() => forgetVersionsReplacedBefore(db, versionsCutoff, DELETE_BATCH));

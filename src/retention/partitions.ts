@@ -1,9 +1,10 @@
 import type { Database, Queryable } from '../db/database';
 import { monthOf, monthRange, type Month } from '../core/period';
 
-/** The tables partitioned by month (migration 024), by the timestamp that places a row. */
+/** The tables partitioned by month (migrations 024, 027), by the timestamp that places a row. */
 export const PARTITIONED = {
   audit: { table: 'audit_log', column: 'recorded' },
+  events: { table: 'events', column: 'created_at' },
   attempts: { table: 'webhook_delivery_attempts', column: 'started_at' },
 } as const;
 export type PartitionedTable = (typeof PARTITIONED)[keyof typeof PARTITIONED];
@@ -85,13 +86,24 @@ export async function ensurePartitions(db: Database, t: PartitionedTable, now: D
   return made;
 }
 
-/** Takes a month partition out of its table: its rows are no longer read or written through the table. */
-export async function detachPartition(db: Database, t: PartitionedTable, p: MonthPartition): Promise<void> {
-  if (p.attached) await ddl(db, (tx) => tx.query(`ALTER TABLE ${t.table} DETACH PARTITION ${p.name}`));
+/**
+ * Takes a month partition out of its table: its rows are no longer read or written through the table. `held`, when
+ * given, is asked first under the lock the detach takes, so nothing it reads changes before the partition is out:
+ * when it answers true the partition stays and this returns false.
+ */
+export async function detachPartition(db: Database, t: PartitionedTable, p: MonthPartition, held?: (tx: Queryable) => Promise<boolean>): Promise<boolean> {
+  if (!p.attached) return true;
+  return ddl(db, async (tx) => {
+    await tx.query(`LOCK TABLE ${t.table} IN ACCESS EXCLUSIVE MODE`);
+    if (await held?.(tx)) return false;
+    await tx.query(`ALTER TABLE ${t.table} DETACH PARTITION ${p.name}`);
+    return true;
+  });
 }
 
-/** Drops a month partition (detached first, if it still is attached). */
-export async function dropPartition(db: Database, t: PartitionedTable, p: MonthPartition): Promise<void> {
-  await detachPartition(db, t, p);
+/** Drops a month partition (detached first, if it still is attached), unless `held` keeps it (detachPartition). */
+export async function dropPartition(db: Database, t: PartitionedTable, p: MonthPartition, held?: (tx: Queryable) => Promise<boolean>): Promise<boolean> {
+  if (!(await detachPartition(db, t, p, held))) return false;
   await ddl(db, (tx) => tx.query(`DROP TABLE ${p.name}`));
+  return true;
 }

@@ -26,18 +26,18 @@ export function testEventTarget(data: Record<string, unknown>): string | null {
  * when the transaction commits. One statement for all the events of a change (or an import batch).
  * Returns how many deliveries it queued.
  */
-export async function queueDeliveries(tx: Queryable, events: Array<EventAudience & { id: string; type: EventType }>): Promise<number> {
-  const pairs: Array<[string, string, string, string | null]> = [];
+export async function queueDeliveries(tx: Queryable, events: Array<EventAudience & { id: string; type: EventType; createdAt: string }>): Promise<number> {
+  const pairs: Array<[string, string, string, string | null, string]> = [];
   const entitled = await entitledOrganizationsOfEach(tx, events);
   events.forEach((event, i) => {
-    for (const org of entitled[i]!) pairs.push([event.id, event.type, org, testEventTarget(event.data ?? {})]);
+    for (const org of entitled[i]!) pairs.push([event.id, event.type, org, testEventTarget(event.data ?? {}), event.createdAt]);
   });
   if (!pairs.length) return 0;
   const { rows } = await tx.query<{ queued: string }>(
     `WITH queued AS (
-       INSERT INTO webhook_deliveries (id, event_id, subscription_id, status, next_attempt_at)
-       SELECT ${NEW_DELIVERY_ID}, e.id, s.id, 'pending', now()
-       FROM unnest($1::text[], $2::text[], $3::text[], $5::text[]) AS e(id, type, org, only_subscription)
+       INSERT INTO webhook_deliveries (id, event_id, event_created_at, subscription_id, status, next_attempt_at)
+       SELECT ${NEW_DELIVERY_ID}, e.id, e.created_at, s.id, 'pending', now()
+       FROM unnest($1::text[], $2::text[], $3::text[], $5::text[], $6::timestamptz[]) AS e(id, type, org, only_subscription, created_at)
        JOIN webhook_subscriptions s ON s.organization_id = e.org AND e.type = ANY(s.subscribed_events) AND s.deleted_at IS NULL
          AND (e.only_subscription IS NULL OR s.id = e.only_subscription)
        RETURNING 1
@@ -45,7 +45,7 @@ export async function queueDeliveries(tx: Queryable, events: Array<EventAudience
        SELECT pg_notify($4, '') FROM (SELECT 1 FROM queued LIMIT 1) any_queued
      )
      SELECT (SELECT count(*) FROM queued) AS queued, (SELECT count(*) FROM woken) AS woken`,
-    [pairs.map((p) => p[0]), pairs.map((p) => p[1]), pairs.map((p) => p[2]), DELIVERY_CHANNEL, pairs.map((p) => p[3])],
+    [pairs.map((p) => p[0]), pairs.map((p) => p[1]), pairs.map((p) => p[2]), DELIVERY_CHANNEL, pairs.map((p) => p[3]), pairs.map((p) => p[4])],
   );
   return Number(rows[0]!.queued);
 }
@@ -88,10 +88,10 @@ export async function replayEvent(tx: Queryable, organizationId: string, eventId
   const event = await findEntitledEvent(tx, organizationId, eventId);
   if (!event) return { outcome: 'not-found' } as const;
   const { rows } = await tx.query<{ id: string; subscription_id: string; round: number }>(
-    `INSERT INTO webhook_deliveries (id, event_id, subscription_id, status, next_attempt_at)
-     SELECT ${NEW_DELIVERY_ID}, $1, s.id, 'pending', now()
-     FROM webhook_subscriptions s
-     WHERE s.deleted_at IS NULL AND s.organization_id = $2 AND $3 = ANY(s.subscribed_events) AND ($4::text IS NULL OR s.id = $4)
+    `INSERT INTO webhook_deliveries (id, event_id, event_created_at, subscription_id, status, next_attempt_at)
+     SELECT ${NEW_DELIVERY_ID}, e.id, e.created_at, s.id, 'pending', now()
+     FROM webhook_subscriptions s, events e -- the event's exact created_at (to the microsecond), which a Date would round
+     WHERE e.id = $1 AND s.deleted_at IS NULL AND s.organization_id = $2 AND $3 = ANY(s.subscribed_events) AND ($4::text IS NULL OR s.id = $4)
      ON CONFLICT (event_id, subscription_id) DO UPDATE
        SET status = 'pending', round = webhook_deliveries.round + 1, attempts = 0,
            next_attempt_at = now(), lease_token = NULL, updated_at = now()
@@ -172,7 +172,7 @@ export async function listDeliveries(q: Queryable, filter: DeliveryFilter): Prom
             d.next_attempt_at, (extract(epoch FROM d.created_at) * 1000000)::bigint AS created_us
      FROM webhook_deliveries d
      JOIN webhook_subscriptions s ON s.id = d.subscription_id
-     JOIN events e ON e.id = d.event_id
+     JOIN events e ON e.id = d.event_id AND e.created_at = d.event_created_at
      WHERE ($1::text IS NULL OR s.organization_id = $1)
        AND ($2::text IS NULL OR d.event_id = $2)
        AND ($3::text IS NULL OR d.status = $3)

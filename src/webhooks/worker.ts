@@ -87,7 +87,7 @@ async function claimDue(db: Database, limit: number, leaseMs: number): Promise<C
      UPDATE webhook_deliveries d
      SET lease_token = $2, next_attempt_at = now() + ($3::float8 * interval '1 millisecond'), updated_at = now()
      FROM due, webhook_subscriptions s, events e
-     WHERE d.id = due.id AND s.id = d.subscription_id AND e.id = d.event_id
+     WHERE d.id = due.id AND s.id = d.subscription_id AND e.id = d.event_id AND e.created_at = d.event_created_at
      RETURNING d.id, d.round, d.attempts, d.lease_token, s.id AS subscription_id, s.callback_url,
                s.secret_encrypted, s.full_payload, s.organization_id AS subscriber_org,
                CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_secret_encrypted END AS previous_secret_encrypted,
