@@ -38,7 +38,7 @@
  *
  * Figures are printed and written to bench/results/growth-postgres.json, with the load average around every run.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -53,6 +53,7 @@ import { createScratchDatabase, freePort } from '../test/harness';
 import { PGBOUNCER, startPgBouncer } from '../test/pgbouncer';
 import { BENCH_SCOPES, FHIR_PATH, grantFullRecordConsents, importCommand, patientCodePaths, prepareDataset, readByIdPaths, repoRoot, tokenOf } from './fhir-data';
 import { load, type LoadResult } from './load-client';
+import { spawnServe } from './serve';
 import { runConcurrently } from './stats';
 
 /** PgBouncer's server connections to the database: fewer than the two processes' pools (2 x 10), so they share. */
@@ -265,41 +266,19 @@ interface Server {
 async function startServer(config: ConfigName, databaseUrl: string, scratchDir: string): Promise<Server> {
   const c = CONFIGS[config];
   const bouncer = c.pgbouncer ? await startPgBouncer(join(scratchDir, `pgbouncer-${Date.now()}`), databaseUrl, PGBOUNCER_POOL) : undefined;
-  const port = await freePort();
-  const child = spawn(process.execPath, [join(repoRoot, 'bin', 'pont.js'), 'serve', '--workers', String(c.workers)], {
-    env: {
-      ...process.env,
-      // As `npm start` runs it.
-      NODE_OPTIONS: '--max-old-space-size=512',
-      PONT_ENV: 'development',
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      LOG_LEVEL: 'error',
-      PONT_RATE_LIMITS: RATE_LIMITS,
-      DATABASE_URL: bouncer ? bouncer.url : databaseUrl,
-      ...(bouncer ? { DATABASE_LISTEN_URL: databaseUrl } : {}),
-      PONT_PREPARED_STATEMENTS: String(c.prepared),
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const exited = new Promise((r) => child.once('exit', r));
-  const url = await new Promise<string>((resolveUrl, reject) => {
-    let output = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-      const m = /Pont is listening on (http:\/\/\S+)/.exec(output);
-      if (m) resolveUrl(m[1]!);
-    });
-    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    void exited.then(() => reject(new Error(`pont serve exited before listening:\n${output}`)));
+  const serve = await spawnServe(['--workers', String(c.workers)], {
+    PORT: String(await freePort()),
+    PONT_RATE_LIMITS: RATE_LIMITS,
+    DATABASE_URL: bouncer ? bouncer.url : databaseUrl,
+    ...(bouncer ? { DATABASE_LISTEN_URL: databaseUrl } : {}),
+    PONT_PREPARED_STATEMENTS: String(c.prepared),
   });
   return {
-    url,
-    child,
+    url: serve.url,
+    child: serve.child,
     pgbouncer: bouncer?.child,
     async stop() {
-      if (child.exitCode === null) child.kill('SIGTERM');
-      await exited;
+      await serve.stop();
       await bouncer?.stop();
     },
   };

@@ -27,6 +27,7 @@ export interface LoadResult {
   requests: number;
   p50: number;
   p95: number;
+  mean: number;
   perSecond: number;
   errors: number;
   unexpected: Record<string, number>;
@@ -56,7 +57,7 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
   });
   const seconds = (performance.now() - started) / 1000;
   const s = stats(latencies);
-  return { requests: latencies.length, p50: s.p50, p95: s.p95, perSecond: latencies.length / seconds, errors: result.errors + result.timeouts, unexpected };
+  return { requests: latencies.length, p50: s.p50, p95: s.p95, mean: s.mean, perSecond: latencies.length / seconds, errors: result.errors + result.timeouts, unexpected };
 }
 
 const main = (spec: LoadSpec) =>
