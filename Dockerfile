@@ -47,8 +47,8 @@ COPY --from=build /app/dist ./dist
 COPY mappings ./mappings
 # The Synthea sample the demo reset seeds from.
 COPY samples ./samples
-# The embedded database's files (unused when DATABASE_URL is set). Owned by the unprivileged `node`
-# user (uid 1000) of the base image, which the service runs as.
+# The embedded database's files (unused when DATABASE_URL is set) and the bulk export files (bulk-exports/,
+# PONT_BULK_EXPORT_DIR). Owned by the unprivileged `node` user (uid 1000) of the base image, which the service runs as.
 RUN mkdir -p /var/lib/pont && chown node:node /var/lib/pont
 VOLUME ["/var/lib/pont"]
 USER node

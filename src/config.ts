@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import ipaddr from 'ipaddr.js';
 import {
@@ -111,6 +111,8 @@ const schema = z.object({
   PONT_BULK_EXPORT_CONCURRENCY: z.coerce.number().int().min(0).max(16).default(1),
   /** The most resources in one exported file. */
   PONT_BULK_EXPORT_FILE_RESOURCES: z.coerce.number().int().min(1).max(100_000).default(10_000),
+  /** Default: `bulk-exports` in PONT_DATA_DIR (with DATABASE_URL too: the database holds no export files). */
+  PONT_BULK_EXPORT_DIR: z.string().min(1).optional(),
 });
 
 function retention(text: string, ctx: z.RefinementCtx): Retention {
@@ -348,6 +350,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       partBytes: 8 * 1024 * 1024,
       leaseMs: 60_000,
       pollIntervalMs: 1000,
+      dir: resolve(e.PONT_BULK_EXPORT_DIR ?? join(e.PONT_DATA_DIR, 'bulk-exports')),
     },
     retention: {
       audit: e.PONT_RETENTION_AUDIT,

@@ -4,7 +4,15 @@ import { loadConfig } from '../src/config';
 import { startPont, type RunningPont } from '../src/server';
 import { createClient, revokeClient } from '../src/auth/clients';
 import type { BulkExportWorker } from '../src/bulk/worker';
-import { MAX_ATTEMPTS, nextPageLimit } from '../src/bulk/jobs';
+import { MAX_ATTEMPTS, MAX_READ_LINES, readAhead } from '../src/bulk/jobs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { once } from 'node:events';
+import type { ChildProcess } from 'node:child_process';
+import pg from 'pg';
+import { serve } from './serve-process';
+import { eventually } from './eventually';
+import { join } from 'node:path';
 import { validateFhirResource } from '../src/fhir/validate';
 import { parametersResource, parseExportParameters, queryParameters } from '../src/bulk/params';
 import { backend, createScratchDatabase, createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
@@ -166,18 +174,58 @@ describe('bulk export: kick-off, status, manifest, files', () => {
     expect(manifest.output).toEqual([]);
   });
 
-  it('a file is read from the database in chunks of bytes (a download holds one chunk): the chunks make the file', async () => {
+  it('a file is the file of its part in the export directory, served whole; cancelling removes the directory', async () => {
     const status = await kickOff(operator, '/$export?_type=Patient');
     const { manifest } = await finish(operator, status);
     const id = status.split('/').pop()!;
-    const owner = { clientId: operator.client_id, organizationId: operator.organization_id };
-    const whole = await (await fhir(pont, operator, local(manifest.output[0]!.url))).text();
-    const part = Number(manifest.output[0]!.url.split('/').pop());
-    const chunks: Buffer[] = [];
-    for await (const chunk of (await pont.services.bulkExports.openFile(id, part, owner, 7)) as AsyncIterable<Buffer>) chunks.push(chunk);
-    expect(chunks.length).toBe(Math.ceil(Buffer.byteLength(whole) / 7));
-    expect(Buffer.concat(chunks).toString('utf8')).toBe(whole);
-    expect(await pont.services.bulkExports.openFile(id, part, { ...owner, clientId: outsider.client_id })).toBeUndefined();
+    const dir = join(pont.config.bulkExport.dir, id);
+    expect(readdirSync(dir).sort()).toEqual(manifest.output.map((f) => `${f.url.split('/').pop()}.ndjson`).sort());
+    const res = await fhir(pont, operator, local(manifest.output[0]!.url));
+    const whole = await res.text();
+    expect(res.headers.get('content-length')).toBe(String(Buffer.byteLength(whole)));
+    expect(whole).toBe(readFileSync(join(dir, `${manifest.output[0]!.url.split('/').pop()}.ndjson`), 'utf8'));
+    expect((await fhir(pont, operator, status, { method: 'DELETE' })).status).toBe(202);
+    expect(existsSync(dir)).toBe(false);
+  });
+
+  it('a file missing from the directory (not shared by every process): 500, never a short or empty file', async () => {
+    const status = await kickOff(operator, '/$export?_type=Patient');
+    const { manifest } = await finish(operator, status);
+    const path = join(pont.config.bulkExport.dir, status.split('/').pop()!, `${manifest.output[0]!.url.split('/').pop()}.ndjson`);
+    truncateSync(path, 10);
+    expect((await fhir(pont, operator, local(manifest.output[0]!.url))).status).toBe(500);
+    rmSync(path);
+    const res = await fhir(pont, operator, local(manifest.output[0]!.url));
+    expect(res.status).toBe(500);
+    expect(((await res.json()) as Resource).resourceType).toBe('OperationOutcome');
+  });
+
+  it('a part whose transaction fails leaves no file and no row: the export resumes from the last committed part', async () => {
+    const exports = pont.services.bulkExports;
+    const saved = exports.settings.concurrency;
+    exports.settings.concurrency = 0;
+    try {
+      const status = await kickOff(operator, '/$export?_type=Condition');
+      const task = (await exports.claim())!;
+      const repo = pont.services.fhir.repository({ principal: task.principal, channel: 'fhir' });
+      expect(await exports.step(task, repo)).toBe('more');
+      const dir = join(pont.config.bulkExport.dir, task.jobId);
+      const before = readdirSync(dir);
+      // The audit record of the part fails: the part's transaction rolls back after its file was written.
+      const audit = repo.audit.bind(repo);
+      repo.audit = async () => {
+        throw new Error('audit trail unavailable');
+      };
+      await expect(exports.step(task, repo)).rejects.toThrow(/audit trail unavailable/);
+      repo.audit = audit;
+      expect(readdirSync(dir)).toEqual(before);
+      while ((await exports.step(task, repo)) === 'more');
+      await exports.completeFinished();
+      const { resources } = await finish(operator, status);
+      expect(keys(resources)).toEqual(await searchKeys(operator, ['Condition']));
+    } finally {
+      exports.settings.concurrency = saved;
+    }
   });
 
   it('a consent-bound client gets exactly what its searches find: no class or patient its consents do not cover', async () => {
@@ -317,6 +365,51 @@ describe('bulk export: only the client that asked', () => {
     const again = await exportOf(consenting, '/$export?_type=Condition');
     expect(again.resources.some((r) => JSON.stringify(r).includes(`Patient/${leaving.id}`))).toBe(false);
     expect(again.resources.some((r) => JSON.stringify(r).includes(`Patient/${kept.id}`))).toBe(true);
+  });
+
+  it('a file whose patient\'s Consent resource was deleted after it was written is withheld (410)', async () => {
+    const consenting = await createTestClient(pont, ['fhir:read', 'fhir:write', 'consents:write'], { organizationId: 'org-consent-deleted' });
+    const p = await registerPatient(pont, writer, 'ConsentDeleted');
+    await createRecord(pont, writer, p.id, 1);
+    const grant = await pont.json(`/api/v1/connect/patient/${p.healthId}/consent/grant`, { method: 'POST', headers: consenting.headers, json: { consent_type: 'full_record', expires_at: new Date(Date.now() + DAY_MS).toISOString() } });
+    expect(grant.status).toBeLessThan(300);
+    const { manifest } = await exportOf(consenting, '/$export?_type=Condition');
+    expect(manifest.output.length).toBeGreaterThan(0);
+    const consent = ((await (await fhir(pont, consenting, `/Consent?patient=Patient/${p.id}`)).json()) as Bundle).entry![0]!.resource!;
+    await pont.services.fhir.system('test: the Consent is deleted').delete('Consent', consent.id!);
+    for (const f of manifest.output) expect((await fhir(pont, consenting, local(f.url))).status).toBe(410);
+  });
+
+  it.runIf(backend === 'postgres')('a consent change that began before a file was read and committed after: the file is withheld (410)', async () => {
+    const consenting = await createTestClient(pont, ['fhir:read', 'consents:write'], { organizationId: 'org-consent-race' });
+    const p = await registerPatient(pont, writer, 'Race');
+    await createRecord(pont, writer, p.id, 1);
+    const grant = await pont.json(`/api/v1/connect/patient/${p.healthId}/consent/grant`, { method: 'POST', headers: consenting.headers, json: { consent_type: 'full_record', expires_at: new Date(Date.now() + DAY_MS).toISOString() } });
+    expect(grant.status).toBeLessThan(300);
+    const exports = pont.services.bulkExports;
+    const saved = exports.settings.concurrency;
+    exports.settings.concurrency = 0;
+    // The revocation's transaction, as the consent index writes it (src/consents/record.ts), begun first.
+    const revocation = new pg.Client({ connectionString: pont.config.databaseUrl });
+    await revocation.connect();
+    try {
+      await revocation.query('BEGIN');
+      await revocation.query('SELECT pg_current_xact_id()');
+      const status = await kickOff(consenting, '/$export?_type=Condition');
+      const task = (await exports.claim())!;
+      const repo = pont.services.fhir.repository({ principal: task.principal, channel: 'fhir' });
+      while ((await exports.step(task, repo)) === 'more');
+      await exports.completeFinished();
+      await revocation.query(`INSERT INTO consent_changes (organization_id, patient_id) VALUES ('org-consent-race', $1)`, [p.id]);
+      await revocation.query(`UPDATE consent_access SET status = 'inactive', updated_at = now() WHERE organization_id = 'org-consent-race' AND patient_id = $1`, [p.id]);
+      await revocation.query('COMMIT');
+      const manifest = (await (await fhir(pont, consenting, status)).json()) as { output: Array<{ url: string }> };
+      expect(manifest.output.length).toBeGreaterThan(0);
+      for (const f of manifest.output) expect((await fhir(pont, consenting, local(f.url))).status).toBe(410);
+    } finally {
+      exports.settings.concurrency = saved;
+      await revocation.end();
+    }
   });
 
   it('files expire (PONT_BULK_EXPORT_TTL, default 24 h): then 404, and the janitor removes them', async () => {
@@ -470,7 +563,7 @@ describe('bulk export: one at a time per client, cancel', () => {
     expect(keys(resources)).toEqual(keys([...(await searchAll(client, '/Condition', queued)), ...(await searchAll(client, '/Observation', queued))]));
   });
 
-  it('files cut by the byte limit: the next page reads only what a file holds; every resource is exported once', async () => {
+  it('files cut by the byte limit: the next read asks only for what a file holds; every resource is exported once', async () => {
     const exports = queued.services.bulkExports;
     const saved = { ...exports.settings };
     try {
@@ -479,9 +572,10 @@ describe('bulk export: one at a time per client, cancel', () => {
       const status = await kickOff(client, '/$export?_type=Condition', {}, queued);
       const task = (await exports.claim())!;
       const repo = queued.services.fhir.repository({ principal: task.principal, channel: 'fhir' });
-      expect(task.pageLimit).toBeUndefined();
+      expect(task.meanLineBytes).toBeUndefined();
       expect(await exports.step(task, repo)).toBe('more');
-      expect(task.pageLimit).toBe(1);
+      expect(task.meanLineBytes).toBeGreaterThan(50);
+      expect(readAhead(50, 1, task.meanLineBytes)).toBe(1);
       while ((await exports.step(task, repo)) === 'more');
       expect((await exports.completeFinished()).map((j) => j.id)).toEqual([task.jobId]);
       const { manifest, resources } = await finish(client, status, queued);
@@ -537,7 +631,8 @@ describe('bulk export: one at a time per client, cancel', () => {
 describe.skipIf(backend !== 'postgres')('bulk export: a server stopped mid-export', () => {
   it('another process on the same database takes the job over after the lease and completes it: every resource once', async () => {
     const scratch = await createScratchDatabase();
-    const env = { PORT: '0', LOG_LEVEL: 'error', DATABASE_URL: scratch.url, PONT_BULK_EXPORT_FILE_RESOURCES: '2' };
+    const exportDir = mkdtempSync(join(tmpdir(), 'pont-exports-'));
+    const env = { PORT: '0', LOG_LEVEL: 'error', DATABASE_URL: scratch.url, PONT_BULK_EXPORT_FILE_RESOURCES: '2', PONT_BULK_EXPORT_DIR: exportDir };
     let first: RunningPont | undefined = await startPont(loadConfig({ ...env, PONT_BULK_EXPORT_CONCURRENCY: '0' }));
     let second: RunningPont | undefined;
     try {
@@ -575,17 +670,89 @@ describe.skipIf(backend !== 'postgres')('bulk export: a server stopped mid-expor
       await first?.close();
       await second?.close();
       await scratch.drop();
+      rmSync(exportDir, { recursive: true, force: true });
     }
   }, 60_000);
+
+  it('a `pont serve` killed (SIGKILL) while it writes files: another process resumes after the lease; every file whole, every resource once', async () => {
+    const scratch = await createScratchDatabase();
+    const exportDir = mkdtempSync(join(tmpdir(), 'pont-exports-'));
+    // One resource per file: the export is hundreds of transactions long, and is killed in the middle of one.
+    const env = { PORT: '0', LOG_LEVEL: 'error', DATABASE_URL: scratch.url, PONT_BULK_EXPORT_FILE_RESOURCES: '1', PONT_BULK_EXPORT_DIR: exportDir };
+    let setup: RunningPont | undefined = await startPont(loadConfig({ ...env, PONT_BULK_EXPORT_CONCURRENCY: '0' }));
+    let child: ChildProcess | undefined;
+    let second: RunningPont | undefined;
+    try {
+      const record = await createClient(setup.services.db, { name: 'operator', organizationId: 'org-op', scopes: ['fhir:read', 'fhir:write', 'health_id:verify'], allPatients: true });
+      const token = async (p: { url: string }) => {
+        const res = await fetch(`${p.url}/api/v1/connect/auth/token`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ grant_type: 'client_credentials', client_id: record.client_id, client_secret: record.client_secret }),
+        });
+        const body = (await res.json()) as { access_token: string };
+        return { ...record, access_token: body.access_token, headers: { authorization: `Bearer ${body.access_token}` } } as TestClient;
+      };
+      let client = await token(setup);
+      const p = await registerPatient(setup, client, 'Killed');
+      const subject = { reference: `Patient/${p.id}` };
+      const entry = Array.from({ length: 400 }, (_, i) => ({ resource: { resourceType: 'Condition', subject, code: { text: `Condition ${i}` } }, request: { method: 'POST', url: 'Condition' } }));
+      const res = await fhir(setup, client, '', { method: 'POST', headers: { 'content-type': 'application/fhir+json' }, body: JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry }) });
+      expect(res.status).toBe(200);
+      const status = await kickOff(client, '/$export?_type=Patient,Condition', {}, setup);
+      const jobId = status.split('/').pop()!;
+      await setup.close();
+      setup = undefined;
+
+      const served = await serve([], { ...env, PONT_BULK_EXPORT_CONCURRENCY: '1' });
+      child = served.child;
+      const files = () => setupQuery(scratch.url, 'SELECT count(*)::int AS n FROM bulk_export_parts WHERE job_id = $1', [jobId]);
+      await eventually(async () => expect(await files()).toBeGreaterThanOrEqual(20), { timeoutMs: 60_000, intervalMs: 20 });
+      child.kill('SIGKILL');
+      await once(child, 'exit');
+      child = undefined;
+      const written = await files();
+      expect(written).toBeLessThan(401); // killed before the end
+
+      second = await startPont(loadConfig(env));
+      second.services.bulkExports.now = () => Date.now() + 61_000; // the dead process's lease has run out
+      client = await token(second);
+      await worker(second).drain();
+      const { manifest, resources } = await finish(client, status, second);
+      expect(manifest.output.length).toBe(401);
+      const want = [...(await searchAll(client, '/Patient', second)), ...(await searchAll(client, '/Condition', second))];
+      expect(keys(resources)).toEqual(keys(want));
+      expect(new Set(keys(resources)).size).toBe(resources.length);
+      expect(manifest.output.every((f) => f.count === 1)).toBe(true);
+    } finally {
+      child?.kill('SIGKILL');
+      await setup?.close();
+      await second?.close();
+      await scratch.drop();
+      rmSync(exportDir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
 
-describe('bulk export: page sizes (unit)', () => {
-  const settings = { partResources: 10_000, partBytes: 8 * 1024 * 1024 };
-  it('after a page of large resources, the next reads what a file holds at that size (10% more), never more than partResources', () => {
-    // 1,200 ExplanationOfBenefits of ~7 kB filled a file: the next page reads ~1,320, not 10,000.
-    expect(nextPageLimit(settings, 1200, 1200 * 7000)).toBe(Math.ceil(((8 * 1024 * 1024) / 7000) * 1.1));
-    expect(nextPageLimit(settings, 10_000, 10_000 * 500)).toBe(10_000);
-    expect(nextPageLimit({ partResources: 50, partBytes: 1 }, 1, 300)).toBe(1);
-    expect(nextPageLimit(settings, 0, 0)).toBe(10_000);
+/** One number from a statement on `url`, outside any server (the test watches a process it does not own). */
+async function setupQuery(url: string, text: string, values: unknown[]): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query<{ n: number }>(text, values)).rows[0]!.n;
+  } finally {
+    await client.end();
+  }
+}
+
+describe('bulk export: reads of a part (unit)', () => {
+  it('asks for what the part still takes at the mean line size (10% more), at most MAX_READ_LINES; 100 before any size is known', () => {
+    const MiB8 = 8 * 1024 * 1024;
+    // ExplanationOfBenefits of ~7 kB: ~1,318 fill a file, 1,000 at most per read; 1 MiB left: ~165.
+    expect(readAhead(10_000, MiB8, 7000)).toBe(MAX_READ_LINES);
+    expect(readAhead(10_000, 1024 * 1024, 7000)).toBe(Math.ceil(((1024 * 1024) / 7000) * 1.1));
+    expect(readAhead(3, MiB8, 500)).toBe(3);
+    expect(readAhead(50, 1, 300)).toBe(1);
+    expect(readAhead(10_000, MiB8, undefined)).toBe(100);
   });
 });

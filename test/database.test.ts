@@ -106,23 +106,3 @@ describe.runIf(backend === 'postgres')('a connection lost mid-transaction', () =
     expect((await db.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
   });
 });
-
-describe.runIf(backend === 'postgres')('bytes: a bytea read with COPY (FORMAT binary)', () => {
-  it('gives the stored bytes exactly, whatever they are, with parameters quoted as literals', async () => {
-    await db.exec('CREATE TABLE bytes_probe (k text PRIMARY KEY, v bytea)');
-    // Every byte value, invalid UTF-8 included; a key with a quote and a backslash.
-    const every = Buffer.from(Array.from({ length: 256 * 4 }, (_, i) => i % 256));
-    const key = `it's a \\ key`;
-    await db.query('INSERT INTO bytes_probe VALUES ($1, $2), ($3, NULL)', [key, every, 'null']);
-    expect(await db.bytes!('SELECT v FROM bytes_probe WHERE k = $1', [key])).toEqual(every);
-    expect(await db.bytes!('SELECT substring(v FROM $2 FOR $3) FROM bytes_probe WHERE k = $1', [key, 255, 3])).toEqual(Buffer.from([254, 255, 0]));
-    expect(await db.bytes!('SELECT v FROM bytes_probe WHERE k = $1', ['null'])).toBeUndefined();
-    expect(await db.bytes!('SELECT v FROM bytes_probe WHERE k = $1', ["nobody' OR true --"])).toBeUndefined();
-  });
-
-  it('fails on a bad statement like a query does, and the pool goes on', async () => {
-    await expect(db.bytes!('SELECT v FROM no_such_table', [])).rejects.toThrow(/no_such_table/);
-    await expect(db.bytes!('SELECT $1::bytea', [1.5])).rejects.toThrow(/a string or an integer/);
-    expect((await db.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
-  });
-});

@@ -58,7 +58,9 @@ export interface TestServer extends RunningPont {
 /** Starts the real service on a random port, on a fresh database of the selected backend. */
 export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
   const scratch = backend === 'postgres' ? await createScratchDatabase() : undefined;
-  const config = loadConfig({ PORT: '0', LOG_LEVEL: 'error', ...env, ...(scratch ? { DATABASE_URL: scratch.url } : {}) });
+  // Bulk export files of this server only, removed with it.
+  const exportDir = env.PONT_BULK_EXPORT_DIR ? undefined : mkdtempSync(join(tmpdir(), 'pont-exports-'));
+  const config = loadConfig({ PORT: '0', LOG_LEVEL: 'error', ...(exportDir && { PONT_BULK_EXPORT_DIR: exportDir }), ...env, ...(scratch ? { DATABASE_URL: scratch.url } : {}) });
   if (!scratch) config.dataDir = undefined; // PGlite in memory
   const pont = await startPont(config);
   const doFetch = (path: string, init?: RequestInit) => fetch(pont.url + path, init);
@@ -83,6 +85,7 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
     async close() {
       await pont.close();
       await scratch?.drop();
+      if (exportDir) rmSync(exportDir, { recursive: true, force: true });
     },
   };
 }

@@ -9,7 +9,9 @@
  *   and a revoked client is refused at once. Skipped, saying so, when not root or the tools are absent.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -24,7 +26,10 @@ import { startPont, type RunningPont } from '../src/server';
 import { backend, createScratchDatabase, freePort, postgresAdminUrl } from './harness';
 
 const FHIR = '/api/fhir/R4';
-const BASE = { PORT: '0', LOG_LEVEL: 'error', PONT_RATE_LIMITS: 'default=100000/60' };
+// The servers' bulk export files: this file's own, removed after it.
+const exportDir = mkdtempSync(join(tmpdir(), 'pont-exports-'));
+afterAll(() => rmSync(exportDir, { recursive: true, force: true }));
+const BASE = { PORT: '0', LOG_LEVEL: 'error', PONT_RATE_LIMITS: 'default=100000/60', PONT_BULK_EXPORT_DIR: exportDir };
 
 describe('DATABASE_READ_URL configuration', () => {
   it('is refused on the embedded database, saying how to fix it', async () => {

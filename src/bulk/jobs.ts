@@ -8,6 +8,9 @@ import { consentChangedSince, UNPLACED_PATIENT } from '../policy/index';
 import { sql } from '../db/sql';
 import { ApiError, ErrorCode } from '../core/errors';
 import type { BulkExportSettings } from '../core/settings';
+import type { Readable } from 'node:stream';
+import type { Queryable } from '../db/database';
+import { ExportFiles, type PartWriter } from './files';
 
 export type { BulkExportSettings } from '../core/settings';
 
@@ -72,8 +75,8 @@ export interface ClaimedTask {
   primaryPosition?: string;
   /** The primary's clock at primaryPosition: a part read on the replica is as of then (its written_at, for openFile's consent check). */
   primaryPositionAt?: string;
-  /** Resources the next page reads (nextPageLimit); partResources until a page is cut by the byte limit. */
-  pageLimit?: number;
+  /** The mean size of the lines written so far (bytes with the newline): how many the next read asks for (readAhead). */
+  meanLineBytes?: number;
 }
 
 interface JobRow {
@@ -101,15 +104,20 @@ export function typeFilterQueries(texts: string[], type: string): QueryParams[] 
     });
 }
 
+/** Lines one read of a part asks for at most: the memory a writer holds (~1.5 MB of typical resources). */
+export const MAX_READ_LINES = 1000;
+/** The first read of a type, before any line's size is known. */
+const FIRST_READ_LINES = 100;
+
 /**
- * How many resources the next page of a type reads, from the page just written (`lines` in `bytes`): as many as a
- * file of `partBytes` holds at that size, 10% more so that it still ends on the byte limit, at most `partResources`.
- * Each line read is the stored resource turned into text: a page of large resources (ExplanationOfBenefits, ~6.4 kB)
- * read `partResources` at a time would turn ~8 lines into text for every one the byte limit keeps.
+ * How many lines the next read of a part asks for: what the part still takes, by count and, at the mean size of the
+ * lines so far, by bytes (10% more, so that it still reaches the byte limit), at most MAX_READ_LINES. Lines read
+ * past the byte limit are turned into text for nothing (read again for the next part): for ExplanationOfBenefits
+ * (~6.4 kB each) a fixed read of 1,000 would waste up to ~6 MB per 8 MiB part.
  */
-export function nextPageLimit(settings: Pick<BulkExportSettings, 'partResources' | 'partBytes'>, lines: number, bytes: number): number {
-  if (lines <= 0 || bytes <= 0) return settings.partResources;
-  return Math.max(1, Math.min(settings.partResources, Math.ceil(((settings.partBytes * lines) / bytes) * 1.1)));
+export function readAhead(remainingLines: number, remainingBytes: number, meanLineBytes: number | undefined): number {
+  const bySize = meanLineBytes ? Math.ceil((remainingBytes / meanLineBytes) * 1.1) : FIRST_READ_LINES;
+  return Math.max(1, Math.min(MAX_READ_LINES, remainingLines, bySize));
 }
 
 /**
@@ -118,11 +126,15 @@ export function nextPageLimit(settings: Pick<BulkExportSettings, 'partResources'
  * which tests move.
  */
 export class BulkExports {
+  private readonly output: ExportFiles;
+
   constructor(
     private readonly db: Database,
     readonly settings: BulkExportSettings,
     public now: () => number = Date.now,
-  ) {}
+  ) {
+    this.output = new ExportFiles(settings.dir);
+  }
 
   private nowIso(plusMs = 0): string {
     return new Date(this.now() + plusMs).toISOString();
@@ -189,66 +201,55 @@ export class BulkExports {
   }
 
   /**
-   * One file's bytes in chunks of `chunkBytes`, read from the database one chunk at a time (parts are stored
-   * uncompressed, so each chunk reads only its own pages): a download holds one chunk in memory, whatever its size.
-   * Undefined when `owner` may not have it (another client, not completed, expired, no such part); 'withheld' once a
-   * consent of the organisation about a patient in the file changed (withdrawn, narrowed, renewed) or ended after
-   * the file was written: what it holds may no longer be the organisation's to read, so it exports again.
+   * One file's bytes, streamed from the export directory (src/bulk/files.ts) a chunk at a time: a download holds
+   * one chunk in memory, whatever its size. Undefined when `owner` may not have it (another client, not completed,
+   * expired, no such part); 'withheld' once a consent of the organisation about a patient in the file changed
+   * (withdrawn, narrowed, renewed) or ended after the file was written: what it holds may no longer be the
+   * organisation's to read, so it exports again. 'missing': the row is here and the file is not (a directory not
+   * shared by every process, or removed by hand): an operator's error, told as such.
    */
-  async openFile(id: string, part: number, owner: ExportOwner, chunkBytes = 1024 * 1024): Promise<AsyncIterable<Buffer> | 'withheld' | undefined> {
+  async openFile(id: string, part: number, owner: ExportOwner): Promise<{ bytes: number; body: Readable } | 'withheld' | 'missing' | undefined> {
     const job = await this.find(id, owner);
     if (job?.status !== 'completed') return undefined;
-    const withheld = consentChangedSince(sql`${owner.organizationId}`, sql`f.patients`, sql`f.written_at`, sql`${this.nowIso()}::timestamptz`);
-    const { text, values } = sql`SELECT length(f.body) AS length, ${withheld} AS withheld FROM bulk_export_parts f WHERE f.job_id = ${id} AND f.part = ${part}`.render();
-    const { rows } = await this.db.query<{ length: number; withheld: boolean }>(text, values);
-    const length = rows[0]?.length;
-    if (length === undefined) return undefined;
-    if (rows[0]!.withheld) return 'withheld';
-    const db = this.db;
-    const chunkSql = 'SELECT substring(body FROM $3 FOR $4) AS bytes FROM bulk_export_parts WHERE job_id = $1 AND part = $2';
-    const chunkAt = (from: number): Promise<Uint8Array | undefined> =>
-      this.oneChunkAtATime(async () =>
-        db.bytes ? db.bytes(chunkSql, [id, part, from, chunkBytes]) : ((await db.query<{ bytes: Uint8Array | null }>(chunkSql, [id, part, from, chunkBytes])).rows[0]?.bytes ?? undefined),
-      );
-    return (async function* () {
-      for (let from = 1; from <= length; from += chunkBytes) {
-        // Removed meanwhile (cancelled, expired): the answer ends short rather than mixing files.
-        const bytes = await chunkAt(from);
-        if (!bytes) return;
-        yield Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-      }
-    })();
-  }
-
-  /** The last chunk read queued by a download of this process. */
-  private chunkReads: Promise<unknown> = Promise.resolve();
-
-  /**
-   * The chunk reads of every download this process serves, one at a time, in the order asked (downloads take turns):
-   * like the writing of files (PONT_BULK_EXPORT_CONCURRENCY), downloads then keep one database statement busy, and
-   * other clients' reads the rest of a small machine. Measured with 4 files downloaded at once ("Bulk export:
-   * npm run bench:bulk").
-   */
-  private oneChunkAtATime<T>(read: () => Promise<T>): Promise<T> {
-    const turn = this.chunkReads.then(read, read);
-    this.chunkReads = turn.catch(() => undefined);
-    return turn;
+    const withheld = consentChangedSince(sql`${owner.organizationId}`, sql`f.patients`, sql`f.snapshot`, sql`f.written_at`, sql`${this.nowIso()}::timestamptz`);
+    const { text, values } = sql`SELECT f.bytes::text AS bytes, ${withheld} AS withheld FROM bulk_export_parts f WHERE f.job_id = ${id} AND f.part = ${part}`.render();
+    const { rows } = await this.db.query<{ bytes: string; withheld: boolean }>(text, values);
+    if (!rows[0]) return undefined;
+    if (rows[0].withheld) return 'withheld';
+    const bytes = Number(rows[0].bytes);
+    const body = await this.output.read(id, part, bytes);
+    return body === 'missing' ? body : { bytes, body };
   }
 
   /** Cancels (running) or deletes (finished) the job, its tasks and files; false when `owner` has no such job. */
   async cancel(id: string, owner: ExportOwner): Promise<boolean> {
-    // A worker's step holds its task's row until its part commits: the delete waits for it, and the worker stops.
-    const { rowCount } = await this.db.query(
-      `DELETE FROM bulk_export_jobs WHERE id = $1 AND client_id = $2 AND organization_id = $3 AND (expires_at IS NULL OR expires_at > $4)`,
-      [id, owner.clientId, owner.organizationId, this.nowIso()],
-    );
-    return rowCount > 0;
+    return this.db.transaction(async (tx) => {
+      // A worker's step holds its task's row until its part commits: the delete waits for it, and the worker stops.
+      const { rowCount } = await tx.query(
+        `DELETE FROM bulk_export_jobs WHERE id = $1 AND client_id = $2 AND organization_id = $3 AND (expires_at IS NULL OR expires_at > $4)`,
+        [id, owner.clientId, owner.organizationId, this.nowIso()],
+      );
+      // The files go before the rows commit: a crash in between leaves a job without files (never served whole),
+      // not patient data on disk that nothing points to.
+      if (rowCount) await this.output.remove(id);
+      return rowCount > 0;
+    });
   }
 
-  /** Removes the jobs and files whose time is up; returns how many jobs. */
+  /**
+   * Removes the jobs and files whose time is up, and the consent changes older than every file left (an hour's
+   * margin: a change's time is its transaction's start, its commit may come later); returns how many jobs.
+   */
   async purgeExpired(): Promise<number> {
-    const { rowCount } = await this.db.query('DELETE FROM bulk_export_jobs WHERE expires_at <= $1', [this.nowIso()]);
-    return rowCount;
+    return this.db.transaction(async (tx) => {
+      const { rows } = await tx.query<{ id: string }>('DELETE FROM bulk_export_jobs WHERE expires_at <= $1 RETURNING id', [this.nowIso()]);
+      for (const { id } of rows) await this.output.remove(id);
+      await tx.query(
+        `DELETE FROM consent_changes WHERE changed_at < (SELECT COALESCE(min(written_at), $1::timestamptz) FROM bulk_export_parts) - interval '1 hour'`,
+        [this.nowIso()],
+      );
+      return rows.length;
+    });
   }
 
   // ------------------------------------------------------------------ the worker's side
@@ -302,102 +303,115 @@ export class BulkExports {
   }
 
   /**
-   * Writes the task's next file: the next page of its type that the caller may read (FhirRepository
-   * .exportPageQuery), turned into one ndjson part inside the database, and the point to resume from, in one
-   * transaction under the lease. 'done': the type is exported; 'lost': the lease is gone (cancelled, or taken over
-   * after it ran out), nothing was written.
+   * Writes the task's next file: the next lines of its type that the caller may read, appended to the part's file
+   * (writePart), then the part's row and the point to resume from, in one transaction under the lease. 'done': the
+   * type is exported; 'lost': the lease is gone (cancelled, or taken over after it ran out), nothing was written.
    */
   async step(task: ClaimedTask, repo: FhirRepository): Promise<'more' | 'done' | 'lost'> {
     return repo.transaction(async (sql) => {
-      // work_mem for this transaction: a page of up to partResources lines is aggregated in memory, not in temporary files.
-      const { rows } = await sql.query<{ after_rid: string }>(
-        `SELECT t.after_rid::text AS after_rid, set_config('work_mem', '64MB', true) FROM bulk_export_tasks t JOIN bulk_export_jobs j ON j.id = t.job_id
+      const { rows } = await sql.query<{ after_rid: string; part: string }>(
+        `SELECT t.after_rid::text AS after_rid, nextval(pg_get_serial_sequence('bulk_export_parts', 'part'))::text AS part
+         FROM bulk_export_tasks t JOIN bulk_export_jobs j ON j.id = t.job_id
          WHERE t.job_id = $1 AND t.resource_type = $2 AND t.lease_token = $3 AND NOT t.done AND j.status = 'running' FOR UPDATE OF t`,
         [task.jobId, task.type, task.leaseToken],
       );
       if (!rows[0]) return 'lost';
-      const page: ExportPage = {
-        afterRid: rows[0].after_rid,
-        limit: task.pageLimit ?? this.settings.partResources,
-        until: task.transactionTime,
-        since: task.since ?? undefined,
-        patients: task.level === 'system' ? undefined : (task.members ?? 'any'),
-        typeFilters: typeFilterQueries(task.typeFilters, task.type),
-      };
-      const query = await repo.exportPageQuery(task.type, page);
-      const p = (n: number) => `$${query.values.length + n}`;
-      // One pass over the page, aggregated as it streams by (no copy of the page is kept: materialising it cost more
-      // than turning the stored JSON into text): the lines up to `partBytes` (at least one) are kept, the running sum
-      // going in the index's rid order; with the kept lines' patients as one space-separated list (FHIR ids have no
-      // spaces), whose count and first 50 go into the audit record.
-      const pageSql = `page AS (
-           SELECT string_agg(line, E'\\n') FILTER (WHERE kept) || E'\\n' AS body, count(*) FILTER (WHERE kept)::int AS n,
-                  max(rid) FILTER (WHERE kept)::text AS last_rid, count(*)::int AS fetched,
-                  string_agg(array_to_string(patients, ' '), ' ') FILTER (WHERE kept) AS patient_list
-           FROM (SELECT rid, line, patients, sum(octet_length(line)) OVER (ORDER BY rid ROWS UNBOUNDED PRECEDING) - octet_length(line) < ${p(1)} AS kept
-                 FROM (${query.sql}) p) w
-         )`;
-      const summary = `page.n, page.last_rid, page.fetched, d.*
-         FROM page, LATERAL (SELECT count(*)::int AS patients, coalesce(array_agg(x ORDER BY x), '{}') AS ids
-               FROM (SELECT DISTINCT x FROM unnest(string_to_array(page.patient_list, ' ')) x WHERE x <> '' AND x <> ${p(2)}) u) d`;
-      const values = [...query.values, this.settings.partBytes, UNPLACED_PATIENT];
-      // ids: the file's patients, kept with it (a consent change about one of them withholds the file, openFile).
-      type Outcome = { part: string | null; n: number; bytes: number | null; last_rid: string | null; fetched: number; patients: number; ids: string[] };
-      let r: Outcome;
+      const part = rows[0].part;
       // AuditEvents are materialised by exportPageQuery in this transaction: not on any replica yet.
       const replica = task.type === 'AuditEvent' ? undefined : await replicaAt(this.db, task.primaryPosition);
-      if (replica) {
-        // The page is read on the replica (README "Read replicas"), the part written here, under the lease.
-        const { rows: read } = await replica.query<Omit<Outcome, 'part' | 'bytes'> & { body: string | null }>(`WITH ${pageSql} SELECT page.body, ${summary}`, values);
-        const { body, ...rest } = read[0]!;
-        const { rows: part } = body
-          ? await sql.query<{ part: string }>(
-              // Written "as of" the replica's position, not now: a consent change since then may be missing from the
-              // page, and must withhold the file (openFile) as it would a page read before the change.
-              `INSERT INTO bulk_export_parts (job_id, resource_type, count, body, patients, written_at) VALUES ($1, $2, $3, convert_to($4, 'UTF8'), $5, $6::timestamptz) RETURNING part::text AS part`,
-              [task.jobId, task.type, rest.n, body, rest.ids, task.primaryPositionAt],
-            )
-          : { rows: [] };
-        r = { ...rest, part: part[0]?.part ?? null, bytes: body ? Buffer.byteLength(body) : null };
-      } else {
-        // The page becomes the part without leaving the database.
-        const { rows: out } = await sql.query<Outcome>(
-          `WITH ${pageSql},
-           summary AS (SELECT ${summary}),
-           part AS (
-             INSERT INTO bulk_export_parts (job_id, resource_type, count, body, patients)
-             SELECT ${p(3)}, ${p(4)}, page.n, convert_to(page.body, 'UTF8'), summary.ids FROM page, summary WHERE page.n > 0
-             RETURNING part, octet_length(body) AS bytes
-           )
-           SELECT (SELECT part::text FROM part) AS part, (SELECT bytes FROM part) AS bytes, summary.* FROM summary`,
-          [...values, task.jobId, task.type],
+      const reader = replica ?? sql;
+      // Before any line is read: a consent change this snapshot does not see may be missing from the lines (openFile).
+      const { rows: seen } = await reader.query<{ snapshot: string }>('SELECT pg_current_snapshot()::text AS snapshot');
+      const file = await this.output.writer(task.jobId, part);
+      try {
+        const written = await this.writePart(task, repo, reader, rows[0].after_rid, file);
+        if (written.lines === 0) await file.discard();
+        else {
+          // The file's patients and the snapshot it was read in, kept with it: a consent change about one of them that
+          // the snapshot does not see withholds the file (openFile), as does one that ends after written_at (read on a
+          // replica: as of the replica's position, not now).
+          await sql.query(
+            `INSERT INTO bulk_export_parts (job_id, part, resource_type, count, bytes, patients, snapshot, written_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7::pg_snapshot, COALESCE($8::timestamptz, now()))`,
+            [task.jobId, part, task.type, written.lines, written.bytes, written.patients, seen[0]!.snapshot, replica ? task.primaryPositionAt : null],
+          );
+          const named = written.patients.slice(0, 50);
+          const of = written.patients.length;
+          await repo.audit({
+            operation: 'bulkExport',
+            action: 'R',
+            outcome: 'success',
+            outcomeDescription: `bulk export ${task.jobId}, file ${part}: ${written.lines} ${task.type} resource(s) of ${of} patient(s)${of > named.length ? `; first ${named.length} named` : ''}`,
+            patient: { id: named[0] },
+            otherPatients: named.slice(1),
+            dataTypes: [task.type],
+          });
+        }
+        await sql.query(
+          `UPDATE bulk_export_tasks SET after_rid = $3::bigint, exported = exported + $4, done = $5,
+             lease_token = CASE WHEN $5 THEN NULL ELSE lease_token END, lease_expires_at = CASE WHEN $5 THEN NULL ELSE $6::timestamptz END
+           WHERE job_id = $1 AND resource_type = $2`,
+          [task.jobId, task.type, written.afterRid, written.lines, !written.more, this.nowIso(this.settings.leaseMs)],
         );
-        r = out[0]!;
+        return written.more ? 'more' : 'done';
+      } catch (err) {
+        // Not to be committed: the file is nobody's (its part number is never used again).
+        await file.discard();
+        throw err;
       }
-      const n = r.n;
-      // More of this type: the page was full, or the byte limit cut it.
-      const more = n > 0 && (r.fetched === page.limit || n < r.fetched);
-      if (more) task.pageLimit = nextPageLimit(this.settings, n, r.bytes ?? 0);
-      if (n > 0) {
-        const named = r.ids.slice(0, 50);
-        await repo.audit({
-          operation: 'bulkExport',
-          action: 'R',
-          outcome: 'success',
-          outcomeDescription: `bulk export ${task.jobId}, file ${r.part}: ${n} ${task.type} resource(s) of ${r.patients} patient(s)${r.patients > named.length ? `; first ${named.length} named` : ''}`,
-          patient: { id: named[0] },
-          otherPatients: named.slice(1),
-          dataTypes: [task.type],
-        });
-      }
-      await sql.query(
-        `UPDATE bulk_export_tasks SET after_rid = COALESCE($3::bigint, after_rid), exported = exported + $4, done = $5,
-           lease_token = CASE WHEN $5 THEN NULL ELSE lease_token END, lease_expires_at = CASE WHEN $5 THEN NULL ELSE $6::timestamptz END
-         WHERE job_id = $1 AND resource_type = $2`,
-        [task.jobId, task.type, r.last_rid, n, !more, this.nowIso(this.settings.leaseMs)],
-      );
-      return more ? 'more' : 'done';
     });
+  }
+
+  /**
+   * Appends to `file` the lines of the task's type after `afterRid` that the caller may read (FhirRepository
+   * .exportPageQuery), read from `reader` at most MAX_READ_LINES at a time, up to `partResources` lines and
+   * `partBytes` (at least one line: it may end past the limit); then syncs it. Returns where the next part resumes,
+   * whether there may be more, and the patients the lines are about.
+   */
+  private async writePart(task: ClaimedTask, repo: FhirRepository, reader: Queryable, afterRid: string, file: PartWriter) {
+    const { partResources, partBytes } = this.settings;
+    const page: Omit<ExportPage, 'afterRid' | 'limit'> = {
+      until: task.transactionTime,
+      since: task.since ?? undefined,
+      patients: task.level === 'system' ? undefined : (task.members ?? 'any'),
+      typeFilters: typeFilterQueries(task.typeFilters, task.type),
+    };
+    let lines = 0;
+    let bytes = 0;
+    const patients = new Set<string>();
+    while (lines < partResources && bytes < partBytes) {
+      const limit = readAhead(partResources - lines, partBytes - bytes, task.meanLineBytes);
+      const query = await repo.exportPageQuery(task.type, { ...page, afterRid, limit });
+      const p = `$${query.values.length + 1}`;
+      // The read comes back as one text, not a row per line: PostgreSQL joins the lines it reads until the part's
+      // byte limit (at least one), and this process writes that text as it is. A row per line cost this process
+      // ~30 µs a line (parsing, strings, collection), twice the database's (bench:bulk).
+      const { rows } = await reader.query<{ body: string | null; kept: number; fetched: number; last_rid: string | null; bytes: string | null; patients: string | null }>(
+        `SELECT string_agg(line, E'\n' ORDER BY rid) FILTER (WHERE kept) AS body, count(*) FILTER (WHERE kept)::int AS kept, count(*)::int AS fetched,
+                max(rid) FILTER (WHERE kept)::text AS last_rid, sum(octet_length(line) + 1) FILTER (WHERE kept)::text AS bytes,
+                string_agg(patients, ' ') FILTER (WHERE kept AND patients <> '') AS patients
+         FROM (SELECT rid, line, patients, sum(octet_length(line) + 1) OVER (ORDER BY rid ROWS UNBOUNDED PRECEDING) - octet_length(line) - 1 < ${p} AS kept
+               FROM (${query.sql}) page) w`,
+        [...query.values, partBytes - bytes],
+      );
+      const read = rows[0]!;
+      if (read.kept) {
+        await file.write(`${read.body}\n`);
+        lines += read.kept;
+        bytes += Number(read.bytes);
+        afterRid = read.last_rid!;
+        task.meanLineBytes = bytes / lines;
+        if (read.patients) for (const id of read.patients.split(' ')) patients.add(id);
+      }
+      // Fewer lines than asked for, each kept: the type has no more.
+      if (read.fetched < limit && read.kept === read.fetched) return { lines, afterRid, more: false, ...(await this.closePart(file, lines, patients)) };
+    }
+    return { lines, afterRid, more: true, ...(await this.closePart(file, lines, patients)) };
+  }
+
+  private async closePart(file: PartWriter, lines: number, patients: Set<string>): Promise<{ bytes: number; patients: string[] }> {
+    patients.delete(UNPLACED_PATIENT);
+    return { bytes: lines ? await file.finish() : 0, patients: [...patients].sort() };
   }
 
   /**
@@ -422,7 +436,9 @@ export class BulkExports {
         `UPDATE bulk_export_jobs SET status = 'failed', error = $2, finished_at = $3, expires_at = $4 WHERE id = $1 AND status = 'running'`,
         [task.jobId, message.slice(0, 1000), this.nowIso(), this.nowIso(this.settings.ttlMs)],
       );
-      if (rowCount) await tx.query('DELETE FROM bulk_export_parts WHERE job_id = $1', [task.jobId]);
+      if (!rowCount) return;
+      await tx.query('DELETE FROM bulk_export_parts WHERE job_id = $1', [task.jobId]);
+      await this.output.remove(task.jobId);
     });
   }
 

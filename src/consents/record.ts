@@ -35,6 +35,8 @@ export function consentIndex(mappings: MappingSet): DerivedTable {
   return {
     resourceType: 'Consent',
     async sync(sql: Queryable, changes) {
+      // Every change, before and after (bulk export files read before it are withheld: consentChangedSince).
+      await recordChanges(sql, changes.map((c) => c.resource.id!));
       const gone = changes.filter((c) => c.method === 'DELETE').map((c) => c.resource.id!);
       if (gone.length) await sql.query('DELETE FROM consent_access WHERE consent_id = ANY($1::text[])', [gone]);
       for (const change of changes) {
@@ -62,9 +64,19 @@ export function consentIndex(mappings: MappingSet): DerivedTable {
           ],
         );
       }
+      await recordChanges(sql, changes.filter((c) => c.method !== 'DELETE').map((c) => c.resource.id!));
     },
     async purge(sql: Queryable, ids) {
+      await recordChanges(sql, ids);
       await sql.query('DELETE FROM consent_access WHERE consent_id = ANY($1::text[])', [ids]);
     },
   };
+}
+
+/** The (organisation, patient) of these consents as the index holds them now, as changed by this transaction. */
+async function recordChanges(sql: Queryable, consentIds: string[]): Promise<void> {
+  if (!consentIds.length) return;
+  await sql.query('INSERT INTO consent_changes (organization_id, patient_id) SELECT organization_id, patient_id FROM consent_access WHERE consent_id = ANY($1::text[])', [
+    consentIds,
+  ]);
 }

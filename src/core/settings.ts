@@ -153,6 +153,8 @@ export interface BulkExportSettings {
   leaseMs: number;
   /** How often idle workers look for jobs (and for leases run out). */
   pollIntervalMs: number;
+  /** Where the files are written (src/bulk/files.ts): one directory that every process serving the exports sees. */
+  dir: string;
 }
 
 /** How long each kind of row is kept, and where the audit trail is archived (src/retention/). */

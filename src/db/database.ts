@@ -31,13 +31,6 @@ export interface Database extends Queryable {
    */
   listenersCaughtUp(): Promise<void>;
   close(): Promise<void>;
-  /**
-   * PostgreSQL only: the `bytea` of the first column of the first row of `sql` (undefined: no row, or NULL), as
-   * stored. node-postgres receives a bytea in a result as hex text (twice the bytes, decoded on the event loop);
-   * this reads it with COPY … (FORMAT binary) instead. Parameters are written into the statement as literals (COPY
-   * takes none): strings and integers only. PGlite returns a bytea as bytes already (`query`).
-   */
-  bytes?(sql: string, params: ReadonlyArray<string | number>): Promise<Buffer | undefined>;
   /** The connections of this process now (for the metrics): open, idle, and statements waiting for one. */
   connections?(): { total: number; idle: number; waiting: number };
   /**

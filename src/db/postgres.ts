@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { to as copyTo } from 'pg-copy-streams';
 import type { Database, Queryable, QueryResult } from './database';
 import { dbWaits, since } from '../metrics';
 import { PgListener } from './pg-listener';
@@ -85,17 +84,6 @@ export async function openPostgres(connectionString: string, maxConnections = 10
         client.release(broken || lost !== undefined);
       }
     },
-    async bytes(sql, params) {
-      const client = await connect();
-      try {
-        const copied = await copyOut(client, `COPY (${withLiterals(sql, params)}) TO STDOUT (FORMAT binary)`);
-        client.release();
-        return firstBinaryField(copied);
-      } catch (err) {
-        client.release(err as Error);
-        throw err;
-      }
-    },
     close: async () => {
       await listener.close();
       await pool.end();
@@ -137,32 +125,3 @@ class PreparedStatements {
   }
 }
 
-/** `sql` with each `$n` replaced by its parameter as a literal: for COPY, which takes no parameters. */
-function withLiterals(sql: string, params: ReadonlyArray<string | number>): string {
-  return sql.replace(/\$(\d+)/g, (_, n: string) => {
-    const value = params[Number(n) - 1];
-    if (typeof value === 'string') return pg.escapeLiteral(value);
-    if (Number.isSafeInteger(value)) return String(value);
-    throw new Error(`COPY parameter $${n}: a string or an integer, not ${String(value)}`);
-  });
-}
-
-/** Runs a `COPY … TO STDOUT` on `client` and resolves with everything it sent. */
-async function copyOut(client: pg.PoolClient, text: string): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of client.query(copyTo(text))) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
-}
-
-/** COPY's binary format: the signature, flags and header extension, then per row a field count and per field its length and bytes. */
-const COPY_SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
-
-/** The first field of the first row of a COPY (FORMAT binary) output; undefined when there is no row, or it is NULL. */
-function firstBinaryField(copied: Buffer): Buffer | undefined {
-  if (!copied.subarray(0, COPY_SIGNATURE.length).equals(COPY_SIGNATURE)) throw new Error('COPY output is not in the binary format');
-  let at = COPY_SIGNATURE.length + 4; // flags
-  at += 4 + copied.readUInt32BE(at); // the header extension and its length
-  if (copied.readInt16BE(at) === -1) return undefined; // the trailer: no row
-  const length = copied.readInt32BE(at + 2);
-  return length < 0 ? undefined : copied.subarray(at + 6, at + 6 + length);
-}

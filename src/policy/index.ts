@@ -102,13 +102,16 @@ export function activeGrants(select: Sql, org: Sql | undefined, patient: Sql, da
 }
 
 /**
- * SQL: whether a consent of `org` about one of `patients` (text[]) changed after `since` (revoked, narrowed,
- * renewed), or ended between `since` and `now`: what was read under it then may no longer be the organisation's
- * to keep (bulk export files, src/bulk).
+ * SQL: whether a consent of `org` about one of `patients` (text[]) changed (granted, narrowed, revoked, deleted) in a
+ * transaction that `snapshot` (a pg_snapshot) does not see, or ended between `since` and `now`: what was read in
+ * that snapshot may no longer be the organisation's to keep (bulk export files, src/bulk). The changes are those
+ * consent_changes keeps (src/consents/record.ts).
  */
-export function consentChangedSince(org: Sql, patients: Sql, since: Sql, now: Sql): Sql {
-  return sql`EXISTS (SELECT 1 FROM consent_access c WHERE c.organization_id = ${org} AND c.patient_id = ANY (${patients})
-      AND (c.updated_at > ${since} OR (c.expires_at > ${since} AND c.expires_at <= ${now})))`;
+export function consentChangedSince(org: Sql, patients: Sql, snapshot: Sql, since: Sql, now: Sql): Sql {
+  return sql`(EXISTS (SELECT 1 FROM consent_changes c WHERE c.organization_id = ${org} AND c.patient_id = ANY (${patients})
+      AND NOT pg_visible_in_snapshot(c.changed_xid, ${snapshot}))
+    OR EXISTS (SELECT 1 FROM consent_access c WHERE c.organization_id = ${org} AND c.patient_id = ANY (${patients})
+      AND c.expires_at > ${since} AND c.expires_at <= ${now}))`;
 }
 
 /**

@@ -1,4 +1,3 @@
-import { Readable } from 'node:stream';
 import type { Group } from '@medplum/fhirtypes';
 import { z } from 'zod';
 import type { Principal } from '../core/principal';
@@ -229,16 +228,18 @@ export function bulkExportRoutes(services: Services): RouteSpec[] {
       responses: { 200: { description: 'ndjson', contentType: NDJSON, schema: { type: 'string' } }, 404: outcome('No such file for this client'), 410: outcome('Withheld: a consent of a patient in the file changed after it was written (export again)') },
       handler: async ({ ctx, params, principal, repo }) => {
         const part = /^[1-9]\d{0,8}$/.test(params.part) ? Number(params.part) : undefined;
-        const chunks = part && (await exports.openFile(params.id, part, ownerOf(principal)));
-        if (!chunks) throw notFound(`No file ${params.part} of bulk export ${params.id}`);
-        if (chunks === 'withheld')
+        const file = part && (await exports.openFile(params.id, part, ownerOf(principal)));
+        if (!file) throw notFound(`No file ${params.part} of bulk export ${params.id}`);
+        if (file === 'withheld')
           throw new ApiError(410, ErrorCode.gone, `File ${part} of bulk export ${params.id} is withheld: a consent of a patient in it changed after it was written. Export again.`);
+        // Its row is committed and its file is not here whole: every serving process must share PONT_BULK_EXPORT_DIR.
+        if (file === 'missing') throw new Error(`bulk export ${params.id} file ${part} is missing from the export directory (PONT_BULK_EXPORT_DIR)`);
         // Each download of patient data is an access of its own (the file's writing named its patients).
         await repo.audit({ operation: 'bulkExportFile', action: 'R', outcome: 'success', outcomeDescription: `file ${part} of bulk export ${params.id} downloaded` });
         ctx.status = 200;
         ctx.type = NDJSON;
-        // One chunk read ahead at most (a Readable.from of objects would buffer 16 MiB of each download).
-        ctx.body = Readable.from(chunks, { highWaterMark: 1 });
+        ctx.length = file.bytes;
+        ctx.body = file.body;
       },
     }),
   ];

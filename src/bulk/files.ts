@@ -1,0 +1,71 @@
+import { createReadStream, type ReadStream } from 'node:fs';
+import { mkdir, open, rm, stat, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+
+/** A part being written: lines are appended, then `finish` makes it durable (or `discard` removes it). */
+export interface PartWriter {
+  write(text: string): Promise<void>;
+  /** Flushes the file to disk (fsync) and closes it: its row may be committed then. Returns its size. */
+  finish(): Promise<number>;
+  /** Closes and removes the file (the part's transaction did not commit, or the part is empty). */
+  discard(): Promise<void>;
+}
+
+/**
+ * The ndjson files of bulk exports, one directory per job under `dir` (PONT_BULK_EXPORT_DIR): `<job>/<part>.ndjson`.
+ * A part's row (bulk_export_parts) is what publishes it: the file is written and synced first, in the row's
+ * transaction, so a committed row always has its whole file; a file without a row (its writer died before the
+ * commit) is never served, and goes with its job's directory. Every process that serves an export's files must see
+ * the same directory (one host: a local directory; several: a shared volume), as it sees the same database.
+ */
+export class ExportFiles {
+  constructor(readonly dir: string) {}
+
+  /** Job ids are random hex (bulk_export_jobs.id); anything else never reaches the filesystem. */
+  private jobDir(jobId: string): string {
+    if (!/^[0-9a-f]{32}$/.test(jobId)) throw new Error(`not a bulk export job id: ${JSON.stringify(jobId)}`);
+    return join(this.dir, jobId);
+  }
+
+  private path(jobId: string, part: number | string): string {
+    return join(this.jobDir(jobId), `${Number(part)}.ndjson`);
+  }
+
+  async writer(jobId: string, part: number | string): Promise<PartWriter> {
+    const path = this.path(jobId, part);
+    await mkdir(this.jobDir(jobId), { recursive: true, mode: 0o700 });
+    // 'wx': a part number is used once (a sequence), so an existing file is a bug, not something to overwrite.
+    const file: FileHandle = await open(path, 'wx', 0o600);
+    let closed = false;
+    const close = async () => {
+      if (!closed) await file.close();
+      closed = true;
+    };
+    return {
+      write: async (text) => void (await file.write(text)),
+      async finish() {
+        await file.sync();
+        const { size } = await file.stat();
+        await close();
+        return size;
+      },
+      async discard() {
+        await close().catch(() => undefined);
+        await rm(path, { force: true });
+      },
+    };
+  }
+
+  /** The part's bytes, streamed `chunkBytes` at a time; 'missing' when the file is not here whole (`bytes` long). */
+  async read(jobId: string, part: number, bytes: number, chunkBytes = 1024 * 1024): Promise<ReadStream | 'missing'> {
+    const path = this.path(jobId, part);
+    const size = await stat(path).then((s) => s.size, () => undefined);
+    if (size !== bytes) return 'missing';
+    return createReadStream(path, { highWaterMark: chunkBytes });
+  }
+
+  /** Removes a job's files (cancelled, failed, expired). */
+  async remove(jobId: string): Promise<void> {
+    await rm(this.jobDir(jobId), { recursive: true, force: true });
+  }
+}
