@@ -1,3 +1,4 @@
+import type { Consent } from '@medplum/fhirtypes';
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HEALTH_ID_SYSTEM } from '../src/healthid/healthid';
@@ -11,6 +12,7 @@ import { createTestClient, startTestServer, type TestClient, type TestServer } f
  * the record of the same resource, and follows a map an informaticist edits, with no TypeScript.
  */
 const LOINC = 'http://loinc.org';
+const CONSENT_NOTE = 'https://pont.health/fhir/StructureDefinition/consent-note';
 const SCT = 'http://snomed.info/sct';
 const LAB = { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'laboratory' }] };
 /** An ABO/Rh Observation whose text and coding say different groups: which one counts is the lab map's choice. */
@@ -30,6 +32,7 @@ interface World {
   record(type: string, id: string): Promise<Record<string, any>>;
   released(observationId: string): Promise<Record<string, unknown>>;
   healthId: string;
+  patientId: string;
 }
 
 /** A server on `env`'s maps, a patient (official name Ada Ngozi) and a reader with a consent covering everything. */
@@ -57,6 +60,7 @@ async function world(env: Record<string, string> = {}): Promise<World> {
     pont,
     call,
     healthId,
+    patientId,
     async post(resource) {
       const res = await call('operator', `/api/fhir/R4/${resource.resourceType}`, { method: 'POST', json: { ...resource, subject: { reference: `Patient/${patientId}` } } });
       expect(res.status, JSON.stringify(res.body)).toBe(201);
@@ -121,6 +125,18 @@ describe('with the repository maps, a shape agrees with the record of the same r
     const unflagged = await w.call('sdk', '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: w.healthId, test_name: 'Hb', result_value: '13', flagged: false, flag_level: 'high' } });
     expect(unflagged.status).toBe(422);
   });
+
+  it('its fields are the map’s (the patient named by Health ID), its states the map’s and the two of no live consent', async () => {
+    const doc = (await w.pont.json('/api/openapi.json')).body;
+    const schema = doc.components.schemas.ConsentStatus;
+    expect(Object.keys(schema.properties).sort()).toEqual(
+      ['consent_id', 'health_id', 'organization_id', 'consent_type', 'scopes', 'status', 'purpose', 'granted_at', 'expires_at'].sort(),
+    );
+    expect([...schema.properties.status.enum].sort()).toEqual(['active', 'denied', 'expired', 'none', 'pending', 'revoked']);
+    const answer = await w.call('reader', `/api/v1/connect/patient/${w.healthId}/consent`);
+    expect(answer.body).toMatchObject({ health_id: w.healthId, organization_id: 'org-reader', status: 'active', consent_type: 'full_record' });
+    expect(answer.body.patient_id).toBeUndefined();
+  });
 });
 
 describe('with maps an informaticist edited, the shapes follow them (no TypeScript, no new code)', () => {
@@ -140,6 +156,15 @@ describe('with maps an informaticist edited, the shapes follow them (no TypeScri
       // A new flag level.
       ['lab-result.map.yaml', 'values: [normal, abnormal,', 'values: [very_high, normal, abnormal,'],
       ['lab-result.map.yaml', '      normal: N\n', '      normal: N\n      very_high: HU\n'],
+      // Pont does not track leave.
+      ['visit.map.yaml', 'in-progress, onleave, finished', 'in-progress, finished'],
+      // A consent carries a note, and one entered in error reads as withdrawn.
+      ['consent.map.yaml', '  expires_at:      { type: date-time, nullable: true }\n', '  expires_at:      { type: date-time, nullable: true }\n  note:            { type: string, nullable: true }\n'],
+      ['consent.map.yaml', '  expires_at: provision.period.end\n', `  expires_at: provision.period.end\n  note: extension.where(url='${CONSENT_NOTE}').valueString\n`],
+      ['consent.map.yaml', 'values: [pending, active, revoked, denied]', 'values: [pending, active, revoked, denied, withdrawn]'],
+      ['consent.map.yaml', '      denied: rejected\n', '      denied: rejected\n      withdrawn: entered-in-error\n'],
+      ['consent.examples.yaml', '    expires_at: 2027-11-02T09:30:00Z\n', '    expires_at: 2027-11-02T09:30:00Z\n    note: null\n'],
+      ['consent.examples.yaml', '    expires_at: 2027-05-01T00:00:00Z\n', '    expires_at: 2027-05-01T00:00:00Z\n    note: null\n'],
     ]);
     w = await world({ PONT_MAPPINGS_DIR: dir });
   }, 120_000);
@@ -188,5 +213,48 @@ describe('with maps an informaticist edited, the shapes follow them (no TypeScri
     expect(JSON.stringify(low.body)).toContain('severity');
     const doc = (await w.pont.json('/api/openapi.json')).body;
     expect(doc.components.schemas.EncounterPush.properties.severity.enum).toEqual(['high', 'moderate']);
+  });
+
+  it("the statuses an encounter push accepts and publishes are the visit map's", async () => {
+    const push = (status: string) => w.call('sdk', '/api/v1/sdk/records/encounters', { method: 'POST', json: { health_id: w.healthId, encounter_type: 'consultation', status } });
+    expect((await push('in-progress')).status).toBe(201);
+    const onLeave = await push('onleave');
+    expect(onLeave.status).toBe(422);
+    expect(JSON.stringify(onLeave.body)).toContain('status');
+    const doc = (await w.pont.json('/api/openapi.json')).body;
+    expect(doc.components.schemas.EncounterPush.properties.status.enum).toEqual(['planned', 'arrived', 'triaged', 'in-progress', 'finished', 'cancelled']);
+  });
+
+  it("a consent answer has the consent map's fields and states, published in the OpenAPI document", async () => {
+    const consentPath = `/api/v1/connect/patient/${w.healthId}/consent`;
+    expect((await w.call('reader', consentPath)).body).toMatchObject({ status: 'active', note: null });
+    const revoked = await w.call('reader', `${consentPath}/revoke`, { method: 'POST', json: {} });
+    expect(revoked.status, JSON.stringify(revoked.body)).toBe(200);
+    expect(revoked.body).toMatchObject({ status: 'revoked', note: null });
+    // A consent entered in error, with a note, recorded by Pont itself (consents are not written through FHIR).
+    const posted = await w.pont.services.fhir.system('test: a consent entered in error').create({
+      resourceType: 'Consent',
+      extension: [{ url: CONSENT_NOTE, valueString: 'recorded on the wrong patient' }],
+      status: 'entered-in-error',
+      scope: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/consentscope', code: 'patient-privacy' }] },
+      category: [{ coding: [{ system: 'https://pont.health/fhir/CodeSystem/consent-type', code: 'summary' }] }],
+      patient: { reference: `Patient/${w.patientId}` },
+      policyRule: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'OPTIN' }] },
+      provision: {
+        type: 'permit',
+        actor: [
+          {
+            role: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ParticipationType', code: 'IRCP' }] },
+            reference: { identifier: { system: 'https://pont.health/fhir/sid/organization-id', value: 'org-reader' } },
+          },
+        ],
+      },
+    } as Consent);
+    const status = await w.call('reader', consentPath);
+    expect(status.status, JSON.stringify(status.body)).toBe(200);
+    expect(status.body).toMatchObject({ consent_id: posted.id, status: 'withdrawn', note: 'recorded on the wrong patient', consent_type: 'summary' });
+    const schema = (await w.pont.json('/api/openapi.json')).body.components.schemas.ConsentStatus;
+    expect(schema.properties.note).toBeDefined();
+    expect([...schema.properties.status.enum].sort()).toEqual(['active', 'denied', 'expired', 'none', 'pending', 'revoked', 'withdrawn']);
   });
 });

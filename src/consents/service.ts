@@ -5,24 +5,30 @@ import type { FhirRepository } from '../fhir/repository';
 import { hashKey } from '../core/hash';
 import { ApiError, ErrorCode, validationFailed } from '../core/errors';
 import { registeredPatient } from '../healthid/registry';
-import { MappingValueError, type MappingSet } from '../mapping/index';
+import { MappingValueError, type CompiledMap, type MappingSet } from '../mapping/index';
 import { consentRecordOf, type ConsentRecord } from './record';
 import { classesOf, CONSENT_TYPES } from '../core/data-classes';
 
-/** What a patient's consent to one organisation looks like from that organisation (interface: consent status). */
-export type ConsentState = 'active' | 'pending' | 'expired' | 'revoked' | 'denied' | 'none';
+/**
+ * A consent as the organisation (or the patient) sees it: the consent map's record (mappings/consent.map.yaml), the
+ * patient named by Health ID instead of `patient_id`, `scopes` widened to the classes it covers, and a `status` that
+ * is the map's or one of DERIVED_STATES.
+ */
+export type ConsentView = { consent_id: string | null; health_id: string; organization_id: string; status: string; scopes: string[] } & Record<string, unknown>;
 
-export interface ConsentView {
-  consent_id: string | null;
-  health_id: string;
-  organization_id: string;
-  status: ConsentState;
-  consent_type: string | null;
-  /** The data classes it covers (a type's classes, narrowed by the scopes given). */
-  scopes: string[];
-  purpose: string | null;
-  granted_at: string | null;
-  expires_at: string | null;
+/** The consent map's fields an answer leaves out: it names the patient by Health ID, never by their record's id. */
+export const HIDDEN_FIELDS: readonly string[] = ['patient_id'];
+
+/**
+ * The states an answer adds to the consent map's statuses. Never stored, so they cannot be rows of the map's status
+ * table (each row gives FHIR a value): `expired` is an active consent whose expires_at has passed, `none` is no
+ * consent on file (or one the map reads no status from, e.g. a draft).
+ */
+export const DERIVED_STATES = ['expired', 'none'] as const;
+
+/** Every `status` an answer can have: the map's, then the derived ones. */
+export function answerStates(map: CompiledMap): string[] {
+  return [...(map.declared.find((f) => f.name === 'status')?.values ?? []).map(String), ...DERIVED_STATES];
 }
 
 /** A request answered by the patient: the default life of the consent it becomes, unless the request says. */
@@ -38,20 +44,9 @@ interface IndexRow {
 
 const consentNotFound = (message: string) => new ApiError(404, 'CONSENT_NOT_FOUND', message);
 
-/** The Connect state of one indexed consent, at `now`. */
-function stateOf(row: IndexRow, now: number): ConsentState {
-  switch (row.status) {
-    case 'active':
-      return row.expires_at !== null && new Date(row.expires_at).getTime() <= now ? 'expired' : 'active';
-    case 'proposed':
-      return 'pending';
-    case 'inactive':
-      return 'revoked';
-    case 'rejected':
-      return 'denied';
-    default:
-      return 'none';
-  }
+/** An indexed consent that grants access now (the FHIR statuses the access rule reads). */
+function grantsNow(row: IndexRow, now: number): boolean {
+  return row.status === 'active' && (row.expires_at === null || new Date(row.expires_at).getTime() > now);
 }
 
 /**
@@ -122,10 +117,8 @@ export class ConsentService {
       const rows = await this.rows(sql, patient.patientId, organizationId);
       const now = Date.now();
       // The consent that decides: an active one, else a pending request, else the latest that ended.
-      const best = rows.find((r) => stateOf(r, now) === 'active') ?? rows.find((r) => r.status === 'proposed') ?? rows[0];
-      const result = best
-        ? { ...this.view(await repo.read<Consent>('Consent', best.consent_id, { audit: false }), healthId), status: stateOf(best, now) }
-        : noneView(healthId, organizationId);
+      const best = rows.find((r) => grantsNow(r, now)) ?? rows.find((r) => r.status === 'proposed') ?? rows[0];
+      const result = this.view(best && (await repo.read<Consent>('Consent', best.consent_id, { audit: false })), healthId, organizationId);
       await repo.audit({
         operation: 'consentStatus',
         action: 'R',
@@ -156,7 +149,7 @@ export class ConsentService {
         externalReference: reason.external_reference,
         dataTypes: ['Consent'],
       });
-      return { ...this.view(revoked, healthId), status: 'revoked' };
+      return this.view(revoked, healthId);
     });
   }
 
@@ -213,9 +206,8 @@ export class ConsentService {
         'SELECT consent_id, organization_id, status, granted_at, expires_at FROM consent_access WHERE patient_id = $1 ORDER BY updated_at DESC LIMIT 500',
         [patientId],
       );
-      const now = Date.now();
       const out: ConsentView[] = [];
-      for (const row of rows) out.push({ ...this.view(await repo.read<Consent>('Consent', row.consent_id, { audit: false }), healthId), status: stateOf(row, now) });
+      for (const row of rows) out.push(this.view(await repo.read<Consent>('Consent', row.consent_id, { audit: false }), healthId));
       await repo.audit({ operation: 'listMyConsents', action: 'R', outcome: 'success', outcomeDescription: `${out.length} consent(s)`, patient: { id: patientId, healthId }, dataTypes: ['Consent'] });
       return out;
     });
@@ -249,7 +241,7 @@ export class ConsentService {
         patient: { id: patientId, healthId },
         dataTypes: ['Consent'],
       });
-      return { ...this.view(stored, healthId), status: granted ? 'active' : 'denied' };
+      return this.view(stored, healthId);
     });
   }
 
@@ -262,7 +254,7 @@ export class ConsentService {
       if (consent.status !== 'active') throw new ApiError(409, ErrorCode.conflict, `Only an active consent can be revoked; this one is ${record.status}`);
       const revoked = await this.setStatus(repo, consentId, 'revoked');
       await repo.audit({ operation: 'revokeMyConsent', action: 'U', outcome: 'success', outcomeDescription: `revoked the consent of ${record.organization_id}`, patient: { id: patientId, healthId }, dataTypes: ['Consent'] });
-      return { ...this.view(revoked, healthId), status: 'revoked' };
+      return this.view(revoked, healthId);
     });
   }
 
@@ -301,24 +293,21 @@ export class ConsentService {
     }
   }
 
-  private view(consent: Consent, healthId: string): ConsentView {
-    const record = consentRecordOf(this.mappings, consent)!;
+  /** The answer for a Consent, or for none (no consent of `organizationId` on file): every field of the map but HIDDEN_FIELDS. */
+  private view(consent: Consent | undefined, healthId: string, organizationId?: string): ConsentView {
+    const map = this.mappings.get('consent');
+    const read = consent ? map.readFhir(consent).connect : {};
+    const fields = Object.fromEntries(map.fields.filter((f) => !HIDDEN_FIELDS.includes(f)).map((f) => [f, read[f] ?? null]));
+    const expired = read.status === 'active' && typeof read.expires_at === 'string' && Date.parse(read.expires_at) <= Date.now();
     return {
-      consent_id: consent.id!,
+      consent_id: consent?.id ?? null,
       health_id: healthId,
-      organization_id: record.organization_id,
-      status: (record.status ?? 'none') as ConsentState,
-      consent_type: record.consent_type,
-      scopes: classesOf(record.consent_type, record.scopes),
-      purpose: record.purpose,
-      granted_at: record.granted_at,
-      expires_at: record.expires_at,
+      ...fields,
+      organization_id: (read.organization_id as string | undefined) ?? organizationId!,
+      status: expired ? 'expired' : ((read.status as string | null | undefined) ?? 'none'),
+      scopes: read.consent_type ? classesOf(read.consent_type as string, (read.scopes as string[] | null) ?? []) : [],
     };
   }
-}
-
-function noneView(healthId: string, organizationId: string): ConsentView {
-  return { consent_id: null, health_id: healthId, organization_id: organizationId, status: 'none', consent_type: null, scopes: [], purpose: null, granted_at: null, expires_at: null };
 }
 
 /** Scopes narrow the consent type's classes: each must be one of them. */

@@ -12,7 +12,9 @@ export const CODE_MAPS = {
   'patient-summary': { reads: ['blood_group'] },
   // What resolve and verify show of the patient: all of this map's fields.
   'patient-demographics': {},
-  consent: {},
+  // Grants, requests and answers (src/consents/service.ts) write whole consents; the consent answers are the
+  // map's record (every field the code does not hide), so a field the map adds is shown.
+  consent: { writes: ['consent_id', 'patient_id', 'organization_id', 'consent_type', 'scopes', 'status', 'purpose', 'granted_at', 'expires_at'] },
   'blood-unit': {},
   payment: {},
   'pharmacy-stock': {},

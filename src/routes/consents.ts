@@ -7,7 +7,8 @@ import { defineRoute, type RouteSpec } from '../http/routes';
 import type { Services } from '../http/services';
 import { issuePairingCode, PAIRING_CODE_TTL_SECONDS } from '../consents/mobile';
 import { registeredPatient } from '../healthid/registry';
-import { ConsentService } from '../consents/service';
+import { answerStates, ConsentService, HIDDEN_FIELDS } from '../consents/service';
+import type { MappingSet } from '../mapping/types';
 import { CONSENT_TYPE_NAMES, DATA_CLASSES } from '../core/data-classes';
 
 const CONNECT = '/api/v1/connect';
@@ -33,19 +34,24 @@ const ConsentGrant = z
   .strict()
   .meta({ id: 'ConsentGrantRequest' });
 
-const ConsentStatus = z
-  .object({
-    consent_id: z.string().nullable(),
-    health_id: z.string(),
-    organization_id: z.string(),
-    status: z.enum(['active', 'pending', 'expired', 'revoked', 'denied', 'none']),
-    consent_type: z.string().nullable(),
-    scopes: z.array(z.string()).describe('The data classes it covers'),
-    purpose: z.string().nullable(),
-    granted_at: z.string().nullable(),
-    expires_at: z.string().nullable(),
-  })
-  .meta({ id: 'ConsentStatus' });
+/**
+ * A consent answer: the consent map's record (mappings/consent.map.yaml) but its HIDDEN_FIELDS, after the consent id
+ * and Health ID (null consent id and fields: no consent on file), its status values the map's and the derived ones.
+ */
+function consentSchemas(maps: MappingSet) {
+  const map = maps.get('consent');
+  const fields = Object.entries(map.shape().shape).filter(([name]) => !HIDDEN_FIELDS.includes(name));
+  const ConsentStatus = z
+    .object({ consent_id: z.string().nullable(), health_id: z.string(), ...Object.fromEntries(fields) })
+    .extend({
+      organization_id: z.string(),
+      status: z.enum(answerStates(map) as [string, ...string[]]).describe('The consent map\'s status; `expired`: active, but expires_at has passed; `none`: no consent on file'),
+      scopes: z.array(z.string()).describe('The data classes it covers'),
+    })
+    .meta({ id: 'ConsentStatus' });
+  const MyConsents = z.object({ items: z.array(ConsentStatus) }).meta({ id: 'MyConsents' });
+  return { ConsentStatus, MyConsents };
+}
 
 const ConsentRequest = z
   .object({
@@ -84,6 +90,8 @@ const patient = (p: Principal | undefined) => p as PatientPrincipal;
 
 export function consentRoutes(services: Services): RouteSpec[] {
   const consents = new ConsentService(services.mappings);
+  // The maps of the request (a reload changes them).
+  const live = services.mappings.derived(consentSchemas);
   const tags = ['Connect', 'Consents'];
   return [
     defineRoute({
@@ -97,7 +105,9 @@ export function consentRoutes(services: Services): RouteSpec[] {
       security: { kind: 'client', scope: 'consents:write' },
       params: HealthIdPath,
       body: ConsentGrant,
-      responses: { 201: { description: 'Granted', schema: ConsentStatus }, ...errors },
+      get responses() {
+        return { 201: { description: 'Granted', schema: live().ConsentStatus }, ...errors };
+      },
       async handler({ params, body, principal, repo }) {
         return { status: 201, body: await consents.grant(repo, client(principal).organizationId, params.health_id, body) };
       },
@@ -107,11 +117,13 @@ export function consentRoutes(services: Services): RouteSpec[] {
       path: `${CONNECT}/patient/{health_id}/consent`,
       operationId: 'getConsentStatus',
       summary: "The caller's organisation's consent for the patient",
-      description: '`status`: active, pending (a request awaits the patient), expired, revoked, denied, or none. Check it before reading records.',
+      description: '`status`: the consent map\'s (e.g. pending: a request awaits the patient), `expired` or `none`; the schema lists them. Check it before reading records.',
       tags,
       security: { kind: 'client', scope: ['consents:read', 'consents:write'] },
       params: HealthIdPath,
-      responses: { 200: { description: 'The consent status', schema: ConsentStatus }, ...errors },
+      get responses() {
+        return { 200: { description: 'The consent status', schema: live().ConsentStatus }, ...errors };
+      },
       async handler({ params, principal, repo }) {
         return { body: await consents.status(repo, client(principal).organizationId, params.health_id) };
       },
@@ -126,7 +138,9 @@ export function consentRoutes(services: Services): RouteSpec[] {
       security: { kind: 'client', scope: 'consents:write' },
       params: HealthIdPath,
       body: Reason,
-      responses: { 200: { description: 'Revoked', schema: ConsentStatus }, ...errors },
+      get responses() {
+        return { 200: { description: 'Revoked', schema: live().ConsentStatus }, ...errors };
+      },
       async handler({ params, body, principal, repo }) {
         return { body: await consents.revokeFor(repo, client(principal).organizationId, params.health_id, body) };
       },
@@ -222,7 +236,9 @@ export function consentRoutes(services: Services): RouteSpec[] {
       summary: "The patient's consents and pending requests",
       tags: ['Mobile'],
       security: { kind: 'patient' },
-      responses: { 200: { description: 'Newest first', schema: z.object({ items: z.array(ConsentStatus) }).meta({ id: 'MyConsents' }) } },
+      get responses() {
+        return { 200: { description: 'Newest first', schema: live().MyConsents } };
+      },
       async handler({ principal, repo }) {
         const me = patient(principal);
         return { body: { items: await consents.listForPatient(repo, me.patientId, me.healthId) } };
@@ -238,10 +254,12 @@ export function consentRoutes(services: Services): RouteSpec[] {
         tags: ['Mobile'],
         security: { kind: 'patient' },
         params: z.object({ consent_request_id: z.string().max(64) }),
-        responses: {
-          200: { description: 'Answered', schema: ConsentStatus },
-          404: { description: 'No such request of yours (CONSENT_NOT_FOUND)', schema: ErrorSchema },
-          409: { description: 'Already answered (CONFLICT)', schema: ErrorSchema },
+        get responses() {
+          return {
+            200: { description: 'Answered', schema: live().ConsentStatus },
+            404: { description: 'No such request of yours (CONSENT_NOT_FOUND)', schema: ErrorSchema },
+            409: { description: 'Already answered (CONFLICT)', schema: ErrorSchema },
+          };
         },
         async handler({ params, principal, repo }) {
           const me = patient(principal);
@@ -258,10 +276,12 @@ export function consentRoutes(services: Services): RouteSpec[] {
       tags: ['Mobile'],
       security: { kind: 'patient' },
       params: z.object({ consent_id: z.string().max(64) }),
-      responses: {
-        200: { description: 'Revoked', schema: ConsentStatus },
-        404: { description: 'No such consent of yours (CONSENT_NOT_FOUND)', schema: ErrorSchema },
-        409: { description: 'Not active (CONFLICT)', schema: ErrorSchema },
+      get responses() {
+        return {
+          200: { description: 'Revoked', schema: live().ConsentStatus },
+          404: { description: 'No such consent of yours (CONSENT_NOT_FOUND)', schema: ErrorSchema },
+          409: { description: 'Not active (CONFLICT)', schema: ErrorSchema },
+        };
       },
       async handler({ params, principal, repo }) {
         const me = patient(principal);

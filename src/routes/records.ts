@@ -34,14 +34,21 @@ const pushErrors = {
 /** The values a map declares for a field it writes (the push's vocabulary is the map's). */
 const valuesOf = (maps: MappingSet, map: string, field: string) => (maps.get(map).declared.find((f) => f.name === field)?.values?.map(String) ?? []) as [string, ...string[]];
 
-/** The encounter push's body: an alert's `severity` values are cdss-alert.map.yaml's. */
+/** FHIR's bookkeeping statuses of an Encounter: a push records an encounter, it neither retracts one nor says nothing. */
+const UNPUSHED_VISIT_STATUSES = ['entered-in-error', 'unknown'];
+
+/** The encounter push's body: its `status` values are visit.map.yaml's (but UNPUSHED_VISIT_STATUSES), an alert's `severity` values cdss-alert.map.yaml's. */
 const encounterPush = (maps: MappingSet) =>
   z
     .object({
       health_id: HealthId,
       encounter_type: Text(64).describe(`What kind of encounter, e.g. consultation, or ${CDSS_ALERT} for a decision-support alert`),
       clinical_note: Text(20_000).optional(),
-      status: z.enum(['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled']).optional().describe('Default finished'),
+      status: z
+        .enum(valuesOf(maps, 'visit', 'status').filter((v) => !UNPUSHED_VISIT_STATUSES.includes(v)) as [string, ...string[]])
+        .optional()
+        .describe('Default finished'),
+      // The visit map declares no class values (it reads any v3 ActCode class): these are the push's own.
       class: z.enum(['AMB', 'EMER', 'IMP', 'VR', 'HH']).optional().describe('v3 ActCode: AMB ambulatory (default), EMER emergency, IMP inpatient, VR virtual, HH home health'),
       reason: Text(500).optional(),
       started_at: PastInstant.optional().describe('Default now'),
@@ -90,6 +97,7 @@ const labResultPush = (maps: MappingSet) =>
       loinc_code: z.string().regex(/^\d{1,7}-\d$/, 'must be a LOINC code such as 718-7').optional(),
       reference_low: z.number().finite().optional(),
       reference_high: z.number().finite().optional(),
+      // Of the lab maps' statuses, those a new result can have (corrections and retractions are not pushes).
       status: z.enum(['preliminary', 'final']).optional().describe('Default final (a final result raises lab_result.released)'),
       effective_at: PastInstant.optional().describe('When the specimen was taken; default now'),
     })

@@ -122,9 +122,9 @@ class ConsentStatus(TypedDict):
     consent_id: Optional[str]
     health_id: str
     organization_id: str
-    status: Literal['active', 'pending', 'expired', 'revoked', 'denied', 'none']
-    consent_type: Optional[str]
+    consent_type: Optional[Literal['full_record', 'summary', 'diagnostics', 'prescriptions', 'documents']]
     scopes: List[str]
+    status: Literal['pending', 'active', 'revoked', 'denied', 'expired', 'none']
     purpose: Optional[str]
     granted_at: Optional[str]
     expires_at: Optional[str]

@@ -156,10 +156,11 @@ export type ConsentStatus = {
     consent_id: string | null;
     health_id: string;
     organization_id: string;
-    status: "active" | "pending" | "expired" | "revoked" | "denied" | "none";
-    consent_type: string | null;
+    consent_type: "full_record" | "summary" | "diagnostics" | "prescriptions" | "documents" | null;
     /** The data classes it covers */
     scopes: Array<string>;
+    /** The consent map's status; `expired`: active, but expires_at has passed; `none`: no consent on file */
+    status: "pending" | "active" | "revoked" | "denied" | "expired" | "none";
     purpose: string | null;
     granted_at: string | null;
     expires_at: string | null;
