@@ -50,7 +50,7 @@ export async function createServices(config: Config, db: Database, log: Logger):
   const mappings = new MappingHolder(config.mappingsDir);
   const fhir = createFhirService(db, config, mappings);
   const access = await createAccessControl({ config, db });
-  const bulkExports = new BulkExports(db, config.bulkExport);
+  const bulkExports = new BulkExports(db, config.bulkExport, log);
   return {
     config,
     db,

@@ -5,7 +5,7 @@ import { startPont, type RunningPont } from '../src/server';
 import { createClient, revokeClient } from '../src/auth/clients';
 import type { BulkExportWorker } from '../src/bulk/worker';
 import { MAX_ATTEMPTS, MAX_READ_LINES, readAhead } from '../src/bulk/jobs';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { once } from 'node:events';
 import type { ChildProcess } from 'node:child_process';
@@ -198,6 +198,21 @@ describe('bulk export: kick-off, status, manifest, files', () => {
     const res = await fhir(pont, operator, local(manifest.output[0]!.url));
     expect(res.status).toBe(500);
     expect(((await res.json()) as Resource).resourceType).toBe('OperationOutcome');
+  });
+
+  it('the janitor removes a job directory with no job once it is an hour old, and nothing younger', async () => {
+    const dir = pont.config.bulkExport.dir;
+    const [old, young] = ['a'.repeat(32), 'b'.repeat(32)].map((id) => join(dir, id));
+    for (const d of [old!, young!]) {
+      mkdirSync(d, { recursive: true });
+      writeFileSync(join(d, '1.ndjson'), '{"resourceType":"Patient"}\n');
+    }
+    const twoHoursAgo = new Date(Date.now() - 2 * 3600_000);
+    utimesSync(old!, twoHoursAgo, twoHoursAgo);
+    await pont.services.bulkExports.purgeExpired();
+    expect(existsSync(old!)).toBe(false);
+    expect(existsSync(young!)).toBe(true);
+    rmSync(young!, { recursive: true });
   });
 
   it('a part whose transaction fails leaves no file and no row: the export resumes from the last committed part', async () => {
@@ -754,5 +769,191 @@ describe('bulk export: reads of a part (unit)', () => {
     expect(readAhead(3, MiB8, 500)).toBe(3);
     expect(readAhead(50, 1, 300)).toBe(1);
     expect(readAhead(10_000, MiB8, undefined)).toBe(100);
+  });
+});
+
+describe('bulk export: an export directory that cannot be used', () => {
+  let broken: TestServer;
+  let client: TestClient;
+  let notADirectory: string;
+  beforeAll(async () => {
+    // PONT_BULK_EXPORT_DIR names a file (an operator's typo, a volume not mounted): every mkdir and rm under it fails
+    // (ENOTDIR; EACCES behaves alike for a non-root process and a 0700 directory it does not own).
+    const parent = mkdtempSync(join(tmpdir(), 'pont-exports-broken-'));
+    notADirectory = join(parent, 'exports');
+    writeFileSync(notADirectory, 'not a directory');
+    broken = await startTestServer({ PONT_BULK_EXPORT_CONCURRENCY: '0', PONT_BULK_EXPORT_DIR: notADirectory });
+    client = await createTestClient(broken, ['fhir:read', 'fhir:write', 'health_id:verify'], { organizationId: 'org-broken', allPatients: true });
+    const p = await registerPatient(broken, client, 'Broken');
+    await createRecord(broken, client, p.id, 1);
+  }, 60_000);
+  afterAll(async () => {
+    await broken?.close();
+    rmSync(join(notADirectory, '..'), { recursive: true, force: true });
+  });
+
+  it(`the export fails visibly after ${MAX_ATTEMPTS} attempts (500 on its status URL), DELETE cancels it, and the client may export again`, async () => {
+    const status = await kickOff(client, '/$export?_type=Condition', {}, broken);
+    const exports = broken.services.bulkExports;
+    try {
+      for (let i = 0; i <= MAX_ATTEMPTS; i++) {
+        // Each attempt's step fails (the directory), its lease runs out, the next claim is another attempt; the last fails the job.
+        exports.now = () => Date.now() + i * 61_000;
+        exports.settings.concurrency = 1;
+        await worker(broken).drain();
+        exports.settings.concurrency = 0;
+      }
+      const res = await fhir(broken, client, status);
+      expect(res.status, 'the status URL after every attempt failed').toBe(500);
+    } finally {
+      exports.settings.concurrency = 0;
+      exports.now = Date.now;
+    }
+  });
+
+  it('DELETE of an export whose directory cannot be removed: 202 (the rows go), not 500 with the job kept and the client blocked (429)', async () => {
+    const other = await createTestClient(broken, ['fhir:read'], { organizationId: 'org-broken', allPatients: true });
+    const status = await kickOff(other, '/$export?_type=Patient', {}, broken);
+    const del = await fhir(broken, other, status, { method: 'DELETE' });
+    expect(del.status, await del.clone().text()).toBe(202);
+    const again = await fhir(broken, other, '/$export?_type=Patient', { headers: ASYNC });
+    expect(again.status).toBe(202);
+  });
+});
+
+describe.runIf(backend === 'postgres')('bulk export: cancel while a part is being written', () => {
+  let queued: TestServer;
+  let client: TestClient;
+  beforeAll(async () => {
+    queued = await startTestServer({ PONT_BULK_EXPORT_CONCURRENCY: '0', PONT_BULK_EXPORT_FILE_RESOURCES: '2' });
+    client = await createTestClient(queued, ['fhir:read', 'fhir:write', 'health_id:verify'], { organizationId: 'org-cancel-race', allPatients: true });
+    const p = await registerPatient(queued, client, 'CancelRace');
+    await createRecord(queued, client, p.id, 3);
+  }, 60_000);
+  afterAll(async () => {
+    await queued?.close();
+  });
+
+  it('DELETE arriving while the worker reads a part: 202, the worker stops (no deadlock between the two), nothing is left', async () => {
+    const status = await kickOff(client, '/$export?_type=Condition', {}, queued);
+    const exports = queued.services.bulkExports;
+    const task = (await exports.claim())!;
+    const repo = queued.services.fhir.repository({ principal: task.principal, channel: 'fhir' });
+    const watcher = new pg.Client({ connectionString: queued.config.databaseUrl });
+    await watcher.connect();
+    let cancelled: Promise<Response> | undefined;
+    try {
+      const exportPageQuery = repo.exportPageQuery.bind(repo);
+      // The client's DELETE comes while the step is reading the part (its task row locked): wait until the DELETE waits.
+      repo.exportPageQuery = (async (...args: Parameters<typeof exportPageQuery>) => {
+        if (!cancelled) {
+          cancelled = fhir(queued, client, status, { method: 'DELETE' });
+          await eventually(async () => {
+            const { rows } = await watcher.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%DELETE FROM bulk_export_jobs%'`);
+            expect(rows[0].n).toBe(1);
+          });
+        }
+        return exportPageQuery(...args);
+      }) as typeof repo.exportPageQuery;
+      const stepped = await exports.step(task, repo).then(
+        (outcome) => outcome,
+        (err: unknown) => `step failed: ${(err as Error).message}`,
+      );
+      const del = await cancelled!;
+      expect(del.status, await del.clone().text()).toBe(202);
+      expect(stepped).not.toMatch(/deadlock/);
+      expect(existsSync(join(queued.config.bulkExport.dir, task.jobId))).toBe(false);
+      expect((await fhir(queued, client, status)).status).toBe(404);
+    } finally {
+      await watcher.end();
+    }
+  });
+});
+
+describe('bulk export: a short write (disk full, file size limit)', () => {
+  it('a part whose bytes did not all reach the file is never finished as whole (finish fails, or the size is every byte written)', async () => {
+    // RLIMIT_FSIZE (ulimit -f, 1 KiB blocks) makes write(2) write what fits and return the count, as a full disk does
+    // (ENOSPC comes only on the next write); Node ignores SIGXFSZ. The part here is one write of 1,500 bytes.
+    const dir = mkdtempSync(join(tmpdir(), 'pont-exports-short-'));
+    const script = `
+      import { ExportFiles } from './src/bulk/files.ts';
+      const files = new ExportFiles(${JSON.stringify(dir)});
+      const w = await files.writer('0123456789abcdef0123456789abcdef', 1);
+      const line = JSON.stringify({ resourceType: 'Basic', id: 'x', text: 'a'.repeat(1450) });
+      try {
+        await w.write(line + '\\n');
+        console.log(JSON.stringify({ written: Buffer.byteLength(line) + 1, finished: await w.finish() }));
+      } catch (err) {
+        console.log(JSON.stringify({ written: Buffer.byteLength(line) + 1, failed: err.code ?? String(err) }));
+      }`;
+    try {
+      const { execFileSync } = await import('node:child_process');
+      const out = execFileSync('bash', ['-c', `ulimit -f 1 && exec node --import tsx --input-type=module -e "$SCRIPT"`], {
+        cwd: new URL('..', import.meta.url).pathname,
+        env: { ...process.env, SCRIPT: script },
+      }).toString();
+      const result = JSON.parse(out.trim().split('\n').pop()!) as { written: number; finished?: number; failed?: string };
+      if (result.failed === undefined) expect(result.finished, 'the size finish() reports, which becomes the part row\'s bytes').toBe(result.written);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe.runIf(backend === 'postgres')('bulk export: an export failing while another of its types writes a part', () => {
+  let queued: TestServer;
+  let client: TestClient;
+  beforeAll(async () => {
+    queued = await startTestServer({ PONT_BULK_EXPORT_CONCURRENCY: '0', PONT_BULK_EXPORT_FILE_RESOURCES: '2' });
+    client = await createTestClient(queued, ['fhir:read', 'fhir:write', 'health_id:verify'], { organizationId: 'org-fail-race', allPatients: true });
+    const p = await registerPatient(queued, client, 'FailRace');
+    await createRecord(queued, client, p.id, 3);
+  }, 60_000);
+  afterAll(async () => {
+    await queued?.close();
+  });
+
+  it('the failed export keeps no file and no part: a part of another type written meanwhile goes too', async () => {
+    const status = await kickOff(client, '/$export?_type=Condition,Observation', {}, queued);
+    const exports = queued.services.bulkExports;
+    const failing = (await exports.claim())!;
+    const writing = (await exports.claim())!;
+    expect([failing.type, writing.type]).toEqual(['Condition', 'Observation']);
+    const repo = queued.services.fhir.repository({ principal: writing.principal, channel: 'fhir' });
+    const transaction = repo.transaction.bind(repo);
+    // Condition's worker fails the export (its attempts ran out) while Observation's step has its task and is about to read.
+    const watcher = new pg.Client({ connectionString: queued.config.databaseUrl });
+    await watcher.connect();
+    let failed: Promise<void> | undefined;
+    repo.transaction = (async (fn: (sql: any) => Promise<unknown>) =>
+      transaction((sql) =>
+        fn({
+          ...sql,
+          query: async (text: string, values?: unknown[]) => {
+            if (text.includes('pg_current_snapshot') && !failed) {
+              failed = exports.fail(failing, 'interrupted too often');
+              // Done, or waiting for this step (a fix may make it wait): either way the step goes on.
+              const waiting = eventually(async () => {
+                const { rows } = await watcher.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE bulk_export_jobs SET status = ''failed''%'`);
+                expect(rows[0].n).toBe(1);
+              });
+              await Promise.race([failed, waiting]);
+            }
+            return sql.query(text, values as any);
+          },
+        }),
+      )) as typeof repo.transaction;
+    try {
+      await exports.step(writing, repo);
+      await failed;
+    } finally {
+      await watcher.end();
+    }
+    const job = await exports.find(failing.jobId, { clientId: client.client_id, organizationId: 'org-fail-race' });
+    expect(job?.status).toBe('failed');
+    const dir = join(queued.config.bulkExport.dir, failing.jobId);
+    // Left over: part rows, and patient data on disk until the failed export expires (PONT_BULK_EXPORT_TTL).
+    expect({ parts: await exports.files(failing.jobId), files: existsSync(dir) ? readdirSync(dir) : [] }).toEqual({ parts: [], files: [] });
+    expect((await fhir(queued, client, status)).status).toBe(500);
   });
 });

@@ -1,5 +1,5 @@
 import { createReadStream, type ReadStream } from 'node:fs';
-import { mkdir, open, rm, stat, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readdir, rm, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 
 /** A part being written: lines are appended, then `finish` makes it durable (or `discard` removes it). */
@@ -33,7 +33,8 @@ export class ExportFiles {
 
   async writer(jobId: string, part: number | string): Promise<PartWriter> {
     const path = this.path(jobId, part);
-    await mkdir(this.jobDir(jobId), { recursive: true, mode: 0o700 });
+    const jobDir = this.jobDir(jobId);
+    await mkdir(jobDir, { recursive: true, mode: 0o700 });
     // 'wx': a part number is used once (a sequence), so an existing file is a bug, not something to overwrite.
     const file: FileHandle = await open(path, 'wx', 0o600);
     let closed = false;
@@ -42,11 +43,16 @@ export class ExportFiles {
       closed = true;
     };
     return {
-      write: async (text) => void (await file.write(text)),
+      // writeFile, not write: one write(2) may write less than asked (disk full, a file size limit) and say so only
+      // in its count; writeFile goes on until all is written or fails.
+      write: (text) => file.writeFile(text),
       async finish() {
         await file.sync();
         const { size } = await file.stat();
         await close();
+        // The directory too: a new file's name is in it, and a crash could lose it after the row commits.
+        const dir = await open(jobDir, 'r');
+        await dir.sync().finally(() => dir.close());
         return size;
       },
       async discard() {
@@ -64,8 +70,36 @@ export class ExportFiles {
     return createReadStream(path, { highWaterMark: chunkBytes });
   }
 
-  /** Removes a job's files (cancelled, failed, expired). */
-  async remove(jobId: string): Promise<void> {
-    await rm(this.jobDir(jobId), { recursive: true, force: true });
+  /**
+   * Removes a job's files (cancelled, failed, expired). An error (the directory not writable, not a directory) is
+   * returned, not thrown: the job's rows go all the same, and `sweep` tries again.
+   */
+  async remove(jobId: string): Promise<Error | undefined> {
+    return rm(this.jobDir(jobId), { recursive: true, force: true }).then(
+      () => undefined,
+      (err: Error) => err,
+    );
+  }
+
+  /**
+   * The job directories whose job is gone (`exists` says which ids still have a row), untouched for `minAgeMs` at
+   * least: what `remove` could not remove, and a directory whose rows were deleted without it. The age spares a
+   * directory being made for a job whose row another transaction has not committed yet.
+   */
+  async sweep(exists: (ids: string[]) => Promise<Set<string>>, minAgeMs: number, now: number): Promise<{ removed: string[]; failed: Error[] }> {
+    const names = await readdir(this.dir).catch(() => [] as string[]);
+    const ids = names.filter((n) => /^[0-9a-f]{32}$/.test(n));
+    const live = ids.length ? await exists(ids) : new Set<string>();
+    const removed: string[] = [];
+    const failed: Error[] = [];
+    for (const id of ids) {
+      if (live.has(id)) continue;
+      const age = await stat(this.jobDir(id)).then((s) => now - s.mtimeMs, () => -1);
+      if (age < minAgeMs) continue;
+      const err = await this.remove(id);
+      if (err) failed.push(err);
+      else removed.push(id);
+    }
+    return { removed, failed };
   }
 }

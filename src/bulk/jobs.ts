@@ -11,6 +11,7 @@ import type { BulkExportSettings } from '../core/settings';
 import type { Readable } from 'node:stream';
 import type { Queryable } from '../db/database';
 import { ExportFiles, type PartWriter } from './files';
+import type { Logger } from '../log';
 
 export type { BulkExportSettings } from '../core/settings';
 
@@ -20,6 +21,8 @@ export const BUSY_RETRY_AFTER_SECONDS = 30;
 export const MAX_ATTEMPTS = 5;
 /** NOTIFY channel: an export was queued, workers of every process look now. */
 export const BULK_EXPORT_CHANNEL = 'pont_bulk_exports';
+/** A job directory with no job row is removed by the janitor once untouched this long (src/bulk/files.ts sweep). */
+const ORPHAN_MIN_AGE_MS = 3600_000;
 
 export type ExportLevel = 'system' | 'patient' | 'group';
 
@@ -131,9 +134,20 @@ export class BulkExports {
   constructor(
     private readonly db: Database,
     readonly settings: BulkExportSettings,
+    private readonly log: Logger,
     public now: () => number = Date.now,
   ) {
     this.output = new ExportFiles(settings.dir);
+  }
+
+  /**
+   * Removes a job's files; when it cannot (a directory not writable), says so and lets the rows go all the same: a
+   * job that cannot be cancelled or failed would block its client's next export for good. The janitor (`purgeExpired`)
+   * tries again.
+   */
+  private async removeFiles(jobId: string): Promise<void> {
+    const err = await this.output.remove(jobId);
+    if (err) this.log.warn('bulk export files not removed: the janitor tries again', { job_id: jobId, dir: this.settings.dir, error: err.message });
   }
 
   private nowIso(plusMs = 0): string {
@@ -224,14 +238,15 @@ export class BulkExports {
   /** Cancels (running) or deletes (finished) the job, its tasks and files; false when `owner` has no such job. */
   async cancel(id: string, owner: ExportOwner): Promise<boolean> {
     return this.db.transaction(async (tx) => {
-      // A worker's step holds its task's row until its part commits: the delete waits for it, and the worker stops.
+      // A worker's step holds its task's row, and its job's row shared, until its part commits: the delete waits for
+      // it (rather than deadlocking on the part's foreign key), and the worker's next step finds the job gone.
       const { rowCount } = await tx.query(
         `DELETE FROM bulk_export_jobs WHERE id = $1 AND client_id = $2 AND organization_id = $3 AND (expires_at IS NULL OR expires_at > $4)`,
         [id, owner.clientId, owner.organizationId, this.nowIso()],
       );
       // The files go before the rows commit: a crash in between leaves a job without files (never served whole),
       // not patient data on disk that nothing points to.
-      if (rowCount) await this.output.remove(id);
+      if (rowCount) await this.removeFiles(id);
       return rowCount > 0;
     });
   }
@@ -241,15 +256,22 @@ export class BulkExports {
    * margin: a change's time is its transaction's start, its commit may come later); returns how many jobs.
    */
   async purgeExpired(): Promise<number> {
-    return this.db.transaction(async (tx) => {
+    const purged = await this.db.transaction(async (tx) => {
       const { rows } = await tx.query<{ id: string }>('DELETE FROM bulk_export_jobs WHERE expires_at <= $1 RETURNING id', [this.nowIso()]);
-      for (const { id } of rows) await this.output.remove(id);
+      for (const { id } of rows) await this.removeFiles(id);
       await tx.query(
         `DELETE FROM consent_changes WHERE changed_at < (SELECT COALESCE(min(written_at), $1::timestamptz) FROM bulk_export_parts) - interval '1 hour'`,
         [this.nowIso()],
       );
       return rows.length;
     });
+    const { failed } = await this.output.sweep(
+      async (ids) => new Set((await this.db.query<{ id: string }>('SELECT id FROM bulk_export_jobs WHERE id = ANY($1::text[])', [ids])).rows.map((r) => r.id)),
+      ORPHAN_MIN_AGE_MS,
+      this.now(),
+    );
+    if (failed.length) this.log.warn('bulk export files not removed: the janitor tries again', { dir: this.settings.dir, directories: failed.length, error: failed[0]!.message });
+    return purged;
   }
 
   // ------------------------------------------------------------------ the worker's side
@@ -312,7 +334,8 @@ export class BulkExports {
       const { rows } = await sql.query<{ after_rid: string; part: string }>(
         `SELECT t.after_rid::text AS after_rid, nextval(pg_get_serial_sequence('bulk_export_parts', 'part'))::text AS part
          FROM bulk_export_tasks t JOIN bulk_export_jobs j ON j.id = t.job_id
-         WHERE t.job_id = $1 AND t.resource_type = $2 AND t.lease_token = $3 AND NOT t.done AND j.status = 'running' FOR UPDATE OF t`,
+         WHERE t.job_id = $1 AND t.resource_type = $2 AND t.lease_token = $3 AND NOT t.done AND j.status = 'running'
+         FOR UPDATE OF t FOR SHARE OF j`,
         [task.jobId, task.type, task.leaseToken],
       );
       if (!rows[0]) return 'lost';
@@ -404,15 +427,19 @@ export class BulkExports {
         if (read.patients) for (const id of read.patients.split(' ')) patients.add(id);
       }
       // Fewer lines than asked for, each kept: the type has no more.
-      if (read.fetched < limit && read.kept === read.fetched) return { lines, afterRid, more: false, ...(await this.closePart(file, lines, patients)) };
+      if (read.fetched < limit && read.kept === read.fetched) return { lines, afterRid, more: false, ...(await this.closePart(file, lines, bytes, patients)) };
     }
-    return { lines, afterRid, more: true, ...(await this.closePart(file, lines, patients)) };
+    return { lines, afterRid, more: true, ...(await this.closePart(file, lines, bytes, patients)) };
   }
 
-  private async closePart(file: PartWriter, lines: number, patients: Set<string>): Promise<{ bytes: number; patients: string[] }> {
+  private async closePart(file: PartWriter, lines: number, bytes: number, patients: Set<string>): Promise<{ bytes: number; patients: string[] }> {
     patients.delete(UNPLACED_PATIENT);
-    return { bytes: lines ? await file.finish() : 0, patients: [...patients].sort() };
+    const size = lines ? await file.finish() : 0;
+    // The file must hold every byte read: a file cut short is never published as whole.
+    if (size !== bytes) throw new Error(`bulk export part: ${bytes} bytes read, ${size} in the file`);
+    return { bytes: size, patients: [...patients].sort() };
   }
+
 
   /**
    * Completes the running exports whose every type is written (the last task's claimer, or any worker afterwards if
@@ -438,7 +465,7 @@ export class BulkExports {
       );
       if (!rowCount) return;
       await tx.query('DELETE FROM bulk_export_parts WHERE job_id = $1', [task.jobId]);
-      await this.output.remove(task.jobId);
+      await this.removeFiles(task.jobId);
     });
   }
 
