@@ -124,6 +124,18 @@ async function registerPatient(p: RunningPont, c: TestClient, name: string): Pro
   return { id: (((await found.json()) as Bundle).entry![0]!.resource as Resource).id!, healthId };
 }
 
+/**
+ * A process that runs no exports itself (PONT_BULK_EXPORT_CONCURRENCY=0, files of 2): its jobs stay queued until
+ * the test claims and steps them. With an operator client of `organizationId` and one patient's record.
+ */
+async function queuedServer(organizationId: string, patientName: string): Promise<{ server: TestServer; client: TestClient }> {
+  const server = await startTestServer({ PONT_BULK_EXPORT_CONCURRENCY: '0', PONT_BULK_EXPORT_FILE_RESOURCES: '2' });
+  const client = await createTestClient(server, ['fhir:read', 'fhir:write', 'health_id:verify'], { organizationId, allPatients: true });
+  const p = await registerPatient(server, client, patientName);
+  await createRecord(server, client, p.id, 3);
+  return { server, client };
+}
+
 beforeAll(async () => {
   // Files of at most 3 resources: every type spans several files.
   pont = await startTestServer({ PONT_BULK_EXPORT_FILE_RESOURCES: '3' });
@@ -515,16 +527,8 @@ describe('bulk export parameters (unit)', () => {
 describe('bulk export: one at a time per client, cancel', () => {
   let queued: TestServer;
   let client: TestClient;
-  beforeAll(async () => {
-    // A process that runs no exports itself (PONT_BULK_EXPORT_CONCURRENCY=0): jobs stay queued until the test says.
-    queued = await startTestServer({ PONT_BULK_EXPORT_CONCURRENCY: '0', PONT_BULK_EXPORT_FILE_RESOURCES: '2' });
-    client = await createTestClient(queued, ['fhir:read', 'fhir:write', 'health_id:verify'], { organizationId: 'org-q', allPatients: true });
-    const p = await registerPatient(queued, client, 'Queued');
-    await createRecord(queued, client, p.id, 3);
-  }, 60_000);
-  afterAll(async () => {
-    await queued?.close();
-  });
+  beforeAll(async () => void ({ server: queued, client } = await queuedServer('org-q', 'Queued')), 60_000);
+  afterAll(() => queued?.close());
 
   it('queued: 202 with X-Progress and Retry-After; a second export: 429 with Retry-After; DELETE: 202, then 404; then a new one is accepted', async () => {
     const status = await kickOff(client, '/$export', {}, queued);
@@ -824,15 +828,8 @@ describe('bulk export: an export directory that cannot be used', () => {
 describe.runIf(backend === 'postgres')('bulk export: cancel while a part is being written', () => {
   let queued: TestServer;
   let client: TestClient;
-  beforeAll(async () => {
-    queued = await startTestServer({ PONT_BULK_EXPORT_CONCURRENCY: '0', PONT_BULK_EXPORT_FILE_RESOURCES: '2' });
-    client = await createTestClient(queued, ['fhir:read', 'fhir:write', 'health_id:verify'], { organizationId: 'org-cancel-race', allPatients: true });
-    const p = await registerPatient(queued, client, 'CancelRace');
-    await createRecord(queued, client, p.id, 3);
-  }, 60_000);
-  afterAll(async () => {
-    await queued?.close();
-  });
+  beforeAll(async () => void ({ server: queued, client } = await queuedServer('org-cancel-race', 'CancelRace')), 60_000);
+  afterAll(() => queued?.close());
 
   it('DELETE arriving while the worker reads a part: 202, the worker stops (no deadlock between the two), nothing is left', async () => {
     const status = await kickOff(client, '/$export?_type=Condition', {}, queued);
@@ -903,15 +900,8 @@ describe('bulk export: a short write (disk full, file size limit)', () => {
 describe.runIf(backend === 'postgres')('bulk export: an export failing while another of its types writes a part', () => {
   let queued: TestServer;
   let client: TestClient;
-  beforeAll(async () => {
-    queued = await startTestServer({ PONT_BULK_EXPORT_CONCURRENCY: '0', PONT_BULK_EXPORT_FILE_RESOURCES: '2' });
-    client = await createTestClient(queued, ['fhir:read', 'fhir:write', 'health_id:verify'], { organizationId: 'org-fail-race', allPatients: true });
-    const p = await registerPatient(queued, client, 'FailRace');
-    await createRecord(queued, client, p.id, 3);
-  }, 60_000);
-  afterAll(async () => {
-    await queued?.close();
-  });
+  beforeAll(async () => void ({ server: queued, client } = await queuedServer('org-fail-race', 'FailRace')), 60_000);
+  afterAll(() => queued?.close());
 
   it('the failed export keeps no file and no part: a part of another type written meanwhile goes too', async () => {
     const status = await kickOff(client, '/$export?_type=Condition,Observation', {}, queued);
