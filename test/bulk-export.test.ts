@@ -606,6 +606,45 @@ describe('bulk export: one at a time per client, cancel', () => {
     }
   });
 
+  it('a read longer than one text (48 KiB) comes back as several: every line once, in the order written, each file cut at the byte limit', async () => {
+    const exports = queued.services.bulkExports;
+    const saved = { ...exports.settings };
+    try {
+      const [patient] = await searchAll(client, '/Patient', queued);
+      const written: string[] = [];
+      for (let i = 0; i < 40; i++) {
+        const res = await queued.json(`${FHIR}/Observation`, {
+          method: 'POST',
+          headers: client.headers,
+          json: { resourceType: 'Observation', status: 'final', code: { text: `long ${i}` }, subject: { reference: `Patient/${patient!.id}` }, note: [{ text: `${i} `.repeat(4000) }] },
+        });
+        expect(res.status, JSON.stringify(res.body)).toBe(201);
+        written.push((res.body as Resource).id!);
+      }
+      // ~8-10 kB a line: a part's reads span two or three texts, and end past 100 kB.
+      Object.assign(exports.settings, { partResources: 1000, partBytes: 100_000 });
+      const status = await kickOff(client, '/$export?_type=Observation', {}, queued);
+      const task = (await exports.claim())!;
+      const repo = queued.services.fhir.repository({ principal: task.principal, channel: 'fhir' });
+      while ((await exports.step(task, repo)) === 'more');
+      await exports.completeFinished();
+      const { manifest, resources } = await finish(client, status, queued);
+      expect(manifest.output.length).toBeGreaterThan(3);
+      for (const file of manifest.output) {
+        const body = await (await fhir(queued, client, local(file.url))).text();
+        const lines = body.split('\n').slice(0, -1);
+        // Under the limit before its last line (the first line of a part is always kept).
+        expect(Buffer.byteLength(body) - Buffer.byteLength(lines.at(-1)!) - 1).toBeLessThan(100_000);
+      }
+      const ids = resources.map((r) => r.id!);
+      expect(new Set(ids).size).toBe(ids.length);
+      expect(ids.filter((id) => written.includes(id))).toEqual(written);
+      expect(keys(resources)).toEqual(keys(await searchAll(client, '/Observation', queued)));
+    } finally {
+      Object.assign(exports.settings, saved);
+    }
+  });
+
   it('the client revoked after its kick-off: the export fails, nothing is written', async () => {
     const doomed = await createTestClient(queued, ['fhir:read'], { organizationId: 'org-q', allPatients: true });
     const status = await kickOff(doomed, '/$export?_type=Condition', {}, queued);
