@@ -3,6 +3,7 @@ import type { AuditEvent, Bundle, Resource } from '@medplum/fhirtypes';
 import { loadConfig } from '../src/config';
 import { startPont, type RunningPont } from '../src/server';
 import { createClient, revokeClient } from '../src/auth/clients';
+import type { Database } from '../src/db/database';
 import type { BulkExportWorker } from '../src/bulk/worker';
 import { MAX_ATTEMPTS, MAX_READ_LINES, readAhead } from '../src/bulk/jobs';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
@@ -128,6 +129,23 @@ async function registerPatient(p: RunningPont, c: TestClient, name: string): Pro
  * A process that runs no exports itself (PONT_BULK_EXPORT_CONCURRENCY=0, files of 2): its jobs stay queued until
  * the test claims and steps them. With an operator client of `organizationId` and one patient's record.
  */
+/**
+ * An operator client (every patient) made in `db`, for tests that run several processes on one database: returns
+ * how to get its token from any of them.
+ */
+async function operatorOf(db: Database): Promise<(p: { url: string }) => Promise<TestClient>> {
+  const record = await createClient(db, { name: 'operator', organizationId: 'org-op', scopes: ['fhir:read', 'fhir:write', 'health_id:verify'], allPatients: true });
+  return async (p) => {
+    const res = await fetch(`${p.url}/api/v1/connect/auth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ grant_type: 'client_credentials', client_id: record.client_id, client_secret: record.client_secret }),
+    });
+    const body = (await res.json()) as { access_token: string };
+    return { ...record, access_token: body.access_token, headers: { authorization: `Bearer ${body.access_token}` } } as TestClient;
+  };
+}
+
 async function queuedServer(organizationId: string, patientName: string): Promise<{ server: TestServer; client: TestClient }> {
   const server = await startTestServer({ PONT_BULK_EXPORT_CONCURRENCY: '0', PONT_BULK_EXPORT_FILE_RESOURCES: '2' });
   const client = await createTestClient(server, ['fhir:read', 'fhir:write', 'health_id:verify'], { organizationId, allPatients: true });
@@ -694,16 +712,7 @@ describe.skipIf(backend !== 'postgres')('bulk export: a server stopped mid-expor
     let first: RunningPont | undefined = await startPont(loadConfig({ ...env, PONT_BULK_EXPORT_CONCURRENCY: '0' }));
     let second: RunningPont | undefined;
     try {
-      const record = await createClient(first.services.db, { name: 'operator', organizationId: 'org-op', scopes: ['fhir:read', 'fhir:write', 'health_id:verify'], allPatients: true });
-      const token = async (p: RunningPont) => {
-        const res = await fetch(`${p.url}/api/v1/connect/auth/token`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ grant_type: 'client_credentials', client_id: record.client_id, client_secret: record.client_secret }),
-        });
-        const body = (await res.json()) as { access_token: string };
-        return { ...record, access_token: body.access_token, headers: { authorization: `Bearer ${body.access_token}` } } as TestClient;
-      };
+      const token = await operatorOf(first.services.db);
       let client = await token(first);
       const p = await registerPatient(first, client, 'Interrupted');
       await createRecord(first, client, p.id, 5);
@@ -741,16 +750,7 @@ describe.skipIf(backend !== 'postgres')('bulk export: a server stopped mid-expor
     let child: ChildProcess | undefined;
     let second: RunningPont | undefined;
     try {
-      const record = await createClient(setup.services.db, { name: 'operator', organizationId: 'org-op', scopes: ['fhir:read', 'fhir:write', 'health_id:verify'], allPatients: true });
-      const token = async (p: { url: string }) => {
-        const res = await fetch(`${p.url}/api/v1/connect/auth/token`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ grant_type: 'client_credentials', client_id: record.client_id, client_secret: record.client_secret }),
-        });
-        const body = (await res.json()) as { access_token: string };
-        return { ...record, access_token: body.access_token, headers: { authorization: `Bearer ${body.access_token}` } } as TestClient;
-      };
+      const token = await operatorOf(setup.services.db);
       let client = await token(setup);
       const p = await registerPatient(setup, client, 'Killed');
       const subject = { reference: `Patient/${p.id}` };
