@@ -153,6 +153,20 @@ describe('FHIR written elsewhere reads back whole', () => {
     }
   });
 
+  it('9b. a report that is partial or appended reads as the lab result status it refines, in the published shape', async () => {
+    const doc = (await pont.json('/api/openapi.json')).body;
+    for (const [status, read] of [['partial', 'preliminary'], ['appended', 'amended']]) {
+      const id = await post({
+        resourceType: 'DiagnosticReport', status,
+        category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0074', code: 'MB' }] }],
+        code: { text: 'Blood culture' }, conclusion: 'Gram-positive cocci in clusters',
+      });
+      const got = await record('lab_results', id);
+      expect(got, status).toMatchObject({ source: 'report', status: read });
+      expect(schemaProblems({ $ref: 'LabResult' }, got, doc)).toEqual([]);
+    }
+  });
+
   it('10. records keep their published shape: interpretation codes outside the list, date-only dates', async () => {
     const id = await post({
       resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'HIV antibody' }, valueString: 'reactive', effectiveDateTime: '2024-03-12',

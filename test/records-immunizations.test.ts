@@ -175,6 +175,21 @@ describe.skipIf(backend !== 'pglite')('a record type declared wrongly fails `pon
     expect(result.stderr).toContain(`${join(dir, 'immunization.map.yaml')}:${lineOf(dir, 'resource: Immunisation')}:11: unknown FHIR resource type \`Immunisation\` (did you mean \`Immunization\`?)`);
   });
 
+  it('a map of a type that may give a value its shape does not allow (a report status a lab result cannot have)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pont-recordtypes-'));
+    scratch.push(dir);
+    cpSync(defaultMappingsDir, dir, { recursive: true });
+    const file = join(dir, 'lab-report.map.yaml');
+    const text = readFileSync(file, 'utf8');
+    const from = '[registered, preliminary, final, amended, corrected, cancelled, entered-in-error, unknown]';
+    expect(text).toContain(from);
+    writeFileSync(file, text.replace(from, '[registered, partial, preliminary, final, amended, corrected, cancelled, entered-in-error, unknown]').replace('      preliminary: [partial]\n', '').replace('      preliminary: preliminary\n', '      preliminary: preliminary\n      partial: partial\n'));
+    const line = text.split('\n').findIndex((l) => l.startsWith('  type: lab_results')) + 1;
+    expect(problems(dir)).toEqual([
+      `D/lab-report.map.yaml:${line}:9: \`status\` may be \`partial\`, which the shape \`LabResult\` (map \`lab-result\`) does not allow: read them as its values (\`read\`) or add them there`,
+    ]);
+  });
+
   it('an unknown search parameter, a date parameter or field that is not a date, a second shape, no shape', () => {
     expect(problems(withEdit('  date: { search: date, field: occurred_at }', '  search: { vaccine-cod: http://hl7.org/fhir/sid/cvx|08 }\n  date: { search: date, field: occurred_at }'))).toEqual([
       'D/immunization.map.yaml:12:13: Immunization has no search parameter `vaccine-cod` (did you mean `vaccine-code`?)',

@@ -86,10 +86,10 @@ export function readRecordSection(source: YamlSource, node: Node, resourceType: 
  * What no single map can check: each record type has one map naming its shape, shape names are unique, and the
  * other maps of a type fit it (same tags; a date field of the shape, by which the merged list is ordered).
  */
-export function checkRecordTypes(maps: Iterable<{ name: string; fields: string[]; record?: RecordDeclaration }>): MappingError[] {
+export function checkRecordTypes(maps: Iterable<{ name: string; fields: string[]; declared: readonly ConnectField[]; record?: RecordDeclaration }>): MappingError[] {
   const problems: MappingError[] = [];
   const at = (d: RecordDeclaration, problem: string) => problems.push(new MappingError(d.at.file, d.at.line, d.at.column, problem));
-  const byType = new Map<string, Array<{ name: string; fields: string[]; record: RecordDeclaration }>>();
+  const byType = new Map<string, Array<{ name: string; fields: string[]; declared: readonly ConnectField[]; record: RecordDeclaration }>>();
   for (const m of maps) if (m.record) byType.set(m.record.type, [...(byType.get(m.record.type) ?? []), { ...m, record: m.record }]);
   const shapes = new Map<string, string>();
   for (const [type, declared] of byType) {
@@ -109,6 +109,13 @@ export function checkRecordTypes(maps: Iterable<{ name: string; fields: string[]
       if (m.record.dataClass !== main.record.dataClass) at(m.record, `record type ${show(type)} is in the class ${show(main.record.dataClass)} (map ${show(main.name)}): every map of a type must be`);
       if (!main.fields.includes(m.record.dateField)) at(m.record, `${show(m.record.dateField)} is not a field of the shape ${show(shape)} (map ${show(main.name)}): records of several maps are ordered by a field of the shape`);
       if (tags(m) !== tags(main)) at(m.record, `the maps of record type ${show(type)} must give the same \`tag\` names (map ${show(main.name)}: ${tags(main) || 'none'})`);
+      // Its records are published in the shape: a value the shape does not allow would break it (422 on write-back, a client's enum).
+      for (const field of m.declared) {
+        const allowed = main.declared.find((f) => f.name === field.name)?.values;
+        const outside = allowed && (field.values ?? []).filter((v) => !allowed.includes(v));
+        if (outside?.length)
+          at(m.record, `${show(field.name)} may be ${outside.map((v) => show(String(v))).join(', ')}, which the shape ${show(shape)} (map ${show(main.name)}) does not allow: read them as its values (\`read\`) or add them there`);
+      }
     }
   }
   return problems;
