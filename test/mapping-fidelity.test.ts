@@ -84,6 +84,27 @@ describe('FHIR written elsewhere reads back whole', () => {
     }
   });
 
+  it('2b. an allergy’s verification status reads too: in error, refuted and unconfirmed are never an ordinary allergy', async () => {
+    const allergy = (clinical: string | null, verification: string | null) => ({
+      resourceType: 'AllergyIntolerance',
+      code: { text: 'Penicillin' },
+      ...(clinical ? { clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical', code: clinical }] } } : {}),
+      ...(verification ? { verificationStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/allergyintolerance-verification', code: verification }] } } : {}),
+    });
+    const cases: Array<[string | null, string | null, string]> = [
+      [null, 'entered-in-error', 'entered_in_error'],
+      ['active', 'refuted', 'refuted'],
+      ['inactive', 'refuted', 'refuted'],
+      ['active', 'unconfirmed', 'unconfirmed'],
+      ['active', 'confirmed', 'active'],
+      ['resolved', null, 'resolved'],
+    ];
+    for (const [clinical, verification, status] of cases) {
+      const id = await post(allergy(clinical, verification));
+      expect((await record('allergies', id)).status, `${clinical} + ${verification}`).toBe(status);
+    }
+  });
+
   it('3. the reference range is the one in the value’s unit, with its unit; a text-only range is kept', async () => {
     const id = await post({
       resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'Haemoglobin' },

@@ -9,7 +9,7 @@ namespace Pont;
  * edit. Import one with `@phpstan-import-type LabResultPush from Types` (Psalm reads them as well).
  *
  * @phpstan-type AccessLog array{items: list<array{at: string, actor: array{kind: 'organization'|'patient'|'system', organization_id: string|null, client_id: string|null}, operation: string|null, action: 'read'|'create'|'update'|'delete'|'execute', data_types: list<string>, purpose: string|null, break_glass: bool, outcome: 'allowed'|'refused'}>, next_cursor: string|null}
- * @phpstan-type AllergyRecord array{id: string, patient_id: string|null, provider_id: string|null, substance: string|null, severity: 'mild'|'moderate'|'severe'|'life_threatening'|null, status: 'active'|'inactive'|'resolved'|null, created_at: string|null}
+ * @phpstan-type AllergyRecord array{id: string, patient_id: string|null, provider_id: string|null, substance: string|null, severity: 'mild'|'moderate'|'severe'|'life_threatening'|null, status: 'active'|'inactive'|'resolved'|'unconfirmed'|'refuted'|'entered_in_error'|null, created_at: string|null}
  * @phpstan-type BloodInventory array{items: list<array{facility_id: string, blood_group: 'A+'|'A-'|'B+'|'B-'|'AB+'|'AB-'|'O+'|'O-', component: 'whole_blood'|'packed_red_cells'|'platelets'|'plasma'|'cryoprecipitate', units_available: int, units_expiring_within_7_days: int, updated_at: string}>}
  * @phpstan-type BridgeHeartbeat array{agent_id: string, facility_id: string, version: string}
  * @phpstan-type BridgeHeartbeatAck array{status: 'ok', agent_id: string, facility_id: string, version: string, server_time: string, server_timestamp: int, config: array{sync_interval_seconds: int, heartbeat_interval_seconds: int, max_batch_resources: int}}

@@ -16,7 +16,7 @@ class AllergyRecord(TypedDict):
     provider_id: Optional[str]
     substance: Optional[str]
     severity: Optional[Literal['mild', 'moderate', 'severe', 'life_threatening']]
-    status: Optional[Literal['active', 'inactive', 'resolved']]
+    status: Optional[Literal['active', 'inactive', 'resolved', 'unconfirmed', 'refuted', 'entered_in_error']]
     created_at: Optional[str]
 
 

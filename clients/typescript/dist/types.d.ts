@@ -22,7 +22,7 @@ export type AllergyRecord = {
     provider_id: string | null;
     substance: string | null;
     severity: "mild" | "moderate" | "severe" | "life_threatening" | null;
-    status: "active" | "inactive" | "resolved" | null;
+    status: "active" | "inactive" | "resolved" | "unconfirmed" | "refuted" | "entered_in_error" | null;
     created_at: string | null;
 };
 export type BloodInventory = {
