@@ -437,6 +437,31 @@ describe('system scopes', () => {
     }
   });
 
+  it('an export is seen, downloaded and cancelled only with a token that may read every type it holds (403 for a narrower token of the same client)', async () => {
+    const client = await keyClient({ jwks: { keys: [await publicJwk(rsa)] } }, ['fhir:read', 'webhooks:manage']);
+    const full = await token(rsa, client.client_id, 'system/*.rs');
+    const kick = await pont.fetch(`${FHIR}/$export?_type=Patient,Observation`, { headers: { ...full, prefer: 'respond-async' } });
+    expect(kick.status, await kick.clone().text()).toBe(202);
+    const status = new URL(kick.headers.get('content-location')!).pathname;
+    await (pont.services.workers.find((w) => w.name === 'bulk-export') as unknown as { drain(): Promise<void> }).drain();
+    const manifest = await pont.json(status, { headers: full });
+    expect(manifest.status).toBe(200);
+    const files = (manifest.body.output as Array<{ url: string }>).map((f) => new URL(f.url).pathname);
+    expect(files.length).toBeGreaterThanOrEqual(2);
+    const narrower = [await token(rsa, client.client_id, 'system/Observation.rs'), await token(rsa, client.client_id, 'webhooks:manage')];
+    for (const headers of narrower) {
+      for (const [method, path] of [['GET', status], ...files.map((f) => ['GET', f]), ['DELETE', status]]) {
+        const res = await pont.json(path!, { method, headers });
+        expect(res.status, `${method} ${path}`).toBe(403);
+        expect(res.body.resourceType).toBe('OperationOutcome');
+      }
+    }
+    // Nothing was cancelled: the token of the kick-off still has every file.
+    expect((await pont.json(status, { headers: full })).status).toBe(200);
+    for (const file of files) expect((await pont.fetch(file, { headers: full })).status).toBe(200);
+    expect((await pont.json(status, { method: 'DELETE', headers: full })).status).toBe(202);
+  });
+
   it('system/Observation.rs reads Observation and nothing else, whichever Pont scope it rests on', async () => {
     for (const scopes of [['labs:read'], ['fhir:read']] as Scope[][]) {
       const client = await keyClient({ jwks: { keys: [await publicJwk(rsa)] } }, scopes);

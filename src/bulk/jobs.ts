@@ -52,7 +52,8 @@ export interface ExportJob {
   error: string | null;
   expiresAt: string | null;
   exported: number;
-  types: number;
+  /** The resource types it exports (one task each). */
+  types: string[];
   typesDone: number;
 }
 
@@ -90,7 +91,7 @@ interface JobRow {
   error: string | null;
   expires_at: Date | string | null;
   exported: string;
-  types: number;
+  types: string[];
   types_done: number;
 }
 
@@ -185,7 +186,7 @@ export class BulkExports {
   async find(id: string, owner: ExportOwner): Promise<ExportJob | undefined> {
     const { rows } = await this.db.query<JobRow>(
       `SELECT j.id, j.status, j.request, j.transaction_time, j.error, j.expires_at, COALESCE(sum(t.exported), 0)::text AS exported,
-              count(t.resource_type)::int AS types, count(t.resource_type) FILTER (WHERE t.done)::int AS types_done
+              array_remove(array_agg(t.resource_type ORDER BY t.resource_type), NULL) AS types, count(t.resource_type) FILTER (WHERE t.done)::int AS types_done
        FROM bulk_export_jobs j LEFT JOIN bulk_export_tasks t ON t.job_id = j.id
        WHERE j.id = $1 AND j.client_id = $2 AND j.organization_id = $3 AND (j.expires_at IS NULL OR j.expires_at > $4)
        GROUP BY j.id`,

@@ -130,8 +130,23 @@ export function bulkExportRoutes(services: Services): RouteSpec[] {
       429: { ...outcome('This client already has an export in progress'), headers: { 'Retry-After': { description: 'Seconds', schema: { type: 'integer' } } } },
     },
   };
-  /** The status URL and the files: any client may ask; only the one that kicked the export off finds it (404 otherwise). */
-  const ownerOnly = { tags, fhir: true, group: 'fhir', security: { kind: 'client' as const } };
+  /**
+   * The status URL and the files: a read scope, as the kick-off; only the client that kicked the export off finds it
+   * (404 otherwise), and only with a token that may read every type it holds (403 otherwise: `ownExport`).
+   */
+  const ownerOnly = { tags, fhir: true, group: 'fhir', security: { kind: 'client' as const, scope: READ_SCOPES } };
+  /**
+   * The export `id` of the caller's client, if this token may read every type of it: a token of the same client with
+   * narrower scopes (system/Observation.rs, say) must not download, see or cancel more than it could export.
+   */
+  const ownExport = async ({ params, principal, repo }: Input) => {
+    const job = await exports.find(params.id, ownerOf(principal));
+    if (!job) throw notFound(`No bulk export ${params.id}`);
+    const unreadable = job.types.filter((type) => !repo.access.canRead(type));
+    if (unreadable.length)
+      throw new ApiError(403, ErrorCode.forbidden, `This token may not read ${unreadable.join(', ')}, which bulk export ${params.id} holds: use a token with the scopes of its kick-off`);
+    return job;
+  };
   const ParametersBody = { schema: { type: 'object', properties: { resourceType: { const: 'Parameters' }, parameter: { type: 'array' } } }, contentTypes: [FHIR_JSON, 'application/json'], required: false };
   const GroupId = z.object({ id: z.string().describe('Group id') });
 
@@ -170,7 +185,7 @@ export function bulkExportRoutes(services: Services): RouteSpec[] {
       path: `${STATUS_PATH}/{id}`,
       operationId: 'bulkExportStatus',
       summary: 'Status of a bulk export: 202 while it runs, 200 with the manifest when done',
-      description: 'Only the client that asked (same client and organisation) sees it; anyone else, and an expired or cancelled export: 404. A failed export: 500 with an OperationOutcome.',
+      description: 'Only the client that asked (same client and organisation) sees it; anyone else, and an expired or cancelled export: 404. A token of that client that may not read every type of the export (narrower scopes than its kick-off): 403. A failed export: 500 with an OperationOutcome.',
       ...ownerOnly,
       params: z.object({ id: z.string() }),
       responses: {
@@ -179,15 +194,15 @@ export function bulkExportRoutes(services: Services): RouteSpec[] {
           description: 'In progress',
           headers: { 'X-Progress': { description: 'Progress in words', schema: { type: 'string' } }, 'Retry-After': { description: 'Seconds', schema: { type: 'integer' } } },
         },
+        403: outcome('This token may not read every type the export holds'),
         404: outcome('No such export for this client'),
         500: outcome('The export failed'),
       },
-      handler: async ({ params, principal }): Promise<HandlerResult> => {
-        const job = await exports.find(params.id, ownerOf(principal));
-        if (!job) throw notFound(`No bulk export ${params.id}`);
+      handler: async (input): Promise<HandlerResult> => {
+        const job = await ownExport(input);
         if (job.status === 'failed') throw new ApiError(500, ErrorCode.internal, `The export failed: ${job.error}`);
         if (job.status === 'running') {
-          const progress = `${job.exported} resource(s) exported; ${job.typesDone} of ${job.types} type(s) done`;
+          const progress = `${job.exported} resource(s) exported; ${job.typesDone} of ${job.types.length} type(s) done`;
           return { status: 202, headers: { 'X-Progress': progress, 'Retry-After': String(POLL_AFTER_SECONDS) } };
         }
         const files = await exports.files(job.id);
@@ -211,8 +226,10 @@ export function bulkExportRoutes(services: Services): RouteSpec[] {
       summary: 'Cancel a bulk export (or delete a finished one) and its files',
       ...ownerOnly,
       params: z.object({ id: z.string() }),
-      responses: { 202: outcome('Cancelled; its status URL now answers 404'), 404: outcome('No such export for this client') },
-      handler: async ({ params, principal }) => {
+      responses: { 202: outcome('Cancelled; its status URL now answers 404'), 403: outcome('This token may not read every type the export holds'), 404: outcome('No such export for this client') },
+      handler: async (input) => {
+        const { params, principal } = input;
+        await ownExport(input);
         if (!(await exports.cancel(params.id, ownerOf(principal)))) throw notFound(`No bulk export ${params.id}`);
         return { status: 202, body: information(`Export ${params.id} cancelled; its files are deleted`), contentType: FHIR_JSON };
       },
@@ -222,11 +239,13 @@ export function bulkExportRoutes(services: Services): RouteSpec[] {
       path: `${STATUS_PATH}/{id}/file/{part}`,
       operationId: 'bulkExportFile',
       summary: 'One file of a completed bulk export (ndjson, one resource per line), streamed',
-      description: 'Only the client that asked (same client and organisation); anyone else, and an expired export: 404.',
+      description: 'Only the client that asked (same client and organisation), with a token that may read every type of the export (403 otherwise); anyone else, and an expired export: 404.',
       ...ownerOnly,
       params: z.object({ id: z.string(), part: z.string() }),
-      responses: { 200: { description: 'ndjson', contentType: NDJSON, schema: { type: 'string' } }, 404: outcome('No such file for this client'), 410: outcome('Withheld: a consent of a patient in the file changed after it was written (export again)') },
-      handler: async ({ ctx, params, principal, repo }) => {
+      responses: { 200: { description: 'ndjson', contentType: NDJSON, schema: { type: 'string' } }, 403: outcome('This token may not read every type the export holds'), 404: outcome('No such file for this client'), 410: outcome('Withheld: a consent of a patient in the file changed after it was written (export again)') },
+      handler: async (input) => {
+        const { ctx, params, principal, repo } = input;
+        await ownExport(input);
         const part = /^[1-9]\d{0,8}$/.test(params.part) ? Number(params.part) : undefined;
         const file = part && (await exports.openFile(params.id, part, ownerOf(principal)));
         if (!file) throw notFound(`No file ${params.part} of bulk export ${params.id}`);
