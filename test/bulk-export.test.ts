@@ -4,6 +4,7 @@ import { loadConfig } from '../src/config';
 import { startPont, type RunningPont } from '../src/server';
 import { createClient, revokeClient } from '../src/auth/clients';
 import type { Database } from '../src/db/database';
+import type { ClientPrincipal } from '../src/core/principal';
 import type { BulkExportWorker } from '../src/bulk/worker';
 import { MAX_ATTEMPTS, MAX_READ_LINES, readAhead } from '../src/bulk/jobs';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
@@ -434,13 +435,14 @@ describe('bulk export: only the client that asked', () => {
     const exports = pont.services.bulkExports;
     const saved = exports.settings.concurrency;
     exports.settings.concurrency = 0;
-    // The revocation's transaction, as the consent index writes it (src/consents/record.ts), begun first.
+    // The revocation's transaction, as the consent index writes it (src/consents/record.ts), begun before the file is
+    // read (after the kick-off: one open at the kick-off is waited for before any read).
     const revocation = new pg.Client({ connectionString: pont.config.databaseUrl });
     await revocation.connect();
     try {
+      const status = await kickOff(consenting, '/$export?_type=Condition');
       await revocation.query('BEGIN');
       await revocation.query('SELECT pg_current_xact_id()');
-      const status = await kickOff(consenting, '/$export?_type=Condition');
       const task = (await exports.claim())!;
       const repo = pont.services.fhir.repository({ principal: task.principal, channel: 'fhir' });
       while ((await exports.step(task, repo)) === 'more');
@@ -802,6 +804,62 @@ async function setupQuery(url: string, text: string, values: unknown[]): Promise
     await client.end();
   }
 }
+
+describe.skipIf(backend !== 'postgres')('bulk export: a write still open at the kick-off', () => {
+  it('is waited for and exported: not lost between this export and the next one _since its transactionTime', async () => {
+    const { server, client } = await queuedServer('org-open', 'OpenWrite');
+    let release = () => {};
+    try {
+      const exports = server.services.bulkExports;
+      const [patient] = await searchAll(client, '/Patient', server);
+      const principal: ClientPrincipal = { kind: 'client', clientId: client.client_id, organizationId: 'org-open', scopes: ['fhir:read', 'fhir:write'], allPatients: true };
+      const repo = server.services.fhir.repository({ principal, channel: 'fhir' });
+      const held = new Promise<void>((resolve) => (release = resolve));
+      let wrote = () => {};
+      const written = new Promise<void>((resolve) => (wrote = resolve));
+      let open: Resource | undefined;
+      // A write through the repository whose transaction stays open (a large Bundle still committing).
+      const writing = repo.transaction(async () => {
+        open = await repo.create({ resourceType: 'Observation', status: 'final', code: { text: 'open at the kick-off' }, subject: { reference: `Patient/${patient!.id}` } } as Resource);
+        wrote();
+        await held;
+      });
+      await written;
+      // One written after it and committed: the export's reads go past the open one's place.
+      const after = await server.json(`${FHIR}/Observation`, {
+        method: 'POST',
+        headers: client.headers,
+        json: { resourceType: 'Observation', status: 'final', code: { text: 'committed' }, subject: { reference: `Patient/${patient!.id}` } },
+      });
+      expect(after.status).toBe(201);
+      const status = await kickOff(client, '/$export?_type=Observation', {}, server);
+      const progress = await fhir(server, client, status);
+      expect(progress.status).toBe(202);
+      expect(progress.headers.get('x-progress')).toMatch(/^waiting for \d+ write\(s\) still open at the kick-off/);
+      // The claim waits for the open write: it ends once the claim has looked twice (the export reads nothing before).
+      const look = exports.openAtKickOff.bind(exports);
+      let looks = 0;
+      exports.openAtKickOff = async (jobId) => {
+        const open = await look(jobId);
+        if (++looks === 2) release();
+        return open;
+      };
+      const task = (await exports.claim())!;
+      const taskRepo = server.services.fhir.repository({ principal: task.principal, channel: 'fhir' });
+      while ((await exports.step(task, taskRepo)) === 'more');
+      await exports.completeFinished();
+      release();
+      await writing;
+      const { manifest, resources } = await finish(client, status, server);
+      expect(open!.meta!.lastUpdated! <= manifest.transactionTime).toBe(true);
+      expect(resources.map((r) => r.id)).toEqual(expect.arrayContaining([open!.id, after.body.id]));
+      expect(keys(resources)).toEqual(keys(await searchAll(client, '/Observation', server)));
+    } finally {
+      release();
+      await server.close();
+    }
+  }, 60_000);
+});
 
 describe('bulk export: reads of a part (unit)', () => {
   it('asks for what the part still takes at the mean line size (10% more), at most MAX_READ_LINES; 100 before any size is known', () => {

@@ -108,6 +108,9 @@ export function typeFilterQueries(texts: string[], type: string): QueryParams[] 
     });
 }
 
+/** How often a claim looks again whether the writes open at its export's kick-off have ended (they take milliseconds). */
+const OPEN_WRITES_POLL_MS = 20;
+
 /** Lines one read of a part asks for at most: the memory a writer holds (~1.5 MB of typical resources). */
 export const MAX_READ_LINES = 1000;
 /** The texts a read comes back as (bytes, about): small enough to stay young garbage in V8 (its large objects start at 128 KiB). */
@@ -160,18 +163,23 @@ export class BulkExports {
   /** Queues an export (a task per type); 429 while the client has one running. Returns the job id. */
   async create(input: NewExport): Promise<{ id: string; transactionTime: string }> {
     const id = randomBytes(16).toString('hex');
-    const now = this.nowIso();
     const { tokenId: _token, tokenExpiresAt: _expires, ...principal } = input.principal;
+    let transactionTime: string;
     try {
-      await this.db.transaction(async (tx) => {
-        await tx.query(
-          `INSERT INTO bulk_export_jobs (id, client_id, organization_id, principal, request, level, members, since, type_filters, transaction_time, status, created_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'running', $10)`,
+      transactionTime = await this.db.transaction(async (tx) => {
+        // transactionTime on the database's clock (the writes' lastUpdated), a millisecond before this statement, and
+        // the transactions open now: claim() waits for them, so every write dated up to transactionTime is read
+        // (migration 028).
+        const { rows } = await tx.query<{ transaction_time: Date | string }>(
+          `INSERT INTO bulk_export_jobs (id, client_id, organization_id, principal, request, level, members, since, type_filters, transaction_time, open_at_kickoff, status, created_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, date_trunc('milliseconds', statement_timestamp()) - interval '1 millisecond', pg_current_snapshot(), 'running', $10)
+           RETURNING transaction_time`,
           [id, principal.clientId, principal.organizationId, JSON.stringify(principal), input.request, input.level, input.members ?? null, input.since ?? null,
-            input.typeFilters.map((f) => f.text), now],
+            input.typeFilters.map((f) => f.text), this.nowIso()],
         );
         await tx.query('INSERT INTO bulk_export_tasks (job_id, resource_type) SELECT $1, unnest($2::text[])', [id, input.types]);
         await tx.query('SELECT pg_notify($1, $2)', [BULK_EXPORT_CHANNEL, id]);
+        return iso(rows[0]!.transaction_time);
       });
     } catch (err) {
       if (sqlState(err) !== SqlState.uniqueViolation) throw err;
@@ -179,7 +187,17 @@ export class BulkExports {
         headers: { 'Retry-After': String(BUSY_RETRY_AFTER_SECONDS) },
       });
     }
-    return { id, transactionTime: now };
+    return { id, transactionTime };
+  }
+
+  /** How many of the transactions open at the job's kick-off are still open (migration 028). */
+  async openAtKickOff(jobId: string): Promise<number> {
+    const { rows } = await this.db.query<{ open: number }>(
+      `SELECT count(*)::int AS open FROM bulk_export_jobs j, pg_snapshot_xip(j.open_at_kickoff) x
+       WHERE j.id = $1 AND pg_xact_status(x) = 'in progress'`,
+      [jobId],
+    );
+    return rows[0]?.open ?? 0;
   }
 
   /** The job, when `owner` asked for it and it has not expired (a cancelled job is deleted). */
@@ -310,6 +328,16 @@ export class BulkExports {
     );
     const r = rows[0];
     if (!r) return undefined;
+    // Nothing is read (and no replica position taken) before the writes open at the kick-off have ended. One still
+    // open after half a lease (a session left in a transaction): the task goes back, not counted, for a later claim.
+    const giveUpAt = this.now() + this.settings.leaseMs / 2;
+    while (await this.openAtKickOff(r.job_id)) {
+      if (this.now() >= giveUpAt) {
+        await this.release({ jobId: r.job_id, type: r.resource_type, leaseToken });
+        return undefined;
+      }
+      await new Promise((resolve) => setTimeout(resolve, OPEN_WRITES_POLL_MS));
+    }
     const position = await primaryPositionAt(this.db);
     return {
       jobId: r.job_id,
@@ -482,7 +510,7 @@ export class BulkExports {
   }
 
   /** Gives the task back (this process stops): any process resumes it at once; the claim does not count as an attempt. */
-  async release(task: ClaimedTask): Promise<void> {
+  async release(task: Pick<ClaimedTask, 'jobId' | 'type' | 'leaseToken'>): Promise<void> {
     await this.db.query(
       'UPDATE bulk_export_tasks SET lease_token = NULL, lease_expires_at = NULL, attempts = attempts - 1 WHERE job_id = $1 AND resource_type = $2 AND lease_token = $3',
       [task.jobId, task.type, task.leaseToken],

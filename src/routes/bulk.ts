@@ -202,7 +202,10 @@ export function bulkExportRoutes(services: Services): RouteSpec[] {
         const job = await ownExport(input);
         if (job.status === 'failed') throw new ApiError(500, ErrorCode.internal, `The export failed: ${job.error}`);
         if (job.status === 'running') {
-          const progress = `${job.exported} resource(s) exported; ${job.typesDone} of ${job.types.length} type(s) done`;
+          const open = await exports.openAtKickOff(job.id);
+          const progress = open
+            ? `waiting for ${open} write(s) still open at the kick-off: what they write up to transactionTime is in this export`
+            : `${job.exported} resource(s) exported; ${job.typesDone} of ${job.types.length} type(s) done`;
           return { status: 202, headers: { 'X-Progress': progress, 'Retry-After': String(POLL_AFTER_SECONDS) } };
         }
         const files = await exports.files(job.id);

@@ -105,7 +105,13 @@ export async function writeMany(
       )
     : { rows: [] as LockedRow[] };
   const current = new Map(existing.map((row) => [key(row.resource_type, row.id), row]));
-  const now = new Date().toISOString();
+  // meta.lastUpdated on the database's clock, read once this transaction has its id: a bulk export's transactionTime
+  // is taken on the same clock, and the export waits for every transaction that had an id before it (migration 028),
+  // so no write dated before transactionTime commits after the export has read past it.
+  const { rows: clock } = await tx.query<{ now: string }>(
+    `WITH id AS MATERIALIZED (SELECT pg_current_xact_id()) SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS now FROM id`,
+  );
+  const now = clock[0]!.now;
   const results: WriteResult[] = new Array(items.length);
   const updates: Array<{ index: number; rid: string; versionId: string; method: WriteMethod; content: Resource | null }> = [];
   const inserts: Array<{ index: number; versionId: string; method: WriteMethod; content: Resource }> = [];
