@@ -517,7 +517,7 @@ describe('system scopes', () => {
 });
 
 describe('registration', () => {
-  it('refuses private keys, symmetric keys, keys without kid or of another alg, weak RSA, a bad jwks_uri, both or neither', async () => {
+  it('refuses private keys, symmetric keys, keys without kid or of another alg, weak RSA, keys not for signatures, a bad jwks_uri, both or neither', async () => {
     const privateRsa = { ...(await exportJWK(rsa.keys.privateKey)), kid: 'p' };
     const weak = generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ format: 'jwk' });
     const p256 = await generateKeyPair('ES256', { extractable: true });
@@ -536,6 +536,8 @@ describe('registration', () => {
       [{ jwks: { keys: [await publicJwk(rsa)] }, jwksUri: 'https://app.example.org/jwks.json' }, /one of the two/],
       [{}, /one of the two/],
       [{ jwks: { keys: [{ ...weak, kid: 'w' }] } }, /2048 bits|not a usable/],
+      [{ jwks: { keys: [{ ...(await publicJwk(rsa)), use: 'enc' }] } }, /use must be "sig"/],
+      [{ jwks: { keys: [{ ...(await publicJwk(ec)), key_ops: ['encrypt'] }] } }, /key_ops must include "verify"/],
     ];
     for (const [keys, message, development = true] of cases) {
       const parsed = await keyClientInput(development).safeParseAsync({ name: 'x', organizationId: ORG, scopes: ['fhir:read'], ...keys });

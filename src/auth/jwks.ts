@@ -33,6 +33,10 @@ export function parsePublicJwks(value: unknown, options: { registration?: boolea
     if (key.kty !== 'RSA' && key.kty !== 'EC') return `key ${i}: kty must be RSA or EC`;
     if (typeof key.kid !== 'string' || !key.kid || key.kid.length > 256) return `key ${i} needs a kid (1-256 characters)`;
     if (options.registration && !ASSERTION_ALGORITHMS.includes(algorithmOf(key))) return `key ${i}: alg must be ${ASSERTION_ALGORITHMS.join(' or ')}`;
+    // A key for encryption (or not for verifying) never verifies an assertion: jose would refuse it at every token request.
+    if (options.registration && key.use !== undefined && key.use !== 'sig') return `key ${i}: use must be "sig" (or left out): it verifies signed assertions`;
+    if (options.registration && key.key_ops !== undefined && !(Array.isArray(key.key_ops) && key.key_ops.includes('verify')))
+      return `key ${i}: key_ops must include "verify" (or be left out): it verifies signed assertions`;
     if (keys.findIndex((k) => k.kid === key.kid) !== i) return `key ${i}: kid "${key.kid}" is used twice (an assertion's kid must name one key)`;
   }
   return { keys: keys.map((k) => ({ ...k })) };
