@@ -13,6 +13,7 @@ import { webhookStore } from './webhooks/store';
 import { createIdempotencyJanitor } from './http/idempotency';
 import { createAccessControl } from './auth/access';
 import { MappingHolder } from './mapping/holder';
+import { searchProblem } from './fhir/search/parse';
 import type { MappingSet } from './mapping/types';
 import type { BackgroundWorker } from './jobs';
 import { bloodStockClock, bloodUnitsTable } from './inventory/blood';
@@ -47,7 +48,7 @@ export function createFhirService(db: Database, config: Pick<Config, 'publicUrl'
 
 export async function createServices(config: Config, db: Database, log: Logger): Promise<Composition> {
   // First, before slower set-up: a bad map stops the start with its file:line:column (MappingError).
-  const mappings = new MappingHolder(config.mappingsDir);
+  const mappings = new MappingHolder(config.mappingsDir, { searchProblem });
   const fhir = createFhirService(db, config, mappings);
   const access = await createAccessControl({ config, db });
   const bulkExports = new BulkExports(db, config.bulkExport, log);

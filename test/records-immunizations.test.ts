@@ -7,6 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadFhirDefinitions } from '../src/core/fhir-definitions';
 import { HEALTH_ID_SYSTEM } from '../src/healthid/healthid';
 import { checkMappings, defaultMappingsDir } from '../src/mapping/index';
+import { MappingHolder } from '../src/mapping/holder';
+import { searchProblem } from '../src/fhir/search/parse';
 import { backend, createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
 
 /**
@@ -173,6 +175,25 @@ describe.skipIf(backend !== 'pglite')('a record type declared wrongly fails `pon
     );
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(`${join(dir, 'immunization.map.yaml')}:${lineOf(dir, 'resource: Immunisation')}:11: unknown FHIR resource type \`Immunisation\` (did you mean \`Immunization\`?)`);
+  });
+
+  it('a search the store would refuse (a modifier its parameter does not take, a value it cannot parse): refused by the check, the command and a reload, at the type', async () => {
+    const line = (dir: string) => lineOf(dir, 'type: immunizations');
+    const modifier = withEdit('  date: { search: date, field: occurred_at }', '  search: { vaccine-code:above: http://hl7.org/fhir/sid/cvx|08 }\n  date: { search: date, field: occurred_at }');
+    expect(checkMappings(modifier, { searchProblem }).problems.map((p) => p.message.replace(modifier, 'D'))).toEqual([
+      `D/immunization.map.yaml:${line(modifier)}:9: record type immunizations: its \`search\` is refused by the store: Modifier :above is not supported for token parameter vaccine-code`,
+    ]);
+    const value = withEdit('  date: { search: date, field: occurred_at }', "  search: { date: 'last week' }\n  date: { search: date, field: occurred_at }");
+    expect(checkMappings(value, { searchProblem }).problems.map((p) => p.message)).toEqual([expect.stringMatching(/its `search` is refused by the store: .*date/)]);
+    expect(() => new MappingHolder(modifier, { searchProblem })).toThrow(/Modifier :above is not supported/);
+    const run = promisify(execFile);
+    const repo = join(import.meta.dirname, '..');
+    const failed = await run(process.execPath, ['bin/pont.js', 'mappings', 'check', modifier], { cwd: repo, env: { ...process.env, LOG_LEVEL: 'error' } }).then(
+      () => ({ code: 0, stderr: '' }),
+      (err: { code: number; stdout: string; stderr: string }) => ({ code: err.code, stderr: `${err.stdout}${err.stderr}` }),
+    );
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toContain('Modifier :above is not supported for token parameter vaccine-code');
   });
 
   it('a map of a type that may give a value its shape does not allow (a report status a lab result cannot have)', () => {

@@ -10,7 +10,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MAP_SUFFIX } from './compile';
 import { EXAMPLES_SUFFIX } from './examples';
-import { defaultMappingsDir, loadCheckedMappings, type CompiledMap, type MappingSet } from './index';
+import { defaultMappingsDir, loadCheckedMappings, type CompiledMap, type MappingSet, type ServiceChecks } from './index';
 
 /** The maps' version: a hash of the names and contents of the maps and examples in `dir` (16 hex digits). */
 export function mappingsVersion(dir: string): string {
@@ -35,14 +35,17 @@ export class MappingHolder implements MappingSet {
   private readonly pinned = new AsyncLocalStorage<Active>();
 
   /** Loads `dir` (default: the repository's mappings/); throws a MappingError (file:line:column) when it does not pass. */
-  constructor(readonly dir: string = defaultMappingsDir) {
+  constructor(
+    readonly dir: string = defaultMappingsDir,
+    private readonly checks: ServiceChecks = {},
+  ) {
     this.active = this.load();
   }
 
   private load(): Active {
     // Hashed first: a file saved during the load gives a version that a later reload sees as changed.
     const version = mappingsVersion(this.dir);
-    return { maps: loadCheckedMappings(this.dir), version };
+    return { maps: loadCheckedMappings(this.dir, this.checks), version };
   }
 
   /** The version of the maps this request uses (or, outside a request, of the active ones). */

@@ -125,8 +125,8 @@ export function loadMappings(dir: string = defaultMappingsDir): MappingSet {
  * business): every map compiles, its examples run both ways, and the code finds the maps and fields it uses.
  * Throws like loadMappings.
  */
-export function loadCheckedMappings(dir: string = defaultMappingsDir): MappingSet {
-  const { maps, problems } = checkDirectory(dir, false);
+export function loadCheckedMappings(dir: string = defaultMappingsDir, checks: ServiceChecks = {}): MappingSet {
+  const { maps, problems } = checkDirectory(dir, false, checks);
   if (problems.length) throw allProblems(problems);
   return mappingSet(maps);
 }
@@ -154,13 +154,22 @@ function mappingSet(maps: CompiledDirectory['maps']): MappingSet {
  * What `pont mappings check` runs: compiles every map and runs each map's examples (`<name>.examples.yaml`)
  * both ways, checking that their FHIR side is valid R4. Never throws for a problem in the files.
  */
-export function checkMappings(dir: string = defaultMappingsDir): { problems: MappingError[]; examplesRun: number; maps: string[] } {
-  const { maps, problems, examplesRun } = checkDirectory(dir, true);
+export function checkMappings(dir: string = defaultMappingsDir, checks: ServiceChecks = {}): { problems: MappingError[]; examplesRun: number; maps: string[] } {
+  const { maps, problems, examplesRun } = checkDirectory(dir, true, checks);
   return { problems, examplesRun, maps: [...maps.keys()] };
 }
 
+/**
+ * What only the service's upper layers can check, given by them (src/services.ts, src/cli.ts): `searchProblem` says
+ * why a record type's `search` would be refused by the store (a modifier its parameter does not take, a value it
+ * cannot parse), so that the records route never answers 400 for a map's mistake.
+ */
+export interface ServiceChecks {
+  searchProblem?: (resourceType: string, query: Record<string, string>) => string | undefined;
+}
+
 /** checkMappings, with or without the generated docs of the repository's own maps. */
-function checkDirectory(dir: string, generatedDocs: boolean): CompiledDirectory & { examplesRun: number } {
+function checkDirectory(dir: string, generatedDocs: boolean, checks: ServiceChecks = {}): CompiledDirectory & { examplesRun: number } {
   const { maps, problems } = compileDirectory(dir);
   let examplesRun = 0;
   for (const [name, { map, file }] of maps) {
@@ -179,5 +188,10 @@ function checkDirectory(dir: string, generatedDocs: boolean): CompiledDirectory 
       ? { readme: displayPath(resolve(dir, '..', 'README.md')), clientTypes: displayPath(resolve(dir, '..', 'clients/typescript/src/types.ts')) }
       : undefined;
   if (maps.size) problems.push(...checkProject(dir, maps, displayPath(resolve(dir)), generated));
+  for (const { map } of maps.values()) {
+    const record = map.record;
+    const problem = record && checks.searchProblem?.(map.resourceType, record.query);
+    if (record && problem) problems.push(new MappingError(record.at.file, record.at.line, record.at.column, `record type ${record.type}: its \`search\` is refused by the store: ${problem}`));
+  }
   return { maps, problems, examplesRun };
 }

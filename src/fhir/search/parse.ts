@@ -147,6 +147,19 @@ function entries(query: QueryParams): Array<[string, string]> {
   return out;
 }
 
+/**
+ * Why the store would refuse these search parameters of `resourceType` (a modifier the parameter does not take, a
+ * value it cannot parse), or undefined: a map's record type `search` is checked with it (src/mapping ServiceChecks).
+ */
+export function searchProblem(resourceType: string, query: QueryParams): string | undefined {
+  try {
+    parseSearch(resourceType, query, 'http://localhost/fhir');
+    return undefined;
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  }
+}
+
 /** `localBase`: this server's FHIR base URL, so absolute references to our own resources count as local. */
 export function parseSearch(resourceType: string, query: QueryParams, localBase: string): ParsedSearch {
   const search: ParsedSearch = { resourceType, filters: [], count: DEFAULT_COUNT, total: 'accurate', sort: [], include: [], revinclude: [] };
