@@ -73,7 +73,10 @@ export function createApp(services: Services): Koa {
   // The caller's address (ctx.ip): the socket's, or behind proxies the X-Forwarded-For entry PONT_TRUST_PROXY says.
   app.use(clientAddressMiddleware(config.trustProxy));
   const router = new Router();
-  mountRoutes(router, allRoutes(services), {
+  const routes = allRoutes(services);
+  // What follows from the maps (record schemas, the OpenAPI document) builds now: a map it cannot take stops the start.
+  services.mappings.verify();
+  mountRoutes(router, routes, {
     access: services.access,
     maxBodyBytes: config.maxBodyBytes,
     fhir: services.fhir,

@@ -166,6 +166,20 @@ describe('reload on a running server', () => {
     expect(pont.reloadMappings('test')).toMatchObject({ ok: true, version: running });
   });
 
+  it('a shape the OpenAPI document cannot take (named like one of its own schemas) refuses the reload; the document still answers', async () => {
+    const running = await readyVersion();
+    edit(join(dir, 'immunization.map.yaml'), '  shape: Immunization', '  shape: Error');
+    const sink = logs();
+    expect(pont.reloadMappings('test')).toMatchObject({ ok: false, version: running });
+    expect(sink.lines().find((l) => l.msg === 'mappings reload refused; the running maps stay')?.error).toMatch(/schemas are named Error/);
+    expect(await readyVersion()).toBe(running);
+    const doc = await pont.json('/api/openapi.json');
+    expect(doc.status).toBe(200);
+    expect(doc.body.components.schemas.Immunization).toBeDefined();
+    edit(join(dir, 'immunization.map.yaml'), '  shape: Error', '  shape: Immunization');
+    expect(pont.reloadMappings('test')).toMatchObject({ ok: true, version: running });
+  });
+
   it('a request in flight keeps the maps it began with; the next one has the reloaded maps', async () => {
     // The real app's middleware chain, with a probe after its routes that waits, mid-request, for a reload.
     const app = createApp(pont.services);
@@ -199,6 +213,12 @@ describe('reload on a running server', () => {
     } finally {
       server.close();
     }
+  });
+
+  it('a shape the OpenAPI document cannot take refuses to start', async () => {
+    const broken = mapsCopy();
+    edit(join(broken, 'immunization.map.yaml'), '  shape: Immunization', '  shape: Error');
+    await expect(startTestServer({ PONT_MAPPINGS_DIR: broken })).rejects.toThrow(/schemas are named Error/);
   });
 
   it('a failing example refuses to start, naming the example', async () => {

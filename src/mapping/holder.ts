@@ -33,6 +33,8 @@ export type ReloadOutcome = { ok: true; version: string; previous: string } | { 
 export class MappingHolder implements MappingSet {
   private active: Active;
   private readonly pinned = new AsyncLocalStorage<Active>();
+  /** What follows from the maps (`derived`): built again for each version, checked by `verify` before a reload swaps. */
+  private readonly builders: Array<(maps: MappingSet) => unknown> = [];
 
   /** Loads `dir` (default: the repository's mappings/); throws a MappingError (file:line:column) when it does not pass. */
   constructor(
@@ -73,11 +75,28 @@ export class MappingHolder implements MappingSet {
    */
   derived<T>(build: (maps: MappingSet) => T): () => T {
     const built = new WeakMap<Active, T>();
+    this.builders.push(build);
     return () => {
       const active = this.pinned.getStore() ?? this.active;
       if (!built.has(active)) built.set(active, build(active.maps));
       return built.get(active)!;
     };
+  }
+
+  /**
+   * Builds once, for `maps`, everything that follows from the maps (`derived`), and throws what fails: a reload runs
+   * it before the swap, the start once the routes are made, so that a map the record schemas or the OpenAPI document
+   * cannot take (a shape named like one of the document's own schemas) is refused, not answered with 500 later.
+   */
+  verify(): void {
+    this.verifyVersion(this.active);
+  }
+
+  /** `verify` of one version: built as a request pinned to it would build them (each kept for when it is active). */
+  private verifyVersion(version: Active): void {
+    this.pinned.run(version, () => {
+      for (const build of this.builders) build(version.maps);
+    });
   }
 
   /** Runs `fn` (a request) with the maps active now, whatever a reload swaps in meanwhile. */
@@ -89,7 +108,9 @@ export class MappingHolder implements MappingSet {
   reload(): ReloadOutcome {
     const previous = this.active.version;
     try {
-      this.active = this.load();
+      const candidate = this.load();
+      this.verifyVersion(candidate);
+      this.active = candidate;
       return { ok: true, version: this.active.version, previous };
     } catch (err) {
       return { ok: false, version: previous, error: err as Error };
