@@ -105,6 +105,15 @@ describe('FHIR written elsewhere reads back whole', () => {
     }
   });
 
+  it('3b. a flag coded in HL7 v2 table 0078 (as systems converting v2 messages write it) is the flag', async () => {
+    const id = await post({
+      resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'Potassium' },
+      valueQuantity: { value: 6.9, unit: 'mmol/L', system: UCUM, code: 'mmol/L' },
+      interpretation: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0078', code: 'HH' }] }],
+    });
+    expect(await record('lab_results', id)).toMatchObject({ flag: 'HH', flag_level: 'critical_high' });
+  });
+
   it('3. the reference range is the one in the value’s unit, with its unit; a text-only range is kept', async () => {
     const id = await post({
       resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'Haemoglobin' },
