@@ -114,6 +114,14 @@ describe('FHIR written elsewhere reads back whole', () => {
     expect(await record('lab_results', id)).toMatchObject({ flag: 'HH', flag_level: 'critical_high' });
   });
 
+  it('2c. an alert entered in error elsewhere says so, and one coded only elsewhere (v3 ActCode DRG) keeps its code', async () => {
+    const id = await post({
+      resourceType: 'DetectedIssue', status: 'entered-in-error', severity: 'high', detail: 'Warfarin + aspirin: bleeding risk',
+      code: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'DRG' }] },
+    });
+    expect(await record('alerts', id)).toMatchObject({ status: 'entered-in-error', alert_type: 'DRG', severity: 'high' });
+  });
+
   it('3. the reference range is the one in the value’s unit, with its unit; a text-only range is kept', async () => {
     const id = await post({
       resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'Haemoglobin' },

@@ -20,7 +20,7 @@ export const CODE_MAPS = {
   'pharmacy-stock': {},
   // The SDK pushes (src/records/service.ts), written field by field.
   visit: { writes: ['id', 'patient_id', 'type', 'class', 'status', 'reason', 'provider_id', 'facility_id', 'started_at', 'ended_at', 'note'] },
-  'cdss-alert': { writes: ['id', 'patient_id', 'encounter_id', 'alert_type', 'severity', 'cdss_rule_id', 'detail', 'identified_at'] },
+  'cdss-alert': { writes: ['id', 'patient_id', 'encounter_id', 'alert_type', 'status', 'severity', 'cdss_rule_id', 'detail', 'identified_at'] },
   'lab-result': {
     writes: [
       'id', 'patient_id', 'visit_id', 'test_name', 'loinc_code', 'value', 'value_numeric', 'comparator', 'value_precision', 'unit', 'value_coded', 'reference_low', 'reference_high',

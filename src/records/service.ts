@@ -177,6 +177,7 @@ export class RecordsService {
             patient_id: patient.patientId,
             encounter_id: encounterId,
             alert_type: push.alert_type,
+            status: 'final',
             severity: push.severity ?? null,
             cdss_rule_id: push.cdss_rule_id ?? null,
             detail: push.clinical_note ?? null,

@@ -58,6 +58,7 @@ class CdssAlert(TypedDict):
     patient_id: Optional[str]
     encounter_id: Optional[str]
     alert_type: Optional[str]
+    status: Optional[Literal['preliminary', 'final', 'entered-in-error', 'mitigated']]
     severity: Optional[Literal['high', 'moderate', 'low']]
     cdss_rule_id: Optional[str]
     detail: Optional[str]

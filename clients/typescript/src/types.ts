@@ -106,6 +106,7 @@ export type CdssAlert = {
   patient_id: string | null;
   encounter_id: string | null;
   alert_type: string | null;
+  status: "preliminary" | "final" | "entered-in-error" | "mitigated" | null;
   severity: "high" | "moderate" | "low" | null;
   cdss_rule_id: string | null;
   detail: string | null;
