@@ -63,46 +63,39 @@ describe('FHIR written elsewhere reads back whole', () => {
     expect(await record('lab_results', id)).toMatchObject({ value_numeric: 5, comparator: '<', unit: 'mg/L' });
   });
 
+  /** Each [clinical, verification, expected] status pair posted as a `resourceType` and read back as its `recordType`. */
+  const statusCases = async (resourceType: string, recordType: string, systems: [string, string], cases: Array<[string | null, string | null, string]>) => {
+    for (const [clinical, verification, status] of cases) {
+      const id = await post({
+        resourceType,
+        code: { text: `${resourceType} written elsewhere` },
+        ...(clinical ? { clinicalStatus: { coding: [{ system: systems[0], code: clinical }] } } : {}),
+        ...(verification ? { verificationStatus: { coding: [{ system: systems[1], code: verification }] } } : {}),
+      });
+      expect((await record(recordType, id)).status, `${clinical} + ${verification}`).toBe(status);
+    }
+  };
+
   it('2. every diagnosis status reads: provisional, recurrence, active without verification, entered-in-error', async () => {
-    const condition = (clinical: string | null, verification: string | null) => ({
-      resourceType: 'Condition',
-      code: { text: 'Asthma' },
-      ...(clinical ? { clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-clinical', code: clinical }] } } : {}),
-      ...(verification ? { verificationStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-ver-status', code: verification }] } } : {}),
-    });
-    const cases: Array<[string | null, string | null, string]> = [
+    await statusCases('Condition', 'diagnoses', ['http://terminology.hl7.org/CodeSystem/condition-clinical', 'http://terminology.hl7.org/CodeSystem/condition-ver-status'], [
       ['active', 'provisional', 'provisional'],
       ['recurrence', 'confirmed', 'recurrence'],
       ['active', null, 'active'],
       [null, 'entered-in-error', 'entered_in_error'],
       ['active', 'differential', 'differential'],
       ['remission', null, 'remission'],
-    ];
-    for (const [clinical, verification, status] of cases) {
-      const id = await post(condition(clinical, verification));
-      expect((await record('diagnoses', id)).status, `${clinical} + ${verification}`).toBe(status);
-    }
+    ]);
   });
 
   it('2b. an allergy’s verification status reads too: in error, refuted and unconfirmed are never an ordinary allergy', async () => {
-    const allergy = (clinical: string | null, verification: string | null) => ({
-      resourceType: 'AllergyIntolerance',
-      code: { text: 'Penicillin' },
-      ...(clinical ? { clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical', code: clinical }] } } : {}),
-      ...(verification ? { verificationStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/allergyintolerance-verification', code: verification }] } } : {}),
-    });
-    const cases: Array<[string | null, string | null, string]> = [
+    await statusCases('AllergyIntolerance', 'allergies', ['http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical', 'http://terminology.hl7.org/CodeSystem/allergyintolerance-verification'], [
       [null, 'entered-in-error', 'entered_in_error'],
       ['active', 'refuted', 'refuted'],
       ['inactive', 'refuted', 'refuted'],
       ['active', 'unconfirmed', 'unconfirmed'],
       ['active', 'confirmed', 'active'],
       ['resolved', null, 'resolved'],
-    ];
-    for (const [clinical, verification, status] of cases) {
-      const id = await post(allergy(clinical, verification));
-      expect((await record('allergies', id)).status, `${clinical} + ${verification}`).toBe(status);
-    }
+    ]);
   });
 
   it('3b. a flag coded in HL7 v2 table 0078 (as systems converting v2 messages write it) is the flag', async () => {

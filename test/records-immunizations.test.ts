@@ -145,6 +145,12 @@ describe.skipIf(backend !== 'pglite')('a record type declared wrongly fails `pon
     return dir;
   };
   const problems = (dir: string) => checkMappings(dir).problems.map((p) => p.message.replace(dir, 'D'));
+  /** `pont mappings check DIR` as a user runs it: its exit code and what it printed. */
+  const checkCommand = (dir: string) =>
+    promisify(execFile)(process.execPath, ['bin/pont.js', 'mappings', 'check', dir], { cwd: join(import.meta.dirname, '..'), env: { ...process.env, LOG_LEVEL: 'error' } }).then(
+      () => ({ code: 0, stderr: '' }),
+      (err: { code: number; stdout: string; stderr: string }) => ({ code: err.code, stderr: `${err.stdout}${err.stderr}` }),
+    );
   const lineOf = (dir: string, text: string) => readFileSync(join(dir, 'immunization.map.yaml'), 'utf8').split('\n').findIndex((l) => l.includes(text)) + 1;
 
   it('the repository maps pass', () => {
@@ -167,12 +173,7 @@ describe.skipIf(backend !== 'pglite')('a record type declared wrongly fails `pon
 
   it('an unknown FHIR type, through the command', async () => {
     const dir = withEdit('resource: Immunization', 'resource: Immunisation');
-    const run = promisify(execFile);
-    const repo = join(import.meta.dirname, '..');
-    const result = await run(process.execPath, ['bin/pont.js', 'mappings', 'check', dir], { cwd: repo, env: { ...process.env, LOG_LEVEL: 'error' } }).then(
-      () => ({ code: 0, stderr: '' }),
-      (err: { code: number; stdout: string; stderr: string }) => ({ code: err.code, stderr: `${err.stdout}${err.stderr}` }),
-    );
+    const result = await checkCommand(dir);
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(`${join(dir, 'immunization.map.yaml')}:${lineOf(dir, 'resource: Immunisation')}:11: unknown FHIR resource type \`Immunisation\` (did you mean \`Immunization\`?)`);
   });
@@ -186,12 +187,7 @@ describe.skipIf(backend !== 'pglite')('a record type declared wrongly fails `pon
     const value = withEdit('  date: { search: date, field: occurred_at }', "  search: { date: 'last week' }\n  date: { search: date, field: occurred_at }");
     expect(checkMappings(value, { searchProblem }).problems.map((p) => p.message)).toEqual([expect.stringMatching(/its `search` is refused by the store: .*date/)]);
     expect(() => new MappingHolder(modifier, { searchProblem })).toThrow(/Modifier :above is not supported/);
-    const run = promisify(execFile);
-    const repo = join(import.meta.dirname, '..');
-    const failed = await run(process.execPath, ['bin/pont.js', 'mappings', 'check', modifier], { cwd: repo, env: { ...process.env, LOG_LEVEL: 'error' } }).then(
-      () => ({ code: 0, stderr: '' }),
-      (err: { code: number; stdout: string; stderr: string }) => ({ code: err.code, stderr: `${err.stdout}${err.stderr}` }),
-    );
+    const failed = await checkCommand(modifier);
     expect(failed.code).toBe(1);
     expect(failed.stderr).toContain('Modifier :above is not supported for token parameter vaccine-code');
   });
