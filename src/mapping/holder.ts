@@ -84,9 +84,10 @@ export class MappingHolder implements MappingSet {
   }
 
   /**
-   * Builds once, for `maps`, everything that follows from the maps (`derived`), and throws what fails: a reload runs
-   * it before the swap, the start once the routes are made, so that a map the record schemas or the OpenAPI document
-   * cannot take (a shape named like one of the document's own schemas) is refused, not answered with 500 later.
+   * Builds once, for the active maps, everything that follows from them (`derived`), and throws what fails: the start
+   * runs it once the routes are made (a reload does the same for its new version before the swap), so that maps the
+   * record schemas or the OpenAPI document cannot take (a shape named like one of the document's own schemas) are
+   * refused, not answered with 500 later.
    */
   verify(): void {
     this.verifyVersion(this.active);
