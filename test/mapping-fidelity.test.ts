@@ -124,7 +124,17 @@ describe('FHIR written elsewhere reads back whole', () => {
         { low: { value: 13, unit: 'g/dL', system: UCUM, code: 'g/dL' }, high: { value: 17, unit: 'g/dL', system: UCUM, code: 'g/dL' }, appliesTo: [{ text: 'male' }] },
       ],
     });
-    expect(await record('lab_results', id)).toMatchObject({ reference_low: 13, reference_high: 17, reference_range_unit: 'g/dL' });
+    // Chosen by unit, not by the patient (whose sex the map does not see): it says whom it is for.
+    expect(await record('lab_results', id)).toMatchObject({ reference_low: 13, reference_high: 17, reference_range_unit: 'g/dL', reference_range_text: 'male' });
+    const coded = await post({
+      resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'Haemoglobin' },
+      valueQuantity: { value: 12.5, unit: 'g/dL', system: UCUM, code: 'g/dL' },
+      referenceRange: [
+        { low: { value: 13.5, unit: 'g/dL', system: UCUM, code: 'g/dL' }, high: { value: 17.5, unit: 'g/dL', system: UCUM, code: 'g/dL' }, appliesTo: [{ coding: [{ system: SCT, code: '248153007', display: 'Male' }] }] },
+        { low: { value: 12, unit: 'g/dL', system: UCUM, code: 'g/dL' }, high: { value: 15.5, unit: 'g/dL', system: UCUM, code: 'g/dL' }, appliesTo: [{ coding: [{ system: SCT, code: '248152002', display: 'Female' }] }] },
+      ],
+    });
+    expect(await record('lab_results', coded)).toMatchObject({ reference_low: 13.5, reference_high: 17.5, reference_range_text: 'Male' });
     const text = await post({ resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'Culture' }, valueString: 'no growth', referenceRange: [{ text: 'no growth' }] });
     expect(await record('lab_results', text)).toMatchObject({ reference_low: null, reference_high: null, reference_range_text: 'no growth' });
   });
