@@ -236,23 +236,22 @@ export class BulkExports {
   }
 
   /**
-   * One file's bytes, streamed from the export directory (src/bulk/files.ts) a chunk at a time: a download holds
-   * one chunk in memory, whatever its size. Undefined when `owner` may not have it (another client, not completed,
-   * expired, no such part); 'withheld' once a consent of the organisation about a patient in the file changed
+   * One file of `job` (found for its owner: `find`), streamed from the export directory (src/bulk/files.ts) a chunk
+   * at a time: a download holds one chunk in memory, whatever its size. Undefined when it has no such file (not
+   * completed, no such part); 'withheld' once a consent of the organisation about a patient in the file changed
    * (withdrawn, narrowed, renewed) or ended after the file was written: what it holds may no longer be the
    * organisation's to read, so it exports again. 'missing': the row is here and the file is not (a directory not
    * shared by every process, or removed by hand): an operator's error, told as such.
    */
-  async openFile(id: string, part: number, owner: ExportOwner): Promise<{ bytes: number; body: Readable } | 'withheld' | 'missing' | undefined> {
-    const job = await this.find(id, owner);
-    if (job?.status !== 'completed') return undefined;
+  async openFile(job: ExportJob, part: number, owner: ExportOwner): Promise<{ bytes: number; body: Readable } | 'withheld' | 'missing' | undefined> {
+    if (job.status !== 'completed') return undefined;
     const withheld = consentChangedSince(sql`${owner.organizationId}`, sql`f.patients`, sql`f.snapshot`, sql`f.written_at`, sql`${this.nowIso()}::timestamptz`);
-    const { text, values } = sql`SELECT f.bytes::text AS bytes, ${withheld} AS withheld FROM bulk_export_parts f WHERE f.job_id = ${id} AND f.part = ${part}`.render();
+    const { text, values } = sql`SELECT f.bytes::text AS bytes, ${withheld} AS withheld FROM bulk_export_parts f WHERE f.job_id = ${job.id} AND f.part = ${part}`.render();
     const { rows } = await this.db.query<{ bytes: string; withheld: boolean }>(text, values);
     if (!rows[0]) return undefined;
     if (rows[0].withheld) return 'withheld';
     const bytes = Number(rows[0].bytes);
-    const body = await this.output.read(id, part, bytes);
+    const body = await this.output.read(job.id, part, bytes);
     return body === 'missing' ? body : { bytes, body };
   }
 
@@ -479,7 +478,6 @@ export class BulkExports {
     if (size !== bytes) throw new Error(`bulk export part: ${bytes} bytes read, ${size} in the file`);
     return { bytes: size, patients: [...patients].sort() };
   }
-
 
   /**
    * Completes the running exports whose every type is written (the last task's claimer, or any worker afterwards if

@@ -248,9 +248,9 @@ export function bulkExportRoutes(services: Services): RouteSpec[] {
       responses: { 200: { description: 'ndjson', contentType: NDJSON, schema: { type: 'string' } }, 403: outcome('This token may not read every type the export holds'), 404: outcome('No such file for this client'), 410: outcome('Withheld: a consent of a patient in the file changed after it was written (export again)') },
       handler: async (input) => {
         const { ctx, params, principal, repo } = input;
-        await ownExport(input);
+        const job = await ownExport(input);
         const part = /^[1-9]\d{0,8}$/.test(params.part) ? Number(params.part) : undefined;
-        const file = part && (await exports.openFile(params.id, part, ownerOf(principal)));
+        const file = part && (await exports.openFile(job, part, ownerOf(principal)));
         if (!file) throw notFound(`No file ${params.part} of bulk export ${params.id}`);
         if (file === 'withheld')
           throw new ApiError(410, ErrorCode.gone, `File ${part} of bulk export ${params.id} is withheld: a consent of a patient in it changed after it was written. Export again.`);
