@@ -5,7 +5,7 @@ import type { FhirRepository } from '../fhir/repository';
 import { hashKey } from '../core/hash';
 import { ApiError, ErrorCode, validationFailed } from '../core/errors';
 import { registeredPatient } from '../healthid/registry';
-import { MappingValueError, type CompiledMap, type MappingSet } from '../mapping/index';
+import { declaredValues, MappingValueError, type CompiledMap, type MappingSet } from '../mapping/index';
 import { consentRecordOf, type ConsentRecord } from './record';
 import { classesOf, CONSENT_TYPES } from '../core/data-classes';
 
@@ -28,7 +28,7 @@ export const DERIVED_STATES = ['expired', 'none'] as const;
 
 /** Every `status` an answer can have: the map's, then the derived ones. */
 export function answerStates(map: CompiledMap): string[] {
-  return [...(map.declared.find((f) => f.name === 'status')?.values ?? []).map(String), ...DERIVED_STATES];
+  return [...declaredValues(map, 'status'), ...DERIVED_STATES];
 }
 
 /** A request answered by the patient: the default life of the consent it becomes, unless the request says. */

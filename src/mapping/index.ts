@@ -159,6 +159,11 @@ export function checkMappings(dir: string = defaultMappingsDir, checks: ServiceC
   return { problems, examplesRun, maps: [...maps.keys()] };
 }
 
+/** The values `map` declares for its Connect field `field`, as text; empty when the field's values are free. */
+export function declaredValues(map: CompiledMap, field: string): string[] {
+  return (map.declared.find((f) => f.name === field)?.values ?? []).map(String);
+}
+
 /**
  * What only the service's upper layers can check, given by them (src/services.ts, src/cli.ts): `searchProblem` says
  * why a record type's `search` would be refused by the store (a modifier its parameter does not take, a value it

@@ -8,6 +8,7 @@ import { registeredPatient } from '../healthid/registry';
 import type { Services } from '../http/services';
 import { CDSS_ALERT, RecordsService, SUMMARY_SIZES } from '../records/service';
 import type { MappingSet } from '../mapping/types';
+import { declaredValues } from '../mapping/index';
 import { recordType, recordTypes, type RecordType } from '../mapping/record-types';
 
 const CONNECT = '/api/v1/connect';
@@ -32,7 +33,7 @@ const pushErrors = {
 };
 
 /** The values a map declares for a field it writes (the push's vocabulary is the map's). */
-const valuesOf = (maps: MappingSet, map: string, field: string) => (maps.get(map).declared.find((f) => f.name === field)?.values?.map(String) ?? []) as [string, ...string[]];
+const valuesOf = (maps: MappingSet, map: string, field: string) => declaredValues(maps.get(map), field) as [string, ...string[]];
 
 /** FHIR's bookkeeping statuses of an Encounter: a push records an encounter, it neither retracts one nor says nothing. */
 const UNPUSHED_VISIT_STATUSES = ['entered-in-error', 'unknown'];
