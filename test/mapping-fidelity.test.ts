@@ -115,7 +115,7 @@ describe('FHIR written elsewhere reads back whole', () => {
     expect(await record('alerts', id)).toMatchObject({ status: 'entered-in-error', alert_type: 'DRG', severity: 'high' });
   });
 
-  it('3. the reference range is the one in the value’s unit, with its unit; a text-only range is kept', async () => {
+  it('3. the reference range is the one for the patient’s sex, else the one in the value’s unit, with its unit; a text-only range is kept', async () => {
     const id = await post({
       resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'Haemoglobin' },
       valueQuantity: { value: 13.5, unit: 'g/dL', system: UCUM, code: 'g/dL' },
@@ -124,8 +124,8 @@ describe('FHIR written elsewhere reads back whole', () => {
         { low: { value: 13, unit: 'g/dL', system: UCUM, code: 'g/dL' }, high: { value: 17, unit: 'g/dL', system: UCUM, code: 'g/dL' }, appliesTo: [{ text: 'male' }] },
       ],
     });
-    // Chosen by unit, not by the patient (whose sex the map does not see): it says whom it is for.
-    expect(await record('lab_results', id)).toMatchObject({ reference_low: 13, reference_high: 17, reference_range_unit: 'g/dL', reference_range_text: 'male' });
+    // The patient is female: her range, in its own unit (not the male one that shares the value's unit), saying whom it is for.
+    expect(await record('lab_results', id)).toMatchObject({ reference_low: 120, reference_high: 160, reference_range_unit: 'g/L', reference_range_text: 'female' });
     const coded = await post({
       resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'Haemoglobin' },
       valueQuantity: { value: 12.5, unit: 'g/dL', system: UCUM, code: 'g/dL' },
@@ -134,7 +134,14 @@ describe('FHIR written elsewhere reads back whole', () => {
         { low: { value: 12, unit: 'g/dL', system: UCUM, code: 'g/dL' }, high: { value: 15.5, unit: 'g/dL', system: UCUM, code: 'g/dL' }, appliesTo: [{ coding: [{ system: SCT, code: '248152002', display: 'Female' }] }] },
       ],
     });
-    expect(await record('lab_results', coded)).toMatchObject({ reference_low: 13.5, reference_high: 17.5, reference_range_text: 'Male' });
+    expect(await record('lab_results', coded)).toMatchObject({ reference_low: 12, reference_high: 15.5, reference_range_text: 'Female' });
+    // Ranges for others only (a pregnant patient's): the one in the value's unit, saying whom it is for.
+    const others = await post({
+      resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'Haemoglobin' },
+      valueQuantity: { value: 12.5, unit: 'g/dL', system: UCUM, code: 'g/dL' },
+      referenceRange: [{ low: { value: 11, unit: 'g/dL', system: UCUM, code: 'g/dL' }, appliesTo: [{ coding: [{ system: SCT, code: '77386006', display: 'Pregnant' }] }] }],
+    });
+    expect(await record('lab_results', others)).toMatchObject({ reference_low: 11, reference_high: null, reference_range_text: 'Pregnant' });
     const text = await post({ resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'Culture' }, valueString: 'no growth', referenceRange: [{ text: 'no growth' }] });
     expect(await record('lab_results', text)).toMatchObject({ reference_low: null, reference_high: null, reference_range_text: 'no growth' });
   });

@@ -3,7 +3,7 @@ import { getDataType } from '@medplum/core';
 import { isScalar, isSeq, type Node, type Pair, type Scalar } from 'yaml';
 import { allResourceTypes } from '../core/fhir-definitions';
 import { childElement, isPrimitive, jsonTypeOf, type FhirElement } from './fhir-types';
-import { parseExpression, PathSyntaxError, type Literal, type ParsedPath, type PathCondition } from './path';
+import { parseExpression, PathSyntaxError, type Literal, type Outside, type ParsedPath, type PathCondition, type PathName } from './path';
 import {
   ANY,
   CONNECT_TYPES,
@@ -25,6 +25,9 @@ import { codeSystemCodes, expandValueSet } from './terminology';
 import { keyOf, YamlSource } from './yaml-source';
 
 /** The keys of the map format, one list per level: anything else is reported as unknown. */
+/** The resource type of `%patient` in a condition (`%resource` is the map's own). */
+const OUTSIDE_TYPE: Partial<Record<Outside, string>> = { patient: 'Patient' };
+
 const TOP_KEYS = ['map', 'resource', 'record', 'description', 'uris', 'let', 'connect', 'fixed', 'fields'] as const;
 const FIELD_KEYS = ['type', 'values', 'required', 'nullable', 'list', 'default', 'description'] as const;
 const RULE_KEYS = ['fhir', 'values', 'read', 'otherwise', 'also', 'reference', 'narrative', 'description'] as const;
@@ -585,7 +588,7 @@ class RuleCompiler {
         if (isPrimitive(element.type)) return at(step.at, `where() filters elements with parts; ${step.name} is a FHIR ${element.type}`);
         const resolved = this.condition(element.type, condition, at);
         if (!resolved) return undefined;
-        readsResource ||= !!resolved.valueFrom;
+        readsResource ||= !!(resolved.valueFrom || resolved.of);
         conditions.push(resolved);
       }
       compiled.push({ json: element.json, isArray: element.isArray, index: step.index, where: conditions, ...(step.first ? { first: true } : {}), ...(step.resolve ? { resolve: true } : {}) });
@@ -620,29 +623,21 @@ class RuleCompiler {
   }
 
   private condition(type: string, condition: PathCondition, at: (offset: number, problem: string) => undefined): CompiledCondition | undefined {
-    const steps: CompiledCondition['steps'] = [];
-    let element: FhirElement | undefined;
-    for (const part of condition.path) {
-      const found = childElement(element?.type ?? type, part.name);
-      if ('problem' in found) return at(part.at, found.problem);
-      element = found;
-      steps.push({ json: found.json, isArray: found.isArray });
-    }
-    if (!isPrimitive(element!.type)) return at(condition.path[0].at, `a where() condition compares a primitive element; ${element!.json} is a FHIR ${element!.type}`);
-    if (condition.resource) {
-      // `%resource.a.b`: compared with that element of the resource being read.
-      const valueFrom: CompiledPath = [];
-      let from: FhirElement | undefined;
-      for (const part of condition.resource) {
-        const found = childElement(from?.type ?? this.resourceType, part.name);
-        if ('problem' in found) return at(part.at, found.problem);
-        from = found;
-        valueFrom.push({ json: found.json, isArray: found.isArray, where: [] });
+    // The left side: an element of the filtered item, or of the resource or patient (`%patient.gender = 'female'`).
+    const left = this.elementPath(condition.of ? OUTSIDE_TYPE[condition.of] ?? this.resourceType : type, condition.path, at);
+    if (!left) return undefined;
+    const [steps, element] = left;
+    const side = condition.of ? { of: condition.of } : {};
+    if (!isPrimitive(element.type)) return at(condition.path[0].at, `a where() condition compares a primitive element; ${element.json} is a FHIR ${element.type}`);
+    if (condition.valuePath) {
+      // `%resource.a.b`, `%patient.a.b`: compared with that element of the resource being read, or of its patient.
+      const right = this.elementPath(OUTSIDE_TYPE[condition.valueIn!] ?? this.resourceType, condition.valuePath, at);
+      if (!right) return undefined;
+      const [valueFrom, from] = right;
+      if (jsonTypeOf(from.type) !== jsonTypeOf(element.type) || !isPrimitive(from.type)) {
+        return at(condition.valueAt, `${element.json} is a FHIR ${element.type}: %${condition.valueIn}.${condition.valuePath.map((p) => p.name).join('.')} (a ${from.type}) does not fit`);
       }
-      if (jsonTypeOf(from!.type) !== jsonTypeOf(element!.type) || !isPrimitive(from!.type)) {
-        return at(condition.valueAt, `${element!.json} is a FHIR ${element!.type}: %resource.${condition.resource.map((p) => p.name).join('.')} (a ${from!.type}) does not fit`);
-      }
-      return { steps, value: '', valueFrom };
+      return { steps, ...side, value: '', valueFrom, valueIn: condition.valueIn };
     }
     let value = condition.value;
     if (condition.alias !== undefined) {
@@ -650,10 +645,23 @@ class RuleCompiler {
       if (uri === undefined) return at(condition.valueAt, `unknown uris name %${condition.alias}${didYouMean(condition.alias, this.uris.keys())}: declare it under \`uris\``);
       value = uri;
     }
-    if (typeof value !== jsonTypeOf(element!.type)) return at(condition.valueAt, `${element!.json} is a FHIR ${element!.type}: ${show(value)} does not fit`);
-    const problem = codeProblem(value, codeContext([{ ...element!, conditions: [] }]));
+    if (typeof value !== jsonTypeOf(element.type)) return at(condition.valueAt, `${element.json} is a FHIR ${element.type}: ${show(value)} does not fit`);
+    const problem = codeProblem(value, codeContext([{ ...element, conditions: [] }]));
     if (problem) return at(condition.valueAt, problem);
-    return { steps, value };
+    return { steps, ...side, value };
+  }
+
+  /** A dotted path of plain elements from `type` (a condition's side), checked against the FHIR definitions. */
+  private elementPath(type: string, path: PathName[], at: (offset: number, problem: string) => undefined): [CompiledPath, FhirElement] | undefined {
+    const steps: CompiledPath = [];
+    let element: FhirElement | undefined;
+    for (const part of path) {
+      const found = childElement(element?.type ?? type, part.name);
+      if ('problem' in found) return at(part.at, found.problem);
+      element = found;
+      steps.push({ json: found.json, isArray: found.isArray, where: [] });
+    }
+    return [steps, element!];
   }
 }
 

@@ -13,7 +13,7 @@ import { EXAMPLES_SUFFIX, runExamples } from './examples';
 import { checkProject } from './project';
 import { checkRecordTypes } from './record';
 import { z } from 'zod';
-import { DATE_TIME, runFromFhir, runReadFhir, runToFhir, type ConnectField, type MapProgram } from './runtime';
+import { DATE_TIME, runFromFhir, readsPatient, runReadFhir, runToFhir, type ConnectField, type MapProgram } from './runtime';
 import type { CompiledMap, MappingSet } from './types';
 import { YamlSource } from './yaml-source';
 
@@ -40,7 +40,8 @@ function compiledMap(program: MapProgram): CompiledMap {
     shape: () => connectShape(program.fields.map((f) => f.field)),
     toFhir: (connect) => runToFhir(program, connect),
     fromFhir: (resource) => runFromFhir(program, resource),
-    readFhir: (resource) => runReadFhir(program, resource),
+    readsPatient: readsPatient(program),
+    readFhir: (resource, patient) => runReadFhir(program, resource, patient),
   };
 }
 

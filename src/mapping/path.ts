@@ -7,11 +7,14 @@
  *   path       = ["%" let "."] step ("." step)* ["." finish]
  *   step       = name ["[" index "]"] (".where(" condition (" and " condition)* ")" | ".first()")* [".resolve()"]
  *   finish     = "join(" 'text' ")" | "toDate()"     (read-only conversions of the values at the end)
- *   condition  = name ("." name)* "=" literal
- *   literal    = 'text' | %alias | %resource.name("." name)* | true | false | number
+ *   condition  = (name | outside) ("." name)* "=" literal
+ *   outside    = "%resource" | "%patient"            (the resource being read; the patient it is about, when the
+ *                                                    reader knows it: the records route does)
+ *   literal    = 'text' | %alias | outside.name("." name)* | true | false | number
  *
  * e.g. `identifier.where(system=%health-id).value`, `code.text | code.coding.first().display`,
- * `referenceRange.where(low.unit = %resource.valueQuantity.unit)`. Offsets are kept so that problems point at the
+ * `referenceRange.where(low.unit = %resource.valueQuantity.unit)`,
+ * `referenceRange.where(appliesTo.coding.code = '248152002' and %patient.gender = 'female')`. Offsets are kept so that problems point at the
  * exact column in the map file.
  */
 
@@ -25,13 +28,20 @@ export interface PathName {
 
 export type Literal = string | number | boolean;
 
+/** What a condition may read besides the element it filters: the resource being read, or the patient it is about. */
+export type Outside = 'resource' | 'patient';
+export const OUTSIDE: readonly Outside[] = ['resource', 'patient'];
+
 export interface PathCondition {
   path: PathName[];
+  /** Set when the left side was `%resource.a.b` or `%patient.a.b` instead of an element of the filtered item. */
+  of?: Outside;
   value: Literal;
   /** Set when the literal was `%alias`: resolved against the map's `uris` by the compiler. */
   alias?: string;
-  /** Set when the literal was `%resource.a.b`: the value of that element of the resource being read. */
-  resource?: PathName[];
+  /** Set when the literal was `%resource.a.b` or `%patient.a.b`: the value of that element (`valueIn` says whose). */
+  valuePath?: PathName[];
+  valueIn?: Outside;
   valueAt: number;
 }
 
@@ -110,16 +120,21 @@ export function parseExpression(text: string): ParsedPath[] {
     return path;
   };
 
-  const literal = (): Pick<PathCondition, 'value' | 'alias' | 'resource' | 'valueAt'> => {
+  /** `%resource.` or `%patient.` at pos (after the %): which, with pos after the dot. */
+  const outside = (): Outside | undefined => {
+    const of = OUTSIDE.find((o) => text.startsWith(`${o}.`, pos));
+    if (of) pos += of.length + 1;
+    return of;
+  };
+
+  const literal = (): Pick<PathCondition, 'value' | 'alias' | 'valuePath' | 'valueIn' | 'valueAt'> => {
     const valueAt = pos;
     if (text[pos] === "'") return { value: quoted(), valueAt };
     if (text[pos] === '%') {
       pos++;
-      if (text.startsWith('resource.', pos)) {
-        pos += 'resource.'.length;
-        return { value: '', resource: dotted(), valueAt };
-      }
-      const alias = match(ALIAS) ?? fail('expected a uris name (or resource.…) after %');
+      const of = outside();
+      if (of) return { value: '', valuePath: dotted(), valueIn: of, valueAt };
+      const alias = match(ALIAS) ?? fail('expected a uris name (or resource.…, patient.…) after %');
       return { value: '', alias, valueAt };
     }
     const word = match(/true|false/y);
@@ -130,12 +145,17 @@ export function parseExpression(text: string): ParsedPath[] {
   };
 
   const condition = (): PathCondition => {
+    let of: Outside | undefined;
+    if (text[pos] === '%') {
+      pos++;
+      of = outside() ?? fail('expected %resource.… or %patient.… on the left of "="');
+    }
     const path = dotted();
     skipSpaces();
     if (text[pos] !== '=') fail('expected "=" in where(): only `element = value` conditions are supported');
     pos++;
     skipSpaces();
-    return { path, ...literal() };
+    return { path, ...(of ? { of } : {}), ...literal() };
   };
 
   /** `.name(` at pos: a function call. Returns the name (pos after the parenthesis), or undefined. */

@@ -67,6 +67,25 @@ fields:\n  id: id\n  low: '%range.low.value'\n  high: '%range.high.value'\n  uni
     expect(map.toFhir({ id: "a", low: 1, high: 2, unit: 'mg' })).toEqual({ resourceType: 'Observation', id: 'a', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '2345-7' }] }, referenceRange: [{ low: { value: 1, unit: 'mg' }, high: { value: 2 } }] });
   });
 
+  it('%patient: a condition on the patient the resource is about, when the reader has it (the range for her sex)', () => {
+    const dir = probe(`let:
+  range: referenceRange.where(appliesTo.text = %patient.gender) | referenceRange.where(appliesTo.coding.code = '248152002' and %patient.gender = 'female') | referenceRange.first()
+connect:\n  id: { type: string, required: true }\n  low: { type: number, nullable: true }
+fields:\n  id: id\n  low: '%range.low.value'\n`);
+    const map = loadMappings(dir).get('probe');
+    expect(map.readsPatient).toBe(true);
+    const ranges = [{ low: { value: 13 }, appliesTo: [{ text: 'male' }] }, { low: { value: 12 }, appliesTo: [{ coding: [{ code: '248152002' }] }] }];
+    const o = { ...obs, id: 'a', referenceRange: ranges } as any;
+    expect(map.readFhir(o, { resourceType: 'Patient', gender: 'female' }).connect.low).toBe(12);
+    expect(map.readFhir(o, { resourceType: 'Patient', gender: 'male' }).connect.low).toBe(13);
+    // Without the patient (a webhook's reading) the conditions on it fail: the next alternative.
+    expect(map.readFhir(o).connect.low).toBe(13);
+    expect(map.toFhir({ id: 'a', low: 1 })).toMatchObject({ referenceRange: [{ low: { value: 1 } }] });
+    expect(loadMappings(probe('connect:\n  id: { type: string, required: true }\nfields:\n  id: id\n')).get('probe').readsPatient).toBe(false);
+    writeFileSync(join(dir, 'probe.map.yaml'), readFileSync(join(dir, 'probe.map.yaml'), 'utf8').replace("%patient.gender = 'female'", "%patient.gendr = 'female'"));
+    expect(problemsOf(dir).join('\n')).toMatch(/probe\.map\.yaml:\d+:\d+: .*gendr.*did you mean .*gender/);
+  });
+
   it('resolve() reads a contained resource, never written', () => {
     const dir = mkdtempSync(join(tmpdir(), 'pont-paths-'));
     scratch.push(dir);

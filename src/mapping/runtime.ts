@@ -1,7 +1,7 @@
 import type { Resource } from '@medplum/fhirtypes';
 import { MappingValueError } from './errors';
 import { inFhirOrder } from './fhir-types';
-import type { Literal } from './path';
+import type { Literal, Outside } from './path';
 import type { RecordDeclaration } from './record-declaration';
 
 /** A path checked against the FHIR definitions: JSON property names, ready to read and write. */
@@ -17,9 +17,12 @@ export interface CompiledStep {
 }
 export interface CompiledCondition {
   steps: Array<{ json: string; isArray: boolean }>;
+  /** The left side is an element of the resource being read or of its patient, not of the filtered item. */
+  of?: Outside;
   value: Literal;
-  /** `%resource.…`: compare with that element of the resource being read (then `value` is unused). */
+  /** `%resource.…`, `%patient.…`: compare with that element (then `value` is unused); `valueIn` says whose. */
   valueFrom?: CompiledPath;
+  valueIn?: Outside;
 }
 export type CompiledPath = CompiledStep[];
 
@@ -109,23 +112,33 @@ function collect(items: unknown[], json: string): unknown[] {
   return out;
 }
 
-/** Does `item` meet every condition? `root` is the resource, for conditions that compare with `%resource.…`. */
-function satisfies(item: unknown, conditions: CompiledCondition[], root: unknown): boolean {
+/**
+ * What a path is read in: the resource, and the patient it is about when the reader knows it (the records route
+ * does), for conditions on `%resource.…` and `%patient.…`. Writing knows neither.
+ */
+export interface Scope {
+  resource: unknown;
+  patient?: unknown;
+}
+
+/** Does `item` meet every condition? */
+function satisfies(item: unknown, conditions: CompiledCondition[], scope: Scope): boolean {
+  const valuesOf = (start: unknown, steps: CompiledCondition['steps']) => steps.reduce((values, s) => collect(values, s.json), [start]);
   return conditions.every((c) => {
-    const wanted = c.valueFrom ? walk(root, [root], c.valueFrom)[0] : c.value;
-    return wanted !== undefined && c.steps.reduce((values, s) => collect(values, s.json), [item]).includes(wanted as Literal);
+    const wanted = c.valueFrom ? valuesOf(scope[c.valueIn!], c.valueFrom)[0] : c.value;
+    return wanted !== undefined && valuesOf(c.of ? scope[c.of] : item, c.steps).includes(wanted as Literal);
   });
 }
 
 /** Follows the steps from `items` (FHIRPath semantics: `[n]` indexes the collection, `where` filters it). */
-function walk(root: unknown, items: unknown[], path: CompiledPath): unknown[] {
+function walk(scope: Scope, items: unknown[], path: CompiledPath): unknown[] {
   let current = items;
   for (const step of path) {
     current = collect(current, step.json);
     if (step.index !== undefined) current = current.length > step.index ? [current[step.index]] : [];
-    if (step.where.length) current = current.filter((item) => satisfies(item, step.where, root));
+    if (step.where.length) current = current.filter((item) => satisfies(item, step.where, scope));
     if (step.first) current = current.slice(0, 1);
-    if (step.resolve) current = current.flatMap((ref) => containedBy(root, ref));
+    if (step.resolve) current = current.flatMap((ref) => containedBy(scope.resource, ref));
   }
   return current;
 }
@@ -138,10 +151,17 @@ function containedBy(root: unknown, ref: unknown): unknown[] {
   return found ? [found] : [];
 }
 
+/** Does reading the map need the patient (a condition on `%patient.…`)? Readers without it skip fetching the Patient. */
+export function readsPatient(program: MapProgram): boolean {
+  const inPath = (path: CompiledPath): boolean => path.some((step) => step.where.some((c) => c.of === 'patient' || c.valueIn === 'patient'));
+  const inExpression = (e: CompiledExpression): boolean => e.alternatives.some((a) => inPath(a.steps) || (!!a.from && inExpression(a.from)));
+  return program.fields.some((rule) => rule.targets.some(inExpression));
+}
+
 /** Every value of the expression: those of its first alternative that gives any. */
-export function readAll(root: unknown, expression: CompiledExpression): unknown[] {
+export function readAll(scope: Scope, expression: CompiledExpression): unknown[] {
   for (const alternative of expression.alternatives) {
-    let values = walk(root, alternative.from ? readAll(root, alternative.from) : [root], alternative.steps);
+    let values = walk(scope, alternative.from ? readAll(scope, alternative.from) : [scope.resource], alternative.steps);
     if (alternative.finish?.kind === 'join') values = values.length ? [values.map(String).join(alternative.finish.separator)] : [];
     else if (alternative.finish?.kind === 'toDate') values = values.map((v) => (typeof v === 'string' ? v.slice(0, 10) : v));
     if (values.length) return values;
@@ -150,8 +170,8 @@ export function readAll(root: unknown, expression: CompiledExpression): unknown[
 }
 
 /** The first value of the expression. */
-export function readPath(root: unknown, expression: CompiledExpression): unknown {
-  return readAll(root, expression)[0];
+export function readPath(scope: Scope, expression: CompiledExpression): unknown {
+  return readAll(scope, expression)[0];
 }
 
 function writeConditions(target: Obj, conditions: CompiledCondition[]): void {
@@ -200,7 +220,7 @@ export function writePath(root: Obj, path: CompiledPath, value: unknown): void {
 /** Where in `list` a step goes: its `[n]`, the element matching its `where` (or a new one), else the first. */
 function positionIn(list: unknown[], step: CompiledStep): number {
   // Written paths have literal conditions only (the compiler sees to it): no resource to compare with.
-  const at = step.index ?? (step.where.length ? list.findIndex((item) => satisfies(item, step.where, undefined)) : 0);
+  const at = step.index ?? (step.where.length ? list.findIndex((item) => satisfies(item, step.where, { resource: undefined })) : 0);
   return at < 0 ? list.length : at;
 }
 
@@ -357,9 +377,9 @@ export function runToFhir(program: MapProgram, connect: Record<string, unknown>)
       }
       const written = toFhirValue(rule.conversion, cells[i]);
       // What a fallback already reads from other fields' elements is not written twice (a blood pressure's unit is its components').
-      if (rule.conversion.kind === 'copy' && walk(root, [root], target.write)[0] === undefined && readPath(root, target) === written) return;
+      if (rule.conversion.kind === 'copy' && walk({ resource: root }, [root], target.write)[0] === undefined && readPath({ resource: root }, target) === written) return;
       // Two fields may reach one element (SNOMED CT as the main code and as the equivalent): they must agree.
-      const already = walk(root, [root], target.write)[0];
+      const already = walk({ resource: root }, [root], target.write)[0];
       if (already !== undefined && !isObject(already) && already !== written) {
         throw new MappingValueError(program.name, rule.field.name, `${show(cells[i])} contradicts ${show(already)}, written to the same FHIR element by another field`);
       }
@@ -388,11 +408,11 @@ export function runFromFhir(program: MapProgram, resource: Resource): Record<str
  * Like runFromFhir, but a field the map has no value for (a FHIR value outside its table) reads as null and
  * is named in `unread` instead of failing the whole resource: data from elsewhere shows what it can.
  */
-export function runReadFhir(program: MapProgram, resource: Resource): { connect: Record<string, unknown>; unread: string[] } {
-  return readFields(program, resource, true);
+export function runReadFhir(program: MapProgram, resource: Resource, patient?: Resource): { connect: Record<string, unknown>; unread: string[] } {
+  return readFields(program, resource, true, patient);
 }
 
-function readFields(program: MapProgram, resource: Resource, lenient: boolean): { connect: Record<string, unknown>; unread: string[] } {
+function readFields(program: MapProgram, resource: Resource, lenient: boolean, patient?: Resource): { connect: Record<string, unknown>; unread: string[] } {
   if (resource?.resourceType !== program.resourceType) {
     throw new MappingValueError(program.name, 'resourceType', `expected a ${program.resourceType}, got ${show(resource?.resourceType)}`);
   }
@@ -400,7 +420,7 @@ function readFields(program: MapProgram, resource: Resource, lenient: boolean): 
   const unread: string[] = [];
   for (const rule of program.fields) {
     try {
-      readField(program, rule, resource, connect);
+      readField(program, rule, { resource, patient }, connect);
     } catch (err) {
       if (!lenient || !(err instanceof MappingValueError)) throw err;
       connect[rule.field.name] = rule.field.list ? [] : null;
@@ -410,12 +430,12 @@ function readFields(program: MapProgram, resource: Resource, lenient: boolean): 
   return { connect, unread };
 }
 
-function readField(program: MapProgram, rule: FieldRule, resource: Resource, connect: Record<string, unknown>): void {
+function readField(program: MapProgram, rule: FieldRule, scope: Scope, connect: Record<string, unknown>): void {
   if (rule.field.list) {
-    connect[rule.field.name] = readAll(resource, rule.targets[0]!).map((v) => fromList(program, rule, fromFhirValue(rule.conversion, v)));
+    connect[rule.field.name] = readAll(scope, rule.targets[0]!).map((v) => fromList(program, rule, fromFhirValue(rule.conversion, v)));
     return;
   }
-  const found = rule.targets.map((target) => fromFhirValue(rule.conversion, readPath(resource, target)));
+  const found = rule.targets.map((target) => fromFhirValue(rule.conversion, readPath(scope, target)));
   let value: unknown = found[0];
   if (rule.table && found.some((v) => v !== undefined)) {
     const key = JSON.stringify(found.map((v) => v ?? null));

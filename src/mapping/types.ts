@@ -28,9 +28,12 @@ export interface CompiledMap {
   fromFhir(resource: Resource): Record<string, unknown>;
   /**
    * The same, for data written elsewhere: a field whose FHIR value the map cannot express reads as null and is
-   * named in `unread`, instead of failing the whole resource.
+   * named in `unread`, instead of failing the whole resource. `patient`: the Patient the resource is about, for
+   * paths that look at it (`%patient.gender`), when the reader has it.
    */
-  readFhir(resource: Resource): { connect: Record<string, unknown>; unread: string[] };
+  readFhir(resource: Resource, patient?: Resource): { connect: Record<string, unknown>; unread: string[] };
+  /** Whether reading looks at the patient the resource is about (`%patient.…`): give it to readFhir, else those conditions fail. */
+  readsPatient: boolean;
 }
 
 export interface MappingSet {

@@ -262,6 +262,8 @@ export class RecordsService {
   ): Promise<{ records: ConnectRecord[]; resources: Resource[]; next?: number[] }> {
     const { sources } = this.type(type);
     const fields = this.fieldsOf(type);
+    // A map may choose by the patient (the reference range for their sex): it reads the Patient, which the caller may already.
+    const patient = sources.some((s) => this.mappings.get(s.map).readsPatient) ? await repo.read('Patient', patientId, { audit: false }) : undefined;
     const fetched = await Promise.all(
       sources.map(async (source, i) => {
         const query: Record<string, string> = {
@@ -276,7 +278,7 @@ export class RecordsService {
         if (options.offsets[i]) query._cursor = encodeCursor({ offset: options.offsets[i] });
         const bundle = await repo.search(source.resourceType, query, { audit: false });
         const items = matchesOf(bundle).map((resource) => {
-          const { record } = this.recordOf(type, source, resource, fields);
+          const { record } = this.recordOf(type, source, resource, fields, patient);
           return { resource, record, time: timeOf(record[source.dateField]) };
         });
         return { items, more: (bundle.link ?? []).some((l) => l.relation === 'next') };
@@ -305,10 +307,11 @@ export class RecordsService {
 
   /**
    * The record of one resource of a type's source: the shape's fields (null when not read), the source's tags,
-   * and the fields whose FHIR value the map could not express (`unread`).
+   * and the fields whose FHIR value the map could not express (`unread`). `patient`: the Patient it is about, for
+   * maps that read it.
    */
-  recordOf(type: string, source: RecordSource, resource: Resource, fields = this.fieldsOf(type)): { record: ConnectRecord; unread: string[] } {
-    const { connect, unread } = this.mappings.get(source.map).readFhir(resource);
+  recordOf(type: string, source: RecordSource, resource: Resource, fields = this.fieldsOf(type), patient?: Resource): { record: ConnectRecord; unread: string[] } {
+    const { connect, unread } = this.mappings.get(source.map).readFhir(resource, patient);
     const record: ConnectRecord = Object.fromEntries(fields.map((f) => [f, connect[f] ?? null]));
     return { record: Object.assign(record, source.tag), unread };
   }
