@@ -73,8 +73,11 @@ function losses(type: string, r: R, rec: R): string[] {
         need(value, (q?.value ?? r.valueInteger ?? null) === rec[value]);
         need('comparator', (q?.comparator ?? null) === rec.comparator);
         need('unit', !q || (q.unit ?? q.code ?? null) === rec.unit);
+        need('data_absent_reason', !named(r.dataAbsentReason) || rec.data_absent_reason !== null);
         if (type === 'lab_results') {
-          need('value', (r.valueString ?? null) === rec.value);
+          // A value of another kind (range, ratio, boolean, time, period) reads as its text.
+          const other = ['valueRange', 'valueRatio', 'valueBoolean', 'valueTime', 'valueDateTime', 'valuePeriod'].some((k) => r[k] !== undefined);
+          need('value', r.valueString !== undefined ? r.valueString === rec.value : other ? rec.value !== null : rec.value === null);
           need('value_coded', !named(r.valueCodeableConcept) || rec.value_coded !== null);
           const range = applicableRange(r);
           need('reference_low', (range?.low?.value ?? null) === rec.reference_low);
@@ -119,6 +122,17 @@ function losses(type: string, r: R, rec: R): string[] {
       need('status', r.status === rec.status);
       need('primary_source', (r.primarySource ?? null) === rec.primary_source);
       date('occurred_at', r.occurrenceDateTime);
+      need('occurrence_text', (r.occurrenceString ?? null) === rec.occurrence_text);
+      need('dose_quantity', (r.doseQuantity?.value ?? null) === rec.dose_quantity);
+      need('is_subpotent', (r.isSubpotent ?? null) === rec.is_subpotent);
+      need('reason', !(r.reasonCode ?? []).some(named) || rec.reason !== null);
+      break;
+    case 'documents':
+      need('status', r.status === rec.status);
+      need('type', !named(r.type) || rec.type !== null);
+      need('loinc_code', !hasCode(r.type, LOINC) || rec.loinc_code !== null);
+      need('content', (r.content ?? []).some((c: R) => c.attachment?.contentType || c.attachment?.url) === (rec.content_type !== null || rec.url !== null));
+      date('created_at', r.date);
       break;
     case 'visits':
       need('reason', !(r.reasonCode ?? []).some(named) || rec.reason !== null);

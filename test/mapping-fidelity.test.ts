@@ -25,7 +25,7 @@ const VITAL = { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observ
 
 /** Posts a resource about the patient; returns its id. */
 async function post(resource: Record<string, unknown>): Promise<string> {
-  const subject = ['AllergyIntolerance', 'DetectedIssue'].includes(resource.resourceType as string) ? 'patient' : 'subject';
+  const subject = ['AllergyIntolerance', 'DetectedIssue', 'Immunization'].includes(resource.resourceType as string) ? 'patient' : 'subject';
   const res = await call(operator, `/api/fhir/R4/${resource.resourceType}`, { method: 'POST', json: { ...resource, [subject]: { reference: `Patient/${patientId}` } } });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
   return res.body.id;
@@ -241,6 +241,58 @@ describe('FHIR written elsewhere reads back whole', () => {
       dosageInstruction: [{ timing: { repeat: { frequency: 3, period: 1, periodUnit: 'd' } }, asNeededBoolean: false, doseAndRate: [{ doseQuantity: { value: 1, unit: 'capsule' } }] }],
     });
     expect(await record('prescriptions', rx)).toMatchObject({ dose: 1, dose_unit: 'capsule', frequency: 3, period: 1, period_unit: 'd', as_needed: false });
+  });
+
+  it('13. a value of any kind reads as its text (range, titre, yes/no, time); a missing value says why', async () => {
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ valueRange: { low: { value: 1, unit: 'mg/L' }, high: { value: 3, unit: 'mg/L' } } }, '1–3 mg/L'],
+      [{ valueRange: { low: { value: 200, unit: 'mg/dL' } } }, '>=200 mg/dL'],
+      [{ valueRatio: { numerator: { value: 1 }, denominator: { value: 128 } } }, '1:128'],
+      [{ valueBoolean: false }, 'false'],
+      [{ valueTime: '07:30:00' }, '07:30:00'],
+    ];
+    for (const [value, text] of cases) {
+      const id = await post({ resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'Result' }, ...value });
+      expect(await record('lab_results', id), JSON.stringify(value)).toMatchObject({ value: text, value_numeric: null });
+    }
+    const absent = await post({
+      resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'Potassium' },
+      dataAbsentReason: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/data-absent-reason', code: 'error', display: 'Error' }] },
+    });
+    expect(await record('lab_results', absent)).toMatchObject({ value: null, value_numeric: null, data_absent_reason: 'Error' });
+    const refused = await post({ resourceType: 'Observation', status: 'final', category: [VITAL], code: { text: 'Body weight' }, dataAbsentReason: { text: 'Patient refused' } });
+    expect(await record('vitals', refused)).toMatchObject({ value: null, data_absent_reason: 'Patient refused' });
+  });
+
+  it('14. an immunization known only in words keeps them; dose, reason, series and a subpotent dose are read', async () => {
+    const historical = await post({ resourceType: 'Immunization', status: 'completed', vaccineCode: { text: 'Tetanus toxoid' }, occurrenceString: 'January 2012', primarySource: false });
+    expect(await record('immunizations', historical)).toMatchObject({ occurred_at: null, occurrence_text: 'January 2012', primary_source: false });
+    const given = await post({
+      resourceType: 'Immunization', status: 'completed', vaccineCode: { coding: [{ system: 'http://hl7.org/fhir/sid/cvx', code: '140', display: 'Influenza, seasonal' }] },
+      occurrenceDateTime: '2024-10-02', doseQuantity: { value: 0.25, unit: 'mL' }, isSubpotent: true, subpotentReason: [{ coding: [{ code: 'partialdose', display: 'Partial Dose' }] }],
+      reasonCode: [{ coding: [{ system: SCT, code: '429060002', display: 'Procedure to meet occupational requirement' }] }],
+      protocolApplied: [{ targetDisease: [{ coding: [{ system: SCT, code: '6142004', display: 'Influenza' }] }], doseNumberPositiveInt: 1, seriesDosesPositiveInt: 2 }],
+    });
+    expect(await record('immunizations', given)).toMatchObject({
+      vaccine: 'Influenza, seasonal', cvx_code: '140', occurred_at: '2024-10-02', dose_quantity: 0.25, dose_unit: 'mL', is_subpotent: true, subpotent_reason: 'Partial Dose',
+      reason: 'Procedure to meet occupational requirement', target_disease: 'Influenza', dose_number: 1, series_doses: 2,
+    });
+  });
+
+  it('15. a DocumentReference from elsewhere reads as a documents record, coded only, in the published shape', async () => {
+    const id = await post({
+      resourceType: 'DocumentReference', status: 'current', docStatus: 'final',
+      type: { coding: [{ system: LOINC, code: '18748-4', display: 'Diagnostic imaging study' }] },
+      date: '2024-03-12T11:30:00Z', author: [{ display: 'Radiology, City Hospital' }],
+      content: [{ attachment: { contentType: 'application/pdf', url: 'https://pacs.example.org/r/1.pdf', title: 'Chest X-ray report' } }],
+      context: { period: { start: '2024-03-12T09:00:00Z' }, practiceSetting: { coding: [{ system: SCT, code: '394914008', display: 'Radiology' }] } },
+    });
+    const got = await record('documents', id);
+    expect(got).toMatchObject({
+      status: 'current', doc_status: 'final', type: 'Diagnostic imaging study', loinc_code: '18748-4', title: 'Chest X-ray report', content_type: 'application/pdf',
+      url: 'https://pacs.example.org/r/1.pdf', author: 'Radiology, City Hospital', practice_setting: 'Radiology', period_start: '2024-03-12T09:00:00Z', created_at: '2024-03-12T11:30:00Z',
+    });
+    expect(schemaProblems({ $ref: 'PatientDocument' }, got, (await pont.json('/api/openapi.json')).body)).toEqual([]);
   });
 });
 

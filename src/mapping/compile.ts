@@ -25,6 +25,10 @@ import { codeSystemCodes, expandValueSet } from './terminology';
 import { keyOf, YamlSource } from './yaml-source';
 
 /** The keys of the map format, one list per level: anything else is reported as unknown. */
+/** toText(), and join() of elements that are not text (components, quantities): read as text, never written. */
+const readsAsText = (finish: ParsedPath['finish'], leafType: string) =>
+  finish?.kind === 'toText' || (finish?.kind === 'join' && !(isPrimitive(leafType) && jsonTypeOf(leafType) === 'string'));
+
 /** The resource type of `%patient` in a condition (`%resource` is the map's own). */
 const OUTSIDE_TYPE: Partial<Record<Outside, string>> = { patient: 'Patient' };
 
@@ -336,7 +340,7 @@ class RuleCompiler {
     const target = this.expression(pair.key);
     if (!target) return undefined;
     if (target.alternatives.length > 1 || target.alternatives[0]!.finish) {
-      target.at(target.alternatives[0]!.finish?.at ?? target.alternatives[1]!.at, 'a fixed value is written: one path, without `|`, join() or toDate()');
+      target.at(target.alternatives[0]!.finish?.at ?? target.alternatives[1]!.at, 'a fixed value is written: one path, without `|`, join(), toDate() or toText()');
       return undefined;
     }
     if (!isPrimitive(target.leaf.type)) {
@@ -352,6 +356,11 @@ class RuleCompiler {
   private checkLeaf(field: ConnectField, alternative: ResolvedAlternative, target: ResolvedExpression, conversion: Conversion, hasTable: boolean): boolean {
     const { leaf } = alternative.path;
     const problem = (text: string) => (target.at(alternative.at, text), false);
+    if (readsAsText(alternative.finish, leaf.type)) {
+      // Any element reads as text (a Range as "1–3 mg/L", components joined): for a Connect string, never written.
+      if (field.type === 'string' && !hasTable && conversion.kind === 'copy') return true;
+      return target.at(alternative.finish!.at, `${alternative.finish!.kind}() reads elements as text: ${field.name} is a ${field.type}${hasTable ? ' with a value table' : ''}`) ?? false;
+    }
     if (conversion.kind === 'reference') {
       if (leaf.type !== 'Reference') return problem(`\`reference\` needs a FHIR Reference; ${leaf.json} is a ${leaf.type}`);
       const allowed = leaf.definition.type.find((t) => t.code === 'Reference')?.targetProfile?.map((p) => p.split('/').pop()!) ?? [];
@@ -612,13 +621,13 @@ class RuleCompiler {
     const leaf = elements[elements.length - 1];
     if (!leaf) return at(parsed.at, 'a path needs at least one element');
     const path: ResolvedPath = { compiled: [...(base?.compiled ?? []), ...compiled], leaf, key: keyParts.join('.'), codes: codeContext(elements), elements };
-    const finish = parsed.finish && (parsed.finish.kind === 'join' ? { kind: 'join' as const, separator: parsed.finish.separator } : { kind: 'toDate' as const });
+    const finish = parsed.finish && (parsed.finish.kind === 'join' ? { kind: 'join' as const, separator: parsed.finish.separator } : { kind: parsed.finish.kind });
     return {
       compiled: { ...(base ? { from: base.expression } : {}), steps: compiled, ...(finish ? { finish } : {}) },
       path,
       finish: parsed.finish,
       at: parsed.at,
-      writable: !readsResource,
+      writable: !readsResource && !readsAsText(parsed.finish, leaf.type),
     };
   }
 

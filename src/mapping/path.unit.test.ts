@@ -86,6 +86,34 @@ fields:\n  id: id\n  low: '%range.low.value'\n`);
     expect(problemsOf(dir).join('\n')).toMatch(/probe\.map\.yaml:\d+:\d+: .*gendr.*did you mean .*gender/);
   });
 
+  it('toText() reads any element as text, and join() joins elements as text; neither is written', () => {
+    const map = loadMappings(
+      probe(`connect:\n  id: { type: string, required: true }\n  value: { type: string, nullable: true }\n  parts: { type: string, nullable: true }
+fields:\n  id: id\n  value: valueString | valueRange.toText() | valueRatio.toText() | valueQuantity.toText() | valuePeriod.toText() | valueBoolean.toText() | valueCodeableConcept.toText()\n  parts: note.text | component.join('; ')\n`),
+    ).get('probe');
+    const value = (v: object) => map.fromFhir({ ...obs, id: 'a', ...v } as any).value;
+    expect(value({ valueRange: { low: { value: 1, unit: 'mg/L' }, high: { value: 3, unit: 'mg/L' } } })).toBe('1–3 mg/L');
+    expect(value({ valueRange: { low: { value: 1, unit: 'g/L' }, high: { value: 3, unit: 'mg/dL' } } })).toBe('1 g/L–3 mg/dL');
+    expect(value({ valueRange: { high: { value: 3, code: 'mg/L' } } })).toBe('<=3 mg/L');
+    expect(value({ valueRange: { low: { unit: 'mg/L' } } })).toBeNull();
+    expect(value({ valueRatio: { numerator: { value: 1 }, denominator: { value: 128 } } })).toBe('1:128');
+    expect(value({ valueRatio: { numerator: { value: 5, unit: 'mg' }, denominator: { value: 1, unit: 'mL' } } })).toBe('5 mg / 1 mL');
+    expect(value({ valueQuantity: { value: 5, comparator: '<', unit: 'mg/L' } })).toBe('<5 mg/L');
+    expect(value({ valuePeriod: { start: '2024-01-01' } })).toBe('2024-01-01 – …');
+    expect(value({ valueBoolean: false })).toBe('false');
+    expect(value({ valueCodeableConcept: { coding: [{ code: 'x' }, { code: 'y', display: 'Why' }] } })).toBe('x');
+    const components = [
+      { code: { text: 'Systolic' }, valueQuantity: { value: 120, unit: 'mm[Hg]' } },
+      { code: { coding: [{ display: 'Diastolic' }] }, dataAbsentReason: { text: 'Not measured' } },
+    ];
+    expect(map.fromFhir({ ...obs, id: 'a', component: components } as any).parts).toBe('Systolic: 120 mm[Hg]; Diastolic: Not measured');
+    // Written: the writable alternatives only.
+    expect(map.toFhir({ id: 'a', value: '1–3 mg/L', parts: 'p' })).toMatchObject({ valueString: '1–3 mg/L', note: [{ text: 'p' }] });
+    expect(problemsOf(probe(`connect:\n  id: { type: string, required: true }\n  n: { type: number, nullable: true }\nfields:\n  id: id\n  n: valueQuantity.value | valueRange.toText()\n`))).toEqual([
+      expect.stringMatching(/probe\.map\.yaml:\d+:\d+: toText\(\) reads elements as text: n is a number/),
+    ]);
+  });
+
   it('resolve() reads a contained resource, never written', () => {
     const dir = mkdtempSync(join(tmpdir(), 'pont-paths-'));
     scratch.push(dir);
@@ -104,17 +132,17 @@ fields:\n  id: id\n  low: '%range.low.value'\n`);
 
   it('an unknown function is named, with a suggestion, at its file, line and column', () => {
     const dir = probe(`connect:\n  id: { type: string, required: true }\n  name: { type: string, nullable: true }\nfields:\n  id: id\n  name: code.coding.frist().display\n`);
-    expect(problemsOf(dir)).toEqual([`${join(dir, 'probe.map.yaml')}:13:21: malformed path \`code.coding.frist().display\`: unknown function 'frist', did you mean 'first'; functions: where(), first(), resolve(), join(), toDate()`]);
+    expect(problemsOf(dir)).toEqual([`${join(dir, 'probe.map.yaml')}:13:21: malformed path \`code.coding.frist().display\`: unknown function 'frist', did you mean 'first'; functions: where(), first(), resolve(), join(), toDate(), toText()`]);
     expect(() => parseExpression('code.text.joint(",")')).toThrow(/unknown function 'joint', did you mean 'join'/);
     expect(() => parseExpression('code.coding.count()')).toThrow(PathSyntaxError);
   });
 
-  it('refuses what cannot work: join() of a number, nothing after join(), a let that does not exist, no writable alternative', () => {
+  it('refuses what cannot work: joined text into a number, nothing after join(), a let that does not exist, no writable alternative', () => {
     const dir = probe(`let:\n  range: referenceRange.first()\nconnect:\n  id: { type: string, required: true }\n  a: { type: number, nullable: true }\n  b: { type: string, nullable: true }\n  c: { type: string, nullable: true }\n  d: { type: number, nullable: true }
-fields:\n  id: id\n  a: valueQuantity.value.join(',')\n  b: code.text.join(',').x\n  c: '%rnage.text'\n  d: referenceRange.where(low.unit = %resource.valueQuantity.unit).low.value\n`);
+fields:\n  id: id\n  a: valueQuantity.value | component.join(',')\n  b: code.text.join(',').x\n  c: '%rnage.text'\n  d: referenceRange.where(low.unit = %resource.valueQuantity.unit).low.value\n`);
     const problems = problemsOf(dir).map((p) => p.replace(join(dir, 'probe.map.yaml'), 'F'));
     expect(problems).toEqual([
-      "F:18:26: join() makes text of text: a is a number, value a FHIR decimal",
+      'F:18:38: join() reads elements as text: a is a number',
       'F:19:25: malformed path `code.text.join(\',\').x`: join() ends a path: nothing may follow it',
       'F:20:8: unknown let %rnage (did you mean `range`?): declare it under `let` (before its use)',
       'F:21:6: writing needs one alternative of `referenceRange.where(low.unit = %resource.valueQuantity.unit).low.value` without %resource or resolve(): add one (e.g. `| referenceRange.first()`)',

@@ -30,7 +30,7 @@ export type CompiledPath = CompiledStep[];
 export interface CompiledAlternative {
   from?: CompiledExpression;
   steps: CompiledPath;
-  finish?: { kind: 'join'; separator: string } | { kind: 'toDate' };
+  finish?: { kind: 'join'; separator: string } | { kind: 'toDate' | 'toText' };
 }
 /** `a | b | …`: reading takes the first alternative that gives a value; writing follows `write`. */
 export interface CompiledExpression {
@@ -158,12 +158,55 @@ export function readsPatient(program: MapProgram): boolean {
   return program.fields.some((rule) => rule.targets.some(inExpression));
 }
 
+/**
+ * A FHIR value as a reader would write it (toText()): a Quantity `<5 mg/L`, a Range `1–3 mg/L` (`>=1 mg/L` with a
+ * low limit only), a Ratio `1:128` (`5 mg / 1 mL` with units), a Period `2024-01-01 – 2024-01-05`, a concept its
+ * text or display or code, a boolean `true`; undefined for what has no text (sampled data's numbers are not text).
+ */
+export function textOf(value: unknown): string | undefined {
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  if (!isObject(value)) return undefined;
+  const quantity = (q: unknown, withUnit = true): string | undefined => {
+    if (!isObject(q) || typeof q.value !== 'number') return undefined;
+    const unit = withUnit ? (q.unit ?? q.code) : undefined;
+    return `${typeof q.comparator === 'string' ? q.comparator : ''}${q.value}${typeof unit === 'string' ? ` ${unit}` : ''}`;
+  };
+  if ('value' in value) return quantity(value);
+  // A component (a code and its value[x]): "Systolic blood pressure: 120 mm[Hg]".
+  const valueKey = Object.keys(value).find((k) => /^value[A-Z]/.test(k) || k === 'dataAbsentReason');
+  if (valueKey && 'code' in value) return `${textOf(value.code) ?? '?'}: ${textOf(value[valueKey]) ?? ''}`;
+  if ('low' in value || 'high' in value) {
+    const { low, high } = value as { low?: Obj; high?: Obj };
+    const [lo, hi] = [quantity(low), quantity(high)];
+    if (lo === undefined) return hi === undefined ? undefined : `<=${hi}`;
+    if (hi === undefined) return `>=${lo}`;
+    // One unit for both when they share it: 1–3 mg/L.
+    return `${(low!.unit ?? low!.code) === (high!.unit ?? high!.code) ? quantity(low, false) : lo}–${hi}`;
+  }
+  if ('numerator' in value || 'denominator' in value) {
+    const { numerator: n, denominator: d } = value as { numerator?: Obj; denominator?: Obj };
+    const units = [n, d].some((q) => isObject(q) && (q.unit ?? q.code) !== undefined);
+    const [a, b] = [quantity(n), quantity(d)];
+    return a === undefined ? undefined : b === undefined ? a : units ? `${a} / ${b}` : `${a}:${b}`;
+  }
+  if ('start' in value || 'end' in value) return `${value.start ?? '…'} – ${value.end ?? '…'}`;
+  if ('text' in value && typeof value.text === 'string') return value.text;
+  if (Array.isArray(value.coding)) return value.coding.map(textOf).find((t) => t !== undefined);
+  if ('display' in value || 'code' in value) return textOf(value.display ?? value.code);
+  return undefined;
+}
+
 /** Every value of the expression: those of its first alternative that gives any. */
 export function readAll(scope: Scope, expression: CompiledExpression): unknown[] {
   for (const alternative of expression.alternatives) {
     let values = walk(scope, alternative.from ? readAll(scope, alternative.from) : [scope.resource], alternative.steps);
-    if (alternative.finish?.kind === 'join') values = values.length ? [values.map(String).join(alternative.finish.separator)] : [];
+    if (alternative.finish?.kind === 'join') {
+      const texts = values.map(textOf).filter((v) => v !== undefined);
+      values = texts.length ? [texts.join(alternative.finish.separator)] : [];
+    }
     else if (alternative.finish?.kind === 'toDate') values = values.map((v) => (typeof v === 'string' ? v.slice(0, 10) : v));
+    else if (alternative.finish?.kind === 'toText') values = values.map(textOf).filter((v) => v !== undefined);
     if (values.length) return values;
   }
   return [];

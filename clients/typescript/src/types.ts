@@ -288,9 +288,19 @@ export type Immunization = {
   status: "completed" | "entered-in-error" | "not-done" | null;
   status_reason: string | null;
   occurred_at: string | null;
+  occurrence_text: string | null;
   primary_source: boolean | null;
   lot_number: string | null;
   dose_number: number | null;
+  series_doses: number | null;
+  target_disease: string | null;
+  dose_quantity: number | null;
+  dose_unit: string | null;
+  expiration_date: string | null;
+  manufacturer: string | null;
+  reason: string | null;
+  is_subpotent: boolean | null;
+  subpotent_reason: string | null;
   site: string | null;
   route: string | null;
   note: string | null;
@@ -345,6 +355,7 @@ export type LabResult = {
   value_precision: number | null;
   unit: string | null;
   value_coded: string | null;
+  data_absent_reason: string | null;
   reference_low: number | null;
   reference_high: number | null;
   reference_range_unit: string | null;
@@ -449,6 +460,31 @@ export type PatientDemographics = {
   country_code: string | null;
 };
 
+export type PatientDocument = {
+  /** uuid */
+  id: string;
+  patient_id: string | null;
+  visit_id: string | null;
+  status: "current" | "superseded" | "entered-in-error" | null;
+  doc_status: "preliminary" | "final" | "amended" | "entered-in-error" | null;
+  type: string | null;
+  loinc_code: string | null;
+  category: string | null;
+  description: string | null;
+  title: string | null;
+  content_type: string | null;
+  language: string | null;
+  url: string | null;
+  size: number | null;
+  author: string | null;
+  event: string | null;
+  practice_setting: string | null;
+  period_start: string | null;
+  period_end: string | null;
+  replaces_document_id: string | null;
+  created_at: string | null;
+};
+
 /** The patient in the Connect shape of mappings/patient-profile.map.yaml. */
 export type PatientProfile = {
   health_id: string;
@@ -464,6 +500,7 @@ export type PatientRecords = {
     allergies?: Array<AllergyRecord>;
     clinical_notes?: Array<ClinicalNote>;
     diagnoses?: Array<Diagnosis>;
+    documents?: Array<PatientDocument>;
     immunizations?: Array<Immunization>;
     lab_results?: Array<LabResult>;
     prescriptions?: Array<Prescription>;
@@ -759,6 +796,7 @@ export type Vital = {
   systolic: number | null;
   diastolic: number | null;
   unit: string | null;
+  data_absent_reason: string | null;
   status: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
   recorded_at: string | null;
 };
