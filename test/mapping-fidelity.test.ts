@@ -279,6 +279,28 @@ describe('FHIR written elsewhere reads back whole', () => {
     });
   });
 
+  it('16. observations neither lab nor vital (smoking status, a score with parts) and reports of any kind are records too', async () => {
+    const smoking = await post({
+      resourceType: 'Observation', status: 'final', category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'social-history', display: 'Social History' }] }],
+      code: { coding: [{ system: LOINC, code: '72166-2', display: 'Tobacco smoking status' }] }, valueCodeableConcept: { coding: [{ system: SCT, code: '8517006', display: 'Ex-smoker' }] },
+    });
+    expect(await record('observations', smoking)).toMatchObject({ category: 'Social History', name: 'Tobacco smoking status', loinc_code: '72166-2', value_coded: 'Ex-smoker' });
+    const apgar = await post({
+      resourceType: 'Observation', status: 'final', code: { text: 'Apgar score' },
+      component: [{ code: { text: 'Heart rate' }, valueInteger: 2 }, { code: { text: 'Colour' }, valueCodeableConcept: { text: 'Pink' } }],
+    });
+    expect(await record('observations', apgar)).toMatchObject({ category: null, name: 'Apgar score', components: 'Heart rate: 2; Colour: Pink' });
+    const imaging = await post({
+      resourceType: 'DiagnosticReport', status: 'final', category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0074', code: 'RAD', display: 'Radiology' }] }],
+      code: { coding: [{ system: LOINC, code: '24627-2', display: 'CT Chest' }] }, conclusion: 'No nodules.', effectiveDateTime: '2024-03-12T08:00:00Z',
+    });
+    expect(await record('reports', imaging)).toMatchObject({ category: 'Radiology', name: 'CT Chest', loinc_code: '24627-2', conclusion: 'No nodules.', status: 'final', result_ids: [] });
+    // Neither is a lab result.
+    const labs = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`)).body.records.lab_results.map((r: any) => r.id);
+    expect(labs).not.toContain(smoking);
+    expect(labs).not.toContain(imaging);
+  });
+
   it('15. a DocumentReference from elsewhere reads as a documents record, coded only, in the published shape', async () => {
     const id = await post({
       resourceType: 'DocumentReference', status: 'current', docStatus: 'final',

@@ -34,7 +34,7 @@ const OUTSIDE_TYPE: Partial<Record<Outside, string>> = { patient: 'Patient' };
 
 const TOP_KEYS = ['map', 'resource', 'record', 'description', 'uris', 'let', 'connect', 'fixed', 'fields'] as const;
 const FIELD_KEYS = ['type', 'values', 'required', 'nullable', 'list', 'default', 'description'] as const;
-const RULE_KEYS = ['fhir', 'values', 'read', 'otherwise', 'also', 'reference', 'narrative', 'description'] as const;
+const RULE_KEYS = ['fhir', 'values', 'read', 'otherwise', 'also', 'reference', 'narrative', 'write', 'description'] as const;
 
 export const MAP_SUFFIX = '.map.yaml';
 
@@ -249,7 +249,18 @@ class RuleCompiler {
       source.problem(fhirNode, '`fhir` lists no FHIR element');
       return undefined;
     }
-    const targets = pathNodes.map((node) => this.expression(node));
+    // `write: false`: read only (what FHIR says in a way the Connect value cannot give back, e.g. components as text).
+    const writeNode = entry('write');
+    if (writeNode && (!isScalar(writeNode) || writeNode.value !== false)) {
+      source.problem(writeNode, '`write` is `false` (the field is read only) or left out');
+      return undefined;
+    }
+    const readOnly = !!writeNode;
+    if (readOnly && field.required) {
+      source.problem(writeNode, `${show(field.name)} is required, so it is written: it cannot be read only`);
+      return undefined;
+    }
+    const targets = pathNodes.map((node) => this.expression(node, readOnly));
     if (targets.some((t) => !t)) return undefined;
     const resolved = targets as ResolvedExpression[];
 
@@ -300,7 +311,7 @@ class RuleCompiler {
     }
     resolved.forEach((target, i) => {
       const share = conversion.kind === 'copy' && !field.list && isPrimitive(target.leaf.type) ? (valuesNode ? 'table' : 'copy') : undefined;
-      this.claim(target, pathNodes[i]!, share);
+      if (!readOnly) this.claim(target, pathNodes[i]!, share);
     });
     const also: FixedRule[] = [];
     const alsoNode = entry('also');
@@ -314,14 +325,14 @@ class RuleCompiler {
       if (rule) also.push(rule);
       else ok = false;
     }
-    return ok ? { field, targets: resolved.map((t) => t.expression), conversion, table, also } : undefined;
+    return ok ? { field, targets: resolved.map((t) => t.expression), conversion, table, also, ...(readOnly ? { readOnly } : {}) } : undefined;
   }
 
   /** `let: name: expression`: a part of the resource chosen once (e.g. the applicable reference range), used as `%name`. */
   defineLet(pair: Pair<Scalar, Node | null>): void {
     const name = keyOf(pair);
     if (!/^[A-Za-z][A-Za-z0-9_]*$/.test(name)) this.source.problem(pair.key, `${show(name)}: a let name is letters, digits and _`);
-    else if (name === 'resource' || this.uris.has(name)) this.source.problem(pair.key, `${show(name)} is already a name (%resource, or one of \`uris\`): choose another`);
+    else if (name === 'resource' || name === 'patient' || this.uris.has(name)) this.source.problem(pair.key, `${show(name)} is already a name (%resource, %patient, or one of \`uris\`): choose another`);
     const resolved = this.expression(pair.value);
     if (!resolved) return;
     const types = new Set(resolved.alternatives.map((a) => a.path.leaf.type));
@@ -538,7 +549,7 @@ class RuleCompiler {
   }
 
   /** Parses an expression (`a | b`) and resolves every alternative against the FHIR definitions; problems point at the offending step. */
-  private expression(node: Node | null | undefined): ResolvedExpression | undefined {
+  private expression(node: Node | null | undefined, readOnly = false): ResolvedExpression | undefined {
     const { source } = this;
     if (!isScalar(node) || typeof node.value !== 'string' || !node.value) {
       source.problem(node, 'expected a FHIR element path, e.g. code.text');
@@ -559,7 +570,7 @@ class RuleCompiler {
       if (!resolved) return undefined;
       alternatives.push(resolved);
     }
-    const written = alternatives.find((a) => a.writable);
+    const written = alternatives.find((a) => a.writable) ?? (readOnly ? alternatives[0] : undefined);
     if (!written) return at(0, `writing needs one alternative of ${show(text)} without %resource or resolve(): add one (e.g. \`| referenceRange.first()\`)`);
     return {
       ...written.path,

@@ -114,6 +114,31 @@ fields:\n  id: id\n  value: valueString | valueRange.toText() | valueRatio.toTex
     ]);
   });
 
+  it('the lab map reads one reference range whole: its limits and its words never come from two ranges', () => {
+    const lab = loadMappings(defaultMappingsDir).get('lab-result');
+    const o = {
+      ...obs, id: 'a', valueQuantity: { value: 4, unit: 'mmol/L' },
+      referenceRange: [
+        { low: { value: 3.1, unit: 'mmol/L' }, high: { value: 6.2, unit: 'mmol/L' }, appliesTo: [{ coding: [{ code: '248153007', display: 'Male' }] }] },
+        { low: { value: 2.6, unit: 'mmol/L' }, high: { value: 5.9, unit: 'mmol/L' }, text: 'female, adult' },
+      ],
+    };
+    expect(lab.readFhir(o as any).connect).toMatchObject({ reference_low: 3.1, reference_high: 6.2, reference_range_text: 'Male' });
+    expect(lab.readFhir(o as any, { resourceType: 'Patient', gender: 'unknown' }).connect).toMatchObject({ reference_low: 3.1, reference_range_text: 'Male' });
+    expect(lab.readFhir(o as any, { resourceType: 'Patient', gender: 'male' }).connect).toMatchObject({ reference_low: 3.1, reference_range_text: 'Male' });
+  });
+
+  it('write: false reads a field and never writes it; a required field cannot be read only', () => {
+    const map = loadMappings(
+      probe(`connect:\n  id: { type: string, required: true }\n  parts: { type: string, nullable: true }\nfields:\n  id: id\n  parts:\n    fhir: component.join('; ')\n    write: false\n`),
+    ).get('probe');
+    expect(map.fromFhir({ ...obs, id: 'a', component: [{ code: { text: 'A' }, valueString: 'x' }] } as any).parts).toBe('A: x');
+    expect(map.toFhir({ id: 'a', parts: 'A: x' })).not.toHaveProperty('component');
+    expect(problemsOf(probe(`connect:\n  id: { type: string, required: true }\n  parts: { type: string, required: true }\nfields:\n  id: id\n  parts:\n    fhir: component.join('; ')\n    write: false\n`))).toEqual([
+      expect.stringMatching(/probe\.map\.yaml:15:12: `parts` is required, so it is written: it cannot be read only$/),
+    ]);
+  });
+
   it('resolve() reads a contained resource, never written', () => {
     const dir = mkdtempSync(join(tmpdir(), 'pont-paths-'));
     scratch.push(dir);

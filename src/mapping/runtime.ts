@@ -79,6 +79,8 @@ export interface FieldRule {
   table?: ValueTable;
   /** Constant values written with the field when it has one (e.g. the unit of a blood-pressure component). */
   also: FixedRule[];
+  /** `write: false`: read from FHIR, never written (a value given for it is ignored). */
+  readOnly?: boolean;
 }
 
 export interface FixedRule {
@@ -399,6 +401,7 @@ function checkConnectValue(map: string, field: ConnectField, value: unknown): vo
 export function runToFhir(program: MapProgram, connect: Record<string, unknown>): Resource {
   const root: Obj = { resourceType: program.resourceType };
   for (const rule of program.fields) {
+    if (rule.readOnly) continue;
     const value = connect[rule.field.name];
     if (value === undefined || value === null) {
       if (rule.field.required) throw new MappingValueError(program.name, rule.field.name, 'is required');

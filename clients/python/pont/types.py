@@ -84,6 +84,30 @@ class ClinicalNote(TypedDict):
     created_at: Optional[str]
 
 
+class ClinicalObservation(TypedDict):
+    id: str
+    patient_id: Optional[str]
+    visit_id: Optional[str]
+    category: Optional[str]
+    name: Optional[str]
+    loinc_code: Optional[str]
+    snomed_code: Optional[str]
+    value: Optional[str]
+    value_numeric: Optional[float]
+    comparator: Optional[Literal['<', '<=', '>=', '>']]
+    unit: Optional[str]
+    value_coded: Optional[str]
+    components: Optional[str]
+    data_absent_reason: Optional[str]
+    interpretation: Optional[str]
+    body_site: Optional[str]
+    method: Optional[str]
+    note: Optional[str]
+    status: Optional[Literal['registered', 'preliminary', 'final', 'amended', 'corrected', 'cancelled', 'entered-in-error', 'unknown']]
+    effective_at: Optional[str]
+    issued_at: Optional[str]
+
+
 ConsentDataClass = Literal['patients:read', 'labs:read', 'prescriptions:read', 'documents:read', 'appointments:read', 'fhir:read']
 
 class _ConsentGrantRequestRequired(TypedDict):
@@ -146,6 +170,25 @@ class Diagnosis(TypedDict):
     status: Optional[Literal['active', 'recurrence', 'relapse', 'inactive', 'remission', 'resolved', 'provisional', 'differential', 'unconfirmed', 'ruled_out', 'entered_in_error']]
     is_primary: Optional[bool]
     created_at: Optional[str]
+
+
+class DiagnosticReportRecord(TypedDict):
+    id: str
+    patient_id: Optional[str]
+    visit_id: Optional[str]
+    category: Optional[str]
+    name: Optional[str]
+    loinc_code: Optional[str]
+    status: Optional[Literal['registered', 'partial', 'preliminary', 'final', 'amended', 'corrected', 'appended', 'cancelled', 'entered-in-error', 'unknown']]
+    conclusion: Optional[str]
+    conclusion_code: Optional[str]
+    result_ids: Optional[List[str]]
+    performer: Optional[str]
+    form_content_type: Optional[str]
+    form_url: Optional[str]
+    form_title: Optional[str]
+    effective_at: Optional[str]
+    issued_at: Optional[str]
 
 
 EncounterPush = TypedDict('EncounterPush', {'health_id': str, 'encounter_type': str, 'clinical_note': str, 'status': Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled'], 'class': Literal['AMB', 'EMER', 'IMP', 'VR', 'HH'], 'reason': str, 'started_at': str, 'ended_at': str, 'alert_type': str, 'severity': Literal['high', 'moderate', 'low'], 'cdss_rule_id': str}, total=False)

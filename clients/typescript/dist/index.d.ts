@@ -157,7 +157,7 @@ export declare class Pont {
             limit?: number;
             cursor?: string;
             since?: string;
-        }, call?: CallOptions) => PagePromise<WithResponse<T.PatientRecords>, T.AllergyRecord | T.CdssAlert | T.ClinicalNote | T.Diagnosis | T.Immunization | T.LabResult | T.PatientDocument | T.Prescription | T.Visit | T.Vital>;
+        }, call?: CallOptions) => PagePromise<WithResponse<T.PatientRecords>, T.AllergyRecord | T.CdssAlert | T.ClinicalNote | T.ClinicalObservation | T.Diagnosis | T.DiagnosticReportRecord | T.Immunization | T.LabResult | T.PatientDocument | T.Prescription | T.Visit | T.Vital>;
         pushEncounter: (input: T.EncounterPush, call?: CallOptions) => Promise<WithResponse<T.EncounterPushed>>;
         pushLabResult: (input: T.LabResultPush, call?: CallOptions) => Promise<WithResponse<T.LabResultPushed>>;
     };

@@ -135,6 +135,31 @@ export type ClinicalNote = {
   created_at: string | null;
 };
 
+export type ClinicalObservation = {
+  /** uuid */
+  id: string;
+  patient_id: string | null;
+  visit_id: string | null;
+  category: string | null;
+  name: string | null;
+  loinc_code: string | null;
+  snomed_code: string | null;
+  value: string | null;
+  value_numeric: number | null;
+  comparator: "<" | "<=" | ">=" | ">" | null;
+  unit: string | null;
+  value_coded: string | null;
+  components: string | null;
+  data_absent_reason: string | null;
+  interpretation: string | null;
+  body_site: string | null;
+  method: string | null;
+  note: string | null;
+  status: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
+  effective_at: string | null;
+  issued_at: string | null;
+};
+
 /** A data class a consent covers (README "Consent") */
 export type ConsentDataClass = "patients:read" | "labs:read" | "prescriptions:read" | "documents:read" | "appointments:read" | "fhir:read";
 
@@ -201,6 +226,26 @@ export type Diagnosis = {
   status: "active" | "recurrence" | "relapse" | "inactive" | "remission" | "resolved" | "provisional" | "differential" | "unconfirmed" | "ruled_out" | "entered_in_error" | null;
   is_primary: boolean | null;
   created_at: string | null;
+};
+
+export type DiagnosticReportRecord = {
+  /** uuid */
+  id: string;
+  patient_id: string | null;
+  visit_id: string | null;
+  category: string | null;
+  name: string | null;
+  loinc_code: string | null;
+  status: "registered" | "partial" | "preliminary" | "final" | "amended" | "corrected" | "appended" | "cancelled" | "entered-in-error" | "unknown" | null;
+  conclusion: string | null;
+  conclusion_code: string | null;
+  result_ids: Array<string> | null;
+  performer: string | null;
+  form_content_type: string | null;
+  form_url: string | null;
+  form_title: string | null;
+  effective_at: string | null;
+  issued_at: string | null;
 };
 
 export type EncounterPush = {
@@ -503,7 +548,9 @@ export type PatientRecords = {
     documents?: Array<PatientDocument>;
     immunizations?: Array<Immunization>;
     lab_results?: Array<LabResult>;
+    observations?: Array<ClinicalObservation>;
     prescriptions?: Array<Prescription>;
+    reports?: Array<DiagnosticReportRecord>;
     visits?: Array<Visit>;
     vitals?: Array<Vital>;
   };
