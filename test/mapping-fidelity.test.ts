@@ -301,6 +301,60 @@ describe('FHIR written elsewhere reads back whole', () => {
     expect(labs).not.toContain(imaging);
   });
 
+  it('17. what other writers record beside the Connect fields is read: onset, severity, stage, reactions, route, rates, the visit’s course, a note’s own sections', async () => {
+    const dx = await post({
+      resourceType: 'Condition', clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-clinical', code: 'active' }] },
+      category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-category', code: 'problem-list-item', display: 'Problem List Item' }] }],
+      severity: { coding: [{ system: SCT, code: '24484000', display: 'Severe' }] }, code: { text: 'NSCLC' }, bodySite: [{ text: 'Left lung' }],
+      onsetAge: { value: 52, unit: 'years', system: UCUM, code: 'a' }, stage: [{ summary: { text: 'T2 N1 M0' } }], note: [{ text: 'Smoker for 30 years' }],
+    });
+    expect(await record('diagnoses', dx)).toMatchObject({ onset_text: '52 years', severity: 'Severe', body_site: 'Left lung', stage: 'T2 N1 M0', category: 'Problem List Item', note: 'Smoker for 30 years' });
+    const allergy = await post({
+      resourceType: 'AllergyIntolerance', clinicalStatus: ACTIVE_ALLERGY, type: 'allergy', category: ['medication'], criticality: 'high',
+      code: { coding: [{ system: 'http://www.nlm.nih.gov/research/umls/rxnorm', code: '7980', display: 'Penicillin G' }] }, onsetDateTime: '2010-06',
+      reaction: [{ manifestation: [{ text: 'Hives' }, { coding: [{ system: SCT, code: '56018004', display: 'Wheezing' }] }] }],
+    });
+    expect(await record('allergies', allergy)).toMatchObject({
+      substance: 'Penicillin G', severity: null, criticality: 'high', type: 'allergy', category: 'medication', code: '7980', code_system: 'http://www.nlm.nih.gov/research/umls/rxnorm',
+      reactions: 'Hives, Wheezing', onset_at: '2010-06',
+    });
+    const rx = await post({
+      resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Morphine' }, reasonCode: [{ text: 'Post-operative pain' }],
+      dosageInstruction: [
+        {
+          text: '1-2 mg IV every 4 h as needed', asNeededCodeableConcept: { text: 'pain' }, route: { coding: [{ system: SCT, code: '47625008', display: 'Intravenous route' }] },
+          doseAndRate: [{ doseRange: { low: { value: 1, unit: 'mg' }, high: { value: 2, unit: 'mg' } } }], maxDosePerPeriod: { numerator: { value: 12, unit: 'mg' }, denominator: { value: 1, unit: 'd' } },
+          timing: { repeat: { boundsDuration: { value: 3, unit: 'days' } } },
+        },
+        { text: 'then 1 mg every 6 h' },
+      ],
+      dispenseRequest: { quantity: { value: 20, unit: 'ampoule' }, numberOfRepeatsAllowed: 0 }, substitution: { allowedBoolean: false },
+    });
+    expect(await record('prescriptions', rx)).toMatchObject({
+      dosage_text: '1-2 mg IV every 4 h as needed; then 1 mg every 6 h', as_needed_reason: 'pain', route: 'Intravenous route', dose_range: '1–2 mg', max_dose: '12 mg / 1 d',
+      duration: '3 days', reason: 'Post-operative pain', dispense_quantity: 20, dispense_unit: 'ampoule', refills: 0, substitution_allowed: false,
+    });
+    const visit = await post({
+      resourceType: 'Encounter', status: 'finished', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'IMP' },
+      priority: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ActPriority', code: 'EM', display: 'emergency' }] },
+      length: { value: 5, unit: 'days' }, location: [{ location: { display: 'Ward 3' } }],
+      hospitalization: { admitSource: { text: 'Emergency department' }, dischargeDisposition: { text: 'Home' } },
+      diagnosis: [{ condition: { reference: `Condition/${dx}` }, rank: 1 }],
+    });
+    expect(await record('visits', visit)).toMatchObject({ priority: 'emergency', length: '5 days', location: 'Ward 3', admit_source: 'Emergency department', discharge_disposition: 'Home', diagnosis_ids: [dx] });
+    const note = await post({
+      resourceType: 'Composition', status: 'entered-in-error', type: { coding: [{ system: LOINC, code: '18842-5', display: 'Discharge summary' }] }, date: '2024-03-12T10:00:00Z',
+      author: [{ display: 'Dr Mensah' }], title: 'Discharge summary',
+      section: [
+        { title: 'Reason for admission', code: { coding: [{ system: LOINC, code: '29299-5' }] }, text: { status: 'generated', div: '<div xmlns="http://www.w3.org/1999/xhtml"><p>Fever</p></div>' } },
+        { title: 'History', code: { coding: [{ system: LOINC, code: '11348-0' }] }, text: { status: 'generated', div: '<div xmlns="http://www.w3.org/1999/xhtml">Malaria in 2019</div>' } },
+      ],
+    });
+    expect(await record('clinical_notes', note)).toMatchObject({
+      patient_id: patientId, status: 'entered_in_error', note_type: 'Discharge summary', title: 'Discharge summary', sections: 'Reason for admission: Fever\n\nHistory: Malaria in 2019',
+    });
+  });
+
   it('15. a DocumentReference from elsewhere reads as a documents record, coded only, in the published shape', async () => {
     const id = await post({
       resourceType: 'DocumentReference', status: 'current', docStatus: 'final',

@@ -40,7 +40,7 @@ describe('mapping engine', () => {
   describe('examples run both ways', () => {
     const files = readdirSync(defaultMappingsDir).filter((f) => f.endsWith('.examples.yaml'));
     it('every map has examples', () => {
-      expect(mappings.names().sort()).toEqual(['allergy-record', 'blood-unit', 'cdss-alert', 'clinical-note', 'consent', 'diagnosis', 'immunization', 'lab-report', 'lab-result', 'patient-demographics', 'patient-profile', 'patient-summary', 'payment', 'pharmacy-stock', 'prescription', 'visit', 'vital']);
+      expect(mappings.names().sort()).toEqual(['allergy-record', 'blood-unit', 'cdss-alert', 'clinical-note', 'consent', 'diagnosis', 'diagnostic-report', 'document', 'immunization', 'lab-report', 'lab-result', 'observation', 'patient-demographics', 'patient-profile', 'patient-summary', 'payment', 'pharmacy-stock', 'prescription', 'visit', 'vital']);
       expect(files.map((f) => f.replace('.examples.yaml', '')).sort()).toEqual(mappings.names().sort());
     });
 
@@ -213,7 +213,7 @@ describe('mapping engine', () => {
       let error = loadError(at.dir);
       expect([error.file, error.line, error.column]).toEqual([at.path, at.line, at.column]);
       expect(error.problem).toBe(
-        'unknown key `refrence` in the rule of `visit_id` (did you mean `reference`?); allowed: fhir, values, read, otherwise, also, reference, narrative, description',
+        'unknown key `refrence` in the rule of `visit_id` (did you mean `reference`?); allowed: fhir, values, read, otherwise, also, reference, narrative, write, description',
       );
 
       at = breakMap('allergy-record.map.yaml', 'fields:', 'feilds:', 'feilds');

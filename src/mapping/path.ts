@@ -103,12 +103,17 @@ export function parseExpression(text: string): ParsedPath[] {
     const n = match(NAME);
     return n ? { name: n, at } : fail(`expected ${what} at ${rest()}`);
   };
+  // FHIRPath's escapes: \' \\ \n \t \r (a separator of blank lines is '\n\n').
+  const ESCAPES: Record<string, string> = { "'": "'", '\\': '\\', n: '\n', t: '\t', r: '\r', '"': '"', '`': '`', '/': '/' };
   const quoted = (): string => {
     if (text[pos] !== "'") fail(`expected 'text' at ${rest()}`);
-    const end = text.indexOf("'", pos + 1);
-    if (end < 0) fail('unterminated quoted text');
-    const value = text.slice(pos + 1, end);
-    pos = end + 1;
+    let value = '';
+    for (pos++; text[pos] !== "'"; pos++) {
+      if (pos >= text.length) fail('unterminated quoted text');
+      if (text[pos] !== '\\') value += text[pos];
+      else value += ESCAPES[text[++pos]!] ?? fail(`unknown escape \\${text[pos] ?? ''} in quoted text (\\' \\\\ \\n \\t \\r)`);
+    }
+    pos++;
     return value;
   };
   const dotted = (): PathName[] => {

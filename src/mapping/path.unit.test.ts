@@ -160,6 +160,10 @@ fields:\n  id: id\n  value: valueString | valueRange.toText() | valueRatio.toTex
     expect(problemsOf(dir)).toEqual([`${join(dir, 'probe.map.yaml')}:13:21: malformed path \`code.coding.frist().display\`: unknown function 'frist', did you mean 'first'; functions: where(), first(), resolve(), join(), toDate(), toText()`]);
     expect(() => parseExpression('code.text.joint(",")')).toThrow(/unknown function 'joint', did you mean 'join'/);
     expect(() => parseExpression('code.coding.count()')).toThrow(PathSyntaxError);
+    // FHIRPath's escapes in quoted text; an unknown one is named.
+    expect(parseExpression("section.join('\\n\\n')")[0]!.finish).toMatchObject({ kind: 'join', separator: '\n\n' });
+    expect(parseExpression("name.where(text='O\\'Brien \\\\ co')")[0]!.steps[0]!.where[0]!.value).toBe("O'Brien \\ co");
+    expect(() => parseExpression("a.join('\\q')")).toThrow(/unknown escape \\q/);
   });
 
   it('refuses what cannot work: joined text into a number, nothing after join(), a let that does not exist, no writable alternative', () => {

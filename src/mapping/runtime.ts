@@ -163,7 +163,8 @@ export function readsPatient(program: MapProgram): boolean {
 /**
  * A FHIR value as a reader would write it (toText()): a Quantity `<5 mg/L`, a Range `1–3 mg/L` (`>=1 mg/L` with a
  * low limit only), a Ratio `1:128` (`5 mg / 1 mL` with units), a Period `2024-01-01 – 2024-01-05`, a concept its
- * text or display or code, a boolean `true`; undefined for what has no text (sampled data's numbers are not text).
+ * text or display or code, a component `name: value`, a narrative its text, a section `Title: text`, a boolean
+ * `true`; undefined for what has no text (sampled data's numbers are not text).
  */
 export function textOf(value: unknown): string | undefined {
   if (typeof value === 'string') return value;
@@ -193,6 +194,9 @@ export function textOf(value: unknown): string | undefined {
     return a === undefined ? undefined : b === undefined ? a : units ? `${a} / ${b}` : `${a}:${b}`;
   }
   if ('start' in value || 'end' in value) return `${value.start ?? '…'} – ${value.end ?? '…'}`;
+  if (typeof value.div === 'string') return narrativeToText(value);
+  // A document's section: "Title: its narrative".
+  if (isObject(value.text) && ('title' in value || 'code' in value)) return `${textOf(value.title ?? value.code) ?? '?'}: ${narrativeToText(value.text) ?? ''}`;
   if ('text' in value && typeof value.text === 'string') return value.text;
   if (Array.isArray(value.coding)) return value.coding.map(textOf).find((t) => t !== undefined);
   if ('display' in value || 'code' in value) return textOf(value.display ?? value.code);
@@ -478,7 +482,9 @@ function readFields(program: MapProgram, resource: Resource, lenient: boolean, p
 
 function readField(program: MapProgram, rule: FieldRule, scope: Scope, connect: Record<string, unknown>): void {
   if (rule.field.list) {
-    connect[rule.field.name] = readAll(scope, rule.targets[0]!).map((v) => fromList(program, rule, fromFhirValue(rule.conversion, v)));
+    // A reference to another type (a visit's diagnosis may be a Procedure) is not one of this list's ids.
+    const values = readAll(scope, rule.targets[0]!).map((v) => fromFhirValue(rule.conversion, v)).filter((v) => v !== undefined);
+    connect[rule.field.name] = values.map((v) => fromList(program, rule, v));
     return;
   }
   const found = rule.targets.map((target) => fromFhirValue(rule.conversion, readPath(scope, target)));

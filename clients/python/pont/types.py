@@ -17,6 +17,15 @@ class AllergyRecord(TypedDict):
     substance: Optional[str]
     severity: Optional[Literal['mild', 'moderate', 'severe', 'life_threatening']]
     status: Optional[Literal['active', 'inactive', 'resolved', 'unconfirmed', 'refuted', 'entered_in_error']]
+    criticality: Optional[str]
+    type: Optional[Literal['allergy', 'intolerance']]
+    category: Optional[str]
+    code: Optional[str]
+    code_system: Optional[str]
+    reactions: Optional[str]
+    onset_at: Optional[str]
+    onset_text: Optional[str]
+    note: Optional[str]
     created_at: Optional[str]
 
 
@@ -73,12 +82,16 @@ class ClientSecretRotation(TypedDict):
 
 class ClinicalNote(TypedDict):
     id: str
+    patient_id: Optional[str]
     visit_id: Optional[str]
     provider_id: Optional[str]
-    status: Optional[Literal['draft', 'signed', 'amended']]
+    status: Optional[Literal['draft', 'signed', 'amended', 'entered_in_error']]
+    note_type: Optional[str]
+    title: Optional[str]
     history_of_present_illness: Optional[str]
     examination_findings: Optional[str]
     treatment_plan: Optional[str]
+    sections: Optional[str]
     signed_at: Optional[str]
     amends_note_id: Optional[str]
     created_at: Optional[str]
@@ -169,6 +182,17 @@ class Diagnosis(TypedDict):
     snomed_display: Optional[str]
     status: Optional[Literal['active', 'recurrence', 'relapse', 'inactive', 'remission', 'resolved', 'provisional', 'differential', 'unconfirmed', 'ruled_out', 'entered_in_error']]
     is_primary: Optional[bool]
+    onset_at: Optional[str]
+    onset_text: Optional[str]
+    clinical_status: Optional[str]
+    verification_status: Optional[str]
+    abated_at: Optional[str]
+    abatement_text: Optional[str]
+    severity: Optional[str]
+    body_site: Optional[str]
+    stage: Optional[str]
+    category: Optional[str]
+    note: Optional[str]
     created_at: Optional[str]
 
 
@@ -566,6 +590,22 @@ class Prescription(TypedDict):
     period: Optional[float]
     period_unit: Optional[Literal['s', 'min', 'h', 'd', 'wk', 'mo', 'a']]
     as_needed: Optional[bool]
+    as_needed_reason: Optional[str]
+    route: Optional[str]
+    method: Optional[str]
+    site: Optional[str]
+    dose_range: Optional[str]
+    rate: Optional[str]
+    max_dose: Optional[str]
+    duration: Optional[str]
+    additional_instructions: Optional[str]
+    patient_instruction: Optional[str]
+    reason: Optional[str]
+    dispense_quantity: Optional[float]
+    dispense_unit: Optional[str]
+    refills: Optional[int]
+    substitution_allowed: Optional[bool]
+    note: Optional[str]
     authored_at: Optional[str]
 
 
@@ -610,7 +650,7 @@ class TokenResponse(TypedDict):
     scope: str
 
 
-Visit = TypedDict('Visit', {'id': str, 'patient_id': Optional[str], 'type': Optional[str], 'class': Optional[str], 'status': Optional[Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled', 'entered-in-error', 'unknown']], 'reason': Optional[str], 'provider_id': Optional[str], 'facility_id': Optional[str], 'started_at': Optional[str], 'ended_at': Optional[str], 'note': Optional[str]}, total=False)
+Visit = TypedDict('Visit', {'id': str, 'patient_id': Optional[str], 'type': Optional[str], 'class': Optional[str], 'status': Optional[Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled', 'entered-in-error', 'unknown']], 'reason': Optional[str], 'provider_id': Optional[str], 'facility_id': Optional[str], 'started_at': Optional[str], 'ended_at': Optional[str], 'note': Optional[str], 'priority': Optional[str], 'location': Optional[str], 'length': Optional[str], 'admit_source': Optional[str], 'discharge_disposition': Optional[str], 'diagnosis_ids': Optional[List[str]]}, total=False)
 
 class Vital(TypedDict):
     id: str

@@ -27,6 +27,15 @@ export type AllergyRecord = {
   substance: string | null;
   severity: "mild" | "moderate" | "severe" | "life_threatening" | null;
   status: "active" | "inactive" | "resolved" | "unconfirmed" | "refuted" | "entered_in_error" | null;
+  criticality: string | null;
+  type: "allergy" | "intolerance" | null;
+  category: string | null;
+  code: string | null;
+  code_system: string | null;
+  reactions: string | null;
+  onset_at: string | null;
+  onset_text: string | null;
+  note: string | null;
   created_at: string | null;
 };
 
@@ -124,12 +133,16 @@ export type ClientSecretRotation = {
 export type ClinicalNote = {
   /** uuid */
   id: string;
+  patient_id: string | null;
   visit_id: string | null;
   provider_id: string | null;
-  status: "draft" | "signed" | "amended" | null;
+  status: "draft" | "signed" | "amended" | "entered_in_error" | null;
+  note_type: string | null;
+  title: string | null;
   history_of_present_illness: string | null;
   examination_findings: string | null;
   treatment_plan: string | null;
+  sections: string | null;
   signed_at: string | null;
   amends_note_id: string | null;
   created_at: string | null;
@@ -225,6 +238,17 @@ export type Diagnosis = {
   snomed_display: string | null;
   status: "active" | "recurrence" | "relapse" | "inactive" | "remission" | "resolved" | "provisional" | "differential" | "unconfirmed" | "ruled_out" | "entered_in_error" | null;
   is_primary: boolean | null;
+  onset_at: string | null;
+  onset_text: string | null;
+  clinical_status: string | null;
+  verification_status: string | null;
+  abated_at: string | null;
+  abatement_text: string | null;
+  severity: string | null;
+  body_site: string | null;
+  stage: string | null;
+  category: string | null;
+  note: string | null;
   created_at: string | null;
 };
 
@@ -763,6 +787,22 @@ export type Prescription = {
   period: number | null;
   period_unit: "s" | "min" | "h" | "d" | "wk" | "mo" | "a" | null;
   as_needed: boolean | null;
+  as_needed_reason: string | null;
+  route: string | null;
+  method: string | null;
+  site: string | null;
+  dose_range: string | null;
+  rate: string | null;
+  max_dose: string | null;
+  duration: string | null;
+  additional_instructions: string | null;
+  patient_instruction: string | null;
+  reason: string | null;
+  dispense_quantity: number | null;
+  dispense_unit: string | null;
+  refills: number | null;
+  substitution_allowed: boolean | null;
+  note: string | null;
   authored_at: string | null;
 };
 
@@ -829,6 +869,12 @@ export type Visit = {
   started_at: string | null;
   ended_at: string | null;
   note: string | null;
+  priority: string | null;
+  location: string | null;
+  length: string | null;
+  admit_source: string | null;
+  discharge_disposition: string | null;
+  diagnosis_ids: Array<string> | null;
 };
 
 export type Vital = {
