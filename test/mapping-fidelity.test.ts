@@ -355,6 +355,34 @@ describe('FHIR written elsewhere reads back whole', () => {
     });
   });
 
+  it('18. a lab result’s parts, coded value, period, note and panel members; a vital’s interpretation, range and parts', async () => {
+    const culture = await post({
+      resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'Blood culture' },
+      valueCodeableConcept: { coding: [{ system: SCT, code: '3092008', display: 'Staphylococcus aureus' }] }
+    });
+    expect(await record('lab_results', culture)).toMatchObject({ value_coded: 'Staphylococcus aureus', value_code: '3092008', value_code_system: SCT });
+    const egfr = await post({
+      resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'eGFR' }, effectivePeriod: { start: '2024-03-11T08:00:00Z', end: '2024-03-12T08:00:00Z' },
+      component: [{ code: { text: 'eGFR (non-black)' }, valueQuantity: { value: 60, comparator: '>', unit: 'mL/min/1.73m2' } }], note: [{ text: 'Tube broken in transit, redrawn' }],
+      specimen: { display: 'Serum' }, performer: [{ display: 'Central Lab' }], hasMember: [{ reference: `Observation/${culture}` }],
+    });
+    expect(await record('lab_results', egfr)).toMatchObject({
+      components: 'eGFR (non-black): >60 mL/min/1.73m2', effective_at: '2024-03-11T08:00:00Z', effective_end: '2024-03-12T08:00:00Z', note: 'Tube broken in transit, redrawn',
+      specimen: 'Serum', performer: 'Central Lab', member_ids: [culture],
+    });
+    const bp = await post({
+      resourceType: 'Observation', status: 'final', category: [VITAL], code: { coding: [{ system: LOINC, code: '85354-9' }], text: 'Blood pressure' },
+      interpretation: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation', code: 'L', display: 'Below low normal' }] }],
+      component: [
+        { code: { coding: [{ system: LOINC, code: '8480-6', display: 'Systolic blood pressure' }] }, valueQuantity: { value: 85, unit: 'mm[Hg]' } },
+        { code: { coding: [{ system: LOINC, code: '8462-4', display: 'Diastolic blood pressure' }] }, dataAbsentReason: { text: 'Not performed' } },
+      ],
+    });
+    expect(await record('vitals', bp)).toMatchObject({ systolic: 85, diastolic: null, interpretation: 'Below low normal', components: 'Systolic blood pressure: 85 mm[Hg]; Diastolic blood pressure: Not performed' });
+    const sat = await post({ resourceType: 'Observation', status: 'final', category: [VITAL], code: { text: 'SpO2' }, valueQuantity: { value: 95, unit: '%' }, referenceRange: [{ low: { value: 90, unit: '%' }, high: { value: 99, unit: '%' } }] });
+    expect(await record('vitals', sat)).toMatchObject({ value: 95, reference_range: '90–99 %' });
+  });
+
   it('15. a DocumentReference from elsewhere reads as a documents record, coded only, in the published shape', async () => {
     const id = await post({
       resourceType: 'DocumentReference', status: 'current', docStatus: 'final',

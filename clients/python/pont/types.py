@@ -337,7 +337,11 @@ class LabResult(TypedDict):
     comparator: Optional[Literal['<', '<=', '>=', '>']]
     value_precision: Optional[int]
     unit: Optional[str]
+    unit_code: Optional[str]
     value_coded: Optional[str]
+    value_code: Optional[str]
+    value_code_system: Optional[str]
+    components: Optional[str]
     data_absent_reason: Optional[str]
     reference_low: Optional[float]
     reference_high: Optional[float]
@@ -348,7 +352,14 @@ class LabResult(TypedDict):
     interpretation: Optional[str]
     status: Optional[Literal['registered', 'preliminary', 'final', 'amended', 'corrected', 'cancelled', 'entered-in-error', 'unknown']]
     effective_at: Optional[str]
+    effective_end: Optional[str]
     issued_at: Optional[str]
+    method: Optional[str]
+    body_site: Optional[str]
+    specimen: Optional[str]
+    performer: Optional[str]
+    member_ids: Optional[List[str]]
+    note: Optional[str]
     source: str
 
 
@@ -664,6 +675,11 @@ class Vital(TypedDict):
     diastolic: Optional[float]
     unit: Optional[str]
     data_absent_reason: Optional[str]
+    interpretation: Optional[str]
+    reference_range: Optional[str]
+    components: Optional[str]
+    body_site: Optional[str]
+    method: Optional[str]
     status: Optional[Literal['registered', 'preliminary', 'final', 'amended', 'corrected', 'cancelled', 'entered-in-error', 'unknown']]
     recorded_at: Optional[str]
 

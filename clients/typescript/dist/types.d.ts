@@ -390,7 +390,11 @@ export type LabResult = {
     comparator: "<" | "<=" | ">=" | ">" | null;
     value_precision: number | null;
     unit: string | null;
+    unit_code: string | null;
     value_coded: string | null;
+    value_code: string | null;
+    value_code_system: string | null;
+    components: string | null;
     data_absent_reason: string | null;
     reference_low: number | null;
     reference_high: number | null;
@@ -401,7 +405,14 @@ export type LabResult = {
     interpretation: string | null;
     status: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
     effective_at: string | null;
+    effective_end: string | null;
     issued_at: string | null;
+    method: string | null;
+    body_site: string | null;
+    specimen: string | null;
+    performer: string | null;
+    member_ids: Array<string> | null;
+    note: string | null;
     source: string;
 };
 export type LabResultPush = {
@@ -824,6 +835,11 @@ export type Vital = {
     diastolic: number | null;
     unit: string | null;
     data_absent_reason: string | null;
+    interpretation: string | null;
+    reference_range: string | null;
+    components: string | null;
+    body_site: string | null;
+    method: string | null;
     status: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
     recorded_at: string | null;
 };
