@@ -136,7 +136,7 @@ describe('a new record type and a local-code table on a running server', () => {
       const all = await records('all');
       expect(Object.keys(all.body.records)).toContain('immunizations');
       const labs = await records('lab_results');
-      expect(labs.body.records.lab_results).toEqual([expect.objectContaining({ id: observation.body.id, local_code: 'HB', loinc_code: null, test_name: 'Haemoglobin' })]);
+      expect(labs.body.records.lab_results).toEqual([expect.objectContaining({ id: observation.body.id, local_code: 'HB', loinc_code: '718-7', test_name: 'Haemoglobin' })]);
 
       const doc = await openApi();
       expect(doc.components.schemas.Immunization.properties).toHaveProperty('cvx_code');

@@ -195,8 +195,8 @@ describe('mapping engine', () => {
       expect(both.code.coding).toHaveLength(2);
       expect(lab.fromFhir(both)).toEqual(lab.fromFhir(coded));
       expect(() => lab.toFhir({ ...result, local_code: 'HB', loinc_code: '2345-7' })).toThrow(/local_code: "718-7" contradicts "2345-7"/);
-      // As the lab's system writes it (its code only), and as others do (LOINC only: no local code).
-      expect(lab.fromFhir({ ...coded, code: { coding: [{ system: LOCAL_LAB, code: 'GLU' }] } })).toMatchObject({ local_code: 'GLU', loinc_code: null });
+      // As the lab's system writes it (its code only: loinc_code is the table's), and as others do (LOINC only: no local code).
+      expect(lab.fromFhir({ ...coded, code: { coding: [{ system: LOCAL_LAB, code: 'GLU' }] } })).toMatchObject({ local_code: 'GLU', loinc_code: '2345-7' });
       expect(lab.fromFhir({ ...coded, code: { coding: [{ system: 'http://loinc.org', code: '2345-7' }] } })).toMatchObject({ local_code: null, loinc_code: '2345-7' });
     });
 

@@ -477,7 +477,26 @@ function readFields(program: MapProgram, resource: Resource, lenient: boolean, p
       unread.push(rule.field.name);
     }
   }
+  completeFromTables(program, connect);
   return { connect, unread };
+}
+
+/**
+ * A field that copies an element a value table also writes (`loinc_code` beside a local-code table) and finds
+ * nothing in FHIR reads what the table writes there for its value: the lab's own code HB, without a LOINC coding,
+ * reads as loinc_code 718-7, as writing local_code HB would have written it.
+ */
+function completeFromTables(program: MapProgram, connect: Record<string, unknown>): void {
+  for (const rule of program.fields) {
+    const value = connect[rule.field.name];
+    if (!rule.table || rule.field.list || value === undefined || value === null) continue;
+    const cells = rule.table.toFhir.get(value as Literal)!;
+    rule.targets.forEach((target, i) => {
+      const key = JSON.stringify(target.write);
+      const copy = program.fields.find((f) => f !== rule && !f.table && !f.readOnly && f.conversion.kind === 'copy' && JSON.stringify(f.targets[0]!.write) === key);
+      if (copy && cells[i] !== null && (connect[copy.field.name] ?? null) === null) connect[copy.field.name] = cells[i];
+    });
+  }
 }
 
 function readField(program: MapProgram, rule: FieldRule, scope: Scope, connect: Record<string, unknown>): void {
