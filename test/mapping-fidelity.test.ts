@@ -308,6 +308,13 @@ describe('FHIR written elsewhere reads back whole', () => {
       severity: { coding: [{ system: SCT, code: '24484000', display: 'Severe' }] }, code: { text: 'NSCLC' }, bodySite: [{ text: 'Left lung' }],
       onsetAge: { value: 52, unit: 'years', system: UCUM, code: 'a' }, stage: [{ summary: { text: 'T2 N1 M0' } }], note: [{ text: 'Smoker for 30 years' }],
     });
+    const cm = await post({ resourceType: 'Condition', code: { coding: [{ system: 'http://hl7.org/fhir/sid/icd-10-cm', code: 'E11.9', display: 'Type 2 diabetes mellitus without complications' }] } });
+    expect(await record('diagnoses', cm)).toMatchObject({ code_system: 'other', code: 'E11.9', code_system_uri: 'http://hl7.org/fhir/sid/icd-10-cm' });
+    const shot = await post({
+      resourceType: 'Immunization', status: 'completed', vaccineCode: { coding: [{ system: SCT, code: '871751006', display: 'Hepatitis A vaccine' }] }, occurrenceString: 'childhood',
+      primarySource: false, reportOrigin: { text: 'Written Record' }, performer: [{ actor: { display: 'Dr Osei' } }],
+    });
+    expect(await record('immunizations', shot)).toMatchObject({ cvx_code: null, vaccine_code: '871751006', vaccine_code_system: SCT, report_origin: 'Written Record', performer: 'Dr Osei' });
     expect(await record('diagnoses', dx)).toMatchObject({ onset_text: '52 years', severity: 'Severe', body_site: 'Left lung', stage: 'T2 N1 M0', category: 'Problem List Item', note: 'Smoker for 30 years' });
     const allergy = await post({
       resourceType: 'AllergyIntolerance', clinicalStatus: ACTIVE_ALLERGY, type: 'allergy', category: ['medication'], criticality: 'high',
@@ -388,13 +395,14 @@ describe('FHIR written elsewhere reads back whole', () => {
       resourceType: 'DocumentReference', status: 'current', docStatus: 'final',
       type: { coding: [{ system: LOINC, code: '18748-4', display: 'Diagnostic imaging study' }] },
       date: '2024-03-12T11:30:00Z', author: [{ display: 'Radiology, City Hospital' }],
+      securityLabel: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-Confidentiality', code: 'R', display: 'restricted' }] }],
       content: [{ attachment: { contentType: 'application/pdf', url: 'https://pacs.example.org/r/1.pdf', title: 'Chest X-ray report' } }],
       context: { period: { start: '2024-03-12T09:00:00Z' }, practiceSetting: { coding: [{ system: SCT, code: '394914008', display: 'Radiology' }] } },
     });
     const got = await record('documents', id);
     expect(got).toMatchObject({
       status: 'current', doc_status: 'final', type: 'Diagnostic imaging study', loinc_code: '18748-4', title: 'Chest X-ray report', content_type: 'application/pdf',
-      url: 'https://pacs.example.org/r/1.pdf', author: 'Radiology, City Hospital', practice_setting: 'Radiology', period_start: '2024-03-12T09:00:00Z', created_at: '2024-03-12T11:30:00Z',
+      url: 'https://pacs.example.org/r/1.pdf', author: 'Radiology, City Hospital', practice_setting: 'Radiology', security_label: 'restricted', period_start: '2024-03-12T09:00:00Z', created_at: '2024-03-12T11:30:00Z',
     });
     expect(schemaProblems({ $ref: 'PatientDocument' }, got, (await pont.json('/api/openapi.json')).body)).toEqual([]);
   });

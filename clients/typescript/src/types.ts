@@ -234,6 +234,7 @@ export type Diagnosis = {
   display_name: string | null;
   code_system: "ICD-10" | "SNOMED" | "other" | null;
   code: string | null;
+  code_system_uri: string | null;
   snomed_code: string | null;
   snomed_display: string | null;
   status: "active" | "recurrence" | "relapse" | "inactive" | "remission" | "resolved" | "provisional" | "differential" | "unconfirmed" | "ruled_out" | "entered_in_error" | null;
@@ -354,11 +355,16 @@ export type Immunization = {
   visit_id: string | null;
   vaccine: string | null;
   cvx_code: string | null;
+  vaccine_code: string | null;
+  vaccine_code_system: string | null;
   status: "completed" | "entered-in-error" | "not-done" | null;
   status_reason: string | null;
   occurred_at: string | null;
   occurrence_text: string | null;
   primary_source: boolean | null;
+  report_origin: string | null;
+  performer: string | null;
+  location: string | null;
   lot_number: string | null;
   dose_number: number | null;
   series_doses: number | null;
@@ -562,6 +568,7 @@ export type PatientDocument = {
   period_start: string | null;
   period_end: string | null;
   replaces_document_id: string | null;
+  security_label: string | null;
   created_at: string | null;
 };
 
