@@ -51,6 +51,16 @@ export function allRoutes(services: Services): RouteSpec[] {
   return routes;
 }
 
+/**
+ * allRoutes, once what follows from the maps (the record schemas, the OpenAPI document) is built for the active maps
+ * (MappingHolder.verify): a map it cannot take stops the start here, and `pont mappings check` (src/server.ts) runs the same.
+ */
+export function verifiedRoutes(services: Services): RouteSpec[] {
+  const routes = allRoutes(services);
+  services.mappings.verify();
+  return routes;
+}
+
 /** Connection failures and server shutdowns (SQLSTATE class 08, 57P01-57P03): nothing the client did wrong. */
 function databaseUnavailable(err: unknown): boolean {
   const code = sqlState(err) ?? '';
@@ -73,9 +83,7 @@ export function createApp(services: Services): Koa {
   // The caller's address (ctx.ip): the socket's, or behind proxies the X-Forwarded-For entry PONT_TRUST_PROXY says.
   app.use(clientAddressMiddleware(config.trustProxy));
   const router = new Router();
-  const routes = allRoutes(services);
-  // What follows from the maps (record schemas, the OpenAPI document) builds now: a map it cannot take stops the start.
-  services.mappings.verify();
+  const routes = verifiedRoutes(services);
   mountRoutes(router, routes, {
     access: services.access,
     maxBodyBytes: config.maxBodyBytes,

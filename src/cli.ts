@@ -227,8 +227,11 @@ export const commands: CommandSpec[] = [
     summary: 'Compile every mapping file and run its examples both ways; exit code 1 if any problem',
     args: [{ name: 'DIR', required: false, description: 'The mappings directory (default: PONT_MAPPINGS_DIR, else mappings/)' }],
     examples: ['pont mappings check', 'pont mappings check ./my-mappings'],
-    run: async ({ args }) =>
-      (await import('./mapping/cli')).mappingsCommand(['check', ...(args.DIR ? [str(args.DIR)] : [])], { searchProblem: (await import('./fhir/search/parse')).searchProblem }),
+    run: async ({ args }) => {
+      const [{ mappingsCommand }, { searchProblem }, { verifyMappings }] = await Promise.all([import('./mapping/cli'), import('./fhir/search/parse'), import('./server')]);
+      // What the start checks of the maps, the store's and the routes' share included.
+      return mappingsCommand(['check', ...(args.DIR ? [str(args.DIR)] : [])], { searchProblem, verify: (dir) => verifyMappings(loadConfig(), dir) });
+    },
   },
 ];
 

@@ -1,5 +1,5 @@
 import type { Server } from 'node:http';
-import { createApp } from './app';
+import { createApp, verifiedRoutes } from './app';
 import type { Config } from './config';
 import { openMigratedDatabase } from './db/open';
 import { shareDatabase } from './db/pglite-share';
@@ -13,7 +13,7 @@ import cluster from 'node:cluster';
 import { collectProcessMetrics, listeningUrl, serveMetrics, serverScrape } from './metrics';
 import { databaseMetrics } from './db/metrics';
 import { watch, type FSWatcher } from 'node:fs';
-import { mappingsVersion, type ReloadOutcome } from './mapping/holder';
+import { MappingHolder, mappingsVersion, type ReloadOutcome } from './mapping/holder';
 
 export interface RunningPont {
   /** Base URL the server listens on (http://host:port). */
@@ -102,6 +102,15 @@ export async function startPont(config: Config): Promise<RunningPont> {
     await db.close();
     throw err;
   }
+}
+
+/**
+ * `pont mappings check`'s share of the start, for maps that pass its other checks: the maps of `dir` in a
+ * MappingHolder, as createServices holds them, and the routes built on them and verified as createApp does. No
+ * database: building the routes takes only the configuration and the maps (their handlers use the rest).
+ */
+export function verifyMappings(config: Config, dir: string): void {
+  verifiedRoutes({ config, mappings: new MappingHolder(dir) } as Composition);
 }
 
 /** PONT_MAPPINGS_WATCH (development): reloads the maps once a change to their files has settled, if their content changed. */

@@ -171,7 +171,7 @@ describe('reload on a running server', () => {
     edit(join(dir, 'immunization.map.yaml'), '  shape: Immunization', '  shape: Error');
     const sink = logs();
     expect(pont.reloadMappings('test')).toMatchObject({ ok: false, version: running });
-    expect(sink.lines().find((l) => l.msg === 'mappings reload refused; the running maps stay')?.error).toMatch(/schemas are named Error/);
+    expect(sink.lines().find((l) => l.msg === 'mappings reload refused; the running maps stay')?.error).toMatch(/immunization\.map\.yaml:\d+:\d+: .*the shape name `Error` is taken/);
     expect(await readyVersion()).toBe(running);
     const doc = await pont.json('/api/openapi.json');
     expect(doc.status).toBe(200);
@@ -218,7 +218,8 @@ describe('reload on a running server', () => {
   it('a shape the OpenAPI document cannot take refuses to start', async () => {
     const broken = mapsCopy();
     edit(join(broken, 'immunization.map.yaml'), '  shape: Immunization', '  shape: Error');
-    await expect(startTestServer({ PONT_MAPPINGS_DIR: broken })).rejects.toThrow(/schemas are named Error/);
+    // At the map, as its other problems: file:line:column.
+    await expect(startTestServer({ PONT_MAPPINGS_DIR: broken })).rejects.toThrow(/immunization\.map\.yaml:\d+:\d+: .*the shape name `Error` is taken/);
   });
 
   it('a failing example refuses to start, naming the example', async () => {

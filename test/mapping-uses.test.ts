@@ -3,8 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadFhirDefinitions } from '../src/core/fhir-definitions';
-import { checkMappings, defaultMappingsDir, loadMappings } from '../src/mapping/index';
-import { checkProject } from '../src/mapping/project';
+import { checkMappings, defaultMappingsDir, loadCheckedMappings, loadMappings } from '../src/mapping/index';
 import { CODE_MAPS } from '../src/mapping/uses';
 import { backend } from './harness';
 
@@ -26,6 +25,8 @@ describe.skipIf(backend !== 'pglite')('pont mappings check is the whole truth', 
     expect(text).toContain(from);
     writeFileSync(file, text.replace(from, to));
   };
+  /** The line (1-based) of the first line of `file` that starts with `start`. */
+  const lineOf = (file: string, start: string) => readFileSync(file, 'utf8').split('\n').findIndex((l) => l.startsWith(start)) + 1;
 
   it("src/mapping/uses.ts names every map the code asks for by name", () => {
     const files = (dir: string): string[] => readdirSync(dir).flatMap((n) => (statSync(join(dir, n)).isDirectory() ? files(join(dir, n)) : n.endsWith('.ts') && !n.endsWith('.test.ts') ? [join(dir, n)] : []));
@@ -56,12 +57,13 @@ describe.skipIf(backend !== 'pglite')('pont mappings check is the whole truth', 
     edit(map, '  note: extension', '  clinical_note: extension');
     for (const f of ['visit.examples.yaml']) writeFileSync(join(dir, f), readFileSync(join(dir, f), 'utf8').replaceAll('    note:', '    clinical_note:'));
     const lab = join(dir, 'lab-result.map.yaml');
-    edit(lab, '  issued_at:      { type: date-time, nullable: true }', '  issued_at:      { type: date-time, nullable: true }\n  method:         { type: string, required: true }');
-    edit(lab, '  issued_at: issued', '  issued_at: issued\n  method: method.text');
+    edit(lab, '  issued_at:      { type: date-time, nullable: true }', '  issued_at:      { type: date-time, nullable: true }\n  analyser:       { type: string, required: true }');
+    edit(lab, '  issued_at: issued', '  issued_at: issued\n  analyser: device.display');
     const found = problems(dir).filter((p) => !p.includes('examples.yaml'));
+    // At the map's `connect:` (where the field was renamed), and at the required field's declaration.
     expect(found).toEqual([
-      `${join('D', 'visit.map.yaml')}:1:1: the code writes the Connect field \`note\` into this map (src/mapping/uses.ts), which does not declare it: the pushed value would be lost`,
-      `${join('D', 'lab-result.map.yaml')}:1:1: \`method\` is required, and the code that writes this map never gives it (src/mapping/uses.ts): every push would fail`,
+      `${join('D', 'visit.map.yaml')}:${lineOf(map, 'connect:')}:1: the code writes the Connect field \`note\` into this map (src/mapping/uses.ts), which does not declare it: the pushed value would be lost`,
+      `${join('D', 'lab-result.map.yaml')}:${lineOf(lab, '  analyser:')}:3: \`analyser\` is required, and the code that writes this map never gives it (src/mapping/uses.ts): every push would fail`,
     ]);
   });
 
@@ -70,23 +72,40 @@ describe.skipIf(backend !== 'pglite')('pont mappings check is the whole truth', 
     for (const f of ['patient-summary.map.yaml', 'patient-summary.examples.yaml']) writeFileSync(join(dir, f), readFileSync(join(dir, f), 'utf8').replaceAll('  blood_group:', '  abo_rh:'));
     expect(() => loadMappings(dir)).not.toThrow();
     expect(problems(dir)).toEqual([
-      `${join('D', 'patient-summary.map.yaml')}:1:1: the code reads the Connect field \`blood_group\` of this map (src/mapping/uses.ts), which does not declare it: it would always be null`,
+      `${join('D', 'patient-summary.map.yaml')}:${lineOf(join(dir, 'patient-summary.map.yaml'), 'connect:')}:1: the code reads the Connect field \`blood_group\` of this map (src/mapping/uses.ts), which does not declare it: it would always be null`,
     ]);
   });
 
-  it('README tables and client types out of date with the maps, naming the commands that regenerate them', () => {
+  it('README tables and client types out of date with the maps, naming the command that regenerates them; only when every map compiles', () => {
     const dir = copy();
     const generated = { readme: join(dir, 'README.md'), clientTypes: join(dir, 'types.ts') };
     writeFileSync(generated.readme, readFileSync(join(repo, 'README.md'), 'utf8'));
     writeFileSync(generated.clientTypes, readFileSync(join(repo, 'clients/typescript/src/types.ts'), 'utf8'));
-    const set = loadMappings(dir);
-    const maps = new Map(set.names().map((n) => [n, { map: set.get(n), file: n }]));
-    expect(checkProject(dir, maps, dir, generated)).toEqual([]);
+    const docsProblems = () => checkMappings(dir, {}, generated).problems.map((p) => p.problem);
+    expect(docsProblems()).toEqual([]);
     edit(generated.readme, '| `comparator` |', '| `comparater` |');
     edit(generated.clientTypes, '  comparator: "<"', '  comparater: "<"');
-    expect(checkProject(dir, maps, dir, generated).map((p) => p.problem)).toEqual([
+    expect(docsProblems()).toEqual([
       'the generated table `record-shapes` is out of date with the maps: run `npm run docs`',
-      'the client type `LabResult` lacks comparator and still has comparater: run `npm run docs`',
+      expect.stringMatching(/^the client type `\w+` lacks comparator and still has comparater: run `npm run docs`$/), // the first shape with a comparator
     ]);
+    // A map that does not compile is missing from the maps, so the docs look out of date; `npm run docs` cannot
+    // regenerate them from it either: the map's own problem is the one to fix.
+    edit(generated.readme, '| `comparater` |', '| `comparator` |');
+    edit(join(dir, 'visit.map.yaml'), 'resource: Encounter', 'resource: Encountr');
+    const found = docsProblems();
+    expect(found).toContainEqual(expect.stringMatching(/Encountr/));
+    expect(found.filter((p) => p.includes('npm run docs'))).toEqual([]);
+  });
+
+  it('a map without examples, in no file or in one that lists none, is refused: by the check and at start alike', () => {
+    const none = '`diagnosis` has no examples: add `- connect: … fhir: …` pairs to diagnosis.examples.yaml, which pin the map down';
+    for (const [examples, file] of [['[]\n', 'diagnosis.examples.yaml'], ['# to do\n', 'diagnosis.examples.yaml'], [undefined, 'diagnosis.map.yaml']] as const) {
+      const dir = copy();
+      if (examples === undefined) rmSync(join(dir, 'diagnosis.examples.yaml'));
+      else writeFileSync(join(dir, 'diagnosis.examples.yaml'), examples);
+      expect(problems(dir), String(examples)).toEqual([`${join('D', file)}:1:1: ${none}`]);
+      expect(() => loadCheckedMappings(dir)).toThrow(`${join(dir, file)}:1:1: ${none}`);
+    }
   });
 });

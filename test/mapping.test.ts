@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -45,7 +45,18 @@ describe.skipIf(backend !== 'pglite')('mapping engine', () => {
       const result = await pont(at.dir);
       expect(result.code).toBe(1);
       expect(result.stderr).toContain(`${at.path}:${at.line}:${at.column}: unknown FHIR element \`txt\` in CodeableConcept (did you mean \`text\`?)`);
-      expect(result.stderr).toMatch(/1 problem \(16 maps, \d+ examples run both ways\)/); // the broken map does not compile
+      const maps = readdirSync(at.dir).filter((f) => f.endsWith('.map.yaml')).length;
+      expect(result.stderr).toMatch(new RegExp(`1 problem \\(${maps - 1} maps, \\d+ examples run both ways\\)`)); // the broken map does not compile
+    });
+
+    it('fails on what the start and a reload refuse once the maps compile: a record shape the OpenAPI document cannot take', async () => {
+      const at = breakMap('immunization.map.yaml', '  shape: Immunization', '  shape: Error');
+      const result = await pont(at.dir);
+      expect(result.code).toBe(1);
+      // At the map's record type (`type:`), as the map's other record-type problems.
+      const line = readFileSync(at.path, 'utf8').split('\n').findIndex((l) => l.startsWith('  type: immunizations')) + 1;
+      expect(result.stderr).toMatch(new RegExp(`^${at.path}:${line}:9: record type \`immunizations\`: the shape name \`Error\` is taken by another schema of the OpenAPI document`, 'm'));
+      expect(result.stderr).toMatch(/^1 problem \(/m);
     });
   });
 });

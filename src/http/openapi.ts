@@ -24,7 +24,10 @@ function toJsonSchema(schema: unknown, io: 'input' | 'output', components: Recor
   for (const [name, def] of Object.entries(($defs ?? {}) as Record<string, JsonSchema>)) {
     const { id: _id, ...clean } = def;
     // Two different zod schemas with one id would publish one of them under both uses (one name, one shape).
-    if (components[name] && JSON.stringify(components[name]) !== JSON.stringify(clean)) throw new Error(`Two different schemas are named ${name} (.meta({ id }))`);
+    // `schema` names it, so that MappingHolder.verify can point at the map whose record shape took the name.
+    if (components[name] && JSON.stringify(components[name]) !== JSON.stringify(clean)) {
+      throw Object.assign(new Error(`Two different schemas are named ${name} (.meta({ id }))`), { schema: name });
+    }
     components[name] = clean;
   }
   return rest;

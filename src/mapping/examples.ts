@@ -42,7 +42,8 @@ function nodeAt(node: Node, path: Array<string | number>): Node {
  * side is valid FHIR R4. Problems go to `source`, at the example (or the exact value) that is wrong.
  */
 export function runExamples(map: CompiledMap, source: YamlSource): number {
-  if (!source.ok) return 0;
+  // An empty file (or comments only) lists no examples: not malformed; the loader says that a map needs some.
+  if (!source.ok || source.root === null) return 0;
   if (!isSeq(source.root)) {
     source.problem(source.root, 'an examples file is a list of `- connect: … fhir: …` entries');
     return 0;

@@ -10,7 +10,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MAP_SUFFIX } from './compile';
 import { EXAMPLES_SUFFIX } from './examples';
-import { defaultMappingsDir, loadCheckedMappings, type CompiledMap, type MappingSet, type ServiceChecks } from './index';
+import { defaultMappingsDir, loadCheckedMappings, MappingError, type CompiledMap, type MappingSet, type ServiceChecks } from './index';
 
 /** The maps' version: a hash of the names and contents of the maps and examples in `dir` (16 hex digits). */
 export function mappingsVersion(dir: string): string {
@@ -20,6 +20,17 @@ export function mappingsVersion(dir: string): string {
     hash.update(`${name}\0`).update(readFileSync(join(dir, name))).update('\0');
   }
   return hash.digest('hex').slice(0, 16);
+}
+
+/**
+ * A build's failure, as a MappingError at the map it comes from when the error names (`schema`, src/http/openapi.ts)
+ * a map's record shape: the person to fix it edits that map, and start, reload and `pont mappings check` say where.
+ */
+function atMap(err: unknown, maps: MappingSet): unknown {
+  const name = (err as { schema?: unknown } | undefined)?.schema;
+  const record = typeof name === 'string' ? maps.names().map((n) => maps.get(n).record).find((r) => r?.shape === name) : undefined;
+  if (!record) return err;
+  return new MappingError(record.at.file, record.at.line, record.at.column, `record type \`${record.type}\`: the shape name \`${name}\` is taken by another schema of the OpenAPI document: give the shape a name of its own`);
 }
 
 interface Active {
@@ -96,7 +107,13 @@ export class MappingHolder implements MappingSet {
   /** `verify` of one version: built as a request pinned to it would build them (each kept for when it is active). */
   private verifyVersion(version: Active): void {
     this.pinned.run(version, () => {
-      for (const build of this.builders) build(version.maps);
+      for (const build of this.builders) {
+        try {
+          build(version.maps);
+        } catch (err) {
+          throw atMap(err, version.maps);
+        }
+      }
     });
   }
 

@@ -10,7 +10,7 @@ import { loadFhirDefinitions } from '../core/fhir-definitions';
 import { compileMap, MAP_SUFFIX } from './compile';
 import { MappingError } from './errors';
 import { EXAMPLES_SUFFIX, runExamples } from './examples';
-import { checkProject } from './project';
+import { checkGenerated, checkProject, connectPositions, type CheckedMap, type GeneratedDocs } from './project';
 import { checkRecordTypes } from './record';
 import { z } from 'zod';
 import { DATE_TIME, runFromFhir, readsPatient, runReadFhir, runToFhir, type ConnectField, type MapProgram } from './runtime';
@@ -76,7 +76,7 @@ function connectShape(fields: ConnectField[]): z.ZodObject {
 }
 
 interface CompiledDirectory {
-  maps: Map<string, { map: CompiledMap; file: string }>;
+  maps: Map<string, CheckedMap>;
   problems: MappingError[];
 }
 
@@ -96,7 +96,7 @@ function compileDirectory(dir: string): CompiledDirectory {
       const source = new YamlSource(file);
       const program = compileMap(source);
       problems.push(...source.problems);
-      if (program) maps.set(program.name, { map: compiledMap(program), file });
+      if (program) maps.set(program.name, { map: compiledMap(program), file, connect: connectPositions(source) });
     } else if (name.endsWith(EXAMPLES_SUFFIX)) {
       if (!files.includes(name.slice(0, -EXAMPLES_SUFFIX.length) + MAP_SUFFIX)) {
         problems.push(new MappingError(file, 1, 1, `examples without a map: expected ${name.slice(0, -EXAMPLES_SUFFIX.length)}${MAP_SUFFIX} beside it`));
@@ -123,11 +123,11 @@ export function loadMappings(dir: string = defaultMappingsDir): MappingSet {
 /**
  * What the service loads, at start and on every reload (src/mapping/holder.ts): the maps once everything
  * `pont mappings check` checks passes, but the generated docs (a deployment's README is not the service's
- * business): every map compiles, its examples run both ways, and the code finds the maps and fields it uses.
- * Throws like loadMappings.
+ * business) and what the routes build from the maps (the holder's `verify`, once the routes are made): every map
+ * compiles, its examples run both ways, and the code finds the maps and fields it uses. Throws like loadMappings.
  */
 export function loadCheckedMappings(dir: string = defaultMappingsDir, checks: ServiceChecks = {}): MappingSet {
-  const { maps, problems } = checkDirectory(dir, false, checks);
+  const { maps, problems } = checkDirectory(dir, checks);
   if (problems.length) throw allProblems(problems);
   return mappingSet(maps);
 }
@@ -152,12 +152,35 @@ function mappingSet(maps: CompiledDirectory['maps']): MappingSet {
 }
 
 /**
- * What `pont mappings check` runs: compiles every map and runs each map's examples (`<name>.examples.yaml`)
- * both ways, checking that their FHIR side is valid R4. Never throws for a problem in the files.
+ * What `pont mappings check` runs: what the service loads (loadCheckedMappings: every map compiles, its examples
+ * run both ways with a valid R4 FHIR side, the code finds what it uses), then what the start builds from the maps
+ * (`checks.verify`) and the docs generated from them (`generated`: by default, for the repository's own maps, its
+ * README tables and client types). Never throws for a problem in the files.
  */
-export function checkMappings(dir: string = defaultMappingsDir, checks: ServiceChecks = {}): { problems: MappingError[]; examplesRun: number; maps: string[] } {
-  const { maps, problems, examplesRun } = checkDirectory(dir, true, checks);
+export function checkMappings(
+  dir: string = defaultMappingsDir,
+  checks: ServiceChecks = {},
+  generated: GeneratedDocs | undefined = repositoryDocs(dir),
+): { problems: MappingError[]; examplesRun: number; maps: string[] } {
+  const { maps, problems, examplesRun } = checkDirectory(dir, checks);
+  // Only maps the service loads can be built on.
+  if (!problems.length && checks.verify) {
+    try {
+      checks.verify(dir);
+    } catch (err) {
+      problems.push(err instanceof MappingError ? err : new MappingError(displayPath(resolve(dir)), 1, 1, `the service would not start on these maps: ${(err as Error).message}`));
+    }
+  }
+  // Only maps the service starts on: `npm run docs` regenerates from those (it starts the service), and a map that
+  // does not compile would make the docs look out of date when the map is what to fix.
+  if (!problems.length && generated) problems.push(...checkGenerated(mappingSet(maps), generated));
   return { problems, examplesRun, maps: [...maps.keys()] };
+}
+
+/** The docs generated from the repository's own maps; none for another directory (a deployment's). */
+function repositoryDocs(dir: string): GeneratedDocs | undefined {
+  if (resolve(dir) !== resolve(defaultMappingsDir)) return undefined;
+  return { readme: displayPath(resolve(dir, '..', 'README.md')), clientTypes: displayPath(resolve(dir, '..', 'clients/typescript/src/types.ts')) };
 }
 
 /** The values `map` declares for its Connect field `field`, as text; empty when the field's values are free. */
@@ -168,32 +191,31 @@ export function declaredValues(map: CompiledMap, field: string): string[] {
 /**
  * What only the service's upper layers can check, given by them (src/services.ts, src/cli.ts): `searchProblem` says
  * why a record type's `search` would be refused by the store (a modifier its parameter does not take, a value it
- * cannot parse), so that the records route never answers 400 for a map's mistake.
+ * cannot parse), so that the records route never answers 400 for a map's mistake. `verify` (`pont mappings check`
+ * only: the start runs it itself, src/app.ts) builds on the maps of `dir` what the start builds from them before it
+ * serves (the record schemas, the OpenAPI document), and throws what fails.
  */
 export interface ServiceChecks {
   searchProblem?: (resourceType: string, query: Record<string, string>) => string | undefined;
+  verify?: (dir: string) => void;
 }
 
-/** checkMappings, with or without the generated docs of the repository's own maps. */
-function checkDirectory(dir: string, generatedDocs: boolean, checks: ServiceChecks = {}): CompiledDirectory & { examplesRun: number } {
+/** What the service loads and the check checks alike: the maps, their examples, the code's uses of them. */
+function checkDirectory(dir: string, checks: ServiceChecks): CompiledDirectory & { examplesRun: number } {
   const { maps, problems } = compileDirectory(dir);
   let examplesRun = 0;
   for (const [name, { map, file }] of maps) {
     const examplesFile = join(dir, name + EXAMPLES_SUFFIX);
-    if (!existsSync(examplesFile)) {
-      problems.push(new MappingError(file, 1, 1, `no examples: add ${name}${EXAMPLES_SUFFIX} with {connect, fhir} pairs`));
-      continue;
+    const source = existsSync(examplesFile) ? new YamlSource(displayPath(resolve(examplesFile))) : undefined;
+    const run = source ? runExamples(map, source) : 0;
+    problems.push(...(source?.problems ?? []));
+    // The examples pin a map down (mappings/README.md): none, for want of the file or in an empty one, is refused.
+    if (!run && !source?.problems.length) {
+      problems.push(new MappingError(source?.file ?? file, 1, 1, `\`${name}\` has no examples: add \`- connect: … fhir: …\` pairs to ${name}${EXAMPLES_SUFFIX}, which pin the map down`));
     }
-    const source = new YamlSource(displayPath(resolve(examplesFile)));
-    examplesRun += runExamples(map, source);
-    problems.push(...source.problems);
+    examplesRun += run;
   }
-  // The repository's own maps also generate README tables and client types: those must be up to date.
-  const generated =
-    generatedDocs && resolve(dir) === resolve(defaultMappingsDir)
-      ? { readme: displayPath(resolve(dir, '..', 'README.md')), clientTypes: displayPath(resolve(dir, '..', 'clients/typescript/src/types.ts')) }
-      : undefined;
-  if (maps.size) problems.push(...checkProject(dir, maps, displayPath(resolve(dir)), generated));
+  if (maps.size) problems.push(...checkProject(dir, maps, displayPath(resolve(dir))));
   for (const { map } of maps.values()) {
     const record = map.record;
     const problem = record && checks.searchProblem?.(map.resourceType, record.query);

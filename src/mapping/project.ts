@@ -1,43 +1,62 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { isMap, isScalar } from 'yaml';
 import { generatedReadmeBlocks } from './record-docs';
 import { recordTypes } from './record-types';
 import { MappingError } from './errors';
 import type { CompiledMap, MappingSet } from './types';
 import { CODE_MAPS, CODE_RECORD_TYPES } from './uses';
+import type { YamlSource } from './yaml-source';
+
+type Position = [line: number, column: number];
+
+/** A compiled map as the checks see it: its file, and where its `connect:` key and each field under it are written. */
+export interface CheckedMap {
+  map: CompiledMap;
+  file: string;
+  connect: { at: Position; fields: Map<string, Position> };
+}
+
+/** The positions of CheckedMap's `connect`, from the source of a map that compiled. */
+export function connectPositions(source: YamlSource): CheckedMap['connect'] {
+  const connect = isMap(source.root) ? source.root.items.find((p) => isScalar(p.key) && p.key.value === 'connect') : undefined;
+  const fields = isMap(connect?.value) ? connect.value.items : [];
+  return { at: source.position(connect), fields: new Map(fields.map((f) => [String(isScalar(f.key) ? f.key.value : ''), source.position(f)])) };
+}
+
+/** Files generated from the maps (`npm run docs`), which `pont mappings check` compares with them. */
+export interface GeneratedDocs {
+  readme: string;
+  clientTypes: string;
+}
 
 /**
  * What `pont mappings check` adds to the maps' own checks, so that it fails for everything that would fail at
- * start, at run time or in CI: maps the code asks for by name, the fields it writes, the record types it reads,
- * and (for the repository's own maps) the README tables generated from them, with the command that
- * regenerates them.
+ * start, at run time or in CI: maps the code asks for by name, the fields it writes or reads (reported at the
+ * map's `connect:`), the record types it reads.
  */
-export function checkProject(
-  dir: string,
-  maps: Map<string, { map: CompiledMap; file: string }>,
-  shownDir: string,
-  generated?: { readme: string; clientTypes: string },
-): MappingError[] {
+export function checkProject(dir: string, maps: Map<string, CheckedMap>, shownDir: string): MappingError[] {
   const problems: MappingError[] = [];
-  const at = (file: string, problem: string) => problems.push(new MappingError(file, 1, 1, problem));
+  const at = (file: string, [line, column]: Position, problem: string) => problems.push(new MappingError(file, line, column, problem));
+  const top: Position = [1, 1];
   for (const [name, use] of Object.entries(CODE_MAPS)) {
     const found = maps.get(name);
     if (!found) {
       // A map that exists but does not compile has its own problems reported.
       if (existsSync(join(dir, `${name}.map.yaml`))) continue;
-      at(join(shownDir, `${name}.map.yaml`), `the code asks for the map \`${name}\` (src/mapping/uses.ts), and there is no ${name}.map.yaml: a renamed map must keep its name, or the code changes with it`);
+      at(join(shownDir, `${name}.map.yaml`), top, `the code asks for the map \`${name}\` (src/mapping/uses.ts), and there is no ${name}.map.yaml: a renamed map must keep its name, or the code changes with it`);
       continue;
     }
     const writes: readonly string[] = 'writes' in use ? use.writes : [];
     for (const field of writes) {
-      if (!found.map.fields.includes(field)) at(found.file, `the code writes the Connect field \`${field}\` into this map (src/mapping/uses.ts), which does not declare it: the pushed value would be lost`);
+      if (!found.map.fields.includes(field)) at(found.file, found.connect.at, `the code writes the Connect field \`${field}\` into this map (src/mapping/uses.ts), which does not declare it: the pushed value would be lost`);
     }
     for (const field of 'reads' in use ? use.reads : []) {
-      if (!found.map.fields.includes(field)) at(found.file, `the code reads the Connect field \`${field}\` of this map (src/mapping/uses.ts), which does not declare it: it would always be null`);
+      if (!found.map.fields.includes(field)) at(found.file, found.connect.at, `the code reads the Connect field \`${field}\` of this map (src/mapping/uses.ts), which does not declare it: it would always be null`);
     }
     for (const field of found.map.declared) {
       if (writes.length && field.required && !writes.includes(field.name)) {
-        at(found.file, `\`${field.name}\` is required, and the code that writes this map never gives it (src/mapping/uses.ts): every push would fail`);
+        at(found.file, found.connect.fields.get(field.name) ?? found.connect.at, `\`${field.name}\` is required, and the code that writes this map never gives it (src/mapping/uses.ts): every push would fail`);
       }
     }
   }
@@ -46,10 +65,15 @@ export function checkProject(
   for (const [type, map] of Object.entries(CODE_RECORD_TYPES)) {
     // A map that exists but does not compile has its own problems reported.
     if (types.has(type) || (!maps.has(map) && existsSync(join(dir, `${map}.map.yaml`)))) continue;
-    at(maps.get(map)?.file ?? join(shownDir, `${map}.map.yaml`), `the code reads the record type \`${type}\` (src/mapping/uses.ts), and no map declares it: this map's \`record:\` section should (\`type: ${type}\`)`);
+    at(maps.get(map)?.file ?? join(shownDir, `${map}.map.yaml`), top, `the code reads the record type \`${type}\` (src/mapping/uses.ts), and no map declares it: this map's \`record:\` section should (\`type: ${type}\`)`);
   }
-  if (!generated || problems.length) return problems;
-  const { readme, clientTypes } = generated;
+  return problems;
+}
+
+/** The README tables and client types generated from `maps`, out of date with them: each with the command that regenerates them. */
+export function checkGenerated(set: MappingSet, { readme, clientTypes }: GeneratedDocs): MappingError[] {
+  const problems: MappingError[] = [];
+  const types = recordTypes(set);
   if (existsSync(readme)) {
     const text = readFileSync(readme, 'utf8');
     for (const [block, body] of Object.entries(generatedReadmeBlocks(set))) {
@@ -64,7 +88,7 @@ export function checkProject(
     // The client types are generated from the OpenAPI document, whose record shapes are the maps': same fields.
     const text = readFileSync(clientTypes, 'utf8');
     for (const { shape, sources } of types.values()) {
-      const fields = [...new Set([...maps.get(sources[0]!.map)!.map.fields, ...sources.flatMap((s) => Object.keys(s.tag ?? {}))])];
+      const fields = [...new Set([...set.get(sources[0]!.map).fields, ...sources.flatMap((s) => Object.keys(s.tag ?? {}))])];
       const m = new RegExp(`^export type ${shape} = \\{\\n([\\s\\S]*?)\\n\\};`, 'm').exec(text);
       const declared = m ? [...m[1]!.matchAll(/^ {2}(\w+)\??:/gm)].map((f) => f[1]!) : [];
       const missing = fields.filter((f) => !declared.includes(f));
