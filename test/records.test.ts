@@ -212,7 +212,7 @@ describe('consent gates records by type', () => {
     const all = await records(narrow, healthId);
     expect(all.status).toBe(200);
     expect(Object.keys(all.body.records).sort()).toEqual(['allergies', 'diagnoses', 'immunizations', 'visits']);
-    expect(all.body.withheld.sort()).toEqual(['alerts', 'clinical_notes', 'lab_results', 'prescriptions', 'vitals']);
+    expect(all.body.withheld.sort()).toEqual(['alerts', 'clinical_notes', 'documents', 'lab_results', 'observations', 'prescriptions', 'reports', 'vitals']);
   });
 
   it('refuses everything without consent, and reads nothing of another patient', async () => {

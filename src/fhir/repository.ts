@@ -239,6 +239,17 @@ export class FhirRepository {
     return this.shown('read', found!.content!, options);
   }
 
+  /**
+   * The resource when the caller may read it (its scopes and the access rule), else undefined: neither refused nor
+   * audited, as it is context a translation may use, never shown (a Patient's sex picks a lab result's reference range).
+   */
+  async readIfAllowed<T extends Resource>(type: string, id: string): Promise<T | undefined> {
+    checkType(type);
+    if (!this.access.canRead(type)) return undefined;
+    const found = await readVersion<T>(this.sql, type, id, this.access.rowFilter);
+    return found?.allowed && !found.deleted && found.content ? found.content : undefined;
+  }
+
   /** One version (current or earlier). */
   async vread<T extends Resource>(type: string, id: string, versionId: string, options: ReadOptions = {}): Promise<T> {
     await this.checkReadable(type);

@@ -262,8 +262,9 @@ export class RecordsService {
   ): Promise<{ records: ConnectRecord[]; resources: Resource[]; next?: number[] }> {
     const { sources } = this.type(type);
     const fields = this.fieldsOf(type);
-    // A map may choose by the patient (the reference range for their sex): it reads the Patient, which the caller may already.
-    const patient = sources.some((s) => this.mappings.get(s.map).readsPatient) ? await repo.read('Patient', patientId, { audit: false }) : undefined;
+    // A map may choose by the patient (the reference range for their sex): the Patient, when the caller may read it
+    // (a client whose consent covers lab results only gets the range by unit, learning nothing of the patient).
+    const patient = sources.some((s) => this.mappings.get(s.map).readsPatient) ? await repo.readIfAllowed('Patient', patientId) : undefined;
     const fetched = await Promise.all(
       sources.map(async (source, i) => {
         const query: Record<string, string> = {
