@@ -390,6 +390,20 @@ describe('FHIR written elsewhere reads back whole', () => {
     expect(await record('vitals', sat)).toMatchObject({ value: 95, reference_range: '90–99 %' });
   });
 
+  it('19. a lab result written without a category (as the specification’s examples are) keeps its range and flag among observations; coded units are not UCUM; an as-needed reason means as needed', async () => {
+    const glucose = await post({
+      resourceType: 'Observation', status: 'final', code: { coding: [{ system: LOINC, code: '15074-8', display: 'Glucose [Moles/volume] in Blood' }] },
+      valueQuantity: { value: 6.3, unit: 'mmol/l', system: UCUM, code: 'mmol/L' },
+      interpretation: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation', code: 'H', display: 'High' }] }],
+      referenceRange: [{ low: { value: 3.1, unit: 'mmol/l', system: UCUM, code: 'mmol/L' }, high: { value: 6.2, unit: 'mmol/l', system: UCUM, code: 'mmol/L' } }],
+    });
+    expect(await record('observations', glucose)).toMatchObject({ value_numeric: 6.3, unit: 'mmol/l', unit_code: 'mmol/L', reference_low: 3.1, reference_high: 6.2, flag: 'H' });
+    const snomedUnit = await post({ resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'Count' }, valueQuantity: { value: 3, unit: 'tablets', system: SCT, code: '385055001' } });
+    expect(await record('lab_results', snomedUnit)).toMatchObject({ unit: 'tablets', unit_code: null });
+    const prn = await post({ resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Paracetamol' }, dosageInstruction: [{ asNeededCodeableConcept: { text: 'fever' } }] });
+    expect(await record('prescriptions', prn)).toMatchObject({ as_needed: true, as_needed_reason: 'fever' });
+  });
+
   it('15. a DocumentReference from elsewhere reads as a documents record, coded only, in the published shape', async () => {
     const id = await post({
       resourceType: 'DocumentReference', status: 'current', docStatus: 'final',

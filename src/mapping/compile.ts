@@ -28,6 +28,8 @@ import { keyOf, YamlSource } from './yaml-source';
 /** toText(), and join() of elements that are not text (components, quantities): read as text, never written. */
 const readsAsText = (finish: ParsedPath['finish'], leafType: string) =>
   finish?.kind === 'toText' || (finish?.kind === 'join' && !(isPrimitive(leafType) && jsonTypeOf(leafType) === 'string'));
+/** A finish that reads what cannot be written back: text of elements, or exists(). */
+const readOnlyFinish = (finish: ParsedPath['finish'], leafType: string) => readsAsText(finish, leafType) || finish?.kind === 'exists';
 
 /** The resource type of `%patient` in a condition (`%resource` is the map's own). */
 const OUTSIDE_TYPE: Partial<Record<Outside, string>> = { patient: 'Patient' };
@@ -351,7 +353,7 @@ class RuleCompiler {
     const target = this.expression(pair.key);
     if (!target) return undefined;
     if (target.alternatives.length > 1 || target.alternatives[0]!.finish) {
-      target.at(target.alternatives[0]!.finish?.at ?? target.alternatives[1]!.at, 'a fixed value is written: one path, without `|`, join(), toDate() or toText()');
+      target.at(target.alternatives[0]!.finish?.at ?? target.alternatives[1]!.at, 'a fixed value is written: one path, without `|`, join(), toDate(), toText() or exists()');
       return undefined;
     }
     if (!isPrimitive(target.leaf.type)) {
@@ -367,6 +369,11 @@ class RuleCompiler {
   private checkLeaf(field: ConnectField, alternative: ResolvedAlternative, target: ResolvedExpression, conversion: Conversion, hasTable: boolean): boolean {
     const { leaf } = alternative.path;
     const problem = (text: string) => (target.at(alternative.at, text), false);
+    if (alternative.finish?.kind === 'exists') {
+      // Whether the element is there (asNeededCodeableConcept means as needed): for a Connect boolean, never written.
+      if (field.type === 'boolean' && !hasTable && conversion.kind === 'copy') return true;
+      return target.at(alternative.finish.at, `exists() reads whether an element is there: ${field.name} is a ${field.type}${hasTable ? ' with a value table' : ''}, not a boolean`) ?? false;
+    }
     if (readsAsText(alternative.finish, leaf.type)) {
       // Any element reads as text (a Range as "1–3 mg/L", components joined): for a Connect string, never written.
       if (field.type === 'string' && !hasTable && conversion.kind === 'copy') return true;
@@ -638,7 +645,7 @@ class RuleCompiler {
       path,
       finish: parsed.finish,
       at: parsed.at,
-      writable: !readsResource && !readsAsText(parsed.finish, leaf.type),
+      writable: !readsResource && !readOnlyFinish(parsed.finish, leaf.type),
     };
   }
 

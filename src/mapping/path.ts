@@ -6,7 +6,7 @@
  *                                                    the first alternative that can be written
  *   path       = ["%" let "."] step ("." step)* ["." finish]
  *   step       = name ["[" index "]"] (".where(" condition (" and " condition)* ")" | ".first()")* [".resolve()"]
- *   finish     = "join(" 'text' ")" | "toDate()" | "toText()"   (read-only conversions of the values at the end)
+ *   finish     = "join(" 'text' ")" | "toDate()" | "toText()" | "exists()"   (conversions of the values at the end)
  *   condition  = (name | outside) ("." name)* "=" literal
  *   outside    = "%resource" | "%patient"            (the resource being read; the patient it is about, when the
  *                                                    reader knows it: the records route does)
@@ -54,7 +54,7 @@ export interface PathStep extends PathName {
   resolve?: boolean;
 }
 
-export type PathFinish = { kind: 'join'; separator: string; at: number } | { kind: 'toDate' | 'toText'; at: number };
+export type PathFinish = { kind: 'join'; separator: string; at: number } | { kind: 'toDate' | 'toText' | 'exists'; at: number };
 
 export interface ParsedPath {
   /** `%name.` at the start: the path continues from the map's `let` of that name. */
@@ -75,7 +75,7 @@ export class PathSyntaxError extends Error {
 }
 
 /** The functions of the language, with what they take: the "did you mean" of an unknown one comes from here. */
-export const FUNCTIONS = { where: 'condition', first: 'nothing', resolve: 'nothing', join: 'separator', toDate: 'nothing', toText: 'nothing' } as const;
+export const FUNCTIONS = { where: 'condition', first: 'nothing', resolve: 'nothing', join: 'separator', toDate: 'nothing', toText: 'nothing', exists: 'nothing' } as const;
 
 const NAME = /[A-Za-z_][A-Za-z0-9_]*/y; // `_value`: a primitive's id and extensions in FHIR JSON
 const ALIAS = /[A-Za-z][A-Za-z0-9_-]*/y;
@@ -225,11 +225,11 @@ export function parseExpression(text: string): ParsedPath[] {
           close('resolve');
           step.resolve = true;
         } else {
-          // join(), toDate() and toText() convert the values at the end: nothing may follow them.
+          // join(), toDate(), toText() and exists() convert the values at the end: nothing may follow them.
           if (fn.name === 'join') {
             skipSpaces();
             parsed.finish = { kind: 'join', separator: quoted(), at: fn.at };
-          } else parsed.finish = { kind: fn.name as 'toDate' | 'toText', at: fn.at };
+          } else parsed.finish = { kind: fn.name as 'toDate' | 'toText' | 'exists', at: fn.at };
           close(fn.name);
           skipSpaces();
           if (pos < text.length && text[pos] !== '|') fail(`${fn.name}() ends a path: nothing may follow it`);

@@ -128,6 +128,29 @@ fields:\n  id: id\n  value: valueString | valueRange.toText() | valueRatio.toTex
     expect(lab.readFhir(o as any, { resourceType: 'Patient', gender: 'male' }).connect).toMatchObject({ reference_low: 3.1, reference_range_text: 'Male' });
   });
 
+  it('exists() reads whether an element is there, never false and never written', () => {
+    const map = loadMappings(
+      probe(`connect:\n  id: { type: string, required: true }\n  flagged: { type: boolean, nullable: true }\nfields:\n  id: id\n  flagged: valueBoolean | interpretation.exists()\n`),
+    ).get('probe');
+    expect(map.fromFhir({ ...obs, id: 'a', interpretation: [{ text: 'high' }] } as any).flagged).toBe(true);
+    expect(map.fromFhir({ ...obs, id: 'a' } as any).flagged).toBeNull();
+    expect(map.fromFhir({ ...obs, id: 'a', valueBoolean: false, interpretation: [{ text: 'x' }] } as any).flagged).toBe(false);
+    expect(map.toFhir({ id: 'a', flagged: true })).toMatchObject({ valueBoolean: true });
+    expect(problemsOf(probe(`connect:\n  id: { type: string, required: true }\n  t: { type: string, nullable: true }\nfields:\n  id: id\n  t: valueString | note.exists()\n`))).toEqual([
+      expect.stringMatching(/exists\(\) reads whether an element is there: t is a string, not a boolean$/),
+    ]);
+  });
+
+  it('a narrative written elsewhere reads as lines, its table cells apart; ours comes back exactly', () => {
+    const note = loadMappings(defaultMappingsDir).get('clinical-note');
+    const div = `<div xmlns="http://www.w3.org/1999/xhtml">\n\t<table>\n<tr><th>Allergen</th><th>Reaction</th></tr>\n\t<tr><td>Doxycycline</td><td>Hives</td></tr></table><p>Seen   by <b>Dr A</b> &amp; team</p></div>`;
+    const composition = { resourceType: 'Composition', id: 'c', status: 'final', type: { text: 'Note' }, date: '2024-03-12', author: [{ display: 'A' }], title: 'T', section: [{ title: 'Allergies', text: { status: 'generated', div } }] };
+    expect(note.readFhir(composition as any).connect.sections).toBe('Allergies: Allergen | Reaction\nDoxycycline | Hives\nSeen by Dr A & team');
+    const U = '0b0a3c57-0d55-4b2e-9a39-6f3f2b9a1c03';
+    const ours = note.toFhir({ id: U, visit_id: U, provider_id: U, status: 'draft', history_of_present_illness: '  two  spaces\tand <b>not markup</b>\n', created_at: '2024-03-12' });
+    expect(note.fromFhir(ours).history_of_present_illness).toBe('  two  spaces\tand <b>not markup</b>\n');
+  });
+
   it('write: false reads a field and never writes it; a required field cannot be read only', () => {
     const map = loadMappings(
       probe(`connect:\n  id: { type: string, required: true }\n  parts: { type: string, nullable: true }\nfields:\n  id: id\n  parts:\n    fhir: component.join('; ')\n    write: false\n`),
@@ -157,7 +180,7 @@ fields:\n  id: id\n  value: valueString | valueRange.toText() | valueRatio.toTex
 
   it('an unknown function is named, with a suggestion, at its file, line and column', () => {
     const dir = probe(`connect:\n  id: { type: string, required: true }\n  name: { type: string, nullable: true }\nfields:\n  id: id\n  name: code.coding.frist().display\n`);
-    expect(problemsOf(dir)).toEqual([`${join(dir, 'probe.map.yaml')}:13:21: malformed path \`code.coding.frist().display\`: unknown function 'frist', did you mean 'first'; functions: where(), first(), resolve(), join(), toDate(), toText()`]);
+    expect(problemsOf(dir)).toEqual([`${join(dir, 'probe.map.yaml')}:13:21: malformed path \`code.coding.frist().display\`: unknown function 'frist', did you mean 'first'; functions: where(), first(), resolve(), join(), toDate(), toText(), exists()`]);
     expect(() => parseExpression('code.text.joint(",")')).toThrow(/unknown function 'joint', did you mean 'join'/);
     expect(() => parseExpression('code.coding.count()')).toThrow(PathSyntaxError);
     // FHIRPath's escapes in quoted text; an unknown one is named.

@@ -30,7 +30,7 @@ export type CompiledPath = CompiledStep[];
 export interface CompiledAlternative {
   from?: CompiledExpression;
   steps: CompiledPath;
-  finish?: { kind: 'join'; separator: string } | { kind: 'toDate' | 'toText' };
+  finish?: { kind: 'join'; separator: string } | { kind: 'toDate' | 'toText' | 'exists' };
 }
 /** `a | b | …`: reading takes the first alternative that gives a value; writing follows `write`. */
 export interface CompiledExpression {
@@ -121,6 +121,16 @@ function collect(items: unknown[], json: string): unknown[] {
 export interface Scope {
   resource: unknown;
   patient?: unknown;
+  /** The values of each `let` read so far: a let (the applicable range) is chosen once per resource, not per field. */
+  lets?: Map<CompiledExpression, unknown[]>;
+}
+
+/** The values a `let` gives in this scope, chosen once. */
+function letValues(scope: Scope, expression: CompiledExpression): unknown[] {
+  if (!scope.lets) return readAll(scope, expression);
+  let values = scope.lets.get(expression);
+  if (!values) scope.lets.set(expression, (values = readAll(scope, expression)));
+  return values;
 }
 
 /** Does `item` meet every condition? */
@@ -206,13 +216,15 @@ export function textOf(value: unknown): string | undefined {
 /** Every value of the expression: those of its first alternative that gives any. */
 export function readAll(scope: Scope, expression: CompiledExpression): unknown[] {
   for (const alternative of expression.alternatives) {
-    let values = walk(scope, alternative.from ? readAll(scope, alternative.from) : [scope.resource], alternative.steps);
+    let values = walk(scope, alternative.from ? letValues(scope, alternative.from) : [scope.resource], alternative.steps);
     if (alternative.finish?.kind === 'join') {
       const texts = values.map(textOf).filter((v) => v !== undefined);
       values = texts.length ? [texts.join(alternative.finish.separator)] : [];
     }
     else if (alternative.finish?.kind === 'toDate') values = values.map((v) => (typeof v === 'string' ? v.slice(0, 10) : v));
     else if (alternative.finish?.kind === 'toText') values = values.map(textOf).filter((v) => v !== undefined);
+    // exists(): true when there is a value, else nothing (the next alternative, or null: not false).
+    else if (alternative.finish?.kind === 'exists') values = values.length ? [true] : [];
     if (values.length) return values;
   }
   return [];
@@ -327,14 +339,27 @@ function textToNarrative(text: string): { status: string; div: string } {
 function narrativeToText(narrative: unknown): string | undefined {
   const div = isObject(narrative) ? narrative.div : undefined;
   if (typeof div !== 'string') return undefined;
-  const inner = div.replace(/^\s*<div[^>]*>/, '').replace(/<\/div>\s*$/, '');
-  return inner
-    .replace(/<br\s*\/?>/gi, '\n')
+  let inner = div.replace(/^\s*<div[^>]*>/, '').replace(/<\/div>\s*$/, '');
+  // Markup (ours is escaped text: no tags): its whitespace means nothing, its blocks are lines, its cells are apart.
+  const markup = /<[A-Za-z/]/.test(inner);
+  if (markup) {
+    inner = inner
+      .replace(/\s+/g, ' ')
+      .replace(/<\/t[dh]\s*>/gi, ' | ')
+      .replace(/<br\s*\/?>|<\/(p|div|li|tr|h[1-6]|table|thead|tbody|ul|ol|pre|blockquote)\s*>/gi, '\n');
+  }
+  const text = inner
     .replace(/<[^>]*>/g, '')
     .replace(/&(#x[0-9a-f]+|#\d+|[a-z]+);/gi, (entity, name: string) => {
       if (name[0] === '#') return String.fromCodePoint(name[1] === 'x' || name[1] === 'X' ? parseInt(name.slice(2), 16) : Number(name.slice(1)));
       return ENTITIES[name.toLowerCase()] ?? entity;
     });
+  if (!markup) return text;
+  return text
+    .split('\n')
+    .map((line) => line.trim().replace(/\s*\|$/, '').trim())
+    .filter(Boolean)
+    .join('\n');
 }
 
 /** `Patient/123`, also absolute (`https://…/Patient/123`) and versioned (`…/_history/2`) forms. */
@@ -468,9 +493,10 @@ function readFields(program: MapProgram, resource: Resource, lenient: boolean, p
   }
   const connect: Record<string, unknown> = {};
   const unread: string[] = [];
+  const scope: Scope = { resource, patient, lets: new Map() };
   for (const rule of program.fields) {
     try {
-      readField(program, rule, { resource, patient }, connect);
+      readField(program, rule, scope, connect);
     } catch (err) {
       if (!lenient || !(err instanceof MappingValueError)) throw err;
       connect[rule.field.name] = rule.field.list ? [] : null;
@@ -487,16 +513,32 @@ function readFields(program: MapProgram, resource: Resource, lenient: boolean, p
  * reads as loinc_code 718-7, as writing local_code HB would have written it.
  */
 function completeFromTables(program: MapProgram, connect: Record<string, unknown>): void {
-  for (const rule of program.fields) {
-    const value = connect[rule.field.name];
-    if (!rule.table || rule.field.list || value === undefined || value === null) continue;
-    const cells = rule.table.toFhir.get(value as Literal)!;
-    rule.targets.forEach((target, i) => {
-      const key = JSON.stringify(target.write);
-      const copy = program.fields.find((f) => f !== rule && !f.table && !f.readOnly && f.conversion.kind === 'copy' && JSON.stringify(f.targets[0]!.write) === key);
-      if (copy && cells[i] !== null && (connect[copy.field.name] ?? null) === null) connect[copy.field.name] = cells[i];
-    });
+  for (const { table, cell, copy } of sharedElements(program)) {
+    const value = connect[table.field.name];
+    if (value === undefined || value === null || (connect[copy.field.name] ?? null) !== null) continue;
+    const written = table.table!.toFhir.get(value as Literal)![cell];
+    if (written !== null && written !== undefined) connect[copy.field.name] = written;
   }
+}
+
+/** Each copy field that writes the element of a value table's cell: found once per map (reading is a hot path). */
+const SHARED = new WeakMap<MapProgram, Array<{ table: FieldRule; cell: number; copy: FieldRule }>>();
+function sharedElements(program: MapProgram): Array<{ table: FieldRule; cell: number; copy: FieldRule }> {
+  let shared = SHARED.get(program);
+  if (!shared) {
+    const copies = program.fields.filter((f) => !f.table && !f.readOnly && f.conversion.kind === 'copy');
+    shared = program.fields
+      .filter((rule) => rule.table && !rule.field.list)
+      .flatMap((table) =>
+        table.targets.flatMap((target, cell) => {
+          const key = JSON.stringify(target.write);
+          const copy = copies.find((f) => JSON.stringify(f.targets[0]!.write) === key);
+          return copy ? [{ table, cell, copy }] : [];
+        }),
+      );
+    SHARED.set(program, shared);
+  }
+  return shared;
 }
 
 function readField(program: MapProgram, rule: FieldRule, scope: Scope, connect: Record<string, unknown>): void {

@@ -59,6 +59,11 @@ function decodeRecordsCursor(raw: string, { name: type, sources: { length: sourc
   return cursor!.offsets;
 }
 
+/** What one request's pages share: the Patient maps may read (read once, when first needed). */
+interface ReadContext {
+  patient?: Promise<Resource | undefined>;
+}
+
 /** A date for ordering merged lists: the instant, or -Infinity when there is none (last). */
 const timeOf = (value: unknown) => (typeof value === 'string' ? Date.parse(value) || -Infinity : -Infinity);
 
@@ -83,9 +88,10 @@ export class RecordsService {
       if (!readable.length) await repo.requirePatientAccess(patient.patientId, [...refused]);
       const answer: RecordsAnswer = { health_id: healthId, records: {} };
       const read: Resource[] = [];
+      const context: ReadContext = {};
       for (const type of readable) {
         const offsets = single && query.cursor !== undefined ? decodeRecordsCursor(query.cursor, types.get(type)!) : this.start(type);
-        const page = await this.page(repo, patient.patientId, type, { limit: query.limit, since: query.since, offsets });
+        const page = await this.page(repo, patient.patientId, type, { limit: query.limit, since: query.since, offsets, context });
         answer.records[type] = page.records;
         read.push(...page.resources);
         if (single) answer.next_cursor = page.next ? encodeRecordsCursor({ type, offsets: page.next }) : null;
@@ -131,7 +137,9 @@ export class RecordsService {
         active_allergies: await section('patients:read', () =>
           this.page(repo, patient.patientId, 'allergies', { limit: SUMMARY_SIZES.active_allergies, offsets: this.start('allergies'), query: { 'clinical-status': 'active' } }),
         ),
-        recent_labs: await section('labs:read', () => this.page(repo, patient.patientId, 'lab_results', { limit: SUMMARY_SIZES.recent_labs, offsets: this.start('lab_results') })),
+        recent_labs: await section('labs:read', () =>
+          this.page(repo, patient.patientId, 'lab_results', { limit: SUMMARY_SIZES.recent_labs, offsets: this.start('lab_results'), context: { patient: Promise.resolve(fhirPatient) } }),
+        ),
         recent_visits: await section('patients:read', async () => {
           const bundle = await repo.search('Encounter', { patient: `Patient/${patient.patientId}`, _sort: '-date', _count: String(SUMMARY_SIZES.recent_visits), _total: 'none' }, { audit: false });
           const resources = matchesOf(bundle);
@@ -258,13 +266,14 @@ export class RecordsService {
     repo: FhirRepository,
     patientId: string,
     type: string,
-    options: { limit: number; offsets: number[]; since?: string; query?: Record<string, string> },
+    options: { limit: number; offsets: number[]; since?: string; query?: Record<string, string>; context?: ReadContext },
   ): Promise<{ records: ConnectRecord[]; resources: Resource[]; next?: number[] }> {
     const { sources } = this.type(type);
     const fields = this.fieldsOf(type);
     // A map may choose by the patient (the reference range for their sex): the Patient, when the caller may read it
-    // (a client whose consent covers lab results only gets the range by unit, learning nothing of the patient).
-    const patient = sources.some((s) => this.mappings.get(s.map).readsPatient) ? await repo.readIfAllowed('Patient', patientId) : undefined;
+    // (a reader who may not gets the range by unit, learning nothing of the patient); read once per request.
+    const context = options.context ?? {};
+    const patient = sources.some((s) => this.mappings.get(s.map).readsPatient) ? await (context.patient ??= repo.readIfAllowed('Patient', patientId)) : undefined;
     const fetched = await Promise.all(
       sources.map(async (source, i) => {
         const query: Record<string, string> = {

@@ -161,7 +161,15 @@ export type ClinicalObservation = {
   value_numeric: number | null;
   comparator: "<" | "<=" | ">=" | ">" | null;
   unit: string | null;
+  unit_code: string | null;
   value_coded: string | null;
+  value_code: string | null;
+  value_code_system: string | null;
+  reference_low: number | null;
+  reference_high: number | null;
+  reference_range_unit: string | null;
+  reference_range_text: string | null;
+  flag: "N" | "A" | "AA" | "H" | "HH" | "HU" | "H>" | "L" | "LL" | "LU" | "L<" | "<" | ">" | "POS" | "NEG" | "IND" | "DET" | "ND" | "E" | "EXP" | "UNE" | "NR" | "RR" | "WR" | "S" | "R" | "I" | "MS" | "VS" | "SDD" | "NCL" | "NS" | "SYN-R" | "SYN-S" | "B" | "D" | "U" | "W" | "AC" | "IE" | "QCF" | "TOX" | "CAR" | "Carrier" | "EX" | "HX" | "LX" | null;
   components: string | null;
   data_absent_reason: string | null;
   interpretation: string | null;
@@ -170,7 +178,10 @@ export type ClinicalObservation = {
   note: string | null;
   status: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
   effective_at: string | null;
+  effective_end: string | null;
   issued_at: string | null;
+  performer: string | null;
+  specimen: string | null;
 };
 
 /** A data class a consent covers (README "Consent") */
