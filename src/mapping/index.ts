@@ -12,6 +12,7 @@ import { MappingError } from './errors';
 import { EXAMPLES_SUFFIX, runExamples } from './examples';
 import { checkGenerated, checkProject, connectPositions, type CheckedMap, type GeneratedDocs } from './project';
 import { checkRecordTypes } from './record';
+import { codeDisplay } from './terminology';
 import { z } from 'zod';
 import { DATE_TIME, runFromFhir, readsPatient, runReadFhir, runToFhir, type ConnectField, type MapProgram } from './runtime';
 import type { CompiledMap, MappingSet } from './types';
@@ -129,6 +130,8 @@ export function loadMappings(dir: string = defaultMappingsDir): MappingSet {
 export function loadCheckedMappings(dir: string = defaultMappingsDir, checks: ServiceChecks = {}): MappingSet {
   const { maps, problems } = checkDirectory(dir, checks);
   if (problems.length) throw allProblems(problems);
+  // The code systems' displays (toText() of a coding without one) load now, not during the first request that needs them.
+  codeDisplay('', '');
   return mappingSet(maps);
 }
 

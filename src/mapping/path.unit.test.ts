@@ -102,6 +102,9 @@ fields:\n  id: id\n  value: valueString | valueRange.toText() | valueRatio.toTex
     expect(value({ valuePeriod: { start: '2024-01-01' } })).toBe('2024-01-01 – …');
     expect(value({ valueBoolean: false })).toBe('false');
     expect(value({ valueCodeableConcept: { coding: [{ code: 'x' }, { code: 'y', display: 'Why' }] } })).toBe('x');
+    // A coding without a display reads as the display its code system gives (HL7 v2/v3 and FHIR code systems).
+    expect(value({ valueCodeableConcept: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0074', code: 'HM' }] } })).toBe('Hematology');
+    expect(value({ valueCodeableConcept: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation', code: 'H' }] } })).toBe('High');
     const components = [
       { code: { text: 'Systolic' }, valueQuantity: { value: 120, unit: 'mm[Hg]' } },
       { code: { coding: [{ display: 'Diastolic' }] }, dataAbsentReason: { text: 'Not measured' } },

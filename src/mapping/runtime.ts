@@ -3,6 +3,7 @@ import { MappingValueError } from './errors';
 import { inFhirOrder } from './fhir-types';
 import type { Literal, Outside } from './path';
 import type { RecordDeclaration } from './record-declaration';
+import { codeDisplay } from './terminology';
 
 /** A path checked against the FHIR definitions: JSON property names, ready to read and write. */
 export interface CompiledStep {
@@ -209,7 +210,11 @@ export function textOf(value: unknown): string | undefined {
   if (isObject(value.text) && ('title' in value || 'code' in value)) return `${textOf(value.title ?? value.code) ?? '?'}: ${narrativeToText(value.text) ?? ''}`;
   if ('text' in value && typeof value.text === 'string') return value.text;
   if (Array.isArray(value.coding)) return value.coding.map(textOf).find((t) => t !== undefined);
-  if ('display' in value || 'code' in value) return textOf(value.display ?? value.code);
+  // A coding: its display, else the one its FHIR code system gives the code (a category HM reads Hematology), else its code.
+  if ('display' in value || 'code' in value) {
+    const named = typeof value.system === 'string' && typeof value.code === 'string' ? codeDisplay(value.system, value.code) : undefined;
+    return textOf(value.display ?? named ?? value.code);
+  }
   return undefined;
 }
 

