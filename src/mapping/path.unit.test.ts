@@ -146,9 +146,9 @@ fields:\n  id: id\n  value: valueString | valueRange.toText() | valueRatio.toTex
 
   it('a narrative written elsewhere reads as lines, its table cells apart; ours comes back exactly', () => {
     const note = loadMappings(defaultMappingsDir).get('clinical-note');
-    const div = `<div xmlns="http://www.w3.org/1999/xhtml">\n\t<table>\n<tr><th>Allergen</th><th>Reaction</th></tr>\n\t<tr><td>Doxycycline</td><td>Hives</td></tr></table><p>Seen   by <b>Dr A</b> &amp; team</p></div>`;
+    const div = `<div xmlns="http://www.w3.org/1999/xhtml">\n\t<table>\n<tr><th>Allergen</th><th>Reaction</th></tr>\n\t<tr><td>Doxycycline</td><td>Hives</td></tr><tr><td>Asthma</td><td/><td>Mild</td><td></td></tr></table><p>Seen   by <b>Dr A</b> &amp; team</p></div>`;
     const composition = { resourceType: 'Composition', id: 'c', status: 'final', type: { text: 'Note' }, date: '2024-03-12', author: [{ display: 'A' }], title: 'T', section: [{ title: 'Allergies', text: { status: 'generated', div } }] };
-    expect(note.readFhir(composition as any).connect.sections).toBe('Allergies: Allergen | Reaction\nDoxycycline | Hives\nSeen by Dr A & team');
+    expect(note.readFhir(composition as any).connect.sections).toBe('Allergies: Allergen | Reaction\nDoxycycline | Hives\nAsthma |  | Mild\nSeen by Dr A & team');
     const U = '0b0a3c57-0d55-4b2e-9a39-6f3f2b9a1c03';
     const ours = note.toFhir({ id: U, visit_id: U, provider_id: U, status: 'draft', history_of_present_illness: '  two  spaces\tand <b>not markup</b>\n', created_at: '2024-03-12' });
     expect(note.fromFhir(ours).history_of_present_illness).toBe('  two  spaces\tand <b>not markup</b>\n');

@@ -350,7 +350,7 @@ function narrativeToText(narrative: unknown): string | undefined {
   if (markup) {
     inner = inner
       .replace(/\s+/g, ' ')
-      .replace(/<\/t[dh]\s*>/gi, ' | ')
+      .replace(/<\/t[dh]\s*>|<t[dh]\b[^>]*\/>/gi, ' | ') // an empty cell (<td/>) keeps its column
       .replace(/<br\s*\/?>|<\/(p|div|li|tr|h[1-6]|table|thead|tbody|ul|ol|pre|blockquote)\s*>/gi, '\n');
   }
   const text = inner
@@ -362,7 +362,7 @@ function narrativeToText(narrative: unknown): string | undefined {
   if (!markup) return text;
   return text
     .split('\n')
-    .map((line) => line.trim().replace(/\s*\|$/, '').trim())
+    .map((line) => line.replace(/(\s*\|)+\s*$/, '').trim())
     .filter(Boolean)
     .join('\n');
 }
