@@ -244,12 +244,8 @@ final class ClientTest extends TestCase
             }
             return true;
             PHP);
-        $port = 20000 + random_int(0, 20000);
-        $server = proc_open([PHP_BINARY, '-S', "127.0.0.1:$port", $router], [1 => ['file', '/dev/null', 'w'], 2 => ['file', '/dev/null', 'w']], $pipes);
+        [$server, $port] = self::stubServer($router);
         try {
-            for ($i = 0; $i < 100 && @fsockopen('127.0.0.1', $port) === false; $i++) {
-                usleep(50_000);
-            }
             $pont = new Pont(clientId: 'cli_x', clientSecret: 'pcs_x', baseUrl: "http://127.0.0.1:$port");
             $before = memory_get_usage();
             $count = 0;
@@ -351,13 +347,8 @@ final class ClientTest extends TestCase
             echo '{"valid":true}';
             return true;
             PHP);
-        $port = 20000 + random_int(0, 20000);
-        $server = proc_open([PHP_BINARY, '-S', "127.0.0.1:$port", $router], [1 => ['file', '/dev/null', 'w'], 2 => ['file', '/dev/null', 'w']], $pipes,
-            null, ['PHP_CLI_SERVER_WORKERS' => '3'] + getenv());
+        [$server, $port] = self::stubServer($router, ['PHP_CLI_SERVER_WORKERS' => '3']);
         try {
-            for ($i = 0; $i < 100 && @fsockopen('127.0.0.1', $port) === false; $i++) {
-                usleep(50_000);
-            }
             $responses = [];
             $pont = new Pont(clientId: 'cli_x', clientSecret: 'pcs_x', baseUrl: "http://127.0.0.1:$port", onResponse: static function (array $r) use (&$responses): void {
                 $responses[] = $r;
@@ -631,6 +622,29 @@ final class ClientTest extends TestCase
     }
 
     /** @return array<string, mixed> */
+    /**
+     * `php -S` with the router on a port the system just gave out (a random one could be taken), once it accepts
+     * connections: a loaded machine may take seconds to start it, and a test against a server that never came up
+     * would fail for the wrong reason.
+     *
+     * @param array<string, string> $env
+     * @return array{0: resource, 1: int}
+     */
+    private static function stubServer(string $router, array $env = []): array
+    {
+        $free = stream_socket_server('tcp://127.0.0.1:0');
+        self::assertNotFalse($free);
+        $port = (int) substr((string) strrchr((string) stream_socket_get_name($free, false), ':'), 1);
+        fclose($free);
+        $server = proc_open([PHP_BINARY, '-S', "127.0.0.1:$port", $router], [1 => ['file', '/dev/null', 'w'], 2 => ['file', '/dev/null', 'w']], $pipes, null, $env + getenv());
+        self::assertIsResource($server);
+        for ($i = 0; $i < 600 && @fsockopen('127.0.0.1', $port) === false; $i++) {
+            usleep(50_000);
+        }
+        self::assertNotFalse(@fsockopen('127.0.0.1', $port), "the stub server on port $port did not start in 30 s");
+        return [$server, $port];
+    }
+
     private static function server(): array
     {
         if (self::$server === null) {
