@@ -24,7 +24,6 @@ import { didYouMean } from './suggest';
 import { codeSystemCodes, expandValueSet } from './terminology';
 import { keyOf, YamlSource } from './yaml-source';
 
-/** The keys of the map format, one list per level: anything else is reported as unknown. */
 /** toText(), and join() of elements that are not text (components, quantities): read as text, never written. */
 const readsAsText = (finish: ParsedPath['finish'], leafType: string) =>
   finish?.kind === 'toText' || (finish?.kind === 'join' && !(isPrimitive(leafType) && jsonTypeOf(leafType) === 'string'));
@@ -34,6 +33,7 @@ const readOnlyFinish = (finish: ParsedPath['finish'], leafType: string) => reads
 /** The resource type of `%patient` in a condition (`%resource` is the map's own). */
 const OUTSIDE_TYPE: Partial<Record<Outside, string>> = { patient: 'Patient' };
 
+/** The keys of the map format, one list per level: anything else is reported as unknown. */
 const TOP_KEYS = ['map', 'resource', 'record', 'description', 'uris', 'let', 'connect', 'fixed', 'fields'] as const;
 const FIELD_KEYS = ['type', 'values', 'required', 'nullable', 'list', 'default', 'description'] as const;
 const RULE_KEYS = ['fhir', 'values', 'read', 'otherwise', 'also', 'reference', 'narrative', 'write', 'description'] as const;
