@@ -10,6 +10,8 @@ interface Terminology {
   /** CodeSystem url -> every code (nested concepts included); complete code systems only. */
   codeSystems: Map<string, Set<string>>;
   valueSets: Map<string, { include?: Array<{ system?: string; concept?: Array<{ code: string }>; filter?: unknown[]; valueSet?: string[] }> }>;
+  /** CodeSystem url -> code -> its display: the FHIR code systems', then (codeDisplay) HL7 v2's and v3's. */
+  displays: Map<string, Map<string, string>>;
 }
 
 let terminology: Terminology | undefined;
@@ -28,10 +30,22 @@ function definitions(name: string): { entry: Array<{ resource: any }> } {
   return JSON.parse(readFileSync(file, 'utf8'));
 }
 
+/** The displays of the bundle's code systems, into `displays`. */
+function addDisplays(bundle: { entry: Array<{ resource: any }> }, displays: Terminology['displays']): void {
+  for (const { resource } of bundle.entry) {
+    if (resource.resourceType !== 'CodeSystem') continue;
+    const named = new Map<string, string>();
+    eachConcept(resource.concept, (c) => c.display && named.set(c.code, c.display));
+    if (named.size) displays.set(resource.url, named);
+  }
+}
+
 function load(): Terminology {
   const bundle = definitions('valuesets.json');
   const codeSystems: Terminology['codeSystems'] = new Map();
   const valueSets: Terminology['valueSets'] = new Map();
+  const displays: Terminology['displays'] = new Map();
+  addDisplays(bundle, displays);
   for (const { resource } of bundle.entry) {
     if (resource.resourceType === 'CodeSystem' && resource.content === 'complete') {
       const codes = new Set<string>();
@@ -41,7 +55,7 @@ function load(): Terminology {
       valueSets.set(resource.url, resource.compose);
     }
   }
-  return { codeSystems, valueSets };
+  return { codeSystems, valueSets, displays };
 }
 
 function get(): Terminology {
@@ -53,23 +67,17 @@ export function codeSystemCodes(system: string): ReadonlySet<string> | undefined
   return get().codeSystems.get(system);
 }
 
-let displays: Map<string, Map<string, string>> | undefined;
+let hl7Displays = false;
 
 /**
  * The display the code system gives a code, for the FHIR and HL7 v2/v3 code systems
- * (`http://terminology.hl7.org/CodeSystem/v2-0074` HM → Hematology). Loaded on first use (~0.3 s, once per process).
+ * (`http://terminology.hl7.org/CodeSystem/v2-0074` HM → Hematology). The v2 and v3 tables load on first use (once per process).
  */
 export function codeDisplay(system: string, code: string): string | undefined {
-  if (!displays) {
-    displays = new Map();
-    for (const name of ['valuesets.json', 'v2-tables.json', 'v3-codesystems.json']) {
-      for (const { resource } of definitions(name).entry) {
-        if (resource.resourceType !== 'CodeSystem') continue;
-        const named = new Map<string, string>();
-        eachConcept(resource.concept, (c) => c.display && named.set(c.code, c.display));
-        if (named.size) displays.set(resource.url, named);
-      }
-    }
+  const { displays } = get();
+  if (!hl7Displays) {
+    hl7Displays = true;
+    for (const name of ['v2-tables.json', 'v3-codesystems.json']) addDisplays(definitions(name), displays);
   }
   return displays.get(system)?.get(code);
 }
