@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isMap, isScalar } from 'yaml';
 import { generatedReadmeBlocks } from './record-docs';
-import { recordTypes } from './record-types';
+import { recordFields, recordTypes } from './record-types';
 import { MappingError } from './errors';
 import type { CompiledMap, MappingSet } from './types';
 import { CODE_MAPS, CODE_RECORD_TYPES } from './uses';
@@ -87,8 +87,9 @@ export function checkGenerated(set: MappingSet, { readme, clientTypes }: Generat
   if (existsSync(clientTypes)) {
     // The client types are generated from the OpenAPI document, whose record shapes are the maps': same fields.
     const text = readFileSync(clientTypes, 'utf8');
-    for (const { shape, sources } of types.values()) {
-      const fields = [...new Set([...set.get(sources[0]!.map).fields, ...sources.flatMap((s) => Object.keys(s.tag ?? {}))])];
+    for (const type of types.values()) {
+      const { shape } = type;
+      const fields = recordFields(set, type);
       const m = new RegExp(`^export type ${shape} = \\{\\n([\\s\\S]*?)\\n\\};`, 'm').exec(text);
       const declared = m ? [...m[1]!.matchAll(/^ {2}(\w+)\??:/gm)].map((f) => f[1]!) : [];
       const missing = fields.filter((f) => !declared.includes(f));

@@ -1,5 +1,5 @@
 import type { MappingSet } from './types';
-import { recordTypes, type RecordSource } from './record-types';
+import { recordTypes, tagNames, type RecordSource } from './record-types';
 
 /** The README's table of record types (kept in step by test/readme.test.ts). */
 export function recordTypesTable(mappings: MappingSet): string {
@@ -10,13 +10,13 @@ export function recordTypesTable(mappings: MappingSet): string {
 
 /** The README's tables of the record shapes: each field, its type and its values, from the mapping files. */
 export function recordShapesTables(mappings: MappingSet): string {
-  const shapes: Array<[string, string, readonly RecordSource[]]> = [...recordTypes(mappings).values()].map((t) => [t.shape, t.sources[0]!.map, t.sources]);
   const codes = (values: readonly unknown[]) => values.map((v) => `\`${v}\``).join(' ');
-  return shapes
-    .map(([shape, map, sources]) => {
+  return [...recordTypes(mappings).values()]
+    .map((type) => {
+      const { shape, sources } = type;
+      const map = sources[0]!.map;
       const rows = mappings.get(map).declared.map((f) => `| \`${f.name}\` | ${f.list ? `${f.type}[]` : f.type} | ${f.values ? codes(f.values) : ''} |`);
-      const tags = [...new Set(sources.flatMap((s) => Object.keys(s.tag ?? {})))];
-      for (const tag of tags) rows.push(`| \`${tag}\` | string | ${codes(sources.map((s) => s.tag?.[tag]))} |`);
+      for (const tag of tagNames(type)) rows.push(`| \`${tag}\` | string | ${codes(sources.map((s) => s.tag?.[tag]))} |`);
       return [`**${shape}** (\`mappings/${map}.map.yaml\`)`, '', '| Field | Type | Values |', '|---|---|---|', ...rows].join('\n');
     })
     .join('\n\n');

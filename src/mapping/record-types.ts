@@ -44,6 +44,16 @@ export function recordTypes(mappings: MappingSet): Map<string, RecordType> {
   return new Map([...types].sort(([a], [b]) => (a < b ? -1 : 1)));
 }
 
+/** The names of the tags a type's sources add to their records (which source a merged record came from). */
+export function tagNames({ sources }: RecordType): string[] {
+  return [...new Set(sources.flatMap((s) => Object.keys(s.tag ?? {})))];
+}
+
+/** The fields of a type's records: its shape map's fields, then its sources' tags. */
+export function recordFields(mappings: MappingSet, type: RecordType): string[] {
+  return [...new Set([...mappings.get(type.sources[0]!.map).fields, ...tagNames(type)])];
+}
+
 /** The record type of that name; throws when no map declares it (`pont mappings check` names those the code uses). */
 export function recordType(mappings: MappingSet, name: string): RecordType {
   const type = recordTypes(mappings).get(name);

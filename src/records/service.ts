@@ -6,7 +6,7 @@ import { invalidFields } from '../core/errors';
 import { registeredPatient, type HealthIdRecord } from '../healthid/registry';
 import { MappingValueError, type MappingSet } from '../mapping/index';
 import type { WrittenBy } from '../mapping/uses';
-import { recordType, type RecordSource, type RecordType } from '../mapping/record-types';
+import { recordFields, recordType, type RecordSource, type RecordType } from '../mapping/record-types';
 
 export type ConnectRecord = Record<string, unknown>;
 
@@ -328,8 +328,7 @@ export class RecordsService {
 
   /** The fields of a record type's shape: its first map's, then its sources' tags. */
   fieldsOf(type: string): string[] {
-    const { sources } = this.type(type);
-    return [...new Set([...this.mappings.get(sources[0]!.map).fields, ...sources.flatMap((s) => Object.keys(s.tag ?? {}))])];
+    return recordFields(this.mappings, this.type(type));
   }
 
   /** A record type the maps declare. */

@@ -9,7 +9,7 @@ import type { Services } from '../http/services';
 import { CDSS_ALERT, RecordsService, SUMMARY_SIZES } from '../records/service';
 import type { MappingSet } from '../mapping/types';
 import { declaredValues } from '../mapping/index';
-import { recordType, recordTypes, type RecordType } from '../mapping/record-types';
+import { recordType, recordTypes, tagNames, type RecordType } from '../mapping/record-types';
 
 const CONNECT = '/api/v1/connect';
 const SDK = '/api/v1/sdk';
@@ -131,8 +131,8 @@ const idempotencyHeader = {
 function recordSchemas(maps: MappingSet) {
   const types = recordTypes(maps);
   const typeNames = [...types.keys()];
-  const shapeOf = ({ sources, shape }: RecordType) =>
-    maps.get(sources[0]!.map).shape().extend(Object.fromEntries(sources.flatMap((s) => Object.keys(s.tag ?? {}).map((k) => [k, z.string()])))).meta({ id: shape });
+  const shapeOf = (type: RecordType) =>
+    maps.get(type.sources[0]!.map).shape().extend(Object.fromEntries(tagNames(type).map((k) => [k, z.string()]))).meta({ id: type.shape });
   const shapes = new Map(typeNames.map((t) => [t, shapeOf(types.get(t)!)]));
   /** The shape of a record type the code itself uses (src/mapping/uses.ts names them); throws when no map declares it. */
   const shape = (name: string) => shapes.get(recordType(maps, name).name)!;
