@@ -1,6 +1,5 @@
 import { execFile } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +8,7 @@ import { HEALTH_ID_SYSTEM } from '../src/healthid/healthid';
 import { checkMappings, defaultMappingsDir, loadMappings } from '../src/mapping/index';
 import { MappingHolder } from '../src/mapping/holder';
 import { searchProblem } from '../src/fhir/search/parse';
+import { mapEditor } from './break-map';
 import { backend, createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
 
 /**
@@ -149,17 +149,9 @@ describe.skipIf(backend !== 'pglite')('a record type declared wrongly fails `pon
   const scratch: string[] = [];
   beforeAll(() => loadFhirDefinitions());
   afterAll(() => scratch.forEach((d) => rmSync(d, { recursive: true, force: true })));
+  const editMaps = mapEditor(scratch);
   /** A copy of the repository's maps with immunization.map.yaml edited. */
-  const withEdit = (from: string, to: string) => {
-    const dir = mkdtempSync(join(tmpdir(), 'pont-recordtypes-'));
-    scratch.push(dir);
-    cpSync(defaultMappingsDir, dir, { recursive: true });
-    const file = join(dir, 'immunization.map.yaml');
-    const text = readFileSync(file, 'utf8');
-    expect(text).toContain(from);
-    writeFileSync(file, text.replace(from, to));
-    return dir;
-  };
+  const withEdit = (from: string, to: string) => editMaps([['immunization.map.yaml', from, to]]);
   const problems = (dir: string) => checkMappings(dir).problems.map((p) => p.message.replace(dir, 'D'));
   /** `pont mappings check DIR` as a user runs it: its exit code and what it printed. */
   const checkCommand = (dir: string) =>
@@ -209,15 +201,12 @@ describe.skipIf(backend !== 'pglite')('a record type declared wrongly fails `pon
   });
 
   it('a map of a type that may give a value its shape does not allow (a report status a lab result cannot have)', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'pont-recordtypes-'));
-    scratch.push(dir);
-    cpSync(defaultMappingsDir, dir, { recursive: true });
-    const file = join(dir, 'lab-report.map.yaml');
-    const text = readFileSync(file, 'utf8');
-    const from = '[registered, preliminary, final, amended, corrected, cancelled, entered-in-error, unknown]';
-    expect(text).toContain(from);
-    writeFileSync(file, text.replace(from, '[registered, partial, preliminary, final, amended, corrected, cancelled, entered-in-error, unknown]').replace('      preliminary: [partial]\n', '').replace('      preliminary: preliminary\n', '      preliminary: preliminary\n      partial: partial\n'));
-    const line = text.split('\n').findIndex((l) => l.startsWith('  type: lab_results')) + 1;
+    const dir = editMaps([
+      ['lab-report.map.yaml', '[registered, preliminary, final, amended, corrected, cancelled, entered-in-error, unknown]', '[registered, partial, preliminary, final, amended, corrected, cancelled, entered-in-error, unknown]'],
+      ['lab-report.map.yaml', '      preliminary: [partial]\n', ''],
+      ['lab-report.map.yaml', '      preliminary: preliminary\n', '      preliminary: preliminary\n      partial: partial\n'],
+    ]);
+    const line = readFileSync(join(defaultMappingsDir, 'lab-report.map.yaml'), 'utf8').split('\n').findIndex((l) => l.startsWith('  type: lab_results')) + 1;
     expect(problems(dir)).toEqual([
       `D/lab-report.map.yaml:${line}:9: \`status\` may be \`partial\`, which the shape \`LabResult\` (map \`lab-result\`) does not allow: read them as its values (\`read\`) or add them there`,
     ]);
