@@ -5,7 +5,7 @@ import Router from '@koa/router';
 import { randomUUID } from 'node:crypto';
 import { ApiError, ErrorCode, errorBody, operationOutcome } from './http/errors';
 import { clientAddressMiddleware } from './http/client-address';
-import { sqlState } from './db/database';
+import { isContention, sqlState } from './db/database';
 import { buildOpenApi } from './http/openapi';
 import { mountRoutes, type RouteSpec } from './http/routes';
 import type { Services } from './http/services';
@@ -142,7 +142,9 @@ export function createApp(services: Services): Koa {
           ? thrown
           : databaseUnavailable(thrown)
             ? new ApiError(503, ErrorCode.unavailable, 'The database is unavailable; retry shortly', { headers: { 'Retry-After': '5' } })
-            : new ApiError(500, ErrorCode.internal, `Internal error (request id ${ctx.state.requestId})`);
+            : isContention(thrown) // still losing to concurrent transactions after retryContention's runs
+              ? new ApiError(503, ErrorCode.unavailable, 'Too many concurrent changes of the same data; retry shortly', { headers: { 'Retry-After': '1' } })
+              : new ApiError(500, ErrorCode.internal, `Internal error (request id ${ctx.state.requestId})`);
       if (!(thrown instanceof ApiError)) {
         (ctx.state.log as Logger).error('unhandled error', {
           method: ctx.method,

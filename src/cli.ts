@@ -26,6 +26,7 @@ const GROUPS: Record<string, string> = {
   mappings: 'Mapping files (*.map.yaml)',
   'portal-users': 'People of an organisation who sign in to the developer portal (/portal)',
   audit: 'The audit trail archive: archive a month, restore one for an investigation',
+  retention: 'Retention (PONT_RETENTION_*): run a pass now',
 };
 
 /**
@@ -221,6 +222,23 @@ export const commands: CommandSpec[] = [
     options: { month: MONTH },
     examples: ['pont audit restore --month 2025-01'],
     run: async ({ values }) => (await import('./retention/cli')).restoreCommand(str(values.month)),
+  },
+  {
+    name: 'retention run',
+    summary: 'Run one retention pass now (what the service does hourly) and print what it did as JSON',
+    details:
+      'Partitions ahead, then every kind past its PONT_RETENTION_* period: months of the audit trail archived to AUDIT_ARCHIVE_DIR, verified and dropped; months of events and delivery attempts dropped; finished deliveries and replaced resource versions deleted. ' +
+      'One pass at a time across processes (the job_claims row the service uses): exit code 1 if another is running, or if a step failed (the others still run; the JSON names the failures).',
+    options: { 'dry-run': { type: 'boolean', default: 'false', description: 'Change nothing: print what the pass would do' } },
+    examples: ['pont retention run --dry-run', 'PONT_RETENTION_AUDIT=1y AUDIT_ARCHIVE_DIR=/var/lib/pont/audit pont retention run'],
+    async run({ values }) {
+      const [{ retentionRunCommand }, { createFhirService }, { loadMappings }] = await Promise.all([import('./retention/cli'), import('./services'), import('./mapping/index')]);
+      const config = loadConfig();
+      return retentionRunCommand(values['dry-run'] === true, (db) => {
+        const fhir = createFhirService(db, config, loadMappings(config.mappingsDir));
+        return (sql, type, ids) => fhir.purgeById(sql, type, ids);
+      });
+    },
   },
   {
     name: 'mappings check',

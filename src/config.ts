@@ -69,6 +69,9 @@ const schema = z.object({
   }),
   /** How long a stopping process waits for requests in flight before closing anyway. */
   PONT_SHUTDOWN_GRACE: z.string().default('10s').transform(positiveDuration),
+  /** A portal session ends after this long without a request, and this long after sign-in whatever happens (README "Developer portal"). */
+  PONT_PORTAL_SESSION_IDLE: z.string().default('30m').transform(positiveDuration),
+  PONT_PORTAL_SESSION_MAX: z.string().default('12h').transform(positiveDuration),
   /** How often Bridge Agents sync and send heartbeats (told in the heartbeat answer). */
   PONT_BRIDGE_SYNC_INTERVAL: z.string().default('5m').transform(positiveDuration),
   /** How long an Idempotency-Key is remembered. */
@@ -85,6 +88,8 @@ const schema = z.object({
   PONT_RETENTION_RESOURCE_VERSIONS: z.string().default('never').transform(retention),
   /** How long AuditEvents brought back by `pont audit restore` stay. */
   PONT_AUDIT_RESTORE_HOLD: z.string().default('30d').transform(retention),
+  /** How long after start the first retention pass runs (then hourly). */
+  PONT_RETENTION_START_DELAY: z.string().default('30s').transform(positiveDuration),
   /** Where months of the audit trail are archived before they are dropped (required with PONT_RETENTION_AUDIT). */
   AUDIT_ARCHIVE_DIR: z.string().min(1).optional(),
   /** Rate limits over the defaults: `group=requests/seconds,...` (README "Rate limits"). */
@@ -190,6 +195,10 @@ export interface Config {
   /** Which X-Forwarded-For entries to believe for the caller's address. */
   trustProxy: ProxyTrust;
   shutdownGraceMs: number;
+  /** How long after start the first retention pass runs (ms; then hourly). */
+  retentionStartDelayMs: number;
+  /** Portal sessions: how long idle, and how long after sign-in at most (ms). */
+  portalSessions: { idleMs: number; absoluteMs: number };
   /** Where GET /metrics is served (src/metrics.ts); undefined: nowhere. */
   metrics?: MetricsEndpoint;
   bulkExport: BulkExportSettings;
@@ -342,6 +351,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bridgeSyncIntervalMs: e.PONT_BRIDGE_SYNC_INTERVAL,
     trustProxy: e.PONT_TRUST_PROXY,
     shutdownGraceMs: e.PONT_SHUTDOWN_GRACE,
+    retentionStartDelayMs: e.PONT_RETENTION_START_DELAY,
+    portalSessions: { idleMs: e.PONT_PORTAL_SESSION_IDLE, absoluteMs: e.PONT_PORTAL_SESSION_MAX },
     metrics: e.METRICS_PORT === undefined ? undefined : { port: e.METRICS_PORT, host: e.METRICS_HOST, token: e.METRICS_TOKEN },
     bulkExport: {
       ttlMs: e.PONT_BULK_EXPORT_TTL,

@@ -67,6 +67,11 @@ function announce(config: Config, url: string, workers: number, mappingsVersion:
 /** The primary process of `--workers N`: starts the workers, restarts any that dies, stops them all on a signal. */
 async function supervise(config: Config, workers: number): Promise<void> {
   const log = createLogger(config.logLevel);
+  // The workers accept from the one listening socket themselves (not round-robin through this process), unless
+  // NODE_CLUSTER_SCHED_POLICY says otherwise: at shutdown a connection the kernel holds is accepted by a worker still
+  // listening, where round-robin hands connections over one at a time and resets those still queued here once every
+  // worker has stopped listening (README "Running it: processes, configuration": shutdown).
+  if (!process.env.NODE_CLUSTER_SCHED_POLICY) cluster.schedulingPolicy = cluster.SCHED_NONE;
   // GET /metrics: every worker's metrics, aggregated here (the workers serve none themselves).
   const metricsServer = config.metrics ? await serveMetrics(config.metrics, clusterScrape()) : undefined;
   let stopping = false;

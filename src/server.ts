@@ -14,6 +14,7 @@ import { collectProcessMetrics, listeningUrl, serveMetrics, serverScrape } from 
 import { databaseMetrics } from './db/metrics';
 import { watch, type FSWatcher } from 'node:fs';
 import { MappingHolder, mappingsVersion, type ReloadOutcome } from './mapping/holder';
+import { gracefulStop } from './http/graceful';
 
 export interface RunningPont {
   /** Base URL the server listens on (http://host:port). */
@@ -51,8 +52,10 @@ export async function startPont(config: Config): Promise<RunningPont> {
     const scrape = serverScrape([client.register, databaseMetrics(db)]);
     // With --workers, the supervisor serves the metrics of every process (src/main.ts).
     metricsServer = config.metrics && !cluster.isWorker ? await serveMetrics(config.metrics, scrape) : undefined;
+    let graceful: ReturnType<typeof gracefulStop> | undefined;
     const server = await new Promise<Server>((resolve, reject) => {
       const s = app.listen(config.port, config.host, () => resolve(s));
+      graceful = gracefulStop(s);
       s.once('error', reject);
     });
     server.requestTimeout = 120_000;
@@ -80,15 +83,9 @@ export async function startPont(config: Config): Promise<RunningPont> {
       reloadMappings,
       async close() {
         watcher?.close();
-        // Graceful: no new connections, idle keep-alive ones closed now, requests in flight given
-        // PONT_SHUTDOWN_GRACE to finish; then whatever is left is cut.
-        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-        server.closeIdleConnections();
-        let timer: NodeJS.Timeout | undefined;
-        const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, config.shutdownGraceMs)));
-        await Promise.race([closed, deadline]);
-        clearTimeout(timer);
-        server.closeAllConnections();
+        // Graceful (src/http/graceful.ts): no new connections; requests in flight, and those already on their way on
+        // open connections, answered (with Connection: close) within PONT_SHUTDOWN_GRACE; then whatever is left is cut.
+        await graceful!.stop(config.shutdownGraceMs);
         metricsServer?.close();
         metricsServer?.closeAllConnections();
         await Promise.all(services.workers.map((w) => w.stop()));

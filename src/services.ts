@@ -70,7 +70,7 @@ export async function createServices(config: Config, db: Database, log: Logger):
       createAssertionJanitor(db, log),
       createBulkExportWorker({ exports: bulkExports, fhir, clients: access.clients, db, log }),
       periodicJob('bulk-export-janitor', BULK_EXPORT_JANITOR_MS, () => bulkExports.purgeExpired(), log),
-      createRetentionWorker(db, config.retention, log, (sql, type, ids) => fhir.purgeById(sql, type, ids)),
+      createRetentionWorker(db, config.retention, log, (sql, type, ids) => fhir.purgeById(sql, type, ids), config.retentionStartDelayMs),
     ],
   };
 }

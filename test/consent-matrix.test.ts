@@ -28,7 +28,20 @@ const CLASSES: Record<ConsentState, string[]> = {
   expired: [],
   regranted: ['patients:read', 'labs:read', 'prescriptions:read', 'documents:read', 'appointments:read', 'fhir:read'],
 };
-const CLASS_OF: Record<string, string> = { Patient: 'patients:read', Condition: 'patients:read', Encounter: 'patients:read', Observation: 'labs:read', MedicationRequest: 'prescriptions:read' };
+const CLASS_OF: Record<string, string> = {
+  Patient: 'patients:read',
+  Condition: 'patients:read',
+  Encounter: 'patients:read',
+  Observation: 'labs:read',
+  MedicationRequest: 'prescriptions:read',
+  // Issue 39: types read as records since, one of each class they are in.
+  Procedure: 'patients:read',
+  Goal: 'patients:read',
+  QuestionnaireResponse: 'labs:read',
+  Media: 'documents:read',
+};
+/** The Connect record type of each of those (records?type=…). */
+const RECORD_TYPE_OF: Record<string, string> = { Procedure: 'procedures', Goal: 'goals', QuestionnaireResponse: 'assessments', Media: 'media' };
 
 let pont: TestServer;
 let writer: TestClient;
@@ -54,7 +67,7 @@ beforeAll(async () => {
   writer = await createTestClient(pont, ['health_id:verify', 'fhir:read', 'fhir:write'], { organizationId: 'org-writer' });
   registrar = await createTestClient(pont, ['consents:write'], { organizationId: 'org-writer' });
   for (const org of ORGS)
-    readers.set(org, await createTestClient(pont, ['health_id:verify', 'fhir:read', 'consents:read', 'consents:write', 'patient:profile:read'], { organizationId: org }));
+    readers.set(org, await createTestClient(pont, ['health_id:verify', 'fhir:read', 'consents:read', 'consents:write', 'patient:profile:read', 'patient:diagnostics:read'], { organizationId: org }));
   emergency = await createTestClient(pont, ['fhir:read', 'emergency:access'], { organizationId: 'org-er' });
   for (let i = 0; i < PATIENTS; i++) {
     const name = `Matrix${i}`;
@@ -68,6 +81,10 @@ beforeAll(async () => {
       { resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '718-7' }] }, subject },
       { resourceType: 'Encounter', status: 'finished', class: { code: 'AMB' }, subject },
       { resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Salbutamol' }, subject },
+      { resourceType: 'Procedure', status: 'completed', code: { text: 'Spirometry' }, subject },
+      { resourceType: 'Goal', lifecycleStatus: 'active', description: { text: 'No night-time symptoms' }, subject },
+      { resourceType: 'QuestionnaireResponse', status: 'completed', subject, item: [{ linkId: 'act-1', text: 'Asthma control', answer: [{ valueInteger: 19 }] }] },
+      { resourceType: 'Media', status: 'completed', content: { contentType: 'image/jpeg', url: 'https://images.example/1.jpg' }, subject },
     ]) {
       const created = await pont.json(`/api/fhir/R4/${r.resourceType}`, { method: 'POST', json: r, headers: writer.headers });
       expect(created.status).toBe(201);
@@ -181,6 +198,29 @@ describe(`consent matrix (seed ${SEED}): ${ORGS.length} organisations × ${PATIE
         const status = (await connect(reader, `/patient/${p.healthId}/consent`)).body.status;
         const expected = { none: 'none', full: 'active', diagnostics: 'active', pending: 'pending', denied: 'denied', revoked: 'revoked', expired: 'expired', regranted: 'active' }[s];
         expect(status, `${org} ${s}`).toBe(expected);
+      }
+  });
+
+  it('Connect records of the types of issue 39: read where the consent covers their class, withheld where it does not', async () => {
+    for (const org of ORGS)
+      for (const p of patients) {
+        const label = `${org} ${states.get(`${org}|${p.id}`)} ${p.name}`;
+        const res = await connect(readers.get(org)!, `/patient/${p.healthId}/records?type=all&limit=1000`);
+        if (!CLASSES[states.get(`${org}|${p.id}`) ?? 'none'].length) {
+          expect(res.status, label).toBe(403);
+          continue;
+        }
+        expect(res.status, label).toBe(200);
+        for (const [resourceType, type] of Object.entries(RECORD_TYPE_OF)) {
+          const want = p.resources.filter((r) => r.resourceType === resourceType).map((r) => r.id);
+          if (visible(org, p.id, resourceType)) expect(res.body.records[type].map((r: { id: string }) => r.id), `${label} ${type}`).toEqual(want);
+          else {
+            expect(res.body.records[type], `${label} ${type}`).toBeUndefined();
+            expect(res.body.withheld, `${label} ${type}`).toContain(type);
+          }
+          const one = await connect(readers.get(org)!, `/patient/${p.healthId}/records?type=${type}`);
+          expect(one.status, `${label} type=${type}`).toBe(visible(org, p.id, resourceType) ? 200 : 403);
+        }
       }
   });
 

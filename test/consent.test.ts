@@ -3,6 +3,7 @@ import type { Resource } from '@medplum/fhirtypes';
 import { checkDigits } from '../src/healthid/healthid';
 import { backdateConsent, createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
 import { eventually } from './eventually';
+import { TRANSACTION_RUNS } from '../src/db/database';
 
 /**
  * Consent end to end: an organisation reads a patient's data only with the patient's active consent (or
@@ -194,6 +195,63 @@ describe("requests, and the patient's own voice", () => {
     expect(token.body.access_token).toMatch(/^pat_/);
     patientToken = token.body.access_token;
     expect((await pont.json('/api/v1/mobile/auth/token', { method: 'POST', json: { health_id: healthId, code: code.body.code } })).status).toBe(401);
+  });
+
+  it('answers 100 concurrent exchanges of one pairing code with exactly one token, the rest 4xx (never a 500), round after round', async () => {
+    const patient = await resolveNew(hospital, 'Rushed');
+    const { limits } = pont.services.access;
+    const realNow = limits.now;
+    let skipped = 60_000;
+    limits.now = () => realNow() + skipped;
+    try {
+      for (let round = 0; round < 3; round++, skipped += 60_000) {
+        // each round in a rate-limit window of its own, later than the real one
+        const code = await connect(hospital, `/patient/${patient}/mobile/pairing-code`, { method: 'POST' });
+        expect(code.status).toBe(201);
+        // Wrong codes for the same Health ID race with the right one (they count against the live code).
+        const bodies = Array.from({ length: 100 }, (_, i) => ({ health_id: patient, code: i % 10 === 5 ? 'ZZZZ-ZZZZ' : code.body.code }));
+        const answers = await Promise.all(bodies.map((json) => pont.json('/api/v1/mobile/auth/token', { method: 'POST', json })));
+        const statuses = answers.map((a) => a.status);
+        expect(statuses.filter((s) => s >= 500), JSON.stringify(answers.find((a) => a.status >= 500)?.body)).toEqual([]);
+        expect(statuses.filter((s) => s === 200).length, statuses.join(' ')).toBe(1);
+        expect(statuses.every((s) => s === 200 || (s >= 400 && s < 500))).toBe(true);
+      }
+    } finally {
+      // The later tests go on in a window none of these failures counted in.
+      limits.now = () => realNow() + skipped;
+    }
+  });
+
+  it('runs a transaction that loses to a concurrent one again, and answers 503 with Retry-After (never 500) when it keeps losing', async () => {
+    const patient = await resolveNew(hospital, 'Contended');
+    const db = pont.services.db;
+    // The database itself makes every token insert fail as a serialization failure would (SQLSTATE 40001), the first
+    // `fails` times; a sequence (never rolled back) counts the runs.
+    const contend = async (fails: number) => {
+      await db.exec(`DROP TRIGGER IF EXISTS contend ON mobile_tokens; DROP SEQUENCE IF EXISTS contend_runs;
+        CREATE SEQUENCE contend_runs;
+        CREATE OR REPLACE FUNCTION contend() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN IF nextval('contend_runs') <= ${fails} THEN RAISE EXCEPTION 'could not serialize access' USING ERRCODE = '40001'; END IF; RETURN NEW; END $$;
+        CREATE TRIGGER contend BEFORE INSERT ON mobile_tokens FOR EACH ROW EXECUTE FUNCTION contend();`);
+    };
+    const runs = async () => Number((await db.query<{ n: string }>('SELECT last_value AS n FROM contend_runs')).rows[0]!.n);
+    const exchange = (code: string) => pont.json('/api/v1/mobile/auth/token', { method: 'POST', json: { health_id: patient, code } });
+    try {
+      const code = (await connect(hospital, `/patient/${patient}/mobile/pairing-code`, { method: 'POST' })).body.code;
+      await contend(1000);
+      const lost = await exchange(code);
+      expect(lost.status, JSON.stringify(lost.body)).toBe(503);
+      expect(lost.headers.get('retry-after')).toBe('1');
+      expect(lost.body).toMatchObject({ status: 'error', error_code: 'SERVICE_UNAVAILABLE' });
+      expect(await runs()).toBe(TRANSACTION_RUNS);
+      // Losing twice, then winning: the caller sees only the token; the code was not used up by the lost runs.
+      await contend(2);
+      const won = await exchange(code);
+      expect(won.status, JSON.stringify(won.body)).toBe(200);
+      expect(await runs()).toBe(3);
+    } finally {
+      await db.exec('DROP TRIGGER IF EXISTS contend ON mobile_tokens; DROP FUNCTION IF EXISTS contend(); DROP SEQUENCE IF EXISTS contend_runs;');
+    }
   });
 
   it('a code dies after five wrong tries', async () => {

@@ -83,7 +83,8 @@ describe('the image and the compose file', () => {
     expect(pkg.dependencies.tsx).toBeUndefined();
     expect(pkg.devDependencies.tsx).toBeDefined();
     expect(pkg.scripts.prestart).toBe('npm run build');
-    expect(pkg.scripts.start).toBe('node --max-old-space-size=512 --enable-source-maps dist/bin.js serve');
+    // exec: npm runs the script through sh (dash), which would otherwise take npm's forwarded SIGTERM and die, leaving node running.
+    expect(pkg.scripts.start).toBe('exec node --max-old-space-size=512 --enable-source-maps dist/bin.js serve');
   });
 
   // The embedded database (the image's default volume), started from the image's environment as an operator would.

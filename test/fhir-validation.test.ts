@@ -55,6 +55,21 @@ describe('refused with a 400 OperationOutcome, nothing stored', () => {
     expect(JSON.stringify(res.body).length).toBeLessThan(10_000);
   });
 
+  it('an attachment over 1 MB is base64Binary, which R4 does not bound: stored; not base64, or a 1 MB string, is refused', async () => {
+    // Issue 38 finding 6h: another writer's scanned document (1.2 MB of data) was refused as "a string over 1 MB".
+    const data = Buffer.alloc(900_000, 7).toString('base64'); // 1.2 MB of base64
+    const doc = (attachment: Record<string, unknown>) => ({ resourceType: 'DocumentReference', status: 'current', subject: { reference: `Patient/${patientId}` }, content: [{ attachment: { contentType: 'application/pdf', ...attachment } }] });
+    const stored = await post('DocumentReference', doc({ data }));
+    expect(stored.status, JSON.stringify(stored.body).slice(0, 300)).toBe(201);
+    expect((await api.call(`/DocumentReference/${stored.body.id}`)).body.content[0].attachment.data).toBe(data);
+    const before = await count('DocumentReference');
+    expect((await post('DocumentReference', doc({ data: `${data.slice(0, -4)}!!!!` }))).status).toBe(400);
+    const title = await post('DocumentReference', doc({ data: 'AA==', title: 'x'.repeat(1_100_000) }));
+    expect(title.status).toBe(400);
+    expect(JSON.stringify(title.body)).toMatch(/longer than/);
+    expect(await count('DocumentReference')).toBe(before);
+  });
+
   it('a NUL in a form-encoded _search body', async () => {
     const res = await api.call('/Patient/_search', { method: 'POST', body: 'name=a%00b', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
     expect(res.status).toBe(400);

@@ -60,7 +60,16 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
   const scratch = backend === 'postgres' ? await createScratchDatabase() : undefined;
   // Bulk export files of this server only, removed with it.
   const exportDir = env.PONT_BULK_EXPORT_DIR ? undefined : mkdtempSync(join(tmpdir(), 'pont-exports-'));
-  const config = loadConfig({ PORT: '0', LOG_LEVEL: 'error', ...(exportDir && { PONT_BULK_EXPORT_DIR: exportDir }), ...env, ...(scratch ? { DATABASE_URL: scratch.url } : {}) });
+  // The retention pass a service runs 30 s after start would move rows and make partitions under tests that arrange
+  // them (as before PONT_RETENTION_START_DELAY, an hour): a test that wants it sets the variable.
+  const config = loadConfig({
+    PORT: '0',
+    LOG_LEVEL: 'error',
+    PONT_RETENTION_START_DELAY: '1h',
+    ...(exportDir && { PONT_BULK_EXPORT_DIR: exportDir }),
+    ...env,
+    ...(scratch ? { DATABASE_URL: scratch.url } : {}),
+  });
   if (!scratch) config.dataDir = undefined; // PGlite in memory
   const pont = await startPont(config);
   const doFetch = (path: string, init?: RequestInit) => fetch(pont.url + path, init);

@@ -93,7 +93,7 @@ describe('with the repository maps, a shape agrees with the record of the same r
     expect((await w.record('lab_results', id)).value_coded).toBe('Blood group A Rh(D) positive');
     const summary = await w.call('reader', `/api/v1/sdk/patients/${w.healthId}/summary`);
     expect(summary.status, JSON.stringify(summary.body)).toBe(200);
-    expect(summary.body.patient).toEqual({ first_name: 'Ada', last_name: 'Okafor', date_of_birth: '1980-02-03', sex: 'female', blood_group: 'A+' });
+    expect(summary.body.patient).toEqual({ first_name: 'Ada', last_name: 'Okafor', date_of_birth: '1980-02-03', sex: 'female', deceased: null, deceased_at: null, blood_group: 'A+' });
   });
 
   it("lab_result.released names the test as the lab record does (a first coding without a code: the next one's)", async () => {
@@ -146,10 +146,10 @@ describe('with maps an informaticist edited, the shapes follow them (no TypeScri
   beforeAll(async () => {
     const dir = editMaps([
       // The summary, resolve and verify show every given name.
-      ['patient-summary.map.yaml', "first_name: name.where(use='official').given[0]", "first_name: name.where(use='official').given.join(' ')"],
-      ['patient-demographics.map.yaml', "first_name: name.where(use='official').given[0]", "first_name: name.where(use='official').given.join(' ')"],
+      ['patient-summary.map.yaml', "first_name: '%current_name.given[0]'", "first_name: \"%current_name.given.join(' ')\""],
+      ['patient-demographics.map.yaml', "first_name: '%current_name.given[0]'", "first_name: \"%current_name.given.join(' ')\""],
       // A coded result is named by its coding's display before its text; a test by its code before its display.
-      ['lab-result.map.yaml', 'value_coded: valueCodeableConcept.text | valueCodeableConcept.coding.display', 'value_coded: valueCodeableConcept.coding.display | valueCodeableConcept.text'],
+      ['lab-result.map.yaml', '\n  value_coded: valueCodeableConcept.text | valueCodeableConcept.coding.display', '\n  value_coded: valueCodeableConcept.coding.display | valueCodeableConcept.text'],
       ['lab-result.map.yaml', 'test_name: code.text | code.coding.display | code.coding.code', 'test_name: code.text | code.coding.code | code.coding.display'],
       // Alerts are only high or moderate.
       ['cdss-alert.map.yaml', 'values: [high, moderate, low]', 'values: [high, moderate]'],

@@ -3,11 +3,14 @@ import { promisify } from 'node:util';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { commandDatabase, createTestClient, startTestServer, type TestServer } from './harness';
+import { backend, commandDatabase, createTestClient, startTestServer, type TestServer } from './harness';
+import { eventually } from './eventually';
+import { loadConfig } from '../src/config';
+import { startPont } from '../src/server';
 import { safeNext } from '../src/portal/pages';
 import { csvField } from '../src/portal/csv';
 import { html } from '../src/portal/html';
-import { MAX_FAILURES_PER_ADDRESS, SESSION_ABSOLUTE_MS, SESSION_IDLE_MS, SIGN_IN_WINDOW_MS } from '../src/auth/portal-accounts';
+import { MAX_FAILURES_PER_ACCOUNT, MAX_FAILURES_PER_ADDRESS, SESSION_ABSOLUTE_MS, SESSION_IDLE_MS, SIGN_IN_WINDOW_MS } from '../src/auth/portal-accounts';
 import { secureCookies, sessionCookieName } from '../src/auth/portal-session';
 import { CONSENT_TYPE_NAMES } from '../src/core/data-classes';
 
@@ -119,6 +122,66 @@ describe('portal sign-in and sessions', () => {
     }
   });
 
+  it('takes the idle and absolute session times from PONT_PORTAL_SESSION_IDLE and PONT_PORTAL_SESSION_MAX', async () => {
+    const other = await startTestServer({ PONT_PORTAL_SESSION_IDLE: '5m', PONT_PORTAL_SESSION_MAX: '1h' });
+    let now = Date.now();
+    other.services.access.portal.now = () => now;
+    try {
+      const created = await other.services.access.portal.create({ organizationId: 'org-a', email: 'short@a.example', role: 'viewer' });
+      if (created === 'exists') throw new Error('exists');
+      await other.services.access.portal.setPassword(created.setPasswordToken, PASSWORD);
+      const signInThere = async () => {
+        const res = await other.json(`${API}/sign-in`, { method: 'POST', json: { email: 'short@a.example', password: PASSWORD } });
+        expect(res.status).toBe(200);
+        const expires = Date.parse(/expires=([^;]+)/i.exec(res.headers.get('set-cookie')!)![1]!); // the cookie lasts as long as the session may
+        expect(Math.abs(expires - (Date.now() + 3_600_000))).toBeLessThan(60_000);
+        expect(Date.parse(res.body.expires_at) - now).toBe(3_600_000);
+        return /service_session=[^;]*/.exec(res.headers.get('set-cookie')!)![0];
+      };
+      const alive = async (cookie: string) => (await other.json(`${API}/session`, { headers: { cookie } })).status;
+      // Idle: alive after 4 min 59 s of quiet, gone after 5 min 1 s.
+      const idle = await signInThere();
+      now += 299_000;
+      expect(await alive(idle)).toBe(200);
+      now += 301_000;
+      expect(await alive(idle)).toBe(401);
+      // Absolute: a request every 4 minutes keeps it alive until 1 h after sign-in, not after.
+      const busy = await signInThere();
+      const signedInAt = now;
+      while (now + 240_000 < signedInAt + 3_600_000) {
+        now += 240_000;
+        expect(await alive(busy)).toBe(200);
+      }
+      now = signedInAt + 3_600_000;
+      expect(await alive(busy)).toBe(401);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('refuses a bad PONT_PORTAL_SESSION_IDLE or PONT_PORTAL_SESSION_MAX at start, with the variable named', () => {
+    expect(() => loadConfig({ PONT_PORTAL_SESSION_IDLE: 'soon' })).toThrow(/PONT_PORTAL_SESSION_IDLE/);
+    expect(() => loadConfig({ PONT_PORTAL_SESSION_MAX: '0s' })).toThrow(/PONT_PORTAL_SESSION_MAX/);
+  });
+
+  it('signs the account out everywhere when its password is set again', async () => {
+    await person('org-a', 'twice@a.example', 'developer');
+    const [laptop, phone] = [await signIn('twice@a.example'), await signIn('twice@a.example')];
+    expect((await pont.json(`${API}/session`, { headers: laptop.headers })).status).toBe(200);
+    const user = (await pont.services.access.portal.users('org-a')).find((u) => u.email === 'twice@a.example')!;
+    const token = await pont.services.access.portal.newPasswordLink(user.id);
+    const set = await pont.fetch('/portal/set-password', {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ token, password: 'a new password, long', confirm: 'a new password, long' }),
+    });
+    expect(set.status).toBe(302);
+    for (const s of [laptop, phone]) expect((await pont.json(`${API}/session`, { headers: s.headers })).status).toBe(401);
+    expect((await signIn('twice@a.example')).status).toBe(401);
+    expect((await signIn('twice@a.example', 'a new password, long')).status).toBe(200);
+  });
+
   it('names the cookie __Host-service_session, Secure, when served over HTTPS', () => {
     const config = { ...pont.config, publicUrl: 'https://pont.example.org' };
     expect(sessionCookieName(config)).toBe('__Host-service_session');
@@ -139,6 +202,52 @@ describe('portal sign-in and sessions', () => {
     const locked = await signIn('locked@c.example');
     expect(locked.status).toBe(429);
     expect(locked.cookie).toBe('');
+  });
+
+  it('counts a sign-in before checking it: 50 concurrent wrong guesses and the right password get at most 5 checks, then 429 (also in another process)', async () => {
+    await person('org-c', 'race@c.example', 'developer');
+    const counted = async () =>
+      Number((await pont.services.db.query<{ count: number }>("SELECT coalesce(max(count), 0) AS count FROM portal_sign_in_failures WHERE key = 'account:race@c.example'")).rows[0]!.count);
+    try {
+      const guesses = Array.from({ length: 50 }, (_, i) => signIn('race@c.example', `wrong password ${i}`));
+      // The right password, sent while the guesses are in flight once the account's counter has reached the limit.
+      await eventually(async () => expect(await counted()).toBeGreaterThanOrEqual(MAX_FAILURES_PER_ACCOUNT), { intervalMs: 5 });
+      const right = await signIn('race@c.example');
+      const statuses = (await Promise.all(guesses)).map((r) => r.status);
+      expect(statuses.filter((s) => s === 401).length, statuses.join(' ')).toBeLessThanOrEqual(MAX_FAILURES_PER_ACCOUNT);
+      expect(new Set(statuses)).toEqual(new Set([401, 429]));
+      expect(right.status).toBe(429);
+      expect(right.cookie).toBe('');
+      expect(right.body.error_code).toBe('RATE_LIMITED');
+      expect((await signIn('race@c.example')).status).toBe(429);
+      if (backend === 'postgres') {
+        // Another Pont process on the same database counts in the same row.
+        const other = await startPont(loadConfig({ PORT: '0', LOG_LEVEL: 'error', DATABASE_URL: pont.config.databaseUrl! }));
+        try {
+          other.services.access.portal.now = () => clock;
+          const res = await fetch(`${other.url}${API}/sign-in`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'race@c.example', password: PASSWORD }) });
+          expect(res.status).toBe(429);
+        } finally {
+          await other.close();
+        }
+      }
+    } finally {
+      clock += SIGN_IN_WINDOW_MS; // the address's counter is past its limit too
+      adminA = await signIn('admin@a.example');
+      adminB = await signIn('admin@b.example');
+    }
+  });
+
+  it('counts concurrent guesses at many accounts from one address: at most 30 checked', async () => {
+    try {
+      const statuses = (await Promise.all(Array.from({ length: 60 }, (_, i) => signIn(`spray${i}@c.example`, 'wrong password!')))).map((r) => r.status);
+      expect(statuses.filter((s) => s === 401).length, statuses.join(' ')).toBeLessThanOrEqual(MAX_FAILURES_PER_ADDRESS);
+      expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(60 - MAX_FAILURES_PER_ADDRESS);
+    } finally {
+      clock += SIGN_IN_WINDOW_MS;
+      adminA = await signIn('admin@a.example');
+      adminB = await signIn('admin@b.example');
+    }
   });
 
   it('limits failed sign-ins per address, for every account, until the window ends', async () => {
@@ -256,6 +365,43 @@ describe('portal JSON routes', () => {
     expect((await pont.json(`${API}/agents`, { headers: adminA.headers })).body.agents.find((a: any) => a.agent_id === agent.agent_id).revoked_at).toBeNull();
   });
 
+  it("refuses a patient's pat_ token and an integration client's token on the portal routes, as a header or as the cookie", async () => {
+    const hospital = await createTestClient(pont, ['health_id:verify', 'consents:write'], { organizationId: 'org-a' });
+    const resolved = await pont.json('/api/v1/connect/patients/resolve', { method: 'POST', headers: hospital.headers, json: { first_name: 'Portia', last_name: 'Token', date_of_birth: '1990-01-01', sex: 'female' } });
+    const code = await pont.json(`/api/v1/connect/patient/${resolved.body.health_id}/mobile/pairing-code`, { method: 'POST', headers: hospital.headers });
+    const pat = (await pont.json('/api/v1/mobile/auth/token', { method: 'POST', json: { health_id: resolved.body.health_id, code: code.body.code } })).body.access_token as string;
+    expect(pat).toMatch(/^pat_/);
+    for (const token of [pat, hospital.access_token]) {
+      for (const headers of [{ authorization: `Bearer ${token}` }, { cookie: `service_session=${token}` }] as Record<string, string>[]) {
+        expect((await pont.json(`${API}/session`, { headers })).status).toBe(401);
+        expect((await pont.json(`${API}/clients`, { headers })).status).toBe(401);
+        const write = await pont.json(`${API}/clients`, { method: 'POST', headers: { ...headers, 'x-csrf-token': token }, json: { name: 'pat', scopes: ['fhir:read'] } });
+        expect(write.status).toBe(401);
+        expect(write.body).toMatchObject({ status: 'error', error_code: 'UNAUTHENTICATED' });
+        const page = await pont.fetch('/portal/clients', { headers, redirect: 'manual' });
+        expect(page.status).toBe(302);
+        expect(page.headers.get('location')).toMatch(/^\/portal\/sign-in/);
+      }
+    }
+  });
+
+  it("refuses to replay another organisation's event through the portal, and queues nothing", async () => {
+    const subA = (await pont.json(`${API}/webhooks/subscriptions`, { method: 'POST', headers: adminA.headers, json: { callback_url: 'http://127.0.0.1:9/a', subscribed_events: ['patient.updated'] } })).body;
+    const subB = (await pont.json(`${API}/webhooks/subscriptions`, { method: 'POST', headers: adminB.headers, json: { callback_url: 'http://127.0.0.1:9/b', subscribed_events: ['patient.updated'] } })).body;
+    const event = (await pont.json(`${API}/webhooks/subscriptions/${subA.id}/test`, { method: 'POST', headers: adminA.headers })).body;
+    const deliveriesOf = async (signed: Signed) =>
+      (await pont.json(`${API}/webhooks/deliveries`, { headers: signed.headers })).body.deliveries.filter((d: any) => d.event_id === event.id).length;
+    const before = await deliveriesOf(adminA);
+    const replay = await pont.json(`${API}/webhooks/events/${event.id}/replay`, { method: 'POST', headers: adminB.headers });
+    expect(replay.status).toBe(404);
+    expect(replay.body).toMatchObject({ status: 'error', error_code: 'NOT_FOUND' });
+    const page = await pont.fetch(`/portal/webhooks/events/${event.id}/replay`, { method: 'POST', headers: { cookie: adminB.cookie, 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ _csrf: adminB.csrf }) });
+    expect(page.status).toBe(404);
+    expect(await deliveriesOf(adminB)).toBe(0);
+    expect(await deliveriesOf(adminA)).toBe(before);
+    for (const [signed, id] of [[adminA, subA.id], [adminB, subB.id]] as const) await pont.fetch(`${API}/webhooks/subscriptions/${id}`, { method: 'DELETE', headers: signed.headers });
+  });
+
   it('lets a viewer read but not write (403), and only an admin see and invite users', async () => {
     const viewer = await signIn('viewer@a.example');
     expect((await pont.json(`${API}/clients`, { headers: viewer.headers })).status).toBe(200);
@@ -283,6 +429,47 @@ describe('portal JSON routes', () => {
     expect((await pont.json(`${API}/users`, { headers: dev.headers })).status).toBe(403);
     expect(invited.body.set_password_link).toMatch(/\/portal\/set-password\?token=/);
     expect(invited.body.user.organization_id).toBe('org-a');
+  });
+
+  it("answers an invitation of an address that has an account (another organisation's admin) exactly as a new one, and changes nothing", async () => {
+    const shape = (body: any) => ({
+      keys: Object.keys(body).sort(),
+      user: Object.keys(body.user).sort(),
+      id: /^pu_[0-9a-f]{24}$/.test(body.user.id),
+      org: body.user.organization_id,
+      active: body.user.active,
+      link: /\/portal\/set-password\?token=[A-Za-z0-9_-]{43}$/.test(body.set_password_link),
+    });
+    const fresh = await pont.json(`${API}/users`, { method: 'POST', headers: adminB.headers, json: { email: 'fresh@b.example', role: 'admin' } });
+    const taken = await pont.json(`${API}/users`, { method: 'POST', headers: adminB.headers, json: { email: 'Admin@A.example', role: 'admin' } });
+    expect(fresh.status).toBe(201);
+    expect(taken.status, JSON.stringify(taken.body)).toBe(201);
+    expect(shape(taken.body)).toEqual(shape(fresh.body));
+    expect(taken.body.user).toMatchObject({ email: 'admin@a.example', role: 'admin', organization_id: 'org-b', active: false });
+    // The page answers alike too.
+    const form = (email: string) =>
+      pont.fetch('/portal/users', { method: 'POST', headers: { cookie: adminB.cookie, 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ _csrf: adminB.csrf, email, role: 'viewer' }) });
+    const [freshPage, takenPage] = [await form('fresh2@b.example'), await form('viewer@a.example')];
+    expect(takenPage.status).toBe(freshPage.status);
+    expect((await takenPage.text()).replace(/token=[A-Za-z0-9_%-]+/g, '').replace(/viewer@a\.example/g, 'X')).toBe((await freshPage.text()).replace(/token=[A-Za-z0-9_%-]+/g, '').replace(/fresh2@b\.example/g, 'X'));
+    // The existing account is A's as before: same organisation and role, same password; B's link does not set it.
+    const a = await signIn('admin@a.example');
+    expect(a.status).toBe(200);
+    expect(a.body.user).toMatchObject({ organization_id: 'org-a', role: 'admin' });
+    const token = new URL(taken.body.set_password_link).searchParams.get('token')!;
+    const hijack = await pont.fetch('/portal/set-password', { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ token, password: 'b owns it now!!', confirm: 'b owns it now!!' }) });
+    expect(hijack.status).toBe(410);
+    expect((await signIn('admin@a.example', 'b owns it now!!')).status).toBe(401);
+    adminA = a;
+  });
+
+  it('answers sign-in alike for a wrong password, an unknown address and an account without a password yet', async () => {
+    await pont.services.access.portal.create({ organizationId: 'org-a', email: 'no-password@a.example', role: 'viewer' });
+    const answers = await Promise.all(['admin@a.example', 'nobody-at-all@a.example', 'no-password@a.example'].map((email) => signIn(email, 'not the password!')));
+    expect(answers.map((a) => a.status)).toEqual([401, 401, 401]);
+    expect(answers[1]!.body).toEqual(answers[0]!.body);
+    expect(answers[2]!.body).toEqual(answers[0]!.body);
+    expect(answers.map((a) => a.setCookie)).toEqual(['', '', '']);
   });
 
   it('shows the organisation only its own audit rows, filtered by Health ID, and as CSV', async () => {

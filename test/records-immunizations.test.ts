@@ -98,6 +98,7 @@ describe('immunizations, a record type declared by its map', () => {
           site: null,
           route: 'Injection, intramuscular',
           note: null,
+          vaccine_codings: [{ system: 'http://hl7.org/fhir/sid/cvx', code: '08', display: 'Hep B, adolescent or pediatric' }],
         },
       ],
     });

@@ -75,6 +75,10 @@ function expectedIds(patientId: string): Record<string, string[]> {
     vitals: ids((r: any) => r.resourceType === 'Observation' && mine(r.subject) && inCategory(r, LAB, 'vital-signs')),
     clinical_notes: ids((r: any) => r.resourceType === 'Composition' && mine(r.subject)),
     immunizations: ids((r: any) => r.resourceType === 'Immunization' && mine(r.patient)),
+    // Issue 39: the types read since that Synthea writes.
+    procedures: ids((r: any) => r.resourceType === 'Procedure' && mine(r.subject)),
+    care_plans: ids((r: any) => r.resourceType === 'CarePlan' && mine(r.subject)),
+    goals: ids((r: any) => r.resourceType === 'Goal' && mine(r.subject)),
   };
 }
 
@@ -116,7 +120,8 @@ describe('records retrieval of the 50 Synthea patients', () => {
         if (type !== 'clinical_notes') for (const r of got) expect(r.patient_id, `${type} ${r.id}`).toBe(patientId);
       }
     }
-  });
+    // 50 patients × every type (22 since issue 39), each type=all read and some paged: longer than the default minute.
+  }, 240_000);
 
   it('says what each record is: fields read from the FHIR resource', async () => {
     const byId = new Map(data.map((r) => [r.id, r as any]));
@@ -211,8 +216,10 @@ describe('consent gates records by type', () => {
     expect(refused.body.error_code).toBe('CONSENT_REQUIRED');
     const all = await records(narrow, healthId);
     expect(all.status).toBe(200);
-    expect(Object.keys(all.body.records).sort()).toEqual(['allergies', 'diagnoses', 'immunizations', 'visits']);
-    expect(all.body.withheld.sort()).toEqual(['alerts', 'clinical_notes', 'documents', 'lab_results', 'observations', 'prescriptions', 'reports', 'vitals']);
+    expect(Object.keys(all.body.records).sort()).toEqual(['allergies', 'care_plans', 'devices', 'diagnoses', 'family_history', 'goals', 'immunizations', 'procedures', 'visits']);
+    expect(all.body.withheld.sort()).toEqual([
+      'alerts', 'assessments', 'clinical_notes', 'dispenses', 'documents', 'lab_results', 'media', 'medication_statements', 'observations', 'orders', 'prescriptions', 'reports', 'specimens', 'vitals',
+    ]);
   });
 
   it('refuses everything without consent, and reads nothing of another patient', async () => {
@@ -244,7 +251,7 @@ describe('the SDK summary', () => {
     expect(res.status).toBe(200);
     const patient = data.find((r) => r.id === patientId) as any;
     const official = patient.name.find((n: any) => n.use === 'official');
-    expect(res.body.patient).toEqual({ first_name: official.given[0], last_name: official.family, date_of_birth: patient.birthDate, sex: patient.gender, blood_group: 'AB-' });
+    expect(res.body.patient).toEqual({ first_name: official.given[0], last_name: official.family, date_of_birth: patient.birthDate, sex: patient.gender, deceased: null, deceased_at: null, blood_group: 'AB-' });
     const active = data.filter((r: any) => r.resourceType === 'MedicationRequest' && r.status === 'active' && of(patientId)(r.subject)).map((r) => r.id).sort();
     expect(res.body.active_medications.map((m: any) => m.id).sort()).toEqual(active.slice(0, 50));
     expect(res.body.recent_labs.length).toBeLessThanOrEqual(10);

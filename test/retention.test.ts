@@ -23,6 +23,8 @@ import { claimJob, releaseJob, runRetention, type PurgeById, type RetentionConfi
 import { monthPartitions, partitionName, PARTITIONED } from '../src/retention/partitions';
 import { monthOf, monthStart, parseRetention, type Month } from '../src/core/period';
 import { startPont, type RunningPont } from '../src/server';
+import { eventually } from './eventually';
+import { createClient } from '../src/auth/clients';
 import { backend, createScratchDatabase, createTestClient, runPont, startTestServer, type TestClient, type TestServer } from './harness';
 
 let pont: TestServer;
@@ -381,6 +383,114 @@ describe(`pont audit archive|restore (${backend})`, () => {
     expect(restored.json).toEqual({ month: '2025-03', rows: 2, restored: 2, already_present: 0 });
     const ids = await service.services.db.query<{ id: string }>(`SELECT id FROM fhir_resources WHERE resource_type = 'AuditEvent' AND content->>'recorded' LIKE '2025-03%'`);
     expect(ids.rows).toHaveLength(2);
+  }, 300_000);
+});
+
+describe(`pont retention run (${backend})`, () => {
+  let service: RunningPont;
+  let env: Record<string, string>;
+  let cleanup: () => Promise<void>;
+  let archiveDir: string;
+  let auditorToken: string;
+  const retentionEnv = () => ({ ...env, PONT_RETENTION_AUDIT: '90d', AUDIT_ARCHIVE_DIR: archiveDir });
+  const now = new Date();
+  /** A year of synthetic months, 14 to 3 months old, and this month. */
+  const aged = Array.from({ length: 12 }, (_, i) => monthOf(now, i - 14));
+  const months = [...aged, monthOf(now)];
+  const ninetyDaysAgo = new Date(now.getTime() - 90 * 86_400_000);
+  /** The months wholly older than 90 days: the ones retention archives and drops. */
+  const past = aged.filter((m) => monthStart(monthOf(monthStart(m), 1)) <= ninetyDaysAgo);
+  const rowsOf = async (month: Month) =>
+    Number((await service.services.db.query<{ n: string }>(`SELECT count(*) AS n FROM audit_log WHERE to_char(recorded AT TIME ZONE 'UTC', 'YYYY-MM') = $1`, [month])).rows[0]!.n);
+  const seed = async (month: Month) => {
+    const at = new Date(Math.min(midMonth(month).getTime(), now.getTime() - 3_600_000));
+    await insertAuditRows(
+      service.services.db,
+      Array.from({ length: ROWS_PER_MONTH }, (_, n) => ({ id: randomUUID(), recorded: new Date(at.getTime() + n * 1000), record: auditRecord(n + 1, month) })),
+    );
+  };
+  const searchMonth = async (month: Month) => {
+    const next = monthOf(monthStart(month), 1);
+    const res = await fetch(`${service.url}/api/fhir/R4/AuditEvent?subtype=retentionTest&date=ge${month}-01&date=lt${next}-01&_count=100`, { headers: { authorization: `Bearer ${auditorToken}` } });
+    expect(res.status).toBe(200);
+    return ((await res.json()) as { entry?: unknown[] }).entry?.length ?? 0;
+  };
+
+  beforeAll(async () => {
+    const work = mkdtempSync(join(tmpdir(), 'pont-retention-run-'));
+    archiveDir = join(work, 'archive');
+    const scratch = backend === 'postgres' ? await createScratchDatabase() : undefined;
+    env = { LOG_LEVEL: 'error', ...(scratch ? { DATABASE_URL: scratch.url } : { PONT_DATA_DIR: join(work, 'db') }) };
+    cleanup = async () => {
+      await scratch?.drop();
+      rmSync(work, { recursive: true, force: true });
+    };
+    // The service keeps everything (PONT_RETENTION_AUDIT unset); the commands run with the retention settings.
+    service = await startPont(loadConfig({ PORT: '0', ...env }));
+    for (const month of months) await seed(month);
+    await service.services.fhir.auditTrail.catchUp();
+    const client = await createClient(service.services.db, { name: 'auditor', organizationId: 'org-operator', scopes: ['audit:read'], allPatients: true });
+    const token = await fetch(`${service.url}/api/v1/connect/auth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ grant_type: 'client_credentials', client_id: client.client_id, client_secret: client.client_secret }),
+    });
+    auditorToken = ((await token.json()) as { access_token: string }).access_token;
+  }, 180_000);
+  afterAll(async () => {
+    await service?.close();
+    await cleanup?.();
+  });
+
+  it('a dry run changes nothing; the run archives, verifies and drops the months past 90 days; restore brings one back; nothing newer is lost', async () => {
+    expect(past.length).toBeGreaterThanOrEqual(9);
+    const dry = await runPont(retentionEnv(), 'retention', 'run', '--dry-run');
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.json).toMatchObject({ dry_run: true, auditMonthsArchived: past, auditEventsDropped: past.length * ROWS_PER_MONTH });
+    for (const month of months) expect(await rowsOf(month), month).toBe(ROWS_PER_MONTH);
+    for (const month of past) expect(await verifyArchive(archiveDir, month)).toBeUndefined();
+
+    const run = await runPont(retentionEnv(), 'retention', 'run');
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.json).toMatchObject({ dry_run: false, auditMonthsArchived: past, auditEventsDropped: past.length * ROWS_PER_MONTH });
+    for (const month of months) {
+      const dropped = past.includes(month);
+      expect(await rowsOf(month), month).toBe(dropped ? 0 : ROWS_PER_MONTH);
+      expect(await searchMonth(month), month).toBe(dropped ? 0 : ROWS_PER_MONTH);
+      if (dropped) expect((await verifyArchive(archiveDir, month))?.rows, month).toBe(ROWS_PER_MONTH);
+    }
+    // A second pass finds nothing more to do.
+    const again = await runPont(retentionEnv(), 'retention', 'run');
+    expect(again.json).toMatchObject({ auditMonthsArchived: [], auditEventsDropped: 0 });
+
+    const restored = await runPont(retentionEnv(), 'audit', 'restore', '--month', past[0]!);
+    expect(restored.code, restored.stderr).toBe(0);
+    expect(restored.json).toEqual({ month: past[0], rows: ROWS_PER_MONTH, restored: ROWS_PER_MONTH, already_present: 0 });
+    expect(await searchMonth(past[0]!)).toBe(ROWS_PER_MONTH);
+  }, 300_000);
+
+  it('runs one pass at a time: refused (exit code 1, the holder named) while another process holds the claim', async () => {
+    const other = `another-host:4242:${randomUUID().slice(0, 8)}`;
+    expect(await claimJob(service.services.db, other, new Date(), new Date(Date.now() + 3_600_000))).toBe(true);
+    try {
+      const refused = await runPont(retentionEnv(), 'retention', 'run');
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain(other);
+    } finally {
+      await releaseJob(service.services.db, other);
+    }
+  }, 120_000);
+
+  it('accepts periods as short as 1d, and the service runs a first pass shortly after start (PONT_RETENTION_START_DELAY), not an hour later', async () => {
+    expect(loadConfig({ PONT_RETENTION_EVENTS: '1d', PONT_RETENTION_WEBHOOK_DELIVERIES: '1d' }).retention).toMatchObject({ events: { amount: 1, unit: 'd' }, webhookDeliveries: { amount: 1, unit: 'd' } });
+    const old = monthOf(now, -24);
+    await seed(old);
+    // A restart with retention on: the month two years old goes within seconds of the start.
+    await service.close();
+    service = await startPont(loadConfig({ PORT: '0', ...retentionEnv(), PONT_RETENTION_START_DELAY: '100ms' }));
+    await eventually(async () => expect((await verifyArchive(archiveDir, old))?.rows).toBe(ROWS_PER_MONTH), { timeoutMs: 60_000, intervalMs: 200 });
+    await eventually(async () => expect(await rowsOf(old)).toBe(0), { timeoutMs: 60_000, intervalMs: 200 });
+    for (const month of months.filter((m) => !past.includes(m))) expect(await rowsOf(month), month).toBe(ROWS_PER_MONTH);
   }, 300_000);
 });
 

@@ -66,7 +66,7 @@ export class Access implements AccessControl {
     this.agents = new AgentRegistry(db);
     this.patientTokens = new PatientTokens(db);
     this.assertions = new AssertionVerifier(db, this.clients, config.environment === 'development');
-    this.portal = new PortalAccounts(db);
+    this.portal = new PortalAccounts(db, config.portalSessions);
   }
 
   /**

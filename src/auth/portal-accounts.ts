@@ -19,9 +19,10 @@ const MAX_PASSWORD_LENGTH = 256;
 export const SET_PASSWORD_LINK_MS = 24 * 3600_000;
 /** The page a set-password token opens (printed by the CLI, shown to an admin who invites). */
 export const setPasswordLink = (publicUrl: string, token: string) => `${publicUrl}/portal/set-password?token=${encodeURIComponent(token)}`;
+/** Defaults of PONT_PORTAL_SESSION_IDLE and PONT_PORTAL_SESSION_MAX. */
 export const SESSION_IDLE_MS = 30 * 60_000;
 export const SESSION_ABSOLUTE_MS = 12 * 3600_000;
-/** Failed sign-ins allowed per window, per account and per address. */
+/** Failed sign-ins allowed per window, per account and per address (attempts are counted before they are checked). */
 export const SIGN_IN_WINDOW_MS = 15 * 60_000;
 export const MAX_FAILURES_PER_ACCOUNT = 5;
 export const MAX_FAILURES_PER_ADDRESS = 30;
@@ -89,6 +90,8 @@ export class PortalAccounts {
 
   constructor(
     private readonly db: Queryable,
+    /** How long a session lives idle, and at most after sign-in (PONT_PORTAL_SESSION_IDLE, PONT_PORTAL_SESSION_MAX). */
+    readonly sessionTimes: { idleMs: number; absoluteMs: number } = { idleMs: SESSION_IDLE_MS, absoluteMs: SESSION_ABSOLUTE_MS },
     public now: () => number = Date.now,
   ) {}
 
@@ -103,6 +106,24 @@ export class PortalAccounts {
     );
     if (!rows[0]) return 'exists';
     return { user: toUser(rows[0]), setPasswordToken: await this.newPasswordLink(id) };
+  }
+
+  /**
+   * What create answers for a new person, made up for an address that has an account already (of any
+   * organisation): a new id and a link that works nowhere, nothing stored. An admin who invites learns nothing of
+   * other organisations' people from the answer (README "Developer portal").
+   */
+  lookalike(input: z.input<typeof NewPortalUser>): { user: PortalUser; setPasswordToken: string } {
+    const valid = NewPortalUser.parse(input);
+    const user: PortalUser = {
+      id: `pu_${randomBytes(12).toString('hex')}`,
+      organization_id: valid.organizationId,
+      email: valid.email,
+      role: valid.role,
+      active: false,
+      created_at: new Date(this.now()).toISOString(),
+    };
+    return { user, setPasswordToken: token() };
   }
 
   /** A fresh one-time set-password token for the person; earlier unused ones stop working. */
@@ -128,7 +149,10 @@ export class PortalAccounts {
     return rows[0] && toUser(rows[0]);
   }
 
-  /** Sets the password with a set-password token (used up here) and ends the person's sessions. */
+  /**
+   * Sets the password with a set-password token (used up here) and ends the person's sessions (signed out
+   * everywhere). The Argon2id hash is computed first, whether or not the token is good: the same time either way.
+   */
   async setPassword(secret: string, password: string): Promise<PortalUser | undefined> {
     const hash = await argon2.hash(password, PASSWORD_HASH);
     const { rows } = await this.db.query<UserRow>(
@@ -145,32 +169,37 @@ export class PortalAccounts {
 
   /**
    * Signs in: a new session (a new id whatever the request carried: no fixation). Unknown e-mail, a person without
-   * a password yet and a wrong password are refused alike, after one Argon2id verification each. Refused at once
-   * (429) after too many failures of the account or the address in the window.
+   * a password yet and a wrong password are refused alike, after one Argon2id verification each. The attempt is
+   * counted (account and address, one atomic statement) before the password is checked, so concurrent guesses
+   * cannot all be checked against a count none of them has raised yet: past the limit the attempt is refused at
+   * once (429), the right password too, until the window ends. A right password takes its attempt back.
    */
   async signIn(emailText: string, password: string, address: string): Promise<{ sessionId: string; session: PortalSession }> {
     const email = Email.safeParse(emailText).success ? Email.parse(emailText) : emailText.trim().toLowerCase().slice(0, 254);
     const keys = [`account:${email}`, `address:${address}`];
-    await this.assertNotLocked(keys);
+    const window = await this.countAttempt(keys);
     const { rows } = await this.db.query<UserRow>(`SELECT ${USER_COLUMNS} FROM portal_users u WHERE u.email = $1`, [email]);
     const row = rows[0];
-    const hash = row?.password_hash ?? (await (this.decoy ??= argon2.hash(token(), PASSWORD_HASH)));
-    const ok = password.length <= MAX_PASSWORD_LENGTH && (await argon2.verify(hash, password)) && !!row?.password_hash;
-    if (!ok || !row) {
-      await this.countFailure(keys);
-      throw new SignInRefused();
-    }
+    const ok = await this.verifyPassword(row?.password_hash ?? null, password);
+    if (!ok || !row) throw new SignInRefused();
+    await this.db.query('UPDATE portal_sign_in_failures SET count = count - 1 WHERE key = ANY($1) AND window_start = $2 AND count > 0', [keys, window]);
     const sessionId = token();
     const now = this.now();
     // Sessions nobody ended (closed browsers) go when anyone signs in: the table holds live sessions only.
-    await this.db.query('DELETE FROM portal_sessions WHERE expires_at <= $1 OR last_seen_at <= $2', [now, now - SESSION_IDLE_MS]);
+    await this.db.query('DELETE FROM portal_sessions WHERE expires_at <= $1 OR last_seen_at <= $2', [now, now - this.sessionTimes.idleMs]);
     const csrfToken = token();
-    const expiresAt = now + SESSION_ABSOLUTE_MS;
+    const expiresAt = now + this.sessionTimes.absoluteMs;
     await this.db.query(
       'INSERT INTO portal_sessions (id_sha256, user_id, csrf_token, created_at, last_seen_at, expires_at) VALUES ($1, $2, $3, $4, $4, $5)',
       [sha256(sessionId), row.id, csrfToken, now, expiresAt],
     );
     return { sessionId, session: { user: toUser(row), csrfToken, expiresAt } };
+  }
+
+  /** One Argon2id verification whether or not there is a hash to check (a decoy's otherwise): the same time either way. */
+  private async verifyPassword(hash: string | null, password: string): Promise<boolean> {
+    const checked = hash ?? (await (this.decoy ??= argon2.hash(token(), PASSWORD_HASH)));
+    return password.length <= MAX_PASSWORD_LENGTH && (await argon2.verify(checked, password)) && hash !== null;
   }
 
   /** The live session of a cookie value, its idle time restarted; undefined when there is none (and ended when expired). */
@@ -181,7 +210,7 @@ export class PortalAccounts {
       `UPDATE portal_sessions s SET last_seen_at = $2 FROM portal_users u
        WHERE s.id_sha256 = $1 AND u.id = s.user_id AND s.last_seen_at > $3 AND s.expires_at > $2
        RETURNING ${USER_COLUMNS}, s.csrf_token, s.expires_at`,
-      [sha256(sessionId), now, now - SESSION_IDLE_MS],
+      [sha256(sessionId), now, now - this.sessionTimes.idleMs],
     );
     const row = rows[0];
     if (!row) {
@@ -207,24 +236,26 @@ export class PortalAccounts {
     return now - (now % SIGN_IN_WINDOW_MS);
   }
 
-  private async assertNotLocked(keys: string[]): Promise<void> {
+  /**
+   * Counts a sign-in attempt of each key in the current window, in one statement that increments and returns the
+   * counts (the rows locked in key order: no deadlock between attempts), shared by every process; throws 429
+   * once a key is past its limit. Returns the window's start.
+   */
+  private async countAttempt(keys: string[]): Promise<number> {
     const start = this.windowStart();
-    const { rows } = await this.db.query<{ key: string; count: number }>('SELECT key, count FROM portal_sign_in_failures WHERE key = ANY($1) AND window_start = $2', [
-      keys,
-      start,
-    ]);
-    const locked = rows.some((r) => r.count >= (r.key.startsWith('account:') ? MAX_FAILURES_PER_ACCOUNT : MAX_FAILURES_PER_ADDRESS));
-    if (locked) throw new SignInRefused(Math.ceil((start + SIGN_IN_WINDOW_MS - this.now()) / 1000));
-  }
-
-  private async countFailure(keys: string[]): Promise<void> {
-    const start = this.windowStart();
-    await this.db.query('DELETE FROM portal_sign_in_failures WHERE window_start < $1', [start]);
+    // Windows that ended go; rows another attempt is deleting are skipped, never waited for (no lock cycle).
     await this.db.query(
-      `INSERT INTO portal_sign_in_failures AS f (key, window_start, count) SELECT k, $2, 1 FROM unnest($1::text[]) AS k
-       ON CONFLICT (key, window_start) DO UPDATE SET count = f.count + 1`,
+      'DELETE FROM portal_sign_in_failures WHERE (key, window_start) IN (SELECT key, window_start FROM portal_sign_in_failures WHERE window_start < $1 FOR UPDATE SKIP LOCKED)',
+      [start],
+    );
+    const { rows } = await this.db.query<{ key: string; count: number }>(
+      `INSERT INTO portal_sign_in_failures AS f (key, window_start, count) SELECT k, $2, 1 FROM unnest($1::text[]) AS k ORDER BY k
+       ON CONFLICT (key, window_start) DO UPDATE SET count = f.count + 1 RETURNING key, count`,
       [keys, start],
     );
+    const locked = rows.some((r) => r.count > (r.key.startsWith('account:') ? MAX_FAILURES_PER_ACCOUNT : MAX_FAILURES_PER_ADDRESS));
+    if (locked) throw new SignInRefused(Math.max(1, Math.ceil((start + SIGN_IN_WINDOW_MS - this.now()) / 1000)));
+    return start;
   }
 }
 

@@ -2,7 +2,7 @@ import type { Context } from 'koa';
 import type { Config } from '../config';
 import { ApiError, ErrorCode } from '../core/errors';
 import type { PortalPrincipal } from '../core/principal';
-import { roleAllows, sameToken, SESSION_ABSOLUTE_MS, type PortalAccounts, type PortalRole, type PortalSession } from './portal-accounts';
+import { roleAllows, sameToken, type PortalAccounts, type PortalRole, type PortalSession } from './portal-accounts';
 
 /** The session cookie (interface §5 SessionAuth); `__Host-` prefixed when Pont is served over HTTPS. */
 export function sessionCookieName(config: Config): string {
@@ -20,7 +20,7 @@ function cookieOptions(config: Config, maxAgeMs: number) {
 /** Writes the cookie; koa refuses `secure` on a plain-HTTP request unless told the connection is trusted. */
 export function setSessionCookie(ctx: Context, config: Config, sessionId: string): void {
   ctx.cookies.secure = true; // the operator's proxy terminates TLS; the attribute must be sent whatever the hop
-  ctx.cookies.set(sessionCookieName(config), sessionId, cookieOptions(config, SESSION_ABSOLUTE_MS));
+  ctx.cookies.set(sessionCookieName(config), sessionId, cookieOptions(config, config.portalSessions.absoluteMs));
 }
 
 export function clearSessionCookie(ctx: Context, config: Config): void {

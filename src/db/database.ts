@@ -79,3 +79,30 @@ export const SqlState = {
 export function sqlState(err: unknown): string | undefined {
   return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : undefined;
 }
+
+/** A transaction that lost to a concurrent one (serialization failure, deadlock): running it again may succeed. */
+export const isContention = (err: unknown) => {
+  const code = sqlState(err);
+  return code === SqlState.serializationFailure || code === SqlState.deadlockDetected;
+};
+
+/** Times a transaction is run when it keeps losing to concurrent ones (isContention), the first run included. */
+export const TRANSACTION_RUNS = 4;
+
+/**
+ * Runs `attempt` (one whole transaction) again when it fails with a serialization failure or a deadlock, up to
+ * TRANSACTION_RUNS in all, after a short random pause that grows (so the transactions that collided do not collide
+ * again); then the last error is thrown (the HTTP layer answers it 503 with Retry-After, never 500). The one place
+ * for this: every Database's transaction() runs through it, so a transaction's function may run more than once and
+ * must keep its effects in the transaction.
+ */
+export async function retryContention<T>(attempt: () => Promise<T>): Promise<T> {
+  for (let run = 1; ; run++) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (run >= TRANSACTION_RUNS || !isContention(err)) throw err;
+      await new Promise((resolve) => setTimeout(resolve, Math.random() * 20 * 2 ** run));
+    }
+  }
+}

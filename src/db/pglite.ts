@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { PGlite, types } from '@electric-sql/pglite';
-import { checkChannel, type Database, type Queryable, type QueryResult } from './database';
+import { checkChannel, retryContention, type Database, type Queryable, type QueryResult } from './database';
 import { dbWaits, since } from '../metrics';
 
 /**
@@ -55,18 +55,20 @@ export async function openPglite(dataDir?: string): Promise<Database> {
     query: (sql, params) => exclusive(() => run(sql, params)),
     exec: (sql) => exclusive(async () => void (await db.exec(sql))),
     transaction: (fn) =>
-      exclusive(async () => {
-        const tx: Queryable = { query: (sql, params) => run(sql, params), exec: async (sql) => void (await db.exec(sql)) };
-        await db.exec('BEGIN');
-        try {
-          const result = await inTransaction.run(true, () => fn(tx));
-          await db.exec('COMMIT');
-          return result;
-        } catch (err) {
-          await db.exec('ROLLBACK');
-          throw err;
-        }
-      }),
+      retryContention(() =>
+        exclusive(async () => {
+          const tx: Queryable = { query: (sql, params) => run(sql, params), exec: async (sql) => void (await db.exec(sql)) };
+          await db.exec('BEGIN');
+          try {
+            const result = await inTransaction.run(true, () => fn(tx));
+            await db.exec('COMMIT');
+            return result;
+          } catch (err) {
+            await db.exec('ROLLBACK');
+            throw err;
+          }
+        }),
+      ),
     // PGlite calls back as the notifying statement (or its transaction's COMMIT) ends: nothing can be missed.
     listen: async (channel, handlers) => {
       const unlisten = await exclusive(() => db.listen(checkChannel(channel), handlers.notify));

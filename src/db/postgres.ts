@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import type { Database, Queryable, QueryResult } from './database';
+import { retryContention, type Database, type Queryable, type QueryResult } from './database';
 import { dbWaits, since } from '../metrics';
 import { PgListener } from './pg-listener';
 
@@ -56,40 +56,42 @@ export async function openPostgres(connectionString: string, maxConnections = 10
     listenersCaughtUp: () => listener.caughtUp(),
     query: runAlone,
     exec: async (sql) => void (await pool.query(sql)),
-    async transaction(fn) {
-      const client = await connect();
-      // A connection lost mid-transaction makes its query fail; the 'error' event must not crash the process.
-      let lost: Error | undefined;
-      const onError = (err: Error) => (lost = err);
-      client.on('error', onError);
-      const tx: Queryable = {
-        query: (sql, params) => run(client, sql, params),
-        exec: async (sql) => void (await client.query(sql)),
-      };
-      let broken = false;
-      try {
-        await client.query('BEGIN');
-        const result = await fn(tx);
-        await client.query('COMMIT');
-        return result;
-      } catch (err) {
-        try {
-          await client.query('ROLLBACK');
-        } catch {
-          broken = true; // connection is unusable: drop it rather than return it to the pool
-        }
-        throw err;
-      } finally {
-        client.removeListener('error', onError);
-        client.release(broken || lost !== undefined);
-      }
-    },
+    transaction: (fn) => retryContention(() => transactionOnce(fn)),
     close: async () => {
       await listener.close();
       await pool.end();
     },
     connections: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
   };
+
+  async function transactionOnce<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    const client = await connect();
+    // A connection lost mid-transaction makes its query fail; the 'error' event must not crash the process.
+    let lost: Error | undefined;
+    const onError = (err: Error) => (lost = err);
+    client.on('error', onError);
+    const tx: Queryable = {
+      query: (sql, params) => run(client, sql, params),
+      exec: async (sql) => void (await client.query(sql)),
+    };
+    let broken = false;
+    try {
+      await client.query('BEGIN');
+      const result = await fn(tx);
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      try {
+        await client.query('ROLLBACK');
+      } catch {
+        broken = true; // connection is unusable: drop it rather than return it to the pool
+      }
+      throw err;
+    } finally {
+      client.removeListener('error', onError);
+      client.release(broken || lost !== undefined);
+    }
+  }
 }
 
 /** A statement text run this often is prepared (pgjdbc's prepareThreshold has the same default). */

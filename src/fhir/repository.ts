@@ -15,6 +15,7 @@ import { healthIdsByPatient, updateMatchKey, withHealthId, type Registered } fro
 import { ApiError, ErrorCode, badRequest } from '../core/errors';
 import { accessPolicyFor, EMERGENCY_WINDOW_HOURS, UNPLACED_PATIENT, type AccessPolicy, type Channel } from '../policy/index';
 import { DATA_CLASSES, dataClassOf } from '../core/data-classes';
+import { isResourceType } from '../core/fhir-definitions';
 import { and, ident, or, sql as SQL } from '../db/sql';
 import { filterSql } from './search/sql';
 import { applyResourcePatch, type Patch } from './patch';
@@ -22,7 +23,7 @@ import { validateFhirResource } from './validate';
 import { linksOf, patientsOf, unplacedReason } from './compartment';
 import { hashKey } from '../core/hash';
 import { parseSearch, type ParsedSearch, type QueryParams } from './search/parse';
-import { everythingBundle, historyBundle, missing, readOneVersion, readVersion, type EverythingParams } from './store/history';
+import { everythingBundle, historyBundle, missing, readOneVersion, readReferenced, readVersion, type EverythingParams } from './store/history';
 import { checkSearchReach, searchResources, type SearchOptions } from './store/search';
 import { checkType, versionTag, type RowFilter } from './store/types';
 import { writeMany, type WriteItem, type WriteResult } from './store/writes';
@@ -189,7 +190,10 @@ export class FhirRepository {
     if (open) return fn(open.sql);
     const refusals: AuditRecord[] = [];
     try {
-      return await this.deps.db.transaction((tx) => openTransactions.run({ owner: this, sql: tx, refusals }, () => fn(tx)));
+      return await this.deps.db.transaction((tx) => {
+        refusals.length = 0; // a run that lost to a concurrent transaction is run again (retryContention): its refusals with it
+        return openTransactions.run({ owner: this, sql: tx, refusals }, () => fn(tx));
+      });
     } finally {
       // A refusal usually ends its transaction with an error: its audit record is written after, on its own.
       await Promise.all(refusals.map((r) => this.deps.auditTrail.append(r)));
@@ -248,6 +252,22 @@ export class FhirRepository {
     if (!this.access.canRead(type)) return undefined;
     const found = await readVersion<T>(this.sql, type, id, this.access.rowFilter);
     return found?.allowed && !found.deleted && found.content ? found.content : undefined;
+  }
+
+  /**
+   * The stored resources these references (`Type/id`) point to, as far as the caller may read them, in one query:
+   * one about a patient under the caller's scopes and the access rule (consent, authorship), one about no patient (a
+   * practitioner, an organisation, a location, a medication: directory data) for any caller, as the context of a
+   * record it may read. Absent when not readable; neither refused nor audited here: the records layer translates
+   * them into the records it shows, and audits those.
+   */
+  async resolveReferences(refs: string[]): Promise<Map<string, Resource>> {
+    const typeOf = (ref: string) => ref.slice(0, ref.indexOf('/'));
+    const valid = refs.filter((ref) => isResourceType(typeOf(ref)));
+    const readable = [...new Set(valid.map(typeOf))].filter((t) => this.access.canRead(t));
+    return readReferenced(this.sql, valid, (r) =>
+      or(SQL`(${r}.patients = '{}'::text[]) IS TRUE`, readable.length ? and(SQL`${r}.resource_type = ANY(${readable}::text[])`, this.access.rowFilter?.(r)) : undefined),
+    );
   }
 
   /** One version (current or earlier). */

@@ -10,11 +10,13 @@ export function validateFhirResource(resource: Resource): void {
   if (!resource || typeof resource !== 'object' || Array.isArray(resource)) throw badRequest('Body must be a FHIR resource (a JSON object)');
   if (typeof resource.resourceType !== 'string' || !isResourceType(resource.resourceType))
     throw badRequest(`Unknown resourceType "${String(resource.resourceType)}"`);
-  let issues: OperationOutcomeIssue[] = jsonShapeIssues(resource);
+  let large = false;
+  let issues: OperationOutcomeIssue[] = jsonShapeIssues(resource, () => (large = true));
   if (!issues.length) issues = arrayShapeIssues(resource);
   if (!issues.length) issues = invariantIssues(resource);
+  const checked = large && !issues.length ? withLargeDataChecked(resource, issues) : resource;
   try {
-    if (!issues.length) issues = validateResource(resource);
+    if (!issues.length) issues = validateResource(checked);
   } catch (err) {
     if (err instanceof OperationOutcomeError) issues = err.outcome.issue ?? [];
     else throw badRequest(`Invalid resource: ${(err as Error).message}`);
@@ -103,6 +105,36 @@ function arrayShapeIssues(resource: Resource): OperationOutcomeIssue[] {
   return issues;
 }
 
+/** base64Binary as FHIR allows it (RFC 4648, whitespace between lines tolerated). */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4}|\s)*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?\s*$/;
+
+/**
+ * The resource as @medplum/core's validator can take it: that validator refuses any string over 1 MB, but R4's 1 MB
+ * bound is for `string`, not `base64Binary` (a scanned document's `data`). An attachment's data over 1 MB is
+ * checked here (base64, else an issue) and stands in for itself as a short value there; the original is stored.
+ */
+function withLargeDataChecked(resource: Resource, issues: OperationOutcomeIssue[]): Resource {
+  const swap = (value: unknown, path: string): unknown => {
+    if (typeof value === 'string') {
+      if (value.length <= MAX_STRING || !path.endsWith('.data')) return value;
+      if (!BASE64.test(value)) issues.push({ severity: 'error', code: 'structure', details: { text: 'Invalid base64Binary format' }, expression: [path] });
+      return 'AA==';
+    }
+    if (Array.isArray(value)) {
+      const items = value.map((v, i) => swap(v, `${path}[${i}]`));
+      return items.some((v, i) => v !== value[i]) ? items : value;
+    }
+    if (!value || typeof value !== 'object') return value;
+    let copy: Record<string, unknown> | undefined;
+    for (const [k, v] of Object.entries(value)) {
+      const swapped = swap(v, `${path}.${k}`);
+      if (swapped !== v) (copy ??= { ...(value as Record<string, unknown>) })[k] = swapped;
+    }
+    return copy ?? value;
+  };
+  return swap(resource, resource.resourceType) as Resource;
+}
+
 /** Deeper than any real resource (contained resources and extensions included). */
 const MAX_DEPTH = 64;
 /** Bounds of one resource's JSON, far above real resources, so that no input dimension is unbounded. */
@@ -115,14 +147,14 @@ const MAX_STRING = 1_048_576;
  * FHIR JSON rules the structural validator of @medplum/core lets through: no empty strings, arrays or
  * objects, no arrays of arrays; and a depth bound, so a hostile body cannot exhaust the stack.
  */
-function jsonShapeIssues(resource: Resource): OperationOutcomeIssue[] {
+function jsonShapeIssues(resource: Resource, largeData: () => void): OperationOutcomeIssue[] {
   const issues: OperationOutcomeIssue[] = [];
   const issue = (text: string, path: string) => issues.push({ severity: 'error', code: 'structure', details: { text }, expression: [path] });
   const visit = (value: unknown, path: string, depth: number, inArray: boolean): void => {
     if (issues.length) return;
     if (depth > MAX_DEPTH) return void issue(`Nested more than ${MAX_DEPTH} levels deep`, path);
     if (value === '') return void issue('An empty string (leave the element out instead)', path);
-    if (typeof value === 'string' && value.length > MAX_STRING && !path.endsWith('.data')) return void issue(`A string longer than ${MAX_STRING} characters`, path);
+    if (typeof value === 'string' && value.length > MAX_STRING) return void (path.endsWith('.data') ? largeData() : issue(`A string longer than ${MAX_STRING} characters`, path));
     if (Array.isArray(value)) {
       if (inArray) return void issue('An array inside an array', path);
       if (value.length === 0) return void issue('An empty array (leave the element out instead)', path);

@@ -1,6 +1,6 @@
 import { basename } from 'node:path';
 import { getDataType } from '@medplum/core';
-import { isScalar, isSeq, type Node, type Pair, type Scalar } from 'yaml';
+import { isScalar, isSeq, type Node, type Pair, type Scalar, type YAMLMap } from 'yaml';
 import { allResourceTypes } from '../core/fhir-definitions';
 import { childElement, isPrimitive, jsonTypeOf, type FhirElement } from './fhir-types';
 import { parseExpression, PathSyntaxError, type Literal, type Outside, type ParsedPath, type PathCondition, type PathName } from './path';
@@ -35,20 +35,23 @@ const OUTSIDE_TYPE: Partial<Record<Outside, string>> = { patient: 'Patient' };
 
 /** The keys of the map format, one list per level: anything else is reported as unknown. */
 const TOP_KEYS = ['map', 'resource', 'record', 'description', 'uris', 'let', 'connect', 'fixed', 'fields'] as const;
-const FIELD_KEYS = ['type', 'values', 'required', 'nullable', 'list', 'default', 'description'] as const;
-const RULE_KEYS = ['fhir', 'values', 'read', 'otherwise', 'also', 'reference', 'narrative', 'write', 'description'] as const;
+const FIELD_KEYS = ['type', 'values', 'required', 'nullable', 'list', 'default', 'fields', 'description'] as const;
+const RULE_KEYS = ['fhir', 'values', 'read', 'otherwise', 'also', 'reference', 'narrative', 'write', 'fields', 'description'] as const;
+/** What a rule of an object field may not have: its fields' rules have them. */
+const NOT_FOR_OBJECTS = ['values', 'read', 'otherwise', 'also', 'reference', 'narrative'] as const;
 
 export const MAP_SUFFIX = '.map.yaml';
 
 /** Connect types and the FHIR primitive types their values can be copied into unchanged. */
 const COPY_COMPATIBLE: Record<ConnectType, string[]> = {
   string: ['string', 'markdown', 'code', 'uri', 'url', 'canonical', 'id', 'oid'],
-  uuid: ['id', 'string'],
+  id: ['id', 'string'],
   date: ['date', 'dateTime'],
   'date-time': ['dateTime', 'instant'],
   boolean: ['boolean'],
   integer: ['integer', 'positiveInt', 'unsignedInt', 'decimal'],
   number: ['decimal'],
+  object: [],
 };
 
 /** What reading may also copy from (a fallback alternative, never written): wider than COPY_COMPATIBLE. */
@@ -126,21 +129,7 @@ export function compileMap(source: YamlSource): MapProgram | undefined {
   const program: MapProgram = { name: expectedName, resourceType, fields: [], fixed: [] };
   const recordNode = section('record');
   if (recordNode) program.record = readRecordSection(source, recordNode, resourceType, fields);
-  const rulePairs = source.mapping(section('fields'), '`fields`') ?? [];
-  for (const pair of rulePairs) {
-    const field = fields.get(keyOf(pair));
-    if (!field) {
-      source.problem(pair.key, `${show(keyOf(pair))} is not a field declared under \`connect\`${didYouMean(keyOf(pair), fields.keys())}`);
-      continue;
-    }
-    const rule = compiler.fieldRule(field.declared, pair);
-    if (rule) program.fields.push(rule);
-  }
-  for (const [fieldName, { node }] of fields) {
-    if (!rulePairs.some((p) => keyOf(p) === fieldName)) {
-      source.problem(node, `Connect field ${show(fieldName)} is not mapped: give it a rule under \`fields\``);
-    }
-  }
+  program.fields = compiler.rules(fields, source.mapping(section('fields'), '`fields`') ?? [], 'under `connect`');
   const fixedNode = section('fixed');
   for (const pair of (fixedNode && source.mapping(fixedNode, '`fixed`')) ?? []) {
     const rule = compiler.fixedRule(pair);
@@ -154,7 +143,7 @@ export function compileMap(source: YamlSource): MapProgram | undefined {
  * FHIR refuses a resource without its required elements (Composition.date, Encounter.class): each must be
  * written by a required Connect field or a fixed value, or the map could emit invalid FHIR.
  */
-function requireFhirRequired(source: YamlSource, program: MapProgram, fields: Map<string, { declared: ConnectField; node: Node }>, at: Node | Pair | null): void {
+function requireFhirRequired(source: YamlSource, program: MapProgram, fields: FieldMap, at: Node | Pair | null): void {
   const writes = (path: CompiledPath, element: string) => path[0]?.json === element || (element.endsWith('[x]') && path[0]?.json.startsWith(element.slice(0, -3)));
   for (const [element, definition] of Object.entries(getDataType(program.resourceType).elements)) {
     if ((definition.min ?? 0) < 1 || element === 'resourceType') continue;
@@ -179,14 +168,19 @@ function readUris(source: YamlSource, node: Node | undefined): Map<string, strin
   return uris;
 }
 
-/** The `connect:` section: the Connect shape's fields, their types and allowed values. */
-function readConnectFields(source: YamlSource, node: Node | undefined): Map<string, { declared: ConnectField & { valueNodes: Node[] }; node: Node }> | undefined {
-  const pairs = node && source.mapping(node, '`connect`');
+type Declared = ConnectField & { valueNodes: Node[] };
+/** Connect fields by name: each declaration, where it is written, and an object's own fields. */
+type FieldMap = Map<string, { declared: Declared; node: Node; fields?: FieldMap }>;
+
+/** The `connect:` section (or an object's `fields:`): the Connect shape's fields, their types and allowed values. */
+function readConnectFields(source: YamlSource, node: Node | undefined, what = '`connect`'): FieldMap | undefined {
+  const pairs = node && source.mapping(node, what);
   if (!pairs) return undefined;
-  const fields = new Map<string, { declared: ConnectField & { valueNodes: Node[] }; node: Node }>();
+  const fields: FieldMap = new Map();
   for (const pair of pairs) {
     const name = keyOf(pair);
-    const declared: ConnectField & { valueNodes: Node[] } = { name, type: 'string', required: false, nullable: false, list: false, valueNodes: [] };
+    const declared: Declared = { name, type: 'string', required: false, nullable: false, list: false, valueNodes: [] };
+    let fieldsNode: Node | null | undefined;
     // `name: type` is the short form of `name: { type: … }`.
     const entries: Array<[string, Node | null]> = isScalar(pair.value)
       ? [['type', pair.value]]
@@ -203,6 +197,8 @@ function readConnectFields(source: YamlSource, node: Node | undefined): Map<stri
       } else if (key === 'default') {
         if (!isScalar(value) || value.value === null) source.problem(value, '`default` is one value: what reading FHIR gives when FHIR has nothing');
         else declared.default = value.value as Literal;
+      } else if (key === 'fields') {
+        fieldsNode = value;
       } else if (key === 'values') {
         if (!isSeq(value) || !value.items.length) {
           source.problem(value, '`values` is a list of the allowed values, e.g. [active, resolved]');
@@ -219,7 +215,19 @@ function readConnectFields(source: YamlSource, node: Node | undefined): Map<stri
       const wanted = declared.type === 'boolean' ? 'boolean' : ['integer', 'number'].includes(declared.type) ? 'number' : 'string';
       if (typeof value !== wanted) source.problem(declared.valueNodes[i], `${show(value)} is not a ${declared.type} value`);
     }
-    fields.set(name, { declared, node: pair.key });
+    // `type: object`: an object with its own fields, declared like these (`fields:`).
+    let sub: FieldMap | undefined;
+    const keyNode = (key: string) => (isScalar(pair.value) ? undefined : (pair.value as YAMLMap).items.find((p) => isScalar(p.key) && p.key.value === key)?.key as Node | undefined);
+    if (declared.type === 'object') {
+      for (const key of ['values', 'default'] as const) {
+        if (keyNode(key)) source.problem(keyNode(key), `\`${key}\` does not apply to an object: give it to the object's fields`);
+      }
+      if (fieldsNode === undefined) source.problem(pair.key, `${show(name)} is an object: declare its fields under \`fields:\` (like these)`);
+      else if ((sub = readConnectFields(source, fieldsNode ?? undefined, `the fields of ${show(name)}`))) declared.fields = [...sub.values()].map((f) => f.declared);
+    } else if (fieldsNode !== undefined) {
+      source.problem(keyNode('fields'), `\`fields\` declares the fields of an object: ${show(name)} is a ${declared.type} (\`type: object\` for an object)`);
+    }
+    fields.set(name, { declared, node: pair.key, ...(sub ? { fields: sub } : {}) });
   }
   return fields;
 }
@@ -230,13 +238,39 @@ class RuleCompiler {
   /** The map's `let`s, by name. */
   private readonly lets = new Map<string, ResolvedExpression>();
 
+  /**
+   * `resourceType`: where paths start, the resource or, for an object's fields, the element's type (`Coding`);
+   * `rootType`: the resource's (`%resource`); `readOnly`: the rules of a read-only object, never written.
+   */
   constructor(
     private readonly source: YamlSource,
     private readonly resourceType: string,
     private readonly uris: Map<string, string>,
+    private readonly rootType = resourceType,
+    private readonly readOnly = false,
   ) {}
 
-  fieldRule(field: ConnectField & { valueNodes: Node[] }, pair: Pair<Scalar, Node | null>): FieldRule | undefined {
+  /** One rule per declared field (`pairs`: the `fields:` entries); every field needs one, and no rule is for an undeclared field. */
+  rules(fields: FieldMap, pairs: Array<Pair<Scalar, Node | null>>, declaredWhere: string): FieldRule[] {
+    const rules: FieldRule[] = [];
+    for (const pair of pairs) {
+      const field = fields.get(keyOf(pair));
+      if (!field) {
+        this.source.problem(pair.key, `${show(keyOf(pair))} is not a field declared ${declaredWhere}${didYouMean(keyOf(pair), fields.keys())}`);
+        continue;
+      }
+      const rule = this.fieldRule(field.declared, pair, field.fields);
+      if (rule) rules.push(rule);
+    }
+    for (const [fieldName, { node }] of fields) {
+      if (!pairs.some((p) => keyOf(p) === fieldName)) {
+        this.source.problem(node, `Connect field ${show(fieldName)} is not mapped: give it a rule under \`fields\``);
+      }
+    }
+    return rules;
+  }
+
+  fieldRule(field: Declared, pair: Pair<Scalar, Node | null>, subFields?: FieldMap): FieldRule | undefined {
     const { source } = this;
     const where = `the rule of ${show(field.name)}`;
     // `field: path` is the short form of `field: { fhir: path }`.
@@ -257,11 +291,12 @@ class RuleCompiler {
       source.problem(writeNode, '`write` is `false` (the field is read only) or left out');
       return undefined;
     }
-    const readOnly = !!writeNode;
+    const readOnly = !!writeNode || this.readOnly;
     if (readOnly && field.required) {
-      source.problem(writeNode, `${show(field.name)} is required, so it is written: it cannot be read only`);
+      source.problem(writeNode ?? pair.key, `${show(field.name)} is required, so it is written: it cannot be read only${writeNode ? '' : ' (its object is `write: false`)'}`);
       return undefined;
     }
+    if (field.type === 'object' || entry('fields')) return this.objectRule(field, pair, entry, readOnly, subFields);
     const targets = pathNodes.map((node) => this.expression(node, readOnly));
     if (targets.some((t) => !t)) return undefined;
     const resolved = targets as ResolvedExpression[];
@@ -330,6 +365,55 @@ class RuleCompiler {
     return ok ? { field, targets: resolved.map((t) => t.expression), conversion, table, also, ...(readOnly ? { readOnly } : {}) } : undefined;
   }
 
+  /**
+   * `type: object`: one FHIR element with parts (a Coding, a component) per object, or a list of them (one per
+   * element of a repeating element); its fields' rules are compiled from that element's type, with every check of
+   * the top level.
+   */
+  private objectRule(field: Declared, pair: Pair<Scalar, Node | null>, entry: (key: string) => Node | undefined, readOnly: boolean, subFields?: FieldMap): FieldRule | undefined {
+    const { source } = this;
+    const fieldsNode = entry('fields');
+    if (field.type !== 'object') {
+      source.problem(fieldsNode, `\`fields\` maps the fields of an object: ${show(field.name)} is a ${field.type} (declare it \`type: object\`, with its \`fields\`, under \`connect\`)`);
+      return undefined;
+    }
+    if (!fieldsNode) {
+      source.problem(pair.key, `${show(field.name)} is an object: give the rules of its fields under \`fields:\`, paths from its element`);
+      return undefined;
+    }
+    let ok = true;
+    for (const key of NOT_FOR_OBJECTS) {
+      const node = entry(key);
+      if (node) (source.problem(node, `\`${key}\` does not apply to an object field: give it to the rules of its fields`), (ok = false));
+    }
+    const fhirNode = entry('fhir')!;
+    if (isSeq(fhirNode)) {
+      source.problem(fhirNode, `an object field maps one FHIR element: \`fhir\` is one path (e.g. \`code.coding\`)`);
+      return undefined;
+    }
+    const target = this.expression(fhirNode, readOnly);
+    if (!ok || !target) return undefined;
+    for (const alternative of target.alternatives) {
+      if (alternative.finish) return target.at(alternative.finish.at, `an object is read from the elements themselves: no ${alternative.finish.kind}()`);
+      if (isPrimitive(alternative.path.leaf.type)) return target.at(alternative.at, `${alternative.path.leaf.json} is a FHIR ${alternative.path.leaf.type}: an object maps an element with parts (e.g. a Coding)`);
+      if (alternative.path.leaf.type !== target.leaf.type) return target.at(alternative.at, `the alternatives of an object field must reach one FHIR type; ${target.leaf.type} and ${alternative.path.leaf.type} differ`);
+    }
+    const last = target.compiled[target.compiled.length - 1]!;
+    if (field.list && !(last.isArray && last.index === undefined && !last.first && !last.resolve)) {
+      source.problem(fhirNode, `${field.name} is a list of objects: its path ends in a repeating element without a position (e.g. \`code.coding\`), one object per element`);
+      return undefined;
+    }
+    if (!readOnly) this.claim(target, fhirNode);
+    const before = source.problems.length;
+    const compiler = new RuleCompiler(source, target.leaf.type, this.uris, this.rootType, readOnly);
+    const program: MapProgram = { name: basename(source.file).slice(0, -MAP_SUFFIX.length), resourceType: target.leaf.type, fields: [], fixed: [] };
+    program.fields = compiler.rules(subFields ?? new Map(), source.mapping(fieldsNode, `the rules of the fields of ${show(field.name)}`) ?? [], `in the fields of ${show(field.name)}`);
+    // What FHIR requires of the element (a component's code) is written by a required field of the object.
+    if (!readOnly && source.problems.length === before) requireFhirRequired(source, program, subFields ?? new Map(), fieldsNode);
+    if (source.problems.length !== before) return undefined;
+    return { field, targets: [target.expression], conversion: { kind: 'copy' }, also: [], object: program, ...(readOnly ? { readOnly } : {}) };
+  }
+
   /** `let: name: expression`: a part of the resource chosen once (e.g. the applicable reference range), used as `%name`. */
   defineLet(pair: Pair<Scalar, Node | null>): void {
     const name = keyOf(pair);
@@ -385,7 +469,7 @@ class RuleCompiler {
       if (allowed.length && !allowed.includes('Resource') && !allowed.includes(conversion.resourceType)) {
         return problem(`${leaf.json} cannot refer to a ${conversion.resourceType}; it refers to ${allowed.join(', ')}`);
       }
-      if (field.type !== 'uuid' && field.type !== 'string') return problem(`a reference holds an id: ${field.name} is a ${field.type}`);
+      if (field.type !== 'id' && field.type !== 'string') return problem(`a reference holds an id: ${field.name} is a ${field.type}`);
       return true;
     }
     if (conversion.kind === 'narrative') {
@@ -512,7 +596,9 @@ class RuleCompiler {
           if (isScalar(cell) && cell.value === null) return null;
           if (isScalar(cell) && cell.value === ANY) return ANY;
           const value = this.literal(cell, targets[i]);
-          return value !== undefined && this.checkValue(value, targets[i], cell) ? value : undefined;
+          // Read only: a value any alternative may hold (US Core's birth sex `F` where gender would say female).
+          const fits = value !== undefined && targets[i]!.alternatives.some((a) => !codeProblem(value, a.path.codes));
+          return value !== undefined && (fits || this.checkValue(value, targets[i], cell)) ? value : undefined;
         });
         if (cells.some((c) => c === undefined)) ok = false;
         else table.readRows.push({ cells: cells as Array<Literal | null>, value: connectValue });
@@ -623,17 +709,22 @@ class RuleCompiler {
       keyParts.push(
         element.json +
           (step.index !== undefined ? `[${step.index}]` : '') +
-          conditions.map((c) => `.where(${c.steps.map((s) => s.json).join('.')}=${typeof c.value === 'string' ? `'${c.value}'` : c.value})`).join(''),
+          conditions.map((c) => `.where(${c.steps.map((s) => s.json).join('.')}${c.empty ? '.empty()' : `=${typeof c.value === 'string' ? `'${c.value}'` : c.value}`})`).join(''),
       );
       type = element.type;
       if (step.resolve) {
-        // The path goes on in the resource the reference points to: it must be of one type.
-        const targets = element.definition.type.find((t) => t.code === 'Reference')?.targetProfile?.map((p) => p.split('/').pop()!) ?? [];
-        if (element.type !== 'Reference' || targets.length !== 1 || targets[0] === 'Resource') {
-          return at(step.at, `resolve() follows a Reference to one resource type; ${step.name} is ${element.type === 'Reference' ? `a reference to ${targets.join(', ') || 'any resource'}` : `a FHIR ${element.type}`}`);
-        }
-        type = targets[0]!;
+        if (element.type !== 'Reference') return at(step.at, `resolve() follows a Reference; ${step.name} is a FHIR ${element.type}`);
         readsResource = true; // what another resource holds is read, never written
+        const rest = steps.slice(steps.indexOf(step) + 1);
+        // Read as text (`performer.resolve().join(', ')`: each resource's name), any type will do; a path that goes
+        // on needs a type that has it: the first of the reference's types whose elements the rest of the path names.
+        if (rest.length) {
+          const targets = element.definition.type.find((t) => t.code === 'Reference')?.targetProfile?.map((p) => p.split('/').pop()!) ?? [];
+          const fits = (t: string) => rest.reduce<string | undefined>((on, s) => { const e = on && childElement(on, s.name); return e && !("problem" in e) ? e.type : undefined; }, t) !== undefined;
+          const target = targets.find((t) => t !== 'Resource' && fits(t));
+          if (!target) return at(rest[0]!.at, `resolve() of ${step.name} leads to ${targets.join(', ') || 'any resource'}: none has ${rest.map((r) => r.name).join('.')}`);
+          type = target;
+        }
       }
     }
     const leaf = elements[elements.length - 1];
@@ -651,14 +742,15 @@ class RuleCompiler {
 
   private condition(type: string, condition: PathCondition, at: (offset: number, problem: string) => undefined): CompiledCondition | undefined {
     // The left side: an element of the filtered item, or of the resource or patient (`%patient.gender = 'female'`).
-    const left = this.elementPath(condition.of ? OUTSIDE_TYPE[condition.of] ?? this.resourceType : type, condition.path, at);
+    const left = this.elementPath(condition.of ? OUTSIDE_TYPE[condition.of] ?? this.rootType : type, condition.path, at);
     if (!left) return undefined;
     const [steps, element] = left;
     const side = condition.of ? { of: condition.of } : {};
+    if (condition.empty) return { steps, ...side, value: '', empty: true };
     if (!isPrimitive(element.type)) return at(condition.path[0].at, `a where() condition compares a primitive element; ${element.json} is a FHIR ${element.type}`);
     if (condition.valuePath) {
       // `%resource.a.b`, `%patient.a.b`: compared with that element of the resource being read, or of its patient.
-      const right = this.elementPath(OUTSIDE_TYPE[condition.valueIn!] ?? this.resourceType, condition.valuePath, at);
+      const right = this.elementPath(OUTSIDE_TYPE[condition.valueIn!] ?? this.rootType, condition.valuePath, at);
       if (!right) return undefined;
       const [valueFrom, from] = right;
       if (jsonTypeOf(from.type) !== jsonTypeOf(element.type) || !isPrimitive(from.type)) {

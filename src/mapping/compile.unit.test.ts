@@ -10,7 +10,7 @@ import { loadFhirDefinitions } from '../core/fhir-definitions';
 import { checkMappings, defaultMappingsDir, loadMappings, MappingError, MappingValueError, type MappingSet } from './index';
 import { mapBreaker } from '../../test/break-map';
 
-type Example = { name: string; connect: Record<string, unknown>; fhir: Resource };
+type Example = { name: string; connect: Record<string, unknown>; fhir: Resource; only?: 'read'; referenced?: Resource[] };
 
 // The engine touches no database: map compilation, its problems and the run time, in the unit tier. Starting the
 // service on a bad map and `pont mappings check` stay in test/mapping.test.ts.
@@ -40,7 +40,9 @@ describe('mapping engine', () => {
   describe('examples run both ways', () => {
     const files = readdirSync(defaultMappingsDir).filter((f) => f.endsWith('.examples.yaml'));
     it('every map has examples', () => {
-      expect(mappings.names().sort()).toEqual(['allergy-record', 'blood-unit', 'cdss-alert', 'clinical-note', 'consent', 'diagnosis', 'diagnostic-report', 'document', 'immunization', 'lab-report', 'lab-result', 'observation', 'patient-demographics', 'patient-profile', 'patient-summary', 'payment', 'pharmacy-stock', 'prescription', 'visit', 'vital']);
+      expect(mappings.names().sort()).toEqual([
+        'allergy-record', 'assessment', 'blood-unit', 'care-plan', 'cdss-alert', 'clinical-note', 'consent', 'device', 'device-use', 'diagnosis', 'diagnostic-report', 'dispense', 'document', 'family-history', 'goal', 'immunization', 'lab-report', 'lab-result', 'media', 'medication-statement', 'observation', 'order', 'patient-demographics', 'patient-profile', 'patient-summary', 'payment', 'pharmacy-stock', 'prescription', 'procedure', 'specimen', 'visit', 'vital',
+      ]);
       expect(files.map((f) => f.replace('.examples.yaml', '')).sort()).toEqual(mappings.names().sort());
     });
 
@@ -52,8 +54,10 @@ describe('mapping engine', () => {
           it(example.name, () => {
             const map = mappings.get(name);
             expect(map.resourceType).toBe(example.fhir.resourceType);
-            expect(map.toFhir(example.connect)).toEqual(example.fhir);
-            expect(map.fromFhir(example.fhir)).toEqual(example.connect);
+            // `only: read`: FHIR another system wrote, read one way; `referenced`: the resources its references name.
+            if (example.only !== 'read') expect(map.toFhir(example.connect)).toEqual(example.fhir);
+            const resolved = new Map((example.referenced ?? []).map((r) => [`${r.resourceType}/${r.id}`, r]));
+            expect(map.fromFhir(example.fhir, { resolved })).toEqual(example.connect);
             expect(() => validateResource(example.fhir)).not.toThrow();
           });
         }
@@ -96,7 +100,7 @@ describe('mapping engine', () => {
       expect([error.file, error.line, error.column]).toEqual([at.path, at.line, at.column]);
       expect(error.problem).toBe('unknown FHIR element `sytem` in ContactPoint (did you mean `system`?)');
 
-      at = breakMap('patient-profile.map.yaml', '.valueCode', '.value', 'value');
+      at = breakMap('patient-profile.map.yaml', 'url=%blood-group).valueCode', 'url=%blood-group).value', 'value');
       error = loadError(at.dir);
       expect([error.line, error.column]).toEqual([at.line, at.column]);
       expect(error.problem).toMatch(/^`value` has several types: write one of .*`valueCode`/);
@@ -193,7 +197,8 @@ describe('mapping engine', () => {
       expect(lab.fromFhir(coded)).toMatchObject({ local_code: 'HB', loinc_code: '718-7' });
       const both = lab.toFhir({ ...result, local_code: 'HB', loinc_code: '718-7' }) as Observation;
       expect(both.code.coding).toHaveLength(2);
-      expect(lab.fromFhir(both)).toEqual(lab.fromFhir(coded));
+      // The same record, but for `codings`, which lists the codings in the order they were written.
+      expect(lab.fromFhir(both)).toEqual({ ...lab.fromFhir(coded), codings: [{ system: 'http://loinc.org', code: '718-7', display: null }, { system: LOCAL_LAB, code: 'HB', display: null }] });
       expect(() => lab.toFhir({ ...result, local_code: 'HB', loinc_code: '2345-7' })).toThrow(/local_code: "718-7" contradicts "2345-7"/);
       // As the lab's system writes it (its code only: loinc_code is the table's), and as others do (LOINC only: no local code).
       expect(lab.fromFhir({ ...coded, code: { coding: [{ system: LOCAL_LAB, code: 'GLU' }] } })).toMatchObject({ local_code: 'GLU', loinc_code: '2345-7' });
@@ -213,10 +218,10 @@ describe('mapping engine', () => {
       let error = loadError(at.dir);
       expect([error.file, error.line, error.column]).toEqual([at.path, at.line, at.column]);
       expect(error.problem).toBe(
-        'unknown key `refrence` in the rule of `visit_id` (did you mean `reference`?); allowed: fhir, values, read, otherwise, also, reference, narrative, write, description',
+        'unknown key `refrence` in the rule of `visit_id` (did you mean `reference`?); allowed: fhir, values, read, otherwise, also, reference, narrative, write, fields, description',
       );
 
-      at = breakMap('allergy-record.map.yaml', 'fields:', 'feilds:', 'feilds');
+      at = breakMap('allergy-record.map.yaml', '\nfields:', '\nfeilds:', 'feilds');
       error = loadError(at.dir);
       expect([error.line, error.column]).toEqual([at.line, at.column]);
       expect(error.problem).toMatch(/^unknown key `feilds` in a map file \(did you mean `fields`\?\)/);
@@ -277,13 +282,29 @@ describe('mapping engine', () => {
     it('refuses Connect values it cannot translate, naming the field', () => {
       const { connect } = example('diagnosis.examples.yaml');
       expect(() => diagnosis().toFhir({ ...connect, status: 'chronic' })).toThrow(new MappingValueError('diagnosis', 'status', '"chronic" is not one of "active", "recurrence", "relapse", "inactive", "remission", "resolved", "provisional", "differential", "unconfirmed", "ruled_out", "entered_in_error"'));
-      expect(() => diagnosis().toFhir({ ...connect, patient_id: 'not-a-uuid' })).toThrow(/patient_id: "not-a-uuid" is not a valid uuid/);
+      // Ids are FHIR ids: another system's `123` is one, a space or a 65th character is not.
+      expect((diagnosis().toFhir({ ...connect, id: '1', patient_id: '123' }) as any).subject).toEqual({ reference: 'Patient/123' });
+      expect(() => diagnosis().toFhir({ ...connect, patient_id: 'not an id' })).toThrow(/patient_id: "not an id" is not a valid id/);
+      expect(() => diagnosis().toFhir({ ...connect, patient_id: 'a'.repeat(65) })).toThrow(/patient_id: .* is not a valid id/);
       expect(() => diagnosis().toFhir({ ...connect, created_at: '2024-03-12T09:30' })).toThrow(/created_at: .* is not a valid date-time/);
       // Two fields reaching one element must agree: SNOMED CT as the main code and a different SNOMED CT equivalent.
-      expect(() => diagnosis().toFhir({ ...connect, code_system: 'SNOMED', code: '1', snomed_code: '2' })).toThrow(/snomed_code: "2" contradicts "1"/);
+      expect(() => diagnosis().toFhir({ ...connect, codings: [], code_system: 'SNOMED', code: '1', snomed_code: '2' })).toThrow(/snomed_code: "2" contradicts "1"/);
+      // And with the codings they were read with (mappings/README.md "Object fields"): the first coding is ICD-10.
+      expect(() => diagnosis().toFhir({ ...connect, code_system: 'SNOMED', code: '1' })).toThrow(/code_system: "http:\/\/snomed.info\/sct" contradicts "http:\/\/hl7.org\/fhir\/sid\/icd-10"/);
       expect(() => diagnosis().toFhir({ ...connect, display_name: undefined })).toThrow(/display_name: is required/);
       expect(() => mappings.get('patient-profile').toFhir({ health_id: 'CM100000000006', sex: 'F' })).toThrow(MappingValueError);
       expect(() => diagnosis().fromFhir({ resourceType: 'Patient' })).toThrow(/expected a Condition/);
+    });
+
+    it('a start and an end of one choice element are one Period: a 24-hour collection written back stays a period', () => {
+      // Issue 38: a lab result read from effectivePeriod (effective_at, effective_end) was refused on write-back
+      // (effectiveDateTime beside effectivePeriod: "Only one effective[x]").
+      const { connect } = example('lab-result.examples.yaml');
+      const written = mappings.get('lab-result').toFhir({ ...connect, effective_at: '2026-03-01T08:00:00Z', effective_end: '2026-03-02T08:00:00Z' }) as Record<string, any>;
+      expect(written.effectiveDateTime).toBeUndefined();
+      expect(written.effectivePeriod).toEqual({ start: '2026-03-01T08:00:00Z', end: '2026-03-02T08:00:00Z' });
+      expect(() => validateResource(written as any)).not.toThrow();
+      expect(mappings.get('lab-result').fromFhir(written as any)).toMatchObject({ effective_at: '2026-03-01T08:00:00Z', effective_end: '2026-03-02T08:00:00Z' });
     });
 
     it('ignores fields it does not map, and leaves out what Connect leaves out', () => {

@@ -4,7 +4,7 @@ import { isMap, isScalar, isSeq, type Node } from 'yaml';
 import type { CompiledMap } from './types';
 import { keyOf, type YamlSource } from './yaml-source';
 
-const EXAMPLE_KEYS = ['name', 'description', 'connect', 'fhir'] as const;
+const EXAMPLE_KEYS = ['name', 'description', 'connect', 'fhir', 'referenced', 'only'] as const;
 export const EXAMPLES_SUFFIX = '.examples.yaml';
 
 type Difference = { path: Array<string | number>; actual: unknown; expected: unknown };
@@ -57,18 +57,31 @@ export function runExamples(map: CompiledMap, source: YamlSource): number {
     run++;
     const connect = connectNode.toJSON() as Record<string, unknown>;
     const fhir = fhirNode.toJSON() as Resource;
-
-    try {
-      validateResource(fhir);
-    } catch (err) {
-      const issues = err instanceof OperationOutcomeError ? err.outcome.issue ?? [] : [];
-      const text = issues.length
-        ? issues.map((i) => `${i.details?.text ?? i.diagnostics}${i.expression?.length ? ` (${i.expression.join(', ')})` : ''}`).join('; ')
-        : normalizeErrorString(err);
-      source.problem(fhirNode, `the example's fhir is not valid FHIR R4: ${text}`);
+    // `referenced`: the stored resources the example's references point to, for the fields read through resolve().
+    const referencedNode = pairs?.find((p) => keyOf(p) === 'referenced')?.value;
+    const referenced = referencedNode ? (referencedNode.toJSON() as Resource[]) : [];
+    if (referencedNode && (!Array.isArray(referenced) || referenced.some((r) => typeof r?.resourceType !== 'string' || typeof r.id !== 'string'))) {
+      source.problem(referencedNode, '`referenced` is a list of FHIR resources, each with its resourceType and id');
+      continue;
     }
-    compare(source, `toFhir(connect)`, fhirNode, () => map.toFhir(connect), fhir);
-    compare(source, `fromFhir(fhir)`, connectNode, () => map.fromFhir(fhir), connect);
+    const resolved = new Map(referenced.map((r) => [`${r.resourceType}/${r.id}`, r]));
+
+    for (const [resource, node, what] of [[fhir, fhirNode, 'fhir'], ...referenced.map((r, i) => [r, (referencedNode as { items: Node[] }).items[i]!, 'referenced resource'] as const)] as const) {
+      try {
+        validateResource(resource);
+      } catch (err) {
+        const issues = err instanceof OperationOutcomeError ? err.outcome.issue ?? [] : [];
+        const text = issues.length
+          ? issues.map((i) => `${i.details?.text ?? i.diagnostics}${i.expression?.length ? ` (${i.expression.join(', ')})` : ''}`).join('; ')
+          : normalizeErrorString(err);
+        source.problem(node, `the example's ${what} is not valid FHIR R4: ${text}`);
+      }
+    }
+    // `only: read`: FHIR as another system wrote it (what read-only fields read), checked one way, FHIR -> Connect.
+    const onlyNode = pairs?.find((p) => keyOf(p) === 'only')?.value;
+    if (onlyNode && !(isScalar(onlyNode) && onlyNode.value === 'read')) source.problem(onlyNode, '`only` is `read` (the example is checked FHIR -> Connect only) or left out');
+    if (!onlyNode) compare(source, `toFhir(connect)`, fhirNode, () => map.toFhir(connect), fhir);
+    compare(source, `fromFhir(fhir)`, connectNode, () => map.fromFhir(fhir, { resolved }), connect);
   }
   return run;
 }

@@ -14,13 +14,15 @@ import { checkGenerated, checkProject, connectPositions, type CheckedMap, type G
 import { checkRecordTypes } from './record';
 import { codeDisplay } from './terminology';
 import { z } from 'zod';
-import { DATE_TIME, runFromFhir, readsPatient, runReadFhir, runToFhir, type ConnectField, type MapProgram } from './runtime';
+import { DATE_TIME, FHIR_ID, referencesToResolve, runFromFhir, readsPatient, runReadFhir, runToFhir, type ConnectField, type MapProgram } from './runtime';
 import type { CompiledMap, MappingSet } from './types';
 import { YamlSource } from './yaml-source';
 
 export { MappingError, MappingValueError } from './errors';
+export { DATE_TIME } from './runtime';
 
 export type { CompiledMap, MappingSet } from './types';
+export type { ReadContext } from './runtime';
 
 /** The repository's `mappings/` directory. */
 export const defaultMappingsDir = fileURLToPath(new URL('../../mappings/', import.meta.url));
@@ -40,18 +42,34 @@ function compiledMap(program: MapProgram): CompiledMap {
     declared: program.fields.map((f) => f.field),
     shape: () => connectShape(program.fields.map((f) => f.field)),
     toFhir: (connect) => runToFhir(program, connect),
-    fromFhir: (resource) => runFromFhir(program, resource),
+    fromFhir: (resource, context) => runFromFhir(program, resource, context),
     readsPatient: readsPatient(program),
-    readFhir: (resource, patient) => runReadFhir(program, resource, patient),
+    readFhir: (resource, context) => runReadFhir(program, resource, context),
+    referencesOf: (resource, patient) => referencesToResolve(program, resource, patient),
   };
 }
 
-function connectShape(fields: ConnectField[]): z.ZodObject {
+/**
+ * A FHIR resource id, as every Connect, SDK, Bridge and mobile shape carries it: published once, as the `FhirId`
+ * component of the OpenAPI document (the client libraries' `FhirId` type).
+ */
+export const FhirId = z
+  .string()
+  .regex(FHIR_ID)
+  .meta({
+    id: 'FhirId',
+    format: 'fhir-id',
+    description: 'A FHIR resource id: 1-64 of A-Z a-z 0-9 - and . (ids Pont generates are UUIDs; a resource another system wrote keeps its own id, e.g. 123)',
+  });
+
+function connectShape(fields: readonly ConnectField[], top = true): z.ZodObject {
   const scalar = (f: ConnectField): z.ZodType => {
+    // An object: its own fields, as nullable as these (FHIR written elsewhere may lack any of them).
+    if (f.fields) return connectShape(f.fields, false);
     if (f.values) return z.enum(f.values.map(String) as [string, ...string[]]);
     switch (f.type) {
-      case 'uuid':
-        return z.string().describe('uuid');
+      case 'id':
+        return FhirId;
       case 'date':
         return z.iso.date();
       case 'date-time':
@@ -70,7 +88,7 @@ function connectShape(fields: ConnectField[]): z.ZodObject {
     Object.fromEntries(
       fields.map((f) => {
         const one = f.list ? z.array(scalar(f)) : scalar(f);
-        return [f.name, f.name === 'id' ? one : one.nullable()];
+        return [f.name, top && f.name === 'id' ? one : one.nullable()];
       }),
     ),
   );
@@ -221,8 +239,10 @@ function checkDirectory(dir: string, checks: ServiceChecks): CompiledDirectory &
   if (maps.size) problems.push(...checkProject(dir, maps, displayPath(resolve(dir))));
   for (const { map } of maps.values()) {
     const record = map.record;
-    const problem = record && checks.searchProblem?.(map.resourceType, record.query);
-    if (record && problem) problems.push(new MappingError(record.at.file, record.at.line, record.at.column, `record type ${record.type}: its \`search\` is refused by the store: ${problem}`));
+    for (const query of record?.queries ?? []) {
+      const problem = checks.searchProblem?.(map.resourceType, query);
+      if (problem) problems.push(new MappingError(record!.at.file, record!.at.line, record!.at.column, `record type ${record!.type}: its \`search\` is refused by the store: ${problem}`));
+    }
   }
   return { maps, problems, examplesRun };
 }

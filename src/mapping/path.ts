@@ -7,7 +7,7 @@
  *   path       = ["%" let "."] step ("." step)* ["." finish]
  *   step       = name ["[" index "]"] (".where(" condition (" and " condition)* ")" | ".first()")* [".resolve()"]
  *   finish     = "join(" 'text' ")" | "toDate()" | "toText()" | "exists()"   (conversions of the values at the end)
- *   condition  = (name | outside) ("." name)* "=" literal
+ *   condition  = (name | outside) ("." name)* ("=" literal | ".empty()")
  *   outside    = "%resource" | "%patient"            (the resource being read; the patient it is about, when the
  *                                                    reader knows it: the records route does)
  *   literal    = 'text' | %alias | outside.name("." name)* | true | false | number
@@ -43,6 +43,8 @@ export interface PathCondition {
   valuePath?: PathName[];
   valueIn?: Outside;
   valueAt: number;
+  /** `element.empty()`: the element has no value (a name whose period has no end: the name in use). */
+  empty?: boolean;
 }
 
 export interface PathStep extends PathName {
@@ -156,8 +158,14 @@ export function parseExpression(text: string): ParsedPath[] {
       of = outside() ?? fail('expected %resource.… or %patient.… on the left of "="');
     }
     const path = dotted();
+    // `period.end.empty()`: the element has no value.
+    if (path.length > 1 && path[path.length - 1]!.name === 'empty' && text.startsWith('()', pos)) {
+      const { at } = path.pop()!;
+      pos += 2;
+      return { path, ...(of ? { of } : {}), value: '', valueAt: at, empty: true };
+    }
     skipSpaces();
-    if (text[pos] !== '=') fail('expected "=" in where(): only `element = value` conditions are supported');
+    if (text[pos] !== '=') fail('expected "=" or .empty() in where(): `element = value` or `element.empty()`');
     pos++;
     skipSpaces();
     return { path, ...(of ? { of } : {}), ...literal() };

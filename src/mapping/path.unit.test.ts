@@ -76,8 +76,8 @@ fields:\n  id: id\n  low: '%range.low.value'\n`);
     expect(map.readsPatient).toBe(true);
     const ranges = [{ low: { value: 13 }, appliesTo: [{ text: 'male' }] }, { low: { value: 12 }, appliesTo: [{ coding: [{ code: '248152002' }] }] }];
     const o = { ...obs, id: 'a', referenceRange: ranges } as any;
-    expect(map.readFhir(o, { resourceType: 'Patient', gender: 'female' }).connect.low).toBe(12);
-    expect(map.readFhir(o, { resourceType: 'Patient', gender: 'male' }).connect.low).toBe(13);
+    expect(map.readFhir(o, { patient: { resourceType: 'Patient', gender: 'female' } }).connect.low).toBe(12);
+    expect(map.readFhir(o, { patient: { resourceType: 'Patient', gender: 'male' } }).connect.low).toBe(13);
     // Without the patient (a webhook's reading) the conditions on it fail: the next alternative.
     expect(map.readFhir(o).connect.low).toBe(13);
     expect(map.toFhir({ id: 'a', low: 1 })).toMatchObject({ referenceRange: [{ low: { value: 1 } }] });
@@ -127,8 +127,8 @@ fields:\n  id: id\n  value: valueString | valueRange.toText() | valueRatio.toTex
       ],
     };
     expect(lab.readFhir(o as any).connect).toMatchObject({ reference_low: 3.1, reference_high: 6.2, reference_range_text: 'Male' });
-    expect(lab.readFhir(o as any, { resourceType: 'Patient', gender: 'unknown' }).connect).toMatchObject({ reference_low: 3.1, reference_range_text: 'Male' });
-    expect(lab.readFhir(o as any, { resourceType: 'Patient', gender: 'male' }).connect).toMatchObject({ reference_low: 3.1, reference_range_text: 'Male' });
+    expect(lab.readFhir(o as any, { patient: { resourceType: 'Patient', gender: 'unknown' } }).connect).toMatchObject({ reference_low: 3.1, reference_range_text: 'Male' });
+    expect(lab.readFhir(o as any, { patient: { resourceType: 'Patient', gender: 'male' } }).connect).toMatchObject({ reference_low: 3.1, reference_range_text: 'Male' });
   });
 
   it('exists() reads whether an element is there, never false and never written', () => {
@@ -165,7 +165,7 @@ fields:\n  id: id\n  value: valueString | valueRange.toText() | valueRatio.toTex
     ]);
   });
 
-  it('resolve() reads a contained resource, never written', () => {
+  it('resolve() reads a contained resource, or one the reader resolved; never written', () => {
     const dir = mkdtempSync(join(tmpdir(), 'pont-paths-'));
     scratch.push(dir);
     writeFileSync(
@@ -175,10 +175,29 @@ fields:\n  id: id\n  value: valueString | valueRange.toText() | valueRatio.toTex
     const map = loadMappings(dir).get('probe');
     const request = { resourceType: 'MedicationRequest', id: 'a', status: 'active', intent: 'order', contained: [{ resourceType: 'Medication', id: 'm1', code: { text: 'Aspirin' } }], medicationReference: { reference: '#m1' } };
     expect(map.fromFhir(request as any)).toEqual({ id: 'a', medication: 'Aspirin' });
-    expect(map.fromFhir({ ...request, medicationReference: { reference: 'Medication/m1' } } as any)).toEqual({ id: 'a' });
+    const stored = { ...request, contained: undefined, medicationReference: { reference: 'Medication/m1' } };
+    expect(map.fromFhir(stored as any)).toEqual({ id: 'a' });
+    expect(map.referencesOf(stored as any)).toEqual(['Medication/m1']);
+    expect(map.fromFhir(stored as any, { resolved: new Map([['Medication/m1', { resourceType: 'Medication', id: 'm1', code: { text: 'Aspirin' } }]]) })).toEqual({ id: 'a', medication: 'Aspirin' });
     expect(map.toFhir({ id: 'a', medication: 'Aspirin' })).toEqual({ resourceType: 'MedicationRequest', id: 'a', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Aspirin' }, subject: { reference: 'Patient/p' } });
-    writeFileSync(join(dir, 'probe.map.yaml'), readFileSync(join(dir, 'probe.map.yaml'), 'utf8').replace('medicationReference.resolve()', 'subject.resolve()'));
-    expect(problemsOf(dir)[0]).toMatch(/resolve\(\) follows a Reference to one resource type; subject is a reference to Patient, Group$/);
+    // A reference to several types: the rest of the path must be an element of one of them.
+    writeFileSync(join(dir, 'probe.map.yaml'), readFileSync(join(dir, 'probe.map.yaml'), 'utf8').replace('medicationReference.resolve().code', 'subject.resolve().vaccineCode'));
+    expect(problemsOf(dir)[0]).toMatch(/resolve\(\) of subject leads to Patient, Group: none has vaccineCode\.text$/);
+  });
+
+  it('where(… .empty()): the name in use is one whose period has not ended (issue 38: a maiden name was read as the name)', () => {
+    const maps = loadMappings();
+    const patient = {
+      resourceType: 'Patient',
+      name: [{ use: 'official', family: 'Diallo', given: ['Awa'], period: { end: '2015-12-31' } }, { use: 'usual', family: 'Diallo-Fouda', given: ['Awa'] }],
+    } as any;
+    expect(maps.get('patient-summary').readFhir(patient).connect).toMatchObject({ first_name: 'Awa', last_name: 'Diallo-Fouda' });
+    expect(maps.get('patient-summary').readFhir({ ...patient, name: [patient.name[0]] }).connect).toMatchObject({ last_name: 'Diallo' });
+    // Writing adds an official name in use beside the ended one, never into it.
+    const written = maps.get('patient-profile').toFhir({ health_id: 'CM100000000006', first_name: 'Awa', last_name: 'Fouda' }) as any;
+    expect(written.name).toEqual([{ use: 'official', family: 'Fouda', given: ['Awa'] }]);
+    expect(parseExpression("name.where(period.end.empty())")[0]!.steps[0]!.where[0]).toMatchObject({ empty: true, path: [{ name: 'period' }, { name: 'end' }] });
+    expect(() => parseExpression("name.where(period.end.empty)")).toThrow(PathSyntaxError);
   });
 
   it('an unknown function is named, with a suggestion, at its file, line and column', () => {

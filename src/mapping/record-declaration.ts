@@ -12,8 +12,11 @@ export interface RecordDeclaration {
   shape?: string;
   /** The consent data class that covers the records: the access policy's class of the resource type. */
   dataClass: string;
-  /** FHIR search parameters that select the map's resources (the patient is added); a list is OR (`a,b`). */
-  query: Record<string, string>;
+  /**
+   * FHIR searches that select the map's resources (the patient is added): any of them, each a source of the type
+   * of its own. In each, a parameter's list of values is OR (`a,b`).
+   */
+  queries: Array<Record<string, string>>;
   /** The search parameter that dates them (newest first), and the Connect field it fills. */
   dateParam: string;
   dateField: string;

@@ -1,3 +1,4 @@
+import type { ConnectField } from './runtime';
 import type { MappingSet } from './types';
 import { recordTypes, tagNames, type RecordSource } from './record-types';
 
@@ -11,11 +12,19 @@ export function recordTypesTable(mappings: MappingSet): string {
 /** The README's tables of the record shapes: each field, its type and its values, from the mapping files. */
 export function recordShapesTables(mappings: MappingSet): string {
   const codes = (values: readonly unknown[]) => values.map((v) => `\`${v}\``).join(' ');
+  // An id is published as the OpenAPI document's FhirId (src/mapping/index.ts), and named so here.
+  const typeName = (f: { type: string; list: boolean }) => `${f.type === 'id' ? 'FhirId' : f.type}${f.list ? '[]' : ''}`;
   return [...recordTypes(mappings).values()]
     .map((type) => {
       const { shape, sources } = type;
       const map = sources[0]!.map;
-      const rows = mappings.get(map).declared.map((f) => `| \`${f.name}\` | ${f.list ? `${f.type}[]` : f.type} | ${f.values ? codes(f.values) : ''} |`);
+      // An object's fields follow it, each named from it: `codings[].system`.
+      const rowsOf = (fields: readonly ConnectField[], prefix = ''): string[] =>
+        fields.flatMap((f) => [
+          `| \`${prefix}${f.name}\` | ${typeName(f)} | ${f.values ? codes(f.values) : ''} |`,
+          ...rowsOf(f.fields ?? [], `${prefix}${f.name}${f.list ? '[]' : ''}.`),
+        ]);
+      const rows = rowsOf(mappings.get(map).declared);
       for (const tag of tagNames(type)) rows.push(`| \`${tag}\` | string | ${codes(sources.map((s) => s.tag?.[tag]))} |`);
       return [`**${shape}** (\`mappings/${map}.map.yaml\`)`, '', '| Field | Type | Values |', '|---|---|---|', ...rows].join('\n');
     })

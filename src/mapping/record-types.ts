@@ -36,10 +36,10 @@ export function recordTypes(mappings: MappingSet): Map<string, RecordType> {
   for (const map of maps) {
     const declared = map.record;
     if (!declared) continue;
-    const source: RecordSource = { resourceType: map.resourceType, query: declared.query, dateParam: declared.dateParam, dateField: declared.dateField, map: map.name, ...(declared.tag ? { tag: declared.tag } : {}) };
+    const sources: RecordSource[] = declared.queries.map((query) => ({ resourceType: map.resourceType, query, dateParam: declared.dateParam, dateField: declared.dateField, map: map.name, ...(declared.tag ? { tag: declared.tag } : {}) }));
     const type = types.get(declared.type);
-    if (type) type.sources.push(source);
-    else types.set(declared.type, { name: declared.type, dataClass: declared.dataClass, shape: declared.shape ?? declared.type, sources: [source] });
+    if (type) type.sources.push(...sources);
+    else types.set(declared.type, { name: declared.type, dataClass: declared.dataClass, shape: declared.shape ?? declared.type, sources });
   }
   return new Map([...types].sort(([a], [b]) => (a < b ? -1 : 1)));
 }

@@ -38,17 +38,27 @@ export function readRecordSection(source: YamlSource, node: Node, resourceType: 
   }
 
   const params = getSearchParameters(resourceType) ?? {};
-  const query: Record<string, string> = {};
+  // One query, or a list of them: the resources any of them selects (lab results by their category, or by the
+  // laboratory report that lists them). Each is a source of its own, merged by date: write them so none overlap.
   const searchNode = value('search');
-  for (const pair of (searchNode && source.mapping(searchNode, '`search`')) ?? []) {
-    const name = keyOf(pair);
-    const code = name.split(':')[0]!;
-    if (code === 'patient' || code === 'subject' || code.startsWith('_')) source.problem(pair.key, `${show(code)} is set by the records route (the patient, the order, the page): select by what the resources are`);
-    else if (!params[code]) source.problem(pair.key, `${resourceType} has no search parameter ${show(code)}${didYouMean(code, Object.keys(params))}`);
-    const items = isSeq(pair.value) ? (pair.value.items as Node[]) : [pair.value];
-    const values = items.map((item) => source.text(item, `the value of ${show(name)}`));
-    if (values.every((v) => v !== undefined)) query[name] = values.join(',');
-  }
+  const queryNodes = searchNode && isSeq(searchNode) ? (searchNode.items as Node[]) : searchNode ? [searchNode] : [];
+  if (searchNode && isSeq(searchNode) && !queryNodes.length) source.problem(searchNode, '`search` lists no query: leave it out to read every resource of the type');
+  const queries = (queryNodes.length ? queryNodes : [undefined]).map((queryNode) => {
+    const query: Record<string, string> = {};
+    for (const pair of (queryNode && source.mapping(queryNode, '`search`')) ?? []) {
+      const name = keyOf(pair);
+      const code = name.split(':')[0]!;
+      if (name.startsWith('_has:')) {
+        // `_has:DiagnosticReport:result:category`: selected by what refers to them (the store checks the rest).
+        if (name.split(':').length < 4) source.problem(pair.key, `${show(name)}: _has is _has:ResourceType:referenceParameter:searchParameter`);
+      } else if (code === 'patient' || code === 'subject' || code.startsWith('_')) source.problem(pair.key, `${show(code)} is set by the records route (the patient, the order, the page): select by what the resources are`);
+      else if (!params[code]) source.problem(pair.key, `${resourceType} has no search parameter ${show(code)}${didYouMean(code, Object.keys(params))}`);
+      const items = isSeq(pair.value) ? (pair.value.items as Node[]) : [pair.value];
+      const values = items.map((item) => source.text(item, `the value of ${show(name)}`));
+      if (values.every((v) => v !== undefined)) query[name] = values.join(',');
+    }
+    return query;
+  });
 
   let dateParam: string | undefined;
   let dateField: string | undefined;
@@ -79,7 +89,7 @@ export function readRecordSection(source: YamlSource, node: Node, resourceType: 
 
   if (source.problems.length > before || !type || !dataClass || !dateParam || !dateField) return undefined;
   const [line, column] = source.position(typeNode);
-  return { type, shape, dataClass, query, dateParam, dateField, tag, at: { file: source.file, line, column } };
+  return { type, shape, dataClass, queries, dateParam, dateField, tag, at: { file: source.file, line, column } };
 }
 
 /**

@@ -13,7 +13,10 @@ export interface CompiledStep {
   where: CompiledCondition[];
   /** `.first()`: only the first element left after `where`. */
   first?: boolean;
-  /** `.resolve()`: the contained resource each Reference points to (`#id`); read only. */
+  /**
+   * `.resolve()`: the resource each Reference points to, read only: a contained one (`#id`), else one the reader
+   * resolved (Scope.resolved: the records layer reads them under the caller's policy).
+   */
   resolve?: boolean;
 }
 export interface CompiledCondition {
@@ -24,6 +27,8 @@ export interface CompiledCondition {
   /** `%resource.…`, `%patient.…`: compare with that element (then `value` is unused); `valueIn` says whose. */
   valueFrom?: CompiledPath;
   valueIn?: Outside;
+  /** `element.empty()`: met when the element has no value (never written). */
+  empty?: boolean;
 }
 export type CompiledPath = CompiledStep[];
 
@@ -41,7 +46,7 @@ export interface CompiledExpression {
   writeType: string;
 }
 
-export type ConnectType = 'string' | 'uuid' | 'date' | 'date-time' | 'boolean' | 'integer' | 'number';
+export type ConnectType = 'string' | 'id' | 'date' | 'date-time' | 'boolean' | 'integer' | 'number' | 'object';
 
 export interface ConnectField {
   name: string;
@@ -54,6 +59,8 @@ export interface ConnectField {
   list: boolean;
   /** What reading FHIR gives when FHIR has nothing (e.g. `is_primary: false`); writing ignores it. */
   default?: Literal;
+  /** `type: object`: the object's own fields (each object one FHIR element, e.g. a Coding). */
+  fields?: ConnectField[];
 }
 
 /** How one Connect value becomes the FHIR value at the path's end, and back. */
@@ -82,6 +89,11 @@ export interface FieldRule {
   also: FixedRule[];
   /** `write: false`: read from FHIR, never written (a value given for it is ignored). */
   readOnly?: boolean;
+  /**
+   * `type: object`: the rules of the object's fields, relative to the element its path reaches (one object per
+   * element for a list); `resourceType` is that element's FHIR type (`Coding`, `ObservationComponent`).
+   */
+  object?: MapProgram;
 }
 
 export interface FixedRule {
@@ -124,6 +136,10 @@ export interface Scope {
   patient?: unknown;
   /** The values of each `let` read so far: a let (the applicable range) is chosen once per resource, not per field. */
   lets?: Map<CompiledExpression, unknown[]>;
+  /** Resources the reader resolved for `resolve()`, by reference (`Practitioner/12`); what it may not read is absent. */
+  resolved?: ReadonlyMap<string, unknown>;
+  /** Where paths start when not the resource: the element an object field's rules read (a component, a coding). */
+  focus?: unknown;
 }
 
 /** The values a `let` gives in this scope, chosen once. */
@@ -138,6 +154,7 @@ function letValues(scope: Scope, expression: CompiledExpression): unknown[] {
 function satisfies(item: unknown, conditions: CompiledCondition[], scope: Scope): boolean {
   const valuesOf = (start: unknown, steps: CompiledCondition['steps']) => steps.reduce((values, s) => collect(values, s.json), [start]);
   return conditions.every((c) => {
+    if (c.empty) return valuesOf(c.of ? scope[c.of] : item, c.steps).length === 0;
     const wanted = c.valueFrom ? valuesOf(scope[c.valueIn!], c.valueFrom)[0] : c.value;
     return wanted !== undefined && valuesOf(c.of ? scope[c.of] : item, c.steps).includes(wanted as Literal);
   });
@@ -151,24 +168,82 @@ function walk(scope: Scope, items: unknown[], path: CompiledPath): unknown[] {
     if (step.index !== undefined) current = current.length > step.index ? [current[step.index]] : [];
     if (step.where.length) current = current.filter((item) => satisfies(item, step.where, scope));
     if (step.first) current = current.slice(0, 1);
-    if (step.resolve) current = current.flatMap((ref) => containedBy(scope.resource, ref));
+    if (step.resolve) current = current.flatMap((ref) => resolveReference(scope, ref));
   }
   return current;
 }
 
-/** The resource of `root.contained` a Reference points to (`#id`); references to elsewhere are not followed. */
-function containedBy(root: unknown, ref: unknown): unknown[] {
-  const target = isObject(ref) && typeof ref.reference === 'string' && ref.reference.startsWith('#') ? ref.reference.slice(1) : undefined;
-  const contained = isObject(root) && Array.isArray(root.contained) ? root.contained : [];
-  const found = target === undefined ? undefined : contained.find((c) => isObject(c) && c.id === target);
-  return found ? [found] : [];
+/** The resource a Reference points to: in the resource's `contained` (`#id`), else among those the reader resolved. */
+function resolveReference(scope: Scope, ref: unknown): unknown[] {
+  const reference = isObject(ref) && typeof ref.reference === 'string' ? ref.reference : undefined;
+  if (reference === undefined) return [];
+  if (reference.startsWith('#')) {
+    const contained = isObject(scope.resource) && Array.isArray(scope.resource.contained) ? scope.resource.contained : [];
+    const found = contained.find((c) => isObject(c) && c.id === reference.slice(1));
+    return found ? [found] : [];
+  }
+  const key = storedReference(reference);
+  const found = key === undefined ? undefined : scope.resolved?.get(key);
+  return found === undefined ? [] : [found];
+}
+
+/**
+ * `Type/id` of a reference to a stored resource: relative (`Practitioner/12`, also versioned `…/_history/2`), as
+ * references within one server are written; undefined for contained, `urn:` and other servers' references.
+ */
+export function storedReference(reference: string): string | undefined {
+  const m = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/[^/]+)?$/.exec(reference);
+  return m ? `${m[1]}/${m[2]}` : undefined;
+}
+
+/**
+ * The stored resources a map's `resolve()` steps would follow in this resource (`Type/id`, without duplicates):
+ * the records layer reads them, under the caller's policy, for a whole page at once.
+ */
+export function referencesToResolve(program: MapProgram, resource: Resource, patient?: Resource): string[] {
+  const scope: Scope = { resource, patient, lets: new Map() };
+  const out = new Set<string>();
+  for (const path of resolvedPaths(program)) {
+    for (const ref of walk(scope, path.from ? letValues(scope, path.from) : [resource], path.steps)) {
+      const reference = isObject(ref) && typeof ref.reference === 'string' ? storedReference(ref.reference) : undefined;
+      if (reference) out.add(reference);
+    }
+  }
+  return [...out];
+}
+
+/** Each path up to a `resolve()` step (that step reaching the References themselves): found once per map. */
+const RESOLVED_PATHS = new WeakMap<MapProgram, Array<{ from?: CompiledExpression; steps: CompiledPath }>>();
+function resolvedPaths(program: MapProgram): Array<{ from?: CompiledExpression; steps: CompiledPath }> {
+  let paths = RESOLVED_PATHS.get(program);
+  if (!paths) {
+    paths = [];
+    const seen = new Set<string>();
+    const visit = (expression: CompiledExpression) => {
+      for (const alternative of expression.alternatives) {
+        if (alternative.from) visit(alternative.from);
+        alternative.steps.forEach((step, i) => {
+          if (!step.resolve) return;
+          const steps = [...alternative.steps.slice(0, i), { ...step, resolve: false }];
+          // The same path in several fields is read once (a path from a let is the let's own, so kept apart).
+          const key = alternative.from ? undefined : JSON.stringify(steps);
+          if (key !== undefined && seen.has(key)) return;
+          if (key !== undefined) seen.add(key);
+          paths!.push({ from: alternative.from, steps });
+        });
+      }
+    };
+    for (const rule of program.fields) rule.targets.forEach(visit);
+    RESOLVED_PATHS.set(program, paths);
+  }
+  return paths;
 }
 
 /** Does reading the map need the patient (a condition on `%patient.…`)? Readers without it skip fetching the Patient. */
 export function readsPatient(program: MapProgram): boolean {
   const inPath = (path: CompiledPath): boolean => path.some((step) => step.where.some((c) => c.of === 'patient' || c.valueIn === 'patient'));
   const inExpression = (e: CompiledExpression): boolean => e.alternatives.some((a) => inPath(a.steps) || (!!a.from && inExpression(a.from)));
-  return program.fields.some((rule) => rule.targets.some(inExpression));
+  return program.fields.some((rule) => rule.targets.some(inExpression) || (!!rule.object && readsPatient(rule.object)));
 }
 
 /**
@@ -187,6 +262,16 @@ export function textOf(value: unknown): string | undefined {
     return `${typeof q.comparator === 'string' ? q.comparator : ''}${q.value}${typeof unit === 'string' ? ` ${unit}` : ''}`;
   };
   if ('value' in value) return quantity(value);
+  // A resource a reference led to (resolve()): what names it, a person's name, else its code or type.
+  if (typeof value.resourceType === 'string') {
+    const name = Array.isArray(value.name) ? value.name.map(textOf).find((t) => t !== undefined) : textOf(value.name);
+    return name ?? textOf(value.code ?? value.type);
+  }
+  // A HumanName without text: prefix, given names, family, suffix.
+  if (('family' in value || 'given' in value) && typeof value.text !== 'string') {
+    const parts = [value.prefix, value.given, value.family, value.suffix].flatMap((p) => (Array.isArray(p) ? p : [p])).filter((p) => typeof p === 'string');
+    return parts.length ? parts.join(' ') : undefined;
+  }
   // A component (a code and its value[x]): "Systolic blood pressure: 120 mm[Hg]".
   const valueKey = Object.keys(value).find((k) => /^value[A-Z]/.test(k) || k === 'dataAbsentReason');
   if (valueKey && 'code' in value) return `${textOf(value.code) ?? '?'}: ${textOf(value[valueKey]) ?? ''}`;
@@ -208,6 +293,24 @@ export function textOf(value: unknown): string | undefined {
   if (typeof value.div === 'string') return narrativeToText(value);
   // A document's section: "Title: its narrative".
   if (isObject(value.text) && ('title' in value || 'code' in value)) return `${textOf(value.title ?? value.code) ?? '?'}: ${narrativeToText(value.text) ?? ''}`;
+  // A questionnaire's answered item: "question [linkId]: answer, answer"; a group, its items joined with "; ".
+  if (typeof value.linkId === 'string') return answeredItemText(value);
+  // A planned activity or a request (CarePlan.activity.detail): what, and its status: "Stretching exercises (completed)".
+  if (typeof value.status === 'string' && (isObject(value.code) || typeof value.description === 'string') && !('system' in value) && !('value' in value)) {
+    const what = textOf(value.code) ?? (typeof value.description === 'string' ? value.description : undefined);
+    return what === undefined ? undefined : `${what} (${value.status})`;
+  }
+  // A relative's condition (FamilyMemberHistory.condition): what, its onset and outcome: "Heart attack (onset 74 a; Death)".
+  if (isObject(value.code) && Object.keys(value).some((k) => /^onset[A-Z]/.test(k) || k === 'outcome' || k === 'contributedToDeath')) {
+    const onsetKey = Object.keys(value).find((k) => /^onset[A-Z]/.test(k));
+    const parts = [
+      onsetKey ? `onset ${textOf(value[onsetKey]) ?? ''}` : undefined,
+      textOf(value.outcome),
+      value.contributedToDeath === true ? 'contributed to death' : undefined,
+    ].filter((p) => p !== undefined);
+    const what = textOf(value.code) ?? '?';
+    return parts.length ? `${what} (${parts.join('; ')})` : what;
+  }
   if ('text' in value && typeof value.text === 'string') return value.text;
   if (Array.isArray(value.coding)) return value.coding.map(textOf).find((t) => t !== undefined);
   // A coding: its display, else the one its FHIR code system gives the code (a category HM reads Hematology), else its code.
@@ -218,10 +321,31 @@ export function textOf(value: unknown): string | undefined {
   return undefined;
 }
 
+/**
+ * A QuestionnaireResponse item as text: `Little interest or pleasure in doing things [44250-9]: Several days`, its
+ * answers (each value[x] as text: a coding's display, else its code; a number as written) joined with ", ", and the
+ * items nested under an answer or a group after it, "; "-joined. undefined for an item with nothing answered.
+ */
+function answeredItemText(item: Obj): string | undefined {
+  const answers = Array.isArray(item.answer) ? item.answer.filter(isObject) : [];
+  const valueOf = (answer: Obj) => {
+    const key = Object.keys(answer).find((k) => /^value[A-Z]/.test(k));
+    return key ? textOf(answer[key]) : undefined;
+  };
+  const said = answers.map(valueOf).filter((t) => t !== undefined);
+  const nested = [...(Array.isArray(item.item) ? item.item : []), ...answers.flatMap((a) => (Array.isArray(a.item) ? a.item : []))]
+    .map((child) => (isObject(child) ? answeredItemText(child) : undefined))
+    .filter((t) => t !== undefined);
+  const question = `${typeof item.text === 'string' ? `${item.text} ` : ''}[${item.linkId}]`;
+  const own = said.length ? `${question}: ${said.join(', ')}` : undefined;
+  const all = [own, ...nested].filter((t) => t !== undefined);
+  return all.length ? all.join('; ') : undefined;
+}
+
 /** Every value of the expression: those of its first alternative that gives any. */
 export function readAll(scope: Scope, expression: CompiledExpression): unknown[] {
   for (const alternative of expression.alternatives) {
-    let values = walk(scope, alternative.from ? letValues(scope, alternative.from) : [scope.resource], alternative.steps);
+    let values = walk(scope, alternative.from ? letValues(scope, alternative.from) : [scope.focus ?? scope.resource], alternative.steps);
     if (alternative.finish?.kind === 'join') {
       const texts = values.map(textOf).filter((v) => v !== undefined);
       values = texts.length ? [texts.join(alternative.finish.separator)] : [];
@@ -241,7 +365,7 @@ export function readPath(scope: Scope, expression: CompiledExpression): unknown 
 }
 
 function writeConditions(target: Obj, conditions: CompiledCondition[]): void {
-  for (const condition of conditions) writePath(target, condition.steps.map((s) => ({ ...s, where: [] })), condition.value);
+  for (const condition of conditions) if (!condition.empty) writePath(target, condition.steps.map((s) => ({ ...s, where: [] })), condition.value);
 }
 
 /**
@@ -399,19 +523,24 @@ function fromFhirValue(conversion: Conversion, value: unknown): unknown {
 
 // ---- Connect values ----------------------------------------------------------------------------------------
 
+/** A FHIR resource id (R4 `id`): 1-64 of A-Z a-z 0-9 - and . */
+export const FHIR_ID = /^[A-Za-z0-9\-.]{1,64}$/;
+
 /** FHIR dateTime, any precision; FULL_DATE_TIME: to the second, with a zone (what an instant needs). */
 export const DATE_TIME = /^\d{4}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01])(T([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?(Z|[+-]((0\d|1[0-3]):[0-5]\d|14:00)))?)?)?$/;
 const FULL_DATE_TIME = /T.*(Z|[+-]\d{2}:\d{2})$/;
 
 const CONNECT_FORMATS: Record<ConnectType, (v: unknown) => boolean> = {
   string: (v) => typeof v === 'string',
-  uuid: (v) => typeof v === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(v),
+  // A FHIR id: ids Pont generates are UUIDs, another system's stay as it wrote them (`123`, `obs-1.a`).
+  id: (v) => typeof v === 'string' && FHIR_ID.test(v),
   date: (v) => typeof v === 'string' && /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$/.test(v),
   // A FHIR dateTime: seconds and a zone once a time is given, or a date, month or year alone (its precision).
   'date-time': (v) => typeof v === 'string' && DATE_TIME.test(v) && !Number.isNaN(Date.parse(v)),
   boolean: (v) => typeof v === 'boolean',
   integer: (v) => Number.isInteger(v),
   number: (v) => typeof v === 'number' && Number.isFinite(v),
+  object: isObject,
 };
 
 export const CONNECT_TYPES = Object.keys(CONNECT_FORMATS) as ConnectType[];
@@ -424,6 +553,11 @@ function checkConnectValue(map: string, field: ConnectField, value: unknown): vo
     for (const item of value) checkConnectValue(map, { ...field, list: false }, item);
     return;
   }
+  if (field.fields) {
+    // An object: its fields are checked as it is written (writeFields), each named `object.field`.
+    if (!isObject(value)) throw new MappingValueError(map, field.name, `${show(value)} is not an object`);
+    return;
+  }
   if (!CONNECT_FORMATS[field.type](value)) throw new MappingValueError(map, field.name, `${show(value)} is not a valid ${field.type}`);
   if (field.values && !field.values.includes(value as Literal)) {
     throw new MappingValueError(map, field.name, `${show(value)} is not one of ${field.values.map(show).join(', ')}`);
@@ -434,17 +568,55 @@ function checkConnectValue(map: string, field: ConnectField, value: unknown): vo
 
 export function runToFhir(program: MapProgram, connect: Record<string, unknown>): Resource {
   const root: Obj = { resourceType: program.resourceType };
-  for (const rule of program.fields) {
+  writeFields(program, root, connect, '');
+  for (const fixed of program.fixed) writePath(root, fixed.target, fixed.value);
+  periodsWhole(root);
+  return inFhirOrder(prune(root), program.resourceType) as Resource;
+}
+
+/**
+ * A choice element holds one value: a start written as its dateTime beside an end written into its Period (a lab
+ * result's effective_at and effective_end, read from an effectivePeriod) is that Period, started.
+ */
+function periodsWhole(root: Obj): void {
+  for (const key of Object.keys(root)) {
+    if (!key.endsWith('DateTime')) continue;
+    const period = root[`${key.slice(0, -'DateTime'.length)}Period`];
+    if (isObject(period) && period.start === undefined && period.end !== undefined) {
+      period.start = root[key];
+      delete root[key];
+    }
+  }
+}
+
+/**
+ * Writes the Connect fields of `connect` into `root` (the resource, or the element of an object field). Object
+ * fields first: the other fields then write into what they wrote, and must agree with it (`loinc_code` and the
+ * LOINC coding of `codings`), or add to it (a coding the list lacks). `prefix` names an object's fields in errors.
+ */
+function writeFields(program: MapProgram, root: Obj, connect: Record<string, unknown>, prefix: string): void {
+  const rules = [...program.fields.filter((r) => r.object), ...program.fields.filter((r) => !r.object)];
+  let objectsWritten = false;
+  for (const rule of rules) {
     if (rule.readOnly) continue;
+    const name = prefix + rule.field.name;
     const value = connect[rule.field.name];
     if (value === undefined || value === null) {
-      if (rule.field.required) throw new MappingValueError(program.name, rule.field.name, 'is required');
+      if (rule.field.required) throw new MappingValueError(program.name, name, 'is required');
       continue;
     }
-    checkConnectValue(program.name, rule.field, value);
+    checkConnectValue(program.name, { ...rule.field, name }, value);
+    if (rule.object) {
+      writeObjects(program, rule, root, value, name);
+      objectsWritten = true;
+      continue;
+    }
+    // A value that reading already gives from what the objects wrote is not written again (code_system `other`
+    // read from an ICD-10-CM coding of `codings` does not turn it into Pont's local system).
+    if (objectsWritten && !rule.field.list && readsBack(program, rule, root, value)) continue;
     if (rule.field.list) {
       const items = (value as Literal[]).map((item) => toFhirValue(rule.conversion, rule.table ? rule.table.toFhir.get(item)![0]! : item));
-      if (rule.field.required && !items.length) throw new MappingValueError(program.name, rule.field.name, 'is required (at least one value)');
+      if (rule.field.required && !items.length) throw new MappingValueError(program.name, name, 'is required (at least one value)');
       writeList(root, rule.targets[0]!.write, items);
       continue;
     }
@@ -453,7 +625,7 @@ export function runToFhir(program: MapProgram, connect: Record<string, unknown>)
       if (cells[i] === null) return;
       // An instant (e.g. `issued`) needs the time: a date-time of a lower precision does not fit it.
       if (target.writeType === 'instant' && !FULL_DATE_TIME.test(String(cells[i]))) {
-        throw new MappingValueError(program.name, rule.field.name, `${show(cells[i])} is not a full date-time (with seconds and a zone), as FHIR needs here`);
+        throw new MappingValueError(program.name, name, `${show(cells[i])} is not a full date-time (with seconds and a zone), as FHIR needs here`);
       }
       const written = toFhirValue(rule.conversion, cells[i]);
       // What a fallback already reads from other fields' elements is not written twice (a blood pressure's unit is its components').
@@ -461,55 +633,111 @@ export function runToFhir(program: MapProgram, connect: Record<string, unknown>)
       // Two fields may reach one element (SNOMED CT as the main code and as the equivalent): they must agree.
       const already = walk({ resource: root }, [root], target.write)[0];
       if (already !== undefined && !isObject(already) && already !== written) {
-        throw new MappingValueError(program.name, rule.field.name, `${show(cells[i])} contradicts ${show(already)}, written to the same FHIR element by another field`);
+        throw new MappingValueError(program.name, name, `${show(cells[i])} contradicts ${show(already)}, written to the same FHIR element by another field`);
       }
       writePath(root, target.write, written);
     });
     for (const also of rule.also) writePath(root, also.target, also.value);
   }
-  for (const fixed of program.fixed) writePath(root, fixed.target, fixed.value);
-  return inFhirOrder(prune(root), program.resourceType) as Resource;
+}
+
+/** Does reading `rule` from `root` as written so far give `value`? */
+function readsBack(program: MapProgram, rule: FieldRule, root: Obj, value: unknown): boolean {
+  const read: Record<string, unknown> = {};
+  try {
+    // What FHIR holds, not the default reading gives without it (is_primary false is still written).
+    readField(program, { ...rule, field: { ...rule.field, default: undefined } }, { resource: root }, read);
+  } catch (err) {
+    if (err instanceof MappingValueError) return false;
+    throw err;
+  }
+  return read[rule.field.name] === value;
+}
+
+/**
+ * An object field: a list appends one element per object to the path's last element (in order, each meeting
+ * its `where`, as writeList does); a single object is written into the element the path reaches.
+ */
+function writeObjects(program: MapProgram, rule: FieldRule, root: Obj, value: unknown, name: string): void {
+  const path = rule.targets[0]!.write;
+  const build = (object: unknown, at: string, element: Obj) => writeFields(rule.object!, element, object as Record<string, unknown>, `${at}.`);
+  if (!rule.field.list) {
+    build(value, name, reach(root, path));
+    return;
+  }
+  const objects = value as unknown[];
+  if (rule.field.required && !objects.length) throw new MappingValueError(program.name, name, 'is required (at least one value)');
+  const step = path[path.length - 1]!;
+  const holder = reach(root, path.slice(0, -1));
+  const list = (holder[step.json] = Array.isArray(holder[step.json]) ? holder[step.json] : []) as unknown[];
+  objects.forEach((object, i) => {
+    const element: Obj = {};
+    writeConditions(element, step.where);
+    build(object, `${name}[${i}]`, element);
+    list.push(element);
+  });
 }
 
 /** One value of a list field read back through its value table. */
-function fromList(program: MapProgram, rule: FieldRule, value: unknown): unknown {
+function fromList(program: MapProgram, rule: FieldRule, value: unknown, prefix = ''): unknown {
   if (!rule.table) return value;
   const mapped = rule.table.fromFhir.get(JSON.stringify([value ?? null]));
   if (mapped !== undefined) return mapped;
   if (rule.table.otherwise) return rule.table.otherwise.value;
-  throw new MappingValueError(program.name, rule.field.name, `the map has no value for FHIR ${show(value ?? null)}`);
+  throw new MappingValueError(program.name, prefix + rule.field.name, `the map has no value for FHIR ${show(value ?? null)}`);
 }
 
-export function runFromFhir(program: MapProgram, resource: Resource): Record<string, unknown> {
-  return readFields(program, resource, false).connect;
+export function runFromFhir(program: MapProgram, resource: Resource, context: ReadContext = {}): Record<string, unknown> {
+  return readFields(program, resource, false, context).connect;
 }
 
 /**
  * Like runFromFhir, but a field the map has no value for (a FHIR value outside its table) reads as null and
  * is named in `unread` instead of failing the whole resource: data from elsewhere shows what it can.
  */
-export function runReadFhir(program: MapProgram, resource: Resource, patient?: Resource): { connect: Record<string, unknown>; unread: string[] } {
-  return readFields(program, resource, true, patient);
+export function runReadFhir(program: MapProgram, resource: Resource, context: ReadContext = {}): { connect: Record<string, unknown>; unread: string[] } {
+  return readFields(program, resource, true, context);
 }
 
-function readFields(program: MapProgram, resource: Resource, lenient: boolean, patient?: Resource): { connect: Record<string, unknown>; unread: string[] } {
+/** What a reader may know besides the resource: its patient (`%patient`), and the resources its references resolve to. */
+export interface ReadContext {
+  patient?: Resource;
+  resolved?: ReadonlyMap<string, unknown>;
+}
+
+function readFields(program: MapProgram, resource: Resource, lenient: boolean, { patient, resolved }: ReadContext = {}): { connect: Record<string, unknown>; unread: string[] } {
   if (resource?.resourceType !== program.resourceType) {
     throw new MappingValueError(program.name, 'resourceType', `expected a ${program.resourceType}, got ${show(resource?.resourceType)}`);
   }
-  const connect: Record<string, unknown> = {};
   const unread: string[] = [];
-  const scope: Scope = { resource, patient, lets: new Map() };
+  const connect = readRules(program, { resource, patient, resolved, lets: new Map() }, lenient, unread, '');
+  return { connect, unread: [...new Set(unread)] };
+}
+
+/** The fields of `program` read in `scope` (an object's from its element, `scope.focus`); `prefix` names an object's fields. */
+function readRules(program: MapProgram, scope: Scope, lenient: boolean, unread: string[], prefix: string): Record<string, unknown> {
+  const connect: Record<string, unknown> = {};
   for (const rule of program.fields) {
     try {
-      readField(program, rule, scope, connect);
+      if (rule.object) readObjects(rule, scope, connect, lenient, unread, prefix);
+      else readField(program, rule, scope, connect, prefix);
     } catch (err) {
       if (!lenient || !(err instanceof MappingValueError)) throw err;
       connect[rule.field.name] = rule.field.list ? [] : null;
-      unread.push(rule.field.name);
+      unread.push(prefix + rule.field.name);
     }
   }
   completeFromTables(program, connect);
-  return { connect, unread };
+  return connect;
+}
+
+/** An object field: one object per element the path reaches (a list), or of the first one; each read by the object's rules. */
+function readObjects(rule: FieldRule, scope: Scope, connect: Record<string, unknown>, lenient: boolean, unread: string[], prefix: string): void {
+  const elements = readAll(scope, rule.targets[0]!).filter(isObject);
+  const read = (element: Obj) => readRules(rule.object!, { ...scope, focus: element }, lenient, unread, `${prefix}${rule.field.name}.`);
+  if (rule.field.list) connect[rule.field.name] = elements.map(read);
+  else if (elements.length) connect[rule.field.name] = read(elements[0]!);
+  else if (rule.field.nullable) connect[rule.field.name] = null;
 }
 
 /**
@@ -546,11 +774,11 @@ function sharedElements(program: MapProgram): Array<{ table: FieldRule; cell: nu
   return shared;
 }
 
-function readField(program: MapProgram, rule: FieldRule, scope: Scope, connect: Record<string, unknown>): void {
+function readField(program: MapProgram, rule: FieldRule, scope: Scope, connect: Record<string, unknown>, prefix = ''): void {
   if (rule.field.list) {
     // A reference to another type (a visit's diagnosis may be a Procedure) is not one of this list's ids.
     const values = readAll(scope, rule.targets[0]!).map((v) => fromFhirValue(rule.conversion, v)).filter((v) => v !== undefined);
-    connect[rule.field.name] = values.map((v) => fromList(program, rule, v));
+    connect[rule.field.name] = values.map((v) => fromList(program, rule, v, prefix));
     return;
   }
   const found = rule.targets.map((target) => fromFhirValue(rule.conversion, readPath(scope, target)));
@@ -561,12 +789,12 @@ function readField(program: MapProgram, rule: FieldRule, scope: Scope, connect: 
     if (mapped !== undefined) value = mapped;
     else if (rule.table.otherwise) value = rule.table.otherwise.value;
     else {
-      throw new MappingValueError(program.name, rule.field.name, `the map has no value for FHIR ${found.map((v) => show(v ?? null)).join(' + ')}`);
+      throw new MappingValueError(program.name, prefix + rule.field.name, `the map has no value for FHIR ${found.map((v) => show(v ?? null)).join(' + ')}`);
     }
   }
   // A value copied unchanged must still be one the Connect shape declares (a record never breaks its own shape).
   if (!rule.table && rule.field.values && value !== undefined && value !== null && !rule.field.values.includes(value as Literal)) {
-    throw new MappingValueError(program.name, rule.field.name, `FHIR ${show(value)} is not one of the declared values`);
+    throw new MappingValueError(program.name, prefix + rule.field.name, `FHIR ${show(value)} is not one of the declared values`);
   }
   if (value !== undefined && value !== null) connect[rule.field.name] = value;
   else if (rule.field.default !== undefined) connect[rule.field.name] = rule.field.default;

@@ -1,7 +1,7 @@
 import type { Resource } from '@medplum/fhirtypes';
 import type { z } from 'zod';
 import type { RecordDeclaration } from './record-declaration';
-import type { ConnectField } from './runtime';
+import type { ConnectField, ReadContext } from './runtime';
 
 // What a compiled map offers (src/mapping/index.ts builds them): apart, so that the checks the loader runs
 // (examples.ts, project.ts) and the modules that are handed maps need not import the loader.
@@ -25,13 +25,16 @@ export interface CompiledMap {
   /** Connect shape -> FHIR resource (not yet stored). Throws MappingValueError for a value the map cannot take. */
   toFhir(connect: Record<string, unknown>): Resource;
   /** FHIR resource -> Connect shape: every mapped field, nullable ones as null when FHIR has nothing. */
-  fromFhir(resource: Resource): Record<string, unknown>;
+  fromFhir(resource: Resource, context?: ReadContext): Record<string, unknown>;
   /**
    * The same, for data written elsewhere: a field whose FHIR value the map cannot express reads as null and is
-   * named in `unread`, instead of failing the whole resource. `patient`: the Patient the resource is about, for
-   * paths that look at it (`%patient.gender`), when the reader has it.
+   * named in `unread`, instead of failing the whole resource. `context.patient`: the Patient the resource is about,
+   * for paths that look at it (`%patient.gender`), when the reader has it; `context.resolved`: the resources its
+   * references point to (`referencesOf`), as far as the reader may read them.
    */
-  readFhir(resource: Resource, patient?: Resource): { connect: Record<string, unknown>; unread: string[] };
+  readFhir(resource: Resource, context?: ReadContext): { connect: Record<string, unknown>; unread: string[] };
+  /** The stored resources (`Type/id`) this resource's `resolve()` paths follow: resolve them, then readFhir. */
+  referencesOf(resource: Resource, patient?: Resource): string[];
   /** Whether reading looks at the patient the resource is about (`%patient.…`): give it to readFhir, else those conditions fail. */
   readsPatient: boolean;
 }

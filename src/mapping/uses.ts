@@ -42,4 +42,13 @@ export type WrittenBy<M extends CodeMapName> = Record<Writes<M>, unknown>;
  * The record types the code reads by name (the SDK summary, src/records/service.ts) and the map expected to
  * declare each: `pont mappings check` fails when none does.
  */
-export const CODE_RECORD_TYPES: Record<string, string> = { prescriptions: 'prescription', allergies: 'allergy-record', lab_results: 'lab-result', visits: 'visit' };
+export const CODE_RECORD_TYPES: Record<string, string> = {
+  prescriptions: 'prescription',
+  allergies: 'allergy-record',
+  lab_results: 'lab-result',
+  visits: 'visit',
+  care_plans: 'care-plan',
+  goals: 'goal',
+  procedures: 'procedure',
+  devices: 'device-use',
+};

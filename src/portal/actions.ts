@@ -103,7 +103,7 @@ function activityRow(event: AuditEvent): ActivityRow {
 export const ACTIVITY_LIMIT = 500;
 
 export function portalActions(services: Services) {
-  const { access, webhooks, config } = services;
+  const { access, webhooks, config, log } = services;
   const consents = new ConsentService(services.mappings);
 
   async function checkedCallback(url: string): Promise<void> {
@@ -246,8 +246,13 @@ export function portalActions(services: Services) {
     users: (me: PortalPrincipal) => access.portal.users(me.organizationId),
 
     async invite(me: PortalPrincipal, input: z.infer<typeof Invitation>) {
-      const created = await access.portal.create({ organizationId: me.organizationId, email: input.email, role: input.role }, me.userId);
-      if (created === 'exists') throw new FieldProblem('email', 'Someone with this e-mail address has a portal account already');
+      const invitation = { organizationId: me.organizationId, email: input.email, role: input.role };
+      let created = await access.portal.create(invitation, me.userId);
+      if (created === 'exists') {
+        // Answered as a new invitation (no account enumeration across organisations); the account stays as it was.
+        log.warn('portal invitation of an address that has an account: answered as new, nothing changed', { organization: me.organizationId, invited_by: me.userId });
+        created = access.portal.lookalike(invitation);
+      }
       return { user: created.user, set_password_link: setPasswordLink(config.publicUrl, created.setPasswordToken) };
     },
   };

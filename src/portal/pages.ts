@@ -271,8 +271,12 @@ ${
     const form = await readForm(ctx);
     const token = one(form, 'token');
     const user = await access.portal.passwordLinkUser(token);
-    if (!user) return plain(ctx, linkUnusable);
     const password = one(form, 'password');
+    // An unusable link costs the same Argon2id hash as a good one (setPassword hashes first, then finds no token).
+    if (!user) {
+      await access.portal.setPassword(token, password.slice(0, 256));
+      return plain(ctx, linkUnusable);
+    }
     const errors: Errors = {};
     if (password.length < MIN_PASSWORD_LENGTH) errors.password = `Use at least ${MIN_PASSWORD_LENGTH} characters.`;
     else if (password.length > 256) errors.password = 'Use at most 256 characters.';

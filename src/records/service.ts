@@ -4,9 +4,9 @@ import type { FhirRepository } from '../fhir/repository';
 import { encodeCursor } from '../fhir/search/parse';
 import { invalidFields } from '../core/errors';
 import { registeredPatient, type HealthIdRecord } from '../healthid/registry';
-import { MappingValueError, type MappingSet } from '../mapping/index';
+import { MappingValueError, type MappingSet, type ReadContext } from '../mapping/index';
 import type { WrittenBy } from '../mapping/uses';
-import { recordFields, recordType, type RecordSource, type RecordType } from '../mapping/record-types';
+import { recordFields, recordType, tagNames, type RecordSource, type RecordType } from '../mapping/record-types';
 
 export type ConnectRecord = Record<string, unknown>;
 
@@ -31,7 +31,10 @@ export interface RecordsAnswer {
 }
 
 /** How many of each the summary holds (README "SDK"). */
-export const SUMMARY_SIZES = { active_medications: 50, active_allergies: 100, recent_labs: 10, recent_visits: 5 };
+export const SUMMARY_SIZES = { active_medications: 50, active_allergies: 100, recent_labs: 10, recent_visits: 5, active_care_plans: 20, active_goals: 20, recent_procedures: 10, active_devices: 20 };
+
+/** What the summary shows of care plans, goals and procedures: those going on (goals agreed or pursued), those done or under way. */
+const SUMMARY_QUERIES = { care_plans: { status: 'active' }, goals: { 'lifecycle-status': 'active,accepted' }, procedures: { status: 'completed,in-progress' } };
 
 /** LOINC codes of a blood group: ABO and Rh together, or ABO and Rh apart. */
 const BLOOD_GROUP_LOINC = { both: '882-1', abo: '883-9', rh: '10331-7' };
@@ -60,7 +63,7 @@ function decodeRecordsCursor(raw: string, { name: type, sources: { length: sourc
 }
 
 /** What one request's pages share: the Patient maps may read (read once, when first needed). */
-interface ReadContext {
+interface RequestReads {
   patient?: Promise<Resource | undefined>;
 }
 
@@ -88,7 +91,7 @@ export class RecordsService {
       if (!readable.length) await repo.requirePatientAccess(patient.patientId, [...refused]);
       const answer: RecordsAnswer = { health_id: healthId, records: {} };
       const read: Resource[] = [];
-      const context: ReadContext = {};
+      const context: RequestReads = {};
       for (const type of readable) {
         const offsets = single && query.cursor !== undefined ? decodeRecordsCursor(query.cursor, types.get(type)!) : this.start(type);
         const page = await this.page(repo, patient.patientId, type, { limit: query.limit, since: query.since, offsets, context });
@@ -145,11 +148,34 @@ export class RecordsService {
           const resources = matchesOf(bundle);
           return { resources, records: resources.map((r) => this.mappings.get('visit').readFhir(r).connect) };
         }),
+        // Issue 39: what a clinician expects at a glance of the plan of care, the procedures and the devices.
+        active_care_plans: await section('patients:read', () =>
+          this.page(repo, patient.patientId, 'care_plans', { limit: SUMMARY_SIZES.active_care_plans, offsets: this.start('care_plans'), query: SUMMARY_QUERIES.care_plans }),
+        ),
+        active_goals: await section('patients:read', () =>
+          this.page(repo, patient.patientId, 'goals', { limit: SUMMARY_SIZES.active_goals, offsets: this.start('goals'), query: SUMMARY_QUERIES.goals }),
+        ),
+        recent_procedures: await section('patients:read', () =>
+          this.page(repo, patient.patientId, 'procedures', { limit: SUMMARY_SIZES.recent_procedures, offsets: this.start('procedures'), query: SUMMARY_QUERIES.procedures }),
+        ),
+        active_devices: await section('patients:read', () => this.activeDevices(repo, patient.patientId)),
         withheld: (['prescriptions:read', 'labs:read'] as const).filter((c) => refused.has(c)),
       };
       await this.auditRead(repo, patient, read, 'patient summary');
       return summary;
     });
+  }
+
+  /**
+   * The summary's devices: the patient's active Devices (an implant, with its UDI) and active use statements, newest
+   * first, at most SUMMARY_SIZES.active_devices. The statements have no status search parameter: a page of the type
+   * (twice the size) is read and filtered, so that a few ended uses do not crowd out the current ones.
+   */
+  private async activeDevices(repo: FhirRepository, patientId: string): Promise<{ records: ConnectRecord[]; resources: Resource[] }> {
+    const page = await this.page(repo, patientId, 'devices', { limit: 2 * SUMMARY_SIZES.active_devices, offsets: this.start('devices') });
+    const active = page.records.map((record, i) => ({ record, resource: page.resources[i]! })).filter(({ record }) => (record.source === 'device' ? record.device_status : record.status) === 'active');
+    const shown = active.slice(0, SUMMARY_SIZES.active_devices);
+    return { records: shown.map((a) => a.record), resources: shown.map((a) => a.resource) };
   }
 
   /**
@@ -161,7 +187,7 @@ export class RecordsService {
       const patient = await registeredPatient(sql, push.health_id);
       const now = new Date().toISOString();
       const encounterId = randomUUID();
-      const organization = (repo.context.principal as { organizationId?: string }).organizationId;
+      const organization = organizationOf(repo);
       const resources = [
         this.toFhir('visit', {
           id: encounterId,
@@ -254,7 +280,30 @@ export class RecordsService {
       });
       await repo.writeItems([observation, report].map((resource) => ({ resource, method: 'POST' as const })), 'create');
       const { flag } = this.mappings.get('lab-result').readFhir(observation).connect;
-      return { health_id: push.health_id, lab_result_id: resultId, diagnostic_report_id: reportId, flagged: push.flagged, flag, created_at: now };
+      return { health_id: push.health_id, lab_result_id: resultId, diagnostic_report_id: reportId, ...flagOf(flag), created_at: now };
+    });
+  }
+
+  /**
+   * POST …/records/{lab-results,encounters} with `record`: a record as records retrieval returns it, written back
+   * through the map it was read with (its source's tag names the map), as a new resource of the patient of the
+   * Health ID, the pushing organisation its author. `written`: the record read back from what was written.
+   */
+  async pushRecord(repo: FhirRepository, healthId: string, type: string, pushed: ConnectRecord): Promise<{ id: string; createdAt: string; written: ConnectRecord }> {
+    const { sources } = this.type(type);
+    const tags = tagNames(this.type(type));
+    const source = sources.find((s) => tags.every((t) => pushed[t] === undefined || pushed[t] === s.tag?.[t])) ?? sources[0]!;
+    return repo.transaction(async (sql) => {
+      const patient = await registeredPatient(sql, healthId);
+      if (pushed.patient_id != null && pushed.patient_id !== patient.patientId) {
+        throw invalidFields([{ field: 'record.patient_id', message: `${JSON.stringify(pushed.patient_id)} is not the patient of health_id ${healthId}` }]);
+      }
+      const id = randomUUID();
+      const fields = Object.fromEntries(Object.entries(pushed).filter(([k]) => !tags.includes(k)));
+      const map = this.mappings.get(source.map);
+      const resource = written(() => map.toFhir({ ...fields, id, patient_id: patient.patientId }), 'record.');
+      await repo.writeItems([{ resource, method: 'POST' }], 'create');
+      return { id, createdAt: new Date().toISOString(), written: map.readFhir(resource).connect };
     });
   }
 
@@ -266,7 +315,7 @@ export class RecordsService {
     repo: FhirRepository,
     patientId: string,
     type: string,
-    options: { limit: number; offsets: number[]; since?: string; query?: Record<string, string>; context?: ReadContext },
+    options: { limit: number; offsets: number[]; since?: string; query?: Record<string, string>; context?: RequestReads },
   ): Promise<{ records: ConnectRecord[]; resources: Resource[]; next?: number[] }> {
     const { sources } = this.type(type);
     const fields = this.fieldsOf(type);
@@ -274,7 +323,7 @@ export class RecordsService {
     // (a reader who may not gets the range by unit, learning nothing of the patient); read once per request.
     const context = options.context ?? {};
     const patient = sources.some((s) => this.mappings.get(s.map).readsPatient) ? await (context.patient ??= repo.readIfAllowed('Patient', patientId)) : undefined;
-    const fetched = await Promise.all(
+    const searched = await Promise.all(
       sources.map(async (source, i) => {
         const query: Record<string, string> = {
           ...source.query,
@@ -287,16 +336,27 @@ export class RecordsService {
         if (options.since) query._lastUpdated = `gt${options.since}`;
         if (options.offsets[i]) query._cursor = encodeCursor({ offset: options.offsets[i] });
         const bundle = await repo.search(source.resourceType, query, { audit: false });
-        const items = matchesOf(bundle).map((resource) => {
-          const { record } = this.recordOf(type, source, resource, fields, patient);
-          return { resource, record, time: timeOf(record[source.dateField]) };
-        });
-        return { items, more: (bundle.link ?? []).some((l) => l.relation === 'next') };
+        return { resources: matchesOf(bundle), more: (bundle.link ?? []).some((l) => l.relation === 'next') };
       }),
     );
+    // What the maps read through references (a performer's name, a specimen's note): one query for the page.
+    const refsOf = searched.map(({ resources }, i) => resources.map((r) => this.mappings.get(sources[i]!.map).referencesOf(r, patient)));
+    const wanted = [...new Set(refsOf.flat(2))];
+    const resolved = wanted.length ? await repo.resolveReferences(wanted) : undefined;
+    const fetched = searched.map(({ resources, more }, i) => {
+      const source = sources[i]!;
+      const items = resources.map((resource, k) => {
+        const { record } = this.recordOf(type, source, resource, fields, { patient, resolved });
+        const used = refsOf[i]![k]!.flatMap((ref) => resolved?.get(ref) ?? []);
+        return { resource, record, used, time: timeOf(record[source.dateField]) };
+      });
+      return { items, more };
+    });
     // Merge: repeatedly take the newest head among the sources (each is already newest first).
     const taken = sources.map(() => 0);
-    const out: Array<{ resource: Resource; record: ConnectRecord }> = [];
+    const out: Array<{ resource: Resource; record: ConnectRecord; used: Resource[] }> = [];
+    // A resource two sources of the type select (a result both categorised and listed by a report) is read once.
+    const seen = new Set<string>();
     while (out.length < options.limit) {
       let best = -1;
       for (let i = 0; i < fetched.length; i++) {
@@ -304,24 +364,29 @@ export class RecordsService {
         if (head && (best < 0 || head.time > fetched[best]!.items[taken[best]!]!.time)) best = i;
       }
       if (best < 0) break;
-      out.push(fetched[best]!.items[taken[best]!]!);
+      const item = fetched[best]!.items[taken[best]!]!;
       taken[best]!++;
+      const key = `${item.resource.resourceType}/${item.resource.id}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      out.push(item);
     }
     const more = fetched.some((f, i) => f.more || taken[i]! < f.items.length);
     return {
       records: out.map((o) => o.record),
-      resources: out.map((o) => o.resource),
+      // Audited as read: the resources and what of their references the records show.
+      resources: [...out.map((o) => o.resource), ...new Set(out.flatMap((o) => o.used))],
       next: more ? options.offsets.map((o, i) => o + taken[i]!) : undefined,
     };
   }
 
   /**
    * The record of one resource of a type's source: the shape's fields (null when not read), the source's tags,
-   * and the fields whose FHIR value the map could not express (`unread`). `patient`: the Patient it is about, for
-   * maps that read it.
+   * and the fields whose FHIR value the map could not express (`unread`). `context`: the Patient it is about, for
+   * maps that read it, and the resources its references resolve to.
    */
-  recordOf(type: string, source: RecordSource, resource: Resource, fields = this.fieldsOf(type), patient?: Resource): { record: ConnectRecord; unread: string[] } {
-    const { connect, unread } = this.mappings.get(source.map).readFhir(resource, patient);
+  recordOf(type: string, source: RecordSource, resource: Resource, fields = this.fieldsOf(type), context: ReadContext = {}): { record: ConnectRecord; unread: string[] } {
+    const { connect, unread } = this.mappings.get(source.map).readFhir(resource, context);
     const record: ConnectRecord = Object.fromEntries(fields.map((f) => [f, connect[f] ?? null]));
     return { record: Object.assign(record, source.tag), unread };
   }
@@ -363,12 +428,7 @@ export class RecordsService {
   }
 
   private toFhir<M extends 'visit' | 'cdss-alert' | 'lab-result' | 'lab-report'>(map: M, connect: WrittenBy<M>): Resource {
-    try {
-      return this.mappings.get(map).toFhir(connect);
-    } catch (error) {
-      if (error instanceof MappingValueError) throw invalidFields([{ field: error.field, message: error.message }]);
-      throw error;
-    }
+    return written(() => this.mappings.get(map).toFhir(connect));
   }
 
   /** One audit record for a Connect or SDK read: what was read, of which patient, by whom and why. */
@@ -388,6 +448,24 @@ export class RecordsService {
 
 export const CDSS_ALERT = 'cdss_alert';
 
+/** What a lab push answers of the interpretation stored: its code, and whether it flags the result (null: none). */
+export function flagOf(flag: unknown): { flagged: boolean | null; flag: string | null } {
+  return typeof flag === 'string' ? { flagged: flag !== 'N', flag } : { flagged: null, flag: null };
+}
+
+/** A map's writing, a value it cannot take answered as 422 naming the field (`at`: where the fields sit in the body). */
+function written(toFhir: () => Resource, at = ''): Resource {
+  try {
+    return toFhir();
+  } catch (error) {
+    if (error instanceof MappingValueError) throw invalidFields([{ field: at + error.field, message: error.message }]);
+    throw error;
+  }
+}
+
+/** The organisation a push records as the author (the caller's). */
+export const organizationOf = (repo: FhirRepository): string | null => (repo.context.principal as { organizationId?: string }).organizationId ?? null;
+
 export interface EncounterPush {
   health_id: string;
   encounter_type: string;
@@ -406,7 +484,7 @@ export interface LabResultPush {
   health_id: string;
   test_name: string;
   result_value: string;
-  flagged: boolean;
+  flagged?: boolean;
   /** One of lab-result.map.yaml's `flag_level` values (the route checks it). */
   flag_level?: string;
   interpretation?: string;
@@ -414,17 +492,21 @@ export interface LabResultPush {
   loinc_code?: string;
   reference_low?: number;
   reference_high?: number;
-  status?: 'preliminary' | 'final';
+  /** One of lab-result.map.yaml's statuses (the route checks it). */
+  status?: string;
   effective_at?: string;
 }
 
 /**
- * The pushed `flag_level`, by default abnormal or normal as `flagged` says; 422 when they disagree. The levels and
+ * The pushed `flag_level`, by default abnormal or normal as `flagged` says, none when neither is given; 422 when
+ * they disagree. The levels and
  * their interpretation codes are lab-result.map.yaml's (`flag_level`); every level but normal flags the result.
  */
-function flagLevelOf(push: LabResultPush): string {
+function flagLevelOf(push: LabResultPush): string | null {
+  // Neither: the result has no interpretation, and none is made up.
+  if (push.flagged === undefined && push.flag_level === undefined) return null;
   const level = push.flag_level ?? (push.flagged ? 'abnormal' : 'normal');
-  if ((level !== 'normal') !== push.flagged)
+  if (push.flagged !== undefined && (level !== 'normal') !== push.flagged)
     throw invalidFields([{ field: 'flag_level', message: `flag_level ${level} contradicts flagged: ${push.flagged} (normal is the only level of an unflagged result)` }]);
   return level;
 }

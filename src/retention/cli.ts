@@ -1,4 +1,7 @@
+import { hostname } from 'node:os';
 import { withDatabase } from '../db/command';
+import type { Database } from '../db/database';
+import { CLAIM_MS, claimJob, jobHolder, releaseJob, RetentionFailed, runRetention, type PurgeById } from './job';
 import { UsageError } from '../cli-args';
 import { loadConfig } from '../config';
 import { FHIR_BASE_PATH } from '../fhir/service';
@@ -66,4 +69,35 @@ export async function restoreCommand(monthText: string, now = new Date()): Promi
     console.error(`Not restored: ${err.message}`);
     return 1;
   }
+}
+
+/**
+ * `pont retention run [--dry-run]`: one retention pass now, as the service's hourly job runs it (partitions ahead;
+ * then every kind past its PONT_RETENTION_* period: the audit trail's months archived, verified and dropped, events'
+ * and attempts' months dropped, finished deliveries and replaced versions deleted). It claims the job's row first, so
+ * it never runs beside a pass of the service or another command (exit code 1 if one is running). Prints the report
+ * as JSON; `--dry-run` changes nothing and prints what the pass would do. `purgeFor` removes AuditEvents from the
+ * store (FhirService.purgeById on that database).
+ */
+export async function retentionRunCommand(dryRun: boolean, purgeFor: (db: Database) => PurgeById, now = new Date()): Promise<number> {
+  const config = loadConfig();
+  return withDatabase(async (db) => {
+    const holder = `pont retention run ${hostname()}:${process.pid}`;
+    if (!dryRun && !(await claimJob(db, holder, now, new Date(now.getTime() + CLAIM_MS)))) {
+      console.error(`Not run: another process is running retention now (${(await jobHolder(db, now)) ?? 'see job_claims'}); run it again once that pass has ended`);
+      return 1;
+    }
+    const print = (report: object, extra: object = {}) => console.log(JSON.stringify({ dry_run: dryRun, at: now.toISOString(), ...report, ...extra }, null, 2));
+    try {
+      print(await runRetention(db, config.retention, now, purgeFor(db), { dryRun }));
+      return 0;
+    } catch (err) {
+      if (!(err instanceof RetentionFailed)) throw err;
+      print(err.report, { failures: err.errors.map((e) => (e instanceof Error ? e.message : String(e))) });
+      console.error(err.message);
+      return 1;
+    } finally {
+      if (!dryRun) await releaseJob(db, holder);
+    }
+  });
 }

@@ -3,10 +3,10 @@ import { hostname } from 'node:os';
 import type { Database, Queryable } from '../db/database';
 import type { Logger } from '../log';
 import { periodicJob, type BackgroundWorker } from '../jobs';
-import { forgetVersionsReplacedBefore } from '../fhir/store/purge';
+import { countVersionsReplacedBefore, forgetVersionsReplacedBefore } from '../fhir/store/purge';
 import { archiveMonth, archivedFiles } from './audit-archive';
-import { detachPartition, dropPartition, ensurePartitions, monthPartitions, PARTITIONED, type MonthPartition } from './partitions';
-import { cutoff, monthRange, type Month } from '../core/period';
+import { detachPartition, dropPartition, ensurePartitions, monthPartitions, PARTITIONED, type MonthPartition, type PartitionedTable } from './partitions';
+import { cutoff, monthOf, monthRange, type Month } from '../core/period';
 
 /** How long each kind of row is kept (config.ts, README "Running it": retention). Undefined: for ever. */
 import type { RetentionConfig } from '../core/settings';
@@ -23,7 +23,7 @@ export type PurgeById = (sql: Queryable, type: string, ids: string[]) => Promise
 const DELETE_BATCH = 1000;
 /** How often the job runs, and how long a claim lasts (a process that dies holding it delays the next run only). */
 const EVERY_MS = 3_600_000;
-const CLAIM_MS = 6 * EVERY_MS;
+export const CLAIM_MS = 6 * EVERY_MS;
 const JOB = 'retention';
 
 /** What one run did. */
@@ -95,13 +95,17 @@ async function dropAuditMonth(db: Database, purge: PurgeById, dir: string, p: Mo
 }
 
 /** Restored months whose hold has ended (and still past retention): their AuditEvents dropped again. */
-async function dropRestoredMonths(db: Database, purge: PurgeById, config: RetentionConfig, auditCutoff: Date, now: Date): Promise<Month[]> {
+async function dropRestoredMonths(db: Database, purge: PurgeById, config: RetentionConfig, auditCutoff: Date, now: Date, dryRun: boolean): Promise<Month[]> {
   const holdCutoff = cutoff(config.auditRestoreHold, now);
   if (!holdCutoff) return [];
   const { rows } = await db.query<{ month: Month }>('SELECT month FROM audit_archives WHERE restored_at <= $1 ORDER BY month', [holdCutoff.toISOString()]);
   const done: Month[] = [];
   for (const { month } of rows) {
     if (!endedBefore(month, auditCutoff)) continue;
+    if (dryRun) {
+      done.push(month);
+      continue;
+    }
     for await (const events of archivedFiles(config.auditArchiveDir!, month))
       await dropAuditEvents(
         db,
@@ -114,12 +118,39 @@ async function dropRestoredMonths(db: Database, purge: PurgeById, config: Retent
   return done;
 }
 
+/** The months a partitioned table holds rows of: its month partitions, and the months of rows waiting in its default partition. */
+async function monthsHeld(db: Database, t: PartitionedTable): Promise<MonthPartition[]> {
+  const partitions = await monthPartitions(db, t);
+  const { rows } = await db.query<{ month: Month }>(`SELECT DISTINCT to_char(${t.column} AT TIME ZONE 'UTC', 'YYYY-MM') AS month FROM ${t.table}_default`);
+  const waiting = rows.filter((r) => !partitions.some((p) => p.month === r.month)).map((r) => ({ month: r.month, name: `${t.table}_default`, attached: true }));
+  return [...partitions, ...waiting].sort((a, b) => a.month.localeCompare(b.month));
+}
+
+const countRows = async (db: Queryable, table: string, column: string, month: Month) => {
+  const { from, to } = monthRange(month);
+  const { rows } = await db.query<{ n: string }>(`SELECT count(*) AS n FROM ${table} WHERE ${column} >= $1 AND ${column} < $2`, [from.toISOString(), to.toISOString()]);
+  return Number(rows[0]!.n);
+};
+
+/** A run that failed in some step: what the other steps did, and why the failed ones failed. */
+export class RetentionFailed extends AggregateError {
+  constructor(
+    failures: unknown[],
+    readonly report: RetentionReport,
+  ) {
+    super(failures, `retention: ${failures.map((f) => (f instanceof Error ? f.message : String(f))).join('; ')}`);
+  }
+}
+
 /**
  * One run of retention at `now`: partitions made ahead (and rows waiting in a default partition moved into their
  * month's), then each kind of row past its configured period removed, and nothing else. Safe to run again after an
  * interruption at any point. `purge` removes resources (AuditEvents) from the store (FhirService.purgeById).
+ * `dryRun`: nothing is written, archived or dropped; the report says what the run would do (the same fields:
+ * partitions it would make, months it would archive and drop, rows it would delete). A step that fails holds up
+ * no other; the run then throws RetentionFailed, which carries the report of the rest.
  */
-export async function runRetention(db: Database, config: RetentionConfig, now: Date, purge: PurgeById): Promise<RetentionReport> {
+export async function runRetention(db: Database, config: RetentionConfig, now: Date, purge: PurgeById, { dryRun = false } = {}): Promise<RetentionReport> {
   const report: RetentionReport = {
     partitionsMade: {},
     auditMonthsArchived: [],
@@ -138,24 +169,38 @@ export async function runRetention(db: Database, config: RetentionConfig, now: D
   // Each step on its own: one that fails (an archive that cannot be written, a lock not had) holds up no other.
   const steps: Array<() => Promise<unknown>> = [
     async () => {
-      for (const t of Object.values(PARTITIONED)) report.partitionsMade[t.table] = await ensurePartitions(db, t, now);
+      for (const t of Object.values(PARTITIONED)) {
+        if (!dryRun) report.partitionsMade[t.table] = await ensurePartitions(db, t, now);
+        else {
+          const existing = new Set((await monthPartitions(db, t)).map((p) => p.month));
+          const wanted = [...new Set([...(await monthsHeld(db, t)).map((p) => p.month), ...[0, 1, 2].map((i) => monthOf(now, i))])].sort();
+          report.partitionsMade[t.table] = wanted.filter((m) => !existing.has(m));
+        }
+      }
     },
     async () => {
       if (!auditCutoff) return;
       if (!config.auditArchiveDir) throw new Error('audit retention needs AUDIT_ARCHIVE_DIR'); // config.ts requires it
-      for (const p of await monthPartitions(db, PARTITIONED.audit)) {
+      for (const p of dryRun ? await monthsHeld(db, PARTITIONED.audit) : await monthPartitions(db, PARTITIONED.audit)) {
         if (!endedBefore(p.month, auditCutoff)) continue;
-        report.auditEventsDropped += await dropAuditMonth(db, purge, config.auditArchiveDir, p, now);
+        report.auditEventsDropped += dryRun
+          ? await countRows(db, p.name, PARTITIONED.audit.column, p.month)
+          : await dropAuditMonth(db, purge, config.auditArchiveDir, p, now);
         report.auditMonthsArchived.push(p.month);
       }
-      report.restoredMonthsDropped = await dropRestoredMonths(db, purge, config, auditCutoff, now);
+      report.restoredMonthsDropped = await dropRestoredMonths(db, purge, config, auditCutoff, now, dryRun);
     },
     async () => {
       if (!deliveriesCutoff) return;
       for (const p of await monthPartitions(db, PARTITIONED.attempts)) {
         if (!endedBefore(p.month, deliveriesCutoff)) continue;
-        await dropPartition(db, PARTITIONED.attempts, p);
+        if (!dryRun) await dropPartition(db, PARTITIONED.attempts, p);
         report.attemptMonthsDropped.push(p.month);
+      }
+      if (dryRun) {
+        const { rows } = await db.query<{ n: string }>(`SELECT count(*) AS n FROM webhook_deliveries WHERE status <> 'pending' AND updated_at < $1`, [deliveriesCutoff.toISOString()]);
+        report.deliveriesDeleted = Number(rows[0]!.n);
+        return;
       }
       // A finished delivery (delivered, exhausted, cancelled) untouched since the cutoff goes with its attempts; a
       // pending one stays whatever its age.
@@ -181,17 +226,20 @@ export async function runRetention(db: Database, config: RetentionConfig, now: D
         const named = async (tx: Queryable) =>
           (await tx.query('SELECT 1 FROM webhook_deliveries WHERE event_created_at >= $1 AND event_created_at < $2 LIMIT 1', [from.toISOString(), to.toISOString()])).rows
             .length > 0;
-        if (await dropPartition(db, PARTITIONED.events, p, named)) report.eventMonthsDropped.push(p.month);
+        if (dryRun ? !(await named(db)) : await dropPartition(db, PARTITIONED.events, p, named)) report.eventMonthsDropped.push(p.month);
         else report.eventMonthsHeld.push(p.month);
       }
     },
     async () => {
-      if (versionsCutoff) report.versionsDeleted = await deleteInBatches(() => forgetVersionsReplacedBefore(db, versionsCutoff, DELETE_BATCH));
+      if (!versionsCutoff) return;
+      report.versionsDeleted = dryRun
+        ? await countVersionsReplacedBefore(db, versionsCutoff)
+        : await deleteInBatches(() => forgetVersionsReplacedBefore(db, versionsCutoff, DELETE_BATCH));
     },
   ];
   const failures: unknown[] = [];
   for (const step of steps) await step().catch((err) => failures.push(err));
-  if (failures.length) throw new AggregateError(failures, `retention: ${failures.map((f) => (f instanceof Error ? f.message : String(f))).join('; ')}`);
+  if (failures.length) throw new RetentionFailed(failures, report);
   return report;
 }
 
@@ -214,10 +262,11 @@ export async function releaseJob(db: Database, holder: string): Promise<void> {
 }
 
 /**
- * Retention in the background of every process, hourly; one process at a time runs it (claimJob). `purge`:
+ * Retention in the background of every process: a first pass `startDelayMs` after start (PONT_RETENTION_START_DELAY),
+ * then hourly; one process at a time runs it (claimJob: `pont retention run` claims the same row). `purge`:
  * FhirService.purgeById. `now` is the clock (tests move it).
  */
-export function createRetentionWorker(db: Database, config: RetentionConfig, log: Logger, purge: PurgeById, now: () => Date = () => new Date()): BackgroundWorker {
+export function createRetentionWorker(db: Database, config: RetentionConfig, log: Logger, purge: PurgeById, startDelayMs: number, now: () => Date = () => new Date()): BackgroundWorker {
   const holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   return periodicJob(
     'retention',
@@ -233,5 +282,12 @@ export function createRetentionWorker(db: Database, config: RetentionConfig, log
       }
     },
     log,
+    startDelayMs,
   );
+}
+
+/** Who holds the retention claim now (another process running a pass), if anyone. */
+export async function jobHolder(db: Database, now: Date): Promise<string | undefined> {
+  const { rows } = await db.query<{ holder: string }>('SELECT holder FROM job_claims WHERE job = $1 AND expires_at > $2', [JOB, now.toISOString()]);
+  return rows[0]?.holder;
 }

@@ -53,14 +53,18 @@ export async function monthPartitions(sql: Queryable, t: PartitionedTable): Prom
 
 /**
  * Makes the partition of `month`, moving its rows out of the default partition (where rows wait while their month
- * has none: after migration 024, or when the job has not run for a while). One transaction: the default partition
- * is locked first (ATTACH would lock it anyway), so no row of the month can slip in between the move and the attach.
+ * has none: after migration 024, or when the job has not run for a while). One transaction. The table is locked
+ * first against writes (SHARE ROW EXCLUSIVE), then the default partition: an insert routes its row when it starts,
+ * so one that began before the new partition and waited on the default partition's lock would then break its
+ * narrowed constraint ("new row for relation audit_log_default violates partition constraint": a bundle import
+ * failed so when the first retention pass ran during it). Parent, then partition: the order inserts and DDL take.
  */
 async function createPartition(db: Database, t: PartitionedTable, month: Month): Promise<void> {
   const name = partitionName(t, month);
   const { from, to } = monthRange(month);
   const inMonth = `${t.column} >= ${literal(from)} AND ${t.column} < ${literal(to)}`;
   await ddl(db, async (tx) => {
+    await tx.query(`LOCK TABLE ${t.table} IN SHARE ROW EXCLUSIVE MODE`);
     await tx.query(`LOCK TABLE ${defaultPartition(t)} IN ACCESS EXCLUSIVE MODE`);
     if ((await monthPartitions(tx, t)).some((p) => p.name === name)) return; // another process made it meanwhile
     await tx.query(`CREATE TABLE ${name} (LIKE ${t.table} INCLUDING DEFAULTS)`);

@@ -203,6 +203,7 @@ export function consentRoutes(services: Services): RouteSpec[] {
         },
         401: { description: 'Wrong, used or expired code (UNAUTHENTICATED)', schema: ErrorSchema },
         429: { description: 'Too many failures (RATE_LIMITED)', schema: ErrorSchema },
+        503: { description: 'Concurrent requests for the same Health ID kept colliding (SERVICE_UNAVAILABLE); retry after Retry-After', schema: ErrorSchema },
       },
       async handler({ ctx, body }) {
         const { limits } = services.access;

@@ -22,7 +22,7 @@ const SessionView = z
   .object({
     user: z.object({ id: z.string(), organization_id: z.string(), email: z.string(), role: z.enum(['admin', 'developer', 'viewer']) }),
     csrf_token: z.string().describe('Send it in X-CSRF-Token with every state-changing request'),
-    expires_at: z.string().describe('When the session ends at the latest (it also ends after 30 minutes idle)'),
+    expires_at: z.string().describe('When the session ends at the latest (PONT_PORTAL_SESSION_MAX after sign-in, default 12 h; it also ends after PONT_PORTAL_SESSION_IDLE without a request, default 30 minutes)'),
   })
   .meta({ id: 'PortalSession' });
 const ok = (description: string, schema?: z.ZodType) => ({ 200: { description, schema } });
@@ -80,7 +80,7 @@ export function portalRoutes(services: Services): RouteSpec[] {
       operationId: 'portalSignIn',
       summary: 'Sign in to the developer portal: sets the session cookie, answers the CSRF token',
       description:
-        'A wrong password, an unknown e-mail and an account without a password yet are answered alike (401). After 5 failures of an account, or 30 from an address, in 15 minutes: 429. A new session id every time (no fixation).',
+        'A wrong password, an unknown e-mail and an account without a password yet are answered alike (401), after one Argon2id verification each. Each attempt is counted before its password is checked; after 5 failures of an account, or 30 from an address, in 15 minutes: 429, the right password too, until the window ends. A new session id every time (no fixation).',
       tags,
       group: 'portal-sign-in',
       security: { kind: 'public' },
@@ -349,6 +349,8 @@ export function portalRoutes(services: Services): RouteSpec[] {
       path: `${PORTAL_API}/users`,
       operationId: 'portalInviteUser',
       summary: 'Invite a person of the organisation (admin): answers their one-time set-password link (24 h)',
+      description:
+        "An address that has a portal account already (of any organisation) is answered alike (201, a made-up user and a link that works nowhere) and nothing changes: the answer does not tell which addresses hold accounts. The clash is logged for the operator.",
       tags,
       security: admin,
       body: Invitation,

@@ -6,9 +6,9 @@ import { ErrorSchema } from '../http/openapi';
 import { defineRoute, type RouteSpec } from '../http/routes';
 import { registeredPatient } from '../healthid/registry';
 import type { Services } from '../http/services';
-import { CDSS_ALERT, RecordsService, SUMMARY_SIZES } from '../records/service';
+import { CDSS_ALERT, flagOf, organizationOf, RecordsService, SUMMARY_SIZES, type EncounterPush, type LabResultPush } from '../records/service';
 import type { MappingSet } from '../mapping/types';
-import { declaredValues } from '../mapping/index';
+import { DATE_TIME, declaredValues } from '../mapping/index';
 import { recordType, recordTypes, tagNames, type RecordType } from '../mapping/record-types';
 
 const CONNECT = '/api/v1/connect';
@@ -17,7 +17,13 @@ const SDK = '/api/v1/sdk';
 const HealthId = z.string().max(64).describe('Health ID (see resolve)');
 const Text = (max: number) => z.string().trim().min(1, 'must not be blank').max(max);
 const Instant = z.iso.datetime({ offset: true }).describe('ISO 8601 date-time with a zone');
-const PastInstant = Instant.refine((v) => Date.parse(v) <= Date.now() + 5 * 60_000, 'must not be in the future');
+const notFuture = (v: string) => Date.parse(v) <= Date.now() + 5 * 60_000;
+const PastInstant = Instant.refine(notFuture, 'must not be in the future');
+/** A FHIR dateTime of any precision (`2026-03-12`, `2026-03`, or to the second with a zone), not in the future. */
+const PastDateTime = z
+  .string()
+  .regex(DATE_TIME, 'must be a FHIR dateTime: YYYY, YYYY-MM, YYYY-MM-DD or YYYY-MM-DDThh:mm:ss with a zone')
+  .refine(notFuture, 'must not be in the future');
 
 /** The per-patient FHIR helpers of the SDK's `fhir` module: the type and its default search. */
 export const SDK_FHIR_TYPES = ['MedicationRequest', 'AllergyIntolerance', 'DiagnosticReport', 'Condition'] as const;
@@ -35,15 +41,40 @@ const pushErrors = {
 /** The values a map declares for a field it writes (the push's vocabulary is the map's). */
 const valuesOf = (maps: MappingSet, map: string, field: string) => declaredValues(maps.get(map), field) as [string, ...string[]];
 
+/**
+ * A push's `record`: a record of the type exactly as records retrieval returns it (every field optional; `id` is
+ * ignored: a push writes a new resource, and `patient_id`, if given, must be the patient of `health_id`). Written
+ * through the same map it was read with (its `source` tag names it), so reading a record and pushing it back
+ * writes the same clinical content.
+ */
+const pushedRecord = (shape: z.ZodObject, type: string) =>
+  shape
+    .partial()
+    .strict()
+    .optional()
+    .describe(`A ${type} record as records retrieval returns it, pushed back whole instead of the fields below (which must then be left out); \`id\` is ignored, a new resource is written`);
+
+/** A push gives either `record` or the push's own fields (`required` among them): not both, not neither. */
+function oneVocabulary(push: Record<string, unknown>, required: string[], ctx: z.RefinementCtx): boolean {
+  const own = Object.keys(push).filter((k) => k !== 'health_id' && k !== 'record' && push[k] !== undefined);
+  if (push.record !== undefined) {
+    for (const field of own) ctx.addIssue({ code: 'custom', path: [field], message: 'leave it out: `record` is pushed whole' });
+    return false;
+  }
+  for (const field of required) if (push[field] === undefined) ctx.addIssue({ code: 'custom', path: [field], message: 'required (or push a whole `record`)' });
+  return required.every((f) => push[f] !== undefined);
+}
+
 /** FHIR's bookkeeping statuses of an Encounter: a push records an encounter, it neither retracts one nor says nothing. */
 const UNPUSHED_VISIT_STATUSES = ['entered-in-error', 'unknown'];
 
 /** The encounter push's body: its `status` values are visit.map.yaml's (but UNPUSHED_VISIT_STATUSES), an alert's `severity` values cdss-alert.map.yaml's. */
-const encounterPush = (maps: MappingSet) =>
+const encounterPush = (maps: MappingSet, record: z.ZodObject) =>
   z
     .object({
       health_id: HealthId,
-      encounter_type: Text(64).describe(`What kind of encounter, e.g. consultation, or ${CDSS_ALERT} for a decision-support alert`),
+      record: pushedRecord(record, 'visits'),
+      encounter_type: Text(64).optional().describe(`What kind of encounter, e.g. consultation, or ${CDSS_ALERT} for a decision-support alert (required without \`record\`)`),
       clinical_note: Text(20_000).optional(),
       status: z
         .enum(valuesOf(maps, 'visit', 'status').filter((v) => !UNPUSHED_VISIT_STATUSES.includes(v)) as [string, ...string[]])
@@ -60,6 +91,7 @@ const encounterPush = (maps: MappingSet) =>
     })
     .strict()
     .superRefine((push, ctx) => {
+      if (!oneVocabulary(push, ['encounter_type'], ctx)) return;
       if (push.encounter_type !== CDSS_ALERT) {
         for (const field of ['alert_type', 'severity', 'cdss_rule_id'] as const)
           if (push[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message: `only for encounter_type ${CDSS_ALERT}` });
@@ -82,28 +114,31 @@ const EncounterPushed = z
   .meta({ id: 'EncounterPushed' });
 
 /** The lab push's body: its `flag_level` values are lab-result.map.yaml's (the table of its `flag_level` field). */
-const labResultPush = (maps: MappingSet) =>
+const labResultPush = (maps: MappingSet, record: z.ZodObject) =>
   z
     .object({
       health_id: HealthId,
-      test_name: Text(200),
-      result_value: Text(1000).describe('A decimal number, or a limit such as "<5" or ">=200", is stored as a quantity (with `unit` and the comparator); anything else (e.g. "positive") as text, and then `unit` is refused (422)'),
-      flagged: z.boolean().describe('Outside the normal range'),
+      record: pushedRecord(record, 'lab_results'),
+      test_name: Text(200).optional(),
+      result_value: Text(1000)
+        .optional().describe('A decimal number, or a limit such as "<5" or ">=200", is stored as a quantity (with `unit` and the comparator); anything else (e.g. "positive") as text, and then `unit` is refused (422)'),
+      flagged: z.boolean().optional().describe('Outside the normal range; leave it out when the result has no interpretation (none is written)'),
       flag_level: z
         .enum(valuesOf(maps, 'lab-result', 'flag_level'))
         .optional()
-        .describe('How far out, each level an interpretation code (mappings/lab-result.map.yaml, `flag_level`); default abnormal when flagged, normal when not'),
+        .describe('How far out, each level an interpretation code (mappings/lab-result.map.yaml, `flag_level`); default abnormal when flagged, normal when not flagged, none without `flagged`'),
       interpretation: Text(2000).optional().describe("The result in words; the report's conclusion"),
       unit: Text(50).optional().describe('UCUM unit of a numeric result, e.g. g/dL'),
       loinc_code: z.string().regex(/^\d{1,7}-\d$/, 'must be a LOINC code such as 718-7').optional(),
       reference_low: z.number().finite().optional(),
       reference_high: z.number().finite().optional(),
-      // Of the lab maps' statuses, those a new result can have (corrections and retractions are not pushes).
-      status: z.enum(['preliminary', 'final']).optional().describe('Default final (a final result raises lab_result.released)'),
-      effective_at: PastInstant.optional().describe('When the specimen was taken; default now'),
+      // Every status a lab record can show can be pushed back (a corrected result stays corrected).
+      status: z.enum(valuesOf(maps, 'lab-result', 'status')).optional().describe('Default final (a final result raises lab_result.released)'),
+      effective_at: PastDateTime.optional().describe('When the specimen was taken (a FHIR dateTime: the day alone when that is all that is known); default now'),
     })
     .strict()
     .superRefine((push, ctx) => {
+      if (!oneVocabulary(push, ['test_name', 'result_value'], ctx)) return;
       if (push.reference_low !== undefined && push.reference_high !== undefined && push.reference_low > push.reference_high)
         ctx.addIssue({ code: 'custom', path: ['reference_high'], message: 'must not be below reference_low' });
     })
@@ -112,10 +147,10 @@ const labResultPush = (maps: MappingSet) =>
 const LabResultPushed = z
   .object({
     health_id: z.string(),
-    lab_result_id: z.string().describe('The FHIR Observation'),
-    diagnostic_report_id: z.string().describe('The FHIR DiagnosticReport that issues it'),
-    flagged: z.boolean(),
-    flag: z.string().describe('The v3 ObservationInterpretation code stored'),
+    lab_result_id: z.string().describe('The FHIR resource written: the Observation (a record from a report: its DiagnosticReport)'),
+    diagnostic_report_id: z.string().nullable().describe('The FHIR DiagnosticReport that issues it (none for a pushed `record` of an Observation)'),
+    flagged: z.boolean().nullable().describe('Whether an interpretation other than normal was stored; null when none was'),
+    flag: z.string().nullable().describe('The interpretation code stored, null when none'),
     created_at: z.string(),
   })
   .meta({ id: 'LabResultPushed' });
@@ -166,10 +201,14 @@ function recordSchemas(maps: MappingSet) {
       active_allergies: z.array(shape('allergies')).describe(`Active allergies, newest first, at most ${SUMMARY_SIZES.active_allergies}`),
       recent_labs: z.array(shape('lab_results')).describe(`The ${SUMMARY_SIZES.recent_labs} newest lab results`),
       recent_visits: z.array(shape('visits')).describe(`The ${SUMMARY_SIZES.recent_visits} newest encounters`),
+      active_care_plans: z.array(shape('care_plans')).describe(`Active care plans, newest first, at most ${SUMMARY_SIZES.active_care_plans}`),
+      active_goals: z.array(shape('goals')).describe(`Goals active or accepted, newest first, at most ${SUMMARY_SIZES.active_goals}`),
+      recent_procedures: z.array(shape('procedures')).describe(`The ${SUMMARY_SIZES.recent_procedures} newest procedures completed or in progress`),
+      active_devices: z.array(shape('devices')).describe(`The patient's active devices (implants with their UDI) and devices in use, newest first, at most ${SUMMARY_SIZES.active_devices}`),
       withheld: z.array(z.string()).describe('Data classes no consent covers for the caller: their sections are empty'),
     })
     .meta({ id: 'PatientSummary' });
-  return { typeNames, RecordsQuery, RecordsAnswer, Summary, EncounterPush: encounterPush(maps), LabResultPush: labResultPush(maps) };
+  return { typeNames, RecordsQuery, RecordsAnswer, Summary, EncounterPush: encounterPush(maps, shape('visits')), LabResultPush: labResultPush(maps, shape('lab_results')) };
 }
 
 export function recordRoutes(services: Services): RouteSpec[] {
@@ -232,7 +271,7 @@ export function recordRoutes(services: Services): RouteSpec[] {
       method: 'get',
       path: `${SDK}/patients/{health_id}/summary`,
       operationId: 'getPatientSummary',
-      summary: "The patient's summary: demographics, blood group, active medications and allergies, recent labs and visits",
+      summary: "The patient's summary: demographics, blood group, active medications and allergies, recent labs and visits, care plans, goals, procedures and devices",
       description: 'Needs a consent covering patients:read; sections of classes no consent covers (prescriptions:read, labs:read) are empty and named in `withheld`. One audit record per request.',
       tags: ['SDK', 'Records'],
       security: { kind: 'client', scope: 'patients:read' },
@@ -258,7 +297,11 @@ export function recordRoutes(services: Services): RouteSpec[] {
       },
       responses: { 201: { description: 'Created', schema: EncounterPushed, headers: idempotencyHeader }, ...pushErrors },
       async handler({ body, repo }) {
-        return { status: 201, body: await records.pushEncounter(repo, body) };
+        if (body.record) {
+          const { id, createdAt } = await records.pushRecord(repo, body.health_id, 'visits', body.record);
+          return { status: 201, body: { health_id: body.health_id, encounter_id: id, detected_issue_id: null, organization_id: organizationOf(repo), created_at: createdAt } };
+        }
+        return { status: 201, body: await records.pushEncounter(repo, body as EncounterPush) };
       },
     }),
     defineRoute({
@@ -275,7 +318,11 @@ export function recordRoutes(services: Services): RouteSpec[] {
       },
       responses: { 201: { description: 'Created', schema: LabResultPushed, headers: idempotencyHeader }, ...pushErrors },
       async handler({ body, repo }) {
-        return { status: 201, body: await records.pushLabResult(repo, body) };
+        if (body.record) {
+          const { id, createdAt, written } = await records.pushRecord(repo, body.health_id, 'lab_results', body.record);
+          return { status: 201, body: { health_id: body.health_id, lab_result_id: id, diagnostic_report_id: null, ...flagOf(written.flag), created_at: createdAt } };
+        }
+        return { status: 201, body: await records.pushLabResult(repo, body as LabResultPush) };
       },
     }),
     defineRoute({

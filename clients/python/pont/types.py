@@ -11,9 +11,10 @@ class AccessLog(TypedDict):
 
 
 class AllergyRecord(TypedDict):
-    id: str
-    patient_id: Optional[str]
-    provider_id: Optional[str]
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    provider_id: Optional['FhirId']
+    recorded_by: Optional[str]
     substance: Optional[str]
     severity: Optional[Literal['mild', 'moderate', 'severe', 'life_threatening']]
     status: Optional[Literal['active', 'inactive', 'resolved', 'unconfirmed', 'refuted', 'entered_in_error']]
@@ -27,6 +28,23 @@ class AllergyRecord(TypedDict):
     onset_text: Optional[str]
     note: Optional[str]
     created_at: Optional[str]
+    substance_codings: Optional[List[Dict[str, Any]]]
+
+
+class Assessment(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
+    questionnaire: Optional[str]
+    status: Optional[Literal['in-progress', 'completed', 'amended', 'entered-in-error', 'stopped']]
+    authored_at: Optional[str]
+    author: Optional[str]
+    author_reference: Optional[str]
+    source_reference: Optional[str]
+    based_on_references: Optional[List[str]]
+    answers: Optional[List[str]]
+    score: Optional[float]
+    score_link_id: Optional[str]
 
 
 class BloodInventory(TypedDict):
@@ -62,10 +80,34 @@ class BridgeSyncResult(TypedDict):
     results: List[Dict[str, Any]]
 
 
+class CarePlan(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
+    status: Optional[Literal['draft', 'active', 'on-hold', 'revoked', 'completed', 'entered-in-error', 'unknown']]
+    intent: Optional[Literal['proposal', 'plan', 'order', 'option']]
+    title: Optional[str]
+    description: Optional[str]
+    category: Optional[str]
+    category_code: Optional[str]
+    category_system: Optional[str]
+    period_start: Optional[str]
+    period_end: Optional[str]
+    created_at: Optional[str]
+    author: Optional[str]
+    author_reference: Optional[str]
+    addresses_references: Optional[List[str]]
+    addresses: Optional[str]
+    goal_references: Optional[List[str]]
+    activities: Optional[List[str]]
+    activity_references: Optional[List[str]]
+    note: Optional[str]
+
+
 class CdssAlert(TypedDict):
-    id: str
-    patient_id: Optional[str]
-    encounter_id: Optional[str]
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    encounter_id: Optional['FhirId']
     alert_type: Optional[str]
     status: Optional[Literal['preliminary', 'final', 'entered-in-error', 'mitigated']]
     severity: Optional[Literal['high', 'moderate', 'low']]
@@ -81,10 +123,10 @@ class ClientSecretRotation(TypedDict):
 
 
 class ClinicalNote(TypedDict):
-    id: str
-    patient_id: Optional[str]
-    visit_id: Optional[str]
-    provider_id: Optional[str]
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
+    provider_id: Optional['FhirId']
     status: Optional[Literal['draft', 'signed', 'amended', 'entered_in_error']]
     note_type: Optional[str]
     title: Optional[str]
@@ -93,14 +135,14 @@ class ClinicalNote(TypedDict):
     treatment_plan: Optional[str]
     sections: Optional[str]
     signed_at: Optional[str]
-    amends_note_id: Optional[str]
+    amends_note_id: Optional['FhirId']
     created_at: Optional[str]
 
 
 class ClinicalObservation(TypedDict):
-    id: str
-    patient_id: Optional[str]
-    visit_id: Optional[str]
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
     category: Optional[str]
     name: Optional[str]
     loinc_code: Optional[str]
@@ -120,16 +162,26 @@ class ClinicalObservation(TypedDict):
     flag: Optional[Literal['N', 'A', 'AA', 'H', 'HH', 'HU', 'H>', 'L', 'LL', 'LU', 'L<', '<', '>', 'POS', 'NEG', 'IND', 'DET', 'ND', 'E', 'EXP', 'UNE', 'NR', 'RR', 'WR', 'S', 'R', 'I', 'MS', 'VS', 'SDD', 'NCL', 'NS', 'SYN-R', 'SYN-S', 'B', 'D', 'U', 'W', 'AC', 'IE', 'QCF', 'TOX', 'CAR', 'Carrier', 'EX', 'HX', 'LX']]
     components: Optional[str]
     data_absent_reason: Optional[str]
+    data_absent_code: Optional[str]
     interpretation: Optional[str]
     body_site: Optional[str]
     method: Optional[str]
     note: Optional[str]
+    member_ids: Optional[List['FhirId']]
     status: Optional[Literal['registered', 'preliminary', 'final', 'amended', 'corrected', 'cancelled', 'entered-in-error', 'unknown']]
     effective_at: Optional[str]
     effective_end: Optional[str]
     issued_at: Optional[str]
     performer: Optional[str]
+    based_on: Optional[str]
     specimen: Optional[str]
+    specimen_note: Optional[str]
+    codings: Optional[List[Dict[str, Any]]]
+    categories: Optional[List[Dict[str, Any]]]
+    component_list: Optional[List[Dict[str, Any]]]
+    interpretations: Optional[List[Dict[str, Any]]]
+    reference_ranges: Optional[List[Dict[str, Any]]]
+    value_codings: Optional[List[Dict[str, Any]]]
 
 
 ConsentDataClass = Literal['patients:read', 'labs:read', 'prescriptions:read', 'documents:read', 'appointments:read', 'fhir:read']
@@ -168,7 +220,7 @@ class ConsentRequestCreated(TypedDict):
 
 
 class ConsentStatus(TypedDict):
-    consent_id: Optional[str]
+    consent_id: Optional['FhirId']
     health_id: str
     organization_id: str
     consent_type: Optional[Literal['full_record', 'summary', 'diagnostics', 'prescriptions', 'documents']]
@@ -182,10 +234,11 @@ class ConsentStatus(TypedDict):
 ConsentType = Literal['full_record', 'summary', 'diagnostics', 'prescriptions', 'documents']
 
 class Diagnosis(TypedDict):
-    id: str
-    patient_id: Optional[str]
-    visit_id: Optional[str]
-    provider_id: Optional[str]
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
+    provider_id: Optional['FhirId']
+    recorded_by: Optional[str]
     display_name: Optional[str]
     code_system: Optional[Literal['ICD-10', 'SNOMED', 'other']]
     code: Optional[str]
@@ -205,21 +258,30 @@ class Diagnosis(TypedDict):
     stage: Optional[str]
     category: Optional[str]
     note: Optional[str]
+    evidence: Optional[str]
+    evidence_ids: Optional[List['FhirId']]
     created_at: Optional[str]
+    codings: Optional[List[Dict[str, Any]]]
+    categories: Optional[List[Dict[str, Any]]]
 
 
 class DiagnosticReportRecord(TypedDict):
-    id: str
-    patient_id: Optional[str]
-    visit_id: Optional[str]
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
     category: Optional[str]
+    categories: Optional[List[Dict[str, Any]]]
     name: Optional[str]
     loinc_code: Optional[str]
     status: Optional[Literal['registered', 'partial', 'preliminary', 'final', 'amended', 'corrected', 'appended', 'cancelled', 'entered-in-error', 'unknown']]
     conclusion: Optional[str]
     conclusion_code: Optional[str]
-    result_ids: Optional[List[str]]
+    result_ids: Optional[List['FhirId']]
     performer: Optional[str]
+    results_interpreter: Optional[str]
+    specimen: Optional[str]
+    specimen_note: Optional[str]
+    based_on: Optional[str]
     form_content_type: Optional[str]
     form_url: Optional[str]
     form_title: Optional[str]
@@ -227,7 +289,33 @@ class DiagnosticReportRecord(TypedDict):
     issued_at: Optional[str]
 
 
-EncounterPush = TypedDict('EncounterPush', {'health_id': str, 'encounter_type': str, 'clinical_note': str, 'status': Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled'], 'class': Literal['AMB', 'EMER', 'IMP', 'VR', 'HH'], 'reason': str, 'started_at': str, 'ended_at': str, 'alert_type': str, 'severity': Literal['high', 'moderate', 'low'], 'cdss_rule_id': str}, total=False)
+class Dispense(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
+    status: Optional[Literal['preparation', 'in-progress', 'cancelled', 'on-hold', 'completed', 'entered-in-error', 'stopped', 'declined', 'unknown']]
+    status_reason: Optional[str]
+    category: Optional[str]
+    medication: Optional[str]
+    medication_code: Optional[str]
+    code_system: Optional[str]
+    prescription_ids: Optional[List['FhirId']]
+    type: Optional[str]
+    quantity: Optional[float]
+    quantity_unit: Optional[str]
+    days_supply: Optional[float]
+    prepared_at: Optional[str]
+    handed_over_at: Optional[str]
+    performer_references: Optional[List[str]]
+    performer: Optional[str]
+    location: Optional[str]
+    dosage_text: Optional[str]
+    was_substituted: Optional[bool]
+    substitution: Optional[str]
+    note: Optional[str]
+
+
+EncounterPush = TypedDict('EncounterPush', {'health_id': str, 'record': Dict[str, Any], 'encounter_type': str, 'clinical_note': str, 'status': Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled'], 'class': Literal['AMB', 'EMER', 'IMP', 'VR', 'HH'], 'reason': str, 'started_at': str, 'ended_at': str, 'alert_type': str, 'severity': Literal['high', 'moderate', 'low'], 'cdss_rule_id': str}, total=False)
 
 class EncounterPushed(TypedDict):
     health_id: str
@@ -242,6 +330,58 @@ class Error(TypedDict):
     status: Literal['error']
     error_code: str
     message: str
+
+
+class FamilyHistory(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    status: Optional[Literal['partial', 'completed', 'entered-in-error', 'health-unknown']]
+    data_absent_reason: Optional[str]
+    recorded_at: Optional[str]
+    relationship: Optional[str]
+    relationship_code: Optional[str]
+    relationship_system: Optional[str]
+    name: Optional[str]
+    sex: Optional[str]
+    born: Optional[str]
+    age: Optional[str]
+    estimated_age: Optional[bool]
+    deceased: Optional[bool]
+    deceased_text: Optional[str]
+    reason: Optional[str]
+    conditions: Optional[List[str]]
+    note: Optional[str]
+
+
+FhirId = str
+
+class Goal(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    lifecycle_status: Optional[Literal['proposed', 'planned', 'accepted', 'active', 'on-hold', 'completed', 'cancelled', 'entered-in-error', 'rejected']]
+    achievement_status: Optional[str]
+    achievement_code: Optional[str]
+    category: Optional[str]
+    priority: Optional[str]
+    priority_code: Optional[Literal['high-priority', 'medium-priority', 'low-priority']]
+    description: Optional[str]
+    description_code: Optional[str]
+    description_code_system: Optional[str]
+    start_date: Optional[str]
+    target_measure: Optional[str]
+    target_value: Optional[float]
+    target_comparator: Optional[Literal['<', '<=', '>=', '>']]
+    target_unit: Optional[str]
+    target_text: Optional[str]
+    target_due_date: Optional[str]
+    status_date: Optional[str]
+    status_reason: Optional[str]
+    expressed_by: Optional[str]
+    expressed_by_reference: Optional[str]
+    addresses_references: Optional[List[str]]
+    addresses: Optional[str]
+    outcome: Optional[str]
+    note: Optional[str]
 
 
 class HealthIdResolveRequest(TypedDict, total=False):
@@ -272,9 +412,9 @@ class HealthIdVerifyResponse(TypedDict):
 
 
 class Immunization(TypedDict):
-    id: str
-    patient_id: Optional[str]
-    visit_id: Optional[str]
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
     vaccine: Optional[str]
     cvx_code: Optional[str]
     vaccine_code: Optional[str]
@@ -301,6 +441,7 @@ class Immunization(TypedDict):
     site: Optional[str]
     route: Optional[str]
     note: Optional[str]
+    vaccine_codings: Optional[List[Dict[str, Any]]]
 
 
 class _IntrospectionRequestRequired(TypedDict):
@@ -344,9 +485,9 @@ class Jwks(TypedDict):
 
 
 class LabResult(TypedDict):
-    id: str
-    patient_id: Optional[str]
-    visit_id: Optional[str]
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
     test_name: Optional[str]
     loinc_code: Optional[str]
     value: Optional[str]
@@ -360,6 +501,7 @@ class LabResult(TypedDict):
     value_code_system: Optional[str]
     components: Optional[str]
     data_absent_reason: Optional[str]
+    data_absent_code: Optional[str]
     reference_low: Optional[float]
     reference_high: Optional[float]
     reference_range_unit: Optional[str]
@@ -374,37 +516,132 @@ class LabResult(TypedDict):
     method: Optional[str]
     body_site: Optional[str]
     specimen: Optional[str]
+    specimen_note: Optional[str]
     performer: Optional[str]
-    member_ids: Optional[List[str]]
+    based_on: Optional[str]
+    member_ids: Optional[List['FhirId']]
     note: Optional[str]
+    codings: Optional[List[Dict[str, Any]]]
+    categories: Optional[List[Dict[str, Any]]]
+    component_list: Optional[List[Dict[str, Any]]]
+    interpretations: Optional[List[Dict[str, Any]]]
+    reference_ranges: Optional[List[Dict[str, Any]]]
+    value_codings: Optional[List[Dict[str, Any]]]
     source: str
 
 
 class _LabResultPushRequired(TypedDict):
     health_id: str
-    test_name: str
-    result_value: str
-    flagged: bool
 
 
 class LabResultPush(_LabResultPushRequired, total=False):
+    record: Dict[str, Any]
+    test_name: str
+    result_value: str
+    flagged: bool
     flag_level: Literal['normal', 'abnormal', 'low', 'high', 'critical', 'critical_low', 'critical_high']
     interpretation: str
     unit: str
     loinc_code: str
     reference_low: float
     reference_high: float
-    status: Literal['preliminary', 'final']
+    status: Literal['registered', 'preliminary', 'final', 'amended', 'corrected', 'cancelled', 'entered-in-error', 'unknown']
     effective_at: str
 
 
 class LabResultPushed(TypedDict):
     health_id: str
     lab_result_id: str
-    diagnostic_report_id: str
-    flagged: bool
-    flag: str
+    diagnostic_report_id: Optional[str]
+    flagged: Optional[bool]
+    flag: Optional[str]
     created_at: str
+
+
+class MediaRecord(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
+    status: Optional[Literal['preparation', 'in-progress', 'not-done', 'on-hold', 'stopped', 'completed', 'entered-in-error', 'unknown']]
+    type: Optional[str]
+    type_code: Optional[str]
+    modality: Optional[str]
+    view: Optional[str]
+    body_site: Optional[str]
+    reason: Optional[str]
+    created_at: Optional[str]
+    issued_at: Optional[str]
+    operator: Optional[str]
+    operator_reference: Optional[str]
+    device: Optional[str]
+    content_type: Optional[str]
+    url: Optional[str]
+    size: Optional[int]
+    title: Optional[str]
+    inline: Optional[bool]
+    height: Optional[int]
+    width: Optional[int]
+    frames: Optional[int]
+    duration: Optional[float]
+    note: Optional[str]
+
+
+class MedicalDevice(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    status: Optional[Literal['active', 'completed', 'entered-in-error', 'intended', 'stopped', 'on-hold']]
+    device: Optional[str]
+    device_reference: Optional[str]
+    device_status: Optional[Literal['active', 'inactive', 'entered-in-error', 'unknown']]
+    device_type: Optional[str]
+    device_type_code: Optional[str]
+    device_type_system: Optional[str]
+    udi_carrier: Optional[str]
+    udi_device_identifier: Optional[str]
+    distinct_identifier: Optional[str]
+    serial_number: Optional[str]
+    lot_number: Optional[str]
+    manufacturer: Optional[str]
+    model_number: Optional[str]
+    manufacture_date: Optional[str]
+    expiration_date: Optional[str]
+    body_site: Optional[str]
+    reason: Optional[str]
+    used_from: Optional[str]
+    used_until: Optional[str]
+    recorded_at: Optional[str]
+    note: Optional[str]
+    source: str
+
+
+class MedicationUse(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
+    status: Optional[Literal['active', 'completed', 'entered-in-error', 'intended', 'stopped', 'on-hold', 'unknown', 'not-taken']]
+    status_reason: Optional[str]
+    category: Optional[str]
+    medication: Optional[str]
+    medication_code: Optional[str]
+    code_system: Optional[str]
+    effective_at: Optional[str]
+    effective_end: Optional[str]
+    asserted_at: Optional[str]
+    information_source: Optional[str]
+    information_source_reference: Optional[str]
+    based_on_references: Optional[List[str]]
+    reason: Optional[str]
+    reason_references: Optional[List[str]]
+    dosage_text: Optional[str]
+    dose: Optional[float]
+    dose_unit: Optional[str]
+    dose_range: Optional[str]
+    frequency: Optional[int]
+    period: Optional[float]
+    period_unit: Optional[Literal['s', 'min', 'h', 'd', 'wk', 'mo', 'a']]
+    as_needed: Optional[bool]
+    route: Optional[str]
+    note: Optional[str]
 
 
 class MobileTokenRequest(TypedDict):
@@ -446,6 +683,41 @@ class OperationOutcome(TypedDict):
     issue: List[Dict[str, Any]]
 
 
+class Order(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
+    status: Optional[Literal['draft', 'active', 'on-hold', 'revoked', 'completed', 'entered-in-error', 'unknown']]
+    intent: Optional[Literal['proposal', 'plan', 'directive', 'order', 'original-order', 'reflex-order', 'filler-order', 'instance-order', 'option']]
+    priority: Optional[Literal['routine', 'urgent', 'asap', 'stat']]
+    do_not_perform: Optional[bool]
+    category: Optional[str]
+    category_code: Optional[str]
+    category_system: Optional[str]
+    name: Optional[str]
+    code: Optional[str]
+    code_system: Optional[str]
+    order_detail: Optional[str]
+    occurrence_at: Optional[str]
+    occurrence_end: Optional[str]
+    as_needed: Optional[bool]
+    requested_at: Optional[str]
+    requester: Optional[str]
+    requester_reference: Optional[str]
+    performer_type: Optional[str]
+    performer_references: Optional[List[str]]
+    performer: Optional[str]
+    location: Optional[str]
+    reason: Optional[str]
+    reason_references: Optional[List[str]]
+    specimen_references: Optional[List[str]]
+    body_site: Optional[str]
+    requisition: Optional[str]
+    based_on_references: Optional[List[str]]
+    patient_instruction: Optional[str]
+    note: Optional[str]
+
+
 class PairingCode(TypedDict):
     code: str
     expires_at: str
@@ -462,14 +734,15 @@ class PatientDemographics(TypedDict):
 
 
 class PatientDocument(TypedDict):
-    id: str
-    patient_id: Optional[str]
-    visit_id: Optional[str]
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
     status: Optional[Literal['current', 'superseded', 'entered-in-error']]
     doc_status: Optional[Literal['preliminary', 'final', 'amended', 'entered-in-error']]
     type: Optional[str]
     loinc_code: Optional[str]
     category: Optional[str]
+    categories: Optional[List[Dict[str, Any]]]
     description: Optional[str]
     title: Optional[str]
     content_type: Optional[str]
@@ -481,7 +754,7 @@ class PatientDocument(TypedDict):
     practice_setting: Optional[str]
     period_start: Optional[str]
     period_end: Optional[str]
-    replaces_document_id: Optional[str]
+    replaces_document_id: Optional['FhirId']
     security_label: Optional[str]
     created_at: Optional[str]
 
@@ -510,6 +783,10 @@ class PatientSummary(TypedDict):
     active_allergies: List['AllergyRecord']
     recent_labs: List['LabResult']
     recent_visits: List['Visit']
+    active_care_plans: List['CarePlan']
+    active_goals: List['Goal']
+    recent_procedures: List['Procedure']
+    active_devices: List['MedicalDevice']
     withheld: List[str]
 
 
@@ -603,10 +880,11 @@ class PortalUser(TypedDict):
 
 
 class Prescription(TypedDict):
-    id: str
-    patient_id: Optional[str]
-    visit_id: Optional[str]
-    prescriber_id: Optional[str]
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
+    prescriber_id: Optional['FhirId']
+    prescriber: Optional[str]
     medication: Optional[str]
     medication_code: Optional[str]
     code_system: Optional[str]
@@ -636,6 +914,39 @@ class Prescription(TypedDict):
     substitution_allowed: Optional[bool]
     note: Optional[str]
     authored_at: Optional[str]
+    reported: Optional[bool]
+    valid_from: Optional[str]
+    valid_until: Optional[str]
+    medication_codings: Optional[List[Dict[str, Any]]]
+    dosage_instructions: Optional[List[Dict[str, Any]]]
+
+
+class Procedure(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
+    status: Optional[Literal['preparation', 'in-progress', 'not-done', 'on-hold', 'stopped', 'completed', 'entered-in-error', 'unknown']]
+    status_reason: Optional[str]
+    category: Optional[str]
+    name: Optional[str]
+    code: Optional[str]
+    code_system: Optional[str]
+    performed_at: Optional[str]
+    performed_end: Optional[str]
+    performed_text: Optional[str]
+    performer_references: Optional[List[str]]
+    performer: Optional[str]
+    location: Optional[str]
+    location_reference: Optional[str]
+    reason: Optional[str]
+    reason_references: Optional[List[str]]
+    body_site: Optional[str]
+    outcome: Optional[str]
+    complications: Optional[str]
+    follow_up: Optional[str]
+    device_references: Optional[List[str]]
+    based_on_references: Optional[List[str]]
+    note: Optional[str]
 
 
 class SdkTokenIntrospection(TypedDict):
@@ -659,6 +970,32 @@ class SmartConfiguration(TypedDict):
     capabilities: List[str]
 
 
+class Specimen(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    accession: Optional[str]
+    status: Optional[Literal['available', 'unavailable', 'unsatisfactory', 'entered-in-error']]
+    type: Optional[str]
+    type_code: Optional[str]
+    type_system: Optional[str]
+    received_at: Optional[str]
+    collected_at: Optional[str]
+    collected_end: Optional[str]
+    collector: Optional[str]
+    collector_reference: Optional[str]
+    collection_method: Optional[str]
+    body_site: Optional[str]
+    quantity: Optional[float]
+    quantity_unit: Optional[str]
+    fasting_status: Optional[str]
+    condition: Optional[str]
+    processing: Optional[str]
+    container: Optional[str]
+    parent_references: Optional[List[str]]
+    request_references: Optional[List[str]]
+    note: Optional[str]
+
+
 class _TokenRequestRequired(TypedDict):
     grant_type: Literal['client_credentials']
 
@@ -679,12 +1016,12 @@ class TokenResponse(TypedDict):
     scope: str
 
 
-Visit = TypedDict('Visit', {'id': str, 'patient_id': Optional[str], 'type': Optional[str], 'class': Optional[str], 'status': Optional[Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled', 'entered-in-error', 'unknown']], 'reason': Optional[str], 'provider_id': Optional[str], 'facility_id': Optional[str], 'started_at': Optional[str], 'ended_at': Optional[str], 'note': Optional[str], 'priority': Optional[str], 'location': Optional[str], 'length': Optional[str], 'admit_source': Optional[str], 'discharge_disposition': Optional[str], 'diagnosis_ids': Optional[List[str]]}, total=False)
+Visit = TypedDict('Visit', {'id': 'FhirId', 'patient_id': Optional['FhirId'], 'type': Optional[str], 'class': Optional[str], 'status': Optional[Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled', 'entered-in-error', 'unknown']], 'reason': Optional[str], 'reason_codings': Optional[List[Dict[str, Any]]], 'provider_id': Optional['FhirId'], 'facility_id': Optional['FhirId'], 'provider': Optional[str], 'facility': Optional[str], 'started_at': Optional[str], 'ended_at': Optional[str], 'note': Optional[str], 'priority': Optional[str], 'location': Optional[str], 'length': Optional[str], 'admit_source': Optional[str], 'admit_source_code': Optional[str], 'discharge_disposition': Optional[str], 'discharge_disposition_code': Optional[str], 'origin': Optional[str], 'destination': Optional[str], 'diagnosis_ids': Optional[List['FhirId']], 'types': Optional[List[Dict[str, Any]]]}, total=False)
 
 class Vital(TypedDict):
-    id: str
-    patient_id: Optional[str]
-    visit_id: Optional[str]
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
     type: Optional[str]
     name: Optional[str]
     value: Optional[float]
@@ -693,6 +1030,7 @@ class Vital(TypedDict):
     diastolic: Optional[float]
     unit: Optional[str]
     data_absent_reason: Optional[str]
+    data_absent_code: Optional[str]
     interpretation: Optional[str]
     reference_range: Optional[str]
     components: Optional[str]
@@ -700,6 +1038,15 @@ class Vital(TypedDict):
     method: Optional[str]
     status: Optional[Literal['registered', 'preliminary', 'final', 'amended', 'corrected', 'cancelled', 'entered-in-error', 'unknown']]
     recorded_at: Optional[str]
+    recorded_end: Optional[str]
+    performer: Optional[str]
+    note: Optional[str]
+    codings: Optional[List[Dict[str, Any]]]
+    categories: Optional[List[Dict[str, Any]]]
+    component_list: Optional[List[Dict[str, Any]]]
+    interpretations: Optional[List[Dict[str, Any]]]
+    reference_ranges: Optional[List[Dict[str, Any]]]
+    value_codings: Optional[List[Dict[str, Any]]]
 
 
 class WebhookDelivery(TypedDict):

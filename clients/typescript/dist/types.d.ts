@@ -16,10 +16,10 @@ export type AccessLog = {
     next_cursor: string | null;
 };
 export type AllergyRecord = {
-    /** uuid */
-    id: string;
-    patient_id: string | null;
-    provider_id: string | null;
+    id: FhirId;
+    patient_id: FhirId | null;
+    provider_id: FhirId | null;
+    recorded_by: string | null;
     substance: string | null;
     severity: "mild" | "moderate" | "severe" | "life_threatening" | null;
     status: "active" | "inactive" | "resolved" | "unconfirmed" | "refuted" | "entered_in_error" | null;
@@ -33,6 +33,26 @@ export type AllergyRecord = {
     onset_text: string | null;
     note: string | null;
     created_at: string | null;
+    substance_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+};
+export type Assessment = {
+    id: FhirId;
+    patient_id: FhirId | null;
+    visit_id: FhirId | null;
+    questionnaire: string | null;
+    status: "in-progress" | "completed" | "amended" | "entered-in-error" | "stopped" | null;
+    authored_at: string | null;
+    author: string | null;
+    author_reference: string | null;
+    source_reference: string | null;
+    based_on_references: Array<string> | null;
+    answers: Array<string> | null;
+    score: number | null;
+    score_link_id: string | null;
 };
 export type BloodInventory = {
     items: Array<{
@@ -99,11 +119,33 @@ export type BridgeSyncResult = {
         error: string | null;
     }>;
 };
+export type CarePlan = {
+    id: FhirId;
+    patient_id: FhirId | null;
+    visit_id: FhirId | null;
+    status: "draft" | "active" | "on-hold" | "revoked" | "completed" | "entered-in-error" | "unknown" | null;
+    intent: "proposal" | "plan" | "order" | "option" | null;
+    title: string | null;
+    description: string | null;
+    category: string | null;
+    category_code: string | null;
+    category_system: string | null;
+    period_start: string | null;
+    period_end: string | null;
+    created_at: string | null;
+    author: string | null;
+    author_reference: string | null;
+    addresses_references: Array<string> | null;
+    addresses: string | null;
+    goal_references: Array<string> | null;
+    activities: Array<string> | null;
+    activity_references: Array<string> | null;
+    note: string | null;
+};
 export type CdssAlert = {
-    /** uuid */
-    id: string;
-    patient_id: string | null;
-    encounter_id: string | null;
+    id: FhirId;
+    patient_id: FhirId | null;
+    encounter_id: FhirId | null;
     alert_type: string | null;
     status: "preliminary" | "final" | "entered-in-error" | "mitigated" | null;
     severity: "high" | "moderate" | "low" | null;
@@ -119,11 +161,10 @@ export type ClientSecretRotation = {
     previous_secret_expires_at: string | null;
 };
 export type ClinicalNote = {
-    /** uuid */
-    id: string;
-    patient_id: string | null;
-    visit_id: string | null;
-    provider_id: string | null;
+    id: FhirId;
+    patient_id: FhirId | null;
+    visit_id: FhirId | null;
+    provider_id: FhirId | null;
     status: "draft" | "signed" | "amended" | "entered_in_error" | null;
     note_type: string | null;
     title: string | null;
@@ -132,14 +173,13 @@ export type ClinicalNote = {
     treatment_plan: string | null;
     sections: string | null;
     signed_at: string | null;
-    amends_note_id: string | null;
+    amends_note_id: FhirId | null;
     created_at: string | null;
 };
 export type ClinicalObservation = {
-    /** uuid */
-    id: string;
-    patient_id: string | null;
-    visit_id: string | null;
+    id: FhirId;
+    patient_id: FhirId | null;
+    visit_id: FhirId | null;
     category: string | null;
     name: string | null;
     loinc_code: string | null;
@@ -159,16 +199,82 @@ export type ClinicalObservation = {
     flag: "N" | "A" | "AA" | "H" | "HH" | "HU" | "H>" | "L" | "LL" | "LU" | "L<" | "<" | ">" | "POS" | "NEG" | "IND" | "DET" | "ND" | "E" | "EXP" | "UNE" | "NR" | "RR" | "WR" | "S" | "R" | "I" | "MS" | "VS" | "SDD" | "NCL" | "NS" | "SYN-R" | "SYN-S" | "B" | "D" | "U" | "W" | "AC" | "IE" | "QCF" | "TOX" | "CAR" | "Carrier" | "EX" | "HX" | "LX" | null;
     components: string | null;
     data_absent_reason: string | null;
+    data_absent_code: string | null;
     interpretation: string | null;
     body_site: string | null;
     method: string | null;
     note: string | null;
+    member_ids: Array<FhirId> | null;
     status: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
     effective_at: string | null;
     effective_end: string | null;
     issued_at: string | null;
     performer: string | null;
+    based_on: string | null;
     specimen: string | null;
+    specimen_note: string | null;
+    codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    categories: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    component_list: Array<{
+        name: string | null;
+        code: string | null;
+        system: string | null;
+        display: string | null;
+        codings: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        value_numeric: number | null;
+        comparator: "<" | "<=" | ">=" | ">" | null;
+        unit: string | null;
+        unit_code: string | null;
+        value: string | null;
+        value_coded: string | null;
+        value_code: string | null;
+        value_code_system: string | null;
+        value_codings: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        interpretations: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        data_absent_reason: string | null;
+    }> | null;
+    interpretations: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    reference_ranges: Array<{
+        low: number | null;
+        high: number | null;
+        unit: string | null;
+        unit_code: string | null;
+        text: string | null;
+        type: string | null;
+        applies_to: string | null;
+        age_low: number | null;
+        age_high: number | null;
+        age_unit: string | null;
+    }> | null;
+    value_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
 };
 /** A data class a consent covers (README "Consent") */
 export type ConsentDataClass = "patients:read" | "labs:read" | "prescriptions:read" | "documents:read" | "appointments:read" | "fhir:read";
@@ -202,7 +308,7 @@ export type ConsentRequestCreated = {
     created_at: string;
 };
 export type ConsentStatus = {
-    consent_id: string | null;
+    consent_id: FhirId | null;
     health_id: string;
     organization_id: string;
     consent_type: "full_record" | "summary" | "diagnostics" | "prescriptions" | "documents" | null;
@@ -217,11 +323,11 @@ export type ConsentStatus = {
 /** README "Consent": the classes each covers */
 export type ConsentType = "full_record" | "summary" | "diagnostics" | "prescriptions" | "documents";
 export type Diagnosis = {
-    /** uuid */
-    id: string;
-    patient_id: string | null;
-    visit_id: string | null;
-    provider_id: string | null;
+    id: FhirId;
+    patient_id: FhirId | null;
+    visit_id: FhirId | null;
+    provider_id: FhirId | null;
+    recorded_by: string | null;
     display_name: string | null;
     code_system: "ICD-10" | "SNOMED" | "other" | null;
     code: string | null;
@@ -241,32 +347,113 @@ export type Diagnosis = {
     stage: string | null;
     category: string | null;
     note: string | null;
+    evidence: string | null;
+    evidence_ids: Array<FhirId> | null;
     created_at: string | null;
+    codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    categories: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
 };
 export type DiagnosticReportRecord = {
-    /** uuid */
-    id: string;
-    patient_id: string | null;
-    visit_id: string | null;
+    id: FhirId;
+    patient_id: FhirId | null;
+    visit_id: FhirId | null;
     category: string | null;
+    categories: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     name: string | null;
     loinc_code: string | null;
     status: "registered" | "partial" | "preliminary" | "final" | "amended" | "corrected" | "appended" | "cancelled" | "entered-in-error" | "unknown" | null;
     conclusion: string | null;
     conclusion_code: string | null;
-    result_ids: Array<string> | null;
+    result_ids: Array<FhirId> | null;
     performer: string | null;
+    results_interpreter: string | null;
+    specimen: string | null;
+    specimen_note: string | null;
+    based_on: string | null;
     form_content_type: string | null;
     form_url: string | null;
     form_title: string | null;
     effective_at: string | null;
     issued_at: string | null;
 };
+export type Dispense = {
+    id: FhirId;
+    patient_id: FhirId | null;
+    visit_id: FhirId | null;
+    status: "preparation" | "in-progress" | "cancelled" | "on-hold" | "completed" | "entered-in-error" | "stopped" | "declined" | "unknown" | null;
+    status_reason: string | null;
+    category: string | null;
+    medication: string | null;
+    medication_code: string | null;
+    code_system: string | null;
+    prescription_ids: Array<FhirId> | null;
+    type: string | null;
+    quantity: number | null;
+    quantity_unit: string | null;
+    days_supply: number | null;
+    prepared_at: string | null;
+    handed_over_at: string | null;
+    performer_references: Array<string> | null;
+    performer: string | null;
+    location: string | null;
+    dosage_text: string | null;
+    was_substituted: boolean | null;
+    substitution: string | null;
+    note: string | null;
+};
 export type EncounterPush = {
     /** Health ID (see resolve) */
     health_id: string;
-    /** What kind of encounter, e.g. consultation, or cdss_alert for a decision-support alert */
-    encounter_type: string;
+    /** A visits record as records retrieval returns it, pushed back whole instead of the fields below (which must then be left out); `id` is ignored, a new resource is written */
+    record?: {
+        id?: FhirId;
+        patient_id?: FhirId | null;
+        type?: string | null;
+        class?: string | null;
+        status?: "planned" | "arrived" | "triaged" | "in-progress" | "onleave" | "finished" | "cancelled" | "entered-in-error" | "unknown" | null;
+        reason?: string | null;
+        reason_codings?: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        provider_id?: FhirId | null;
+        facility_id?: FhirId | null;
+        provider?: string | null;
+        facility?: string | null;
+        started_at?: string | null;
+        ended_at?: string | null;
+        note?: string | null;
+        priority?: string | null;
+        location?: string | null;
+        length?: string | null;
+        admit_source?: string | null;
+        admit_source_code?: string | null;
+        discharge_disposition?: string | null;
+        discharge_disposition_code?: string | null;
+        origin?: string | null;
+        destination?: string | null;
+        diagnosis_ids?: Array<FhirId> | null;
+        types?: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+    };
+    /** What kind of encounter, e.g. consultation, or cdss_alert for a decision-support alert (required without `record`) */
+    encounter_type?: string;
     clinical_note?: string;
     /** Default finished */
     status?: "planned" | "arrived" | "triaged" | "in-progress" | "onleave" | "finished" | "cancelled";
@@ -303,6 +490,56 @@ export type Error = {
     message: string;
     [key: string]: unknown;
 };
+export type FamilyHistory = {
+    id: FhirId;
+    patient_id: FhirId | null;
+    status: "partial" | "completed" | "entered-in-error" | "health-unknown" | null;
+    data_absent_reason: string | null;
+    recorded_at: string | null;
+    relationship: string | null;
+    relationship_code: string | null;
+    relationship_system: string | null;
+    name: string | null;
+    sex: string | null;
+    born: string | null;
+    age: string | null;
+    estimated_age: boolean | null;
+    deceased: boolean | null;
+    deceased_text: string | null;
+    reason: string | null;
+    conditions: Array<string> | null;
+    note: string | null;
+};
+/** A FHIR resource id: 1-64 of A-Z a-z 0-9 - and . (ids Pont generates are UUIDs; a resource another system wrote keeps its own id, e.g. 123) */
+export type FhirId = string;
+export type Goal = {
+    id: FhirId;
+    patient_id: FhirId | null;
+    lifecycle_status: "proposed" | "planned" | "accepted" | "active" | "on-hold" | "completed" | "cancelled" | "entered-in-error" | "rejected" | null;
+    achievement_status: string | null;
+    achievement_code: string | null;
+    category: string | null;
+    priority: string | null;
+    priority_code: "high-priority" | "medium-priority" | "low-priority" | null;
+    description: string | null;
+    description_code: string | null;
+    description_code_system: string | null;
+    start_date: string | null;
+    target_measure: string | null;
+    target_value: number | null;
+    target_comparator: "<" | "<=" | ">=" | ">" | null;
+    target_unit: string | null;
+    target_text: string | null;
+    target_due_date: string | null;
+    status_date: string | null;
+    status_reason: string | null;
+    expressed_by: string | null;
+    expressed_by_reference: string | null;
+    addresses_references: Array<string> | null;
+    addresses: string | null;
+    outcome: string | null;
+    note: string | null;
+};
 export type HealthIdResolveRequest = {
     /** Known Health ID to look up (never creates a patient). Health ID: ISO 3166-1 alpha-2 country code, 10 digits, 2 check digits (14 characters, e.g. CM482930174629); the check digits make the whole ID, letters read as numbers A=10 … Z=35, equal 1 modulo 97 (ISO 7064 MOD 97-10, as in IBAN). */
     health_id?: string | null;
@@ -332,10 +569,9 @@ export type HealthIdVerifyResponse = {
     patient: PatientDemographics;
 };
 export type Immunization = {
-    /** uuid */
-    id: string;
-    patient_id: string | null;
-    visit_id: string | null;
+    id: FhirId;
+    patient_id: FhirId | null;
+    visit_id: FhirId | null;
     vaccine: string | null;
     cvx_code: string | null;
     vaccine_code: string | null;
@@ -362,6 +598,11 @@ export type Immunization = {
     site: string | null;
     route: string | null;
     note: string | null;
+    vaccine_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
 };
 export type IntrospectionRequest = {
     /** The access token to introspect */
@@ -396,10 +637,9 @@ export type Jwks = {
     keys: Array<Jwk>;
 };
 export type LabResult = {
-    /** uuid */
-    id: string;
-    patient_id: string | null;
-    visit_id: string | null;
+    id: FhirId;
+    patient_id: FhirId | null;
+    visit_id: FhirId | null;
     test_name: string | null;
     loinc_code: string | null;
     value: string | null;
@@ -413,6 +653,7 @@ export type LabResult = {
     value_code_system: string | null;
     components: string | null;
     data_absent_reason: string | null;
+    data_absent_code: string | null;
     reference_low: number | null;
     reference_high: number | null;
     reference_range_unit: string | null;
@@ -427,20 +668,186 @@ export type LabResult = {
     method: string | null;
     body_site: string | null;
     specimen: string | null;
+    specimen_note: string | null;
     performer: string | null;
-    member_ids: Array<string> | null;
+    based_on: string | null;
+    member_ids: Array<FhirId> | null;
     note: string | null;
+    codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    categories: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    component_list: Array<{
+        name: string | null;
+        code: string | null;
+        system: string | null;
+        display: string | null;
+        codings: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        value_numeric: number | null;
+        comparator: "<" | "<=" | ">=" | ">" | null;
+        unit: string | null;
+        unit_code: string | null;
+        value: string | null;
+        value_coded: string | null;
+        value_code: string | null;
+        value_code_system: string | null;
+        value_codings: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        interpretations: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        data_absent_reason: string | null;
+    }> | null;
+    interpretations: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    reference_ranges: Array<{
+        low: number | null;
+        high: number | null;
+        unit: string | null;
+        unit_code: string | null;
+        text: string | null;
+        type: string | null;
+        applies_to: string | null;
+        age_low: number | null;
+        age_high: number | null;
+        age_unit: string | null;
+    }> | null;
+    value_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     source: string;
 };
 export type LabResultPush = {
     /** Health ID (see resolve) */
     health_id: string;
-    test_name: string;
+    /** A lab_results record as records retrieval returns it, pushed back whole instead of the fields below (which must then be left out); `id` is ignored, a new resource is written */
+    record?: {
+        id?: FhirId;
+        patient_id?: FhirId | null;
+        visit_id?: FhirId | null;
+        test_name?: string | null;
+        loinc_code?: string | null;
+        value?: string | null;
+        value_numeric?: number | null;
+        comparator?: "<" | "<=" | ">=" | ">" | null;
+        value_precision?: number | null;
+        unit?: string | null;
+        unit_code?: string | null;
+        value_coded?: string | null;
+        value_code?: string | null;
+        value_code_system?: string | null;
+        components?: string | null;
+        data_absent_reason?: string | null;
+        data_absent_code?: string | null;
+        reference_low?: number | null;
+        reference_high?: number | null;
+        reference_range_unit?: string | null;
+        reference_range_text?: string | null;
+        flag?: "N" | "A" | "AA" | "H" | "HH" | "HU" | "H>" | "L" | "LL" | "LU" | "L<" | "<" | ">" | "POS" | "NEG" | "IND" | "DET" | "ND" | "E" | "EXP" | "UNE" | "NR" | "RR" | "WR" | "S" | "R" | "I" | "MS" | "VS" | "SDD" | "NCL" | "NS" | "SYN-R" | "SYN-S" | "B" | "D" | "U" | "W" | "AC" | "IE" | "QCF" | "TOX" | "CAR" | "Carrier" | "EX" | "HX" | "LX" | null;
+        flag_level?: "normal" | "abnormal" | "low" | "high" | "critical" | "critical_low" | "critical_high" | null;
+        interpretation?: string | null;
+        status?: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
+        effective_at?: string | null;
+        effective_end?: string | null;
+        issued_at?: string | null;
+        method?: string | null;
+        body_site?: string | null;
+        specimen?: string | null;
+        specimen_note?: string | null;
+        performer?: string | null;
+        based_on?: string | null;
+        member_ids?: Array<FhirId> | null;
+        note?: string | null;
+        codings?: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        categories?: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        component_list?: Array<{
+            name: string | null;
+            code: string | null;
+            system: string | null;
+            display: string | null;
+            codings: Array<{
+                system: string | null;
+                code: string | null;
+                display: string | null;
+            }> | null;
+            value_numeric: number | null;
+            comparator: "<" | "<=" | ">=" | ">" | null;
+            unit: string | null;
+            unit_code: string | null;
+            value: string | null;
+            value_coded: string | null;
+            value_code: string | null;
+            value_code_system: string | null;
+            value_codings: Array<{
+                system: string | null;
+                code: string | null;
+                display: string | null;
+            }> | null;
+            interpretations: Array<{
+                system: string | null;
+                code: string | null;
+                display: string | null;
+            }> | null;
+            data_absent_reason: string | null;
+        }> | null;
+        interpretations?: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        reference_ranges?: Array<{
+            low: number | null;
+            high: number | null;
+            unit: string | null;
+            unit_code: string | null;
+            text: string | null;
+            type: string | null;
+            applies_to: string | null;
+            age_low: number | null;
+            age_high: number | null;
+            age_unit: string | null;
+        }> | null;
+        value_codings?: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        source?: string;
+    };
+    test_name?: string;
     /** A decimal number, or a limit such as "<5" or ">=200", is stored as a quantity (with `unit` and the comparator); anything else (e.g. "positive") as text, and then `unit` is refused (422) */
-    result_value: string;
-    /** Outside the normal range */
-    flagged: boolean;
-    /** How far out, each level an interpretation code (mappings/lab-result.map.yaml, `flag_level`); default abnormal when flagged, normal when not */
+    result_value?: string;
+    /** Outside the normal range; leave it out when the result has no interpretation (none is written) */
+    flagged?: boolean;
+    /** How far out, each level an interpretation code (mappings/lab-result.map.yaml, `flag_level`); default abnormal when flagged, normal when not flagged, none without `flagged` */
     flag_level?: "normal" | "abnormal" | "low" | "high" | "critical" | "critical_low" | "critical_high";
     /** The result in words; the report's conclusion */
     interpretation?: string;
@@ -450,20 +857,104 @@ export type LabResultPush = {
     reference_low?: number;
     reference_high?: number;
     /** Default final (a final result raises lab_result.released) */
-    status?: "preliminary" | "final";
-    /** When the specimen was taken; default now */
+    status?: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown";
+    /** When the specimen was taken (a FHIR dateTime: the day alone when that is all that is known); default now */
     effective_at?: string;
 };
 export type LabResultPushed = {
     health_id: string;
-    /** The FHIR Observation */
+    /** The FHIR resource written: the Observation (a record from a report: its DiagnosticReport) */
     lab_result_id: string;
-    /** The FHIR DiagnosticReport that issues it */
-    diagnostic_report_id: string;
-    flagged: boolean;
-    /** The v3 ObservationInterpretation code stored */
-    flag: string;
+    /** The FHIR DiagnosticReport that issues it (none for a pushed `record` of an Observation) */
+    diagnostic_report_id: string | null;
+    /** Whether an interpretation other than normal was stored; null when none was */
+    flagged: boolean | null;
+    /** The interpretation code stored, null when none */
+    flag: string | null;
     created_at: string;
+};
+export type MediaRecord = {
+    id: FhirId;
+    patient_id: FhirId | null;
+    visit_id: FhirId | null;
+    status: "preparation" | "in-progress" | "not-done" | "on-hold" | "stopped" | "completed" | "entered-in-error" | "unknown" | null;
+    type: string | null;
+    type_code: string | null;
+    modality: string | null;
+    view: string | null;
+    body_site: string | null;
+    reason: string | null;
+    created_at: string | null;
+    issued_at: string | null;
+    operator: string | null;
+    operator_reference: string | null;
+    device: string | null;
+    content_type: string | null;
+    url: string | null;
+    size: number | null;
+    title: string | null;
+    inline: boolean | null;
+    height: number | null;
+    width: number | null;
+    frames: number | null;
+    duration: number | null;
+    note: string | null;
+};
+export type MedicalDevice = {
+    id: FhirId;
+    patient_id: FhirId | null;
+    status: "active" | "completed" | "entered-in-error" | "intended" | "stopped" | "on-hold" | null;
+    device: string | null;
+    device_reference: string | null;
+    device_status: "active" | "inactive" | "entered-in-error" | "unknown" | null;
+    device_type: string | null;
+    device_type_code: string | null;
+    device_type_system: string | null;
+    udi_carrier: string | null;
+    udi_device_identifier: string | null;
+    distinct_identifier: string | null;
+    serial_number: string | null;
+    lot_number: string | null;
+    manufacturer: string | null;
+    model_number: string | null;
+    manufacture_date: string | null;
+    expiration_date: string | null;
+    body_site: string | null;
+    reason: string | null;
+    used_from: string | null;
+    used_until: string | null;
+    recorded_at: string | null;
+    note: string | null;
+    source: string;
+};
+export type MedicationUse = {
+    id: FhirId;
+    patient_id: FhirId | null;
+    visit_id: FhirId | null;
+    status: "active" | "completed" | "entered-in-error" | "intended" | "stopped" | "on-hold" | "unknown" | "not-taken" | null;
+    status_reason: string | null;
+    category: string | null;
+    medication: string | null;
+    medication_code: string | null;
+    code_system: string | null;
+    effective_at: string | null;
+    effective_end: string | null;
+    asserted_at: string | null;
+    information_source: string | null;
+    information_source_reference: string | null;
+    based_on_references: Array<string> | null;
+    reason: string | null;
+    reason_references: Array<string> | null;
+    dosage_text: string | null;
+    dose: number | null;
+    dose_unit: string | null;
+    dose_range: string | null;
+    frequency: number | null;
+    period: number | null;
+    period_unit: "s" | "min" | "h" | "d" | "wk" | "mo" | "a" | null;
+    as_needed: boolean | null;
+    route: string | null;
+    note: string | null;
 };
 export type MobileTokenRequest = {
     health_id: string;
@@ -500,6 +991,40 @@ export type OperationOutcome = {
     resourceType: "OperationOutcome";
     issue: Array<Record<string, unknown>>;
 };
+export type Order = {
+    id: FhirId;
+    patient_id: FhirId | null;
+    visit_id: FhirId | null;
+    status: "draft" | "active" | "on-hold" | "revoked" | "completed" | "entered-in-error" | "unknown" | null;
+    intent: "proposal" | "plan" | "directive" | "order" | "original-order" | "reflex-order" | "filler-order" | "instance-order" | "option" | null;
+    priority: "routine" | "urgent" | "asap" | "stat" | null;
+    do_not_perform: boolean | null;
+    category: string | null;
+    category_code: string | null;
+    category_system: string | null;
+    name: string | null;
+    code: string | null;
+    code_system: string | null;
+    order_detail: string | null;
+    occurrence_at: string | null;
+    occurrence_end: string | null;
+    as_needed: boolean | null;
+    requested_at: string | null;
+    requester: string | null;
+    requester_reference: string | null;
+    performer_type: string | null;
+    performer_references: Array<string> | null;
+    performer: string | null;
+    location: string | null;
+    reason: string | null;
+    reason_references: Array<string> | null;
+    specimen_references: Array<string> | null;
+    body_site: string | null;
+    requisition: string | null;
+    based_on_references: Array<string> | null;
+    patient_instruction: string | null;
+    note: string | null;
+};
 export type PairingCode = {
     code: string;
     expires_at: string;
@@ -514,15 +1039,19 @@ export type PatientDemographics = {
     country_code: string | null;
 };
 export type PatientDocument = {
-    /** uuid */
-    id: string;
-    patient_id: string | null;
-    visit_id: string | null;
+    id: FhirId;
+    patient_id: FhirId | null;
+    visit_id: FhirId | null;
     status: "current" | "superseded" | "entered-in-error" | null;
     doc_status: "preliminary" | "final" | "amended" | "entered-in-error" | null;
     type: string | null;
     loinc_code: string | null;
     category: string | null;
+    categories: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     description: string | null;
     title: string | null;
     content_type: string | null;
@@ -534,7 +1063,7 @@ export type PatientDocument = {
     practice_setting: string | null;
     period_start: string | null;
     period_end: string | null;
-    replaces_document_id: string | null;
+    replaces_document_id: FhirId | null;
     security_label: string | null;
     created_at: string | null;
 };
@@ -550,14 +1079,25 @@ export type PatientRecords = {
     records: {
         alerts?: Array<CdssAlert>;
         allergies?: Array<AllergyRecord>;
+        assessments?: Array<Assessment>;
+        care_plans?: Array<CarePlan>;
         clinical_notes?: Array<ClinicalNote>;
+        devices?: Array<MedicalDevice>;
         diagnoses?: Array<Diagnosis>;
+        dispenses?: Array<Dispense>;
         documents?: Array<PatientDocument>;
+        family_history?: Array<FamilyHistory>;
+        goals?: Array<Goal>;
         immunizations?: Array<Immunization>;
         lab_results?: Array<LabResult>;
+        media?: Array<MediaRecord>;
+        medication_statements?: Array<MedicationUse>;
         observations?: Array<ClinicalObservation>;
+        orders?: Array<Order>;
         prescriptions?: Array<Prescription>;
+        procedures?: Array<Procedure>;
         reports?: Array<DiagnosticReportRecord>;
+        specimens?: Array<Specimen>;
         visits?: Array<Visit>;
         vitals?: Array<Vital>;
     };
@@ -576,6 +1116,8 @@ export type PatientSummary = {
         last_name: string | null;
         date_of_birth: string | null;
         sex: "male" | "female" | "other" | null;
+        deceased: boolean | null;
+        deceased_at: string | null;
         /** ABO and Rh, e.g. A+, from the newest LOINC 882-1 (or 883-9 with 10331-7) Observation (read as its lab record), else the Patient's */
         blood_group: "A+" | "A-" | "B+" | "B-" | "AB+" | "AB-" | "O+" | "O-" | null;
     };
@@ -587,6 +1129,14 @@ export type PatientSummary = {
     recent_labs: Array<LabResult>;
     /** The 5 newest encounters */
     recent_visits: Array<Visit>;
+    /** Active care plans, newest first, at most 20 */
+    active_care_plans: Array<CarePlan>;
+    /** Goals active or accepted, newest first, at most 20 */
+    active_goals: Array<Goal>;
+    /** The 10 newest procedures completed or in progress */
+    recent_procedures: Array<Procedure>;
+    /** The patient's active devices (implants with their UDI) and devices in use, newest first, at most 20 */
+    active_devices: Array<MedicalDevice>;
     /** Data classes no consent covers for the caller: their sections are empty */
     withheld: Array<string>;
 };
@@ -724,7 +1274,7 @@ export type PortalSession = {
     };
     /** Send it in X-CSRF-Token with every state-changing request */
     csrf_token: string;
-    /** When the session ends at the latest (it also ends after 30 minutes idle) */
+    /** When the session ends at the latest (PONT_PORTAL_SESSION_MAX after sign-in, default 12 h; it also ends after PONT_PORTAL_SESSION_IDLE without a request, default 30 minutes) */
     expires_at: string;
 };
 export type PortalSignIn = {
@@ -740,11 +1290,11 @@ export type PortalUser = {
     created_at: string;
 };
 export type Prescription = {
-    /** uuid */
-    id: string;
-    patient_id: string | null;
-    visit_id: string | null;
-    prescriber_id: string | null;
+    id: FhirId;
+    patient_id: FhirId | null;
+    visit_id: FhirId | null;
+    prescriber_id: FhirId | null;
+    prescriber: string | null;
     medication: string | null;
     medication_code: string | null;
     code_system: string | null;
@@ -774,6 +1324,70 @@ export type Prescription = {
     substitution_allowed: boolean | null;
     note: string | null;
     authored_at: string | null;
+    reported: boolean | null;
+    valid_from: string | null;
+    valid_until: string | null;
+    medication_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    dosage_instructions: Array<{
+        sequence: number | null;
+        text: string | null;
+        frequency: number | null;
+        frequency_max: number | null;
+        period: number | null;
+        period_unit: "s" | "min" | "h" | "d" | "wk" | "mo" | "a" | null;
+        when: Array<string> | null;
+        count: number | null;
+        duration: number | null;
+        duration_unit: "s" | "min" | "h" | "d" | "wk" | "mo" | "a" | null;
+        timing: string | null;
+        bounds: string | null;
+        as_needed_reason: string | null;
+        as_needed: boolean | null;
+        route: string | null;
+        method: string | null;
+        site: string | null;
+        dose: number | null;
+        dose_unit: string | null;
+        dose_low: number | null;
+        dose_high: number | null;
+        dose_range_unit: string | null;
+        rate: string | null;
+        max_dose_per_period: string | null;
+        max_dose_per_administration: string | null;
+        additional_instructions: string | null;
+        patient_instruction: string | null;
+    }> | null;
+};
+export type Procedure = {
+    id: FhirId;
+    patient_id: FhirId | null;
+    visit_id: FhirId | null;
+    status: "preparation" | "in-progress" | "not-done" | "on-hold" | "stopped" | "completed" | "entered-in-error" | "unknown" | null;
+    status_reason: string | null;
+    category: string | null;
+    name: string | null;
+    code: string | null;
+    code_system: string | null;
+    performed_at: string | null;
+    performed_end: string | null;
+    performed_text: string | null;
+    performer_references: Array<string> | null;
+    performer: string | null;
+    location: string | null;
+    location_reference: string | null;
+    reason: string | null;
+    reason_references: Array<string> | null;
+    body_site: string | null;
+    outcome: string | null;
+    complications: string | null;
+    follow_up: string | null;
+    device_references: Array<string> | null;
+    based_on_references: Array<string> | null;
+    note: string | null;
 };
 export type SdkTokenIntrospection = {
     active: boolean;
@@ -796,6 +1410,31 @@ export type SmartConfiguration = {
     scopes_supported: Array<string>;
     capabilities: Array<string>;
     [key: string]: unknown;
+};
+export type Specimen = {
+    id: FhirId;
+    patient_id: FhirId | null;
+    accession: string | null;
+    status: "available" | "unavailable" | "unsatisfactory" | "entered-in-error" | null;
+    type: string | null;
+    type_code: string | null;
+    type_system: string | null;
+    received_at: string | null;
+    collected_at: string | null;
+    collected_end: string | null;
+    collector: string | null;
+    collector_reference: string | null;
+    collection_method: string | null;
+    body_site: string | null;
+    quantity: number | null;
+    quantity_unit: string | null;
+    fasting_status: string | null;
+    condition: string | null;
+    processing: string | null;
+    container: string | null;
+    parent_references: Array<string> | null;
+    request_references: Array<string> | null;
+    note: string | null;
 };
 /** Section 2.4. Also accepted form-encoded (SMART clients send it so), with the client credentials in HTTP Basic (RFC 6749 §2.3.1), or a client assertion (RFC 7523, SMART Backend Services). */
 export type TokenRequest = {
@@ -821,15 +1460,21 @@ export type TokenResponse = {
     scope: string;
 };
 export type Visit = {
-    /** uuid */
-    id: string;
-    patient_id: string | null;
+    id: FhirId;
+    patient_id: FhirId | null;
     type: string | null;
     class: string | null;
     status: "planned" | "arrived" | "triaged" | "in-progress" | "onleave" | "finished" | "cancelled" | "entered-in-error" | "unknown" | null;
     reason: string | null;
-    provider_id: string | null;
-    facility_id: string | null;
+    reason_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    provider_id: FhirId | null;
+    facility_id: FhirId | null;
+    provider: string | null;
+    facility: string | null;
     started_at: string | null;
     ended_at: string | null;
     note: string | null;
@@ -837,14 +1482,22 @@ export type Visit = {
     location: string | null;
     length: string | null;
     admit_source: string | null;
+    admit_source_code: string | null;
     discharge_disposition: string | null;
-    diagnosis_ids: Array<string> | null;
+    discharge_disposition_code: string | null;
+    origin: string | null;
+    destination: string | null;
+    diagnosis_ids: Array<FhirId> | null;
+    types: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
 };
 export type Vital = {
-    /** uuid */
-    id: string;
-    patient_id: string | null;
-    visit_id: string | null;
+    id: FhirId;
+    patient_id: FhirId | null;
+    visit_id: FhirId | null;
     type: string | null;
     name: string | null;
     value: number | null;
@@ -853,6 +1506,7 @@ export type Vital = {
     diastolic: number | null;
     unit: string | null;
     data_absent_reason: string | null;
+    data_absent_code: string | null;
     interpretation: string | null;
     reference_range: string | null;
     components: string | null;
@@ -860,6 +1514,71 @@ export type Vital = {
     method: string | null;
     status: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
     recorded_at: string | null;
+    recorded_end: string | null;
+    performer: string | null;
+    note: string | null;
+    codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    categories: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    component_list: Array<{
+        name: string | null;
+        code: string | null;
+        system: string | null;
+        display: string | null;
+        codings: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        value_numeric: number | null;
+        comparator: "<" | "<=" | ">=" | ">" | null;
+        unit: string | null;
+        unit_code: string | null;
+        value: string | null;
+        value_coded: string | null;
+        value_code: string | null;
+        value_code_system: string | null;
+        value_codings: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        interpretations: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        data_absent_reason: string | null;
+    }> | null;
+    interpretations: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    reference_ranges: Array<{
+        low: number | null;
+        high: number | null;
+        unit: string | null;
+        unit_code: string | null;
+        text: string | null;
+        type: string | null;
+        applies_to: string | null;
+        age_low: number | null;
+        age_high: number | null;
+        age_unit: string | null;
+    }> | null;
+    value_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
 };
 export type WebhookDelivery = {
     /** whdlv_… */

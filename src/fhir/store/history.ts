@@ -35,6 +35,23 @@ const allowedColumn = (rowFilter: RowFilter | undefined, alias: string, type: st
 const toStored = <T extends Resource>(row: VersionRow | undefined): StoredVersion<T> | undefined =>
   row && { deleted: row.deleted, content: row.content as T | null, versionId: String(row.version_id), lastUpdated: new Date(row.last_updated), allowed: row.allowed };
 
+/**
+ * The current, live resources of `refs` (`Type/id`) that `visible` (a condition on the row `r`) lets through, in one
+ * query, keyed by reference: what a page of records refers to (src/records).
+ */
+export async function readReferenced(db: Queryable, refs: string[], visible: (r: ReturnType<typeof ident>) => Sql): Promise<Map<string, Resource>> {
+  const found = new Map<string, Resource>();
+  if (!refs.length) return found;
+  const [types, ids] = [refs.map((r) => r.slice(0, r.indexOf('/'))), refs.map((r) => r.slice(r.indexOf('/') + 1))];
+  const r = ident('r');
+  const { text, values } = sql`SELECT r.resource_type, r.id, r.content FROM fhir_resources r
+     JOIN unnest(${types}::text[], ${ids}::text[]) AS wanted(resource_type, id) ON r.resource_type = wanted.resource_type AND r.id = wanted.id
+     WHERE ${and(sql`NOT r.deleted`, visible(r))}`.render();
+  const { rows } = await db.query<{ resource_type: string; id: string; content: Resource }>(text, values);
+  for (const row of rows) found.set(`${row.resource_type}/${row.id}`, row.content);
+  return found;
+}
+
 /** The current version of a resource, or undefined when it never existed. */
 export async function readVersion<T extends Resource>(db: Queryable, type: string, id: string, rowFilter?: RowFilter): Promise<StoredVersion<T> | undefined> {
   const { text, values } = sql`SELECT r.id, r.version_id, r.last_updated, r.deleted, r.content, ${allowedColumn(rowFilter, 'r', type)} FROM fhir_resources r

@@ -49,14 +49,21 @@ export async function storedIds(sql: Queryable, type: string, ids: string[]): Pr
  * made before it): retention of old versions. The current version is never touched. Returns how many it forgot.
  */
 export async function forgetVersionsReplacedBefore(sql: Queryable, before: Date, limit: number): Promise<number> {
-  const { rowCount } = await sql.query(
-    `DELETE FROM fhir_resource_versions WHERE (rid, version_id) IN (
-       SELECT v.rid, v.version_id FROM fhir_resource_versions v
-       WHERE v.last_updated < $1
-         AND (EXISTS (SELECT 1 FROM fhir_resource_versions n WHERE n.rid = v.rid AND n.version_id > v.version_id AND n.last_updated < $1)
-              OR EXISTS (SELECT 1 FROM fhir_resources r WHERE r.rid = v.rid AND r.version_id > v.version_id AND r.last_updated < $1))
-       LIMIT $2)`,
-    [before.toISOString(), limit],
-  );
+  const { rowCount } = await sql.query(`DELETE FROM fhir_resource_versions WHERE (rid, version_id) IN (SELECT v.rid, v.version_id ${REPLACED_BEFORE} LIMIT $2)`, [
+    before.toISOString(),
+    limit,
+  ]);
   return rowCount;
 }
+
+/** How many versions forgetVersionsReplacedBefore would forget (a retention dry run). */
+export async function countVersionsReplacedBefore(sql: Queryable, before: Date): Promise<number> {
+  const { rows } = await sql.query<{ n: string }>(`SELECT count(*) AS n ${REPLACED_BEFORE}`, [before.toISOString()]);
+  return Number(rows[0]!.n);
+}
+
+/** The versions replaced before $1 (by a later version itself older than $1). */
+const REPLACED_BEFORE = `FROM fhir_resource_versions v
+  WHERE v.last_updated < $1
+    AND (EXISTS (SELECT 1 FROM fhir_resource_versions n WHERE n.rid = v.rid AND n.version_id > v.version_id AND n.last_updated < $1)
+         OR EXISTS (SELECT 1 FROM fhir_resources r WHERE r.rid = v.rid AND r.version_id > v.version_id AND r.last_updated < $1))`;

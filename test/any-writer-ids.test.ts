@@ -1,0 +1,232 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HEALTH_ID_SYSTEM } from '../src/healthid/healthid';
+import { schemaProblems } from './published-schema';
+import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+
+/**
+ * Issue 38, item 1: ids are FHIR ids. A patient another system registered as `Patient/123` (loaded with PUT, as an
+ * operator loads a FHIR-native app's data) reads through Connect with its own ids and receives the SDK's pushes.
+ * Before, records described ids as uuids and every push for such a patient was refused (422 `patient_id: "123" is
+ * not a valid uuid`).
+ */
+let pont: TestServer;
+let operator: TestClient;
+let reader: TestClient;
+let sdk: TestClient;
+let healthId: string;
+let doc: Record<string, unknown>;
+
+const call = (client: TestClient, path: string, init: RequestInit & { json?: unknown } = {}) =>
+  pont.json(path, { ...init, headers: { ...client.headers, ...(init.headers as Record<string, string>) } });
+const LAB = { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'laboratory' }] };
+
+async function put(resource: Record<string, unknown>): Promise<Record<string, any>> {
+  const res = await call(operator, `/api/fhir/R4/${resource.resourceType}/${resource.id}`, { method: 'PUT', json: resource });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return res.body;
+}
+
+beforeAll(async () => {
+  pont = await startTestServer();
+  operator = await createTestClient(pont, ['fhir:read', 'fhir:write'], { organizationId: 'org-operator', allPatients: true });
+  reader = await createTestClient(pont, ['consents:write', 'patient:diagnostics:read', 'patients:read', 'labs:read', 'prescriptions:read'], { organizationId: 'org-reader' });
+  sdk = await createTestClient(pont, ['labs:write', 'encounters:write', 'labs:read', 'patients:read'], { organizationId: 'org-reader' });
+  const patient = await put({ resourceType: 'Patient', id: '123', name: [{ use: 'official', family: 'Mbah', given: ['Eyong'] }], gender: 'male', birthDate: '1971-05-01' });
+  healthId = patient.identifier.find((i: any) => i.system === HEALTH_ID_SYSTEM).value;
+  await put({ resourceType: 'Encounter', id: 'enc.7', status: 'finished', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' }, subject: { reference: 'Patient/123' } });
+  await put({
+    resourceType: 'Observation', id: '1', status: 'final', category: [LAB], code: { text: 'Glucose' }, subject: { reference: 'Patient/123' },
+    encounter: { reference: 'Encounter/enc.7' }, effectiveDateTime: '2026-01-05T08:00:00Z', valueQuantity: { value: 5.4, unit: 'mmol/L' },
+  });
+  const expires_at = new Date(Date.now() + 365 * 86_400_000).toISOString();
+  expect((await call(reader, `/api/v1/connect/patient/${healthId}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at } })).status).toBe(201);
+  doc = (await pont.json('/api/openapi.json')).body;
+}, 120_000);
+afterAll(async () => {
+  await pont?.close();
+});
+
+describe('FHIR ids, not uuids', () => {
+  it('records carry the writer’s ids, and the published shape describes them as FhirId', async () => {
+    const res = await call(reader, `/api/v1/connect/patient/${healthId}/records?type=all`);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const [lab] = res.body.records.lab_results;
+    expect(lab).toMatchObject({ id: '1', patient_id: '123', visit_id: 'enc.7' });
+    expect(res.body.records.visits[0]).toMatchObject({ id: 'enc.7', patient_id: '123' });
+    expect(schemaProblems({ $ref: 'LabResult' }, lab, doc)).toEqual([]);
+    const schemas = (doc as any).components.schemas;
+    expect(schemas.FhirId).toMatchObject({ type: 'string', format: 'fhir-id', pattern: '^[A-Za-z0-9\\-.]{1,64}$' });
+    expect(schemas.LabResult.properties.patient_id).toEqual({ anyOf: [{ $ref: '#/components/schemas/FhirId' }, { type: 'null' }] });
+    expect(JSON.stringify(schemas)).not.toMatch(/"uuid"/);
+  });
+
+  it('the SDK pushes a lab result and an encounter for a patient another system registered', async () => {
+    const lab = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, test_name: 'Potassium', result_value: '4.1', unit: 'mmol/L', flagged: false } });
+    expect(lab.status, JSON.stringify(lab.body)).toBe(201);
+    const written = await call(operator, `/api/fhir/R4/Observation/${lab.body.lab_result_id}`);
+    expect(written.body.subject).toEqual({ reference: 'Patient/123' });
+    const visit = await call(sdk, '/api/v1/sdk/records/encounters', { method: 'POST', json: { health_id: healthId, encounter_type: 'consultation' } });
+    expect(visit.status, JSON.stringify(visit.body)).toBe(201);
+    expect((await call(operator, `/api/fhir/R4/Encounter/${visit.body.encounter_id}`)).body.subject).toEqual({ reference: 'Patient/123' });
+  });
+});
+
+/** What a clinician relies on in a result, as FHIR holds it: compared before and after a write-back. */
+const clinical = (o: Record<string, any>) => ({
+  status: o.status,
+  code: (o.code?.coding ?? []).map((c: any) => `${c.system}|${c.code}`),
+  effective: o.effectiveDateTime ?? o.effectivePeriod,
+  quantity: o.valueQuantity && { value: o.valueQuantity.value, unit: o.valueQuantity.unit, code: o.valueQuantity.code, comparator: o.valueQuantity.comparator },
+  coded: (o.valueCodeableConcept?.coding ?? []).map((c: any) => `${c.system}|${c.code}`),
+  interpretation: (o.interpretation ?? []).flatMap((i: any) => i.coding ?? []).map((c: any) => `${c.system}|${c.code}`),
+  ranges: (o.referenceRange ?? []).map((r: any) => ({ low: r.low?.value, high: r.high?.value, text: r.text })),
+});
+
+describe('write-back keeps meaning (issue 38 item 5)', () => {
+  /** Loads `resource` as another system wrote it, reads its lab record, pushes the record back; the FHIR written. */
+  async function roundTrip(resource: Record<string, any>): Promise<{ record: Record<string, any>; written: Record<string, any>; pushed: Record<string, any> }> {
+    await put({ ...resource, subject: { reference: 'Patient/123' } });
+    const res = await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`);
+    const record = res.body.records.lab_results.find((r: any) => r.id === resource.id);
+    expect(record, `${resource.id} is a lab record`).toBeDefined();
+    const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    const written = (await call(operator, `/api/fhir/R4/Observation/${pushed.body.lab_result_id}`)).body;
+    return { record, written, pushed: pushed.body };
+  }
+
+  it('a coded, reactive, corrected result with a text range and a date only comes back as it was', async () => {
+    const original = {
+      resourceType: 'Observation', id: 'hiv-2', status: 'corrected', category: [LAB],
+      code: { coding: [{ system: 'http://loinc.org', code: '7918-6' }] }, effectiveDateTime: '2026-10-01',
+      valueCodeableConcept: { coding: [{ system: 'http://snomed.info/sct', code: '11214006', display: 'Reactive' }] },
+      interpretation: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation', code: 'RR' }] }],
+      referenceRange: [{ text: 'NEGATIVE' }],
+    };
+    const { written, pushed } = await roundTrip(original);
+    expect(clinical(written)).toEqual(clinical(original));
+    expect(pushed).toMatchObject({ flag: 'RR', flagged: true });
+  });
+
+  it('a result without interpretation gets none (no invented N), and keeps its UCUM code', async () => {
+    const original = {
+      resourceType: 'Observation', id: 'k-3', status: 'amended', category: [LAB], code: { coding: [{ system: 'http://loinc.org', code: '2823-3' }] },
+      effectiveDateTime: '2026-10-02T07:30:00+01:00', valueQuantity: { value: 4.2, unit: 'mmol/L', system: 'http://unitsofmeasure.org', code: 'mmol/L' },
+    };
+    const { written, pushed } = await roundTrip(original);
+    expect(clinical(written)).toEqual(clinical(original));
+    expect(written.interpretation).toBeUndefined();
+    expect(pushed).toMatchObject({ flag: null, flagged: null });
+  });
+
+  it('the push’s own fields need no flagged, take any lab status and a date alone; record and fields are not mixed', async () => {
+    const res = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, test_name: 'Sodium', result_value: '139', unit: 'mmol/L', status: 'corrected', effective_at: '2026-10-03' } });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    const written = (await call(operator, `/api/fhir/R4/Observation/${res.body.lab_result_id}`)).body;
+    expect(written).toMatchObject({ status: 'corrected', effectiveDateTime: '2026-10-03' });
+    expect(written.interpretation).toBeUndefined();
+    const mixed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record: { test_name: 'x', status: 'final' }, test_name: 'Sodium' } });
+    expect(mixed.status).toBe(422);
+    const neither = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId } });
+    expect(neither.status).toBe(422);
+    const otherPatient = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record: { patient_id: 'someone-else', test_name: 'x', status: 'final' } } });
+    expect(otherPatient.status).toBe(422);
+    expect(JSON.stringify(otherPatient.body)).toMatch(/record\.patient_id/);
+  });
+
+  it('an organisation without rights pushes a record no more than the push’s own fields: same refusal, nothing written', async () => {
+    const stranger = await createTestClient(pont, ['labs:write', 'encounters:write'], { organizationId: 'org-stranger' });
+    const count = async () => (await call(operator, '/api/fhir/R4/Observation?subject=Patient/123&_summary=count')).body.total;
+    const before = await count();
+    const own = await call(stranger, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, test_name: 'Sodium', result_value: '139' } });
+    const whole = await call(stranger, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record: { test_name: 'Sodium', value: '139', status: 'final' } } });
+    expect(own.status).toBeGreaterThanOrEqual(400);
+    expect([whole.status, whole.body.error_code]).toEqual([own.status, own.body.error_code]);
+    expect(await count()).toBe(before);
+  });
+
+  it('an encounter record pushed back keeps its class, type codes and period, and gets no invented start', async () => {
+    await put({
+      resourceType: 'Encounter', id: 'enc-9', status: 'finished', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'IMP' },
+      type: [{ coding: [{ system: 'http://snomed.info/sct', code: '183452005' }], text: 'Emergency hospital admission' }], subject: { reference: 'Patient/123' },
+    });
+    const res = await call(reader, `/api/v1/connect/patient/${healthId}/records?type=visits`);
+    const record = res.body.records.visits.find((r: any) => r.id === 'enc-9');
+    const pushed = await call(sdk, '/api/v1/sdk/records/encounters', { method: 'POST', json: { health_id: healthId, record } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    const written = (await call(operator, `/api/fhir/R4/Encounter/${pushed.body.encounter_id}`)).body;
+    expect(written.class).toEqual({ system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'IMP' });
+    expect(written.period).toBeUndefined();
+    expect(written.status).toBe('finished');
+  });
+});
+
+describe('what other writers leave implicit (issue 38 items 2, 4, 6)', () => {
+  it('an uncategorised result a laboratory report lists is a lab result, in records and the summary; one no report lists is not', async () => {
+    const lonely = { resourceType: 'Observation', status: 'final', code: { text: 'Mood' }, subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-09-01', valueString: 'calm' };
+    await put({ ...lonely, id: 'obs-mood' });
+    await put({
+      resourceType: 'Observation', id: 'glu-hh', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '2345-7' }] }, subject: { reference: 'Patient/123' },
+      effectiveDateTime: '2026-11-20T06:00:00Z', valueQuantity: { value: 1000, unit: 'mg/dL' },
+      interpretation: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation', code: 'HH' }] }],
+    });
+    await put({
+      resourceType: 'DiagnosticReport', id: 'rep-1', status: 'final', code: { text: 'Chemistry' }, subject: { reference: 'Patient/123' },
+      category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0074', code: 'LAB' }] }], result: [{ reference: 'Observation/glu-hh' }],
+    });
+    const labs = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`)).body.records.lab_results;
+    expect(labs.map((r: any) => r.id)).toContain('glu-hh');
+    expect(labs.map((r: any) => r.id)).not.toContain('obs-mood');
+    expect(labs.find((r: any) => r.id === 'glu-hh')).toMatchObject({ flag: 'HH', flag_level: 'critical_high', value_numeric: 1000 });
+    const summary = await call(sdk, `/api/v1/sdk/patients/${healthId}/summary`);
+    expect(summary.status, JSON.stringify(summary.body)).toBe(200);
+    expect(summary.body.recent_labs.map((r: any) => r.id)).toContain('glu-hh');
+  });
+
+  it('an encounter class written without its system reads as the v3 code it names', async () => {
+    await put({ resourceType: 'Encounter', id: 'enc-nosys', status: 'finished', class: { code: 'EMER' }, subject: { reference: 'Patient/123' } });
+    const visits = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=visits`)).body.records.visits;
+    expect(visits.find((v: any) => v.id === 'enc-nosys')).toMatchObject({ class: 'EMER' });
+  });
+
+  it('the summary names a patient recorded with a usual name only, and takes sex from US Core birth sex or a national extension', async () => {
+    const patient = await put({
+      resourceType: 'Patient', id: 'pat-usual.1', name: [{ use: 'usual', family: 'Diallo', given: ['Awa'] }], birthDate: '2009-06-14',
+      extension: [{ url: 'http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex', valueCode: 'F' }], deceasedDateTime: '2026-01-02',
+    });
+    const other = await put({
+      resourceType: 'Patient', id: 'pat-national', name: [{ family: 'Mensah', given: ['Kofi'] }],
+      extension: [{ url: 'https://fhir.example.cm/StructureDefinition/sexe', valueCoding: { system: 'http://hl7.org/fhir/administrative-gender', code: 'male' } }],
+    });
+    const expires_at = new Date(Date.now() + 365 * 86_400_000).toISOString();
+    for (const p of [patient, other]) {
+      const hid = p.identifier.find((i: any) => i.system === HEALTH_ID_SYSTEM).value;
+      expect((await call(reader, `/api/v1/connect/patient/${hid}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at } })).status).toBe(201);
+    }
+    const hid = (p: Record<string, any>) => p.identifier.find((i: any) => i.system === HEALTH_ID_SYSTEM).value;
+    const first = await call(sdk, `/api/v1/sdk/patients/${hid(patient)}/summary`);
+    expect(first.body.patient).toMatchObject({ first_name: 'Awa', last_name: 'Diallo', sex: 'female', deceased: true, deceased_at: '2026-01-02' });
+    expect((await call(sdk, `/api/v1/sdk/patients/${hid(other)}/summary`)).body.patient).toMatchObject({ first_name: 'Kofi', last_name: 'Mensah', sex: 'male', deceased: null });
+  });
+});
+
+describe('references followed under the policy (issue 38 item 3)', () => {
+  it('directory data is named, the specimen of the patient is read, and nothing of another patient’s specimen is shown', async () => {
+    await put({ resourceType: 'Practitioner', id: 'pr-9', name: [{ family: 'Okonkwo', given: ['Ada'] }] });
+    // Another patient, for whom the reader has no consent, and a specimen of theirs with a note.
+    await put({ resourceType: 'Patient', id: 'other-9', name: [{ family: 'Other' }] });
+    await put({ resourceType: 'Specimen', id: 'sp-other', subject: { reference: 'Patient/other-9' }, type: { text: 'Secret serum' }, note: [{ text: 'Belongs to someone else' }] });
+    await put({ resourceType: 'Specimen', id: 'sp-own', subject: { reference: 'Patient/123' }, type: { text: 'Serum' }, note: [{ text: 'Specimen hemolyzed.' }] });
+    for (const [id, specimen] of [['k-own', 'sp-own'], ['k-other', 'sp-other']])
+      await put({
+        resourceType: 'Observation', id, status: 'final', category: [LAB], code: { text: 'Potassium' }, subject: { reference: 'Patient/123' },
+        effectiveDateTime: '2026-11-21', valueQuantity: { value: 6.1, unit: 'mmol/L' }, specimen: { reference: `Specimen/${specimen}` }, performer: [{ reference: 'Practitioner/pr-9' }],
+      });
+    const labs = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`)).body.records.lab_results;
+    expect(labs.find((r: any) => r.id === 'k-own')).toMatchObject({ specimen: 'Serum', specimen_note: 'Specimen hemolyzed.', performer: 'Ada Okonkwo' });
+    // A result that refers to another patient's specimen is in that patient's compartment too: without a consent for
+    // both, the reader sees neither the result nor anything of the specimen.
+    expect(labs.find((r: any) => r.id === 'k-other')).toBeUndefined();
+    expect(JSON.stringify(labs)).not.toMatch(/Secret serum|Belongs to someone else/);
+  });
+});

@@ -1,0 +1,1030 @@
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HEALTH_ID_SYSTEM } from '../src/healthid/healthid';
+import { validateFhirResource } from '../src/fhir/validate';
+import { recordTypes } from '../src/mapping/record-types';
+import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+import { schemaProblems } from './published-schema';
+
+/**
+ * Issue 38: FHIR written by other systems (test/corpus/other-writers/, two writers with their own conventions),
+ * loaded as an operator would (`PUT /api/fhir/R4/{type}/{id}` with the writers' ids, in dependency order), then read
+ * as a Connect integrator would (records of every type, `type=all`, the SDK summary) and compared field by field with
+ * the source; every record is checked against the published OpenAPI shape; then every record that has a push is
+ * pushed back (the SDK lab-result and encounter pushes: there is no Connect update) and the FHIR written compared with
+ * the original. Each finding of the issue is its own `it`, so that which hold and which do not can be seen.
+ *
+ * A "fact" is a source value a clinician relies on (every coding's code with its system, value and unit, the UCUM
+ * code, interpretation, status, both ends of a period, names of the people and places referred to, a specimen's note,
+ * every category, notes, panel members, dosage timing…). A fact is lost when it appears nowhere in the record(s) the
+ * resource is read as (a code with its system: the code as a value, and the system's URI in the record or the code in
+ * a field named for the system, e.g. `loinc_code`).
+ */
+
+type R = Record<string, any>;
+const dir = fileURLToPath(new URL('./corpus/other-writers/', import.meta.url));
+const WRITERS = [
+  { name: 'northbrook', file: 'northbrook-ehr.bundle.json' },
+  { name: 'savanna', file: 'savanna-lab-network.ndjson' },
+];
+const LOINC = 'http://loinc.org';
+const SCT = 'http://snomed.info/sct';
+const UCUM = 'http://unitsofmeasure.org';
+const OBSCAT = 'http://terminology.hl7.org/CodeSystem/observation-category';
+const V2_0074 = 'http://terminology.hl7.org/CodeSystem/v2-0074';
+/** v2 table 0074 sections that are laboratory sections (lab-report.map.yaml reads these). */
+const LAB_SECTIONS = ['LAB', 'BLB', 'CH', 'CP', 'CUS', 'HM', 'ICU', 'IMM', 'MB', 'MCB', 'MYC', 'NMS', 'OSL', 'PAR', 'SP', 'SR', 'TX', 'VR'];
+/** LOINC laboratory panel codes the corpus's reports use without a category (the "LOINC lab panel code" signal). */
+const LOINC_LAB_PANELS = ['24323-8', '51990-0', '58410-2', '24356-8'];
+/** Clinical resource types of the corpus no record type reads today (issue 38, 6: "the next issue"). */
+const CLINICAL_WITHOUT_TYPE = ['ServiceRequest', 'Specimen', 'Procedure', 'CarePlan', 'Goal', 'FamilyMemberHistory', 'Device', 'MedicationDispense', 'QuestionnaireResponse', 'Media', 'MedicationStatement'];
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const SHOW = 8;
+
+/* ------------------------------------------------------------------ the corpus */
+
+function readWriter(file: string): R[] {
+  const text = readFileSync(dir + file, 'utf8');
+  if (file.endsWith('.ndjson')) return text.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
+  const bundle = JSON.parse(text);
+  return bundle.entry.map((e: R) => e.resource);
+}
+
+const REF = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})$/;
+/** Every relative reference `Type/id` in a resource. */
+function referencesOf(value: unknown, out: string[] = []): string[] {
+  if (Array.isArray(value)) value.forEach((v) => referencesOf(v, out));
+  else if (value && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) {
+      if (k === 'reference' && typeof v === 'string' && REF.test(v)) out.push(v);
+      else referencesOf(v, out);
+    }
+  }
+  return out;
+}
+
+/** The resources in an order where each comes after those it refers to (what a referential-integrity check needs). */
+function dependencyOrder(resources: R[]): R[] {
+  const byKey = new Map(resources.map((r) => [`${r.resourceType}/${r.id}`, r]));
+  const done = new Set<string>();
+  const order: R[] = [];
+  const visit = (key: string, path: Set<string>) => {
+    if (done.has(key) || path.has(key) || !byKey.has(key)) return;
+    path.add(key);
+    for (const ref of referencesOf(byKey.get(key))) visit(ref, path);
+    path.delete(key);
+    done.add(key);
+    order.push(byKey.get(key)!);
+  };
+  for (const key of byKey.keys()) visit(key, new Set());
+  return order;
+}
+
+/* ------------------------------------------------------------------ reading a record: its values */
+
+interface Leaf {
+  key: string;
+  value: string | number | boolean;
+}
+function leavesOf(value: unknown, key = '', out: Leaf[] = []): Leaf[] {
+  if (Array.isArray(value)) value.forEach((v) => leavesOf(v, key, out));
+  else if (value && typeof value === 'object') for (const [k, v] of Object.entries(value)) leavesOf(v, k, out);
+  else if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') out.push({ key, value });
+  return out;
+}
+const norm = (s: string) => s.normalize('NFKD').replace(/\p{M}/gu, '').toLowerCase().replace(/[-_\s]+/g, ' ').trim();
+const tokens = (s: string) => s.toLowerCase().split(/[\s,;:()|=]+/).filter(Boolean);
+const SYSTEM_FIELD: Array<[string, RegExp]> = [
+  [LOINC, /loinc/],
+  [SCT, /snomed|sct/],
+  ['http://hl7.org/fhir/sid/cvx', /cvx/],
+  ['http://www.nlm.nih.gov/research/umls/rxnorm', /rxnorm/],
+  ['http://hl7.org/fhir/sid/ndc', /ndc/],
+  ['http://hl7.org/fhir/sid/icd-10-cm', /icd/],
+  ['http://hl7.org/fhir/sid/icd-10', /icd/],
+  [UCUM, /ucum|unit_code/],
+];
+
+/**
+ * The code system of each record field that a map fills from one coding system's codes
+ * (`loinc_code: code.coding.where(system=%loinc).code`, a vital's `type`, the lab `flag`): per record type, field → systems.
+ */
+function fieldSystems(): Map<string, Map<string, Set<string>>> {
+  const mapsDir = fileURLToPath(new URL('../mappings/', import.meta.url));
+  const out = new Map<string, Map<string, Set<string>>>();
+  for (const file of readdirSync(mapsDir).filter((f) => f.endsWith('.map.yaml'))) {
+    const map = parseYaml(readFileSync(mapsDir + file, 'utf8'));
+    if (!map?.record?.type) continue;
+    const fields = out.get(map.record.type) ?? out.set(map.record.type, new Map()).get(map.record.type)!;
+    for (const [field, rule] of Object.entries(map.fields ?? {}) as Array<[string, any]>) {
+      const paths = [typeof rule === 'string' ? rule : rule?.fhir].flat().filter((x) => typeof x === 'string') as string[];
+      for (const path of paths)
+        for (const alt of path.split('|').map((a) => a.trim()))
+          for (const m of alt.matchAll(/where\(system=%([\w-]+)\)(\.first\(\))?\.code$/g)) {
+            const uri = map.uris?.[m[1]!];
+            if (uri) (fields.get(field) ?? fields.set(field, new Set()).get(field)!).add(uri);
+          }
+    }
+  }
+  return out;
+}
+let systemsOfFields: Map<string, Map<string, Set<string>>>;
+
+class Values {
+  /** `types`: the record types the leaves come from (their fields' code systems count as the codes' systems). */
+  constructor(
+    readonly leaves: Leaf[],
+    readonly types: string[] = [],
+  ) {}
+  /** The text (a name, a note), as a value or inside one. */
+  text(t: string): boolean {
+    const n = norm(t);
+    return this.leaves.some((l) => typeof l.value === 'string' && (n.length < 3 ? norm(l.value) === n : norm(l.value).includes(n)));
+  }
+  /** A code (or status) as a value of its own, or a word of a text. */
+  code(c: string): boolean {
+    return this.keysOf(c).length > 0;
+  }
+  keysOf(c: string): string[] {
+    const lc = c.toLowerCase();
+    return this.leaves
+      .filter((l) => {
+        if (typeof l.value === 'boolean') return false;
+        const v = String(l.value);
+        return v.toLowerCase() === lc || norm(v) === norm(c) || (c.length >= 3 && typeof l.value === 'string' && (tokens(v).includes(lc) || v.split(/[,;]\s*/).some((part) => norm(part) === norm(c))));
+      })
+      .map((l) => l.key);
+  }
+  /** A coding: its code, and its system (the URI, or the code in a field named for the system). */
+  coding(system: string | undefined, code: string): boolean {
+    const keys = this.keysOf(code);
+    if (!keys.length) return false;
+    if (!system) return true;
+    if (this.leaves.some((l) => l.value === system)) return true;
+    if (this.types.some((t) => keys.some((k) => systemsOfFields.get(t)?.get(k)?.has(system)))) return true;
+    return SYSTEM_FIELD.some(([s, re]) => s === system && keys.some((k) => re.test(k)));
+  }
+  number(n: number): boolean {
+    return this.leaves.some((l) => l.value === n || (typeof l.value === 'string' && l.value.split(/[^0-9.\-]+/).some((t) => t !== '' && t !== '-' && Number(t) === n)));
+  }
+  unit(u: string): boolean {
+    return this.leaves.some((l) => typeof l.value === 'string' && (l.value === u || l.value.includes(u)));
+  }
+  date(d: string): boolean {
+    const dateOnly = /^\d{4}(-\d{2}(-\d{2})?)?$/.test(d);
+    return this.leaves.some((l) => {
+      if (typeof l.value !== 'string') return false;
+      const parts = [l.value, ...l.value.split(/\s+[–-]\s+|\s+/)];
+      return parts.some((p) => p === d || (!dateOnly && /T/.test(p) && Date.parse(p) === Date.parse(d)));
+    });
+  }
+  truthy(key: RegExp): boolean {
+    return this.leaves.some((l) => key.test(l.key) && l.value !== false && l.value !== '' && l.value !== null);
+  }
+}
+
+/* ------------------------------------------------------------------ facts */
+
+interface Fact {
+  /** The issue-38 finding it belongs to (the `it` that counts it). */
+  tag: string;
+  what: string;
+  ok: (v: Values) => boolean;
+}
+
+/** What a clinician relies on in a resource, each with the finding it belongs to. `corpus` resolves references. */
+function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
+  const facts: Fact[] = [];
+  const add = (tag: string, what: string, ok: (v: Values) => boolean) => facts.push({ tag, what, ok });
+  const concept = (tag: string, what: string, c: R | undefined, restTag = 'every-coding') => {
+    if (!c) return;
+    (c.coding ?? []).forEach((x: R, i: number) => {
+      if (x.code) add(i === 0 ? tag : restTag, `${what} ${x.system ?? '(no system)'}|${x.code}`, (v) => v.coding(x.system, x.code));
+    });
+    if (c.text) add(tag, `${what} text "${c.text}"`, (v) => v.text(c.text));
+    if (!(c.coding ?? []).length && !c.text) return;
+  };
+  const concepts = (tag: string, what: string, list: R[] | undefined, restTag = 'every-coding') =>
+    (list ?? []).forEach((c, i) => concept(i === 0 ? tag : restTag, `${what}[${i}]`, c, restTag));
+  const status = (s: string | undefined, what = 'status') => s && add('values', `${what} ${s}`, (v) => v.code(s));
+  const date = (tag: string, what: string, d: string | undefined) => d && add(tag, `${what} ${d}`, (v) => v.date(d));
+  const period = (what: string, p: R | undefined) => {
+    date('values', `${what}.start`, p?.start);
+    date('periods', `${what}.end`, p?.end);
+  };
+  const quantity = (tag: string, what: string, q: R | undefined) => {
+    if (!q) return;
+    if (q.value !== undefined) add(tag, `${what}.value ${q.value}`, (v) => v.number(q.value));
+    if (q.comparator) add(tag, `${what}.comparator ${q.comparator}`, (v) => v.unit(q.comparator));
+    if (q.unit) add(tag, `${what}.unit ${q.unit}`, (v) => v.unit(q.unit));
+    if (q.system === UCUM && q.code && q.code !== q.unit) add(tag, `${what} UCUM code ${q.code}`, (v) => v.unit(q.code));
+  };
+  /** What a reference stands for: the referenced resource's name, note or code. */
+  const reference = (tag: string, what: string, ref: R | undefined) => {
+    if (!ref) return;
+    if (ref.display) return add(tag, `${what} "${ref.display}"`, (v) => v.text(ref.display));
+    const target = corpus.get(ref.reference);
+    if (!target) return;
+    switch (target.resourceType) {
+      case 'Practitioner': {
+        const name = target.name?.[0];
+        if (name?.family) add(tag, `${what} ${ref.reference} name ${name.family}`, (v) => v.text(name.family));
+        break;
+      }
+      case 'Organization':
+      case 'Location':
+        if (target.name) add(tag, `${what} ${ref.reference} name "${target.name}"`, (v) => v.text(target.name));
+        break;
+      case 'Specimen':
+        for (const n of target.note ?? []) add(tag, `${what} ${ref.reference} note "${n.text}"`, (v) => v.text(n.text));
+        break;
+      case 'ServiceRequest':
+      case 'Medication':
+        concept(tag, `${what} ${ref.reference} code`, target.code, tag);
+        break;
+      case 'Condition': {
+        const codes = (target.code?.coding ?? []).map((c: R) => c.code);
+        add(tag, `${what} ${ref.reference} code ${codes.join(' or ')}`, (v) => codes.some((c: string) => v.code(c)) || (target.code?.text && v.text(target.code.text)));
+        break;
+      }
+      case 'Observation':
+      case 'Encounter':
+      case 'DocumentReference':
+        add(tag, `${what} ${ref.reference}`, (v) => v.code(target.id));
+        break;
+    }
+  };
+  const notes = (tag: string, list: R[] | undefined) => (list ?? []).forEach((n, i) => add(tag, `note[${i}] "${n.text}"`, (v) => v.text(n.text)));
+  const encounter = (ref: R | undefined) => ref && reference('context', 'encounter', ref);
+
+  switch (r.resourceType) {
+    case 'Observation': {
+      concept('codes', 'code', r.code);
+      // The first category; a category the record type itself says (laboratory, vital-signs) is implied.
+      (r.category ?? []).forEach((c: R, i: number) =>
+        (c.coding ?? []).forEach((x: R) =>
+          add(i === 0 ? 'codes' : 'every-coding', `category[${i}] ${x.code}`, (v) => v.code(x.code) || (x.code === 'laboratory' && v.truthy(/^source$/)) || (x.code === 'vital-signs' && v.truthy(/^recorded_at$|^systolic$/))),
+        ),
+      );
+      status(r.status);
+      quantity('values', 'valueQuantity', r.valueQuantity);
+      if (r.valueInteger !== undefined) add('values', `valueInteger ${r.valueInteger}`, (v) => v.number(r.valueInteger));
+      if (r.valueString) add('values', `valueString "${r.valueString}"`, (v) => v.text(r.valueString));
+      concept('coded-values', 'valueCodeableConcept', r.valueCodeableConcept, 'coded-values');
+      concept('values', 'dataAbsentReason', r.dataAbsentReason);
+      concepts('values', 'interpretation', r.interpretation);
+      date('values', 'effectiveDateTime', r.effectiveDateTime);
+      period('effectivePeriod', r.effectivePeriod);
+      date('values', 'issued', r.issued);
+      const ranges: R[] = r.referenceRange ?? [];
+      if (ranges.length) {
+        // The range that applies: by the patient's age, else the band the value falls in, else the first.
+        const byAge = ranges.filter((x) => x.age);
+        const value = r.valueQuantity?.value ?? r.valueInteger;
+        const inAge = (x: R) => patientAge !== undefined && (x.age.low?.value ?? -Infinity) <= patientAge && patientAge < (x.age.high?.value ?? Infinity);
+        const band = ranges.find((x) => x.text && value !== undefined && (x.low?.value ?? -Infinity) <= value && value <= (x.high?.value ?? Infinity));
+        const applies = (byAge.length && byAge.find(inAge)) || band || ranges[0];
+        const tag = byAge.length || band ? 'ranges' : 'values';
+        if (applies.low) add(tag, `referenceRange.low ${applies.low.value}`, (v) => v.number(applies.low.value));
+        if (applies.high) add(tag, `referenceRange.high ${applies.high.value}`, (v) => v.number(applies.high.value));
+        if (applies.text) add(tag, `referenceRange.text "${applies.text}"`, (v) => v.text(applies.text));
+      }
+      (r.component ?? []).forEach((c: R, i: number) => {
+        concept('components', `component[${i}].code`, c.code, 'components');
+        quantity('components', `component[${i}].valueQuantity`, c.valueQuantity);
+        if (c.valueInteger !== undefined) add('components', `component[${i}].valueInteger ${c.valueInteger}`, (v) => v.number(c.valueInteger));
+        concepts('components', `component[${i}].interpretation`, c.interpretation, 'components');
+      });
+      notes('notes', r.note);
+      (r.performer ?? []).forEach((p: R, i: number) => reference('performer', `performer[${i}]`, p));
+      reference('context', 'specimen', r.specimen);
+      (r.basedOn ?? []).forEach((b: R, i: number) => reference('context', `basedOn[${i}]`, b));
+      (r.hasMember ?? []).forEach((m: R, i: number) => reference('members', `hasMember[${i}]`, m));
+      encounter(r.encounter);
+      break;
+    }
+    case 'DiagnosticReport': {
+      concept('codes', 'code', r.code);
+      (r.category ?? []).forEach((c: R, i: number) =>
+        (c.coding ?? []).forEach((x: R) => add(i === 0 ? 'codes' : 'every-coding', `category[${i}] ${x.code}`, (v) => v.code(x.code) || (LAB_SECTIONS.includes(x.code) && v.truthy(/^source$/)))),
+      );
+      status(r.status);
+      date('values', 'effectiveDateTime', r.effectiveDateTime);
+      period('effectivePeriod', r.effectivePeriod);
+      date('values', 'issued', r.issued);
+      if (r.conclusion) add('values', `conclusion "${r.conclusion}"`, (v) => v.text(r.conclusion));
+      concepts('values', 'conclusionCode', r.conclusionCode);
+      (r.performer ?? []).forEach((p: R, i: number) => reference('performer', `performer[${i}]`, p));
+      (r.resultsInterpreter ?? []).forEach((p: R, i: number) => reference('performer', `resultsInterpreter[${i}]`, p));
+      (r.specimen ?? []).forEach((s: R, i: number) => reference('context', `specimen[${i}]`, s));
+      (r.basedOn ?? []).forEach((b: R, i: number) => reference('context', `basedOn[${i}]`, b));
+      (r.result ?? []).forEach((m: R, i: number) => reference('members', `result[${i}]`, m));
+      encounter(r.encounter);
+      break;
+    }
+    case 'Condition': {
+      concept('codes', 'code', r.code);
+      (r.category ?? []).forEach((c: R, i: number) => (c.coding ?? []).forEach((x: R) => add(i === 0 ? 'codes' : 'every-coding', `category[${i}] ${x.code}`, (v) => v.code(x.code))));
+      const clinical = r.clinicalStatus?.coding?.[0]?.code;
+      const verification = r.verificationStatus?.coding?.[0]?.code;
+      if (clinical) add('status', `clinicalStatus ${clinical}`, (v) => v.code(clinical));
+      if (verification) add('status', `verificationStatus ${verification}`, (v) => v.code(verification));
+      concept('values', 'severity', r.severity);
+      date('values', 'onsetDateTime', r.onsetDateTime);
+      date('values', 'abatementDateTime', r.abatementDateTime);
+      date('values', 'recordedDate', r.recordedDate);
+      reference('context', 'recorder', r.recorder);
+      (r.evidence ?? []).forEach((e: R, i: number) => {
+        concepts('evidence', `evidence[${i}].code`, e.code, 'evidence');
+        (e.detail ?? []).forEach((d: R, j: number) => reference('evidence', `evidence[${i}].detail[${j}]`, d));
+      });
+      notes('notes', r.note);
+      encounter(r.encounter);
+      break;
+    }
+    case 'AllergyIntolerance': {
+      concept('codes', 'code', r.code);
+      const clinical = r.clinicalStatus?.coding?.[0]?.code;
+      const verification = r.verificationStatus?.coding?.[0]?.code;
+      if (clinical) add('status', `clinicalStatus ${clinical}`, (v) => v.code(clinical));
+      if (verification && verification !== 'confirmed') add('status', `verificationStatus ${verification}`, (v) => v.code(verification));
+      if (r.criticality) add('values', `criticality ${r.criticality}`, (v) => v.code(r.criticality));
+      (r.category ?? []).forEach((c: string) => add('values', `category ${c}`, (v) => v.code(c)));
+      if (r.type) add('values', `type ${r.type}`, (v) => v.code(r.type));
+      (r.reaction ?? []).forEach((x: R, i: number) => {
+        concepts('values', `reaction[${i}].manifestation`, x.manifestation);
+        if (x.severity) add('values', `reaction[${i}].severity ${x.severity}`, (v) => v.code(x.severity));
+      });
+      date('values', 'recordedDate', r.recordedDate);
+      reference('context', 'recorder', r.recorder);
+      break;
+    }
+    case 'MedicationRequest': {
+      concept('codes', 'medicationCodeableConcept', r.medicationCodeableConcept);
+      reference('prescription', 'medicationReference', r.medicationReference);
+      status(r.status);
+      if (r.intent) add('values', `intent ${r.intent}`, (v) => v.code(r.intent));
+      date('values', 'authoredOn', r.authoredOn);
+      const requester = r.requester?.reference && corpus.get(r.requester.reference);
+      if (requester?.resourceType === 'Patient' || r.reportedBoolean)
+        add('prescription', 'reported by the patient / self-prescribed', (v) => v.truthy(/report|self/));
+      else reference('context', 'requester', r.requester);
+      concepts('values', 'reasonCode', r.reasonCode);
+      (r.reasonReference ?? []).forEach((x: R, i: number) => reference('prescription', `reasonReference[${i}]`, x));
+      (r.dosageInstruction ?? []).forEach((d: R, i: number) => {
+        const tag = i === 0 ? 'values' : 'dosage';
+        if (d.text) add(tag, `dosageInstruction[${i}].text "${d.text}"`, (v) => v.text(d.text));
+        const rep = d.timing?.repeat ?? {};
+        (rep.when ?? []).forEach((w: string) => add('dosage', `dosageInstruction[${i}].timing.when ${w}`, (v) => v.code(w)));
+        if (rep.count !== undefined) add('dosage', `dosageInstruction[${i}].timing.count ${rep.count}`, (v) => v.number(rep.count));
+        if (rep.duration !== undefined) add('dosage', `dosageInstruction[${i}].timing.duration ${rep.duration} ${rep.durationUnit}`, (v) => v.number(rep.duration) && v.code(rep.durationUnit));
+        if (rep.frequency !== undefined) add(tag, `dosageInstruction[${i}].timing.frequency ${rep.frequency}`, (v) => v.number(rep.frequency));
+        if (rep.period !== undefined) add(tag, `dosageInstruction[${i}].timing.period ${rep.period} ${rep.periodUnit}`, (v) => v.number(rep.period) && v.code(rep.periodUnit));
+        quantity(tag, `dosageInstruction[${i}].timing.boundsDuration`, rep.boundsDuration);
+        quantity(tag, `dosageInstruction[${i}].doseQuantity`, d.doseAndRate?.[0]?.doseQuantity);
+        concept(tag, `dosageInstruction[${i}].route`, d.route, tag);
+        concept(tag, `dosageInstruction[${i}].asNeeded`, d.asNeededCodeableConcept, tag);
+      });
+      const validity = r.dispenseRequest?.validityPeriod;
+      date('dosage', 'dispenseRequest.validityPeriod.start', validity?.start);
+      date('dosage', 'dispenseRequest.validityPeriod.end', validity?.end);
+      quantity('values', 'dispenseRequest.quantity', r.dispenseRequest?.quantity);
+      notes('notes', r.note);
+      encounter(r.encounter);
+      break;
+    }
+    case 'Immunization': {
+      concept('codes', 'vaccineCode', r.vaccineCode);
+      status(r.status);
+      concept('values', 'statusReason', r.statusReason);
+      date('values', 'occurrenceDateTime', r.occurrenceDateTime);
+      if (r.primarySource !== undefined) add('values', `primarySource ${r.primarySource}`, (v) => v.leaves.some((l) => l.value === r.primarySource));
+      concept('values', 'reportOrigin', r.reportOrigin);
+      if (r.lotNumber) add('values', `lotNumber ${r.lotNumber}`, (v) => v.code(r.lotNumber));
+      (r.performer ?? []).forEach((p: R, i: number) => reference('performer', `performer[${i}].actor`, p.actor));
+      reference('context', 'location', r.location);
+      (r.protocolApplied ?? []).forEach((p: R, i: number) => {
+        if (p.doseNumberPositiveInt) add('values', `protocolApplied[${i}].doseNumber ${p.doseNumberPositiveInt}`, (v) => v.number(p.doseNumberPositiveInt));
+        concepts('values', `protocolApplied[${i}].targetDisease`, p.targetDisease);
+      });
+      encounter(r.encounter);
+      break;
+    }
+    case 'Encounter': {
+      status(r.status);
+      if (r.class?.code) add('codes', `class ${r.class.system ?? '(no system)'}|${r.class.code}`, (v) => v.code(r.class.code));
+      concepts('codes', 'type', r.type);
+      period('period', r.period);
+      (r.participant ?? []).forEach((p: R, i: number) => reference('context', `participant[${i}].individual`, p.individual));
+      (r.location ?? []).forEach((l: R, i: number) => reference('context', `location[${i}]`, l.location));
+      reference('context', 'serviceProvider', r.serviceProvider);
+      concepts('values', 'reasonCode', r.reasonCode);
+      const h = r.hospitalization;
+      if (h) {
+        reference('context', 'hospitalization.origin', h.origin);
+        reference('context', 'hospitalization.destination', h.destination);
+        concept('values', 'hospitalization.admitSource', h.admitSource);
+        concept('values', 'hospitalization.dischargeDisposition', h.dischargeDisposition);
+      }
+      break;
+    }
+    case 'DocumentReference': {
+      status(r.status);
+      if (r.docStatus) add('values', `docStatus ${r.docStatus}`, (v) => v.code(r.docStatus));
+      concept('codes', 'type', r.type);
+      concepts('codes', 'category', r.category);
+      date('values', 'date', r.date);
+      (r.author ?? []).forEach((a: R, i: number) => reference('context', `author[${i}]`, a));
+      for (const c of r.content ?? []) {
+        if (c.attachment?.contentType) add('values', `contentType ${c.attachment.contentType}`, (v) => v.unit(c.attachment.contentType));
+        if (c.attachment?.title) add('values', `title "${c.attachment.title}"`, (v) => v.text(c.attachment.title));
+        if (c.attachment?.url) add('values', `url ${c.attachment.url}`, (v) => v.unit(c.attachment.url));
+      }
+      (r.relatesTo ?? []).forEach((x: R, i: number) => {
+        add('context', `relatesTo[${i}] ${x.code} ${x.target?.reference}`, (v) => v.code(String(x.target?.reference).split('/')[1]) && v.code(x.code));
+      });
+      period('context.period', r.context?.period);
+      (r.context?.encounter ?? []).forEach((e: R) => encounter(e));
+      break;
+    }
+  }
+  return facts;
+}
+
+/** The Patient's facts the SDK summary's `patient` block must show (issue 38, 6: the current name, sex, deceased). */
+function patientFacts(p: R): Fact[] {
+  const facts: Fact[] = [];
+  const add = (what: string, ok: (v: Values) => boolean) => facts.push({ tag: 'patient', what, ok });
+  const current = (n: R) => !n.period?.end;
+  const name = p.name?.find((n: R) => n.use === 'official' && current(n)) ?? p.name?.find((n: R) => n.use === 'usual' && current(n)) ?? p.name?.find(current);
+  if (name?.given?.[0]) add(`name.given ${name.given[0]} (use ${name.use})`, (v) => v.leaves.some((l) => l.key === 'first_name' && l.value === name.given[0]));
+  if (name?.family) add(`name.family ${name.family} (use ${name.use})`, (v) => v.leaves.some((l) => l.key === 'last_name' && l.value === name.family));
+  const ext = (url: string) => (p.extension ?? []).find((e: R) => e.url === url);
+  const birthSex = ext('http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex')?.valueCode;
+  const national = (p.extension ?? []).find((e: R) => e.valueCoding?.system === 'http://hl7.org/fhir/administrative-gender')?.valueCoding?.code;
+  // Gender identity (patient-genderIdentity) is not sex: a patient who records only that has no sex to read.
+  const sex = p.gender ?? ({ F: 'female', M: 'male' } as R)[birthSex] ?? national;
+  const from = p.gender ? 'gender' : birthSex ? 'us-core-birthsex' : national ? 'national sex extension' : '';
+  if (sex) add(`sex ${sex} (from ${from})`, (v) => v.leaves.some((l) => l.key === 'sex' && l.value === sex));
+  if (p.birthDate) add(`birthDate ${p.birthDate}`, (v) => v.date(p.birthDate));
+  if (p.deceasedBoolean === true) add('deceasedBoolean true', (v) => v.truthy(/deceased/));
+  if (p.deceasedDateTime) add(`deceasedDateTime ${p.deceasedDateTime}`, (v) => v.date(p.deceasedDateTime));
+  return facts;
+}
+
+/* ------------------------------------------------------------------ write-back comparison */
+
+const codingsOf = (c: R | undefined) => (c?.coding ?? []).map((x: R) => `${x.system ?? ''}|${x.code}`);
+/** Differences in clinical content (codes, values, units, interpretation, status, components, ranges, dates). */
+function clinicalDifferences(original: R, written: R): string[] {
+  const diffs: string[] = [];
+  const need = (what: string, ok: boolean) => ok || diffs.push(what);
+  const sameCodings = (what: string, a: R | undefined, b: R | undefined) => {
+    const got = codingsOf(b);
+    for (const c of codingsOf(a)) need(`${what}: coding ${c} lost`, got.includes(c));
+  };
+  const sameQuantity = (what: string, a: R | undefined, b: R | undefined) => {
+    if (!a) return;
+    need(`${what}: value ${a.value} → ${b?.value}`, a.value === b?.value);
+    need(`${what}: unit ${a.unit} → ${b?.unit}`, (a.unit ?? null) === (b?.unit ?? null));
+    need(`${what}: UCUM code ${a.code} → ${b?.code}`, !a.code || (a.code === b?.code && a.system === b?.system));
+    need(`${what}: comparator ${a.comparator} → ${b?.comparator}`, (a.comparator ?? null) === (b?.comparator ?? null));
+  };
+  const sameDate = (what: string, a: string | undefined, b: string | undefined) =>
+    need(`${what}: ${a ?? 'none'} → ${b ?? 'none'}`, a === b || (!!a && !!b && a.includes('T') && Date.parse(a) === Date.parse(b)));
+  need(`status: ${original.status} → ${written.status}`, original.status === written.status);
+  if (original.resourceType === 'Observation') {
+    sameCodings('code', original.code, written.code);
+    sameQuantity('valueQuantity', original.valueQuantity, written.valueQuantity);
+    if (original.valueInteger !== undefined) need(`valueInteger ${original.valueInteger} → ${JSON.stringify(written.valueInteger ?? written.valueQuantity)}`, (written.valueInteger ?? written.valueQuantity?.value) === original.valueInteger);
+    if (original.valueString !== undefined) need(`valueString "${original.valueString}" → ${JSON.stringify(written.valueString)}`, original.valueString === written.valueString);
+    if (original.valueCodeableConcept) {
+      need(`valueCodeableConcept → ${JSON.stringify(written.valueCodeableConcept ?? written.valueString ?? null)}`, !!written.valueCodeableConcept);
+      sameCodings('valueCodeableConcept', original.valueCodeableConcept, written.valueCodeableConcept);
+    }
+    const interp = (o: R) => (o.interpretation ?? []).flatMap((c: R) => codingsOf(c).map((x: string) => x.split('|')[1])).sort();
+    need(`interpretation ${JSON.stringify(interp(original))} → ${JSON.stringify(interp(written))}`, JSON.stringify(interp(original)) === JSON.stringify(interp(written)));
+    sameCodings('dataAbsentReason', original.dataAbsentReason, written.dataAbsentReason);
+    (original.referenceRange ?? []).forEach((range: R, i: number) => {
+      const match = (written.referenceRange ?? []).find((w: R) => (w.low?.value ?? null) === (range.low?.value ?? null) && (w.high?.value ?? null) === (range.high?.value ?? null) && (w.text ?? null) === (range.text ?? null) && JSON.stringify(w.age ?? null) === JSON.stringify(range.age ?? null));
+      need(`referenceRange[${i}] ${JSON.stringify(range)} lost`, !!match);
+    });
+    (original.component ?? []).forEach((c: R, i: number) => {
+      const w = (written.component ?? []).find((x: R) => codingsOf(c.code).every((k: string) => codingsOf(x.code).includes(k)));
+      need(`component[${i}] ${codingsOf(c.code).join(',')} lost${written.valueString ? ` (written as valueString "${written.valueString}")` : ''}`, !!w);
+      if (w) sameQuantity(`component[${i}]`, c.valueQuantity, w.valueQuantity);
+    });
+    sameDate('effectiveDateTime', original.effectiveDateTime ?? original.effectivePeriod?.start, written.effectiveDateTime ?? written.effectivePeriod?.start);
+    if (original.effectivePeriod?.end) sameDate('effectivePeriod.end', original.effectivePeriod.end, written.effectivePeriod?.end);
+  } else if (original.resourceType === 'Encounter') {
+    need(`class ${original.class?.code} → ${written.class?.code}`, original.class?.code === written.class?.code);
+    (original.type ?? []).forEach((t: R, i: number) => sameCodings(`type[${i}]`, t, (written.type ?? []).find((w: R) => codingsOf(t).some((k: string) => codingsOf(w).includes(k))) ?? written.type?.[i]));
+    (original.reasonCode ?? []).forEach((t: R, i: number) => sameCodings(`reasonCode[${i}]`, t, written.reasonCode?.[i]));
+    sameDate('period.start', original.period?.start, written.period?.start);
+    sameDate('period.end', original.period?.end, written.period?.end);
+  }
+  return diffs;
+}
+
+/* ------------------------------------------------------------------ the run */
+
+interface Loss {
+  writer: string;
+  key: string;
+  as: string;
+  fact: Fact;
+}
+interface WriteBack {
+  writer: string;
+  key: string;
+  push: string;
+  status: number;
+  error?: string;
+  differences: string[];
+}
+interface WriterRun {
+  name: string;
+  resources: R[];
+  byKey: Map<string, R>;
+  loaded: Map<string, number>;
+  loadErrors: Array<{ key: string; status: number; message: string }>;
+  /** Patients for whom the integrator's consent grant was refused: the answer. */
+  consentErrors: Map<string, string>;
+  healthIds: Map<string, string>;
+  /** Per patient id: per type, the records (single-type reads). */
+  records: Map<string, Record<string, R[]>>;
+  all: Map<string, R>;
+  summaries: Map<string, R>;
+  /** Which record(s) each resource came out as: key → [type, record]. */
+  readAs: Map<string, Array<[string, R]>>;
+  facts: number;
+  losses: Loss[];
+  schema: string[];
+  notRead: string[];
+  withoutType: string[];
+  writeBacks: WriteBack[];
+}
+
+let pont: TestServer;
+let operator: TestClient;
+/** The integrator: reads with each patient's consent, pushes under it. */
+let consented: TestClient;
+let sdkConsented: TestClient;
+/** The same integrator's scopes on an all-patients client, for patients no consent could be recorded for. */
+let readerAll: TestClient;
+let sdkAll: TestClient;
+let doc: R;
+let types: ReturnType<typeof recordTypes>;
+const runs: WriterRun[] = [];
+const call = (client: TestClient, path: string, init: RequestInit & { json?: unknown } = {}) =>
+  pont.json(path, { ...init, headers: { ...client.headers, ...(init.headers as Record<string, string>) } });
+const key = (r: R) => `${r.resourceType}/${r.id}`;
+const subjectOf = (r: R) => (r.subject ?? r.patient)?.reference as string | undefined;
+
+function isLabReport(r: R): boolean {
+  if (r.resourceType !== 'DiagnosticReport') return false;
+  if ((r.category ?? []).some((c: R) => (c.coding ?? []).some((x: R) => x.system === V2_0074 && LAB_SECTIONS.includes(x.code)))) return true;
+  return !(r.category ?? []).length && (r.code?.coding ?? []).some((x: R) => x.system === LOINC && LOINC_LAB_PANELS.includes(x.code));
+}
+/** The lab results by FHIR's own signals: category laboratory, or listed by a laboratory report. */
+function labIds(run: WriterRun): Set<string> {
+  const ids = new Set<string>();
+  for (const r of run.resources) {
+    if (r.resourceType === 'Observation' && (r.category ?? []).some((c: R) => (c.coding ?? []).some((x: R) => x.system === OBSCAT && x.code === 'laboratory'))) ids.add(key(r));
+    if (isLabReport(r)) for (const m of r.result ?? []) ids.add(m.reference);
+  }
+  return ids;
+}
+
+async function load(writer: { name: string; file: string }): Promise<WriterRun> {
+  const resources = readWriter(writer.file);
+  const run: WriterRun = {
+    name: writer.name, resources, byKey: new Map(resources.map((r) => [key(r), r])), loaded: new Map(), loadErrors: [], consentErrors: new Map(), healthIds: new Map(), records: new Map(), all: new Map(),
+    summaries: new Map(), readAs: new Map(), facts: 0, losses: [], schema: [], notRead: [], withoutType: [], writeBacks: [],
+  };
+  // As an operator: each resource PUT under the writer's id, those it refers to first.
+  for (const r of dependencyOrder(resources)) {
+    const res = await call(operator, `/api/fhir/R4/${r.resourceType}/${r.id}`, { method: 'PUT', json: r });
+    run.loaded.set(key(r), res.status);
+    if (res.status !== 200 && res.status !== 201) run.loadErrors.push({ key: key(r), status: res.status, message: String(res.body?.message ?? res.body?.issue?.[0]?.details?.text ?? JSON.stringify(res.body)).slice(0, 200) });
+    else if (r.resourceType === 'Patient') run.healthIds.set(r.id, res.body.identifier?.find((i: R) => i.system === HEALTH_ID_SYSTEM)?.value);
+  }
+  // The integrator: a consent per patient, then every record type, type=all and the SDK summary.
+  const expires_at = new Date(Date.now() + 365 * 86_400_000).toISOString();
+  for (const [patientId, healthId] of run.healthIds) {
+    const granted = await call(consented, `/api/v1/connect/patient/${healthId}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at } });
+    // A consent the integrator cannot record (finding 1) is noted; the reads then go through an all-patients client
+    // with the same scopes, so that everything else is still measured.
+    if (granted.status !== 201) run.consentErrors.set(patientId, `${granted.status} ${granted.body?.message ?? JSON.stringify(granted.body)}`);
+    const reader = run.consentErrors.has(patientId) ? readerAll : consented;
+    const byType: Record<string, R[]> = {};
+    for (const type of types.keys()) {
+      const res = await call(reader, `/api/v1/connect/patient/${healthId}/records?type=${type}&limit=1000`);
+      expect(res.status, `${type}: ${JSON.stringify(res.body)}`).toBe(200);
+      byType[type] = res.body.records[type];
+    }
+    run.records.set(patientId, byType);
+    const all = await call(reader, `/api/v1/connect/patient/${healthId}/records?type=all&limit=1000`);
+    expect(all.status).toBe(200);
+    run.all.set(patientId, all.body);
+    const summary = await call(run.consentErrors.has(patientId) ? readerAll : consented, `/api/v1/sdk/patients/${healthId}/summary`);
+    expect(summary.status, JSON.stringify(summary.body)).toBe(200);
+    run.summaries.set(patientId, summary.body);
+  }
+  analyse(run);
+  await writeBack(run);
+  return run;
+}
+
+function analyse(run: WriterRun): void {
+  const readTypes = new Set([...types.values()].flatMap((t) => t.sources.map((s) => s.resourceType)));
+  // Which record each resource came out as.
+  for (const [patientId, byType] of run.records) {
+    for (const [type, list] of Object.entries(byType)) {
+      const shape = types.get(type)!.shape;
+      for (const record of list) {
+        for (const p of schemaProblems({ $ref: shape }, record, doc)) run.schema.push(`${type} ${record.id}${p}`);
+        const source = types.get(type)!.sources.find((s) => !s.tag || Object.entries(s.tag).every(([k, v]) => record[k] === v)) ?? types.get(type)!.sources[0]!;
+        const k = `${source.resourceType}/${record.id}`;
+        if (!run.byKey.has(k)) continue; // not the writer's (none here: nothing else is written before the reads)
+        (run.readAs.get(k) ?? run.readAs.set(k, []).get(k)!).push([type, record]);
+        // Finding 1: the record carries the writer's ids.
+        if (record.patient_id !== undefined && record.patient_id !== patientId) run.losses.push({ writer: run.name, key: k, as: type, fact: { tag: 'ids', what: `patient_id ${patientId} read as ${record.patient_id}`, ok: () => false } });
+      }
+    }
+    const summary = run.summaries.get(patientId)!;
+    for (const p of schemaProblems({ $ref: 'PatientSummary' }, summary, doc)) run.schema.push(`summary of Patient/${patientId}${p}`);
+  }
+  const patientOf = (r: R) => run.byKey.get(subjectOf(r) ?? '');
+  for (const r of run.resources) {
+    const k = key(r);
+    if (!run.loaded.has(k) || ![200, 201].includes(run.loaded.get(k)!)) continue;
+    if (r.resourceType === 'Patient') {
+      const summary = run.summaries.get(r.id);
+      const values = new Values(leavesOf(summary?.patient ?? {}));
+      for (const fact of patientFacts(r)) {
+        run.facts++;
+        if (!fact.ok(values)) run.losses.push({ writer: run.name, key: k, as: 'summary.patient', fact });
+      }
+      continue;
+    }
+    if (CLINICAL_WITHOUT_TYPE.includes(r.resourceType) && subjectOf(r) && !readTypes.has(r.resourceType)) run.withoutType.push(k);
+    if (!readTypes.has(r.resourceType)) continue;
+    const as = run.readAs.get(k);
+    if (!as?.length) {
+      run.notRead.push(k);
+      continue;
+    }
+    const patient = patientOf(r);
+    const when = r.effectiveDateTime ?? r.effectivePeriod?.start;
+    const age = patient?.birthDate && when ? (Date.parse(when) - Date.parse(patient.birthDate)) / (365.25 * 86_400_000) : undefined;
+    const values = new Values(as.flatMap(([, record]) => leavesOf(record)), as.map(([t]) => t));
+    for (const fact of factsOf(r, run.byKey, age)) {
+      run.facts++;
+      if (!fact.ok(values)) run.losses.push({ writer: run.name, key: k, as: as.map(([t]) => t).join('+'), fact });
+    }
+    for (const [type, record] of as) if (record.id !== r.id) run.losses.push({ writer: run.name, key: k, as: type, fact: { tag: 'ids', what: `id ${r.id} read as ${record.id}`, ok: () => false } });
+  }
+}
+
+
+/** Every record that has a push, pushed back as an integrator would send it, and the FHIR written compared with the source. */
+async function writeBack(run: WriterRun): Promise<void> {
+  const healthIdOf = (record: R) => run.healthIds.get(record.patient_id);
+  for (const [k, as] of run.readAs) {
+    const original = run.byKey.get(k)!;
+    for (const [type, record] of as) {
+      let push: string;
+      // The record pushed back whole, exactly as records retrieval gave it (the pushes' `record`): what an
+      // integrator that read it and sends it on does.
+      if (type === 'lab_results') push = 'lab-results';
+      else if (type === 'visits') push = 'encounters';
+      else continue;
+      const body: R = { health_id: healthIdOf(record) ?? record.patient_id, record };
+      const res = await call(run.consentErrors.has(record.patient_id) ? sdkAll : sdkConsented, `/api/v1/sdk/records/${push}`, { method: 'POST', json: body });
+      const wb: WriteBack = { writer: run.name, key: k, push, status: res.status, differences: [] };
+      if (res.status !== 201) {
+        wb.error = (res.body?.details ?? []).map((d: R) => `${d.field}: ${d.message}`).join('; ') || String(res.body?.message ?? JSON.stringify(res.body));
+      } else {
+        const id = push === 'lab-results' ? `Observation/${res.body.lab_result_id}` : `Encounter/${res.body.encounter_id}`;
+        const written = await call(operator, `/api/fhir/R4/${id}`);
+        wb.differences = clinicalDifferences(original, written.body);
+      }
+      run.writeBacks.push(wb);
+    }
+  }
+}
+
+beforeAll(async () => {
+  pont = await startTestServer();
+  doc = (await pont.json('/api/openapi.json')).body;
+  types = recordTypes(pont.services.mappings);
+  systemsOfFields = fieldSystems();
+  operator = await createTestClient(pont, ['fhir:read', 'fhir:write'], { organizationId: 'org-operator', allPatients: true });
+  const readScopes = ['health_id:verify', 'consents:write', 'consents:read', 'patient:diagnostics:read', 'patients:read', 'labs:read', 'prescriptions:read', 'documents:read'] as const;
+  consented = await createTestClient(pont, [...readScopes], { organizationId: 'org-integrator' });
+  sdkConsented = await createTestClient(pont, ['labs:write', 'encounters:write', 'labs:read', 'patients:read'], { organizationId: 'org-integrator' });
+  readerAll = await createTestClient(pont, [...readScopes], { organizationId: 'org-integrator-all', allPatients: true });
+  sdkAll = await createTestClient(pont, ['labs:write', 'encounters:write', 'labs:read', 'patients:read'], { organizationId: 'org-integrator-all', allPatients: true });
+  for (const writer of WRITERS) runs.push(await load(writer));
+  report();
+}, 600_000);
+afterAll(async () => {
+  await pont?.close();
+});
+
+/* ------------------------------------------------------------------ the report */
+
+function report(): void {
+  const rows = runs.map((run) => {
+    const wbFailed = run.writeBacks.filter((w) => w.status !== 201).length;
+    const wbDiffered = run.writeBacks.filter((w) => w.status === 201 && w.differences.length).length;
+    const readable = run.resources.filter((r) => new Set([...types.values()].flatMap((t) => t.sources.map((s) => s.resourceType))).has(r.resourceType)).length;
+    return {
+      writer: run.name,
+      resources: run.resources.length,
+      'load refused': run.loadErrors.length,
+      'consent refused': run.consentErrors.size,
+      'of read types': readable,
+      read: run.readAs.size,
+      'not read': run.notRead.length,
+      'no record type': run.withoutType.length,
+      facts: run.facts,
+      'facts lost': run.losses.length,
+      'schema problems': run.schema.length,
+      'write-backs': run.writeBacks.length,
+      'wb failed': wbFailed,
+      'wb differed': wbDiffered,
+    };
+  });
+  const lines: string[] = ['', 'issue 38, FHIR from other writers through Connect and the SDK:'];
+  const cols = Object.keys(rows[0]!);
+  lines.push(cols.join(' | '));
+  for (const row of rows) lines.push(cols.map((c) => String((row as R)[c]).padStart(c.length)).join(' | '));
+  const byTag = new Map<string, Loss[]>();
+  for (const l of runs.flatMap((r) => r.losses)) (byTag.get(l.fact.tag) ?? byTag.set(l.fact.tag, []).get(l.fact.tag)!).push(l);
+  lines.push('', 'facts lost by kind: ' + [...byTag].map(([t, l]) => `${t} ${l.length}`).join(', '));
+  for (const [tag, list] of byTag) {
+    lines.push(`-- ${tag}:`);
+    for (const l of list.slice(0, 4)) lines.push(`   ${l.writer} ${l.key} as ${l.as}: ${l.fact.what}`);
+  }
+  const loads = runs.flatMap((r) => r.loadErrors.map((e) => `${r.name} ${e.key}: ${e.status} ${e.message}`));
+  if (loads.length) lines.push('-- load refused:', ...loads.slice(0, SHOW).map((l) => `   ${l}`));
+  const consents = runs.flatMap((r) => [...r.consentErrors].map(([id, e]) => `${r.name} Patient/${id}: ${e}`));
+  if (consents.length) lines.push('-- consent grant refused (read through an all-patients client instead):', ...consents.slice(0, SHOW).map((l) => `   ${l}`));
+  const notRead = runs.flatMap((r) => r.notRead.map((k) => `${r.name} ${k}`));
+  if (notRead.length) lines.push(`-- not read by any record type (${notRead.length}):`, `   ${notRead.slice(0, 20).join(', ')}`);
+  const schema = runs.flatMap((r) => r.schema.map((s) => `${r.name} ${s}`));
+  if (schema.length) lines.push('-- schema:', ...schema.slice(0, SHOW).map((l) => `   ${l}`));
+  const wbs = runs.flatMap((r) => r.writeBacks);
+  const failed = wbs.filter((w) => w.status !== 201);
+  if (failed.length) lines.push('-- write-backs refused:', ...failed.slice(0, SHOW).map((w) => `   ${w.writer} ${w.key} ${w.push}: ${w.status} ${w.error}`));
+  const differed = wbs.filter((w) => w.differences.length);
+  if (differed.length) lines.push('-- write-backs that changed the content:', ...differed.slice(0, SHOW).map((w) => `   ${w.writer} ${w.key} ${w.push}: ${w.differences.join('; ')}`));
+  console.log(lines.join('\n'));
+  // ANY_WRITER_DUMP=file: every loss, write-back and record as JSON, for whoever fixes against this test.
+  if (process.env.ANY_WRITER_DUMP) writeFileSync(process.env.ANY_WRITER_DUMP, JSON.stringify({ losses: runs.flatMap((r) => r.losses.map((l) => `${l.writer} ${l.key} as ${l.as} [${l.fact.tag}]: ${l.fact.what}`)), writeBacks: runs.flatMap((r) => r.writeBacks), records: runs.map((r) => Object.fromEntries(r.records)) }, null, 1));
+}
+
+const lossesTagged = (...tags: string[]) => runs.flatMap((r) => r.losses).filter((l) => tags.includes(l.fact.tag)).map((l) => `${l.writer} ${l.key} as ${l.as}: ${l.fact.what}`);
+const writeBacks = () => runs.flatMap((r) => r.writeBacks);
+const line = (w: WriteBack, pred?: (d: string) => boolean) => `${w.writer} ${w.key} ${w.push}: ${w.status === 201 ? w.differences.filter(pred ?? (() => true)).join('; ') : `${w.status} ${w.error}`}`;
+/** Each failure as a line, the first SHOW of them in the assertion message. */
+const none = (lines: string[], what: string) => expect(lines.slice(0, SHOW), `${lines.length} ${what}`).toEqual([]);
+
+/**
+ * What this corpus still loses at the end of issue 38, each named in its closing note: the codes of elements the
+ * maps read as words (an admission source, a route, a manifestation, a reason, a target disease), the order's code
+ * where the record names the order, a document's relation to another, an allergy's status beside its verification,
+ * and the reference ranges by age that a write-back keeps only one of. A loss not listed fails; so does a listed one
+ * that no longer happens (take it off the list).
+ */
+const KNOWN_GAPS = [
+  'northbrook Encounter/3 as visits [values]: hospitalization.admitSource http://terminology.hl7.org/CodeSystem/admit-source|emd',
+  'northbrook Encounter/3 as visits [values]: hospitalization.dischargeDisposition http://terminology.hl7.org/CodeSystem/discharge-disposition|exp',
+  'northbrook AllergyIntolerance/1 as allergies [values]: reaction[0].manifestation[0] http://snomed.info/sct|247472004',
+  'northbrook AllergyIntolerance/2 as allergies [status]: clinicalStatus active',
+  'northbrook MedicationRequest/301 as prescriptions [values]: dosageInstruction[0].route http://snomed.info/sct|26643006',
+  'northbrook MedicationRequest/301 as prescriptions [dosage]: dosageInstruction[1].route http://snomed.info/sct|26643006',
+  'northbrook MedicationRequest/303 as prescriptions [values]: dosageInstruction[0].asNeeded http://snomed.info/sct|57676002',
+  'savanna Encounter/enc-hosp.5 as visits [values]: hospitalization.dischargeDisposition http://terminology.hl7.org/CodeSystem/discharge-disposition|home',
+  'savanna Observation/obs-1 as lab_results+observations [context]: basedOn[0] ServiceRequest/sr.lab-3 code http://loinc.org|51990-0',
+  'savanna Observation/obs-2 as lab_results+observations [context]: basedOn[0] ServiceRequest/sr.lab-3 code http://loinc.org|51990-0',
+  'savanna MedicationRequest/mr-amox.2 as prescriptions [values]: reasonCode[0] http://snomed.info/sct|195662009',
+  'savanna Immunization/imm-hepb.1 as immunizations [values]: protocolApplied[0].targetDisease[0] http://snomed.info/sct|66071002',
+  'savanna Immunization/imm-fj.2 as immunizations [values]: reportOrigin http://terminology.hl7.org/CodeSystem/immunization-origin|record',
+  'savanna Immunization/imm-notdone.3 as immunizations [values]: statusReason http://terminology.hl7.org/CodeSystem/v3-ActReason|MEDPREC',
+  'savanna DocumentReference/doc-add.hosp5 as documents [context]: relatesTo[0] appends DocumentReference/doc-cr.hosp5',
+  'savanna Observation/obs-hb.peds lab-results: referenceRange',
+];
+/** Only the known gaps among `lines` (each matched by its start), and every known gap of `tags` still there. */
+function onlyKnownGaps(lines: string[], what: string, tags?: string[]): void {
+  const known = (l: string) => KNOWN_GAPS.some((k) => l.startsWith(k));
+  none(lines.filter((l) => !known(l)), `${what} beyond the known gaps`);
+  const expected = KNOWN_GAPS.filter((k) => !tags || tags.some((t) => k.includes(`[${t}]`)) || (tags.includes('write-back') && !k.includes(' as ')));
+  none(expected.filter((k) => !lines.some((l) => l.startsWith(k))), 'known gaps that no longer happen: take them off KNOWN_GAPS');
+}
+
+/* ------------------------------------------------------------------ the findings */
+
+describe('issue 38: FHIR written by other systems, read through Connect and the SDK and written back', () => {
+  it('the corpus: two writers, 100+ resources, every one valid FHIR R4 (the 1 MB attachment aside: that is finding 6h)', () => {
+    const all = runs.flatMap((r) => r.resources);
+    expect(runs.length).toBeGreaterThanOrEqual(2);
+    expect(all.length).toBeGreaterThanOrEqual(100);
+    const invalid: string[] = [];
+    for (const r of all) {
+      // R4's 1 MB limit is for string, not base64Binary: the attachment's data is checked by its own `it` (6h).
+      const copy = JSON.parse(JSON.stringify(r));
+      for (const c of copy.content ?? []) if (c.attachment?.data?.length > 1_000_000) c.attachment.data = 'JVBERi0xLjQK';
+      try {
+        validateFhirResource(copy);
+      } catch (err) {
+        invalid.push(`${key(r)}: ${(err as Error).message}`);
+      }
+    }
+    expect(invalid).toEqual([]);
+  });
+
+  it('how Connect addresses a patient written by another system: the Health ID issued on its PUT (verify, resolve by health_id, and resolve by its demographics finds it, not a new patient)', async () => {
+    const problems: string[] = [];
+    for (const run of runs) {
+      for (const p of run.resources.filter((r) => r.resourceType === 'Patient')) {
+        const healthId = run.healthIds.get(p.id);
+        if (!healthId) {
+          problems.push(`${run.name} Patient/${p.id}: no Health ID on the PUT's answer`);
+          continue;
+        }
+        const consent = run.consentErrors.get(p.id);
+        if (consent) problems.push(`${run.name} Patient/${p.id}: the integrator's consent grant for ${healthId} → ${consent}`);
+        const verified = await call(consented, `/api/v1/connect/patients/verify/${healthId}`);
+        if (verified.status !== 200) problems.push(`${run.name} Patient/${p.id}: verify ${healthId} → ${verified.status}`);
+        const byId = await call(consented, '/api/v1/connect/patients/resolve', { method: 'POST', json: { health_id: healthId } });
+        if (byId.body?.status !== 'found') problems.push(`${run.name} Patient/${p.id}: resolve by health_id → ${byId.status} ${byId.body?.status}`);
+        // The demographics the writer holds: its current name (official, else usual), birth date, sex where it keeps it.
+        const facts = patientFacts(p);
+        // The fact's value: what follows its name, without the note in brackets ("name.family Ngo Biyong (use official)").
+        const value = (re: RegExp) => facts.find((f) => re.test(f.what))?.what.replace(/^\S+ /, '').replace(/ \([^)]*\)$/, '');
+        const demographics = { first_name: value(/^name.given/), last_name: value(/^name.family/), date_of_birth: p.birthDate, sex: value(/^sex/), country_code: p.address?.[0]?.country === 'CM' ? 'CM' : undefined, purpose: 'issue 38 test' };
+        const resolved = await call(consented, '/api/v1/connect/patients/resolve', { method: 'POST', json: JSON.parse(JSON.stringify(demographics)) });
+        if (resolved.body?.status !== 'found' || resolved.body?.health_id !== healthId)
+          problems.push(`${run.name} Patient/${p.id}: resolve ${JSON.stringify(demographics)} → ${resolved.status} ${resolved.body?.status} ${resolved.body?.health_id ?? JSON.stringify(resolved.body)} (the PUT gave ${healthId})`);
+      }
+    }
+    none(problems, 'patients not addressed');
+  });
+
+  it('every record fits the published schema (PatientRecords shapes, PatientSummary)', () => {
+    none(runs.flatMap((r) => r.schema.map((s) => `${r.name} ${s}`)), 'schema problems');
+  });
+
+  it('type=all gives the same records as each type read alone', () => {
+    const problems: string[] = [];
+    for (const run of runs)
+      for (const [patientId, byType] of run.records) {
+        const all = run.all.get(patientId)!;
+        for (const [type, list] of Object.entries(byType)) {
+          const ids = (l: R[] | undefined) => JSON.stringify((l ?? []).map((x) => x.id));
+          if (ids(all.records[type]) !== ids(list)) problems.push(`${run.name} Patient/${patientId} ${type}: type=all ${ids(all.records[type])} alone ${ids(list)}`);
+        }
+      }
+    none(problems, 'differences');
+  });
+
+  it('1. ids are FHIR ids: records carry the writers’ ids, the published shapes do not call them uuid, and pushes accept a patient whose id is not a UUID', () => {
+    const problems = lossesTagged('ids');
+    for (const run of runs) for (const [id, error] of run.consentErrors) problems.push(`${run.name} Patient/${id}: consent grant → ${error}`);
+    for (const [name, schema] of Object.entries(doc.components.schemas as Record<string, R>)) {
+      for (const [field, prop] of Object.entries((schema.properties ?? {}) as Record<string, R>)) {
+        const p = prop.anyOf?.find((x: R) => x.type !== 'null') ?? prop;
+        const item = p.items ?? p;
+        if (/(^id$|_id$|_ids$)/.test(field) && (item.format === 'uuid' || item.description === 'uuid' || prop.description === 'uuid')) problems.push(`OpenAPI ${name}.${field}: described as uuid`);
+      }
+    }
+    const nonUuid = runs.flatMap((run) => [...run.healthIds.keys()].filter((id) => !UUID.test(id)));
+    expect(nonUuid.length).toBeGreaterThan(0);
+    problems.push(...writeBacks().filter((w) => w.status !== 201 && /uuid/i.test(w.error ?? '')).map((w) => line(w)));
+    none(problems, 'id problems');
+  });
+
+  it('2. labs are labs wherever FHIR says so: Observations a laboratory report lists (category LAB or a LOINC panel code) are lab_results, and in the summary’s recent_labs', () => {
+    const problems: string[] = [];
+    for (const run of runs) {
+      const expected = labIds(run);
+      for (const k of expected) {
+        const as = run.readAs.get(k)?.map(([t]) => t) ?? [];
+        if (!as.includes('lab_results')) problems.push(`${run.name} ${k}: read as ${as.join(', ') || 'nothing'}, not lab_results`);
+      }
+      for (const [patientId, summary] of run.summaries) {
+        const mine = [...expected].filter((k) => subjectOf(run.byKey.get(k) ?? {}) === `Patient/${patientId}`);
+        const want = Math.min(10, mine.length);
+        const got = (summary.recent_labs ?? []).filter((l: R) => mine.includes(`Observation/${l.id}`)).length;
+        if (got < want) problems.push(`${run.name} summary of Patient/${patientId}: recent_labs has ${got} of the patient's lab results, expected ${want} (of ${mine.length})`);
+      }
+    }
+    none(problems, 'lab results not read as such');
+  });
+
+  it('3. context in a referenced resource is read: specimen (its note), basedOn (the order’s code), encounter, location, practitioners and medication by reference', () => {
+    onlyKnownGaps(runs.flatMap((r) => r.losses).filter((l) => l.fact.tag === 'context').map((l) => `${l.writer} ${l.key} as ${l.as} [${l.fact.tag}]: ${l.fact.what}`), 'facts lost', ['context']);
+  });
+
+  it('4. codes whatever their system: the first coding of every code (local systems included) and an encounter class without a system', () => {
+    none(lossesTagged('codes'), 'facts lost');
+  });
+
+  it('5a. write-back invents no interpretation: a result without one comes back without one', () => {
+    const bad = writeBacks().filter((w) => {
+      const o = runs.find((r) => r.name === w.writer)!.byKey.get(w.key)!;
+      return w.push === 'lab-results' && !(o.interpretation ?? []).length && (w.status !== 201 || w.differences.some((d) => d.startsWith('interpretation')));
+    });
+    none(bad.map((w) => line(w, (d) => d.startsWith('interpretation'))), 'write-backs');
+  });
+
+  it('5b. write-back keeps RR (reactive) and a text range such as NEGATIVE', () => {
+    const bad = writeBacks().filter((w) => {
+      const o = runs.find((r) => r.name === w.writer)!.byKey.get(w.key)!;
+      const concerned = (o.interpretation ?? []).some((c: R) => codingsOf(c).some((x: string) => x.endsWith('|RR'))) || (o.referenceRange ?? []).some((x: R) => x.text);
+      return w.push === 'lab-results' && concerned && (w.status !== 201 || w.differences.some((d) => /interpretation|referenceRange/.test(d)));
+    });
+    none(bad.map((w) => line(w, (d) => /interpretation|referenceRange/.test(d))), 'write-backs');
+  });
+
+  it('5c. write-back keeps components as components, with their codes, values and units', () => {
+    const bad = writeBacks().filter((w) => {
+      const o = runs.find((r) => r.name === w.writer)!.byKey.get(w.key)!;
+      return w.push === 'lab-results' && (o.component ?? []).length && (w.status !== 201 || w.differences.some((d) => d.startsWith('component')));
+    });
+    none(bad.map((w) => line(w, (d) => d.startsWith('component'))), 'write-backs');
+  });
+
+  it('5d. write-back accepts every status a record shows (corrected, amended, cancelled, entered-in-error, preliminary)', () => {
+    const bad = writeBacks().filter((w) => {
+      const o = runs.find((r) => r.name === w.writer)!.byKey.get(w.key)!;
+      return w.push === 'lab-results' && o.status !== 'final' && (w.status !== 201 || w.differences.some((d) => d.startsWith('status')));
+    });
+    none(bad.map((w) => line(w, (d) => d.startsWith('status'))), 'write-backs');
+  });
+
+  it('6a. every clinical resource is read by some record type (ServiceRequest, Specimen, …: the next issue)', () => {
+    none(runs.flatMap((r) => r.withoutType.map((k) => `${r.name} ${k}: no record type`)), 'clinical resources without a record type');
+  });
+
+  it('6b. performers, results interpreters and immunization performers given by reference are named', () => {
+    none(lossesTagged('performer'), 'facts lost');
+  });
+
+  it('6c. every category and every coding of a code survives (SNOMED + ICD-10-CM, CVX + NDC, survey + a second category)', () => {
+    none(lossesTagged('every-coding'), 'facts lost');
+  });
+
+  it('6d. panels list their members, notes are read everywhere (vital signs too), periods keep both ends', () => {
+    none(lossesTagged('members', 'notes', 'periods'), 'facts lost');
+  });
+
+  it('6e. the SDK summary’s patient: the current name by FHIR’s rules (official, else usual), sex from gender or the sex extensions, deceased', () => {
+    none(lossesTagged('patient'), 'facts lost');
+  });
+
+  it('6f. prescriptions: medicationReference followed (its RxNorm code), reasonReference, a patient-reported self-prescribed medication', () => {
+    none(lossesTagged('prescription'), 'facts lost');
+  });
+
+  it('6g. write-back: date-only dates accepted, the UCUM code kept, a coded result stays coded, encounter type codes kept, no period invented', () => {
+    const concerned = (d: string) => /effective|period|UCUM|valueCodeableConcept|type\[|valueQuantity|valueString|valueInteger|class|reasonCode|code:/.test(d);
+    const bad = writeBacks().filter((w) => w.status !== 201 ? !/uuid/i.test(w.error ?? '') : w.differences.some(concerned));
+    none(bad.map((w) => line(w, concerned)), 'write-backs');
+  });
+
+  it('6h. a DocumentReference with over 1 MB of attachment data (base64Binary, no 1 MB limit in R4) loads, and what refers to it', () => {
+    none(runs.flatMap((r) => r.loadErrors.map((e) => `${r.name} ${e.key}: ${e.status} ${e.message}`)), 'resources refused on load');
+  });
+
+  it('7. ranges by age and bands chosen by the value; every dosage instruction structured with its timing and validity; evidence; a differential that is inactive says so consistently', () => {
+    const tags = ['ranges', 'dosage', 'evidence', 'status'];
+    const problems = runs.flatMap((r) => r.losses).filter((l) => tags.includes(l.fact.tag)).map((l) => `${l.writer} ${l.key} as ${l.as} [${l.fact.tag}]: ${l.fact.what}`);
+    for (const run of runs)
+      for (const r of run.resources.filter((x) => x.resourceType === 'Condition')) {
+        const clinical = r.clinicalStatus?.coding?.[0]?.code;
+        const record = run.readAs.get(key(r))?.[0]?.[1];
+        if (record && clinical && clinical !== 'active' && record.status && ['differential', 'provisional', 'unconfirmed'].includes(record.status))
+          problems.push(`${run.name} ${key(r)}: status ${record.status} beside clinical_status ${record.clinical_status} (FHIR: ${clinical})`);
+      }
+    onlyKnownGaps(problems, 'problems', tags);
+  });
+
+  it('every resource of a type some map reads comes out in a record', () => {
+    none(runs.flatMap((r) => r.notRead.map((k) => `${r.name} ${k}`)), 'resources not read');
+  });
+
+  it('nothing a clinician relies on is lost: 0 facts lost over both corpora, but the known gaps', () => {
+    onlyKnownGaps(runs.flatMap((r) => r.losses.map((l) => `${l.writer} ${l.key} as ${l.as} [${l.fact.tag}]: ${l.fact.what}`)), 'facts lost', ['values', 'status', 'dosage', 'context', 'ranges', 'evidence', 'codes', 'patient', 'performer', 'notes', 'members', 'periods', 'every-coding', 'components', 'prescription', 'ids']);
+  });
+
+  it('write-back is the identity on clinical content: 0 write-backs refused or changed, but the known gap (ranges by age)', () => {
+    expect(writeBacks().length).toBeGreaterThan(20);
+    onlyKnownGaps(writeBacks().filter((w) => w.status !== 201 || w.differences.length).map((w) => line(w)), 'write-backs refused or changed', ['write-back']);
+  });
+});
