@@ -1,0 +1,155 @@
+/**
+ * Where a request spends its time (`npm run bench:profile -- [options]`): loads the Synthea sample (copied up to
+ * --resources) into a scratch PostgreSQL database with `pont import`, starts Pont in this process, grants an
+ * integrator's organisation a full-record consent from every patient, then sends each kind of request below
+ * --requests times, one at a time, under V8's CPU profiler, and attributes the server's CPU time to the parts of the
+ * code (policy, SQL assembly, search, mapping, validation, audit, JSON, the pg driver, koa) by the file a sampled
+ * function belongs to. Time not on the CPU (waiting for PostgreSQL, which runs on the same machine) is the rest of
+ * the wall time. Figures to bench/results/profile-postgres.json.
+ *
+ *   --resources N   bundle entries to load (default 20000)
+ *   --requests N    requests of each kind (default 200)
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { Session, type Profiler } from 'node:inspector/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { createClient } from '../src/auth/clients';
+import { loadConfig } from '../src/config';
+import { startPont } from '../src/server';
+import { createScratchDatabase } from '../test/harness';
+import { BENCH_SCOPES, FHIR_PATH, grantFullRecordConsents, importCommand, prepareDataset, readByIdPaths, repoRoot, tokenOf } from './fhir-data';
+import { stats } from './stats';
+
+/** The part of the code a sampled function's file belongs to: first match wins. */
+const PARTS: Array<[string, RegExp]> = [
+  ['policy', /\/src\/policy\//],
+  ['SQL assembly', /\/src\/db\/sql\.ts|\/src\/fhir\/search\/sql\.ts/],
+  ['search parsing', /\/src\/fhir\/search\//],
+  ['mapping', /\/src\/mapping\//],
+  ['records', /\/src\/records\//],
+  ['validation', /\/src\/fhir\/(validate|check)|@medplum\/core/],
+  ['audit', /\/src\/audit\/|audit-trail/],
+  ['store and repository', /\/src\/fhir\//],
+  ['pg driver', /node_modules\/(pg|pg-protocol|pg-types|postgres-)/],
+  ['HTTP (koa, routes, auth)', /node_modules\/(koa|@koa|jose)|\/src\/(http|routes|auth|connect|sdk)\//],
+  ['other Pont code', /\/src\//],
+  ['node internals', /^node:|^internal\//],
+];
+
+function partOf(node: Profiler.ProfileNode): string {
+  const { url, functionName } = node.callFrame;
+  if (!url) {
+    if (functionName === '(garbage collector)') return 'GC';
+    if (functionName === '(idle)' || functionName === '(program)') return functionName;
+    if (/^(parse|stringify)$/.test(functionName)) return 'JSON';
+    return `native ${functionName}`;
+  }
+  for (const [name, re] of PARTS) if (re.test(url)) return name;
+  return 'other libraries';
+}
+
+/** CPU ms by part over a profile (samples × their intervals). */
+function attribute(profile: Profiler.Profile): Record<string, number> {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const out: Record<string, number> = {};
+  const samples = profile.samples ?? [];
+  const deltas = profile.timeDeltas ?? [];
+  for (let i = 0; i < samples.length; i++) {
+    const part = partOf(byId.get(samples[i]!)!);
+    out[part] = (out[part] ?? 0) + (deltas[i] ?? 0) / 1000;
+  }
+  return out;
+}
+
+async function main() {
+  const { values } = parseArgs({ options: { resources: { type: 'string', default: '20000' }, requests: { type: 'string', default: '200' } } });
+  const n = Number(values.requests);
+  const dir = mkdtempSync(join(tmpdir(), 'pont-profile-'));
+  const scratch = await createScratchDatabase();
+  const session = new Session();
+  session.connect();
+  try {
+    const data = prepareDataset(join(repoRoot, 'samples', 'synthea-r4-50-patients.tar.gz'), Number(values.resources), dir);
+    const pont = await startPont(loadConfig({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'error', DATABASE_URL: scratch.url, PONT_RATE_LIMITS: 'default=999999999/60,fhir=999999999/60' }));
+    try {
+      await importCommand(scratch.url, data.dir, 2);
+      await pont.services.db.exec('ANALYZE');
+      const client = await createClient(pont.services.db, { name: 'profile', organizationId: 'org-bench', scopes: [...BENCH_SCOPES, 'fhir:write'] });
+      const headers = { authorization: `Bearer ${await tokenOf(pont.url, client)}`, accept: 'application/fhir+json' };
+      const healthIds = await grantFullRecordConsents(pont.url, headers, pont.services.db);
+      await pont.services.db.exec('ANALYZE consent_access');
+      const patientOf = new Map((await pont.services.db.query<{ health_id: string; patient_id: string }>('SELECT health_id, patient_id FROM health_ids WHERE patient_id IS NOT NULL')).rows.map((r) => [r.health_id, r.patient_id]));
+      const reads = await readByIdPaths(pont.services.db, n);
+      const hid = (i: number) => healthIds[i % healthIds.length]!;
+      const send = async (path: string, init: RequestInit = {}) => {
+        const res = await fetch(`${pont.url}${path}`, { ...init, headers: { ...headers, ...(init.headers as Record<string, string>) } });
+        const text = await res.text();
+        if (res.status >= 300) throw new Error(`${path}: ${res.status} ${text.slice(0, 300)}`);
+      };
+      const observation = (i: number) => ({
+        resourceType: 'Observation',
+        status: 'final',
+        category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'laboratory' }] }],
+        code: { coding: [{ system: 'http://loinc.org', code: '718-7', display: 'Hemoglobin [Mass/volume] in Blood' }] },
+        subject: { reference: `Patient/${patientOf.get(hid(i))}` },
+        effectiveDateTime: new Date().toISOString(),
+        valueQuantity: { value: 10 + (i % 50) / 10, unit: 'g/dL', system: 'http://unitsofmeasure.org', code: 'g/dL' },
+      });
+      const kinds: Array<[string, (i: number) => Promise<void>]> = [
+        ['FHIR read by id', (i) => send(reads[i % reads.length]!)],
+        ['FHIR Observation?patient (100)', (i) => send(`${FHIR_PATH}/Observation?patient=Patient/${patientOf.get(hid(i))}&_sort=-date&_count=100`)],
+        ['Connect records?type=all', (i) => send(`/api/v1/connect/patient/${hid(i)}/records?type=all&limit=100`)],
+        ['SDK summary', (i) => send(`/api/v1/sdk/patients/${hid(i)}/summary`)],
+        ['FHIR POST Observation', (i) => send(`${FHIR_PATH}/Observation`, { method: 'POST', headers: { 'content-type': 'application/fhir+json' }, body: JSON.stringify(observation(i)) })],
+        [
+          'SDK lab push',
+          (i) =>
+            send('/api/v1/sdk/records/lab-results', {
+              method: 'POST',
+              headers: { 'content-type': 'application/json', 'idempotency-key': `profile-${i}` },
+              body: JSON.stringify({ health_id: hid(i), test_name: 'Hemoglobin', result_value: String(10 + (i % 50) / 10), unit: 'g/dL', flagged: false }),
+            }),
+        ],
+      ];
+      const result: Record<string, unknown> = { resources: data.entries, requests: n, commit: process.env.GIT_COMMIT ?? null };
+      await session.post('Profiler.enable');
+      await session.post('Profiler.setSamplingInterval', { interval: 100 });
+      for (const [name, request] of kinds) {
+        for (let i = 0; i < 20; i++) await request(n + i); // warm up
+        const ms: number[] = [];
+        await session.post('Profiler.start');
+        const started = performance.now();
+        for (let i = 0; i < n; i++) {
+          const t = performance.now();
+          await request(i);
+          ms.push(performance.now() - t);
+        }
+        const wall = performance.now() - started;
+        const { profile } = await session.post('Profiler.stop');
+        const cpu = attribute(profile);
+        delete cpu['(idle)'];
+        const perRequest = Object.fromEntries(
+          Object.entries(cpu)
+            .sort((a, b) => b[1] - a[1])
+            .map(([k, v]) => [k, Number((v / n).toFixed(3))]),
+        );
+        const s = stats(ms);
+        result[name] = { p50: s.p50, p95: s.p95, wallPerRequest: wall / n, cpuMsPerRequest: perRequest };
+        console.log(`\n${name}: p50 ${s.p50.toFixed(2)} ms, p95 ${s.p95.toFixed(2)} ms; CPU ms a request by part (the benchmark's own client included in "other"):`);
+        for (const [k, v] of Object.entries(perRequest)) console.log(`  ${k.padEnd(28)} ${v.toFixed(3)}`);
+      }
+      writeFileSync(join(repoRoot, 'bench', 'results', 'profile-postgres.json'), JSON.stringify(result, null, 2) + '\n');
+    } finally {
+      await pont.close();
+    }
+  } finally {
+    session.disconnect();
+    await scratch.drop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
+process.exit(0);
