@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Bundle, Observation, Resource } from '@medplum/fhirtypes';
+import type { Observation, Resource } from '@medplum/fhirtypes';
 import type { FhirRepository } from '../fhir/repository';
-import { encodeCursor } from '../fhir/search/parse';
 import { invalidFields } from '../core/errors';
 import { registeredPatient, type HealthIdRecord } from '../healthid/registry';
 import { MappingValueError, type MappingSet, type ReadContext } from '../mapping/index';
@@ -33,12 +32,61 @@ export interface RecordsAnswer {
 /** How many of each the summary holds (README "SDK"). */
 export const SUMMARY_SIZES = { active_medications: 50, active_allergies: 100, recent_labs: 10, recent_visits: 5, active_care_plans: 20, active_goals: 20, recent_procedures: 10, active_devices: 20 };
 
-/** What the summary shows of care plans, goals and procedures: those going on (goals agreed or pursued), those done or under way. */
-const SUMMARY_QUERIES = { care_plans: { status: 'active' }, goals: { 'lifecycle-status': 'active,accepted' }, procedures: { status: 'completed,in-progress' } };
-
 /** LOINC codes of a blood group: ABO and Rh together, or ABO and Rh apart. */
 const BLOOD_GROUP_LOINC = { both: '882-1', abo: '883-9', rh: '10331-7' };
 const LOINC = 'http://loinc.org';
+const BLOOD_GROUP_CODES = Object.values(BLOOD_GROUP_LOINC).map((c) => `${LOINC}|${c}`).join(',');
+
+/** What one page of a record type is asked for: its sources read from `offsets` (one each), newest first. */
+interface PageRequest {
+  type: string;
+  limit: number;
+  offsets: number[];
+  /** Only what changed after this instant. */
+  since?: string;
+  /** Search parameters added to every source's (the summary's "active"). */
+  query?: Record<string, string>;
+}
+
+interface RecordPage {
+  records: ConnectRecord[];
+  /** What the records show: their resources (in the records' order), then what their references resolved to. */
+  resources: Resource[];
+  next?: number[];
+}
+
+/**
+ * The summary's sections of record types, in its order (recent_visits, after recent_labs, is the visit map's reading
+ * of the newest Encounters): medications and allergies that are active, care plans going on, goals agreed or pursued,
+ * procedures done or under way. Devices: the active Devices (an implant, with its UDI) and active use statements;
+ * the statements have no status search parameter, so a page of twice the size is read and filtered, that a few
+ * ended uses do not crowd out the current ones.
+ */
+const SUMMARY_SECTIONS: Array<{ key: string; type: string; size: number; query?: Record<string, string>; pick?: (page: RecordPage) => Omit<RecordPage, 'next'> }> = [
+  { key: 'active_medications', type: 'prescriptions', size: SUMMARY_SIZES.active_medications, query: { status: 'active' } },
+  { key: 'active_allergies', type: 'allergies', size: SUMMARY_SIZES.active_allergies, query: { 'clinical-status': 'active' } },
+  { key: 'recent_labs', type: 'lab_results', size: SUMMARY_SIZES.recent_labs },
+  { key: 'active_care_plans', type: 'care_plans', size: SUMMARY_SIZES.active_care_plans, query: { status: 'active' } },
+  { key: 'active_goals', type: 'goals', size: SUMMARY_SIZES.active_goals, query: { 'lifecycle-status': 'active,accepted' } },
+  { key: 'recent_procedures', type: 'procedures', size: SUMMARY_SIZES.recent_procedures, query: { status: 'completed,in-progress' } },
+  {
+    key: 'active_devices',
+    type: 'devices',
+    size: 2 * SUMMARY_SIZES.active_devices,
+    pick: ({ records, resources }) => {
+      const active = records.map((record, i) => ({ record, i })).filter(({ record }) => (record.source === 'device' ? record.device_status : record.status) === 'active');
+      const shown = active.slice(0, SUMMARY_SIZES.active_devices);
+      return { records: shown.map((s) => s.record), resources: shown.map((s) => resources[s.i]!) };
+    },
+  },
+];
+
+/** A record type's source's search for one page of the patient's records, newest first. */
+function sourceQuery(patientId: string, source: RecordSource, request: PageRequest): Record<string, string> {
+  const query: Record<string, string> = { ...source.query, ...request.query, patient: `Patient/${patientId}`, _sort: `-${source.dateParam}`, _count: String(request.limit), _total: 'none' };
+  if (request.since) query._lastUpdated = `gt${request.since}`;
+  return query;
+}
 
 /** The paging position of a single-type read: an offset into each of the type's sources. */
 interface RecordsCursor {
@@ -90,21 +138,27 @@ export class RecordsService {
       // A single type, or none of several, that no consent covers: the refusal of the access rule (403, audited).
       if (!readable.length) await repo.requirePatientAccess(patient.patientId, [...refused]);
       const answer: RecordsAnswer = { health_id: healthId, records: {} };
-      const read: Resource[] = [];
-      const context: RequestReads = {};
-      for (const type of readable) {
-        const offsets = single && query.cursor !== undefined ? decodeRecordsCursor(query.cursor, types.get(type)!) : this.start(type);
-        const page = await this.page(repo, patient.patientId, type, { limit: query.limit, since: query.since, offsets, context });
+      const { pages } = await this.pages(
+        repo,
+        patient.patientId,
+        readable.map((type) => ({
+          type,
+          limit: query.limit,
+          since: query.since,
+          offsets: single && query.cursor !== undefined ? decodeRecordsCursor(query.cursor, types.get(type)!) : this.start(type),
+        })),
+      );
+      readable.forEach((type, i) => {
+        const page = pages[i]!;
         answer.records[type] = page.records;
-        read.push(...page.resources);
         if (single) answer.next_cursor = page.next ? encodeRecordsCursor({ type, offsets: page.next }) : null;
         else if (page.next) (answer.truncated ??= []).push(type);
-      }
+      });
       if (!single) {
         answer.truncated ??= [];
         answer.withheld = query.types.filter((t) => refused.has(classOf(t)));
       }
-      await this.auditRead(repo, patient, read, `records ${readable.join(', ')}`);
+      await this.auditRead(repo, patient, pages.flatMap((p) => p.resources), `records ${readable.join(', ')}`);
       return answer;
     });
   }
@@ -115,67 +169,42 @@ export class RecordsService {
       const patient = await registeredPatient(sql, healthId);
       await repo.requirePatientAccess(patient.patientId, ['patients:read']);
       const refused = new Set(await repo.refusedClasses(patient.patientId, ['prescriptions:read', 'labs:read']));
-      const read: Resource[] = [];
       const fhirPatient = await repo.read('Patient', patient.patientId, { audit: false });
-      read.push(fhirPatient);
       // The block is the summary map's fields (mappings/patient-summary.map.yaml), each null when the Patient lacks it.
       const shown = this.mappings.get('patient-summary');
       const fields = shown.readFhir(fhirPatient).connect;
       const patientBlock: Record<string, unknown> = Object.fromEntries(shown.fields.map((f) => [f, fields[f] ?? null]));
-      const section = async (dataClass: string, fetch: () => Promise<{ records: ConnectRecord[]; resources: Resource[] }>) => {
-        if (refused.has(dataClass)) return [];
-        const got = await fetch();
-        read.push(...got.resources);
-        return got.records;
-      };
+      // Every section the caller may see, read together.
+      const sections = SUMMARY_SECTIONS.filter((s) => !refused.has(this.type(s.type).dataClass));
+      const labs = !refused.has('labs:read');
+      const patientRef = `Patient/${patient.patientId}`;
+      const searches: Array<{ type: string; query: Record<string, string> }> = [
+        { type: 'Encounter', query: { patient: patientRef, _sort: '-date', _count: String(SUMMARY_SIZES.recent_visits), _total: 'none' } },
+        ...(labs ? [{ type: 'Observation', query: { patient: patientRef, code: BLOOD_GROUP_CODES, _sort: '-date', _count: '20', _total: 'none' } }] : []),
+      ];
+      const { pages, searched } = await this.pages(
+        repo,
+        patient.patientId,
+        sections.map(({ type, size, query }) => ({ type, limit: size, offsets: this.start(type), query })),
+        { context: { patient: Promise.resolve(fhirPatient) }, searches },
+      );
+      const [encounters = [], observations = []] = searched;
+      const read: Resource[] = [fhirPatient, ...encounters, ...observations];
       // A blood group a laboratory measured wins over the one the Patient records.
-      const measured = refused.has('labs:read') ? null : await this.bloodGroup(repo, patient.patientId, read);
+      const measured = labs ? this.bloodGroup(observations as Observation[]) : null;
       if (measured) patientBlock.blood_group = measured;
-      const summary = {
-        health_id: healthId,
-        patient: patientBlock,
-        active_medications: await section('prescriptions:read', () =>
-          this.page(repo, patient.patientId, 'prescriptions', { limit: SUMMARY_SIZES.active_medications, offsets: this.start('prescriptions'), query: { status: 'active' } }),
-        ),
-        active_allergies: await section('patients:read', () =>
-          this.page(repo, patient.patientId, 'allergies', { limit: SUMMARY_SIZES.active_allergies, offsets: this.start('allergies'), query: { 'clinical-status': 'active' } }),
-        ),
-        recent_labs: await section('labs:read', () =>
-          this.page(repo, patient.patientId, 'lab_results', { limit: SUMMARY_SIZES.recent_labs, offsets: this.start('lab_results'), context: { patient: Promise.resolve(fhirPatient) } }),
-        ),
-        recent_visits: await section('patients:read', async () => {
-          const bundle = await repo.search('Encounter', { patient: `Patient/${patient.patientId}`, _sort: '-date', _count: String(SUMMARY_SIZES.recent_visits), _total: 'none' }, { audit: false });
-          const resources = matchesOf(bundle);
-          return { resources, records: resources.map((r) => this.mappings.get('visit').readFhir(r).connect) };
-        }),
-        // Issue 39: what a clinician expects at a glance of the plan of care, the procedures and the devices.
-        active_care_plans: await section('patients:read', () =>
-          this.page(repo, patient.patientId, 'care_plans', { limit: SUMMARY_SIZES.active_care_plans, offsets: this.start('care_plans'), query: SUMMARY_QUERIES.care_plans }),
-        ),
-        active_goals: await section('patients:read', () =>
-          this.page(repo, patient.patientId, 'goals', { limit: SUMMARY_SIZES.active_goals, offsets: this.start('goals'), query: SUMMARY_QUERIES.goals }),
-        ),
-        recent_procedures: await section('patients:read', () =>
-          this.page(repo, patient.patientId, 'procedures', { limit: SUMMARY_SIZES.recent_procedures, offsets: this.start('procedures'), query: SUMMARY_QUERIES.procedures }),
-        ),
-        active_devices: await section('patients:read', () => this.activeDevices(repo, patient.patientId)),
-        withheld: (['prescriptions:read', 'labs:read'] as const).filter((c) => refused.has(c)),
-      };
+      const summary: Record<string, unknown> = { health_id: healthId, patient: patientBlock };
+      for (const section of SUMMARY_SECTIONS) {
+        const i = sections.indexOf(section);
+        const page = i < 0 ? { records: [], resources: [] } : section.pick ? section.pick(pages[i]!) : pages[i]!;
+        read.push(...page.resources);
+        summary[section.key] = page.records;
+        if (section.key === 'recent_labs') summary.recent_visits = encounters.map((r) => this.mappings.get('visit').readFhir(r).connect);
+      }
+      summary.withheld = (['prescriptions:read', 'labs:read'] as const).filter((c) => refused.has(c));
       await this.auditRead(repo, patient, read, 'patient summary');
       return summary;
     });
-  }
-
-  /**
-   * The summary's devices: the patient's active Devices (an implant, with its UDI) and active use statements, newest
-   * first, at most SUMMARY_SIZES.active_devices. The statements have no status search parameter: a page of the type
-   * (twice the size) is read and filtered, so that a few ended uses do not crowd out the current ones.
-   */
-  private async activeDevices(repo: FhirRepository, patientId: string): Promise<{ records: ConnectRecord[]; resources: Resource[] }> {
-    const page = await this.page(repo, patientId, 'devices', { limit: 2 * SUMMARY_SIZES.active_devices, offsets: this.start('devices') });
-    const active = page.records.map((record, i) => ({ record, resource: page.resources[i]! })).filter(({ record }) => (record.source === 'device' ? record.device_status : record.status) === 'active');
-    const shown = active.slice(0, SUMMARY_SIZES.active_devices);
-    return { records: shown.map((a) => a.record), resources: shown.map((a) => a.resource) };
   }
 
   /**
@@ -308,46 +337,53 @@ export class RecordsService {
   }
 
   /**
-   * One page of a record type, merged newest first across its sources, each source read from its offset.
-   * `next`: the offsets of the following page, or undefined at the end.
+   * Pages of record types, read together: one statement for every source's page (and for `searches`, plain sorted
+   * searches of the patient's data read beside them), one for the references the maps follow (a performer's name,
+   * a specimen's note); each page merged newest first across its type's sources. `searched`: the searches' matches.
    */
-  private async page(
+  private async pages(
     repo: FhirRepository,
     patientId: string,
-    type: string,
-    options: { limit: number; offsets: number[]; since?: string; query?: Record<string, string>; context?: RequestReads },
-  ): Promise<{ records: ConnectRecord[]; resources: Resource[]; next?: number[] }> {
-    const { sources } = this.type(type);
-    const fields = this.fieldsOf(type);
+    requests: PageRequest[],
+    options: { context?: RequestReads; searches?: Array<{ type: string; query: Record<string, string> }> } = {},
+  ): Promise<{ pages: RecordPage[]; searched: Resource[][] }> {
+    const plans = requests.map((request) => ({ request, sources: this.type(request.type).sources, fields: this.fieldsOf(request.type) }));
     // A map may choose by the patient (the reference range for their sex): the Patient, when the caller may read it
     // (a reader who may not gets the range by unit, learning nothing of the patient); read once per request.
     const context = options.context ?? {};
-    const patient = sources.some((s) => this.mappings.get(s.map).readsPatient) ? await (context.patient ??= repo.readIfAllowed('Patient', patientId)) : undefined;
-    const searched = await Promise.all(
-      sources.map(async (source, i) => {
-        const query: Record<string, string> = {
-          ...source.query,
-          ...options.query,
-          patient: `Patient/${patientId}`,
-          _sort: `-${source.dateParam}`,
-          _count: String(options.limit),
-          _total: 'none',
-        };
-        if (options.since) query._lastUpdated = `gt${options.since}`;
-        if (options.offsets[i]) query._cursor = encodeCursor({ offset: options.offsets[i] });
-        const bundle = await repo.search(source.resourceType, query, { audit: false });
-        return { resources: matchesOf(bundle), more: (bundle.link ?? []).some((l) => l.relation === 'next') };
+    const readsPatient = plans.some(({ sources }) => sources.some((s) => this.mappings.get(s.map).readsPatient));
+    const patient = readsPatient ? await (context.patient ??= repo.readIfAllowed('Patient', patientId)) : undefined;
+    const found = await repo.searchPages(patientId, [
+      ...plans.flatMap(({ request, sources }) => sources.map((source, i) => ({ type: source.resourceType, query: sourceQuery(patientId, source, request), offset: request.offsets[i]! }))),
+      ...(options.searches ?? []).map((search) => ({ ...search, offset: 0 })),
+    ]);
+    let at = 0;
+    const bySource = plans.map(({ sources }) =>
+      sources.map((source) => {
+        const { resources, more } = found[at++]!;
+        return { source, resources, more, refs: resources.map((r) => this.mappings.get(source.map).referencesOf(r, patient)) };
       }),
     );
-    // What the maps read through references (a performer's name, a specimen's note): one query for the page.
-    const refsOf = searched.map(({ resources }, i) => resources.map((r) => this.mappings.get(sources[i]!.map).referencesOf(r, patient)));
-    const wanted = [...new Set(refsOf.flat(2))];
+    const wanted = [...new Set(bySource.flat().flatMap((s) => s.refs.flat()))];
     const resolved = wanted.length ? await repo.resolveReferences(wanted) : undefined;
-    const fetched = searched.map(({ resources, more }, i) => {
-      const source = sources[i]!;
+    const pages = plans.map(({ request, fields }, p) => this.merged(request, fields, bySource[p]!, { patient, resolved }));
+    return { pages, searched: found.slice(at).map((f) => f.resources) };
+  }
+
+  /**
+   * One page of a record type from its sources' pages (each newest first): the newest first across them, at most
+   * `limit`. `next`: the offsets of the following page, or undefined at the end.
+   */
+  private merged(
+    request: PageRequest,
+    fields: string[],
+    sources: Array<{ source: RecordSource; resources: Resource[]; more: boolean; refs: string[][] }>,
+    context: { patient?: Resource; resolved?: Map<string, Resource> },
+  ): RecordPage {
+    const fetched = sources.map(({ source, resources, more, refs }) => {
       const items = resources.map((resource, k) => {
-        const { record } = this.recordOf(type, source, resource, fields, { patient, resolved });
-        const used = refsOf[i]![k]!.flatMap((ref) => resolved?.get(ref) ?? []);
+        const { record } = this.recordOf(request.type, source, resource, fields, context);
+        const used = refs[k]!.flatMap((ref) => context.resolved?.get(ref) ?? []);
         return { resource, record, used, time: timeOf(record[source.dateField]) };
       });
       return { items, more };
@@ -357,7 +393,7 @@ export class RecordsService {
     const out: Array<{ resource: Resource; record: ConnectRecord; used: Resource[] }> = [];
     // A resource two sources of the type select (a result both categorised and listed by a report) is read once.
     const seen = new Set<string>();
-    while (out.length < options.limit) {
+    while (out.length < request.limit) {
       let best = -1;
       for (let i = 0; i < fetched.length; i++) {
         const head = fetched[i]!.items[taken[i]!];
@@ -374,9 +410,9 @@ export class RecordsService {
     const more = fetched.some((f, i) => f.more || taken[i]! < f.items.length);
     return {
       records: out.map((o) => o.record),
-      // Audited as read: the resources and what of their references the records show.
+      // Audited as read: the resources (first, in the records' order) and what of their references the records show.
       resources: [...out.map((o) => o.resource), ...new Set(out.flatMap((o) => o.used))],
-      next: more ? options.offsets.map((o, i) => o + taken[i]!) : undefined,
+      next: more ? request.offsets.map((o, i) => o + taken[i]!) : undefined,
     };
   }
 
@@ -407,14 +443,11 @@ export class RecordsService {
   }
 
   /**
-   * The blood group (e.g. `A+`) from the newest ABO/Rh Observation, or null. Its result is read as the Observation's
-   * lab record (lab-result.map.yaml: `value_coded`, else `value`), so the summary and the record agree.
+   * The blood group (e.g. `A+`) from the newest ABO/Rh Observation among `observations` (newest first), or null.
+   * Its result is read as the Observation's lab record (lab-result.map.yaml: `value_coded`, else `value`), so the
+   * summary and the record agree.
    */
-  private async bloodGroup(repo: FhirRepository, patientId: string, read: Resource[]): Promise<string | null> {
-    const codes = Object.values(BLOOD_GROUP_LOINC).map((c) => `${LOINC}|${c}`).join(',');
-    const bundle = await repo.search<Observation>('Observation', { patient: `Patient/${patientId}`, code: codes, _sort: '-date', _count: '20', _total: 'none' }, { audit: false });
-    const observations = matchesOf(bundle) as Observation[];
-    read.push(...observations);
+  private bloodGroup(observations: Observation[]): string | null {
     const resultOf = (code: string) => {
       const newest = observations.find((o) => o.code?.coding?.some((c) => c.system === LOINC && c.code === code));
       if (!newest) return undefined;
@@ -521,10 +554,6 @@ function numericValue(value: string): { value: number; comparator: string | null
   // "1.10": the trailing zero is significant and a number drops it; its digits after the point are kept apart.
   const decimals = m[4] ? m[4].length - 1 : 0;
   return { value: Number(m[2]), comparator: m[1] ?? null, precision: m[4]?.endsWith('0') ? decimals : null };
-}
-
-function matchesOf(bundle: Bundle): Resource[] {
-  return (bundle.entry ?? []).filter((e) => e.search?.mode === 'match' && e.resource).map((e) => e.resource!);
 }
 
 function aboOf(text: string | undefined): string | undefined {

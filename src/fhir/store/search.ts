@@ -74,13 +74,7 @@ export async function searchResources<T extends Resource>(
 ): Promise<Bundle<T>> {
   checkSearchReach(search, access);
   const resourceType = search.resourceType;
-  const where = and(
-    sql`r.resource_type = ${resourceType}`,
-    sql`NOT r.deleted`,
-    ...search.filters.map((f) => filterSql(f, R, access.rowFilter)),
-    options.compartmentPatient !== undefined && sql`r.patients @> ARRAY[${options.compartmentPatient}]::text[]`,
-    access.rowFilter?.(R, resourceType),
-  );
+  const where = searchWhere(search, access, options.compartmentPatient);
   const countOnly = search.summary === 'count' || search.count === 0;
 
   let total = search.cursor?.total;
@@ -109,9 +103,7 @@ export async function searchResources<T extends Resource>(
   let matches: Array<{ rid: string; content: T }>;
   if (search.sort.length) {
     const offset = cursor?.offset ?? 0;
-    const order = join([...search.sort.map((s) => sortSql(s, R)), sql`r.rid`], ', ');
-    const { text, values } = sql`SELECT r.rid, r.content FROM fhir_resources r WHERE ${where}
-       ORDER BY ${order} LIMIT ${search.count + 1} OFFSET ${offset}`.render();
+    const { text, values } = sortedPageSql(search, where, offset).render();
     const { rows } = await db.query<{ rid: string; content: T }>(text, values);
     matches = rows.slice(0, search.count);
     bundle.link.push(...offsetLinks(offset, search.count, rows.length > search.count, total, link));
@@ -139,6 +131,48 @@ export async function searchResources<T extends Resource>(
   if (!matches.length && !cursor && access.rowFilter) entries.push(narrowedSearchNote<T>());
   bundle.entry = entries;
   return bundle;
+}
+
+/** The rows a search selects on `fhir_resources r`: its filters, the compartment, and what the caller may see. */
+function searchWhere(search: ParsedSearch, access: SearchAccess, compartmentPatient?: string): Sql {
+  return and(
+    sql`r.resource_type = ${search.resourceType}`,
+    sql`NOT r.deleted`,
+    ...search.filters.map((f) => filterSql(f, R, access.rowFilter)),
+    compartmentPatient !== undefined && sql`r.patients @> ARRAY[${compartmentPatient}]::text[]`,
+    access.rowFilter?.(R, search.resourceType),
+  );
+}
+
+/** One page (and one row more, to tell whether another follows) of a sorted search: rid, content. */
+function sortedPageSql(search: ParsedSearch, where: Sql, offset: number): Sql {
+  const order = join([...search.sort.map((s) => sortSql(s, R)), sql`r.rid`], ', ');
+  return sql`SELECT r.rid, r.content FROM fhir_resources r WHERE ${where} ORDER BY ${order} LIMIT ${search.count + 1} OFFSET ${offset}`;
+}
+
+/**
+ * Pages of several sorted searches read in one statement, each exactly as searchResources finds it (its filters,
+ * the caller's access, its order, `offset` rows on): for a translation that needs many small pages at once (a
+ * patient's records of every type). Matches only: no includes, totals or links. `more`: rows follow the page.
+ */
+export async function searchPages(db: Queryable, pages: Array<{ search: ParsedSearch; offset: number }>, access: SearchAccess): Promise<Array<{ resources: Resource[]; more: boolean }>> {
+  if (!pages.length) return [];
+  for (const { search } of pages) {
+    checkSearchReach(search, access);
+    if (!search.sort.length || search.include.length || search.revinclude.length || search.total !== 'none' || search.elements || search.summary)
+      throw new Error(`searchPages reads sorted pages of matches only (${search.resourceType})`);
+  }
+  // Each branch numbers its rows in its own order; the outer ORDER BY keeps them so (UNION ALL alone promises no order).
+  const branches = pages.map(({ search, offset }, i) => sql`SELECT ${i}::int AS q, row_number() OVER () AS n, p.content FROM (${sortedPageSql(search, searchWhere(search, access), offset)}) p`);
+  const { text, values } = sql`${join(branches, ' UNION ALL ')} ORDER BY q, n`.render();
+  const { rows } = await db.query<{ q: number; content: Resource }>(text, values);
+  const out = pages.map(() => ({ resources: [] as Resource[], more: false }));
+  for (const row of rows) {
+    const page = out[row.q]!;
+    if (page.resources.length < pages[row.q]!.search.count) page.resources.push(row.content);
+    else page.more = true;
+  }
+  return out;
 }
 
 /**
