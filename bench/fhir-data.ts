@@ -15,7 +15,7 @@ export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const FHIR_PATH = '/api/fhir/R4';
 
 /** The integrator's scopes: it reads under the consent rule, grants consents and pushes lab results. */
-export const BENCH_SCOPES = ['fhir:read', 'consents:write', 'patient:diagnostics:read', 'patients:read', 'labs:read', 'prescriptions:read', 'documents:read', 'labs:write'] as const;
+export const BENCH_SCOPES = ['fhir:read', 'consents:write', 'patient:diagnostics:read', 'patients:read', 'labs:read', 'prescriptions:read', 'documents:read', 'labs:write', 'fhir:write', 'consents:read', 'pharmacy:stock:read'] as const;
 
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
 

@@ -9,6 +9,7 @@
  *
  *   --resources N   bundle entries to load (default 20000)
  *   --requests N    requests of each kind (default 200)
+ *   --only TEXT     only the kinds whose name contains TEXT (e.g. records)
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Session, type Profiler } from 'node:inspector/promises';
@@ -38,33 +39,59 @@ const PARTS: Array<[string, RegExp]> = [
   ['node internals', /^node:|^internal\//],
 ];
 
-function partOf(node: Profiler.ProfileNode): string {
-  const { url, functionName } = node.callFrame;
-  if (!url) {
-    if (functionName === '(garbage collector)') return 'GC';
-    if (functionName === '(idle)' || functionName === '(program)') return functionName;
-    if (/^(parse|stringify)$/.test(functionName)) return 'JSON';
-    return `native ${functionName}`;
-  }
+/** The part of a JS function's file; undefined for natives and V8's own entries. */
+function partOfFile(url: string): string {
   for (const [name, re] of PARTS) if (re.test(url)) return name;
   return 'other libraries';
+}
+
+/**
+ * The part a sample counts for: its function's file's part; a native function (no file) is named, with the part of
+ * the nearest caller that has a file (`native writev ← pg driver`), so that a native's cost shows whose it is.
+ */
+function partOf(node: Profiler.ProfileNode, parentOf: Map<number, Profiler.ProfileNode>): string {
+  const { url, functionName } = node.callFrame;
+  if (url) return partOfFile(url);
+  if (functionName === '(garbage collector)') return 'GC';
+  if (functionName === '(idle)' || functionName === '(program)') return functionName;
+  let caller = parentOf.get(node.id);
+  while (caller && !caller.callFrame.url) caller = parentOf.get(caller.id);
+  const name = /^(parse|stringify)$/.test(functionName) ? 'JSON' : `native ${functionName || '(anonymous)'}`;
+  return caller ? `${name} <- ${partOfFile(caller.callFrame.url)}` : name;
+}
+
+/** CPU ms by function (self time) over a profile, the `top` costliest: where to look inside a part. */
+function hottest(profile: Profiler.Profile, top: number): Array<[string, number]> {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const out = new Map<string, number>();
+  const samples = profile.samples ?? [];
+  const deltas = profile.timeDeltas ?? [];
+  for (let i = 0; i < samples.length; i++) {
+    const { functionName, url, lineNumber } = byId.get(samples[i]!)!.callFrame;
+    if (functionName === '(idle)') continue;
+    const where = url ? ` ${url.replace(/^.*\/(node_modules|src)\//, '$1/')}:${lineNumber + 1}` : '';
+    const key = `${functionName || '(anonymous)'}${where}`;
+    out.set(key, (out.get(key) ?? 0) + (deltas[i] ?? 0) / 1000);
+  }
+  return [...out].sort((a, b) => b[1] - a[1]).slice(0, top);
 }
 
 /** CPU ms by part over a profile (samples × their intervals). */
 function attribute(profile: Profiler.Profile): Record<string, number> {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parentOf = new Map(profile.nodes.flatMap((n) => (n.children ?? []).map((c) => [c, n] as const)));
   const out: Record<string, number> = {};
   const samples = profile.samples ?? [];
   const deltas = profile.timeDeltas ?? [];
   for (let i = 0; i < samples.length; i++) {
-    const part = partOf(byId.get(samples[i]!)!);
+    const part = partOf(byId.get(samples[i]!)!, parentOf);
     out[part] = (out[part] ?? 0) + (deltas[i] ?? 0) / 1000;
   }
   return out;
 }
 
 async function main() {
-  const { values } = parseArgs({ options: { resources: { type: 'string', default: '20000' }, requests: { type: 'string', default: '200' } } });
+  const { values } = parseArgs({ options: { resources: { type: 'string', default: '20000' }, requests: { type: 'string', default: '200' }, only: { type: 'string' } } });
   const n = Number(values.requests);
   const dir = mkdtempSync(join(tmpdir(), 'pont-profile-'));
   const scratch = await createScratchDatabase();
@@ -76,7 +103,7 @@ async function main() {
     try {
       await importCommand(scratch.url, data.dir, 2);
       await pont.services.db.exec('ANALYZE');
-      const client = await createClient(pont.services.db, { name: 'profile', organizationId: 'org-bench', scopes: [...BENCH_SCOPES, 'fhir:write'] });
+      const client = await createClient(pont.services.db, { name: 'profile', organizationId: 'org-bench', scopes: [...BENCH_SCOPES] });
       const headers = { authorization: `Bearer ${await tokenOf(pont.url, client)}`, accept: 'application/fhir+json' };
       const healthIds = await grantFullRecordConsents(pont.url, headers, pont.services.db);
       await pont.services.db.exec('ANALYZE consent_access');
@@ -117,6 +144,7 @@ async function main() {
       await session.post('Profiler.enable');
       await session.post('Profiler.setSamplingInterval', { interval: 100 });
       for (const [name, request] of kinds) {
+        if (values.only && !name.toLowerCase().includes(values.only.toLowerCase())) continue;
         for (let i = 0; i < 20; i++) await request(n + i); // warm up
         const ms: number[] = [];
         await session.post('Profiler.start');
@@ -136,9 +164,12 @@ async function main() {
             .map(([k, v]) => [k, Number((v / n).toFixed(3))]),
         );
         const s = stats(ms);
-        result[name] = { p50: s.p50, p95: s.p95, wallPerRequest: wall / n, cpuMsPerRequest: perRequest };
+        const functions = hottest(profile, 15).map(([k, v]) => [k, Number((v / n).toFixed(3))] as const);
+        result[name] = { p50: s.p50, p95: s.p95, wallPerRequest: wall / n, cpuMsPerRequest: perRequest, hottestFunctions: Object.fromEntries(functions) };
         console.log(`\n${name}: p50 ${s.p50.toFixed(2)} ms, p95 ${s.p95.toFixed(2)} ms; CPU ms a request by part (the benchmark's own client included in "other"):`);
         for (const [k, v] of Object.entries(perRequest)) console.log(`  ${k.padEnd(28)} ${v.toFixed(3)}`);
+        console.log('  the costliest functions (self time, ms a request):');
+        for (const [k, v] of functions) console.log(`    ${v.toFixed(3)}  ${k}`);
       }
       writeFileSync(join(repoRoot, 'bench', 'results', 'profile-postgres.json'), JSON.stringify(result, null, 2) + '\n');
     } finally {

@@ -1,4 +1,4 @@
-import type { MappingSet } from './types';
+import type { CompiledMap, MappingSet } from './types';
 
 /**
  * Connect record types (records retrieval `type=`) and where each comes from: FHIR searches (one or more),
@@ -27,10 +27,24 @@ export interface RecordType {
   shape: string;
 }
 
-/** The record types the maps declare, by name (sorted); each type's map naming its shape is its first source. */
-export function recordTypes(mappings: MappingSet): Map<string, RecordType> {
-  const types = new Map<string, RecordType>();
+/** The record types of a set of compiled maps, by its first map: maps are immutable, a reload compiles new ones. */
+const typesOfMaps = new WeakMap<CompiledMap, { maps: CompiledMap[]; types: ReadonlyMap<string, RecordType> }>();
+
+/**
+ * The record types the maps declare, by name (sorted); each type's map naming its shape is its first source. Worked
+ * out once per version of the maps (every records request asks): not to be changed by the caller.
+ */
+export function recordTypes(mappings: MappingSet): ReadonlyMap<string, RecordType> {
   const maps = mappings.names().map((n) => mappings.get(n));
+  const known = maps.length ? typesOfMaps.get(maps[0]!) : undefined;
+  if (known && known.maps.length === maps.length && known.maps.every((m, i) => m === maps[i])) return known.types;
+  const types = declaredTypes([...maps]);
+  if (maps.length) typesOfMaps.set(maps[0]!, { maps, types });
+  return types;
+}
+
+function declaredTypes(maps: CompiledMap[]): Map<string, RecordType> {
+  const types = new Map<string, RecordType>();
   // The map giving the shape first: its fields are the type's.
   maps.sort((a, b) => Number(!a.record?.shape) - Number(!b.record?.shape) || (a.name < b.name ? -1 : 1));
   for (const map of maps) {

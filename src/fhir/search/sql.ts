@@ -17,9 +17,18 @@ const TABLE = {
   uri: ident('fhir_idx_uri'),
 } as const;
 
-/** `alias.rid IN (rows of `table` matching any of `conditions`)`. */
-function inIndex(alias: Identifier, table: Identifier, conditions: Sql[], negate = false): Sql {
-  return sql`${alias.col('rid')} ${negate ? sql`NOT IN` : sql`IN`} (SELECT rid FROM ${table} WHERE ${or(...conditions)})`;
+/**
+ * `row.rid IN (rows of `table` matching any of `conditions`)`, or (`negate`) none of its rows matches. The negation
+ * is NOT EXISTS, probed per row through the table's (rid, …) index: `NOT IN (subquery)` cannot become an anti-join
+ * and hashes every matching row of the whole table (`category:not=laboratory` hashed every lab result of every
+ * patient to read one patient's observations).
+ */
+function inIndex(row: Identifier, table: Identifier, conditions: Sql[], negate = false): Sql {
+  if (negate) {
+    const x = alias('x');
+    return sql`NOT EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x.col('rid')} = ${row.col('rid')} AND (${or(...conditions)}))`;
+  }
+  return sql`${row.col('rid')} IN (SELECT rid FROM ${table} WHERE ${or(...conditions)})`;
 }
 
 type Bound = () => Sql;
