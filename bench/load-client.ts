@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { LoadResult, LoadSpec } from './load';
+import type { LoadRequest, LoadResult, LoadSpec } from './load';
 
-export type { LoadResult, LoadSpec };
+export type { LoadRequest, LoadResult, LoadSpec };
 
 const loadScript = fileURLToPath(new URL('./load.ts', import.meta.url));
 
@@ -22,6 +22,6 @@ export async function load(spec: LoadSpec, onTick?: () => void, countErrors = fa
   if (code !== 0) throw new Error(`load generator failed (exit ${code})`);
   const result = JSON.parse(out) as LoadResult;
   if (!countErrors && (result.errors || Object.keys(result.unexpected).length))
-    throw new Error(`${spec.paths[0]}: ${result.errors} errors, unexpected statuses ${JSON.stringify(result.unexpected)}`);
+    throw new Error(`${spec.requests?.[0]?.path ?? spec.paths[0]}: ${result.errors} errors, unexpected statuses ${JSON.stringify(result.unexpected)}`);
   return result;
 }
