@@ -29,6 +29,9 @@ class AllergyRecord(TypedDict):
     note: Optional[str]
     created_at: Optional[str]
     substance_codings: Optional[List[Dict[str, Any]]]
+    clinical_status: Optional[str]
+    verification_status: Optional[str]
+    reaction_codings: Optional[List[Dict[str, Any]]]
 
 
 class Assessment(TypedDict):
@@ -174,6 +177,8 @@ class ClinicalObservation(TypedDict):
     issued_at: Optional[str]
     performer: Optional[str]
     based_on: Optional[str]
+    based_on_code: Optional[str]
+    based_on_system: Optional[str]
     specimen: Optional[str]
     specimen_note: Optional[str]
     codings: Optional[List[Dict[str, Any]]]
@@ -421,16 +426,22 @@ class Immunization(TypedDict):
     vaccine_code_system: Optional[str]
     status: Optional[Literal['completed', 'entered-in-error', 'not-done']]
     status_reason: Optional[str]
+    status_reason_code: Optional[str]
+    status_reason_system: Optional[str]
     occurred_at: Optional[str]
     occurrence_text: Optional[str]
     primary_source: Optional[bool]
     report_origin: Optional[str]
+    report_origin_code: Optional[str]
+    report_origin_system: Optional[str]
     performer: Optional[str]
     location: Optional[str]
     lot_number: Optional[str]
     dose_number: Optional[int]
     series_doses: Optional[int]
     target_disease: Optional[str]
+    target_disease_code: Optional[str]
+    target_disease_system: Optional[str]
     dose_quantity: Optional[float]
     dose_unit: Optional[str]
     expiration_date: Optional[str]
@@ -519,6 +530,8 @@ class LabResult(TypedDict):
     specimen_note: Optional[str]
     performer: Optional[str]
     based_on: Optional[str]
+    based_on_code: Optional[str]
+    based_on_system: Optional[str]
     member_ids: Optional[List['FhirId']]
     note: Optional[str]
     codings: Optional[List[Dict[str, Any]]]
@@ -755,6 +768,7 @@ class PatientDocument(TypedDict):
     period_start: Optional[str]
     period_end: Optional[str]
     replaces_document_id: Optional['FhirId']
+    relates_to: Optional[List[Dict[str, Any]]]
     security_label: Optional[str]
     created_at: Optional[str]
 
@@ -899,6 +913,12 @@ class Prescription(TypedDict):
     as_needed: Optional[bool]
     as_needed_reason: Optional[str]
     route: Optional[str]
+    route_code: Optional[str]
+    route_system: Optional[str]
+    as_needed_reason_code: Optional[str]
+    as_needed_reason_system: Optional[str]
+    reason_code: Optional[str]
+    reason_system: Optional[str]
     method: Optional[str]
     site: Optional[str]
     dose_range: Optional[str]
@@ -1016,7 +1036,7 @@ class TokenResponse(TypedDict):
     scope: str
 
 
-Visit = TypedDict('Visit', {'id': 'FhirId', 'patient_id': Optional['FhirId'], 'type': Optional[str], 'class': Optional[str], 'status': Optional[Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled', 'entered-in-error', 'unknown']], 'reason': Optional[str], 'reason_codings': Optional[List[Dict[str, Any]]], 'provider_id': Optional['FhirId'], 'facility_id': Optional['FhirId'], 'provider': Optional[str], 'facility': Optional[str], 'started_at': Optional[str], 'ended_at': Optional[str], 'note': Optional[str], 'priority': Optional[str], 'location': Optional[str], 'length': Optional[str], 'admit_source': Optional[str], 'admit_source_code': Optional[str], 'discharge_disposition': Optional[str], 'discharge_disposition_code': Optional[str], 'origin': Optional[str], 'destination': Optional[str], 'diagnosis_ids': Optional[List['FhirId']], 'types': Optional[List[Dict[str, Any]]]}, total=False)
+Visit = TypedDict('Visit', {'id': 'FhirId', 'patient_id': Optional['FhirId'], 'type': Optional[str], 'class': Optional[str], 'status': Optional[Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled', 'entered-in-error', 'unknown']], 'reason': Optional[str], 'reason_codings': Optional[List[Dict[str, Any]]], 'provider_id': Optional['FhirId'], 'facility_id': Optional['FhirId'], 'provider': Optional[str], 'facility': Optional[str], 'started_at': Optional[str], 'ended_at': Optional[str], 'note': Optional[str], 'priority': Optional[str], 'location': Optional[str], 'length': Optional[str], 'admit_source': Optional[str], 'admit_source_code': Optional[str], 'admit_source_system': Optional[str], 'discharge_disposition': Optional[str], 'discharge_disposition_code': Optional[str], 'discharge_disposition_system': Optional[str], 'origin': Optional[str], 'destination': Optional[str], 'diagnosis_ids': Optional[List['FhirId']], 'types': Optional[List[Dict[str, Any]]]}, total=False)
 
 class Vital(TypedDict):
     id: 'FhirId'

@@ -38,6 +38,13 @@ export type AllergyRecord = {
         code: string | null;
         display: string | null;
     }> | null;
+    clinical_status: string | null;
+    verification_status: string | null;
+    reaction_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
 };
 export type Assessment = {
     id: FhirId;
@@ -211,6 +218,8 @@ export type ClinicalObservation = {
     issued_at: string | null;
     performer: string | null;
     based_on: string | null;
+    based_on_code: string | null;
+    based_on_system: string | null;
     specimen: string | null;
     specimen_note: string | null;
     codings: Array<{
@@ -441,8 +450,10 @@ export type EncounterPush = {
         length?: string | null;
         admit_source?: string | null;
         admit_source_code?: string | null;
+        admit_source_system?: string | null;
         discharge_disposition?: string | null;
         discharge_disposition_code?: string | null;
+        discharge_disposition_system?: string | null;
         origin?: string | null;
         destination?: string | null;
         diagnosis_ids?: Array<FhirId> | null;
@@ -578,16 +589,22 @@ export type Immunization = {
     vaccine_code_system: string | null;
     status: "completed" | "entered-in-error" | "not-done" | null;
     status_reason: string | null;
+    status_reason_code: string | null;
+    status_reason_system: string | null;
     occurred_at: string | null;
     occurrence_text: string | null;
     primary_source: boolean | null;
     report_origin: string | null;
+    report_origin_code: string | null;
+    report_origin_system: string | null;
     performer: string | null;
     location: string | null;
     lot_number: string | null;
     dose_number: number | null;
     series_doses: number | null;
     target_disease: string | null;
+    target_disease_code: string | null;
+    target_disease_system: string | null;
     dose_quantity: number | null;
     dose_unit: string | null;
     expiration_date: string | null;
@@ -671,6 +688,8 @@ export type LabResult = {
     specimen_note: string | null;
     performer: string | null;
     based_on: string | null;
+    based_on_code: string | null;
+    based_on_system: string | null;
     member_ids: Array<FhirId> | null;
     note: string | null;
     codings: Array<{
@@ -776,6 +795,8 @@ export type LabResultPush = {
         specimen_note?: string | null;
         performer?: string | null;
         based_on?: string | null;
+        based_on_code?: string | null;
+        based_on_system?: string | null;
         member_ids?: Array<FhirId> | null;
         note?: string | null;
         codings?: Array<{
@@ -1064,6 +1085,10 @@ export type PatientDocument = {
     period_start: string | null;
     period_end: string | null;
     replaces_document_id: FhirId | null;
+    relates_to: Array<{
+        code: string | null;
+        document_id: FhirId | null;
+    }> | null;
     security_label: string | null;
     created_at: string | null;
 };
@@ -1309,6 +1334,12 @@ export type Prescription = {
     as_needed: boolean | null;
     as_needed_reason: string | null;
     route: string | null;
+    route_code: string | null;
+    route_system: string | null;
+    as_needed_reason_code: string | null;
+    as_needed_reason_system: string | null;
+    reason_code: string | null;
+    reason_system: string | null;
     method: string | null;
     site: string | null;
     dose_range: string | null;
@@ -1348,6 +1379,10 @@ export type Prescription = {
         as_needed_reason: string | null;
         as_needed: boolean | null;
         route: string | null;
+        route_code: string | null;
+        route_system: string | null;
+        as_needed_reason_code: string | null;
+        as_needed_reason_system: string | null;
         method: string | null;
         site: string | null;
         dose: number | null;
@@ -1483,8 +1518,10 @@ export type Visit = {
     length: string | null;
     admit_source: string | null;
     admit_source_code: string | null;
+    admit_source_system: string | null;
     discharge_disposition: string | null;
     discharge_disposition_code: string | null;
+    discharge_disposition_system: string | null;
     origin: string | null;
     destination: string | null;
     diagnosis_ids: Array<FhirId> | null;
