@@ -81,6 +81,9 @@ const SUMMARY_SECTIONS: Array<{ key: string; type: string; size: number; query?:
   },
 ];
 
+/** The classes the summary's `withheld` names when no consent covers them (README "SDK"). */
+const WITHHELD_IN_SUMMARY = ['prescriptions:read', 'labs:read'];
+
 /** A record type's source's search for one page of the patient's records, newest first. */
 function sourceQuery(patientId: string, source: RecordSource, request: PageRequest): Record<string, string> {
   const query: Record<string, string> = { ...source.query, ...request.query, patient: `Patient/${patientId}`, _sort: `-${source.dateParam}`, _count: String(request.limit), _total: 'none' };
@@ -168,7 +171,10 @@ export class RecordsService {
     return repo.transaction(async (sql) => {
       const patient = await registeredPatient(sql, healthId);
       await repo.requirePatientAccess(patient.patientId, ['patients:read']);
-      const refused = new Set(await repo.refusedClasses(patient.patientId, ['prescriptions:read', 'labs:read']));
+      // Each section's class is its record type's (the maps'); patients:read, the patient's own, was required above.
+      const classes = new Set([...SUMMARY_SECTIONS.map((s) => this.type(s.type).dataClass), ...WITHHELD_IN_SUMMARY]);
+      classes.delete('patients:read');
+      const refused = new Set(await repo.refusedClasses(patient.patientId, [...classes]));
       const fhirPatient = await repo.read('Patient', patient.patientId, { audit: false });
       // The block is the summary map's fields (mappings/patient-summary.map.yaml), each null when the Patient lacks it.
       const shown = this.mappings.get('patient-summary');
@@ -201,7 +207,7 @@ export class RecordsService {
         summary[section.key] = page.records;
         if (section.key === 'recent_labs') summary.recent_visits = encounters.map((r) => this.mappings.get('visit').readFhir(r).connect);
       }
-      summary.withheld = (['prescriptions:read', 'labs:read'] as const).filter((c) => refused.has(c));
+      summary.withheld = WITHHELD_IN_SUMMARY.filter((c) => refused.has(c));
       await this.auditRead(repo, patient, read, 'patient summary');
       return summary;
     });
