@@ -257,8 +257,7 @@ final class ClientTest extends TestCase
             self::assertSame(3000, $count);
             self::assertLessThan(1_000_000, $peak); // the 3 MB file is never one string
         } finally {
-            proc_terminate($server);
-            proc_close($server);
+            self::stopServer($server);
             unlink($router);
         }
     }
@@ -370,8 +369,7 @@ final class ClientTest extends TestCase
             self::assertSame(['valid' => true], $pont->healthIds->verify('CM482930174629', [], ['cancel' => static fn (): bool => false]));
         } finally {
             touch("$dir/release");
-            proc_terminate($server);
-            proc_close($server);
+            self::stopServer($server);
             array_map('unlink', glob("$dir/*"));
             rmdir($dir);
         }
@@ -622,6 +620,27 @@ final class ClientTest extends TestCase
     }
 
     /** @return array<string, mixed> */
+    /**
+     * Ends a stub server and the workers PHP_CLI_SERVER_WORKERS forked for it: a SIGTERM to the server ends it alone,
+     * and its workers would outlive the test run.
+     *
+     * @param resource $server
+     */
+    private static function stopServer($server): void
+    {
+        $pid = (string) proc_get_status($server)['pid'];
+        foreach (glob('/proc/[0-9]*/stat') ?: [] as $stat) {
+            // pid (comm) state ppid …: the fields after the command's name, which may hold spaces.
+            $line = (string) @file_get_contents($stat);
+            $after = explode(' ', substr($line, (int) strrpos($line, ')') + 2));
+            if (($after[1] ?? null) === $pid) {
+                posix_kill((int) $line, 15);
+            }
+        }
+        proc_terminate($server);
+        proc_close($server);
+    }
+
     /**
      * `php -S` with the router on a port the system just gave out (a random one could be taken), once it accepts
      * connections: a loaded machine may take seconds to start it, and a test against a server that never came up
