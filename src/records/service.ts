@@ -113,11 +113,6 @@ function decodeRecordsCursor(raw: string, { name: type, sources: { length: sourc
   return cursor!.offsets;
 }
 
-/** What one request's pages share: the Patient maps may read (read once, when first needed). */
-interface RequestReads {
-  patient?: Promise<Resource | undefined>;
-}
-
 /** A date for ordering merged lists: the instant, or -Infinity when there is none (last). */
 const timeOf = (value: unknown) => (typeof value === 'string' ? Date.parse(value) || -Infinity : -Infinity);
 
@@ -192,7 +187,7 @@ export class RecordsService {
         repo,
         patient.patientId,
         sections.map(({ type, size, query }) => ({ type, limit: size, offsets: this.start(type), query })),
-        { context: { patient: Promise.resolve(fhirPatient) }, searches },
+        { patient: fhirPatient, searches },
       );
       const [encounters = [], observations = []] = searched;
       const read: Resource[] = [fhirPatient, ...encounters, ...observations];
@@ -351,14 +346,14 @@ export class RecordsService {
     repo: FhirRepository,
     patientId: string,
     requests: PageRequest[],
-    options: { context?: RequestReads; searches?: Array<{ type: string; query: Record<string, string> }> } = {},
+    options: { patient?: Resource; searches?: Array<{ type: string; query: Record<string, string> }> } = {},
   ): Promise<{ pages: RecordPage[]; searched: Resource[][] }> {
     const plans = requests.map((request) => ({ request, sources: this.type(request.type).sources, fields: this.fieldsOf(request.type) }));
-    // A map may choose by the patient (the reference range for their sex): the Patient, when the caller may read it
-    // (a reader who may not gets the range by unit, learning nothing of the patient); read once per request.
-    const context = options.context ?? {};
+    // A map may choose by the patient (the reference range for their sex): the Patient `options` gives (the summary has
+    // read it), else when a map reads it and the caller may read it (a reader who may not gets the range by unit,
+    // learning nothing of the patient). One call a request: it is read once.
     const readsPatient = plans.some(({ sources }) => sources.some((s) => this.mappings.get(s.map).readsPatient));
-    const patient = readsPatient ? await (context.patient ??= repo.readIfAllowed('Patient', patientId)) : undefined;
+    const patient = options.patient ?? (readsPatient ? await repo.readIfAllowed('Patient', patientId) : undefined);
     const found = await repo.searchPages(patientId, [
       ...plans.flatMap(({ request, sources }) => sources.map((source, i) => ({ type: source.resourceType, query: sourceQuery(patientId, source, request), offset: request.offsets[i]! }))),
       ...(options.searches ?? []).map((search) => ({ ...search, offset: 0 })),
