@@ -256,6 +256,8 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
         break;
     }
   };
+  /** Each reference of a list (`performer[0]`, `performer[1]`, …). */
+  const references = (tag: string, what: string, list: R[] | undefined) => (list ?? []).forEach((ref, i) => reference(tag, `${what}[${i}]`, ref));
   const notes = (tag: string, list: R[] | undefined) => (list ?? []).forEach((n, i) => add(tag, `note[${i}] "${n.text}"`, (v) => v.text(n.text)));
   const encounter = (ref: R | undefined) => ref && reference('context', 'encounter', ref);
 
@@ -298,10 +300,10 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
         concepts('components', `component[${i}].interpretation`, c.interpretation, 'components');
       });
       notes('notes', r.note);
-      (r.performer ?? []).forEach((p: R, i: number) => reference('performer', `performer[${i}]`, p));
+      references('performer', 'performer', r.performer);
       reference('context', 'specimen', r.specimen);
-      (r.basedOn ?? []).forEach((b: R, i: number) => reference('context', `basedOn[${i}]`, b));
-      (r.hasMember ?? []).forEach((m: R, i: number) => reference('members', `hasMember[${i}]`, m));
+      references('context', 'basedOn', r.basedOn);
+      references('members', 'hasMember', r.hasMember);
       encounter(r.encounter);
       break;
     }
@@ -316,11 +318,11 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       date('values', 'issued', r.issued);
       if (r.conclusion) add('values', `conclusion "${r.conclusion}"`, (v) => v.text(r.conclusion));
       concepts('values', 'conclusionCode', r.conclusionCode);
-      (r.performer ?? []).forEach((p: R, i: number) => reference('performer', `performer[${i}]`, p));
-      (r.resultsInterpreter ?? []).forEach((p: R, i: number) => reference('performer', `resultsInterpreter[${i}]`, p));
-      (r.specimen ?? []).forEach((s: R, i: number) => reference('context', `specimen[${i}]`, s));
-      (r.basedOn ?? []).forEach((b: R, i: number) => reference('context', `basedOn[${i}]`, b));
-      (r.result ?? []).forEach((m: R, i: number) => reference('members', `result[${i}]`, m));
+      references('performer', 'performer', r.performer);
+      references('performer', 'resultsInterpreter', r.resultsInterpreter);
+      references('context', 'specimen', r.specimen);
+      references('context', 'basedOn', r.basedOn);
+      references('members', 'result', r.result);
       encounter(r.encounter);
       break;
     }
@@ -372,7 +374,7 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
         add('prescription', 'reported by the patient / self-prescribed', (v) => v.truthy(/report|self/));
       else reference('context', 'requester', r.requester);
       concepts('values', 'reasonCode', r.reasonCode);
-      (r.reasonReference ?? []).forEach((x: R, i: number) => reference('prescription', `reasonReference[${i}]`, x));
+      references('prescription', 'reasonReference', r.reasonReference);
       (r.dosageInstruction ?? []).forEach((d: R, i: number) => {
         const tag = i === 0 ? 'values' : 'dosage';
         if (d.text) add(tag, `dosageInstruction[${i}].text "${d.text}"`, (v) => v.text(d.text));
@@ -436,7 +438,7 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       concept('codes', 'type', r.type);
       concepts('codes', 'category', r.category);
       date('values', 'date', r.date);
-      (r.author ?? []).forEach((a: R, i: number) => reference('context', `author[${i}]`, a));
+      references('context', 'author', r.author);
       for (const c of r.content ?? []) {
         if (c.attachment?.contentType) add('values', `contentType ${c.attachment.contentType}`, (v) => v.unit(c.attachment.contentType));
         if (c.attachment?.title) add('values', `title "${c.attachment.title}"`, (v) => v.text(c.attachment.title));
