@@ -1,34 +1,14 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Observation } from '@medplum/fhirtypes';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadFhirDefinitions } from '../core/fhir-definitions';
-import { defaultMappingsDir, loadMappings, MappingError, MappingValueError } from './index';
+import { describe, expect, it } from 'vitest';
+import { mapProbes } from '../../test/map-probes';
+import { defaultMappingsDir, loadMappings, MappingValueError } from './index';
 
 /** Object fields (mappings/README.md "Object fields"): a Connect object per FHIR element, with its own fields and rules. */
 describe('object fields', () => {
-  const scratch: string[] = [];
-  beforeAll(() => loadFhirDefinitions());
-  afterAll(() => scratch.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
-
-  /** A directory holding one map `probe.map.yaml` of Observation with the given connect and fields sections. */
-  function probe(body: string): string {
-    const dir = mkdtempSync(join(tmpdir(), 'pont-objects-'));
-    scratch.push(dir);
-    writeFileSync(join(dir, 'probe.map.yaml'), `map: probe\nresource: Observation\nuris:\n  loinc: http://loinc.org\n  ucum: http://unitsofmeasure.org\nfixed:\n  status: final\n${body}`);
-    return dir;
-  }
+  // Each probe: one map of Observation, with the given connect and fields sections.
+  const { probe, problemsOf: problemLines } = mapProbes('pont-objects-', 'map: probe\nresource: Observation\nuris:\n  loinc: http://loinc.org\n  ucum: http://unitsofmeasure.org\nfixed:\n  status: final\n');
   /** The problems loadMappings reports, as `line:column: problem`. */
-  const problemsOf = (dir: string): string[] => {
-    try {
-      loadMappings(dir);
-    } catch (err) {
-      expect(err).toBeInstanceOf(MappingError);
-      return (err as Error).message.split('\n').map((m) => m.replace(/^.*probe\.map\.yaml:/, ''));
-    }
-    return [];
-  };
+  const problemsOf = (dir: string): string[] => problemLines(dir).map((m) => m.replace(/^.*probe\.map\.yaml:/, ''));
 
   const CODING = `      system:  { type: string, nullable: true }\n      code:    { type: string, nullable: true }\n      display: { type: string, nullable: true }\n`;
   const CODING_RULES = `      system: system\n      code: code\n      display: display\n`;

@@ -1,34 +1,17 @@
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadFhirDefinitions } from '../core/fhir-definitions';
-import { checkMappings, defaultMappingsDir, loadMappings, MappingError } from './index';
+import { describe, expect, it } from 'vitest';
+import { mapProbes } from '../../test/map-probes';
+import { checkMappings, defaultMappingsDir, loadMappings } from './index';
 import { parseExpression, PathSyntaxError } from './path';
 
 /** The path language of the maps (mappings/README.md "Paths"): fallbacks, functions, lets, and their messages. No database. */
 describe('the path language', () => {
-  const scratch: string[] = [];
-  beforeAll(() => loadFhirDefinitions());
-  afterAll(() => scratch.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
-
-  /** A directory holding one map `probe.map.yaml` of Observation with the given `let`, connect and fields lines. */
-  function probe(body: string): string {
-    const dir = mkdtempSync(join(tmpdir(), 'pont-paths-'));
-    scratch.push(dir);
-    // FHIR requires an Observation's status and code: fixed here, so that each probe maps only what it tests.
-    writeFileSync(join(dir, 'probe.map.yaml'), `map: probe\nresource: Observation\nuris:\n  loinc: http://loinc.org\nfixed:\n  status: final\n  code.coding.where(system=%loinc).code: 2345-7\n${body}`);
-    return dir;
-  }
-  const problemsOf = (dir: string): string[] => {
-    try {
-      loadMappings(dir);
-    } catch (err) {
-      expect(err).toBeInstanceOf(MappingError);
-      return (err as Error).message.split('\n');
-    }
-    return [];
-  };
+  // FHIR requires an Observation's status and code: fixed here, so that each probe maps only what it tests.
+  const { scratchDir, probe, problemsOf } = mapProbes(
+    'pont-paths-',
+    'map: probe\nresource: Observation\nuris:\n  loinc: http://loinc.org\nfixed:\n  status: final\n  code.coding.where(system=%loinc).code: 2345-7\n',
+  );
 
   const obs = { resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '2345-7', display: 'Glucose' }] } } as const;
 
@@ -166,8 +149,7 @@ fields:\n  id: id\n  value: valueString | valueRange.toText() | valueRatio.toTex
   });
 
   it('resolve() reads a contained resource, or one the reader resolved; never written', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'pont-paths-'));
-    scratch.push(dir);
+    const dir = scratchDir();
     writeFileSync(
       join(dir, 'probe.map.yaml'),
       `map: probe\nresource: MedicationRequest\nfixed:\n  status: active\n  intent: order\n  subject.reference: Patient/p\nconnect:\n  id: { type: string, required: true }\n  medication: { type: string, required: true }\nfields:\n  id: id\n  medication: medicationCodeableConcept.text | medicationReference.resolve().code.text\n`,
@@ -224,8 +206,7 @@ fields:\n  id: id\n  a: valueQuantity.value | component.join(',')\n  b: code.tex
   });
 
   it('a map that could emit invalid FHIR: an element FHIR requires, written by an optional field or by nothing', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'pont-paths-'));
-    scratch.push(dir);
+    const dir = scratchDir();
     writeFileSync(join(dir, 'probe.map.yaml'), `map: probe\nresource: Observation\nconnect:\n  id: { type: string, required: true }\n  status: { type: string, nullable: true }\nfields:\n  id: id\n  status: status\n`);
     expect(problemsOf(dir).map((p) => p.replace(join(dir, 'probe.map.yaml'), 'F'))).toEqual([
       'F:5:3: FHIR requires Observation.status, which `status` writes: make it `required: true` (a record read back may still lack it)',
@@ -244,8 +225,7 @@ fields:\n  id: id\n  a: valueQuantity.value | component.join(',')\n  b: code.tex
   });
 
   it('an example that does not hold lists every difference, each at its value', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'pont-paths-'));
-    scratch.push(dir);
+    const dir = scratchDir();
     cpSync(defaultMappingsDir, dir, { recursive: true });
     const file = join(dir, 'diagnosis.examples.yaml');
     const text = readFileSync(file, 'utf8');
