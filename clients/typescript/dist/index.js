@@ -70,7 +70,14 @@ function withResponse(answer) {
 }
 const FHIR = '/api/fhir/R4';
 const FHIR_JSON = 'application/fhir+json';
-/** The client of an integration (client credentials, interface §4.7). */
+/**
+ * The client of an integration (client credentials, interface §4.7). Two ways to make one:
+ * - `await Pont.create(options)`, eager: checks the credentials with one token request before it answers (a wrong
+ *   secret or an unknown client: AuthenticationError, at once). The quick starts use it.
+ * - `new Pont(options)`, lazy: no network call; the first call that needs a token fetches it (bad credentials:
+ *   AuthenticationError from that call). For code that must not block or fail while it is being set up.
+ * Either way the token is cached and refreshed 60 s before expiry.
+ */
 export class Pont {
     auth;
     healthIds;
@@ -85,7 +92,7 @@ export class Pont {
     discovery;
     system;
     demo;
-    /** Makes no network call: the first call fetches the token (bad credentials: AuthenticationError there). */
+    /** Lazy: makes no network call; the first call fetches the token (bad credentials: AuthenticationError there). `Pont.create` checks them at once. */
     constructor(options) {
         required('new Pont', { clientId: options?.clientId, clientSecret: options?.clientSecret });
         const http = transportOf(options, baseUrlOf('new Pont', options));
@@ -435,7 +442,10 @@ export class Pont {
             reset: (call) => api.send({ method: 'POST', path: '/api/demo/reset', body: {} }, call),
         };
     }
-    /** A client whose credentials are checked now: it fetches its first token (AuthenticationError on bad credentials). */
+    /**
+     * Eager: the same options as the constructor, and the credentials checked now with one token request (the token is
+     * kept for the calls that follow). A wrong secret or an unknown client rejects with AuthenticationError.
+     */
     static async create(options) {
         const pont = new Pont(options);
         await pont.auth.token();

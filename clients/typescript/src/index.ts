@@ -1,6 +1,7 @@
 /**
- * Pont's official TypeScript client (interface §4.7). `new Pont({ clientId, clientSecret, environment })` makes no
- * network call; the first call fetches a token. Every method takes a last `CallOptions` argument (idempotencyKey,
+ * Pont's official TypeScript client (interface §4.7). `await Pont.create({ clientId, clientSecret, environment })`
+ * fetches the first token at once (one token request: bad credentials are an AuthenticationError there);
+ * `new Pont({...})` is lazy: it makes no network call, and the first call fetches the token. Every method takes a last `CallOptions` argument (idempotencyKey,
  * timeout, deadline, maxRetries, headers, purposeOfUse, emergencyReason, signal). Answers are the server's JSON,
  * typed from its OpenAPI document (./types.js) and FHIR resources from @medplum/fhirtypes, each with a
  * non-enumerable `lastResponse` (status, requestId…). Lists answer a PagePromise: `await` for one page, `for await`
@@ -148,7 +149,14 @@ function withResponse<R>(answer: Answer<R>): WithResponse<R> {
 const FHIR = '/api/fhir/R4';
 const FHIR_JSON = 'application/fhir+json';
 
-/** The client of an integration (client credentials, interface §4.7). */
+/**
+ * The client of an integration (client credentials, interface §4.7). Two ways to make one:
+ * - `await Pont.create(options)`, eager: checks the credentials with one token request before it answers (a wrong
+ *   secret or an unknown client: AuthenticationError, at once). The quick starts use it.
+ * - `new Pont(options)`, lazy: no network call; the first call that needs a token fetches it (bad credentials:
+ *   AuthenticationError from that call). For code that must not block or fail while it is being set up.
+ * Either way the token is cached and refreshed 60 s before expiry.
+ */
 export class Pont {
   readonly auth;
   readonly healthIds;
@@ -164,7 +172,7 @@ export class Pont {
   readonly system;
   readonly demo;
 
-  /** Makes no network call: the first call fetches the token (bad credentials: AuthenticationError there). */
+  /** Lazy: makes no network call; the first call fetches the token (bad credentials: AuthenticationError there). `Pont.create` checks them at once. */
   constructor(options: PontOptions) {
     required('new Pont', { clientId: options?.clientId, clientSecret: options?.clientSecret });
     const http = transportOf(options, baseUrlOf('new Pont', options));
@@ -525,7 +533,10 @@ export class Pont {
     };
   }
 
-  /** A client whose credentials are checked now: it fetches its first token (AuthenticationError on bad credentials). */
+  /**
+   * Eager: the same options as the constructor, and the credentials checked now with one token request (the token is
+   * kept for the calls that follow). A wrong secret or an unknown client rejects with AuthenticationError.
+   */
   static async create(options: PontOptions): Promise<Pont> {
     const pont = new Pont(options);
     await pont.auth.token();

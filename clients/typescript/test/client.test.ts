@@ -464,6 +464,32 @@ describe('against a real Pont, through the fault proxy', () => {
     expect(sent).toEqual(Array(7).fill(undefined)); // bogus credentials, never used
   });
 
+  it('Pont.create checks the credentials with one token request; new Pont makes none', async () => {
+    const sent: string[] = [];
+    const hooks = { request: (e: client.RequestEvent) => void sent.push(`${e.method} ${new URL(e.url).pathname}`) };
+    const token = 'POST /api/v1/connect/auth/token';
+
+    // The constructor is lazy, even with a wrong secret: no request.
+    const lazy = new Pont({ clientId: full.client_id, clientSecret: 'pcs_wrong', baseUrl: info.base_url, hooks });
+    expect(lazy).toBeInstanceOf(Pont);
+    expect(sent).toEqual([]);
+
+    // Eager, right secret: one token request before create answers; the next call reuses that token.
+    const pont = await Pont.create({ clientId: full.client_id, clientSecret: full.client_secret, baseUrl: info.base_url, hooks });
+    expect(sent).toEqual([token]);
+    expect((await pont.healthIds.verify(info.demo.patients[0].health_id)).valid).toBe(true);
+    expect(sent).toEqual([token, `GET /api/v1/connect/patients/verify/${info.demo.patients[0].health_id}`]);
+
+    // Eager, wrong secret or unknown client: AuthenticationError from create itself, after one token request (a 401 is not retried).
+    for (const [clientId, clientSecret] of [[full.client_id, 'pcs_wrong'], ['cli_unknown', full.client_secret]]) {
+      sent.length = 0;
+      const error = await Pont.create({ clientId, clientSecret, baseUrl: info.base_url, hooks }).catch((e) => e);
+      expect(error).toBeInstanceOf(client.AuthenticationError);
+      expect(error.status).toBe(401);
+      expect(sent).toEqual([token]);
+    }
+  });
+
   it("the patient's own app: paired with a code, answers and revokes consents, reads its access log, signs out", async () => {
     const pont = new Pont({ clientId: full.client_id, clientSecret: full.client_secret, baseUrl: info.base_url });
     const clinic = new Pont({ clientId: info.clinic.client_id, clientSecret: info.clinic.client_secret, baseUrl: info.base_url });
