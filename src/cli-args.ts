@@ -2,7 +2,6 @@
  * The operator CLI's grammar: commands are declared once (src/cli.ts), and both the parser and the help text are
  * made from that declaration, so the help cannot drift from what the parser accepts.
  */
-import { parseArgs } from 'node:util';
 
 /** A command line the CLI cannot accept (unknown command or option, missing or invalid value): exit code 2. */
 export class UsageError extends Error {}
@@ -54,73 +53,102 @@ export interface CommandSpec {
 
 const HELP_OPTION = '-h, --help';
 
-/** Parses a command's arguments (everything after its name) against its declaration. */
+/**
+ * Parses a command's arguments (everything after its name) against its declaration. Every problem of the command
+ * line is reported at once, one a line, in the order typed (options, then what is missing, then the arguments):
+ * one UsageError, so that one failed attempt shows all there is to fix.
+ */
 export function parseCommand(spec: CommandSpec, argv: string[]): { values: Values; args: Args } {
   const options = spec.options ?? {};
-  const { tokens } = parseArgs({
-    args: argv,
-    strict: false,
-    allowPositionals: true,
-    tokens: true,
-    options: Object.fromEntries(Object.entries(options).map(([name, o]) => [name, { type: o.type === 'boolean' ? 'boolean' : 'string' }])),
-  });
+  const problems: string[] = [];
   const values: Values = {};
   const positionals: string[] = [];
-  for (const token of tokens) {
-    if (token.kind === 'positional') positionals.push(token.value);
-    if (token.kind !== 'option') continue;
-    const option = options[token.name];
-    if (!option || token.rawName !== `--${token.name}`) {
-      throw new UsageError(`Unknown option ${token.rawName}${suggest(token.rawName, Object.keys(options).map((n) => `--${n}`))}`);
+  /** Options typed but refused: not reported as missing too. */
+  const refused = new Set<string>();
+  for (let i = 0; i < argv.length; i++) {
+    const word = argv[i]!;
+    if (word === '--') {
+      positionals.push(...argv.slice(i + 1));
+      break;
     }
-    if (option.type === 'boolean') {
-      if (token.value !== undefined) throw new UsageError(`${token.rawName} takes no value (it is a flag)`);
-      values[token.name] = true;
+    if (!word.startsWith('-') || word === '-') {
+      positionals.push(word);
       continue;
     }
-    // `--org --name X`: parseArgs would take `--name` as the value of --org.
-    if (token.value === undefined || (!token.inlineValue && token.value.startsWith('--'))) {
-      throw new UsageError(`${token.rawName} needs a value: ${token.rawName} <${option.value ?? 'VALUE'}>`);
+    const equals = word.indexOf('=');
+    const rawName = equals > 0 && word.startsWith('--') ? word.slice(0, equals) : word;
+    const inline = rawName === word ? undefined : word.slice(equals + 1);
+    const name = rawName.slice(2);
+    const option = rawName.startsWith('--') ? options[name] : undefined;
+    // The next word, when it can be this option's value (`--org --name X`: --org has none).
+    const next = () => (inline === undefined && argv[i + 1] !== undefined && !argv[i + 1]!.startsWith('--') ? argv[++i] : undefined);
+    if (!option) {
+      const near = nearest(rawName, Object.keys(options).map((n) => `--${n}`));
+      problems.push(`Unknown option ${rawName}${near ? `; did you mean ${near}?` : ''}`);
+      // A misspelt option that takes a value took its value with it (`--nmae X`): X is not an argument of its own.
+      if (near && options[near.slice(2)]!.type !== 'boolean' && !argv[i + 1]?.startsWith('-')) next();
+      continue;
     }
-    values[token.name] = option.type === 'integer' ? integer(token.rawName, token.value, option) : token.value;
+    if (option.type === 'boolean') {
+      if (inline !== undefined) {
+        problems.push(`${rawName} takes no value (it is a flag)`);
+        refused.add(name);
+      } else values[name] = true;
+      continue;
+    }
+    const value = inline ?? next();
+    if (value === undefined) {
+      problems.push(`${rawName} needs a value: ${rawName} <${option.value ?? 'VALUE'}>`);
+      refused.add(name);
+      continue;
+    }
+    const problem = option.type === 'integer' ? integerProblem(rawName, value, option) : undefined;
+    if (problem) {
+      problems.push(problem);
+      refused.add(name);
+    } else values[name] = option.type === 'integer' ? Number(value) : value;
   }
   for (const [name, option] of Object.entries(options)) {
-    if (option.required && values[name] === undefined) throw new UsageError(`--${name} is required. ${optionName(name, option)}: ${option.description}`);
+    if (option.required && values[name] === undefined && !refused.has(name)) problems.push(`--${name} is required. ${optionName(name, option)}: ${option.description}`);
     if (option.type === 'boolean' && values[name] === undefined) values[name] = false;
   }
   const args: Args = {};
   for (const arg of spec.args ?? []) {
     const taken = arg.variadic ? positionals.splice(0) : positionals.splice(0, 1);
     if (!taken.length) {
-      if (arg.required ?? true) throw new UsageError(`${arg.name} is required. ${arg.name}: ${arg.description}`);
+      if (arg.required ?? true) problems.push(`${arg.name} is required. ${arg.name}: ${arg.description}`);
       continue;
     }
-    for (const value of taken) {
-      if (arg.choices && !arg.choices.includes(value)) throw new UsageError(`${arg.name}: give ${arg.choices.join(' or ')}, not "${value}"`);
-    }
+    const wrong = taken.filter((value) => arg.choices && !arg.choices.includes(value));
+    problems.push(...wrong.map((value) => `${arg.name}: give ${arg.choices!.join(' or ')}, not "${value}"`));
     args[arg.name] = arg.variadic ? taken : taken[0];
   }
-  if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
+  problems.push(...positionals.map((p) => `Unexpected argument "${p}"`));
+  if (problems.length) throw new UsageError(problems.join('\n'));
   return { values, args };
 }
 
-function integer(flag: string, text: string, option: OptionSpec): number {
+function integerProblem(flag: string, text: string, option: OptionSpec): string | undefined {
   const n = Number(text);
   const min = option.min ?? -Infinity;
   const max = option.max ?? Infinity;
-  if (!/^-?\d+$/.test(text.trim()) || n < min || n > max) {
-    throw new UsageError(`${flag} must be a whole number${isFinite(min) ? ` from ${min}` : ''}${isFinite(max) ? ` to ${max}` : ''}, not "${text}"`);
-  }
-  return n;
+  if (/^-?\d+$/.test(text.trim()) && n >= min && n <= max) return undefined;
+  return `${flag} must be a whole number${isFinite(min) ? ` from ${min}` : ''}${isFinite(max) ? ` to ${max}` : ''}, not "${text}"`;
 }
 
-/** `; did you mean --facility?` for the nearest candidate, if one is near enough to be a typo; else nothing. */
-export function suggest(typed: string, candidates: string[], shown: (candidate: string) => string = (c) => c): string {
+/** The candidate nearest `typed`, if one is near enough to be a typo; else undefined. */
+function nearest(typed: string, candidates: string[]): string | undefined {
   const scored = candidates
     .map((c) => ({ c, d: c.startsWith(typed) && typed.replace(/^-+/, '').length >= 2 ? 0.5 : distance(typed, c) }))
     .sort((a, b) => a.d - b.d);
   const best = scored[0];
-  return best && best.d <= Math.max(2, Math.floor(typed.length / 3)) ? `; did you mean ${shown(best.c)}?` : '';
+  return best && best.d <= Math.max(2, Math.floor(typed.length / 3)) ? best.c : undefined;
+}
+
+/** `; did you mean --facility?` for the nearest candidate, if one is near enough to be a typo; else nothing. */
+export function suggest(typed: string, candidates: string[], shown: (candidate: string) => string = (c) => c): string {
+  const near = nearest(typed, candidates);
+  return near === undefined ? '' : `; did you mean ${shown(near)}?`;
 }
 
 /** Levenshtein distance. */

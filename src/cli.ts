@@ -265,6 +265,10 @@ function help(): string {
     'Operator commands of Pont. Configuration comes from the environment (README "Running it"): DATABASE_URL for',
     'PostgreSQL, else the embedded database in PONT_DATA_DIR (default ./data).',
     '',
+    'Run it as node bin/pont.js <command> (in a checkout and in the image alike): what it prints is the command\'s alone.',
+    'Through npm: npm run -s pont -- <command>. Without -s, npm run pont prints npm\'s banner on stdout before the',
+    'command\'s output (a script reading JSON fails on it); npx pont and npm run may add npm\'s warnings on stderr.',
+    '',
     'Commands:',
     ...rows.map(([name, summary]) => `  ${name.padEnd(width)}  ${summary}`),
     `  ${'help [COMMAND]'.padEnd(width)}  This help, or a command's (also: pont COMMAND --help)`,
@@ -305,11 +309,12 @@ export async function runCli(argv: string[]): Promise<number> {
       console.error(help());
       return 2;
     }
-    if (argv[0] === '--help' || argv[0] === '-h' || (argv[0] === 'help' && argv.length === 1)) {
+    // `pont help`, `pont help --help`, `pont help help`: the help of the CLI itself.
+    const words = argv[0] === 'help' ? argv.slice(1).filter((a) => a !== '--help' && a !== '-h') : argv;
+    if (argv[0] === '--help' || argv[0] === '-h' || (argv[0] === 'help' && (!words.length || (words.length === 1 && words[0] === 'help')))) {
       console.log(help());
       return 0;
     }
-    const words = argv[0] === 'help' ? argv.slice(1) : argv;
     if (GROUPS[words[0]!]) hint = `Run 'pont ${words[0]} --help' for usage.`;
     const asked = resolve(words);
     if ('group' in asked) {

@@ -4,7 +4,11 @@
  * that names the fix. Run through the real `bin/pont.js`, as an operator would.
  */
 import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { parseCommand, UsageError, type CommandSpec } from '../src/cli-args';
 import { commands } from '../src/cli';
@@ -106,6 +110,70 @@ describe.runIf(backend === 'pglite')('pont --help (real processes)', () => {
     expect(extra!.code).toBe(2);
     expect(extra!.stderr).toContain('Unexpected argument "cli_b"');
   }, SLOW);
+
+  // Issue 42: `clients create --name x` named --org only; every problem of a command line is one answer, for every command.
+  it('names every missing or invalid flag and argument of a command line at once, whatever the command', async () => {
+    const [clients, agents, imports, webhooks] = await inBatches(
+      [
+        ['clients', 'create', '--name', 'x'],
+        ['agents', 'create', '--facility'],
+        ['import', '--concurrency', '0'],
+        ['webhooks', 'full-payload', 'whsub_x', 'maybe', '--bogus'],
+      ],
+      4,
+      (args) => pont(...args),
+    );
+    const lines = (r: { stderr: string }) => r.stderr.trimEnd().split('\n');
+    expect(clients!.code).toBe(2);
+    expect(lines(clients!)).toEqual([
+      expect.stringMatching(/^--org is required\. --org <ORG>: /),
+      expect.stringMatching(/^--scopes is required\. --scopes <SCOPES>: /),
+      "Run 'pont clients create --help' for usage.",
+    ]);
+    expect(agents!.code).toBe(2);
+    expect(lines(agents!)).toEqual([
+      expect.stringMatching(/^--facility needs a value: --facility <FACILITY>/),
+      expect.stringMatching(/^--org is required\. /),
+      "Run 'pont agents create --help' for usage.",
+    ]);
+    expect(imports!.code).toBe(2);
+    expect(lines(imports!)).toEqual([expect.stringMatching(/^--concurrency must be a whole number from 1 to 16, not "0"/), expect.stringMatching(/^PATH is required\. /), expect.any(String)]);
+    expect(webhooks!.code).toBe(2);
+    expect(lines(webhooks!)).toEqual(['Unknown option --bogus', 'SWITCH: give on or off, not "maybe"', expect.any(String)]);
+  }, SLOW);
+
+  it('help --help, help help and help COMMAND answer the help, exit 0', async () => {
+    const [helpHelp, helpH, helpHelpWord, helpCommand, helpGroup, helpUnknown] = await inBatches(
+      [['help', '--help'], ['help', '-h'], ['help', 'help'], ['help', 'clients', 'rotate-secret'], ['help', 'keys'], ['help', 'nothing']],
+      3,
+      (args) => pont(...args),
+    );
+    for (const r of [helpHelp, helpH, helpHelpWord]) {
+      expect(r!.code, r!.stderr).toBe(0);
+      expect(r!.stdout).toMatch(/^Usage: pont <command> \[options\]/);
+    }
+    expect(helpCommand!.code).toBe(0);
+    expect(helpCommand!.stdout).toMatch(/^Usage: pont clients rotate-secret ID/);
+    expect(helpGroup!.code).toBe(0);
+    expect(helpGroup!.stdout).toMatch(/^Usage: pont keys <subcommand>/);
+    expect(helpUnknown!.code).toBe(2);
+    expect(helpUnknown!.stderr).toContain('Unknown command: nothing');
+  }, SLOW);
+
+  // Issue 42: `npx pont` and `npm run pont --` add npm's own lines (its run banner on stdout, its notices on stderr).
+  it('the help recommends node bin/pont.js, and npm in this checkout prints no update notice', async () => {
+    const { stdout } = await pont('--help');
+    expect(stdout).toContain('node bin/pont.js <command>');
+    expect(stdout).toContain('npm run -s pont -- <command>');
+    // The project's .npmrc, whatever the person's own npm configuration (a HOME without one).
+    const home = mkdtempSync(join(tmpdir(), 'pont-home-'));
+    try {
+      const { stdout: notifier } = await promisify(execFile)('npm', ['config', 'get', 'update-notifier'], { cwd: repo, env: { PATH: process.env.PATH!, HOME: home } });
+      expect(notifier.trim()).toBe('false');
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, SLOW);
 });
 
 describe('the parser (pure)', () => {
@@ -131,6 +199,25 @@ describe('the parser (pure)', () => {
       args: { MODE: 'on', PATH: ['a', 'b'] },
     });
     expect(parseCommand(spec, ['off', '--force', '--name=y']).values).toEqual({ name: 'y', force: true });
+  });
+
+  it('reports every problem of a command line at once, one a line, in the order typed', () => {
+    let message = '';
+    try {
+      parseCommand(spec, ['maybe', '--count', '99', '--forse', '--force=yes', '--name']);
+    } catch (err) {
+      expect(err).toBeInstanceOf(UsageError);
+      message = (err as Error).message;
+    }
+    expect(message.split('\n')).toEqual([
+      '--count must be a whole number from 1 to 16, not "99"',
+      'Unknown option --forse; did you mean --force?',
+      '--force takes no value (it is a flag)',
+      '--name needs a value: --name <TEXT>',
+      'MODE: give on or off, not "maybe"',
+    ]);
+    // A misspelt option that takes a value takes its value with it: `--nmae x` is one problem, not an unexpected "x" too.
+    expect(() => parseCommand(spec, ['on', '--nmae', 'x'])).toThrow(/^Unknown option --nmae; did you mean --name\?\n--name is required\. --name <TEXT>: a name$/);
   });
 
   it.each([
