@@ -262,15 +262,64 @@ export function startupFields(config: Config): { mode: Environment; database: st
   return { mode: config.environment, database: describeDatabase(config), public_url: config.publicUrl, secrets: describeSecrets(config) };
 }
 
-/** How to put a bad or missing variable right, for the variables whose own message does not say. */
-const FIXES: Partial<Record<keyof typeof schema.shape, string>> = {
+export type ConfigVariable = keyof typeof schema.shape;
+/** Every variable the configuration reads. */
+export const CONFIG_VARIABLES = Object.keys(schema.shape) as ConfigVariable[];
+
+const DURATION = 'set a positive duration such as 250ms, 10s, 5m, 1h or 7d';
+const PERIOD = 'set never, or a period such as 90d, 8w, 18mo or 10y';
+const SWITCH = 'set true or false (or unset it for the default)';
+const POSTGRES = 'set postgres://USER:PASSWORD@HOST:5432/DATABASE';
+const KEY = (name: string) => `set 32 random bytes, base64-encoded, the same in every process: ${name}=$(openssl rand -base64 32)`;
+
+/**
+ * How to put each variable right: every line of a ConfigError ends `; fix: …`. A Record of every variable, so a
+ * variable added to the schema without its fix does not compile.
+ */
+const FIXES: Record<ConfigVariable, string> = {
   PORT: 'set a whole number from 0 to 65535 (0: any free port)',
+  HOST: 'set the address to listen on, e.g. 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)',
   PONT_PUBLIC_URL: 'set the absolute URL integrators use, e.g. https://pont.example.org',
-  DATABASE_URL: 'set postgres://USER:PASSWORD@HOST:5432/DATABASE, or unset it for the embedded database',
+  PONT_ENV: 'set development, sandbox or production (or unset it: production when NODE_ENV=production, else development)',
+  NODE_ENV: 'set production, or unset it',
+  PONT_ALLOW_DEV_ON_NETWORK: SWITCH,
+  DATABASE_URL: `${POSTGRES}, or unset it for the embedded database`,
+  DATABASE_LISTEN_URL: `${POSTGRES} straight to PostgreSQL (not through PgBouncer), or unset it to LISTEN on DATABASE_URL`,
+  DATABASE_READ_URL: `${POSTGRES} of a read replica, or unset it to read the primary`,
+  PONT_PREPARED_STATEMENTS: 'set true, or false behind a pooler that cannot keep prepared statements (PgBouncer < 1.21 in transaction mode)',
+  PONT_DATA_DIR: 'set the directory of the embedded database, e.g. ./data',
   PONT_MAX_BODY_BYTES: 'set a positive whole number of bytes, e.g. 16777216',
+  LOG_LEVEL: `set one of ${LOG_LEVELS.join(', ')} (or unset it: info)`,
+  PONT_MAPPINGS_DIR: 'set the directory of the mapping files (*.map.yaml), or unset it for the repository\'s mappings/',
+  PONT_MAPPINGS_WATCH: SWITCH,
+  PONT_WEBHOOK_RETRY_DELAYS: 'set 6 comma-separated durations, the delays before attempts 2 to 7, e.g. 1m,5m,15m,1h,6h,24h',
+  PONT_WEBHOOK_POLL_INTERVAL: DURATION,
+  PONT_WEBHOOK_TIMEOUT: DURATION,
   PONT_WEBHOOK_CONCURRENCY: 'set a whole number from 1 to 256',
-  PONT_WEBHOOK_SECRET_KEY: 'set 32 random bytes, base64-encoded, the same in every process: PONT_WEBHOOK_SECRET_KEY=$(openssl rand -base64 32)',
-  PONT_MATCH_KEY_SECRET: 'set 32 random bytes, base64-encoded, the same in every process: PONT_MATCH_KEY_SECRET=$(openssl rand -base64 32)',
+  PONT_WEBHOOK_SECRET_KEY: KEY('PONT_WEBHOOK_SECRET_KEY'),
+  PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK: SWITCH,
+  PONT_TRUST_PROXY: 'set false, a number of proxy hops (e.g. 1), or the proxies\' addresses and CIDR ranges, e.g. 10.0.0.0/8,127.0.0.1',
+  PONT_SHUTDOWN_GRACE: DURATION,
+  PONT_PORTAL_SESSION_IDLE: DURATION,
+  PONT_PORTAL_SESSION_MAX: DURATION,
+  PONT_BRIDGE_SYNC_INTERVAL: DURATION,
+  PONT_IDEMPOTENCY_TTL: DURATION,
+  PONT_MATCH_KEY_SECRET: KEY('PONT_MATCH_KEY_SECRET'),
+  PONT_RETENTION_AUDIT: PERIOD,
+  PONT_RETENTION_EVENTS: PERIOD,
+  PONT_RETENTION_WEBHOOK_DELIVERIES: PERIOD,
+  PONT_RETENTION_RESOURCE_VERSIONS: PERIOD,
+  PONT_AUDIT_RESTORE_HOLD: 'set a period such as 30d or 8w',
+  PONT_RETENTION_START_DELAY: DURATION,
+  AUDIT_ARCHIVE_DIR: 'set a directory on durable storage, e.g. /var/lib/pont/audit-archive',
+  METRICS_PORT: 'set a whole number from 0 to 65535 for GET /metrics on a port of its own, or unset it to serve no metrics',
+  METRICS_HOST: 'set the address the metrics port listens on, e.g. 127.0.0.1',
+  METRICS_TOKEN: 'set a random token of at least 16 characters: METRICS_TOKEN=$(openssl rand -hex 32)',
+  PONT_RATE_LIMITS: 'set comma-separated group=requests/seconds, both at least 1, e.g. default=600/60,token=60/60 (README "Rate limits")',
+  PONT_BULK_EXPORT_TTL: DURATION,
+  PONT_BULK_EXPORT_CONCURRENCY: 'set a whole number from 0 to 16 (0: this process writes no export)',
+  PONT_BULK_EXPORT_FILE_RESOURCES: 'set a whole number from 1 to 100000',
+  PONT_BULK_EXPORT_DIR: 'set the directory of the export files, or unset it for bulk-exports in PONT_DATA_DIR',
 };
 
 /** Every problem of a configuration at once: `VARIABLE: problem; fix: how`, one per line. */
@@ -288,10 +337,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // An empty variable (VAR= in a compose file or a shell) means unset.
   const given = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== '')) as Record<string, string>;
   const problems: string[] = [];
-  const problem = (name: keyof typeof schema.shape, message: string, fix = FIXES[name]) => problems.push(`${name}: ${message}${fix ? `; fix: ${fix}` : ''}`);
+  // Each line ends with its fix: FIXES has one for every variable, a rule between variables gives its own.
+  const problem = (name: ConfigVariable, message: string, fix: string = FIXES[name]) => problems.push(`${name}: ${message}; fix: ${fix}`);
   // Each variable on its own, so that one bad value does not hide the others, nor the rules below.
   const values: Record<string, unknown> = {};
-  for (const [name, field] of Object.entries(schema.shape) as Array<[keyof typeof schema.shape, z.ZodType]>) {
+  for (const [name, field] of Object.entries(schema.shape) as Array<[ConfigVariable, z.ZodType]>) {
     const parsed = field.safeParse(given[name]);
     if (parsed.success) values[name] = parsed.data;
     else for (const issue of parsed.error.issues) problem(name, issue.message);

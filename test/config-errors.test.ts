@@ -5,7 +5,7 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config';
+import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../src/config';
 import { backend } from './harness';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
@@ -60,6 +60,36 @@ describe('configuration errors, all at once', () => {
       expect.stringMatching(/^PONT_MATCH_KEY_SECRET: required when PONT_ENV=production/),
       'PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK: http:// callbacks are never allowed in production; fix: unset it (or set false)',
     ]);
+  });
+
+  // Issue 42: LOG_LEVEL and METRICS_PORT had no fix. Every error a configuration can produce: each variable with values
+  // of every wrong kind, and each rule between variables.
+  it('every configuration error names its variable, the problem and a fix', () => {
+    const wrong = ['x', '-1', '1.5', '99999999', 'http://', 'postgres://db', '0', 'true-ish'];
+    const envs: Array<Record<string, string>> = [
+      ...CONFIG_VARIABLES.flatMap((name) => wrong.map((value) => ({ [name]: value }))),
+      { PONT_ENV: 'production' },
+      { PONT_ENV: 'sandbox', PONT_MAPPINGS_WATCH: 'true' },
+      { PONT_ENV: 'production', PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true' },
+      { HOST: '0.0.0.0' },
+      { DATABASE_READ_URL: 'postgres://replica/pont' },
+      { METRICS_PORT: '9090', METRICS_HOST: '0.0.0.0' },
+      { PONT_RETENTION_AUDIT: '1y' },
+    ];
+    const lines = new Set<string>();
+    for (const env of envs) {
+      try {
+        loadConfig(env);
+      } catch (err) {
+        if (!(err instanceof ConfigError)) throw err;
+        for (const problem of err.problems) lines.add(problem);
+      }
+    }
+    const named = new Set([...lines].map((line) => line.split(':')[0]));
+    // Every variable but those that take any text (a path, a name) has an error here, so none is left untried.
+    expect(CONFIG_VARIABLES.filter((name) => !named.has(name)).sort()).toEqual(['METRICS_HOST', 'NODE_ENV', 'PONT_BULK_EXPORT_DIR', 'PONT_DATA_DIR', 'PONT_MAPPINGS_DIR']);
+    const withoutFix = [...lines].filter((line) => !/^[A-Z0-9_]+: .+; fix: \S.*$/.test(line));
+    expect(withoutFix).toEqual([]);
   });
 
   it('a good configuration still loads', () => {
