@@ -8,7 +8,7 @@ import { startPont } from '../../../src/server';
  * (or why none): strict both ways, so a new route without a client method, or a stale entry, fails here.
  */
 type Entry = { typescript: string; python: string; php: string } | { excluded: string };
-const surface = JSON.parse(readFileSync(new URL('../surface.json', import.meta.url), 'utf8')) as { operations: Record<string, Entry> };
+const surface = JSON.parse(readFileSync(new URL('../surface.json', import.meta.url), 'utf8')) as { library: Record<string, Entry>; operations: Record<string, Entry> };
 
 let pont: Awaited<ReturnType<typeof startPont>>;
 let operationIds: string[];
@@ -32,5 +32,14 @@ describe('clients/conformance/surface.json', () => {
       if ('excluded' in entry) expect(entry.excluded.length, operationId).toBeGreaterThan(20);
       else for (const language of ['typescript', 'python', 'php'] as const) expect(entry[language], `${operationId} ${language}`).toMatch(/^[A-Za-z_]+\.[A-Za-z_]+$/);
     }
+  });
+
+  it('names the eager constructor and the paging of a list in all three languages, beside the operations', () => {
+    expect(Object.keys(surface.library).sort()).toEqual(['create', 'paging']);
+    for (const [name, entry] of Object.entries(surface.library)) {
+      expect('excluded' in entry, name).toBe(false);
+      for (const language of ['typescript', 'python', 'php'] as const) expect((entry as Record<string, string>)[language], `${name} ${language}`).toMatch(/^[A-Za-z_]+\.[A-Za-z_]+$/);
+    }
+    expect(surface.library.create).toEqual({ typescript: 'Pont.create', python: 'Pont.create', php: 'Pont.create' });
   });
 });

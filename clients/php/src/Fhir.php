@@ -5,75 +5,87 @@ declare(strict_types=1);
 namespace Pont;
 
 /**
- * FHIR R4 (/api/fhir/R4, and the SDK's per-patient helpers). Searches and histories answer a Page: the first Bundle,
- * and `foreach` over it yields the resources of every page, one page fetched at a time. Writes on /api/fhir/R4 are
- * not deduplicated by an Idempotency-Key: they are retried only when the caller passes 'idempotency_key' (safe for
- * delete, which is idempotent by itself).
+ * FHIR R4 (/api/fhir/R4, and the SDK's per-patient helpers). Searches and histories (#[Paged]) answer the first
+ * Bundle as a plain array; autoPagingIterator('search', …) yields the resources of every page and pages('search', …)
+ * every Bundle, one page fetched at a time (see Paging). Writes on /api/fhir/R4 are not deduplicated by an
+ * Idempotency-Key: they are retried only when the caller passes 'idempotency_key' (safe for delete, which is
+ * idempotent by itself).
  *
  * @phpstan-type Resource array{resourceType: string, id?: string, meta?: array{versionId?: string, lastUpdated?: string}}
+ * @phpstan-type Bundle array{resourceType: 'Bundle', type: string, total?: int, link?: list<array{relation: string, url: string}>, entry?: list<array{resource?: Resource, search?: array{mode?: string}}>}
  * @phpstan-import-type RequestOptions from Transport
  */
 final class Fhir extends Module
 {
+    use Paging;
+
     private const BASE = '/api/fhir/R4';
 
-    /** @param array<string, mixed> $filters @param RequestOptions $options */
-    public function medicationRequests(string $healthId, array $filters = [], array $options = []): Page
+    /** @param array<string, mixed> $filters @param RequestOptions $options @return Bundle */
+    #[Paged]
+    public function medicationRequests(string $healthId, array $filters = [], array $options = []): array
     {
         return $this->perPatient('MedicationRequest', $healthId, $filters, $options);
     }
 
-    /** @param array<string, mixed> $filters @param RequestOptions $options */
-    public function allergyIntolerances(string $healthId, array $filters = [], array $options = []): Page
+    /** @param array<string, mixed> $filters @param RequestOptions $options @return Bundle */
+    #[Paged]
+    public function allergyIntolerances(string $healthId, array $filters = [], array $options = []): array
     {
         return $this->perPatient('AllergyIntolerance', $healthId, $filters, $options);
     }
 
-    /** @param array<string, mixed> $filters @param RequestOptions $options */
-    public function diagnosticReports(string $healthId, array $filters = [], array $options = []): Page
+    /** @param array<string, mixed> $filters @param RequestOptions $options @return Bundle */
+    #[Paged]
+    public function diagnosticReports(string $healthId, array $filters = [], array $options = []): array
     {
         return $this->perPatient('DiagnosticReport', $healthId, $filters, $options);
     }
 
-    /** @param array<string, mixed> $filters @param RequestOptions $options */
-    public function conditions(string $healthId, array $filters = [], array $options = []): Page
+    /** @param array<string, mixed> $filters @param RequestOptions $options @return Bundle */
+    #[Paged]
+    public function conditions(string $healthId, array $filters = [], array $options = []): array
     {
         return $this->perPatient('Condition', $healthId, $filters, $options);
     }
 
-    /** $everything of a patient named by Health ID (SDK). @param array<string, mixed> $params @param RequestOptions $options */
-    public function patientEverything(string $healthId, array $params = [], array $options = []): Page
+    /** $everything of a patient named by Health ID (SDK). @param array<string, mixed> $params @param RequestOptions $options @return Bundle */
+    #[Paged]
+    public function patientEverything(string $healthId, array $params = [], array $options = []): array
     {
         self::required('fhir->patientEverything', ['healthId' => $healthId]);
         return $this->searchPath('/api/v1/sdk/patients/' . self::segment($healthId) . '/fhir/$everything', $params, $options);
     }
 
-    /** Patient/{id}/$everything. @param array<string, mixed> $params @param RequestOptions $options */
-    public function everything(string $patientId, array $params = [], array $options = []): Page
+    /** Patient/{id}/$everything. @param array<string, mixed> $params @param RequestOptions $options @return Bundle */
+    #[Paged]
+    public function everything(string $patientId, array $params = [], array $options = []): array
     {
         self::required('fhir->everything', ['patientId' => $patientId]);
         return $this->searchPath(self::BASE . '/Patient/' . self::segment($patientId) . '/$everything', $params, $options);
     }
 
-    /** A search on /api/fhir/R4/{type} (a list value repeats the parameter). @param array<string, mixed> $params @param RequestOptions $options */
-    public function search(string $resourceType, array $params = [], array $options = []): Page
+    /** A search on /api/fhir/R4/{type} (a list value repeats the parameter). @param array<string, mixed> $params @param RequestOptions $options @return Bundle */
+    #[Paged]
+    public function search(string $resourceType, array $params = [], array $options = []): array
     {
         self::required('fhir->search', ['resourceType' => $resourceType]);
         return $this->searchPath(self::BASE . '/' . self::segment($resourceType), $params, $options);
     }
 
-    /** The same search sent as a form (POST _search): parameters stay out of URLs and logs. @param array<string, mixed> $params @param RequestOptions $options */
-    public function searchPost(string $resourceType, array $params = [], array $options = []): Page
+    /** The same search sent as a form (POST _search): parameters stay out of URLs and logs. @param array<string, mixed> $params @param RequestOptions $options @return Bundle */
+    #[Paged]
+    public function searchPost(string $resourceType, array $params = [], array $options = []): array
     {
         self::required('fhir->searchPost', ['resourceType' => $resourceType]);
         $form = (string) parse_url($this->http->url('', $params), PHP_URL_QUERY);
-        $answer = $this->http->request('POST', self::BASE . '/' . self::segment($resourceType) . '/_search', options: $options, accept: 'application/fhir+json',
-            contentType: 'application/x-www-form-urlencoded', repeatable: true, rawBody: $form);
-        return $this->bundlePage($answer, $options);
+        return $this->listed($this->bundleList(fn (): array => $this->http->request('POST', self::BASE . '/' . self::segment($resourceType) . '/_search', options: $options,
+            accept: 'application/fhir+json', contentType: 'application/x-www-form-urlencoded', repeatable: true, rawBody: $form), $options));
     }
 
-    /** Patient/{id}/{type}: the patient's resources of one type. @param array<string, mixed> $params @param RequestOptions $options */
-    public function searchCompartment(string $patientId, string $resourceType, array $params = [], array $options = []): Page
+    /** Patient/{id}/{type}: the patient's resources of one type. @param array<string, mixed> $params @param RequestOptions $options @return Bundle */
+    #[Paged]
+    public function searchCompartment(string $patientId, string $resourceType, array $params = [], array $options = []): array
     {
         self::required('fhir->searchCompartment', ['patientId' => $patientId, 'resourceType' => $resourceType]);
         return $this->searchPath(self::BASE . '/Patient/' . self::segment($patientId) . '/' . self::segment($resourceType), $params, $options);
@@ -93,8 +105,9 @@ final class Fhir extends Module
         return $this->fhir('GET', self::BASE . '/' . self::segment($resourceType) . '/' . self::segment($id) . '/_history/' . self::segment($versionId), options: $options);
     }
 
-    /** Versions of one resource (with $id) or of a type, newest first. @param array<string, mixed> $params @param RequestOptions $options */
-    public function history(string $resourceType, ?string $id = null, array $params = [], array $options = []): Page
+    /** Versions of one resource (with $id) or of a type, newest first. @param array<string, mixed> $params @param RequestOptions $options @return Bundle */
+    #[Paged]
+    public function history(string $resourceType, ?string $id = null, array $params = [], array $options = []): array
     {
         self::required('fhir->history', ['resourceType' => $resourceType]);
         return $this->searchPath(self::BASE . '/' . self::segment($resourceType) . ($id === null ? '' : '/' . self::segment($id)) . '/_history', $params, $options);
@@ -228,14 +241,14 @@ final class Fhir extends Module
         return $this->http->request($method, $path, $query, $body, options: $options, accept: 'application/fhir+json', contentType: $contentType, repeatable: $repeatable);
     }
 
-    /** @param array<string, mixed> $params @param RequestOptions $options */
-    private function searchPath(string $path, array $params, array $options): Page
+    /** @param array<string, mixed> $params @param RequestOptions $options @return Bundle */
+    private function searchPath(string $path, array $params, array $options): array
     {
-        return $this->bundlePage($this->fhir('GET', $path, $params, options: $options), $options);
+        return $this->listed($this->bundleList(fn (): array => $this->fhir('GET', $path, $params, options: $options), $options));
     }
 
-    /** @param array<string, mixed> $filters @param RequestOptions $options */
-    private function perPatient(string $type, string $healthId, array $filters, array $options): Page
+    /** @param array<string, mixed> $filters @param RequestOptions $options @return Bundle */
+    private function perPatient(string $type, string $healthId, array $filters, array $options): array
     {
         self::required("fhir->$type", ['healthId' => $healthId]);
         return $this->searchPath('/api/v1/sdk/patients/' . self::segment($healthId) . "/fhir/$type", $filters, $options);

@@ -5,23 +5,28 @@ declare(strict_types=1);
 namespace Pont;
 
 /**
+ * @phpstan-import-type BloodInventory from Types
+ * @phpstan-import-type PharmacyStock from Types
  * @phpstan-import-type PharmacyStockApplied from Types
  * @phpstan-import-type PharmacyStockUpdate from Types
  * @phpstan-import-type RequestOptions from Transport
  */
 final class Inventory extends Module
 {
+    use Paging;
+
     /**
-     * Stock lines by facility and medication, with their batches; iterating the Page follows next_offset.
+     * Stock lines by facility and medication, with their batches: the first page. autoPagingIterator('pharmacyStock',
+     * …) yields every line, following next_offset.
      *
      * @param array{facility_id?: string, medication?: string, below_reorder_level?: bool, limit?: int, offset?: int} $query
      * @param RequestOptions $options
+     * @return PharmacyStock
      */
-    public function pharmacyStock(array $query = [], array $options = []): Page
+    #[Paged]
+    public function pharmacyStock(array $query = [], array $options = []): array
     {
-        return new Page($this->getJson('/api/v1/connect/pharmacy/stock', $query, $options), static fn (array $p) => $p['items'] ?? [],
-            fn (array $p) => ($p['next_offset'] ?? null) !== null ? $this->pharmacyStock(['offset' => $p['next_offset']] + $query, $options) : null,
-            $this->http->lastResponse);
+        return $this->listed($this->offsetList('/api/v1/connect/pharmacy/stock', $query, 'items', $options));
     }
 
     /**
@@ -38,11 +43,15 @@ final class Inventory extends Module
     }
 
     /**
+     * Blood units by facility, group and component ($answer['items'], one page).
+     *
      * @param array{facility_id?: string, blood_group?: string, component?: string} $query
      * @param RequestOptions $options
+     * @return BloodInventory
      */
-    public function bloodInventory(array $query = [], array $options = []): Page
+    #[Paged]
+    public function bloodInventory(array $query = [], array $options = []): array
     {
-        return $this->singlePage($this->getJson('/api/v1/connect/blood-bank/inventory', $query, $options), 'items');
+        return $this->listed($this->singleList('/api/v1/connect/blood-bank/inventory', $query, 'items', $options));
     }
 }

@@ -61,44 +61,64 @@ abstract class Module
      * @param RequestOptions $options
      * @param null|callable(array<string, mixed>): list<mixed> $items
      */
-    protected function cursorPage(string $path, array $query, string $itemsKey, array $options, ?callable $items = null): Page
+    protected function cursorList(string $path, array $query, string $itemsKey, array $options, ?callable $items = null): Listing
     {
-        $answer = $this->getJson($path, $query, $options);
-        return new Page(
-            $answer,
-            $items ?? static fn (array $p) => $p[$itemsKey] ?? [],
-            fn (array $p) => ($p['next_cursor'] ?? null) !== null ? $this->cursorPage($path, ['cursor' => $p['next_cursor']] + $query, $itemsKey, $options, $items) : null,
-            $this->http->lastResponse,
+        $fetch = fn (array $query): \Closure => fn (): array => $this->getJson($path, $query, $options);
+        return new Listing(
+            $fetch($query),
+            \Closure::fromCallable($items ?? static fn (array $p) => $p[$itemsKey] ?? []),
+            static fn (array $p): ?\Closure => ($p['next_cursor'] ?? null) !== null ? $fetch(['cursor' => $p['next_cursor']] + $query) : null,
         );
     }
 
-    /** @param array<string, mixed> $answer */
-    protected function singlePage(array $answer, string $itemsKey): Page
+    /**
+     * A list paged by next_offset (sent back as offset).
+     *
+     * @param array<string, mixed> $query
+     * @param RequestOptions $options
+     */
+    protected function offsetList(string $path, array $query, string $itemsKey, array $options): Listing
     {
-        return new Page($answer, static fn (array $p) => $p[$itemsKey] ?? [], static fn () => null, $this->http->lastResponse);
+        $fetch = fn (array $query): \Closure => fn (): array => $this->getJson($path, $query, $options);
+        return new Listing(
+            $fetch($query),
+            static fn (array $p) => $p[$itemsKey] ?? [],
+            static fn (array $p): ?\Closure => ($p['next_offset'] ?? null) !== null ? $fetch(['offset' => $p['next_offset']] + $query) : null,
+        );
     }
 
     /**
-     * A FHIR Bundle (a searchset or a history): its resources, then those of its next link's pages.
+     * A list the server answers in one page.
      *
-     * @param array<string, mixed> $bundle
+     * @param array<string, mixed> $query
      * @param RequestOptions $options
      */
-    protected function bundlePage(array $bundle, array $options): Page
+    protected function singleList(string $path, array $query, string $itemsKey, array $options): Listing
     {
-        return new Page(
-            $bundle,
+        return new Listing(fn (): array => $this->getJson($path, $query, $options), static fn (array $p) => $p[$itemsKey] ?? [], static fn () => null);
+    }
+
+    /**
+     * A FHIR Bundle (a searchset or a history) that $first requests: its resources, then those of its next link's
+     * pages (the link's path and query on our base URL, so credentials never leave it).
+     *
+     * @param \Closure(): array<string, mixed> $first
+     * @param RequestOptions $options
+     */
+    protected function bundleList(\Closure $first, array $options): Listing
+    {
+        return new Listing(
+            $first,
             static fn (array $b) => array_values(array_map(static fn ($e) => $e['resource'], array_filter($b['entry'] ?? [], static fn ($e) => isset($e['resource'])))),
-            function (array $b) use ($options): ?Page {
+            function (array $b) use ($options): ?\Closure {
                 foreach ($b['link'] ?? [] as $link) {
                     if (($link['relation'] ?? '') === 'next') {
-                        $next = $this->http->request('GET', '', options: $options, url: $this->http->sameOrigin($link['url']), accept: 'application/fhir+json');
-                        return $this->bundlePage($next, $options);
+                        $url = $this->http->sameOrigin($link['url']);
+                        return fn (): array => $this->http->request('GET', '', options: $options, url: $url, accept: 'application/fhir+json');
                     }
                 }
                 return null;
             },
-            $this->http->lastResponse,
         );
     }
 }

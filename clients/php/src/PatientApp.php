@@ -16,10 +16,13 @@ namespace Pont;
  * @phpstan-import-type AccessLog from Types
  * @phpstan-import-type ConsentStatus from Types
  * @phpstan-import-type MobileTokenResponse from Types
+ * @phpstan-import-type MyConsents from Types
  * @phpstan-import-type RequestOptions from Transport
  */
 final class PatientApp extends Module
 {
+    use Paging;
+
     private ?string $token;
 
     /** @param array<string, mixed> $settings Transport's: maxRetries, timeout, connectTimeout, deadline, backoff, sender, sleep, clock, random, onRequest, onResponse */
@@ -58,10 +61,11 @@ final class PatientApp extends Module
         return $answer;
     }
 
-    /** The patient's consents and pending requests, newest first ($page['items']; iterating yields each). @param RequestOptions $options */
-    public function consents(array $options = []): Page
+    /** The patient's consents and pending requests, newest first ($answer['items'], one page). @param RequestOptions $options @return MyConsents */
+    #[Paged]
+    public function consents(array $options = []): array
     {
-        return $this->singlePage($this->getJson('/api/v1/mobile/consents', [], $options), 'items');
+        return $this->listed($this->singleList('/api/v1/mobile/consents', [], 'items', $options));
     }
 
     /**
@@ -92,15 +96,17 @@ final class PatientApp extends Module
     }
 
     /**
-     * Who read or changed which kind of the patient's data, when, why, break-glass or not, newest first; iterating the
-     * Page yields every entry, following next_cursor (the first page's array is an AccessLog).
+     * Who read or changed which kind of the patient's data, when, why, break-glass or not, newest first: the first
+     * page. autoPagingIterator('accessLog', …) yields every entry, following next_cursor.
      *
      * @param array{limit?: int, cursor?: string} $query
      * @param RequestOptions $options
+     * @return AccessLog
      */
-    public function accessLog(array $query = [], array $options = []): Page
+    #[Paged]
+    public function accessLog(array $query = [], array $options = []): array
     {
-        return $this->cursorPage('/api/v1/mobile/access-log', $query, 'items', $options);
+        return $this->listed($this->cursorList('/api/v1/mobile/access-log', $query, 'items', $options));
     }
 
     /** Signs the app out: the token stops working, and this app forgets it. @param RequestOptions $options */

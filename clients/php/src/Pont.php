@@ -6,11 +6,16 @@ namespace Pont;
 
 /**
  * Pont's official PHP client (interface section 4.7):
- * $pont = new \Pont\Pont(clientId: '…', clientSecret: '…', environment: 'sandbox');
+ * $pont = \Pont\Pont::create(['clientId' => '…', 'clientSecret' => '…', 'environment' => 'sandbox']);
  * $pont->healthIds->resolve(['first_name' => 'Ama', …]);
  *
- * The constructor makes no request: the first call fetches a token (AuthenticationError on bad credentials), which
- * is refreshed 60 s before expiry. Settings are every call's defaults (each call may override them with its options
+ * Two ways to make one, with the same arguments:
+ * - Pont::create([...]) (or Pont::create(clientId: …, clientSecret: …, …)), eager: checks the credentials with one
+ *   token request before it returns (a wrong secret or an unknown client: AuthenticationError, at once). The quick
+ *   starts use it.
+ * - new Pont(clientId: …, clientSecret: …, …), lazy: the constructor makes no request; the first call that needs a
+ *   token fetches it (bad credentials: AuthenticationError from that call).
+ * Either way the token is cached and refreshed 60 s before expiry. Settings are every call's defaults (each call may override them with its options
  * array): maxRetries (3), timeout (30 s per attempt), connectTimeout (10 s), deadline (120 s per call), backoff
  * (0.5 s), maxBackoff (8 s); onRequest/onResponse are hooks for logging; sender, sleep, clock, random are for tests.
  */
@@ -72,6 +77,41 @@ final class Pont
         $this->discovery = new Discovery($this->http);
         $this->system = new System($this->http);
         $this->demo = new Demo($this->http);
+    }
+
+    /**
+     * Eager: a client whose credentials are checked now, with one token request (the token is kept for the calls that
+     * follow). A wrong secret or an unknown client throws AuthenticationError here. Takes the constructor's
+     * arguments, as one array keyed by their names (Pont::create(['clientId' => …, 'clientSecret' => …,
+     * 'environment' => 'sandbox'])) or as the constructor's own named arguments (Pont::create(clientId: …, …)).
+     *
+     * @param mixed ...$arguments the constructor's: clientId, clientSecret, environment, baseUrl, maxRetries, timeout,
+     *     connectTimeout, deadline, backoff, maxBackoff, sender, sleep, clock, random, onRequest, onResponse
+     */
+    public static function create(#[\SensitiveParameter] mixed ...$arguments): self
+    {
+        if (count($arguments) === 1 && array_key_exists(0, $arguments) && is_array($arguments[0])) {
+            $arguments = $arguments[0];
+        }
+        $names = array_map(static fn (\ReflectionParameter $p) => $p->getName(), (new \ReflectionMethod(self::class, '__construct'))->getParameters());
+        foreach (array_keys($arguments) as $i => $key) {
+            if (is_int($key) ? $key !== $i || $key >= count($names) : !in_array($key, $names, true)) {
+                throw new ValidationError("Pont::create: unknown argument $key (the constructor's: " . implode(', ', $names) . ')');
+            }
+        }
+        $clientId = $arguments['clientId'] ?? $arguments[0] ?? null;
+        $clientSecret = $arguments['clientSecret'] ?? $arguments[1] ?? null;
+        if (!is_string($clientId) || $clientId === '' || !is_string($clientSecret) || $clientSecret === '') {
+            throw new ValidationError('Pont::create: clientId and clientSecret are required');
+        }
+        $pont = new self(...$arguments);
+        try {
+            ($pont->http->credentials)(false);
+        } catch (\Throwable $e) {
+            $pont->close();
+            throw $e;
+        }
+        return $pont;
     }
 
     /** @internal */

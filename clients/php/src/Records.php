@@ -9,22 +9,27 @@ namespace Pont;
  * @phpstan-import-type EncounterPushed from Types
  * @phpstan-import-type LabResultPush from Types
  * @phpstan-import-type LabResultPushed from Types
+ * @phpstan-import-type PatientRecords from Types
  * @phpstan-import-type RequestOptions from Transport
  */
 final class Records extends Module
 {
+    use Paging;
+
     /**
-     * Records by type ('all' by default); iterating the Page yields the records of one type across its pages
-     * (next_cursor).
+     * Records by type ('all' by default): the first page. autoPagingIterator('get', $healthId, ['type' => …]) yields
+     * the records of one type across its pages (next_cursor).
      *
      * @param array{type?: string, limit?: int, cursor?: string, since?: string} $query
      * @param RequestOptions $options
+     * @return PatientRecords
      */
-    public function get(string $healthId, array $query = [], array $options = []): Page
+    #[Paged]
+    public function get(string $healthId, array $query = [], array $options = []): array
     {
         self::required('records->get', ['healthId' => $healthId]);
-        return $this->cursorPage('/api/v1/connect/patient/' . self::segment($healthId) . '/records', $query, 'records', $options,
-            static fn (array $p) => $p['records'][$p['type'] ?? $query['type'] ?? ''] ?? []);
+        return $this->listed($this->cursorList('/api/v1/connect/patient/' . self::segment($healthId) . '/records', $query, 'records', $options,
+            static fn (array $p) => $p['records'][$p['type'] ?? $query['type'] ?? ''] ?? []));
     }
 
     /**

@@ -7,13 +7,18 @@ namespace Pont;
 /**
  * The instance's webhooks module: subscriptions, replay, and the same two helpers as \Pont\Webhooks.
  *
+ * @phpstan-import-type WebhookDeliveryPage from Types
+ * @phpstan-import-type WebhookEventDeliveries from Types
  * @phpstan-import-type WebhookReplay from Types
  * @phpstan-import-type WebhookSecretRotation from Types
+ * @phpstan-import-type WebhookSubscription from Types
  * @phpstan-import-type WebhookSubscriptionCreated from Types
  * @phpstan-import-type RequestOptions from Transport
  */
 final class WebhookSubscriptions extends Module
 {
+    use Paging;
+
     /**
      * Subscribes an HTTPS endpoint; the answer's webhook_secret is shown only this once.
      *
@@ -27,10 +32,11 @@ final class WebhookSubscriptions extends Module
         return $this->postJson('/api/v1/connect/webhooks/subscriptions', ['callback_url' => $callbackUrl, 'subscribed_events' => array_values($events), 'description' => $description], $options);
     }
 
-    /** The subscriptions ($page['subscriptions']; iterating yields each). @param RequestOptions $options */
-    public function list(array $options = []): Page
+    /** The subscriptions ($answer['subscriptions'], one page). @param RequestOptions $options @return array{subscriptions: list<WebhookSubscription>} */
+    #[Paged]
+    public function list(array $options = []): array
     {
-        return $this->singlePage($this->getJson('/api/v1/connect/webhooks/subscriptions', [], $options), 'subscriptions');
+        return $this->listed($this->singleList('/api/v1/connect/webhooks/subscriptions', [], 'subscriptions', $options));
     }
 
     /**
@@ -65,21 +71,25 @@ final class WebhookSubscriptions extends Module
     }
 
     /**
-     * Delivery history, newest first; iterating the Page yields every delivery, page by page.
+     * Delivery history, newest first: the first page. autoPagingIterator('deliveries', …) yields every delivery,
+     * page by page (next_cursor).
      *
      * @param array{status?: string, subscription_id?: string, limit?: int, cursor?: string} $query
      * @param RequestOptions $options
+     * @return WebhookDeliveryPage
      */
-    public function deliveries(array $query = [], array $options = []): Page
+    #[Paged]
+    public function deliveries(array $query = [], array $options = []): array
     {
-        return $this->cursorPage('/api/v1/connect/webhooks/deliveries', $query, 'deliveries', $options);
+        return $this->listed($this->cursorList('/api/v1/connect/webhooks/deliveries', $query, 'deliveries', $options));
     }
 
-    /** Every delivery of one event, with its attempts. @param RequestOptions $options */
-    public function eventDeliveries(string $eventId, array $options = []): Page
+    /** Every delivery of one event, with its attempts ($answer['deliveries'], one page). @param RequestOptions $options @return WebhookEventDeliveries */
+    #[Paged]
+    public function eventDeliveries(string $eventId, array $options = []): array
     {
         self::required('webhooks->eventDeliveries', ['eventId' => $eventId]);
-        return $this->singlePage($this->getJson('/api/v1/connect/webhooks/events/' . self::segment($eventId) . '/deliveries', [], $options), 'deliveries');
+        return $this->listed($this->singleList('/api/v1/connect/webhooks/events/' . self::segment($eventId) . '/deliveries', [], 'deliveries', $options));
     }
 
     public function verifySignature(string $rawBody, ?string $signatureHeader, string $secret, int $tolerance = Webhooks::DEFAULT_TOLERANCE, ?int $now = null): bool

@@ -377,21 +377,34 @@ final class ClientTest extends TestCase
 
     public function testPagingVectors(): void
     {
+        $lastPage = [200, [], ['resourceType' => 'Bundle', 'entry' => [], 'items' => [], 'deliveries' => []]];
         foreach (self::vectors()['paging'] as $v) {
-            $answers = [[200, [], $v['page']], [200, [], ['resourceType' => 'Bundle', 'entry' => [], 'items' => [], 'deliveries' => []]]];
+            $answers = [[200, [], $v['page']]];
             $calls = [];
             $pont = self::client($answers, $calls);
-            $page = match ($v['kind']) {
-                'fhir' => $pont->fhir->search('Observation'),
-                'cursor' => $pont->webhooks->deliveries(),
-                default => $pont->inventory->pharmacyStock(),
+            [$module, $method, $arguments] = match ($v['kind']) {
+                'fhir' => [$pont->fhir, 'search', ['Observation']],
+                'cursor' => [$pont->webhooks, 'deliveries', []],
+                default => [$pont->inventory, 'pharmacyStock', []],
             };
-            $ids = array_map(static fn ($i) => $v['kind'] === 'fhir' ? "{$i['resourceType']}/{$i['id']}" : $i['id'], $page->data);
+            // The list method answers the first page as it came: a plain array.
+            $first = $module->{$method}(...$arguments);
+            self::assertTrue(is_array($first), $v['name']);
+            self::assertEquals($v['page'], $first, $v['name']);
+
+            // The explicit iterator: every item of this page and of the next (empty) one; one request per page.
+            $answers = [[200, [], $v['page']], $lastPage];
+            $calls = [];
+            $iterator = $module->autoPagingIterator($method, ...$arguments);
+            self::assertSame([], $calls, 'nothing is fetched before the iteration starts');
+            $items = iterator_to_array($iterator);
+            $ids = array_map(static fn ($i) => $v['kind'] === 'fhir' ? "{$i['resourceType']}/{$i['id']}" : $i['id'], $items);
             self::assertSame($v['items'], $ids, $v['name']);
-            $next = $page->nextPage();
+            self::assertCount($v['next'] === null ? 1 : 2, $calls, $v['name']);
+            $answers = [[200, [], $v['page']], $lastPage];
+            $pages = iterator_to_array($module->pages($method, ...$arguments), false);
+            self::assertEquals($v['next'] === null ? [$v['page']] : [$v['page'], $lastPage[2]], $pages, $v['name']);
             if ($v['next'] === null) {
-                self::assertNull($next, $v['name']);
-                self::assertCount(1, $calls);
                 continue;
             }
             if ($v['kind'] === 'fhir') { // the next link's path and query, on our base URL (credentials stay there)
@@ -545,6 +558,22 @@ final class ClientTest extends TestCase
             self::assertStringContainsString('test_name is required', $e->getMessage());
         }
         self::assertSame([], $calls);
+
+        // The explicit iterators check their arguments at once, and page only the lists.
+        foreach ([
+            ['healthId is required', static fn () => $pont->records->autoPagingIterator('get', '')],
+            ['resourceType is required', static fn () => $pont->fhir->pages('search', '')],
+            ['Fhir: read is not a list (the lists: ', static fn () => $pont->fhir->autoPagingIterator('read', 'Patient', '1')],
+            ['Fhir: nope is not a list', static fn () => $pont->fhir->autoPagingIterator('nope')],
+        ] as [$message, $call]) {
+            try {
+                $call();
+                self::fail("accepted: $message");
+            } catch (\Pont\ValidationError $e) {
+                self::assertStringContainsString($message, $e->getMessage());
+            }
+        }
+        self::assertSame([], $calls);
     }
 
     public function testDiscoveryFetchesNoTokenAndAPatientAppSendsItsOwn(): void
@@ -570,7 +599,7 @@ final class ClientTest extends TestCase
         $settings = ['sender' => self::fakeSender($answers, $calls), 'sleep' => static fn () => null];
         $app = new PatientApp(baseUrl: 'http://pont.invalid', token: 'pat_secret_value', settings: $settings);
         self::assertStringNotContainsString('secret_value', print_r($app, true));
-        self::assertSame([], $app->consents()->data); // a read: retried
+        self::assertSame(['items' => []], $app->consents()); // a read: retried
         foreach ([[\Pont\ServerError::class, static fn () => $app->approveRequest('cr 1')], [\Pont\AuthenticationError::class, static fn () => $app->accessLog()]] as [$class, $call]) {
             try {
                 $call(); // a write without a key: once; a pat_ token is not renewed: once
@@ -617,6 +646,18 @@ final class ClientTest extends TestCase
             $named++;
         }
         self::assertGreaterThan(60, $named);
+
+        // Beside the operations: the eager Pont::create (static) and the paging of a list.
+        $library = json_decode((string) file_get_contents(self::CONFORMANCE . 'surface.json'), true)['library'];
+        foreach ($library as $name => $names) {
+            [$owner, $method] = explode('.', $names['php']);
+            self::assertTrue(method_exists('Pont\\' . $owner, $method), "$name: {$names['php']}");
+        }
+        self::assertTrue((new \ReflectionMethod(Pont::class, 'create'))->isStatic());
+        foreach (['fhir', 'records', 'webhooks', 'inventory'] as $module) {
+            self::assertContains(\Pont\Paging::class, class_uses($pont->{$module}), $module);
+        }
+        self::assertContains(\Pont\Paging::class, class_uses(PatientApp::class));
     }
 
     /** @return array<string, mixed> */
@@ -722,7 +763,7 @@ final class ClientTest extends TestCase
         self::assertCount(1, array_unique($counts['idempotency_keys']));
         self::assertNotNull($counts['idempotency_keys'][0]);
         self::assertNotNull($pont->lastResponse()->requestId);
-        $labs = array_filter(iterator_to_array($pont->records->get($hid, ['type' => 'lab_results'])), static fn ($r) => ($r['test_name'] ?? null) === $name);
+        $labs = array_filter(iterator_to_array($pont->records->autoPagingIterator('get', $hid, ['type' => 'lab_results'])), static fn ($r) => ($r['test_name'] ?? null) === $name);
         self::assertSame([$answer['lab_result_id']], array_values(array_column($labs, 'id')));
 
         // A lost answer on DELETE without a key: not retried (NetworkError, not a timeout), and it took effect once.
@@ -735,7 +776,7 @@ final class ClientTest extends TestCase
             self::assertNotInstanceOf(\Pont\TimeoutError::class, $e);
         }
         self::assertSame(['received' => 1, 'forwarded' => 1, 'idempotency_keys' => [null]], self::faultCounts($token));
-        self::assertNotContains($sub['id'], array_column($pont->webhooks->list()->data, 'id'));
+        self::assertNotContains($sub['id'], array_column($pont->webhooks->list()['subscriptions'], 'id'));
         // The same as the first call of a new client: the token request just before does not make it repeatable.
         $sub = $pont->webhooks->subscribe($info['receiver_url'], ['lab_result.released'], 'lost delete, new client');
         [$token, $headers] = self::fault('lose-answer');
@@ -796,7 +837,7 @@ final class ClientTest extends TestCase
         self::assertArrayHasKey('patient', $pont->patients->getSummary($info['foreign_health_id'], ['emergency_reason' => $reason, 'purpose_of_use' => 'ETREAT']));
         self::assertNotNull($pont->lastResponse()->requestId);
         $audited = null;
-        foreach ($pont->fhir->search('AuditEvent', ['_count' => 100]) as $event) {
+        foreach ($pont->fhir->autoPagingIterator('search', 'AuditEvent', ['_count' => 100]) as $event) {
             if (in_array($reason, array_column($event['purposeOfEvent'] ?? [], 'text'), true)) {
                 $audited = $event;
                 break;
@@ -833,13 +874,32 @@ final class ClientTest extends TestCase
         $base = memory_get_usage();
         $peak = 0;
         $ids = [];
-        foreach ($pont->fhir->search($paging['resource_type'], $params) as $resource) {
+        foreach ($pont->fhir->autoPagingIterator('search', $paging['resource_type'], $params) as $resource) {
             $ids[$resource['id']] = true;
             $peak = max($peak, memory_get_usage() - $base);
         }
-        $all = iterator_to_array($pont->fhir->search($paging['resource_type'], $params));
+        $all = iterator_to_array($pont->fhir->autoPagingIterator('search', $paging['resource_type'], $params));
         $holding = memory_get_usage() - $base;
         self::assertSame([$paging['total'], $paging['total']], [count($ids), count($all)]);
+        unset($all);
+
+        // The search itself answers its first page, a plain array; pages() walks every page of the result, each
+        // with its next link but the last.
+        $first = $pont->fhir->search($paging['resource_type'], $params);
+        self::assertTrue(is_array($first));
+        self::assertSame(['Bundle', 100], [$first['resourceType'], count($first['entry'])]);
+        $pages = 0;
+        $entries = [];
+        foreach ($pont->fhir->pages('search', $paging['resource_type'], $params) as $page) {
+            self::assertTrue(is_array($page));
+            $pages++;
+            $hasNext = in_array('next', array_column($page['link'] ?? [], 'relation'), true);
+            self::assertSame($pages < $paging['total'] / 100, $hasNext, "page $pages");
+            foreach ($page['entry'] ?? [] as $entry) {
+                $entries[$entry['resource']['id']] = true;
+            }
+        }
+        self::assertSame([$paging['total'] / 100, $paging['total']], [$pages, count($entries)]);
         fwrite(STDERR, sprintf("\npaging %d resources: %.2f MB at most while iterating, %.2f MB holding them all\n", count($ids), $peak / 1e6, $holding / 1e6));
         self::assertLessThan($holding / 2, $peak);
     }
@@ -896,7 +956,7 @@ final class ClientTest extends TestCase
         // The clinic asks; so does the demo organisation, which paired the app: the app never approves that one's requests.
         $asked = $clinic->consents->request(['health_id' => $hid, 'purpose' => 'follow-up', 'requested_scopes' => ['labs:read']]);
         $own = $pont->consents->request(['health_id' => $hid, 'purpose' => 'second opinion', 'requested_scopes' => ['labs:read']]);
-        $mine = array_column(iterator_to_array($app->consents()), 'status', 'consent_id');
+        $mine = array_column($app->consents()['items'], 'status', 'consent_id');
         self::assertSame(['pending', 'pending'], [$mine[$asked['consent_request_id']], $mine[$own['consent_request_id']]]);
         $approved = $app->approveRequest($asked['consent_request_id']);
         self::assertSame([$info['clinic']['organization_id'], 'active'], [$approved['organization_id'], $approved['status']]);
@@ -909,20 +969,78 @@ final class ClientTest extends TestCase
         [$faultId, $headers] = self::fault('lose-answer');
         $raises(\Pont\NetworkError::class, static fn () => $app->revokeConsent($approved['consent_id'], ['headers' => $headers]));
         self::assertSame(['received' => 1, 'forwarded' => 1, 'idempotency_keys' => [null]], self::faultCounts($faultId));
-        self::assertSame('revoked', array_column(iterator_to_array($app->consents()), 'status', 'consent_id')[$approved['consent_id']]);
+        self::assertSame('revoked', array_column($app->consents()['items'], 'status', 'consent_id')[$approved['consent_id']]);
         self::assertSame('revoked', $clinic->consents->status($hid)['status']);
 
         // The access log: a reset connection on a read is retried; iterated in pages of two.
         [$faultId, $headers] = self::fault('reset');
-        self::assertCount(2, $app->accessLog(['limit' => 2], ['headers' => $headers])->data);
+        self::assertCount(2, $app->accessLog(['limit' => 2], ['headers' => $headers])['items']);
         self::assertSame(2, self::faultCounts($faultId)['received']);
-        $log = iterator_to_array($app->accessLog(['limit' => 2]), false);
+        $log = iterator_to_array($app->autoPagingIterator('accessLog', ['limit' => 2]), false);
         self::assertGreaterThan(2, count($log));
         self::assertSame([], array_diff(['issuePairingCode', 'approveConsentRequest'], array_column($log, 'operation')));
 
         $app->signOut();
         self::assertFalse($app->signedIn());
         $raises(\Pont\AuthenticationError::class, static fn () => (new PatientApp(baseUrl: $info['base_url'], token: $token['access_token']))->consents());
+    }
+
+    public function testCreateChecksTheCredentialsWithOneTokenRequestAndTheConstructorMakesNone(): void
+    {
+        $info = self::server();
+        $full = $info['demo']['clients'][0];
+        $sent = [];
+        $hook = static function (array $request) use (&$sent): void {
+            $sent[] = $request['method'] . ' ' . parse_url($request['url'], PHP_URL_PATH);
+        };
+        $token = 'POST /api/v1/connect/auth/token';
+
+        // The constructor is lazy, even with a wrong secret: no request.
+        new Pont(clientId: $full['client_id'], clientSecret: 'pcs_wrong', baseUrl: $info['base_url'], onRequest: $hook);
+        self::assertSame([], $sent);
+
+        // Eager, right secret (the constructor's arguments as an array, or as named arguments): one token request
+        // before create returns; the next call reuses that token.
+        $hid = $info['demo']['patients'][0]['health_id'];
+        foreach ([
+            static fn () => Pont::create(['clientId' => $full['client_id'], 'clientSecret' => $full['client_secret'], 'baseUrl' => $info['base_url'], 'onRequest' => $hook]),
+            static fn () => Pont::create(clientId: $full['client_id'], clientSecret: $full['client_secret'], baseUrl: $info['base_url'], onRequest: $hook),
+        ] as $create) {
+            $sent = [];
+            $pont = $create();
+            self::assertInstanceOf(Pont::class, $pont);
+            self::assertSame([$token], $sent);
+            self::assertTrue($pont->healthIds->verify($hid)['valid']);
+            self::assertSame([$token, "GET /api/v1/connect/patients/verify/$hid"], $sent);
+            $pont->close();
+        }
+
+        // Eager, wrong secret or unknown client: AuthenticationError from create itself, after one token request.
+        foreach ([[$full['client_id'], 'pcs_wrong'], ['cli_unknown', $full['client_secret']]] as [$clientId, $clientSecret]) {
+            $sent = [];
+            try {
+                Pont::create(['clientId' => $clientId, 'clientSecret' => $clientSecret, 'baseUrl' => $info['base_url'], 'onRequest' => $hook]);
+                self::fail("$clientId: bad credentials accepted");
+            } catch (\Pont\AuthenticationError $e) {
+                self::assertSame(401, $e->status);
+            }
+            self::assertSame([$token], $sent, $clientId);
+        }
+
+        // Arguments that are not the constructor's, or no secret: refused before any request.
+        $sent = [];
+        foreach ([
+            'unknown argument clientSecrett' => ['clientId' => 'cli_x', 'clientSecrett' => 'pcs_x', 'onRequest' => $hook],
+            'clientId and clientSecret are required' => ['clientId' => 'cli_x', 'baseUrl' => $info['base_url'], 'onRequest' => $hook],
+        ] as $message => $arguments) {
+            try {
+                Pont::create($arguments);
+                self::fail("accepted: $message");
+            } catch (\Pont\ValidationError $e) {
+                self::assertStringContainsString($message, $e->getMessage());
+            }
+        }
+        self::assertSame([], $sent);
     }
 
     public function testLiveScenario(): void
@@ -934,7 +1052,7 @@ final class ClientTest extends TestCase
             self::fail('bad credentials accepted');
         } catch (\Pont\AuthenticationError) {
         }
-        $pont = new Pont(clientId: $full['client_id'], clientSecret: $full['client_secret'], baseUrl: $info['base_url']);
+        $pont = Pont::create(['clientId' => $full['client_id'], 'clientSecret' => $full['client_secret'], 'baseUrl' => $info['base_url']]);
         $patient = $info['demo']['patients'][0];
         $hid = $patient['health_id'];
         $pid = $patient['patient_id'];
@@ -973,11 +1091,11 @@ final class ClientTest extends TestCase
         ] as $bundle) {
             self::assertSame('Bundle', $bundle['resourceType']);
         }
-        self::assertGreaterThan(10, count(iterator_to_array($pont->fhir->search('Observation', ['_count' => 10, 'patient' => "Patient/$pid"])))); // every page
+        self::assertGreaterThan(10, count(iterator_to_array($pont->fhir->autoPagingIterator('search', 'Observation', ['_count' => 10, 'patient' => "Patient/$pid"])))); // every page
         self::assertSame('Patient', $pont->fhir->read('Patient', $pid)['resourceType']);
         self::assertSame('CapabilityStatement', $pont->fhir->capabilities()['resourceType']);
-        self::assertNotEmpty($pont->fhir->searchPost('Observation', ['patient' => "Patient/$pid"])->data);
-        self::assertNotEmpty($pont->fhir->searchCompartment($pid, 'Condition')->data);
+        self::assertNotEmpty($pont->fhir->searchPost('Observation', ['patient' => "Patient/$pid"])['entry']);
+        self::assertNotEmpty($pont->fhir->searchCompartment($pid, 'Condition')['entry']);
 
         // FHIR writes: create, update with If-Match, history, vread, conditional update, transaction, delete.
         $org = $pont->fhir->create(['resourceType' => 'Organization', 'name' => 'Clinique du Lac']);
@@ -989,8 +1107,8 @@ final class ClientTest extends TestCase
             self::fail('a stale If-Match accepted');
         } catch (\Pont\PreconditionFailedError) {
         }
-        self::assertCount(2, $pont->fhir->history('Organization', $org['id'])->data);
-        self::assertNotEmpty($pont->fhir->history('Organization', null, ['_count' => 5])->data);
+        self::assertCount(2, $pont->fhir->history('Organization', $org['id'])['entry']);
+        self::assertNotEmpty($pont->fhir->history('Organization', null, ['_count' => 5])['entry']);
         self::assertSame('Clinique du Lac', $pont->fhir->vread('Organization', $org['id'], $org['meta']['versionId'])['name']);
         $ident = 'cond-' . bin2hex(random_bytes(6));
         $pont->fhir->conditionalUpdate(['resourceType' => 'Organization', 'name' => 'Cond', 'identifier' => [['system' => 'urn:x', 'value' => $ident]]], ['identifier' => "urn:x|$ident"]);
@@ -1020,8 +1138,8 @@ final class ClientTest extends TestCase
         self::assertSame($hid, $event['data']['health_id']);
         self::assertContains($sub['id'], array_column($pont->webhooks->list()['subscriptions'], 'id'));
         self::assertSame($event['id'], $pont->webhooks->replay($event['id'])['event_id']);
-        self::assertNotEmpty($pont->webhooks->eventDeliveries($event['id'])->data);
-        self::assertContains($event['id'], array_column(iterator_to_array($pont->webhooks->deliveries(['subscription_id' => $sub['id'], 'limit' => 1])), 'event_id'));
+        self::assertNotEmpty($pont->webhooks->eventDeliveries($event['id'])['deliveries']);
+        self::assertContains($event['id'], array_column(iterator_to_array($pont->webhooks->autoPagingIterator('deliveries', ['subscription_id' => $sub['id'], 'limit' => 1])), 'event_id'));
         // A rotation with overlap: the next delivery is signed with both secrets, and either verifies it.
         $rotated = $pont->webhooks->rotateSecret($sub['id'], 3600);
         self::assertStringStartsWith('whsec_', $rotated['webhook_secret']);
@@ -1036,7 +1154,7 @@ final class ClientTest extends TestCase
         $pont->webhooks->unsubscribe($sub['id']);
 
         self::assertNotEmpty($pont->inventory->bloodInventory(['facility_id' => 'fac-demo'])['items']);
-        self::assertSame(['198440'], array_map(static fn ($i) => $i['medication']['code'], iterator_to_array($pont->inventory->pharmacyStock(['facility_id' => 'fac-demo', 'below_reorder_level' => true]))));
+        self::assertSame(['198440'], array_map(static fn ($i) => $i['medication']['code'], iterator_to_array($pont->inventory->autoPagingIterator('pharmacyStock', ['facility_id' => 'fac-demo', 'below_reorder_level' => true]))));
         self::assertCount(5, $pont->payments->reconciliation($info['demo']['seeded']['payments_date'])['payments']);
         $line = ['medication' => ['code' => 'php-stock-1', 'code_system' => 'http://www.nlm.nih.gov/research/umls/rxnorm'], 'quantity_on_hand' => 5];
         self::assertSame(1, $pont->inventory->updatePharmacyStock(['facility_id' => 'fac-demo', 'items' => [$line]])['created']);

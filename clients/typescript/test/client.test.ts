@@ -307,6 +307,14 @@ describe('retries, options and hooks (a fake server)', () => {
     }
     expect(missing).toEqual([]);
   });
+
+  it('has what surface.json `library` gives TypeScript: the eager Pont.create (static) and the paging of a list', () => {
+    const { create, paging } = surface.library;
+    const [createOwner, createMethod] = create.typescript.split('.');
+    expect(typeof (client as any)[createOwner][createMethod]).toBe('function');
+    const [pagingOwner, pagingMethod] = paging.typescript.split('.');
+    expect(typeof (client as any)[pagingOwner].prototype[pagingMethod]).toBe('function');
+  });
 });
 
 /** `hid` with one body digit changed: MOD 97-10 detects every single substitution (changing the check digits does not: 00 ≡ 97). */
