@@ -1,7 +1,8 @@
 """Pont's official Python client (standard library only).
 
     from pont import Pont
-    pont = Pont(client_id="cli_...", client_secret="pcs_...", environment="sandbox")
+    pont = Pont.create(client_id="cli_...", client_secret="pcs_...", environment="sandbox")  # checks the credentials now
+    # (Pont(...) with the same arguments is lazy: no request until the first call)
     pont.health_ids.resolve({"first_name": "Ama", "last_name": "Mensah", "date_of_birth": "1991-02-03"})
 
 Webhook receivers need no client: ``from pont import webhooks; webhooks.verify_signature(raw, header, secret)``.

@@ -527,10 +527,15 @@ class _Client:
 
 
 class Pont(_Client):
-    """An integration client: ``Pont(client_id=..., client_secret=..., environment="sandbox", base_url=None)``.
+    """An integration client. Two ways to make one, with the same arguments:
 
-    No request is made here: the first call fetches a token (AuthenticationError on bad credentials), which is
-    refreshed 60 s before expiry. Settings (every call's defaults; each call may override them, see RequestOptions):
+    - ``Pont.create(client_id=..., client_secret=..., environment="sandbox", base_url=None, ...)``, eager: checks the
+      credentials with one token request before it returns (a wrong secret or an unknown client: AuthenticationError,
+      at once). The quick starts use it.
+    - ``Pont(client_id=..., client_secret=..., environment="sandbox", base_url=None, ...)``, lazy: no request is made
+      here; the first call that needs a token fetches it (bad credentials: AuthenticationError from that call).
+
+    Either way the token is cached and refreshed 60 s before expiry. Settings (every call's defaults; each call may override them, see RequestOptions):
     ``max_retries`` (3), ``timeout`` (30 s per attempt), ``connect_timeout`` (10 s), ``deadline`` (120 s per call),
     ``backoff`` (0.5 s) and ``max_backoff`` (8 s). ``on_request``/``on_response`` are hooks (RequestInfo,
     ResponseInfo) for logging. ``sleep``, ``clock`` (monotonic seconds), ``random`` and ``sender`` are for tests
@@ -562,6 +567,26 @@ class Pont(_Client):
         self.discovery = Discovery(self._http)
         self.system = System(self._http)
         self.demo = Demo(self._http)
+
+    @classmethod
+    def create(cls, client_id: str, client_secret: str, environment: str = "sandbox", base_url: Optional[str] = None, *,
+               max_retries: int = 3, timeout: float = 30.0, connect_timeout: float = 10.0, deadline: float = 120.0,
+               backoff: float = 0.5, max_backoff: float = 8.0, sender: Optional[Sender] = None,
+               sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+               random: Optional[Callable[[], float]] = None, on_request: Optional[Callable[[RequestInfo], None]] = None,
+               on_response: Optional[Callable[[ResponseInfo], None]] = None) -> "Pont":
+        """Eager: the constructor's arguments, and the credentials checked now with one token request (the token is
+        kept for the calls that follow). A wrong secret or an unknown client raises AuthenticationError here (the
+        client's connections closed)."""
+        pont = cls(client_id, client_secret, environment, base_url, max_retries=max_retries, timeout=timeout,
+                   connect_timeout=connect_timeout, deadline=deadline, backoff=backoff, max_backoff=max_backoff, sender=sender,
+                   sleep=sleep, clock=clock, random=random, on_request=on_request, on_response=on_response)
+        try:
+            pont._http.credentials(False)
+        except BaseException:
+            pont.close()
+            raise
+        return pont
 
 
 class BridgeAgent(_Client):

@@ -1,4 +1,5 @@
 """The conformance suite (clients/conformance) for the Python library, with unittest."""
+import inspect
 import json
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import urllib.request
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pont
 from pont import BridgeAgent, PatientApp, Pont, webhooks
@@ -18,6 +20,7 @@ from pont._http import Transport
 CONFORMANCE = Path(__file__).resolve().parents[2] / "conformance"
 VECTORS = json.loads((CONFORMANCE / "vectors.json").read_text(encoding="utf-8"))
 SURFACE = json.loads((CONFORMANCE / "surface.json").read_text(encoding="utf-8"))["operations"]
+LIBRARY = json.loads((CONFORMANCE / "surface.json").read_text(encoding="utf-8"))["library"]
 
 
 class FakeServer:
@@ -218,6 +221,10 @@ class Behaviour(unittest.TestCase):
             Pont(client_id="cli_x", client_secret="pcs_bad", base_url="http://pont.invalid", sender=refuse).webhooks.list()
         self.assertEqual(caught.exception.request_id, "req-t")
 
+    def test_create_takes_what_the_constructor_takes(self):
+        init = list(inspect.signature(Pont.__init__).parameters.values())[1:]  # without self
+        self.assertEqual(list(inspect.signature(Pont.create).parameters.values()), init)
+
     def test_retries_keep_the_idempotency_key_and_refresh_the_token(self):
         server = FakeServer([
             (429, {}, {"status": "error", "error_code": "RATE_LIMITED", "message": "slow down", "retry_after": 0}),
@@ -358,6 +365,13 @@ class Behaviour(unittest.TestCase):
                 self.assertTrue(callable(getattr(owner, method)), names["python"])
                 named += 1
         self.assertGreater(named, 60)
+
+    def test_what_surface_library_names_exists(self):
+        for name, names in LIBRARY.items():
+            with self.subTest(name):
+                owner, method = names["python"].split(".")
+                self.assertTrue(callable(getattr(getattr(pont, owner), method)), names["python"])
+        self.assertIsInstance(inspect.getattr_static(Pont, "create"), classmethod)
 
 
 class Cancellation(unittest.TestCase):
@@ -695,7 +709,7 @@ class LiveScenario(unittest.TestCase):
         with self.assertRaises(pont.AuthenticationError):
             with Pont(client_id=full["client_id"], client_secret="pcs_wrong", base_url=info["base_url"]) as wrong:
                 wrong.health_ids.verify("CM482930174629")
-        p = Pont(client_id=full["client_id"], client_secret=full["client_secret"], base_url=info["base_url"])
+        p = Pont.create(client_id=full["client_id"], client_secret=full["client_secret"], base_url=info["base_url"])
         self.addCleanup(p.close)
         patient = info["demo"]["patients"][0]
         hid = patient["health_id"]
@@ -811,6 +825,33 @@ class LiveScenario(unittest.TestCase):
         for secret in (new_secret["client_secret"], full["client_secret"]):
             with Pont(client_id=full["client_id"], client_secret=secret, base_url=info["base_url"]) as other:
                 other.auth.introspect_current()
+
+    def test_create_checks_the_credentials_with_one_token_request_and_the_constructor_makes_none(self):
+        full = INFO["demo"]["clients"][0]
+        sent = []
+        hook = lambda r: sent.append((r.method, urlsplit(r.url).path))
+        token = ("POST", "/api/v1/connect/auth/token")
+
+        # The constructor is lazy, even with a wrong secret: no request.
+        with Pont(client_id=full["client_id"], client_secret="pcs_wrong", base_url=INFO["base_url"], on_request=hook):
+            self.assertEqual(sent, [])
+
+        # Eager, right secret: one token request before create returns; the next call reuses that token.
+        with Pont.create(client_id=full["client_id"], client_secret=full["client_secret"], base_url=INFO["base_url"], on_request=hook) as p:
+            self.assertIsInstance(p, Pont)
+            self.assertEqual(sent, [token])
+            hid = INFO["demo"]["patients"][0]["health_id"]
+            self.assertTrue(p.health_ids.verify(hid)["valid"])
+            self.assertEqual(sent, [token, ("GET", f"/api/v1/connect/patients/verify/{hid}")])
+
+        # Eager, wrong secret or unknown client: AuthenticationError from create itself, after one token request.
+        for client_id, client_secret in [(full["client_id"], "pcs_wrong"), ("cli_unknown", full["client_secret"])]:
+            with self.subTest(client_id=client_id):
+                sent.clear()
+                with self.assertRaises(pont.AuthenticationError) as caught:
+                    Pont.create(client_id=client_id, client_secret=client_secret, base_url=INFO["base_url"], on_request=hook)
+                self.assertEqual(caught.exception.status, 401)
+                self.assertEqual(sent, [token])
 
     def test_discovery_documents_and_probes_without_a_token(self):
         sent = []
