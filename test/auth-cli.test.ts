@@ -2,7 +2,10 @@
  * The operator's path: `pont clients|agents|keys` on the database, then the service on the same
  * database, used the way an integrator would.
  */
-import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from 'jose';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createLocalJWKSet, decodeProtectedHeader, exportJWK, generateKeyPair, jwtVerify, type JSONWebKeySet } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config';
 import { startPont, type RunningPont } from '../src/server';
@@ -151,5 +154,43 @@ describe('pont clients, agents and keys', () => {
     const badOrg = await pont('agents', 'create', '--org', 'org 1', '--facility', 'fac-1');
     expect(badOrg.code).toBe(2);
     expect(badOrg.stderr).toMatch(/--org: use 1-64 letters/);
+  }, SLOW);
+
+  // Issue 42: a client of signed assertions was answered "No active client with a secret", which reads as "not active".
+  it('rotate-secret says what is true of a client without a secret: registered with a key set, revoked, or unknown', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pont-jwks-'));
+    try {
+      const file = join(dir, 'jwks.json');
+      const { publicKey } = await generateKeyPair('ES384', { extractable: true });
+      writeFileSync(file, JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES384' }] }));
+      const inline = await pont('clients', 'create', '--name', 'Bulk app', '--org', 'org-keys', '--scopes', 'labs:read', '--jwks', file);
+      expect(inline.code, inline.stderr).toBe(0);
+      const byUrl = await pont('clients', 'create', '--name', 'Hosted keys', '--org', 'org-keys', '--scopes', 'labs:read', '--jwks-uri', 'http://127.0.0.1:9/jwks.json');
+      expect(byUrl.code, byUrl.stderr).toBe(0);
+      const secret = await pont('clients', 'create', '--name', 'Gone', '--org', 'org-keys', '--scopes', 'labs:read');
+      expect((await pont('clients', 'revoke', secret.json.client_id)).code).toBe(0);
+
+      const id = inline.json.client_id;
+      const rotateInline = await pont('clients', 'rotate-secret', id);
+      expect(rotateInline.code).toBe(1);
+      expect(rotateInline.stderr).not.toMatch(/active/);
+      expect(rotateInline.stderr).toContain(`Client ${id} is registered with a key set (inline JWKS), not a secret: it has no secret to rotate.`);
+      expect(rotateInline.stderr).toContain('pont clients create --name "Bulk app" --org org-keys --scopes "labs:read" --jwks FILE');
+      expect(rotateInline.stderr).toContain(`pont clients revoke ${id}`);
+
+      const rotateUrl = await pont('clients', 'rotate-secret', byUrl.json.client_id);
+      expect(rotateUrl.code).toBe(1);
+      expect(rotateUrl.stderr).toContain(`Client ${byUrl.json.client_id} is registered with a key set (jwks_uri http://127.0.0.1:9/jwks.json), not a secret`);
+      expect(rotateUrl.stderr).toMatch(/publish the new key .* at http:\/\/127\.0\.0\.1:9\/jwks\.json/);
+
+      const rotateRevoked = await pont('clients', 'rotate-secret', secret.json.client_id);
+      expect(rotateRevoked.code).toBe(1);
+      expect(rotateRevoked.stderr).toMatch(new RegExp(`^Client ${secret.json.client_id} was revoked at \\d{4}-`));
+      const rotateUnknown = await pont('clients', 'rotate-secret', 'cli_nobody');
+      expect(rotateUnknown.code).toBe(1);
+      expect(rotateUnknown.stderr).toMatch(/^No client cli_nobody$/m);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, SLOW);
 });

@@ -9,11 +9,13 @@ import {
   createKeyClient,
   keyClientInput,
   DEFAULT_SECRET_OVERLAP_SECONDS,
+  findClient,
   listClients,
   MAX_SECRET_OVERLAP_SECONDS,
   NewClientInput,
   revokeClient,
   rotateClientSecret,
+  type ClientRecord,
 } from './clients';
 import { listSigningKeys, revokeSigningKey, rotateSigningKey } from './keys';
 
@@ -89,11 +91,41 @@ export const rotateSecretCommand = (id: string, overlapText: string | undefined)
   printed(() => {
     const overlap = parseOverlap(overlapText);
     return withDatabase(async (db) => {
-      const rotated = (await rotateClientSecret(db, id, overlap)) ?? notFound('active client with a secret', id);
+      const rotated = await rotateClientSecret(db, id, overlap);
+      if (!rotated) throw new Error(noSecretToRotate(id, await findClient(db, id)));
       await db.listenersCaughtUp(); // this process's own caches, as revokeClient does
       return rotated;
     });
   });
+
+/** Why a client has no secret to rotate, and what to do instead, as true of it as can be said. */
+function noSecretToRotate(id: string, client: ClientRecord | undefined): string {
+  if (!client) return `No client ${id}`;
+  if (client.revoked_at) return `Client ${id} was revoked at ${client.revoked_at}: it takes no new secret. Create another with pont clients create.`;
+  if (client.jwks_uri) {
+    return (
+      `Client ${id} is registered with a key set (jwks_uri ${client.jwks_uri}), not a secret: it has no secret to rotate. ` +
+      `To rotate its keys, publish the new key (a new kid) at ${client.jwks_uri} beside the old one: Pont reads the set again when an assertion names a kid it has not seen. ` +
+      'Remove the old key once the client signs with the new one.'
+    );
+  }
+  const quoted = (text: string) => (/^[A-Za-z0-9._:@/-]+$/.test(text) ? text : `"${text.replace(/(["\\$`])/g, '\\$1')}"`);
+  const create = [
+    'pont clients create --name',
+    quoted(client.name),
+    '--org',
+    client.organization_id,
+    ...(client.facility_id ? ['--facility', client.facility_id] : []),
+    '--scopes',
+    `"${client.scopes.join(' ')}"`,
+    ...(client.all_patients ? ['--all-patients'] : []),
+    '--jwks FILE',
+  ].join(' ');
+  return (
+    `Client ${id} is registered with a key set (inline JWKS), not a secret: it has no secret to rotate. ` +
+    `To rotate its keys, register it again with the new public keys in FILE: ${create}; give the new client id to its owner, then revoke this one: pont clients revoke ${id}`
+  );
+}
 
 export const rotateKeyCommand = () => printed(() => withDatabase(rotateSigningKey));
 

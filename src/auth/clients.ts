@@ -164,6 +164,12 @@ export async function listClients(db: Queryable): Promise<ClientRecord[]> {
   return rows.map(toRecord);
 }
 
+/** One client (revoked or not), never its secret; undefined when there is no such client. */
+export async function findClient(db: Queryable, clientId: string): Promise<ClientRecord | undefined> {
+  const { rows } = await db.query<ClientRow>(`SELECT ${COLUMNS} FROM oauth_clients WHERE client_id = $1`, [clientId]);
+  return rows[0] && toRecord(rows[0]);
+}
+
 /** Revokes a client (idempotent); undefined when there is no such client. */
 export async function revokeClient(db: Database, clientId: string): Promise<ClientRecord | undefined> {
   const { rows } = await db.query<ClientRow>(
