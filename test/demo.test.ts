@@ -1,13 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { exportJWK, generateKeyPair } from 'jose';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createAgent } from '../src/auth/agents';
+import { createKeyClient, keyClientInput } from '../src/auth/clients';
 import { ConsentService } from '../src/consents/service';
 import { hashKey } from '../src/core/hash';
 import type { ClientPrincipal } from '../src/core/principal';
 import { SCOPES } from '../src/core/scopes';
 import { BLOOD_COMPONENTS, BLOOD_GROUPS } from '../src/inventory/blood';
-import { backend, createTestClient, startTestServer, type TestServer } from './harness';
+import type { Queryable } from '../src/db/database';
+import { listMigrations, migrate } from '../src/db/migrate';
+import { openDatabase } from '../src/db/open';
+import { backend, createScratchDatabase, createTestClient, startTestServer, type TestServer } from './harness';
 import { startReceiver } from './webhooks-support';
 
 /** The sandbox a newcomer uses: one call, then a complete integrator flow with the credentials it answers. */
@@ -340,4 +346,112 @@ describe('in production', () => {
       await prod.close();
     }
   });
+});
+
+// Issue 42 (5): a reset replaced every client of the demo organisation, the ones a person had just made in the portal
+// (a SMART client too) among them. A person's clients, agents and subscriptions are theirs, whatever their name.
+describe('what a person made for the demo organisation', () => {
+  const PASSWORD = 'correct horse battery staple';
+
+  /** A portal user of the demo organisation, made as `pont portal-users create` makes one, signed in through the portal API. */
+  async function signedInPerson(email: string): Promise<Record<string, string>> {
+    const created = await pont.services.access.portal.create({ organizationId: 'org-demo', email, role: 'admin' });
+    if (created === 'exists') throw new Error(`${email} exists`);
+    const set = await pont.fetch('/portal/set-password', {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ token: created.setPasswordToken, password: PASSWORD, confirm: PASSWORD }),
+    });
+    expect(set.status).toBe(302);
+    const signIn = await pont.json('/api/v1/portal/sign-in', { method: 'POST', json: { email, password: PASSWORD } });
+    expect(signIn.status).toBe(200);
+    return { cookie: /service_session=[^;]*/.exec(signIn.headers.get('set-cookie') ?? '')![0], 'x-csrf-token': signIn.body.csrf_token };
+  }
+
+  it('a reset removes only the clients and agent it seeded: clients, agents and subscriptions made in the portal or with the CLI stay, and work', async () => {
+    const first = (await reset()).body;
+    const headers = await signedInPerson(`dev-${randomUUID().slice(0, 8)}@demo.example`);
+    const receiver = await startReceiver();
+    try {
+      // In the portal: a client, an agent and a webhook subscription, named as the demo names its own.
+      const portalClient = await pont.json('/api/v1/portal/clients', { method: 'POST', headers, json: { name: 'Demo records reader', scopes: ['patients:read', 'fhir:read'] } });
+      expect(portalClient.status, JSON.stringify(portalClient.body)).toBe(201);
+      const portalAgent = await pont.json('/api/v1/portal/agents', { method: 'POST', headers, json: { facility_id: 'fac-demo' } });
+      expect(portalAgent.status, JSON.stringify(portalAgent.body)).toBe(201);
+      const subscription = await pont.json('/api/v1/portal/webhooks/subscriptions', { method: 'POST', headers, json: { callback_url: receiver.url, subscribed_events: ['patient.created'] } });
+      expect(subscription.status, JSON.stringify(subscription.body)).toBe(201);
+      // With the CLI (what `pont clients create --jwks FILE` and `pont agents create` do): a SMART client and an agent.
+      const { publicKey } = await generateKeyPair('ES384', { extractable: true });
+      const jwks = { keys: [{ ...(await exportJWK(publicKey)), kid: 'demo-app', alg: 'ES384' }] };
+      const smart = await createKeyClient(pont.services.db, await keyClientInput(true).parseAsync({ name: 'Demo integrator (sandbox scopes)', organizationId: 'org-demo', scopes: ['fhir:read'], jwks }));
+      const cliAgent = await createAgent(pont.services.db, { organizationId: 'org-demo', facilityId: 'fac-demo' });
+
+      const second = (await reset()).body;
+      expect(second.replaced).toMatchObject({ clients: 2, bridge_agents: 1 });
+      expect(await tokenOf(first.clients[0])).toBeUndefined(); // the demo's own, replaced
+      expect(await tokenOf(portalClient.body)).toBeDefined();
+      const listed = await pont.json('/api/v1/portal/clients', { headers });
+      const ids = (rows: Array<{ client_id: string; revoked_at: string | null }>) => rows.filter((c) => !c.revoked_at).map((c) => c.client_id).sort();
+      expect(ids(listed.body.clients ?? listed.body)).toEqual([portalClient.body.client_id, smart.client_id, ...second.clients.map((c: any) => c.client_id)].sort());
+      const agents = await pont.json('/api/v1/portal/agents', { headers });
+      const agentIds = (agents.body.agents ?? agents.body).filter((a: any) => !a.revoked_at).map((a: any) => a.agent_id).sort();
+      expect(agentIds).toEqual([portalAgent.body.agent_id, cliAgent.agent_id, second.bridge_agent.agent_id].sort());
+      const beat = await pont.json('/api/v1/bridge/heartbeat', {
+        method: 'POST',
+        headers: { 'x-bridge-agent-id': cliAgent.agent_id, 'x-bridge-agent-key': cliAgent.agent_key, 'x-bridge-timestamp': String(Math.floor(Date.now() / 1000)) },
+        json: { agent_id: cliAgent.agent_id, facility_id: 'fac-demo', version: 'mine' },
+      });
+      expect(beat.status).toBe(200);
+      const subscriptions = await pont.json('/api/v1/portal/webhooks/subscriptions', { headers });
+      expect(JSON.stringify(subscriptions.body)).toContain(subscription.body.id);
+
+      // And the next reset keeps them again: only what that reset's predecessor seeded goes.
+      const third = (await reset()).body;
+      expect(third.replaced).toMatchObject({ clients: 2, bridge_agents: 1 });
+      expect(await tokenOf(portalClient.body)).toBeDefined();
+      expect((await pont.json(`/api/v1/portal/webhooks/subscriptions/${subscription.body.id}`, { method: 'DELETE', headers })).status).toBeLessThan(300);
+    } finally {
+      await receiver.close();
+    }
+  }, 60_000);
+});
+
+describe('a database from before the demo marked what it seeds (migration 029)', () => {
+  it('marks the clients and agent an earlier reset made together, in one transaction, and none a person made', async () => {
+    const scratch = backend === 'postgres' ? await createScratchDatabase() : undefined;
+    const db = await openDatabase(scratch ? { databaseUrl: scratch.url } : {});
+    try {
+      await db.exec('CREATE TABLE schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
+      for (const m of listMigrations().filter((m) => m.version < '029')) {
+        await db.transaction(async (tx) => {
+          await tx.exec(m.sql);
+          await tx.query('INSERT INTO schema_migrations (version) VALUES ($1)', [m.version]);
+        });
+      }
+      // created_at: the transaction's start (now()) unless given, as a person's request made at its own moment.
+      const client = (sql: Queryable, id: string, org: string, at?: string) =>
+        sql.query(`INSERT INTO oauth_clients (client_id, name, organization_id, scopes, secret_hash, created_at) VALUES ($1, 'Demo records reader', $2, '{labs:read}', 'x', COALESCE($3::timestamptz, now()))`, [id, org, at ?? null]);
+      const agent = (sql: Queryable, id: string, org: string, at?: string) =>
+        sql.query(`INSERT INTO bridge_agents (agent_id, facility_id, organization_id, key_sha256, created_at) VALUES ($1, 'fac-demo', $2, 'x', COALESCE($3::timestamptz, now()))`, [id, org, at ?? null]);
+      await db.transaction(async (sql) => {
+        await client(sql, 'cli_seeded_1', 'org-demo');
+        await client(sql, 'cli_seeded_2', 'org-demo');
+        await agent(sql, 'agt_seeded', 'org-demo');
+      });
+      await client(db, 'cli_person', 'org-demo', '2025-01-01T10:00:00Z');
+      await agent(db, 'agt_person', 'org-demo', '2025-01-01T10:04:00Z');
+      await db.transaction(async (sql) => {
+        await client(sql, 'cli_elsewhere', 'org-other');
+        await agent(sql, 'agt_elsewhere', 'org-other');
+      });
+      expect(await migrate(db)).toContain('029_demo_seeded');
+      const marked = async (table: string, id: string) => (await db.query<{ id: string }>(`SELECT ${id} AS id FROM ${table} WHERE demo_seeded ORDER BY 1`)).rows.map((r) => r.id);
+      expect(await marked('oauth_clients', 'client_id')).toEqual(['cli_seeded_1', 'cli_seeded_2']);
+      expect(await marked('bridge_agents', 'agent_id')).toEqual(['agt_seeded']);
+    } finally {
+      await db.close();
+      await scratch?.drop();
+    }
+  }, 120_000);
 });

@@ -1,7 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import type { Queryable } from '../db/database';
-import { EntityId } from './clients';
+import { EntityId, type Origin } from './clients';
 
 /** Largest accepted distance between X-Bridge-Timestamp and server time (section 5.2). */
 export const BRIDGE_TIMESTAMP_TOLERANCE_SECONDS = 300;
@@ -55,15 +55,17 @@ const sha256 = (value: string) => createHash('sha256').update(value, 'utf8').dig
 export async function createAgent(
   db: Queryable,
   input: { facilityId: string; organizationId: string },
+  origin: Origin = {},
 ): Promise<{ agent_id: string; agent_key: string; facility_id: string; organization_id: string }> {
   const { facilityId, organizationId } = z.object({ facilityId: EntityId, organizationId: EntityId }).parse(input);
   const agentId = `agt_${randomBytes(12).toString('hex')}`;
   const agentKey = `pak_${randomBytes(32).toString('base64url')}`;
-  await db.query('INSERT INTO bridge_agents (agent_id, facility_id, organization_id, key_sha256) VALUES ($1, $2, $3, $4)', [
+  await db.query('INSERT INTO bridge_agents (agent_id, facility_id, organization_id, key_sha256, demo_seeded) VALUES ($1, $2, $3, $4, $5)', [
     agentId,
     facilityId,
     organizationId,
     sha256(agentKey).toString('hex'),
+    origin.demoSeeded === true,
   ]);
   return { agent_id: agentId, agent_key: agentKey, facility_id: facilityId, organization_id: organizationId };
 }

@@ -134,11 +134,16 @@ function toRecord(row: Omit<ClientRow, 'secret_hash' | 'previous_secret_hash'>):
   };
 }
 
+/** Who made a client or an agent, when it is not a person: `demoSeeded`, the demo reset (which removes only those). */
+export interface Origin {
+  demoSeeded?: boolean;
+}
+
 /** Creates a client; the returned secret is the only copy there will ever be. */
-export async function createClient(db: Queryable, input: z.input<typeof NewClientInput>): Promise<ClientRecord & { client_secret: string }> {
+export async function createClient(db: Queryable, input: z.input<typeof NewClientInput>, origin: Origin = {}): Promise<ClientRecord & { client_secret: string }> {
   const valid = NewClientInput.parse(input);
   const secret = newSecret();
-  const record = await insertClient(db, valid, { secret_hash: await argon2.hash(secret, ARGON2_OPTIONS) });
+  const record = await insertClient(db, valid, { secret_hash: await argon2.hash(secret, ARGON2_OPTIONS) }, origin);
   return { ...record, client_secret: secret };
 }
 
@@ -149,12 +154,28 @@ export async function createKeyClient(db: Queryable, valid: KeyClientInput): Pro
   return insertClient(db, valid, { jwks: valid.jwks ? JSON.stringify(valid.jwks) : null, jwks_uri: valid.jwksUri ?? null });
 }
 
-async function insertClient(db: Queryable, valid: NewClientInput, credential: { secret_hash?: string; jwks?: string | null; jwks_uri?: string | null }): Promise<ClientRecord> {
+async function insertClient(
+  db: Queryable,
+  valid: NewClientInput,
+  credential: { secret_hash?: string; jwks?: string | null; jwks_uri?: string | null },
+  origin: Origin = {},
+): Promise<ClientRecord> {
   const clientId = `cli_${randomBytes(12).toString('hex')}`;
   const { rows } = await db.query<ClientRow>(
-    `INSERT INTO oauth_clients (client_id, name, organization_id, facility_id, scopes, all_patients, secret_hash, jwks, jwks_uri)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING ${COLUMNS}`,
-    [clientId, valid.name, valid.organizationId, valid.facilityId ?? null, [...new Set(valid.scopes)], valid.allPatients, credential.secret_hash ?? null, credential.jwks ?? null, credential.jwks_uri ?? null],
+    `INSERT INTO oauth_clients (client_id, name, organization_id, facility_id, scopes, all_patients, secret_hash, jwks, jwks_uri, demo_seeded)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING ${COLUMNS}`,
+    [
+      clientId,
+      valid.name,
+      valid.organizationId,
+      valid.facilityId ?? null,
+      [...new Set(valid.scopes)],
+      valid.allPatients,
+      credential.secret_hash ?? null,
+      credential.jwks ?? null,
+      credential.jwks_uri ?? null,
+      origin.demoSeeded === true,
+    ],
   );
   return toRecord(rows[0]!);
 }

@@ -64,8 +64,11 @@ function sampleBundles(): Bundle[] {
 /** What a reset removed (the answer's `replaced`, described in the OpenAPI document), and what it kept. */
 export const ReplacedSchema = z.object({
   fhir_resources: z.number().int().describe('FHIR resources the demo organisation wrote, every version removed (its audit trail stays)'),
-  clients: z.number().int().describe('Demo clients removed: every access token they were issued is refused from the next request'),
-  bridge_agents: z.number().int().describe('Bridge agents of the demo removed, with their batches'),
+  clients: z
+    .number()
+    .int()
+    .describe('The clients the demo seeded, removed: every access token they were issued is refused from the next request. Clients made for the demo organisation in the portal or with the CLI are kept'),
+  bridge_agents: z.number().int().describe('The Bridge agent the demo seeded, removed (agents made in the portal or with the CLI are kept)'),
   patient_tokens: z.number().int().describe("Demo patients' mobile tokens (pat_) and pairing codes ended"),
   events: z.number().int().describe('Events of the demo organisation and its patients removed, with their webhook deliveries'),
   webhook_deliveries: z.number().int().describe('Webhook deliveries of those events removed (pending ones are not sent)'),
@@ -77,11 +80,13 @@ export const ReplacedSchema = z.object({
 export type Replaced = z.infer<typeof ReplacedSchema>;
 
 /**
- * Removes everything of the demo organisation: the FHIR resources it wrote (every version and index row, and
- * the rows every registered derived table keeps for them: FhirService.purge), its clients, agents, events and
- * their deliveries. Hard deletes: the demo is a sandbox, not a record. Kept: the audit trail (AuditEvents, authored
- * by the organisation whose accesses they record: what the demo's clients did stays on record) and the demo's
- * webhook subscriptions (the integrator's own, not demo data). Answers what it removed.
+ * Removes what the demo made and the demo organisation's data: the FHIR resources it wrote (every version and index
+ * row, and the rows every registered derived table keeps for them: FhirService.purge), its events and their
+ * deliveries, the replay records of its writes (idempotency keys, Bridge batches), and the clients and agent a reset
+ * seeded (`demo_seeded`, migration 029). Hard deletes: the demo is a sandbox, not a record. Kept: what a person made
+ * for the demo organisation in the portal or with the CLI (clients, a SMART client too, agents, webhook
+ * subscriptions: theirs, not demo data, whatever their names), and the audit trail (AuditEvents, authored by the
+ * organisation whose accesses they record: what the demo's clients did stays on record). Answers what it removed.
  */
 async function wipe(sql: Queryable, fhir: Services['fhir']): Promise<Replaced> {
   const { rows } = await sql.query<{ rid: string; resource_type: string; id: string }>(
@@ -106,8 +111,8 @@ async function wipe(sql: Queryable, fhir: Services['fhir']): Promise<Replaced> {
   const eventCount = await removed(`DELETE FROM events WHERE id IN (${events})`, [DEMO_ORG, patients]);
   await sql.query('DELETE FROM idempotency_keys WHERE client_id IN (SELECT client_id FROM oauth_clients WHERE organization_id = $1)', [DEMO_ORG]);
   await sql.query('DELETE FROM bridge_batches WHERE agent_id IN (SELECT agent_id FROM bridge_agents WHERE organization_id = $1)', [DEMO_ORG]);
-  const agents = await removed('DELETE FROM bridge_agents WHERE organization_id = $1', [DEMO_ORG]);
-  const clients = await removed('DELETE FROM oauth_clients WHERE organization_id = $1', [DEMO_ORG]);
+  const agents = await removed('DELETE FROM bridge_agents WHERE organization_id = $1 AND demo_seeded', [DEMO_ORG]);
+  const clients = await removed('DELETE FROM oauth_clients WHERE organization_id = $1 AND demo_seeded', [DEMO_ORG]);
   const { rows: kept } = await sql.query<{ n: number }>('SELECT count(*)::int AS n FROM webhook_subscriptions WHERE organization_id = $1 AND deleted_at IS NULL', [DEMO_ORG]);
   return { fhir_resources: resources, clients, bridge_agents: agents, patient_tokens: patientTokens, events: eventCount, webhook_deliveries: deliveries, webhook_subscriptions_kept: kept[0]!.n };
 }
@@ -124,11 +129,12 @@ const RETRY_AFTER_S = 5;
 const running = new WeakSet<Services>();
 
 /**
- * POST /api/demo/reset: wipes the demo organisation and seeds it afresh, in one transaction: two clients (one with
- * the sandbox integrator's scopes), a Bridge agent, the sample patients with their Health IDs and records,
- * full-record consents, blood units, pharmacy stock and today's payments. Answers what it removed (`replaced`; the
- * demo's webhook subscriptions are kept) and what it made. One reset at a
- * time: another asked for meanwhile, in this process or any other on the database, is refused with 409 at once.
+ * POST /api/demo/reset: wipes the demo organisation (wipe: what it seeded and its data, never what a person made) and
+ * seeds it afresh, in one transaction: two clients (one with the sandbox integrator's scopes), a Bridge agent, the
+ * sample patients with their Health IDs and records, full-record consents, blood units, pharmacy stock and today's
+ * payments. Answers what it removed (`replaced`; the webhook subscriptions, and the clients and agents people made,
+ * are kept) and what it made. One reset at a time: another asked for meanwhile, in this process or any other on the
+ * database, is refused with 409 at once.
  * `admit` (the rate limit) runs once this process is not busy, before any work.
  */
 export async function resetDemo(services: Services, admit: () => Promise<void> = async () => undefined): Promise<Record<string, unknown>> {
@@ -153,9 +159,11 @@ async function reset(services: Services): Promise<Record<string, unknown>> {
     const { rows } = await sql.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1::bigint) AS locked', [hashKey('demo-reset')]);
     if (!rows[0]!.locked) throw busy();
     const replaced = await wipe(sql, services.fhir);
-    const full = await createClient(sql, { name: 'Demo integrator (sandbox scopes)', organizationId: DEMO_ORG, facilityId: DEMO_FACILITY, scopes: SANDBOX_SCOPES });
-    const reader = await createClient(sql, { name: 'Demo records reader', organizationId: DEMO_ORG, facilityId: DEMO_FACILITY, scopes: READER_SCOPES });
-    const agent = await createAgent(sql, { organizationId: DEMO_ORG, facilityId: DEMO_FACILITY });
+    // Marked as the demo's: the next reset removes these, and no client or agent a person made.
+    const demoMade = { demoSeeded: true };
+    const full = await createClient(sql, { name: 'Demo integrator (sandbox scopes)', organizationId: DEMO_ORG, facilityId: DEMO_FACILITY, scopes: SANDBOX_SCOPES }, demoMade);
+    const reader = await createClient(sql, { name: 'Demo records reader', organizationId: DEMO_ORG, facilityId: DEMO_FACILITY, scopes: READER_SCOPES }, demoMade);
+    const agent = await createAgent(sql, { organizationId: DEMO_ORG, facilityId: DEMO_FACILITY }, demoMade);
 
     const sample = bundles.flatMap((b) => b.entry ?? []);
     const samplePatients = sample.map((e) => e.resource).filter((r): r is Patient => r?.resourceType === 'Patient');
