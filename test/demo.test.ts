@@ -128,9 +128,9 @@ describe('what a reset replaces', () => {
     }
   }, 60_000);
 
-  it('is described as it is: the README states the counts a real reset answers, the OpenAPI document what `replaced` holds', async () => {
-    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
-    const section = /### Demo\n([\s\S]*?)\n### /.exec(readme)![1]!.replace(/\s+/g, ' ');
+  it('is described as it is: the integrators\' guide states the counts a real reset answers, the OpenAPI document what `replaced` holds', async () => {
+    const guide = readFileSync(new URL('../docs/integrators.md', import.meta.url), 'utf8');
+    const section = /\n## Demo\n([\s\S]*?)\n## /.exec(guide)![1]!.replace(/\s+/g, ' ');
     const stated = (pattern: RegExp) => Number(pattern.exec(section)?.[1]);
     const res = await reset();
     expect(res.status, JSON.stringify(res.body)).toBe(201);
@@ -152,7 +152,7 @@ describe('what a reset replaces', () => {
       pharmacy_stock_lines: body.seeded.pharmacy_stock_lines,
       payments: body.seeded.payments,
     });
-    // Every count of `replaced` is named in the README and described in the OpenAPI document.
+    // Every count of `replaced` is named in the guide and described in the OpenAPI document.
     for (const key of Object.keys(body.replaced)) expect(section).toContain(`\`${key}\``);
     const document = (await pont.json('/api/openapi.json')).body;
     const answer = document.paths['/api/demo/reset'].post.responses['201'].content['application/json'].schema;

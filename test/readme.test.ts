@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -9,11 +10,30 @@ import { loadConfig } from '../src/config';
 import { startPont, type RunningPont } from '../src/server';
 import { backend, createScratchDatabase } from './harness';
 
+// The shell blocks of the README and the guides that a reader pastes, run as written against a fresh server (only
+// its URL, and the receiver's port, put in). The generated tables: test/readme-blocks.unit.test.ts; commands and
+// links: test/docs-links.unit.test.ts.
 const repo = fileURLToPath(new URL('..', import.meta.url));
-// The generated tables: test/readme-blocks.unit.test.ts.
 const readme = readFileSync(join(repo, 'README.md'), 'utf8');
+const integrators = readFileSync(join(repo, 'docs/integrators.md'), 'utf8');
 
-describe('the consent walk-through, run as written', () => {
+/** The first ```sh block after `heading` in `text`. */
+function shellBlockAfter(text: string, heading: RegExp): string {
+  const at = text.search(heading);
+  expect(at, `no heading ${heading}`).toBeGreaterThanOrEqual(0);
+  return /```sh\n([\s\S]*?)```/.exec(text.slice(at))![1]!;
+}
+
+/** A port nobody listens on now. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+  const { port } = server.address() as { port: number };
+  await new Promise((ok) => server.close(ok));
+  return port;
+}
+
+describe('the shell blocks of the documentation, run as written', () => {
   let pont: RunningPont;
   let dataDir: string;
   let scratch: Awaited<ReturnType<typeof createScratchDatabase>> | undefined;
@@ -31,11 +51,24 @@ describe('the consent walk-through, run as written', () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('answers what its comments say', async () => {
-    const block = /### Walk-through[^\n]*\n+```sh\n([\s\S]*?)```/.exec(readme)![1]!;
-    const script = block.replace(/^PONT=\S+/m, `PONT=${pont.url}`);
-    const { stdout } = await promisify(execFile)('bash', ['-euo', 'pipefail', '-c', script], { cwd: repo, env: { ...process.env, ...env } });
+  const run = (script: string) => promisify(execFile)('bash', ['-euo', 'pipefail', '-c', script], { cwd: repo, env: { ...process.env, ...env } });
+
+  it('the consent walk-through (docs/integrators.md) answers what its comments say', async () => {
+    const block = shellBlockAfter(integrators, /^### Walk-through/m);
+    const { stdout } = await run(block.replace(/^PONT=\S+/m, `PONT=${pont.url}`));
     const expected = [...block.matchAll(/#\s+(\d{3}|"[a-z]+")\s*$/gm)].map((m) => m[1]);
     expect(stdout.trim().split('\n')).toEqual(expected);
   }, 120_000);
+
+  it("the README's first five minutes: demo, token, a FHIR search, a Connect record, a webhook received", async () => {
+    const block = shellBlockAfter(readme, /^## The first five minutes/m);
+    expect(block).toMatch(/^PONT=http:\/\/127\.0\.0\.1:8080$/m); // what `npm start` listens on
+    const port = await freePort();
+    const { stdout } = await run(block.replace(/^PONT=\S+/m, `PONT=${pont.url}`).replaceAll('9000', String(port)));
+    const delivery = stdout.split('\n').find((line) => line.startsWith('{"id":"evt_'));
+    expect(JSON.parse(delivery!)).toMatchObject({ type: 'lab_result.released', data: { test_name: 'Hemoglobin' } });
+    expect(stdout).toMatch(/"display_name": "/); // the diagnosis record
+    expect(stdout).toMatch(/"webhook_secret": "whsec_/);
+    expect(stdout.trim().split('\n').at(-1)).toBe('204'); // unsubscribed
+  }, 180_000);
 });

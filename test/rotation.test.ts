@@ -252,8 +252,8 @@ echo json_encode($out);`;
     child.child.stdin!.end(input);
     return JSON.parse((await child).stdout);
   };
-  // The README's receiver snippets (section "Verifying a delivery"), as an integrator would paste them.
-  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+  // The integrators' guide's receiver snippets (docs/integrators.md, "Verifying a delivery"), as an integrator would paste them.
+  const readme = readFileSync(new URL('../docs/integrators.md', import.meta.url), 'utf8');
   const section = readme.slice(readme.indexOf('### Verifying a delivery'));
   const jsVerify = new Function('createHmac', 'timingSafeEqual', 'TOLERANCE_SECONDS', `${/^function verify\([\s\S]*?^\}$/m.exec(section)![0]}\nreturn verify;`)(
     createHmac,

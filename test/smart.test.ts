@@ -582,9 +582,9 @@ describe('registration', () => {
 });
 
 describe('documentation', () => {
-  it('the README carries the SMART scope table as the code maps it', async () => {
+  it('the FHIR apps\' guide carries the SMART scope table as the code maps it', async () => {
     const { readFileSync } = await import('node:fs');
-    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    const readme = readFileSync(new URL('../docs/fhir.md', import.meta.url), 'utf8');
     const block = /<!-- smart-scopes[^>]*-->\n([\s\S]*?)<!-- \/smart-scopes -->/.exec(readme);
     expect(block?.[1]?.trim()).toBe(smartScopeTable());
   });

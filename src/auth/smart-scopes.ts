@@ -5,7 +5,7 @@ import { FHIR_WRITE_SCOPE, fhirReadScopes, SCOPES, type Scope } from '../core/sc
 /**
  * SMART App Launch 2.x system scopes (`system/Observation.rs`, `system/*.cruds`, v1 `system/*.read`) on Pont's
  * scope table. ONE table: the token endpoint grants by it, every request's principal is derived by it from the
- * token's scope string, and the README and the OpenAPI document print it.
+ * token's scope string, and docs/fhir.md and the OpenAPI document print it.
  *
  * Pont's scopes do not tell read from search, nor create from update and delete: a SMART permission string is
  * granted only whole, `rs` (v1 `read`), `cud` (v1 `write`) or both (`cruds`, v1 `*`); `r` alone, `s` alone,
@@ -13,7 +13,7 @@ import { FHIR_WRITE_SCOPE, fhirReadScopes, SCOPES, type Scope } from '../core/sc
  */
 export const SMART_SCOPE_TABLE = [
   { smart: 'system/*.rs, system/*.read', needs: '`fhir:read`', grants: 'read and search every type fhir:read reads (not AuditEvent)' },
-  { smart: 'system/{Type}.rs, system/{Type}.read', needs: "the type's read scope (README \"Scopes\") or `fhir:read`", grants: 'read and search that type only' },
+  { smart: 'system/{Type}.rs, system/{Type}.read', needs: "the type's read scope (docs/integrators.md \"Scopes\") or `fhir:read`", grants: 'read and search that type only' },
   { smart: 'system/*.cud, system/*.write', needs: `\`${FHIR_WRITE_SCOPE}\``, grants: 'create, update and delete every type' },
   { smart: 'system/{Type}.cud, system/{Type}.write', needs: `\`${FHIR_WRITE_SCOPE}\``, grants: 'create, update and delete that type only' },
   { smart: 'system/*.cruds, system/*.*, system/{Type}.cruds, system/{Type}.*', needs: 'both of the above', grants: 'both of the above' },
@@ -111,7 +111,7 @@ export function grantScopes(requested: readonly string[], held: readonly Scope[]
   return { grant: { scopes: [...scopes], ...(limits.read || limits.write ? { limits } : {}) }, refused };
 }
 
-/** SMART_SCOPE_TABLE as Markdown (README and OpenAPI). */
+/** SMART_SCOPE_TABLE as Markdown (docs/fhir.md and OpenAPI). */
 export function smartScopeTable(): string {
   return [
     '| SMART scope | The client must hold | The token may |',

@@ -176,7 +176,7 @@ function mappingSet(maps: CompiledDirectory['maps']): MappingSet {
  * What `pont mappings check` runs: what the service loads (loadCheckedMappings: every map compiles, its examples
  * run both ways with a valid R4 FHIR side, the code finds what it uses), then what the start builds from the maps
  * (`checks.verify`) and the docs generated from them (`generated`: by default, for the repository's own maps, its
- * README tables and client types). Never throws for a problem in the files.
+ * documentation tables, README.md and docs/*.md, and client types). Never throws for a problem in the files.
  */
 export function checkMappings(
   dir: string = defaultMappingsDir,
@@ -198,10 +198,12 @@ export function checkMappings(
   return { problems, examplesRun, maps: [...maps.keys()] };
 }
 
-/** The docs generated from the repository's own maps; none for another directory (a deployment's). */
+/** The docs generated from the repository's own maps (README.md and docs/*.md); none for another directory (a deployment's). */
 function repositoryDocs(dir: string): GeneratedDocs | undefined {
   if (resolve(dir) !== resolve(defaultMappingsDir)) return undefined;
-  return { readme: displayPath(resolve(dir, '..', 'README.md')), clientTypes: displayPath(resolve(dir, '..', 'clients/typescript/src/types.ts')) };
+  const docsDir = resolve(dir, '..', 'docs');
+  const docs = existsSync(docsDir) ? readdirSync(docsDir).filter((f) => f.endsWith('.md')).sort().map((f) => join(docsDir, f)) : [];
+  return { docs: [resolve(dir, '..', 'README.md'), ...docs].map(displayPath), clientTypes: displayPath(resolve(dir, '..', 'clients/typescript/src/types.ts')) };
 }
 
 /** The values `map` declares for its Connect field `field`, as text; empty when the field's values are free. */

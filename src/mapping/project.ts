@@ -26,7 +26,8 @@ export function connectPositions(source: YamlSource): CheckedMap['connect'] {
 
 /** Files generated from the maps (`npm run docs`), which `pont mappings check` compares with them. */
 export interface GeneratedDocs {
-  readme: string;
+  /** The documentation files that may hold the tables (README.md, docs/*.md): each table is checked where it is. */
+  docs: readonly string[];
   clientTypes: string;
 }
 
@@ -70,11 +71,11 @@ export function checkProject(dir: string, maps: Map<string, CheckedMap>, shownDi
   return problems;
 }
 
-/** The README tables and client types generated from `maps`, out of date with them: each with the command that regenerates them. */
-export function checkGenerated(set: MappingSet, { readme, clientTypes }: GeneratedDocs): MappingError[] {
+/** The documentation tables and client types generated from `maps`, out of date with them: each with the command that regenerates them. */
+export function checkGenerated(set: MappingSet, { docs, clientTypes }: GeneratedDocs): MappingError[] {
   const problems: MappingError[] = [];
   const types = recordTypes(set);
-  if (existsSync(readme)) {
+  for (const readme of docs.filter((file) => existsSync(file))) {
     const text = readFileSync(readme, 'utf8');
     for (const [block, body] of Object.entries(generatedReadmeBlocks(set))) {
       const m = new RegExp(`<!-- ${block}[^>]*-->\\n([\\s\\S]*?)<!-- /${block} -->`).exec(text);
