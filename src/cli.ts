@@ -89,7 +89,7 @@ export const commands: CommandSpec[] = [
     options: {
       name: { type: 'string', value: 'TEXT', required: true, description: "The client's display name (1-200 characters)" },
       org: { type: 'string', value: 'ORG', required: true, description: 'The organisation it acts for: 1-64 letters, digits, . _ : -' },
-      scopes: { type: 'string', value: 'SCOPES', required: true, description: 'Space- or comma-separated scopes (README "Scopes"), e.g. "patients:read labs:read"' },
+      scopes: { type: 'string', value: 'SCOPES', required: true, description: 'Space- or comma-separated scopes (docs/integrators.md "Scopes"), e.g. "patients:read labs:read"' },
       facility: { type: 'string', value: 'FACILITY', description: 'A facility of the organisation: 1-64 letters, digits, . _ : -' },
       'all-patients': {
         type: 'boolean',
@@ -262,7 +262,7 @@ function help(): string {
   return [
     'Usage: pont <command> [options]',
     '',
-    'Operator commands of Pont. Configuration comes from the environment (README "Running it"): DATABASE_URL for',
+    'Operator commands of Pont. Configuration comes from the environment (docs/operators.md "Configuration"): DATABASE_URL for',
     'PostgreSQL, else the embedded database in PONT_DATA_DIR (default ./data).',
     '',
     'Run it as node bin/pont.js <command> (in a checkout and in the image alike): what it prints is the command\'s alone.',

@@ -34,7 +34,7 @@ const schema = z.object({
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
   /** The LISTEN connection's own URL, straight to PostgreSQL, when DATABASE_URL goes through PgBouncer in transaction mode. */
   DATABASE_LISTEN_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
-  /** A read replica for the lag-tolerant readers (README "Read replicas"); PostgreSQL only. */
+  /** A read replica for the lag-tolerant readers (docs/operators.md "Read replicas"); PostgreSQL only. */
   DATABASE_READ_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
   /** Named prepared statements on PostgreSQL; false behind a pooler that cannot keep them (PgBouncer < 1.21 in transaction mode). */
   PONT_PREPARED_STATEMENTS: z.enum(['true', 'false']).default('true'),
@@ -46,7 +46,7 @@ const schema = z.object({
   PONT_MAPPINGS_DIR: z.string().min(1).optional(),
   /** Development only: reload the maps when a file of the mappings directory changes (as SIGHUP does). */
   PONT_MAPPINGS_WATCH: z.enum(['true', 'false']).default('false'),
-  /** Webhooks (README "Webhooks"): delays before attempts 2..7, e.g. `1m,5m,15m,1h,6h,24h`. */
+  /** Webhooks (docs/integrators.md "Webhooks"): delays before attempts 2..7, e.g. `1m,5m,15m,1h,6h,24h`. */
   PONT_WEBHOOK_RETRY_DELAYS: z.string().default(DEFAULT_RETRY_DELAYS).transform((text, ctx) => {
     const delays = parseRetryDelays(text);
     if (typeof delays === 'string') ctx.addIssue({ code: 'custom', message: delays });
@@ -69,7 +69,7 @@ const schema = z.object({
   }),
   /** How long a stopping process waits for requests in flight before closing anyway. */
   PONT_SHUTDOWN_GRACE: z.string().default('10s').transform(positiveDuration),
-  /** A portal session ends after this long without a request, and this long after sign-in whatever happens (README "Developer portal"). */
+  /** A portal session ends after this long without a request, and this long after sign-in whatever happens (docs/integrators.md "Developer portal"). */
   PONT_PORTAL_SESSION_IDLE: z.string().default('30m').transform(positiveDuration),
   PONT_PORTAL_SESSION_MAX: z.string().default('12h').transform(positiveDuration),
   /** How often Bridge Agents sync and send heartbeats (told in the heartbeat answer). */
@@ -81,7 +81,7 @@ const schema = z.object({
     .string()
     .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded')
     .optional(),
-  /** Retention (README "Running it"): `never` (the default) or a period such as 90d, 8w, 18mo, 10y (src/retention/). */
+  /** Retention (docs/operators.md "Retention"): `never` (the default) or a period such as 90d, 8w, 18mo, 10y (src/retention/). */
   PONT_RETENTION_AUDIT: z.string().default('never').transform(retention),
   PONT_RETENTION_EVENTS: z.string().default('never').transform(retention),
   PONT_RETENTION_WEBHOOK_DELIVERIES: z.string().default('never').transform(retention),
@@ -92,8 +92,8 @@ const schema = z.object({
   PONT_RETENTION_START_DELAY: z.string().default('30s').transform(positiveDuration),
   /** Where months of the audit trail are archived before they are dropped (required with PONT_RETENTION_AUDIT). */
   AUDIT_ARCHIVE_DIR: z.string().min(1).optional(),
-  /** Rate limits over the defaults: `group=requests/seconds,...` (README "Rate limits"). */
-  /** Operators' metrics (README "Metrics"): GET /metrics on this port of its own; unset: not served. */
+  /** Rate limits over the defaults: `group=requests/seconds,...` (docs/integrators.md "Rate limits"). */
+  /** Operators' metrics (docs/operators.md "Metrics and logs"): GET /metrics on this port of its own; unset: not served. */
   METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   METRICS_HOST: z.string().default('127.0.0.1'),
   /** Bearer token the metrics port requires; required when METRICS_HOST is not a loopback address. */
@@ -106,12 +106,12 @@ const schema = z.object({
       if (typeof table === 'string') ctx.addIssue({ code: 'custom', message: table });
       return table as RateLimitTable;
     }),
-  /** Bulk Data export (README "Bulk Data export"): how long a finished export's files stay. */
+  /** Bulk Data export (docs/fhir.md "Bulk Data export"): how long a finished export's files stay. */
   PONT_BULK_EXPORT_TTL: z.string().default('24h').transform(positiveDuration),
   /**
    * Export tasks (one resource type each) one process writes at once; 0: this process writes none (others do).
    * 1: an export keeps one database statement busy per process, whatever its size, so that other clients' reads keep
-   * a core of a small machine (README "Bulk export: npm run bench:bulk").
+   * a core of a small machine (docs/benchmarks.md "Bulk export").
    */
   PONT_BULK_EXPORT_CONCURRENCY: z.coerce.number().int().min(0).max(16).default(1),
   /** The most resources in one exported file. */
@@ -315,7 +315,7 @@ const FIXES: Record<ConfigVariable, string> = {
   METRICS_PORT: 'set a whole number from 0 to 65535 for GET /metrics on a port of its own, or unset it to serve no metrics',
   METRICS_HOST: 'set the address the metrics port listens on, e.g. 127.0.0.1',
   METRICS_TOKEN: 'set a random token of at least 16 characters: METRICS_TOKEN=$(openssl rand -hex 32)',
-  PONT_RATE_LIMITS: 'set comma-separated group=requests/seconds, both at least 1, e.g. default=600/60,token=60/60 (README "Rate limits")',
+  PONT_RATE_LIMITS: 'set comma-separated group=requests/seconds, both at least 1, e.g. default=600/60,token=60/60 (docs/integrators.md "Rate limits")',
   PONT_BULK_EXPORT_TTL: DURATION,
   PONT_BULK_EXPORT_CONCURRENCY: 'set a whole number from 0 to 16 (0: this process writes no export)',
   PONT_BULK_EXPORT_FILE_RESOURCES: 'set a whole number from 1 to 100000',
@@ -368,7 +368,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     problem('PONT_WEBHOOK_ALLOW_HTTP_LOOPBACK', 'http:// callbacks are never allowed in production', 'unset it (or set false)');
   }
   if (environment && environment !== 'development' && v.PONT_MAPPINGS_WATCH === 'true') {
-    problem('PONT_MAPPINGS_WATCH', `only in development, not with PONT_ENV=${environment}`, 'unset it, and reload edited maps with SIGHUP (README "Mappings")');
+    problem('PONT_MAPPINGS_WATCH', `only in development, not with PONT_ENV=${environment}`, 'unset it, and reload edited maps with SIGHUP (mappings/README.md "Checking and reloading maps")');
   }
   if (v.METRICS_PORT !== undefined && v.METRICS_HOST !== undefined && !isLoopback(v.METRICS_HOST) && v.METRICS_TOKEN === undefined && given.METRICS_TOKEN === undefined) {
     problem('METRICS_TOKEN', `required when METRICS_HOST (${v.METRICS_HOST}) is not a loopback address`, 'set a random token: METRICS_TOKEN=$(openssl rand -hex 32), and give it to the Prometheus scrape job (authorization credentials)');

@@ -58,9 +58,9 @@ function announce(config: Config, url: string, workers: number, mappingsVersion:
   console.log(`  Secrets: ${fields.secrets}`);
   console.log(`  Mappings: version ${mappingsVersion}; kill -HUP ${process.pid} reloads them`);
   if (config.environment === 'development')
-    console.log(`  Demo data and credentials: curl -s -X POST ${config.publicUrl}/api/demo/reset   (README "Demo")`);
+    console.log(`  Demo data and credentials: curl -s -X POST ${config.publicUrl}/api/demo/reset   (docs/integrators.md "Demo")`);
   if (config.environment === 'sandbox')
-    console.log(`  Demo data and credentials: POST ${config.publicUrl}/api/demo/reset with an operator client's token (README "Demo")`);
+    console.log(`  Demo data and credentials: POST ${config.publicUrl}/api/demo/reset with an operator client's token (docs/integrators.md "Demo")`);
   createLogger(config.logLevel).info('pont started', { ...fields, listening: url, workers, metrics: metricsUrl ? `${metricsUrl}/metrics` : null, mappings_version: mappingsVersion });
 }
 
@@ -70,7 +70,7 @@ async function supervise(config: Config, workers: number): Promise<void> {
   // The workers accept from the one listening socket themselves (not round-robin through this process), unless
   // NODE_CLUSTER_SCHED_POLICY says otherwise: at shutdown a connection the kernel holds is accepted by a worker still
   // listening, where round-robin hands connections over one at a time and resets those still queued here once every
-  // worker has stopped listening (README "Running it: processes, configuration": shutdown).
+  // worker has stopped listening (docs/operators.md "Deployment": shutdown).
   if (!process.env.NODE_CLUSTER_SCHED_POLICY) cluster.schedulingPolicy = cluster.SCHED_NONE;
   // GET /metrics: every worker's metrics, aggregated here (the workers serve none themselves).
   const metricsServer = config.metrics ? await serveMetrics(config.metrics, clusterScrape()) : undefined;

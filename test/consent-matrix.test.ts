@@ -17,7 +17,7 @@ type ConsentState = 'none' | 'full' | 'diagnostics' | 'pending' | 'denied' | 're
 const STATES: readonly ConsentState[] = ['none', 'full', 'diagnostics', 'pending', 'denied', 'revoked', 'expired', 'regranted'];
 const ORGS = ['org-a', 'org-b', 'org-c'] as const;
 const PATIENTS = 6;
-/** What each state lets the organisation read, by data class (README "Consent"). */
+/** What each state lets the organisation read, by data class (docs/integrators.md "Consent"). */
 const CLASSES: Record<ConsentState, string[]> = {
   none: [],
   full: ['patients:read', 'labs:read', 'prescriptions:read', 'documents:read', 'appointments:read', 'fhir:read'],

@@ -3,7 +3,7 @@ import { join, posix, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
-// The layers of src and what each may import (README "Code layout and rules"). Route modules (src/routes) never hold the
+// The layers of src and what each may import (docs/contributors.md "Code layout and rules"). Route modules (src/routes) never hold the
 // database: clinical and facility data through the request's repository (which applies src/policy), Pont's own
 // tables through the service objects that own them. Checked over the import statements themselves (type imports
 // included). Not dependency-cruiser: 17.4.3 reads .ts only through the typescript package < 7 (this repo has 7.0), and
@@ -140,7 +140,7 @@ describe('dependency rules catch what they forbid', () => {
   });
 });
 
-// Direction: no import cycle between the files of src, nor between its folders (README "Code layout and rules").
+// Direction: no import cycle between the files of src, nor between its folders (docs/contributors.md "Code layout and rules").
 // Type imports count too: a cycle of types is still two modules that cannot be understood apart.
 
 /** The folder a file belongs to for the folder-level graph: `src/fhir/store/x.ts` -> `src/fhir`, `src/app.ts` -> itself. */
@@ -199,7 +199,7 @@ describe('direction', () => {
 });
 
 /**
- * The layers, lowest first (README "Code layout and rules"): a module imports its own layer and those below. Every
+ * The layers, lowest first (docs/contributors.md "Code layout and rules"): a module imports its own layer and those below. Every
  * top-level entry of src has one; an import from a lower layer to a higher one is upward, and there is none.
  */
 const LAYERS: Array<[layer: string, entries: string[]]> = [

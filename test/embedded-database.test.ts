@@ -113,7 +113,7 @@ describe.runIf(backend === 'pglite')('the embedded database with a running servi
   });
 });
 
-// PGlite's memory is one WebAssembly.Memory per instance that grows and never shrinks (README "Memory").
+// PGlite's memory is one WebAssembly.Memory per instance that grows and never shrinks (docs/operators.md "Deployment").
 describe.runIf(backend === 'pglite')('the embedded database\'s memory', () => {
   it('a first start initialises and migrates a new data directory elsewhere: no initdb instance stays in the serving process', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'pont-first-'));

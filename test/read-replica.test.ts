@@ -1,5 +1,5 @@
 /**
- * Read replicas (issue 28, item 4; README "Read replicas"). DATABASE_READ_URL is refused on the embedded database.
+ * Read replicas (issue 28, item 4; docs/operators.md "Read replicas"). DATABASE_READ_URL is refused on the embedded database.
  * On PostgreSQL, two set-ups:
  * - a second database on the test server standing in for a replica that lags (a copy taken earlier: rows missing).
  *   Not in recovery, it is read as it is: the lag-tolerant routes show that they read it, and a revocation made

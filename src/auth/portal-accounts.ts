@@ -111,7 +111,7 @@ export class PortalAccounts {
   /**
    * What create answers for a new person, made up for an address that has an account already (of any
    * organisation): a new id and a link that works nowhere, nothing stored. An admin who invites learns nothing of
-   * other organisations' people from the answer (README "Developer portal").
+   * other organisations' people from the answer (docs/integrators.md "Developer portal").
    */
   lookalike(input: z.input<typeof NewPortalUser>): { user: PortalUser; setPasswordToken: string } {
     const valid = NewPortalUser.parse(input);

@@ -75,7 +75,7 @@ export function batchHash(resources: unknown[]): string {
 }
 
 /**
- * POST /api/v1/bridge/sync (README "Bridge Agent protocol"): each resource of a batch is written on its own
+ * POST /api/v1/bridge/sync (docs/integrators.md "Bridge Agent protocol"): each resource of a batch is written on its own
  * (one failure fails that item only, never half of it), under Pont's id for the agent's id, so a resend updates
  * instead of duplicating and an identical resend changes nothing. The answer is kept per (agent, batch id): the
  * same batch again gets it back; another batch under a used id is 409.

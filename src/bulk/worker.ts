@@ -26,7 +26,7 @@ async function currentPrincipal(clients: ClientDirectory, stored: ClientPrincipa
 }
 
 /**
- * Runs bulk exports in every process (README "Bulk Data export"): up to `concurrency` tasks (one resource type of
+ * Runs bulk exports in every process (docs/fhir.md "Bulk Data export"): up to `concurrency` tasks (one resource type of
  * an export) at once, each claimed under a lease and written one part per transaction, so a task whose process dies
  * is resumed by another after the lease, from its last committed part. Woken by a kick-off's NOTIFY (any process);
  * polls for leases run out.

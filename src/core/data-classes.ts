@@ -3,7 +3,7 @@ import { FHIR_READ_SCOPES } from './scopes';
 /**
  * Data classes: what a consent covers. A resource's class is the read scope of its type in the FHIR scope
  * table (src/core/scopes.ts); patient data of any other type is `fhir:read`. One table, used by the access
- * rule (SQL), the consent routes and the README.
+ * rule (SQL), the consent routes and docs/integrators.md.
  */
 export const DATA_CLASSES = ['patients:read', 'labs:read', 'prescriptions:read', 'documents:read', 'appointments:read', 'fhir:read'] as const;
 export type DataClass = (typeof DATA_CLASSES)[number];
@@ -12,7 +12,7 @@ export function dataClassOf(resourceType: string): string {
   return FHIR_READ_SCOPES[resourceType] ?? 'fhir:read';
 }
 
-/** The resource types of a class, for the README. */
+/** The resource types of a class, for docs/integrators.md. */
 export function typesOf(dataClass: DataClass): string[] {
   return Object.entries(FHIR_READ_SCOPES).filter(([, scope]) => scope === dataClass).map(([type]) => type);
 }

@@ -1,6 +1,6 @@
 /**
  * Scopes (section 5.1 plus the forms named in 4.5) and the scope each FHIR resource type needs.
- * One table, used by the FHIR routes, the README and the OpenAPI document.
+ * One table, used by the FHIR routes, docs/integrators.md and the OpenAPI document.
  */
 export const SCOPES = [
   'health_id:verify',
@@ -111,7 +111,7 @@ export function fhirReadScopes(resourceType: string): Scope[] {
 /** Every FHIR write (create, update, delete, transaction, import over HTTP) needs `fhir:write`. */
 export const FHIR_WRITE_SCOPE: Scope = 'fhir:write';
 
-/** The FHIR scope rules as Markdown, for the OpenAPI document (the README carries the same table). */
+/** The FHIR scope rules as Markdown, for the OpenAPI document (docs/integrators.md carries the same table). */
 export function fhirScopeTable(): string {
   const byScope = new Map<string, string[]>();
   for (const [type, scope] of Object.entries(FHIR_READ_SCOPES)) byScope.set(scope, [...(byScope.get(scope) ?? []), type]);

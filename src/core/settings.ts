@@ -139,7 +139,7 @@ export interface MetricsEndpoint {
   token?: string;
 }
 
-/** README "Bulk Data export": the limits a client is told about. */
+/** docs/fhir.md "Bulk Data export": the limits a client is told about. */
 export interface BulkExportSettings {
   /** How long a finished export's manifest and files stay (then 404, and the janitor removes them). */
   ttlMs: number;

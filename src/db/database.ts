@@ -34,7 +34,7 @@ export interface Database extends Queryable {
   /** The connections of this process now (for the metrics): open, idle, and statements waiting for one. */
   connections?(): { total: number; idle: number; waiting: number };
   /**
-   * The read replica's pool (DATABASE_READ_URL), for the lag-tolerant readers only (README "Read replicas");
+   * The read replica's pool (DATABASE_READ_URL), for the lag-tolerant readers only (docs/operators.md "Read replicas");
    * absent: they read this database. Reach it through readerOf.
    */
   readonly reader?: ReadDatabase;

@@ -24,7 +24,7 @@ export async function checkListening(db: Database): Promise<void> {
         () =>
           reject(
             new Error(
-              `The database connection that LISTENs heard no NOTIFY within ${WAIT_MS / 1000} s: behind a pooler in transaction mode (PgBouncer), set DATABASE_LISTEN_URL to a URL straight to PostgreSQL (README "PgBouncer")`,
+              `The database connection that LISTENs heard no NOTIFY within ${WAIT_MS / 1000} s: behind a pooler in transaction mode (PgBouncer), set DATABASE_LISTEN_URL to a URL straight to PostgreSQL (docs/operators.md "PgBouncer")`,
             ),
           ),
         WAIT_MS,

@@ -18,7 +18,7 @@ export interface DatabaseConfig {
   databaseListenUrl?: string;
   /** PostgreSQL: run hot statements as named prepared statements (default true). */
   preparedStatements?: boolean;
-  /** PostgreSQL: a read replica for the lag-tolerant readers (README "Read replicas"); absent: they read the primary. */
+  /** PostgreSQL: a read replica for the lag-tolerant readers (docs/operators.md "Read replicas"); absent: they read the primary. */
   databaseReadUrl?: string;
 }
 

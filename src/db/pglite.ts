@@ -10,7 +10,7 @@ import { dbWaits, since } from '../metrics';
 /**
  * PostgreSQL's settings inside PGlite. Its memory is the process's: one WebAssembly.Memory that grows and never
  * shrinks. PostgreSQL touches its whole shared buffer pool at start (128 MB by default); 16 MB keeps the hot index
- * pages, and the pages it does not hold come from the system's file cache, outside the process (README "Memory").
+ * pages, and the pages it does not hold come from the system's file cache, outside the process (docs/operators.md "Deployment").
  */
 export const PGLITE_SETTINGS = { shared_buffers: '16MB' } as const;
 

@@ -6,7 +6,7 @@ import { PgListener } from './pg-listener';
 
 /**
  * node-postgres defaults are the shared contract: int8 and numeric as strings, timestamptz as Date.
- * Behind PgBouncer in transaction mode (README "PgBouncer"): `listenUrl` takes the LISTEN connection straight to
+ * Behind PgBouncer in transaction mode (docs/operators.md "PgBouncer"): `listenUrl` takes the LISTEN connection straight to
  * PostgreSQL (a LISTEN lives in a session), and `prepare: false` sends every statement unnamed, for a PgBouncer
  * that cannot keep named statements (before 1.21, or max_prepared_statements = 0).
  */

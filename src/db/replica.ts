@@ -2,7 +2,7 @@ import { sqlState, type Database, type ReadDatabase } from './database';
 import { replicaFallbacks } from '../metrics';
 
 /**
- * Reads that must answer as the primary would at some moment (README "Read replicas"): the reader notes the
+ * Reads that must answer as the primary would at some moment (docs/operators.md "Read replicas"): the reader notes the
  * primary's WAL position at that moment, and reads the replica only once it has replayed that far (everything
  * committed before, revocations and consent changes included, is then there); until then it reads the primary.
  */

@@ -7,7 +7,7 @@ import type { EventType } from './types';
 /**
  * Which changes of which resources raise which events (interface §6.1): the one table. The repository
  * applies it to every write in the write's transaction, whatever path made it (FHIR, Connect, SDK,
- * Bridge, import, demo), so each change raises its events exactly once. README "Which changes raise
+ * Bridge, import, demo), so each change raises its events exactly once. docs/integrators.md "Which changes raise
  * which events" shows the same table.
  *
  * Not resource changes, and so not here: the types declared with `raisedBy` in src/events/types.ts
@@ -37,7 +37,7 @@ export interface RuleContext {
 export interface Rule {
   resource: string;
   event: EventType;
-  /** The change in words, for the README table. */
+  /** The change in words, for the table of docs/integrators.md. */
   when: string;
   applies(change: ResourceChange): boolean;
   data(change: ResourceChange, context: RuleContext): Record<string, unknown>;
@@ -212,7 +212,7 @@ export function patientIdsOf(changes: ResourceChange[]): string[] {
   return [...new Set(changes.map((c) => patientIdOf(c.after ?? c.before)).filter((id): id is string => id !== undefined))];
 }
 
-/** The table above as Markdown rows, for the README. */
+/** The table above as Markdown rows, for docs/integrators.md. */
 export function eventRulesTable(): string {
   return EVENT_RULES.map((r) => `| \`${r.event}\` | ${r.resource} | ${r.when} |`).join('\n');
 }

@@ -1,7 +1,7 @@
 import type { DataClass } from '../core/data-classes';
 
 /**
- * What an event type is, declared once with the type: who receives it (src/webhooks/entitlement.ts, README "Which
+ * What an event type is, declared once with the type: who receives it (src/webhooks/entitlement.ts, docs/integrators.md "Which
  * subscriptions receive which events") and what a metadata-only delivery keeps of its data (src/webhooks/payload.ts).
  */
 interface EventTraits {
@@ -28,7 +28,7 @@ export type EventDeclaration = EventTraits &
   );
 
 /**
- * The closed list of event types (section 6.1), each with what it needs: the one place to add one (README "Adding an
+ * The closed list of event types (section 6.1), each with what it needs: the one place to add one (docs/contributors.md "Adding an
  * event type"). Anything else is refused at compile time and at runtime. The order is the published one (OpenAPI).
  */
 export const EVENTS = {

@@ -2,7 +2,7 @@ import type { CapabilityStatement, CapabilityStatementRestResource } from '@medp
 import { allResourceTypes, patientCompartmentParams } from '../core/fhir-definitions';
 import { indexedParams } from './indexer';
 
-/** The Bulk Data Access IG (README "Bulk Data export"). */
+/** The Bulk Data Access IG (docs/fhir.md "Bulk Data export"). */
 const BULK_DATA = 'http://hl7.org/fhir/uv/bulkdata';
 
 let cached: { base: string; statement: CapabilityStatement } | undefined;

@@ -33,7 +33,7 @@ import { writeMany, type WriteItem, type WriteResult } from './store/writes';
 export interface FacilityReader {
   /** The primary database. */
   sql: Queryable;
-  /** The replica when one is configured, for reports that tolerate its lag (README "Read replicas"). */
+  /** The replica when one is configured, for reports that tolerate its lag (docs/operators.md "Read replicas"). */
   lagTolerantSql: Queryable;
   /** The clock of answers "as of now" (FhirService.now), in ms since the epoch. */
   now: number;
@@ -212,7 +212,7 @@ export class FhirRepository {
   }
 
   /**
-   * For the reads whose answer may be seconds old (README "Read replicas"): the open transaction (it must see its
+   * For the reads whose answer may be seconds old (docs/operators.md "Read replicas"): the open transaction (it must see its
    * own writes), else the replica. The caller's token and scopes were checked on the primary already.
    */
   private get lagTolerantSql(): Queryable {
@@ -220,7 +220,7 @@ export class FhirRepository {
   }
 
   /**
-   * For the reads that must answer as the primary does now (README "Read replicas"): the open transaction, else the
+   * For the reads that must answer as the primary does now (docs/operators.md "Read replicas"): the open transaction, else the
    * replica if it has replayed everything committed so far, else the primary.
    */
   private async currentSql(): Promise<Queryable> {

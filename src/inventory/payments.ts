@@ -82,7 +82,7 @@ export function readReconciliation(repo: FhirRepository, input: { date: string; 
   return repo.readFacility(({ lagTolerantSql, access: { operator, organizationId } }) => {
     // Fail closed: a caller of no organisation owns no payments (undefined below would mean every organisation's).
     if (!operator && !organizationId) throw new ApiError(403, ErrorCode.forbidden, 'Payments are read by an organisation: this caller belongs to none');
-    // A day's report: from the replica (README "Read replicas").
+    // A day's report: from the replica (docs/operators.md "Read replicas").
     return reconciliation(lagTolerantSql, { ...input, organizationId: operator ? undefined : organizationId });
   });
 }

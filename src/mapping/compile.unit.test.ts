@@ -273,7 +273,7 @@ describe('mapping engine', () => {
     const diagnosis = () => mappings.get('diagnosis');
     const example = (file: string, i = 0) => (parse(readFileSync(join(defaultMappingsDir, file), 'utf8')) as Example[])[i];
 
-    // How long compiling takes is a start-up figure (README "Benchmarks"), not an assertion here.
+    // How long compiling takes is a start-up figure (docs/benchmarks.md), not an assertion here.
     it('compiles every map of the directory, each under its file name', () => {
       const files = readdirSync(defaultMappingsDir).filter((f) => f.endsWith('.map.yaml')).map((f) => f.replace(/\.map\.yaml$/, ''));
       expect(loadMappings().names().sort()).toEqual(files.sort());

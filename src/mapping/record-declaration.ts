@@ -8,7 +8,7 @@
  */
 export interface RecordDeclaration {
   type: string;
-  /** The shape's name in the OpenAPI document and the README; given by exactly one map of the type. */
+  /** The shape's name in the OpenAPI document and the documentation; given by exactly one map of the type. */
   shape?: string;
   /** The consent data class that covers the records: the access policy's class of the resource type. */
   dataClass: string;

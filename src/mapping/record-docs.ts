@@ -2,14 +2,14 @@ import type { ConnectField } from './runtime';
 import type { MappingSet } from './types';
 import { recordTypes, tagNames, type RecordSource } from './record-types';
 
-/** The README's table of record types (kept in step by test/readme.test.ts). */
+/** The table of record types of docs/integrators.md (kept in step by test/readme-blocks.unit.test.ts). */
 export function recordTypesTable(mappings: MappingSet): string {
   const from = (s: RecordSource) => `${s.resourceType}${Object.entries(s.query).map(([k, v]) => ` ${k}=${v.split(',').map((one) => one.split('|').pop()).join(',')}`).join('')} (\`${s.map}.map.yaml\`)`;
   const rows = [...recordTypes(mappings).values()].map((t) => `| \`${t.name}\` | ${t.shape} | ${t.sources.map(from).join('; ')} | \`${t.dataClass}\` |`);
   return ['| `type` | Shape | From (newest first) | Consent class |', '|---|---|---|---|', ...rows].join('\n');
 }
 
-/** The README's tables of the record shapes: each field, its type and its values, from the mapping files. */
+/** The tables of the record shapes (docs/record-shapes.md): each field, its type and its values, from the mapping files. */
 export function recordShapesTables(mappings: MappingSet): string {
   const codes = (values: readonly unknown[]) => values.map((v) => `\`${v}\``).join(' ');
   // An id is published as the OpenAPI document's FhirId (src/mapping/index.ts), and named so here.
@@ -31,12 +31,12 @@ export function recordShapesTables(mappings: MappingSet): string {
     .join('\n\n');
 }
 
-/** The README blocks generated from the record types and the maps, by marker name. */
+/** The documentation blocks generated from the record types and the maps, by marker name. */
 export function generatedReadmeBlocks(mappings: MappingSet): Record<string, string> {
   return { 'record-types': recordTypesTable(mappings), 'record-shapes': recordShapesTables(mappings) };
 }
 
-/** The README with each generated block (`<!-- name … -->` … `<!-- /name -->`) replaced by `blocks[name]`. */
+/** A documentation text with each generated block (`<!-- name … -->` … `<!-- /name -->`) replaced by `blocks[name]`. */
 export function withGeneratedBlocks(readme: string, blocks: Record<string, string>): string {
   let out = readme;
   for (const [name, body] of Object.entries(blocks)) {

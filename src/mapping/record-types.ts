@@ -3,7 +3,7 @@ import type { CompiledMap, MappingSet } from './types';
 /**
  * Connect record types (records retrieval `type=`) and where each comes from: FHIR searches (one or more),
  * each read through a mapping file. The maps declare them (their `record:` section, mappings/README.md): the
- * records route, the summary, the OpenAPI document, the README and the client types follow from the maps.
+ * records route, the summary, the OpenAPI document, the documentation tables and the client types follow from the maps.
  */
 export interface RecordSource {
   resourceType: string;
@@ -19,11 +19,11 @@ export interface RecordSource {
 
 export interface RecordType {
   name: string;
-  /** The consent data class (README "Consent") that covers it. */
+  /** The consent data class (docs/integrators.md "Consent") that covers it. */
   dataClass: string;
   /** Where the records come from; with several, the shape is the first map's fields (plus tags) and lists merge by date. */
   sources: RecordSource[];
-  /** The shape's name in the OpenAPI document and the README. */
+  /** The shape's name in the OpenAPI document and the documentation. */
   shape: string;
 }
 

@@ -5,7 +5,7 @@ import { dataClassOf } from '../core/data-classes';
 import { constant, join, literal, param, sql, type Identifier, type Param, type Sql } from '../db/sql';
 
 /**
- * The access policy (README "Who may do what"): the one place that decides, for a principal, whether it may
+ * The access policy (docs/security.md "The access policy"): the one place that decides, for a principal, whether it may
  * read, create, update, delete or be told about a piece of clinical or facility data. The repository applies
  * it to every read and write (as SQL, so searches, includes, history and counts filter in the query), the
  * webhook fan-out and delivery ask it who hears an event, and the Connect, consent, inventory and audit

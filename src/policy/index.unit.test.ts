@@ -4,7 +4,7 @@ import type { AgentPrincipal, ClientPrincipal, PatientPrincipal, PortalPrincipal
 import { alias, type Sql } from '../db/sql';
 import { accessPolicyFor, OWNER_ONLY_TYPES, type AccessPolicy } from './index';
 
-// The access policy's decisions (README "Consent", "Break-glass", "Facility data"), through its public API, with no
+// The access policy's decisions (docs/security.md "The access policy", "Break-glass"; docs/integrators.md "Facility data"), through its public API, with no
 // database: the SQL fragments are rendered and read for their meaning (what they bind, which rule they name), never
 // compared whole. test/consent-matrix.test.ts and the attack tests run the same rules against a real database.
 

@@ -29,7 +29,7 @@ export interface RecordsAnswer {
   withheld?: string[];
 }
 
-/** How many of each the summary holds (README "SDK"). */
+/** How many of each the summary holds (docs/integrators.md "The SDK patient summary"). */
 export const SUMMARY_SIZES = { active_medications: 50, active_allergies: 100, recent_labs: 10, recent_visits: 5, active_care_plans: 20, active_goals: 20, recent_procedures: 10, active_devices: 20 };
 
 /** LOINC codes of a blood group: ABO and Rh together, or ABO and Rh apart. */
@@ -81,7 +81,7 @@ const SUMMARY_SECTIONS: Array<{ key: string; type: string; size: number; query?:
   },
 ];
 
-/** The classes the summary's `withheld` names when no consent covers them (README "SDK"). */
+/** The classes the summary's `withheld` names when no consent covers them (docs/integrators.md "The SDK patient summary"). */
 const WITHHELD_IN_SUMMARY = ['prescriptions:read', 'labs:read'];
 
 /** A record type's source's search for one page of the patient's records, newest first. */
@@ -161,7 +161,7 @@ export class RecordsService {
     });
   }
 
-  /** GET /api/v1/sdk/patients/{health_id}/summary (README "SDK"): the patient, then what of their record consent covers. */
+  /** GET /api/v1/sdk/patients/{health_id}/summary (docs/integrators.md "The SDK patient summary"): the patient, then what of their record consent covers. */
   async summary(repo: FhirRepository, healthId: string): Promise<Record<string, unknown>> {
     return repo.transaction(async (sql) => {
       const patient = await registeredPatient(sql, healthId);

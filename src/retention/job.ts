@@ -8,7 +8,7 @@ import { archiveMonth, archivedFiles } from './audit-archive';
 import { detachPartition, dropPartition, ensurePartitions, monthPartitions, PARTITIONED, type MonthPartition, type PartitionedTable } from './partitions';
 import { cutoff, monthOf, monthRange, type Month } from '../core/period';
 
-/** How long each kind of row is kept (config.ts, README "Running it": retention). Undefined: for ever. */
+/** How long each kind of row is kept (config.ts, docs/operators.md "Retention"). Undefined: for ever. */
 import type { RetentionConfig } from '../core/settings';
 
 export type { RetentionConfig };

@@ -106,7 +106,7 @@ export function bridgeRoutes(services: Services): RouteSpec[] {
       operationId: 'bridgeSync',
       summary: "Sync a batch of FHIR resources from the agent's facility",
       description:
-        "README \"Bridge Agent protocol\". Each resource is validated and written on its own, under Pont's id for its facility id; an identical resend changes nothing. 200 with one result per resource, failures included (they raise bridge_agent.sync_failed). The same batch_id with the same resources answers the first answer again (Idempotent-Replayed: true); with others, 409.",
+        "docs/integrators.md \"Bridge Agent protocol\". Each resource is validated and written on its own, under Pont's id for its facility id; an identical resend changes nothing. 200 with one result per resource, failures included (they raise bridge_agent.sync_failed). The same batch_id with the same resources answers the first answer again (Idempotent-Replayed: true); with others, 409.",
       tags: ['Bridge'],
       security: { kind: 'bridge-agent' },
       body: SyncBatch,

@@ -164,7 +164,7 @@ export function bulkExportRoutes(services: Services): RouteSpec[] {
         path,
         operationId: `bulkExport${name}`,
         summary,
-        description: 'Bulk Data Access IG 2.0 kick-off: needs Prefer: respond-async; answers 202 with the status URL in Content-Location (README "Bulk Data export").',
+        description: 'Bulk Data Access IG 2.0 kick-off: needs Prefer: respond-async; answers 202 with the status URL in Content-Location (docs/fhir.md "Bulk Data export").',
         params: level === 'group' ? GroupId : undefined,
         handler: kickOff(level),
       }),

@@ -20,8 +20,8 @@ const FutureInstant = z.iso
   .datetime({ offset: true })
   .refine((v) => Date.parse(v) > Date.now(), 'must be in the future')
   .describe('ISO 8601 date-time with a zone, in the future');
-const DataClassSchema = z.enum(DATA_CLASSES).meta({ id: 'ConsentDataClass', description: 'A data class a consent covers (README "Consent")' });
-const ConsentTypeSchema = z.enum(CONSENT_TYPE_NAMES as [string, ...string[]]).meta({ id: 'ConsentType', description: 'README "Consent": the classes each covers' });
+const DataClassSchema = z.enum(DATA_CLASSES).meta({ id: 'ConsentDataClass', description: 'A data class a consent covers (docs/integrators.md "Consent")' });
+const ConsentTypeSchema = z.enum(CONSENT_TYPE_NAMES as [string, ...string[]]).meta({ id: 'ConsentType', description: 'docs/integrators.md "Consent": the classes each covers' });
 
 const ConsentGrant = z
   .object({

@@ -189,7 +189,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       path: `${FHIR_BASE}/${type}`,
       operationId: `fhirSearch${type}`,
       summary: `Search ${type}`,
-      description: 'FHIR R4 search. Modifiers, prefixes, chaining, _include/_revinclude, _sort, _count, _total, _summary, _elements: see the README. Unknown parameters give 400.',
+      description: 'FHIR R4 search. Modifiers, prefixes, chaining, _include/_revinclude, _sort, _count, _total, _summary, _elements: see docs/fhir.md. Unknown parameters give 400.',
       tags: ['FHIR'],
       fhir: true,
       security: { kind: 'client', scope: fhirReadScopes(type) },

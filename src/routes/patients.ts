@@ -114,7 +114,7 @@ export function patientRoutes(services: Services): RouteSpec[] {
       description:
         'With `health_id`: `found` when registered, `not_found` (200) when valid but unregistered; never creates. ' +
         'With demographics only: `found` when a patient with the same normalised first name, last name, date of birth and sex ' +
-        'is registered (see README "Patients"), otherwise a new Patient and Health ID are created (201, `created`). ' +
+        'is registered (see docs/integrators.md "Patients"), otherwise a new Patient and Health ID are created (201, `created`). ' +
         '`purpose` and `external_reference` go into the AuditEvent.',
       tags: ['Connect', 'Patients'],
       security: { kind: 'client', scope: 'health_id:verify' },

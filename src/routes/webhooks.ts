@@ -112,7 +112,7 @@ export function webhookRoutes(services: Services): RouteSpec[] {
       operationId: 'createWebhookSubscription',
       summary: 'Subscribe an endpoint to events',
       description:
-        'Deliveries go only to subscriptions of organisations entitled to the event (see README "Webhooks"). ' +
+        'Deliveries go only to subscriptions of organisations entitled to the event (see docs/integrators.md "Webhooks"). ' +
         'callback_url must be https:// (http:// to a loopback address only outside production). ' +
         'The webhook_secret is returned in this response only; it is stored encrypted.',
       tags,

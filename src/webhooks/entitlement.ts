@@ -15,7 +15,7 @@ export interface EventAudience {
 }
 
 /**
- * The organisations entitled to receive an event: the one rule for fan-out, delivery and replay (README "Which
+ * The organisations entitled to receive an event: the one rule for fan-out, delivery and replay (docs/integrators.md "Which
  * subscriptions receive which events"), from the access policy (src/policy).
  *
  * - Consent events go to the organisation the consent is granted to (`data.organization_id`): the

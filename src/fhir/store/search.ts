@@ -180,7 +180,7 @@ export async function searchPages(db: Queryable, pages: Array<{ search: ParsedSe
  * whether or not anything was hidden, so it tells nothing about data the caller may not see.
  */
 export const NARROWED_SEARCH_NOTE =
-  "Results are limited to data your organisation may see: patients' consent (README 'Consent'). An operator client (--all-patients) or a consent grant shows more.";
+  "Results are limited to data your organisation may see: patients' consent (docs/integrators.md 'Consent'). An operator client (--all-patients) or a consent grant shows more.";
 
 function narrowedSearchNote<T extends Resource>(): BundleEntry<T> {
   return {
