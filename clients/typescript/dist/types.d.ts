@@ -285,7 +285,7 @@ export type ClinicalObservation = {
         display: string | null;
     }> | null;
 };
-/** A data class a consent covers (README "Consent") */
+/** A data class a consent covers (docs/integrators.md "Consent") */
 export type ConsentDataClass = "patients:read" | "labs:read" | "prescriptions:read" | "documents:read" | "appointments:read" | "fhir:read";
 export type ConsentGrantRequest = {
     consent_type: ConsentType;
@@ -329,7 +329,7 @@ export type ConsentStatus = {
     granted_at: string | null;
     expires_at: string | null;
 };
-/** README "Consent": the classes each covers */
+/** docs/integrators.md "Consent": the classes each covers */
 export type ConsentType = "full_record" | "summary" | "diagnostics" | "prescriptions" | "documents";
 export type Diagnosis = {
     id: FhirId;

@@ -301,7 +301,7 @@ export type ClinicalObservation = {
   }> | null;
 };
 
-/** A data class a consent covers (README "Consent") */
+/** A data class a consent covers (docs/integrators.md "Consent") */
 export type ConsentDataClass = "patients:read" | "labs:read" | "prescriptions:read" | "documents:read" | "appointments:read" | "fhir:read";
 
 export type ConsentGrantRequest = {
@@ -350,7 +350,7 @@ export type ConsentStatus = {
   expires_at: string | null;
 };
 
-/** README "Consent": the classes each covers */
+/** docs/integrators.md "Consent": the classes each covers */
 export type ConsentType = "full_record" | "summary" | "diagnostics" | "prescriptions" | "documents";
 
 export type Diagnosis = {
