@@ -13,7 +13,7 @@ import { backend, startTestServer, type TestServer } from './harness';
 /**
  * The portal in a real browser (Debian's chromium, headless): from the set-password link an operator's
  * `pont portal-users create` prints, through sign-in, a client and its token, a webhook whose receiver fails, the
- * failed delivery and its replay, rotations and a revocation; axe-core on every page. Screenshots go to a scratch directory, or to docs/portal (the README's) with
+ * failed delivery and its replay, rotations and a revocation; axe-core on every page. Screenshots go to a scratch directory, or to docs/portal (docs/integrators.md shows them) with
  * `npm run docs:screenshots`, so a test run leaves the work tree as it was.
  */
 const SHOTS = process.env.PONT_SCREENSHOTS_DIR ?? join(tmpdir(), 'pont-portal-screenshots');
