@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import AxeBuilder from '@axe-core/playwright';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createKeyClient, keyClientInput } from '../src/auth/clients';
 import { setPasswordLink } from '../src/portal/cli';
 import { backend, startTestServer, type TestServer } from './harness';
 
@@ -99,8 +100,14 @@ describe.skipIf(backend !== 'pglite')('the developer portal in a browser', () =>
     await page.waitForURL(/\/portal$/);
     await checkPage(page, 'overview');
 
+    // A client registered with a key set, as `pont clients create --org org-portal … --jwks-uri URL` makes it: no secret to rotate.
+    await createKeyClient(pont.services.db, await keyClientInput(true).parseAsync({ name: 'Bulk app', organizationId: 'org-portal', scopes: ['fhir:read'], allPatients: false, jwksUri: 'http://127.0.0.1:9/jwks.json' }));
+
     // A client, and its secret gets a real token.
     await page.getByRole('navigation').getByRole('link', { name: 'Clients', exact: true }).click();
+    const keySetRow = page.getByRole('row').filter({ hasText: 'Bulk app' });
+    await expect.poll(() => keySetRow.textContent()).toContain('To rotate its keys, publish the new key (a new kid) at http://127.0.0.1:9/jwks.json');
+    expect(await keySetRow.getByRole('button', { name: /Rotate secret/ }).count()).toBe(0);
     await page.getByLabel('Name', { exact: true }).fill('Lab system');
     await page.getByLabel('webhooks:manage').check();
     await page.getByLabel('health_id:verify').check();

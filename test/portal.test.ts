@@ -13,6 +13,8 @@ import { html } from '../src/portal/html';
 import { MAX_FAILURES_PER_ACCOUNT, MAX_FAILURES_PER_ADDRESS, SESSION_ABSOLUTE_MS, SESSION_IDLE_MS, SIGN_IN_WINDOW_MS } from '../src/auth/portal-accounts';
 import { secureCookies, sessionCookieName } from '../src/auth/portal-session';
 import { CONSENT_TYPE_NAMES } from '../src/core/data-classes';
+import { exportJWK, generateKeyPair } from 'jose';
+import { createKeyClient, keyClientInput } from '../src/auth/clients';
 
 const CONSENT_TYPE = CONSENT_TYPE_NAMES[0]!;
 
@@ -493,12 +495,87 @@ describe('portal JSON routes', () => {
     expect((await pont.json(`${API}/activity?from=yesterday`, { headers: adminA.headers })).status).toBe(422);
   });
 
+  // Issue 42: the rotation of a client registered with a key set was answered "No active client" (404), of a client that exists and is active.
+  it('answers the secret rotation of a client registered with a key set 409, saying how its keys are rotated; revoked, unknown and other organisations\' clients as before (404)', async () => {
+    // Made as `pont clients create --org org-a … --jwks-uri URL` and `… --jwks FILE` make them.
+    const keyClient = async (name: string, keys: { jwks?: unknown; jwksUri?: string }) =>
+      createKeyClient(pont.services.db, await keyClientInput(true).parseAsync({ name, organizationId: 'org-a', scopes: ['fhir:read'], allPatients: false, ...keys }));
+    const { publicKey } = await generateKeyPair('ES384', { extractable: true });
+    const byUrl = await keyClient('Hosted keys', { jwksUri: 'http://127.0.0.1:9/jwks.json' });
+    const inline = await keyClient('Inline keys', { jwks: { keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES384' }] } });
+    const rotate = (signed: Signed, id: string) => pont.json(`${API}/clients/${id}/rotate-secret`, { method: 'POST', headers: signed.headers, json: { overlap: 'now' } });
+    const rotatePage = async (signed: Signed, id: string) => {
+      const res = await pont.fetch(`/portal/clients/${id}/rotate`, { method: 'POST', headers: { cookie: signed.cookie, 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ _csrf: signed.csrf, overlap: 'now' }) });
+      return { status: res.status, text: await res.text() };
+    };
+
+    const url = await rotate(adminA, byUrl.client_id);
+    expect(url.status, JSON.stringify(url.body)).toBe(409);
+    expect(url.body).toMatchObject({ status: 'error', error_code: 'CONFLICT' });
+    expect(url.body.message).toContain(`Client ${byUrl.client_id} is registered with a key set (jwks_uri http://127.0.0.1:9/jwks.json), not a secret: it has no secret to rotate.`);
+    expect(url.body.message).toContain('To rotate its keys, publish the new key (a new kid) at http://127.0.0.1:9/jwks.json beside the old one');
+    const inl = await rotate(adminA, inline.client_id);
+    expect(inl.status, JSON.stringify(inl.body)).toBe(409);
+    expect(inl.body).toMatchObject({ status: 'error', error_code: 'CONFLICT' });
+    expect(inl.body.message).toContain(`Client ${inline.client_id} is registered with a key set (inline JWKS), not a secret: it has no secret to rotate.`);
+    expect(inl.body.message).toMatch(/To rotate its keys, ask your Pont operator to register it again with the new public keys.*then revoke this one/);
+    for (const body of [url.body, inl.body]) expect(body.message).not.toMatch(/No active client|not found/i);
+    // The page answers the same.
+    const page = await rotatePage(adminA, byUrl.client_id);
+    expect(page.status).toBe(409);
+    expect(page.text).toContain(`Client ${byUrl.client_id} is registered with a key set (jwks_uri http://127.0.0.1:9/jwks.json)`);
+    // Nothing changed: still no secret.
+    const listed = (await pont.json(`${API}/clients`, { headers: adminA.headers })).body.clients.filter((c: any) => [byUrl.client_id, inline.client_id].includes(c.client_id));
+    expect(listed.map((c: any) => [c.token_endpoint_auth_method, c.previous_secret_expires_at, c.revoked_at])).toEqual([
+      ['private_key_jwt', null, null],
+      ['private_key_jwt', null, null],
+    ]);
+
+    // Another organisation's key-set client is answered as an unknown id is (404), never as a key set.
+    const unknown = await rotate(adminB, 'cli_nobody');
+    const other = await rotate(adminB, byUrl.client_id);
+    expect(other.status).toBe(404);
+    expect({ ...other.body, message: other.body.message.replace(byUrl.client_id, 'ID') }).toEqual({ ...unknown.body, message: unknown.body.message.replace('cli_nobody', 'ID') });
+    expect(JSON.stringify(other.body)).not.toMatch(/key set|jwks/i);
+    const otherPage = await rotatePage(adminB, byUrl.client_id);
+    expect(otherPage.status).toBe(404);
+    expect(otherPage.text).not.toMatch(/key set|jwks/i);
+    expect((await rotate(adminA, 'cli_nobody')).status).toBe(404);
+
+    // A revoked client, with a key set or a secret, keeps its answer.
+    const secret = (await pont.json(`${API}/clients`, { method: 'POST', headers: adminA.headers, json: { name: 'Retired', scopes: ['health_id:verify'] } })).body;
+    for (const id of [inline.client_id, secret.client_id]) {
+      expect((await pont.json(`${API}/clients/${id}/revoke`, { method: 'POST', headers: adminA.headers })).status).toBe(200);
+      const revoked = await rotate(adminA, id);
+      expect(revoked.status).toBe(404);
+      expect(revoked.body).toMatchObject({ status: 'error', error_code: 'NOT_FOUND', message: `No active client ${id} of this organisation` });
+    }
+  });
+
+  it('shows no "Rotate secret" for a client registered with a key set, but how its keys are rotated', async () => {
+    const input = await keyClientInput(true).parseAsync({ name: 'Listed keys', organizationId: 'org-a', scopes: ['fhir:read'], allPatients: false, jwksUri: 'http://127.0.0.1:9/listed.json' });
+    const keys = await createKeyClient(pont.services.db, input);
+    const secret = (await pont.json(`${API}/clients`, { method: 'POST', headers: adminA.headers, json: { name: 'Listed secret', scopes: ['health_id:verify'] } })).body;
+    const page = await (await pont.fetch('/portal/clients', { headers: { cookie: adminA.cookie } })).text();
+    const row = (id: string) => page.slice(page.lastIndexOf('<tr>', page.indexOf(`<code>${id}</code>`)), page.indexOf('</tr>', page.indexOf(`<code>${id}</code>`)));
+    expect(row(keys.client_id)).not.toContain('Rotate secret');
+    expect(row(keys.client_id)).not.toContain(`/portal/clients/${keys.client_id}/rotate`);
+    expect(row(keys.client_id)).toContain('To rotate its keys, publish the new key (a new kid) at http://127.0.0.1:9/listed.json beside the old one');
+    expect(row(keys.client_id)).toContain('Revoke Listed keys');
+    expect(row(secret.client_id)).toContain('Rotate secret of Listed secret');
+  });
+
   it('is documented in the OpenAPI document with SessionAuth', async () => {
     const doc = (await pont.json('/api/openapi.json')).body;
     expect(doc.components.securitySchemes.SessionAuth).toMatchObject({ type: 'apiKey', in: 'cookie', name: 'service_session' });
     expect(doc.paths[`${API}/clients`].get.security).toEqual([{ SessionAuth: [] }]);
     expect(Object.keys(doc.components.schemas)).toEqual(expect.arrayContaining(['PortalClient', 'PortalAgent', 'PortalActivity', 'PortalUser', 'PortalSession']));
     expect(doc.paths[`${API}/users`].post.description ?? doc.paths[`${API}/users`].post.summary).toMatch(/admin/i);
+    const rotate = doc.paths[`${API}/clients/{client_id}/rotate-secret`].post;
+    expect(rotate.description).toMatch(/key set/);
+    expect(rotate.responses['409'].description).toMatch(/key set/);
+    expect(rotate.responses['409'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/Error' });
+    expect(rotate.responses['404'].description).toMatch(/revoked/);
   });
 });
 

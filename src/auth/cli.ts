@@ -13,6 +13,7 @@ import {
   listClients,
   MAX_SECRET_OVERLAP_SECONDS,
   NewClientInput,
+  noSecretToRotate,
   revokeClient,
   rotateClientSecret,
   type ClientRecord,
@@ -92,23 +93,16 @@ export const rotateSecretCommand = (id: string, overlapText: string | undefined)
     const overlap = parseOverlap(overlapText);
     return withDatabase(async (db) => {
       const rotated = await rotateClientSecret(db, id, overlap);
-      if (!rotated) throw new Error(noSecretToRotate(id, await findClient(db, id)));
+      if (!rotated) throw new Error(whyNoSecret(id, await findClient(db, id)));
       await db.listenersCaughtUp(); // this process's own caches, as revokeClient does
       return rotated;
     });
   });
 
 /** Why a client has no secret to rotate, and what to do instead, as true of it as can be said. */
-function noSecretToRotate(id: string, client: ClientRecord | undefined): string {
+function whyNoSecret(id: string, client: ClientRecord | undefined): string {
   if (!client) return `No client ${id}`;
   if (client.revoked_at) return `Client ${id} was revoked at ${client.revoked_at}: it takes no new secret. Create another with pont clients create.`;
-  if (client.jwks_uri) {
-    return (
-      `Client ${id} is registered with a key set (jwks_uri ${client.jwks_uri}), not a secret: it has no secret to rotate. ` +
-      `To rotate its keys, publish the new key (a new kid) at ${client.jwks_uri} beside the old one: Pont reads the set again when an assertion names a kid it has not seen. ` +
-      'Remove the old key once the client signs with the new one.'
-    );
-  }
   const quoted = (text: string) => (/^[A-Za-z0-9._:@/-]+$/.test(text) ? text : `"${text.replace(/(["\\$`])/g, '\\$1')}"`);
   const create = [
     'pont clients create --name',
@@ -121,10 +115,8 @@ function noSecretToRotate(id: string, client: ClientRecord | undefined): string 
     ...(client.all_patients ? ['--all-patients'] : []),
     '--jwks FILE',
   ].join(' ');
-  return (
-    `Client ${id} is registered with a key set (inline JWKS), not a secret: it has no secret to rotate. ` +
-    `To rotate its keys, register it again with the new public keys in FILE: ${create}; give the new client id to its owner, then revoke this one: pont clients revoke ${id}`
-  );
+  const registerAgain = `register it again with the new public keys in FILE: ${create}; give the new client id to its owner, then revoke this one: pont clients revoke ${id}`;
+  return noSecretToRotate(client, registerAgain) ?? `Client ${id} changed while its secret was being rotated: try again`;
 }
 
 export const rotateKeyCommand = () => printed(() => withDatabase(rotateSigningKey));

@@ -233,6 +233,37 @@ export async function rotateClientSecret(db: Queryable, clientId: string, overla
   return row && { client_id: row.client_id, client_secret: secret, previous_secret_expires_at: iso(row.previous_secret_expires_at) };
 }
 
+/**
+ * How the keys of a client registered with a key set are rotated (it has no secret to rotate): at its jwks_uri, by
+ * publishing the new key beside the old; an inline set, only by registering the client again, which `registerAgain`
+ * says for its reader (the operator's command line, the portal's people). `how` is what to do, one clause (the portal's
+ * clients page shows it); `more`, why it works and what comes after. Undefined for a client with a secret.
+ */
+export function keyRotation(
+  client: Pick<ClientRecord, 'jwks' | 'jwks_uri'>,
+  registerAgain: string,
+): { keySet: string; how: string; more?: string } | undefined {
+  if (client.jwks_uri) {
+    return {
+      keySet: `a key set (jwks_uri ${client.jwks_uri})`,
+      how: `publish the new key (a new kid) at ${client.jwks_uri} beside the old one`,
+      more: 'Pont reads the set again when an assertion names a kid it has not seen. Remove the old key once the client signs with the new one.',
+    };
+  }
+  if (client.jwks) return { keySet: 'a key set (inline JWKS)', how: registerAgain };
+  return undefined;
+}
+
+/**
+ * Why a client registered with a key set has no secret to rotate, and how its keys are rotated instead (the answer of
+ * `pont clients rotate-secret` and of the portal's rotation); undefined for a client with a secret.
+ */
+export function noSecretToRotate(client: Pick<ClientRecord, 'client_id' | 'jwks' | 'jwks_uri'>, registerAgain: string): string | undefined {
+  const keys = keyRotation(client, registerAgain);
+  if (!keys) return undefined;
+  return `Client ${client.client_id} is registered with ${keys.keySet}, not a secret: it has no secret to rotate. To rotate its keys, ${keys.how}${keys.more ? `: ${keys.more}` : ''}`;
+}
+
 /** A client that may act now. */
 export interface ActiveClient {
   clientId: string;

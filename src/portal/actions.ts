@@ -1,7 +1,7 @@
 import type { AuditEvent } from '@medplum/fhirtypes';
 import { z } from 'zod';
 import { createAgent, facilityTakenByAnother } from '../auth/agents';
-import { createClient, EntityId, MAX_SECRET_OVERLAP_SECONDS, rotateClientSecret } from '../auth/clients';
+import { createClient, EntityId, keyRotation, MAX_SECRET_OVERLAP_SECONDS, noSecretToRotate, rotateClientSecret, type ClientRecord } from '../auth/clients';
 import type { PortalPrincipal } from '../core/principal';
 import { SCOPES, SCOPE_RISK } from '../core/scopes';
 import { ORGANIZATION_ID_SYSTEM, CLIENT_ID_SYSTEM, OPERATION_SYSTEM } from '../audit/audit';
@@ -27,6 +27,15 @@ import { ConsentService } from '../consents/service';
 /** The overlaps a person picks when rotating a secret. */
 export const OVERLAPS = { now: 0, '1h': 3600, '24h': 86_400, '7d': 604_800 } as const;
 export const Overlap = z.enum(Object.keys(OVERLAPS) as [keyof typeof OVERLAPS, ...Array<keyof typeof OVERLAPS>]);
+
+/**
+ * How the portal's people rotate the keys of a client registered with an inline key set: the portal takes no keys, so
+ * their Pont operator registers it again (`pont clients create … --jwks`), and they revoke the old one here.
+ */
+const REGISTER_AGAIN = 'ask your Pont operator to register it again with the new public keys (the portal takes no key sets), use the new client id, then revoke this one';
+
+/** For the clients page: how a client registered with a key set has its keys rotated; undefined for a client with a secret. */
+export const keyRotationOf = (client: Pick<ClientRecord, 'jwks' | 'jwks_uri'>) => keyRotation(client, REGISTER_AGAIN);
 
 export const NewClient = z
   .object({
@@ -143,7 +152,10 @@ export function portalActions(services: Services) {
     },
 
     async rotateClient(me: PortalPrincipal, repo: FhirRepository, clientId: string, overlapSeconds: number) {
-      await ownClient(me, clientId);
+      const client = await ownClient(me, clientId);
+      // An active client registered with a key set exists but has no secret: said so (409), with how its keys are rotated.
+      const noSecret = !client.revoked_at && noSecretToRotate(client, REGISTER_AGAIN);
+      if (noSecret) throw new ApiError(409, ErrorCode.conflict, noSecret);
       access.clients.changing(clientId); // its next request must see the new secret (as the Connect route does)
       const rotated = await repo.transaction((sql) => rotateClientSecret(sql, clientId, Math.min(overlapSeconds, MAX_SECRET_OVERLAP_SECONDS)));
       if (!rotated) throw notFound(`No active client ${clientId} of this organisation`);

@@ -11,7 +11,8 @@ import { decodeUtf8, formFields } from '../core/body-text';
 import { ApiError } from '../core/errors';
 import type { Services } from '../http/services';
 import { MIN_PASSWORD_LENGTH, sameToken, SignInRefused, type PortalRole, type PortalSession } from '../auth/portal-accounts';
-import { ActivityFilter, FieldProblem, Invitation, NewAgent, NewClient, NewSubscription, Overlap, OVERLAPS, portalActions, Since } from './actions';
+import { ActivityFilter, FieldProblem, Invitation, keyRotationOf, NewAgent, NewClient, NewSubscription, Overlap, OVERLAPS, portalActions, Since } from './actions';
+import type { ClientRecord } from '../auth/clients';
 import { PORTAL_CSS, PORTAL_JS } from './assets';
 import { activityCsv } from './csv';
 import { html, type Html } from './html';
@@ -325,6 +326,12 @@ curl -s ${base}/api/v1/connect/patients/verify/HEALTH_ID -H "authorization: Bear
   );
 
   // ---------------------------------------------------------------- clients
+  /** A client with a secret: its rotation form; a client registered with a key set has none, so how its keys are rotated. */
+  const rotation = (s: Signed, c: ClientRecord) => {
+    const keys = keyRotationOf(c);
+    if (keys) return html`<p class="muted">No secret: registered with a key set. To rotate its keys, ${keys.how}.</p>`;
+    return html`<form method="post" action="${PORTAL}/clients/${c.client_id}/rotate" class="row">${csrf(s.session)}${overlapSelect(`overlap-${c.client_id}`)}<button type="submit" class="secondary">Rotate secret of ${c.name}</button></form>`;
+  };
   const clientsPage = async (s: Signed, values: Values = {}, errors: Errors = {}, status = 200): Promise<Page> => {
     const clients = await actions.clients(s.me);
     const chosen = new Set((values.scopes as string[] | undefined) ?? []);
@@ -336,7 +343,7 @@ curl -s ${base}/api/v1/connect/patients/verify/HEALTH_ID -H "authorization: Bear
         <tbody>${clients.map(
           (c) => html`<tr><td>${c.name}</td><td><code>${c.client_id}</code>${c.facility_id && html`<br><span class="muted">facility ${c.facility_id}</span>`}</td><td>${c.scopes.join(' ')}</td>
           <td>${when(c.last_used_at)}</td><td>${c.revoked_at ? `revoked ${when(c.revoked_at)}` : c.previous_secret_expires_at ? `active; old secret valid until ${when(c.previous_secret_expires_at)}` : 'active'}</td>
-          ${mayChange(s.session) && html`<td>${!c.revoked_at && html`<form method="post" action="${PORTAL}/clients/${c.client_id}/rotate" class="row">${csrf(s.session)}${overlapSelect(`overlap-${c.client_id}`)}<button type="submit" class="secondary">Rotate secret of ${c.name}</button></form>
+          ${mayChange(s.session) && html`<td>${!c.revoked_at && html`${rotation(s, c)}
             <form method="post" action="${PORTAL}/clients/${c.client_id}/revoke">${csrf(s.session)}<p><button type="submit" class="danger">Revoke ${c.name}</button></p></form>`}</td>`}</tr>`,
         )}${clients.length ? '' : html`<tr><td colspan="6">No clients yet.</td></tr>`}</tbody></table></div>
         ${

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { PortalPrincipal } from '../core/principal';
 import { ApiError, ErrorCode } from '../http/errors';
 import { mediaType, readBody } from '../http/body';
+import { ErrorSchema } from '../http/openapi';
 import { defineRoute, type RouteSpec, type Security } from '../http/routes';
 import type { Services } from '../http/services';
 import { SignInRefused } from '../auth/portal-accounts';
@@ -158,11 +159,20 @@ export function portalRoutes(services: Services): RouteSpec[] {
       path: `${PORTAL_API}/clients/{client_id}/rotate-secret`,
       operationId: 'portalRotateClientSecret',
       summary: "Replace a client's secret; the old one stays valid for the overlap chosen",
+      description:
+        'Answers `{client_id, client_secret, previous_secret_expires_at}`: the new secret, in this answer only. A client ' +
+        'registered with a key set (SMART Backend Services, `pont clients create … --jwks FILE` or `--jwks-uri URL`) has ' +
+        'no secret: 409, whose message says how its keys are rotated (a new key published at its jwks_uri; an inline ' +
+        'set, by the Pont operator registering it again). A revoked client, and any client of another organisation, are 404.',
       tags,
       security: session,
       params: Id('client_id', 'cli_'),
       body: RotateBody,
-      responses: ok('The new secret (this answer only)'),
+      responses: {
+        200: { description: 'The new secret (this answer only)' },
+        404: { description: 'No active client of this id in the organisation (revoked, unknown, or of another organisation)', schema: ErrorSchema },
+        409: { description: 'The client is registered with a key set: it has no secret; the message says how its keys are rotated (CONFLICT)', schema: ErrorSchema },
+      },
       handler: async ({ principal, repo, params, body }) => ({ body: await actions.rotateClient(me(principal), repo, params.client_id as string, OVERLAPS[body.overlap]) }),
     }),
     defineRoute({
