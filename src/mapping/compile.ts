@@ -32,6 +32,8 @@ const readOnlyFinish = (finish: ParsedPath['finish'], leafType: string) => reads
 
 /** The resource type of `%patient` in a condition (`%resource` is the map's own). */
 const OUTSIDE_TYPE: Partial<Record<Outside, string>> = { patient: 'Patient' };
+/** The FHIR types whose `value` is a quantity's: what `%age_years` compares with (an age range's limits are SimpleQuantity). */
+const QUANTITY_TYPES = ['Quantity', 'SimpleQuantity', 'Age', 'Duration', 'Count', 'Distance'];
 
 /** The keys of the map format, one list per level: anything else is reported as unknown. */
 const TOP_KEYS = ['map', 'resource', 'record', 'description', 'uris', 'let', 'connect', 'fixed', 'fields'] as const;
@@ -324,7 +326,9 @@ class RuleCompiler {
       source.problem(referenceNode ?? narrativeNode, `\`${conversion.kind}\` works on one FHIR element, without a value table`);
       return undefined;
     }
-    if (resolved.length > 1 && !valuesNode) {
+    // Several paths without a value table: each receives the value (an age's unit, into both its limits); reading
+    // takes the first that has one. A list goes to one path.
+    if (resolved.length > 1 && !valuesNode && field.list) {
       source.problem(fhirNode, `${field.name} goes to ${resolved.length} FHIR elements: give a value table (\`values\`) that says what each receives`);
       return undefined;
     }
@@ -418,7 +422,7 @@ class RuleCompiler {
   defineLet(pair: Pair<Scalar, Node | null>): void {
     const name = keyOf(pair);
     if (!/^[A-Za-z][A-Za-z0-9_]*$/.test(name)) this.source.problem(pair.key, `${show(name)}: a let name is letters, digits and _`);
-    else if (name === 'resource' || name === 'patient' || this.uris.has(name)) this.source.problem(pair.key, `${show(name)} is already a name (%resource, %patient, or one of \`uris\`): choose another`);
+    else if (name === 'resource' || name === 'patient' || name === 'age_years' || this.uris.has(name)) this.source.problem(pair.key, `${show(name)} is already a name (%resource, %patient, %age_years, or one of \`uris\`): choose another`);
     const resolved = this.expression(pair.value);
     if (!resolved) return;
     const types = new Set(resolved.alternatives.map((a) => a.path.leaf.type));
@@ -701,7 +705,8 @@ class RuleCompiler {
         if (isPrimitive(element.type)) return at(step.at, `where() filters elements with parts; ${step.name} is a FHIR ${element.type}`);
         const resolved = this.condition(element.type, condition, at);
         if (!resolved) return undefined;
-        readsResource ||= !!(resolved.valueFrom || resolved.of);
+        // What depends on the resource, the patient or a comparison is read, never written.
+        readsResource ||= !!(resolved.valueFrom || resolved.of || resolved.op || resolved.exists || resolved.age);
         conditions.push(resolved);
       }
       compiled.push({ json: element.json, isArray: element.isArray, index: step.index, where: conditions, ...(step.first ? { first: true } : {}), ...(step.resolve ? { resolve: true } : {}) });
@@ -709,7 +714,7 @@ class RuleCompiler {
       keyParts.push(
         element.json +
           (step.index !== undefined ? `[${step.index}]` : '') +
-          conditions.map((c) => `.where(${c.steps.map((s) => s.json).join('.')}${c.empty ? '.empty()' : `=${typeof c.value === 'string' ? `'${c.value}'` : c.value}`})`).join(''),
+          conditions.map((c) => `.where(${c.steps.map((s) => s.json).join('.')}${c.empty ? '.empty()' : c.exists ? '.exists()' : `${c.op ?? '='}${c.age ? '%age_years' : typeof c.value === 'string' ? `'${c.value}'` : c.value}`})`).join(''),
       );
       type = element.type;
       if (step.resolve) {
@@ -747,7 +752,21 @@ class RuleCompiler {
     const [steps, element] = left;
     const side = condition.of ? { of: condition.of } : {};
     if (condition.empty) return { steps, ...side, value: '', empty: true };
+    if (condition.exists) return { steps, ...side, value: '', exists: true };
     if (!isPrimitive(element.type)) return at(condition.path[0].at, `a where() condition compares a primitive element; ${element.json} is a FHIR ${element.type}`);
+    const named = condition.path.map((p) => p.name).join('.');
+    if (condition.ageYears) {
+      // `age.low.value <= %age_years`: the value of a quantity (an age), compared in years.
+      if (!condition.op || jsonTypeOf(element.type) !== 'number') {
+        return at(condition.valueAt, `%age_years is a number of years: compare it with <, <=, > or >= to the value of an age (e.g. age.low.value <= %age_years)`);
+      }
+      const holder = condition.path.length > 1 ? this.elementPath(condition.of ? OUTSIDE_TYPE[condition.of] ?? this.rootType : type, condition.path.slice(0, -1), at)?.[1].type : condition.of ? undefined : type;
+      if (element.json !== 'value' || !holder || !QUANTITY_TYPES.includes(holder)) {
+        return at(condition.valueAt, `%age_years compares with the value of an age (e.g. age.low.value): ${named} is not the value of a quantity`);
+      }
+      return { steps, ...side, value: 0, op: condition.op, age: true };
+    }
+    if (condition.op && jsonTypeOf(element.type) !== 'number') return at(condition.path[0].at, `${named} is a FHIR ${element.type}: ${condition.op} compares numbers`);
     if (condition.valuePath) {
       // `%resource.a.b`, `%patient.a.b`: compared with that element of the resource being read, or of its patient.
       const right = this.elementPath(OUTSIDE_TYPE[condition.valueIn!] ?? this.rootType, condition.valuePath, at);
@@ -756,7 +775,7 @@ class RuleCompiler {
       if (jsonTypeOf(from.type) !== jsonTypeOf(element.type) || !isPrimitive(from.type)) {
         return at(condition.valueAt, `${element.json} is a FHIR ${element.type}: %${condition.valueIn}.${condition.valuePath.map((p) => p.name).join('.')} (a ${from.type}) does not fit`);
       }
-      return { steps, ...side, value: '', valueFrom, valueIn: condition.valueIn };
+      return { steps, ...side, value: '', valueFrom, valueIn: condition.valueIn, ...(condition.op ? { op: condition.op } : {}) };
     }
     let value = condition.value;
     if (condition.alias !== undefined) {
@@ -764,6 +783,8 @@ class RuleCompiler {
       if (uri === undefined) return at(condition.valueAt, `unknown uris name %${condition.alias}${didYouMean(condition.alias, this.uris.keys())}: declare it under \`uris\``);
       value = uri;
     }
+    if (condition.op && typeof value !== 'number') return at(condition.valueAt, `${named} is a FHIR ${element.type}: ${condition.op} compares numbers, ${show(value)} is not one`);
+    if (condition.op) return { steps, ...side, value, op: condition.op };
     if (typeof value !== jsonTypeOf(element.type)) return at(condition.valueAt, `${element.json} is a FHIR ${element.type}: ${show(value)} does not fit`);
     const problem = codeProblem(value, codeContext([{ ...element, conditions: [] }]));
     if (problem) return at(condition.valueAt, problem);

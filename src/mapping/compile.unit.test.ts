@@ -2,7 +2,7 @@ import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { validateResource } from '@medplum/core';
-import type { Observation, Resource } from '@medplum/fhirtypes';
+import type { Observation, Patient, Resource } from '@medplum/fhirtypes';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOCAL_CODE_EDITS, LOCAL_LAB } from '../../test/local-code-table';
@@ -10,7 +10,7 @@ import { loadFhirDefinitions } from '../core/fhir-definitions';
 import { checkMappings, defaultMappingsDir, loadMappings, MappingError, MappingValueError, type MappingSet } from './index';
 import { mapBreaker } from '../../test/break-map';
 
-type Example = { name: string; connect: Record<string, unknown>; fhir: Resource; only?: 'read'; referenced?: Resource[] };
+type Example = { name: string; connect: Record<string, unknown>; fhir: Resource; only?: 'read'; referenced?: Resource[]; patient?: Resource };
 
 // The engine touches no database: map compilation, its problems and the run time, in the unit tier. Starting the
 // service on a bad map and `pont mappings check` stay in test/mapping.test.ts.
@@ -54,10 +54,11 @@ describe('mapping engine', () => {
           it(example.name, () => {
             const map = mappings.get(name);
             expect(map.resourceType).toBe(example.fhir.resourceType);
-            // `only: read`: FHIR another system wrote, read one way; `referenced`: the resources its references name.
+            // `only: read`: FHIR another system wrote, read one way; `referenced`: the resources its references name;
+            // `patient`: the Patient the reader knows (%patient, %age_years).
             if (example.only !== 'read') expect(map.toFhir(example.connect)).toEqual(example.fhir);
             const resolved = new Map((example.referenced ?? []).map((r) => [`${r.resourceType}/${r.id}`, r]));
-            expect(map.fromFhir(example.fhir, { resolved })).toEqual(example.connect);
+            expect(map.fromFhir(example.fhir, { resolved, ...(example.patient ? { patient: example.patient as Patient } : {}) })).toEqual(example.connect);
             expect(() => validateResource(example.fhir)).not.toThrow();
           });
         }

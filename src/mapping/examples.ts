@@ -4,7 +4,7 @@ import { isMap, isScalar, isSeq, type Node } from 'yaml';
 import type { CompiledMap } from './types';
 import { keyOf, type YamlSource } from './yaml-source';
 
-const EXAMPLE_KEYS = ['name', 'description', 'connect', 'fhir', 'referenced', 'only'] as const;
+const EXAMPLE_KEYS = ['name', 'description', 'connect', 'fhir', 'referenced', 'patient', 'only'] as const;
 export const EXAMPLES_SUFFIX = '.examples.yaml';
 
 type Difference = { path: Array<string | number>; actual: unknown; expected: unknown };
@@ -65,8 +65,16 @@ export function runExamples(map: CompiledMap, source: YamlSource): number {
       continue;
     }
     const resolved = new Map(referenced.map((r) => [`${r.resourceType}/${r.id}`, r]));
+    // `patient`: the Patient the reader knows (as the records route does), for %patient and %age_years.
+    const patientNode = pairs?.find((p) => keyOf(p) === 'patient')?.value;
+    const patient = patientNode ? (patientNode.toJSON() as Resource) : undefined;
+    if (patientNode && patient?.resourceType !== 'Patient') {
+      source.problem(patientNode, '`patient` is a FHIR Patient (resourceType: Patient), the one the resource is about');
+      continue;
+    }
 
-    for (const [resource, node, what] of [[fhir, fhirNode, 'fhir'], ...referenced.map((r, i) => [r, (referencedNode as { items: Node[] }).items[i]!, 'referenced resource'] as const)] as const) {
+    const others = [...referenced.map((r, i) => [r, (referencedNode as { items: Node[] }).items[i]!, 'referenced resource'] as const), ...(patient ? [[patient, patientNode!, 'patient'] as const] : [])];
+    for (const [resource, node, what] of [[fhir, fhirNode, 'fhir'], ...others] as const) {
       try {
         validateResource(resource);
       } catch (err) {
@@ -81,7 +89,7 @@ export function runExamples(map: CompiledMap, source: YamlSource): number {
     const onlyNode = pairs?.find((p) => keyOf(p) === 'only')?.value;
     if (onlyNode && !(isScalar(onlyNode) && onlyNode.value === 'read')) source.problem(onlyNode, '`only` is `read` (the example is checked FHIR -> Connect only) or left out');
     if (!onlyNode) compare(source, `toFhir(connect)`, fhirNode, () => map.toFhir(connect), fhir);
-    compare(source, `fromFhir(fhir)`, connectNode, () => map.fromFhir(fhir, { resolved }), connect);
+    compare(source, `fromFhir(fhir)`, connectNode, () => map.fromFhir(fhir, { resolved, ...(patient ? { patient } : {}) }), connect);
   }
   return run;
 }

@@ -7,14 +7,20 @@
  *   path       = ["%" let "."] step ("." step)* ["." finish]
  *   step       = name ["[" index "]"] (".where(" condition (" and " condition)* ")" | ".first()")* [".resolve()"]
  *   finish     = "join(" 'text' ")" | "toDate()" | "toText()" | "exists()"   (conversions of the values at the end)
- *   condition  = (name | outside) ("." name)* ("=" literal | ".empty()")
+ *   condition  = (name | outside) ("." name)* (op literal | ".empty()" | ".exists()")
+ *   op         = "=" | "<" | "<=" | ">" | ">="        (the comparisons compare numbers: an element without a
+ *                                                    value is an open limit, met whatever it is compared with;
+ *                                                    one with a value needs the value it is compared with)
  *   outside    = "%resource" | "%patient"            (the resource being read; the patient it is about, when the
  *                                                    reader knows it: the records route does)
- *   literal    = 'text' | %alias | outside.name("." name)* | true | false | number
+ *   literal    = 'text' | %alias | outside.name("." name)* | true | false | number | "%age_years"
+ *                                                    (the patient's age at the resource's date, in years: compared
+ *                                                    with an age quantity's value in its unit of time)
  *
  * e.g. `identifier.where(system=%health-id).value`, `code.text | code.coding.first().display`,
  * `referenceRange.where(low.unit = %resource.valueQuantity.unit)`,
- * `referenceRange.where(appliesTo.coding.code = '248152002' and %patient.gender = 'female')`. Offsets are kept so that problems point at the
+ * `referenceRange.where(appliesTo.coding.code = '248152002' and %patient.gender = 'female')`,
+ * `referenceRange.where(age.exists() and age.low.value <= %age_years and age.high.value > %age_years)`. Offsets are kept so that problems point at the
  * exact column in the map file.
  */
 
@@ -32,6 +38,12 @@ export type Literal = string | number | boolean;
 export type Outside = 'resource' | 'patient';
 export const OUTSIDE: readonly Outside[] = ['resource', 'patient'];
 
+/** `%age_years`: the patient's age in years at the resource's date (runtime.ts patientAge). */
+export const AGE_YEARS = 'age_years';
+
+/** A comparison of numbers in where(); `=` (any literal) is the condition's default. */
+export type Comparison = '<' | '<=' | '>' | '>=';
+
 export interface PathCondition {
   path: PathName[];
   /** Set when the left side was `%resource.a.b` or `%patient.a.b` instead of an element of the filtered item. */
@@ -45,6 +57,12 @@ export interface PathCondition {
   valueAt: number;
   /** `element.empty()`: the element has no value (a name whose period has no end: the name in use). */
   empty?: boolean;
+  /** `element.exists()`: the element has a value. */
+  exists?: boolean;
+  /** `<`, `<=`, `>`, `>=`: a comparison of numbers (absent: `=`). */
+  op?: Comparison;
+  /** The literal was `%age_years`. */
+  ageYears?: boolean;
 }
 
 export interface PathStep extends PathName {
@@ -134,9 +152,17 @@ export function parseExpression(text: string): ParsedPath[] {
     return of;
   };
 
-  const literal = (): Pick<PathCondition, 'value' | 'alias' | 'valuePath' | 'valueIn' | 'valueAt'> => {
+  /** `%age_years` at pos (the %): pos after it. */
+  const ageYears = (): boolean => {
+    if (!text.startsWith(`%${AGE_YEARS}`, pos) || /[A-Za-z0-9_.-]/.test(text[pos + AGE_YEARS.length + 1] ?? '')) return false;
+    pos += AGE_YEARS.length + 1;
+    return true;
+  };
+
+  const literal = (): Pick<PathCondition, 'value' | 'alias' | 'valuePath' | 'valueIn' | 'valueAt' | 'ageYears'> => {
     const valueAt = pos;
     if (text[pos] === "'") return { value: quoted(), valueAt };
+    if (ageYears()) return { value: 0, ageYears: true, valueAt };
     if (text[pos] === '%') {
       pos++;
       const of = outside();
@@ -148,27 +174,28 @@ export function parseExpression(text: string): ParsedPath[] {
     if (word) return { value: word === 'true', valueAt };
     const number = match(NUMBER);
     if (number) return { value: Number(number), valueAt };
-    return fail(`expected a value ('text', %name, %resource.element, true, false or a number) at ${rest()}`);
+    return fail(`expected a value ('text', %name, %resource.element, %age_years, true, false or a number) at ${rest()}`);
   };
 
   const condition = (): PathCondition => {
     let of: Outside | undefined;
+    if (ageYears()) fail('%age_years goes on the right of a comparison: `age.low.value <= %age_years`', pos - AGE_YEARS.length - 1);
     if (text[pos] === '%') {
       pos++;
       of = outside() ?? fail('expected %resource.… or %patient.… on the left of "="');
     }
     const path = dotted();
-    // `period.end.empty()`: the element has no value.
-    if (path.length > 1 && path[path.length - 1]!.name === 'empty' && text.startsWith('()', pos)) {
+    // `period.end.empty()`: the element has no value; `age.exists()`: it has one.
+    const last = path[path.length - 1]!.name;
+    if (path.length > 1 && (last === 'empty' || last === 'exists') && text.startsWith('()', pos)) {
       const { at } = path.pop()!;
       pos += 2;
-      return { path, ...(of ? { of } : {}), value: '', valueAt: at, empty: true };
+      return { path, ...(of ? { of } : {}), value: '', valueAt: at, ...(last === 'empty' ? { empty: true } : { exists: true }) };
     }
     skipSpaces();
-    if (text[pos] !== '=') fail('expected "=" or .empty() in where(): `element = value` or `element.empty()`');
-    pos++;
+    const op = match(/<=|>=|<|>|=/y) ?? fail('expected "=", "<", "<=", ">", ">=", .empty() or .exists() in where(): `element = value`, `element <= value` or `element.empty()`');
     skipSpaces();
-    return { path, ...(of ? { of } : {}), ...literal() };
+    return { path, ...(of ? { of } : {}), ...(op === '=' ? {} : { op: op as Comparison }), ...literal() };
   };
 
   /** `.name(` at pos: a function call. Returns the name (pos after the parenthesis), or undefined. */
@@ -192,6 +219,19 @@ export function parseExpression(text: string): ParsedPath[] {
     pos++;
   };
 
+  /** join(), toDate(), toText() and exists() convert the values at the end: nothing may follow them. */
+  const finish = (parsed: ParsedPath, fn: PathName): ParsedPath => {
+    if (fn.name === 'join') {
+      skipSpaces();
+      parsed.finish = { kind: 'join', separator: quoted(), at: fn.at };
+    } else if (fn.name === 'toDate' || fn.name === 'toText' || fn.name === 'exists') parsed.finish = { kind: fn.name, at: fn.at };
+    else fail(`${fn.name}() goes after an element name`, fn.at);
+    close(fn.name);
+    skipSpaces();
+    if (pos < text.length && text[pos] !== '|') fail(`${fn.name}() ends a path: nothing may follow it`);
+    return parsed;
+  };
+
   const path = (): ParsedPath => {
     skipSpaces();
     const parsed: ParsedPath = { steps: [], at: pos };
@@ -200,6 +240,9 @@ export function parseExpression(text: string): ParsedPath[] {
       parsed.from = name('the name of a `let` after %');
       if (pos === text.length || text[pos] === ' ' || text[pos] === '|') return parsed;
       if (text[pos] !== '.') fail(`unexpected "${text[pos]}"`);
+      // `%range.toText()`: the let's element itself, converted.
+      const fn = functionCall();
+      if (fn) return finish(parsed, fn);
       pos++;
     }
     for (;;) {
@@ -232,17 +275,7 @@ export function parseExpression(text: string): ParsedPath[] {
         } else if (fn.name === 'resolve') {
           close('resolve');
           step.resolve = true;
-        } else {
-          // join(), toDate(), toText() and exists() convert the values at the end: nothing may follow them.
-          if (fn.name === 'join') {
-            skipSpaces();
-            parsed.finish = { kind: 'join', separator: quoted(), at: fn.at };
-          } else parsed.finish = { kind: fn.name as 'toDate' | 'toText' | 'exists', at: fn.at };
-          close(fn.name);
-          skipSpaces();
-          if (pos < text.length && text[pos] !== '|') fail(`${fn.name}() ends a path: nothing may follow it`);
-          return parsed;
-        }
+        } else return finish(parsed, fn);
       }
       skipSpaces();
       if (pos === text.length || text[pos] === '|') return parsed;

@@ -109,8 +109,10 @@ fields:\n  id: id\n  value: valueString | valueRange.toText() | valueRatio.toTex
         { low: { value: 2.6, unit: 'mmol/L' }, high: { value: 5.9, unit: 'mmol/L' }, text: 'female, adult' },
       ],
     };
-    expect(lab.readFhir(o as any).connect).toMatchObject({ reference_low: 3.1, reference_high: 6.2, reference_range_text: 'Male' });
-    expect(lab.readFhir(o as any, { patient: { resourceType: 'Patient', gender: 'unknown' } }).connect).toMatchObject({ reference_low: 3.1, reference_range_text: 'Male' });
+    // Not knowing the patient's sex: the range in words that the value falls in (its words say whose it is).
+    expect(lab.readFhir(o as any).connect).toMatchObject({ reference_low: 2.6, reference_high: 5.9, reference_range_text: 'female, adult' });
+    expect(lab.readFhir(o as any, { patient: { resourceType: 'Patient', gender: 'unknown' } }).connect).toMatchObject({ reference_low: 2.6, reference_range_text: 'female, adult' });
+    expect(lab.readFhir({ ...o, valueQuantity: { value: 6, unit: 'mmol/L' } } as any).connect).toMatchObject({ reference_low: 3.1, reference_high: 6.2, reference_range_text: 'Male' });
     expect(lab.readFhir(o as any, { patient: { resourceType: 'Patient', gender: 'male' } }).connect).toMatchObject({ reference_low: 3.1, reference_range_text: 'Male' });
   });
 
@@ -235,5 +237,146 @@ fields:\n  id: id\n  a: valueQuantity.value | component.join(',')\n  b: code.tex
     const messages = checkMappings(dir).problems.map((p) => p.problem);
     expect(messages.filter((m) => m.includes('toFhir(connect)') && m.includes('code.text'))).toHaveLength(1);
     expect(messages.filter((m) => m.includes('toFhir(connect)') && m.includes('extension'))).toHaveLength(1);
+  });
+});
+
+/**
+ * Issue 38: the reference range for the patient's age. Comparisons in where() (`<`, `<=`, `>`, `>=`, an element
+ * without a value an open limit), `.exists()`, and `%age_years`, the patient's age at the resource's date.
+ */
+describe('comparisons and %age_years: the range that applies by age, else the band the value is in, else the first', () => {
+  const { probe, problemsOf } = mapProbes(
+    'pont-ages-',
+    'map: probe\nresource: Observation\nuris:\n  loinc: http://loinc.org\nfixed:\n  status: final\n  code.coding.where(system=%loinc).code: 718-7\n',
+  );
+  const obs = { resourceType: 'Observation', id: 'a', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '718-7' }] } };
+  const fields = `connect:\n  id: { type: string, required: true }\n  low: { type: number, nullable: true }\n  high: { type: number, nullable: true }\n  text: { type: string, nullable: true }
+fields:\n  id: id\n  low: '%range.low.value'\n  high: '%range.high.value'\n  text: '%range.text'\n`;
+  const a = (value: number, code = 'a') => ({ value, unit: code, system: 'http://unitsofmeasure.org', code });
+  const gdl = (value: number) => ({ value, unit: 'g/dL', system: 'http://unitsofmeasure.org', code: 'g/dL' });
+  const byAge = [
+    { low: gdl(11.5), high: gdl(15.5), age: { low: a(6), high: a(12) } },
+    { low: gdl(12), high: gdl(16), age: { low: a(12), high: a(18) } },
+    { low: gdl(12), high: gdl(15.5), age: { low: a(18) } },
+  ];
+  const ageLet = `let:
+  range: >-
+    referenceRange.where(age.exists() and age.low.value <= %age_years and age.high.value > %age_years).first()
+    | referenceRange.where(text.exists() and low.value <= %resource.valueQuantity.value and high.value >= %resource.valueQuantity.value).first()
+    | referenceRange.first()
+`;
+  const patient = (birthDate?: string) => ({ resourceType: 'Patient', id: 'p', ...(birthDate ? { birthDate } : {}) }) as any;
+
+  it('compares numbers: <, <=, >, >= with a number or another element; an element without a value is an open limit', () => {
+    const map = loadMappings(
+      probe(`let:\n  range: referenceRange.where(low.value <= %resource.valueQuantity.value and high.value > %resource.valueQuantity.value).first() | referenceRange.where(low.exists() and low.value > 100).first() | referenceRange.first()\n${fields}`),
+    ).get('probe');
+    const ranges = [{ high: gdl(5), text: 'low' }, { low: gdl(5), high: gdl(10), text: 'normal' }, { low: gdl(10), text: 'high' }, { low: gdl(200), high: gdl(300), text: 'odd' }];
+    const read = (value: number | undefined) => map.fromFhir({ ...obs, ...(value === undefined ? {} : { valueQuantity: gdl(value) }), referenceRange: ranges } as any).text;
+    expect(read(3)).toBe('low'); // no low limit: open below
+    expect(read(5)).toBe('normal'); // 5 <= 5 and 5 < 10
+    expect(read(9.99)).toBe('normal');
+    expect(read(10)).toBe('high'); // no high limit: open above
+    expect(read(250)).toBe('high');
+    // Without the value to compare with, the comparison is not met: the next alternative (a low limit over 100).
+    expect(read(undefined)).toBe('odd');
+    const parsed = parseExpression('referenceRange.where(low.value <= 5 and high.value>%age_years and text.exists())')[0]!.steps[0]!.where;
+    expect(parsed).toMatchObject([{ op: '<=', value: 5 }, { op: '>', ageYears: true }, { exists: true }]);
+  });
+
+  it('%age_years: the range whose ages contain the patient\'s age at the result, an absent age limit open', () => {
+    const map = loadMappings(probe(`${ageLet}${fields}`)).get('probe');
+    expect(map.readsPatient).toBe(true);
+    const o = { ...obs, effectiveDateTime: '2024-09-18', valueQuantity: gdl(8.9), referenceRange: byAge } as any;
+    const low = (p: any, resource = o) => map.readFhir(resource, { patient: p }).connect.low;
+    expect(low(patient('2009-06-14'))).toBe(12); // 15 years old: 12–18 a
+    expect(low(patient('2015-01-01'))).toBe(11.5); // 9: 6–12 a
+    expect(low(patient('2012-09-18'))).toBe(12); // 12 today: 12–18 a (the high limit is not in the range)
+    expect(low(patient('2012-09-19'))).toBe(11.5); // 12 tomorrow
+    expect(map.readFhir(o, { patient: patient('1950-03-01') }).connect).toMatchObject({ low: 12, high: 15.5 }); // 74: 18 a and over
+    // The date of the result: effectivePeriod.start, effectiveInstant, else issued.
+    expect(low(patient('2009-06-14'), { ...o, effectiveDateTime: undefined, effectivePeriod: { start: '2020-01-02T08:00:00+01:00' } })).toBe(11.5);
+    expect(low(patient('2009-06-14'), { ...o, effectiveDateTime: undefined, issued: '2020-01-02T08:00:00Z' })).toBe(11.5);
+    // Ages in months (or weeks, days) compare as the years they are: 6 mo is half a year.
+    const infant = [
+      { low: gdl(9.5), high: gdl(13.5), age: { low: a(0, 'mo'), high: a(6, 'mo') } },
+      { low: gdl(10.5), high: gdl(13.5), age: { low: a(6, 'mo'), high: a(24, 'mo') } },
+      { low: gdl(11), high: gdl(14), age: { low: a(2) } },
+    ];
+    const io = { ...o, effectiveDateTime: '2024-09-18T10:00:00+02:00', referenceRange: infant };
+    expect(low(patient('2024-06-01'), io)).toBe(9.5); // 3 months
+    expect(low(patient('2023-09-01'), io)).toBe(10.5); // a year
+    expect(low(patient('2020-09-01'), io)).toBe(11); // 4 years
+    expect(low(patient('2024-09-15'), { ...io, referenceRange: [{ low: gdl(1), age: { low: a(0, 'd'), high: a(7, 'd') } }, { low: gdl(2), age: { low: a(7, 'd') } }] })).toBe(1); // 3 days
+  });
+
+  it('partial birth dates (1990, 1990-05) count from their first day', () => {
+    const map = loadMappings(probe(`${ageLet}${fields}`)).get('probe');
+    const o = (effectiveDateTime: string) => ({ ...obs, effectiveDateTime, valueQuantity: gdl(8.9), referenceRange: byAge }) as any;
+    const low = (birthDate: string, when: string) => map.readFhir(o(when), { patient: patient(birthDate) }).connect.low;
+    expect(low('2009', '2021-06-01')).toBe(12); // 12 from 2009-01-01
+    expect(low('2009', '2020-12-31')).toBe(11.5); // 11
+    expect(low('2009-06', '2021-06-01')).toBe(12); // 12 from 2009-06-01
+    expect(low('2009-06', '2021-05-31')).toBe(11.5);
+    expect(low('1990-05', '2024')).toBe(12); // a result dated by its year alone: its first day too; 33: 18 a and over (12–15.5)
+    expect(map.readFhir(o('2024'), { patient: patient('1990-05') }).connect.high).toBe(15.5);
+  });
+
+  it('without the age (no birthDate, no patient, no date of the result): the band the value is in, else the first', () => {
+    const map = loadMappings(probe(`${ageLet}${fields}`)).get('probe');
+    const banded = [...byAge, { low: gdl(8), high: gdl(10), text: 'moderate anaemia' }, { low: gdl(10), high: gdl(11.5), text: 'mild anaemia' }];
+    const o = { ...obs, effectiveDateTime: '2024-09-18', valueQuantity: gdl(8.9), referenceRange: banded } as any;
+    expect(map.readFhir(o, { patient: patient() }).connect).toMatchObject({ low: 8, text: 'moderate anaemia' });
+    expect(map.readFhir(o).connect).toMatchObject({ low: 8, text: 'moderate anaemia' });
+    expect(map.readFhir({ ...o, effectiveDateTime: undefined }, { patient: patient('2009-06-14') }).connect.text).toBe('moderate anaemia');
+    expect(map.readFhir({ ...o, valueQuantity: gdl(10.5) }, { patient: patient() }).connect.text).toBe('mild anaemia');
+    expect(map.readFhir({ ...o, valueQuantity: gdl(20) }, { patient: patient() }).connect).toMatchObject({ low: 11.5, high: 15.5, text: null });
+    expect(map.readFhir({ ...o, referenceRange: byAge }, { patient: patient() }).connect.low).toBe(11.5);
+    // Writing: a comparison is never written (the let's writable alternative is referenceRange.first()).
+    expect(map.toFhir({ id: 'a', low: 1, high: 2 })).toMatchObject({ referenceRange: [{ low: { value: 1 }, high: { value: 2 } }] });
+  });
+
+  it('lab-result, observation and vital choose the range one way: the same let', () => {
+    const lets = ['lab-result', 'observation', 'vital'].map((m) => /\n {2}range: >-\n((?: {4}.*\n)+)/.exec(readFileSync(join(defaultMappingsDir, `${m}.map.yaml`), 'utf8'))?.[1]);
+    expect(lets[0]).toContain('%age_years');
+    expect(lets[1]).toBe(lets[0]);
+    expect(lets[2]).toBe(lets[0]);
+  });
+
+  it('the lab map: the range for a child by age; written back, every range with its ages, the single fields not again', () => {
+    const maps = loadMappings();
+    const lab = maps.get('lab-result');
+    const o = { ...obs, category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'laboratory' }] }], subject: { reference: 'Patient/p' }, effectiveDateTime: '2024-09-18', valueQuantity: gdl(8.9), referenceRange: byAge } as any;
+    const record = lab.readFhir(o, { patient: patient('2009-06-14') }).connect as any;
+    expect(record).toMatchObject({ reference_low: 12, reference_high: 16, reference_range_unit: 'g/dL' });
+    expect(record.reference_ranges.map((r: any) => [r.age_low, r.age_high, r.age_unit])).toEqual([[6, 12, 'a'], [12, 18, 'a'], [18, null, 'a']]);
+    for (const m of ['observation', 'vital']) expect(maps.get(m).readFhir(o, { patient: patient('2009-06-14') }).connect).toMatchObject(m === 'vital' ? { reference_ranges: record.reference_ranges } : { reference_low: 12, reference_high: 16 });
+    // Written back (the SDK push of a record as read): the three ranges as FHIR gave them, the open age limit left out.
+    expect((lab.toFhir(record) as any).referenceRange).toEqual(byAge);
+    // Single fields that no range gives are written into the first, and must agree with it.
+    expect(() => lab.toFhir({ ...record, reference_low: 13 })).toThrow(/reference_low.*contradicts 11\.5/);
+    // Without the list (the SDK push's own fields): the single range, as before.
+    expect((lab.toFhir({ ...record, reference_ranges: [] }) as any).referenceRange).toEqual([{ low: { value: 12, unit: 'g/dL' }, high: { value: 16 } }]);
+  });
+
+  it('a field may go to several paths without a value table: each receives the value; a range limit with a unit alone is left out', () => {
+    const map = loadMappings(
+      probe(`connect:\n  id: { type: string, required: true }\n  low: { type: number, nullable: true }\n  high: { type: number, nullable: true }\n  unit: { type: string, nullable: true }
+fields:\n  id: id\n  low: valueRange.low.value\n  high: valueRange.high.value\n  unit:\n    fhir: [valueRange.low.unit, valueRange.high.unit]\n`),
+    ).get('probe');
+    expect((map.toFhir({ id: 'a', low: 1, high: 3, unit: 'mg/L' }) as any).valueRange).toEqual({ low: { value: 1, unit: 'mg/L' }, high: { value: 3, unit: 'mg/L' } });
+    expect((map.toFhir({ id: 'a', low: 1, unit: 'mg/L' }) as any).valueRange).toEqual({ low: { value: 1, unit: 'mg/L' } });
+    expect(map.fromFhir({ ...obs, valueRange: { high: { value: 3, unit: 'mg/L' } } } as any)).toEqual({ id: 'a', low: null, high: 3, unit: 'mg/L' });
+  });
+
+  it('refuses comparisons that cannot work, where the map names them', () => {
+    const bad = (range: string) => problemsOf(probe(`let:\n  range: ${range} | referenceRange.first()\n${fields}`)).map((p) => p.replace(/^.*probe\.map\.yaml:/, '')).slice(0, 1); // (the fields then name an unknown let)
+    expect(bad("referenceRange.where(low.value < 'x')")).toEqual([expect.stringMatching(/^9:\d+: .*low\.value is a FHIR decimal: < compares numbers, `x` is not one/)]);
+    expect(bad('referenceRange.where(text >= 3)')).toEqual([expect.stringMatching(/^9:\d+: .*text is a FHIR string: >= compares numbers/)]);
+    expect(bad('referenceRange.where(low.value <= %resource.status)')).toEqual([expect.stringMatching(/^9:\d+: .*%resource\.status \(a code\) does not fit/)]);
+    expect(bad('referenceRange.where(text = %age_years)')).toEqual([expect.stringMatching(/^9:\d+: .*%age_years is a number of years: compare it with <, <=, > or >=/)]);
+    expect(bad('referenceRange.where(%resource.valueInteger <= %age_years)')).toEqual([expect.stringMatching(/^9:\d+: .*%age_years compares with the value of an age \(e\.g\. age\.low\.value\): valueInteger is not the value of a quantity/)]);
+    expect(() => parseExpression('referenceRange.where(%age_years < 3)')).toThrow(/%age_years goes on the right/);
+    expect(() => parseExpression('referenceRange.where(low.value =< 3)')).toThrow(PathSyntaxError);
   });
 });

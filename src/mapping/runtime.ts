@@ -1,7 +1,7 @@
 import type { Resource } from '@medplum/fhirtypes';
 import { MappingValueError } from './errors';
 import { inFhirOrder } from './fhir-types';
-import type { Literal, Outside } from './path';
+import type { Comparison, Literal, Outside } from './path';
 import type { RecordDeclaration } from './record-declaration';
 import { codeDisplay } from './terminology';
 
@@ -29,6 +29,19 @@ export interface CompiledCondition {
   valueIn?: Outside;
   /** `element.empty()`: met when the element has no value (never written). */
   empty?: boolean;
+  /** `element.exists()`: met when the element has a value (never written). */
+  exists?: boolean;
+  /**
+   * `<`, `<=`, `>`, `>=`: compares numbers (never written). An element without a value is an open limit: met,
+   * whatever it is compared with; one with a value is not met without the value to compare with (no %resource
+   * element, no %age_years).
+   */
+  op?: Comparison;
+  /**
+   * `%age_years` on the right: the patient's age at the resource's date, in years. The left side is the value of a
+   * quantity (an age, e.g. `age.low.value`), compared as the years it is in its unit of time (6 mo: 0.5).
+   */
+  age?: boolean;
 }
 export type CompiledPath = CompiledStep[];
 
@@ -140,7 +153,70 @@ export interface Scope {
   resolved?: ReadonlyMap<string, unknown>;
   /** Where paths start when not the resource: the element an object field's rules read (a component, a coding). */
   focus?: unknown;
+  /** What is computed once per resource (shared by the scopes of its object fields): the patient's age (%age_years). */
+  memo?: { age?: number };
 }
+
+/**
+ * `%age_years`: the patient's age in years at the resource's date (its effectiveDateTime, effectivePeriod.start or
+ * effectiveInstant, else issued), computed once per resource; undefined without the patient, their birthDate or a date.
+ */
+function patientAge(scope: Scope): number | undefined {
+  if (scope.memo && 'age' in scope.memo) return scope.memo.age;
+  const r = isObject(scope.resource) ? scope.resource : {};
+  const at = r.effectiveDateTime ?? (isObject(r.effectivePeriod) ? r.effectivePeriod.start : undefined) ?? r.effectiveInstant ?? r.issued;
+  const birthDate = isObject(scope.patient) ? scope.patient.birthDate : undefined;
+  const age = typeof birthDate === 'string' && typeof at === 'string' ? ageInYears(birthDate, at) : undefined;
+  if (scope.memo) scope.memo.age = age;
+  return age;
+}
+
+/** The year, month and day of a FHIR date or dateTime (its date: the time and zone aside), a partial one from its first day. */
+function dayOf(text: string): number | undefined {
+  const m = /^(\d{4})(?:-(0[1-9]|1[0-2])(?:-(0[1-9]|[12]\d|3[01]))?)?(?:T|$)/.exec(text);
+  return m ? Date.UTC(Number(m[1]), Number(m[2] ?? 1) - 1, Number(m[3] ?? 1)) : undefined;
+}
+
+/**
+ * The age in years on `at` of someone born on `birthDate`: the years completed, and the part of the year since the
+ * last birthday (whole on the birthday; one born on 29 February has it on 1 March in other years). Dates by their
+ * date alone; a partial date (`1990`, `1990-05`) from its first day. Undefined for what is not a date, or before birth.
+ */
+export function ageInYears(birthDate: string | undefined, at: string | undefined): number | undefined {
+  const [born, day] = [birthDate && dayOf(birthDate), at && dayOf(at)];
+  if (typeof born !== 'number' || typeof day !== 'number' || day < born) return undefined;
+  const b = new Date(born);
+  const birthday = (years: number) => Date.UTC(b.getUTCFullYear() + years, b.getUTCMonth(), b.getUTCDate());
+  let years = new Date(day).getUTCFullYear() - b.getUTCFullYear();
+  if (birthday(years) > day) years--;
+  return years + (day - birthday(years)) / (birthday(years + 1) - birthday(years));
+}
+
+/** Per year, in each unit of time an age is given in (UCUM codes, and the words some systems write as its unit). */
+const PER_YEAR: Record<string, number> = {
+  a: 1, 'a_j': 1, yr: 1, y: 1, year: 1, years: 1,
+  mo: 12, 'mo_j': 12, month: 12, months: 12,
+  wk: 365.25 / 7, week: 365.25 / 7, weeks: 365.25 / 7,
+  d: 365.25, day: 365.25, days: 365.25,
+  h: 365.25 * 24, hour: 365.25 * 24, hours: 365.25 * 24,
+  min: 365.25 * 24 * 60,
+};
+
+/** A quantity of time (an age) in years: by its UCUM code, else its unit; without either, years. Undefined for another unit. */
+export function yearsOf(quantity: unknown): number | undefined {
+  if (!isObject(quantity) || typeof quantity.value !== 'number') return undefined;
+  const unit = quantity.code ?? quantity.unit;
+  if (unit === undefined) return quantity.value;
+  const perYear = typeof unit === 'string' ? PER_YEAR[unit] : undefined;
+  return perYear === undefined ? undefined : quantity.value / perYear;
+}
+
+const COMPARE: Record<Comparison, (a: number, b: number) => boolean> = {
+  '<': (a, b) => a < b,
+  '<=': (a, b) => a <= b,
+  '>': (a, b) => a > b,
+  '>=': (a, b) => a >= b,
+};
 
 /** The values a `let` gives in this scope, chosen once. */
 function letValues(scope: Scope, expression: CompiledExpression): unknown[] {
@@ -154,9 +230,18 @@ function letValues(scope: Scope, expression: CompiledExpression): unknown[] {
 function satisfies(item: unknown, conditions: CompiledCondition[], scope: Scope): boolean {
   const valuesOf = (start: unknown, steps: CompiledCondition['steps']) => steps.reduce((values, s) => collect(values, s.json), [start]);
   return conditions.every((c) => {
-    if (c.empty) return valuesOf(c.of ? scope[c.of] : item, c.steps).length === 0;
-    const wanted = c.valueFrom ? valuesOf(scope[c.valueIn!], c.valueFrom)[0] : c.value;
-    return wanted !== undefined && valuesOf(c.of ? scope[c.of] : item, c.steps).includes(wanted as Literal);
+    const start = c.of ? scope[c.of] : item;
+    if (c.empty) return valuesOf(start, c.steps).length === 0;
+    if (c.exists) return valuesOf(start, c.steps).length > 0;
+    const wanted = c.age ? patientAge(scope) : c.valueFrom ? valuesOf(scope[c.valueIn!], c.valueFrom)[0] : c.value;
+    if (c.op) {
+      // An age: the quantities whose values are compared, in years. A limit without a value is open: met, whatever
+      // it is compared with; one with a value needs the value it is compared with.
+      const have = c.age ? valuesOf(start, c.steps.slice(0, -1)).filter((q) => isObject(q) && q.value !== undefined).map(yearsOf) : valuesOf(start, c.steps);
+      if (!have.length) return true;
+      return typeof wanted === 'number' && have.some((v) => typeof v === 'number' && COMPARE[c.op!](v, wanted));
+    }
+    return wanted !== undefined && valuesOf(start, c.steps).includes(wanted as Literal);
   });
 }
 
@@ -201,7 +286,7 @@ export function storedReference(reference: string): string | undefined {
  * the records layer reads them, under the caller's policy, for a whole page at once.
  */
 export function referencesToResolve(program: MapProgram, resource: Resource, patient?: Resource): string[] {
-  const scope: Scope = { resource, patient, lets: new Map() };
+  const scope: Scope = { resource, patient, lets: new Map(), memo: {} };
   const out = new Set<string>();
   for (const path of resolvedPaths(program)) {
     for (const ref of walk(scope, path.from ? letValues(scope, path.from) : [resource], path.steps)) {
@@ -239,9 +324,9 @@ function resolvedPaths(program: MapProgram): Array<{ from?: CompiledExpression; 
   return paths;
 }
 
-/** Does reading the map need the patient (a condition on `%patient.…`)? Readers without it skip fetching the Patient. */
+/** Does reading the map need the patient (a condition on `%patient.…` or `%age_years`)? Readers without it skip fetching the Patient. */
 export function readsPatient(program: MapProgram): boolean {
-  const inPath = (path: CompiledPath): boolean => path.some((step) => step.where.some((c) => c.of === 'patient' || c.valueIn === 'patient'));
+  const inPath = (path: CompiledPath): boolean => path.some((step) => step.where.some((c) => c.of === 'patient' || c.valueIn === 'patient' || !!c.age));
   const inExpression = (e: CompiledExpression): boolean => e.alternatives.some((a) => inPath(a.steps) || (!!a.from && inExpression(a.from)));
   return program.fields.some((rule) => rule.targets.some(inExpression) || (!!rule.object && readsPatient(rule.object)));
 }
@@ -365,7 +450,7 @@ export function readPath(scope: Scope, expression: CompiledExpression): unknown 
 }
 
 function writeConditions(target: Obj, conditions: CompiledCondition[]): void {
-  for (const condition of conditions) if (!condition.empty) writePath(target, condition.steps.map((s) => ({ ...s, where: [] })), condition.value);
+  for (const condition of conditions) if (!condition.empty && !condition.exists && !condition.op) writePath(target, condition.steps.map((s) => ({ ...s, where: [] })), condition.value);
 }
 
 /**
@@ -436,7 +521,14 @@ function reach(root: Obj, steps: CompiledPath): Obj {
   return parent;
 }
 
-/** Drops empty objects, empty lists and list holes, so a partly filled map still gives valid FHIR JSON. */
+/** What a quantity holds besides its value: a limit with these alone limits nothing. */
+const UNIT_PARTS = new Set(['unit', 'system', 'code', 'comparator']);
+
+/**
+ * Drops empty objects, empty lists and list holes, so a partly filled map still gives valid FHIR JSON; and a
+ * range's limit (`low`, `high`) with a unit but no value: a unit written to both limits of a range open above
+ * (an age range `18 a` and over) leaves the open one out.
+ */
 export function prune(value: unknown): unknown {
   if (Array.isArray(value)) {
     const items = value.map(prune).filter((v) => v !== undefined);
@@ -446,7 +538,9 @@ export function prune(value: unknown): unknown {
     const out: Obj = {};
     for (const [k, v] of Object.entries(value)) {
       const p = prune(v);
-      if (p !== undefined) out[k] = p;
+      if (p === undefined) continue;
+      if ((k === 'low' || k === 'high') && isObject(p) && p.value === undefined && Object.keys(p).every((key) => UNIT_PARTS.has(key))) continue;
+      out[k] = p;
     }
     return Object.keys(out).length ? out : undefined;
   }
@@ -597,6 +691,7 @@ function periodsWhole(root: Obj): void {
 function writeFields(program: MapProgram, root: Obj, connect: Record<string, unknown>, prefix: string): void {
   const rules = [...program.fields.filter((r) => r.object), ...program.fields.filter((r) => !r.object)];
   let objectsWritten = false;
+  let settled: Set<FieldRule> | undefined;
   for (const rule of rules) {
     if (rule.readOnly) continue;
     const name = prefix + rule.field.name;
@@ -612,15 +707,20 @@ function writeFields(program: MapProgram, root: Obj, connect: Record<string, unk
       continue;
     }
     // A value that reading already gives from what the objects wrote is not written again (code_system `other`
-    // read from an ICD-10-CM coding of `codings` does not turn it into Pont's local system).
-    if (objectsWritten && !rule.field.list && readsBack(program, rule, root, value)) continue;
+    // read from an ICD-10-CM coding of `codings` does not turn it into Pont's local system); nor are the fields of a
+    // let that one of the elements the objects wrote gives (the range that applies, among `reference_ranges`).
+    if (objectsWritten && !rule.field.list) {
+      settled ??= settledByLets(program, root, connect);
+      if (settled.has(rule) || readsBack(program, rule, root, value)) continue;
+    }
     if (rule.field.list) {
       const items = (value as Literal[]).map((item) => toFhirValue(rule.conversion, rule.table ? rule.table.toFhir.get(item)![0]! : item));
       if (rule.field.required && !items.length) throw new MappingValueError(program.name, name, 'is required (at least one value)');
       writeList(root, rule.targets[0]!.write, items);
       continue;
     }
-    const cells = rule.table ? rule.table.toFhir.get(value as Literal)! : [value as Literal];
+    // Without a value table, each of several paths receives the value (an age's unit, into both its limits).
+    const cells = rule.table ? rule.table.toFhir.get(value as Literal)! : rule.targets.map(() => value as Literal);
     rule.targets.forEach((target, i) => {
       if (cells[i] === null) return;
       // An instant (e.g. `issued`) needs the time: a date-time of a lower precision does not fit it.
@@ -641,12 +741,53 @@ function writeFields(program: MapProgram, root: Obj, connect: Record<string, unk
   }
 }
 
-/** Does reading `rule` from `root` as written so far give `value`? */
-function readsBack(program: MapProgram, rule: FieldRule, root: Obj, value: unknown): boolean {
+/**
+ * The fields read through a let (every alternative of every target from it), by let: the single fields of a
+ * chosen part (reference_low, reference_high, … of %range). Found once per map.
+ */
+const LET_FIELDS = new WeakMap<MapProgram, Map<CompiledExpression, FieldRule[]>>();
+function letFields(program: MapProgram): Map<CompiledExpression, FieldRule[]> {
+  let byLet = LET_FIELDS.get(program);
+  if (!byLet) {
+    byLet = new Map();
+    for (const rule of program.fields) {
+      if (rule.object || rule.readOnly || rule.field.list) continue;
+      const froms = new Set(rule.targets.flatMap((t) => t.alternatives.map((a) => a.from)));
+      const [from] = froms;
+      if (froms.size === 1 && from) byLet.set(from, [...(byLet.get(from) ?? []), rule]);
+    }
+    LET_FIELDS.set(program, byLet);
+  }
+  return byLet;
+}
+
+/**
+ * The let fields with a value in `connect` that are already written: one of the elements the let's written path
+ * reaches (any of them, not only its first) reads back every one of them. A record read with `reference_ranges`
+ * and the range that applies to its patient (the second, by age) written back gives its ranges once, the single
+ * fields agreeing with the one they were read from.
+ */
+function settledByLets(program: MapProgram, root: Obj, connect: Record<string, unknown>): Set<FieldRule> {
+  const settled = new Set<FieldRule>();
+  for (const [expression, rules] of letFields(program)) {
+    const given = rules.filter((rule) => connect[rule.field.name] !== undefined && connect[rule.field.name] !== null);
+    if (!given.length) continue;
+    const last = expression.write.length - 1;
+    const every = expression.write.map((step, i) => (i === last ? { ...step, first: false, index: undefined } : step));
+    const candidates = walk({ resource: root }, [root], every);
+    if (candidates.some((element) => given.every((rule) => readsBack(program, rule, root, connect[rule.field.name], new Map([[expression, [element]]]))))) {
+      for (const rule of given) settled.add(rule);
+    }
+  }
+  return settled;
+}
+
+/** Does reading `rule` from `root` as written so far give `value` (`lets`: a let's part, given)? */
+function readsBack(program: MapProgram, rule: FieldRule, root: Obj, value: unknown, lets?: Map<CompiledExpression, unknown[]>): boolean {
   const read: Record<string, unknown> = {};
   try {
     // What FHIR holds, not the default reading gives without it (is_primary false is still written).
-    readField(program, { ...rule, field: { ...rule.field, default: undefined } }, { resource: root }, read);
+    readField(program, { ...rule, field: { ...rule.field, default: undefined } }, { resource: root, ...(lets ? { lets } : {}) }, read);
   } catch (err) {
     if (err instanceof MappingValueError) return false;
     throw err;
@@ -710,7 +851,7 @@ function readFields(program: MapProgram, resource: Resource, lenient: boolean, {
     throw new MappingValueError(program.name, 'resourceType', `expected a ${program.resourceType}, got ${show(resource?.resourceType)}`);
   }
   const unread: string[] = [];
-  const connect = readRules(program, { resource, patient, resolved, lets: new Map() }, lenient, unread, '');
+  const connect = readRules(program, { resource, patient, resolved, lets: new Map(), memo: {} }, lenient, unread, '');
   return { connect, unread: [...new Set(unread)] };
 }
 
@@ -782,7 +923,8 @@ function readField(program: MapProgram, rule: FieldRule, scope: Scope, connect: 
     return;
   }
   const found = rule.targets.map((target) => fromFhirValue(rule.conversion, readPath(scope, target)));
-  let value: unknown = found[0];
+  // Several paths without a value table (each written the value): the first that has one.
+  let value: unknown = rule.table ? found[0] : found.find((v) => v !== undefined);
   if (rule.table && found.some((v) => v !== undefined)) {
     const key = JSON.stringify(found.map((v) => v ?? null));
     const mapped = rule.table.fromFhir.get(key) ?? rule.table.readRows.find((row) => row.cells.every((cell, i) => cell === ANY || cell === (found[i] ?? null)))?.value;

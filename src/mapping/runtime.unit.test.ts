@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { textOf } from './runtime';
+import { ageInYears, textOf, yearsOf } from './runtime';
 
 /** Issue 39: toText() of the parts the new record types read as text. */
 describe('toText() of questionnaire answers, planned activities and relatives\' conditions', () => {
@@ -32,5 +32,41 @@ describe('toText() of questionnaire answers, planned activities and relatives\' 
     expect(textOf({ system: 'http://snomed.info/sct', code: '1', display: 'One' })).toBe('One');
     expect(textOf({ coding: [{ code: 'A' }], text: 'Concept' })).toBe('Concept');
     expect(textOf({ code: { text: 'Systolic' }, valueQuantity: { value: 120, unit: 'mm[Hg]' } })).toBe('Systolic: 120 mm[Hg]');
+  });
+});
+
+/** Issue 38: the patient's age at a result, in years, for the reference range of their age (%age_years). */
+describe('ageInYears(): completed years and the part of the year since the last birthday', () => {
+  it('whole years on the birthday, less the day before; leap days', () => {
+    expect(ageInYears('2012-09-18', '2024-09-18')).toBe(12);
+    expect(ageInYears('2012-09-18', '2024-09-17')).toBeLessThan(12);
+    expect(ageInYears('2012-09-18', '2024-09-17')).toBeGreaterThan(11.99);
+    expect(Math.floor(ageInYears('2009-06-14', '2024-09-18')!)).toBe(15);
+    expect(ageInYears('2008-02-29', '2024-02-28')).toBeLessThan(16);
+    expect(ageInYears('2008-02-29', '2024-02-29')).toBe(16);
+    expect(ageInYears('2008-02-29', '2023-03-01')).toBe(15);
+    expect(ageInYears('2024-01-01', '2024-07-02')).toBeCloseTo(0.5, 2);
+  });
+
+  it('a date-time counts by its date; partial dates from their first day; nothing for what cannot be told', () => {
+    expect(ageInYears('2012-09-18', '2024-09-18T23:30:00-05:00')).toBe(12);
+    expect(ageInYears('2012', '2024-01-01')).toBe(12);
+    expect(ageInYears('2012-05', '2024-04-30')).toBeLessThan(12);
+    expect(ageInYears('2012-05', '2024-05-01')).toBe(12);
+    expect(ageInYears('2012-05-01', '2024')).toBeLessThan(12);
+    expect(ageInYears(undefined, '2024-01-01')).toBeUndefined();
+    expect(ageInYears('2012-01-01', undefined)).toBeUndefined();
+    expect(ageInYears('not a date', '2024-01-01')).toBeUndefined();
+    expect(ageInYears('2025-01-01', '2024-01-01')).toBeUndefined(); // before birth
+  });
+
+  it('an age in any UCUM unit of time, in years (yearsOf)', () => {
+    expect(yearsOf({ value: 6, code: 'mo' })).toBe(0.5);
+    expect(yearsOf({ value: 18, unit: 'a' })).toBe(18);
+    expect(yearsOf({ value: 2, unit: 'years' })).toBe(2);
+    expect(yearsOf({ value: 365.25, code: 'd' })).toBe(1);
+    expect(yearsOf({ value: 3 })).toBe(3); // no unit: years, as ages are given
+    expect(yearsOf({ value: 3, code: 'kg' })).toBeUndefined();
+    expect(yearsOf({ code: 'a' })).toBeUndefined();
   });
 });
