@@ -655,16 +655,19 @@ describe('against a real Pont, through the fault proxy', () => {
     for (const secret of [newSecret.client_secret, full.client_secret]) await Pont.create({ clientId: full.client_id, clientSecret: secret, baseUrl: info.base_url });
   }, 120_000);
 
-  // Last: the reset replaces the demo organisation's clients, the every-scope integrator the tests above use among them.
+  // Last: the reset replaces the clients the demo seeded, and keeps the one made beside it (the every-scope integrator
+  // the tests above use, as a person would make it with the CLI).
   it('demo reset (the server runs in development: open), then the fresh demo with its new credentials', async () => {
     const pont = new Pont({ clientId: full.client_id, clientSecret: full.client_secret, baseUrl: info.base_url });
+    const seeded = info.demo.clients[1]!;
     await pont.auth.introspectCurrent();
     const demo = await pont.demo.reset();
     expect(responseOf(demo)!.status).toBe(201);
-    expect(demo.replaced.clients).toBeGreaterThanOrEqual(3);
+    expect(demo.replaced.clients).toBe(2);
     expect(demo.patients).toHaveLength(5);
     const fresh = new Pont({ clientId: demo.clients[0]!.client_id, clientSecret: demo.clients[0]!.client_secret, baseUrl: info.base_url });
     expect((await fresh.healthIds.verify(demo.patients[0]!.health_id)).valid).toBe(true);
-    await expect(pont.auth.introspectCurrent()).rejects.toBeInstanceOf(client.AuthenticationError); // its client is gone
+    await pont.auth.introspectCurrent(); // not the demo's: kept
+    await expect(Pont.create({ clientId: seeded.client_id, clientSecret: seeded.client_secret, baseUrl: info.base_url })).rejects.toBeInstanceOf(client.AuthenticationError);
   }, 120_000);
 });
