@@ -15,16 +15,57 @@ const unit = [
   'test/webhooks-config.test.ts',
 ];
 
-// The integration tier runs twice: on embedded PGlite and on the PostgreSQL server (DATABASE_URL or 127.0.0.1:5432).
-const shared = { include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...unit], testTimeout: 60_000, hookTimeout: 120_000 };
+// The integration tier: tests that start the service or open a database. Each runs once, on the PostgreSQL server
+// (DATABASE_URL or 127.0.0.1:5432): the production database, and the faster one to test on (the embedded database
+// boots in WebAssembly in every server process and command a test starts, seconds each).
+const integration = ['test/**/*.test.ts'];
+
+// These run on the embedded database too (PGlite, what `npm install && npm start` uses): the tests of what the two
+// databases could do differently. The store's SQL and transactions (one connection on PGlite: writes queue, locks and
+// SKIP LOCKED meet no other session), the policy's SQL through every door, the records' reads, partitions and
+// retention, the outbox and job queues and their wake-ups (NOTIFY on PostgreSQL, in process on PGlite), concurrent
+// registrations, import, and the embedded database itself. A test about HTTP shapes, tokens, maps, commands or pages
+// is the same on both and runs once.
+const onBothDatabases = [
+  'test/database.test.ts',
+  'test/fhir-crud.test.ts',
+  'test/fhir-search.test.ts',
+  'test/fhir-paging.test.ts',
+  'test/fhir-patch.test.ts',
+  'test/fhir-bundle.test.ts',
+  'test/fhir-integrity.test.ts',
+  'test/fhir-import.test.ts',
+  'test/records.test.ts',
+  'test/policy-doors.test.ts',
+  'test/consent.test.ts',
+  'test/audit.test.ts',
+  'test/retention.test.ts',
+  'test/webhooks-delivery.test.ts',
+  'test/bulk-export.test.ts',
+  'test/patients.test.ts',
+  'test/bridge-sync.test.ts',
+  'test/inventory.test.ts',
+];
+// Only on the embedded database: its files, its memory, the commands that reach it through a running service.
+const embeddedOnly = ['test/embedded-database.test.ts'];
+
+const timeouts = { testTimeout: 60_000, hookTimeout: 120_000 };
 
 export default defineConfig({
   test: {
     maxWorkers: 2,
     projects: [
       { test: { name: 'unit', include: unit } },
-      { test: { ...shared, name: 'pglite', env: { PONT_TEST_DB: 'pglite' } } },
-      { test: { ...shared, name: 'postgres', env: { PONT_TEST_DB: 'postgres' } } },
+      {
+        test: {
+          name: 'postgres',
+          include: integration,
+          exclude: [...configDefaults.exclude, ...unit, ...embeddedOnly],
+          env: { PONT_TEST_DB: 'postgres' },
+          ...timeouts,
+        },
+      },
+      { test: { name: 'pglite', include: [...onBothDatabases, ...embeddedOnly], env: { PONT_TEST_DB: 'pglite' }, ...timeouts } },
       // The client libraries, once (each starts its own server on the embedded database).
       { test: { name: 'clients', include: ['clients/*/test/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 120_000 } },
     ],

@@ -12,7 +12,6 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { parseCommand, UsageError, type CommandSpec } from '../src/cli-args';
 import { commands } from '../src/cli';
-import { backend } from './harness';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 
@@ -35,8 +34,7 @@ async function inBatches<T, R>(items: T[], size: number, fn: (item: T) => Promis
 const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 const SLOW = 240_000;
 
-// The CLI does not depend on the database backend: once is enough.
-describe.runIf(backend === 'pglite')('pont --help (real processes)', () => {
+describe('pont --help (real processes)', () => {
   it('pont --help and pont help list every command and the exit codes, exit 0', async () => {
     for (const args of [['--help'], ['help'], ['-h']]) {
       const { code, stdout } = await pont(...args);

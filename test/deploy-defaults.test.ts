@@ -7,7 +7,6 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { describeEnvironment, loadConfig } from '../src/config';
-import { backend } from './harness';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const read = (file: string) => readFileSync(join(repo, file), 'utf8');
@@ -88,7 +87,7 @@ describe('the image and the compose file', () => {
   });
 
   // The embedded database (the image's default volume), started from the image's environment as an operator would.
-  it.runIf(backend === 'pglite')('start in production: without secrets it stops naming them; with them, no demo reset', async () => {
+  it('start in production: without secrets it stops naming them; with them, no demo reset', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'pont-image-'));
     const env = { ...process.env, ...imageEnv(), PORT: '0', PONT_DATA_DIR: dataDir, LOG_LEVEL: 'error', DATABASE_URL: '' };
     const serve = (extra: Record<string, string>) => spawn('node', [join(repo, 'bin/pont.js'), 'serve'], { cwd: repo, env: { ...env, ...extra } });

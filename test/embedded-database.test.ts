@@ -9,7 +9,6 @@ import { loadConfig } from '../src/config';
 import { openDatabase, openMigratedDatabase } from '../src/db/open';
 import { listMigrations } from '../src/db/migrate';
 import { startPont, type RunningPont } from '../src/server';
-import { backend } from './harness';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const run = promisify(execFile);
@@ -28,7 +27,7 @@ function modes(dir: string): Array<{ path: string; dir: boolean; mode: string }>
 const exposed = (dir: string) => modes(dir).filter((m) => m.mode !== (m.dir ? '700' : '600'));
 
 // The embedded database belongs to one process; operator commands go through it while it runs.
-describe.runIf(backend === 'pglite')('the embedded database with a running service', () => {
+describe('the embedded database with a running service', () => {
   let dataDir: string;
   let pont: RunningPont;
   const pontCli = (...args: string[]) =>
@@ -114,7 +113,7 @@ describe.runIf(backend === 'pglite')('the embedded database with a running servi
 });
 
 // PGlite's memory is one WebAssembly.Memory per instance that grows and never shrinks (docs/operators.md "Deployment").
-describe.runIf(backend === 'pglite')('the embedded database\'s memory', () => {
+describe('the embedded database\'s memory', () => {
   it('a first start initialises and migrates a new data directory elsewhere: no initdb instance stays in the serving process', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'pont-first-'));
     try {

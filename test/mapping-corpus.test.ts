@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MappingValueError } from '../src/mapping/index';
 import { RecordsService } from '../src/records/service';
 import { recordTypes, type RecordSource } from '../src/mapping/record-types';
-import { backend, startTestServer, type TestServer } from './harness';
+import { startTestServer, type TestServer } from './harness';
 import { schemaProblems } from './published-schema';
 
 /**
@@ -315,7 +315,7 @@ function losses(type: string, r: R, rec: R): string[] {
   return lost;
 }
 
-describe.skipIf(backend !== 'pglite')('the corpus: spec examples and Synthea through their record maps', () => {
+describe('the corpus: spec examples and Synthea through their record maps', () => {
   let pont: TestServer;
   let doc: R;
   let records: RecordsService;

@@ -5,14 +5,13 @@ import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config';
 import { startPont } from '../src/server';
-import { backend } from './harness';
 import { mapBreaker } from './break-map';
 
 const repo = join(import.meta.dirname, '..');
 
 // The engine itself (compilation, its problems, the run time) needs no database: src/mapping/*.unit.test.ts, in the
 // unit tier. Here what starts the service or runs the CLI, once, in the pglite project rather than twice.
-describe.skipIf(backend !== 'pglite')('mapping engine', () => {
+describe('mapping engine', () => {
   const scratch: string[] = [];
   afterAll(() => scratch.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 

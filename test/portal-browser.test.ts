@@ -9,7 +9,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKeyClient, keyClientInput } from '../src/auth/clients';
 import { setPasswordLink } from '../src/portal/cli';
-import { backend, startTestServer, type TestServer } from './harness';
+import { startTestServer, type TestServer } from './harness';
 
 /**
  * The portal in a real browser (Debian's chromium, headless): from the set-password link an operator's
@@ -65,7 +65,7 @@ afterAll(async () => {
   receiver?.close();
 });
 
-describe.skipIf(backend !== 'pglite')('the developer portal in a browser', () => {
+describe('the developer portal in a browser', () => {
   it('goes from the set-password link to a verified, replayed delivery, rotations and a revocation', async () => {
     // What `pont portal-users create --org org-portal --email ana@example.org --role admin` does and prints.
     const created = await pont.services.access.portal.create({ organizationId: 'org-portal', email: 'ana@example.org', role: 'admin' });

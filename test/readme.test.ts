@@ -1,6 +1,5 @@
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,7 +7,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config';
 import { startPont, type RunningPont } from '../src/server';
-import { backend, createScratchDatabase } from './harness';
+import { backend, createScratchDatabase, freePort } from './harness';
 
 // The shell blocks of the README and the guides that a reader pastes, run as written against a fresh server (only
 // its URL, and the receiver's port, put in). The generated tables: test/readme-blocks.unit.test.ts; commands and
@@ -22,15 +21,6 @@ function shellBlockAfter(text: string, heading: RegExp): string {
   const at = text.search(heading);
   expect(at, `no heading ${heading}`).toBeGreaterThanOrEqual(0);
   return /```sh\n([\s\S]*?)```/.exec(text.slice(at))![1]!;
-}
-
-/** A port nobody listens on now. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
-  const { port } = server.address() as { port: number };
-  await new Promise((ok) => server.close(ok));
-  return port;
 }
 
 describe('the shell blocks of the documentation, run as written', () => {
