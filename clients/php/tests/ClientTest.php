@@ -1185,22 +1185,27 @@ final class ClientTest extends TestCase
         }
     }
 
-    /** Last (PHPUnit runs a class's tests in order): the reset replaces the demo's clients, the every-scope integrator among them. */
+    /**
+     * Last (PHPUnit runs a class's tests in order): the reset replaces the clients the demo seeded and keeps the
+     * every-scope integrator made beside it (as a person would make it with the CLI).
+     */
     public function testDemoResetThenTheFreshDemo(): void
     {
         $info = self::server();
         $full = $info['demo']['clients'][0];
+        $seeded = $info['demo']['clients'][1];
         $pont = new Pont(clientId: $full['client_id'], clientSecret: $full['client_secret'], baseUrl: $info['base_url']);
         $pont->auth->introspectCurrent();
         $demo = $pont->demo->reset();
         self::assertSame(201, $pont->lastResponse()->status);
-        self::assertGreaterThanOrEqual(3, $demo['replaced']['clients']);
+        self::assertSame(2, $demo['replaced']['clients']);
         self::assertCount(5, $demo['patients']);
         $fresh = new Pont(clientId: $demo['clients'][0]['client_id'], clientSecret: $demo['clients'][0]['client_secret'], baseUrl: $info['base_url']);
         self::assertTrue($fresh->healthIds->verify($demo['patients'][0]['health_id'])['valid']);
+        $pont->auth->introspectCurrent(); // not the demo's: kept
         try {
-            $pont->auth->introspectCurrent();
-            self::fail('the reset left the demo client');
+            Pont::create(['clientId' => $seeded['client_id'], 'clientSecret' => $seeded['client_secret'], 'baseUrl' => $info['base_url']]);
+            self::fail('the reset left the client the demo seeded');
         } catch (\Pont\AuthenticationError) {
         }
     }
