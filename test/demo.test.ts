@@ -13,7 +13,7 @@ import { BLOOD_COMPONENTS, BLOOD_GROUPS } from '../src/inventory/blood';
 import type { Queryable } from '../src/db/database';
 import { listMigrations, migrate } from '../src/db/migrate';
 import { openDatabase } from '../src/db/open';
-import { backend, createScratchDatabase, createTestClient, startTestServer, type TestServer } from './harness';
+import { backend, createPortalPerson, createScratchDatabase, createTestClient, startTestServer, type TestServer } from './harness';
 import { startReceiver } from './webhooks-support';
 
 /** The sandbox a newcomer uses: one call, then a complete integrator flow with the credentials it answers. */
@@ -355,15 +355,7 @@ describe('what a person made for the demo organisation', () => {
 
   /** A portal user of the demo organisation, made as `pont portal-users create` makes one, signed in through the portal API. */
   async function signedInPerson(email: string): Promise<Record<string, string>> {
-    const created = await pont.services.access.portal.create({ organizationId: 'org-demo', email, role: 'admin' });
-    if (created === 'exists') throw new Error(`${email} exists`);
-    const set = await pont.fetch('/portal/set-password', {
-      method: 'POST',
-      redirect: 'manual',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ token: created.setPasswordToken, password: PASSWORD, confirm: PASSWORD }),
-    });
-    expect(set.status).toBe(302);
+    await createPortalPerson(pont, 'org-demo', email, PASSWORD);
     const signIn = await pont.json('/api/v1/portal/sign-in', { method: 'POST', json: { email, password: PASSWORD } });
     expect(signIn.status).toBe(200);
     return { cookie: /service_session=[^;]*/.exec(signIn.headers.get('set-cookie') ?? '')![0], 'x-csrf-token': signIn.body.csrf_token };

@@ -11,6 +11,7 @@ import { loadConfig, type Config } from '../src/config';
 import { startPont, type RunningPont } from '../src/server';
 import { createClient } from '../src/auth/clients';
 import type { Scope } from '../src/core/scopes';
+import type { PortalRole } from '../src/auth/portal-accounts';
 
 /** Which backend this test run uses (vitest sets it per project). */
 export const backend = (process.env.PONT_TEST_DB ?? 'pglite') as 'pglite' | 'postgres';
@@ -153,6 +154,19 @@ export async function createTestClient(
     access_token: body.access_token,
     headers: { authorization: `Bearer ${body.access_token}` },
   };
+}
+
+/** A developer-portal user made as `pont portal-users create` makes one, with its password set through the set-password page. */
+export async function createPortalPerson(pont: TestServer, organizationId: string, email: string, password: string, role: PortalRole = 'admin'): Promise<void> {
+  const created = await pont.services.access.portal.create({ organizationId, email, role });
+  if (created === 'exists') throw new Error(`${email} exists`);
+  const res = await pont.fetch('/portal/set-password', {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ token: created.setPasswordToken, password, confirm: password }),
+  });
+  if (res.status !== 302) throw new Error(`setting the password of ${email}: ${res.status}, not 302`);
 }
 
 /** A TCP port free now on 127.0.0.1 (for a child process's port, or PgBouncer's). */

@@ -3,7 +3,7 @@ import { promisify } from 'node:util';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { backend, commandDatabase, createTestClient, startTestServer, type TestServer } from './harness';
+import { backend, commandDatabase, createPortalPerson, createTestClient, startTestServer, type TestServer } from './harness';
 import { eventually } from './eventually';
 import { loadConfig } from '../src/config';
 import { startPont } from '../src/server';
@@ -31,17 +31,7 @@ let pont: TestServer;
 let clock = Date.now();
 
 /** A portal user made as `pont portal-users create` makes it, with the password set through the set-password page. */
-async function person(org: string, email: string, role: 'admin' | 'developer' | 'viewer' = 'admin'): Promise<void> {
-  const created = await pont.services.access.portal.create({ organizationId: org, email, role });
-  if (created === 'exists') throw new Error('exists');
-  const res = await pont.fetch('/portal/set-password', {
-    method: 'POST',
-    redirect: 'manual',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ token: created.setPasswordToken, password: PASSWORD, confirm: PASSWORD }),
-  });
-  expect(res.status).toBe(302);
-}
+const person = (org: string, email: string, role: 'admin' | 'developer' | 'viewer' = 'admin') => createPortalPerson(pont, org, email, PASSWORD, role);
 
 async function signIn(email: string, password = PASSWORD, cookie?: string): Promise<Signed & { status: number; body: any; setCookie: string }> {
   const res = await pont.json(`${API}/sign-in`, { method: 'POST', json: { email, password }, headers: cookie ? { cookie } : {} });
