@@ -513,7 +513,16 @@ function clinicalDifferences(original: R, written: R): string[] {
     need(`interpretation ${JSON.stringify(interp(original))} → ${JSON.stringify(interp(written))}`, JSON.stringify(interp(original)) === JSON.stringify(interp(written)));
     sameCodings('dataAbsentReason', original.dataAbsentReason, written.dataAbsentReason);
     (original.referenceRange ?? []).forEach((range: R, i: number) => {
-      const match = (written.referenceRange ?? []).find((w: R) => (w.low?.value ?? null) === (range.low?.value ?? null) && (w.high?.value ?? null) === (range.high?.value ?? null) && (w.text ?? null) === (range.text ?? null) && canonical(w.age) === canonical(range.age));
+      // Its limits, words, ages, meaning (type) and whom it is for (appliesTo), codings and texts alike.
+      const match = (written.referenceRange ?? []).find(
+        (w: R) =>
+          (w.low?.value ?? null) === (range.low?.value ?? null) &&
+          (w.high?.value ?? null) === (range.high?.value ?? null) &&
+          (w.text ?? null) === (range.text ?? null) &&
+          canonical(w.age) === canonical(range.age) &&
+          canonical(w.type) === canonical(range.type) &&
+          canonical(w.appliesTo) === canonical(range.appliesTo),
+      );
       need(`referenceRange[${i}] ${JSON.stringify(range)} lost`, !!match);
     });
     (original.component ?? []).forEach((c: R, i: number) => {

@@ -274,7 +274,21 @@ export type ClinicalObservation = {
         unit_code: string | null;
         text: string | null;
         type: string | null;
+        type_codings: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        type_text: string | null;
         applies_to: string | null;
+        applies_to_concepts: Array<{
+            text: string | null;
+            codings: Array<{
+                system: string | null;
+                code: string | null;
+                display: string | null;
+            }> | null;
+        }> | null;
         age_low: number | null;
         age_high: number | null;
         age_unit: string | null;
@@ -744,7 +758,21 @@ export type LabResult = {
         unit_code: string | null;
         text: string | null;
         type: string | null;
+        type_codings: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        type_text: string | null;
         applies_to: string | null;
+        applies_to_concepts: Array<{
+            text: string | null;
+            codings: Array<{
+                system: string | null;
+                code: string | null;
+                display: string | null;
+            }> | null;
+        }> | null;
         age_low: number | null;
         age_high: number | null;
         age_unit: string | null;
@@ -851,7 +879,21 @@ export type LabResultPush = {
             unit_code: string | null;
             text: string | null;
             type: string | null;
+            type_codings: Array<{
+                system: string | null;
+                code: string | null;
+                display: string | null;
+            }> | null;
+            type_text: string | null;
             applies_to: string | null;
+            applies_to_concepts: Array<{
+                text: string | null;
+                codings: Array<{
+                    system: string | null;
+                    code: string | null;
+                    display: string | null;
+                }> | null;
+            }> | null;
             age_low: number | null;
             age_high: number | null;
             age_unit: string | null;
@@ -1606,7 +1648,21 @@ export type Vital = {
         unit_code: string | null;
         text: string | null;
         type: string | null;
+        type_codings: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        type_text: string | null;
         applies_to: string | null;
+        applies_to_concepts: Array<{
+            text: string | null;
+            codings: Array<{
+                system: string | null;
+                code: string | null;
+                display: string | null;
+            }> | null;
+        }> | null;
         age_low: number | null;
         age_high: number | null;
         age_unit: string | null;

@@ -289,7 +289,21 @@ export type ClinicalObservation = {
     unit_code: string | null;
     text: string | null;
     type: string | null;
+    type_codings: Array<{
+      system: string | null;
+      code: string | null;
+      display: string | null;
+    }> | null;
+    type_text: string | null;
     applies_to: string | null;
+    applies_to_concepts: Array<{
+      text: string | null;
+      codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+      }> | null;
+    }> | null;
     age_low: number | null;
     age_high: number | null;
     age_unit: string | null;
@@ -783,7 +797,21 @@ export type LabResult = {
     unit_code: string | null;
     text: string | null;
     type: string | null;
+    type_codings: Array<{
+      system: string | null;
+      code: string | null;
+      display: string | null;
+    }> | null;
+    type_text: string | null;
     applies_to: string | null;
+    applies_to_concepts: Array<{
+      text: string | null;
+      codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+      }> | null;
+    }> | null;
     age_low: number | null;
     age_high: number | null;
     age_unit: string | null;
@@ -891,7 +919,21 @@ export type LabResultPush = {
       unit_code: string | null;
       text: string | null;
       type: string | null;
+      type_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+      }> | null;
+      type_text: string | null;
       applies_to: string | null;
+      applies_to_concepts: Array<{
+        text: string | null;
+        codings: Array<{
+          system: string | null;
+          code: string | null;
+          display: string | null;
+        }> | null;
+      }> | null;
       age_low: number | null;
       age_high: number | null;
       age_unit: string | null;
@@ -1684,7 +1726,21 @@ export type Vital = {
     unit_code: string | null;
     text: string | null;
     type: string | null;
+    type_codings: Array<{
+      system: string | null;
+      code: string | null;
+      display: string | null;
+    }> | null;
+    type_text: string | null;
     applies_to: string | null;
+    applies_to_concepts: Array<{
+      text: string | null;
+      codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+      }> | null;
+    }> | null;
     age_low: number | null;
     age_high: number | null;
     age_unit: string | null;
