@@ -16,6 +16,7 @@ import { Session, type Profiler } from 'node:inspector/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import pg from 'pg';
 import { createClient } from '../src/auth/clients';
 import { loadConfig } from '../src/config';
 import { startPont } from '../src/server';
@@ -59,6 +60,29 @@ function partOf(node: Profiler.ProfileNode, parentOf: Map<number, Profiler.Profi
   const name = /^(parse|stringify)$/.test(functionName) ? 'JSON' : `native ${functionName || '(anonymous)'}`;
   return caller ? `${name} <- ${partOfFile(caller.callFrame.url)}` : name;
 }
+
+/**
+ * Every statement the server sends, timed from submission to its answer (round trip and PostgreSQL's work), by its
+ * first words: how many a request makes and what they cost. pg's Client.query is wrapped for the run.
+ */
+const statements = new Map<string, { count: number; ms: number }>();
+const clientQuery = pg.Client.prototype.query as (...args: unknown[]) => unknown;
+pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+  const answer = clientQuery.apply(this, args);
+  const config = args[0] as string | { text?: string };
+  const text = typeof config === 'string' ? config : config?.text;
+  if (typeof text !== 'string' || !(answer instanceof Promise)) return answer;
+  const started = performance.now();
+  const key = text.replace(/\s+/g, ' ').trim().slice(0, 70);
+  const done = () => {
+    const s = statements.get(key) ?? { count: 0, ms: 0 };
+    s.count++;
+    s.ms += performance.now() - started;
+    statements.set(key, s);
+  };
+  answer.then(done, done);
+  return answer;
+} as typeof pg.Client.prototype.query;
 
 /** CPU ms by function (self time) over a profile, the `top` costliest: where to look inside a part. */
 function hottest(profile: Profiler.Profile, top: number): Array<[string, number]> {
@@ -147,6 +171,7 @@ async function main() {
         if (values.only && !name.toLowerCase().includes(values.only.toLowerCase())) continue;
         for (let i = 0; i < 20; i++) await request(n + i); // warm up
         const ms: number[] = [];
+        statements.clear();
         await session.post('Profiler.start');
         const started = performance.now();
         for (let i = 0; i < n; i++) {
@@ -165,11 +190,15 @@ async function main() {
         );
         const s = stats(ms);
         const functions = hottest(profile, 15).map(([k, v]) => [k, Number((v / n).toFixed(3))] as const);
-        result[name] = { p50: s.p50, p95: s.p95, wallPerRequest: wall / n, cpuMsPerRequest: perRequest, hottestFunctions: Object.fromEntries(functions) };
+        const sql = [...statements].sort((a, b) => b[1].ms - a[1].ms).map(([k, v]) => [k, { perRequest: Number((v.count / n).toFixed(2)), ms: Number((v.ms / n).toFixed(3)) }] as const);
+        const sqlMs = sql.reduce((sum, [, v]) => sum + v.ms, 0);
+        result[name] = { p50: s.p50, p95: s.p95, wallPerRequest: wall / n, sqlMsPerRequest: Number(sqlMs.toFixed(3)), statements: Object.fromEntries(sql), cpuMsPerRequest: perRequest, hottestFunctions: Object.fromEntries(functions) };
         console.log(`\n${name}: p50 ${s.p50.toFixed(2)} ms, p95 ${s.p95.toFixed(2)} ms; CPU ms a request by part (the benchmark's own client included in "other"):`);
         for (const [k, v] of Object.entries(perRequest)) console.log(`  ${k.padEnd(28)} ${v.toFixed(3)}`);
         console.log('  the costliest functions (self time, ms a request):');
         for (const [k, v] of functions) console.log(`    ${v.toFixed(3)}  ${k}`);
+        console.log(`  statements, ${sqlMs.toFixed(2)} ms a request from submission to answer (count a request, ms a request):`);
+        for (const [k, v] of sql.slice(0, 12)) console.log(`    ${v.perRequest.toFixed(2)} × ${v.ms.toFixed(3)} ms  ${k}`);
       }
       writeFileSync(join(repoRoot, 'bench', 'results', 'profile-postgres.json'), JSON.stringify(result, null, 2) + '\n');
     } finally {
