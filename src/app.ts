@@ -26,6 +26,7 @@ import { portalPages } from './portal/pages';
 import { httpRequests, since } from './metrics';
 import type { Logger } from './log';
 import { bulkExportRoutes } from './routes/bulk';
+import { terminologyRoutes } from './routes/terminology';
 
 
 /** Every route of the service, in one list: the router and the OpenAPI document are both built from it. */
@@ -45,6 +46,8 @@ export function allRoutes(services: Services): RouteSpec[] {
     ...bridgeRoutes(services),
     // Before the FHIR routes: `$export` and `$export-status/{id}` would match `/{type}` and `/{type}/{id}`.
     ...bulkExportRoutes(services),
+    // Before the FHIR routes too: `CodeSystem/$lookup` would match `/{type}/{id}`.
+    ...terminologyRoutes(services),
     ...fhirRoutes(services),
     ...portalRoutes(services),
   ];

@@ -27,6 +27,7 @@ const GROUPS: Record<string, string> = {
   'portal-users': 'People of an organisation who sign in to the developer portal (/portal)',
   audit: 'The audit trail archive: archive a month, restore one for an investigation',
   retention: 'Retention (PONT_RETENTION_*): run a pass now',
+  terminology: 'Code systems, value sets and concept maps (docs/fhir.md "Terminology"): load them',
 };
 
 /**
@@ -239,6 +240,16 @@ export const commands: CommandSpec[] = [
         return (sql, type, ids) => fhir.purgeById(sql, type, ids);
       });
     },
+  },
+  {
+    name: 'terminology load',
+    summary: 'Load CodeSystem, ValueSet and ConceptMap resources and print what was loaded as JSON',
+    details:
+      'Each resource is loaded whole or not at all; loading a url and version again replaces it atomically, and every running process sees it at once. ' +
+      'A hierarchy with a cycle, a parent that is not a code of its system or a code given twice is refused (exit code 1, each failure named on stderr).',
+    args: [{ name: 'FILE', variadic: true, description: 'A .json file (a resource or a Bundle of them) or an .ndjson file (one resource a line)' }],
+    examples: ['pont terminology load snomed-subset.json', 'pont terminology load codesystems.ndjson valuesets.json'],
+    run: async ({ args }) => (await import('./fhir/term/cli')).loadTerminologyCommand(args.FILE as string[]),
   },
   {
     name: 'mappings check',

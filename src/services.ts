@@ -22,6 +22,7 @@ import { BulkExports } from './bulk/jobs';
 import { createBulkExportWorker } from './bulk/worker';
 import { periodicJob } from './jobs';
 import { createRetentionWorker } from './retention/job';
+import { TerminologyService } from './fhir/term/service';
 
 /** The composition root's view (server, CLI, tests): the services plus the database handle and the background workers. */
 export interface Composition extends Services {
@@ -62,6 +63,7 @@ export async function createServices(config: Config, db: Database, log: Logger):
     mappings,
     checkDatabase: async () => void (await db.query('SELECT 1')),
     bulkExports,
+    terminology: new TerminologyService(db),
     workers: [
       createDeliveryWorker({ config, db, log }),
       createIdempotencyJanitor(db, config.idempotencyTtlMs, log),

@@ -30,6 +30,8 @@ export const SCOPES = [
   'fhir:write',
   'fhir:read',
   'audit:read',
+  // Ours: the terminology operations (code systems, value sets, concept maps: data about no patient).
+  'terminology:read',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 
@@ -61,6 +63,7 @@ export const SCOPE_RISK: Record<Scope, 'Low' | 'Medium' | 'High' | 'Critical'> =
   'fhir:write': 'High',
   'fhir:read': 'Medium',
   'audit:read': 'Medium',
+  'terminology:read': 'Low',
 };
 
 /** Read scope per FHIR resource type; types not listed need `fhir:read`. `fhir:read` also reads every type. */
@@ -108,6 +111,12 @@ export function fhirReadScopes(resourceType: string): Scope[] {
   return specific ? [specific, 'fhir:read'] : ['fhir:read'];
 }
 
+/**
+ * The terminology operations ($lookup, $validate-code, $subsumes, $expand, $translate on CodeSystem, ValueSet and
+ * ConceptMap) need this scope, and only it: terminology holds no patient data, so consent does not apply.
+ */
+export const TERMINOLOGY_SCOPE: Scope = 'terminology:read';
+
 /** Every FHIR write (create, update, delete, transaction, import over HTTP) needs `fhir:write`. */
 export const FHIR_WRITE_SCOPE: Scope = 'fhir:write';
 
@@ -125,5 +134,6 @@ export function fhirScopeTable(): string {
     '| every other type | `fhir:read` |',
     '',
     `\`Patient/{id}/$everything\` needs \`patients:read\` or \`fhir:read\`. FHIR writes need \`${FHIR_WRITE_SCOPE}\`. \`GET /api/fhir/R4/metadata\` is public.`,
+    `The terminology operations (\`$lookup\`, \`$validate-code\`, \`$subsumes\`, \`$expand\`, \`$translate\` on CodeSystem, ValueSet and ConceptMap) need \`${TERMINOLOGY_SCOPE}\`, and only it.`,
   ].join('\n');
 }

@@ -2,6 +2,13 @@ import type { CapabilityStatement, CapabilityStatementRestResource } from '@medp
 import { allResourceTypes, patientCompartmentParams } from '../core/fhir-definitions';
 import { indexedParams } from './indexer';
 
+/** The terminology operations of each type (src/routes/terminology.ts; docs/fhir.md "Terminology"). */
+const TERMINOLOGY: Record<string, string[]> = {
+  CodeSystem: ['lookup', 'validate-code', 'subsumes'],
+  ValueSet: ['expand', 'validate-code'],
+  ConceptMap: ['translate'],
+};
+
 /** The Bulk Data Access IG (docs/fhir.md "Bulk Data export"). */
 const BULK_DATA = 'http://hl7.org/fhir/uv/bulkdata';
 
@@ -46,6 +53,7 @@ export function capabilityStatement(publicUrl: string): CapabilityStatement {
             ]
           : []),
         ...(type === 'Group' ? [{ name: 'export', definition: `${BULK_DATA}/OperationDefinition/group-export` }] : []),
+        ...(TERMINOLOGY[type] ?? []).map((name) => ({ name, definition: `http://hl7.org/fhir/OperationDefinition/${type}-${name}` })),
         { name: 'validate', definition: 'http://hl7.org/fhir/OperationDefinition/Resource-validate' },
       ],
     };

@@ -3,6 +3,7 @@ import type { Logger } from '../log';
 import type { Access } from '../auth/access';
 import type { BulkExports } from '../bulk/jobs';
 import type { FhirService } from '../fhir/service';
+import type { TerminologyService } from '../fhir/term/service';
 import type { MappingHolder } from '../mapping/holder';
 import type { WebhookStore } from '../webhooks/store';
 
@@ -31,4 +32,6 @@ export interface Services {
   checkDatabase(): Promise<void>;
   /** Bulk Data export jobs and their files (src/bulk). */
   bulkExports: BulkExports;
+  /** The terminology operations over the loaded code systems, value sets and concept maps (src/fhir/term). */
+  terminology: TerminologyService;
 }

@@ -1,0 +1,207 @@
+import type { ValueSet, ValueSetComposeInclude, ValueSetComposeIncludeFilter, ValueSetExpansionContains } from '@medplum/fhirtypes';
+import { badRequest } from '../../core/errors';
+import type { Queryable } from '../../db/database';
+import { and, join, sql, type Sql } from '../../db/sql';
+import { normalizeString } from '../normalize';
+
+/** The R4 filter operators an expansion understands (FilterOperator). */
+export const FILTER_OPS = ['=', 'is-a', 'descendent-of', 'is-not-a', 'regex', 'in', 'not-in', 'generalizes', 'exists'] as const;
+/** Longest filter value (a regex, a list for `in`). */
+const MAX_FILTER_VALUE = 4096;
+/** Properties that name the concept itself in a hierarchy filter. */
+const CONCEPT_PROPERTIES = new Set(['concept', 'code', 'parent', 'child']);
+
+/** The code system and value set urls a value set's compose draws on: a load of any of them expands it again. */
+export function dependenciesOf(vs: ValueSet): string[] {
+  const urls = new Set<string>();
+  for (const inc of [...(vs.compose?.include ?? []), ...(vs.compose?.exclude ?? [])]) {
+    if (typeof inc?.system === 'string') urls.add(inc.system);
+    for (const v of Array.isArray(inc?.valueSet) ? inc.valueSet : []) if (typeof v === 'string') urls.add(v.split('|')[0]!);
+  }
+  return [...urls];
+}
+
+/** Not expandable (yet), and why: the value set stays loaded and answers with this reason. */
+class Unexpandable extends Error {}
+
+interface Resolved {
+  id: string;
+  version: string;
+}
+
+async function codeSystemOf(tx: Queryable, url: string, version: string | undefined): Promise<Resolved | undefined> {
+  const r = await tx.query<Resolved>(
+    `SELECT id::text, version FROM term_code_systems WHERE url = $1 AND state = 'active' AND ($2::text IS NULL OR version = $2) ORDER BY id DESC LIMIT 1`,
+    [url, version ?? null],
+  );
+  return r.rows[0];
+}
+
+async function valueSetOf(tx: Queryable, ref: string): Promise<string> {
+  const [url, version] = ref.split('|');
+  const r = await tx.query<{ id: string; unexpandable: string | null }>(
+    `SELECT id::text, unexpandable FROM term_value_sets WHERE url = $1 AND state = 'active' AND ($2::text IS NULL OR version = $2) ORDER BY id DESC LIMIT 1`,
+    [url, version ?? null],
+  );
+  const vs = r.rows[0];
+  if (!vs) throw new Unexpandable(`it includes value set ${ref}, which is not loaded`);
+  if (vs.unexpandable) throw new Unexpandable(`it includes value set ${ref}, which cannot be expanded: ${vs.unexpandable}`);
+  return vs.id;
+}
+
+async function conceptId(tx: Queryable, cs: Resolved, system: string, code: string): Promise<string> {
+  const r = await tx.query<{ cid: string }>('SELECT cid::text FROM term_concepts WHERE cs = $1 AND code = $2', [cs.id, code]);
+  if (!r.rows[0]) throw new Unexpandable(`its filter names ${code}, which is not a code of ${system}`);
+  return r.rows[0].cid;
+}
+
+/** A property's value as text, whatever its type (valueCode, valueString, valueCoding.code, …). */
+const propertyValue = sql`coalesce(p->>'valueCode', p->>'valueString', p->'valueCoding'->>'code', p->>'valueBoolean', p->>'valueInteger', p->>'valueDecimal', p->>'valueDateTime')`;
+
+/** The condition of one filter on concepts `c` of code system `cs`. */
+async function filterSql(tx: Queryable, cs: Resolved, system: string, f: ValueSetComposeIncludeFilter): Promise<Sql> {
+  const { property, op, value } = f ?? ({} as ValueSetComposeIncludeFilter);
+  if (typeof property !== 'string' || typeof op !== 'string' || typeof value !== 'string') throw badRequest('A filter has a property, an op and a value (strings)');
+  if (value.length > MAX_FILTER_VALUE) throw badRequest(`A filter value is at most ${MAX_FILTER_VALUE} characters`);
+  const values = op === 'in' || op === 'not-in' ? value.split(',').map((v) => v.trim()) : [value];
+  const concept = CONCEPT_PROPERTIES.has(property);
+  switch (op) {
+    case 'is-a':
+    case 'descendent-of':
+    case 'is-not-a':
+    case 'generalizes': {
+      if (!concept) throw new Unexpandable(`filter ${property} ${op}: hierarchy filters apply to the property "concept"`);
+      const x = await conceptId(tx, cs, system, value);
+      if (op === 'generalizes') return sql`c.cid IN (SELECT ancestor FROM term_closure WHERE descendant = ${x})`;
+      const below = sql`c.cid IN (SELECT descendant FROM term_closure WHERE ancestor = ${x})`;
+      if (op === 'is-not-a') return sql`NOT ${below}`;
+      return op === 'descendent-of' ? sql`${below} AND c.cid <> ${x}` : below;
+    }
+    case 'regex': {
+      try {
+        new RegExp(value);
+      } catch {
+        throw badRequest(`filter ${property} regex: "${value.slice(0, 80)}" is not a regular expression`);
+      }
+      const pattern = `^(?:${value})$`;
+      if (concept) return sql`c.code ~ ${pattern}`;
+      if (property === 'display') return sql`c.display ~ ${pattern}`;
+      return sql`EXISTS (SELECT 1 FROM jsonb_array_elements(c.properties) p WHERE p->>'code' = ${property} AND ${propertyValue} ~ ${pattern})`;
+    }
+    case '=':
+    case 'in':
+    case 'not-in': {
+      let cond: Sql;
+      if (concept) cond = sql`c.code = ANY(${values}::text[])`;
+      else if (property === 'display') cond = sql`c.display = ANY(${values}::text[])`;
+      else if (property === 'inactive') cond = sql`(NOT c.active)::text = ANY(${values}::text[])`;
+      else cond = sql`EXISTS (SELECT 1 FROM jsonb_array_elements(c.properties) p WHERE p->>'code' = ${property} AND ${propertyValue} = ANY(${values}::text[]))`;
+      return op === 'not-in' ? sql`NOT (${cond})` : cond;
+    }
+    case 'exists': {
+      if (value !== 'true' && value !== 'false') throw badRequest('filter exists: the value is true or false');
+      const has = sql`EXISTS (SELECT 1 FROM jsonb_array_elements(c.properties) p WHERE p->>'code' = ${property})`;
+      return value === 'true' ? has : sql`NOT ${has}`;
+    }
+    default:
+      throw badRequest(`filter op "${String(op).slice(0, 40)}" is not one of ${FILTER_OPS.join(', ')}`);
+  }
+}
+
+/** One include (or exclude) as rows (i, n, system, version, code, display, display_norm, inactive). */
+async function includeSql(tx: Queryable, inc: ValueSetComposeInclude, i: number): Promise<Sql> {
+  if (!inc || typeof inc !== 'object') throw badRequest('compose.include holds objects');
+  const refs = Array.isArray(inc.valueSet) ? inc.valueSet : [];
+  for (const ref of refs) if (typeof ref !== 'string') throw badRequest('compose.include.valueSet holds canonical urls');
+  const setIds: string[] = [];
+  for (const ref of refs) setIds.push(await valueSetOf(tx, ref));
+  /** The (system, code) also in every value set the include names. */
+  const inSets = (system: Sql, code: Sql) => setIds.map((id) => sql`(${system}, ${code}) IN (SELECT system, code FROM term_value_set_codes WHERE vs = ${id})`);
+  if (typeof inc.system !== 'string') {
+    if (!setIds.length) throw badRequest('A compose include names a system or value sets');
+    const [first, ...rest] = setIds;
+    const others = rest.map((o) => sql`(v.system, v.code) IN (SELECT system, code FROM term_value_set_codes WHERE vs = ${o})`);
+    return sql`SELECT ${i}::int AS i, v.ord::bigint AS n, v.system, v.version, v.code, v.display, v.display_norm, v.inactive
+      FROM term_value_set_codes v WHERE ${and(sql`v.vs = ${first}`, ...others)}`;
+  }
+  const system = inc.system;
+  const cs = await codeSystemOf(tx, system, typeof inc.version === 'string' ? inc.version : undefined);
+  const concepts = Array.isArray(inc.concept) ? inc.concept : undefined;
+  if (concepts) {
+    const codes = concepts.map((c) => c?.code);
+    if (codes.some((c) => typeof c !== 'string')) throw badRequest(`compose.include.concept of ${system}: each has a code`);
+    const displays = concepts.map((c) => (typeof c.display === 'string' ? c.display : null));
+    if (cs) {
+      const missing = await tx.query<{ code: string }>(
+        'SELECT l.code FROM unnest($1::text[]) AS l(code) WHERE NOT EXISTS (SELECT 1 FROM term_concepts t WHERE t.cs = $2 AND t.code = l.code) LIMIT 3',
+        [codes, cs.id],
+      );
+      if (missing.rows.length) throw new Unexpandable(`it includes ${missing.rows.map((r) => r.code).join(', ')}, not codes of ${system}`);
+    }
+    const displayNorms = displays.map((d) => (d === null ? null : normalizeString(d)));
+    return sql`SELECT ${i}::int AS i, l.n AS n, ${system}::text AS system, ${cs?.version || null}::text AS version, l.code, coalesce(l.display, c.display) AS display,
+        coalesce(l.display_norm, c.display_norm) AS display_norm, coalesce(NOT c.active, false) AS inactive
+      FROM unnest(${codes}::text[], ${displays}::text[], ${displayNorms}::text[]) WITH ORDINALITY AS l(code, display, display_norm, n)
+      LEFT JOIN term_concepts c ON c.cs = ${cs?.id ?? null}::bigint AND c.code = l.code
+      WHERE ${and(...inSets(sql`${system}::text`, sql`l.code`))}`;
+  }
+  if (!cs) throw new Unexpandable(`it draws on code system ${system}${inc.version ? `|${inc.version}` : ''}, which is not loaded`);
+  const filters = Array.isArray(inc.filter) ? inc.filter : [];
+  const conds: Sql[] = [];
+  for (const f of filters) conds.push(await filterSql(tx, cs, system, f));
+  return sql`SELECT ${i}::int AS i, c.cid AS n, ${system}::text AS system, ${cs.version || null}::text AS version, c.code, c.display, c.display_norm, NOT c.active AS inactive
+    FROM term_concepts c WHERE ${and(sql`c.cs = ${cs.id}`, ...conds, ...inSets(sql`${system}::text`, sql`c.code`))}`;
+}
+
+/**
+ * Writes the expansion of `vs` (row `id` of term_value_sets): its compose against the active code systems, or its
+ * given expansion when it has no compose. A compose that draws on what is not loaded marks it unexpandable.
+ */
+export async function expandInto(tx: Queryable, id: string, vs: ValueSet): Promise<{ count: number; unexpandable?: string }> {
+  await tx.query('DELETE FROM term_value_set_codes WHERE vs = $1', [id]);
+  let unexpandable: string | undefined;
+  let count = 0;
+  try {
+    if (vs.compose) {
+      const includes = Array.isArray(vs.compose.include) ? vs.compose.include : [];
+      if (!includes.length) throw badRequest(`ValueSet ${vs.url}: compose.include is empty`);
+      const inc = await Promise.all(includes.map((x, i) => includeSql(tx, x, i)));
+      const excludes = Array.isArray(vs.compose.exclude) ? vs.compose.exclude : [];
+      const exc = await Promise.all(excludes.map((x, i) => includeSql(tx, x, i)));
+      const inactive = vs.compose.inactive === false ? sql` AND NOT d.inactive` : sql``;
+      const statement = sql`INSERT INTO term_value_set_codes (vs, ord, system, version, code, display, display_norm, inactive)
+        SELECT ${id}, row_number() OVER (ORDER BY d.i, d.n), d.system, d.version, d.code, d.display, d.display_norm, d.inactive
+        FROM (SELECT DISTINCT ON (u.system, u.code) u.* FROM (${join(inc.map((s) => sql`(${s})`), ' UNION ALL ')}) u ORDER BY u.system, u.code, u.i, u.n) d
+        WHERE true${exc.length ? sql` AND (d.system, d.code) NOT IN (SELECT e.system, e.code FROM (${join(exc.map((s) => sql`(${s})`), ' UNION ALL ')}) e)` : sql``}${inactive}`;
+      const { text, values } = statement.render();
+      count = (await tx.query(text, values)).rowCount;
+    } else {
+      const rows: Array<[string, string | null, string, string | null, boolean]> = [];
+      const walk = (contains: ValueSetExpansionContains[] | undefined) => {
+        for (const c of Array.isArray(contains) ? contains : []) {
+          if (typeof c.system === 'string' && typeof c.code === 'string') rows.push([c.system, c.version ?? null, c.code, c.display ?? null, c.inactive === true]);
+          walk(c.contains);
+        }
+      };
+      walk(vs.expansion?.contains);
+      if (!vs.expansion) throw new Unexpandable('it has neither a compose nor an expansion');
+      const seen = new Set<string>();
+      const unique = rows.filter((r) => !seen.has(`${r[0]}|${r[2]}`) && seen.add(`${r[0]}|${r[2]}`));
+      const col = (k: number) => unique.map((r) => r[k]);
+      count = (
+        await tx.query(
+          `INSERT INTO term_value_set_codes (vs, ord, system, version, code, display, display_norm, inactive)
+           SELECT $1, n, s, v, c, d, lower(d), x FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[]) WITH ORDINALITY AS t(s, v, c, d, x, n)`,
+          [id, col(0), col(1), col(2), col(3), col(4)],
+        )
+      ).rowCount;
+    }
+  } catch (err) {
+    if (!(err instanceof Unexpandable)) throw err;
+    unexpandable = err.message;
+    count = 0;
+  }
+  await tx.query('UPDATE term_value_sets SET unexpandable = $2, code_count = $3 WHERE id = $1', [id, unexpandable ?? null, count]);
+  return { count, unexpandable };
+}
+

@@ -1,0 +1,369 @@
+import { randomUUID } from 'node:crypto';
+import type { CodeableConcept, Coding, Parameters, ParametersParameter, ValueSet, ValueSetExpansionContains } from '@medplum/fhirtypes';
+import { ApiError, badRequest, ErrorCode, notFound } from '../../core/errors';
+import type { Queryable } from '../../db/database';
+import { escapeLike, normalizeString } from '../normalize';
+import { bool, coding, concept, int, one, parameters, type OpInput } from './params';
+
+/** The operations, their parameters (R4 OperationDefinitions), and what each answers. */
+export const OPERATIONS = {
+  'CodeSystem/$lookup': ['code', 'system', 'version', 'coding', 'date', 'displayLanguage', 'property'],
+  'CodeSystem/$validate-code': ['url', 'code', 'version', 'display', 'coding', 'codeableConcept', 'date', 'abstract', 'displayLanguage', 'system'],
+  'CodeSystem/$subsumes': ['codeA', 'codeB', 'system', 'version', 'codingA', 'codingB'],
+  'ValueSet/$expand': ['url', 'valueSetVersion', 'filter', 'date', 'offset', 'count', 'activeOnly', 'includeDesignations', 'includeDefinition', 'excludeNested', 'excludeNotForUI', 'excludePostCoordinated', 'displayLanguage'],
+  'ValueSet/$validate-code': ['url', 'valueSetVersion', 'code', 'system', 'systemVersion', 'display', 'coding', 'codeableConcept', 'date', 'abstract', 'displayLanguage'],
+  'ConceptMap/$translate': ['url', 'conceptMapVersion', 'code', 'system', 'version', 'source', 'coding', 'codeableConcept', 'target', 'targetsystem', 'reverse'],
+} as const;
+export type OperationName = keyof typeof OPERATIONS;
+
+/** Codes of an $expand page: default and most. */
+export const EXPAND_DEFAULT_COUNT = 1000;
+export const EXPAND_MAX_COUNT = 1000;
+/** Longest $expand filter text. */
+export const MAX_FILTER_CHARS = 200;
+/** Children listed by $lookup (a root of a large code system has many). */
+const MAX_CHILDREN = 1000;
+
+interface CodeSystemRow {
+  id: string;
+  url: string;
+  version: string;
+  content: string;
+  name: string | null;
+}
+interface ConceptRow {
+  cid: string;
+  code: string;
+  display: string | null;
+  definition: string | null;
+  active: boolean;
+  properties: Array<Record<string, unknown>> | null;
+  designations: Array<{ language?: string; use?: Coding; value: string }> | null;
+}
+
+const versioned = (url: string, version: string | undefined) => (version ? `${url}|${version}` : url);
+
+/**
+ * The terminology operations (docs/fhir.md "Terminology") over what `pont terminology load` loaded: every answer is
+ * read from the database at the time of the request (no cache), so a load is seen by every process at once.
+ */
+export class TerminologyService {
+  constructor(private readonly db: Queryable) {}
+
+  private async codeSystem(url: string | undefined, version: string | undefined, id: string | undefined): Promise<CodeSystemRow> {
+    if (url === undefined && id === undefined) throw badRequest('Name the code system: system (or the coding\'s system), or CodeSystem/{id}/…');
+    const r = await this.db.query<CodeSystemRow>(
+      `SELECT id::text, url, version, content, coalesce(resource->>'name', resource->>'title') AS name FROM term_code_systems
+       WHERE state = 'active' AND ($1::text IS NULL OR url = $1) AND ($2::text IS NULL OR resource_id = $2) AND ($3::text IS NULL OR version = $3)
+       ORDER BY id DESC LIMIT 1`,
+      [url ?? null, id ?? null, version ?? null],
+    );
+    if (!r.rows[0]) {
+      if (id !== undefined && url === undefined) throw notFound(`No CodeSystem ${id} is loaded`);
+      throw notFound(`Code system ${versioned(url ?? `CodeSystem/${id}`, version)} is not loaded`);
+    }
+    return r.rows[0];
+  }
+
+  private async concept(cs: CodeSystemRow, code: string): Promise<ConceptRow | undefined> {
+    const r = await this.db.query<ConceptRow>(
+      'SELECT cid::text, code, display, definition, active, properties, designations FROM term_concepts WHERE cs = $1 AND code = $2',
+      [cs.id, code],
+    );
+    return r.rows[0];
+  }
+
+  /** The code and system an operation names: `code` + `system`, or a Coding (`coding`). */
+  private static target(input: OpInput, codeName = 'code', systemName = 'system', codingName = 'coding'): { code: string; system?: string; version?: string; display?: string } {
+    const c = coding(input, codingName);
+    const code = one(input, codeName);
+    if (c && code !== undefined) throw badRequest(`Give ${codeName} or ${codingName}, not both`);
+    if (c) {
+      if (typeof c.code !== 'string') throw badRequest(`${codingName} has no code`);
+      return { code: c.code, system: c.system, version: c.version, display: c.display };
+    }
+    if (code === undefined) throw badRequest(`Give ${codeName} (with ${systemName}) or ${codingName}`);
+    return { code, system: one(input, systemName) };
+  }
+
+  /** CodeSystem/$lookup: the concept's display, definition, designations and properties, its parents and children. */
+  async lookup(input: OpInput, id?: string): Promise<Parameters> {
+    const t = TerminologyService.target(input);
+    const cs = await this.codeSystem(t.system, one(input, 'version') ?? t.version, id);
+    const c = await this.concept(cs, t.code);
+    if (!c) throw notFound(`${t.code} is not a code of ${versioned(cs.url, cs.version)}`);
+    const wanted = new Set((input.get('property') ?? []).map(String));
+    const want = (p: string) => !wanted.size || wanted.has(p);
+    const edges = await this.db.query<{ kind: 'parent' | 'child'; code: string }>(
+      `(SELECT 'parent' AS kind, p.code FROM term_edges e JOIN term_concepts p ON p.cid = e.parent WHERE e.child = $1 ORDER BY p.code)
+       UNION ALL
+       (SELECT 'child' AS kind, ch.code FROM term_edges e JOIN term_concepts ch ON ch.cid = e.child WHERE e.parent = $1 ORDER BY ch.code LIMIT ${MAX_CHILDREN})`,
+      [c.cid],
+    );
+    const property = (code: string, value: Record<string, unknown>): ParametersParameter => ({
+      name: 'property',
+      part: [{ name: 'code', valueCode: code }, { name: 'value', ...value }],
+    });
+    const out: Array<ParametersParameter | undefined> = [
+      { name: 'name', valueString: cs.name ?? cs.url },
+      cs.version ? { name: 'version', valueString: cs.version } : undefined,
+      { name: 'display', valueString: c.display ?? c.code },
+      c.definition && want('definition') ? { name: 'definition', valueString: c.definition } : undefined,
+    ];
+    if (want('designation'))
+      for (const d of c.designations ?? [])
+        out.push({
+          name: 'designation',
+          part: ([
+            d.language ? { name: 'language', valueCode: d.language } : undefined,
+            d.use ? { name: 'use', valueCoding: d.use } : undefined,
+            { name: 'value', valueString: d.value },
+          ] as Array<ParametersParameter | undefined>).filter((p): p is ParametersParameter => p !== undefined),
+        });
+    if (want('inactive')) out.push(property('inactive', { valueBoolean: !c.active }));
+    for (const e of edges.rows) if (want(e.kind)) out.push(property(e.kind, { valueCode: e.code }));
+    for (const p of c.properties ?? []) {
+      const code = String(p.code);
+      if (!want(code)) continue;
+      const value = Object.fromEntries(Object.entries(p).filter(([k]) => k.startsWith('value')));
+      out.push(property(code, value));
+    }
+    return parameters(out);
+  }
+
+  /** CodeSystem/$validate-code: is the code in the code system (and the display one of its displays)? */
+  async validateCodeInSystem(input: OpInput, id?: string): Promise<Parameters> {
+    const codings = TerminologyService.codings(input);
+    const url = one(input, 'url') ?? one(input, 'system');
+    const results = [];
+    for (const c of codings) {
+      if (url !== undefined && c.system !== undefined && c.system !== url) {
+        results.push({ result: false, message: `The coding's system ${c.system} is not ${url}` });
+        continue;
+      }
+      const cs = await this.codeSystem(url ?? c.system, one(input, 'version') ?? c.version, id);
+      results.push(await this.checkConcept(cs, c.code!, one(input, 'display') ?? c.display));
+    }
+    return TerminologyService.validation(results);
+  }
+
+  private async checkConcept(cs: CodeSystemRow, code: string, display: string | undefined): Promise<{ result: boolean; message?: string; display?: string }> {
+    const c = await this.concept(cs, code);
+    if (!c) return { result: false, message: `Unknown code "${code}" in code system ${versioned(cs.url, cs.version)}` };
+    const shown = c.display ?? undefined;
+    if (display !== undefined && display !== shown && !(c.designations ?? []).some((d) => d.value === display))
+      return { result: false, display: shown, message: `"${display}" is not a display of ${code} in ${cs.url} (its display is "${shown ?? code}")` };
+    return { result: true, display: shown, message: c.active ? undefined : `${code} is inactive in ${cs.url}` };
+  }
+
+  /** The codings to validate: code (+ system), coding, or every coding of codeableConcept. */
+  private static codings(input: OpInput): Coding[] {
+    const cc: CodeableConcept | undefined = concept(input, 'codeableConcept');
+    if (cc) {
+      if (input.has('code') || input.has('coding')) throw badRequest('Give code, coding or codeableConcept: one of them');
+      const list = (cc.coding ?? []).filter((c) => typeof c.code === 'string');
+      if (!list.length) throw badRequest('codeableConcept has no coding with a code');
+      return list;
+    }
+    const t = TerminologyService.target(input);
+    return [{ code: t.code, system: t.system, version: t.version, display: t.display }];
+  }
+
+  /** One answer for several codings (a CodeableConcept): valid when one of them is. */
+  private static validation(results: Array<{ result: boolean; message?: string; display?: string }>): Parameters {
+    const good = results.find((r) => r.result);
+    const chosen = good ?? results[0]!;
+    const messages = good ? (good.message ? [good.message] : []) : results.map((r) => r.message).filter(Boolean);
+    return parameters([
+      { name: 'result', valueBoolean: !!good },
+      messages.length ? { name: 'message', valueString: messages.join('; ') } : undefined,
+      chosen.display ? { name: 'display', valueString: chosen.display } : undefined,
+    ]);
+  }
+
+  /** CodeSystem/$subsumes: equivalent, subsumes, subsumed-by or not-subsumed, from the closure. */
+  async subsumes(input: OpInput, id?: string): Promise<Parameters> {
+    const a = TerminologyService.target(input, 'codeA', 'system', 'codingA');
+    const b = TerminologyService.target(input, 'codeB', 'system', 'codingB');
+    if (a.system && b.system && a.system !== b.system) throw badRequest(`codingA and codingB are of different systems (${a.system}, ${b.system})`);
+    const cs = await this.codeSystem(a.system ?? b.system ?? one(input, 'system'), one(input, 'version') ?? a.version ?? b.version, id);
+    const [ca, cb] = [await this.concept(cs, a.code), await this.concept(cs, b.code)];
+    for (const [c, code] of [[ca, a.code], [cb, b.code]] as const) if (!c) throw badRequest(`${code} is not a code of ${versioned(cs.url, cs.version)}`);
+    let outcome = 'not-subsumed';
+    if (ca!.cid === cb!.cid) outcome = 'equivalent';
+    else {
+      const r = await this.db.query<{ ancestor: string }>(
+        'SELECT ancestor::text FROM term_closure WHERE (ancestor = $1 AND descendant = $2) OR (ancestor = $2 AND descendant = $1)',
+        [ca!.cid, cb!.cid],
+      );
+      if (r.rows[0]) outcome = r.rows[0].ancestor === ca!.cid ? 'subsumes' : 'subsumed-by';
+    }
+    return parameters([{ name: 'outcome', valueCode: outcome }]);
+  }
+
+  private async valueSet(url: string | undefined, version: string | undefined, id: string | undefined) {
+    if (url === undefined && id === undefined) throw badRequest('Name the value set: url (of a loaded ValueSet), or ValueSet/{id}/…');
+    const r = await this.db.query<{ id: string; url: string; version: string; resource: ValueSet; unexpandable: string | null; code_count: number }>(
+      `SELECT id::text, url, version, resource, unexpandable, code_count FROM term_value_sets
+       WHERE state = 'active' AND ($1::text IS NULL OR url = $1) AND ($2::text IS NULL OR resource_id = $2) AND ($3::text IS NULL OR version = $3)
+       ORDER BY id DESC LIMIT 1`,
+      [url ?? null, id ?? null, version ?? null],
+    );
+    const vs = r.rows[0];
+    if (!vs) throw notFound(url !== undefined ? `Value set ${versioned(url, version)} is not loaded` : `No ValueSet ${id} is loaded`);
+    if (vs.unexpandable) throw new ApiError(422, ErrorCode.validationFailed, `Value set ${vs.url} cannot be expanded: ${vs.unexpandable}`);
+    return vs;
+  }
+
+  /** ValueSet/$expand: a page of the stored expansion (filter text, activeOnly, offset and count). */
+  async expand(input: OpInput, id?: string): Promise<ValueSet> {
+    const [urlPart, urlVersion] = (one(input, 'url') ?? '').split('|');
+    const vs = await this.valueSet(urlPart || undefined, one(input, 'valueSetVersion') ?? urlVersion, id);
+    const offset = int(input, 'offset', 1_000_000_000) ?? 0;
+    const count = int(input, 'count', EXPAND_MAX_COUNT) ?? EXPAND_DEFAULT_COUNT;
+    const activeOnly = bool(input, 'activeOnly') ?? false;
+    const filter = one(input, 'filter');
+    if (filter !== undefined && filter.length > MAX_FILTER_CHARS) throw badRequest(`filter is at most ${MAX_FILTER_CHARS} characters`);
+    const words = filter === undefined ? [] : normalizeString(filter).split(/\s+/).filter(Boolean).slice(0, 10);
+    const conds: string[] = ['vs = $1'];
+    const values: unknown[] = [vs.id];
+    if (activeOnly) conds.push('NOT inactive');
+    for (const w of words) {
+      values.push(`${escapeLike(w)}%`, `% ${escapeLike(w)}%`, w);
+      const n = values.length;
+      conds.push(`(display_norm LIKE $${n - 2} OR display_norm LIKE $${n - 1} OR lower(code) = $${n})`);
+    }
+    const narrowed = conds.length > 1;
+    let total = vs.code_count;
+    if (narrowed) total = (await this.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM term_value_set_codes WHERE ${conds.join(' AND ')}`, values)).rows[0]!.n;
+    // Unnarrowed, ord is 1..total: the page starts by key, so a far page costs what the first does.
+    const page = narrowed
+      ? `WHERE ${conds.join(' AND ')} ORDER BY ord LIMIT ${count} OFFSET ${offset}`
+      : `WHERE vs = $1 AND ord > ${offset} ORDER BY ord LIMIT ${count}`;
+    const rows = count === 0 ? [] : (await this.db.query<{ system: string; version: string | null; code: string; display: string | null; inactive: boolean }>(
+      `SELECT system, version, code, display, inactive FROM term_value_set_codes ${page}`,
+      narrowed ? values : [vs.id],
+    )).rows;
+    const contains: ValueSetExpansionContains[] = rows.map((r) => ({
+      system: r.system,
+      ...(r.version ? { version: r.version } : {}),
+      code: r.code,
+      ...(r.display ? { display: r.display } : {}),
+      ...(r.inactive ? { inactive: true } : {}),
+    }));
+    const { compose: _c, expansion: _e, ...resource } = vs.resource;
+    return {
+      ...resource,
+      resourceType: 'ValueSet',
+      expansion: {
+        identifier: `urn:uuid:${randomUUID()}`,
+        timestamp: new Date().toISOString(),
+        total,
+        offset,
+        parameter: [
+          { name: 'offset', valueInteger: offset },
+          { name: 'count', valueInteger: count },
+          ...(filter !== undefined ? [{ name: 'filter', valueString: filter }] : []),
+          ...(activeOnly ? [{ name: 'activeOnly', valueBoolean: true }] : []),
+        ],
+        ...(contains.length ? { contains } : {}),
+      },
+    };
+  }
+
+  /** ValueSet/$validate-code: is the code (a coding of the concept) in the value set's expansion? */
+  async validateCodeInValueSet(input: OpInput, id?: string): Promise<Parameters> {
+    const [urlPart, urlVersion] = (one(input, 'url') ?? '').split('|');
+    const vs = await this.valueSet(urlPart || undefined, one(input, 'valueSetVersion') ?? urlVersion, id);
+    const codings = TerminologyService.codings(input);
+    const display = one(input, 'display');
+    const results = [];
+    for (const c of codings) {
+      const r = await this.db.query<{ system: string; display: string | null; inactive: boolean; cs_display: string | null; designations: ConceptRow['designations'] }>(
+        `SELECT v.system, v.display, v.inactive, c.display AS cs_display, c.designations FROM term_value_set_codes v
+         LEFT JOIN term_code_systems s ON s.url = v.system AND s.state = 'active'
+         LEFT JOIN term_concepts c ON c.cs = s.id AND c.code = v.code
+         WHERE v.vs = $1 AND v.code = $2 AND ($3::text IS NULL OR v.system = $3) ORDER BY v.ord, s.id DESC LIMIT 1`,
+        [vs.id, c.code, c.system ?? null],
+      );
+      const hit = r.rows[0];
+      const label = c.system ? `${c.system}#${c.code}` : c.code!;
+      if (!hit) {
+        results.push({ result: false, message: `${label} is not in value set ${vs.url}` });
+        continue;
+      }
+      const shown = hit.display ?? hit.cs_display ?? undefined;
+      const asked = display ?? c.display;
+      if (asked !== undefined && asked !== shown && asked !== hit.cs_display && !(hit.designations ?? []).some((d) => d.value === asked)) {
+        results.push({ result: false, display: shown, message: `"${asked}" is not a display of ${label} (its display is "${shown ?? c.code}")` });
+        continue;
+      }
+      results.push({ result: true, display: shown, message: hit.inactive ? `${label} is inactive` : undefined });
+    }
+    return TerminologyService.validation(results);
+  }
+
+  /** ConceptMap/$translate: the targets of the loaded concept maps for a code (source to target only). */
+  async translate(input: OpInput, id?: string): Promise<Parameters> {
+    if (bool(input, 'reverse')) throw badRequest('reverse=true is not supported: translate from the source of a concept map to its target');
+    const t = (() => {
+      const cc = concept(input, 'codeableConcept');
+      if (cc) {
+        const first = (cc.coding ?? []).find((c) => typeof c.code === 'string');
+        if (!first) throw badRequest('codeableConcept has no coding with a code');
+        return { code: first.code!, system: first.system };
+      }
+      return TerminologyService.target(input);
+    })();
+    if (!t.system) throw badRequest('$translate needs the system of the code (system, or the coding\'s system)');
+    const [url, urlVersion] = (one(input, 'url') ?? '').split('|');
+    const r = await this.db.query<{ url: string; target_system: string | null; target_code: string | null; target_display: string | null; equivalence: string; comment: string | null }>(
+      `SELECT m.url, e.target_system, e.target_code, e.target_display, e.equivalence, e.comment
+       FROM term_concept_map_elements e JOIN term_concept_maps m ON m.id = e.cm AND m.state = 'active'
+       WHERE e.source_code = $1 AND e.source_system = $2
+         AND ($3::text IS NULL OR m.url = $3) AND ($4::text IS NULL OR m.version = $4) AND ($5::text IS NULL OR m.resource_id = $5)
+         AND ($6::text IS NULL OR e.target_system = $6)
+         AND ($7::text IS NULL OR coalesce(m.resource->>'sourceUri', m.resource->>'sourceCanonical') = $7)
+         AND ($8::text IS NULL OR coalesce(m.resource->>'targetUri', m.resource->>'targetCanonical') = $8)
+       ORDER BY m.url, e.ord LIMIT 1000`,
+      [t.code, t.system, url || null, one(input, 'conceptMapVersion') ?? urlVersion ?? null, id ?? null, one(input, 'targetsystem') ?? null, one(input, 'source') ?? null, one(input, 'target') ?? null],
+    );
+    if (id !== undefined && !r.rows.length) {
+      const exists = await this.db.query(`SELECT 1 FROM term_concept_maps WHERE resource_id = $1 AND state = 'active'`, [id]);
+      if (!exists.rowCount) throw notFound(`No ConceptMap ${id} is loaded`);
+    }
+    const matches = r.rows.map((m) => ({
+      name: 'match',
+      part: [
+        { name: 'equivalence', valueCode: m.equivalence },
+        ...(m.target_code ? [{ name: 'concept', valueCoding: { ...(m.target_system ? { system: m.target_system } : {}), code: m.target_code, ...(m.target_display ? { display: m.target_display } : {}) } }] : []),
+        { name: 'source', valueUri: m.url },
+        ...(m.comment ? [{ name: 'comment', valueString: m.comment }] : []),
+      ],
+    }));
+    const result = r.rows.some((m) => m.equivalence !== 'unmatched' && m.equivalence !== 'disjoint');
+    return parameters([
+      { name: 'result', valueBoolean: result },
+      result ? undefined : { name: 'message', valueString: `No mapping of ${t.system}#${t.code}${url ? ` in ${url}` : ''}` },
+      ...matches,
+    ]);
+  }
+
+  /** Runs one named operation. */
+  run(op: OperationName, input: OpInput, id?: string): Promise<Parameters | ValueSet> {
+    switch (op) {
+      case 'CodeSystem/$lookup':
+        return this.lookup(input, id);
+      case 'CodeSystem/$validate-code':
+        return this.validateCodeInSystem(input, id);
+      case 'CodeSystem/$subsumes':
+        return this.subsumes(input, id);
+      case 'ValueSet/$expand':
+        return this.expand(input, id);
+      case 'ValueSet/$validate-code':
+        return this.validateCodeInValueSet(input, id);
+      case 'ConceptMap/$translate':
+        return this.translate(input, id);
+    }
+  }
+}

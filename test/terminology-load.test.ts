@@ -1,0 +1,107 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { backend, createTestClient, runPont, startTestServer, type TestClient, type TestServer } from './harness';
+
+// `pont terminology load` as an operator runs it (a process of its own) on the database of a running service: what it
+// loads the service answers at once (no cache), a reload replaces a version whole, and bad hierarchies are refused
+// with a message naming the fault (exit code 1), leaving what was loaded before untouched.
+
+const CS = 'http://example.org/fhir/CodeSystem/reload-test';
+let pont: TestServer;
+let client: TestClient;
+let dir: string;
+let env: Record<string, string>;
+
+const codeSystem = (display: string, extra: object[] = []) => ({
+  resourceType: 'CodeSystem',
+  id: 'reload-test',
+  url: CS,
+  version: '1',
+  content: 'complete',
+  concept: [{ code: 'root', display: 'Root', concept: [{ code: 'a', display }, ...extra] }],
+});
+const file = (name: string, content: unknown) => {
+  const path = join(dir, name);
+  writeFileSync(path, typeof content === 'string' ? content : JSON.stringify(content));
+  return path;
+};
+const display = async (code: string) => {
+  const { status, body } = await pont.json(`/api/fhir/R4/CodeSystem/$lookup?system=${encodeURIComponent(CS)}&code=${code}`, { headers: client.headers });
+  return status === 200 ? body.parameter.find((p: any) => p.name === 'display').valueString : status;
+};
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'pont-term-'));
+  // The command reaches the service's own database: PostgreSQL by URL; embedded, through the service's data directory.
+  pont = await startTestServer(backend === 'pglite' ? { PONT_DATA_DIR: dir } : {});
+  env = backend === 'postgres' ? { DATABASE_URL: pont.config.databaseUrl! } : { PONT_DATA_DIR: dir };
+  client = await createTestClient(pont, ['terminology:read']);
+});
+afterAll(async () => {
+  await pont?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('pont terminology load', () => {
+  it('loads a CodeSystem, and a reload of its version replaces it whole, seen by the running service at once', async () => {
+    const first = await runPont(env, 'terminology', 'load', file('v1.json', codeSystem('First')));
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.json.loaded).toEqual([{ resourceType: 'CodeSystem', url: CS, version: '1', id: 'reload-test', count: 2, replaced: false, reexpanded: [] }]);
+    expect(await display('a')).toBe('First');
+    const second = await runPont(env, 'terminology', 'load', file('v1b.json', codeSystem('Second', [{ code: 'b', display: 'Bee' }])));
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.json.loaded[0]).toMatchObject({ count: 3, replaced: true });
+    expect(await display('a')).toBe('Second');
+    expect(await display('b')).toBe('Bee');
+  });
+
+  it('reads NDJSON, one resource a line, and expands a value set loaded before its code system once the code system comes', async () => {
+    const vs = { resourceType: 'ValueSet', id: 'late', url: 'http://example.org/fhir/ValueSet/late', compose: { include: [{ system: 'http://example.org/late', filter: [{ property: 'concept', op: 'is-a', value: 'x' }] }] } };
+    const cs = { resourceType: 'CodeSystem', url: 'http://example.org/late', content: 'complete', concept: [{ code: 'x', concept: [{ code: 'y' }] }] };
+    const loaded = await runPont(env, 'terminology', 'load', file('late.ndjson', `${JSON.stringify(vs)}\n\n${JSON.stringify(cs)}\n`));
+    expect(loaded.code, loaded.stderr).toBe(0);
+    expect(loaded.json.loaded[0]).toMatchObject({ resourceType: 'ValueSet', count: 0, unexpandable: expect.stringMatching(/http:\/\/example.org\/late.*not loaded/) });
+    expect(loaded.json.loaded[1]).toMatchObject({ resourceType: 'CodeSystem', count: 2, reexpanded: ['http://example.org/fhir/ValueSet/late'] });
+    const { body } = await pont.json('/api/fhir/R4/ValueSet/late/$expand', { headers: client.headers });
+    expect(body.expansion.contains.map((c: any) => c.code)).toEqual(['x', 'y']);
+  });
+
+  it('refuses a cyclic hierarchy, an unknown parent and a code given twice, naming them, and keeps what was loaded', async () => {
+    const cyclic = {
+      ...codeSystem('Cyclic'),
+      concept: [
+        { code: 'root', display: 'Root' },
+        { code: 'a', property: [{ code: 'parent', valueCode: 'c' }] },
+        { code: 'b', property: [{ code: 'parent', valueCode: 'a' }] },
+        { code: 'c', property: [{ code: 'parent', valueCode: 'b' }] },
+      ],
+    };
+    const result = await runPont(env, 'terminology', 'load', file('cyclic.json', cyclic));
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/cyclic\.json: CodeSystem http:\/\/example.org\/fhir\/CodeSystem\/reload-test: the hierarchy has a cycle: (a|b|c) -> (a|b|c) -> (a|b|c) -> \1/);
+    const orphan = await runPont(env, 'terminology', 'load', file('orphan.json', { ...codeSystem('Orphan'), concept: [{ code: 'a', property: [{ code: 'parent', valueCode: 'nowhere' }] }] }));
+    expect(orphan.code).toBe(1);
+    expect(orphan.stderr).toMatch(/not in it: nowhere above a/);
+    const twice = await runPont(env, 'terminology', 'load', file('twice.json', { ...codeSystem('Twice'), concept: [{ code: 'a' }, { code: 'a' }] }));
+    expect(twice.code).toBe(1);
+    expect(twice.stderr).toMatch(/code a is given twice/);
+    expect(await display('a')).toBe('Second'); // the version loaded before stands
+  });
+
+  it('refuses files that are not terminology, with exit code 1 and the file named; a missing file too', async () => {
+    const patient = await runPont(env, 'terminology', 'load', file('patient.json', { resourceType: 'Patient' }));
+    expect(patient.code).toBe(1);
+    expect(patient.stderr).toMatch(/patient\.json: a Patient is not terminology/);
+    const broken = await runPont(env, 'terminology', 'load', file('broken.ndjson', '{"resourceType":"CodeSystem"\n'));
+    expect(broken.code).toBe(1);
+    expect(broken.stderr).toMatch(/broken\.ndjson:1: not JSON/);
+    const nourl = await runPont(env, 'terminology', 'load', file('nourl.json', { resourceType: 'CodeSystem', content: 'complete' }));
+    expect(nourl.code).toBe(1);
+    expect(nourl.stderr).toMatch(/needs a url/);
+    const missing = await runPont(env, 'terminology', 'load', join(dir, 'nope.json'));
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/nope\.json: no such file/);
+  });
+});

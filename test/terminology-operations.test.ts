@@ -1,0 +1,225 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+import { TerminologyLoader } from '../src/fhir/term/load';
+import { loadResource, resourcesOf } from '../src/fhir/term/files';
+
+// The terminology operations over HTTP (docs/fhir.md "Terminology"), against test/terminology/example-codesystem.json:
+// a small is-a hierarchy with a polyhierarchy (lung-pneumonia-link under pneumonia and lung-disease), an inactive
+// concept, designations and properties; value sets by filter (is-a, descendent-of with an exclude), by concept list
+// and by other value sets; a concept map.
+
+const CS = 'http://example.org/fhir/CodeSystem/findings';
+const VS = 'http://example.org/fhir/ValueSet';
+const BASE = '/api/fhir/R4';
+
+let pont: TestServer;
+let reader: TestClient;
+let other: TestClient;
+
+beforeAll(async () => {
+  pont = await startTestServer();
+  const loader = new TerminologyLoader(pont.services.db);
+  for await (const r of resourcesOf('test/terminology/example-codesystem.json')) await loadResource(loader, r);
+  reader = await createTestClient(pont, ['terminology:read'], { organizationId: 'org-term' });
+  other = await createTestClient(pont, ['fhir:read', 'labs:read'], { organizationId: 'org-term-other' });
+});
+afterAll(async () => pont?.close());
+
+const get = (path: string, client = reader) => pont.json(`${BASE}/${path}`, { headers: client.headers });
+const post = (path: string, parameter: unknown[], client = reader) =>
+  pont.json(`${BASE}/${path}`, { method: 'POST', headers: { ...client.headers, 'content-type': 'application/fhir+json' }, json: { resourceType: 'Parameters', parameter } });
+const param = (body: any, name: string) => body.parameter?.find((p: any) => p.name === name);
+const props = (body: any, code: string) =>
+  body.parameter.filter((p: any) => p.name === 'property' && p.part[0].valueCode === code).map((p: any) => Object.values(p.part[1]).find((v) => v !== 'value'));
+
+describe('$lookup', () => {
+  it('gives the display, designations, properties, parents and children (GET, type level)', async () => {
+    const { status, body } = await get(`CodeSystem/$lookup?system=${encodeURIComponent(CS)}&code=disease`);
+    expect(status).toBe(200);
+    expect(body.resourceType).toBe('Parameters');
+    expect(param(body, 'name').valueString).toBe('PontTestFindings');
+    expect(param(body, 'version').valueString).toBe('1.0');
+    expect(param(body, 'display').valueString).toBe('Disease');
+    expect(param(body, 'designation').part).toEqual([{ name: 'language', valueCode: 'fr' }, { name: 'value', valueString: 'Maladie' }]);
+    expect(props(body, 'parent')).toEqual(['finding']);
+    expect(props(body, 'child')).toEqual(['infection', 'lung-disease', 'old-disease']);
+    expect(props(body, 'inactive')).toEqual([false]);
+  });
+
+  it('gives both parents of a concept of a polyhierarchy, and properties (POST with a Coding, instance level)', async () => {
+    const { status, body } = await post('CodeSystem/pont-test-findings/$lookup', [{ name: 'coding', valueCoding: { system: CS, code: 'lung-pneumonia-link' } }]);
+    expect(status).toBe(200);
+    expect(props(body, 'parent')).toEqual(['lung-disease', 'pneumonia']);
+    const severity = await get(`CodeSystem/pont-test-findings/$lookup?code=pneumonia&property=severity`);
+    expect(props(severity.body, 'severity')).toEqual(['high']);
+    expect(props(severity.body, 'parent')).toEqual([]); // only the properties asked for
+    expect(props((await get(`CodeSystem/$lookup?system=${encodeURIComponent(CS)}&code=old-disease`)).body, 'inactive')).toEqual([true]);
+  });
+
+  it('answers 404 OperationOutcomes for an unknown code, system or instance', async () => {
+    for (const path of [`CodeSystem/$lookup?system=${encodeURIComponent(CS)}&code=nope`, 'CodeSystem/$lookup?system=http://nowhere.example&code=x', 'CodeSystem/nope/$lookup?code=x']) {
+      const { status, body } = await get(path);
+      expect(status, path).toBe(404);
+      expect(body.resourceType).toBe('OperationOutcome');
+    }
+  });
+});
+
+describe('CodeSystem/$validate-code and $subsumes', () => {
+  it('validates codes and displays; an inactive code is valid and said to be inactive', async () => {
+    const q = (extra: string) => get(`CodeSystem/$validate-code?url=${encodeURIComponent(CS)}&${extra}`);
+    let { body } = await q('code=cough');
+    expect(param(body, 'result').valueBoolean).toBe(true);
+    expect(param(body, 'display').valueString).toBe('Cough');
+    ({ body } = await q('code=cough&display=Coughing'));
+    expect(param(body, 'result').valueBoolean).toBe(false);
+    expect(param(body, 'message').valueString).toMatch(/not a display/);
+    ({ body } = await q('code=disease&display=Maladie'));
+    expect(param(body, 'result').valueBoolean).toBe(true); // a designation is a display too
+    ({ body } = await q('code=unknown'));
+    expect(param(body, 'result').valueBoolean).toBe(false);
+    ({ body } = await q('code=old-disease'));
+    expect(param(body, 'result').valueBoolean).toBe(true);
+    expect(param(body, 'message').valueString).toMatch(/inactive/);
+  });
+
+  it('answers the is-a relation both ways, through either parent of a polyhierarchy', async () => {
+    const outcome = async (a: string, b: string) => param((await get(`CodeSystem/$subsumes?system=${encodeURIComponent(CS)}&codeA=${a}&codeB=${b}`)).body, 'outcome').valueCode;
+    expect(await outcome('disease', 'viral-pneumonia')).toBe('subsumes');
+    expect(await outcome('viral-pneumonia', 'finding')).toBe('subsumed-by');
+    expect(await outcome('lung-disease', 'lung-pneumonia-link')).toBe('subsumes');
+    expect(await outcome('infection', 'lung-pneumonia-link')).toBe('subsumes');
+    expect(await outcome('cough', 'cough')).toBe('equivalent');
+    expect(await outcome('cough', 'disease')).toBe('not-subsumed');
+    const bad = await get(`CodeSystem/$subsumes?system=${encodeURIComponent(CS)}&codeA=cough&codeB=nope`);
+    expect(bad.status).toBe(400);
+    expect(bad.body.resourceType).toBe('OperationOutcome');
+  });
+});
+
+describe('ValueSet/$expand', () => {
+  const codes = (body: any) => (body.expansion.contains ?? []).map((c: any) => c.code);
+
+  it('expands is-a (the concept and its descendants, through both parents) and descendent-of with an exclude', async () => {
+    const { status, body } = await get(`ValueSet/$expand?url=${encodeURIComponent(`${VS}/infections`)}`);
+    expect(status).toBe(200);
+    expect(body.resourceType).toBe('ValueSet');
+    expect(body.url).toBe(`${VS}/infections`);
+    expect(body.expansion.total).toBe(4);
+    expect(codes(body).sort()).toEqual(['infection', 'lung-pneumonia-link', 'pneumonia', 'viral-pneumonia']);
+    const below = (await get('ValueSet/pont-test-diseases-below/$expand')).body;
+    expect(codes(below).sort()).toEqual(['infection', 'lung-pneumonia-link', 'old-disease', 'pneumonia', 'viral-pneumonia']); // not disease itself, not lung-disease
+    expect(below.expansion.contains.find((c: any) => c.code === 'old-disease').inactive).toBe(true);
+  });
+
+  it('keeps a concept list in its order with its own displays, and unions value sets', async () => {
+    const symptoms = (await get(`ValueSet/pont-test-symptoms/$expand`)).body;
+    expect(symptoms.expansion.contains).toEqual([
+      { system: CS, version: '1.0', code: 'fever', display: 'Fever' },
+      { system: CS, version: '1.0', code: 'cough', display: 'Coughing' },
+    ]);
+    const both = (await get(`ValueSet/$expand?url=${encodeURIComponent(`${VS}/both`)}`)).body;
+    expect(codes(both)).toEqual(['fever', 'cough', 'infection', 'pneumonia', 'viral-pneumonia', 'lung-pneumonia-link']);
+  });
+
+  it('pages with offset and count, filters by text, leaves inactive codes out with activeOnly', async () => {
+    const all = codes((await get(`ValueSet/pont-test-both/$expand`)).body);
+    const page = (await get(`ValueSet/pont-test-both/$expand?offset=2&count=3`)).body;
+    expect(page.expansion.total).toBe(6);
+    expect(page.expansion.offset).toBe(2);
+    expect(codes(page)).toEqual(all.slice(2, 5));
+    const sized = (await post('ValueSet/pont-test-both/$expand', [{ name: 'count', valueInteger: 0 }])).body;
+    expect(sized.expansion.total).toBe(6);
+    expect(sized.expansion.contains).toBeUndefined();
+    const pneu = (await get(`ValueSet/pont-test-both/$expand?filter=pneu`)).body;
+    expect(codes(pneu)).toEqual(['pneumonia', 'viral-pneumonia', 'lung-pneumonia-link']);
+    expect(pneu.expansion.total).toBe(3);
+    expect(codes((await get(`ValueSet/pont-test-both/$expand?filter=${encodeURIComponent('VIRAL pneu')}`)).body)).toEqual(['viral-pneumonia']);
+    const active = (await get(`ValueSet/pont-test-diseases-below/$expand?activeOnly=true`)).body;
+    expect(codes(active)).not.toContain('old-disease');
+    expect(active.expansion.total).toBe(4);
+  });
+
+  it('refuses what it cannot answer with an OperationOutcome, never a 500', async () => {
+    const cases: Array<[string, number]> = [
+      ['ValueSet/$expand?url=http://nowhere.example/vs', 404],
+      ['ValueSet/nope/$expand', 404],
+      ['ValueSet/$expand', 400],
+      [`ValueSet/pont-test-both/$expand?count=-1`, 400],
+      [`ValueSet/pont-test-both/$expand?count=abc`, 400],
+      [`ValueSet/pont-test-both/$expand?bogus=1`, 400],
+      [`ValueSet/pont-test-both/$expand?filter=${'x'.repeat(5000)}`, 400],
+      [`ValueSet/pont-test-both/$expand?activeOnly=maybe`, 400],
+    ];
+    for (const [path, status] of cases) {
+      const res = await get(path);
+      expect(res.status, path).toBe(status);
+      expect(res.body.resourceType, path).toBe('OperationOutcome');
+    }
+    const huge = await get(`ValueSet/pont-test-both/$expand?count=99999999`);
+    expect(huge.status).toBe(200); // clamped to the most a page holds
+    for (const body of [{ resourceType: 'Patient' }, { resourceType: 'Parameters', parameter: [{ name: 'count', valueString: { nested: [[[]]] } }] }, { resourceType: 'Parameters', parameter: 'x' }]) {
+      const res = await pont.json(`${BASE}/ValueSet/pont-test-both/$expand`, { method: 'POST', headers: reader.headers, json: body });
+      expect(res.status).toBe(400);
+      expect(res.body.resourceType).toBe('OperationOutcome');
+    }
+    const oneMb = await pont.json(`${BASE}/ValueSet/pont-test-both/$expand`, {
+      method: 'POST',
+      headers: reader.headers,
+      json: { resourceType: 'Parameters', parameter: [{ name: 'filter', valueString: 'x'.repeat(1024 * 1024) }] },
+    });
+    expect([400, 413]).toContain(oneMb.status);
+    expect(oneMb.body.resourceType).toBe('OperationOutcome');
+  });
+});
+
+describe('ValueSet/$validate-code and ConceptMap/$translate', () => {
+  it('tests membership of a code, a Coding and a CodeableConcept', async () => {
+    const url = encodeURIComponent(`${VS}/infections`);
+    expect(param((await get(`ValueSet/$validate-code?url=${url}&system=${encodeURIComponent(CS)}&code=viral-pneumonia`)).body, 'result').valueBoolean).toBe(true);
+    expect(param((await get(`ValueSet/$validate-code?url=${url}&system=${encodeURIComponent(CS)}&code=cough`)).body, 'result').valueBoolean).toBe(false);
+    expect(param((await get(`ValueSet/$validate-code?url=${url}&system=http://other.example&code=pneumonia`)).body, 'result').valueBoolean).toBe(false);
+    const cc = await post('ValueSet/pont-test-infections/$validate-code', [
+      { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: CS, code: 'cough' }, { system: CS, code: 'pneumonia' }] } },
+    ]);
+    expect(param(cc.body, 'result').valueBoolean).toBe(true);
+    expect(param(cc.body, 'display').valueString).toBe('Pneumonia');
+  });
+
+  it('translates through the loaded concept map', async () => {
+    const { status, body } = await get(`ConceptMap/$translate?system=${encodeURIComponent(CS)}&code=viral-pneumonia`);
+    expect(status).toBe(200);
+    expect(param(body, 'result').valueBoolean).toBe(true);
+    const matches = body.parameter.filter((p: any) => p.name === 'match').map((m: any) => [m.part[0].valueCode, m.part[1].valueCoding.code]);
+    expect(matches).toEqual([['equivalent', 'J12.9'], ['wider', 'J18.9']]);
+    const unmatched = (await post('ConceptMap/pont-test-findings-to-icd/$translate', [{ name: 'coding', valueCoding: { system: CS, code: 'fever' } }])).body;
+    expect(param(unmatched, 'result').valueBoolean).toBe(false);
+    expect(unmatched.parameter.find((p: any) => p.name === 'match').part[0].valueCode).toBe('unmatched');
+    expect(param((await get(`ConceptMap/$translate?system=${encodeURIComponent(CS)}&code=cough`)).body, 'result').valueBoolean).toBe(false);
+    expect((await get(`ConceptMap/$translate?code=cough`)).status).toBe(400);
+  });
+});
+
+describe('access', () => {
+  it('needs terminology:read: 401 without a token, 403 without the scope (fhir:read is not enough)', async () => {
+    const path = `${BASE}/CodeSystem/$lookup?system=${encodeURIComponent(CS)}&code=cough`;
+    expect((await pont.json(path)).status).toBe(401);
+    const refused = await pont.json(path, { headers: other.headers });
+    expect(refused.status).toBe(403);
+    expect(refused.body.resourceType).toBe('OperationOutcome');
+    expect((await pont.json(`${BASE}/ValueSet/$expand?url=x`, { headers: other.headers })).status).toBe(403);
+  });
+
+  it('lists the operations in the CapabilityStatement and the OpenAPI document, with the scope', async () => {
+    const { body } = await pont.json(`${BASE}/metadata`);
+    const ops = (type: string) => body.rest[0].resource.find((r: any) => r.type === type).operation.map((o: any) => o.name);
+    expect(ops('CodeSystem')).toEqual(expect.arrayContaining(['lookup', 'validate-code', 'subsumes']));
+    expect(ops('ValueSet')).toEqual(expect.arrayContaining(['expand', 'validate-code']));
+    expect(ops('ConceptMap')).toContain('translate');
+    const openapi = (await pont.json('/api/openapi.json')).body;
+    for (const path of [`${BASE}/CodeSystem/$lookup`, `${BASE}/ValueSet/{id}/$expand`, `${BASE}/ConceptMap/$translate`])
+      for (const method of ['get', 'post']) expect(JSON.stringify(openapi.paths[path][method].security), `${method} ${path}`).toContain('terminology:read');
+    const discovery = (await pont.json('/.well-known/oauth-authorization-server')).body;
+    expect(discovery.scopes_supported).toContain('terminology:read');
+  });
+});
