@@ -45,6 +45,7 @@ const onBothDatabases = [
   'test/patients.test.ts',
   'test/bridge-sync.test.ts',
   'test/inventory.test.ts',
+  'test/terminology-search.test.ts',
 ];
 // Only on the embedded database: its files, its memory, the commands that reach it through a running service.
 const embeddedOnly = ['test/embedded-database.test.ts'];

@@ -30,7 +30,8 @@ export type Filter =
   | { kind: 'id'; values: string[]; not: boolean }
   | { kind: 'lastUpdated'; values: DateValue[] }
   | { kind: 'missing'; param: IndexedParam; missing: boolean }
-  | { kind: 'token'; param: IndexedParam; modifier?: 'not' | 'text'; values: TokenValue[] }
+  /** `:below`/`:above` (the is-a hierarchy) and `:in`/`:not-in` (a value set) read the loaded terminology (src/fhir/term). */
+  | { kind: 'token'; param: IndexedParam; modifier?: TokenModifier; values: TokenValue[] }
   | { kind: 'string'; param: IndexedParam; modifier?: 'exact' | 'contains'; values: string[] }
   | { kind: 'date'; param: IndexedParam; values: DateValue[] }
   | { kind: 'number'; param: IndexedParam; values: NumberValue[] }
@@ -41,10 +42,14 @@ export type Filter =
   /** `_has:Type:param:filter`: resources that a `Type` matching `filter` refers to through `param`. */
   | { kind: 'has'; targetType: string; param: IndexedParam; inner: Filter };
 
+export type TokenModifier = 'not' | 'text' | 'below' | 'above' | 'in' | 'not-in';
+const TOKEN_MODIFIERS: ReadonlySet<string> = new Set<TokenModifier>(['not', 'text', 'below', 'above', 'in', 'not-in']);
+
 export interface TokenValue {
   system?: string; // undefined: any system; '' : no system (`|code`)
   code?: string; // undefined: any code in system (`system|`)
   text?: string; // for :text
+  valueSet?: string; // for :in and :not-in: the value set's url (`url|version` names a version)
 }
 export interface DateValue {
   prefix: Prefix;
@@ -276,12 +281,19 @@ function parseFilter(resourceType: string, key: string, raw: string, depth: numb
   const refuse = () => badRequest(`Modifier :${modifier} is not supported for ${param.type} parameter ${code}`);
   switch (param.type) {
     case 'token':
-      if (modifier !== undefined && modifier !== 'not' && modifier !== 'text') throw refuse();
+      if (modifier !== undefined && !TOKEN_MODIFIERS.has(modifier)) throw refuse();
       return {
         kind: 'token',
         param,
-        modifier: modifier as 'not' | 'text' | undefined,
-        values: values.map((v) => (modifier === 'text' ? { text: unescape(v) } : parseToken(code, v))),
+        modifier: modifier as TokenModifier | undefined,
+        values: values.map((v) => {
+          if (modifier === 'text') return { text: unescape(v) };
+          if (modifier === 'in' || modifier === 'not-in') return parseValueSet(key, unescape(v));
+          const token = parseToken(code, v);
+          if ((modifier === 'below' || modifier === 'above') && (token.code === undefined || token.system === ''))
+            throw badRequest(`${key}: "${v}" is [system|]code, a code of a loaded code system`);
+          return token;
+        }),
       };
     case 'string':
       if (modifier !== undefined && modifier !== 'exact' && modifier !== 'contains') throw refuse();
@@ -351,6 +363,12 @@ function parseToken(code: string, raw: string): TokenValue {
   const [system, value] = parts;
   if (system === '' && value === '') throw badRequest(`${code}: empty token "|"`);
   return { system, code: value === '' ? undefined : value };
+}
+
+/** A value set named by `:in`/`:not-in`: an absolute url, `|version` allowed. */
+function parseValueSet(key: string, raw: string): TokenValue {
+  if (!/^[a-z][a-z0-9+.-]*:\S+$/i.test(raw) || raw.length > 1024) throw badRequest(`${key}: "${raw.slice(0, 80)}" is not the url of a value set`);
+  return { valueSet: raw };
 }
 
 function splitPrefix(raw: string): [Prefix, string] {

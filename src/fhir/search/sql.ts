@@ -5,6 +5,7 @@ import { indexedPrefix, STRING_INDEX_CHARS, URI_INDEX_CHARS } from '../indexer';
 import { escapeLike, normalizeString } from '../normalize';
 import type { RowFilter } from '../store/types';
 import type { DateValue, Filter, NumberValue, Prefix, QuantityValue, SortRule } from './parse';
+import { hierarchyCondition, valueSetCondition } from './terminology';
 
 /** The index table of each search parameter type. */
 const TABLE = {
@@ -117,6 +118,8 @@ export function filterSql(f: Filter, r: Identifier, access?: RowFilter): Sql {
         });
         return inIndex(r, TABLE.token, conds);
       }
+      if (f.modifier === 'below' || f.modifier === 'above') return inIndex(r, TABLE.token, f.values.map((v) => hierarchyCondition(t, code, v, f.modifier as 'below' | 'above')));
+      if (f.modifier === 'in' || f.modifier === 'not-in') return inIndex(r, TABLE.token, f.values.map((v) => valueSetCondition(t, code, v)), f.modifier === 'not-in');
       const conds = f.values.map((v) => {
         if (v.system === undefined) return sql`hash_value = ${hashKey(t, code, v.code ?? '')}`;
         if (v.system === '') return sql`hash_value = ${hashKey(t, code, v.code ?? '')} AND system IS NULL`;

@@ -5,6 +5,7 @@ import { present } from '../present';
 import { END_RID, encodeCursor, type Cursor, type Filter, type IncludeRule, type ParsedSearch, type QueryParams } from '../search/parse';
 import { and, ident, join, sql, type Sql } from '../../db/sql';
 import { filterSql, sortSql } from '../search/sql';
+import { checkSearchTerminology } from '../search/terminology';
 import type { RowFilter } from './types';
 
 /** The largest number of resources `_include` / `_revinclude` add to one page. */
@@ -73,6 +74,7 @@ export async function searchResources<T extends Resource>(
   options: SearchOptions = {},
 ): Promise<Bundle<T>> {
   checkSearchReach(search, access);
+  await checkSearchTerminology(db, search);
   const resourceType = search.resourceType;
   const where = searchWhere(search, access, options.compartmentPatient);
   const countOnly = search.summary === 'count' || search.count === 0;
