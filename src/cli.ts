@@ -247,9 +247,17 @@ export const commands: CommandSpec[] = [
     details:
       'Each resource is loaded whole or not at all; loading a url and version again replaces it atomically, and every running process sees it at once. ' +
       'A hierarchy with a cycle, a parent that is not a code of its system or a code given twice is refused (exit code 1, each failure named on stderr).',
-    args: [{ name: 'FILE', variadic: true, description: 'A .json file (a resource or a Bundle of them) or an .ndjson file (one resource a line)' }],
-    examples: ['pont terminology load snomed-subset.json', 'pont terminology load codesystems.ndjson valuesets.json'],
-    run: async ({ args }) => (await import('./fhir/term/cli')).loadTerminologyCommand(args.FILE as string[]),
+    args: [
+      {
+        name: 'FILE',
+        variadic: true,
+        description:
+          'A .json file (a resource or a Bundle of them), an .ndjson file (one resource a line), a LOINC table (Loinc.csv), SNOMED CT RF2 snapshot files (sct2_Concept_…, sct2_Description_…, sct2_Relationship_…, der2_cRefset_Language…), or a directory of them',
+      },
+    ],
+    options: { version: { type: 'string', value: 'VERSION', description: 'The version of a LOINC table (e.g. 2.77); RF2 takes its release date from its file names' } },
+    examples: ['pont terminology load codesystems.ndjson valuesets.json', 'pont terminology load Loinc.csv --version 2.77', 'pont terminology load SnomedCT/Snapshot/Terminology'],
+    run: async ({ args, values }) => (await import('./fhir/term/cli')).loadTerminologyCommand(args.FILE as string[], { version: values.version as string | undefined }),
   },
   {
     name: 'mappings check',

@@ -90,6 +90,43 @@ describe('pont terminology load', () => {
     expect(await display('a')).toBe('Second'); // the version loaded before stands
   });
 
+  it('loads a SNOMED CT RF2 snapshot (a directory): is-a relationships as the hierarchy, the preferred synonym as display', async () => {
+    const result = await runPont(env, 'terminology', 'load', 'test/terminology/rf2');
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.json.loaded).toEqual([
+      { resourceType: 'CodeSystem', url: 'http://snomed.info/sct', version: 'http://snomed.info/sct/900000000000207008/version/20250101', id: 'snomedct', count: 5, replaced: false, reexpanded: [] },
+    ]);
+    const lookup = async (code: string) =>
+      (await pont.json(`/api/fhir/R4/CodeSystem/snomedct/$lookup?code=${code}`, { headers: client.headers })).body.parameter as any[];
+    const widget = await lookup('400003');
+    expect(widget.find((p) => p.name === 'display').valueString).toBe('Frobnicated widget');
+    const parents = widget.filter((p) => p.name === 'property' && p.part[0].valueCode === 'parent').map((p) => p.part[1].valueCode);
+    expect(parents).toEqual(['200001', '300002']); // the inactive is-a and the other attribute are not the hierarchy
+    expect(widget.filter((p) => p.name === 'designation').map((d) => d.part.find((x: any) => x.name === 'value').valueString)).toEqual(['Frobnicated widget (disorder)', 'Frobnicated widget']);
+    const frob = await lookup('200001');
+    expect(frob.filter((p) => p.name === 'designation')).toHaveLength(2); // not the inactive description
+    const retired = await lookup('500004');
+    expect(retired.find((p) => p.name === 'display').valueString).toBe('Retired thing (disorder)'); // no preferred synonym: the FSN
+    expect(retired.find((p) => p.name === 'property' && p.part[0].valueCode === 'inactive').part[1].valueBoolean).toBe(true);
+    const subsumes = await pont.json(`/api/fhir/R4/CodeSystem/$subsumes?system=http://snomed.info/sct&codeA=100000&codeB=400003`, { headers: client.headers });
+    expect(subsumes.body.parameter[0].valueCode).toBe('subsumes');
+  });
+
+  it('loads a LOINC table (Loinc.csv columns, quoted fields), its version given', async () => {
+    const result = await runPont(env, 'terminology', 'load', 'test/terminology/Loinc.csv', '--version', '2.99');
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.json.loaded[0]).toMatchObject({ url: 'http://loinc.org', version: '2.99', id: 'loinc', count: 3 });
+    const lookup = async (code: string) =>
+      (await pont.json(`/api/fhir/R4/CodeSystem/$lookup?system=http://loinc.org&code=${code}`, { headers: client.headers })).body.parameter as any[];
+    const prop = (params: any[], code: string) => params.find((p) => p.name === 'property' && p.part[0].valueCode === code)?.part[1];
+    const free = await lookup('90002-9');
+    expect(free.find((p) => p.name === 'display').valueString).toBe('Frobnicin, free [Mass/volume] in Blood');
+    expect(prop(free, 'COMPONENT').valueString).toBe('Frobnicin, "free"');
+    expect(prop(free, 'inactive').valueBoolean).toBe(true); // DEPRECATED
+    expect(prop(await lookup('90003-7'), 'COMPONENT').valueString).toBe('Multi\nline');
+    expect(prop(await lookup('90001-1'), 'CLASS').valueString).toBe('CHEM');
+  });
+
   it('refuses files that are not terminology, with exit code 1 and the file named; a missing file too', async () => {
     const patient = await runPont(env, 'terminology', 'load', file('patient.json', { resourceType: 'Patient' }));
     expect(patient.code).toBe(1);

@@ -1,4 +1,4 @@
-import type { CodeSystem, ConceptMap, ValueSet } from '@medplum/fhirtypes';
+import type { CodeSystem, CodeSystemConceptDesignation, ConceptMap, ValueSet } from '@medplum/fhirtypes';
 import { badRequest } from '../../core/errors';
 import { sqlState, SqlState, type Database, type Queryable } from '../../db/database';
 import { normalizeString } from '../normalize';
@@ -25,6 +25,13 @@ export interface Loaded {
   unexpandable?: string;
   /** Value sets expanded again because this load changed what they draw on. */
   reexpanded?: string[];
+}
+
+/** Displays, designations and is-a edges given apart from the concepts (RF2's description and relationship files). */
+export interface ConceptWriter {
+  /** `display` replaces the concept's display; `fallback` is its display only while it has none. */
+  describe(batch: Array<{ code: string; display?: string; fallback?: string; designation: CodeSystemConceptDesignation }>): Promise<void>;
+  edges(parents: string[], children: string[]): Promise<void>;
 }
 
 const FHIR_ID = /^[A-Za-z0-9\-.]{1,64}$/;
@@ -83,7 +90,11 @@ export class TerminologyLoader {
    * A hierarchy with a cycle, a parent that is not a code of the system or a code given twice is refused and
    * nothing of it is kept.
    */
-  async loadCodeSystem(header: CodeSystem, concepts: Iterable<ConceptInput> | AsyncIterable<ConceptInput>): Promise<Loaded> {
+  async loadCodeSystem(
+    header: CodeSystem,
+    concepts: Iterable<ConceptInput> | AsyncIterable<ConceptInput>,
+    more?: (writer: ConceptWriter) => Promise<void>,
+  ): Promise<Loaded> {
     const { url, version } = checkHeader(header, 'CodeSystem');
     const id = resourceIdOf(header);
     await this.checkIdFree(this.db, 'CodeSystem', id, url);
@@ -96,6 +107,7 @@ export class TerminologyLoader {
     const cs = row.rows[0]!.id;
     try {
       const count = await this.writeConcepts(cs, url, concepts);
+      if (more) await more(this.writer(cs));
       await this.buildHierarchy(cs, url);
       const { replaced, reexpanded } = await this.db.transaction(async (tx) => {
         await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`term:${url}`]);
@@ -157,6 +169,36 @@ export class TerminologyLoader {
     }
     await flush();
     return count;
+  }
+
+  /** What a release format with its displays and hierarchy in files of their own (RF2) adds once the concepts are written. */
+  private writer(cs: string): ConceptWriter {
+    return {
+      describe: async (batch) => {
+        if (!batch.length) return;
+        await this.db.query(
+          `UPDATE term_concepts c SET display = coalesce(d.display, c.display, d.fallback),
+             display_norm = coalesce(d.norm, c.display_norm, d.fallback_norm),
+             designations = coalesce(c.designations, '[]'::jsonb) || d.des
+           FROM (SELECT code, max(display) AS display, max(norm) AS norm, max(fallback) AS fallback, max(fallback_norm) AS fallback_norm, jsonb_agg(des) AS des
+                 FROM unnest($2::text[], $3::text[], $4::text[], $5::jsonb[], $6::text[], $7::text[]) AS x(code, display, norm, des, fallback, fallback_norm) GROUP BY code) d
+           WHERE c.cs = $1 AND c.code = d.code`,
+          [
+            cs,
+            batch.map((b) => b.code),
+            batch.map((b) => b.display ?? null),
+            batch.map((b) => (b.display ? normalizeString(b.display) : null)),
+            batch.map((b) => JSON.stringify(b.designation)),
+            batch.map((b) => b.fallback ?? null),
+            batch.map((b) => (b.fallback ? normalizeString(b.fallback) : null)),
+          ],
+        );
+      },
+      edges: async (parents, children) => {
+        if (parents.length)
+          await this.db.query('INSERT INTO term_edge_load (cs, parent_code, child_code) SELECT $1, * FROM unnest($2::text[], $3::text[])', [cs, parents, children]);
+      },
+    };
   }
 
   /** Resolves the loaded edges to concepts, refuses unknown codes and cycles, and builds the closure level by level. */
