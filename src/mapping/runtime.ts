@@ -130,14 +130,23 @@ const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null &
 
 /** Every value reached by following simple steps (arrays flattened), as FHIRPath does. */
 function collect(items: unknown[], json: string): unknown[] {
+  // Loops rather than spread and filter: reading is a hot path (every field of every record), and this is its step.
   const out: unknown[] = [];
   for (const item of items) {
     if (!isObject(item)) continue;
     const v = item[json];
-    if (Array.isArray(v)) out.push(...v.filter((x) => x !== undefined && x !== null));
-    else if (v !== undefined && v !== null) out.push(v);
+    if (v === undefined || v === null) continue;
+    if (!Array.isArray(v)) out.push(v);
+    else for (const x of v) if (x !== undefined && x !== null) out.push(x);
   }
   return out;
+}
+
+/** The values the simple steps of a condition reach from `start`. */
+function valuesOf(start: unknown, steps: CompiledCondition['steps']): unknown[] {
+  let values = [start];
+  for (const step of steps) values = collect(values, step.json);
+  return values;
 }
 
 /**
@@ -228,21 +237,23 @@ function letValues(scope: Scope, expression: CompiledExpression): unknown[] {
 
 /** Does `item` meet every condition? */
 function satisfies(item: unknown, conditions: CompiledCondition[], scope: Scope): boolean {
-  const valuesOf = (start: unknown, steps: CompiledCondition['steps']) => steps.reduce((values, s) => collect(values, s.json), [start]);
-  return conditions.every((c) => {
-    const start = c.of ? scope[c.of] : item;
-    if (c.empty) return valuesOf(start, c.steps).length === 0;
-    if (c.exists) return valuesOf(start, c.steps).length > 0;
-    const wanted = c.age ? patientAge(scope) : c.valueFrom ? valuesOf(scope[c.valueIn!], c.valueFrom)[0] : c.value;
-    if (c.op) {
-      // An age: the quantities whose values are compared, in years. A limit without a value is open: met, whatever
-      // it is compared with; one with a value needs the value it is compared with.
-      const have = c.age ? valuesOf(start, c.steps.slice(0, -1)).filter((q) => isObject(q) && q.value !== undefined).map(yearsOf) : valuesOf(start, c.steps);
-      if (!have.length) return true;
-      return typeof wanted === 'number' && have.some((v) => typeof v === 'number' && COMPARE[c.op!](v, wanted));
-    }
-    return wanted !== undefined && valuesOf(start, c.steps).includes(wanted as Literal);
-  });
+  for (const c of conditions) if (!meets(item, c, scope)) return false;
+  return true;
+}
+
+function meets(item: unknown, c: CompiledCondition, scope: Scope): boolean {
+  const start = c.of ? scope[c.of] : item;
+  if (c.empty) return valuesOf(start, c.steps).length === 0;
+  if (c.exists) return valuesOf(start, c.steps).length > 0;
+  const wanted = c.age ? patientAge(scope) : c.valueFrom ? valuesOf(scope[c.valueIn!], c.valueFrom)[0] : c.value;
+  if (c.op) {
+    // An age: the quantities whose values are compared, in years. A limit without a value is open: met, whatever
+    // it is compared with; one with a value needs the value it is compared with.
+    const have = c.age ? valuesOf(start, c.steps.slice(0, -1)).filter((q) => isObject(q) && q.value !== undefined).map(yearsOf) : valuesOf(start, c.steps);
+    if (!have.length) return true;
+    return typeof wanted === 'number' && have.some((v) => typeof v === 'number' && COMPARE[c.op!](v, wanted));
+  }
+  return wanted !== undefined && valuesOf(start, c.steps).includes(wanted as Literal);
 }
 
 /** Follows the steps from `items` (FHIRPath semantics: `[n]` indexes the collection, `where` filters it). */
@@ -251,7 +262,11 @@ function walk(scope: Scope, items: unknown[], path: CompiledPath): unknown[] {
   for (const step of path) {
     current = collect(current, step.json);
     if (step.index !== undefined) current = current.length > step.index ? [current[step.index]] : [];
-    if (step.where.length) current = current.filter((item) => satisfies(item, step.where, scope));
+    if (step.where.length) {
+      const kept: unknown[] = [];
+      for (const item of current) if (satisfies(item, step.where, scope)) kept.push(item);
+      current = kept;
+    }
     if (step.first) current = current.slice(0, 1);
     if (step.resolve) current = current.flatMap((ref) => resolveReference(scope, ref));
   }
@@ -358,8 +373,8 @@ export function textOf(value: unknown): string | undefined {
     return parts.length ? parts.join(' ') : undefined;
   }
   // A component (a code and its value[x]): "Systolic blood pressure: 120 mm[Hg]".
-  const valueKey = Object.keys(value).find((k) => /^value[A-Z]/.test(k) || k === 'dataAbsentReason');
-  if (valueKey && 'code' in value) return `${textOf(value.code) ?? '?'}: ${textOf(value[valueKey]) ?? ''}`;
+  const valueKey = 'code' in value ? Object.keys(value).find((k) => /^value[A-Z]/.test(k) || k === 'dataAbsentReason') : undefined;
+  if (valueKey) return `${textOf(value.code) ?? '?'}: ${textOf(value[valueKey]) ?? ''}`;
   if ('low' in value || 'high' in value) {
     const { low, high } = value as { low?: Obj; high?: Obj };
     const [lo, hi] = [quantity(low), quantity(high)];
@@ -852,7 +867,7 @@ function readFields(program: MapProgram, resource: Resource, lenient: boolean, {
   }
   const unread: string[] = [];
   const connect = readRules(program, { resource, patient, resolved, lets: new Map(), memo: {} }, lenient, unread, '');
-  return { connect, unread: [...new Set(unread)] };
+  return { connect, unread: unread.length > 1 ? [...new Set(unread)] : unread };
 }
 
 /** The fields of `program` read in `scope` (an object's from its element, `scope.focus`); `prefix` names an object's fields. */
@@ -922,16 +937,18 @@ function readField(program: MapProgram, rule: FieldRule, scope: Scope, connect: 
     connect[rule.field.name] = values.map((v) => fromList(program, rule, v, prefix));
     return;
   }
-  const found = rule.targets.map((target) => fromFhirValue(rule.conversion, readPath(scope, target)));
+  // One path without a value table (most fields): its value, read alone.
+  const found = rule.targets.length === 1 && !rule.table ? undefined : rule.targets.map((target) => fromFhirValue(rule.conversion, readPath(scope, target)));
   // Several paths without a value table (each written the value): the first that has one.
-  let value: unknown = rule.table ? found[0] : found.find((v) => v !== undefined);
-  if (rule.table && found.some((v) => v !== undefined)) {
-    const key = JSON.stringify(found.map((v) => v ?? null));
-    const mapped = rule.table.fromFhir.get(key) ?? rule.table.readRows.find((row) => row.cells.every((cell, i) => cell === ANY || cell === (found[i] ?? null)))?.value;
+  let value: unknown = !found ? fromFhirValue(rule.conversion, readPath(scope, rule.targets[0]!)) : rule.table ? found[0] : found.find((v) => v !== undefined);
+  if (rule.table && found!.some((v) => v !== undefined)) {
+    const cells = found!;
+    const key = JSON.stringify(cells.map((v) => v ?? null));
+    const mapped = rule.table.fromFhir.get(key) ?? rule.table.readRows.find((row) => row.cells.every((cell, i) => cell === ANY || cell === (cells[i] ?? null)))?.value;
     if (mapped !== undefined) value = mapped;
     else if (rule.table.otherwise) value = rule.table.otherwise.value;
     else {
-      throw new MappingValueError(program.name, prefix + rule.field.name, `the map has no value for FHIR ${found.map((v) => show(v ?? null)).join(' + ')}`);
+      throw new MappingValueError(program.name, prefix + rule.field.name, `the map has no value for FHIR ${cells.map((v) => show(v ?? null)).join(' + ')}`);
     }
   }
   // A value copied unchanged must still be one the Connect shape declares (a record never breaks its own shape).
