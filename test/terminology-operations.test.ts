@@ -200,6 +200,40 @@ describe('ValueSet/$validate-code and ConceptMap/$translate', () => {
   });
 });
 
+describe('$validate against loaded value sets', () => {
+  it('refuses a code outside a loaded value set of a required binding, warns outside an extensible one', async () => {
+    const loader = new TerminologyLoader(pont.services.db);
+    // Pont's own narrower versions of two R4 value sets: AllergyIntolerance.clinicalStatus (required) and
+    // Patient.maritalStatus (extensible).
+    await loader.loadValueSet({
+      resourceType: 'ValueSet', id: 'test-allergy-clinical', url: 'http://hl7.org/fhir/ValueSet/allergyintolerance-clinical', status: 'active',
+      compose: { include: [{ system: 'http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical', concept: [{ code: 'active' }] }] },
+    });
+    await loader.loadValueSet({
+      resourceType: 'ValueSet', id: 'test-marital', url: 'http://hl7.org/fhir/ValueSet/marital-status', status: 'active',
+      compose: { include: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-MaritalStatus', concept: [{ code: 'M' }, { code: 'S' }] }] },
+    });
+    const writer = await createTestClient(pont, ['fhir:write'], { organizationId: 'org-term-validate' });
+    const validate = async (resource: object) =>
+      (await pont.json(`${BASE}/${(resource as { resourceType: string }).resourceType}/$validate`, { method: 'POST', headers: writer.headers, json: resource })).body;
+    const allergy = (code: string) => ({
+      resourceType: 'AllergyIntolerance',
+      patient: { reference: 'Patient/x' },
+      clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical', code }] },
+    });
+    expect((await validate(allergy('active'))).issue).toEqual([expect.objectContaining({ severity: 'information' })]);
+    const refused = await validate(allergy('resolved')); // in R4's value set, not in the loaded one
+    expect(refused.issue).toEqual([
+      expect.objectContaining({ severity: 'error', code: 'code-invalid', expression: ['AllergyIntolerance.clinicalStatus'] }),
+    ]);
+    const marital = (code: string) => ({ resourceType: 'Patient', maritalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-MaritalStatus', code }] } });
+    expect((await validate(marital('M'))).issue).toEqual([expect.objectContaining({ severity: 'information' })]);
+    const warned = await validate(marital('W'));
+    expect(warned.issue).toEqual(expect.arrayContaining([expect.objectContaining({ severity: 'warning', code: 'code-invalid', expression: ['Patient.maritalStatus'] })]));
+    expect(warned.issue.some((i: any) => i.severity === 'error')).toBe(false);
+  });
+});
+
 describe('access', () => {
   it('needs terminology:read: 401 without a token, 403 without the scope (fhir:read is not enough)', async () => {
     const path = `${BASE}/CodeSystem/$lookup?system=${encodeURIComponent(CS)}&code=cough`;

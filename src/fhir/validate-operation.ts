@@ -55,7 +55,14 @@ export function validateInput(type: string, body: unknown, queryMode: unknown, i
 }
 
 /** Runs the operation through the caller's repository (reads under its read rule); stores nothing. */
-export async function validateOperation(repo: FhirRepository, type: string, id: string | undefined, input: ValidateInput): Promise<OperationOutcome> {
+export async function validateOperation(
+  repo: FhirRepository,
+  type: string,
+  id: string | undefined,
+  input: ValidateInput,
+  /** Issues of the resource's bindings to the value sets loaded into Pont (src/fhir/term: TerminologyService.checkBindings). */
+  checkBindings?: (resource: Resource) => Promise<OperationOutcomeIssue[]>,
+): Promise<OperationOutcome> {
   const issues = [...input.notes];
   try {
     repo.checkWritable(type);
@@ -77,6 +84,7 @@ export async function validateOperation(repo: FhirRepository, type: string, id: 
       if (!(err instanceof ApiError)) throw err;
       issues.push(...operationOutcome(err).issue);
     }
+    if (checkBindings) issues.push(...(await checkBindings(input.resource)));
   }
   if (!issues.some((i) => i.severity === 'error' || i.severity === 'fatal'))
     issues.unshift({ severity: 'information', code: 'informational', details: { text: 'No issues detected' } });

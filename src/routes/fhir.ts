@@ -391,7 +391,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       responses: { 200: ok('OperationOutcome') },
       handler: async ({ ctx, params, query, repo }) => {
         const input = validateInput(params.type, await readBody(ctx, services.config.maxBodyBytes), query.mode, undefined);
-        return fhirResult(await validateOperation(repo, params.type, undefined, input));
+        return fhirResult(await validateOperation(repo, params.type, undefined, input, (r) => services.terminology.checkBindings(r)));
       },
     }),
     defineRoute({
@@ -410,7 +410,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       responses: { 200: ok('OperationOutcome'), 404: ok('Not found', {}), 410: ok('Deleted', {}) },
       handler: async ({ ctx, params, query, repo }) => {
         const input = validateInput(params.type, await readBody(ctx, services.config.maxBodyBytes), query.mode, params.id);
-        return fhirResult(await validateOperation(repo, params.type, params.id, input));
+        return fhirResult(await validateOperation(repo, params.type, params.id, input, (r) => services.terminology.checkBindings(r)));
       },
     }),
     defineRoute({

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { CodeableConcept, Coding, Parameters, ParametersParameter, ValueSet, ValueSetExpansionContains } from '@medplum/fhirtypes';
+import type { CodeableConcept, Coding, OperationOutcomeIssue, Parameters, ParametersParameter, Resource, ValueSet, ValueSetExpansionContains } from '@medplum/fhirtypes';
+import { boundValues } from './bindings';
 import { ApiError, badRequest, ErrorCode, notFound } from '../../core/errors';
 import type { Queryable } from '../../db/database';
 import { escapeLike, normalizeString } from '../normalize';
@@ -347,6 +348,38 @@ export class TerminologyService {
       result ? undefined : { name: 'message', valueString: `No mapping of ${t.system}#${t.code}${url ? ` in ${url}` : ''}` },
       ...matches,
     ]);
+  }
+
+  /**
+   * `$validate`'s check of a resource's coded elements against the value sets loaded into Pont that their R4
+   * definitions bind them to: outside a required binding is an error, outside an extensible one a warning. A binding
+   * to a value set that is not loaded (or not expandable) is left to the store's own check of the shipped ones.
+   */
+  async checkBindings(resource: Resource): Promise<OperationOutcomeIssue[]> {
+    const bound = boundValues(resource).filter((b) => b.codings.length);
+    if (!bound.length) return [];
+    const loaded = await this.db.query<{ url: string; id: string }>(
+      `SELECT DISTINCT ON (url) url, id::text FROM term_value_sets WHERE url = ANY($1::text[]) AND state = 'active' AND unexpandable IS NULL ORDER BY url, id DESC`,
+      [[...new Set(bound.map((b) => b.valueSet))]],
+    );
+    const idOf = new Map(loaded.rows.map((r) => [r.url, r.id]));
+    const checked = bound.map((b, i) => ({ ...b, i, vs: idOf.get(b.valueSet) })).filter((b) => b.vs !== undefined);
+    if (!checked.length) return [];
+    const rows = checked.flatMap((b) => b.codings.map((c) => [b.i, b.vs!, c.system ?? null, c.code] as const));
+    const hits = await this.db.query<{ i: number }>(
+      `SELECT DISTINCT x.i FROM unnest($1::int[], $2::bigint[], $3::text[], $4::text[]) AS x(i, vs, system, code)
+       WHERE EXISTS (SELECT 1 FROM term_value_set_codes c WHERE c.vs = x.vs AND c.code = x.code AND (x.system IS NULL OR c.system = x.system))`,
+      [rows.map((r) => r[0]), rows.map((r) => r[1]), rows.map((r) => r[2]), rows.map((r) => r[3])],
+    );
+    const inSet = new Set(hits.rows.map((h) => h.i));
+    return checked
+      .filter((b) => !inSet.has(b.i))
+      .map((b) => ({
+        severity: b.strength === 'required' ? ('error' as const) : ('warning' as const),
+        code: 'code-invalid' as const,
+        details: { text: `${b.codings.length > 1 ? 'None of the codings' : `${b.codings[0]!.system ? `${b.codings[0]!.system}#` : ''}${b.codings[0]!.code}`} ${b.codings.length > 1 ? 'is' : 'is not'} in the value set ${b.valueSet} (${b.strength} binding)` },
+        expression: [b.path],
+      }));
   }
 
   /** Runs one named operation. */

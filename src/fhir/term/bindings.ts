@@ -1,0 +1,56 @@
+import { tryGetDataType } from '@medplum/core';
+import type { Resource } from '@medplum/fhirtypes';
+
+/** A coded element of a resource bound (required or extensible) to a value set, with its codings. */
+export interface BoundValue {
+  path: string;
+  valueSet: string;
+  strength: 'required' | 'extensible';
+  /** `code` elements: the code alone (no system). A CodeableConcept with text only has none. */
+  codings: Array<{ system?: string; code: string }>;
+}
+
+const PRIMITIVE = /^[a-z]/;
+const MAX_DEPTH = 32;
+
+/**
+ * Every element of `resource` (contained resources included) whose R4 definition binds it, required or extensible,
+ * to a value set: what `$validate` checks against the value sets loaded into Pont (docs/fhir.md "Terminology").
+ */
+export function boundValues(resource: Resource): BoundValue[] {
+  const out: BoundValue[] = [];
+  walk(resource, resource.resourceType, resource.resourceType, out, 0);
+  for (const contained of (resource as { contained?: Resource[] }).contained ?? [])
+    if (contained && typeof contained === 'object') walk(contained, contained.resourceType, `${resource.resourceType}.contained`, out, 1);
+  return out;
+}
+
+function walk(value: unknown, typeName: string, path: string, out: BoundValue[], depth: number): void {
+  if (!value || typeof value !== 'object' || depth > MAX_DEPTH) return;
+  const schema = tryGetDataType(typeName);
+  for (const [name, element] of Object.entries(schema?.elements ?? {})) {
+    if (name === 'extension' || name === 'modifierExtension' || name === 'contained') continue;
+    const choice = name.endsWith('[x]');
+    for (const { code } of element.type ?? []) {
+      const key = choice ? name.slice(0, -3) + code[0]!.toUpperCase() + code.slice(1) : name;
+      const v = (value as Record<string, unknown>)[key];
+      if (v === undefined) continue;
+      const items = Array.isArray(v) ? v : [v];
+      const binding = element.binding;
+      const strength = binding?.strength;
+      const bound = (strength === 'required' || strength === 'extensible') && binding?.valueSet ? binding.valueSet.split('|')[0]! : undefined;
+      items.forEach((item, i) => {
+        const at = `${path}.${key}${Array.isArray(v) ? `[${i}]` : ''}`;
+        if (bound && (code === 'code' || code === 'Coding' || code === 'CodeableConcept')) {
+          const codings =
+            code === 'code'
+              ? typeof item === 'string' ? [{ code: item }] : []
+              : (code === 'Coding' ? [item] : Array.isArray((item as { coding?: unknown })?.coding) ? (item as { coding: unknown[] }).coding : [])
+                  .filter((c): c is { system?: unknown; code: string } => !!c && typeof c === 'object' && typeof (c as { code?: unknown }).code === 'string')
+                  .map((c) => ({ ...(typeof c.system === 'string' ? { system: c.system } : {}), code: c.code }));
+          out.push({ path: at, valueSet: bound, strength: strength as 'required' | 'extensible', codings });
+        } else if (!PRIMITIVE.test(code) && code !== 'Resource') walk(item, code, at, out, depth + 1);
+      });
+    }
+  }
+}
