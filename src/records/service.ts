@@ -351,13 +351,16 @@ export class RecordsService {
     const plans = requests.map((request) => ({ request, sources: this.type(request.type).sources, fields: this.fieldsOf(request.type) }));
     // A map may choose by the patient (the reference range for their sex): the Patient `options` gives (the summary has
     // read it), else when a map reads it and the caller may read it (a reader who may not gets the range by unit,
-    // learning nothing of the patient). One call a request: it is read once.
-    const readsPatient = plans.some(({ sources }) => sources.some((s) => this.mappings.get(s.map).readsPatient));
-    const patient = options.patient ?? (readsPatient ? await repo.readIfAllowed('Patient', patientId) : undefined);
+    // learning nothing of the patient).
+    // Read in the same statement as the pages, as a search by _id under the same rule (nothing when not allowed).
+    const readsPatient = !options.patient && repo.access.canRead('Patient') && plans.some(({ sources }) => sources.some((s) => this.mappings.get(s.map).readsPatient));
+    const searches = options.searches ?? [];
     const found = await repo.searchPages(patientId, [
       ...plans.flatMap(({ request, sources }) => sources.map((source, i) => ({ type: source.resourceType, query: sourceQuery(patientId, source, request), offset: request.offsets[i]! }))),
-      ...(options.searches ?? []).map((search) => ({ ...search, offset: 0 })),
+      ...searches.map((search) => ({ ...search, offset: 0 })),
+      ...(readsPatient ? [{ type: 'Patient', query: { _id: patientId, _sort: '_id', _count: '1', _total: 'none' }, offset: 0 }] : []),
     ]);
+    const patient = options.patient ?? (readsPatient ? found.at(-1)!.resources[0] : undefined);
     let at = 0;
     const bySource = plans.map(({ sources }) =>
       sources.map((source) => {
@@ -368,7 +371,7 @@ export class RecordsService {
     const wanted = [...new Set(bySource.flat().flatMap((s) => s.refs.flat()))];
     const resolved = wanted.length ? await repo.resolveReferences(wanted) : undefined;
     const pages = plans.map(({ request, fields }, p) => this.merged(request, fields, bySource[p]!, { patient, resolved }));
-    return { pages, searched: found.slice(at).map((f) => f.resources) };
+    return { pages, searched: found.slice(at, at + searches.length).map((f) => f.resources) };
   }
 
   /**
