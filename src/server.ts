@@ -6,7 +6,7 @@ import { shareDatabase } from './db/pglite-share';
 import { checkListening } from './db/listen-check';
 import { loadFhirDefinitions } from './core/fhir-definitions';
 import { createLogger, type Logger } from './log';
-import { createServices, type Composition } from './services';
+import { createServices, loadServiceMappings, type Composition } from './services';
 import { backfill } from './fhir/store/backfill';
 import client from 'prom-client';
 import cluster from 'node:cluster';
@@ -39,12 +39,14 @@ const WATCH_SETTLE_MS = 200;
 export async function startPont(config: Config): Promise<RunningPont> {
   const log = createLogger(config.logLevel);
   loadFhirDefinitions();
+  // Before the database: a bad map stops the start with its file:line:column, without booting or migrating anything.
+  const mappings = loadServiceMappings(config);
   const { db, applied } = await openMigratedDatabase(config);
   let metricsServer: Server | undefined;
   try {
     if (applied.length) log.info('migrations applied', { versions: applied });
     await checkListening(db);
-    const services = await createServices(config, db, log);
+    const services = await createServices(config, db, log, mappings);
     const upgraded = await backfill(db, services.fhir);
     if (upgraded) log.info('data brought up to the current schema', { rows: upgraded });
     const app = createApp(services);

@@ -47,9 +47,11 @@ export function createFhirService(db: Database, config: Pick<Config, 'publicUrl'
   });
 }
 
-export async function createServices(config: Config, db: Database, log: Logger): Promise<Composition> {
-  // First, before slower set-up: a bad map stops the start with its file:line:column (MappingError).
-  const mappings = new MappingHolder(config.mappingsDir, { searchProblem });
+/** The maps the service runs, compiled and checked: a bad map throws a MappingError naming file:line:column. */
+export const loadServiceMappings = (config: Pick<Config, 'mappingsDir'>): MappingHolder => new MappingHolder(config.mappingsDir, { searchProblem });
+
+/** `mappings`: the maps already loaded (startPont loads them before it opens the database, so a bad map stops the start at once). */
+export async function createServices(config: Config, db: Database, log: Logger, mappings = loadServiceMappings(config)): Promise<Composition> {
   const fhir = createFhirService(db, config, mappings);
   const access = await createAccessControl({ config, db });
   const bulkExports = new BulkExports(db, config.bulkExport, log);
