@@ -51,6 +51,9 @@ const onBothDatabases = [
 const embeddedOnly = ['test/embedded-database.test.ts'];
 
 const timeouts = { testTimeout: 60_000, hookTimeout: 120_000 };
+// `npm run build` once for the run: the `pont` processes the integration tests start run the compiled build
+// (test/global-build.ts).
+const globalSetup = ['test/global-build.ts'];
 
 export default defineConfig({
   test: {
@@ -63,10 +66,11 @@ export default defineConfig({
           include: integration,
           exclude: [...configDefaults.exclude, ...unit, ...embeddedOnly],
           env: { PONT_TEST_DB: 'postgres' },
+          globalSetup,
           ...timeouts,
         },
       },
-      { test: { name: 'pglite', include: [...onBothDatabases, ...embeddedOnly], env: { PONT_TEST_DB: 'pglite' }, ...timeouts } },
+      { test: { name: 'pglite', include: [...onBothDatabases, ...embeddedOnly], env: { PONT_TEST_DB: 'pglite' }, globalSetup, ...timeouts } },
       // The client libraries, once (each starts its own server on the embedded database).
       { test: { name: 'clients', include: ['clients/*/test/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 120_000 } },
     ],

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '../src/auth/clients';
 import type { Database } from '../src/db/database';
 import { openPostgres } from '../src/db/postgres';
-import { backend, createScratchDatabase } from './harness';
+import { backend, createScratchDatabase, pontCommand } from './harness';
 
 /**
  * The audit trail commits reads in groups, off the request's own path: still, a response is sent only once its
@@ -31,7 +31,7 @@ describe.runIf(backend === 'postgres')('audit trail durability', () => {
 
   /** `pont serve` in a process of its own; resolves with its base URL once it listens. */
   async function startServer(): Promise<string> {
-    server = spawn(process.execPath, ['bin/pont.js', 'serve'], {
+    server = spawn(process.execPath, pontCommand('serve'), {
       cwd: repoRoot,
       env: { ...process.env, DATABASE_URL: scratch.url, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'error', PONT_RATE_LIMITS: 'fhir=1000000/60' },
       stdio: ['ignore', 'pipe', 'inherit'],

@@ -1,7 +1,8 @@
 /**
  * The CLI explains itself: every command of the table in src/cli.ts answers `--help` with its usage, its options
  * (type, required or default), examples and the exit codes; a wrong command line is exit code 2 with a message
- * that names the fix. Run through the real `bin/pont.js`, as an operator would.
+ * that names the fix. Run as real processes: the compiled build (`pontCommand`, as the image runs it), and the
+ * checkout's launcher `bin/pont.js` on the sources (the last test), as an operator would.
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -12,13 +13,18 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { parseCommand, UsageError, type CommandSpec } from '../src/cli-args';
 import { commands } from '../src/cli';
+import { pontCommand } from './harness';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 
-/** Exit code, stdout and stderr of `node bin/pont.js ...args` (help needs no database). */
+/** Exit code, stdout and stderr of `pont ...args` (help needs no database); `launcher`: through `node bin/pont.js`. */
 function pont(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return run(pontCommand(...args));
+}
+const launcher = (...args: string[]) => run([join(repo, 'bin/pont.js'), ...args]);
+function run(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ['bin/pont.js', ...args], { cwd: repo, env: { ...process.env, LOG_LEVEL: 'error' } }, (err, stdout, stderr) =>
+    execFile(process.execPath, argv, { cwd: repo, env: { ...process.env, LOG_LEVEL: 'error' } }, (err, stdout, stderr) =>
       resolve({ code: err ? Number((err as { code?: number }).code) : 0, stdout, stderr }),
     );
   });
@@ -160,7 +166,9 @@ describe('pont --help (real processes)', () => {
 
   // Issue 42: `npx pont` and `npm run pont --` add npm's own lines (its run banner on stdout, its notices on stderr).
   it('the help recommends node bin/pont.js, and npm in this checkout prints no update notice', async () => {
-    const { stdout } = await pont('--help');
+    const { code, stdout } = await launcher('--help');
+    expect(code).toBe(0);
+    for (const command of commands) expect(stdout).toMatch(new RegExp(`^  ${escape(command.name)}  `, 'm'));
     expect(stdout).toContain('node bin/pont.js <command>');
     expect(stdout).toContain('npm run -s pont -- <command>');
     // The project's .npmrc, whatever the person's own npm configuration (a HOME without one).

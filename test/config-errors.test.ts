@@ -6,6 +6,7 @@ import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../src/config';
+import { pontCommand } from './harness';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const KEY = Buffer.alloc(32, 7).toString('base64');
@@ -103,7 +104,7 @@ describe('configuration errors, all at once', () => {
     const env: Record<string, string | undefined> = { ...process.env, PONT_ENV: 'production', PORT: 'x', LOG_LEVEL: 'error' };
     for (const name of ['DATABASE_URL', 'PONT_WEBHOOK_SECRET_KEY', 'PONT_MATCH_KEY_SECRET']) delete env[name];
     const result = await new Promise<{ code: number; stderr: string }>((resolve) =>
-      execFile(process.execPath, ['bin/pont.js', 'migrate'], { cwd: repo, env }, (err, _out, stderr) => resolve({ code: err ? Number((err as { code?: number }).code) : 0, stderr })),
+      execFile(process.execPath, pontCommand('migrate'), { cwd: repo, env }, (err, _out, stderr) => resolve({ code: err ? Number((err as { code?: number }).code) : 0, stderr })),
     );
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(/^Invalid configuration \(3 problems\):\n {2}PORT: .*\n {2}PONT_WEBHOOK_SECRET_KEY: .*\n {2}PONT_MATCH_KEY_SECRET: .*\n$/);

@@ -7,6 +7,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { describeEnvironment, loadConfig } from '../src/config';
+import { pontCommand } from './harness';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const read = (file: string) => readFileSync(join(repo, file), 'utf8');
@@ -90,7 +91,7 @@ describe('the image and the compose file', () => {
   it('start in production: without secrets it stops naming them; with them, no demo reset', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'pont-image-'));
     const env = { ...process.env, ...imageEnv(), PORT: '0', PONT_DATA_DIR: dataDir, LOG_LEVEL: 'error', DATABASE_URL: '' };
-    const serve = (extra: Record<string, string>) => spawn('node', [join(repo, 'bin/pont.js'), 'serve'], { cwd: repo, env: { ...env, ...extra } });
+    const serve = (extra: Record<string, string>) => spawn(process.execPath, pontCommand('serve'), { cwd: repo, env: { ...env, ...extra } });
     try {
       const bare = serve({});
       let stderr = '';

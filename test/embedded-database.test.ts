@@ -9,6 +9,7 @@ import { loadConfig } from '../src/config';
 import { openDatabase, openMigratedDatabase } from '../src/db/open';
 import { listMigrations } from '../src/db/migrate';
 import { startPont, type RunningPont } from '../src/server';
+import { pontCommand } from './harness';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const run = promisify(execFile);
@@ -31,7 +32,7 @@ describe('the embedded database with a running service', () => {
   let dataDir: string;
   let pont: RunningPont;
   const pontCli = (...args: string[]) =>
-    run('node', [join(repo, 'bin/pont.js'), ...args], { cwd: repo, env: { ...process.env, PONT_DATA_DIR: dataDir, LOG_LEVEL: 'error', DATABASE_URL: '' } });
+    run(process.execPath, pontCommand(...args), { cwd: repo, env: { ...process.env, PONT_DATA_DIR: dataDir, LOG_LEVEL: 'error', DATABASE_URL: '' } });
 
   beforeAll(async () => {
     dataDir = mkdtempSync(join(tmpdir(), 'pont-embedded-'));
@@ -44,7 +45,7 @@ describe('the embedded database with a running service', () => {
   });
 
   it('refuses a second process on the same data directory instead of corrupting it', async () => {
-    const second = await run('node', [join(repo, 'bin/pont.js'), 'serve'], {
+    const second = await run(process.execPath, pontCommand('serve'), {
       cwd: repo,
       env: { ...process.env, PONT_DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'error', DATABASE_URL: '' },
     }).catch((e) => e);

@@ -9,7 +9,7 @@ import { x as extract } from 'tar';
 import { validateResource } from '@medplum/core';
 import type { Bundle, Resource } from '@medplum/fhirtypes';
 import { importPaths } from '../src/fhir/import';
-import { backend, createScratchDatabase, createTestClient } from './harness';
+import { backend, createScratchDatabase, createTestClient, pontCommand } from './harness';
 import { HEALTH_ID_SYSTEM } from '../src/healthid/healthid';
 import { startFhirApi, type FhirTestApi } from './fhir-helpers';
 
@@ -131,7 +131,7 @@ describe('pont import (the command)', () => {
     try {
       const env = { ...process.env, LOG_LEVEL: 'error', PONT_DATA_DIR: dataDir, ...(scratch ? { DATABASE_URL: scratch.url } : {}) };
       const run = promisify(execFile);
-      const result = await run('node', [join(repo, 'bin/pont.js'), 'import', join(samples, 'r4-spec-examples.tar.gz')], { env, cwd: repo }).catch((e) => e);
+      const result = await run(process.execPath, pontCommand('import', join(samples, 'r4-spec-examples.tar.gz')), { env, cwd: repo }).catch((e) => e);
       // Two of the 121 examples are themselves invalid R4: DiagnosticReport-gingival-mass (bad base64) and
       // MedicationRequest-medrx0301 (dispenseRequest.performer is a Practitioner; R4 allows an Organization only):
       // exit 1, each named in the summary.

@@ -3,10 +3,12 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import { promisify } from 'node:util';
 import type { Consent } from '@medplum/fhirtypes';
 import pg from 'pg';
+import { inject } from 'vitest';
 import { loadConfig, type Config } from '../src/config';
 import { startPont, type RunningPont } from '../src/server';
 import { createClient } from '../src/auth/clients';
@@ -178,10 +180,22 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-/** Runs `pont ARGS…` (bin/pont.js, a process of its own) with `env` over this process's: its exit code, its stdout as JSON, its stderr. */
+const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+
+/**
+ * The `pont` command as the tests start it: node's arguments for `pont ARGS…` on the compiled build made once for
+ * the run (test/global-build.ts), as the image and `npm start` run it (with source maps); outside the integration
+ * projects (no build provided), `bin/pont.js` on the sources. `spawn(process.execPath, pontCommand('serve'))`.
+ */
+export function pontCommand(...args: string[]): string[] {
+  const build = inject('pontBuild');
+  return build ? ['--enable-source-maps', join(build, 'bin.js'), ...args] : [join(repoRoot, 'bin/pont.js'), ...args];
+}
+
+/** Runs `pont ARGS…` (`pontCommand`, a process of its own) with `env` over this process's: its exit code, its stdout as JSON, its stderr. */
 export async function runPont(env: Record<string, string>, ...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
   try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, ['bin/pont.js', ...args], { env: { ...process.env, ...env } });
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, pontCommand(...args), { env: { ...process.env, ...env } });
     return { code: 0, json: JSON.parse(stdout), stderr };
   } catch (err) {
     const e = err as { code: number; stderr: string };

@@ -6,6 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config';
 import { startPont } from '../src/server';
 import { mapBreaker } from './break-map';
+import { pontCommand } from './harness';
 
 const repo = join(import.meta.dirname, '..');
 
@@ -27,7 +28,7 @@ describe('mapping engine', () => {
   describe('pont mappings check', () => {
     const run = promisify(execFile);
     const pont = (...args: string[]) =>
-      run(process.execPath, ['bin/pont.js', 'mappings', 'check', ...args], { cwd: repo, env: { ...process.env, LOG_LEVEL: 'error' } }).then(
+      run(process.execPath, pontCommand('mappings', 'check', ...args), { cwd: repo, env: { ...process.env, LOG_LEVEL: 'error' } }).then(
         ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
         (err: { code: number; stdout: string; stderr: string }) => ({ code: err.code, stdout: err.stdout, stderr: err.stderr }),
       );

@@ -15,7 +15,7 @@ import { loadConfig, ConfigError } from '../src/config';
 import { importPaths } from '../src/fhir/import';
 import { createAgent } from '../src/auth/agents';
 import { bearerMatches } from '../src/metrics';
-import { backend, createScratchDatabase, freePort, createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+import { backend, createScratchDatabase, freePort, createTestClient, startTestServer, type TestClient, type TestServer, pontCommand } from './harness';
 
 const CONNECT = '/api/v1/connect';
 const TOKEN = randomBytes(24).toString('hex');
@@ -233,7 +233,7 @@ describe('pont serve --workers 2', () => {
     const scratch = await createScratchDatabase();
     const metricsPort = await freePort();
     try {
-      server = spawn(process.execPath, ['bin/pont.js', 'serve', '--workers', '2'], {
+      server = spawn(process.execPath, pontCommand('serve', '--workers', '2'), {
         cwd: fileURLToPath(new URL('..', import.meta.url)),
         env: { ...process.env, DATABASE_URL: scratch.url, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', METRICS_PORT: String(metricsPort), METRICS_TOKEN: TOKEN },
         stdio: ['ignore', 'pipe', 'pipe'],

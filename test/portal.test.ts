@@ -3,7 +3,7 @@ import { promisify } from 'node:util';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { backend, commandDatabase, createPortalPerson, createTestClient, startTestServer, type TestServer } from './harness';
+import { backend, commandDatabase, createPortalPerson, createTestClient, startTestServer, type TestServer, pontCommand } from './harness';
 import { eventually } from './eventually';
 import { loadConfig } from '../src/config';
 import { startPont } from '../src/server';
@@ -729,11 +729,11 @@ describe('pont portal-users create', () => {
     const { env, cleanup } = await commandDatabase();
     try {
       const opts = { env: { ...process.env, ...env, PONT_PUBLIC_URL: 'https://pont.example.org' } };
-      const { stdout } = await run(process.execPath, ['bin/pont.js', 'portal-users', 'create', '--org', 'org-1', '--email', 'Ana@Example.org', '--role', 'admin'], opts);
+      const { stdout } = await run(process.execPath, pontCommand('portal-users', 'create', '--org', 'org-1', '--email', 'Ana@Example.org', '--role', 'admin'), opts);
       const printed = JSON.parse(stdout);
       expect(printed).toMatchObject({ organization_id: 'org-1', email: 'ana@example.org', role: 'admin', active: false, link_expires_in_hours: 24 });
       expect(printed.set_password_link).toMatch(/^https:\/\/pont\.example\.org\/portal\/set-password\?token=[A-Za-z0-9_-]{43}$/);
-      const bad = await run(process.execPath, ['bin/pont.js', 'portal-users', 'create', '--org', 'org-1', '--email', 'b@example.org', '--role', 'owner'], opts).catch((e) => e);
+      const bad = await run(process.execPath, pontCommand('portal-users', 'create', '--org', 'org-1', '--email', 'b@example.org', '--role', 'owner'), opts).catch((e) => e);
       expect(bad.code).toBe(2);
       expect(bad.stderr).toContain('--role');
     } finally {

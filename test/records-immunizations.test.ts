@@ -9,7 +9,7 @@ import { checkMappings, defaultMappingsDir, loadMappings } from '../src/mapping/
 import { MappingHolder } from '../src/mapping/holder';
 import { searchProblem } from '../src/fhir/search/parse';
 import { mapEditor } from './break-map';
-import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+import { createTestClient, startTestServer, type TestClient, type TestServer, pontCommand } from './harness';
 
 /**
  * Issue 26 item 3: a record type from its map alone. `immunizations` is mappings/immunization.map.yaml and its
@@ -162,7 +162,7 @@ describe('a record type declared wrongly fails `pont mappings check` at its line
   const problems = (dir: string) => checkMappings(dir).problems.map((p) => p.message.replace(dir, 'D'));
   /** `pont mappings check DIR` as a user runs it: its exit code and what it printed. */
   const checkCommand = (dir: string) =>
-    promisify(execFile)(process.execPath, ['bin/pont.js', 'mappings', 'check', dir], { cwd: join(import.meta.dirname, '..'), env: { ...process.env, LOG_LEVEL: 'error' } }).then(
+    promisify(execFile)(process.execPath, pontCommand('mappings', 'check', dir), { cwd: join(import.meta.dirname, '..'), env: { ...process.env, LOG_LEVEL: 'error' } }).then(
       () => ({ code: 0, stderr: '' }),
       (err: { code: number; stdout: string; stderr: string }) => ({ code: err.code, stderr: `${err.stdout}${err.stderr}` }),
     );

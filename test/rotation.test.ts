@@ -13,7 +13,7 @@ import { loadConfig } from '../src/config';
 import { recordEvent } from '../src/events/outbox';
 import { startPont, type RunningPont } from '../src/server';
 import * as tsWebhooks from '../clients/typescript/src/webhooks';
-import { backend, createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+import { backend, createTestClient, startTestServer, type TestClient, type TestServer, pontCommand } from './harness';
 import { startReceiver, type Receiver } from './webhooks-support';
 
 const run = promisify(execFile);
@@ -201,7 +201,7 @@ describe('client secret rotation', () => {
   it.runIf(backend === 'postgres')('`pont clients rotate-secret` prints the new secret once; the old one stops in the running service', async () => {
     const client = await newClient();
     expect(await pairStatus(pont.url, client.client_id, client.client_secret)).toBe(200);
-    const { stdout } = await run(process.execPath, ['bin/pont.js', 'clients', 'rotate-secret', client.client_id, '--overlap', '0'], {
+    const { stdout } = await run(process.execPath, pontCommand('clients', 'rotate-secret', client.client_id, '--overlap', '0'), {
       env: { ...process.env, DATABASE_URL: pont.config.databaseUrl, LOG_LEVEL: 'error' },
     });
     const printed = JSON.parse(stdout);

@@ -1,12 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
+import { pontCommand } from './harness';
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 
 /** `pont serve` as a child process: its stdout and stderr, and its URL once it listens. */
 export async function serve(args: string[], env: Record<string, string>): Promise<{ child: ChildProcess; url: string; output: () => string }> {
-  const child = spawn(process.execPath, ['bin/pont.js', 'serve', ...args], {
+  const child = spawn(process.execPath, pontCommand('serve', ...args), {
     cwd: repoRoot,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

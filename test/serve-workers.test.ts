@@ -2,16 +2,18 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { backend, createScratchDatabase } from './harness';
+import { backend, createScratchDatabase, pontCommand } from './harness';
 import { eventually } from './eventually';
 
 /** `pont serve --workers N`: N processes on one port, restarted when one dies, all stopped by one signal. */
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
-/** The worker processes of a `pont serve` primary (not its other children, such as tsx's esbuild service). */
+/** The script `pontCommand` runs (the compiled bin.js): the workers of its primary run it too. */
+const entry = pontCommand().find((a) => !a.startsWith('--'))!;
+/** The worker processes of a `pont serve` primary (its children that run pont, not others such as tsx's esbuild service). */
 const children = (pid: number) =>
   execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(pid)], { encoding: 'utf8' })
     .split('\n')
-    .filter((l) => l.includes('bin/pont.js'))
+    .filter((l) => l.includes(entry))
     .map((l) => Number(l.trim().split(/\s+/)[0]));
 
 describe('pont serve --workers', () => {
@@ -23,14 +25,14 @@ describe('pont serve --workers', () => {
   it('refuses several workers on the embedded database', () => {
     const env = { ...process.env, PORT: '0', LOG_LEVEL: 'error' } as Record<string, string | undefined>;
     delete env.DATABASE_URL;
-    const run = () => execFileSync(process.execPath, ['bin/pont.js', 'serve', '--workers', '2'], { cwd: repoRoot, env, encoding: 'utf8', stdio: 'pipe' });
+    const run = () => execFileSync(process.execPath, pontCommand('serve', '--workers', '2'), { cwd: repoRoot, env, encoding: 'utf8', stdio: 'pipe' });
     expect(run).toThrow(/--workers needs PostgreSQL/);
   });
 
   it.runIf(backend === 'postgres')('serves from N processes, starts a dead one again, and stops them all on SIGTERM', async () => {
     const scratch = await createScratchDatabase();
     try {
-      server = spawn(process.execPath, ['bin/pont.js', 'serve', '--workers', '2'], {
+      server = spawn(process.execPath, pontCommand('serve', '--workers', '2'), {
         cwd: repoRoot,
         env: { ...process.env, DATABASE_URL: scratch.url, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'error' },
         stdio: ['ignore', 'pipe', 'pipe'],

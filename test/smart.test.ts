@@ -23,7 +23,7 @@ import { loadConfig } from '../src/config';
 import { startPont, type RunningPont } from '../src/server';
 import { createServices } from '../src/services';
 import { createLogger } from '../src/log';
-import { backend, createTestClient, startTestServer, type TestServer } from './harness';
+import { backend, createTestClient, startTestServer, type TestServer, pontCommand } from './harness';
 
 const ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
 const ORG = 'org-smart';
@@ -388,7 +388,7 @@ describe('assertions that are refused: 401 invalid_client', () => {
 
   it.runIf(backend === 'postgres')('a replayed assertion on `pont serve --workers 2` (other OS processes) on the same database', async () => {
     // Same database and public URL (the assertion's aud), as processes behind one load balancer would have.
-    const server = spawn(process.execPath, ['bin/pont.js', 'serve', '--workers', '2'], {
+    const server = spawn(process.execPath, pontCommand('serve', '--workers', '2'), {
       env: { ...process.env, DATABASE_URL: pont.config.databaseUrl!, PONT_PUBLIC_URL: pont.config.publicUrl, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'error' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -551,7 +551,7 @@ describe('registration', () => {
     try {
       const file = join(dir, 'jwks.json');
       writeFileSync(file, JSON.stringify({ keys: [{ ...(await exportJWK(ec.keys.privateKey)), kid: 'ec' }] }));
-      const failed = await promisify(execFile)(process.execPath, ['bin/pont.js', 'clients', 'create', '--name', 'x', '--org', ORG, '--scopes', 'fhir:read', '--jwks', file], {
+      const failed = await promisify(execFile)(process.execPath, pontCommand('clients', 'create', '--name', 'x', '--org', ORG, '--scopes', 'fhir:read', '--jwks', file), {
         env: { ...process.env, PONT_DATA_DIR: join(dir, 'data') },
       }).catch((err: { code: number; stderr: string }) => err);
       expect((failed as { code: number }).code).toBe(2);
@@ -568,7 +568,7 @@ describe('registration', () => {
       writeFileSync(file, JSON.stringify({ keys: [await publicJwk(ec)] }));
       // The embedded test database lives in the test's memory: the command gets a database of its own there.
       const database = backend === 'postgres' ? { DATABASE_URL: pont.config.databaseUrl! } : { PONT_DATA_DIR: join(dir, 'data') };
-      const { stdout } = await promisify(execFile)(process.execPath, ['bin/pont.js', 'clients', 'create', '--name', 'Bulk app', '--org', ORG, '--scopes', 'labs:read', '--jwks', file], {
+      const { stdout } = await promisify(execFile)(process.execPath, pontCommand('clients', 'create', '--name', 'Bulk app', '--org', ORG, '--scopes', 'labs:read', '--jwks', file), {
         env: { ...process.env, ...database },
       });
       const created = JSON.parse(stdout);

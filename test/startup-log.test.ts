@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { describeDatabase, describeSecrets, loadConfig, startupFields } from '../src/config';
 import { createLogger } from '../src/log';
-import { backend, createScratchDatabase } from './harness';
+import { backend, createScratchDatabase, pontCommand } from './harness';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 
@@ -36,7 +36,7 @@ describe('the start-up record', () => {
       PONT_DATA_DIR: dataDir,
       DATABASE_URL: databaseUrl,
     };
-    const server = spawn(process.execPath, ['bin/pont.js', 'serve'], { cwd: repo, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const server = spawn(process.execPath, pontCommand('serve'), { cwd: repo, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     server.stderr!.on('data', (d) => (output += d));
     // Without the record the server would run on: stop it, which ends the loop below, and the test fails.

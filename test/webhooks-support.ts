@@ -8,6 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { pontCommand } from './harness';
 
 export interface Received {
   at: number;
@@ -119,9 +120,9 @@ export interface PontProcess {
   url: string;
 }
 
-/** `node bin/pont.js serve` on a PostgreSQL database; resolves once it listens. */
+/** `pont serve` (`pontCommand`) on a PostgreSQL database; resolves once it listens. */
 export async function startPontProcess(databaseUrl: string, env: Record<string, string> = {}): Promise<PontProcess> {
-  const child = spawn(process.execPath, ['bin/pont.js', 'serve'], {
+  const child = spawn(process.execPath, pontCommand('serve'), {
     env: { ...process.env, DATABASE_URL: databaseUrl, PORT: '0', LOG_LEVEL: 'error', PONT_ENV: 'development', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
