@@ -66,6 +66,44 @@ export class TerminologyService {
     return r.rows[0];
   }
 
+  /**
+   * The code system (newest loaded version unless one is named) and one of its concepts, in one statement (the
+   * operations' hot path): the concept's parents and children too when `edges`.
+   */
+  private async resolve(
+    url: string | undefined,
+    version: string | undefined,
+    id: string | undefined,
+    code: string,
+    edges = false,
+  ): Promise<{ cs: CodeSystemRow; concept?: ConceptRow & { parents: string[] | null; children: string[] | null } }> {
+    if (url === undefined && id === undefined) throw badRequest('Name the code system: system (or the coding\'s system), or CodeSystem/{id}/…');
+    const r = await this.db.query<CodeSystemRow & { cs_id: string; cid: string | null } & Omit<ConceptRow, 'cid'> & { parents: string[] | null; children: string[] | null }>(
+      `SELECT s.id::text AS cs_id, s.url, s.version, s.content, coalesce(s.resource->>'name', s.resource->>'title') AS name,
+              c.cid::text AS cid, c.code, c.display, c.definition, c.active, c.properties, c.designations${
+                edges
+                  ? `, (SELECT array_agg(p.code ORDER BY p.code) FROM term_edges e JOIN term_concepts p ON p.cid = e.parent WHERE e.child = c.cid) AS parents,
+              (SELECT array_agg(x.code ORDER BY x.code) FROM (SELECT ch.code FROM term_edges e JOIN term_concepts ch ON ch.cid = e.child
+                WHERE e.parent = c.cid ORDER BY ch.code LIMIT ${MAX_CHILDREN}) x) AS children`
+                  : ''
+              }
+       FROM (SELECT id, url, version, content, resource FROM term_code_systems
+             WHERE state = 'active' AND ($1::text IS NULL OR url = $1) AND ($2::text IS NULL OR resource_id = $2) AND ($3::text IS NULL OR version = $3)
+             ORDER BY id DESC LIMIT 1) s
+       LEFT JOIN term_concepts c ON c.cs = s.id AND c.code = $4`,
+      [url ?? null, id ?? null, version ?? null, code],
+    );
+    const row = r.rows[0];
+    if (!row) {
+      if (id !== undefined && url === undefined) throw notFound(`No CodeSystem ${id} is loaded`);
+      throw notFound(`Code system ${versioned(url ?? `CodeSystem/${id}`, version)} is not loaded`);
+    }
+    const cs = { id: row.cs_id, url: row.url, version: row.version, content: row.content, name: row.name };
+    if (row.cid === null) return { cs };
+    const { cid, code: c, display, definition, active, properties, designations, parents, children } = row;
+    return { cs, concept: { cid, code: c, display, definition, active, properties, designations, parents: parents ?? null, children: children ?? null } };
+  }
+
   private async concept(cs: CodeSystemRow, code: string): Promise<ConceptRow | undefined> {
     const r = await this.db.query<ConceptRow>(
       'SELECT cid::text, code, display, definition, active, properties, designations FROM term_concepts WHERE cs = $1 AND code = $2',
@@ -90,17 +128,10 @@ export class TerminologyService {
   /** CodeSystem/$lookup: the concept's display, definition, designations and properties, its parents and children. */
   async lookup(input: OpInput, id?: string): Promise<Parameters> {
     const t = TerminologyService.target(input);
-    const cs = await this.codeSystem(t.system, one(input, 'version') ?? t.version, id);
-    const c = await this.concept(cs, t.code);
+    const { cs, concept: c } = await this.resolve(t.system, one(input, 'version') ?? t.version, id, t.code, true);
     if (!c) throw notFound(`${t.code} is not a code of ${versioned(cs.url, cs.version)}`);
     const wanted = new Set((input.get('property') ?? []).map(String));
     const want = (p: string) => !wanted.size || wanted.has(p);
-    const edges = await this.db.query<{ kind: 'parent' | 'child'; code: string }>(
-      `(SELECT 'parent' AS kind, p.code FROM term_edges e JOIN term_concepts p ON p.cid = e.parent WHERE e.child = $1 ORDER BY p.code)
-       UNION ALL
-       (SELECT 'child' AS kind, ch.code FROM term_edges e JOIN term_concepts ch ON ch.cid = e.child WHERE e.parent = $1 ORDER BY ch.code LIMIT ${MAX_CHILDREN})`,
-      [c.cid],
-    );
     const property = (code: string, value: Record<string, unknown>): ParametersParameter => ({
       name: 'property',
       part: [{ name: 'code', valueCode: code }, { name: 'value', ...value }],
@@ -122,7 +153,8 @@ export class TerminologyService {
           ] as Array<ParametersParameter | undefined>).filter((p): p is ParametersParameter => p !== undefined),
         });
     if (want('inactive')) out.push(property('inactive', { valueBoolean: !c.active }));
-    for (const e of edges.rows) if (want(e.kind)) out.push(property(e.kind, { valueCode: e.code }));
+    if (want('parent')) for (const code of c.parents ?? []) out.push(property('parent', { valueCode: code }));
+    if (want('child')) for (const code of c.children ?? []) out.push(property('child', { valueCode: code }));
     for (const p of c.properties ?? []) {
       const code = String(p.code);
       if (!want(code)) continue;
@@ -142,14 +174,13 @@ export class TerminologyService {
         results.push({ result: false, message: `The coding's system ${c.system} is not ${url}` });
         continue;
       }
-      const cs = await this.codeSystem(url ?? c.system, one(input, 'version') ?? c.version, id);
-      results.push(await this.checkConcept(cs, c.code!, one(input, 'display') ?? c.display));
+      const { cs, concept: found } = await this.resolve(url ?? c.system, one(input, 'version') ?? c.version, id, c.code!);
+      results.push(TerminologyService.checkConcept(cs, c.code!, found, one(input, 'display') ?? c.display));
     }
     return TerminologyService.validation(results);
   }
 
-  private async checkConcept(cs: CodeSystemRow, code: string, display: string | undefined): Promise<{ result: boolean; message?: string; display?: string }> {
-    const c = await this.concept(cs, code);
+  private static checkConcept(cs: CodeSystemRow, code: string, c: ConceptRow | undefined, display: string | undefined): { result: boolean; message?: string; display?: string } {
     if (!c) return { result: false, message: `Unknown code "${code}" in code system ${versioned(cs.url, cs.version)}` };
     const shown = c.display ?? undefined;
     if (display !== undefined && display !== shown && !(c.designations ?? []).some((d) => d.value === display))
