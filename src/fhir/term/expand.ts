@@ -92,7 +92,14 @@ async function filterSql(tx: Queryable, cs: Resolved, system: string, f: ValueSe
     case 'in':
     case 'not-in': {
       let cond: Sql;
-      if (concept) cond = sql`c.code = ANY(${values}::text[])`;
+      if (property === 'parent' || property === 'child') {
+        // The concepts whose parent (child) is one of the values: the hierarchy's direct edges.
+        const ids = [];
+        for (const v of values) ids.push(await conceptId(tx, cs, system, v));
+        cond = property === 'parent'
+          ? sql`c.cid IN (SELECT child FROM term_edges WHERE parent = ANY(${ids}::bigint[]))`
+          : sql`c.cid IN (SELECT parent FROM term_edges WHERE child = ANY(${ids}::bigint[]))`;
+      } else if (concept) cond = sql`c.code = ANY(${values}::text[])`;
       else if (property === 'display') cond = sql`c.display = ANY(${values}::text[])`;
       else if (property === 'inactive') cond = sql`(NOT c.active)::text = ANY(${values}::text[])`;
       else cond = sql`EXISTS (SELECT 1 FROM jsonb_array_elements(c.properties) p WHERE p->>'code' = ${property} AND ${propertyValue} = ANY(${values}::text[]))`;
