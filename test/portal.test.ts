@@ -306,6 +306,10 @@ describe('portal JSON routes', () => {
     const row = list.body.clients.find((c: any) => c.client_id === created.body.client_id);
     expect(row.last_used_at).not.toBeNull();
     expect(JSON.stringify(list.body)).not.toContain(created.body.client_secret);
+    // What the route sends is what the OpenAPI document publishes, no field more (the client libraries' types come from it).
+    const published = (await pont.json('/api/openapi.json')).body.components.schemas.PortalClient;
+    expect(Object.keys(row).sort()).toEqual(Object.keys(published.properties).sort());
+    expect(row.token_endpoint_auth_method).toBe('client_secret');
   });
 
   it('refuses a state-changing request without the CSRF token, or with a forged one, and changes nothing', async () => {

@@ -35,10 +35,14 @@ const Client = z
     organization_id: z.string(),
     facility_id: z.string().nullable(),
     scopes: z.array(z.string()),
+    all_patients: z.boolean().describe('Reads every patient without consent (an operator client, made only with `pont clients create --all-patients`)'),
     created_at: z.string(),
     revoked_at: z.string().nullable(),
     previous_secret_expires_at: z.string().nullable(),
     last_used_at: z.string().nullable().describe('When the client last got a token'),
+    token_endpoint_auth_method: z.enum(['client_secret', 'private_key_jwt']).describe('How it authenticates: a secret, or signed assertions checked against its key set (jwks or jwks_uri)'),
+    jwks: z.object({ keys: z.array(z.record(z.string(), z.unknown())) }).nullable().describe('Its public keys, when registered with a key set (never private material)'),
+    jwks_uri: z.string().nullable().describe('Where its public keys are published, when registered so'),
   })
   .meta({ id: 'PortalClient' });
 const Agent = z

@@ -867,10 +867,14 @@ class PortalClient(TypedDict):
     organization_id: str
     facility_id: Optional[str]
     scopes: List[str]
+    all_patients: bool
     created_at: str
     revoked_at: Optional[str]
     previous_secret_expires_at: Optional[str]
     last_used_at: Optional[str]
+    token_endpoint_auth_method: Literal['client_secret', 'private_key_jwt']
+    jwks: Optional[Dict[str, Any]]
+    jwks_uri: Optional[str]
 
 
 class PortalSession(TypedDict):

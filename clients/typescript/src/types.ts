@@ -1391,11 +1391,23 @@ export type PortalClient = {
   organization_id: string;
   facility_id: string | null;
   scopes: Array<string>;
+  /** Reads every patient without consent (an operator client, made only with `pont clients create --all-patients`) */
+  all_patients: boolean;
   created_at: string;
   revoked_at: string | null;
   previous_secret_expires_at: string | null;
   /** When the client last got a token */
   last_used_at: string | null;
+  /** How it authenticates: a secret, or signed assertions checked against its key set (jwks or jwks_uri) */
+  token_endpoint_auth_method: "client_secret" | "private_key_jwt";
+  /** Its public keys, when registered with a key set (never private material) */
+  jwks: {
+    keys: Array<{
+      [key: string]: unknown;
+    }>;
+  } | null;
+  /** Where its public keys are published, when registered so */
+  jwks_uri: string | null;
 };
 
 export type PortalSession = {
