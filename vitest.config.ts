@@ -59,7 +59,9 @@ export default defineConfig({
   test: {
     maxWorkers: 2,
     projects: [
-      { test: { name: 'unit', include: unit } },
+      // Seconds each alone (the FHIR definitions, every map compiled); beside the integration tests on two cores, the
+      // default 5 s is not enough for the slowest of them.
+      { test: { name: 'unit', include: unit, testTimeout: 30_000 } },
       {
         test: {
           name: 'postgres',
