@@ -120,6 +120,8 @@ export class TerminologyLoader {
         return { replaced: old.rowCount > 0, reexpanded };
       });
       await this.cleanUp();
+      // The visibility map of what the load wrote, so its indexes answer alone (closure to codes), and fresh statistics.
+      await this.db.exec('VACUUM ANALYZE term_concepts, term_closure, term_edges');
       return { resourceType: 'CodeSystem', url, version, id, count, replaced, reexpanded };
     } catch (err) {
       await this.dropCodeSystem(cs);
