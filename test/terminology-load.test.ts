@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { backend, createTestClient, runPont, startTestServer, type TestClient, type TestServer } from './harness';
+import { createTestClient, runPont, startTestServer, type TestClient, type TestServer } from './harness';
 
 // `pont terminology load` as an operator runs it (a process of its own) on the database of a running service: what it
 // loads the service answers at once (no cache), a reload replaces a version whole, and bad hierarchies are refused
@@ -32,11 +32,11 @@ const display = async (code: string) => {
   return status === 200 ? body.parameter.find((p: any) => p.name === 'display').valueString : status;
 };
 
+// On PostgreSQL (the file runs once, there): the command and the service share the database by its URL.
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'pont-term-'));
-  // The command reaches the service's own database: PostgreSQL by URL; embedded, through the service's data directory.
-  pont = await startTestServer(backend === 'pglite' ? { PONT_DATA_DIR: dir } : {});
-  env = backend === 'postgres' ? { DATABASE_URL: pont.config.databaseUrl! } : { PONT_DATA_DIR: dir };
+  pont = await startTestServer();
+  env = { DATABASE_URL: pont.config.databaseUrl! };
   client = await createTestClient(pont, ['terminology:read']);
 });
 afterAll(async () => {
