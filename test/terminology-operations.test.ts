@@ -268,6 +268,18 @@ describe('$validate against loaded value sets', () => {
     const warned = await validate(marital('W'));
     expect(warned.issue).toEqual(expect.arrayContaining([expect.objectContaining({ severity: 'warning', code: 'code-invalid', expression: ['Patient.maritalStatus'] })]));
     expect(warned.issue.some((i: any) => i.severity === 'error')).toBe(false);
+    // A resource that is not valid R4 is reported on, whatever its shape (contained a number, an object, codings wrong).
+    for (const hostile of [
+      { resourceType: 'Patient', contained: 5 },
+      { resourceType: 'Patient', contained: {} },
+      { resourceType: 'Patient', contained: [5, null, { resourceType: 7 }] },
+      { resourceType: 'AllergyIntolerance', patient: { reference: 'Patient/x' }, clinicalStatus: { coding: 'active' } },
+      { resourceType: 'AllergyIntolerance', patient: { reference: 'Patient/x' }, clinicalStatus: [{ coding: [{ code: 7 }] }] },
+    ]) {
+      const res = await pont.json(`${BASE}/${hostile.resourceType}/$validate`, { method: 'POST', headers: writer.headers, json: hostile });
+      expect(res.status, JSON.stringify(hostile)).toBe(200);
+      expect(res.body.issue.some((i: any) => i.severity === 'error'), JSON.stringify(hostile)).toBe(true);
+    }
   });
 });
 

@@ -84,7 +84,8 @@ export async function validateOperation(
       if (!(err instanceof ApiError)) throw err;
       issues.push(...operationOutcome(err).issue);
     }
-    if (checkBindings) issues.push(...(await checkBindings(input.resource)));
+    // Bindings only of a resource whose structure holds: its codings are where R4 puts them.
+    if (checkBindings && !issues.some((i) => i.severity === 'error' || i.severity === 'fatal')) issues.push(...(await checkBindings(input.resource)));
   }
   if (!issues.some((i) => i.severity === 'error' || i.severity === 'fatal'))
     issues.unshift({ severity: 'information', code: 'informational', details: { text: 'No issues detected' } });

@@ -20,8 +20,10 @@ const MAX_DEPTH = 32;
 export function boundValues(resource: Resource): BoundValue[] {
   const out: BoundValue[] = [];
   walk(resource, resource.resourceType, resource.resourceType, out, 0);
-  for (const contained of (resource as { contained?: Resource[] }).contained ?? [])
-    if (contained && typeof contained === 'object') walk(contained, contained.resourceType, `${resource.resourceType}.contained`, out, 1);
+  // `contained` as written, not as R4 says it must be: $validate is asked about resources that are not yet valid.
+  const contained: unknown = (resource as { contained?: unknown }).contained;
+  for (const c of Array.isArray(contained) ? contained : [])
+    if (c && typeof c === 'object' && typeof (c as Resource).resourceType === 'string') walk(c, (c as Resource).resourceType, `${resource.resourceType}.contained`, out, 1);
   return out;
 }
 
