@@ -61,7 +61,9 @@ export default defineConfig({
     projects: [
       // Seconds each alone (the FHIR definitions, every map compiled); beside the integration tests on two cores, the
       // default 5 s is not enough for the slowest of them.
-      { test: { name: 'unit', include: unit, testTimeout: 30_000 } },
+      // One module graph for all the unit files (isolate: false): they keep no state between files (no mocks, stubbed
+      // globals or environment, fake timers); 19 s instead of 50 s on the shared 2-core machine.
+      { test: { name: 'unit', include: unit, isolate: false, testTimeout: 30_000 } },
       {
         test: {
           name: 'postgres',
