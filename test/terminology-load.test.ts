@@ -90,6 +90,33 @@ describe('pont terminology load', () => {
     expect(await display('a')).toBe('Second'); // the version loaded before stands
   });
 
+  it('keeps a reloaded code system when a step after its switch fails (the removal of the version it replaced)', async () => {
+    const url = 'http://example.org/fhir/CodeSystem/after-switch';
+    const cs = (d: string) => ({ resourceType: 'CodeSystem', id: 'after-switch', url, version: '1', content: 'complete', concept: [{ code: 'x', display: d }] });
+    const lookup = async () => {
+      const { status, body } = await pont.json(`/api/fhir/R4/CodeSystem/$lookup?system=${encodeURIComponent(url)}&code=x`, { headers: client.headers });
+      return status === 200 ? body.parameter.find((p: any) => p.name === 'display').valueString : status;
+    };
+    expect((await runPont(env, 'terminology', 'load', file('after1.json', cs('One')))).code).toBe(0);
+    // A deliberately broken state: the retired version cannot be removed, so the clean-up after the switch fails.
+    const db = pont.services.db;
+    await db.exec(`CREATE FUNCTION test_refuse_retired_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
+      CREATE TRIGGER test_refuse_retired_delete BEFORE DELETE ON term_code_systems FOR EACH ROW
+        WHEN (OLD.url = '${url}' AND OLD.state = 'retired') EXECUTE FUNCTION test_refuse_retired_delete()`);
+    try {
+      const second = await runPont(env, 'terminology', 'load', file('after2.json', cs('Two')));
+      expect(second.stderr).toMatch(/refused by the test/); // reported
+      expect(second.json.loaded[0]).toMatchObject({ url, replaced: true });
+      expect(await lookup()).toBe('Two'); // the new version is served, not dropped
+    } finally {
+      await db.exec('DROP TRIGGER test_refuse_retired_delete ON term_code_systems; DROP FUNCTION test_refuse_retired_delete()');
+    }
+    const third = await runPont(env, 'terminology', 'load', file('after3.json', cs('Three'))); // and the retired one is removed later
+    expect(third.code, third.stderr).toBe(0);
+    expect(await lookup()).toBe('Three');
+    expect((await db.query(`SELECT count(*)::int AS n FROM term_code_systems WHERE url = $1`, [url])).rows[0]).toEqual({ n: 1 });
+  });
+
   it('loads a SNOMED CT RF2 snapshot (a directory): is-a relationships as the hierarchy, the preferred synonym as display', async () => {
     const result = await runPont(env, 'terminology', 'load', 'test/terminology/rf2');
     expect(result.code, result.stderr).toBe(0);

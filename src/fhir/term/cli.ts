@@ -64,6 +64,7 @@ export async function loadTerminologyCommand(paths: string[], options: { version
   });
   const summary = { loaded, failures, seconds: Math.round((Date.now() - started) / 100) / 10 };
   console.log(JSON.stringify(summary, null, 2));
+  for (const l of loaded) if (l.warning) console.error(`${l.resourceType} ${l.url}: warning: ${l.warning}`);
   for (const f of failures) console.error(`${f.file}: ${f.message}`);
   return failures.length ? 1 : 0;
 }

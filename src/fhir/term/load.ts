@@ -25,6 +25,8 @@ export interface Loaded {
   unexpandable?: string;
   /** Value sets expanded again because this load changed what they draw on. */
   reexpanded?: string[];
+  /** Loaded and served, but a step after the switch failed (the clean-up of the version it replaced). */
+  warning?: string;
 }
 
 /** Displays, designations and is-a edges given apart from the concepts (RF2's description and relationship files). */
@@ -105,6 +107,7 @@ export class TerminologyLoader {
       [url, version, id, content, JSON.stringify({ ...resource, id })],
     );
     const cs = row.rows[0]!.id;
+    let switched = false;
     try {
       const count = await this.writeConcepts(cs, url, concepts);
       // The planner must know the tables this load grows (the descriptions' and edges' joins on (cs, code)).
@@ -119,12 +122,21 @@ export class TerminologyLoader {
         const reexpanded = await this.reexpandDependents(tx, [url]);
         return { replaced: old.rowCount > 0, reexpanded };
       });
-      await this.cleanUp();
-      // The visibility map of what the load wrote, so its indexes answer alone (closure to codes), and fresh statistics.
-      await this.db.exec('VACUUM ANALYZE term_concepts, term_closure, term_edges');
-      return { resourceType: 'CodeSystem', url, version, id, count, replaced, reexpanded };
+      switched = true;
+      let warning: string | undefined;
+      try {
+        await this.cleanUp();
+        // The visibility map of what the load wrote, so its indexes answer alone (closure to codes), and fresh statistics.
+        await this.db.exec('VACUUM ANALYZE term_concepts, term_closure, term_edges');
+      } catch (err) {
+        // The new version is active and the one it replaced retired: a failure here is reported, never undone (the
+        // next load's clean-up removes what is left).
+        warning = `loaded, but the clean-up after it failed (the next load retries it): ${err instanceof Error ? err.message : String(err)}`;
+      }
+      return { resourceType: 'CodeSystem', url, version, id, count, replaced, reexpanded, ...(warning && { warning }) };
     } catch (err) {
-      await this.dropCodeSystem(cs);
+      // Only a version that never became active is dropped: once switched, it is what is served.
+      if (!switched) await this.dropCodeSystem(cs);
       throw err;
     }
   }
