@@ -306,3 +306,31 @@ describe('access', () => {
     expect(discovery.scopes_supported).toContain('terminology:read');
   });
 });
+
+describe('reads during a reload', () => {
+  it('answers as before or after a reload, never a mix (each operation reads one snapshot)', async () => {
+    const expand = async () => {
+      const { status, body } = await get('ValueSet/pont-test-both/$expand');
+      return status === 200 ? `${body.expansion.total}:${(body.expansion.contains ?? []).map((c: any) => c.code).join(',')}` : status;
+    };
+    const subsumes = async () => param((await get(`CodeSystem/$subsumes?system=${encodeURIComponent(CS)}&codeA=disease&codeB=viral-pneumonia`)).body, 'outcome')?.valueCode;
+    const validate = async () =>
+      param((await get(`ValueSet/$validate-code?url=${encodeURIComponent(`${VS}/both`)}&system=${encodeURIComponent(CS)}&code=viral-pneumonia`)).body, 'result')?.valueBoolean;
+    const expected = [await expand(), await subsumes(), await validate()];
+    expect(expected[1]).toBe('subsumes');
+    const loader = new TerminologyLoader(pont.services.db);
+    let reloading = true;
+    const seen: unknown[][] = [];
+    const reads = (async () => {
+      while (reloading) seen.push(await Promise.all([expand(), subsumes(), validate()]));
+    })();
+    try {
+      for (let i = 0; i < 10; i++) for await (const r of resourcesOf('test/terminology/example-codesystem.json')) await loadResource(loader, r);
+    } finally {
+      reloading = false;
+      await reads;
+    }
+    expect(seen.length).toBeGreaterThan(0);
+    for (const answer of seen) expect(answer).toEqual(expected);
+  });
+});

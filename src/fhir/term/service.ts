@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { CodeableConcept, Coding, OperationOutcomeIssue, Parameters, ParametersParameter, Resource, ValueSet, ValueSetExpansionContains } from '@medplum/fhirtypes';
 import { boundValues } from './bindings';
 import { ApiError, badRequest, ErrorCode, notFound } from '../../core/errors';
-import type { Queryable } from '../../db/database';
+import type { Database, Queryable } from '../../db/database';
 import { escapeLike, normalizeString } from '../normalize';
 import { bool, coding, concept, int, one, parameters, type OpInput } from './params';
 
@@ -49,7 +49,8 @@ const versioned = (url: string, version: string | undefined) => (version ? `${ur
  * read from the database at the time of the request (no cache), so a load is seen by every process at once.
  */
 export class TerminologyService {
-  constructor(private readonly db: Queryable) {}
+  /** `db` a Database: each operation of several statements reads one snapshot of it (see run). */
+  constructor(private readonly db: Queryable | Database) {}
 
   private async codeSystem(url: string | undefined, version: string | undefined, id: string | undefined): Promise<CodeSystemRow> {
     if (url === undefined && id === undefined) throw badRequest('Name the code system: system (or the coding\'s system), or CodeSystem/{id}/…');
@@ -413,8 +414,20 @@ export class TerminologyService {
       }));
   }
 
-  /** Runs one named operation. */
-  run(op: OperationName, input: OpInput, id?: string): Promise<Parameters | ValueSet> {
+  /**
+   * Runs one named operation. Those of several statements (the version's id read in one, its rows in the next) run in
+   * one REPEATABLE READ, read-only transaction: a reload that commits between them (and removes the version it
+   * replaced) is not seen half, the answer is that of the old version or of the new one. $lookup is one statement.
+   */
+  async run(op: OperationName, input: OpInput, id?: string): Promise<Parameters | ValueSet> {
+    if (op === 'CodeSystem/$lookup' || !('transaction' in this.db)) return this.runIn(op, input, id);
+    return this.db.transaction(async (tx) => {
+      await tx.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
+      return new TerminologyService(tx).runIn(op, input, id);
+    });
+  }
+
+  private runIn(op: OperationName, input: OpInput, id?: string): Promise<Parameters | ValueSet> {
     switch (op) {
       case 'CodeSystem/$lookup':
         return this.lookup(input, id);
