@@ -117,6 +117,19 @@ describe('pont terminology load', () => {
     expect((await db.query(`SELECT count(*)::int AS n FROM term_code_systems WHERE url = $1`, [url])).rows[0]).toEqual({ n: 1 });
   });
 
+  it('refuses a hierarchy deeper than 64 levels (a chain of 3,000 concepts would be 4.5 million closure rows), keeping what was loaded', async () => {
+    const chain = (n: number) => ({
+      ...codeSystem('Deep'),
+      concept: Array.from({ length: n }, (_, i) => ({ code: `c${i}`, ...(i && { property: [{ code: 'parent', valueCode: `c${i - 1}` }] }) })),
+    });
+    const deepest = await runPont(env, 'terminology', 'load', file('deep64.json', { ...chain(65), id: 'reload-test-deep', url: `${CS}-deep` }));
+    expect(deepest.code, deepest.stderr).toBe(0); // 64 levels below the top: allowed
+    const deep = await runPont(env, 'terminology', 'load', file('deep.json', chain(3000)));
+    expect(deep.code).toBe(1);
+    expect(deep.stderr).toMatch(/deep\.json: CodeSystem http:\/\/example.org\/fhir\/CodeSystem\/reload-test: the hierarchy is deeper than 64 levels/);
+    expect(await display('a')).toBe('Second'); // the version loaded before stands
+  });
+
   it('loads a SNOMED CT RF2 snapshot (a directory): is-a relationships as the hierarchy, the preferred synonym as display', async () => {
     const result = await runPont(env, 'terminology', 'load', 'test/terminology/rf2');
     expect(result.code, result.stderr).toBe(0);

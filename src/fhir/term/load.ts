@@ -11,6 +11,11 @@ const BATCH = 2000;
 const CLOSURE_CHUNK = 20_000;
 /** A 'loading' version older than this is from a load that died: the next load removes it. */
 const STALE_LOAD = "interval '6 hours'";
+/**
+ * Deepest hierarchy loaded: levels below its top concepts (SNOMED CT has about 30). The closure holds a row per
+ * concept and ancestor, so a deeper one (a hostile chain of 3,000 concepts: 4.5 million rows) is refused.
+ */
+export const MAX_HIERARCHY_DEPTH = 64;
 
 export interface Loaded {
   resourceType: 'CodeSystem' | 'ValueSet' | 'ConceptMap';
@@ -262,6 +267,8 @@ export class TerminologyLoader {
           else pending.set(c, left);
         }
       if (next.length) levels.push(next);
+      if (levels.length > MAX_HIERARCHY_DEPTH)
+        throw badRequest(`CodeSystem ${url}: the hierarchy is deeper than ${MAX_HIERARCHY_DEPTH} levels, the most Pont loads (${await this.codes([next[0]!])} is ${levels.length} levels below the top)`);
       level = next;
     }
     if (pending.size) throw badRequest(`CodeSystem ${url}: the hierarchy has a cycle: ${await this.cycle(pending, edges.rows)}`);
