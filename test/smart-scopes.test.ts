@@ -59,6 +59,14 @@ describe('SMART system scopes on Pont scopes', () => {
     expect(reasons('system/*.rs fhir:read', ['fhir:read'])).toEqual(['fhir:read: Pont scopes and SMART scopes may not be mixed in one request']);
   });
 
+  it('terminology:read (no SMART equivalent) may be asked with SMART scopes, for the terminology search modifiers and operations', () => {
+    expect(grant('system/Observation.rs terminology:read', ['fhir:read', 'terminology:read'])).toEqual({
+      grant: { scopes: ['fhir:read', 'terminology:read'], limits: { read: ['Observation'] } },
+      refused: [],
+    });
+    expect(reasons('system/*.rs terminology:read', ['fhir:read'])).toEqual(['terminology:read: not granted to this client']);
+  });
+
   it("a token's scopes its client no longer holds drop out (the rest still apply)", () => {
     const { grant: kept, refused } = grant('system/Observation.rs system/Patient.rs', ['labs:read']);
     expect(kept).toEqual({ scopes: ['labs:read'], limits: { read: ['Observation'] } });

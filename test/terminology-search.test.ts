@@ -134,6 +134,26 @@ describe('token search through the loaded terminology', () => {
     expect(await ids(`code:below=${encodeURIComponent(`${CS}|nope`)}`)).toEqual([]);
   });
 
+  it('needs terminology:read for :below, :above, :in and :not-in (403 otherwise, the loaded systems not told); other searches not', async () => {
+    const plain = await createTestClient(pont, ['fhir:read'], { organizationId: 'org-term-search', allPatients: true });
+    for (const query of [
+      `code:below=${encodeURIComponent(`${CS}|infection`)}`,
+      `code:above=${encodeURIComponent(`${CS}|cough`)}`,
+      `code:in=${encodeURIComponent(`${VS}/both`)}`,
+      `code:not-in=${encodeURIComponent(`${VS}/both`)}`,
+      'code:below=http://nowhere.example|x', // not "is not loaded": that would tell what is
+      `subject:Patient.gender:in=${encodeURIComponent(`${VS}/both`)}`, // through a chain too
+    ]) {
+      const { status, body } = await pont.json(`${BASE}/Observation?${query}`, { headers: plain.headers });
+      expect(status, query).toBe(403);
+      expect(body.resourceType).toBe('OperationOutcome');
+      expect(JSON.stringify(body), query).toMatch(/terminology:read/);
+    }
+    const { status, body } = await pont.json(`${BASE}/Observation?code=${encodeURIComponent(`${CS}|cough`)}`, { headers: plain.headers });
+    expect(status).toBe(200);
+    expect(body.entry.length).toBeGreaterThan(0);
+  });
+
   it('follows a reload of the code system at once', async () => {
     const moved: CodeSystem = { ...codeSystem, concept: JSON.parse(JSON.stringify(codeSystem.concept)) };
     // cough moves from symptom to infection.

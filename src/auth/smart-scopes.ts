@@ -1,6 +1,6 @@
 import { isResourceType } from '../core/fhir-definitions';
 import type { TypeLimits } from '../core/principal';
-import { FHIR_WRITE_SCOPE, fhirReadScopes, SCOPES, type Scope } from '../core/scopes';
+import { FHIR_WRITE_SCOPE, fhirReadScopes, SCOPES, TERMINOLOGY_SCOPE, type Scope } from '../core/scopes';
 
 /**
  * SMART App Launch 2.x system scopes (`system/Observation.rs`, `system/*.cruds`, v1 `system/*.read`) on Pont's
@@ -80,6 +80,12 @@ export function grantScopes(requested: readonly string[], held: readonly Scope[]
   const read = { all: false, types: new Set<string>() };
   const write = { all: false, types: new Set<string>() };
   for (const scope of requested) {
+    // terminology:read has no SMART form (terminology is no FHIR resource read): it may be asked along, as itself.
+    if (scope === TERMINOLOGY_SCOPE) {
+      if (holds(TERMINOLOGY_SCOPE)) scopes.add(TERMINOLOGY_SCOPE);
+      else refused.push({ scope, reason: 'not granted to this client' });
+      continue;
+    }
     const parsed = parseSmartScope(scope);
     if (typeof parsed === 'string') {
       refused.push({ scope, reason: scope.includes('/') ? parsed : 'Pont scopes and SMART scopes may not be mixed in one request' });

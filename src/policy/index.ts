@@ -1,5 +1,5 @@
 import type { Principal } from '../core/principal';
-import { FHIR_READ_SCOPES, fhirReadScopes } from '../core/scopes';
+import { FHIR_READ_SCOPES, fhirReadScopes, TERMINOLOGY_SCOPE } from '../core/scopes';
 import { ApiError, ErrorCode } from '../core/errors';
 import { dataClassOf } from '../core/data-classes';
 import { constant, join, literal, param, sql, type Identifier, type Param, type Sql } from '../db/sql';
@@ -77,13 +77,15 @@ export interface AccessPolicy {
   patientCheck?: (patientId: string, classes: string[], basis?: 'records' | 'relationship') => Sql;
   /** The organisation the rule is about (clients and agents), for break-glass and ownership. */
   organizationId?: string;
+  /** May the caller search through the loaded terminology (:below, :above, :in, :not-in)? A client needs terminology:read. */
+  readsTerminology: boolean;
   /** Operators and Pont itself: every check passes. */
   operator: boolean;
   /** May the caller write data of this facility (stock, blood units, payments)? */
   mayWriteFacility(facilityId: string | null | undefined): boolean;
 }
 
-const everything: AccessPolicy = { canRead: () => true, canWrite: () => true, operator: true, mayWriteFacility: () => true };
+const everything: AccessPolicy = { canRead: () => true, canWrite: () => true, readsTerminology: true, operator: true, mayWriteFacility: () => true };
 
 /** SQL: the data class of the resource type in `type` (src/core/data-classes.ts, from the FHIR scope table), as constants the planner sees. */
 const CLASS_WHEN = constant(join(Object.entries(FHIR_READ_SCOPES).map(([t, scope]) => sql`WHEN ${literal(t)} THEN ${literal(scope)}`), ' '));
@@ -148,6 +150,7 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
     return {
       canRead: () => true,
       canWrite: () => true,
+      readsTerminology: true,
       rowFilter: own,
       ownerFilter: nothing,
       operator: false,
@@ -161,7 +164,9 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
   const limits = principal.kind === 'client' ? principal.typeLimits : undefined;
   const canRead = (type: string) => byScope(type) && (!limits?.read || limits.read.includes(type));
   const canWrite = (type: string) => !limits?.write || limits.write.includes(type);
-  if (principal.kind === 'client' && principal.allPatients) return { ...everything, canRead, canWrite };
+  // The terminology search modifiers read the loaded hierarchy and value sets: a client needs the terminology scope.
+  const readsTerminology = principal.kind !== 'client' || scopes.has(TERMINOLOGY_SCOPE);
+  if (principal.kind === 'client' && principal.allPatients) return { ...everything, canRead, canWrite, readsTerminology };
   const org = principal.organizationId;
   const facility = principal.kind === 'portal-user' ? undefined : principal.facilityId; // portal people write no facility data
   // Facility data: only a caller bound to that facility (clients without a facility write none).
@@ -171,6 +176,7 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
     return {
       canRead,
       canWrite,
+      readsTerminology,
       operator: false,
       mayWriteFacility,
       ownerFilter: nothing,
@@ -183,6 +189,7 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
   return {
     canRead,
     canWrite,
+    readsTerminology,
     operator: false,
     organizationId: org,
     mayWriteFacility,

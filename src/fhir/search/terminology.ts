@@ -1,4 +1,5 @@
-import { badRequest } from '../../core/errors';
+import { ApiError, badRequest, ErrorCode } from '../../core/errors';
+import { TERMINOLOGY_SCOPE } from '../../core/scopes';
 import type { Queryable } from '../../db/database';
 import { sql, type Sql } from '../../db/sql';
 import type { Filter, ParsedSearch, TokenValue } from './parse';
@@ -42,11 +43,25 @@ function terminologyValues(filters: readonly Filter[], out: { systems: Set<strin
   }
 }
 
+/** Does the search use :below, :above, :in or :not-in anywhere (chains and _has included)? */
+function usesTerminology(filters: readonly Filter[]): boolean {
+  return filters.some((f) =>
+    f.kind === 'chain' ? usesTerminology(f.inner) : f.kind === 'has' ? usesTerminology([f.inner]) : f.kind === 'token' && ['below', 'above', 'in', 'not-in'].includes(f.modifier ?? ''),
+  );
+}
+
 /**
- * A search naming a code system or value set that is not loaded (or cannot be expanded) is a 400 saying so, rather
- * than an empty answer that would look like "no such resources".
+ * The terminology modifiers need `terminology:read` (`mayRead`): they probe the loaded hierarchy and value sets,
+ * as the operations do (403, before anything about what is loaded is told). A search naming a code system or value
+ * set that is not loaded (or cannot be expanded) is a 400 saying so, rather than an empty answer that would look
+ * like "no such resources".
  */
-export async function checkSearchTerminology(db: Queryable, search: ParsedSearch): Promise<void> {
+export async function checkSearchTerminology(db: Queryable, search: ParsedSearch, mayRead: boolean): Promise<void> {
+  if (!usesTerminology(search.filters)) return;
+  if (!mayRead)
+    throw new ApiError(403, ErrorCode.forbidden, `:below, :above, :in and :not-in search the loaded terminology: they need the scope ${TERMINOLOGY_SCOPE}`, {
+      extra: { required_scopes: [TERMINOLOGY_SCOPE] },
+    });
   const wanted = { systems: new Set<string>(), valueSets: new Set<string>() };
   terminologyValues(search.filters, wanted);
   if (!wanted.systems.size && !wanted.valueSets.size) return;

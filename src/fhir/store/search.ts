@@ -15,6 +15,8 @@ export const MAX_INCLUDED = 1000;
 export interface SearchAccess {
   /** Resource types the caller may read at all (scopes): includes, chains and `_has` never reach past it. */
   canRead(resourceType: string): boolean;
+  /** May the caller search through the loaded terminology (:below, :above, :in, :not-in)? */
+  readsTerminology: boolean;
   /** Rows of patient data the caller may see (SQL); undefined: all. */
   rowFilter?: RowFilter;
 }
@@ -74,7 +76,7 @@ export async function searchResources<T extends Resource>(
   options: SearchOptions = {},
 ): Promise<Bundle<T>> {
   checkSearchReach(search, access);
-  await checkSearchTerminology(db, search);
+  await checkSearchTerminology(db, search, access.readsTerminology);
   const resourceType = search.resourceType;
   const where = searchWhere(search, access, options.compartmentPatient);
   const countOnly = search.summary === 'count' || search.count === 0;
