@@ -130,6 +130,35 @@ describe('pont terminology load', () => {
     expect(await display('a')).toBe('Second'); // the version loaded before stands
   });
 
+  it('refuses a value set whose regex PostgreSQL cannot read when it is loaded, so its code system still loads after it', async () => {
+    const system = 'http://example.org/regex-cs';
+    const vs = { resourceType: 'ValueSet', id: 'bad-regex', url: 'http://example.org/fhir/ValueSet/bad-regex', compose: { include: [{ system, filter: [{ property: 'code', op: 'regex', value: '\\p{L}+' }] }] } };
+    const cs = { resourceType: 'CodeSystem', id: 'regex-cs', url: system, content: 'complete', concept: [{ code: 'x', display: 'Ex' }] };
+    const loaded = await runPont(env, 'terminology', 'load', file('bad-regex.ndjson', `${JSON.stringify(vs)}\n${JSON.stringify(cs)}\n`));
+    expect(loaded.code).toBe(1);
+    expect(loaded.stderr).toMatch(/bad-regex\.ndjson: ValueSet http:\/\/example.org\/fhir\/ValueSet\/bad-regex: .*regex.*is not a regular expression/);
+    expect(loaded.stderr.trim().split('\n')).toHaveLength(1); // the code system after it loaded
+    const lookup = await pont.json(`/api/fhir/R4/CodeSystem/$lookup?system=${encodeURIComponent(system)}&code=x`, { headers: client.headers });
+    expect(lookup.status).toBe(200);
+  });
+
+  it('marks a value set unexpandable when its re-expansion fails, and loads the code system (one stored before the check)', async () => {
+    const system = 'http://example.org/regex-cs-2';
+    const bad = { resourceType: 'ValueSet', id: 'old-bad-regex', url: 'http://example.org/fhir/ValueSet/old-bad-regex', compose: { include: [{ system, filter: [{ property: 'code', op: 'regex', value: '\\p{L}+' }] }] } };
+    // As a Pont without the load-time check stored it: active, unexpandable while its code system was not loaded.
+    await pont.services.db.query(
+      `INSERT INTO term_value_sets (url, version, resource_id, state, resource, depends, unexpandable) VALUES ($1, '', 'old-bad-regex', 'active', $2, $3, 'not loaded yet')`,
+      [bad.url, JSON.stringify(bad), [system]],
+    );
+    const cs = { resourceType: 'CodeSystem', id: 'regex-cs-2', url: system, content: 'complete', concept: [{ code: 'x', display: 'Ex' }] };
+    const loaded = await runPont(env, 'terminology', 'load', file('regex-cs-2.json', cs));
+    expect(loaded.code, loaded.stderr).toBe(0);
+    expect(loaded.json.loaded[0]).toMatchObject({ resourceType: 'CodeSystem', url: system, count: 1, reexpanded: [bad.url] });
+    const expand = await pont.json('/api/fhir/R4/ValueSet/old-bad-regex/$expand', { headers: client.headers });
+    expect(expand.status).toBe(422);
+    expect(JSON.stringify(expand.body)).toMatch(/cannot be expanded: .*regular expression/);
+  });
+
   it('loads a SNOMED CT RF2 snapshot (a directory): is-a relationships as the hierarchy, the preferred synonym as display', async () => {
     const result = await runPont(env, 'terminology', 'load', 'test/terminology/rf2');
     expect(result.code, result.stderr).toBe(0);

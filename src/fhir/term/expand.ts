@@ -1,6 +1,6 @@
 import type { ValueSet, ValueSetComposeInclude, ValueSetComposeIncludeFilter, ValueSetExpansionContains } from '@medplum/fhirtypes';
 import { badRequest } from '../../core/errors';
-import type { Queryable } from '../../db/database';
+import { sqlState, type Queryable } from '../../db/database';
 import { and, join, sql, type Sql } from '../../db/sql';
 import { normalizeString } from '../normalize';
 
@@ -58,11 +58,52 @@ async function conceptId(tx: Queryable, cs: Resolved, system: string, code: stri
 /** A property's value as text, whatever its type (valueCode, valueString, valueCoding.code, …). */
 const propertyValue = sql`coalesce(p->>'valueCode', p->>'valueString', p->'valueCoding'->>'code', p->>'valueBoolean', p->>'valueInteger', p->>'valueDecimal', p->>'valueDateTime')`;
 
-/** The condition of one filter on concepts `c` of code system `cs`. */
-async function filterSql(tx: Queryable, cs: Resolved, system: string, f: ValueSetComposeIncludeFilter): Promise<Sql> {
+/** A filter's shape, whatever is loaded: strings, a known op, a value it can take. */
+function checkFilter(f: ValueSetComposeIncludeFilter): { property: string; op: string; value: string } {
   const { property, op, value } = f ?? ({} as ValueSetComposeIncludeFilter);
   if (typeof property !== 'string' || typeof op !== 'string' || typeof value !== 'string') throw badRequest('A filter has a property, an op and a value (strings)');
   if (value.length > MAX_FILTER_VALUE) throw badRequest(`A filter value is at most ${MAX_FILTER_VALUE} characters`);
+  if (!(FILTER_OPS as readonly string[]).includes(op)) throw badRequest(`filter op "${op.slice(0, 40)}" is not one of ${FILTER_OPS.join(', ')}`);
+  if (op === 'exists' && value !== 'true' && value !== 'false') throw badRequest('filter exists: the value is true or false');
+  if (op === 'regex')
+    try {
+      new RegExp(value);
+    } catch {
+      throw badRequest(`filter ${property} regex: "${value.slice(0, 80)}" is not a regular expression`);
+    }
+  return { property, op, value };
+}
+
+/** The pattern a regex filter matches with (PostgreSQL's `~`, the whole value). */
+const regexPattern = (value: string) => `^(?:${value})$`;
+
+/**
+ * The filters of a value set's compose, checked as it is loaded (before, and whether or not, its code systems are):
+ * a filter that could never be expanded is refused then, not found at each later load of a code system. A regex
+ * must compile in JavaScript and in PostgreSQL (which lacks some of JavaScript's constructs: `\p{…}`, named groups).
+ */
+export async function checkCompose(tx: Queryable, vs: ValueSet): Promise<void> {
+  const parts = [...(Array.isArray(vs.compose?.include) ? vs.compose.include : []), ...(Array.isArray(vs.compose?.exclude) ? vs.compose.exclude : [])];
+  for (const inc of parts) {
+    for (const f of Array.isArray(inc?.filter) ? inc.filter : []) {
+      const { property, op, value } = checkFilter(f);
+      if (op !== 'regex') continue;
+      try {
+        await tx.query(`SELECT '' ~ $1 AS m`, [regexPattern(value)]);
+      } catch (err) {
+        if (sqlState(err) !== INVALID_REGEX) throw err;
+        throw badRequest(`filter ${property} regex: "${value.slice(0, 80)}" is not a regular expression PostgreSQL reads (${err instanceof Error ? err.message : String(err)})`);
+      }
+    }
+  }
+}
+
+/** SQLSTATE of a regular expression PostgreSQL cannot compile. */
+const INVALID_REGEX = '2201B';
+
+/** The condition of one filter on concepts `c` of code system `cs`. */
+async function filterSql(tx: Queryable, cs: Resolved, system: string, f: ValueSetComposeIncludeFilter): Promise<Sql> {
+  const { property, op, value } = checkFilter(f);
   const values = op === 'in' || op === 'not-in' ? value.split(',').map((v) => v.trim()) : [value];
   const concept = CONCEPT_PROPERTIES.has(property);
   switch (op) {
@@ -78,12 +119,7 @@ async function filterSql(tx: Queryable, cs: Resolved, system: string, f: ValueSe
       return op === 'descendent-of' ? sql`${below} AND c.cid <> ${x}` : below;
     }
     case 'regex': {
-      try {
-        new RegExp(value);
-      } catch {
-        throw badRequest(`filter ${property} regex: "${value.slice(0, 80)}" is not a regular expression`);
-      }
-      const pattern = `^(?:${value})$`;
+      const pattern = regexPattern(value);
       if (concept) return sql`c.code ~ ${pattern}`;
       if (property === 'display') return sql`c.display ~ ${pattern}`;
       return sql`EXISTS (SELECT 1 FROM jsonb_array_elements(c.properties) p WHERE p->>'code' = ${property} AND ${propertyValue} ~ ${pattern})`;
@@ -106,7 +142,6 @@ async function filterSql(tx: Queryable, cs: Resolved, system: string, f: ValueSe
       return op === 'not-in' ? sql`NOT (${cond})` : cond;
     }
     case 'exists': {
-      if (value !== 'true' && value !== 'false') throw badRequest('filter exists: the value is true or false');
       const has = sql`EXISTS (SELECT 1 FROM jsonb_array_elements(c.properties) p WHERE p->>'code' = ${property})`;
       return value === 'true' ? has : sql`NOT ${has}`;
     }

@@ -3,7 +3,7 @@ import { badRequest } from '../../core/errors';
 import { sqlState, SqlState, type Database, type Queryable } from '../../db/database';
 import { normalizeString } from '../normalize';
 import { checkCode, type ConceptInput } from './concepts';
-import { expandInto, dependenciesOf } from './expand';
+import { checkCompose, expandInto, dependenciesOf } from './expand';
 
 /** Concepts written per statement while a load streams them. */
 const BATCH = 2000;
@@ -319,6 +319,7 @@ export class TerminologyLoader {
     const id = resourceIdOf(vs);
     const depends = dependenciesOf(vs);
     return this.db.transaction(async (tx) => {
+      await checkCompose(tx, vs);
       await this.checkIdFree(tx, 'ValueSet', id, url);
       await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`term:${url}`]);
       const old = await tx.query(`UPDATE term_value_sets SET state = 'retired' WHERE url = $1 AND version = $2 AND state = 'active' RETURNING id`, [url, version]);
@@ -346,7 +347,18 @@ export class TerminologyLoader {
       for (const d of dependents.rows) {
         if (done.has(d.id)) continue;
         done.add(d.id);
-        await expandInto(tx, d.id, d.resource);
+        // One value set that cannot be expanded again (one stored before its filters were checked at load) is marked
+        // so, alone: it never fails the load that changed what it draws on.
+        await tx.query('SAVEPOINT reexpand');
+        try {
+          await expandInto(tx, d.id, d.resource);
+          await tx.query('RELEASE SAVEPOINT reexpand');
+        } catch (err) {
+          await tx.query('ROLLBACK TO SAVEPOINT reexpand');
+          const why = `its expansion failed: ${err instanceof Error ? err.message : String(err)}`.slice(0, 1000);
+          await tx.query('DELETE FROM term_value_set_codes WHERE vs = $1', [d.id]);
+          await tx.query('UPDATE term_value_sets SET unexpandable = $2, code_count = 0 WHERE id = $1', [d.id, why]);
+        }
         next.push(d.url);
       }
       frontier = next;
