@@ -85,6 +85,18 @@ describe('CodeSystem/$validate-code and $subsumes', () => {
     expect(param(body, 'message').valueString).toMatch(/inactive/);
   });
 
+  it('validates a CodeableConcept one of whose codings is of a code system not loaded: true when another coding is valid', async () => {
+    const cc = (coding: unknown[]) => [{ name: 'codeableConcept', valueCodeableConcept: { coding } }];
+    const mixed = await post('CodeSystem/$validate-code', cc([{ system: 'http://nowhere.example/cs', code: 'x' }, { system: CS, code: 'cough' }]));
+    expect(mixed.status, JSON.stringify(mixed.body)).toBe(200);
+    expect(param(mixed.body, 'result').valueBoolean).toBe(true);
+    expect(param(mixed.body, 'display').valueString).toBe('Cough');
+    const none = await post('CodeSystem/$validate-code', cc([{ system: 'http://nowhere.example/cs', code: 'x' }, { system: CS, code: 'nope' }]));
+    expect(none.status).toBe(200);
+    expect(param(none.body, 'result').valueBoolean).toBe(false);
+    expect(param(none.body, 'message').valueString).toMatch(/http:\/\/nowhere.example\/cs is not loaded.*Unknown code "nope"/);
+  });
+
   it('answers the is-a relation both ways, through either parent of a polyhierarchy', async () => {
     const outcome = async (a: string, b: string) => param((await get(`CodeSystem/$subsumes?system=${encodeURIComponent(CS)}&codeA=${a}&codeB=${b}`)).body, 'outcome').valueCode;
     expect(await outcome('disease', 'viral-pneumonia')).toBe('subsumes');

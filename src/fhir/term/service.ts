@@ -175,8 +175,18 @@ export class TerminologyService {
         results.push({ result: false, message: `The coding's system ${c.system} is not ${url}` });
         continue;
       }
-      const { cs, concept: found } = await this.resolve(url ?? c.system, one(input, 'version') ?? c.version, id, c.code!);
-      results.push(TerminologyService.checkConcept(cs, c.code!, found, one(input, 'display') ?? c.display));
+      let resolved;
+      try {
+        resolved = await this.resolve(url ?? c.system, one(input, 'version') ?? c.version, id, c.code!);
+      } catch (err) {
+        // A CodeableConcept's coding of a system not loaded is one invalid coding: another may be valid.
+        if (codings.length > 1 && err instanceof ApiError && err.status === 404) {
+          results.push({ result: false, message: err.message });
+          continue;
+        }
+        throw err;
+      }
+      results.push(TerminologyService.checkConcept(resolved.cs, c.code!, resolved.concept, one(input, 'display') ?? c.display));
     }
     return TerminologyService.validation(results);
   }
