@@ -1,6 +1,6 @@
 import type { CodeSystem, CodeSystemConceptDesignation, ConceptMap, ValueSet } from '@medplum/fhirtypes';
 import { badRequest } from '../../core/errors';
-import { sqlState, SqlState, type Database, type Queryable } from '../../db/database';
+import { isContention, sqlState, SqlState, type Database, type Queryable } from '../../db/database';
 import { normalizeString } from '../normalize';
 import { checkCode, type ConceptInput } from './concepts';
 import { checkCompose, expandInto, dependenciesOf } from './expand';
@@ -354,6 +354,8 @@ export class TerminologyLoader {
           await expandInto(tx, d.id, d.resource);
           await tx.query('RELEASE SAVEPOINT reexpand');
         } catch (err) {
+          // Losing to a concurrent transaction says nothing of the value set: the whole transaction is run again.
+          if (isContention(err)) throw err;
           await tx.query('ROLLBACK TO SAVEPOINT reexpand');
           const why = `its expansion failed: ${err instanceof Error ? err.message : String(err)}`.slice(0, 1000);
           await tx.query('DELETE FROM term_value_set_codes WHERE vs = $1', [d.id]);
