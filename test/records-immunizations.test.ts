@@ -195,16 +195,16 @@ describe('a record type declared wrongly fails `pont mappings check` at its line
 
   it('a search the store would refuse (a modifier its parameter does not take, a value it cannot parse): refused by the check, the command and a reload, at the type', async () => {
     const line = (dir: string) => lineOf(dir, 'type: immunizations');
-    const modifier = withEdit('  date: { search: date, field: occurred_at }', '  search: { vaccine-code:above: http://hl7.org/fhir/sid/cvx|08 }\n  date: { search: date, field: occurred_at }');
+    const modifier = withEdit('  date: { search: date, field: occurred_at }', '  search: { vaccine-code:contains: http://hl7.org/fhir/sid/cvx|08 }\n  date: { search: date, field: occurred_at }');
     expect(checkMappings(modifier, { searchProblem }).problems.map((p) => p.message.replace(modifier, 'D'))).toEqual([
-      `D/immunization.map.yaml:${line(modifier)}:9: record type immunizations: its \`search\` is refused by the store: Modifier :above is not supported for token parameter vaccine-code`,
+      `D/immunization.map.yaml:${line(modifier)}:9: record type immunizations: its \`search\` is refused by the store: Modifier :contains is not supported for token parameter vaccine-code`,
     ]);
     const value = withEdit('  date: { search: date, field: occurred_at }', "  search: { date: 'last week' }\n  date: { search: date, field: occurred_at }");
     expect(checkMappings(value, { searchProblem }).problems.map((p) => p.message)).toEqual([expect.stringMatching(/its `search` is refused by the store: .*date/)]);
-    expect(() => new MappingHolder(modifier, { searchProblem })).toThrow(/Modifier :above is not supported/);
+    expect(() => new MappingHolder(modifier, { searchProblem })).toThrow(/Modifier :contains is not supported/);
     const failed = await checkCommand(modifier);
     expect(failed.code).toBe(1);
-    expect(failed.stderr).toContain('Modifier :above is not supported for token parameter vaccine-code');
+    expect(failed.stderr).toContain('Modifier :contains is not supported for token parameter vaccine-code');
   });
 
   it('a map of a type that may give a value its shape does not allow (a report status a lab result cannot have)', () => {
