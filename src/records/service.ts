@@ -350,9 +350,8 @@ export class RecordsService {
   ): Promise<{ pages: RecordPage[]; searched: Resource[][] }> {
     const plans = requests.map((request) => ({ request, sources: this.type(request.type).sources, fields: this.fieldsOf(request.type) }));
     // A map may choose by the patient (the reference range for their sex): the Patient `options` gives (the summary has
-    // read it), else when a map reads it and the caller may read it (a reader who may not gets the range by unit,
-    // learning nothing of the patient).
-    // Read in the same statement as the pages, as a search by _id under the same rule (nothing when not allowed).
+    // read it), else, when a map reads it, read in the pages' statement as a search by _id under the caller's rule (a
+    // reader who may not read it gets none, and the range by unit, learning nothing of the patient).
     const readsPatient = !options.patient && repo.access.canRead('Patient') && plans.some(({ sources }) => sources.some((s) => this.mappings.get(s.map).readsPatient));
     const searches = options.searches ?? [];
     const found = await repo.searchPages(patientId, [
