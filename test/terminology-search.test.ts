@@ -152,6 +152,11 @@ describe('token search through the loaded terminology', () => {
     const { status, body } = await pont.json(`${BASE}/Observation?code=${encodeURIComponent(`${CS}|cough`)}`, { headers: plain.headers });
     expect(status).toBe(200);
     expect(body.entry.length).toBeGreaterThan(0);
+    // The same through Bulk export's _typeFilter: refused at kick-off, no job.
+    const typeFilter = encodeURIComponent(`Observation?code:below=${encodeURIComponent(`${CS}|infection`)}`);
+    const kickOff = await pont.json(`${BASE}/$export?_typeFilter=${typeFilter}`, { headers: { ...plain.headers, prefer: 'respond-async' } });
+    expect(kickOff.status).toBe(403);
+    expect(JSON.stringify(kickOff.body)).toMatch(/terminology:read/);
   });
 
   it('follows a reload of the code system at once', async () => {

@@ -31,39 +31,46 @@ export function valueSetCondition(resourceType: string, param: string, v: TokenV
     WHERE c.vs = (SELECT id FROM term_value_sets WHERE url = ${url!} AND state = 'active'${version ? sql` AND version = ${version}` : sql``} ORDER BY id DESC LIMIT 1))`;
 }
 
-function terminologyValues(filters: readonly Filter[], out: { systems: Set<string>; valueSets: Set<string> }): void {
+/** What of the loaded terminology a search's filters use (chains and `_has` included). */
+interface TerminologyUse {
+  used: boolean;
+  systems: Set<string>;
+  valueSets: Set<string>;
+}
+
+function terminologyUse(filters: readonly Filter[], out: TerminologyUse = { used: false, systems: new Set(), valueSets: new Set() }): TerminologyUse {
   for (const f of filters) {
-    if (f.kind === 'chain') terminologyValues(f.inner, out);
-    else if (f.kind === 'has') terminologyValues([f.inner], out);
+    if (f.kind === 'chain') terminologyUse(f.inner, out);
+    else if (f.kind === 'has') terminologyUse([f.inner], out);
     else if (f.kind === 'token' && (f.modifier === 'below' || f.modifier === 'above')) {
+      out.used = true;
       for (const v of f.values) if (v.system !== undefined) out.systems.add(v.system);
     } else if (f.kind === 'token' && (f.modifier === 'in' || f.modifier === 'not-in')) {
+      out.used = true;
       for (const v of f.values) out.valueSets.add(v.valueSet!);
     }
   }
-}
-
-/** Does the search use :below, :above, :in or :not-in anywhere (chains and _has included)? */
-function usesTerminology(filters: readonly Filter[]): boolean {
-  return filters.some((f) =>
-    f.kind === 'chain' ? usesTerminology(f.inner) : f.kind === 'has' ? usesTerminology([f.inner]) : f.kind === 'token' && ['below', 'above', 'in', 'not-in'].includes(f.modifier ?? ''),
-  );
+  return out;
 }
 
 /**
- * The terminology modifiers need `terminology:read` (`mayRead`): they probe the loaded hierarchy and value sets,
- * as the operations do (403, before anything about what is loaded is told). A search naming a code system or value
- * set that is not loaded (or cannot be expanded) is a 400 saying so, rather than an empty answer that would look
- * like "no such resources".
+ * The terminology modifiers need `terminology:read` (`mayRead`): they probe the loaded hierarchy and value sets, as
+ * the operations do. 403, before anything about what is loaded is told; part of checkSearchReach, so every door
+ * that searches (FHIR search, Connect records, Bulk export's `_typeFilter`) refuses alike.
  */
-export async function checkSearchTerminology(db: Queryable, search: ParsedSearch, mayRead: boolean): Promise<void> {
-  if (!usesTerminology(search.filters)) return;
-  if (!mayRead)
+export function checkTerminologyScope(search: ParsedSearch, mayRead: boolean): void {
+  if (!mayRead && terminologyUse(search.filters).used)
     throw new ApiError(403, ErrorCode.forbidden, `:below, :above, :in and :not-in search the loaded terminology: they need the scope ${TERMINOLOGY_SCOPE}`, {
       extra: { required_scopes: [TERMINOLOGY_SCOPE] },
     });
-  const wanted = { systems: new Set<string>(), valueSets: new Set<string>() };
-  terminologyValues(search.filters, wanted);
+}
+
+/**
+ * A search naming a code system or value set that is not loaded (or cannot be expanded) is a 400 saying so, rather
+ * than an empty answer that would look like "no such resources". After checkTerminologyScope.
+ */
+export async function checkTerminologyLoaded(db: Queryable, search: ParsedSearch): Promise<void> {
+  const wanted = terminologyUse(search.filters);
   if (!wanted.systems.size && !wanted.valueSets.size) return;
   const systems = [...wanted.systems];
   const valueSets = [...wanted.valueSets];

@@ -5,7 +5,7 @@ import { present } from '../present';
 import { END_RID, encodeCursor, type Cursor, type Filter, type IncludeRule, type ParsedSearch, type QueryParams } from '../search/parse';
 import { and, ident, join, sql, type Sql } from '../../db/sql';
 import { filterSql, sortSql } from '../search/sql';
-import { checkSearchTerminology } from '../search/terminology';
+import { checkTerminologyLoaded, checkTerminologyScope } from '../search/terminology';
 import type { RowFilter } from './types';
 
 /** The largest number of resources `_include` / `_revinclude` add to one page. */
@@ -44,8 +44,12 @@ function typesReached(filters: Filter[], out = new Set<string>()): Set<string> {
   return out;
 }
 
-/** Refuses (403) a search whose includes, chains or `_has` reach a type the caller may not read. */
+/**
+ * Refuses (403) a search whose includes, chains or `_has` reach a type the caller may not read, or that searches the
+ * loaded terminology without the scope to read it.
+ */
 export function checkSearchReach(search: ParsedSearch, access: SearchAccess): void {
+  checkTerminologyScope(search, access.readsTerminology);
   for (const rule of search.revinclude)
     if (!access.canRead(rule.sourceType)) throw new ApiError(403, ErrorCode.forbidden, `_revinclude: no read access to ${rule.sourceType}`);
   for (const rule of search.include)
@@ -76,7 +80,7 @@ export async function searchResources<T extends Resource>(
   options: SearchOptions = {},
 ): Promise<Bundle<T>> {
   checkSearchReach(search, access);
-  await checkSearchTerminology(db, search, access.readsTerminology);
+  await checkTerminologyLoaded(db, search);
   const resourceType = search.resourceType;
   const where = searchWhere(search, access, options.compartmentPatient);
   const countOnly = search.summary === 'count' || search.count === 0;
