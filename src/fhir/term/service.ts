@@ -52,30 +52,20 @@ export class TerminologyService {
   /** `db` a Database: each operation of several statements reads one snapshot of it (see run). */
   constructor(private readonly db: Queryable | Database) {}
 
+  /** The code system (newest loaded version unless one is named), as resolve finds it. */
   private async codeSystem(url: string | undefined, version: string | undefined, id: string | undefined): Promise<CodeSystemRow> {
-    if (url === undefined && id === undefined) throw badRequest('Name the code system: system (or the coding\'s system), or CodeSystem/{id}/…');
-    const r = await this.db.query<CodeSystemRow>(
-      `SELECT id::text, url, version, content, coalesce(resource->>'name', resource->>'title') AS name FROM term_code_systems
-       WHERE state = 'active' AND ($1::text IS NULL OR url = $1) AND ($2::text IS NULL OR resource_id = $2) AND ($3::text IS NULL OR version = $3)
-       ORDER BY id DESC LIMIT 1`,
-      [url ?? null, id ?? null, version ?? null],
-    );
-    if (!r.rows[0]) {
-      if (id !== undefined && url === undefined) throw notFound(`No CodeSystem ${id} is loaded`);
-      throw notFound(`Code system ${versioned(url ?? `CodeSystem/${id}`, version)} is not loaded`);
-    }
-    return r.rows[0];
+    return (await this.resolve(url, version, id, undefined)).cs;
   }
 
   /**
-   * The code system (newest loaded version unless one is named) and one of its concepts, in one statement (the
-   * operations' hot path): the concept's parents and children too when `edges`.
+   * The code system (newest loaded version unless one is named) and one of its concepts (none asked: `code`
+   * undefined), in one statement (the operations' hot path): the concept's parents and children too when `edges`.
    */
   private async resolve(
     url: string | undefined,
     version: string | undefined,
     id: string | undefined,
-    code: string,
+    code: string | undefined,
     edges = false,
   ): Promise<{ cs: CodeSystemRow; concept?: ConceptRow & { parents: string[] | null; children: string[] | null } }> {
     if (url === undefined && id === undefined) throw badRequest('Name the code system: system (or the coding\'s system), or CodeSystem/{id}/…');
@@ -92,7 +82,7 @@ export class TerminologyService {
              WHERE state = 'active' AND ($1::text IS NULL OR url = $1) AND ($2::text IS NULL OR resource_id = $2) AND ($3::text IS NULL OR version = $3)
              ORDER BY id DESC LIMIT 1) s
        LEFT JOIN term_concepts c ON c.cs = s.id AND c.code = $4`,
-      [url ?? null, id ?? null, version ?? null, code],
+      [url ?? null, id ?? null, version ?? null, code ?? null],
     );
     const row = r.rows[0];
     if (!row) {
