@@ -1,13 +1,14 @@
 import type { CapabilityStatement, CapabilityStatementRestResource } from '@medplum/fhirtypes';
 import { allResourceTypes, patientCompartmentParams } from '../core/fhir-definitions';
 import { indexedParams } from './indexer';
+import { OPERATIONS } from './term/service';
 
-/** The terminology operations of each type (src/routes/terminology.ts; docs/fhir.md "Terminology"). */
-const TERMINOLOGY: Record<string, string[]> = {
-  CodeSystem: ['lookup', 'validate-code', 'subsumes'],
-  ValueSet: ['expand', 'validate-code'],
-  ConceptMap: ['translate'],
-};
+/** The terminology operations of each type, as the service defines them (docs/fhir.md "Terminology"). */
+const TERMINOLOGY: Record<string, string[]> = {};
+for (const op of Object.keys(OPERATIONS)) {
+  const [type, name] = op.split('/$') as [string, string];
+  (TERMINOLOGY[type] ??= []).push(name);
+}
 
 /** The Bulk Data Access IG (docs/fhir.md "Bulk Data export"). */
 const BULK_DATA = 'http://hl7.org/fhir/uv/bulkdata';
