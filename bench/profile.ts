@@ -10,6 +10,8 @@
  *   --resources N   bundle entries to load (default 20000)
  *   --requests N    requests of each kind (default 200)
  *   --only TEXT     only the kinds whose name contains TEXT (e.g. records)
+ *   --explain       also print PostgreSQL's plan (EXPLAIN ANALYZE, BUFFERS) of each kind's costliest statement, run
+ *                   once more with the values of its last execution
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Session, type Profiler } from 'node:inspector/promises';
@@ -65,19 +67,22 @@ function partOf(node: Profiler.ProfileNode, parentOf: Map<number, Profiler.Profi
  * Every statement the server sends, timed from submission to its answer (round trip and PostgreSQL's work), by its
  * first words: how many a request makes and what they cost. pg's Client.query is wrapped for the run.
  */
-const statements = new Map<string, { count: number; ms: number }>();
+const statements = new Map<string, { count: number; prepared: number; ms: number; last: { text: string; values: unknown[] } }>();
 const clientQuery = pg.Client.prototype.query as (...args: unknown[]) => unknown;
 pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
   const answer = clientQuery.apply(this, args);
   const config = args[0] as string | { text?: string };
   const text = typeof config === 'string' ? config : config?.text;
   if (typeof text !== 'string' || !(answer instanceof Promise)) return answer;
+  const values = (Array.isArray(args[1]) ? args[1] : (config as { values?: unknown[] }).values) ?? [];
   const started = performance.now();
   const key = text.replace(/\s+/g, ' ').trim().slice(0, 70);
   const done = () => {
-    const s = statements.get(key) ?? { count: 0, ms: 0 };
+    const s = statements.get(key) ?? { count: 0, prepared: 0, ms: 0, last: { text, values } };
     s.count++;
+    if (typeof config === 'object' && (config as { name?: string }).name) s.prepared++;
     s.ms += performance.now() - started;
+    s.last = { text, values };
     statements.set(key, s);
   };
   answer.then(done, done);
@@ -114,8 +119,36 @@ function attribute(profile: Profiler.Profile): Record<string, number> {
   return out;
 }
 
+/**
+ * What PostgreSQL's plan cache makes of a statement run as a named prepared statement on one connection, 10 times
+ * with the same values: by default (custom plans first, then a generic plan if it looks no worse), and each way
+ * forced: ms per execution after the first and the plans it made.
+ */
+async function preparedCosts(url: string, text: string, values: unknown[]): Promise<string> {
+  const out: string[] = [];
+  for (const mode of ['auto', 'force_custom_plan', 'force_generic_plan']) {
+    const client = new pg.Client(url);
+    await client.connect();
+    try {
+      await client.query(`SET plan_cache_mode = ${mode}`);
+      const ms: number[] = [];
+      for (let i = 0; i < 10; i++) {
+        const t = performance.now();
+        await client.query({ name: 'profiled', text, values });
+        ms.push(performance.now() - t);
+      }
+      const { rows } = await client.query<{ generic_plans: string; custom_plans: string }>("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'profiled'");
+      const later = ms.slice(1);
+      out.push(`${mode} ${(later.reduce((a, b) => a + b, 0) / later.length).toFixed(2)} ms (plans: ${rows[0]?.custom_plans} custom, ${rows[0]?.generic_plans} generic)`);
+    } finally {
+      await client.end();
+    }
+  }
+  return out.join('; ');
+}
+
 async function main() {
-  const { values } = parseArgs({ options: { resources: { type: 'string', default: '20000' }, requests: { type: 'string', default: '200' }, only: { type: 'string' } } });
+  const { values } = parseArgs({ options: { resources: { type: 'string', default: '20000' }, requests: { type: 'string', default: '200' }, only: { type: 'string' }, explain: { type: 'boolean' } } });
   const n = Number(values.requests);
   const dir = mkdtempSync(join(tmpdir(), 'pont-profile-'));
   const scratch = await createScratchDatabase();
@@ -190,7 +223,7 @@ async function main() {
         );
         const s = stats(ms);
         const functions = hottest(profile, 15).map(([k, v]) => [k, Number((v / n).toFixed(3))] as const);
-        const sql = [...statements].sort((a, b) => b[1].ms - a[1].ms).map(([k, v]) => [k, { perRequest: Number((v.count / n).toFixed(2)), ms: Number((v.ms / n).toFixed(3)) }] as const);
+        const sql = [...statements].sort((a, b) => b[1].ms - a[1].ms).map(([k, v]) => [k, { perRequest: Number((v.count / n).toFixed(2)), prepared: Number((v.prepared / v.count).toFixed(2)), ms: Number((v.ms / n).toFixed(3)) }] as const);
         const sqlMs = sql.reduce((sum, [, v]) => sum + v.ms, 0);
         result[name] = { p50: s.p50, p95: s.p95, wallPerRequest: wall / n, sqlMsPerRequest: Number(sqlMs.toFixed(3)), statements: Object.fromEntries(sql), cpuMsPerRequest: perRequest, hottestFunctions: Object.fromEntries(functions) };
         console.log(`\n${name}: p50 ${s.p50.toFixed(2)} ms, p95 ${s.p95.toFixed(2)} ms; CPU ms a request by part (the benchmark's own client included in "other"):`);
@@ -198,7 +231,13 @@ async function main() {
         console.log('  the costliest functions (self time, ms a request):');
         for (const [k, v] of functions) console.log(`    ${v.toFixed(3)}  ${k}`);
         console.log(`  statements, ${sqlMs.toFixed(2)} ms a request from submission to answer (count a request, ms a request):`);
-        for (const [k, v] of sql.slice(0, 12)) console.log(`    ${v.perRequest.toFixed(2)} × ${v.ms.toFixed(3)} ms  ${k}`);
+        for (const [k, v] of sql.slice(0, 12)) console.log(`    ${v.perRequest.toFixed(2)} × ${v.ms.toFixed(3)} ms ${v.prepared < 1 ? `(${(100 * v.prepared).toFixed(0)}% prepared) ` : ''} ${k}`);
+        if (values.explain && sql[0]) {
+          const { text, values: params } = statements.get(sql[0][0])!.last;
+          const plan = await pont.services.db.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) ${text}`, params);
+          console.log(`  its plan:\n${plan.rows.map((r) => `    ${r['QUERY PLAN']}`).join('\n')}`);
+          console.log(`  as a prepared statement, 10 executions each: ${await preparedCosts(scratch.url, text, params)}`);
+        }
       }
       writeFileSync(join(repoRoot, 'bench', 'results', 'profile-postgres.json'), JSON.stringify(result, null, 2) + '\n');
     } finally {
