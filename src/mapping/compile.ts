@@ -22,6 +22,7 @@ import {
 import { readRecordSection } from './record';
 import { didYouMean } from './suggest';
 import { codeSystemCodes, expandValueSet } from './terminology';
+import { parseV2Expression, V2PathError, type V2Expression } from './v2-path';
 import { keyOf, YamlSource } from './yaml-source';
 
 /** toText(), and join() of elements that are not text (components, quantities): read as text, never written. */
@@ -36,7 +37,7 @@ const OUTSIDE_TYPE: Partial<Record<Outside, string>> = { patient: 'Patient' };
 const QUANTITY_TYPES = ['Quantity', 'SimpleQuantity', 'Age', 'Duration', 'Count', 'Distance'];
 
 /** The keys of the map format, one list per level: anything else is reported as unknown. */
-const TOP_KEYS = ['map', 'resource', 'record', 'description', 'uris', 'let', 'connect', 'fixed', 'fields'] as const;
+const TOP_KEYS = ['map', 'resource', 'record', 'description', 'uris', 'let', 'connect', 'v2', 'fixed', 'fields'] as const;
 const FIELD_KEYS = ['type', 'values', 'required', 'nullable', 'list', 'default', 'fields', 'description'] as const;
 const RULE_KEYS = ['fhir', 'values', 'read', 'otherwise', 'also', 'reference', 'narrative', 'write', 'fields', 'description'] as const;
 /** What a rule of an object field may not have: its fields' rules have them. */
@@ -132,6 +133,8 @@ export function compileMap(source: YamlSource): MapProgram | undefined {
   const recordNode = section('record');
   if (recordNode) program.record = readRecordSection(source, recordNode, resourceType, fields);
   program.fields = compiler.rules(fields, source.mapping(section('fields'), '`fields`') ?? [], 'under `connect`');
+  const v2Node = section('v2');
+  if (v2Node) program.v2 = readV2Section(source, v2Node, fields);
   const fixedNode = section('fixed');
   for (const pair of (fixedNode && source.mapping(fixedNode, '`fixed`')) ?? []) {
     const rule = compiler.fixedRule(pair);
@@ -157,6 +160,26 @@ function requireFhirRequired(source: YamlSource, program: MapProgram, fields: Fi
       for (const r of rules) source.problem(fields.get(r.field.name)?.node, `FHIR requires ${name}, which ${show(r.field.name)} writes: make it \`required: true\` (a record read back may still lack it)`);
     } else source.problem(at, `FHIR requires ${name}: map a required Connect field or a \`fixed\` value to it`);
   }
+}
+
+/** The `v2:` section: a declared Connect field -> the v2 path it is read from (src/mapping/v2-path.ts). */
+function readV2Section(source: YamlSource, node: Node, fields: FieldMap): MapProgram['v2'] {
+  const v2 = new Map<string, V2Expression>();
+  for (const pair of source.mapping(node, '`v2`') ?? []) {
+    const name = keyOf(pair);
+    const declared = fields.get(name)?.declared;
+    if (!declared) source.problem(pair.key, `${show(name)} is not a field declared under \`connect\`${didYouMean(name, fields.keys())}: declare it there too`);
+    else if (declared.type === 'object' || declared.list) source.problem(pair.key, `${show(name)} is ${declared.type === 'object' ? 'an object' : 'a list'}: a v2 path gives one value`);
+    const text = source.text(pair.value, `the v2 path of ${show(name)}`);
+    if (text === undefined || !declared) continue;
+    try {
+      v2.set(name, parseV2Expression(text));
+    } catch (err) {
+      if (!(err instanceof V2PathError)) throw err;
+      source.problem(pair.value, err.message);
+    }
+  }
+  return v2;
 }
 
 function readUris(source: YamlSource, node: Node | undefined): Map<string, string> {

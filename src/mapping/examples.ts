@@ -1,10 +1,10 @@
-import { normalizeErrorString, OperationOutcomeError, validateResource } from '@medplum/core';
+import { Hl7Message, normalizeErrorString, OperationOutcomeError, validateResource } from '@medplum/core';
 import type { Resource } from '@medplum/fhirtypes';
 import { isMap, isScalar, isSeq, type Node } from 'yaml';
 import type { CompiledMap } from './types';
 import { keyOf, type YamlSource } from './yaml-source';
 
-const EXAMPLE_KEYS = ['name', 'description', 'connect', 'fhir', 'referenced', 'patient', 'only'] as const;
+const EXAMPLE_KEYS = ['name', 'description', 'v2', 'connect', 'fhir', 'referenced', 'patient', 'only'] as const;
 export const EXAMPLES_SUFFIX = '.examples.yaml';
 
 type Difference = { path: Array<string | number>; actual: unknown; expected: unknown };
@@ -90,6 +90,20 @@ export function runExamples(map: CompiledMap, source: YamlSource): number {
     if (onlyNode && !(isScalar(onlyNode) && onlyNode.value === 'read')) source.problem(onlyNode, '`only` is `read` (the example is checked FHIR -> Connect only) or left out');
     if (!onlyNode) compare(source, `toFhir(connect)`, fhirNode, () => map.toFhir(connect), fhir);
     compare(source, `fromFhir(fhir)`, connectNode, () => map.fromFhir(fhir, { resolved, ...(patient ? { patient } : {}) }), connect);
+    // `v2`: an HL7 v2 message (a segment a line) whose values the map's `v2:` section reads must be the example's connect.
+    const v2Node = pairs?.find((p) => keyOf(p) === 'v2')?.value;
+    if (v2Node) {
+      const text = source.text(v2Node, '`v2`');
+      if (!map.v2) source.problem(v2Node, 'this map has no `v2:` section: an example with a v2 message needs one');
+      else if (text !== undefined) {
+        const expected = Object.fromEntries([...map.v2.keys()].filter((f) => connect[f] !== null && connect[f] !== undefined).map((f) => [f, connect[f]]));
+        compare(source, 'the v2 message', connectNode, () => {
+          const { connect: read, problems } = map.fromV2({ message: Hl7Message.parse(text.trim().replace(/\n/g, '\r')) });
+          if (problems.length) throw new Error(problems.map((p) => p.message).join('; '));
+          return read;
+        }, expected);
+      }
+    }
   }
   return run;
 }

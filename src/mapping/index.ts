@@ -8,6 +8,7 @@ import { isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadFhirDefinitions } from '../core/fhir-definitions';
 import { compileMap, MAP_SUFFIX } from './compile';
+import { readV2 } from './v2';
 import { MappingError } from './errors';
 import { EXAMPLES_SUFFIX, runExamples } from './examples';
 import { checkGenerated, checkProject, connectPositions, type CheckedMap, type GeneratedDocs } from './project';
@@ -46,6 +47,8 @@ function compiledMap(program: MapProgram): CompiledMap {
     readsPatient: readsPatient(program),
     readFhir: (resource, context) => runReadFhir(program, resource, context),
     referencesOf: (resource, patient) => referencesToResolve(program, resource, patient),
+    v2: program.v2,
+    fromV2: (scope) => readV2(program, scope),
   };
 }
 

@@ -2,6 +2,8 @@ import type { Resource } from '@medplum/fhirtypes';
 import type { z } from 'zod';
 import type { RecordDeclaration } from './record-declaration';
 import type { ConnectField, ReadContext } from './runtime';
+import type { V2Problem } from './v2';
+import type { V2Expression, V2Scope } from './v2-path';
 
 // What a compiled map offers (src/mapping/index.ts builds them): apart, so that the checks the loader runs
 // (examples.ts, project.ts) and the modules that are handed maps need not import the loader.
@@ -35,6 +37,13 @@ export interface CompiledMap {
   readFhir(resource: Resource, context?: ReadContext): { connect: Record<string, unknown>; unread: string[] };
   /** The stored resources (`Type/id`) this resource's `resolve()` paths follow: resolve them, then readFhir. */
   referencesOf(resource: Resource, patient?: Resource): string[];
+  /** Its `v2:` section (Connect field -> v2 path), when it reads HL7 v2 messages. */
+  v2?: ReadonlyMap<string, V2Expression>;
+  /**
+   * The Connect values its `v2:` section reads from a message (then `toFhir`); `problems` name the v2 field
+   * (`PID-7`) of each value that does not fit its Connect type, for the ACK's ERR segment.
+   */
+  fromV2(scope: V2Scope): { connect: Record<string, unknown>; problems: V2Problem[] };
   /** Whether reading looks at the patient the resource is about (`%patient.…`): give it to readFhir, else those conditions fail. */
   readsPatient: boolean;
 }

@@ -1,0 +1,185 @@
+/**
+ * The `v2:` section of a map (mappings/README.md "HL7 v2 maps"): a Connect field's value read from an HL7 v2
+ * message by a path such as `PID-5.1`, `OBX-5`, `ZLB-2`. The message is parsed by @medplum/core's Hl7Message
+ * (the encoding characters are the message's own); this module reads values out of it and un-escapes them.
+ *
+ *   expression  := alternative (' | ' alternative)*           the first that gives a value
+ *   alternative := value (' where ' path (' = ' code(,code)*)?)?  only when the condition holds (no codes: has a value)
+ *   value       := path | fn '(' path (', ' path)* ')' | 'text'
+ *   path        := SEG-F[.C[.S]]                               field F, component C (default 1), subcomponent S
+ *   fn          := key | low | high | range_text
+ *
+ * A condition on the same field as the value picks the repetition (`PID-5.1 where PID-5.7 = L`: the family name
+ * of the legal name); otherwise values come from the field's first repetition.
+ */
+import type { Hl7Message, Hl7Segment } from '@medplum/core';
+
+export interface V2Location {
+  segment: string;
+  field: number;
+  component?: number;
+  subcomponent?: number;
+}
+
+interface V2Alternative {
+  fn?: V2Function;
+  args: V2Location[];
+  /** A constant (`'finished'`) instead of a value of the message. */
+  literal?: string;
+  /** No codes: the condition is that the path has a value. */
+  where?: { path: V2Location; codes?: string[] };
+}
+
+export interface V2Expression {
+  text: string;
+  alternatives: V2Alternative[];
+  /** The field an error about this value names in ERR-2 (`PID-3`): the first path's. */
+  location: string;
+}
+
+const FUNCTIONS = ['key', 'low', 'high', 'range_text'] as const;
+type V2Function = (typeof FUNCTIONS)[number];
+
+const PATH = /^([A-Z][A-Z0-9]{2})-(\d{1,3})(?:\.(\d{1,3})(?:\.(\d{1,3}))?)?$/;
+
+export class V2PathError extends Error {}
+
+function parsePath(text: string): V2Location {
+  const m = PATH.exec(text.trim());
+  if (!m) throw new V2PathError(`\`${text.trim()}\` is not a v2 path: SEG-FIELD[.COMPONENT[.SUBCOMPONENT]], e.g. PID-5.1, OBX-5, ZLB-2`);
+  const n = (s: string | undefined) => (s === undefined ? undefined : Number(s));
+  if (Number(m[2]) < 1 || (m[3] !== undefined && Number(m[3]) < 1) || (m[4] !== undefined && Number(m[4]) < 1)) throw new V2PathError(`\`${text.trim()}\`: fields, components and subcomponents count from 1`);
+  return { segment: m[1]!, field: Number(m[2]), component: n(m[3]), subcomponent: n(m[4]) };
+}
+
+export const locationText = (l: V2Location) => `${l.segment}-${l.field}${l.component ? `.${l.component}` : ''}${l.subcomponent ? `.${l.subcomponent}` : ''}`;
+
+/** Parses a `v2:` value; throws V2PathError saying what is wrong. */
+export function parseV2Expression(text: string): V2Expression {
+  const alternatives = text.split(' | ').map((alt): V2Alternative => {
+    const [valueText, whereText] = alt.split(' where ');
+    let where: V2Alternative['where'];
+    if (whereText !== undefined) {
+      const [p, codes] = whereText.split(' = ');
+      where = { path: parsePath(p!), codes: codes?.split(',').map((c) => c.trim()) };
+    }
+    const literal = /^\s*'([^']*)'\s*$/.exec(valueText!);
+    if (literal) return { args: [], literal: literal[1], where };
+    const call = /^\s*([a-z_]+)\((.*)\)\s*$/.exec(valueText!);
+    if (call) {
+      if (!(FUNCTIONS as readonly string[]).includes(call[1]!)) throw new V2PathError(`unknown function \`${call[1]}\`: the functions are ${FUNCTIONS.join(', ')}`);
+      return { fn: call[1] as V2Function, args: call[2]!.split(',').map(parsePath), where };
+    }
+    return { args: [parsePath(valueText!)], where };
+  });
+  const first = alternatives[0]!.args[0] ?? alternatives[0]!.where?.path;
+  if (!first) throw new V2PathError(`\`${text}\` reads nothing of the message: a constant needs a condition (\`'finished' where MSH-9.2 = A03\`)`);
+  return { text, alternatives, location: locationText(first) };
+}
+
+/** Where values are read: the segments the value is about (this OBX, its OBR), else the message's first of that name. */
+export interface V2Scope {
+  message: Hl7Message;
+  current?: ReadonlyMap<string, Hl7Segment>;
+}
+
+const segmentOf = (scope: V2Scope, name: string) => scope.current?.get(name) ?? scope.message.getSegment(name);
+
+/** The text of one repetition's component (un-escaped); '' when absent. */
+function readAt(scope: V2Scope, l: V2Location, repetition = 0): string {
+  const segment = segmentOf(scope, l.segment);
+  if (!segment) return '';
+  const field = segment.getField(l.field);
+  if (!field) return '';
+  const raw = l.subcomponent ? field.get((l.component ?? 1) - 1, l.subcomponent - 1, repetition) : field.get((l.component ?? 1) - 1, undefined, repetition);
+  return unescapeV2(raw ?? '', scope.message);
+}
+
+function repetitions(scope: V2Scope, l: V2Location): number {
+  const field = segmentOf(scope, l.segment)?.getField(l.field);
+  return Math.max(1, field?.components.length ?? 1);
+}
+
+/** The value of an expression, as text; undefined when no alternative gives one. */
+export function evaluateV2(expression: V2Expression, scope: V2Scope): string | undefined {
+  for (const alt of expression.alternatives) {
+    const first = alt.args[0];
+    const sameField = first && alt.where && alt.where.path.segment === first.segment && alt.where.path.field === first.field;
+    const reps = sameField ? repetitions(scope, first) : 1;
+    for (let r = 0; r < reps; r++) {
+      if (alt.where) {
+        const condition = readAt(scope, alt.where.path, sameField ? r : 0);
+        if (alt.where.codes ? !alt.where.codes.includes(condition) : condition === '') continue;
+      }
+      const value = alt.literal ?? apply(alt.fn, alt.args.map((a) => readAt(scope, a, r)));
+      if (value !== undefined && value !== '') return value;
+    }
+  }
+  return undefined;
+}
+
+/** `70-99`, `>60`, `<5`, `3.5 - 5.0`: the low and high limits; undefined when the text is not a range. */
+export function parseRange(text: string): { low?: number; high?: number } | undefined {
+  const t = text.trim();
+  const num = '([-+]?\\d+(?:\\.\\d+)?)';
+  let m = new RegExp(`^${num}\\s*-\\s*${num}$`).exec(t);
+  if (m) return { low: Number(m[1]), high: Number(m[2]) };
+  m = new RegExp(`^(>=?)\\s*${num}$`).exec(t);
+  if (m) return { low: Number(m[2]) };
+  m = new RegExp(`^(<=?)\\s*${num}$`).exec(t);
+  if (m) return { high: Number(m[2]) };
+  return undefined;
+}
+
+function apply(fn: V2Function | undefined, values: string[]): string | undefined {
+  switch (fn) {
+    case undefined:
+      return values[0];
+    case 'key':
+      return sourceKey(values);
+    case 'low':
+      return parseRange(values[0]!)?.low?.toString();
+    case 'high':
+      return parseRange(values[0]!)?.high?.toString();
+    case 'range_text':
+      return values[0] && !parseRange(values[0]) ? values[0] : undefined;
+  }
+}
+
+/**
+ * A facility system's id made of the parts that identify a thing (`key(PID-3.4, PID-3.1)`: assigning authority and
+ * number): what the Bridge API takes as a source id (1-64 of A-Z a-z 0-9 - .). Undefined when the last part (the
+ * number itself) is empty: nothing identifies it.
+ */
+function sourceKey(parts: string[]): string | undefined {
+  if (!parts[parts.length - 1]) return undefined;
+  const joined = parts.filter(Boolean).map((p) => p.replace(/[^A-Za-z0-9.]+/g, '-')).join('-');
+  if (joined.length <= 64) return joined;
+  // Too long for an id: a digest of it, the same for the same parts.
+  let h1 = 0x811c9dc5, h2 = 0x01000193;
+  for (const c of joined) { h1 = Math.imul(h1 ^ c.charCodeAt(0), 16777619) >>> 0; h2 = Math.imul(h2 ^ c.charCodeAt(0), 2246822519) >>> 0; }
+  return `${joined.slice(0, 46)}-${h1.toString(16).padStart(8, '0')}${h2.toString(16).padStart(8, '0')}`;
+}
+
+/** HL7 v2 escape sequences (2.7 "Use of escape sequences in text fields") in the message's own escape character. */
+export function unescapeV2(text: string, message: Hl7Message): string {
+  const c = message.context;
+  const e = c.escapeCharacter;
+  if (!e || !text.includes(e)) return text;
+  const re = new RegExp(`${escapeRegExp(e)}([^${escapeRegExp(e)}]*)${escapeRegExp(e)}`, 'g');
+  return text.replace(re, (_, seq: string) => {
+    switch (seq) {
+      case 'F': return c.fieldSeparator;
+      case 'S': return c.componentSeparator;
+      case 'T': return c.subcomponentSeparator;
+      case 'R': return c.repetitionSeparator;
+      case 'E': return e;
+      case '.br': return '\n';
+      case 'H': case 'N': return ''; // highlighting on/off: no meaning in FHIR text
+    }
+    if (/^X([0-9A-Fa-f]{2})+$/.test(seq)) return Buffer.from(seq.slice(1), 'hex').toString('utf8');
+    return ''; // an unknown sequence is dropped, not shown as escape characters
+  });
+}
+
+const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

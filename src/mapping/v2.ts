@@ -1,0 +1,68 @@
+/**
+ * A map's `v2:` section at work: the Connect values of one HL7 v2 message (or one OBX of it), each converted from
+ * v2's data type to its declared Connect type. What is then written is the map's ordinary `toFhir`.
+ */
+import type { ConnectType, MapProgram } from './runtime';
+import { evaluateV2, type V2Scope } from './v2-path';
+
+export interface V2Problem {
+  /** The Connect field. */
+  field: string;
+  /** The v2 field it is read from (`PID-7`), for ERR-2. */
+  location: string;
+  message: string;
+}
+
+export function readV2(program: MapProgram, scope: V2Scope): { connect: Record<string, unknown>; problems: V2Problem[] } {
+  const connect: Record<string, unknown> = {};
+  const problems: V2Problem[] = [];
+  const declared = new Map(program.fields.map((f) => [f.field.name, f.field]));
+  for (const [name, expression] of program.v2 ?? []) {
+    const text = evaluateV2(expression, scope);
+    if (text === undefined) continue;
+    const value = fromV2Text(text, declared.get(name)!.type);
+    if (value === undefined) problems.push({ field: name, location: expression.location, message: `${expression.location} \`${text}\` is not a ${declared.get(name)!.type}` });
+    else connect[name] = value;
+  }
+  return { connect, problems };
+}
+
+/** A v2 value as the Connect type wants it (DTM `20240115083000+0100` -> ISO 8601); undefined when it does not fit. */
+export function fromV2Text(text: string, type: ConnectType): unknown {
+  switch (type) {
+    case 'string':
+      return text;
+    case 'id':
+      return text.replace(/[^A-Za-z0-9.-]+/g, '-').slice(0, 64);
+    case 'number':
+    case 'integer': {
+      const n = Number(text.trim());
+      return text.trim() !== '' && Number.isFinite(n) && (type === 'number' || Number.isInteger(n)) ? n : undefined;
+    }
+    case 'boolean':
+      return text === 'Y' ? true : text === 'N' ? false : undefined;
+    case 'date':
+      return v2Date(text)?.slice(0, 10);
+    case 'date-time':
+      return v2Date(text);
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * v2 DT/DTM (`YYYY[MM[DD[HH[MM[SS[.S+]]]]]][+/-ZZZZ]`) as FHIR dateTime. A time without an offset is read as UTC
+ * (docs/hl7-v2.md: a facility whose systems send local time without offset says so in its map or system).
+ */
+function v2Date(text: string): string | undefined {
+  const m = /^(\d{4})(\d{2})?(\d{2})?(?:(\d{2})(\d{2})?(\d{2})?(\.\d{1,4})?)?([+-]\d{4})?$/.exec(text.trim());
+  if (!m) return undefined;
+  const [, y, mo, d, h, mi, s, frac, tz] = m;
+  if (!mo) return y;
+  if (!d) return `${y}-${mo}`;
+  const date = `${y}-${mo}-${d}`;
+  if (Number.isNaN(Date.parse(date))) return undefined;
+  if (!h) return date;
+  const offset = tz ? `${tz.slice(0, 3)}:${tz.slice(3)}` : 'Z';
+  return `${date}T${h}:${mi ?? '00'}:${s ?? '00'}${frac ?? ''}${offset}`;
+}
