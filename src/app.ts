@@ -27,6 +27,7 @@ import { httpRequests, since } from './metrics';
 import type { Logger } from './log';
 import { bulkExportRoutes } from './routes/bulk';
 import { terminologyRoutes } from './routes/terminology';
+import { subscriptionRoutes } from './routes/subscriptions';
 
 
 /** Every route of the service, in one list: the router and the OpenAPI document are both built from it. */
@@ -48,6 +49,8 @@ export function allRoutes(services: Services): RouteSpec[] {
     ...bulkExportRoutes(services),
     // Before the FHIR routes too: `CodeSystem/$lookup` would match `/{type}/{id}`.
     ...terminologyRoutes(services),
+    // Before the FHIR routes too: `Subscription/{id}/$status` would match `/{type}/{id}/…`, `SubscriptionTopic` `/{type}`.
+    ...subscriptionRoutes(services),
     ...fhirRoutes(services),
     ...portalRoutes(services),
   ];

@@ -23,12 +23,18 @@ import { createBulkExportWorker } from './bulk/worker';
 import { periodicJob } from './jobs';
 import { createRetentionWorker } from './retention/job';
 import { TerminologyService } from './fhir/term/service';
+import { FhirSubscriptions, useTopics } from './subscriptions/service';
+import { loadTopics } from './subscriptions/topics';
+import { defaultMappingsDir } from './mapping/index';
 
 /** The composition root's view (server, CLI, tests): the services plus the database handle and the background workers. */
 export interface Composition extends Services {
   db: Database;
   workers: BackgroundWorker[];
 }
+
+/** How often quiet rest-hook FHIR Subscriptions are looked for, to send them a heartbeat (the shortest period allowed is 10 s). */
+const SUBSCRIPTION_HEARTBEAT_MS = 5_000;
 
 /** How often expired bulk exports and their files are removed. */
 const BULK_EXPORT_JANITOR_MS = 60_000;
@@ -55,6 +61,14 @@ export async function createServices(config: Config, db: Database, log: Logger, 
   const fhir = createFhirService(db, config, mappings);
   const access = await createAccessControl({ config, db });
   const bulkExports = new BulkExports(db, config.bulkExport, log);
+  // FHIR Subscriptions (src/subscriptions): the topics beside the maps, fanned out in every write's transaction.
+  const topics = loadTopics(config.mappingsDir ?? defaultMappingsDir);
+  useTopics(topics);
+  const subscriptions = new FhirSubscriptions(
+    db,
+    { publicUrl: () => config.publicUrl, fhir, log, allowHttpLoopback: config.webhooks.allowHttpLoopback, secretKey: config.webhooks.secretKey, now: () => new Date(fhir.now()) },
+    topics,
+  );
   return {
     config,
     db,
@@ -66,8 +80,10 @@ export async function createServices(config: Config, db: Database, log: Logger, 
     checkDatabase: async () => void (await db.query('SELECT 1')),
     bulkExports,
     terminology: new TerminologyService(db),
+    subscriptions,
     workers: [
-      createDeliveryWorker({ config, db, log }),
+      createDeliveryWorker({ config, db, log, notifications: subscriptions }),
+      periodicJob('fhir-subscription-heartbeats', SUBSCRIPTION_HEARTBEAT_MS, () => subscriptions.queueHeartbeats().then(() => subscriptions.purge(config.retention.events)), log),
       createIdempotencyJanitor(db, config.idempotencyTtlMs, log),
       fhir.auditTrail.worker(AUDIT_MATERIALIZE_MS, log),
       bloodStockClock(db, log, () => fhir.now()),

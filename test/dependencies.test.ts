@@ -206,7 +206,7 @@ const LAYERS: Array<[layer: string, entries: string[]]> = [
   ['core', ['src/core', 'src/log.ts', 'src/config.ts', 'src/jobs.ts', 'src/cli-args.ts', 'src/metrics.ts']],
   ['db', ['src/db']],
   ['fhir/policy', ['src/fhir', 'src/policy', 'src/audit', 'src/events', 'src/healthid', 'src/mapping']],
-  ['features', ['src/auth', 'src/consents', 'src/inventory', 'src/records', 'src/bulk', 'src/retention', 'src/bridge', 'src/webhooks', 'src/patients']],
+  ['features', ['src/auth', 'src/consents', 'src/inventory', 'src/records', 'src/bulk', 'src/retention', 'src/bridge', 'src/webhooks', 'src/patients', 'src/subscriptions']],
   ['http/routes', ['src/http', 'src/routes', 'src/portal', 'src/demo', 'src/app.ts']],
   ['composition', ['src/services.ts', 'src/server.ts', 'src/cli.ts', 'src/main.ts', 'src/bin.ts']],
 ];

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Queryable } from '../db/database';
 import type { Environment } from '../config';
 import { isEventType, type EventType } from './types';
+import type { ResourceChange } from './rules';
 
 /** The envelope of section 6.2, exactly as subscribers receive it. */
 export interface EventEnvelope {
@@ -48,6 +49,21 @@ const whenRecorded = new Set<EventsRecorded>();
 /** Registers what recording events starts (webhooks: queue their deliveries); the same function once. */
 export function onEventsRecorded(then: EventsRecorded): void {
   whenRecorded.add(then);
+}
+
+/** What a write's resource changes also start in its transaction (FHIR Subscriptions: number the topics they fire). */
+export type ResourcesChanged = (tx: Queryable, changes: ResourceChange[]) => Promise<unknown>;
+const whenChanged = new Set<ResourcesChanged>();
+
+/** Registers what a write's changes start, beside its events (src/services.ts); the same function once. */
+export function onResourcesChanged(then: ResourcesChanged): void {
+  whenChanged.add(then);
+}
+
+/** Runs what onResourcesChanged registered, in the write's transaction (src/fhir/repository.ts, after its events). */
+export async function resourcesChanged(tx: Queryable, changes: ResourceChange[]): Promise<void> {
+  if (!changes.length) return;
+  for (const then of whenChanged) await then(tx, changes);
 }
 
 export function newEventId(): string {

@@ -8,7 +8,7 @@ import { accessRefusals } from '../metrics';
 import type { Environment } from '../config';
 import { readerOf, type Database, type Queryable } from '../db/database';
 import { primaryPosition, replicaAt } from '../db/replica';
-import { recordEvents, type NewEvent } from '../events/outbox';
+import { recordEvents, resourcesChanged, type NewEvent } from '../events/outbox';
 import { eventsOf, patientIdsOf, type ResourceChange } from '../events/rules';
 import type { EventType } from '../events/types';
 import { healthIdsByPatient, updateMatchKey, withHealthId, type Registered } from '../healthid/registry';
@@ -813,6 +813,7 @@ export class FhirRepository {
     for (const r of registered)
       events.push(this.newEvent({ type: 'health_id.created', patientId: r.patientId, data: { health_id: r.healthId, patient_id: r.patientId, country_code: r.countryCode } }));
     await recordEvents(sql, events);
+    await resourcesChanged(sql, changes);
   }
 
   /**

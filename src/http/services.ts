@@ -6,6 +6,7 @@ import type { FhirService } from '../fhir/service';
 import type { TerminologyService } from '../fhir/term/service';
 import type { MappingHolder } from '../mapping/holder';
 import type { WebhookStore } from '../webhooks/store';
+import type { FhirSubscriptions } from '../subscriptions/service';
 
 // Types only: what route modules, the portal and the demo are given. src/services.ts (composition) builds the value.
 
@@ -32,6 +33,8 @@ export interface Services {
   checkDatabase(): Promise<void>;
   /** Bulk Data export jobs and their files (src/bulk). */
   bulkExports: BulkExports;
+  /** FHIR Subscriptions: topics, subscriptions, their numbered events and notifications (src/subscriptions). */
+  subscriptions: FhirSubscriptions;
   /** The terminology operations over the loaded code systems, value sets and concept maps (src/fhir/term). */
   terminology: TerminologyService;
 }

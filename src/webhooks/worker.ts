@@ -31,7 +31,18 @@ interface ClaimedDelivery {
   subscriber_org: string;
   event_org: string | null;
   patient_id: string | null;
-  event: EventRow;
+  /** The outbox event it carries; null for a FHIR Subscription notification (src/subscriptions), which names its own. */
+  event: EventRow | null;
+  fhir_subscription_id: string | null;
+  notification_type: 'handshake' | 'heartbeat' | 'event-notification' | null;
+  event_number: string | null;
+}
+
+/** What builds and follows up FHIR Subscription notifications (src/subscriptions/service.ts), given at composition. */
+export interface NotificationBodies {
+  /** The body to POST; undefined when the subscription is gone (the delivery is cancelled). */
+  notificationBody(subscriptionId: string, type: 'handshake' | 'heartbeat' | 'event-notification', eventNumber: number | null): Promise<string | undefined>;
+  delivered(subscriptionId: string, type: string, succeeded: boolean, exhausted: boolean): Promise<void>;
 }
 
 interface AttemptResult {
@@ -76,28 +87,33 @@ async function excerptOf(body: ReadableStream<Uint8Array> | null): Promise<strin
  */
 async function claimDue(db: Database, limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
   const leaseToken = randomBytes(12).toString('hex');
-  const { rows } = await db.query<Omit<ClaimedDelivery, 'event'> & Omit<EventRow, 'id'> & { event_id: string }>(
+  const { rows } = await db.query<Omit<ClaimedDelivery, 'event'> & Omit<EventRow, 'id'> & { event_id: string | null }>(
     `WITH due AS (
        SELECT id FROM webhook_deliveries
        WHERE status = 'pending' AND next_attempt_at <= now()
        ORDER BY next_attempt_at
        LIMIT $1
        FOR UPDATE SKIP LOCKED
+     ), claimed AS (
+       UPDATE webhook_deliveries d
+       SET lease_token = $2, next_attempt_at = now() + ($3::float8 * interval '1 millisecond'), updated_at = now()
+       FROM due WHERE d.id = due.id
+       RETURNING d.*
      )
-     UPDATE webhook_deliveries d
-     SET lease_token = $2, next_attempt_at = now() + ($3::float8 * interval '1 millisecond'), updated_at = now()
-     FROM due, webhook_subscriptions s, events e
-     WHERE d.id = due.id AND s.id = d.subscription_id AND e.id = d.event_id AND e.created_at = d.event_created_at
-     RETURNING d.id, d.round, d.attempts, d.lease_token, s.id AS subscription_id, s.callback_url,
-               s.secret_encrypted, s.full_payload, s.organization_id AS subscriber_org,
-               CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_secret_encrypted END AS previous_secret_encrypted,
-               e.organization_id AS event_org, e.patient_id,
-               e.id AS event_id, e.type, e.version, e.created_at, e.data, e.meta`,
+     SELECT d.id, d.round, d.attempts, d.lease_token, s.id AS subscription_id, s.callback_url,
+            s.secret_encrypted, s.full_payload, s.organization_id AS subscriber_org,
+            CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_secret_encrypted END AS previous_secret_encrypted,
+            e.organization_id AS event_org, e.patient_id,
+            e.id AS event_id, e.type, e.version, e.created_at, e.data, e.meta,
+            d.fhir_subscription_id, d.notification_type, d.event_number::text
+     FROM claimed d
+     JOIN webhook_subscriptions s ON s.id = d.subscription_id
+     LEFT JOIN events e ON e.id = d.event_id AND e.created_at = d.event_created_at`,
     [limit, leaseToken, leaseMs],
   );
   return rows.map(({ event_id, type, version, created_at, data, meta, ...delivery }) => ({
     ...delivery,
-    event: { id: event_id, type, version, created_at, data, meta },
+    event: event_id === null ? null : { id: event_id, type, version, created_at, data, meta },
   }));
 }
 
@@ -183,7 +199,7 @@ function attemptRecorder(db: Database, retryDelaysMs: number[]) {
  * Still entitled? A patient event queued because the subscriber held the patient's consent is not
  * delivered once that consent is revoked or expired ("stop data access immediately").
  */
-async function stillEntitled(db: Database, delivery: ClaimedDelivery): Promise<boolean> {
+async function stillEntitled(db: Database, delivery: ClaimedDelivery & { event: EventRow }): Promise<boolean> {
   if (!delivery.patient_id || delivery.subscriber_org === delivery.event_org) return true;
   const orgs = await entitledOrganizations(db, { type: delivery.event.type, organizationId: delivery.event_org, patientId: delivery.patient_id, data: delivery.event.data });
   return orgs.includes(delivery.subscriber_org);
@@ -211,8 +227,8 @@ function describeFailure(err: unknown, timeoutMs: number): string {
   return text.slice(0, 500);
 }
 
-/** One HTTP POST of the signed envelope, to the address checked now (src/webhooks/destination.ts). Throws only when `stopping` aborts it. */
-async function post(delivery: ClaimedDelivery, secretKey: Buffer, timeoutMs: number, allowLoopback: boolean, stopping: AbortSignal): Promise<AttemptResult> {
+/** One HTTP POST of the signed body, to the address checked now (src/webhooks/destination.ts). Throws only when `stopping` aborts it. */
+async function post(delivery: ClaimedDelivery, body: string, contentType: string, secretKey: Buffer, timeoutMs: number, allowLoopback: boolean, stopping: AbortSignal): Promise<AttemptResult> {
   const startedAt = new Date();
   const started = performance.now();
   const done = (fields: Pick<AttemptResult, 'statusCode' | 'error' | 'succeeded' | 'responseExcerpt'>): AttemptResult => ({
@@ -228,7 +244,6 @@ async function post(delivery: ClaimedDelivery, secretKey: Buffer, timeoutMs: num
   } catch {
     return done({ statusCode: null, error: 'webhook secret could not be decrypted (was PONT_WEBHOOK_SECRET_KEY changed?)', succeeded: false });
   }
-  const body = JSON.stringify(deliveredEnvelope(envelopeFromRow(delivery.event), delivery.full_payload));
   let agent: Agent | undefined;
   try {
     const target = (await checkedAddress(delivery.callback_url, allowLoopback))!;
@@ -240,10 +255,10 @@ async function post(delivery: ClaimedDelivery, secretKey: Buffer, timeoutMs: num
       redirect: 'manual', // a redirect is not a 2xx: following it could hand the payload to another host
       signal: AbortSignal.any([stopping, AbortSignal.timeout(timeoutMs)]),
       headers: {
-        'content-type': 'application/json',
+        'content-type': contentType,
         'user-agent': 'Pont-Webhooks/1.0',
         [SIGNATURE_HEADER]: signatureHeader(secrets, body, Math.floor(Date.now() / 1000)),
-        'x-service-event-id': delivery.event.id,
+        ...(delivery.event && { 'x-service-event-id': delivery.event.id }),
         'x-service-delivery-id': delivery.id,
         'x-service-delivery-attempt': String(delivery.attempts + 1),
       },
@@ -272,7 +287,7 @@ export interface DeliveryWorker extends BackgroundWorker {
  * queues deliveries (on PostgreSQL through NOTIFY, from any process; on PGlite directly), claims
  * due deliveries up to its concurrency, POSTs each and records the attempt.
  */
-export function createDeliveryWorker(deps: { config: Config; db: Database; log: Logger }): DeliveryWorker {
+export function createDeliveryWorker(deps: { config: Config; db: Database; log: Logger; notifications?: NotificationBodies }): DeliveryWorker {
   const { db, log } = deps;
   const { retryDelaysMs, pollIntervalMs, timeoutMs, concurrency, secretKey } = deps.config.webhooks;
   // Long enough that a live worker always finishes (or times out) its attempt before the lease ends.
@@ -289,16 +304,30 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
   let listening: Promise<(() => Promise<void>) | undefined> | undefined;
 
   const attempt = async (delivery: ClaimedDelivery) => {
-    if (!(await stillEntitled(db, delivery))) {
-      await cancelDelivery(db, delivery);
+    let body: string | undefined;
+    let contentType = 'application/json';
+    if (delivery.fhir_subscription_id && delivery.notification_type) {
+      // A FHIR Subscription notification: built (and the policy asked again) now, from what the subscription numbered.
+      body = await deps.notifications?.notificationBody(delivery.fhir_subscription_id, delivery.notification_type, delivery.event_number === null ? null : Number(delivery.event_number));
+      contentType = 'application/fhir+json';
+    } else if (delivery.event) {
+      if (!(await stillEntitled(db, { ...delivery, event: delivery.event }))) {
+        await cancelDelivery(db, delivery);
+        webhookDeliveries.inc({ outcome: 'cancelled' });
+        log.info('webhook delivery cancelled: the subscriber no longer holds consent', { delivery_id: delivery.id, event_id: delivery.event.id });
+        return;
+      }
+      body = JSON.stringify(deliveredEnvelope(envelopeFromRow(delivery.event), delivery.full_payload));
+    }
+    if (body === undefined) {
+      await cancelDelivery(db, delivery); // its event or its subscription is gone
       webhookDeliveries.inc({ outcome: 'cancelled' });
-      log.info('webhook delivery cancelled: the subscriber no longer holds consent', { delivery_id: delivery.id, event_id: delivery.event.id });
       return;
     }
     let result: AttemptResult;
     posting++;
     try {
-      result = await post(delivery, secretKey, timeoutMs, deps.config.webhooks.allowHttpLoopback, stopping.signal);
+      result = await post(delivery, body, contentType, secretKey, timeoutMs, deps.config.webhooks.allowHttpLoopback, stopping.signal);
     } catch {
       await releaseLease(db, delivery).catch(() => undefined); // if this fails too, the lease runs out
       return;
@@ -308,7 +337,9 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
     }
     const status = await recordAttempt({ delivery, result });
     webhookDeliveries.inc({ outcome: result.succeeded ? 'delivered' : status === 'exhausted' ? 'exhausted' : 'failed' });
-    const fields = { delivery_id: delivery.id, event_id: delivery.event.id, round: delivery.round, attempt: delivery.attempts + 1 };
+    if (delivery.fhir_subscription_id && delivery.notification_type)
+      await deps.notifications?.delivered(delivery.fhir_subscription_id, delivery.notification_type, result.succeeded, status === 'exhausted');
+    const fields = { delivery_id: delivery.id, event_id: delivery.event?.id ?? null, round: delivery.round, attempt: delivery.attempts + 1 };
     if (status === 'exhausted') log.warn('webhook delivery exhausted', fields);
     else log.debug('webhook attempt', { ...fields, status, status_code: result.statusCode, ms: result.durationMs });
   };

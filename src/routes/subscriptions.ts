@@ -1,0 +1,160 @@
+import type { Context } from 'koa';
+import { z } from 'zod';
+import type { ClientPrincipal, Principal } from '../core/principal';
+import { readBody } from '../http/body';
+import { badRequest, notFound } from '../http/errors';
+import { defineRoute, type RouteSpec } from '../http/routes';
+import type { Services } from '../http/services';
+import { FHIR_BASE_PATH as FHIR_BASE } from '../fhir/service';
+import { topicAsBasic, topicUrl } from '../subscriptions/topics';
+
+/**
+ * FHIR Subscriptions (R5 Backport IG STU 1.1 for R4; docs/fhir.md "Subscriptions"): the topics, the Subscription
+ * resource of the caller's organisation, $status, $events and $get-ws-binding-token. Mounted before the FHIR routes
+ * (`Subscription/{id}/$status` would match `/{type}/{id}/…`).
+ */
+const FHIR_JSON = 'application/fhir+json';
+const ok = (description: string) => ({ description, schema: { type: 'object' }, contentType: FHIR_JSON });
+const fhirResult = (body: unknown, status = 200, headers: Record<string, string> = {}) => ({ status, body, headers, contentType: FHIR_JSON });
+const tags = ['FHIR'];
+const IdParams = z.object({ id: z.string().max(64).describe('Subscription id') });
+/** How long a websocket binding token may be used (once). */
+const WS_TOKEN_SECONDS = 60;
+
+const client = (principal: Principal | undefined): ClientPrincipal => principal as ClientPrincipal;
+
+/** A number parameter of an operation, from the query or a Parameters body. */
+function numberParam(ctx: Context, body: unknown, name: string): number | undefined {
+  const fromBody = (body as { parameter?: Array<{ name?: string; valueString?: string; valueInteger?: number; valueUnsignedInt?: number }> } | undefined)?.parameter?.find((p) => p.name === name);
+  const raw = ctx.query[name] ?? fromBody?.valueString ?? fromBody?.valueInteger ?? fromBody?.valueUnsignedInt;
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (Array.isArray(raw) || !Number.isSafeInteger(n) || n < 0) throw badRequest(`${name} must be a whole number, given once`);
+  return n;
+}
+
+export function subscriptionRoutes(services: Services): RouteSpec[] {
+  const subs = services.subscriptions;
+  const body = async (ctx: Context) => (ctx.method === 'POST' ? await readBody(ctx, services.config.maxBodyBytes) : undefined);
+  const operations = (name: string, summary: string, run: (ctx: Context, principal: ClientPrincipal, id: string, body: unknown) => Promise<unknown>): RouteSpec[] =>
+    (['get', 'post'] as const).map((method) =>
+      defineRoute({
+        method,
+        path: `${FHIR_BASE}/Subscription/{id}/$${name}`,
+        operationId: `fhirSubscription${name.replace(/(^|-)(\w)/g, (_m, _d, c: string) => c.toUpperCase())}${method === 'post' ? 'Post' : ''}`,
+        summary,
+        tags,
+        fhir: true,
+        security: { kind: 'client' },
+        group: 'fhir',
+        params: IdParams,
+        ...(method === 'post' && { rawBody: { schema: { type: 'object' }, contentTypes: [FHIR_JSON, 'application/json'], required: false } }),
+        responses: { 200: ok(summary), 404: ok('Not found (or another organisation’s)') },
+        handler: async ({ ctx, params, principal }) => fhirResult(await run(ctx, client(principal), params.id, await body(ctx))),
+      }),
+    );
+
+  return [
+    defineRoute({
+      method: 'get',
+      path: `${FHIR_BASE}/SubscriptionTopic`,
+      operationId: 'fhirSubscriptionTopics',
+      summary: 'The SubscriptionTopics this server publishes (as R4 Basic resources, Backport IG)',
+      tags,
+      fhir: true,
+      security: { kind: 'public' },
+      responses: { 200: ok('searchset Bundle of Basic') },
+      handler: async () => {
+        const base = services.config.publicUrl;
+        return fhirResult({
+          resourceType: 'Bundle',
+          type: 'searchset',
+          total: subs.topics.length,
+          entry: subs.topics.map((t) => ({ fullUrl: topicUrl(base, t.id), resource: topicAsBasic(base, t), search: { mode: 'match' } })),
+        });
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${FHIR_BASE}/SubscriptionTopic/{id}`,
+      operationId: 'fhirSubscriptionTopic',
+      summary: 'One SubscriptionTopic (its canonical URL), as an R4 Basic resource',
+      tags,
+      fhir: true,
+      security: { kind: 'public' },
+      params: z.object({ id: z.string().max(64) }),
+      responses: { 200: ok('Basic'), 404: ok('No such topic') },
+      handler: async ({ params }) => {
+        const topic = subs.topic(params.id);
+        if (!topic) throw notFound(`SubscriptionTopic/${params.id} is not published here`);
+        return fhirResult(topicAsBasic(services.config.publicUrl, topic), 200, { 'Cache-Control': 'public, max-age=300' });
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${FHIR_BASE}/Subscription`,
+      operationId: 'fhirSubscriptionCreate',
+      summary: 'Subscribe to a topic (backport-subscription profile): rest-hook (handshake, then active) or websocket',
+      description: 'Subscription.criteria is a topic canonical (GET SubscriptionTopic); filters in _criteria backport-filter-criteria extensions; content empty, id-only or full-resource (which needs read scopes of the topic type). See docs/fhir.md "Subscriptions".',
+      tags,
+      fhir: true,
+      security: { kind: 'client' },
+      group: 'fhir',
+      rawBody: { schema: { type: 'object' }, contentTypes: [FHIR_JSON, 'application/json'] },
+      responses: { 201: ok('Created, status requested (rest-hook) or active (websocket)'), 400: ok('Not a subscription this server takes') },
+      handler: async ({ ctx, principal }) => {
+        const created = await subs.create(client(principal), await readBody(ctx, services.config.maxBodyBytes));
+        return fhirResult(created, 201, { Location: `${services.config.publicUrl}${FHIR_BASE}/Subscription/${created.id}` });
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${FHIR_BASE}/Subscription`,
+      operationId: 'fhirSubscriptionList',
+      summary: "The organisation's Subscriptions",
+      tags,
+      fhir: true,
+      security: { kind: 'client' },
+      group: 'fhir',
+      responses: { 200: ok('searchset Bundle') },
+      handler: async ({ principal }) => fhirResult(await subs.list(client(principal).organizationId)),
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${FHIR_BASE}/Subscription/{id}`,
+      operationId: 'fhirSubscriptionRead',
+      summary: 'Read a Subscription (its status: requested, active, error, off)',
+      tags,
+      fhir: true,
+      security: { kind: 'client' },
+      group: 'fhir',
+      params: IdParams,
+      responses: { 200: ok('Subscription'), 404: ok('Not found (or another organisation’s)') },
+      handler: async ({ params, principal }) => fhirResult(await subs.read(client(principal).organizationId, params.id)),
+    }),
+    defineRoute({
+      method: 'delete',
+      path: `${FHIR_BASE}/Subscription/{id}`,
+      operationId: 'fhirSubscriptionDelete',
+      summary: 'Delete a Subscription: nothing more is numbered or sent',
+      tags,
+      fhir: true,
+      security: { kind: 'client' },
+      group: 'fhir',
+      params: IdParams,
+      responses: { 204: { description: 'Deleted' }, 404: ok('Not found (or another organisation’s)') },
+      handler: async ({ params, principal }) => {
+        await subs.delete(client(principal).organizationId, params.id);
+        return { status: 204 };
+      },
+    }),
+    ...operations('status', '$status: the SubscriptionStatus (searchset Bundle)', (_ctx, p, id) => subs.statusBundle(p.organizationId, id)),
+    ...operations('events', '$events: stored notification events by number (eventsSinceNumber, eventsUntilNumber, content)', (ctx, p, id, b) => {
+      const content = (ctx.query.content as string | undefined) ?? (b as { parameter?: Array<{ name?: string; valueCode?: string }> } | undefined)?.parameter?.find((x) => x.name === 'content')?.valueCode;
+      return subs.eventsBundle(p.organizationId, id, numberParam(ctx, b, 'eventsSinceNumber'), numberParam(ctx, b, 'eventsUntilNumber'), content);
+    }),
+    ...operations('get-ws-binding-token', '$get-ws-binding-token: a one-use token to bind a websocket to this subscription', (_ctx, p, id) =>
+      subs.bindingToken(p.organizationId, id, WS_TOKEN_SECONDS),
+    ),
+  ];
+}

@@ -1,0 +1,555 @@
+import { randomBytes } from 'node:crypto';
+import type { Bundle, BundleEntry, Parameters, ParametersParameter, Resource, Subscription } from '@medplum/fhirtypes';
+import type { ClientPrincipal } from '../core/principal';
+import { cutoff, type Retention } from '../core/period';
+import { onResourcesChanged } from '../events/outbox';
+import { ApiError, badRequest, ErrorCode, notFound } from '../core/errors';
+import type { Database, Queryable } from '../db/database';
+import type { ResourceChange } from '../events/rules';
+import type { FhirService } from '../fhir/service';
+import { readVersion } from '../fhir/store/history';
+import type { Logger } from '../log';
+import { accessPolicyFor } from '../policy/index';
+import { DELIVERY_CHANNEL } from '../webhooks/deliveries';
+import { checkedAddress, DestinationRefused } from '../webhooks/destination';
+import { callbackUrlProblem, createSubscription as createWebhookRow } from '../webhooks/subscriptions';
+import { BACKPORT, filtersPass, topicFires, topicUrl, type Topic } from './topics';
+
+/**
+ * FHIR Subscriptions (R5 Backport IG STU 1.1 for R4; docs/fhir.md "Subscriptions"): a second door onto the change
+ * machinery. A write's transaction numbers, per subscription, the changes that fire its topic and that its organisation
+ * may read under the access policy (fan-out); rest-hook notifications are rows of webhook_deliveries, sent, signed and
+ * retried by the webhook worker, which asks `notificationBody` for the Bundle and re-checks the policy then (delivery);
+ * websocket clients are woken through PostgreSQL NOTIFY on SUBSCRIPTION_CHANNEL.
+ */
+
+/** Websocket holders LISTEN here; the payload is the subscription id. */
+export const SUBSCRIPTION_CHANNEL = 'pont_fhir_subscriptions';
+
+const EXT = (name: string) => `${BACKPORT}/StructureDefinition/${name}`;
+export const PROFILE = EXT('backport-subscription');
+const FILTER_EXT = EXT('backport-filter-criteria');
+const CONTENT_EXT = EXT('backport-payload-content');
+const HEARTBEAT_EXT = EXT('backport-heartbeat-period');
+const TIMEOUT_EXT = EXT('backport-timeout');
+const MAX_COUNT_EXT = EXT('backport-max-count');
+
+export type Content = 'empty' | 'id-only' | 'full-resource';
+export type NotificationType = 'handshake' | 'heartbeat' | 'event-notification' | 'query-status' | 'query-event';
+
+interface SubscriptionRow {
+  id: string;
+  organization_id: string;
+  client_id: string;
+  scopes: string[];
+  topic_id: string;
+  filters: Array<{ name: string; value: string }>;
+  channel_type: 'rest-hook' | 'websocket';
+  endpoint: string | null;
+  content: Content;
+  status: 'requested' | 'active' | 'error' | 'off';
+  resource: Subscription;
+  events_since_start: string;
+  heartbeat_seconds: number | null;
+  max_count: number | null;
+  error: string | null;
+}
+
+interface EventRow {
+  event_number: string;
+  focus_type: string;
+  focus_id: string;
+  focus_version: string | null;
+  interaction: string;
+  created_at: Date | string;
+}
+
+/** A notification that names no resource stands in for an event the subscriber may no longer see (consent revoked). */
+export interface NotificationEvent {
+  number: number;
+  timestamp: string;
+  focus?: { type: string; id: string; version: string | null; interaction: string };
+  resource?: Resource;
+}
+
+const MAX_EVENTS_PAGE = 1000;
+const COLUMNS = `id, organization_id, client_id, scopes, topic_id, filters, channel_type, endpoint, content, status, resource,
+  events_since_start::text, heartbeat_seconds, max_count, error`;
+
+const invalid = (message: string) => new ApiError(400, ErrorCode.validationFailed, message);
+const ext = (elements: Array<{ url: string }> | undefined, url: string) => elements?.find((e) => e.url === url) as Record<string, any> | undefined;
+
+export class FhirSubscriptions {
+  private readonly byId: Map<string, Topic>;
+
+  constructor(
+    private readonly db: Database,
+    private readonly deps: { publicUrl: () => string; fhir: FhirService; log: Logger; allowHttpLoopback: boolean; secretKey: Buffer; now: () => Date },
+    readonly topics: Topic[],
+  ) {
+    this.byId = new Map(topics.map((t) => [t.id, t]));
+  }
+
+  private get base() {
+    return `${this.deps.publicUrl()}/api/fhir/R4`;
+  }
+
+  topic(id: string): Topic | undefined {
+    return this.byId.get(id);
+  }
+
+  // ------------------------------------------------------------------ the Subscription resource
+
+  /** Checks a Subscription against the backport profile and what the topic and the caller's scopes allow; stores it `requested`. */
+  async create(principal: ClientPrincipal, body: unknown): Promise<Subscription> {
+    if (!body || typeof body !== 'object' || Array.isArray(body)) throw badRequest('Body must be a Subscription (a JSON object)');
+    const s = body as Subscription & Record<string, any>;
+    if (s.resourceType !== 'Subscription') throw badRequest(`Body is a ${String(s.resourceType)}, url says Subscription`);
+    if (typeof s.criteria !== 'string') throw invalid('Subscription.criteria must be the canonical URL of a SubscriptionTopic (GET /api/fhir/R4/SubscriptionTopic)');
+    const prefix = `${this.base}/SubscriptionTopic/`;
+    const topic = s.criteria.startsWith(prefix) ? this.byId.get(s.criteria.slice(prefix.length).split('|')[0]!) : undefined;
+    if (!topic) throw invalid(`Subscription.criteria: ${s.criteria.slice(0, 200)} is not a topic this server publishes (GET /api/fhir/R4/SubscriptionTopic)`);
+    const filters: Array<{ name: string; value: string }> = [];
+    for (const e of (s._criteria?.extension ?? []) as Array<{ url: string; valueString?: unknown }>) {
+      if (e.url !== FILTER_EXT) continue;
+      if (typeof e.valueString !== 'string') throw invalid('backport-filter-criteria must have a valueString such as Encounter?patient=Patient/123');
+      const [type, query] = e.valueString.split('?', 2) as [string, string | undefined];
+      if (type !== topic.resource || !query) throw invalid(`backport-filter-criteria: ${e.valueString.slice(0, 200)} must be ${topic.resource}?name=value`);
+      for (const [name, value] of new URLSearchParams(query)) {
+        if (!topic.filters.some((f) => f.name === name))
+          throw invalid(`backport-filter-criteria: the topic ${topic.id} does not allow filtering by "${name}" (it allows: ${topic.filters.map((f) => f.name).join(', ') || 'none'})`);
+        if (!value || value.length > 256) throw invalid(`backport-filter-criteria: ${name} needs a value`);
+        filters.push({ name, value });
+      }
+    }
+    if (filters.length > 10) throw invalid('At most 10 filters');
+    const channel = (s.channel ?? {}) as Subscription['channel'] & Record<string, any>;
+    const channelType = channel.type;
+    if (channelType !== 'rest-hook' && channelType !== 'websocket') throw invalid('Subscription.channel.type must be rest-hook or websocket');
+    if (channel.payload !== undefined && channel.payload !== 'application/fhir+json' && channel.payload !== 'application/json')
+      throw invalid('Subscription.channel.payload must be application/fhir+json');
+    const content = (ext(channel._payload?.extension, CONTENT_EXT)?.valueCode ?? (channel.payload ? 'id-only' : 'empty')) as string;
+    if (!['empty', 'id-only', 'full-resource'].includes(content)) throw invalid('backport-payload-content must be empty, id-only or full-resource');
+    const policy = accessPolicyFor(principal, 'fhir');
+    if (content !== 'empty' && !policy.canRead(topic.resource))
+      throw new ApiError(403, ErrorCode.forbidden, `content ${content} of topic ${topic.id} needs a scope that reads ${topic.resource}`);
+    const uint = (url: string, what: string, max: number) => {
+      const v = ext(channel.extension, url);
+      if (!v) return null;
+      const n = v.valueUnsignedInt ?? v.valuePositiveInt;
+      if (!Number.isInteger(n) || n < 0 || n > max) throw invalid(`${what} must be an integer from 0 to ${max}`);
+      return n as number;
+    };
+    const heartbeat = uint(HEARTBEAT_EXT, 'backport-heartbeat-period', 86_400);
+    if (heartbeat !== null && heartbeat < 10) throw invalid('backport-heartbeat-period must be at least 10 seconds');
+    const timeout = uint(TIMEOUT_EXT, 'backport-timeout', 60);
+    const maxCount = uint(MAX_COUNT_EXT, 'backport-max-count', 100);
+    let endpoint: string | null = null;
+    if (channelType === 'rest-hook') {
+      if (typeof channel.endpoint !== 'string' || channel.endpoint.length > 2048) throw invalid('Subscription.channel.endpoint: a rest-hook needs the URL notifications are POSTed to');
+      const problem = callbackUrlProblem(channel.endpoint, this.deps.allowHttpLoopback);
+      if (problem) throw invalid(`Subscription.channel.endpoint ${problem}`);
+      try {
+        await checkedAddress(channel.endpoint, this.deps.allowHttpLoopback, true);
+      } catch (err) {
+        if (err instanceof DestinationRefused) throw invalid(`Subscription.channel.endpoint: ${err.message}`);
+        throw err;
+      }
+      if (channel.header?.length) throw invalid('Subscription.channel.header is not supported: notifications are signed (X-Service-Signature) instead');
+      endpoint = channel.endpoint;
+    } else if (channel.endpoint !== undefined) throw invalid('Subscription.channel.endpoint: a websocket subscription has none (use $get-ws-binding-token)');
+    if (s.end !== undefined) throw invalid('Subscription.end is not supported: delete the subscription to end it');
+
+    const id = randomBytes(16).toString('hex');
+    const stored: Subscription = {
+      resourceType: 'Subscription',
+      id,
+      meta: { profile: [PROFILE] },
+      criteria: s.criteria,
+      ...(s._criteria && { _criteria: s._criteria }),
+      ...(s.reason !== undefined && { reason: String(s.reason).slice(0, 500) }),
+      channel: {
+        type: channelType,
+        ...(endpoint && { endpoint }),
+        payload: 'application/fhir+json',
+        _payload: { extension: [{ url: CONTENT_EXT, valueCode: content }] },
+        ...((heartbeat ?? timeout ?? maxCount) !== null && {
+          extension: [
+            ...(heartbeat !== null ? [{ url: HEARTBEAT_EXT, valueUnsignedInt: heartbeat }] : []),
+            ...(timeout !== null ? [{ url: TIMEOUT_EXT, valueUnsignedInt: timeout }] : []),
+            ...(maxCount !== null ? [{ url: MAX_COUNT_EXT, valuePositiveInt: maxCount }] : []),
+          ],
+        }),
+      },
+    } as Subscription;
+    // A websocket subscription needs no handshake: it is active at once (the client binds with a token).
+    const status = channelType === 'rest-hook' ? 'requested' : 'active';
+    await this.db.transaction(async (tx) => {
+      const webhook = endpoint
+        ? await createWebhookRow(tx, this.deps.secretKey, { organizationId: principal.organizationId, facilityId: principal.facilityId }, { callback_url: endpoint, subscribed_events: [], description: `FHIR Subscription/${id}` })
+        : undefined;
+      await tx.query(
+        `INSERT INTO fhir_subscriptions (id, organization_id, client_id, scopes, topic_id, filters, channel_type, endpoint, content,
+           heartbeat_seconds, timeout_seconds, max_count, status, resource, webhook_subscription_id)
+         VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15)`,
+        [id, principal.organizationId, principal.clientId, principal.scopes, topic.id, JSON.stringify(filters), channelType, endpoint, content, heartbeat, timeout, maxCount, status, JSON.stringify(stored), webhook?.id ?? null],
+      );
+      if (endpoint) await queueNotification(tx, id, 'handshake', null);
+    });
+    return { ...stored, status } as Subscription;
+  }
+
+  private async row(organizationId: string, id: string, q: Queryable = this.db): Promise<SubscriptionRow> {
+    const { rows } = await q.query<SubscriptionRow>(`SELECT ${COLUMNS} FROM fhir_subscriptions WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL`, [id, organizationId]);
+    // Another organisation's subscription is answered as absent.
+    if (!rows[0]) throw notFound(`Subscription/${id} is not known`);
+    return rows[0];
+  }
+
+  private present(row: SubscriptionRow): Subscription {
+    return { ...row.resource, status: row.status, ...(row.error && { error: row.error }) } as Subscription;
+  }
+
+  async read(organizationId: string, id: string): Promise<Subscription> {
+    return this.present(await this.row(organizationId, id));
+  }
+
+  async list(organizationId: string): Promise<Bundle> {
+    const { rows } = await this.db.query<SubscriptionRow>(`SELECT ${COLUMNS} FROM fhir_subscriptions WHERE organization_id = $1 AND deleted_at IS NULL ORDER BY created_at, id LIMIT 1000`, [organizationId]);
+    return {
+      resourceType: 'Bundle',
+      type: 'searchset',
+      total: rows.length,
+      entry: rows.map((r) => ({ fullUrl: `${this.base}/Subscription/${r.id}`, resource: this.present(r), search: { mode: 'match' } })),
+    };
+  }
+
+  /** Deletes it (off): nothing more is numbered or sent; its pending notifications are cancelled. */
+  async delete(organizationId: string, id: string): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      const row = await this.row(organizationId, id, tx);
+      await tx.query(`UPDATE fhir_subscriptions SET deleted_at = now(), status = 'off' WHERE id = $1`, [row.id]);
+      await tx.query(
+        `UPDATE webhook_deliveries SET status = 'cancelled', lease_token = NULL, next_attempt_at = NULL, updated_at = now() WHERE fhir_subscription_id = $1 AND status = 'pending'`,
+        [row.id],
+      );
+      await tx.query('SELECT pg_notify($1, $2)', [SUBSCRIPTION_CHANNEL, row.id]);
+    });
+  }
+
+  // ------------------------------------------------------------------ notifications
+
+  /** The R4 SubscriptionStatus (a Parameters with the backport-subscription-status-r4 profile). */
+  private status(row: SubscriptionRow, type: NotificationType, events: NotificationEvent[], eventsSinceStart = row.events_since_start): Parameters {
+    const parameter: ParametersParameter[] = [
+      { name: 'subscription', valueReference: { reference: `${this.base}/Subscription/${row.id}` } },
+      { name: 'topic', valueCanonical: topicUrl(this.deps.publicUrl(), row.topic_id) },
+      { name: 'status', valueCode: row.status },
+      { name: 'type', valueCode: type },
+      { name: 'events-since-subscription-start', valueString: String(eventsSinceStart) },
+      ...events.map((e) => ({
+        name: 'notification-event',
+        part: [
+          { name: 'event-number', valueString: String(e.number) },
+          { name: 'timestamp', valueInstant: e.timestamp },
+          ...(e.focus && row.content !== 'empty' ? [{ name: 'focus', valueReference: { reference: `${this.base}/${e.focus.type}/${e.focus.id}` } }] : []),
+        ],
+      })),
+      ...(row.error ? [{ name: 'error', valueCodeableConcept: { text: row.error } }] : []),
+    ];
+    return { resourceType: 'Parameters', id: randomBytes(8).toString('hex'), meta: { profile: [`${BACKPORT}/StructureDefinition/backport-subscription-status-r4`] }, parameter };
+  }
+
+  /** A subscription-notification Bundle (type history, the status first, then the focus resources the content asks for). */
+  private notification(row: SubscriptionRow, type: NotificationType, events: NotificationEvent[]): Bundle {
+    const status = this.status(row, type, events);
+    const entries: BundleEntry[] = [];
+    if (row.content !== 'empty')
+      for (const e of events) {
+        if (!e.focus) continue;
+        const url = `${this.base}/${e.focus.type}/${e.focus.id}`;
+        entries.push({
+          fullUrl: url,
+          ...(row.content === 'full-resource' && e.resource && { resource: e.resource }),
+          request: { method: e.focus.interaction === 'create' ? 'POST' : e.focus.interaction === 'delete' ? 'DELETE' : 'PUT', url: `${e.focus.type}/${e.focus.id}` },
+          response: { status: e.focus.interaction === 'create' ? '201' : '200' },
+        });
+      }
+    return {
+      resourceType: 'Bundle',
+      id: randomBytes(8).toString('hex'),
+      meta: { profile: [`${BACKPORT}/StructureDefinition/backport-subscription-notification-r4`] },
+      type: 'history',
+      timestamp: this.deps.now().toISOString(),
+      entry: [
+        { fullUrl: `urn:uuid:${randomUUIDish()}`, resource: status, request: { method: 'GET', url: `${this.base}/Subscription/${row.id}/$status` }, response: { status: '200' } },
+        ...entries,
+      ],
+    };
+  }
+
+  /**
+   * Each event as the subscriber may see it now: the policy is asked again through the subscriber's own repository (a
+   * read, audited as one); an event it may no longer see keeps its number and names no resource.
+   */
+  private async visible(row: SubscriptionRow, events: EventRow[]): Promise<NotificationEvent[]> {
+    const principal: ClientPrincipal = { kind: 'client', clientId: row.client_id, organizationId: row.organization_id, scopes: row.scopes };
+    const repo = this.deps.fhir.repository({ principal, channel: 'fhir', operation: 'subscriptionNotification' });
+    const out: NotificationEvent[] = [];
+    for (const e of events) {
+      const base: NotificationEvent = { number: Number(e.event_number), timestamp: new Date(e.created_at).toISOString() };
+      if (row.content === 'empty') {
+        out.push(base);
+        continue;
+      }
+      try {
+        const resource = e.focus_version ? await repo.vread(e.focus_type, e.focus_id, e.focus_version) : await repo.read(e.focus_type, e.focus_id);
+        out.push({ ...base, focus: { type: e.focus_type, id: e.focus_id, version: e.focus_version, interaction: e.interaction }, resource });
+      } catch (err) {
+        if (!(err instanceof ApiError) || err.status >= 500) throw err;
+        out.push(base); // withheld: numbered, naming nothing
+      }
+    }
+    return out;
+  }
+
+  /** The body of a rest-hook delivery (src/webhooks/worker.ts); undefined when the subscription is gone (cancel it). */
+  async notificationBody(subscriptionId: string, type: 'handshake' | 'heartbeat' | 'event-notification', eventNumber: number | null): Promise<string | undefined> {
+    const { rows } = await this.db.query<SubscriptionRow>(`SELECT ${COLUMNS} FROM fhir_subscriptions WHERE id = $1 AND deleted_at IS NULL`, [subscriptionId]);
+    const row = rows[0];
+    if (!row) return undefined;
+    let events: NotificationEvent[] = [];
+    if (type === 'event-notification' && eventNumber !== null) {
+      const found = await this.db.query<EventRow>(
+        'SELECT event_number::text, focus_type, focus_id, focus_version, interaction, created_at FROM fhir_subscription_events WHERE subscription_id = $1 AND event_number = $2',
+        [row.id, eventNumber],
+      );
+      events = await this.visible(row, found.rows.length ? found.rows : []);
+      if (!found.rows.length) events = [{ number: eventNumber, timestamp: this.deps.now().toISOString() }]; // past retention: numbered, empty
+    }
+    // A handshake tells the status the subscription will have once it succeeds.
+    const shown = type === 'handshake' ? { ...row, status: 'active' as const } : row;
+    return JSON.stringify(this.notification(shown, type, events));
+  }
+
+  /** What a finished rest-hook attempt means for the subscription (requested → active on a handshake; error when exhausted). */
+  async delivered(subscriptionId: string, type: string, succeeded: boolean, exhausted: boolean): Promise<void> {
+    if (succeeded && type === 'handshake')
+      await this.db.query(`UPDATE fhir_subscriptions SET status = 'active', error = NULL WHERE id = $1 AND status = 'requested' AND deleted_at IS NULL`, [subscriptionId]);
+    else if (succeeded) await this.db.query(`UPDATE fhir_subscriptions SET status = 'active', error = NULL WHERE id = $1 AND status = 'error' AND deleted_at IS NULL`, [subscriptionId]);
+    else if (exhausted)
+      await this.db.query(`UPDATE fhir_subscriptions SET status = 'error', error = $2 WHERE id = $1 AND deleted_at IS NULL`, [subscriptionId, `a ${type} could not be delivered to the endpoint`]);
+  }
+
+  /** `$status`: a searchset Bundle with the SubscriptionStatus. */
+  async statusBundle(organizationId: string, id: string): Promise<Bundle> {
+    const row = await this.row(organizationId, id);
+    return { resourceType: 'Bundle', type: 'searchset', total: 1, entry: [{ resource: this.status(row, 'query-status', []), search: { mode: 'match' } }] };
+  }
+
+  /** `$events`: the stored events from `since` to `until` (numbers), as a subscription-notification Bundle (query-event). */
+  async eventsBundle(organizationId: string, id: string, since?: number, until?: number, content?: string): Promise<Bundle> {
+    const row = await this.row(organizationId, id);
+    const last = Number(row.events_since_start);
+    const from = Math.max(1, since ?? 1);
+    const to = Math.min(last, until ?? last, from + MAX_EVENTS_PAGE - 1);
+    if (content !== undefined && !['empty', 'id-only', 'full-resource'].includes(content)) throw invalid('content must be empty, id-only or full-resource');
+    if (content === 'full-resource' && row.content !== 'full-resource') throw new ApiError(403, ErrorCode.forbidden, 'content full-resource: the subscription was made for less');
+    const shown = content ? { ...row, content: content as Content } : row;
+    const { rows } = await this.db.query<EventRow>(
+      `SELECT event_number::text, focus_type, focus_id, focus_version, interaction, created_at FROM fhir_subscription_events
+       WHERE subscription_id = $1 AND event_number BETWEEN $2 AND $3 ORDER BY event_number`,
+      [row.id, from, to],
+    );
+    return this.notification(shown, 'query-event', await this.visible(shown, rows));
+  }
+
+  // ------------------------------------------------------------------ fan-out, in the write's transaction
+
+  /** Heartbeats: a rest-hook subscription quiet for its heartbeat period gets one (one process queues it). */
+  async queueHeartbeats(): Promise<number> {
+    return this.db.transaction(async (tx) => {
+      const { rows } = await tx.query<{ id: string }>(
+        `UPDATE fhir_subscriptions SET last_sent_at = now()
+         WHERE id IN (SELECT id FROM fhir_subscriptions WHERE deleted_at IS NULL AND status = 'active' AND channel_type = 'rest-hook'
+                        AND heartbeat_seconds IS NOT NULL AND coalesce(last_sent_at, created_at) + make_interval(secs => heartbeat_seconds) <= now()
+                      FOR UPDATE SKIP LOCKED)
+         RETURNING id`,
+      );
+      for (const r of rows) await queueNotification(tx, r.id, 'heartbeat', null);
+      return rows.length;
+    });
+  }
+
+  // ------------------------------------------------------------------ websocket
+
+  /** `$get-ws-binding-token`: a one-use token (valid `ttlSeconds`) that binds a websocket to these subscriptions of the organisation. */
+  async bindingToken(organizationId: string, id: string, ttlSeconds: number): Promise<Parameters> {
+    const row = await this.row(organizationId, id);
+    if (row.channel_type !== 'websocket') throw invalid(`Subscription/${id} is not a websocket subscription`);
+    const token = randomBytes(24).toString('base64url');
+    const expires = new Date(this.deps.now().getTime() + ttlSeconds * 1000);
+    await this.db.query('INSERT INTO fhir_subscription_ws_tokens (token, organization_id, subscription_ids, expires_at) VALUES ($1, $2, $3, $4)', [token, organizationId, [row.id], expires.toISOString()]);
+    return {
+      resourceType: 'Parameters',
+      parameter: [
+        { name: 'token', valueString: token },
+        { name: 'expiration', valueDateTime: expires.toISOString() },
+        { name: 'subscription', valueString: `${this.base}/Subscription/${row.id}` },
+        { name: 'websocket-url', valueUrl: `${this.deps.publicUrl().replace(/^http/, 'ws')}/api/fhir/R4/$subscription-ws` },
+      ],
+    };
+  }
+
+  /** Uses a binding token (once): the subscriptions it binds, or undefined when it is unknown, used or expired. */
+  async redeem(token: string): Promise<Array<{ id: string; organizationId: string }> | undefined> {
+    const { rows } = await this.db.query<{ organization_id: string; subscription_ids: string[] }>(
+      'DELETE FROM fhir_subscription_ws_tokens WHERE token = $1 AND expires_at > $2 RETURNING organization_id, subscription_ids',
+      [token, this.deps.now().toISOString()],
+    );
+    return rows[0]?.subscription_ids.map((id) => ({ id, organizationId: rows[0]!.organization_id }));
+  }
+
+  /** The events of a subscription after `after` (its number), as websocket notifications; and the new last number. */
+  async eventsAfter(organizationId: string, id: string, after: number): Promise<{ bundles: string[]; last: number } | undefined> {
+    const { rows } = await this.db.query<SubscriptionRow>(`SELECT ${COLUMNS} FROM fhir_subscriptions WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL`, [id, organizationId]);
+    const row = rows[0];
+    if (!row) return undefined;
+    const { rows: events } = await this.db.query<EventRow>(
+      `SELECT event_number::text, focus_type, focus_id, focus_version, interaction, created_at FROM fhir_subscription_events
+       WHERE subscription_id = $1 AND event_number > $2 ORDER BY event_number LIMIT $3`,
+      [row.id, after, MAX_EVENTS_PAGE],
+    );
+    const visible = await this.visible(row, events);
+    return { bundles: visible.map((e) => JSON.stringify(this.notification(row, 'event-notification', [e]))), last: visible.at(-1)?.number ?? after };
+  }
+
+  /** The handshake a websocket client gets once bound (the IG: a handshake per bound subscription). */
+  async wsHandshake(organizationId: string, id: string): Promise<{ body: string; last: number } | undefined> {
+    const { rows } = await this.db.query<SubscriptionRow>(`SELECT ${COLUMNS} FROM fhir_subscriptions WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL`, [id, organizationId]);
+    const row = rows[0];
+    if (!row) return undefined;
+    return { body: JSON.stringify(this.notification(row, 'handshake', [])), last: Number(row.events_since_start) };
+  }
+
+  async wsHeartbeat(organizationId: string, id: string): Promise<string | undefined> {
+    const { rows } = await this.db.query<SubscriptionRow>(`SELECT ${COLUMNS} FROM fhir_subscriptions WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL`, [id, organizationId]);
+    return rows[0] ? JSON.stringify(this.notification(rows[0], 'heartbeat', [])) : undefined;
+  }
+
+  /** Removes the numbered events older than the retention of events (PONT_RETENTION_EVENTS; default never) and expired binding tokens. */
+  async purge(retention: Retention): Promise<void> {
+    const now = this.deps.now();
+    await this.db.query('DELETE FROM fhir_subscription_ws_tokens WHERE expires_at < $1', [now.toISOString()]);
+    const before = cutoff(retention, now);
+    if (before) await this.db.query('DELETE FROM fhir_subscription_events WHERE created_at < $1', [before.toISOString()]);
+  }
+}
+
+/**
+ * The changes of one write: for each subscription whose topic fires and whose filters pass, and whose organisation may
+ * read the resource under the access policy (SQL, in this transaction), the next event numbers, a row each, and a
+ * rest-hook delivery (active subscriptions) or a NOTIFY for the websocket holders.
+ */
+export async function fanOut(tx: Queryable, changes: ResourceChange[], topics: readonly Topic[]): Promise<void> {
+  const firing: Array<{ change: ResourceChange; resource: Resource; topics: Topic[] }> = [];
+  for (const change of changes) {
+    const resource = change.after ?? change.before;
+    if (!resource) continue;
+    const fired = topics.filter((t) => topicFires(t, change));
+    if (fired.length) firing.push({ change, resource, topics: fired });
+  }
+  if (!firing.length) return;
+  const topicIds = [...new Set(firing.flatMap((f) => f.topics.map((t) => t.id)))];
+  const { rows: subs } = await tx.query<SubscriptionRow>(
+    `SELECT ${COLUMNS} FROM fhir_subscriptions WHERE topic_id = ANY($1::text[]) AND deleted_at IS NULL AND status IN ('requested', 'active')`,
+    [topicIds],
+  );
+  if (!subs.length) return;
+  const told: Array<{ sub: SubscriptionRow; change: ResourceChange; resource: Resource }> = [];
+  const allowedCache = new Map<string, boolean>();
+  for (const f of firing)
+    for (const sub of subs) {
+      const topic = topics.find((t) => t.id === sub.topic_id);
+      if (!topic || !f.topics.includes(topic) || !filtersPass(topic, sub.filters, f.resource)) continue;
+      const key = `${sub.organization_id}\u0000${sub.scopes.join(' ')}\u0000${f.resource.resourceType}/${f.resource.id}`;
+      let allowed = allowedCache.get(key);
+      if (allowed === undefined) allowedCache.set(key, (allowed = await mayRead(tx, sub, f.resource)));
+      if (allowed) told.push({ sub, change: f.change, resource: f.resource });
+    }
+  if (!told.length) return;
+  // Numbers: the counters are locked in id order (no deadlock between writers), raised by how many each is told.
+  const counts = new Map<string, number>();
+  for (const t of told) counts.set(t.sub.id, (counts.get(t.sub.id) ?? 0) + 1);
+  const ids = [...counts.keys()].sort();
+  const { rows: raised } = await tx.query<{ id: string; last: string }>(
+    `WITH locked AS (SELECT id FROM fhir_subscriptions WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE)
+     UPDATE fhir_subscriptions s SET events_since_start = s.events_since_start + k.n, last_sent_at = now()
+     FROM locked, unnest($1::text[], $2::int[]) AS k(id, n) WHERE s.id = locked.id AND s.id = k.id
+     RETURNING s.id, s.events_since_start::text AS last`,
+    [ids, ids.map((id) => counts.get(id)!)],
+  );
+  const next = new Map(raised.map((r) => [r.id, Number(r.last) - counts.get(r.id)! + 1]));
+  const rows = told.map((t) => {
+    const n = next.get(t.sub.id)!;
+    next.set(t.sub.id, n + 1);
+    return { ...t, number: n };
+  });
+  await tx.query(
+    `INSERT INTO fhir_subscription_events (subscription_id, event_number, focus_type, focus_id, focus_version, interaction)
+     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])`,
+    [
+      rows.map((r) => r.sub.id),
+      rows.map((r) => r.number),
+      rows.map((r) => r.resource.resourceType),
+      rows.map((r) => r.resource.id!),
+      rows.map((r) => r.resource.meta?.versionId ?? null),
+      rows.map((r) => r.change.interaction),
+    ],
+  );
+  const hooks = rows.filter((r) => r.sub.channel_type === 'rest-hook' && r.sub.status === 'active');
+  if (hooks.length)
+    await tx.query(
+      `INSERT INTO webhook_deliveries (id, subscription_id, fhir_subscription_id, notification_type, event_number, status, next_attempt_at)
+       SELECT 'whdlv_' || replace(gen_random_uuid()::text, '-', ''), s.webhook_subscription_id, s.id, 'event-notification', k.n, 'pending', now()
+       FROM unnest($1::text[], $2::bigint[]) AS k(id, n) JOIN fhir_subscriptions s ON s.id = k.id
+       WHERE s.webhook_subscription_id IS NOT NULL`,
+      [hooks.map((r) => r.sub.id), hooks.map((r) => r.number)],
+    );
+  if (hooks.length) await tx.query('SELECT pg_notify($1, $2)', [DELIVERY_CHANNEL, '']);
+  for (const id of new Set(rows.filter((r) => r.sub.channel_type === 'websocket').map((r) => r.sub.id)))
+    await tx.query('SELECT pg_notify($1, $2)', [SUBSCRIPTION_CHANNEL, id]);
+}
+
+let loadedTopics: readonly Topic[] = [];
+const fanOutLoaded = (tx: Queryable, changes: ResourceChange[]) => fanOut(tx, changes, loadedTopics);
+
+/** The topics every write's fan-out uses from now on (registered once per process: a change is fanned out once). */
+export function useTopics(topics: readonly Topic[]): void {
+  loadedTopics = topics;
+  onResourcesChanged(fanOutLoaded);
+}
+
+function randomUUIDish(): string {
+  const h = randomBytes(16).toString('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20)}`;
+}
+
+/** May the subscriber's organisation read this resource now? The store's read under the access policy's row rule, in the write's transaction. */
+async function mayRead(tx: Queryable, sub: SubscriptionRow, resource: Resource): Promise<boolean> {
+  const policy = accessPolicyFor({ kind: 'client', clientId: sub.client_id, organizationId: sub.organization_id, scopes: sub.scopes }, 'fhir');
+  if (sub.content !== 'empty' && !policy.canRead(resource.resourceType)) return false;
+  const found = await readVersion(tx, resource.resourceType, resource.id!, policy.rowFilter);
+  return found?.allowed === true;
+}
+
+/** A handshake or heartbeat delivery of a rest-hook subscription, due now; the workers wake on commit. */
+async function queueNotification(tx: Queryable, subscriptionId: string, type: 'handshake' | 'heartbeat', eventNumber: number | null): Promise<void> {
+  await tx.query(
+    `INSERT INTO webhook_deliveries (id, subscription_id, fhir_subscription_id, notification_type, event_number, status, next_attempt_at)
+     SELECT 'whdlv_' || replace(gen_random_uuid()::text, '-', ''), webhook_subscription_id, id, $2, $3, 'pending', now()
+     FROM fhir_subscriptions WHERE id = $1 AND webhook_subscription_id IS NOT NULL`,
+    [subscriptionId, type, eventNumber],
+  );
+  await tx.query('SELECT pg_notify($1, $2)', [DELIVERY_CHANNEL, '']);
+}

@@ -1,0 +1,283 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+import { eventually } from './eventually';
+
+/**
+ * FHIR Subscriptions as a client that knows only the Subscriptions R5 Backport IG (STU 1.1, R4) sees them: the topic
+ * is read from its canonical URL, a Subscription with the backport profile is POSTed, a rest-hook endpoint receives the
+ * handshake and then `subscription-notification` Bundles (history; the R4 SubscriptionStatus, a Parameters, first;
+ * `event-number` in each `notification-event`), and `$status`/`$events` tell what was sent. Nothing here is Pont's code.
+ */
+
+const BACKPORT = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition';
+const FHIR_JSON = 'application/fhir+json';
+
+/** An IG-only rest-hook endpoint: keeps every POSTed notification; answers `status()` (e.g. 500 to make the server retry). */
+interface Endpoint {
+  url: string;
+  received: any[];
+  status: (bundle: any) => number;
+  close(): Promise<void>;
+}
+async function startEndpoint(): Promise<Endpoint> {
+  const endpoint: Endpoint = { url: '', received: [], status: () => 200, close: async () => undefined };
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const bundle = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      const status = endpoint.status(bundle);
+      endpoint.received.push({ ...bundle, answered: status, contentType: req.headers['content-type'] });
+      res.writeHead(status).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  endpoint.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/fhir-notifications`;
+  endpoint.close = async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  };
+  return endpoint;
+}
+
+/** The IG's R4 SubscriptionStatus, read from the first entry of a notification Bundle. */
+function statusOf(bundle: any) {
+  const params = bundle.entry[0].resource;
+  expect(params.resourceType).toBe('Parameters');
+  const one = (name: string) => params.parameter.find((p: any) => p.name === name);
+  return {
+    type: one('type')?.valueCode as string,
+    status: one('status')?.valueCode as string,
+    topic: one('topic')?.valueCanonical as string,
+    subscription: one('subscription')?.valueReference?.reference as string,
+    since: Number(one('events-since-subscription-start')?.valueString),
+    events: params.parameter
+      .filter((p: any) => p.name === 'notification-event')
+      .map((p: any) => ({
+        number: Number(p.part.find((x: any) => x.name === 'event-number').valueString),
+        focus: p.part.find((x: any) => x.name === 'focus')?.valueReference?.reference as string | undefined,
+      })),
+  };
+}
+
+let pont: TestServer;
+let A: TestClient;
+let B: TestClient;
+let C: TestClient;
+let endpointA: Endpoint;
+let endpointB: Endpoint;
+let topicUrl: string;
+let patientId: string;
+let healthId: string;
+
+const fhir = (who: TestClient, path: string, init: RequestInit & { json?: unknown } = {}) =>
+  pont.json(`/api/fhir/R4${path}`, { ...init, headers: { ...who.headers, 'content-type': FHIR_JSON, ...(init.headers as Record<string, string>) } });
+
+const subscription = (endpoint: string | undefined, extra: { content?: string; filter?: string; channel?: string } = {}) => ({
+  resourceType: 'Subscription',
+  meta: { profile: [`${BACKPORT}/backport-subscription`] },
+  status: 'requested',
+  reason: 'Tell me when an encounter finishes',
+  criteria: topicUrl,
+  ...(extra.filter && { _criteria: { extension: [{ url: `${BACKPORT}/backport-filter-criteria`, valueString: extra.filter }] } }),
+  channel: {
+    type: extra.channel ?? 'rest-hook',
+    ...(endpoint && { endpoint }),
+    payload: FHIR_JSON,
+    _payload: { extension: [{ url: `${BACKPORT}/backport-payload-content`, valueCode: extra.content ?? 'full-resource' }] },
+    extension: [{ url: `${BACKPORT}/backport-timeout`, valueUnsignedInt: 10 }],
+  },
+});
+
+const finishedEncounter = async (who: TestClient) => {
+  const created = await fhir(who, '/Encounter', {
+    method: 'POST',
+    json: { resourceType: 'Encounter', status: 'in-progress', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' }, subject: { reference: `Patient/${patientId}` } },
+  });
+  expect(created.status).toBe(201);
+  const done = await fhir(who, `/Encounter/${created.body.id}`, { method: 'PUT', json: { ...created.body, status: 'finished' } });
+  expect(done.status).toBe(200);
+  return created.body.id as string;
+};
+
+const notifications = (endpoint: Endpoint) => endpoint.received.filter((b) => statusOf(b).type === 'event-notification');
+
+beforeAll(async () => {
+  pont = await startTestServer({ PONT_ENV: 'development', PONT_WEBHOOK_RETRY_DELAYS: '1s,1s,1s,1s,1s,1s' });
+  A = await createTestClient(pont, ['fhir:read', 'fhir:write', 'patients:read'], { organizationId: 'org-subs-a' });
+  B = await createTestClient(pont, ['fhir:read', 'patients:read', 'consents:write'], { organizationId: 'org-subs-b' });
+  C = await createTestClient(pont, ['fhir:read', 'fhir:write', 'patients:read'], { organizationId: 'org-subs-c' });
+  endpointA = await startEndpoint();
+  endpointB = await startEndpoint();
+  const patient = await fhir(A, '/Patient', { method: 'POST', json: { resourceType: 'Patient', name: [{ family: 'Subscribed', given: ['Sue'] }], gender: 'female', birthDate: '1970-01-01' } });
+  expect(patient.status).toBe(201);
+  patientId = patient.body.id;
+  healthId = patient.body.identifier[0].value;
+});
+afterAll(async () => {
+  await endpointA?.close();
+  await endpointB?.close();
+  await pont?.close();
+});
+
+describe('topics', () => {
+  it('are published as R4 Basic resources at their canonical URLs and listed', async () => {
+    const list = await pont.json('/api/fhir/R4/SubscriptionTopic');
+    expect(list.status).toBe(200);
+    const urls = list.body.entry.map((e: any) => e.fullUrl as string);
+    topicUrl = urls.find((u: string) => u.endsWith('/encounter-finished'))!;
+    expect(urls.some((u: string) => u.endsWith('/observation-abnormal'))).toBe(true);
+    expect(urls.some((u: string) => u.endsWith('/diagnosticreport-final'))).toBe(true);
+    const topic = await pont.json(new URL(topicUrl).pathname);
+    expect(topic.status).toBe(200);
+    expect(topic.body.resourceType).toBe('Basic');
+    expect(topic.body.code.coding[0].code).toBe('SubscriptionTopic');
+    const url = topic.body.extension.find((e: any) => e.url === 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.url');
+    expect(url.valueUri).toBe(topicUrl);
+  });
+});
+
+describe('creating a Subscription', () => {
+  it('refuses what the IG or the topic does not allow, with an OperationOutcome', async () => {
+    const cases: Array<[unknown, number, RegExp]> = [
+      [{ ...subscription(endpointA.url), criteria: 'http://example.org/SubscriptionTopic/nope' }, 400, /not a topic/],
+      [subscription(endpointA.url, { filter: 'Encounter?location=Location/1' }), 400, /does not allow filtering by .{0,3}location/],
+      [subscription(endpointA.url, { filter: 'Observation?patient=Patient/1' }), 400, /must be Encounter\?/],
+      [subscription(endpointA.url, { content: 'everything' }), 400, /payload-content/],
+      [subscription(endpointA.url, { channel: 'email' }), 400, /rest-hook or websocket/],
+      [subscription('http://10.0.0.1/hook'), 400, /endpoint/],
+      [subscription('ftp://example.org/hook'), 400, /endpoint/],
+      [subscription(undefined), 400, /endpoint/],
+      ['not json at all', 400, /./],
+    ];
+    for (const [body, status, message] of cases) {
+      const res = await fhir(A, '/Subscription', { method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body) });
+      expect(res.status, JSON.stringify(body).slice(0, 120)).toBe(status);
+      expect(res.body.resourceType).toBe('OperationOutcome');
+      expect(JSON.stringify(res.body.issue), JSON.stringify(body).slice(0, 120)).toMatch(message);
+    }
+    // full-resource needs a scope that reads the topic's type.
+    const writer = await createTestClient(pont, ['fhir:write'], { organizationId: 'org-subs-a' });
+    const refused = await fhir(writer, '/Subscription', { method: 'POST', json: subscription(endpointA.url) });
+    expect(refused.status).toBe(403);
+    expect(refused.body.resourceType).toBe('OperationOutcome');
+  });
+
+  it('rest-hook: requested, then the handshake arrives and it is active', async () => {
+    const created = await fhir(A, '/Subscription', { method: 'POST', json: subscription(endpointA.url, { filter: `Encounter?patient=Patient/${patientId}` }) });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect(created.body.status).toBe('requested');
+    const id = created.body.id;
+    await eventually(() => expect(endpointA.received.length).toBeGreaterThan(0));
+    const handshake = endpointA.received[0];
+    expect(handshake.resourceType).toBe('Bundle');
+    expect(handshake.type).toBe('history');
+    expect(handshake.contentType).toMatch(/application\/fhir\+json/);
+    const status = statusOf(handshake);
+    expect(status).toMatchObject({ type: 'handshake', topic: topicUrl, since: 0, events: [] });
+    expect(status.subscription).toMatch(new RegExp(`/Subscription/${id}$`));
+    await eventually(async () => expect((await fhir(A, `/Subscription/${id}`)).body.status).toBe('active'));
+  });
+});
+
+describe('notifications', () => {
+  let subA: string;
+  let subB: string;
+
+  it('one notification per finished Encounter, numbered from 1 without gaps, with the resource', async () => {
+    subA = (await fhir(A, '/Subscription')).body.entry[0].resource.id;
+    const first = await finishedEncounter(A);
+    const second = await finishedEncounter(A);
+    // An Encounter of another patient does not pass the filter; an update that does not finish is no event.
+    await eventually(() => expect(notifications(endpointA).length).toBe(2));
+    const got = notifications(endpointA)
+      .map((b) => ({ status: statusOf(b), bundle: b }))
+      .sort((x, y) => x.status.events[0].number - y.status.events[0].number);
+    expect(got.map((g) => g.status.events[0].number)).toEqual([1, 2]);
+    expect(got.map((g) => g.status.events[0].focus?.split('/').slice(-2).join('/'))).toEqual([`Encounter/${first}`, `Encounter/${second}`]);
+    for (const g of got) {
+      expect(g.bundle.type).toBe('history');
+      expect(g.bundle.entry[1].resource.resourceType).toBe('Encounter');
+      expect(g.bundle.entry[1].resource.status).toBe('finished');
+    }
+    const status = await fhir(A, `/Subscription/${subA}/$status`);
+    expect(status.status).toBe(200);
+    expect(statusOf({ entry: [{ resource: status.body.entry[0].resource }] }).since).toBe(2);
+  });
+
+  it('$events replays what was sent, by number', async () => {
+    const all = await fhir(A, `/Subscription/${subA}/$events`);
+    expect(all.status).toBe(200);
+    expect(statusOf(all.body).type).toBe('query-event');
+    expect(statusOf(all.body).events.map((e: any) => e.number)).toEqual([1, 2]);
+    const second = await fhir(A, `/Subscription/${subA}/$events?eventsSinceNumber=2&eventsUntilNumber=2`);
+    expect(statusOf(second.body).events.map((e: any) => e.number)).toEqual([2]);
+    expect(second.body.entry[1].resource.resourceType).toBe('Encounter');
+    const idOnly = await fhir(A, `/Subscription/${subA}/$events?content=id-only`);
+    expect(idOnly.body.entry.slice(1).every((e: any) => e.resource === undefined && /Encounter\//.test(e.fullUrl))).toBe(true);
+    expect((await fhir(A, `/Subscription/${subA}/$events?eventsSinceNumber=-1`)).status).toBe(400);
+  });
+
+  it('another organisation cannot read, delete, $status or $events the subscription (404)', async () => {
+    for (const [method, path] of [
+      ['GET', `/Subscription/${subA}`],
+      ['DELETE', `/Subscription/${subA}`],
+      ['GET', `/Subscription/${subA}/$status`],
+      ['GET', `/Subscription/${subA}/$events`],
+      ['POST', `/Subscription/${subA}/$events`],
+    ] as const) {
+      const res = await fhir(C, path, { method });
+      expect(res.status, `${method} ${path}`).toBe(404);
+      expect(res.body.resourceType).toBe('OperationOutcome');
+    }
+    expect((await fhir(C, '/Subscription')).body.total).toBe(0);
+    expect((await fhir(A, `/Subscription/${subA}`)).body.status).toBe('active');
+  });
+
+  it('a consent revoked between commit and delivery: the notification keeps its number and names no resource', async () => {
+    // B reads the patient through a consent, and subscribes.
+    const granted = await pont.json(`/api/v1/connect/patient/${healthId}/consent/grant`, {
+      method: 'POST',
+      headers: B.headers,
+      json: { consent_type: 'full_record', expires_at: new Date(Date.now() + 86_400_000).toISOString() },
+    });
+    expect(granted.status, JSON.stringify(granted.body)).toBe(201);
+    const created = await fhir(B, '/Subscription', { method: 'POST', json: subscription(endpointB.url) });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    subB = created.body.id;
+    await eventually(async () => expect((await fhir(B, `/Subscription/${subB}`)).body.status).toBe('active'));
+
+    // The endpoint refuses the first attempt; the consent is revoked before the retry.
+    let refusing = true;
+    endpointB.status = (bundle) => (refusing && statusOf(bundle).type === 'event-notification' ? 500 : 200);
+    const encounter = await finishedEncounter(A);
+    await eventually(() => expect(notifications(endpointB).length).toBe(1));
+    expect(notifications(endpointB)[0].answered).toBe(500);
+    expect(statusOf(notifications(endpointB)[0]).events[0].focus).toMatch(new RegExp(`Encounter/${encounter}$`)); // seen while consented
+    const revoked = await pont.json(`/api/v1/connect/patient/${healthId}/consent/revoke`, { method: 'POST', headers: B.headers, json: {} });
+    expect(revoked.status).toBe(200);
+    refusing = false;
+    await eventually(() => expect(notifications(endpointB).length).toBe(2));
+    const retried = notifications(endpointB)[1];
+    expect(retried.answered).toBe(200);
+    expect(statusOf(retried).events).toEqual([{ number: 1, focus: undefined }]);
+    expect(retried.entry).toHaveLength(1); // the status only: no Encounter
+    expect(JSON.stringify(retried)).not.toContain(encounter);
+
+    // After the revocation nothing more is numbered for B; A still hears.
+    const before = notifications(endpointA).length;
+    await finishedEncounter(A);
+    await eventually(() => expect(notifications(endpointA).length).toBe(before + 1));
+    const status = await fhir(B, `/Subscription/${subB}/$status`);
+    expect(statusOf({ entry: [{ resource: status.body.entry[0].resource }] }).since).toBe(1);
+    const events = await fhir(B, `/Subscription/${subB}/$events`);
+    expect(statusOf(events.body).events).toEqual([{ number: 1, focus: undefined }]);
+  });
+
+  it('a deleted subscription is off: gone for its owner, nothing more sent', async () => {
+    expect((await fhir(B, `/Subscription/${subB}`, { method: 'DELETE' })).status).toBe(204);
+    expect((await fhir(B, `/Subscription/${subB}`)).status).toBe(404);
+  });
+});
