@@ -32,7 +32,11 @@ export async function migrate(db: Database): Promise<string[]> {
     await tx.query('CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
   });
   const applied: string[] = [];
+  // Those already applied are skipped without a transaction each (a start on a migrated database: one statement).
+  const { rows } = await db.query<{ version: string }>('SELECT version FROM schema_migrations');
+  const before = new Set(rows.map((r) => r.version));
   for (const m of listMigrations()) {
+    if (before.has(m.version)) continue;
     const done = await db.transaction(async (tx) => {
       await tx.query(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`);
       const { rowCount } = await tx.query('SELECT 1 FROM schema_migrations WHERE version = $1', [m.version]);

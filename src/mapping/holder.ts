@@ -7,7 +7,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { MAP_SUFFIX } from './compile';
 import { EXAMPLES_SUFFIX } from './examples';
 import { defaultMappingsDir, loadCheckedMappings, MappingError, type CompiledMap, type MappingSet, type ServiceChecks } from './index';
@@ -32,6 +32,14 @@ function atMap(err: unknown, maps: MappingSet): unknown {
   if (!record) return err;
   return new MappingError(record.at.file, record.at.line, record.at.column, `record type \`${record.type}\`: the shape name \`${name}\` is taken by another schema of the OpenAPI document: give the shape a name of its own`);
 }
+
+/**
+ * Maps compiled and checked in this process, by directory and version: compiled maps hold no state, so another
+ * holder of the same files (a second service in one process, as the tests start them) or a reload of unchanged files
+ * uses them again instead of compiling every map and running every example (~1 s).
+ */
+const LOADED = new Map<string, MappingSet>();
+const LOADED_KEPT = 4;
 
 interface Active {
   maps: MappingSet;
@@ -58,7 +66,16 @@ export class MappingHolder implements MappingSet {
   private load(): Active {
     // Hashed first: a file saved during the load gives a version that a later reload sees as changed.
     const version = mappingsVersion(this.dir);
-    return { maps: loadCheckedMappings(this.dir, this.checks), version };
+    const key = `${resolve(this.dir)}\0${version}\0${this.checks.searchProblem ? 'checked' : ''}`;
+    const known = LOADED.get(key);
+    if (known) return { maps: known, version };
+    const maps = loadCheckedMappings(this.dir, this.checks);
+    // Kept only when no file changed meanwhile (the version names what was compiled).
+    if (mappingsVersion(this.dir) === version) {
+      if (LOADED.size >= LOADED_KEPT) LOADED.delete(LOADED.keys().next().value!);
+      LOADED.set(key, maps);
+    }
+    return { maps, version };
   }
 
   /** The version of the maps this request uses (or, outside a request, of the active ones). */
