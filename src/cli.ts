@@ -180,6 +180,16 @@ export const commands: CommandSpec[] = [
     run: async ({ args }) => (await access()).revokeAgentCommand(str(args.ID)),
   },
   {
+    name: 'bridge-agent',
+    summary: 'Run the HL7 v2 Bridge agent a facility installs: MLLP in, Pont\'s Bridge API out (docs/hl7-v2.md)',
+    details: 'Runs until SIGINT/SIGTERM; SIGHUP reloads the maps (PONT_MAPPINGS_DIR, else mappings/). The config file (JSON, mode 600) holds pont_url, agent_id, agent_key, facility_id, mllp_host, mllp_port, queue_dir, max_message_bytes.',
+    options: {
+      config: { type: 'string', value: 'FILE', required: true, description: 'The agent\'s config file (JSON; readable by its owner only: it holds the agent key)' },
+    },
+    examples: ['pont bridge-agent --config /etc/pont/bridge-agent.json'],
+    run: async ({ values }) => (await import('./agent/cli')).bridgeAgentCommand(str(values.config)),
+  },
+  {
     name: 'webhooks full-payload',
     summary: "Turn full event payloads on or off for one subscription (default: metadata only)",
     args: [

@@ -72,7 +72,9 @@ export function parseV2Expression(text: string): V2Expression {
     }
     return { args: [parsePath(valueText!)], where };
   });
-  const first = alternatives[0]!.args[0] ?? alternatives[0]!.where?.path;
+  // A key names the field that holds the number (its last part, PID-3 of key(PID-3.4.1, PID-3.1)).
+  const alt = alternatives[0]!;
+  const first = alt.fn === 'key' ? { ...alt.args.at(-1)!, component: undefined, subcomponent: undefined } : alt.args[0] ?? alt.where?.path;
   if (!first) throw new V2PathError(`\`${text}\` reads nothing of the message: a constant needs a condition (\`'finished' where MSH-9.2 = A03\`)`);
   return { text, alternatives, location: locationText(first) };
 }

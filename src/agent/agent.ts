@@ -1,0 +1,229 @@
+/**
+ * The HL7 v2 Bridge agent (`pont bridge-agent --config FILE`, docs/hl7-v2.md): a process of its own that a facility
+ * installs. It listens MLLP, turns each message into FHIR through the maps (mappings/v2-*.map.yaml, the same
+ * directory Pont reads), keeps what it acknowledged in a durable queue, and forwards it to Pont through the Bridge
+ * API with its agent key, as any installed agent would: it never opens Pont's database or imports its repository.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import type { Server } from 'node:net';
+import { Hl7Message } from '@medplum/core';
+import { MappingHolder, type ReloadOutcome } from '../mapping/holder';
+import { defaultMappingsDir } from '../mapping/index';
+import { buildAck, type AckCode } from './ack';
+import type { AgentConfig } from './config';
+import { startMllpServer, type Frame } from './mllp';
+import { DurableQueue, type QueuedMessage } from './queue';
+import { ErrorCondition, header, translate, type V2Error } from './translate';
+
+export const AGENT_VERSION = '0.1.0';
+
+/** The most resources one Bridge sync batch may hold (Pont's MAX_BATCH_RESOURCES), and messages per batch. */
+const MAX_BATCH_RESOURCES = 1000;
+const MAX_BATCH_MESSAGES = 200;
+
+export type Log = (level: 'info' | 'warn' | 'error', msg: string, data?: Record<string, unknown>) => void;
+
+export interface AgentOptions {
+  /** The clock (the ACKs' times, X-Bridge-Timestamp). */
+  now?: () => Date;
+  /** Default: PONT_MAPPINGS_DIR, else the repository's mappings/. */
+  mappingsDir?: string;
+  log?: Log;
+  /** Seconds between heartbeats until Pont says otherwise. */
+  heartbeatSeconds?: number;
+}
+
+export interface RunningAgent {
+  port: number;
+  backlog(): number;
+  reloadMaps(): ReloadOutcome;
+  close(): Promise<void>;
+}
+
+const jsonLog: Log = (level, msg, data) => process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), level, msg, ...data })}\n`);
+
+export async function startAgent(config: AgentConfig, options: AgentOptions = {}): Promise<RunningAgent> {
+  const now = options.now ?? (() => new Date());
+  const log = options.log ?? jsonLog;
+  const maps = new MappingHolder(options.mappingsDir ?? process.env.PONT_MAPPINGS_DIR ?? defaultMappingsDir);
+  const queue = new DurableQueue(config.queue_dir);
+  const pont = new PontClient(config, now);
+  let closed = false;
+
+  // ---- forwarding: at once, batched under load; retried while Pont is away -------------------------------------
+  let pumping = false;
+  let retryTimer: NodeJS.Timeout | undefined;
+  let failures = 0;
+  const pump = async () => {
+    if (pumping || closed) return;
+    pumping = true;
+    try {
+      while (queue.size && !closed) {
+        // The batch a crash interrupted goes again as it was (same batch id); a retry resends the same batch too.
+        const batch = queue.interrupted() ?? takeBatch(queue);
+        queue.sending(batch);
+        const outcome = await pont.sync(batch).catch((err: Error) => ({ retry: true as const, reason: err.message }));
+        if ('retry' in outcome) {
+          failures++;
+          // At most 5 s: once Pont is back, the backlog is readable within seconds.
+          const delay = Math.min(5_000, 250 * 2 ** Math.min(failures, 5));
+          log('warn', 'forwarding to Pont failed; retrying', { reason: outcome.reason, backlog: queue.size, retry_in_ms: delay });
+          clearTimeout(retryTimer);
+          retryTimer = setTimeout(() => void pump(), delay);
+          return;
+        }
+        failures = 0;
+        for (const problem of outcome.problems) log('error', 'Pont refused a resource of a message', problem);
+        queue.confirm(batch);
+      }
+    } finally {
+      pumping = false;
+    }
+  };
+  const kick = () => {
+    if (!failures) void pump();
+  };
+
+  // ---- answering each frame --------------------------------------------------------------------------------------
+  const ack = (message: Hl7Message | undefined, code: AckCode, error?: V2Error) =>
+    buildAck({ message, code, error, now: now(), controlId: `PONT${randomBytes(8).toString('hex').toUpperCase()}` });
+
+  const handle = async (frame: Frame): Promise<string | undefined> => {
+    if (frame.kind === 'too-large') {
+      const message = parseHead(frame.head);
+      log('warn', 'message refused: too large', { bytes: frame.size, max_message_bytes: config.max_message_bytes, control_id: message && header(message).controlId });
+      return ack(message, 'AR', { location: 'MSH', condition: ErrorCondition.internal, text: `the message is ${frame.size} bytes; this agent takes at most ${config.max_message_bytes} (max_message_bytes)` });
+    }
+    const text = decode(frame.bytes);
+    if (!text.startsWith('MSH') || text.length < 9) {
+      log('warn', 'frame without an MSH segment refused', { bytes: frame.bytes.length });
+      return ack(undefined, 'AR', { location: 'MSH', condition: ErrorCondition.segmentSequence, text: 'the frame does not start with an MSH segment' });
+    }
+    const message = Hl7Message.parse(text);
+    try {
+      const { controlId } = header(message);
+      // A resend of a message already accepted: the same answer, nothing queued again.
+      if (controlId && queue.has(controlId)) return ack(message, 'AA');
+      const translation = translate(message, maps.current());
+      if (!translation.ok) {
+        log('warn', `message answered ${translation.ack}`, { control_id: controlId, location: translation.error.location, error: translation.error.text });
+        return ack(message, translation.ack, translation.error);
+      }
+      const queued: QueuedMessage = { id: controlId, type: translation.type, received_at: now().toISOString(), resources: translation.resources };
+      await queue.accept(queued);
+      kick();
+      return ack(message, 'AA');
+    } catch (err) {
+      log('error', 'message not accepted', { error: (err as Error).message });
+      return ack(message, 'AE', { location: 'MSH', condition: ErrorCondition.internal, text: 'the agent could not keep the message: send it again' });
+    }
+  };
+
+  const server: Server = await startMllpServer(config.mllp_host, config.mllp_port, config.max_message_bytes, handle, (err) => log('warn', 'MLLP connection error', { error: err.message }));
+
+  // ---- heartbeat (what `pont agents list` and the portal show) ---------------------------------------------------
+  let heartbeatTimer: NodeJS.Timeout | undefined;
+  const beat = async () => {
+    let seconds: number | undefined;
+    try {
+      seconds = await pont.heartbeat(`pont-bridge-agent ${AGENT_VERSION} hl7v2; backlog ${queue.size}`);
+      // Pont is back: what waited for it goes now.
+      if (failures) {
+        failures = 0;
+        void pump();
+      }
+    } catch (err) {
+      log('warn', 'heartbeat failed', { error: (err as Error).message });
+    }
+    if (!closed) heartbeatTimer = setTimeout(() => void beat(), (seconds ?? options.heartbeatSeconds ?? 30) * 1000);
+  };
+  void beat();
+  void pump(); // the backlog a previous run left, in order
+
+  const port = (server.address() as { port: number }).port;
+  log('info', 'bridge agent listening', { mllp: `${config.mllp_host}:${port}`, pont_url: config.pont_url, backlog: queue.size, mappings_version: maps.version });
+  return {
+    port,
+    backlog: () => queue.size,
+    reloadMaps: () => maps.reload(),
+    async close() {
+      closed = true;
+      clearTimeout(retryTimer);
+      clearTimeout(heartbeatTimer);
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      queue.close();
+    },
+  };
+}
+
+/** The oldest messages, as many as fit one batch (a message is never split). */
+function takeBatch(queue: DurableQueue): QueuedMessage[] {
+  const batch: QueuedMessage[] = [];
+  let resources = 0;
+  for (const m of queue.peek(MAX_BATCH_MESSAGES)) {
+    if (batch.length && resources + m.resources.length > MAX_BATCH_RESOURCES) break;
+    batch.push(m);
+    resources += m.resources.length;
+  }
+  return batch;
+}
+
+/** UTF-8 unless MSH-18 says ISO 8859-1 (the character sets the agent reads). */
+function decode(bytes: Buffer): string {
+  let text = bytes.toString('utf8');
+  if (text.includes('\uFFFD') && /\|8859\/1(\||\r|$)/.test(text.slice(0, text.search(/[\r\n]/) >>> 0))) text = bytes.toString('latin1');
+  return text.replace(/^[\r\n\s]+/, '').replace(/[\r\n]+$/, '');
+}
+
+/** The MSH of a frame's start (a frame too large to keep), to answer in its encoding and version. */
+function parseHead(head: Buffer): Hl7Message | undefined {
+  const text = decode(head);
+  if (!text.startsWith('MSH') || text.length < 9) return undefined;
+  return Hl7Message.parse(text.split(/[\r\n]/)[0]!);
+}
+
+type SyncOutcome = { problems: Array<Record<string, unknown>> } | { retry: true; reason: string };
+
+/** Pont's Bridge API, with the agent's headers (docs/integrators.md "Bridge Agent protocol"). */
+class PontClient {
+  constructor(
+    private readonly config: AgentConfig,
+    private readonly now: () => Date,
+  ) {}
+
+  private headers(): Record<string, string> {
+    return {
+      'content-type': 'application/json',
+      'x-bridge-agent-id': this.config.agent_id,
+      'x-bridge-agent-key': this.config.agent_key,
+      'x-bridge-timestamp': String(Math.floor(this.now().getTime() / 1000)),
+    };
+  }
+
+  private post(path: string, body: unknown): Promise<Response> {
+    return fetch(new URL(path, this.config.pont_url), { method: 'POST', headers: this.headers(), body: JSON.stringify(body), signal: AbortSignal.timeout(30_000) });
+  }
+
+  /** The batch under an id made of its messages' control ids: a resend after a lost answer gets the first answer. */
+  async sync(batch: QueuedMessage[]): Promise<SyncOutcome> {
+    const batchId = `hl7-${createHash('sha256').update(batch.map((m) => m.id).join('\n')).digest('hex').slice(0, 40)}`;
+    const res = await this.post('/api/v1/bridge/sync', { batch_id: batchId, resources: batch.flatMap((m) => m.resources) });
+    const body = (await res.json().catch(() => undefined)) as { results?: Array<Record<string, unknown>>; message?: string } | undefined;
+    if (res.status === 200) {
+      const owner = batch.flatMap((m) => m.resources.map(() => m.id));
+      return { problems: (body?.results ?? []).filter((r) => r.status === 'failed').map((r) => ({ control_id: owner[r.index as number], resource_type: r.resource_type, source_id: r.source_id, error: r.error })) };
+    }
+    // Pont away, overloaded, or the key refused (fixed by an operator): try again later; nothing is dropped.
+    if (res.status >= 500 || res.status === 401 || res.status === 403 || res.status === 408 || res.status === 429) return { retry: true, reason: `${res.status} ${body?.message ?? ''}`.trim() };
+    // Any other refusal of the whole batch would be refused again: said, and not retried forever.
+    return { problems: [{ control_ids: batch.map((m) => m.id), status: res.status, error: body?.message ?? 'refused' }] };
+  }
+
+  /** The heartbeat; Pont's answer says how often to send it. */
+  async heartbeat(version: string): Promise<number | undefined> {
+    const res = await this.post('/api/v1/bridge/heartbeat', { agent_id: this.config.agent_id, facility_id: this.config.facility_id, version: version.slice(0, 64) });
+    if (res.status !== 200) throw new Error(`heartbeat answered ${res.status}`);
+    const body = (await res.json()) as { config?: { heartbeat_interval_seconds?: number } };
+    return body.config?.heartbeat_interval_seconds;
+  }
+}

@@ -1,0 +1,136 @@
+/**
+ * One HL7 v2 message -> the FHIR resources the maps make of it (mappings/v2-*.map.yaml), or the reason it is
+ * refused, naming the v2 field for the ACK's ERR segment. What a message type gives is here (which maps, for
+ * which segments); what each field becomes is in the maps, which informaticists edit.
+ */
+import { Hl7Message, type Hl7Segment } from '@medplum/core';
+import { MappingValueError, type CompiledMap, type MappingSet } from '../mapping/index';
+import type { V2Scope } from '../mapping/v2-path';
+
+/** HL7 table 0357 (message error condition codes) as the ERR segment carries them. */
+export const ErrorCondition = {
+  segmentSequence: ['100', 'Segment sequence error'],
+  requiredFieldMissing: ['101', 'Required field missing'],
+  dataType: ['102', 'Data type error'],
+  tableValue: ['103', 'Table value not found'],
+  unsupportedMessageType: ['200', 'Unsupported message type'],
+  unsupportedEvent: ['201', 'Unsupported event code'],
+  unsupportedVersion: ['203', 'Unsupported version id'],
+  internal: ['207', 'Application internal error'],
+} as const;
+
+export interface V2Error {
+  /** `PID-3`: segment and field (and component) the error is about. */
+  location: string;
+  condition: (typeof ErrorCondition)[keyof typeof ErrorCondition];
+  text: string;
+}
+
+export type Translation =
+  | { ok: true; controlId: string; type: string; resources: Array<Record<string, unknown>> }
+  | { ok: false; ack: 'AE' | 'AR'; error: V2Error };
+
+/** v2.3 to v2.8 (and their dot releases). */
+export const SUPPORTED_VERSION = /^2\.(3|3\.1|4|5|5\.1|6|7|7\.1|8|8\.1|8\.2)$/;
+
+/** The message types the agent handles, and what their events are. */
+const HANDLED: Record<string, readonly string[]> = { ADT: ['A01', 'A03', 'A04', 'A08', 'A40'], ORU: ['R01'] };
+
+const refuse = (ack: 'AE' | 'AR', location: string, condition: V2Error['condition'], text: string): Translation => ({ ok: false, ack, error: { location, condition, text } });
+
+/** The message's type and control id, read before anything else (the ACK needs them even for a refused message). */
+export function header(message: Hl7Message): { type: string; event: string; controlId: string; version: string } {
+  const msh = message.getSegment('MSH');
+  return {
+    type: msh?.getField(9)?.getComponent(1) ?? '',
+    event: msh?.getField(9)?.getComponent(2) ?? '',
+    controlId: msh?.getField(10)?.toString() ?? '',
+    version: msh?.getField(12)?.getComponent(1) ?? '',
+  };
+}
+
+export function translate(message: Hl7Message, maps: MappingSet): Translation {
+  const { type, event, controlId, version } = header(message);
+  if (!SUPPORTED_VERSION.test(version)) return refuse('AR', 'MSH-12', ErrorCondition.unsupportedVersion, `HL7 version ${JSON.stringify(version)} is not supported: 2.3 to 2.8`);
+  if (!HANDLED[type]) return refuse('AR', 'MSH-9', ErrorCondition.unsupportedMessageType, `message type ${JSON.stringify(type)} is not handled (${Object.entries(HANDLED).map(([t, e]) => `${t}^${e.join('/')}`).join(', ')})`);
+  if (!HANDLED[type]!.includes(event)) return refuse('AR', 'MSH-9.2', ErrorCondition.unsupportedEvent, `${type}^${event} is not handled (${type}^${HANDLED[type]!.join('/')})`);
+  if (!controlId) return refuse('AE', 'MSH-10', ErrorCondition.requiredFieldMissing, 'MSH-10 (message control id) is empty: it is what makes a resend change nothing');
+  if (!message.getSegment('PID')) return refuse('AE', 'PID', ErrorCondition.segmentSequence, `${type}^${event} without a PID segment`);
+  try {
+    const resources = type === 'ORU' ? results(message, maps) : admission(message, event, maps);
+    return { ok: true, controlId, type: `${type}^${event}`, resources };
+  } catch (err) {
+    if (err instanceof FieldError) return refuse('AE', err.location, err.condition, err.message);
+    throw err;
+  }
+}
+
+class FieldError extends Error {
+  constructor(
+    readonly location: string,
+    readonly condition: V2Error['condition'],
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The map's FHIR for this scope; a value the map cannot take is a FieldError at the v2 field it came from. */
+function apply(map: CompiledMap, scope: V2Scope): Record<string, unknown> {
+  const { connect, problems } = map.fromV2(scope);
+  if (problems.length) throw new FieldError(problems[0]!.location, ErrorCondition.dataType, problems[0]!.message);
+  try {
+    return map.toFhir(connect) as unknown as Record<string, unknown>;
+  } catch (err) {
+    if (!(err instanceof MappingValueError)) throw err;
+    const location = map.v2?.get(err.field)?.location ?? err.field;
+    const missing = /is required/.test(err.message);
+    throw new FieldError(
+      location,
+      missing ? ErrorCondition.requiredFieldMissing : ErrorCondition.tableValue,
+      missing ? `${location} is empty: ${map.name} needs it (${err.field})` : `${location}: ${err.message.replace(/^[^:]+: [^:]+: /, '')} (${map.name}'s ${err.field})`,
+    );
+  }
+}
+
+const reference = (resource: Record<string, unknown>) => `${resource.resourceType as string}/${resource.id as string}`;
+
+/** ADT: the patient (PID), its visit (PV1, when it has a visit number, or always but for an A08), an A40's merge (MRG). */
+function admission(message: Hl7Message, event: string, maps: MappingSet): Array<Record<string, unknown>> {
+  const scope = { message };
+  const out = [apply(maps.get('v2-patient'), scope)];
+  if (event === 'A40') {
+    if (!message.getSegment('MRG')) throw new FieldError('MRG', ErrorCondition.segmentSequence, 'ADT^A40 without an MRG segment: which record is merged away?');
+    out.push(apply(maps.get('v2-merged-patient'), scope));
+    return out;
+  }
+  const pv1 = message.getSegment('PV1');
+  if (pv1 && (event !== 'A08' || pv1.getField(19)?.toString())) out.push(apply(maps.get('v2-encounter'), scope));
+  return out;
+}
+
+/** ORU^R01: the patient, then for each OBR its report and the Observation of each OBX that follows it. */
+function results(message: Hl7Message, maps: MappingSet): Array<Record<string, unknown>> {
+  const out = [apply(maps.get('v2-patient'), { message })];
+  let obr: Hl7Segment | undefined;
+  let report: Record<string, unknown> | undefined;
+  const flush = () => {
+    if (report) out.push(report);
+  };
+  for (const segment of message.segments) {
+    if (segment.name === 'OBR') {
+      flush();
+      obr = segment;
+      report = { ...apply(maps.get('v2-report'), { message, current: new Map([['OBR', segment]]) }), result: [] };
+    } else if (segment.name === 'OBX') {
+      if (!obr || !report) throw new FieldError('OBX', ErrorCondition.segmentSequence, 'an OBX before any OBR');
+      const observation = apply(maps.get('v2-observation'), { message, current: new Map([['OBR', obr], ['OBX', segment]]) });
+      out.push(observation);
+      (report.result as unknown[]).push({ reference: reference(observation) });
+    }
+  }
+  if (!report) throw new FieldError('OBR', ErrorCondition.segmentSequence, 'ORU^R01 without an OBR segment');
+  flush();
+  for (const r of out) if (Array.isArray(r.result) && !r.result.length) delete r.result;
+  return out;
+}

@@ -1,0 +1,305 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Hl7Message } from '@medplum/core';
+import { Hl7Client } from '@medplum/hl7';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAgent, listAgents } from '../src/auth/agents';
+import { syncedId } from '../src/bridge/sync';
+import { eventually } from './eventually';
+import { createTestClient, freePort, pontCommand, runPont, startTestServer, type TestClient, type TestServer } from './harness';
+
+/**
+ * The HL7 v2 Bridge agent as a facility runs it (issue 45): `pont bridge-agent --config FILE` as a process of its
+ * own, a laboratory system simulated by a stock MLLP client from npm (@medplum/hl7's Hl7Client), Pont reached only
+ * through the Bridge API. Messages are built from the v2 standard's examples (2.5.1 ch. 2 and 7).
+ */
+const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+const FACILITY = 'fac-lab-1';
+
+let pont: TestServer;
+let operator: TestClient;
+let credentials: Awaited<ReturnType<typeof createAgent>>;
+let work: string;
+
+beforeAll(async () => {
+  pont = await startTestServer();
+  credentials = await createAgent(pont.services.db, { organizationId: 'org-hospital', facilityId: FACILITY });
+  operator = await createTestClient(pont, ['fhir:read'], { organizationId: 'org-operator', allPatients: true });
+  work = mkdtempSync(join(tmpdir(), 'pont-hl7-'));
+});
+afterAll(async () => {
+  await pont?.close();
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+function writeConfig(name: string, values: Record<string, unknown>, mode = 0o600): string {
+  const file = join(work, name);
+  writeFileSync(file, JSON.stringify(values));
+  chmodSync(file, mode);
+  return file;
+}
+
+async function configFor(queueName: string, extra: Record<string, unknown> = {}) {
+  return {
+    pont_url: pont.url,
+    agent_id: credentials.agent_id,
+    agent_key: credentials.agent_key,
+    facility_id: FACILITY,
+    mllp_host: '127.0.0.1',
+    mllp_port: await freePort(),
+    queue_dir: join(work, queueName),
+    max_message_bytes: 1024 * 1024,
+    ...extra,
+  };
+}
+
+interface AgentProcess {
+  child: ChildProcess;
+  port: number;
+  output: () => string;
+  kill(signal?: NodeJS.Signals): Promise<void>;
+}
+
+async function startAgentProcess(config: Record<string, unknown>, file = `agent-${config.mllp_port}.json`): Promise<AgentProcess> {
+  const path = writeConfig(file, config);
+  const child = spawn(process.execPath, pontCommand('bridge-agent', '--config', path), { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env } });
+  let out = '';
+  child.stdout!.on('data', (c) => (out += c));
+  child.stderr!.on('data', (c) => (out += c));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setInterval(() => /bridge agent listening/.test(out) && (clearInterval(timer), resolve()), 20);
+    child.once('exit', () => (clearInterval(timer), reject(new Error(`the agent exited: ${out}`))));
+  });
+  return {
+    child,
+    port: config.mllp_port as number,
+    output: () => out,
+    async kill(signal = 'SIGTERM') {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = once(child, 'exit');
+      child.kill(signal);
+      await exited;
+    },
+  };
+}
+
+const v2 = (...segments: string[]) => Hl7Message.parse(segments.join('\r'));
+const msh = (type: string, id: string, version = '2.5.1', extra = '') => `MSH|^~\\&|LAB|GHH LAB|PONT|${FACILITY}|20240116120000||${type}|${id}|P|${version}${extra}`;
+const PID = 'PID|1||PATID1234^^^GHH^MR~123456789^^^USSSA^SS||EVERYWOMAN^EVE^E^^^^A~O\\T\\BRIEN^EVE^E^^^^L||19620320|F|||153 FERNWOOD DR.^^STATESVILLE^OH^35292^USA';
+const pv1 = (extra = '') => `PV1|1|I|2000^2012^01||||004777^ATTEND^AARON^A|||SUR||||ADM|A0||||V1001^^^GHH${extra}`;
+const ack = (m: Hl7Message) => ({
+  code: m.getSegment('MSA')?.getField(1)?.toString(),
+  controlId: m.getSegment('MSA')?.getField(2)?.toString(),
+  err: m.getSegment('ERR')?.toString(),
+  version: m.getSegment('MSH')?.getField(12)?.toString(),
+});
+
+const read = (type: string, sourceId: string) => pont.json(`/api/fhir/R4/${type}/${syncedId(FACILITY, type, sourceId)}`, { headers: operator.headers });
+const readOk = async (type: string, sourceId: string) => {
+  const res = await read(type, sourceId);
+  expect(res.status).toBe(200);
+  return res.body;
+};
+
+describe('pont bridge-agent: the config file', () => {
+  it('a missing or invalid key: exit 1 naming it; a file others may read: refused', async () => {
+    const good = await configFor('q-config');
+    const { mllp_port: _p, ...missing } = good;
+    let r = await runPont({}, 'bridge-agent', '--config', writeConfig('missing.json', missing));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/mllp_port is missing/);
+    r = await runPont({}, 'bridge-agent', '--config', writeConfig('bad.json', { ...good, max_message_bytes: 'lots' }));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/max_message_bytes must be an integer/);
+    r = await runPont({}, 'bridge-agent', '--config', writeConfig('open.json', good, 0o644));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/others may read it .*chmod 600/);
+  });
+});
+
+describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
+  let agent: AgentProcess;
+  let client: Hl7Client;
+  beforeAll(async () => {
+    agent = await startAgentProcess(await configFor('q-main'));
+    client = new Hl7Client({ host: '127.0.0.1', port: agent.port });
+  });
+  afterAll(async () => {
+    await client?.close();
+    await agent?.kill();
+  });
+
+  it('ADT^A01: AA in the message version; the Patient (legal name official, escapes undone) and its Encounter appear', async () => {
+    const reply = await client.sendAndWait(v2(msh('ADT^A01^ADT_A01', 'ADT-1', '2.4'), 'EVN|A01|20240115083000', PID, pv1()));
+    expect(ack(reply)).toMatchObject({ code: 'AA', controlId: 'ADT-1', version: '2.4' });
+    const patient = await eventually(() => readOk('Patient', 'GHH-PATID1234'));
+    expect(patient.name[0]).toEqual({ use: 'official', family: 'O&BRIEN', given: ['EVE', 'E'] });
+    expect(patient.identifier).toEqual(expect.arrayContaining([expect.objectContaining({ value: 'PATID1234', assigner: { display: 'GHH' } })]));
+    expect(patient.gender).toBe('female');
+    const encounter = await eventually(() => readOk('Encounter', 'GHH-V1001'));
+    expect(encounter).toMatchObject({ status: 'in-progress', class: { code: 'IMP' }, subject: { reference: `Patient/${patient.id}` } });
+  });
+
+  it('ADT^A03 finishes the A01 Encounter; A08 replaces the demographics', async () => {
+    const discharge = `${pv1()}${'|'.repeat(25)}20240115083000+0100|20240118093000+0100`;
+    expect(ack(await client.sendAndWait(v2(msh('ADT^A03^ADT_A03', 'ADT-2'), 'EVN|A03|20240118093000', PID, discharge))).code).toBe('AA');
+    await eventually(async () => expect(await readOk('Encounter', 'GHH-V1001')).toMatchObject({ status: 'finished', period: { end: '2024-01-18T09:30:00+01:00' } }));
+    const a08 = PID.replace('O\\T\\BRIEN^EVE^E', 'SMITH^EVE^E');
+    expect(ack(await client.sendAndWait(v2(msh('ADT^A08^ADT_A01', 'ADT-3'), 'EVN|A08|20240119100000', a08, 'PV1|1|I'))).code).toBe('AA');
+    await eventually(async () => expect((await readOk('Patient', 'GHH-PATID1234')).name[0].family).toBe('SMITH'));
+  });
+
+  it('ORU^R01: a DiagnosticReport and its Observations (NM, SN with comparator, CWE, ST with escapes; ranges, flags); a correction (OBX-11 C) updates, never duplicates', async () => {
+    const obr = (status: string) => `OBR|1|845439^GHH OE|1045813^GHH LAB|24323-8^Comprehensive metabolic panel^LN|||20240116093000+0100||||||||||||||||||${status}`;
+    const results = (glucose: string, status: string) => [
+      `OBX|1|NM|2345-7^Glucose^LN||${glucose}|mg/dL^^UCUM|70-99|H|||${status}`,
+      `OBX|2|SN|1988-5^C reactive protein^LN||<^5|mg/L|negative|N|||${status}`,
+      `OBX|3|CWE|600-7^Bacteria identified^LN||3092008^Staphylococcus aureus^SCT||||||${status}`,
+      `OBX|4|ST|5778-6^Color of Urine^LN||Yellow\\S\\amber \\T\\ clear||||||${status}`,
+      `OBX|5|NM|2951-2^Sodium^LN||140|mmol/L|>135||||${status}`,
+    ];
+    const reply = await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', 'LAB-1'), PID, obr('F'), ...results('182', 'F')));
+    expect(ack(reply)).toMatchObject({ code: 'AA', err: undefined });
+    const report = await eventually(() => readOk('DiagnosticReport', 'GHH-LAB-1045813'));
+    expect(report.status).toBe('final');
+    expect(report.category[0].coding[0].code).toBe('LAB');
+    expect(report.result).toHaveLength(5);
+    const glucose = await readOk('Observation', 'GHH-LAB-1045813-2345-7');
+    expect(glucose).toMatchObject({
+      status: 'final',
+      valueQuantity: { value: 182, unit: 'mg/dL' },
+      referenceRange: [{ low: { value: 70 }, high: { value: 99 } }],
+      interpretation: [{ coding: [{ code: 'H' }] }],
+      category: [{ coding: [{ code: 'laboratory' }] }],
+    });
+    expect((await readOk('Observation', 'GHH-LAB-1045813-1988-5')).valueQuantity).toEqual({ value: 5, comparator: '<', unit: 'mg/L' });
+    expect((await readOk('Observation', 'GHH-LAB-1045813-600-7')).valueCodeableConcept.coding[0]).toEqual({ code: '3092008', display: 'Staphylococcus aureus' });
+    expect((await readOk('Observation', 'GHH-LAB-1045813-5778-6')).valueString).toBe('Yellow^amber & clear');
+    expect((await readOk('Observation', 'GHH-LAB-1045813-2951-2')).referenceRange).toEqual([{ low: { value: 135 } }]);
+
+    expect(ack(await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', 'LAB-2'), PID, obr('C'), ...results('128', 'C')))).code).toBe('AA');
+    await eventually(async () => expect(await readOk('Observation', 'GHH-LAB-1045813-2345-7')).toMatchObject({ status: 'corrected', valueQuantity: { value: 128 } }));
+    const patient = await readOk('Patient', 'GHH-PATID1234');
+    const all = await pont.json(`/api/fhir/R4/Observation?subject=Patient/${patient.id}&code=2345-7&_total=accurate`, { headers: operator.headers });
+    expect(all.body.total ?? all.body.entry.length).toBe(1);
+  });
+
+  it('a resent MSH-10 gets AA and changes nothing', async () => {
+    const before = await readOk('Observation', 'GHH-LAB-1045813-2345-7');
+    const resend = v2(msh('ORU^R01^ORU_R01', 'LAB-1'), PID, 'OBR|1|845439^GHH OE|1045813^GHH LAB|24323-8^CMP^LN|||||||||||||||||||||F', 'OBX|1|NM|2345-7^Glucose^LN||999|mg/dL|70-99|H|||F');
+    expect(ack(await client.sendAndWait(resend)).code).toBe('AA');
+    // The next message is forwarded after it would have been: once it is in, the resend was not.
+    expect(ack(await client.sendAndWait(v2(msh('ADT^A08^ADT_A01', 'ADT-4'), PID.replace('19620320', '19620321')))).code).toBe('AA');
+    await eventually(async () => expect((await readOk('Patient', 'GHH-PATID1234')).birthDate).toBe('1962-03-21'));
+    expect((await readOk('Observation', 'GHH-LAB-1045813-2345-7')).meta.versionId).toBe(before.meta.versionId);
+  });
+
+  it('AR for an unhandled type or version, AE with ERR naming the field for an empty PID-3 or a bad date; the agent keeps serving', async () => {
+    let a = ack(await client.sendAndWait(v2(msh('MDM^T02^MDM_T02', 'BAD-1'), PID, 'TXA|1|CN')));
+    expect(a.code).toBe('AR');
+    expect(a.err).toMatch(/^ERR\|\|MSH\^1\^9\|200\^Unsupported message type\^HL70357\|E/);
+    a = ack(await client.sendAndWait(v2(msh('ADT^A01^ADT_A01', 'BAD-2', '2.2'), PID, pv1())));
+    expect(a).toMatchObject({ code: 'AR', version: '2.2' });
+    expect(a.err).toMatch(/203/);
+    a = ack(await client.sendAndWait(v2(msh('ADT^A01^ADT_A01', 'BAD-3'), 'PID|1||^^^GHH^MR||DOE^JOHN', pv1())));
+    expect(a.code).toBe('AE');
+    expect(a.err).toMatch(/^ERR\|\|PID\^1\^3\|101\^Required field missing/);
+    a = ack(await client.sendAndWait(v2(msh('ADT^A01^ADT_A01', 'BAD-4', '2.3'), PID.replace('19620320', '1962-03-20'), pv1())));
+    expect(a.code).toBe('AE');
+    expect(a.err).toMatch(/^ERR\|PID\^1\^7\^102&Data type error&HL70357/);
+    // Truncated: the body ends inside MSH-9's message; no PID.
+    a = ack(await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', 'BAD-5'))));
+    expect(a.code).toBe('AE');
+    expect(a.err).toMatch(/PID/);
+  });
+
+  it('raw frames: several per write, one without MSH (AR), one cut short by a closed connection; then a 4 MB message over max_message_bytes (AR), and the agent still serves', async () => {
+    const frameOf = (text: string) => Buffer.concat([Buffer.from([0x0b]), Buffer.from(text), Buffer.from([0x1c, 0x0d])]);
+    const socket = connect(agent.port, '127.0.0.1');
+    await once(socket, 'connect');
+    let received = '';
+    socket.on('data', (d) => (received += d.toString('latin1')));
+    const a1 = [msh('ADT^A08^ADT_A01', 'RAW-1'), PID].join('\r');
+    socket.write(Buffer.concat([frameOf(a1), frameOf('EVN|A08|2024'), frameOf([msh('ADT^A08^ADT_A01', 'RAW-2'), PID].join('\r'))]));
+    await eventually(() => expect(received.split('\x1c\r').filter(Boolean)).toHaveLength(3));
+    const codes = received.split('\x1c\r').filter(Boolean).map((f) => /MSA\|(\w+)\|([^|\r]*)/.exec(f)!.slice(1, 3));
+    expect(codes).toEqual([['AA', 'RAW-1'], ['AR', ''], ['AA', 'RAW-2']]);
+    socket.write(Buffer.concat([Buffer.from([0x0b]), Buffer.from(msh('ADT^A08^ADT_A01', 'CUT-1'))]));
+    socket.destroy();
+
+    const big = `OBX|1|TX|11526-1^Pathology study^LN||${'A'.repeat(4 * 1024 * 1024)}||||||F`;
+    const reply = await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', 'BIG-1'), PID, 'OBR|1|1^X|2^X|3^X^LN|||||||||||||||||||||F', big), { timeoutMs: 30_000 });
+    expect(ack(reply).code).toBe('AR');
+    expect(ack(reply).err).toMatch(/max_message_bytes/);
+    expect(ack(await client.sendAndWait(v2(msh('ADT^A08^ADT_A01', 'AFTER-BIG'), PID))).code).toBe('AA');
+  });
+
+  it('enhanced mode: MSH-15 AL gets the commit acknowledgement CA; NE gets none', async () => {
+    const reply = await client.sendAndWait(v2(msh('ADT^A08^ADT_A01', 'ENH-1', '2.5.1', '|||AL|NE'), PID));
+    expect(ack(reply).code).toBe('CA');
+  });
+
+  it('the heartbeat: `pont agents list` shows last_seen_at and the version with the backlog', async () => {
+    const me = (await listAgents(pont.services.db)).find((a) => a.agent_id === credentials.agent_id)!;
+    expect(me.last_seen_at).not.toBeNull();
+    expect(me.last_version).toMatch(/^pont-bridge-agent .* backlog \d+$/);
+  });
+});
+
+describe('pont bridge-agent: kill -9 mid-burst', () => {
+  it('every message acknowledged AA is in Pont exactly once, in order, after a restart', async () => {
+    const config = await configFor('q-kill');
+    let agent = await startAgentProcess(config, 'kill.json');
+    const client = new Hl7Client({ host: '127.0.0.1', port: agent.port });
+    const acked: number[] = [];
+    // Each message: its own result (OBR-3 = n) and the running counter on one Observation (the last one wins).
+    const message = (n: number) =>
+      v2(
+        msh('ORU^R01^ORU_R01', `BURST-${n}`),
+        'PID|1||BURST1^^^GHH^MR||BURST^TEST^^^^^L||19800101|M',
+        `OBR|1|${n}^OE|B${n}^LAB|24323-8^CMP^LN|||||||||||||||||||||F`,
+        `OBX|1|NM|2345-7^Glucose^LN||${n}|mg/dL|70-99||||F`,
+        'OBR|2|COUNTER^OE|COUNTER^LAB|24323-8^CMP^LN|||||||||||||||||||||F',
+        `OBX|1|NM|8867-4^Counter^LN||${n}|/min|||||F`,
+      );
+    const burst = (async () => {
+      for (let n = 1; n <= 400; n++) {
+        try {
+          const reply = await client.sendAndWait(message(n), { timeoutMs: 5_000 });
+          if (ack(reply).code === 'AA') acked.push(n);
+        } catch {
+          return; // the agent is gone
+        }
+      }
+    })();
+    await eventually(() => expect(acked.length).toBeGreaterThan(60));
+    await agent.kill('SIGKILL');
+    await burst;
+    await client.close();
+    expect(acked.length).toBeLessThan(400);
+
+    agent = await startAgentProcess(config, 'kill.json');
+    try {
+      const last = acked[acked.length - 1]!;
+      // The message in flight when the agent died may have been queued without its ACK going out: it may be in too.
+      const inFlight = last + 1;
+      await eventually(async () => expect([last, inFlight]).toContain((await readOk('Observation', 'LAB-COUNTER-8867-4')).valueQuantity.value), { timeoutMs: 30_000 });
+      const patient = await readOk('Patient', 'GHH-BURST1');
+      const page = await pont.json(`/api/fhir/R4/Observation?subject=Patient/${patient.id}&code=2345-7&_count=1000`, { headers: operator.headers });
+      const values: number[] = (page.body.entry ?? []).map((e: any) => e.resource.valueQuantity.value).sort((a: number, b: number) => a - b);
+      // Exactly once: one Observation per acknowledged message (none lost, none twice).
+      expect(values.filter((v) => v !== inFlight)).toEqual(acked);
+      // In order, and each once: the counter's versions go up one message at a time.
+      const history = await pont.json(`/api/fhir/R4/Observation/${syncedId(FACILITY, 'Observation', 'LAB-COUNTER-8867-4')}/_history?_count=1000`, { headers: operator.headers });
+      const seen: number[] = (history.body.entry ?? []).map((e: any) => e.resource.valueQuantity.value).reverse();
+      expect(seen.filter((v) => v !== inFlight)).toEqual(acked);
+    } finally {
+      await agent.kill();
+    }
+  });
+});
