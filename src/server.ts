@@ -4,6 +4,7 @@ import type { Config } from './config';
 import { openMigratedDatabase } from './db/open';
 import { shareDatabase } from './db/pglite-share';
 import { checkListening } from './db/listen-check';
+import { subscriptionSockets } from './subscriptions/websocket';
 import { loadFhirDefinitions } from './core/fhir-definitions';
 import { createLogger, type Logger } from './log';
 import { createServices, loadServiceMappings, type Composition } from './services';
@@ -64,6 +65,8 @@ export async function startPont(config: Config): Promise<RunningPont> {
     // Longer than the usual load-balancer idle timeout (60 s), so the proxy closes idle connections first.
     server.keepAliveTimeout = 65_000;
     server.headersTimeout = 66_000;
+    // FHIR Subscriptions' websocket channel, in every process (src/subscriptions/websocket.ts).
+    const sockets = subscriptionSockets(server, services.subscriptions, db, log);
     for (const worker of services.workers) worker.start();
     const reloadMappings = (trigger: string): ReloadOutcome => {
       const outcome = services.mappings.reload();
@@ -85,6 +88,7 @@ export async function startPont(config: Config): Promise<RunningPont> {
       reloadMappings,
       async close() {
         watcher?.close();
+        await sockets.close();
         // Graceful (src/http/graceful.ts): no new connections; requests in flight, and those already on their way on
         // open connections, answered (with Connection: close) within PONT_SHUTDOWN_GRACE; then whatever is left is cut.
         await graceful!.stop(config.shutdownGraceMs);

@@ -1,8 +1,12 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+import { WebSocket } from 'ws';
+import { createClient } from '../src/auth/clients';
+import { openPostgres } from '../src/db/postgres';
+import { backend, createScratchDatabase, createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
 import { eventually } from './eventually';
+import { bearerFrom, startPontProcess, stopPontProcess, type PontProcess } from './webhooks-support';
 
 /**
  * FHIR Subscriptions as a client that knows only the Subscriptions R5 Backport IG (STU 1.1, R4) sees them: the topic
@@ -279,5 +283,126 @@ describe('notifications', () => {
   it('a deleted subscription is off: gone for its owner, nothing more sent', async () => {
     expect((await fhir(B, `/Subscription/${subB}`, { method: 'DELETE' })).status).toBe(204);
     expect((await fhir(B, `/Subscription/${subB}`)).status).toBe(404);
+  });
+});
+
+/** An IG-only websocket client: every text message it gets, parsed when it is JSON. */
+async function connectSocket(url: string) {
+  const socket = new WebSocket(url);
+  const messages: any[] = [];
+  socket.on('message', (data) => {
+    const text = data.toString('utf8');
+    try {
+      messages.push(JSON.parse(text));
+    } catch {
+      messages.push(text);
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    socket.once('open', () => resolve());
+    socket.once('error', reject);
+  });
+  const closed = new Promise<number>((resolve) => socket.once('close', (code) => resolve(code)));
+  return { socket, messages, closed };
+}
+const bundlesOfType = (messages: any[], type: string) => messages.filter((m) => m?.resourceType === 'Bundle' && statusOf(m).type === type);
+
+async function websocketSubscription(base: string, headers: Record<string, string>) {
+  const call = async (path: string, init: RequestInit = {}) => {
+    const res = await fetch(`${base}/api/fhir/R4${path}`, { ...init, headers: { ...headers, 'content-type': FHIR_JSON } });
+    const text = await res.text();
+    return { status: res.status, body: (text ? JSON.parse(text) : undefined) as any };
+  };
+  const created = await call('/Subscription', { method: 'POST', body: JSON.stringify({ ...subscription(undefined, { channel: 'websocket', content: 'id-only' }), criteria: `${base}/api/fhir/R4/SubscriptionTopic/encounter-finished` }) });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  expect(created.body.status).toBe('active');
+  const token = await call(`/Subscription/${created.body.id}/$get-ws-binding-token`);
+  expect(token.status).toBe(200);
+  const param = (name: string) => token.body.parameter.find((p: any) => p.name === name);
+  return { id: created.body.id as string, token: param('token').valueString as string, url: param('websocket-url').valueUrl as string, call };
+}
+
+describe('websocket', () => {
+  it('binds with a token, answers ping, and sends each numbered event once; a used token binds nothing', async () => {
+    const sub = await websocketSubscription(pont.url, A.headers);
+    const client = await connectSocket(sub.url);
+    client.socket.send('ping');
+    await eventually(() => expect(client.messages).toContain('pong'));
+    client.socket.send(`bind-with-token: ${sub.token}`);
+    await eventually(() => expect(bundlesOfType(client.messages, 'handshake')).toHaveLength(1));
+    const encounter = await finishedEncounter(A);
+    await eventually(() => expect(bundlesOfType(client.messages, 'event-notification')).toHaveLength(1));
+    const [notification] = bundlesOfType(client.messages, 'event-notification');
+    expect(statusOf(notification).events).toEqual([{ number: 1, focus: expect.stringMatching(new RegExp(`Encounter/${encounter}$`)) }]);
+    expect(notification.entry[1].resource).toBeUndefined(); // id-only
+    // The token was used: a second socket binding with it is refused and closed.
+    const again = await connectSocket(sub.url);
+    again.socket.send(`bind-with-token: ${sub.token}`);
+    expect(await again.closed).toBe(4401);
+    // Deleting the subscription closes its socket.
+    expect((await sub.call(`/Subscription/${sub.id}`, { method: 'DELETE' })).status).toBe(204);
+    expect(await client.closed).toBe(4404);
+  });
+});
+
+describe.skipIf(backend !== 'postgres')('two processes (PostgreSQL)', () => {
+  let scratch: Awaited<ReturnType<typeof createScratchDatabase>>;
+  const processes: PontProcess[] = [];
+  let endpoint: Endpoint;
+
+  beforeAll(async () => {
+    scratch = await createScratchDatabase();
+    processes.push(await startPontProcess(scratch.url, { PONT_WEBHOOK_POLL_INTERVAL: '50ms' }));
+    processes.push(await startPontProcess(scratch.url, { PONT_WEBHOOK_POLL_INTERVAL: '50ms' }));
+    endpoint = await startEndpoint();
+  });
+  afterAll(async () => {
+    await Promise.all(processes.map((p) => stopPontProcess(p, 'SIGKILL')));
+    await endpoint?.close();
+    await scratch?.drop();
+  });
+
+  it('a socket held by one process hears a change committed by the other; rest-hook numbers stay gap-free', async () => {
+    const db = await openPostgres(scratch.url, 2);
+    const made = await createClient(db, { name: 'two processes', organizationId: 'org-two', scopes: ['fhir:read', 'fhir:write', 'patients:read'] });
+    await db.close();
+    const [one, two] = processes.map((p) => p.url) as [string, string];
+    const headersOne = await bearerFrom(one, made);
+    const headersTwo = await bearerFrom(two, made);
+    const sub = await websocketSubscription(one, headersOne);
+    const client = await connectSocket(sub.url);
+    client.socket.send(`bind-with-token: ${sub.token}`);
+    await eventually(() => expect(bundlesOfType(client.messages, 'handshake')).toHaveLength(1));
+    const hook = await fetch(`${two}/api/fhir/R4/Subscription`, {
+      method: 'POST',
+      headers: { ...headersTwo, 'content-type': FHIR_JSON },
+      body: JSON.stringify({ ...subscription(endpoint.url, { content: 'id-only' }), criteria: `${two}/api/fhir/R4/SubscriptionTopic/encounter-finished` }),
+    });
+    expect(hook.status).toBe(201);
+    const hookId = ((await hook.json()) as any).id;
+    await eventually(async () => expect(((await (await fetch(`${one}/api/fhir/R4/Subscription/${hookId}`, { headers: headersOne })).json()) as any).status).toBe('active'));
+
+    const post = (base: string, headers: Record<string, string>, path: string, body: unknown, method = 'POST') =>
+      fetch(`${base}/api/fhir/R4${path}`, { method, headers: { ...headers, 'content-type': FHIR_JSON }, body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }));
+    const patient = await post(two, headersTwo, '/Patient', { resourceType: 'Patient', name: [{ family: 'Twice' }], birthDate: '1960-06-06' });
+    expect(patient.status).toBe(201);
+    // Encounters finished through both processes, concurrently.
+    const EACH = 5;
+    await Promise.all(
+      [one, two].flatMap((base) =>
+        Array.from({ length: EACH }, async () => {
+          const headers = base === one ? headersOne : headersTwo;
+          const e = await post(base, headers, '/Encounter', { resourceType: 'Encounter', status: 'finished', class: { code: 'AMB' }, subject: { reference: `Patient/${patient.body.id}` } });
+          expect(e.status).toBe(201);
+        }),
+      ),
+    );
+    await eventually(() => expect(bundlesOfType(client.messages, 'event-notification')).toHaveLength(2 * EACH));
+    const socketNumbers = bundlesOfType(client.messages, 'event-notification').map((b) => statusOf(b).events[0].number);
+    expect(socketNumbers).toEqual(Array.from({ length: 2 * EACH }, (_, i) => i + 1)); // in order, each once
+    await eventually(() => expect(notifications(endpoint).length).toBe(2 * EACH));
+    const hookNumbers = notifications(endpoint).map((b) => statusOf(b).events[0].number).sort((x: number, y: number) => x - y);
+    expect(hookNumbers).toEqual(Array.from({ length: 2 * EACH }, (_, i) => i + 1));
+    client.socket.close();
   });
 });

@@ -15,10 +15,32 @@ const BULK_DATA = 'http://hl7.org/fhir/uv/bulkdata';
 
 let cached: { base: string; statement: CapabilityStatement } | undefined;
 
-/** Generated from what the store really indexes and the routes really serve. */
-export function capabilityStatement(publicUrl: string): CapabilityStatement {
+/** The Subscriptions R5 Backport IG (docs/fhir.md "Subscriptions"). */
+const BACKPORT = 'http://hl7.org/fhir/uv/subscriptions-backport';
+
+/**
+ * The Subscription resource as src/routes/subscriptions.ts serves it (backport profile; create, read, delete, search of the
+ * organisation's own), with the canonical URL of every topic it takes.
+ */
+function subscriptionResource(topics: readonly string[]): CapabilityStatementRestResource {
+  return {
+    type: 'Subscription',
+    extension: topics.map((url) => ({ url: `${BACKPORT}/StructureDefinition/capabilitystatement-subscriptiontopic-canonical`, valueCanonical: url })),
+    supportedProfile: [`${BACKPORT}/StructureDefinition/backport-subscription`],
+    interaction: [{ code: 'create' }, { code: 'read' }, { code: 'delete' }, { code: 'search-type' }],
+    operation: [
+      { name: 'status', definition: `${BACKPORT}/OperationDefinition/backport-subscription-status` },
+      { name: 'events', definition: `${BACKPORT}/OperationDefinition/backport-subscription-events` },
+      { name: 'get-ws-binding-token', definition: `${BACKPORT}/OperationDefinition/backport-subscription-get-ws-binding-token` },
+    ],
+  };
+}
+
+/** Generated from what the store really indexes and the routes really serve; `topics`: the canonical URLs of the SubscriptionTopics published. */
+export function capabilityStatement(publicUrl: string, topics: readonly string[] = []): CapabilityStatement {
   if (cached?.base === publicUrl) return cached.statement;
   const resources = allResourceTypes().map((type): CapabilityStatementRestResource => {
+    if (type === 'Subscription') return subscriptionResource(topics);
     const params = [...indexedParams(type).values()];
     const references = params.filter((p) => p.type === 'reference');
     const revIncludes: string[] = [];
@@ -68,7 +90,7 @@ export function capabilityStatement(publicUrl: string): CapabilityStatement {
     software: { name: 'Pont', version: '0.1.0' },
     implementation: { description: 'Pont FHIR R4 store', url: `${publicUrl}/api/fhir/R4` },
     fhirVersion: '4.0.1',
-    instantiates: [`${BULK_DATA}/CapabilityStatement/bulk-data`],
+    instantiates: [`${BULK_DATA}/CapabilityStatement/bulk-data`, `${BACKPORT}/CapabilityStatement/backport-subscription-server-r4`],
     format: ['application/fhir+json', 'json'],
     rest: [
       {

@@ -230,7 +230,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       responses: { 200: ok('CapabilityStatement') },
       handler: async ({ ctx }) => {
         checkFormat(ctx);
-        const statement = capabilityStatement(services.config.publicUrl);
+        const statement = capabilityStatement(services.config.publicUrl, services.subscriptions.topicUrls());
         // Validators, so a client checks its cached copy for a 304 (the answer is compressed like every large one).
         const etag = `"${createHash('sha256').update(JSON.stringify(statement)).digest('base64url').slice(0, 27)}"`;
         const headers = { ETag: etag, 'Cache-Control': 'public, max-age=3600', 'Last-Modified': new Date(statement.date!).toUTCString() };

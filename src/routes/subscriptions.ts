@@ -2,7 +2,7 @@ import type { Context } from 'koa';
 import { z } from 'zod';
 import type { ClientPrincipal, Principal } from '../core/principal';
 import { readBody } from '../http/body';
-import { badRequest, notFound } from '../http/errors';
+import { ApiError, badRequest, ErrorCode, notFound } from '../http/errors';
 import { defineRoute, type RouteSpec } from '../http/routes';
 import type { Services } from '../http/services';
 import { FHIR_BASE_PATH as FHIR_BASE } from '../fhir/service';
@@ -148,6 +148,24 @@ export function subscriptionRoutes(services: Services): RouteSpec[] {
         return { status: 204 };
       },
     }),
+    // A Subscription is not updated in place (its topic, channel and numbers are fixed at creation): delete and create.
+    ...(['put', 'patch'] as const).map((method) =>
+      defineRoute({
+        method,
+        path: `${FHIR_BASE}/Subscription/{id}`,
+        operationId: `fhirSubscription${method === 'put' ? 'Update' : 'Patch'}`,
+        summary: 'Not supported: delete the Subscription and create another',
+        tags,
+        fhir: true,
+        security: { kind: 'client' },
+        group: 'fhir',
+        params: IdParams,
+        responses: { 405: ok('Not supported') },
+        handler: async () => {
+          throw new ApiError(405, ErrorCode.methodNotAllowed, 'A Subscription is not updated: DELETE it and POST another', { headers: { Allow: 'GET, DELETE' } });
+        },
+      }),
+    ),
     ...operations('status', '$status: the SubscriptionStatus (searchset Bundle)', (_ctx, p, id) => subs.statusBundle(p.organizationId, id)),
     ...operations('events', '$events: stored notification events by number (eventsSinceNumber, eventsUntilNumber, content)', (ctx, p, id, b) => {
       const content = (ctx.query.content as string | undefined) ?? (b as { parameter?: Array<{ name?: string; valueCode?: string }> } | undefined)?.parameter?.find((x) => x.name === 'content')?.valueCode;

@@ -94,6 +94,11 @@ export class FhirSubscriptions {
     return `${this.deps.publicUrl()}/api/fhir/R4`;
   }
 
+  /** The canonical URLs of the published topics (the CapabilityStatement lists them). */
+  topicUrls(): string[] {
+    return this.topics.map((t) => topicUrl(this.deps.publicUrl(), t.id));
+  }
+
   topic(id: string): Topic | undefined {
     return this.byId.get(id);
   }
