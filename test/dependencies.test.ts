@@ -79,6 +79,11 @@ const RULES: Rule[] = [
     forbidden: (i) => /^src\/db\/(postgres|pglite|pg-listener)\.ts$/.test(i.to) && !i.from.startsWith('src/db/'),
   },
   {
+    name: 'agent-standalone',
+    why: 'the HL7 v2 Bridge agent (src/agent) is a process a facility installs: it reaches Pont only through the Bridge API, and imports the maps alone',
+    forbidden: (i) => i.from.startsWith('src/agent/') && !i.to.startsWith('src/agent/') && !i.to.startsWith('src/mapping/'),
+  },
+  {
     name: 'composition-opens-database',
     why: 'only the composition roots (the server, the CLI) open, migrate or share the database',
     forbidden: (i) => /^src\/db\/(open|migrate|pglite-share)\.ts$/.test(i.to) && !i.from.startsWith('src/db/') && !['src/server.ts', 'src/cli.ts'].includes(i.from),
@@ -118,6 +123,7 @@ describe('dependency rules catch what they forbid', () => {
     ['routes-no-store', { from: 'src/routes/fhir.ts', to: 'src/fhir/store.ts', names: ['checkType', 'readVersion'] }],
     ['adapters-inside-db', { from: 'src/services.ts', to: 'src/db/postgres.ts', names: ['openPostgres'] }],
     ['composition-opens-database', { from: 'src/inventory/blood.ts', to: 'src/db/open.ts', names: ['openDatabase'] }],
+    ['agent-standalone', { from: 'src/agent/agent.ts', to: 'src/fhir/repository.ts', names: ['FhirRepository'] }],
   ];
   for (const [name, i] of cases) {
     it(`${name} refuses ${i.from} -> ${i.to}`, () => {
@@ -206,7 +212,7 @@ const LAYERS: Array<[layer: string, entries: string[]]> = [
   ['core', ['src/core', 'src/log.ts', 'src/config.ts', 'src/jobs.ts', 'src/cli-args.ts', 'src/metrics.ts']],
   ['db', ['src/db']],
   ['fhir/policy', ['src/fhir', 'src/policy', 'src/audit', 'src/events', 'src/healthid', 'src/mapping']],
-  ['features', ['src/auth', 'src/consents', 'src/inventory', 'src/records', 'src/bulk', 'src/retention', 'src/bridge', 'src/webhooks', 'src/patients', 'src/subscriptions']],
+  ['features', ['src/auth', 'src/consents', 'src/inventory', 'src/records', 'src/bulk', 'src/retention', 'src/bridge', 'src/webhooks', 'src/patients', 'src/subscriptions', 'src/agent']],
   ['http/routes', ['src/http', 'src/routes', 'src/portal', 'src/demo', 'src/app.ts']],
   ['composition', ['src/services.ts', 'src/server.ts', 'src/cli.ts', 'src/main.ts', 'src/bin.ts']],
 ];
