@@ -1,6 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -65,9 +65,9 @@ interface AgentProcess {
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
-async function startAgentProcess(config: Record<string, unknown>, file = `agent-${config.mllp_port}.json`): Promise<AgentProcess> {
+async function startAgentProcess(config: Record<string, unknown>, file = `agent-${config.mllp_port}.json`, env: Record<string, string> = {}): Promise<AgentProcess> {
   const path = writeConfig(file, config);
-  const child = spawn(process.execPath, pontCommand('bridge-agent', '--config', path), { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env } });
+  const child = spawn(process.execPath, pontCommand('bridge-agent', '--config', path), { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   let out = '';
   child.stdout!.on('data', (c) => (out += c));
   child.stderr!.on('data', (c) => (out += c));
@@ -299,6 +299,52 @@ describe('pont bridge-agent: kill -9 mid-burst', () => {
       const seen: number[] = (history.body.entry ?? []).map((e: any) => e.resource.valueQuantity.value).reverse();
       expect(seen.filter((v) => v !== inFlight)).toEqual(acked);
     } finally {
+      await agent.kill();
+    }
+  });
+});
+
+describe('pont bridge-agent: an informaticist adds a Z-segment field to a v2 map', () => {
+  it('one line under connect, v2 and fields (and the examples); it takes effect at SIGHUP, not before, for every Observation of the message', async () => {
+    const maps = join(work, 'maps');
+    cpSync(join(repoRoot, 'mappings'), maps, { recursive: true });
+    const agent = await startAgentProcess(await configFor('q-zseg'), 'zseg.json', { PONT_MAPPINGS_DIR: maps });
+    const client = new Hl7Client({ host: '127.0.0.1', port: agent.port });
+    try {
+      const message = (id: string) =>
+        v2(
+          msh('ORU^R01^ORU_R01', id),
+          'PID|1||Z1^^^GHH^MR||ZED^ZOE^^^^^L||19900101|F',
+          'OBR|1|Z^OE|Z1^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F',
+          'OBX|1|NM|2345-7^Glucose^LN||90|mg/dL|70-99||||F',
+          'OBX|2|NM|2951-2^Sodium^LN||140|mmol/L|135-145||||F',
+          'ZLB|1|Central laboratory, bench 4',
+        );
+      // The edit: the lab's bench (a Z-segment after the OBXs) as the Observation's note.
+      const file = join(maps, 'v2-observation.map.yaml');
+      writeFileSync(
+        file,
+        readFileSync(file, 'utf8')
+          .replace('\nv2:\n', '\n  lab_bench: { type: string, nullable: true }\n\nv2:\n')
+          .replace('\nfixed:\n', '\n  lab_bench: ZLB-2\n\nfixed:\n')
+          .replace(/\n$/, '\n  lab_bench: note[0].text\n'),
+      );
+      const examples = join(maps, 'v2-observation.examples.yaml');
+      writeFileSync(examples, readFileSync(examples, 'utf8').replace(/(\n    effective_at: .*)/g, '$1\n    lab_bench: null'));
+      // What the informaticist runs before the reload: it passes (it throws otherwise).
+      expect(execFileSync(process.execPath, pontCommand('mappings', 'check', maps), { encoding: 'utf8' })).toMatch(/all good/);
+
+      expect(ack(await client.sendAndWait(message('Z-1'))).code).toBe('AA');
+      await eventually(async () => expect((await readOk('Observation', 'LAB-Z1-2345-7')).note).toBeUndefined());
+
+      agent.child.kill('SIGHUP');
+      await eventually(() => expect(agent.output()).toMatch(/mappings reloaded/));
+      expect(ack(await client.sendAndWait(message('Z-2'))).code).toBe('AA');
+      for (const id of ['LAB-Z1-2345-7', 'LAB-Z1-2951-2']) {
+        await eventually(async () => expect((await readOk('Observation', id)).note).toEqual([{ text: 'Central laboratory, bench 4' }]));
+      }
+    } finally {
+      await client.close();
       await agent.kill();
     }
   });
