@@ -32,6 +32,7 @@ function subscriptionResource(topics: readonly string[]): CapabilityStatementRes
       { name: 'status', definition: `${BACKPORT}/OperationDefinition/backport-subscription-status` },
       { name: 'events', definition: `${BACKPORT}/OperationDefinition/backport-subscription-events` },
       { name: 'get-ws-binding-token', definition: `${BACKPORT}/OperationDefinition/backport-subscription-get-ws-binding-token` },
+      { name: 'validate', definition: 'http://hl7.org/fhir/OperationDefinition/Resource-validate' },
     ],
   };
 }
