@@ -41,6 +41,7 @@ const onBothDatabases = [
   'test/audit.test.ts',
   'test/retention.test.ts',
   'test/webhooks-delivery.test.ts',
+  'test/fhir-subscriptions.test.ts',
   'test/bulk-export.test.ts',
   'test/patients.test.ts',
   'test/bridge-sync.test.ts',

@@ -183,6 +183,11 @@ describe('creating a Subscription', () => {
     expect(status).toMatchObject({ type: 'handshake', topic: topicUrl, since: 0, events: [] });
     expect(status.subscription).toMatch(new RegExp(`/Subscription/${id}$`));
     await eventually(async () => expect((await fhir(A, `/Subscription/${id}`)).body.status).toBe('active'));
+    // Its deliveries ride on the webhook machinery, but it is no Connect webhook: the organisation's list does not show it.
+    const integrator = await createTestClient(pont, ['webhooks:manage'], { organizationId: 'org-subs-a' });
+    const hooks = await pont.json('/api/v1/connect/webhooks/subscriptions', { headers: integrator.headers });
+    expect(hooks.status).toBe(200);
+    expect(JSON.stringify(hooks.body)).not.toContain(endpointA.url);
   });
 });
 

@@ -234,6 +234,7 @@ export class FhirSubscriptions {
     await this.db.transaction(async (tx) => {
       const row = await this.row(organizationId, id, tx);
       await tx.query(`UPDATE fhir_subscriptions SET deleted_at = now(), status = 'off' WHERE id = $1`, [row.id]);
+      await tx.query('UPDATE webhook_subscriptions SET deleted_at = now() WHERE id = (SELECT webhook_subscription_id FROM fhir_subscriptions WHERE id = $1)', [row.id]);
       await tx.query(
         `UPDATE webhook_deliveries SET status = 'cancelled', lease_token = NULL, next_attempt_at = NULL, updated_at = now() WHERE fhir_subscription_id = $1 AND status = 'pending'`,
         [row.id],

@@ -68,6 +68,9 @@ const view = (row: SubscriptionRow): SubscriptionView => ({
 
 const COLUMNS = 'id, callback_url, subscribed_events, description, full_payload, created_at';
 
+/** Rows that carry a FHIR Subscription's rest-hook deliveries (src/subscriptions) are that Subscription's, not webhooks of their own. */
+const NOT_FHIR = 'NOT EXISTS (SELECT 1 FROM fhir_subscriptions f WHERE f.webhook_subscription_id = webhook_subscriptions.id)';
+
 /** Creates a subscription; the secret is returned here, once, and stored only encrypted. */
 export async function createSubscription(
   db: Queryable,
@@ -113,7 +116,7 @@ export async function rotateSubscriptionSecret(
      SET secret_encrypted = $3,
          previous_secret_encrypted = CASE WHEN $4::float8 > 0 THEN secret_encrypted END,
          previous_secret_expires_at = CASE WHEN $4::float8 > 0 THEN now() + make_interval(secs => $4::float8) END
-     WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL
+     WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL AND ${NOT_FHIR}
      RETURNING ${COLUMNS}, previous_secret_expires_at`,
     [subscriptionId, organizationId, encryptSecret(secretKey, subscriptionId, secret), overlapSeconds],
   );
@@ -125,7 +128,7 @@ export async function rotateSubscriptionSecret(
 
 export async function listSubscriptions(db: Database, organizationId: string): Promise<SubscriptionView[]> {
   const { rows } = await db.query<SubscriptionRow>(
-    `SELECT ${COLUMNS} FROM webhook_subscriptions WHERE organization_id = $1 AND deleted_at IS NULL ORDER BY created_at, id`,
+    `SELECT ${COLUMNS} FROM webhook_subscriptions WHERE organization_id = $1 AND deleted_at IS NULL AND ${NOT_FHIR} ORDER BY created_at, id`,
     [organizationId],
   );
   return rows.map(view);
@@ -135,7 +138,7 @@ export async function listSubscriptions(db: Database, organizationId: string): P
 export async function unsubscribe(db: Database, organizationId: string, subscriptionId: string): Promise<boolean> {
   return db.transaction(async (tx) => {
     const { rowCount } = await tx.query(
-      'UPDATE webhook_subscriptions SET deleted_at = now() WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL',
+      `UPDATE webhook_subscriptions SET deleted_at = now() WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL AND ${NOT_FHIR}`,
       [subscriptionId, organizationId],
     );
     if (rowCount === 0) return false;
@@ -151,7 +154,7 @@ export async function unsubscribe(db: Database, organizationId: string, subscrip
 /** Operator switch (CLI): full event data in deliveries, or identifiers only. False when no such active subscription. */
 export async function setFullPayload(db: Database, subscriptionId: string, on: boolean): Promise<boolean> {
   const { rowCount } = await db.query(
-    'UPDATE webhook_subscriptions SET full_payload = $2 WHERE id = $1 AND deleted_at IS NULL',
+    `UPDATE webhook_subscriptions SET full_payload = $2 WHERE id = $1 AND deleted_at IS NULL AND ${NOT_FHIR}`,
     [subscriptionId, on],
   );
   return rowCount > 0;
