@@ -383,34 +383,43 @@ export class RecordsService {
     sources: Array<{ source: RecordSource; resources: Resource[]; more: boolean; refs: string[][] }>,
     context: { patient?: Resource; resolved?: Map<string, Resource> },
   ): RecordPage {
-    const fetched = sources.map(({ source, resources, more, refs }) => {
-      const items = resources.map((resource, k) => {
-        const { record } = this.recordOf(request.type, source, resource, fields, context);
-        const used = refs[k]!.flatMap((ref) => context.resolved?.get(ref) ?? []);
-        return { resource, record, used, time: timeOf(record[source.dateField]) };
-      });
-      return { items, more };
-    });
-    // Merge: repeatedly take the newest head among the sources (each is already newest first).
+    // Each source's resources are read (mapped) only when they come to the head of the merge: those past the page and
+    // those another source gave first are never mapped (a lab result is in up to three sources of its type).
     const taken = sources.map(() => 0);
-    const out: Array<{ resource: Resource; record: ConnectRecord; used: Resource[] }> = [];
+    const heads: Array<{ resource: Resource; record: ConnectRecord; used: Resource[]; time: number } | undefined> = sources.map(() => undefined);
     // A resource two sources of the type select (a result both categorised and listed by a report) is read once.
     const seen = new Set<string>();
+    const keyOf = (r: Resource) => `${r.resourceType}/${r.id}`;
+    const head = (i: number) => {
+      const { source, resources, refs } = sources[i]!;
+      while (!heads[i] && taken[i]! < resources.length) {
+        const resource = resources[taken[i]!]!;
+        if (seen.has(keyOf(resource))) {
+          taken[i]!++;
+          continue;
+        }
+        const { record } = this.recordOf(request.type, source, resource, fields, context);
+        const used = refs[taken[i]!]!.flatMap((ref) => context.resolved?.get(ref) ?? []);
+        heads[i] = { resource, record, used, time: timeOf(record[source.dateField]) };
+      }
+      return heads[i];
+    };
+    const out: Array<{ resource: Resource; record: ConnectRecord; used: Resource[] }> = [];
+    // Merge: repeatedly take the newest head among the sources (each is already newest first).
     while (out.length < request.limit) {
       let best = -1;
-      for (let i = 0; i < fetched.length; i++) {
-        const head = fetched[i]!.items[taken[i]!];
-        if (head && (best < 0 || head.time > fetched[best]!.items[taken[best]!]!.time)) best = i;
+      for (let i = 0; i < sources.length; i++) {
+        const h = head(i);
+        if (h && (best < 0 || h.time > heads[best]!.time)) best = i;
       }
       if (best < 0) break;
-      const item = fetched[best]!.items[taken[best]!]!;
+      const item = heads[best]!;
+      heads[best] = undefined;
       taken[best]!++;
-      const key = `${item.resource.resourceType}/${item.resource.id}`;
-      if (seen.has(key)) continue;
-      seen.add(key);
+      seen.add(keyOf(item.resource));
       out.push(item);
     }
-    const more = fetched.some((f, i) => f.more || taken[i]! < f.items.length);
+    const more = sources.some((f, i) => f.more || taken[i]! < f.resources.length);
     return {
       records: out.map((o) => o.record),
       // Audited as read: the resources (first, in the records' order) and what of their references the records show.
@@ -426,7 +435,8 @@ export class RecordsService {
    */
   recordOf(type: string, source: RecordSource, resource: Resource, fields = this.fieldsOf(type), context: ReadContext = {}): { record: ConnectRecord; unread: string[] } {
     const { connect, unread } = this.mappings.get(source.map).readFhir(resource, context);
-    const record: ConnectRecord = Object.fromEntries(fields.map((f) => [f, connect[f] ?? null]));
+    const record: ConnectRecord = {};
+    for (const f of fields) record[f] = connect[f] ?? null;
     return { record: Object.assign(record, source.tag), unread };
   }
 
