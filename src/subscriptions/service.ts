@@ -23,8 +23,10 @@ import { BACKPORT, filtersPass, topicFires, topicUrl, type Topic } from './topic
  * websocket clients are woken through PostgreSQL NOTIFY on SUBSCRIPTION_CHANNEL.
  */
 
-/** Websocket holders LISTEN here; the payload is the subscription id. */
+/** Websocket holders LISTEN here; the payload is subscription ids, comma-separated. */
 export const SUBSCRIPTION_CHANNEL = 'pont_fhir_subscriptions';
+/** Ids per NOTIFY payload (32 hex digits and a comma each: under PostgreSQL's 8000-byte limit). */
+const NOTIFY_IDS = 200;
 
 const EXT = (name: string) => `${BACKPORT}/StructureDefinition/${name}`;
 export const PROFILE = EXT('backport-subscription');
@@ -468,7 +470,8 @@ export async function fanOut(tx: Queryable, changes: ResourceChange[], topics: r
   if (!firing.length) return;
   const topicIds = [...new Set(firing.flatMap((f) => f.topics.map((t) => t.id)))];
   const { rows: subs } = await tx.query<SubscriptionRow>(
-    `SELECT ${COLUMNS} FROM fhir_subscriptions WHERE topic_id = ANY($1::text[]) AND deleted_at IS NULL AND status IN ('requested', 'active')`,
+    `SELECT id, organization_id, client_id, scopes, topic_id, filters, channel_type, content, status
+     FROM fhir_subscriptions WHERE topic_id = ANY($1::text[]) AND deleted_at IS NULL AND status IN ('requested', 'active')`,
     [topicIds],
   );
   if (!subs.length) return;
@@ -523,8 +526,11 @@ export async function fanOut(tx: Queryable, changes: ResourceChange[], topics: r
       [hooks.map((r) => r.sub.id), hooks.map((r) => r.number)],
     );
   if (hooks.length) await tx.query('SELECT pg_notify($1, $2)', [DELIVERY_CHANNEL, '']);
-  for (const id of new Set(rows.filter((r) => r.sub.channel_type === 'websocket').map((r) => r.sub.id)))
-    await tx.query('SELECT pg_notify($1, $2)', [SUBSCRIPTION_CHANNEL, id]);
+  // The processes holding sockets are woken with the ids, as few NOTIFYs as the payload limit (8000 bytes) allows.
+  const sockets = [...new Set(rows.filter((r) => r.sub.channel_type === 'websocket').map((r) => r.sub.id))];
+  const payloads: string[] = [];
+  for (let i = 0; i < sockets.length; i += NOTIFY_IDS) payloads.push(sockets.slice(i, i + NOTIFY_IDS).join(','));
+  if (payloads.length) await tx.query('SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p', [SUBSCRIPTION_CHANNEL, payloads]);
 }
 
 let loadedTopics: readonly Topic[] = [];

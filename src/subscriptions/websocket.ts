@@ -32,6 +32,7 @@ interface Binding {
 export function subscriptionSockets(server: Server, subs: FhirSubscriptions, db: Database, log: Logger): { close(): Promise<void> } {
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
   const bindings = new Map<string, Set<Binding>>();
+  let closing = false;
 
   const pump = (b: Binding) => {
     b.queue = b.queue
@@ -42,7 +43,9 @@ export function subscriptionSockets(server: Server, subs: FhirSubscriptions, db:
         for (const bundle of next.bundles) b.socket.send(bundle);
         b.last = next.last;
       })
-      .catch((err) => log.error('websocket notification failed', { subscription_id: b.id, error: String(err) }));
+      .catch((err) => {
+        if (!closing) log.error('websocket notification failed', { subscription_id: b.id, error: String(err) });
+      });
   };
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -97,8 +100,8 @@ export function subscriptionSockets(server: Server, subs: FhirSubscriptions, db:
 
   const listening = db
     .listen(SUBSCRIPTION_CHANNEL, {
-      notify: (id) => {
-        for (const b of bindings.get(id) ?? []) pump(b);
+      notify: (ids) => {
+        for (const id of ids.split(',')) for (const b of bindings.get(id) ?? []) pump(b);
       },
       // Listening again after a lost connection: a NOTIFY may have been missed, so every socket catches up.
       ready: () => {
@@ -112,6 +115,7 @@ export function subscriptionSockets(server: Server, subs: FhirSubscriptions, db:
 
   return {
     async close() {
+      closing = true;
       server.off('upgrade', onUpgrade);
       for (const ws of wss.clients) ws.terminate();
       await new Promise<void>((resolve) => wss.close(() => resolve()));

@@ -308,7 +308,14 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
     let contentType = 'application/json';
     if (delivery.fhir_subscription_id && delivery.notification_type) {
       // A FHIR Subscription notification: built (and the policy asked again) now, from what the subscription numbered.
-      body = await deps.notifications?.notificationBody(delivery.fhir_subscription_id, delivery.notification_type, delivery.event_number === null ? null : Number(delivery.event_number));
+      try {
+        body = await deps.notifications?.notificationBody(delivery.fhir_subscription_id, delivery.notification_type, delivery.event_number === null ? null : Number(delivery.event_number));
+      } catch (err) {
+        // Not built (the database refused, e.g. a deadlock): due again at once rather than when the lease runs out.
+        log.warn('FHIR notification not built; retried', { delivery_id: delivery.id, error: String(err) });
+        await releaseLease(db, delivery).catch(() => undefined);
+        return;
+      }
       contentType = 'application/fhir+json';
     } else if (delivery.event) {
       if (!(await stillEntitled(db, { ...delivery, event: delivery.event }))) {
