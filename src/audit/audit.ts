@@ -50,6 +50,8 @@ export interface AuditRecord {
   externalReference?: string;
   /** Break-glass: read without consent under emergency access (purpose of use BTG); `purpose` holds the reason. */
   breakGlass?: boolean;
+  /** The purpose of use as a v3 ActReason code (X-Purpose-Of-Use when it is one, else the consent's own purpose). */
+  purposeCode?: string;
   /** The kinds of data read or written (FHIR resource types), for the patient's access log. */
   dataTypes?: string[];
 }
@@ -158,9 +160,11 @@ export function buildAuditEvent(record: AuditRecord, recorded: Date): AuditEvent
     ...(record.outcomeDescription ? { outcomeDesc: record.outcomeDescription } : {}),
     ...(record.breakGlass
       ? { purposeOfEvent: [{ coding: [{ system: ACT_REASON, code: 'BTG', display: 'break the glass' }], text: record.purpose }] }
-      : record.purpose
-        ? { purposeOfEvent: [{ text: record.purpose }] }
-        : {}),
+      : record.purposeCode
+        ? { purposeOfEvent: [{ coding: [{ system: ACT_REASON, code: record.purposeCode }], ...(record.purpose ? { text: record.purpose } : {}) }] }
+        : record.purpose
+          ? { purposeOfEvent: [{ text: record.purpose }] }
+          : {}),
     agent: agentsOf(record.caller),
     source: {
       observer: { display: 'Pont' },

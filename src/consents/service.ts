@@ -4,10 +4,13 @@ import type { Queryable } from '../db/database';
 import type { FhirRepository } from '../fhir/repository';
 import { hashKey } from '../core/hash';
 import { ApiError, ErrorCode, validationFailed } from '../core/errors';
-import { registeredPatient } from '../healthid/registry';
+import { healthIdsByPatient, registeredPatient } from '../healthid/registry';
 import { declaredValues, MappingValueError, type CompiledMap, type MappingSet } from '../mapping/index';
-import { consentRecordOf, type ConsentRecord } from './record';
-import { classesOf, CONSENT_TYPES } from '../core/data-classes';
+import { consentRecordOf, coveredClasses, type ConsentRecord } from './record';
+import { CONSENT_TYPES } from '../core/data-classes';
+import { DEFAULT_PURPOSE } from '../policy/hi-types';
+import { dataHolders } from '../policy/index';
+import { sql as sql_ } from '../db/sql';
 
 /**
  * A consent as the organisation (or the patient) sees it: the consent map's record (mappings/consent.map.yaml), the
@@ -33,6 +36,35 @@ export function answerStates(map: CompiledMap): string[] {
 
 /** A request answered by the patient: the default life of the consent it becomes, unless the request says. */
 export const REQUESTED_CONSENT_DAYS = 365;
+
+/** The artefact's fields a grant or request states (issue 43). */
+export interface ArtefactInput {
+  purpose_of_use?: string;
+  hi_types?: string[];
+  date_range?: { from: string; to: string };
+  erase_at?: string;
+  frequency?: { count: number; unit: string };
+}
+
+/** What the patient narrows when approving. */
+export interface Approval {
+  hi_types?: string[];
+  date_range?: { from: string; to: string };
+  expires_at?: string;
+}
+
+/** The artefact's fields of a record, defaults filled in (a consent made before issue 43: care management, no limits). */
+function artefactOf(input: ArtefactInput) {
+  return {
+    purpose_of_use: input.purpose_of_use ?? DEFAULT_PURPOSE,
+    hi_types: input.hi_types ?? [],
+    date_range: input.date_range ?? null,
+    erase_at: input.erase_at ?? null,
+    frequency: input.frequency ?? null,
+  };
+}
+
+const seconds = (iso: string) => new Date(iso).toISOString().replace(/\.\d+Z$/, 'Z');
 
 interface IndexRow {
   consent_id: string;
@@ -75,7 +107,7 @@ export class ConsentService {
     repo: FhirRepository,
     organizationId: string,
     healthId: string,
-    input: { consent_type: string; expires_at: string; purpose?: string; scopes?: string[]; external_reference?: string },
+    input: { consent_type: string; expires_at: string; purpose?: string; scopes?: string[]; external_reference?: string } & ArtefactInput,
   ): Promise<ConsentView> {
     checkScopes(input.consent_type, input.scopes);
     return repo.transaction(async (sql) => {
@@ -92,7 +124,8 @@ export class ConsentService {
         status: 'active',
         purpose: input.purpose ?? null,
         granted_at: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
-        expires_at: input.expires_at,
+        expires_at: seconds(input.expires_at),
+        ...artefactOf({ ...input, erase_at: input.erase_at && seconds(input.erase_at) }),
       };
       const consent = this.toFhir(record);
       const stored = current ? (await repo.update({ ...consent, id: current.consent_id }, { audit: false })).resource : await repo.create(consent, { audit: false });
@@ -157,7 +190,7 @@ export class ConsentService {
   async request(
     repo: FhirRepository,
     organizationId: string,
-    input: { health_id: string; purpose: string; requested_scopes: string[]; consent_type?: string; expires_at?: string },
+    input: { health_id: string; purpose: string; requested_scopes: string[]; consent_type?: string; expires_at?: string } & ArtefactInput,
   ) {
     const consentType = input.consent_type ?? 'full_record';
     checkScopes(consentType, input.requested_scopes);
@@ -172,7 +205,8 @@ export class ConsentService {
         status: 'pending',
         purpose: input.purpose,
         granted_at: null,
-        expires_at: input.expires_at ?? null,
+        expires_at: input.expires_at ? seconds(input.expires_at) : null,
+        ...artefactOf({ ...input, erase_at: input.erase_at && seconds(input.erase_at) }),
       };
       const stored = await repo.create(this.toFhir(record), { audit: false });
       await repo.audit({
@@ -193,8 +227,75 @@ export class ConsentService {
         requested_scopes: input.requested_scopes,
         purpose: input.purpose,
         created_at: stored.meta!.lastUpdated!,
+        purpose_of_use: record.purpose_of_use!,
+        hi_types: record.hi_types!,
+        date_range: record.date_range ?? null,
+        erase_at: record.erase_at ?? null,
+        frequency: record.frequency ?? null,
       };
     });
+  }
+
+  // ------------------------------------------------------------------ the signed artefact (issue 43)
+
+  /**
+   * The artefact of a consent granted to `organizationId`: its facts as the payload of a compact JWS that `sign`
+   * makes with Pont's signing key. Another organisation's consent, a request never granted, or an unknown id: the
+   * same 404. Audited (it names the patient).
+   */
+  async artefact(repo: FhirRepository, organizationId: string, consentId: string, sign: (payload: Record<string, unknown>, expiresAt: number | undefined) => Promise<string>): Promise<string> {
+    return repo.transaction(async (sql) => {
+      const { rows } = await sql.query<{ patient_id: string; granted_at: Date | null }>(
+        'SELECT patient_id, granted_at FROM consent_access WHERE consent_id = $1 AND organization_id = $2',
+        [consentId, organizationId],
+      );
+      const row = rows[0];
+      if (!row || row.granted_at === null) throw consentNotFound(`No consent ${consentId} granted to your organisation`);
+      const healthId = (await healthIdsByPatient(sql, [row.patient_id])).get(row.patient_id) ?? '';
+      const view = this.view(await repo.read<Consent>('Consent', consentId, { audit: false }), healthId);
+      const holdersSql = dataHolders(sql_`h.org`, sql_`${row.patient_id}`).render();
+      const { rows: holders } = await sql.query<{ org: string }>(`${holdersSql.text} ORDER BY 1 LIMIT 100`, holdersSql.values);
+      const artefact = {
+        consent_id: consentId,
+        status: view.status,
+        health_id: healthId,
+        requester: { organization_id: organizationId },
+        holders: holders.map((h) => ({ organization_id: h.org })),
+        purpose_of_use: view.purpose_of_use,
+        purpose: view.purpose,
+        consent_type: view.consent_type,
+        scopes: view.scopes,
+        hi_types: view.hi_types,
+        date_range: view.date_range,
+        granted_at: view.granted_at,
+        expires_at: view.expires_at,
+        erase_at: view.erase_at,
+        frequency: view.frequency,
+      };
+      const expires = typeof view.expires_at === 'string' ? Math.floor(Date.parse(view.expires_at) / 1000) : undefined;
+      const jws = await sign({ consent: artefact }, expires);
+      await repo.audit({
+        operation: 'getConsentArtefact',
+        action: 'R',
+        outcome: 'success',
+        outcomeDescription: `artefact of consent ${consentId}`,
+        patient: { id: row.patient_id, healthId },
+        dataTypes: ['Consent'],
+      });
+      return jws;
+    });
+  }
+
+  /** The consents granted to `organizationId` that were revoked at or after `since`, oldest first (the revocation list). */
+  async revokedSince(repo: FhirRepository, organizationId: string, since: string, limit: number): Promise<Array<{ consent_id: string; revoked_at: string }>> {
+    const { rows } = await repo.transaction((sql) =>
+      sql.query<{ consent_id: string; revoked_at: Date | string }>(
+        `SELECT consent_id, revoked_at FROM consent_access WHERE organization_id = $1 AND revoked_at IS NOT NULL AND revoked_at >= $2::timestamptz
+         ORDER BY revoked_at, consent_id LIMIT $3`,
+        [organizationId, since, limit],
+      ),
+    );
+    return rows.map((r) => ({ consent_id: r.consent_id, revoked_at: new Date(r.revoked_at).toISOString() }));
   }
 
   // ------------------------------------------------------------------ the patient's side
@@ -214,7 +315,7 @@ export class ConsentService {
   }
 
   /** The patient approves (active, for REQUESTED_CONSENT_DAYS unless the request said) or denies a pending request. */
-  async answer(repo: FhirRepository, me: PatientPrincipal, requestId: string, answer: 'approve' | 'deny'): Promise<ConsentView> {
+  async answer(repo: FhirRepository, me: PatientPrincipal, requestId: string, answer: 'approve' | 'deny', approval: Approval = {}): Promise<ConsentView> {
     const { patientId, healthId } = me;
     return repo.transaction(async (sql) => {
       const consent = await this.ownConsent(repo, sql, patientId, requestId);
@@ -226,11 +327,14 @@ export class ConsentService {
       if (consent.status !== 'proposed') throw new ApiError(409, ErrorCode.conflict, `This request was already answered (${record.status})`);
       const granted = answer === 'approve';
       const now = new Date();
+      const asked = record.expires_at ?? new Date(now.getTime() + REQUESTED_CONSENT_DAYS * 86_400_000).toISOString().replace(/\.\d+Z$/, 'Z');
       const updated: ConsentRecord = {
         ...record,
         status: granted ? 'active' : 'denied',
         granted_at: granted ? now.toISOString().replace(/\.\d+Z$/, 'Z') : record.granted_at,
-        expires_at: granted ? (record.expires_at ?? new Date(now.getTime() + REQUESTED_CONSENT_DAYS * 86_400_000).toISOString().replace(/\.\d+Z$/, 'Z')) : record.expires_at,
+        expires_at: granted ? asked : record.expires_at,
+        // The grant records what the patient approved, never more than was asked.
+        ...(granted && narrowed(record, asked, approval)),
       };
       const stored = (await repo.update({ ...this.toFhir(updated), id: requestId }, { audit: false })).resource;
       await repo.audit({
@@ -305,9 +409,36 @@ export class ConsentService {
       ...fields,
       organization_id: (read.organization_id as string | undefined) ?? organizationId!,
       status: expired ? 'expired' : ((read.status as string | null | undefined) ?? 'none'),
-      scopes: read.consent_type ? classesOf(read.consent_type as string, (read.scopes as string[] | null) ?? []) : [],
+      scopes: read.consent_type ? coveredClasses({ ...read, scopes: (read.scopes as string[] | null) ?? [] } as unknown as ConsentRecord) : [],
     };
   }
+}
+
+/**
+ * What the patient approves of a request: each of `approval` must be within what was asked (fewer kinds of record, a
+ * period inside the asked one, an end no later), else 422 and the request stays as it was.
+ */
+function narrowed(record: ConsentRecord, askedEnd: string, approval: Approval): Partial<ConsentRecord> {
+  const wider: Array<{ field: string; message: string }> = [];
+  const out: Partial<ConsentRecord> = {};
+  if (approval.hi_types) {
+    const asked = record.hi_types ?? [];
+    const extra = asked.length ? approval.hi_types.filter((t) => !asked.includes(t)) : [];
+    if (extra.length) wider.push({ field: 'hi_types', message: `${extra.join(', ')} not asked for (asked: ${asked.join(', ')})` });
+    out.hi_types = approval.hi_types;
+  }
+  if (approval.date_range) {
+    const asked = record.date_range;
+    if (asked?.from && approval.date_range.from < asked.from) wider.push({ field: 'date_range.from', message: `before the asked ${asked.from}` });
+    if (asked?.to && approval.date_range.to > asked.to) wider.push({ field: 'date_range.to', message: `after the asked ${asked.to}` });
+    out.date_range = approval.date_range;
+  }
+  if (approval.expires_at) {
+    if (Date.parse(approval.expires_at) > Date.parse(askedEnd)) wider.push({ field: 'expires_at', message: `after the asked ${askedEnd}` });
+    out.expires_at = new Date(approval.expires_at).toISOString().replace(/\.\d+Z$/, 'Z');
+  }
+  if (wider.length) throw validationFailed(`The approval is wider than the request: ${wider.map((w) => `${w.field} ${w.message}`).join('; ')}`, { extra: { details: wider } });
+  return out;
 }
 
 /** Scopes narrow the consent type's classes: each must be one of them. */

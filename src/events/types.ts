@@ -21,7 +21,7 @@ export type EventDeclaration = EventTraits &
   (
     | /** About a patient's data: to the acting organisation and every organisation whose consent covers `dataClass`. */
     { about: 'patient'; dataClass: DataClass }
-    | /** About a consent: to the organisation it is granted to (`data.organization_id`). */
+    | /** About a consent: to the organisation it is granted to (`data.organization_id`) and those holding the patient's data. */
     { about: 'consent' }
     | /** Anything else: to the acting organisation. */
     { about: 'organization' }
@@ -40,6 +40,8 @@ export const EVENTS = {
   'consent.granted': { about: 'consent' },
   'consent.denied': { about: 'consent' },
   'consent.revoked': { about: 'consent' },
+  'consent.expired': { about: 'consent', published: ['artefact_id', 'expires_at'], raisedBy: 'the consent notice job, at the consent\'s expires_at (src/consents/notices.ts)' },
+  'consent.erase_due': { about: 'consent', published: ['artefact_id', 'erase_at'], raisedBy: 'the consent notice job, at the consent\'s erase_at (src/consents/notices.ts)' },
   'encounter.created': { about: 'patient', dataClass: 'patients:read' },
   'encounter.closed': { about: 'patient', dataClass: 'patients:read' },
   'lab_order.created': { about: 'patient', dataClass: 'labs:read' },

@@ -172,7 +172,7 @@ export class FhirRepository {
     private readonly deps: RepositoryDeps,
     readonly context: RequestContext,
   ) {
-    this.access = accessPolicyFor(context.principal, context.channel, context.emergencyReason);
+    this.access = accessPolicyFor(context.principal, context.channel, context.emergencyReason, context.purpose);
   }
 
   get baseUrl(): string {
@@ -837,9 +837,19 @@ export class FhirRepository {
       otherPatients: named.slice(1),
       purpose: this.context.emergencyReason ?? this.context.purpose,
       breakGlass: this.context.emergencyReason !== undefined,
+      purposeCode: await this.purposeOfUse(named),
       externalReference: this.context.externalReference,
       dataTypes: [...new Set(resources.map((r) => r.resourceType))],
     });
+  }
+
+  /** The purpose of use of a read, as the policy knows it (src/policy purposeOfUse): the stated code, else the consent's. */
+  private async purposeOfUse(patients: string[]): Promise<string | undefined> {
+    const { stated, lookup } = this.access.purposeOfUse?.(patients) ?? {};
+    if (stated || !lookup) return stated;
+    const { text, values } = lookup.render();
+    const { rows } = await this.sql.query<{ purpose: string }>(text, values);
+    return rows[0]?.purpose;
   }
 
   /** A resource the access rule let through: audited (unless the caller audits), returned. */

@@ -3,6 +3,7 @@ import { FHIR_READ_SCOPES, fhirReadScopes, TERMINOLOGY_SCOPE } from '../core/sco
 import { ApiError, ErrorCode } from '../core/errors';
 import { dataClassOf } from '../core/data-classes';
 import { constant, join, literal, param, sql, type Identifier, type Param, type Sql } from '../db/sql';
+import { hiTypes, PURPOSE_CODES } from './hi-types';
 
 /**
  * The access policy (docs/security.md "The access policy"): the one place that decides, for a principal, whether it may
@@ -83,6 +84,12 @@ export interface AccessPolicy {
   operator: boolean;
   /** May the caller write data of this facility (stock, blood units, payments)? */
   mayWriteFacility(facilityId: string | null | undefined): boolean;
+  /**
+   * The purpose of use of a read of these patients' data, for its audit (AuditEvent.purposeOfEvent): the code the
+   * request stated (X-Purpose-Of-Use), else SQL for the purpose of the caller's consent covering them (one column,
+   * `purpose`). Undefined: none (operators, patients, callers without an organisation).
+   */
+  purposeOfUse?: (patients: string[]) => { stated?: string; lookup?: Sql };
 }
 
 const everything: AccessPolicy = { canRead: () => true, canWrite: () => true, readsTerminology: true, operator: true, mayWriteFacility: () => true };
@@ -93,14 +100,52 @@ const CLASS_CASE = (type: Sql) => sql`CASE ${type} ${CLASS_WHEN} ELSE 'fhir:read
 
 const OWNER_ONLY_SQL = constant(sql`(${join(OWNER_ONLY_TYPES.map(literal), ', ')})`);
 
+/** What the rule knows of one row beyond its class: its type and its content (for the date of its care). */
+export interface RowFacts {
+  type: Sql;
+  content: Sql;
+}
+
+/**
+ * SQL: the date of the care a row of `type` records (YYYY-MM-DD as text; NULL when it records none or only part of
+ * a date), from the elements mappings/tables/hi-types.yaml names per type. Constants only: the planner sees them.
+ */
+function careDateOf(type: string | undefined, row: RowFacts): Sql {
+  const of = (t: string) => {
+    const paths = hiTypes.careDates[t];
+    if (!paths?.length) return sql`NULL::text`;
+    return sql`COALESCE(${join(paths.map((p) => sql`${row.content} #>> ${literal(`{${p.join(',')}}`)}`), ', ')})`;
+  };
+  const value = type ? of(type) : sql`CASE ${row.type} ${join(Object.keys(hiTypes.careDates).map((t) => sql`WHEN ${literal(t)} THEN ${of(t)}`), ' ')} END`;
+  return sql`(CASE WHEN length(${value}) >= 10 THEN left(${value}, 10) END)`;
+}
+
 /**
  * SQL: `select` from the active, unexpired consent grants (alias `g`) of `org` (any organisation when undefined)
  * for the patient matched by `patient` (`= x` or `= ANY(x)`) covering `dataClass`. The one definition of
- * "consent covers this", for reads, writes and the webhook fan-out.
+ * "consent covers this", for reads, writes and the webhook fan-out. `row`: a row of data is judged by the grant's
+ * kinds of record (their resource types) and its date range too; without it, the class alone decides (may this
+ * organisation see some of this class of the patient's data: the gates of the Connect routes, whose reads then
+ * pass the row rule). `type`: the row's type when known as a constant.
  */
-export function activeGrants(select: Sql, org: Sql | undefined, patient: Sql, dataClass: Sql): Sql {
+export function activeGrants(select: Sql, org: Sql | undefined, patient: Sql, dataClass: Sql, row?: RowFacts, type?: string, purpose?: string): Sql {
+  const artefact = row
+    ? sql` AND (g.resource_types IS NULL OR ${row.type} = ANY(g.resource_types))
+${type === hiTypes.subject ? sql`` : sql`
+      AND (g.data_from IS NULL AND g.data_to IS NULL${type ? sql`` : sql` OR ${row.type} = ${literal(hiTypes.subject)}`} OR ${careDateOf(type, row)} BETWEEN coalesce(g.data_from, '0000-01-01') AND coalesce(g.data_to, '9999-12-31'))`}`
+    : sql``;
   return sql`SELECT ${select} FROM consent_access g WHERE ${org ? sql`g.organization_id = ${org} AND ` : sql``}g.patient_id ${patient} AND g.status = 'active'
-      AND (g.granted_at IS NULL OR g.granted_at <= now()) AND (g.expires_at IS NULL OR g.expires_at > now()) AND ${dataClass} = ANY(g.classes)`;
+      AND (g.granted_at IS NULL OR g.granted_at <= now()) AND (g.expires_at IS NULL OR g.expires_at > now()) AND ${dataClass} = ANY(g.classes)${artefact}${purpose ? sql` AND g.purpose_of_use = ${literal(purpose)}` : sql``}`;
+}
+
+/**
+ * SQL: the organisations holding data of the patient matched by `patient` (`= x`): those that wrote any of it (the
+ * data's holders, an exchange's HIPs), who are told of every change of a consent about that patient (`select` over
+ * alias `h`, column `org`).
+ */
+export function dataHolders(select: Sql, patient: Sql): Sql {
+  return sql`SELECT ${select} FROM (SELECT DISTINCT x.author_org AS org FROM fhir_resources x
+      WHERE x.patients @> ARRAY[${patient}]::text[] AND NOT x.deleted AND x.author_org IS NOT NULL AND x.resource_type <> 'Consent') h`;
 }
 
 /**
@@ -125,8 +170,8 @@ export function consentChangedSince(org: Sql, patients: Sql, snapshot: Sql, sinc
  * as one hash of the organisation's consents per query or an index probe per row, whichever is cheaper
  * (a lookup by `= ANY(patients)` is planned as a scan of every consent of the organisation per row).
  */
-function consentRule(org: Param, emergency: boolean, row: { patients: Sql; author: Sql; dataClass: Sql }): Sql {
-  const grants = (patient: Sql) => activeGrants(sql`g.patient_id`, sql`${org}`, patient, row.dataClass);
+function consentRule(org: Param, emergency: boolean, row: { patients: Sql; author: Sql; dataClass: Sql; facts?: RowFacts; type?: string }, purpose?: string): Sql {
+  const grants = (patient: Sql) => activeGrants(sql`g.patient_id`, sql`${org}`, patient, row.dataClass, row.facts, row.type, purpose);
   const windows = (patient: Sql) => sql`SELECT e.patient_id FROM emergency_access e WHERE e.organization_id = ${org} AND e.patient_id ${patient} AND e.expires_at > now()`;
   const one = sql`= (${row.patients})[1]`;
   const any = sql`= ANY(${row.patients})`;
@@ -137,8 +182,20 @@ function consentRule(org: Param, emergency: boolean, row: { patients: Sql; autho
     OR (${row.patients} IS NOT NULL AND (cardinality(${row.patients}) = 1 AND (${onePatient}) OR cardinality(${row.patients}) > 1 AND ${allPatients})))`;
 }
 
-/** The policy of one caller on one channel; `emergencyReason` is the X-Emergency-Reason the request stated. */
-export function accessPolicyFor(principal: Principal, channel: Channel, emergencyReason?: string): AccessPolicy {
+/**
+ * The purpose a request states (X-Purpose-Of-Use) when it is one of the codes of consent artefacts: reads count only
+ * consents of that purpose. Free text (what clients sent before artefacts) states no code: it is audited as text and
+ * every consent counts, as before.
+ */
+export function statedPurpose(header: string | undefined): string | undefined {
+  return header !== undefined && (PURPOSE_CODES as readonly string[]).includes(header) ? header : undefined;
+}
+
+/**
+ * The policy of one caller on one channel; `emergencyReason` is the X-Emergency-Reason the request stated, `purpose`
+ * its X-Purpose-Of-Use (a consent counts only if its purpose_of_use is the stated code, statedPurpose).
+ */
+export function accessPolicyFor(principal: Principal, channel: Channel, emergencyReason?: string, purpose?: string): AccessPolicy {
   if (emergencyReason !== undefined && !(principal.kind === 'client' && principal.scopes.includes('emergency:access')))
     throw new ApiError(403, ErrorCode.forbidden, 'X-Emergency-Reason needs the scope emergency:access', { extra: { required_scopes: ['emergency:access'] } });
   if (principal.kind === 'system') return everything;
@@ -184,6 +241,7 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
       patientCheck: (_p, classes) => refuseAll(classes),
     };
   const emergency = emergencyReason !== undefined;
+  const stated = statedPurpose(purpose);
   // The organisation binds once per fragment: every use of it in one condition shares its `$n`.
   const owned = (alias: Identifier, o: Param) => sql`${alias.col('author_org')} = ${o}`;
   return {
@@ -201,7 +259,9 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
         patients: alias.col('patients'),
         author: alias.col('author_org'),
         dataClass: type ? sql`${dataClassOf(type)}` : CLASS_CASE(alias.col('resource_type')),
-      });
+        facts: { type: type ? literal(type) : alias.col('resource_type'), content: alias.col('content') },
+        type,
+      }, stated);
       return type ? rule : sql`(CASE WHEN ${alias.col('resource_type')} IN ${OWNER_ONLY_SQL} THEN ${owned(alias, o)} ELSE ${rule} END)`;
     },
     // Refused classes: those no consent covers; for `records`, also not those of which the organisation wrote
@@ -214,7 +274,11 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
           ? sql`EXISTS (SELECT 1 FROM fhir_resources x WHERE x.author_org = ${o} AND x.patients @> ARRAY[${p}]::text[] AND NOT x.deleted AND ${CLASS_CASE(sql`x.resource_type`)} = k.c)`
           : sql`EXISTS (SELECT 1 FROM fhir_resources x WHERE x.resource_type = 'Patient' AND x.id = ${p} AND x.author_org = ${o})`;
       return sql`SELECT c FROM unnest(${classes}::text[]) AS k(c)
-        WHERE NOT ${consentRule(o, emergency, { patients: sql`ARRAY[${p}]::text[]`, author: sql`NULL::text`, dataClass: sql`k.c` })} AND NOT ${own}`;
+        WHERE NOT ${consentRule(o, emergency, { patients: sql`ARRAY[${p}]::text[]`, author: sql`NULL::text`, dataClass: sql`k.c` }, stated)} AND NOT ${own}`;
     },
+    purposeOfUse: (patients) =>
+      stated
+        ? { stated }
+        : { lookup: sql`SELECT g.purpose_of_use AS purpose FROM consent_access g WHERE g.organization_id = ${org} AND g.patient_id = ANY(${patients}::text[]) AND g.status = 'active' ORDER BY g.updated_at DESC LIMIT 1` },
   };
 }

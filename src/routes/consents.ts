@@ -1,15 +1,17 @@
 import { z } from 'zod';
+import { SignJWT } from 'jose';
 import type { ClientPrincipal, PatientPrincipal, Principal } from '../core/principal';
 import { accessLogOf } from '../consents/access-log';
 import { ApiError, ErrorCode } from '../http/errors';
 import { ErrorSchema } from '../http/openapi';
-import { defineRoute, type RouteSpec } from '../http/routes';
+import { defineRoute, type ResponseSpec, type RouteSpec } from '../http/routes';
 import type { Services } from '../http/services';
 import { issuePairingCode, PAIRING_CODE_TTL_SECONDS } from '../consents/mobile';
 import { registeredPatient } from '../healthid/registry';
 import { answerStates, ConsentService, HIDDEN_FIELDS } from '../consents/service';
 import type { MappingSet } from '../mapping/types';
 import { CONSENT_TYPE_NAMES, DATA_CLASSES } from '../core/data-classes';
+import { HI_TYPES, PURPOSE_CODES, PURPOSES_OF_USE } from '../policy/hi-types';
 
 const CONNECT = '/api/v1/connect';
 const MOBILE = '/api/v1/mobile';
@@ -23,6 +25,35 @@ const FutureInstant = z.iso
 const DataClassSchema = z.enum(DATA_CLASSES).meta({ id: 'ConsentDataClass', description: 'A data class a consent covers (docs/integrators.md "Consent")' });
 const ConsentTypeSchema = z.enum(CONSENT_TYPE_NAMES as [string, ...string[]]).meta({ id: 'ConsentType', description: 'docs/integrators.md "Consent": the classes each covers' });
 
+// The consent artefact (issue 43; docs/consent-artefacts.md).
+const PurposeOfUseSchema = z
+  .enum(PURPOSE_CODES as [string, ...string[]])
+  .meta({ id: 'PurposeOfUse', description: `Why the data is wanted: an HL7 v3 ActReason code (http://terminology.hl7.org/CodeSystem/v3-ActReason). ${Object.entries(PURPOSES_OF_USE).map(([c, d]) => `\`${c}\`: ${d}`).join('; ')}` });
+const HiTypeSchema = z.enum(HI_TYPES).meta({ id: 'HiType', description: 'A kind of record (mappings/tables/hi-types.yaml: its data classes and FHIR resource types)' });
+const HiTypes = z
+  .array(HiTypeSchema)
+  .min(1)
+  .max(HI_TYPES.length)
+  .refine((v) => new Set(v).size === v.length, 'each kind at most once')
+  .describe('The kinds of record it covers (narrows the classes; absent: every kind of its classes)');
+const DateOnly = z.iso.date().describe('YYYY-MM-DD');
+const DateRangeSchema = z
+  .object({ from: DateOnly, to: DateOnly })
+  .strict()
+  .refine((r) => r.from <= r.to, { message: 'from must not be after to', path: ['to'] })
+  .meta({ id: 'ConsentDateRange', description: 'The period of care the data may come from (both days included)' });
+const FrequencySchema = z
+  .object({ count: z.number().int().min(1).max(1_000_000), unit: z.enum(['hour', 'day', 'week', 'month', 'year']) })
+  .strict()
+  .meta({ id: 'ConsentFrequency', description: 'How often the data may be fetched: at most `count` requests per `unit` (calendar window, UTC)' });
+const ArtefactFields = {
+  purpose_of_use: PurposeOfUseSchema.optional().describe('Default CAREMGT'),
+  hi_types: HiTypes.optional(),
+  date_range: DateRangeSchema.optional(),
+  erase_at: FutureInstant.optional().describe('When the receiver must have deleted its copies (event consent.erase_due)'),
+  frequency: FrequencySchema.optional(),
+};
+
 const ConsentGrant = z
   .object({
     consent_type: ConsentTypeSchema,
@@ -30,6 +61,7 @@ const ConsentGrant = z
     purpose: Text(500).optional(),
     scopes: z.array(DataClassSchema).max(DATA_CLASSES.length).optional().describe("Narrows the consent type's classes (never widens)"),
     external_reference: Text(200).optional().describe("The caller's own reference, written to the audit trail"),
+    ...ArtefactFields,
   })
   .strict()
   .meta({ id: 'ConsentGrantRequest' });
@@ -60,9 +92,16 @@ const ConsentRequest = z
     requested_scopes: z.array(DataClassSchema).min(1).max(DATA_CLASSES.length),
     consent_type: ConsentTypeSchema.optional().describe('Default full_record, narrowed to requested_scopes'),
     expires_at: FutureInstant.optional().describe(`How long the consent lasts once approved (default ${365} days from approval)`),
+    ...ArtefactFields,
   })
   .strict()
   .meta({ id: 'ConsentRequestCreate' });
+
+/** What the patient approves, when narrower than what was asked: fewer kinds, a shorter period, an earlier end. */
+const ConsentApproval = z
+  .object({ hi_types: HiTypes.optional(), date_range: DateRangeSchema.optional(), expires_at: FutureInstant.optional() })
+  .strict()
+  .meta({ id: 'ConsentApproval' });
 
 const ConsentRequestCreated = z
   .object({
@@ -74,6 +113,11 @@ const ConsentRequestCreated = z
     requested_scopes: z.array(z.string()),
     purpose: z.string(),
     created_at: z.string(),
+    purpose_of_use: PurposeOfUseSchema,
+    hi_types: z.array(HiTypeSchema),
+    date_range: DateRangeSchema.nullable(),
+    erase_at: z.string().nullable(),
+    frequency: FrequencySchema.nullable(),
   })
   .meta({ id: 'ConsentRequestCreated' });
 
@@ -157,6 +201,56 @@ export function consentRoutes(services: Services): RouteSpec[] {
       responses: { 201: { description: 'Requested', schema: ConsentRequestCreated }, ...errors },
       async handler({ body, principal, repo }) {
         return { status: 201, body: await consents.request(repo, client(principal).organizationId, body) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${CONNECT}/consents/{consent_id}/artefact`,
+      operationId: 'getConsentArtefact',
+      summary: 'The signed consent artefact: a compact JWS both sides verify offline',
+      description:
+        "The consent's facts (purpose_of_use, hi_types, date_range, expires_at, erase_at, frequency, requester, holders) as the `consent` claim of a JWS signed with Pont's token key (`alg` RS256, `kid` of GET /.well-known/jwks.json; `exp` is the consent's expiry). Verify it with the key set, then check the revocation list (GET …/consents/revoked). For the organisation it is granted to; any other gets the 404 of an unknown id. `Accept: application/jose` answers the JWS itself. Audited.",
+      tags,
+      security: { kind: 'client', scope: ['consents:read', 'consents:write'] },
+      params: z.object({ consent_id: z.string().max(64) }),
+      responses: {
+        200: { description: 'The artefact', schema: z.object({ artefact: z.string().describe('Compact JWS (RS256)') }).meta({ id: 'ConsentArtefact' }) },
+        ...errors,
+      },
+      async handler({ ctx, params, principal, repo }) {
+        const sign = async (payload: Record<string, unknown>, exp: number | undefined) => {
+          const { kid, privateKey } = await services.access.keys.signingKey();
+          const jwt = new SignJWT(payload)
+            .setProtectedHeader({ alg: 'RS256', kid, typ: 'consent-artefact+jwt' })
+            .setIssuer(services.config.publicUrl)
+            .setSubject(params.consent_id)
+            .setIssuedAt();
+          if (exp !== undefined) jwt.setExpirationTime(exp);
+          return jwt.sign(privateKey);
+        };
+        const artefact = await consents.artefact(repo, client(principal).organizationId, params.consent_id, sign);
+        if (ctx.accepts('application/json', 'application/jose') === 'application/jose') return { body: artefact, contentType: 'application/jose' };
+        return { body: { artefact } };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${CONNECT}/consents/revoked`,
+      operationId: 'listRevokedConsents',
+      summary: "The caller's organisation's consents revoked since a time (the artefacts' revocation list)",
+      description: 'Oldest first; page on with `since` set to the last `revoked_at`. An artefact listed here is void, whatever its signature says.',
+      tags,
+      security: { kind: 'client', scope: ['consents:read', 'consents:write'] },
+      query: z.object({ since: z.iso.datetime({ offset: true }), limit: z.coerce.number().int().min(1).max(1000).default(1000) }),
+      responses: {
+        200: {
+          description: 'Revoked consents',
+          schema: z.object({ items: z.array(z.object({ consent_id: z.string(), revoked_at: z.string() })) }).meta({ id: 'RevokedConsents' }),
+        },
+        ...errors,
+      },
+      async handler({ query, principal, repo }) {
+        return { body: { items: await consents.revokedSince(repo, client(principal).organizationId, query.since, query.limit) } };
       },
     }),
     defineRoute({
@@ -251,20 +345,23 @@ export function consentRoutes(services: Services): RouteSpec[] {
         path: `${MOBILE}/consent-requests/{consent_request_id}/${answer}`,
         operationId: answer === 'approve' ? 'approveConsentRequest' : 'denyConsentRequest',
         summary: answer === 'approve' ? 'Approve a consent request: the organisation gets access' : 'Deny a consent request',
-        description: `Event \`consent.${answer === 'approve' ? 'granted' : 'denied'}\` to the requesting organisation. 409 if already answered.`,
+        description: `Event \`consent.${answer === 'approve' ? 'granted' : 'denied'}\` to the requesting organisation. 409 if already answered.${answer === 'approve' ? ' The body may narrow what was asked (fewer `hi_types`, a shorter `date_range`, an earlier `expires_at`); the consent records what was approved.' : ''}`,
         tags: ['Mobile'],
         security: { kind: 'patient' },
         params: z.object({ consent_request_id: z.string().max(64) }),
+        ...(answer === 'approve' ? { body: ConsentApproval } : {}),
         get responses() {
-          return {
+          const out: Record<number, ResponseSpec> = {
             200: { description: 'Answered', schema: live().ConsentStatus },
             404: { description: 'No such request of yours (CONSENT_NOT_FOUND)', schema: ErrorSchema },
             409: { description: 'Already answered (CONFLICT)', schema: ErrorSchema },
           };
+          if (answer === 'approve') out[422] = { description: 'Wider than asked (more kinds, a longer period, a later end) or invalid (VALIDATION_FAILED); the request stays pending', schema: ErrorSchema };
+          return out;
         },
-        async handler({ params, principal, repo }) {
+        async handler({ params, principal, repo, body }) {
           const me = patient(principal);
-          return { body: await consents.answer(repo, me, params.consent_request_id, answer) };
+          return { body: await consents.answer(repo, me, params.consent_request_id, answer, body as z.infer<typeof ConsentApproval> | undefined) };
         },
       }),
     ),

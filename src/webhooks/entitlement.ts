@@ -1,7 +1,7 @@
 import type { Queryable } from '../db/database';
 import { sql } from '../db/sql';
 import { eventClassOf, eventDeclaration } from '../events/types';
-import { activeGrants } from '../policy/index';
+import { activeGrants, dataHolders } from '../policy/index';
 
 /** What decides who may receive an event. */
 export interface EventAudience {
@@ -20,7 +20,8 @@ export interface EventAudience {
  *
  * - Consent events go to the organisation the consent is granted to (`data.organization_id`): the
  *   requester hears `consent.granted`/`consent.denied`, the organisation that lost access hears
- *   `consent.revoked` (and, having no consent any more, nothing more about that patient).
+ *   `consent.revoked` (and, having no consent any more, nothing more about that patient); and to the organisations
+ *   holding the patient's data (those that wrote some of it), as an exchange notifies its data holders.
  * - Patient events go to the acting organisation and to every organisation holding the patient's active,
  *   unexpired consent covering the event's class (a documents-only consent hears `document.*`, not
  *   `lab_result.*`), looked up through `q` (the change's own transaction, so fan-out sees the consent state
@@ -52,10 +53,19 @@ export async function entitledOrganizationsOfEach(q: Queryable, events: EventAud
       consented.set(key, [...(consented.get(key) ?? []), row.organization_id]);
     }
   }
+  // A consent's change is told to the organisations holding the patient's data too (src/policy dataHolders).
+  const holders = new Map<string, string[]>();
+  const consentPatients = [...new Set(events.filter((e) => e.patientId && eventDeclaration(e.type)?.about === 'consent').map((e) => e.patientId!))];
+  if (consentPatients.length) {
+    const { text, values } = sql`SELECT k.p, h.org FROM unnest(${consentPatients}::text[]) AS k(p) CROSS JOIN LATERAL (${dataHolders(sql`h.org`, sql`k.p`)}) h`.render();
+    const { rows } = await q.query<{ p: string; org: string }>(text, values);
+    for (const row of rows) holders.set(row.p, [...(holders.get(row.p) ?? []), row.org]);
+  }
   return events.map((event) => {
     const orgs = new Set<string>();
     if (eventDeclaration(event.type)?.about === 'consent') {
       if (typeof event.data.organization_id === 'string') orgs.add(event.data.organization_id);
+      for (const org of holders.get(event.patientId ?? '') ?? []) orgs.add(org);
       return [...orgs];
     }
     if (event.organizationId) orgs.add(event.organizationId);

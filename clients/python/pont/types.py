@@ -189,7 +189,25 @@ class ClinicalObservation(TypedDict):
     value_codings: Optional[List[Dict[str, Any]]]
 
 
+class ConsentApproval(TypedDict, total=False):
+    hi_types: List['HiType']
+    date_range: 'ConsentDateRange'
+    expires_at: str
+
+
+class ConsentArtefact(TypedDict):
+    artefact: str
+
+
 ConsentDataClass = Literal['patients:read', 'labs:read', 'prescriptions:read', 'documents:read', 'appointments:read', 'fhir:read']
+
+ConsentDateRange = TypedDict('ConsentDateRange', {'from': str, 'to': str}, total=False)
+
+class ConsentFrequency(TypedDict):
+    """How often the data may be fetched: at most `count` requests per `unit` (calendar window, UTC)"""
+    count: int
+    unit: Literal['hour', 'day', 'week', 'month', 'year']
+
 
 class _ConsentGrantRequestRequired(TypedDict):
     consent_type: 'ConsentType'
@@ -200,6 +218,11 @@ class ConsentGrantRequest(_ConsentGrantRequestRequired, total=False):
     purpose: str
     scopes: List['ConsentDataClass']
     external_reference: str
+    purpose_of_use: 'PurposeOfUse'
+    hi_types: List['HiType']
+    date_range: 'ConsentDateRange'
+    erase_at: str
+    frequency: 'ConsentFrequency'
 
 
 class _ConsentRequestCreateRequired(TypedDict):
@@ -211,6 +234,11 @@ class _ConsentRequestCreateRequired(TypedDict):
 class ConsentRequestCreate(_ConsentRequestCreateRequired, total=False):
     consent_type: 'ConsentType'
     expires_at: str
+    purpose_of_use: 'PurposeOfUse'
+    hi_types: List['HiType']
+    date_range: 'ConsentDateRange'
+    erase_at: str
+    frequency: 'ConsentFrequency'
 
 
 class ConsentRequestCreated(TypedDict):
@@ -222,6 +250,11 @@ class ConsentRequestCreated(TypedDict):
     requested_scopes: List[str]
     purpose: str
     created_at: str
+    purpose_of_use: 'PurposeOfUse'
+    hi_types: List['HiType']
+    date_range: Optional['ConsentDateRange']
+    erase_at: Optional[str]
+    frequency: Optional['ConsentFrequency']
 
 
 class ConsentStatus(TypedDict):
@@ -234,6 +267,11 @@ class ConsentStatus(TypedDict):
     purpose: Optional[str]
     granted_at: Optional[str]
     expires_at: Optional[str]
+    purpose_of_use: Optional[Literal['CAREMGT', 'BTG', 'PUBHLTH', 'HPAYMT', 'DSRCH', 'PATRQT']]
+    hi_types: Optional[List[Literal['Prescription', 'DiagnosticReport', 'OPConsultation', 'DischargeSummary', 'ImmunizationRecord', 'HealthDocumentRecord', 'WellnessRecord']]]
+    date_range: Optional[Dict[str, Any]]
+    erase_at: Optional[str]
+    frequency: Optional[Dict[str, Any]]
 
 
 ConsentType = Literal['full_record', 'summary', 'diagnostics', 'prescriptions', 'documents']
@@ -415,6 +453,8 @@ class HealthIdVerifyResponse(TypedDict):
     health_id: str
     patient: 'PatientDemographics'
 
+
+HiType = Literal['Prescription', 'DiagnosticReport', 'OPConsultation', 'DischargeSummary', 'ImmunizationRecord', 'HealthDocumentRecord', 'WellnessRecord']
 
 class Immunization(TypedDict):
     id: 'FhirId'
@@ -973,6 +1013,12 @@ class Procedure(TypedDict):
     note: Optional[str]
 
 
+PurposeOfUse = Literal['CAREMGT', 'BTG', 'PUBHLTH', 'HPAYMT', 'DSRCH', 'PATRQT']
+
+class RevokedConsents(TypedDict):
+    items: List[Dict[str, Any]]
+
+
 class SdkTokenIntrospection(TypedDict):
     active: bool
     scopes: List[str]
@@ -1098,7 +1144,7 @@ class WebhookEventDeliveries(TypedDict):
     deliveries: List['WebhookDelivery']
 
 
-WebhookEventType = Literal['patient.created', 'patient.updated', 'health_id.created', 'health_id.verified', 'consent.requested', 'consent.granted', 'consent.denied', 'consent.revoked', 'encounter.created', 'encounter.closed', 'lab_order.created', 'lab_result.released', 'lab_result.amended', 'prescription.issued', 'prescription.cancelled', 'prescription.dispensed', 'appointment.created', 'appointment.checked_in', 'appointment.cancelled', 'document.issued', 'document.verified', 'bridge_agent.sync_failed']
+WebhookEventType = Literal['patient.created', 'patient.updated', 'health_id.created', 'health_id.verified', 'consent.requested', 'consent.granted', 'consent.denied', 'consent.revoked', 'consent.expired', 'consent.erase_due', 'encounter.created', 'encounter.closed', 'lab_order.created', 'lab_result.released', 'lab_result.amended', 'prescription.issued', 'prescription.cancelled', 'prescription.dispensed', 'appointment.created', 'appointment.checked_in', 'appointment.cancelled', 'document.issued', 'document.verified', 'bridge_agent.sync_failed']
 
 class WebhookReplay(TypedDict):
     event_id: str

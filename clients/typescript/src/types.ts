@@ -315,8 +315,35 @@ export type ClinicalObservation = {
   }> | null;
 };
 
+export type ConsentApproval = {
+  /** The kinds of record it covers (narrows the classes; absent: every kind of its classes) */
+  hi_types?: Array<HiType>;
+  date_range?: ConsentDateRange;
+  /** ISO 8601 date-time with a zone, in the future */
+  expires_at?: string;
+};
+
+export type ConsentArtefact = {
+  /** Compact JWS (RS256) */
+  artefact: string;
+};
+
 /** A data class a consent covers (docs/integrators.md "Consent") */
 export type ConsentDataClass = "patients:read" | "labs:read" | "prescriptions:read" | "documents:read" | "appointments:read" | "fhir:read";
+
+/** The period of care the data may come from (both days included) */
+export type ConsentDateRange = {
+  /** YYYY-MM-DD */
+  from: string;
+  /** YYYY-MM-DD */
+  to: string;
+};
+
+/** How often the data may be fetched: at most `count` requests per `unit` (calendar window, UTC) */
+export type ConsentFrequency = {
+  count: number;
+  unit: "hour" | "day" | "week" | "month" | "year";
+};
 
 export type ConsentGrantRequest = {
   consent_type: ConsentType;
@@ -327,6 +354,14 @@ export type ConsentGrantRequest = {
   scopes?: Array<ConsentDataClass>;
   /** The caller's own reference, written to the audit trail */
   external_reference?: string;
+  /** Default CAREMGT */
+  purpose_of_use?: PurposeOfUse;
+  /** The kinds of record it covers (narrows the classes; absent: every kind of its classes) */
+  hi_types?: Array<HiType>;
+  date_range?: ConsentDateRange;
+  /** When the receiver must have deleted its copies (event consent.erase_due) */
+  erase_at?: string;
+  frequency?: ConsentFrequency;
 };
 
 export type ConsentRequestCreate = {
@@ -337,6 +372,14 @@ export type ConsentRequestCreate = {
   consent_type?: ConsentType;
   /** How long the consent lasts once approved (default 365 days from approval) */
   expires_at?: string;
+  /** Default CAREMGT */
+  purpose_of_use?: PurposeOfUse;
+  /** The kinds of record it covers (narrows the classes; absent: every kind of its classes) */
+  hi_types?: Array<HiType>;
+  date_range?: ConsentDateRange;
+  /** When the receiver must have deleted its copies (event consent.erase_due) */
+  erase_at?: string;
+  frequency?: ConsentFrequency;
 };
 
 export type ConsentRequestCreated = {
@@ -348,6 +391,11 @@ export type ConsentRequestCreated = {
   requested_scopes: Array<string>;
   purpose: string;
   created_at: string;
+  purpose_of_use: PurposeOfUse;
+  hi_types: Array<HiType>;
+  date_range: ConsentDateRange | null;
+  erase_at: string | null;
+  frequency: ConsentFrequency | null;
 };
 
 export type ConsentStatus = {
@@ -362,6 +410,17 @@ export type ConsentStatus = {
   purpose: string | null;
   granted_at: string | null;
   expires_at: string | null;
+  purpose_of_use: "CAREMGT" | "BTG" | "PUBHLTH" | "HPAYMT" | "DSRCH" | "PATRQT" | null;
+  hi_types: Array<"Prescription" | "DiagnosticReport" | "OPConsultation" | "DischargeSummary" | "ImmunizationRecord" | "HealthDocumentRecord" | "WellnessRecord"> | null;
+  date_range: {
+    from: string | null;
+    to: string | null;
+  } | null;
+  erase_at: string | null;
+  frequency: {
+    count: number | null;
+    unit: "hour" | "day" | "week" | "month" | "year" | null;
+  } | null;
 };
 
 /** docs/integrators.md "Consent": the classes each covers */
@@ -626,6 +685,9 @@ export type HealthIdVerifyResponse = {
   health_id: string;
   patient: PatientDemographics;
 };
+
+/** A kind of record (mappings/tables/hi-types.yaml: its data classes and FHIR resource types) */
+export type HiType = "Prescription" | "DiagnosticReport" | "OPConsultation" | "DischargeSummary" | "ImmunizationRecord" | "HealthDocumentRecord" | "WellnessRecord";
 
 export type Immunization = {
   id: FhirId;
@@ -1549,6 +1611,16 @@ export type Procedure = {
   note: string | null;
 };
 
+/** Why the data is wanted: an HL7 v3 ActReason code (http://terminology.hl7.org/CodeSystem/v3-ActReason). `CAREMGT`: Care management: treating the patient (ABDM "Care Management"); `BTG`: Break the glass: an emergency (ABDM "Break the Glass"); `PUBHLTH`: Public health (ABDM "Public Health"); `HPAYMT`: Healthcare payment: claims and insurance (ABDM "Healthcare Payment"); `DSRCH`: Disease-specific healthcare research (ABDM "Disease Specific Healthcare Research"); `PATRQT`: Requested by the patient, for themselves (ABDM "Self Requested") */
+export type PurposeOfUse = "CAREMGT" | "BTG" | "PUBHLTH" | "HPAYMT" | "DSRCH" | "PATRQT";
+
+export type RevokedConsents = {
+  items: Array<{
+    consent_id: string;
+    revoked_at: string;
+  }>;
+};
+
 export type SdkTokenIntrospection = {
   active: boolean;
   scopes: Array<string>;
@@ -1806,7 +1878,7 @@ export type WebhookEventDeliveries = {
 };
 
 /** Event types of section 6.1 */
-export type WebhookEventType = "patient.created" | "patient.updated" | "health_id.created" | "health_id.verified" | "consent.requested" | "consent.granted" | "consent.denied" | "consent.revoked" | "encounter.created" | "encounter.closed" | "lab_order.created" | "lab_result.released" | "lab_result.amended" | "prescription.issued" | "prescription.cancelled" | "prescription.dispensed" | "appointment.created" | "appointment.checked_in" | "appointment.cancelled" | "document.issued" | "document.verified" | "bridge_agent.sync_failed";
+export type WebhookEventType = "patient.created" | "patient.updated" | "health_id.created" | "health_id.verified" | "consent.requested" | "consent.granted" | "consent.denied" | "consent.revoked" | "consent.expired" | "consent.erase_due" | "encounter.created" | "encounter.closed" | "lab_order.created" | "lab_result.released" | "lab_result.amended" | "prescription.issued" | "prescription.cancelled" | "prescription.dispensed" | "appointment.created" | "appointment.checked_in" | "appointment.cancelled" | "document.issued" | "document.verified" | "bridge_agent.sync_failed";
 
 export type WebhookReplay = {
   event_id: string;

@@ -1,0 +1,316 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+
+/**
+ * Consent artefacts (issue 43): a consent states a purpose, kinds of record (hi_types), a period of care
+ * (date_range), an erasure date and a fetch frequency; the patient may narrow a request when approving; the one
+ * policy shows exactly what the artefact covers on every door.
+ */
+let pont: TestServer;
+let hospital: TestClient;
+let clinic: TestClient;
+let healthId: string;
+let patientId: string;
+let patientToken: string;
+const ids: Record<string, string> = {};
+
+const fhir = (client: TestClient, path: string, init: RequestInit & { json?: unknown } = {}) =>
+  pont.json(`/api/fhir/R4${path}`, { ...init, headers: { ...client.headers, ...(init.headers as Record<string, string>) } });
+const connect = (client: TestClient, path: string, init: RequestInit & { json?: unknown } = {}) =>
+  pont.json(`/api/v1/connect${path}`, { ...init, headers: { ...client.headers, ...(init.headers as Record<string, string>) } });
+const mobile = (path: string, init: RequestInit & { json?: unknown } = {}) =>
+  pont.json(`/api/v1/mobile${path}`, { ...init, headers: { authorization: `Bearer ${patientToken}`, ...(init.headers as Record<string, string>) } });
+const inDays = (days: number) => new Date(Date.now() + days * 86_400_000).toISOString();
+const ref = (r: { resourceType: string; id: string }) => `${r.resourceType}/${r.id}`;
+
+async function write(name: string, resource: Record<string, unknown>) {
+  const res = await fhir(hospital, `/${resource.resourceType}`, { method: 'POST', json: { ...(resource.resourceType === 'Immunization' ? {} : { subject: { reference: `Patient/${patientId}` } }), ...resource } });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  ids[name] = `${resource.resourceType}/${res.body.id}`;
+}
+
+beforeAll(async () => {
+  pont = await startTestServer();
+  hospital = await createTestClient(pont, ['health_id:verify', 'fhir:read', 'fhir:write', 'consents:write', 'consents:read'], { organizationId: 'org-hospital' });
+  clinic = await createTestClient(pont, ['health_id:verify', 'consents:read', 'consents:write', 'patients:read', 'labs:read', 'prescriptions:read', 'fhir:read', 'patient:profile:read', 'patient:diagnostics:read'], {
+    organizationId: 'org-clinic',
+  });
+  const resolved = await connect(hospital, '/patients/resolve', { method: 'POST', json: { first_name: 'Asha', last_name: 'Artefact', date_of_birth: '1980-02-02', sex: 'female' } });
+  healthId = resolved.body.health_id;
+  patientId = (await fhir(hospital, `/Patient?identifier=https://pont.health/fhir/sid/health-id|${healthId}`)).body.entry[0].resource.id;
+  const medication = { resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Metformin 500 mg' } };
+  await write('rx2024', { ...medication, authoredOn: '2024-05-01' });
+  await write('rx2023', { ...medication, authoredOn: '2023-05-01' });
+  await write('rxUndated', { ...medication });
+  await write('report2024', { resourceType: 'DiagnosticReport', status: 'final', code: { text: 'CBC' }, effectiveDateTime: '2024-06-01T10:00:00Z' });
+  await write('lab2024', { resourceType: 'Observation', status: 'final', code: { text: 'Hemoglobin' }, effectiveDateTime: '2024-06-01T10:00:00Z', valueQuantity: { value: 12, unit: 'g/dL' } });
+  await write('vaccine2024', { resourceType: 'Immunization', status: 'completed', vaccineCode: { text: 'BCG' }, occurrenceDateTime: '2024-02-01', patient: { reference: `Patient/${patientId}` } });
+  const code = await connect(hospital, `/patient/${healthId}/mobile/pairing-code`, { method: 'POST' });
+  patientToken = (await pont.json('/api/v1/mobile/auth/token', { method: 'POST', json: { health_id: healthId, code: code.body.code } })).body.access_token;
+});
+afterAll(async () => {
+  await pont?.close();
+});
+
+describe('hostile input on the artefact fields is a 4xx in the documented shape, never a 500', () => {
+  const base = () => ({ health_id: healthId, purpose: 'follow-up', requested_scopes: ['prescriptions:read'] });
+  const cases: Array<[string, Record<string, unknown>]> = [
+    ['dates reversed', { date_range: { from: '2024-12-31', to: '2024-01-01' } }],
+    ['a date that is no date', { date_range: { from: '2024-13-40', to: '2024-12-31' } }],
+    ['half a range', { date_range: { from: '2024-01-01' } }],
+    ['an unknown purpose', { purpose_of_use: 'MARKETING' }],
+    ['a purpose of the wrong type', { purpose_of_use: 7 }],
+    ['an unknown kind of record', { hi_types: ['Prescription', 'Genome'] }],
+    ['10,000 kinds of record', { hi_types: Array.from({ length: 10_000 }, () => 'Prescription') }],
+    ['a kind twice', { hi_types: ['Prescription', 'Prescription'] }],
+    ['no kinds at all', { hi_types: [] }],
+    ['hi_types not a list', { hi_types: 'Prescription' }],
+    ['a frequency of zero', { frequency: { count: 0, unit: 'day' } }],
+    ['a fractional frequency', { frequency: { count: 1.5, unit: 'day' } }],
+    ['a frequency per fortnight', { frequency: { count: 1, unit: 'fortnight' } }],
+    ['erasure in the past', { erase_at: '2001-01-01T00:00:00Z' }],
+    ['erasure that is no date', { erase_at: 'tomorrow' }],
+    ['an unknown field of the range', { date_range: { from: '2024-01-01', to: '2024-12-31', tz: 'x' } }],
+  ];
+  for (const [name, fields] of cases)
+    it(`request: ${name}`, async () => {
+      const res = await pont.json('/api/v1/sdk/consents/request', { method: 'POST', headers: clinic.headers, json: { ...base(), ...fields } });
+      expect(res.status, JSON.stringify(res.body).slice(0, 300)).toBeGreaterThanOrEqual(400);
+      expect(res.status).toBeLessThan(500);
+      expect(res.body).toMatchObject({ status: 'error', error_code: expect.any(String), message: expect.any(String) });
+    });
+  it('grant: dates reversed and an unknown purpose are refused the same way', async () => {
+    for (const fields of [{ date_range: { from: '2025-01-01', to: '2024-01-01' } }, { purpose_of_use: 'caremgt' }]) {
+      const res = await connect(clinic, `/patient/${healthId}/consent/grant`, { method: 'POST', json: { consent_type: 'prescriptions', expires_at: inDays(30), ...fields } });
+      expect(res.status).toBe(422);
+      expect(res.body.error_code).toBe('VALIDATION_FAILED');
+    }
+  });
+});
+
+describe('request → approve narrower → read: exactly 2024 prescriptions, on every door', () => {
+  let requestId: string;
+  it('the request states purpose, kinds, period and erasure; the answer shows them', async () => {
+    const res = await pont.json('/api/v1/sdk/consents/request', {
+      method: 'POST',
+      headers: clinic.headers,
+      json: {
+        health_id: healthId,
+        purpose: 'diabetes follow-up',
+        requested_scopes: ['patients:read', 'prescriptions:read', 'labs:read'],
+        purpose_of_use: 'CAREMGT',
+        hi_types: ['Prescription', 'DiagnosticReport'],
+        date_range: { from: '2024-01-01', to: '2024-12-31' },
+        expires_at: inDays(60),
+        erase_at: inDays(90),
+      },
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(res.body).toMatchObject({ purpose_of_use: 'CAREMGT', hi_types: ['Prescription', 'DiagnosticReport'], date_range: { from: '2024-01-01', to: '2024-12-31' }, frequency: null });
+    requestId = res.body.consent_request_id;
+    const mine = await mobile('/consents');
+    expect(mine.body.items.find((c: any) => c.consent_id === requestId)).toMatchObject({ status: 'pending', hi_types: ['Prescription', 'DiagnosticReport'], date_range: { from: '2024-01-01', to: '2024-12-31' } });
+  });
+
+  it('approving wider than asked is a 422 and the request stays pending', async () => {
+    for (const json of [{ hi_types: ['Prescription', 'ImmunizationRecord'] }, { date_range: { from: '2023-01-01', to: '2024-12-31' } }, { expires_at: inDays(120) }]) {
+      const res = await mobile(`/consent-requests/${requestId}/approve`, { method: 'POST', json });
+      expect(res.status, JSON.stringify(json)).toBe(422);
+      expect(res.body.error_code).toBe('VALIDATION_FAILED');
+    }
+    expect((await connect(clinic, `/patient/${healthId}/consent`)).body.status).toBe('pending');
+  });
+
+  it('the patient approves prescriptions only; the grant records what was approved', async () => {
+    const res = await mobile(`/consent-requests/${requestId}/approve`, { method: 'POST', json: { hi_types: ['Prescription'] } });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body).toMatchObject({ status: 'active', hi_types: ['Prescription'], purpose_of_use: 'CAREMGT', date_range: { from: '2024-01-01', to: '2024-12-31' } });
+    const status = await connect(clinic, `/patient/${healthId}/consent`);
+    expect(status.body).toMatchObject({ status: 'active', hi_types: ['Prescription'], scopes: ['patients:read', 'prescriptions:read'] });
+    // The FHIR Consent carries it in R4's own elements.
+    const consent = (await fhir(hospital, `/Consent?patient=${patientId}`)).body.entry?.map((e: any) => e.resource) ?? [];
+    const stored = (await fhir(clinic, `/Consent/${requestId}`)).body;
+    expect(consent.length + 1).toBeGreaterThan(0);
+    expect(stored.provision.purpose).toEqual([{ system: 'http://terminology.hl7.org/CodeSystem/v3-ActReason', code: 'CAREMGT' }]);
+    expect(stored.provision.dataPeriod).toEqual({ start: '2024-01-01', end: '2024-12-31' });
+    expect(stored.provision.code[0].coding).toEqual([{ system: 'https://pont.health/fhir/CodeSystem/hi-type', code: 'Prescription' }]);
+  });
+
+  it('FHIR search, includes and $everything show the 2024 prescription and nothing else', async () => {
+    const search = async (q: string) => ((await fhir(clinic, q)).body.entry ?? []).filter((e: any) => e.search?.mode !== 'outcome' && e.resource.resourceType !== 'OperationOutcome').map((e: any) => ref(e.resource)).sort();
+    expect(await search(`/MedicationRequest?patient=${patientId}`)).toEqual([ids.rx2024]);
+    expect(await search(`/MedicationRequest`)).toEqual([ids.rx2024]);
+    expect(await search(`/DiagnosticReport?patient=${patientId}`)).toEqual([]);
+    expect(await search(`/Observation?patient=${patientId}`)).toEqual([]);
+    expect(await search(`/Immunization?patient=${patientId}`)).toEqual([]);
+    // The patient the records are about comes with every kind (an exchange's bundles carry it), whatever the period.
+    expect(await search(`/MedicationRequest?patient=${patientId}&_include=MedicationRequest:subject`)).toEqual([ids.rx2024, `Patient/${patientId}`].sort());
+    expect(await search(`/DiagnosticReport?patient=${patientId}&_revinclude=Observation:subject`)).toEqual([]);
+    expect((await fhir(clinic, `/${ids.rx2024}`)).status).toBe(200);
+    for (const other of [ids.rx2023, ids.rxUndated, ids.report2024, ids.lab2024, ids.vaccine2024]) expect((await fhir(clinic, `/${other}`)).status, other).toBe(404);
+    const everything = await fhir(clinic, `/Patient/${patientId}/$everything`);
+    const got = (everything.body.entry ?? []).map((e: any) => ref(e.resource)).filter((r: string) => !r.startsWith('Patient/') && !r.startsWith('Consent/'));
+    expect(got).toEqual([ids.rx2024]);
+  });
+
+  it('the Connect records route shows the same', async () => {
+    const res = await connect(clinic, `/patient/${healthId}/records?type=all&limit=100`);
+    expect(res.status, JSON.stringify(res.body).slice(0, 300)).toBe(200);
+    const records = res.body.records as Record<string, Array<{ id: string }>>;
+    expect(Object.fromEntries(Object.entries(records).filter(([, list]) => list.length).map(([type, list]) => [type, list.map((r) => r.id)]))).toEqual({ prescriptions: [ids.rx2024!.split('/')[1]] });
+  });
+});
+
+describe('consents made before artefacts keep working', () => {
+  it('a grant without the new fields reads as care management, every kind, no period, and covers every type of its classes', async () => {
+    const other = await connect(hospital, '/patients/resolve', { method: 'POST', json: { first_name: 'Old', last_name: 'Grant', date_of_birth: '1970-01-01', sex: 'male' } });
+    const grant = await connect(clinic, `/patient/${other.body.health_id}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at: inDays(30) } });
+    expect(grant.status).toBe(201);
+    expect(grant.body).toMatchObject({ purpose_of_use: 'CAREMGT', hi_types: [], date_range: null, erase_at: null, frequency: null });
+  });
+});
+
+describe('the signed artefact and the revocation list', () => {
+  let consentId: string;
+  let intruder: TestClient;
+  beforeAll(async () => {
+    consentId = (await connect(clinic, `/patient/${healthId}/consent`)).body.consent_id;
+    intruder = await createTestClient(pont, ['consents:read', 'consents:write'], { organizationId: 'org-intruder' });
+  });
+
+  it('verifies with the public key set (kid from /.well-known/jwks.json) and carries what was approved', async () => {
+    const res = await connect(clinic, `/consents/${consentId}/artefact`);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const { createLocalJWKSet, jwtVerify, decodeProtectedHeader } = await import('jose');
+    const jwks = (await pont.json('/.well-known/jwks.json')).body;
+    const header = decodeProtectedHeader(res.body.artefact);
+    expect(jwks.keys.map((k: any) => k.kid)).toContain(header.kid);
+    const { payload } = await jwtVerify(res.body.artefact, createLocalJWKSet(jwks), { issuer: pont.config.publicUrl });
+    expect(payload.sub).toBe(consentId);
+    expect(payload.consent).toMatchObject({
+      consent_id: consentId,
+      status: 'active',
+      health_id: healthId,
+      requester: { organization_id: 'org-clinic' },
+      holders: [{ organization_id: 'org-hospital' }],
+      purpose_of_use: 'CAREMGT',
+      hi_types: ['Prescription'],
+      date_range: { from: '2024-01-01', to: '2024-12-31' },
+    });
+    // A changed byte breaks it.
+    const [h, , sig] = res.body.artefact.split('.');
+    const forged = `${h}.${Buffer.from(JSON.stringify({ ...payload, consent: { ...(payload.consent as object), hi_types: ['Prescription', 'DiagnosticReport'] } })).toString('base64url')}.${sig}`;
+    await expect(jwtVerify(forged, createLocalJWKSet(jwks))).rejects.toThrow();
+    // As application/jose: the JWS itself.
+    const raw = await pont.fetch(`/api/v1/connect/consents/${consentId}/artefact`, { headers: { ...clinic.headers, accept: 'application/jose' } });
+    expect(raw.headers.get('content-type')).toMatch(/^application\/jose/);
+    expect((await raw.text()).split('.')).toHaveLength(3);
+  });
+
+  it('another organisation gets the same 404 as an unknown id', async () => {
+    const other = await connect(intruder, `/consents/${consentId}/artefact`);
+    const unknown = await connect(intruder, `/consents/00000000-0000-4000-8000-000000000000/artefact`);
+    expect(other.status).toBe(404);
+    expect(unknown.status).toBe(404);
+    expect(other.body.error_code).toBe(unknown.body.error_code);
+    expect(other.body.message.replace(consentId, 'X')).toBe(unknown.body.message.replace('00000000-0000-4000-8000-000000000000', 'X'));
+  });
+
+  it('a revoked consent is listed since before its revocation, to its requester only, and stops access at once', async () => {
+    const before = new Date(Date.now() - 1000).toISOString();
+    expect((await connect(clinic, `/consents/revoked?since=${encodeURIComponent(before)}`)).body.items).toEqual([]);
+    const revoked = await connect(clinic, `/patient/${healthId}/consent/revoke`, { method: 'POST', json: {} });
+    expect(revoked.status).toBe(200);
+    const list = await connect(clinic, `/consents/revoked?since=${encodeURIComponent(before)}`);
+    expect(list.body.items).toEqual([{ consent_id: consentId, revoked_at: expect.any(String) }]);
+    expect((await connect(intruder, `/consents/revoked?since=${encodeURIComponent(before)}`)).body.items).toEqual([]);
+    expect((await connect(clinic, `/consents/revoked?since=${encodeURIComponent(new Date(Date.now() + 60_000).toISOString())}`)).body.items).toEqual([]);
+    expect((await connect(clinic, `/consents/revoked?since=yesterday`)).status).toBe(422);
+    expect((await fhir(clinic, `/${ids.rx2024}`)).status).toBe(404);
+  });
+});
+
+describe('notices: consent.expired and consent.erase_due, fired by the job at their time, once, to both sides', () => {
+  it('fire at expires_at and erase_at of the service clock, each exactly once, to the requester and the data holders, with the artefact id', async () => {
+    const resolved = await connect(hospital, '/patients/resolve', { method: 'POST', json: { first_name: 'Nadia', last_name: 'Notice', date_of_birth: '1990-09-09', sex: 'female' } });
+    const hid = resolved.body.health_id;
+    const pid = (await fhir(hospital, `/Patient?identifier=https://pont.health/fhir/sid/health-id|${hid}`)).body.entry[0].resource.id;
+    const grant = await connect(clinic, `/patient/${hid}/consent/grant`, { method: 'POST', json: { consent_type: 'prescriptions', expires_at: inDays(1), erase_at: inDays(3) } });
+    expect(grant.status).toBe(201);
+    const consentId = grant.body.consent_id;
+    const notices = async () =>
+      (await pont.services.db.query<{ type: string; data: any; patient_id: string }>(`SELECT type, data, patient_id FROM events WHERE type IN ('consent.expired', 'consent.erase_due') AND data->>'consent_id' = $1 ORDER BY seq`, [consentId])).rows;
+    const { eventually } = await import('./eventually');
+    const { entitledOrganizations } = await import('../src/webhooks/entitlement');
+    const realNow = pont.services.fhir.now;
+    try {
+      // Not yet due: a run of the job fires nothing.
+      const { fireDueNotices } = await import('../src/consents/notices');
+      expect(await fireDueNotices(pont.services.db, 'development', Date.now())).toBe(0);
+      pont.services.fhir.now = () => Date.now() + 2 * 86_400_000; // two days pass: expired, not yet to erase
+      const [expired] = await eventually(async () => {
+        const rows = await notices();
+        expect(rows.map((r) => r.type)).toEqual(['consent.expired']);
+        return rows;
+      });
+      expect(expired!.data).toMatchObject({ consent_id: consentId, artefact_id: consentId, organization_id: 'org-clinic', health_id: hid, status: 'expired' });
+      expect(expired!.patient_id).toBe(pid);
+      expect((await entitledOrganizations(pont.services.db, { type: 'consent.expired', organizationId: 'org-clinic', patientId: pid, data: expired!.data })).sort()).toEqual(['org-clinic', 'org-hospital']);
+      pont.services.fhir.now = () => Date.now() + 4 * 86_400_000;
+      await eventually(async () => expect((await notices()).map((r) => r.type)).toEqual(['consent.expired', 'consent.erase_due']));
+      // Later runs fire nothing again.
+      expect(await fireDueNotices(pont.services.db, 'development', Date.now() + 10 * 86_400_000)).toBe(0);
+      expect((await notices()).length).toBe(2);
+    } finally {
+      pont.services.fhir.now = realNow;
+    }
+  });
+
+  it('runs claiming side by side fire each due notice once (FOR UPDATE SKIP LOCKED)', async () => {
+    const { fireDueNotices } = await import('../src/consents/notices');
+    const granted: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const resolved = await connect(hospital, '/patients/resolve', { method: 'POST', json: { first_name: `Burst${'abcdef'[i]}`, last_name: 'Notice', date_of_birth: '1991-01-01', sex: 'male' } });
+      const grant = await connect(clinic, `/patient/${resolved.body.health_id}/consent/grant`, { method: 'POST', json: { consent_type: 'documents', expires_at: inDays(20 + i) } });
+      granted.push(grant.body.consent_id);
+    }
+    // The clock stays real: the service's own job does not reach these; concurrent runs 30 days on do.
+    const later = Date.now() + 30 * 86_400_000;
+    const fired = await Promise.all(Array.from({ length: 4 }, () => fireDueNotices(pont.services.db, 'development', later)));
+    const { rows } = await pont.services.db.query<{ id: string; n: string }>(
+      `SELECT data->>'consent_id' AS id, count(*) AS n FROM events WHERE type = 'consent.expired' AND data->>'consent_id' = ANY($1::text[]) GROUP BY 1`,
+      [granted],
+    );
+    expect(rows.map((r) => Number(r.n))).toEqual(granted.map(() => 1));
+    expect(fired.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(granted.length);
+  });
+});
+
+describe('the purpose of use: stated with X-Purpose-Of-Use, matched with the artefact, audited as purposeOfEvent', () => {
+  it('a read stating another purpose sees nothing; the consent purpose or no code sees what it covers; the AuditEvent codes the purpose', async () => {
+    const resolved = await connect(hospital, '/patients/resolve', { method: 'POST', json: { first_name: 'Priya', last_name: 'Purpose', date_of_birth: '1985-05-05', sex: 'female' } });
+    const hid = resolved.body.health_id;
+    const pid = (await fhir(hospital, `/Patient?identifier=https://pont.health/fhir/sid/health-id|${hid}`)).body.entry[0].resource.id;
+    const rx = await fhir(hospital, '/MedicationRequest', {
+      method: 'POST',
+      json: { resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Insulin' }, subject: { reference: `Patient/${pid}` }, authoredOn: '2025-01-01' },
+    });
+    const grant = await connect(clinic, `/patient/${hid}/consent/grant`, { method: 'POST', json: { consent_type: 'prescriptions', expires_at: inDays(30), purpose_of_use: 'DSRCH' } });
+    expect(grant.body.purpose_of_use).toBe('DSRCH');
+    const read = (purpose?: string, requestId?: string) =>
+      fhir(clinic, `/MedicationRequest/${rx.body.id}`, { headers: { ...(purpose !== undefined && { 'X-Purpose-Of-Use': purpose }), ...(requestId && { 'X-Request-ID': requestId }) } });
+    expect((await read('CAREMGT')).status).toBe(404);
+    expect((await fhir(clinic, `/MedicationRequest?patient=${pid}`, { headers: { 'X-Purpose-Of-Use': 'PUBHLTH' } })).body.total).toBe(0);
+    expect((await connect(clinic, `/patient/${hid}/records?type=prescriptions`, { headers: { 'X-Purpose-Of-Use': 'HPAYMT' } })).status).toBe(403);
+    expect((await read('DSRCH', 'req-purpose-stated')).status).toBe(200);
+    expect((await read(undefined, 'req-purpose-consent')).status).toBe(200);
+    expect((await read('research on diabetes')).status).toBe(200); // free text, as before artefacts: audited as text
+    const { buildAuditEvent } = await import('../src/audit/audit');
+    for (const requestId of ['req-purpose-stated', 'req-purpose-consent']) {
+      const { rows } = await pont.services.db.query<{ record: any; recorded: Date }>('SELECT record, recorded FROM audit_log WHERE request_id = $1', [requestId]);
+      expect(rows).toHaveLength(1);
+      const event = buildAuditEvent(rows[0]!.record, new Date(rows[0]!.recorded));
+      expect(event.purposeOfEvent?.[0]?.coding).toEqual([{ system: 'http://terminology.hl7.org/CodeSystem/v3-ActReason', code: 'DSRCH' }]);
+    }
+  });
+});
