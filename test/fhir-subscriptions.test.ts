@@ -410,4 +410,43 @@ describe.skipIf(backend !== 'postgres')('two processes (PostgreSQL)', () => {
     expect(hookNumbers).toEqual(Array.from({ length: 2 * EACH }, (_, i) => i + 1));
     client.socket.close();
   });
+
+  it('kill -9 during a burst loses no event number: what committed is numbered 1..n without a gap, and $events has it all', async () => {
+    const db = await openPostgres(scratch.url, 2);
+    const made = await createClient(db, { name: 'kill', organizationId: 'org-kill', scopes: ['fhir:read', 'fhir:write', 'patients:read'] });
+    await db.close();
+    const [one, two] = processes.map((p) => p.url) as [string, string];
+    const headersOne = await bearerFrom(one, made);
+    const headersTwo = await bearerFrom(two, made);
+    const call = (base: string, headers: Record<string, string>, path: string, init: RequestInit = {}) =>
+      fetch(`${base}/api/fhir/R4${path}`, { ...init, headers: { ...headers, 'content-type': FHIR_JSON } }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }));
+    const patient = await call(one, headersOne, '/Patient', { method: 'POST', body: JSON.stringify({ resourceType: 'Patient', name: [{ family: 'Killed' }], birthDate: '1950-05-05' }) });
+    const created = await call(one, headersOne, '/Subscription', {
+      method: 'POST',
+      body: JSON.stringify({ ...subscription(undefined, { channel: 'websocket', content: 'id-only' }), criteria: `${one}/api/fhir/R4/SubscriptionTopic/encounter-finished` }),
+    });
+    expect(created.status).toBe(201);
+    const BURST = 40;
+    let answered = 0;
+    const burst = Array.from({ length: BURST }, () =>
+      call(two, headersTwo, '/Encounter', {
+        method: 'POST',
+        body: JSON.stringify({ resourceType: 'Encounter', status: 'finished', class: { code: 'AMB' }, subject: { reference: `Patient/${patient.body.id}` } }),
+      }).then(
+        (r) => void (r.status === 201 && answered++),
+        () => undefined, // cut off by the kill
+      ),
+    );
+    await eventually(() => expect(answered).toBeGreaterThanOrEqual(5), { intervalMs: 1 });
+    await stopPontProcess(processes[1]!, 'SIGKILL');
+    await Promise.all(burst);
+    // What committed: the finished Encounters of the patient, as the surviving process stores them.
+    const stored = await call(one, headersOne, `/Encounter?subject=Patient/${patient.body.id}&_summary=count`);
+    const committed = stored.body.total as number;
+    expect(committed).toBeGreaterThanOrEqual(answered);
+    const events = await call(one, headersOne, `/Subscription/${created.body.id}/$events`);
+    const status = statusOf(events.body);
+    expect(status.since).toBe(committed);
+    expect(status.events.map((e: any) => e.number)).toEqual(Array.from({ length: committed }, (_, i) => i + 1));
+  });
 });
