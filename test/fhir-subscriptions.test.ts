@@ -155,6 +155,13 @@ describe('creating a Subscription', () => {
       [subscription('ftp://example.org/hook'), 400, /endpoint/],
       [subscription(undefined), 400, /endpoint/],
       ['not json at all', 400, /./],
+      [[subscription(endpointA.url)], 400, /./],
+      [{ ...subscription(endpointA.url), _criteria: { extension: 'x' } }, 400, /_criteria.extension/],
+      [{ ...subscription(endpointA.url), channel: 'rest-hook' }, 400, /channel/],
+      [{ ...subscription(endpointA.url), channel: { ...subscription(endpointA.url).channel, extension: {} } }, 400, /channel.extension/],
+      [{ ...subscription(endpointA.url), channel: { ...subscription(endpointA.url).channel, _payload: { extension: [null] } } }, 400, /_payload.extension/],
+      [{ ...subscription(endpointA.url), channel: { ...subscription(endpointA.url).channel, extension: [{ url: `${BACKPORT}/backport-heartbeat-period`, valueUnsignedInt: -5 }] } }, 400, /heartbeat/],
+      [{ ...subscription(endpointA.url), criteria: 'x'.repeat(100_000) }, 400, /not a topic/],
     ];
     for (const [body, status, message] of cases) {
       const res = await fhir(A, '/Subscription', { method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body) });

@@ -79,6 +79,12 @@ const COLUMNS = `id, organization_id, client_id, scopes, topic_id, filters, chan
   events_since_start::text, heartbeat_seconds, max_count, error`;
 
 const invalid = (message: string) => new ApiError(400, ErrorCode.validationFailed, message);
+/** An array element of the body (absent: none); anything else is a 400, never a TypeError. */
+function list(value: unknown, what: string): Array<Record<string, unknown>> {
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || value.some((v) => typeof v !== 'object' || v === null)) throw invalid(`${what} must be a list of objects`);
+  return value;
+}
 const ext = (elements: Array<{ url: string }> | undefined, url: string) => elements?.find((e) => e.url === url) as Record<string, any> | undefined;
 
 export class FhirSubscriptions {
@@ -117,7 +123,7 @@ export class FhirSubscriptions {
     const topic = s.criteria.startsWith(prefix) ? this.byId.get(s.criteria.slice(prefix.length).split('|')[0]!) : undefined;
     if (!topic) throw invalid(`Subscription.criteria: ${s.criteria.slice(0, 200)} is not a topic this server publishes (GET /api/fhir/R4/SubscriptionTopic)`);
     const filters: Array<{ name: string; value: string }> = [];
-    for (const e of (s._criteria?.extension ?? []) as Array<{ url: string; valueString?: unknown }>) {
+    for (const e of list(s._criteria?.extension, 'Subscription._criteria.extension') as Array<{ url: string; valueString?: unknown }>) {
       if (e.url !== FILTER_EXT) continue;
       if (typeof e.valueString !== 'string') throw invalid('backport-filter-criteria must have a valueString such as Encounter?patient=Patient/123');
       const [type, query] = e.valueString.split('?', 2) as [string, string | undefined];
@@ -130,7 +136,11 @@ export class FhirSubscriptions {
       }
     }
     if (filters.length > 10) throw invalid('At most 10 filters');
+    if (s.channel !== undefined && (typeof s.channel !== 'object' || s.channel === null || Array.isArray(s.channel))) throw invalid('Subscription.channel must be an object');
     const channel = (s.channel ?? {}) as Subscription['channel'] & Record<string, any>;
+    list(channel.extension, 'Subscription.channel.extension');
+    list(channel._payload?.extension, 'Subscription.channel._payload.extension');
+    list(channel.header, 'Subscription.channel.header');
     const channelType = channel.type;
     if (channelType !== 'rest-hook' && channelType !== 'websocket') throw invalid('Subscription.channel.type must be rest-hook or websocket');
     if (channel.payload !== undefined && channel.payload !== 'application/fhir+json' && channel.payload !== 'application/json')
