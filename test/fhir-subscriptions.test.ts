@@ -195,6 +195,12 @@ describe('creating a Subscription', () => {
     const hooks = await pont.json('/api/v1/connect/webhooks/subscriptions', { headers: integrator.headers });
     expect(hooks.status).toBe(200);
     expect(JSON.stringify(hooks.body)).not.toContain(endpointA.url);
+    // Its attempts are in the attempt log the portal shows (beside the webhooks'); the Connect deliveries list keeps to webhooks.
+    const log = await pont.services.webhooks.listDeliveries({ organizationId: 'org-subs-a', limit: 50, fhirNotifications: true });
+    const shaken = log.deliveries.find((d) => d.event_type === 'fhir-subscription.handshake');
+    expect(shaken).toMatchObject({ event_id: `Subscription/${id}#handshake`, status: 'delivered', callback_url: endpointA.url });
+    expect(shaken!.attempts[0]).toMatchObject({ attempt: 1, status_code: 200, succeeded: true });
+    expect((await pont.services.webhooks.listDeliveries({ organizationId: 'org-subs-a', limit: 50 })).deliveries).toEqual([]);
   });
 });
 

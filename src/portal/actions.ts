@@ -201,7 +201,8 @@ export function portalActions(services: Services) {
     },
 
     deliveries: (me: PortalPrincipal, filter: { status?: 'pending' | 'delivered' | 'exhausted' | 'cancelled'; subscriptionId?: string; cursor?: string; limit?: number }) =>
-      webhooks.listDeliveries({ organizationId: me.organizationId, status: filter.status, subscriptionId: filter.subscriptionId, cursor: filter.cursor, limit: filter.limit ?? 50 }),
+      // With the rest-hook notifications of the organisation's FHIR Subscriptions: one attempt log for both doors.
+      webhooks.listDeliveries({ organizationId: me.organizationId, status: filter.status, subscriptionId: filter.subscriptionId, cursor: filter.cursor, limit: filter.limit ?? 50, fhirNotifications: true }),
 
     async replay(me: PortalPrincipal, repo: FhirRepository, eventId: string) {
       const result = await repo.transaction((sql) => replayEvent(sql, me.organizationId, eventId));

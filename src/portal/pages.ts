@@ -463,7 +463,7 @@ curl -s ${base}/api/v1/connect/patients/verify/HEALTH_ID -H "authorization: Bear
         ${page.deliveries.map(
           (d) => html`<section class="delivery" data-status="${d.status}"><h2>${d.event_type} <span class="muted">· ${d.status}</span></h2>
           <p>Event <code>${d.event_id}</code> to <code>${d.callback_url}</code> · round ${d.round}, ${d.attempts_made} attempt(s)${d.next_attempt_at && html`, next at ${when(d.next_attempt_at)}`}</p>
-          ${mayChange(s.session) && html`<form method="post" action="${PORTAL}/webhooks/events/${d.event_id}/replay">${csrf(s.session)}<button type="submit" class="secondary">Replay event ${d.event_id}</button></form>`}
+          ${mayChange(s.session) && !d.event_type.startsWith('fhir-subscription.') && html`<form method="post" action="${PORTAL}/webhooks/events/${d.event_id}/replay">${csrf(s.session)}<button type="submit" class="secondary">Replay event ${d.event_id}</button></form>`}
           <div class="table" tabindex="0" role="region" aria-label="Attempts of delivery ${d.id}"><table><thead><tr><th scope="col">Round.attempt</th><th scope="col">Time</th><th scope="col">Status</th><th scope="col">Duration</th><th scope="col">Error</th><th scope="col">Answer (first 1 KB)</th></tr></thead><tbody>
           ${d.attempts.map((a) => html`<tr><td>${a.round}.${a.attempt}</td><td>${when(a.started_at)}</td><td>${a.status_code ?? '—'} ${a.succeeded ? 'ok' : 'failed'}</td><td>${a.duration_ms} ms</td><td>${a.error ?? ''}</td><td><pre>${a.response_excerpt ?? ''}</pre></td></tr>`)}
           ${d.attempts.length ? '' : html`<tr><td colspan="6">No attempt yet.</td></tr>`}</tbody></table></div></section>`,

@@ -119,8 +119,10 @@ export type DeliveryStatus = 'pending' | 'delivered' | 'exhausted' | 'cancelled'
 
 export interface DeliveryView {
   id: string;
+  /** The event; for a FHIR Subscription notification (fhirNotifications), `Subscription/<id>#<event number or kind>`. */
   event_id: string;
-  event_type: EventType;
+  /** The event's type; for a FHIR Subscription notification, `fhir-subscription.<handshake|heartbeat|event-notification>`. */
+  event_type: EventType | `fhir-subscription.${string}`;
   subscription_id: string;
   callback_url: string;
   status: DeliveryStatus;
@@ -143,6 +145,8 @@ export interface DeliveryFilter {
   /** Opaque position from a previous page's `next_cursor`. */
   cursor?: string;
   limit: number;
+  /** Also the rest-hook notifications of FHIR Subscriptions (src/subscriptions), with their attempts (the portal shows them). */
+  fhirNotifications?: boolean;
 }
 
 /** Page position: the last row's creation time in microseconds and id (newest first). */
@@ -168,19 +172,23 @@ export async function listDeliveries(q: Queryable, filter: DeliveryFilter): Prom
       created_us: string;
     }
   >(
-    `SELECT d.id, d.event_id, e.type AS event_type, d.subscription_id, s.callback_url, d.status, d.round, d.attempts,
+    `SELECT d.id,
+            coalesce(d.event_id, 'Subscription/' || d.fhir_subscription_id || '#' || coalesce(d.event_number::text, d.notification_type)) AS event_id,
+            coalesce(e.type, 'fhir-subscription.' || d.notification_type) AS event_type,
+            d.subscription_id, s.callback_url, d.status, d.round, d.attempts,
             d.next_attempt_at, (extract(epoch FROM d.created_at) * 1000000)::bigint AS created_us
      FROM webhook_deliveries d
      JOIN webhook_subscriptions s ON s.id = d.subscription_id
-     JOIN events e ON e.id = d.event_id AND e.created_at = d.event_created_at
-     WHERE ($1::text IS NULL OR s.organization_id = $1)
+     LEFT JOIN events e ON e.id = d.event_id AND e.created_at = d.event_created_at
+     WHERE (e.id IS NOT NULL OR ($8::boolean AND d.fhir_subscription_id IS NOT NULL))
+       AND ($1::text IS NULL OR s.organization_id = $1)
        AND ($2::text IS NULL OR d.event_id = $2)
        AND ($3::text IS NULL OR d.status = $3)
        AND ($4::text IS NULL OR d.subscription_id = $4)
        AND ($5::bigint IS NULL OR ((extract(epoch FROM d.created_at) * 1000000)::bigint, d.id) < ($5::bigint, $6::text))
      ORDER BY d.created_at DESC, d.id DESC
      LIMIT $7`,
-    [filter.organizationId, filter.eventId ?? null, filter.status ?? null, filter.subscriptionId ?? null, after?.[0] ?? null, after?.[1] ?? null, filter.limit + 1],
+    [filter.organizationId, filter.eventId ?? null, filter.status ?? null, filter.subscriptionId ?? null, after?.[0] ?? null, after?.[1] ?? null, filter.limit + 1, filter.fhirNotifications === true],
   );
   const page = rows.slice(0, filter.limit);
   const attempts = await q.query<AttemptView & { delivery_id: string; started_at: Date }>(
