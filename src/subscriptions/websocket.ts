@@ -20,6 +20,8 @@ interface Binding {
   last: number;
   /** Sends run one after another per binding: numbers go out in order, each once. */
   queue: Promise<void>;
+  /** A catch-up is queued and not yet started: wake-ups meanwhile are served by it (no backlog of empty reads). */
+  waiting: boolean;
 }
 
 /**
@@ -35,8 +37,11 @@ export function subscriptionSockets(server: Server, subs: FhirSubscriptions, db:
   let closing = false;
 
   const pump = (b: Binding) => {
+    if (b.waiting) return;
+    b.waiting = true;
     b.queue = b.queue
       .then(async () => {
+        b.waiting = false;
         if (b.socket.readyState !== b.socket.OPEN) return;
         const next = await subs.eventsAfter(b.organizationId, b.id, b.last);
         if (!next) return void b.socket.close(4404, 'subscription gone');
@@ -79,7 +84,7 @@ export function subscriptionSockets(server: Server, subs: FhirSubscriptions, db:
         if (!handshake || ws.readyState !== ws.OPEN) continue;
         ws.send(handshake.body);
         // From the handshake on: what the subscription numbers after it is sent (missed events: $events).
-        const b: Binding = { socket: ws, id, organizationId, last: handshake.last, queue: Promise.resolve() };
+        const b: Binding = { socket: ws, id, organizationId, last: handshake.last, queue: Promise.resolve(), waiting: false };
         mine.push(b);
         let set = bindings.get(id);
         if (!set) bindings.set(id, (set = new Set()));
