@@ -229,6 +229,22 @@ describe('notifications', () => {
     expect(statusOf({ entry: [{ resource: status.body.entry[0].resource }] }).since).toBe(2);
   });
 
+  it('a quiet subscription with a heartbeat period gets a heartbeat, with the count so far', async () => {
+    const created = await fhir(A, '/Subscription', {
+      method: 'POST',
+      json: { ...subscription(endpointA.url), channel: { ...subscription(endpointA.url).channel, extension: [{ url: `${BACKPORT}/backport-heartbeat-period`, valueUnsignedInt: 60 }] } },
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.id;
+    await eventually(async () => expect((await fhir(A, `/Subscription/${id}`)).body.status).toBe('active'));
+    // Time passes for it: its last notification moves a period into the past (the data, not a sleep).
+    await pont.services.db.query(`UPDATE fhir_subscriptions SET last_sent_at = now() - interval '61 seconds' WHERE id = $1`, [id]);
+    const beats = () => endpointA.received.filter((b) => statusOf(b).type === 'heartbeat' && statusOf(b).subscription.endsWith(`/Subscription/${id}`));
+    await eventually(() => expect(beats()).toHaveLength(1));
+    expect(statusOf(beats()[0])).toMatchObject({ status: 'active', since: 0, events: [] });
+    expect((await fhir(A, `/Subscription/${id}`, { method: 'DELETE' })).status).toBe(204);
+  });
+
   it('$events replays what was sent, by number', async () => {
     const all = await fhir(A, `/Subscription/${subA}/$events`);
     expect(all.status).toBe(200);
