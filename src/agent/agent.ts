@@ -11,7 +11,7 @@ import { MappingHolder, type ReloadOutcome } from '../mapping/holder';
 import { defaultMappingsDir } from '../mapping/index';
 import { buildAck, type AckCode } from './ack';
 import type { AgentConfig } from './config';
-import { startMllpServer, type Frame } from './mllp';
+import { startMllpServer, stopMllpServer, type Frame } from './mllp';
 import { DurableQueue, type QueuedMessage } from './queue';
 import { ErrorCondition, header, translate, type V2Error } from './translate';
 
@@ -150,22 +150,50 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
       closed = true;
       clearTimeout(retryTimer);
       clearTimeout(heartbeatTimer);
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await stopMllpServer(server);
+      // A batch in flight is confirmed (or left for the next start) before the files close.
+      while (pumping) await new Promise((resolve) => setTimeout(resolve, 20));
       queue.close();
     },
   };
 }
 
-/** The oldest messages, as many as fit one batch (a message is never split). */
+/**
+ * The oldest messages, as many as fit one batch (a message is never split). A batch never holds two versions of one
+ * resource (a result and its correction): the second starts the next batch, so each is written, in order, and Pont
+ * takes every batch in one transaction (it writes a batch with duplicates one item at a time).
+ */
 function takeBatch(queue: DurableQueue): QueuedMessage[] {
   const batch: QueuedMessage[] = [];
-  let resources = 0;
+  let count = 0;
+  const seen = new Map<string, string>();
   for (const m of queue.peek(MAX_BATCH_MESSAGES)) {
-    if (batch.length && resources + m.resources.length > MAX_BATCH_RESOURCES) break;
+    const fresh = batchResources([m], new Map(seen));
+    if (batch.length && (fresh === undefined || count + fresh.length > MAX_BATCH_RESOURCES)) break;
     batch.push(m);
-    resources += m.resources.length;
+    count += batchResources([m], seen)?.length ?? m.resources.length;
   }
   return batch;
+}
+
+/**
+ * The resources of these messages as one batch: a resource repeated with the same content (the patient of every
+ * result) once. Undefined when one comes again with other content (see takeBatch). `seen`: key -> JSON so far.
+ */
+function batchResources(messages: QueuedMessage[], seen = new Map<string, string>()): unknown[] | undefined {
+  const out: unknown[] = [];
+  for (const m of messages) {
+    for (const r of m.resources as Array<{ resourceType: string; id: string }>) {
+      const key = `${r.resourceType}/${r.id}`;
+      const json = JSON.stringify(r);
+      const before = seen.get(key);
+      if (before === json) continue;
+      if (before !== undefined) return undefined;
+      seen.set(key, json);
+      out.push(r);
+    }
+  }
+  return out;
 }
 
 /** UTF-8 unless MSH-18 says ISO 8859-1 (the character sets the agent reads). */
@@ -180,6 +208,13 @@ function parseHead(head: Buffer): Hl7Message | undefined {
   const text = decode(head);
   if (!text.startsWith('MSH') || text.length < 9) return undefined;
   return Hl7Message.parse(text.split(/[\r\n]/)[0]!);
+}
+
+/** The control id of the message each resource of a batch came from (for the log of a refused resource). */
+function ownersOf(batch: QueuedMessage[], resources: unknown[]): string[] {
+  const owner = new Map<unknown, string>();
+  for (const m of batch) for (const r of m.resources) if (!owner.has(r)) owner.set(r, m.id);
+  return resources.map((r) => owner.get(r) ?? '');
 }
 
 type SyncOutcome = { problems: Array<Record<string, unknown>> } | { retry: true; reason: string };
@@ -207,10 +242,12 @@ class PontClient {
   /** The batch under an id made of its messages' control ids: a resend after a lost answer gets the first answer. */
   async sync(batch: QueuedMessage[]): Promise<SyncOutcome> {
     const batchId = `hl7-${createHash('sha256').update(batch.map((m) => m.id).join('\n')).digest('hex').slice(0, 40)}`;
-    const res = await this.post('/api/v1/bridge/sync', { batch_id: batchId, resources: batch.flatMap((m) => m.resources) });
+    // A batch of one message may repeat a resource with other content (two OBX of one code and no sub-id): sent as is.
+    const resources = batchResources(batch) ?? batch.flatMap((m) => m.resources);
+    const res = await this.post('/api/v1/bridge/sync', { batch_id: batchId, resources });
     const body = (await res.json().catch(() => undefined)) as { results?: Array<Record<string, unknown>>; message?: string } | undefined;
     if (res.status === 200) {
-      const owner = batch.flatMap((m) => m.resources.map(() => m.id));
+      const owner = ownersOf(batch, resources);
       return { problems: (body?.results ?? []).filter((r) => r.status === 'failed').map((r) => ({ control_id: owner[r.index as number], resource_type: r.resource_type, source_id: r.source_id, error: r.error })) };
     }
     // Pont away, overloaded, or the key refused (fixed by an operator): try again later; nothing is dropped.

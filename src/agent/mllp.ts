@@ -17,8 +17,16 @@ export type Frame = { kind: 'message'; bytes: Buffer } | { kind: 'too-large'; he
 /** The answer to one frame, already framed by the server; undefined: no answer (enhanced mode may say so). */
 export type FrameHandler = (frame: Frame) => Promise<string | undefined>;
 
+const connections = new WeakMap<Server, Set<Socket>>();
+
 export function startMllpServer(host: string, port: number, maxBytes: number, handle: FrameHandler, onError: (err: Error) => void): Promise<Server> {
-  const server = createServer((socket) => serveConnection(socket, maxBytes, handle, onError));
+  const open = new Set<Socket>();
+  const server = createServer((socket) => {
+    open.add(socket);
+    socket.once('close', () => open.delete(socket));
+    serveConnection(socket, maxBytes, handle, onError);
+  });
+  connections.set(server, open);
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
@@ -26,6 +34,13 @@ export function startMllpServer(host: string, port: number, maxBytes: number, ha
       resolve(server);
     });
   });
+}
+
+/** Stops listening and closes every connection (a sender reconnects to the next run; what it was not answered, it resends). */
+export function stopMllpServer(server: Server): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  for (const socket of connections.get(server) ?? []) socket.destroy();
+  return closed;
 }
 
 export function frame(text: string): Buffer {

@@ -1,0 +1,178 @@
+/**
+ * `npm run bench:hl7`: the HL7 v2 Bridge agent end to end (issue 45). Pont in this process on a scratch PostgreSQL
+ * database; `pont bridge-agent` as its own process; a laboratory system simulated by BENCH_CONNECTIONS (default 4)
+ * @medplum/hl7 MLLP clients, each sending ORU^R01 messages with 5 OBX one after the other (BENCH_MESSAGES in all,
+ * default 3000; 100 patients). Figures: ACKs per second and ACK latency p50/p95 at the client; messages per second
+ * through to Pont (until the last DiagnosticReport is stored); then, with Pont unreachable, the agent's memory (RSS)
+ * with a backlog of BENCH_BACKLOG messages (default 20000), and how fast that backlog drains once Pont is back (the
+ * agent restarted on the same queue: full batches). Written to bench/results/hl7.json.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Hl7Message } from '@medplum/core';
+import { Hl7Client } from '@medplum/hl7';
+import { createAgent } from '../src/auth/agents';
+import { loadConfig } from '../src/config';
+import { startPont } from '../src/server';
+import { createScratchDatabase } from '../test/harness';
+import { stats } from './stats';
+
+const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 3000);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 4);
+const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 20000);
+const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+function oru(n: number, run: string): Hl7Message {
+  const patient = n % 100;
+  return Hl7Message.parse(
+    [
+      `MSH|^~\\&|LAB|GHH LAB|PONT|FAC|20240116120000||ORU^R01^ORU_R01|${run}-${n}|P|2.5.1`,
+      `PID|1||P${patient}^^^GHH^MR||PATIENT${patient}^TEST^^^^^L||19800101|F`,
+      `OBR|1|${run}${n}^OE|${run}${n}^LAB|24323-8^Comprehensive metabolic panel^LN|||20240116093000+0100||||||||||||||||||F`,
+      `OBX|1|NM|2345-7^Glucose^LN||${80 + (n % 40)}|mg/dL^^UCUM|70-99|${n % 40 > 19 ? 'H' : 'N'}|||F`,
+      `OBX|2|NM|2951-2^Sodium^LN||140|mmol/L|135-145|N|||F`,
+      `OBX|3|NM|2823-3^Potassium^LN||4.1|mmol/L|3.5-5.1|N|||F`,
+      `OBX|4|SN|1988-5^C reactive protein^LN||<^5|mg/L|<5|N|||F`,
+      `OBX|5|ST|5778-6^Color of Urine^LN||Yellow||||||F`,
+    ].join('\r'),
+  );
+}
+
+async function startAgentProcess(config: Record<string, unknown>, dir: string): Promise<{ child: ChildProcess; port: number; rssKiB(): number; stop(): Promise<void> }> {
+  const file = join(dir, `agent-${config.mllp_port}.json`);
+  writeFileSync(file, JSON.stringify(config));
+  chmodSync(file, 0o600);
+  const child = spawn(process.execPath, [join(repoRoot, 'bin/pont.js'), 'bridge-agent', '--config', file], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout!.on('data', (c) => {
+    out = (out + c).slice(-10_000);
+    if (/"level":"(warn|error)"/.test(String(c))) process.stderr.write(String(c).slice(0, 600));
+  });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setInterval(() => /bridge agent listening/.test(out) && (clearInterval(timer), resolve()), 50);
+    child.once('exit', () => (clearInterval(timer), reject(new Error(`agent exited: ${out}`))));
+  });
+  return {
+    child,
+    port: config.mllp_port as number,
+    rssKiB: () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? NaN),
+    async stop() {
+      const exited = once(child, 'exit');
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+/** CONNECTIONS clients, each sending its share one after the other; every ACK's latency. */
+async function burst(port: number, count: number, run: string): Promise<{ seconds: number; latencies: number[]; codes: Record<string, number> }> {
+  const latencies: number[] = [];
+  const codes: Record<string, number> = {};
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      const client = new Hl7Client({ host: '127.0.0.1', port });
+      try {
+        for (let n = next++; n < count; n = next++) {
+          const t = performance.now();
+          const reply = await client.sendAndWait(oru(n, run), { timeoutMs: 30_000 });
+          latencies.push(performance.now() - t);
+          const code = reply.getSegment('MSA')?.getField(1)?.toString() ?? '?';
+          codes[code] = (codes[code] ?? 0) + 1;
+        }
+      } finally {
+        await client.close();
+      }
+    }),
+  );
+  return { seconds: (performance.now() - started) / 1000, latencies, codes };
+}
+
+async function main() {
+  const dir = mkdtempSync(join(tmpdir(), 'pont-bench-hl7-'));
+  const scratch = await createScratchDatabase();
+  const pont = await startPont(loadConfig({ PORT: '0', LOG_LEVEL: 'error', PONT_RATE_LIMITS: 'default=999999999/60', DATABASE_URL: scratch.url }));
+  try {
+    const credentials = await createAgent(pont.services.db, { organizationId: 'org-bench', facilityId: 'fac-bench' });
+    const base = { agent_id: credentials.agent_id, agent_key: credentials.agent_key, facility_id: 'fac-bench', mllp_host: '127.0.0.1', max_message_bytes: 1024 * 1024 };
+
+    // 1. Through to Pont.
+    const agent = await startAgentProcess({ ...base, pont_url: pont.url, mllp_port: await freePort(), queue_dir: join(dir, 'q1') }, dir);
+    const reports = async () => Number((await pont.services.db.query<{ n: string }>("SELECT count(*) AS n FROM fhir_resources WHERE resource_type = 'DiagnosticReport' AND NOT deleted")).rows[0]!.n);
+    const started = performance.now();
+    const sent = await burst(agent.port, MESSAGES, 'R');
+    console.log(`acknowledged: ${JSON.stringify(sent.codes)} in ${sent.seconds.toFixed(1)} s`);
+    for (let last = -1, n = await reports(); n < MESSAGES; n = await reports()) {
+      if (n !== last) console.log(`in Pont: ${n} reports`);
+      last = n;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    const throughSeconds = (performance.now() - started) / 1000;
+    const ack = stats(sent.latencies);
+    const rssAfterRun = agent.rssKiB();
+    await agent.stop();
+    const through = {
+      messages: MESSAGES,
+      connections: CONNECTIONS,
+      ack_per_second: Math.round(MESSAGES / sent.seconds),
+      ack_p50_ms: Math.round(ack.p50 * 10) / 10,
+      ack_p95_ms: Math.round(ack.p95 * 10) / 10,
+      acks: sent.codes,
+      in_pont_per_second: Math.round(MESSAGES / throughSeconds),
+      seconds_until_all_in_pont: Math.round(throughSeconds * 10) / 10,
+      agent_rss_mib: Math.round(rssAfterRun / 1024),
+    };
+    console.log(`through to Pont: ${JSON.stringify(through)}`);
+
+    // 2. Pont unreachable: the backlog on disk, and the agent's memory with it.
+    const down = await startAgentProcess({ ...base, pont_url: `http://127.0.0.1:${await freePort()}`, mllp_port: await freePort(), queue_dir: join(dir, 'q2') }, dir);
+    const rssBefore = down.rssKiB();
+    const queued = await burst(down.port, BACKLOG, 'B');
+    const backlog = {
+      messages: BACKLOG,
+      ack_per_second: Math.round(BACKLOG / queued.seconds),
+      ack_p95_ms: Math.round(stats(queued.latencies).p95 * 10) / 10,
+      acks: queued.codes,
+      agent_rss_mib_empty: Math.round(rssBefore / 1024),
+      agent_rss_mib_with_backlog: Math.round(down.rssKiB() / 1024),
+    };
+    await down.stop();
+    console.log(`backlog with Pont down: ${JSON.stringify(backlog)}`);
+
+    // 3. Pont back: the same queue drains in full batches.
+    const before = await reports();
+    const drainStarted = performance.now();
+    const back = await startAgentProcess({ ...base, pont_url: pont.url, mllp_port: await freePort(), queue_dir: join(dir, 'q2') }, dir);
+    while ((await reports()) < before + BACKLOG) await new Promise((r) => setTimeout(r, 200));
+    const drainSeconds = (performance.now() - drainStarted) / 1000;
+    await back.stop();
+    const drain = { messages: BACKLOG, seconds: Math.round(drainSeconds * 10) / 10, in_pont_per_second: Math.round(BACKLOG / drainSeconds) };
+    console.log(`backlog drained into Pont: ${JSON.stringify(drain)}`);
+
+    mkdirSync(join(repoRoot, 'bench', 'results'), { recursive: true });
+    writeFileSync(join(repoRoot, 'bench', 'results', 'hl7.json'), JSON.stringify({ at: new Date().toISOString(), node: process.version, database: 'postgres', load_average_1m: loadavg()[0], through, backlog, drain }, null, 2) + '\n');
+  } finally {
+    await pont.close();
+    await scratch.drop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
