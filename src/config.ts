@@ -178,6 +178,8 @@ export interface Config {
   preparedStatements: boolean;
   /** Absent: PGlite in memory (tests only). */
   dataDir?: string;
+  /** In memory: the image of a data directory it starts from (DatabaseConfig, src/db/open.ts; tests only). */
+  embeddedImage?: Blob;
   maxBodyBytes: number;
   logLevel: LogLevel;
   webhooks: WebhookConfig;

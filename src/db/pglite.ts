@@ -14,8 +14,20 @@ import { dbWaits, since } from '../metrics';
  */
 export const PGLITE_SETTINGS = { shared_buffers: '16MB' } as const;
 
-export async function openPglite(dataDir?: string): Promise<Database> {
+/** The PGlite under each Database openPglite made (for embeddedImage). */
+const engines = new WeakMap<Database, PGlite>();
+
+/** An image of the data directory of a Database openPglite made, which `openPglite(undefined, image)` starts from. */
+export async function embeddedImage(db: Database): Promise<Blob> {
+  const engine = engines.get(db);
+  if (!engine) throw new Error('embeddedImage: not a database openPglite made');
+  return engine.dumpDataDir('none');
+}
+
+/** `image`: start from that image of a data directory (embeddedImage), not an empty one. */
+export async function openPglite(dataDir?: string, image?: Blob): Promise<Database> {
   const db = await PGlite.create(dataDir, {
+    ...(image && { loadDataDir: image }),
     startParams: [...PGlite.defaultStartParams, ...Object.entries(PGLITE_SETTINGS).flatMap(([name, value]) => ['-c', `${name}=${value}`])],
     // Match node-postgres: int8 and numeric come back as strings (no silent precision loss).
     parsers: {
@@ -50,7 +62,7 @@ export async function openPglite(dataDir?: string): Promise<Database> {
     return { rows: result.rows, rowCount: result.affectedRows || result.rows.length };
   };
 
-  return {
+  const database: Database = {
     backend: 'pglite',
     query: (sql, params) => exclusive(() => run(sql, params)),
     exec: (sql) => exclusive(async () => void (await db.exec(sql))),
@@ -79,4 +91,6 @@ export async function openPglite(dataDir?: string): Promise<Database> {
     close: () => exclusive(() => db.close()),
     connections: () => ({ total: 1, idle: busy ? 0 : 1, waiting }),
   };
+  engines.set(database, db);
+  return database;
 }
