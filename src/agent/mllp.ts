@@ -49,68 +49,87 @@ export function frame(text: string): Buffer {
 }
 
 function serveConnection(socket: Socket, maxBytes: number, handle: FrameHandler, onError: (err: Error) => void): void {
-  let inFrame = false;
-  let chunks: Buffer[] = [];
-  let size = 0;
-  let pendingFs = false; // the last byte seen was FS: a CR next ends the frame
+  const deframer = new MllpDeframer(maxBytes);
   // Answers go out in the order the frames came, whatever order their handling ends in.
   let chain: Promise<void> = Promise.resolve();
-
-  const finish = () => {
-    const done: Frame = size > maxBytes ? { kind: 'too-large', head: Buffer.concat(chunks), size } : { kind: 'message', bytes: Buffer.concat(chunks) };
-    chunks = [];
-    size = 0;
-    inFrame = false;
-    const answer = handle(done);
-    chain = chain
-      .then(() => answer)
-      .then((reply) => {
-        if (reply !== undefined && !socket.destroyed) socket.write(frame(reply));
-      })
-      .catch((err: unknown) => onError(err as Error));
-  };
-
-  const keep = (bytes: Buffer) => {
-    size += bytes.length;
-    const kept = chunks.reduce((n, c) => n + c.length, 0);
-    if (size <= maxBytes) chunks.push(bytes);
-    else if (kept < HEAD_BYTES) chunks.push(bytes.subarray(0, HEAD_BYTES - kept));
-  };
-
   socket.on('data', (data: Buffer) => {
+    for (const done of deframer.push(data)) {
+      const answer = handle(done);
+      chain = chain
+        .then(() => answer)
+        .then((reply) => {
+          if (reply !== undefined && !socket.destroyed) socket.write(frame(reply));
+        })
+        .catch((err: unknown) => onError(err as Error));
+    }
+  });
+  socket.on('error', (err) => onError(err));
+}
+
+/** The frames of one connection's bytes, as they come in reads of any size. */
+export class MllpDeframer {
+  private inFrame = false;
+  private chunks: Buffer[] = [];
+  private kept = 0;
+  private size = 0;
+  /** The last read ended with FS: a CR first in the next ends the frame. */
+  private pendingFs = false;
+
+  constructor(private readonly maxBytes: number) {}
+
+  push(data: Buffer): Frame[] {
+    const out: Frame[] = [];
     let start = 0;
     for (let i = 0; i < data.length; i++) {
       const b = data[i]!;
-      if (!inFrame) {
+      if (!this.inFrame) {
         if (b === VT) {
-          inFrame = true;
-          pendingFs = false;
+          this.inFrame = true;
+          this.pendingFs = false;
           start = i + 1;
         }
         continue;
       }
-      if (pendingFs) {
-        // The previous chunk ended with FS (kept back): a CR now ends the frame; anything else makes it content.
-        pendingFs = false;
+      if (this.pendingFs) {
+        this.pendingFs = false;
         if (b === CR) {
-          finish();
+          out.push(this.finish());
           continue;
         }
-        keep(Buffer.from([FS]));
+        this.keep(Buffer.from([FS])); // an FS inside the message after all
       }
       if (b === FS) {
         if (i + 1 === data.length) {
-          keep(data.subarray(start, i));
-          pendingFs = true;
+          this.keep(data.subarray(start, i));
+          this.pendingFs = true;
           start = data.length;
         } else if (data[i + 1] === CR) {
-          keep(data.subarray(start, i));
-          finish();
+          this.keep(data.subarray(start, i));
+          out.push(this.finish());
           i++;
         }
       }
     }
-    if (inFrame && start < data.length) keep(data.subarray(start));
-  });
-  socket.on('error', (err) => onError(err));
+    if (this.inFrame && start < data.length) this.keep(data.subarray(start));
+    return out;
+  }
+
+  private keep(bytes: Buffer): void {
+    this.size += bytes.length;
+    const room = this.size <= this.maxBytes ? bytes.length : Math.max(0, Math.min(bytes.length, HEAD_BYTES - this.kept));
+    if (room) {
+      this.chunks.push(room === bytes.length ? bytes : bytes.subarray(0, room));
+      this.kept += room;
+    }
+  }
+
+  private finish(): Frame {
+    const bytes = Buffer.concat(this.chunks);
+    const done: Frame = this.size > this.maxBytes ? { kind: 'too-large', head: bytes.subarray(0, HEAD_BYTES), size: this.size } : { kind: 'message', bytes };
+    this.chunks = [];
+    this.kept = 0;
+    this.size = 0;
+    this.inFrame = false;
+    return done;
+  }
 }

@@ -61,7 +61,8 @@ function v2Date(text: string): string | undefined {
   if (!mo) return y;
   if (!d) return `${y}-${mo}`;
   const date = `${y}-${mo}-${d}`;
-  if (Number.isNaN(Date.parse(date))) return undefined;
+  // A day the month does not have (20240230) is no date.
+  if (Number.isNaN(Date.parse(date)) || new Date(`${date}T00:00:00Z`).toISOString().slice(0, 10) !== date) return undefined;
   if (!h) return date;
   const offset = tz ? `${tz.slice(0, 3)}:${tz.slice(3)}` : 'Z';
   return `${date}T${h}:${mi ?? '00'}:${s ?? '00'}${frac ?? ''}${offset}`;

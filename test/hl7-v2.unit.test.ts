@@ -1,0 +1,149 @@
+import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import { once } from 'node:events';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Hl7Message } from '@medplum/core';
+import { describe, expect, it } from 'vitest';
+import { buildAck } from '../src/agent/ack';
+import { AgentConfigError, parseAgentConfig } from '../src/agent/config';
+import { MllpDeframer, startMllpServer, stopMllpServer, type Frame } from '../src/agent/mllp';
+import { eventually } from './eventually';
+import { DurableQueue } from '../src/agent/queue';
+import { ErrorCondition } from '../src/agent/translate';
+import { evaluateV2, parseV2Expression, unescapeV2, V2PathError } from '../src/mapping/v2-path';
+import { fromV2Text } from '../src/mapping/v2';
+
+/** The HL7 v2 agent's pieces without a Pont: framing, the v2 path, ACKs, the queue's files, the config's checks. */
+
+const message = (...segments: string[]) => Hl7Message.parse(segments.join('\r'));
+const MSH = 'MSH|^~\\&|LAB|GHH|PONT|FAC|20240116120000||ORU^R01^ORU_R01|C1|P|2.5.1';
+
+describe('the v2 path', () => {
+  it('escapes in the message own characters, hex, line breaks', () => {
+    const m = Hl7Message.parse('MSH#$%*@#A\rNTE#1##A*F*B*S*C*T*D*R*E*E* *X41C3A9*x*.br*y*H*!*N*');
+    // # fields, $ components, % repetitions, * escape, @ subcomponents
+    expect(unescapeV2(m.getSegment('NTE')!.getField(3).toString(), m)).toBe('A#B$C@D%E* Aéx\ny!');
+  });
+  it('a condition on the same field picks the repetition; otherwise the first; alternatives in order', () => {
+    const m = message(MSH, 'PID|1||1^^^A||ALIAS^AL^^^^^A~LEGAL^LE^^^^^L');
+    expect(evaluateV2(parseV2Expression('PID-5.1 where PID-5.7 = L | PID-5.1'), { message: m })).toBe('LEGAL');
+    expect(evaluateV2(parseV2Expression('PID-5.1 where PID-5.7 = B | PID-5.1'), { message: m })).toBe('ALIAS');
+    expect(evaluateV2(parseV2Expression("'yes' where PID-9"), { message: m })).toBeUndefined();
+  });
+  it('key, low, high, range_text', () => {
+    const m = message(MSH, 'PID|1||12 34^^^GH/H&1.2.3&ISO', 'OBX|1|NM|X||1|u|3.5 - 5.1', 'OBX|2|NM|Y||1|u|see note');
+    const obx = (n: number) => ({ message: m, current: new Map([['OBX', m.getAllSegments('OBX')[n]!]]) });
+    expect(evaluateV2(parseV2Expression('key(PID-3.4.1, PID-3.1)'), { message: m })).toBe('GH-H-12-34');
+    expect(parseV2Expression('key(PID-3.4.1, PID-3.1)').location).toBe('PID-3');
+    expect(evaluateV2(parseV2Expression('low(OBX-7)'), obx(0))).toBe('3.5');
+    expect(evaluateV2(parseV2Expression('high(OBX-7)'), obx(0))).toBe('5.1');
+    expect(evaluateV2(parseV2Expression('range_text(OBX-7)'), obx(0))).toBeUndefined();
+    expect(evaluateV2(parseV2Expression('range_text(OBX-7)'), obx(1))).toBe('see note');
+    expect(evaluateV2(parseV2Expression('key(PID-3.4.1, PID-3.2)'), { message: m })).toBeUndefined();
+  });
+  it('refuses what is not a path, naming it', () => {
+    expect(() => parseV2Expression('PID5')).toThrow(V2PathError);
+    expect(() => parseV2Expression('frist(PID-5)')).toThrow(/unknown function `frist`/);
+    expect(() => parseV2Expression('PID-0')).toThrow(/count from 1/);
+  });
+  it('v2 types to Connect types', () => {
+    expect(fromV2Text('19620320', 'date')).toBe('1962-03-20');
+    expect(fromV2Text('202401150830+0100', 'date-time')).toBe('2024-01-15T08:30:00+01:00');
+    expect(fromV2Text('20240115083000.25', 'date-time')).toBe('2024-01-15T08:30:00.25Z');
+    expect(fromV2Text('1962-03-20', 'date')).toBeUndefined();
+    expect(fromV2Text('20240230', 'date')).toBeUndefined();
+    expect(fromV2Text('7.5', 'number')).toBe(7.5);
+    expect(fromV2Text('7.5', 'integer')).toBeUndefined();
+  });
+});
+
+describe('acknowledgements', () => {
+  const now = new Date('2024-01-16T12:00:00Z');
+  it('in the message own encoding characters and version; ERR-2/3/8 from v2.5, ERR-1 before', () => {
+    const m = Hl7Message.parse('MSH#$%*@#LAB#GHH#PONT#FAC#20240116##ADT$A01#C9#P#2.5');
+    const ack = buildAck({ message: m, code: 'AE', error: { location: 'PID-3', condition: ErrorCondition.requiredFieldMissing, text: 'PID-3 is empty: a#b' }, now, controlId: 'A1' })!;
+    expect(ack.split('\r')).toEqual([
+      'MSH#$%*@#PONT#FAC#LAB#GHH#20240116120000+0000##ACK$A01$ACK#A1#P#2.5',
+      'MSA#AE#C9#Application error',
+      'ERR##PID$1$3#101$Required field missing$HL70357#E####PID-3 is empty: a*F*b',
+    ]);
+    const old = Hl7Message.parse('MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ADT^A01|C9|P|2.3');
+    expect(buildAck({ message: old, code: 'AR', error: { location: 'MSH-12', condition: ErrorCondition.unsupportedVersion, text: 'x' }, now, controlId: 'A2' })!.split('\r')[2]).toBe('ERR|MSH^1^12^203&Unsupported version id&HL70357');
+  });
+  it('enhanced mode: CA/CE as MSH-15 asks; none for NE, none on success for ER', () => {
+    const with15 = (v: string) => Hl7Message.parse(`MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ADT^A01|C9|P|2.5|||${v}|NE`);
+    expect(buildAck({ message: with15('AL'), code: 'AA', now, controlId: 'A' })).toMatch(/\rMSA\|CA\|C9/);
+    expect(buildAck({ message: with15('AL'), code: 'AE', now, controlId: 'A' })).toMatch(/\rMSA\|CE\|C9/);
+    expect(buildAck({ message: with15('NE'), code: 'AA', now, controlId: 'A' })).toBeUndefined();
+    expect(buildAck({ message: with15('ER'), code: 'AA', now, controlId: 'A' })).toBeUndefined();
+    expect(buildAck({ message: with15('ER'), code: 'AR', now, controlId: 'A' })).toMatch(/MSA\|CR/);
+  });
+});
+
+describe('MLLP framing', () => {
+  const text = (frames: Frame[]) => frames.map((f) => (f.kind === 'message' ? f.bytes.toString() : `${f.kind} ${f.size} ${f.head.length}`));
+  it('messages split anywhere (FS and CR in two reads), several in one read, bytes between frames ignored, a frame over the bound kept only by its head', () => {
+    const d = new MllpDeframer(5000);
+    const read = (s: string) => text(d.push(Buffer.from(s, 'latin1')));
+    expect(read('noise\x0bMSH|one\x1c')).toEqual([]);
+    expect(read('\r\x0bMSH|tw')).toEqual(['MSH|one']);
+    expect(read('o\x1c\r\x0bMSH|three\x1c\rjunk\x0bMSH|a\x1cb\x1c\r')).toEqual(['MSH|two', 'MSH|three', 'MSH|a\x1cb']);
+    expect(read(`\x0bMSH|${'x'.repeat(9000)}`)).toEqual([]);
+    expect(read(`${'x'.repeat(1000)}\x1c\r\x0bMSH|after\x1c\r`)).toEqual(['too-large 10004 4096', 'MSH|after']);
+  });
+  it('over TCP: answers in order, one per frame', async () => {
+    const server = await startMllpServer('127.0.0.1', 0, 1000, async (f) => (f.kind === 'message' ? `MSA|AA|${f.bytes.toString()}` : undefined), () => {});
+    const socket = connect((server.address() as { port: number }).port, '127.0.0.1');
+    await once(socket, 'connect');
+    let replies = '';
+    socket.on('data', (d) => (replies += d.toString('latin1')));
+    socket.write(Buffer.from('\x0b1\x1c\r\x0b2\x1c\r\x0b3\x1c\r', 'latin1'));
+    await eventually(() => expect(replies).toBe('\x0bMSA|AA|1\x1c\r\x0bMSA|AA|2\x1c\r\x0bMSA|AA|3\x1c\r'));
+    socket.destroy();
+    await stopMllpServer(server);
+  });
+});
+
+describe('the durable queue', () => {
+  it('a line cut by a crash is dropped; what was not confirmed comes back in order; a control id is kept once; the interrupted batch is the same again', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pont-queue-'));
+    try {
+      const q = new DurableQueue(dir);
+      for (const id of ['a', 'b', 'c']) await q.accept({ id, type: 'ORU^R01', received_at: 't', resources: [{ id }] });
+      expect(q.has('b')).toBe(true);
+      q.confirm(q.peek(1));
+      q.sending(q.peek(2));
+      q.close();
+      appendFileSync(join(dir, 'messages.log'), '{"id":"d","ty'); // a crash in the middle of a write
+      const again = new DurableQueue(dir);
+      expect(again.peek(10).map((m) => m.id)).toEqual(['b', 'c']);
+      expect(again.interrupted()?.map((m) => m.id)).toEqual(['b', 'c']);
+      expect(again.has('a')).toBe(true);
+      expect(again.has('d')).toBe(false);
+      expect(readFileSync(join(dir, 'messages.log'), 'utf8').endsWith('\n')).toBe(true);
+      again.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the config file', () => {
+  const good = { pont_url: 'https://pont.example.org', agent_id: 'agt_0123456789abcdef01234567', agent_key: 'pak_abcdefghijklmnopqrstuvwxyz012345', facility_id: 'f', mllp_host: '0.0.0.0', mllp_port: 2575, queue_dir: '/q', max_message_bytes: 1048576 };
+  it('names the missing, invalid or unknown key', () => {
+    expect(parseAgentConfig(good)).toEqual(good);
+    const key = (value: unknown) => {
+      try {
+        parseAgentConfig(value);
+      } catch (err) {
+        return (err as AgentConfigError).key;
+      }
+    };
+    expect(key({ ...good, agent_key: undefined })).toBe('agent_key');
+    expect(key({ ...good, mllp_port: 70000 })).toBe('mllp_port');
+    expect(key({ ...good, pont_url: 'ftp://x' })).toBe('pont_url');
+    expect(key({ ...good, max_message_bytes: 10 })).toBe('max_message_bytes');
+    expect(key({ ...good, queue: '/q' })).toBe('queue');
+  });
+});
