@@ -189,6 +189,18 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect(all.body.total ?? all.body.entry.length).toBe(1);
   });
 
+  it('ADT^A40: the survivor `replaces` the record MRG-1 names, which becomes inactive and `replaced-by` it', async () => {
+    const old = 'PID|1||PATID9999^^^GHH^MR||EVERYWOMAN^EVIE^^^^^L||19620320|F';
+    expect(ack(await client.sendAndWait(v2(msh('ADT^A04^ADT_A01', 'MRG-0'), old, 'PV1|1|O|||||||||||||||||V2002^^^GHH'))).code).toBe('AA');
+    await eventually(() => readOk('Patient', 'GHH-PATID9999'));
+    const merge = v2(msh('ADT^A40^ADT_A39', 'MRG-1'), 'EVN|A40|20240120090000', PID, 'MRG|PATID9999^^^GHH^MR');
+    expect(ack(await client.sendAndWait(merge)).code).toBe('AA');
+    const survivor = await readOk('Patient', 'GHH-PATID1234');
+    await eventually(async () => expect((await readOk('Patient', 'GHH-PATID9999'))).toMatchObject({ active: false, link: [{ type: 'replaced-by', other: { reference: `Patient/${survivor.id}` } }] }));
+    const merged = await readOk('Patient', 'GHH-PATID9999');
+    await eventually(async () => expect((await readOk('Patient', 'GHH-PATID1234')).link).toEqual([{ type: 'replaces', other: { reference: `Patient/${merged.id}` } }]));
+  });
+
   it('a resent MSH-10 gets AA and changes nothing', async () => {
     const before = await readOk('Observation', 'GHH-LAB-1045813-2345-7');
     const resend = v2(msh('ORU^R01^ORU_R01', 'LAB-1'), PID, 'OBR|1|845439^GHH OE|1045813^GHH LAB|24323-8^CMP^LN|||||||||||||||||||||F', 'OBX|1|NM|2345-7^Glucose^LN||999|mg/dL|70-99|H|||F');
