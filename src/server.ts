@@ -71,6 +71,13 @@ export async function startPont(config: Config): Promise<RunningPont> {
     const reloadMappings = (trigger: string): ReloadOutcome => {
       const outcome = services.mappings.reload();
       if (outcome.ok) services.log.info('mappings reloaded', { version: outcome.version, previous: outcome.previous, trigger });
+      // The subscription topics beside the maps are read again with them; a mistake there keeps the running topics.
+      if (outcome.ok)
+        try {
+          services.subscriptions.reloadTopics(services.mappings.dir);
+        } catch (err) {
+          services.log.error('subscription topics reload refused; the running topics stay', { trigger, error: (err as Error).message });
+        }
       else services.log.error('mappings reload refused; the running maps stay', { version: outcome.version, trigger, error: outcome.error.message });
       return outcome;
     };

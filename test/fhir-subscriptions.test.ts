@@ -1,9 +1,13 @@
+import { appendFileSync, cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { createClient } from '../src/auth/clients';
 import { openPostgres } from '../src/db/postgres';
+import { defaultMappingsDir } from '../src/mapping/index';
 import { backend, createScratchDatabase, createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
 import { eventually } from './eventually';
 import { bearerFrom, startPontProcess, stopPontProcess, type PontProcess } from './webhooks-support';
@@ -140,6 +144,27 @@ describe('topics', () => {
     expect(topic.body.code.coding[0].code).toBe('SubscriptionTopic');
     const url = topic.body.extension.find((e: any) => e.url === 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.url');
     expect(url.valueUri).toBe(topicUrl);
+  });
+});
+
+describe('topics are data', () => {
+  it('a topic added to the file is published after a reload of the maps; a broken file keeps the running topics', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pont-topics-'));
+    cpSync(defaultMappingsDir, dir, { recursive: true });
+    const own = await startTestServer({ PONT_MAPPINGS_DIR: dir });
+    try {
+      const ids = async () => ((await own.json('/api/fhir/R4/SubscriptionTopic')).body.entry as any[]).map((e) => e.resource.id as string);
+      expect(await ids()).not.toContain('condition-created');
+      appendFileSync(join(dir, 'subscriptions/topics.yaml'), '\n  - id: condition-created\n    title: Condition recorded\n    description: A Condition is created.\n    resource: Condition\n    interactions: [create]\n');
+      expect(own.reloadMappings('test').ok).toBe(true);
+      expect(await ids()).toContain('condition-created');
+      appendFileSync(join(dir, 'subscriptions/topics.yaml'), '\n  - id: Not An Id\n');
+      own.reloadMappings('test');
+      expect(await ids()).toContain('condition-created');
+    } finally {
+      await own.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -13,7 +13,7 @@ import { accessPolicyFor } from '../policy/index';
 import { DELIVERY_CHANNEL } from '../webhooks/deliveries';
 import { checkedAddress, DestinationRefused } from '../webhooks/destination';
 import { callbackUrlProblem, createSubscription as createWebhookRow } from '../webhooks/subscriptions';
-import { BACKPORT, filtersPass, topicFires, topicUrl, type Topic } from './topics';
+import { BACKPORT, filtersPass, loadTopics, topicFires, topicUrl, type Topic } from './topics';
 
 /**
  * FHIR Subscriptions (R5 Backport IG STU 1.1 for R4; docs/fhir.md "Subscriptions"): a second door onto the change
@@ -88,14 +88,29 @@ function list(value: unknown, what: string): Array<Record<string, unknown>> {
 const ext = (elements: Array<{ url: string }> | undefined, url: string) => elements?.find((e) => e.url === url) as Record<string, any> | undefined;
 
 export class FhirSubscriptions {
-  private readonly byId: Map<string, Topic>;
+  private byId: Map<string, Topic>;
 
   constructor(
     private readonly db: Database,
     private readonly deps: { publicUrl: () => string; fhir: FhirService; log: Logger; allowHttpLoopback: boolean; secretKey: Buffer; now: () => Date },
-    readonly topics: Topic[],
+    private published: Topic[],
   ) {
+    this.byId = new Map(published.map((t) => [t.id, t]));
+  }
+
+  get topics(): readonly Topic[] {
+    return this.published;
+  }
+
+  /**
+   * Reads the topics file again (with a reload of the maps): the new topics serve from now on, for every write's fan-out
+   * too; a file with a mistake throws and the running topics stay. Subscriptions of a topic that is gone hear nothing more.
+   */
+  reloadTopics(dir: string): void {
+    const topics = loadTopics(dir);
+    this.published = topics;
     this.byId = new Map(topics.map((t) => [t.id, t]));
+    useTopics(topics);
   }
 
   private get base() {
