@@ -197,6 +197,22 @@ describe('the signed artefact and the revocation list', () => {
       hi_types: ['Prescription'],
       date_range: { from: '2024-01-01', to: '2024-12-31' },
     });
+    // The three client libraries verify it offline with the same key set (TypeScript: node:crypto; Python: the
+    // standard library alone; PHP: openssl), and refuse it altered.
+    const { verifyConsentArtefact } = await import('../clients/typescript/dist/index.js');
+    expect(verifyConsentArtefact(res.body.artefact, jwks).consent).toMatchObject({ consent_id: consentId, hi_types: ['Prescription'] });
+    const { execFileSync } = await import('node:child_process');
+    const { fileURLToPath } = await import('node:url');
+    const clients = fileURLToPath(new URL('../clients/', import.meta.url));
+    const altered = `${res.body.artefact.slice(0, -6)}AAAAAA`;
+    const python = (jws: string) =>
+      execFileSync('python3', ['-c', 'import json,sys; from pont import verify_consent_artefact as v, ArtefactVerificationError as E\ntry: print(json.dumps(v(sys.argv[1], json.loads(sys.argv[2]))["consent"]))\nexcept E as e: print(json.dumps({"refused": str(e)}))', jws, JSON.stringify(jwks)], { cwd: `${clients}python`, encoding: 'utf8' });
+    expect(JSON.parse(python(res.body.artefact))).toMatchObject({ consent_id: consentId, hi_types: ['Prescription'] });
+    expect(JSON.parse(python(altered))).toEqual({ refused: 'The signature does not verify' });
+    const php = (jws: string) =>
+      execFileSync('php', ['-r', `foreach (['PontError', 'ArtefactVerificationError', 'Artefacts'] as $c) require '${clients}php/src/' . $c . '.php'; try { echo json_encode(Pont\\Artefacts::verify($argv[1], json_decode($argv[2], true))['consent']); } catch (Pont\\ArtefactVerificationError $e) { echo json_encode(['refused' => $e->getMessage()]); }`, jws, JSON.stringify(jwks)], { encoding: 'utf8' });
+    expect(JSON.parse(php(res.body.artefact))).toMatchObject({ consent_id: consentId, hi_types: ['Prescription'] });
+    expect(JSON.parse(php(altered))).toEqual({ refused: 'The signature does not verify' });
     // A changed byte breaks it.
     const [h, , sig] = res.body.artefact.split('.');
     const forged = `${h}.${Buffer.from(JSON.stringify({ ...payload, consent: { ...(payload.consent as object), hi_types: ['Prescription', 'DiagnosticReport'] } })).toString('base64url')}.${sig}`;
@@ -312,5 +328,72 @@ describe('the purpose of use: stated with X-Purpose-Of-Use, matched with the art
       const event = buildAuditEvent(rows[0]!.record, new Date(rows[0]!.recorded));
       expect(event.purposeOfEvent?.[0]?.coding).toEqual([{ system: 'http://terminology.hl7.org/CodeSystem/v3-ActReason', code: 'DSRCH' }]);
     }
+  });
+});
+
+describe('frequency: fetches counted per consent, atomically; 429 with Retry-After once spent', () => {
+  async function patientWithPrescription(first: string) {
+    const resolved = await connect(hospital, '/patients/resolve', { method: 'POST', json: { first_name: first, last_name: 'Frequency', date_of_birth: '1979-07-07', sex: 'male' } });
+    const hid = resolved.body.health_id;
+    const pid = (await fhir(hospital, `/Patient?identifier=https://pont.health/fhir/sid/health-id|${hid}`)).body.entry[0].resource.id;
+    const rx = await fhir(hospital, '/MedicationRequest', {
+      method: 'POST',
+      json: { resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Aspirin' }, subject: { reference: `Patient/${pid}` }, authoredOn: '2025-02-02' },
+    });
+    return { hid, pid, rxId: rx.body.id as string };
+  }
+
+  it('three a day: three reads, then 429 with Retry-After in the documented shape; the data holder is not limited', async () => {
+    const { hid, pid, rxId } = await patientWithPrescription('Fay');
+    const grant = await connect(clinic, `/patient/${hid}/consent/grant`, { method: 'POST', json: { consent_type: 'prescriptions', expires_at: inDays(30), frequency: { count: 3, unit: 'day' } } });
+    expect(grant.body.frequency).toEqual({ count: 3, unit: 'day' });
+    expect((await fhir(clinic, `/MedicationRequest/${rxId}`)).status).toBe(200);
+    expect((await fhir(clinic, `/MedicationRequest?patient=${pid}`)).status).toBe(200);
+    expect((await connect(clinic, `/patient/${hid}/records?type=prescriptions`)).status).toBe(200);
+    const spent = await fhir(clinic, `/MedicationRequest/${rxId}`);
+    expect(spent.status).toBe(429);
+    expect(Number(spent.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(Number(spent.headers.get('retry-after'))).toBeLessThanOrEqual(86_400);
+    expect(spent.body.resourceType).toBe('OperationOutcome');
+    const connectSpent = await connect(clinic, `/patient/${hid}/records?type=prescriptions`);
+    expect(connectSpent.status).toBe(429);
+    expect(connectSpent.body.error_code).toBe('RATE_LIMITED');
+    expect((await fhir(hospital, `/MedicationRequest/${rxId}`)).status).toBe(200);
+  });
+
+  it('a concurrent burst of 20 reads under "5 an hour" gets exactly 5 answers', async () => {
+    const { hid, rxId } = await patientWithPrescription('Burst');
+    await connect(clinic, `/patient/${hid}/consent/grant`, { method: 'POST', json: { consent_type: 'prescriptions', expires_at: inDays(30), frequency: { count: 5, unit: 'hour' } } });
+    const statuses = await Promise.all(Array.from({ length: 20 }, () => fhir(clinic, `/MedicationRequest/${rxId}`).then((r) => r.status)));
+    expect(statuses.filter((s) => s === 200)).toHaveLength(5);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(15);
+  });
+});
+
+describe('webhooks: an event about a patient reaches an artefact consent only for its kinds, and only without a date range', () => {
+  it('Prescription kinds hear prescription events, not lab events; a date range hears only events about the patient themselves', async () => {
+    const { entitledOrganizations } = await import('../src/webhooks/entitlement');
+    const hear = async (pid: string, type: string) => (await entitledOrganizations(pont.services.db, { type, organizationId: 'org-hospital', patientId: pid, data: {} })).sort();
+    const newPatient = async (first: string) => {
+      const r = await connect(hospital, '/patients/resolve', { method: 'POST', json: { first_name: first, last_name: 'Hooks', date_of_birth: '1970-03-03', sex: 'female' } });
+      const pid = (await fhir(hospital, `/Patient?identifier=https://pont.health/fhir/sid/health-id|${r.body.health_id}`)).body.entry[0].resource.id as string;
+      return { hid: r.body.health_id as string, pid };
+    };
+    const kinds = await newPatient('Kinds');
+    await connect(clinic, `/patient/${kinds.hid}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at: inDays(30), hi_types: ['Prescription'] } });
+    expect(await hear(kinds.pid, 'prescription.issued')).toEqual(['org-clinic', 'org-hospital']);
+    expect(await hear(kinds.pid, 'lab_result.released')).toEqual(['org-hospital']);
+    expect(await hear(kinds.pid, 'document.issued')).toEqual(['org-hospital']);
+    expect(await hear(kinds.pid, 'patient.updated')).toEqual(['org-clinic', 'org-hospital']);
+    const ranged = await newPatient('Ranged');
+    await connect(clinic, `/patient/${ranged.hid}/consent/grant`, {
+      method: 'POST',
+      json: { consent_type: 'full_record', expires_at: inDays(30), hi_types: ['Prescription'], date_range: { from: '2024-01-01', to: '2024-12-31' } },
+    });
+    expect(await hear(ranged.pid, 'prescription.issued')).toEqual(['org-hospital']);
+    expect(await hear(ranged.pid, 'patient.updated')).toEqual(['org-clinic', 'org-hospital']);
+    const legacy = await newPatient('Legacy');
+    await connect(clinic, `/patient/${legacy.hid}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at: inDays(30) } });
+    expect(await hear(legacy.pid, 'lab_result.released')).toEqual(['org-clinic', 'org-hospital']);
   });
 });

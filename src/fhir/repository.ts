@@ -771,6 +771,12 @@ export class FhirRepository {
   /** A domain-level audit record (a Connect operation's own, e.g. a resolve that found nothing). Break-glass requests say so. */
   async audit(record: Omit<AuditRecord, 'caller'>): Promise<void> {
     const emergency = this.context.emergencyReason;
+    // A read of patient data (not only of consents): counted against the consents' frequency, its purpose coded.
+    const patients = record.patient?.id ? [record.patient.id, ...(record.otherPatients ?? [])] : [];
+    if (record.action === 'R' && record.outcome === 'success' && patients.length && (record.dataTypes ?? []).some((t) => t !== 'Consent' && t !== 'AuditEvent')) {
+      await this.spendFetches(patients);
+      record = { ...record, purposeCode: record.purposeCode ?? (await this.purposeOfUse(patients)) };
+    }
     const marked = emergency === undefined ? record : { ...record, breakGlass: true, purpose: record.purpose ?? emergency };
     const full = { ...marked, caller: this.caller };
     // In a transaction (a write, a composed operation): with it. Otherwise (a read): in the next group commit.
@@ -837,9 +843,22 @@ export class FhirRepository {
       otherPatients: named.slice(1),
       purpose: this.context.emergencyReason ?? this.context.purpose,
       breakGlass: this.context.emergencyReason !== undefined,
-      purposeCode: await this.purposeOfUse(named),
       externalReference: this.context.externalReference,
       dataTypes: [...new Set(resources.map((r) => r.resourceType))],
+    });
+  }
+
+  /** A read counts against the caller's consents that limit how often (frequency, src/policy spendFetch): 429 once spent. */
+  private async spendFetches(patients: string[]): Promise<void> {
+    const spend = this.access.spendFetch?.(patients);
+    if (!spend) return;
+    const { text, values } = spend.render();
+    const { rows } = await this.sql.query<{ consent_id: string; retry_after: number }>(text, values);
+    if (!rows.length) return;
+    const retryAfter = Math.max(...rows.map((r) => r.retry_after));
+    throw new ApiError(429, ErrorCode.rateLimited, `The consent's frequency is spent for this period (consent ${rows.map((r) => r.consent_id).join(', ')}); retry in ${retryAfter} s`, {
+      extra: { retry_after: retryAfter },
+      headers: { 'Retry-After': String(retryAfter) },
     });
   }
 

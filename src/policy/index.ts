@@ -90,6 +90,12 @@ export interface AccessPolicy {
    * `purpose`). Undefined: none (operators, patients, callers without an organisation).
    */
   purposeOfUse?: (patients: string[]) => { stated?: string; lookup?: Sql };
+  /**
+   * A fetch of these patients' data (a read): SQL that counts it against each of the caller's active consents for
+   * them that limit how often (`frequency`), one atomic increment per consent and window, and returns those it
+   * exceeds (`consent_id`, `retry_after` seconds to the window's end). Rows: refuse the read (429).
+   */
+  spendFetch?: (patients: string[]) => Sql;
 }
 
 const everything: AccessPolicy = { canRead: () => true, canWrite: () => true, readsTerminology: true, operator: true, mayWriteFacility: () => true };
@@ -99,6 +105,16 @@ const CLASS_WHEN = constant(join(Object.entries(FHIR_READ_SCOPES).map(([t, scope
 const CLASS_CASE = (type: Sql) => sql`CASE ${type} ${CLASS_WHEN} ELSE 'fhir:read' END`;
 
 const OWNER_ONLY_SQL = constant(sql`(${join(OWNER_ONLY_TYPES.map(literal), ', ')})`);
+
+/**
+ * What the rule knows of an event about a patient's data (webhook fan-out and delivery): the resource types it may be
+ * about (text[]), not the date of its care. A grant naming kinds of record hears it only if they cover one of the
+ * types; a grant with a date range hears only events about the patient themselves (the subject has no care date):
+ * an event cannot show it falls in the range, so it is not told.
+ */
+export interface EventFacts {
+  types: Sql;
+}
 
 /** What the rule knows of one row beyond its class: its type and its content (for the date of its care). */
 export interface RowFacts {
@@ -128,8 +144,11 @@ function careDateOf(type: string | undefined, row: RowFacts): Sql {
  * organisation see some of this class of the patient's data: the gates of the Connect routes, whose reads then
  * pass the row rule). `type`: the row's type when known as a constant.
  */
-export function activeGrants(select: Sql, org: Sql | undefined, patient: Sql, dataClass: Sql, row?: RowFacts, type?: string, purpose?: string): Sql {
-  const artefact = row
+export function activeGrants(select: Sql, org: Sql | undefined, patient: Sql, dataClass: Sql, row?: RowFacts | EventFacts, type?: string, purpose?: string): Sql {
+  const artefact = row && 'types' in row
+    ? sql` AND (g.resource_types IS NULL OR g.resource_types && ${row.types})
+      AND (g.data_from IS NULL AND g.data_to IS NULL OR ${literal(hiTypes.subject)} = ANY(${row.types}))`
+    : row
     ? sql` AND (g.resource_types IS NULL OR ${row.type} = ANY(g.resource_types))
 ${type === hiTypes.subject ? sql`` : sql`
       AND (g.data_from IS NULL AND g.data_to IS NULL${type ? sql`` : sql` OR ${row.type} = ${literal(hiTypes.subject)}`} OR ${careDateOf(type, row)} BETWEEN coalesce(g.data_from, '0000-01-01') AND coalesce(g.data_to, '9999-12-31'))`}`
@@ -276,6 +295,14 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
       return sql`SELECT c FROM unnest(${classes}::text[]) AS k(c)
         WHERE NOT ${consentRule(o, emergency, { patients: sql`ARRAY[${p}]::text[]`, author: sql`NULL::text`, dataClass: sql`k.c` }, stated)} AND NOT ${own}`;
     },
+    spendFetch: (patients) => sql`WITH g AS (
+        SELECT g.consent_id, g.frequency_count AS n, g.frequency_unit AS unit, date_trunc(g.frequency_unit, now()) AS w FROM consent_access g
+        WHERE g.organization_id = ${org} AND g.patient_id = ANY(${patients}::text[]) AND g.status = 'active' AND g.frequency_count IS NOT NULL
+          AND (g.granted_at IS NULL OR g.granted_at <= now()) AND (g.expires_at IS NULL OR g.expires_at > now())),
+      spent AS (INSERT INTO consent_fetches (consent_id, window_start, fetches) SELECT g.consent_id, g.w, 1 FROM g
+        ON CONFLICT (consent_id, window_start) DO UPDATE SET fetches = consent_fetches.fetches + 1 RETURNING consent_id, fetches)
+      SELECT g.consent_id, greatest(1, ceil(extract(epoch FROM g.w + ('1 ' || g.unit)::interval - now())))::int AS retry_after
+      FROM spent JOIN g ON g.consent_id = spent.consent_id WHERE spent.fetches > g.n`,
     purposeOfUse: (patients) =>
       stated
         ? { stated }

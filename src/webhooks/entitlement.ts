@@ -2,6 +2,7 @@ import type { Queryable } from '../db/database';
 import { sql } from '../db/sql';
 import { eventClassOf, eventDeclaration } from '../events/types';
 import { activeGrants, dataHolders } from '../policy/index';
+import { EVENT_RULES } from '../events/rules';
 
 /** What decides who may receive an event. */
 export interface EventAudience {
@@ -36,20 +37,22 @@ export async function entitledOrganizations(q: Queryable, event: EventAudience):
 export async function entitledOrganizationsOfEach(q: Queryable, events: EventAudience[]): Promise<string[][]> {
   // Who hears a type is declared with it (src/events/types.ts, `about`).
   const classOf = (event: EventAudience) => (event.patientId ? eventClassOf(event.type) : undefined);
-  const pairs = new Map<string, { patient: string; dataClass: string }>();
+  // The key of an event's audience: its patient, class and the resource types it may be about (consent artefacts name kinds of record).
+  const keyOf = (event: EventAudience) => `${event.patientId}\u0000${classOf(event)}\u0000${event.type}`;
+  const pairs = new Map<string, { patient: string; dataClass: string; types: string }>();
   for (const event of events) {
     const dataClass = classOf(event);
-    if (dataClass) pairs.set(`${event.patientId}\u0000${dataClass}`, { patient: event.patientId!, dataClass });
+    if (dataClass) pairs.set(keyOf(event), { patient: event.patientId!, dataClass, types: `{${resourceTypesOf(event.type).join(',')}}` });
   }
   const consented = new Map<string, string[]>();
   if (pairs.size) {
+    const keys = [...pairs.keys()];
     const list = [...pairs.values()];
-    const { text, values } = sql`SELECT DISTINCT k.n, g.organization_id FROM unnest(${list.map((x) => x.patient)}::text[], ${list.map((x) => x.dataClass)}::text[]) WITH ORDINALITY AS k(p, c, n)
-       CROSS JOIN LATERAL (${activeGrants(sql`g.organization_id`, undefined, sql`= k.p`, sql`k.c`)}) g`.render();
+    const { text, values } = sql`SELECT DISTINCT k.n, g.organization_id FROM unnest(${list.map((x) => x.patient)}::text[], ${list.map((x) => x.dataClass)}::text[], ${list.map((x) => x.types)}::text[]) WITH ORDINALITY AS k(p, c, t, n)
+       CROSS JOIN LATERAL (${activeGrants(sql`g.organization_id`, undefined, sql`= k.p`, sql`k.c`, { types: sql`k.t::text[]` })}) g`.render();
     const { rows } = await q.query<{ n: string; organization_id: string }>(text, values);
     for (const row of rows) {
-      const { patient, dataClass } = list[Number(row.n) - 1]!;
-      const key = `${patient}\u0000${dataClass}`;
+      const key = keys[Number(row.n) - 1]!;
       consented.set(key, [...(consented.get(key) ?? []), row.organization_id]);
     }
   }
@@ -70,7 +73,13 @@ export async function entitledOrganizationsOfEach(q: Queryable, events: EventAud
     }
     if (event.organizationId) orgs.add(event.organizationId);
     const dataClass = classOf(event);
-    if (dataClass) for (const org of consented.get(`${event.patientId}\u0000${dataClass}`) ?? []) orgs.add(org);
+    if (dataClass) for (const org of consented.get(keyOf(event)) ?? []) orgs.add(org);
     return [...orgs];
   });
+}
+
+/** The resource types an event type is about (its rules' resources; Patient for the events no rule raises, the Health ID's). */
+function resourceTypesOf(type: string): string[] {
+  const types = [...new Set(EVENT_RULES.filter((r) => r.event === type).map((r) => r.resource))];
+  return types.length ? types : ['Patient'];
 }

@@ -48,4 +48,24 @@ final class Consents extends Module
         self::required('consents->revoke', ['healthId' => $healthId]);
         return $this->postJson('/api/v1/connect/patient/' . self::segment($healthId) . '/consent/revoke', $fields === [] ? null : $fields, $options);
     }
+    /** The signed consent artefact, `['artefact' => '<compact JWS>']`; verify it with verifiedArtefact or Artefacts::verify. @param RequestOptions $options @return array<string, mixed> */
+    public function artefact(string $consentId, array $options = []): array
+    {
+        self::required('consents->artefact', ['consentId' => $consentId]);
+        return $this->getJson('/api/v1/connect/consents/' . self::segment($consentId) . '/artefact', [], $options);
+    }
+
+    /** The artefact, fetched and verified with Pont's key set (/.well-known/jwks.json): its payload, or ArtefactVerificationError. @param RequestOptions $options @return array<string, mixed> */
+    public function verifiedArtefact(string $consentId, array $options = []): array
+    {
+        $artefact = $this->artefact($consentId, $options)['artefact'];
+        return Artefacts::verify($artefact, $this->getJson('/.well-known/jwks.json', [], $options));
+    }
+
+    /** The caller's organisation's consents revoked since `$since` (ISO date-time): `['items' => [[consent_id, revoked_at], …]]`. @param RequestOptions $options @return array<string, mixed> */
+    public function revoked(string $since, array $options = []): array
+    {
+        self::required('consents->revoked', ['since' => $since]);
+        return $this->getJson('/api/v1/connect/consents/revoked', ['since' => $since], $options);
+    }
 }

@@ -75,10 +75,11 @@ final class PatientApp extends Module
      * @param RequestOptions $options
      * @return ConsentStatus
      */
-    public function approveRequest(string $consentRequestId, array $options = []): array
+    public function approveRequest(string $consentRequestId, array $options = [], ?array $approval = null): array
     {
+        // $approval may narrow what was asked (hi_types, date_range, expires_at); wider: ValidationError, the request stays pending.
         self::required('PatientApp->approveRequest', ['consentRequestId' => $consentRequestId]);
-        return $this->http->request('POST', '/api/v1/mobile/consent-requests/' . self::segment($consentRequestId) . '/approve', options: $options);
+        return $this->http->request('POST', '/api/v1/mobile/consent-requests/' . self::segment($consentRequestId) . '/approve', body: $approval, options: $options);
     }
 
     /** Denies a pending consent request (already answered: ConflictError). @param RequestOptions $options @return ConsentStatus */

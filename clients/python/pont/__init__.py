@@ -7,7 +7,8 @@
 
 Webhook receivers need no client: ``from pont import webhooks; webhooks.verify_signature(raw, header, secret)``.
 """
-from . import webhooks
+from . import artefacts, webhooks
+from .artefacts import ArtefactVerificationError, verify_consent_artefact
 from ._http import VERSION as __version__
 from ._http import ApiDict, ApiList, RequestInfo, RequestOptions, ResponseInfo
 from .client import ENVIRONMENTS, BridgeAgent, Page, PatientApp, Pont
@@ -16,7 +17,7 @@ from .errors import (AuthenticationError, AuthorizationError, CancelledError, Co
                      PontError, RateLimitError, ServerError, ServiceError, TimeoutError, ValidationError, WebhookSignatureError)
 
 __all__ = [
-    "Pont", "BridgeAgent", "PatientApp", "ENVIRONMENTS", "webhooks", "Page", "ApiDict", "ApiList", "RequestOptions",
+    "Pont", "BridgeAgent", "PatientApp", "ENVIRONMENTS", "webhooks", "artefacts", "verify_consent_artefact", "ArtefactVerificationError", "Page", "ApiDict", "ApiList", "RequestOptions",
     "RequestInfo", "ResponseInfo", "PontError", "ServiceError", "AuthenticationError", "AuthorizationError", "ConsentRequiredError",
     "ValidationError", "NotFoundError", "NotFoundException", "ConflictError", "IdempotencyConflictError",
     "PreconditionFailedError", "PayloadTooLargeError", "RateLimitError", "ServerError", "NetworkError", "TimeoutError",

@@ -178,6 +178,24 @@ class Consents(_Module):
         _required("consents.revoke", health_id=health_id)
         return self._post(f"/api/v1/connect/patient/{_q(health_id)}/consent/revoke", dict(fields or {}), options)
 
+    def artefact(self, consent_id: str, **options: Unpack[RequestOptions]) -> ApiDict:
+        """The signed consent artefact, ``{"artefact": "<compact JWS>"}``; verify it with ``verified_artefact`` or
+        ``pont.artefacts.verify_consent_artefact``."""
+        _required("consents.artefact", consent_id=consent_id)
+        return self._get(f"/api/v1/connect/consents/{_q(consent_id)}/artefact", options=options)
+
+    def verified_artefact(self, consent_id: str, **options: Unpack[RequestOptions]) -> dict:
+        """The artefact, fetched and verified with Pont's key set (``/.well-known/jwks.json``): its payload, or
+        ArtefactVerificationError."""
+        from .artefacts import verify_consent_artefact
+        artefact = self.artefact(consent_id, **options)["artefact"]
+        return verify_consent_artefact(artefact, self._get("/.well-known/jwks.json", options=options))
+
+    def revoked(self, since: str, **options: Unpack[RequestOptions]) -> ApiDict:
+        """The caller's organisation's consents revoked since ``since`` (ISO date-time): ``{"items": [{consent_id, revoked_at}]}``."""
+        _required("consents.revoked", since=since)
+        return self._get("/api/v1/connect/consents/revoked", {"since": since}, options)
+
 
 class Records(_Module):
     def get(self, health_id: str, type: Optional[str] = None, limit: Optional[int] = None, cursor: Optional[str] = None,
@@ -664,11 +682,15 @@ class PatientApp(_Client):
         """The patient's consents and pending requests, newest first (``items``, also ``.data``)."""
         return self._api._single_page(self._api._get("/api/v1/mobile/consents", options=options), "items")
 
-    def approve_request(self, consent_request_id: str, **options: Unpack[RequestOptions]) -> ConsentStatus:
+    def approve_request(self, consent_request_id: str, approval: Optional[Mapping[str, Any]] = None, **options: Unpack[RequestOptions]) -> ConsentStatus:
         """Approves a pending consent request: the organisation that asked gets access (not one that paired this app:
-        AuthorizationError)."""
+        AuthorizationError). ``approval`` may narrow what was asked (``hi_types``, ``date_range``, ``expires_at``);
+        wider: ValidationError, and the request stays pending."""
         _required("PatientApp.approve_request", consent_request_id=consent_request_id)
-        return self._http.request("POST", f"/api/v1/mobile/consent-requests/{_q(consent_request_id)}/approve", options=options)
+        path = f"/api/v1/mobile/consent-requests/{_q(consent_request_id)}/approve"
+        if approval is None:
+            return self._http.request("POST", path, options=options)
+        return self._http.request("POST", path, body=dict(approval), options=options)
 
     def deny_request(self, consent_request_id: str, **options: Unpack[RequestOptions]) -> ConsentStatus:
         """Denies a pending consent request (already answered: ConflictError)."""

@@ -21,6 +21,8 @@ export { RETRY_DEFAULTS, retryDelay, mayRetry } from './http.js';
 export { PagePromise } from './paging.js';
 export { VERSION } from './version.js';
 export { webhooks };
+export { verifyConsentArtefact, ArtefactVerificationError } from './artefacts.js';
+export type { ConsentArtefactPayload, PublicJwk } from './artefacts.js';
 /** Base URLs of the hosted environments; `baseUrl` overrides them (a local server). */
 export declare const ENVIRONMENTS: {
     readonly sandbox: 'https://sandbox.pont.health';
@@ -154,6 +156,12 @@ export declare class Pont {
             purpose?: string;
             external_reference?: string;
         }, call?: CallOptions) => Promise<WithResponse<T.ConsentStatus>>;
+        /** The signed consent artefact (`{artefact}`: a compact JWS); verify it with `verifiedArtefact` or verifyConsentArtefact. */
+        artefact: (consentId: string, call?: CallOptions) => Promise<WithResponse<T.ConsentArtefact>>;
+        /** The artefact, fetched and verified with Pont's key set (GET /.well-known/jwks.json): its payload, or ArtefactVerificationError. */
+        verifiedArtefact: (consentId: string, call?: CallOptions) => Promise<import("./artefacts.js").ConsentArtefactPayload>;
+        /** The caller's organisation's consents revoked since `since` (ISO date-time): `{items: [{consent_id, revoked_at}]}`. */
+        revoked: (since: string, call?: CallOptions) => Promise<WithResponse<T.RevokedConsents>>;
     };
     readonly records: {
         /**
@@ -390,7 +398,9 @@ export declare class PatientApp {
     /** The patient's consents and pending requests, newest first (`items`; one page, iterate for each). */
     consents(call?: CallOptions): PagePromise<WithResponse<T.MyConsents>, T.ConsentStatus>;
     /** Approves a pending consent request: the organisation that asked gets access (not one that paired this app: 403). */
-    approveRequest(consentRequestId: string, call?: CallOptions): Promise<WithResponse<T.ConsentStatus>>;
+    approveRequest(consentRequestId: string, call?: CallOptions & {
+        approval?: T.ConsentApproval;
+    }): Promise<WithResponse<T.ConsentStatus>>;
     /** Denies a pending consent request (already answered: ConflictError). */
     denyRequest(consentRequestId: string, call?: CallOptions): Promise<WithResponse<T.ConsentStatus>>;
     /** Revokes one of the patient's active consents (`consent_id` of `consents()`; not active: ConflictError). */

@@ -2,11 +2,13 @@ import { Transport, REFRESH_BEFORE_SECONDS } from './http.js';
 import { AuthenticationError, ValidationError } from './errors.js';
 import { PagePromise } from './paging.js';
 import * as webhooks from './webhooks.js';
+import { verifyConsentArtefact } from './artefacts.js';
 export * from './errors.js';
 export { RETRY_DEFAULTS, retryDelay, mayRetry } from './http.js';
 export { PagePromise } from './paging.js';
 export { VERSION } from './version.js';
 export { webhooks };
+export { verifyConsentArtefact, ArtefactVerificationError } from './artefacts.js';
 /** Base URLs of the hosted environments; `baseUrl` overrides them (a local server). */
 export const ENVIRONMENTS = { sandbox: 'https://sandbox.pont.health', production: 'https://api.pont.health' };
 /** The `lastResponse` of an answer (undefined for anything else). */
@@ -175,6 +177,22 @@ export class Pont {
             revoke: (healthId, input = {}, call) => {
                 required('consents.revoke', { healthId });
                 return api.create(`/api/v1/connect/patient/${enc(healthId)}/consent/revoke`, input, call);
+            },
+            /** The signed consent artefact (`{artefact}`: a compact JWS); verify it with `verifiedArtefact` or verifyConsentArtefact. */
+            artefact: (consentId, call) => {
+                required('consents.artefact', { consentId });
+                return api.get(`/api/v1/connect/consents/${enc(consentId)}/artefact`, undefined, call);
+            },
+            /** The artefact, fetched and verified with Pont's key set (GET /.well-known/jwks.json): its payload, or ArtefactVerificationError. */
+            verifiedArtefact: async (consentId, call) => {
+                const { artefact } = await this.consents.artefact(consentId, call);
+                const jwks = await api.get('/.well-known/jwks.json', undefined, call);
+                return verifyConsentArtefact(artefact, jwks);
+            },
+            /** The caller's organisation's consents revoked since `since` (ISO date-time): `{items: [{consent_id, revoked_at}]}`. */
+            revoked: (since, call) => {
+                required('consents.revoked', { since });
+                return api.get('/api/v1/connect/consents/revoked', { since }, call);
             },
         };
         this.records = {
@@ -571,7 +589,9 @@ export class PatientApp {
     /** Approves a pending consent request: the organisation that asked gets access (not one that paired this app: 403). */
     approveRequest(consentRequestId, call) {
         required('PatientApp.approveRequest', { consentRequestId });
-        return this.#api.send({ method: 'POST', path: `/api/v1/mobile/consent-requests/${enc(consentRequestId)}/approve` }, call);
+        // `approval` narrows what was asked (fewer hi_types, a shorter date_range, an earlier expires_at); wider: ValidationError.
+        const { approval, ...options } = call ?? {};
+        return this.#api.send({ method: 'POST', path: `/api/v1/mobile/consent-requests/${enc(consentRequestId)}/approve`, ...(approval && { body: approval }) }, options);
     }
     /** Denies a pending consent request (already answered: ConflictError). */
     denyRequest(consentRequestId, call) {

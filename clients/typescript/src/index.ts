@@ -13,6 +13,7 @@ import { Transport, type Answer, type CallOptions, type Credentials, type Reques
 import { AuthenticationError, ValidationError } from './errors.js';
 import { PagePromise } from './paging.js';
 import * as webhooks from './webhooks.js';
+import { verifyConsentArtefact, type PublicJwk } from './artefacts.js';
 import type * as T from './types.js';
 
 export * from './errors.js';
@@ -23,6 +24,8 @@ export { RETRY_DEFAULTS, retryDelay, mayRetry } from './http.js';
 export { PagePromise } from './paging.js';
 export { VERSION } from './version.js';
 export { webhooks };
+export { verifyConsentArtefact, ArtefactVerificationError } from './artefacts.js';
+export type { ConsentArtefactPayload, PublicJwk } from './artefacts.js';
 
 /** Base URLs of the hosted environments; `baseUrl` overrides them (a local server). */
 export const ENVIRONMENTS = { sandbox: 'https://sandbox.pont.health', production: 'https://api.pont.health' } as const;
@@ -256,6 +259,22 @@ export class Pont {
       revoke: (healthId: string, input: { purpose?: string; external_reference?: string } = {}, call?: CallOptions) => {
         required('consents.revoke', { healthId });
         return api.create<T.ConsentStatus>(`/api/v1/connect/patient/${enc(healthId)}/consent/revoke`, input, call);
+      },
+      /** The signed consent artefact (`{artefact}`: a compact JWS); verify it with `verifiedArtefact` or verifyConsentArtefact. */
+      artefact: (consentId: string, call?: CallOptions) => {
+        required('consents.artefact', { consentId });
+        return api.get<T.ConsentArtefact>(`/api/v1/connect/consents/${enc(consentId)}/artefact`, undefined, call);
+      },
+      /** The artefact, fetched and verified with Pont's key set (GET /.well-known/jwks.json): its payload, or ArtefactVerificationError. */
+      verifiedArtefact: async (consentId: string, call?: CallOptions) => {
+        const { artefact } = await this.consents.artefact(consentId, call);
+        const jwks = await api.get<{ keys: PublicJwk[] }>('/.well-known/jwks.json', undefined, call);
+        return verifyConsentArtefact(artefact, jwks);
+      },
+      /** The caller's organisation's consents revoked since `since` (ISO date-time): `{items: [{consent_id, revoked_at}]}`. */
+      revoked: (since: string, call?: CallOptions) => {
+        required('consents.revoked', { since });
+        return api.get<T.RevokedConsents>('/api/v1/connect/consents/revoked', { since }, call);
       },
     };
     type RecordItem = NonNullable<T.PatientRecords['records'][keyof T.PatientRecords['records']]>[number];
@@ -683,9 +702,11 @@ export class PatientApp {
   }
 
   /** Approves a pending consent request: the organisation that asked gets access (not one that paired this app: 403). */
-  approveRequest(consentRequestId: string, call?: CallOptions) {
+  approveRequest(consentRequestId: string, call?: CallOptions & { approval?: T.ConsentApproval }) {
     required('PatientApp.approveRequest', { consentRequestId });
-    return this.#api.send<T.ConsentStatus>({ method: 'POST', path: `/api/v1/mobile/consent-requests/${enc(consentRequestId)}/approve` }, call);
+    // `approval` narrows what was asked (fewer hi_types, a shorter date_range, an earlier expires_at); wider: ValidationError.
+    const { approval, ...options } = call ?? {};
+    return this.#api.send<T.ConsentStatus>({ method: 'POST', path: `/api/v1/mobile/consent-requests/${enc(consentRequestId)}/approve`, ...(approval && { body: approval }) }, options);
   }
 
   /** Denies a pending consent request (already answered: ConflictError). */
