@@ -159,6 +159,20 @@ describe('request → approve narrower → read: exactly 2024 prescriptions, on 
     const records = res.body.records as Record<string, Array<{ id: string }>>;
     expect(Object.fromEntries(Object.entries(records).filter(([, list]) => list.length).map(([type, list]) => [type, list.map((r) => r.id)]))).toEqual({ prescriptions: [ids.rx2024!.split('/')[1]] });
   });
+
+  it('Bulk export exports the same: the 2024 prescription and the patient', async () => {
+    const kick = await pont.fetch(`/api/fhir/R4/Patient/$export?_type=Patient,MedicationRequest,DiagnosticReport,Observation,Immunization`, { headers: { ...clinic.headers, prefer: 'respond-async' } });
+    expect(kick.status, await kick.clone().text()).toBe(202);
+    const status = kick.headers.get('content-location')!;
+    await (pont.services.workers.find((w) => w.name === 'bulk-export') as unknown as { drain(): Promise<void> }).drain();
+    const manifest = await (await pont.fetch(status.slice(status.indexOf('/api/fhir')), { headers: clinic.headers })).json();
+    const got: string[] = [];
+    for (const file of manifest.output as Array<{ url: string }>) {
+      const text = await (await pont.fetch(file.url.slice(file.url.indexOf('/api/fhir')), { headers: clinic.headers })).text();
+      for (const line of text.split('\n').filter(Boolean)) got.push(ref(JSON.parse(line)));
+    }
+    expect(got.sort()).toEqual([ids.rx2024, `Patient/${patientId}`].sort());
+  });
 });
 
 describe('consents made before artefacts keep working', () => {
