@@ -189,16 +189,22 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect(all.body.total ?? all.body.entry.length).toBe(1);
   });
 
-  it('ADT^A40: the survivor `replaces` the record MRG-1 names, which becomes inactive and `replaced-by` it', async () => {
+  it('ADT^A40: the survivor `replaces` the record MRG-1 names, which becomes inactive and `replaced-by` it; what referred to it moves to the survivor', async () => {
     const old = 'PID|1||PATID9999^^^GHH^MR||EVERYWOMAN^EVIE^^^^^L||19620320|F';
     expect(ack(await client.sendAndWait(v2(msh('ADT^A04^ADT_A01', 'MRG-0'), old, 'PV1|1|O|||||||||||||||||V2002^^^GHH'))).code).toBe('AA');
-    await eventually(() => readOk('Patient', 'GHH-PATID9999'));
+    const result = 'OBX|1|NM|2345-7^Glucose^LN||95|mg/dL|70-99||||F';
+    expect(ack(await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', 'MRG-R'), old, 'OBR|1|M1^OE|M1^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F', result))).code).toBe('AA');
+    const before = await eventually(() => readOk('Observation', 'LAB-M1-2345-7'));
     const merge = v2(msh('ADT^A40^ADT_A39', 'MRG-1'), 'EVN|A40|20240120090000', PID, 'MRG|PATID9999^^^GHH^MR');
     expect(ack(await client.sendAndWait(merge)).code).toBe('AA');
     const survivor = await readOk('Patient', 'GHH-PATID1234');
     await eventually(async () => expect((await readOk('Patient', 'GHH-PATID9999'))).toMatchObject({ active: false, link: [{ type: 'replaced-by', other: { reference: `Patient/${survivor.id}` } }] }));
     const merged = await readOk('Patient', 'GHH-PATID9999');
     await eventually(async () => expect((await readOk('Patient', 'GHH-PATID1234')).link).toEqual([{ type: 'replaces', other: { reference: `Patient/${merged.id}` } }]));
+    // What referred to the merged record now refers to the survivor.
+    expect(before.subject.reference).toBe(`Patient/${merged.id}`);
+    await eventually(async () => expect((await readOk('Observation', 'LAB-M1-2345-7')).subject.reference).toBe(`Patient/${survivor.id}`));
+    await eventually(async () => expect((await readOk('DiagnosticReport', 'LAB-M1')).subject.reference).toBe(`Patient/${survivor.id}`));
   });
 
   it('a resent MSH-10 gets AA and changes nothing', async () => {

@@ -95,6 +95,7 @@ export async function syncBatch(repo: FhirRepository, agent: AgentPrincipal, bat
     if (err instanceof ApiError && err.status < 500) return undefined;
     throw err;
   })) ?? (await writeOneByOne(repo, items));
+  await moveMergedReferences(repo, items, results);
   const counts = { created: 0, updated: 0, unchanged: 0, failed: 0 };
   for (const r of results) counts[r.status]++;
   bridgeBatches.inc({ outcome: 'written' });
@@ -209,5 +210,35 @@ async function writeAlone(repo: FhirRepository, item: PreparedItem): Promise<Syn
   } catch (err) {
     if (err instanceof ApiError && err.status < 500) return result(item, 'failed', err.message);
     throw err;
+  }
+}
+
+/**
+ * A merge (HL7 v2 ADT^A40, or any agent's Patient that `replaces` another, as FHIR's Patient.link says): what refers
+ * to the record merged away now refers to the survivor. Only the agent's organisation's resources are read and
+ * rewritten (the owner filter and the write's policy), each in its own write; one refused stays as it was.
+ */
+async function moveMergedReferences(repo: FhirRepository, items: PreparedItem[], results: SyncItemResult[]): Promise<void> {
+  for (const item of items) {
+    const patient = item.stored;
+    if (patient?.resourceType !== 'Patient' || results[item.index]?.status === 'failed') continue;
+    for (const link of patient.link ?? []) {
+      const merged = link.type === 'replaces' ? /^Patient\/([A-Za-z0-9\-.]{1,64})$/.exec(link.other?.reference ?? '')?.[1] : undefined;
+      if (!merged || merged === patient.id) continue;
+      const owned = repo.access.ownerFilter?.(ident('r'));
+      const { text, values } = SQL`SELECT r.content FROM fhir_resources r
+        WHERE ${merged} = ANY(r.patients) AND r.resource_type <> 'Patient' AND NOT r.deleted${owned ? SQL` AND ${owned}` : SQL``}`.render();
+      const { rows } = await repo.transaction((sql) => sql.query<{ content: Resource }>(text, values));
+      const from = `Patient/${merged}`;
+      const to = `Patient/${patient.id}`;
+      for (const { content } of rows) {
+        const moved = JSON.parse(JSON.stringify(content, (key, value) => (key === 'reference' && value === from ? to : value))) as Resource;
+        try {
+          await repo.transaction(() => repo.writeItems([{ resource: moved, method: 'PUT', label: `${content.resourceType}/${content.id}` }], 'bridgeSync'));
+        } catch (err) {
+          if (!(err instanceof ApiError && err.status < 500)) throw err;
+        }
+      }
+    }
   }
 }
