@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { createClient } from '../src/auth/clients';
+import { createClient, revokeClient } from '../src/auth/clients';
 import { openPostgres } from '../src/db/postgres';
 import { defaultMappingsDir } from '../src/mapping/index';
 import { backend, createScratchDatabase, createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
@@ -337,6 +337,22 @@ describe('notifications', () => {
     expect(statusOf({ entry: [{ resource: status.body.entry[0].resource }] }).since).toBe(1);
     const events = await fhir(B, `/Subscription/${subB}/$events`);
     expect(statusOf(events.body).events).toEqual([{ number: 1, focus: undefined }]);
+  });
+
+  it('a revoked client is told nothing more: its subscription numbers no new event', async () => {
+    const leaving = await createTestClient(pont, ['fhir:read', 'patients:read'], { organizationId: 'org-subs-a' });
+    const created = await fhir(leaving, '/Subscription', { method: 'POST', json: subscription(undefined, { channel: 'websocket', content: 'id-only' }) });
+    expect(created.status).toBe(201);
+    await finishedEncounter(A);
+    const since = async () => statusOf({ entry: [{ resource: (await fhir(A, `/Subscription/${created.body.id}/$status`)).body.entry[0].resource }] }).since;
+    expect(await since()).toBe(1);
+    await revokeClient(pont.services.db, leaving.client_id);
+    const before = notifications(endpointA).length;
+    await finishedEncounter(A);
+    await eventually(() => expect(notifications(endpointA).length).toBe(before + 1)); // the change was fanned out
+    expect(await since()).toBe(1);
+    // What it was told before is still numbered for its organisation, and names nothing now.
+    expect(statusOf((await fhir(A, `/Subscription/${created.body.id}/$events`)).body).events).toEqual([{ number: 1, focus: undefined }]);
   });
 
   it('a deleted subscription is off: gone for its owner, nothing more sent', async () => {

@@ -43,7 +43,9 @@ interface SubscriptionRow {
   id: string;
   organization_id: string;
   client_id: string;
-  scopes: string[];
+  /** Null: the client was revoked. */
+  scopes: string[] | null;
+  all_patients: boolean | null;
   topic_id: string;
   filters: Array<{ name: string; value: string }>;
   channel_type: 'rest-hook' | 'websocket';
@@ -75,7 +77,10 @@ export interface NotificationEvent {
 }
 
 const MAX_EVENTS_PAGE = 1000;
-const COLUMNS = `id, organization_id, client_id, scopes, topic_id, filters, channel_type, endpoint, content, status, resource,
+/** The client's scopes and all-patient flag as they are now (null when it was revoked: it is told nothing more). */
+const CLIENT_NOW = `(SELECT c.scopes FROM oauth_clients c WHERE c.client_id = fhir_subscriptions.client_id AND c.revoked_at IS NULL) AS scopes,
+  (SELECT c.all_patients FROM oauth_clients c WHERE c.client_id = fhir_subscriptions.client_id) AS all_patients`;
+const COLUMNS = `id, organization_id, client_id, ${CLIENT_NOW}, topic_id, filters, channel_type, endpoint, content, status, resource,
   events_since_start::text, heartbeat_seconds, max_count, error`;
 
 const invalid = (message: string) => new ApiError(400, ErrorCode.validationFailed, message);
@@ -326,11 +331,15 @@ export class FhirSubscriptions {
    * read, audited as one); an event it may no longer see keeps its number and names no resource.
    */
   private async visible(row: SubscriptionRow, events: EventRow[]): Promise<NotificationEvent[]> {
-    const principal: ClientPrincipal = { kind: 'client', clientId: row.client_id, organizationId: row.organization_id, scopes: row.scopes };
-    const repo = this.deps.fhir.repository({ principal, channel: 'fhir', operation: 'subscriptionNotification' });
+    const principal = subscriber(row);
+    const repo = principal && this.deps.fhir.repository({ principal, channel: 'fhir', operation: 'subscriptionNotification' });
     const out: NotificationEvent[] = [];
     for (const e of events) {
       const base: NotificationEvent = { number: Number(e.event_number), timestamp: new Date(e.created_at).toISOString() };
+      if (!repo) {
+        out.push(base); // the client was revoked: numbered, naming nothing
+        continue;
+      }
       if (row.content === 'empty') {
         out.push(base);
         continue;
@@ -495,7 +504,7 @@ export async function fanOut(tx: Queryable, changes: ResourceChange[], topics: r
   if (!firing.length) return;
   const topicIds = [...new Set(firing.flatMap((f) => f.topics.map((t) => t.id)))];
   const { rows: subs } = await tx.query<SubscriptionRow>(
-    `SELECT id, organization_id, client_id, scopes, topic_id, filters, channel_type, content, status
+    `SELECT id, organization_id, client_id, ${CLIENT_NOW}, topic_id, filters, channel_type, content, status
      FROM fhir_subscriptions WHERE topic_id = ANY($1::text[]) AND deleted_at IS NULL AND status IN ('requested', 'active')`,
     [topicIds],
   );
@@ -506,7 +515,7 @@ export async function fanOut(tx: Queryable, changes: ResourceChange[], topics: r
     for (const sub of subs) {
       const topic = topics.find((t) => t.id === sub.topic_id);
       if (!topic || !f.topics.includes(topic) || !filtersPass(topic, sub.filters, f.resource)) continue;
-      const key = `${sub.organization_id}\u0000${sub.scopes.join(' ')}\u0000${f.resource.resourceType}/${f.resource.id}`;
+      const key = `${sub.organization_id}\u0000${sub.all_patients}\u0000${sub.scopes?.join(' ') ?? '(revoked)'}\u0000${sub.content === 'empty'}\u0000${f.resource.resourceType}/${f.resource.id}`;
       let allowed = allowedCache.get(key);
       if (allowed === undefined) allowedCache.set(key, (allowed = await mayRead(tx, sub, f.resource)));
       if (allowed) told.push({ sub, change: f.change, resource: f.resource });
@@ -574,10 +583,18 @@ function randomUUIDish(): string {
 
 /** May the subscriber's organisation read this resource now? The store's read under the access policy's row rule, in the write's transaction. */
 async function mayRead(tx: Queryable, sub: SubscriptionRow, resource: Resource): Promise<boolean> {
-  const policy = accessPolicyFor({ kind: 'client', clientId: sub.client_id, organizationId: sub.organization_id, scopes: sub.scopes }, 'fhir');
+  const principal = subscriber(sub);
+  if (!principal) return false;
+  const policy = accessPolicyFor(principal, 'fhir');
   if (sub.content !== 'empty' && !policy.canRead(resource.resourceType)) return false;
   const found = await readVersion(tx, resource.resourceType, resource.id!, policy.rowFilter);
   return found?.allowed === true;
+}
+
+/** The subscriber as the policy sees it now: the client that made the subscription, undefined once it is revoked. */
+function subscriber(row: Pick<SubscriptionRow, 'client_id' | 'organization_id' | 'scopes' | 'all_patients'>): ClientPrincipal | undefined {
+  if (!row.scopes) return undefined;
+  return { kind: 'client', clientId: row.client_id, organizationId: row.organization_id, scopes: row.scopes, ...(row.all_patients && { allPatients: true }) };
 }
 
 /** A handshake or heartbeat delivery of a rest-hook subscription, due now; the workers wake on commit. */
