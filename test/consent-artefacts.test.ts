@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+import { backend, createScratchDatabase, createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+import { createClient } from '../src/auth/clients';
+import { openDatabase } from '../src/db/open';
+import { bearerFrom, startPontProcess, stopPontProcess, type PontProcess } from './webhooks-support';
 
 /**
  * Consent artefacts (issue 43): a consent states a purpose, kinds of record (hi_types), a period of care
@@ -165,9 +168,9 @@ describe('request → approve narrower → read: exactly 2024 prescriptions, on 
     expect(kick.status, await kick.clone().text()).toBe(202);
     const status = kick.headers.get('content-location')!;
     await (pont.services.workers.find((w) => w.name === 'bulk-export') as unknown as { drain(): Promise<void> }).drain();
-    const manifest = await (await pont.fetch(status.slice(status.indexOf('/api/fhir')), { headers: clinic.headers })).json();
+    const manifest = (await (await pont.fetch(status.slice(status.indexOf('/api/fhir')), { headers: clinic.headers })).json()) as { output: Array<{ url: string }> };
     const got: string[] = [];
-    for (const file of manifest.output as Array<{ url: string }>) {
+    for (const file of manifest.output) {
       const text = await (await pont.fetch(file.url.slice(file.url.indexOf('/api/fhir')), { headers: clinic.headers })).text();
       for (const line of text.split('\n').filter(Boolean)) got.push(ref(JSON.parse(line)));
     }
@@ -410,4 +413,51 @@ describe('webhooks: an event about a patient reaches an artefact consent only fo
     await connect(clinic, `/patient/${legacy.hid}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at: inDays(30) } });
     expect(await hear(legacy.pid, 'lab_result.released')).toEqual(['org-clinic', 'org-hospital']);
   });
+});
+
+describe.runIf(backend === 'postgres')('two server processes: one frequency, one revocation, one artefact', () => {
+  let scratch: Awaited<ReturnType<typeof createScratchDatabase>>;
+  const processes: PontProcess[] = [];
+  afterAll(async () => {
+    for (const p of processes) await stopPontProcess(p, 'SIGTERM');
+    await scratch?.drop();
+  });
+
+  it('fetches are counted across both; a revocation on one stops reads on the other, which lists it as revoked', async () => {
+    scratch = await createScratchDatabase();
+    const env = { PONT_PUBLIC_URL: 'http://pont.test' };
+    processes.push(await startPontProcess(scratch.url, env), await startPontProcess(scratch.url, env));
+    const [a, b] = processes.map((p) => p.url) as [string, string];
+    const db = await openDatabase({ databaseUrl: scratch.url });
+    const writer = await createClient(db, { name: 'writer', organizationId: 'org-writer', scopes: ['health_id:verify', 'fhir:write', 'fhir:read'] });
+    const reader = await createClient(db, { name: 'reader', organizationId: 'org-reader', scopes: ['health_id:verify', 'consents:write', 'consents:read', 'fhir:read'] });
+    await db.close();
+    const w = await bearerFrom(a, writer);
+    const r = await bearerFrom(a, reader);
+    const post = (url: string, headers: Record<string, string>, path: string, body: unknown) => fetch(`${url}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
+    const healthId = ((await (await post(a, w, '/api/v1/connect/patients/resolve', { first_name: 'Two', last_name: 'Artefacts' })).json()) as { health_id: string }).health_id;
+    const pid = ((await (await fetch(`${a}/api/fhir/R4/Patient?identifier=https://pont.health/fhir/sid/health-id|${healthId}`, { headers: w })).json()) as any).entry[0].resource.id;
+    const rx = (await (await post(a, { ...w, 'content-type': 'application/fhir+json' }, '/api/fhir/R4/MedicationRequest', {
+      resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Atenolol' }, subject: { reference: `Patient/${pid}` }, authoredOn: '2024-04-04',
+    })).json()) as { id: string };
+    const grant = await post(a, r, `/api/v1/connect/patient/${healthId}/consent/grant`, {
+      consent_type: 'prescriptions', expires_at: inDays(30), hi_types: ['Prescription'], date_range: { from: '2024-01-01', to: '2024-12-31' }, frequency: { count: 4, unit: 'hour' },
+    });
+    expect(grant.status).toBe(201);
+    const consentId = ((await grant.json()) as { consent_id: string }).consent_id;
+    const read = (url: string) => fetch(`${url}/api/fhir/R4/MedicationRequest/${rx.id}`, { headers: r }).then((res) => res.status);
+    const statuses = await Promise.all(Array.from({ length: 10 }, (_, i) => read(i % 2 ? a : b)));
+    expect(statuses.filter((s) => s === 200)).toHaveLength(4);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(6);
+    // The artefact from either process verifies with the key set of the other.
+    const artefact = ((await (await fetch(`${a}/api/v1/connect/consents/${consentId}/artefact`, { headers: r })).json()) as { artefact: string }).artefact;
+    const { createLocalJWKSet, jwtVerify } = await import('jose');
+    const jwks = (await (await fetch(`${b}/.well-known/jwks.json`)).json()) as { keys: Array<Record<string, string>> };
+    expect((await jwtVerify(artefact, createLocalJWKSet(jwks))).payload.sub).toBe(consentId);
+    const since = new Date(Date.now() - 60_000).toISOString();
+    expect((await post(a, r, `/api/v1/connect/patient/${healthId}/consent/revoke`, {})).status).toBe(200);
+    expect(await read(b)).toBe(404);
+    const listed = (await (await fetch(`${b}/api/v1/connect/consents/revoked?since=${encodeURIComponent(since)}`, { headers: r })).json()) as { items: Array<{ consent_id: string }> };
+    expect(listed.items.map((i) => i.consent_id)).toEqual([consentId]);
+  }, 120_000);
 });
