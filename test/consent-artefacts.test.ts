@@ -163,6 +163,14 @@ describe('request → approve narrower → read: exactly 2024 prescriptions, on 
     expect(Object.fromEntries(Object.entries(records).filter(([, list]) => list.length).map(([type, list]) => [type, list.map((r) => r.id)]))).toEqual({ prescriptions: [ids.rx2024!.split('/')[1]] });
   });
 
+  it('the SDK summary shows the same: one medication (2024), no labs, reports or immunizations', async () => {
+    const res = await pont.json(`/api/v1/sdk/patients/${healthId}/summary`, { headers: clinic.headers });
+    expect(res.status, JSON.stringify(res.body).slice(0, 300)).toBe(200);
+    const text = JSON.stringify(res.body);
+    expect(text.match(/Metformin/g) ?? []).toHaveLength(1);
+    for (const absent of ['Hemoglobin', 'CBC', 'BCG']) expect(text).not.toContain(absent);
+  });
+
   it('Bulk export exports the same: the 2024 prescription and the patient', async () => {
     const kick = await pont.fetch(`/api/fhir/R4/Patient/$export?_type=Patient,MedicationRequest,DiagnosticReport,Observation,Immunization`, { headers: { ...clinic.headers, prefer: 'respond-async' } });
     expect(kick.status, await kick.clone().text()).toBe(202);
