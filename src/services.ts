@@ -17,7 +17,7 @@ import { searchProblem } from './fhir/search/parse';
 import type { MappingSet } from './mapping/types';
 import type { BackgroundWorker } from './jobs';
 import { bloodStockClock, bloodUnitsTable } from './inventory/blood';
-import { consentNoticeWorker } from './consents/notices';
+import { consentFetchesJanitor, consentNoticeWorker } from './consents/notices';
 import { createAssertionJanitor } from './auth/assertions';
 import { BulkExports } from './bulk/jobs';
 import { createBulkExportWorker } from './bulk/worker';
@@ -89,6 +89,7 @@ export async function createServices(config: Config, db: Database, log: Logger, 
       fhir.auditTrail.worker(AUDIT_MATERIALIZE_MS, log),
       bloodStockClock(db, log, () => fhir.now()),
       consentNoticeWorker(db, config, log, () => fhir.now()),
+      consentFetchesJanitor(db, log),
       createAssertionJanitor(db, log),
       createBulkExportWorker({ exports: bulkExports, fhir, clients: access.clients, db, log }),
       periodicJob('bulk-export-janitor', BULK_EXPORT_JANITOR_MS, () => bulkExports.purgeExpired(), log),

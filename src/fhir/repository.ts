@@ -774,8 +774,7 @@ export class FhirRepository {
     // A read of patient data (not only of consents): counted against the consents' frequency, its purpose coded.
     const patients = record.patient?.id ? [record.patient.id, ...(record.otherPatients ?? [])] : [];
     if (record.action === 'R' && record.outcome === 'success' && patients.length && (record.dataTypes ?? []).some((t) => t !== 'Consent' && t !== 'AuditEvent')) {
-      await this.spendFetches(patients);
-      record = { ...record, purposeCode: record.purposeCode ?? (await this.purposeOfUse(patients)) };
+      record = { ...record, purposeCode: record.purposeCode ?? (await this.readFacts(patients)) };
     }
     const marked = emergency === undefined ? record : { ...record, breakGlass: true, purpose: record.purpose ?? emergency };
     const full = { ...marked, caller: this.caller };
@@ -848,27 +847,24 @@ export class FhirRepository {
     });
   }
 
-  /** A read counts against the caller's consents that limit how often (frequency, src/policy spendFetch): 429 once spent. */
-  private async spendFetches(patients: string[]): Promise<void> {
-    const spend = this.access.spendFetch?.(patients);
-    if (!spend) return;
-    const { text, values } = spend.render();
-    const { rows } = await this.sql.query<{ consent_id: string; retry_after: number }>(text, values);
-    if (!rows.length) return;
-    const retryAfter = Math.max(...rows.map((r) => r.retry_after));
-    throw new ApiError(429, ErrorCode.rateLimited, `The consent's frequency is spent for this period (consent ${rows.map((r) => r.consent_id).join(', ')}); retry in ${retryAfter} s`, {
-      extra: { retry_after: retryAfter },
-      headers: { 'Retry-After': String(retryAfter) },
-    });
-  }
-
-  /** The purpose of use of a read, as the policy knows it (src/policy purposeOfUse): the stated code, else the consent's. */
-  private async purposeOfUse(patients: string[]): Promise<string | undefined> {
-    const { stated, lookup } = this.access.purposeOfUse?.(patients) ?? {};
-    if (stated || !lookup) return stated;
-    const { text, values } = lookup.render();
-    const { rows } = await this.sql.query<{ purpose: string }>(text, values);
-    return rows[0]?.purpose;
+  /**
+   * A read of patient data, as the policy counts and audits it (src/policy readFacts, one statement): 429 once a
+   * consent's frequency is spent, else the purpose of use to audit.
+   */
+  private async readFacts(patients: string[]): Promise<string | undefined> {
+    const facts = this.access.readFacts?.(patients);
+    if (!facts) return undefined;
+    const { text, values } = facts.render();
+    const { rows } = await this.sql.query<{ purpose: string | null; exceeded: Array<{ consent_id: string; retry_after: number }> | null }>(text, values);
+    const exceeded = rows[0]?.exceeded;
+    if (exceeded?.length) {
+      const retryAfter = Math.max(...exceeded.map((r) => r.retry_after));
+      throw new ApiError(429, ErrorCode.rateLimited, `The consent's frequency is spent for this period (consent ${exceeded.map((r) => r.consent_id).join(', ')}); retry in ${retryAfter} s`, {
+        extra: { retry_after: retryAfter },
+        headers: { 'Retry-After': String(retryAfter) },
+      });
+    }
+    return rows[0]?.purpose ?? undefined;
   }
 
   /** A resource the access rule let through: audited (unless the caller audits), returned. */

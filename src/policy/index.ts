@@ -85,17 +85,14 @@ export interface AccessPolicy {
   /** May the caller write data of this facility (stock, blood units, payments)? */
   mayWriteFacility(facilityId: string | null | undefined): boolean;
   /**
-   * The purpose of use of a read of these patients' data, for its audit (AuditEvent.purposeOfEvent): the code the
-   * request stated (X-Purpose-Of-Use), else SQL for the purpose of the caller's consent covering them (one column,
-   * `purpose`). Undefined: none (operators, patients, callers without an organisation).
+   * A read of these patients' data (src/fhir/repository.ts, at its audit), in one statement: it counts the read against
+   * each of the caller's active consents for them that limit how often (`frequency`: one atomic increment per consent
+   * and window), and answers one row: `exceeded`, the consents it exceeds as JSON [{consent_id, retry_after seconds to
+   * the window's end}] or NULL (refuse the read with 429 when not NULL), and `purpose`, the purpose of use to audit
+   * (AuditEvent.purposeOfEvent): the code the request stated (X-Purpose-Of-Use), else its consent's. Undefined: nothing
+   * to count or look up (operators, patients, callers without an organisation).
    */
-  purposeOfUse?: (patients: string[]) => { stated?: string; lookup?: Sql };
-  /**
-   * A fetch of these patients' data (a read): SQL that counts it against each of the caller's active consents for
-   * them that limit how often (`frequency`), one atomic increment per consent and window, and returns those it
-   * exceeds (`consent_id`, `retry_after` seconds to the window's end). Rows: refuse the read (429).
-   */
-  spendFetch?: (patients: string[]) => Sql;
+  readFacts?: (patients: string[]) => Sql;
 }
 
 const everything: AccessPolicy = { canRead: () => true, canWrite: () => true, readsTerminology: true, operator: true, mayWriteFacility: () => true };
@@ -295,17 +292,15 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
       return sql`SELECT c FROM unnest(${classes}::text[]) AS k(c)
         WHERE NOT ${consentRule(o, emergency, { patients: sql`ARRAY[${p}]::text[]`, author: sql`NULL::text`, dataClass: sql`k.c` }, stated)} AND NOT ${own}`;
     },
-    spendFetch: (patients) => sql`WITH g AS (
-        SELECT g.consent_id, g.frequency_count AS n, g.frequency_unit AS unit, date_trunc(g.frequency_unit, now()) AS w FROM consent_access g
-        WHERE g.organization_id = ${org} AND g.patient_id = ANY(${patients}::text[]) AND g.status = 'active' AND g.frequency_count IS NOT NULL
-          AND (g.granted_at IS NULL OR g.granted_at <= now()) AND (g.expires_at IS NULL OR g.expires_at > now())),
-      spent AS (INSERT INTO consent_fetches (consent_id, window_start, fetches) SELECT g.consent_id, g.w, 1 FROM g
+    readFacts: (patients) => sql`WITH a AS (
+        SELECT g.consent_id, g.purpose_of_use, g.frequency_count AS n, g.frequency_unit AS unit, g.updated_at FROM consent_access g
+        WHERE g.organization_id = ${org} AND g.patient_id = ANY(${patients}::text[]) AND g.status = 'active'
+          AND (g.granted_at IS NULL OR g.granted_at <= now()) AND (g.expires_at IS NULL OR g.expires_at > now())${stated ? sql` AND g.purpose_of_use = ${literal(stated)}` : sql``}),
+      f AS (SELECT a.consent_id, a.n, a.unit, date_trunc(a.unit, now()) AS w FROM a WHERE a.n IS NOT NULL),
+      spent AS (INSERT INTO consent_fetches (consent_id, window_start, fetches) SELECT f.consent_id, f.w, 1 FROM f
         ON CONFLICT (consent_id, window_start) DO UPDATE SET fetches = consent_fetches.fetches + 1 RETURNING consent_id, fetches)
-      SELECT g.consent_id, greatest(1, ceil(extract(epoch FROM g.w + ('1 ' || g.unit)::interval - now())))::int AS retry_after
-      FROM spent JOIN g ON g.consent_id = spent.consent_id WHERE spent.fetches > g.n`,
-    purposeOfUse: (patients) =>
-      stated
-        ? { stated }
-        : { lookup: sql`SELECT g.purpose_of_use AS purpose FROM consent_access g WHERE g.organization_id = ${org} AND g.patient_id = ANY(${patients}::text[]) AND g.status = 'active' ORDER BY g.updated_at DESC LIMIT 1` },
+      SELECT ${stated ? sql`${literal(stated)}::text` : sql`(SELECT a.purpose_of_use FROM a ORDER BY a.updated_at DESC LIMIT 1)`} AS purpose,
+        (SELECT json_agg(json_build_object('consent_id', f.consent_id, 'retry_after', greatest(1, ceil(extract(epoch FROM f.w + ('1 ' || f.unit)::interval - now())))::int))
+         FROM spent JOIN f ON f.consent_id = spent.consent_id WHERE spent.fetches > f.n) AS exceeded`,
   };
 }
