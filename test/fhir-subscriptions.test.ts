@@ -355,6 +355,27 @@ describe('notifications', () => {
     expect(statusOf((await fhir(A, `/Subscription/${created.body.id}/$events`)).body).events).toEqual([{ number: 1, focus: undefined }]);
   });
 
+  it('error when notifications are refused through every attempt; active again after a later success', async () => {
+    const endpoint = await startEndpoint();
+    try {
+      const created = await fhir(A, '/Subscription', { method: 'POST', json: subscription(endpoint.url, { content: 'id-only' }) });
+      const id = created.body.id;
+      await eventually(async () => expect((await fhir(A, `/Subscription/${id}`)).body.status).toBe('active'));
+      endpoint.status = () => 503;
+      await finishedEncounter(A);
+      await eventually(async () => expect((await fhir(A, `/Subscription/${id}`)).body.status).toBe('error'), { timeoutMs: 30_000 });
+      expect(notifications(endpoint).length).toBe(7); // the webhook schedule's attempts
+      endpoint.status = () => 200;
+      await finishedEncounter(A);
+      await eventually(async () => expect((await fhir(A, `/Subscription/${id}`)).body.status).toBe('active'));
+      expect(statusOf(notifications(endpoint).at(-1)).events[0].number).toBe(2); // and $events still has number 1
+      expect(statusOf((await fhir(A, `/Subscription/${id}/$events`)).body).events.map((e: any) => e.number)).toEqual([1, 2]);
+      expect((await fhir(A, `/Subscription/${id}`, { method: 'DELETE' })).status).toBe(204);
+    } finally {
+      await endpoint.close();
+    }
+  });
+
   it('a deleted subscription is off: gone for its owner, nothing more sent', async () => {
     expect((await fhir(B, `/Subscription/${subB}`, { method: 'DELETE' })).status).toBe(204);
     expect((await fhir(B, `/Subscription/${subB}`)).status).toBe(404);

@@ -505,7 +505,7 @@ export async function fanOut(tx: Queryable, changes: ResourceChange[], topics: r
   const topicIds = [...new Set(firing.flatMap((f) => f.topics.map((t) => t.id)))];
   const { rows: subs } = await tx.query<SubscriptionRow>(
     `SELECT id, organization_id, client_id, ${CLIENT_NOW}, topic_id, filters, channel_type, content, status
-     FROM fhir_subscriptions WHERE topic_id = ANY($1::text[]) AND deleted_at IS NULL AND status IN ('requested', 'active')`,
+     FROM fhir_subscriptions WHERE topic_id = ANY($1::text[]) AND deleted_at IS NULL AND status <> 'off'`,
     [topicIds],
   );
   if (!subs.length) return;
@@ -550,7 +550,8 @@ export async function fanOut(tx: Queryable, changes: ResourceChange[], topics: r
       rows.map((r) => r.change.interaction),
     ],
   );
-  const hooks = rows.filter((r) => r.sub.channel_type === 'rest-hook' && r.sub.status === 'active');
+  // An `error` subscription is still sent to (a success makes it active again); a `requested` one waits for its handshake.
+  const hooks = rows.filter((r) => r.sub.channel_type === 'rest-hook' && r.sub.status !== 'requested');
   if (hooks.length)
     await tx.query(
       `INSERT INTO webhook_deliveries (id, subscription_id, fhir_subscription_id, notification_type, event_number, status, next_attempt_at)
