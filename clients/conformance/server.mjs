@@ -28,7 +28,8 @@ const receiver = createServer((req, res) => {
 await new Promise((resolve) => receiver.listen(0, '127.0.0.1', resolve));
 
 const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'error', PONT_ENV: 'development', PONT_WEBHOOK_RETRY_DELAYS: '1s,1s,1s,1s,1s,1s', ...(process.env.PONT_CONFORMANCE_ENV ? JSON.parse(process.env.PONT_CONFORMANCE_ENV) : {}) });
-config.dataDir = undefined; // in memory
+config.dataDir = undefined; // in memory, from the migrated image the tests share (test/migrated.ts)
+config.embeddedImage = await (await import('../../test/migrated.ts')).migratedEmbeddedImage();
 const pont = await startPont(config);
 const demo = await (await fetch(`${pont.url}/api/demo/reset`, { method: 'POST' })).json();
 // The scenario also records and revokes consent and reads the audit trail, which the demo's own clients may not
