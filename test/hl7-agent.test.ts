@@ -1,7 +1,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { chmodSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -364,6 +364,47 @@ describe('pont bridge-agent: an informaticist adds a Z-segment field to a v2 map
     } finally {
       await client.close();
       await agent.kill();
+    }
+  });
+});
+
+describe('pont bridge-agent: Pont unreachable', () => {
+  it('the agent still answers AA at once; when Pont is back, the backlog arrives without a restart, in order', async () => {
+    // Pont behind a switch: while it is off, every connection to it is cut.
+    let up = false;
+    const target = new URL(pont.url);
+    const open = new Set<Socket>();
+    const proxy = createServer((inbound) => {
+      if (!up) return inbound.destroy();
+      const outbound = connect(Number(target.port), target.hostname);
+      open.add(inbound).add(outbound);
+      inbound.pipe(outbound).pipe(inbound);
+      const close = () => (inbound.destroy(), outbound.destroy());
+      inbound.on('error', close).on('close', close);
+      outbound.on('error', close).on('close', close);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const agent = await startAgentProcess(await configFor('q-down', { pont_url: `http://127.0.0.1:${(proxy.address() as { port: number }).port}` }), 'down.json');
+    const client = new Hl7Client({ host: '127.0.0.1', port: agent.port });
+    try {
+      for (let n = 1; n <= 5; n++) {
+        const reply = await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', `DOWN-${n}`), 'PID|1||DOWN1^^^GHH^MR||DOWN^D^^^^^L||19700101|M', 'OBR|1|D^OE|D1^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F', `OBX|1|NM|8867-4^Counter^LN||${n}|/min|||||F`), { timeoutMs: 5_000 });
+        expect(ack(reply).code).toBe('AA');
+      }
+      expect((await read('Observation', 'LAB-D1-8867-4')).status).toBe(404);
+      up = true;
+      const observation = await eventually(async () => {
+        const o = await readOk('Observation', 'LAB-D1-8867-4');
+        expect(o.valueQuantity.value).toBe(5);
+        return o;
+      }, { timeoutMs: 30_000 });
+      const history = await pont.json(`/api/fhir/R4/Observation/${observation.id}/_history`, { headers: operator.headers });
+      expect(history.body.entry.map((e: any) => e.resource.valueQuantity.value).reverse()).toEqual([1, 2, 3, 4, 5]);
+    } finally {
+      await client.close();
+      await agent.kill();
+      for (const socket of open) socket.destroy();
+      await new Promise((resolve) => proxy.close(resolve));
     }
   });
 });
