@@ -320,6 +320,10 @@ describe('notices: consent.expired and consent.erase_due, fired by the job at th
       });
       expect(expired!.data).toMatchObject({ consent_id: consentId, artefact_id: consentId, organization_id: 'org-clinic', health_id: hid, status: 'expired' });
       expect(expired!.patient_id).toBe(pid);
+      // The grant's own event names the artefact too, and reaches the holder as well as the requester.
+      const granted = (await pont.services.db.query<{ data: any }>(`SELECT data FROM events WHERE type = 'consent.granted' AND data->>'consent_id' = $1`, [consentId])).rows[0]!;
+      expect(granted.data).toMatchObject({ consent_id: consentId, artefact_id: consentId });
+      expect((await entitledOrganizations(pont.services.db, { type: 'consent.granted', organizationId: 'org-clinic', patientId: pid, data: granted.data })).sort()).toEqual(['org-clinic', 'org-hospital']);
       expect((await entitledOrganizations(pont.services.db, { type: 'consent.expired', organizationId: 'org-clinic', patientId: pid, data: expired!.data })).sort()).toEqual(['org-clinic', 'org-hospital']);
       pont.services.fhir.now = () => Date.now() + 4 * 86_400_000;
       await eventually(async () => expect((await notices()).map((r) => r.type)).toEqual(['consent.expired', 'consent.erase_due']));

@@ -105,7 +105,8 @@ export function consentOrganization(consent: Resource | undefined): string | nul
 
 function consentData(change: ResourceChange, context: RuleContext) {
   const r = (change.after ?? change.before)!;
-  return { ...ids(change, context, 'consent_id'), organization_id: consentOrganization(r) };
+  // The consent is its artefact (docs/consent-artefacts.md): `artefact_id` names what GET …/consents/{id}/artefact signs.
+  return { ...ids(change, context, 'consent_id'), artefact_id: r.id, organization_id: consentOrganization(r) };
 }
 
 export const EVENT_RULES: Rule[] = [
