@@ -16,8 +16,16 @@ export class PgListener {
   private connecting?: Promise<void>;
   private closed = false;
   private retry?: NodeJS.Timeout;
+  /** The listening connection's statements, one after another (pg warns of, and pg@9 refuses, a query sent during another). */
+  private queue: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly connectionString: string) {}
+
+  private send(client: pg.Client, text: string): Promise<unknown> {
+    const sent = this.queue.then(() => client.query(text));
+    this.queue = sent.catch(() => undefined);
+    return sent;
+  }
 
   async listen(channel: string, handlers: ListenHandlers): Promise<() => Promise<void>> {
     checkChannel(channel);
@@ -26,14 +34,14 @@ export class PgListener {
     if (!set) this.channels.set(channel, (set = new Set()));
     set.add(handlers);
     if (this.client && !this.connecting) {
-      if (isNew) await this.client.query(`LISTEN ${channel}`).catch(() => undefined); // a failure drops the connection: 'end' handles it
+      if (isNew) await this.send(this.client, `LISTEN ${channel}`).catch(() => undefined); // a failure drops the connection: 'end' handles it
       handlers.ready?.();
     } else await this.connect();
     return async () => {
       set.delete(handlers);
       if (set.size) return;
       this.channels.delete(channel);
-      await this.client?.query(`UNLISTEN ${channel}`).catch(() => undefined);
+      if (this.client) await this.send(this.client, `UNLISTEN ${channel}`).catch(() => undefined);
     };
   }
 
@@ -47,7 +55,7 @@ export class PgListener {
     const client = this.client;
     // A failed round trip is a lost connection, even before its 'end' arrives: pg_terminate_backend's FATAL
     // rejects the query first, and a caller told "caught up" must not meet a cache that still trusts itself.
-    await client?.query('SELECT 1').catch(() => this.lose(client));
+    if (client) await this.send(client, 'SELECT 1').catch(() => this.lose(client));
   }
 
   private connect(): Promise<void> {
@@ -60,7 +68,7 @@ export class PgListener {
       client.on('end', () => this.lose(client));
       try {
         await client.connect();
-        for (const channel of this.channels.keys()) await client.query(`LISTEN ${channel}`);
+        for (const channel of this.channels.keys()) await this.send(client, `LISTEN ${channel}`);
         this.client = client;
         for (const h of this.handlers()) h.ready?.();
       } catch {
