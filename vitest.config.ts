@@ -52,6 +52,11 @@ const onBothDatabases = [
 const embeddedOnly = ['test/embedded-database.test.ts'];
 
 const timeouts = { testTimeout: 60_000, hookTimeout: 120_000 };
+// The integration files of a worker share one module graph too (isolate: false): each file starts its own servers
+// on databases of its own, and the process-wide things they share are read-only (the FHIR definitions, the compiled
+// maps of a directory's version) or keyed per service; a file would otherwise import the service and index the FHIR
+// definitions again, some 2.5 s of CPU each.
+const shared = { isolate: false };
 // `npm run build` once for the run: the `pont` processes the integration tests start run the compiled build
 // (test/global-build.ts).
 const globalSetup = ['test/global-build.ts'];
@@ -73,9 +78,10 @@ export default defineConfig({
           env: { PONT_TEST_DB: 'postgres' },
           globalSetup,
           ...timeouts,
+          ...shared,
         },
       },
-      { test: { name: 'pglite', include: [...onBothDatabases, ...embeddedOnly], env: { PONT_TEST_DB: 'pglite' }, globalSetup, ...timeouts } },
+      { test: { name: 'pglite', include: [...onBothDatabases, ...embeddedOnly], env: { PONT_TEST_DB: 'pglite' }, globalSetup, ...timeouts, ...shared } },
       // The client libraries, once (each starts its own server on the embedded database).
       { test: { name: 'clients', include: ['clients/*/test/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 120_000 } },
     ],
