@@ -130,7 +130,10 @@ describe('with the repository maps, a shape agrees with the record of the same r
     const doc = (await w.pont.json('/api/openapi.json')).body;
     const schema = doc.components.schemas.ConsentStatus;
     expect(Object.keys(schema.properties).sort()).toEqual(
-      ['consent_id', 'health_id', 'organization_id', 'consent_type', 'scopes', 'status', 'purpose', 'granted_at', 'expires_at'].sort(),
+      ['consent_id', 'health_id', 'organization_id', 'consent_type', 'scopes', 'status', 'purpose', 'granted_at', 'expires_at'].concat(
+        // The consent artefact's (issue 43, docs/consent-artefacts.md).
+        ['purpose_of_use', 'hi_types', 'date_range', 'erase_at', 'frequency'],
+      ).sort(),
     );
     expect([...schema.properties.status.enum].sort()).toEqual(['active', 'denied', 'expired', 'none', 'pending', 'revoked']);
     const answer = await w.call('reader', `/api/v1/connect/patient/${w.healthId}/consent`);
