@@ -187,11 +187,16 @@ export function consentChangedSince(org: Sql, patients: Sql, snapshot: Sql, sinc
  * (a lookup by `= ANY(patients)` is planned as a scan of every consent of the organisation per row).
  */
 function consentRule(org: Param, emergency: boolean, row: { patients: Sql; author: Sql; dataClass: Sql; facts?: RowFacts; type?: string }, purpose?: string): Sql {
-  const grants = (patient: Sql) => activeGrants(sql`g.patient_id`, sql`${org}`, patient, row.dataClass, row.facts, row.type, purpose);
+  const grants = (patient: Sql, facts = row.facts) => activeGrants(sql`g.patient_id`, sql`${org}`, patient, row.dataClass, facts, row.type, purpose);
   const windows = (patient: Sql) => sql`SELECT e.patient_id FROM emergency_access e WHERE e.organization_id = ${org} AND e.patient_id ${patient} AND e.expires_at > now()`;
   const one = sql`= (${row.patients})[1]`;
   const any = sql`= ANY(${row.patients})`;
-  const onePatient = sql`EXISTS (${grants(one)})${emergency ? sql` OR EXISTS (${windows(one)})` : sql``}`;
+  // A grant naming no kinds and no period (every consent before artefacts) covers every row of its classes: asked
+  // apart, with nothing of the row in it but its patient, it is one hash per statement; the artefacts' grants, whose
+  // kinds and period depend on the row, are probed per row only for rows the plain ones do not cover.
+  const plain = sql`g.resource_types IS NULL AND g.data_from IS NULL AND g.data_to IS NULL`;
+  const granted = row.facts ? sql`EXISTS (${grants(one, undefined)} AND ${plain}) OR EXISTS (${grants(one)} AND NOT (${plain}))` : sql`EXISTS (${grants(one)})`;
+  const onePatient = sql`${granted}${emergency ? sql` OR EXISTS (${windows(one)})` : sql``}`;
   const allPatients = sql`${row.patients} <@ ARRAY(${grants(any)}${emergency ? sql` UNION ALL ${windows(any)}` : sql``})`;
   // Never NULL (a NULL would turn into "allowed" under a NOT): unknown patients (NULL) are nobody's to see.
   return sql`((${row.patients} = '{}'::text[]) IS TRUE OR ${row.author} IS NOT DISTINCT FROM ${org}
