@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { Bundle, BundleEntry, Parameters, ParametersParameter, Resource, Subscription } from '@medplum/fhirtypes';
 import type { ClientPrincipal } from '../core/principal';
 import { cutoff, type Retention } from '../core/period';
@@ -320,7 +320,7 @@ export class FhirSubscriptions {
       type: 'history',
       timestamp: this.deps.now().toISOString(),
       entry: [
-        { fullUrl: `urn:uuid:${randomUUIDish()}`, resource: status, request: { method: 'GET', url: `${this.base}/Subscription/${row.id}/$status` }, response: { status: '200' } },
+        { fullUrl: `urn:uuid:${randomUUID()}`, resource: status, request: { method: 'GET', url: `${this.base}/Subscription/${row.id}/$status` }, response: { status: '200' } },
         ...entries,
       ],
     };
@@ -575,11 +575,6 @@ const fanOutLoaded = (tx: Queryable, changes: ResourceChange[]) => fanOut(tx, ch
 export function useTopics(topics: readonly Topic[]): void {
   loadedTopics = topics;
   onResourcesChanged(fanOutLoaded);
-}
-
-function randomUUIDish(): string {
-  const h = randomBytes(16).toString('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20)}`;
 }
 
 /** May the subscriber's organisation read this resource now? The store's read under the access policy's row rule, in the write's transaction. */
