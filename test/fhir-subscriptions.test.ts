@@ -290,6 +290,8 @@ describe('notifications', () => {
       ['GET', `/Subscription/${subA}/$status`],
       ['GET', `/Subscription/${subA}/$events`],
       ['POST', `/Subscription/${subA}/$events`],
+      ['GET', `/Subscription/${subA}/$get-ws-binding-token`],
+      ['POST', `/Subscription/${subA}/$get-ws-binding-token`],
     ] as const) {
       const res = await fhir(C, path, { method });
       expect(res.status, `${method} ${path}`).toBe(404);
