@@ -17,7 +17,7 @@ import { eventually } from './eventually';
 import { join } from 'node:path';
 import { validateFhirResource } from '../src/fhir/validate';
 import { parametersResource, parseExportParameters, queryParameters } from '../src/bulk/params';
-import { backend, createScratchDatabase, createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+import { backend, createScratchDatabase, createTestClient, postgresAdminUrl, startTestServer, type TestClient, type TestServer } from './harness';
 
 const FHIR = '/api/fhir/R4';
 const ASYNC = { prefer: 'respond-async' };
@@ -856,6 +856,31 @@ describe.skipIf(backend !== 'postgres')('bulk export: a write still open at the 
       expect(keys(resources)).toEqual(keys(await searchAll(client, '/Observation', server)));
     } finally {
       release();
+      await server.close();
+    }
+  }, 60_000);
+
+  it("another database's transaction open at the kick-off is not waited for (a snapshot lists every database's)", async () => {
+    const { server, client } = await queuedServer('org-elsewhere', 'Elsewhere');
+    const other = new pg.Client({ connectionString: postgresAdminUrl }); // the server's maintenance database, not Pont's
+    await other.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query('SELECT pg_current_xact_id()'); // an xid: in every snapshot taken while it is open
+      const status = await kickOff(client, '/$export?_type=Observation', {}, server);
+      const progress = await fhir(server, client, status);
+      expect(progress.headers.get('x-progress')).toMatch(/^0 resource\(s\) exported/);
+      // The claim reads at once (it waited, looking again and again, for the other database's transaction).
+      const exports = server.services.bulkExports;
+      const task = (await exports.claim())!;
+      const repo = server.services.fhir.repository({ principal: task.principal, channel: 'fhir' });
+      while ((await exports.step(task, repo)) === 'more');
+      await exports.completeFinished();
+      const { resources } = await finish(client, status, server);
+      expect(keys(resources)).toEqual(keys(await searchAll(client, '/Observation', server)));
+    } finally {
+      await other.query('ROLLBACK').catch(() => {});
+      await other.end();
       await server.close();
     }
   }, 60_000);

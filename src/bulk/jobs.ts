@@ -190,11 +190,16 @@ export class BulkExports {
     return { id, transactionTime };
   }
 
-  /** How many of the transactions open at the job's kick-off are still open (migration 028). */
+  /**
+   * How many of the transactions open at the job's kick-off are still open (migration 028). A snapshot lists the
+   * open transactions of every database on the server: only those of a session on this database can write here
+   * (another database's long transaction must not hold the export back).
+   */
   async openAtKickOff(jobId: string): Promise<number> {
     const { rows } = await this.db.query<{ open: number }>(
       `SELECT count(*)::int AS open FROM bulk_export_jobs j, pg_snapshot_xip(j.open_at_kickoff) x
-       WHERE j.id = $1 AND pg_xact_status(x) = 'in progress'`,
+       WHERE j.id = $1 AND pg_xact_status(x) = 'in progress'
+         AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = current_database() AND a.backend_xid = x::xid)`,
       [jobId],
     );
     return rows[0]?.open ?? 0;
