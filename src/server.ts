@@ -104,6 +104,7 @@ export async function startPont(config: Config): Promise<RunningPont> {
         await Promise.all(services.workers.map((w) => w.stop()));
         await unshare?.();
         await services.access.close();
+        await services.fhir.readLimits.close();
         await db.close();
       },
     };

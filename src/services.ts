@@ -4,6 +4,7 @@ import type { Logger } from './log';
 import type { Services } from './http/services';
 import { FhirService } from './fhir/service';
 import { consentIndex, consentRecordOf } from './consents/record';
+import { ReadLimits } from './policy/read-limits';
 import { paymentsTable } from './inventory/payments';
 import { pharmacyStockTable } from './inventory/pharmacy';
 import { createDeliveryWorker } from './webhooks/worker';
@@ -26,6 +27,7 @@ import { createRetentionWorker } from './retention/job';
 import { TerminologyService } from './fhir/term/service';
 import { FhirSubscriptions, useTopics } from './subscriptions/service';
 import { loadTopics } from './subscriptions/topics';
+import { createFanOutWorker } from './subscriptions/fanout';
 import { defaultMappingsDir } from './mapping/index';
 
 /** The composition root's view (server, CLI, tests): the services plus the database handle and the background workers. */
@@ -47,8 +49,10 @@ const AUDIT_MATERIALIZE_MS = 250;
 export function createFhirService(db: Database, config: Pick<Config, 'publicUrl' | 'environment' | 'matchKeySecret'>, mappings: MappingSet): FhirService {
   // Every recorded event queues its webhook deliveries in the same transaction (src/events/outbox.ts).
   onEventsRecorded(queueDeliveries);
+  const readLimits = new ReadLimits(db);
   return new FhirService(db, config, mappings, {
-    derived: [consentIndex(mappings), bloodUnitsTable(mappings), paymentsTable(mappings), pharmacyStockTable(mappings)],
+    derived: [consentIndex(mappings, readLimits), bloodUnitsTable(mappings), paymentsTable(mappings), pharmacyStockTable(mappings)],
+    readLimits,
     // A Consent counts as written by the organisation it is granted to: that organisation sees it.
     authorOf: (resource) => (resource.resourceType === 'Consent' ? consentRecordOf(mappings, resource)?.organization_id : undefined),
   });
@@ -60,9 +64,10 @@ export const loadServiceMappings = (config: Pick<Config, 'mappingsDir'>): Mappin
 /** `mappings`: the maps already loaded (startPont loads them before it opens the database, so a bad map stops the start at once). */
 export async function createServices(config: Config, db: Database, log: Logger, mappings = loadServiceMappings(config)): Promise<Composition> {
   const fhir = createFhirService(db, config, mappings);
+  await fhir.readLimits.listen();
   const access = await createAccessControl({ config, db });
   const bulkExports = new BulkExports(db, config.bulkExport, log);
-  // FHIR Subscriptions (src/subscriptions): the topics beside the maps, fanned out in every write's transaction.
+  // FHIR Subscriptions (src/subscriptions): the topics beside the maps; a write queues the changes that fire one, the fan-out worker numbers them.
   const topics = loadTopics(config.mappingsDir ?? defaultMappingsDir);
   useTopics(topics);
   const subscriptions = new FhirSubscriptions(
@@ -84,6 +89,7 @@ export async function createServices(config: Config, db: Database, log: Logger, 
     subscriptions,
     workers: [
       createDeliveryWorker({ config, db, log, notifications: subscriptions }),
+      createFanOutWorker(db, log),
       periodicJob('fhir-subscription-heartbeats', SUBSCRIPTION_HEARTBEAT_MS, () => subscriptions.queueHeartbeats().then(() => subscriptions.purge(config.retention.events)), log),
       createIdempotencyJanitor(db, config.idempotencyTtlMs, log),
       fhir.auditTrail.worker(AUDIT_MATERIALIZE_MS, log),

@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backend, createScratchDatabase, createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
 import { createClient } from '../src/auth/clients';
 import { openDatabase } from '../src/db/open';
+import { loadConfig } from '../src/config';
+import { startPont } from '../src/server';
 import { bearerFrom, startPontProcess, stopPontProcess, type PontProcess } from './webhooks-support';
 
 /**
@@ -412,6 +414,30 @@ describe('frequency: fetches counted per consent, atomically; 429 with Retry-Aft
     expect(connectSpent.status).toBe(429);
     expect(connectSpent.body.error_code).toBe('RATE_LIMITED');
     expect((await fhir(hospital, `/MedicationRequest/${rxId}`)).status).toBe(200);
+  });
+
+  it('a limit granted to an organisation whose reads were not counted counts from its next read, in this process and in another', async () => {
+    // A second process on the same database (PGlite is one process's database).
+    const second = backend === 'postgres' ? await startPont(loadConfig({ PORT: '0', LOG_LEVEL: 'error', DATABASE_URL: pont.config.databaseUrl, PONT_PUBLIC_URL: pont.config.publicUrl })) : undefined;
+    try {
+      const late = await createTestClient(pont, ['health_id:verify', 'consents:write', 'prescriptions:read', 'fhir:read'], { organizationId: 'org-late' });
+      const servers = [pont, ...(second ? [second] : [])];
+      const read = (server: { url: string }, rxId: string) => fetch(`${server.url}/api/fhir/R4/MedicationRequest/${rxId}`, { headers: late.headers }).then((r) => r.status);
+      // Reads under a consent with no limit: every process knows the organisation's reads are not counted.
+      const unlimited = await patientWithPrescription('Unlimited');
+      await connect(late, `/patient/${unlimited.hid}/consent/grant`, { method: 'POST', json: { consent_type: 'prescriptions', expires_at: inDays(30) } });
+      for (const server of servers) for (let i = 0; i < 3; i++) expect(await read(server, unlimited.rxId)).toBe(200);
+      const limited = await patientWithPrescription('Limited');
+      await connect(late, `/patient/${limited.hid}/consent/grant`, { method: 'POST', json: { consent_type: 'prescriptions', expires_at: inDays(30), frequency: { count: 2, unit: 'day' } } });
+      // The process that granted counts the very next read; the other once it heard the change.
+      expect(await read(pont, limited.rxId)).toBe(200);
+      await Promise.all(servers.map((s) => s.services.db.listenersCaughtUp()));
+      expect(await read(servers.at(-1)!, limited.rxId)).toBe(200);
+      for (const server of servers) expect(await read(server, limited.rxId)).toBe(429);
+      for (const server of servers) expect(await read(server, unlimited.rxId)).toBe(200);
+    } finally {
+      await second?.close();
+    }
   });
 
   it('a concurrent burst of 20 reads under "5 an hour" gets exactly 5 answers', async () => {

@@ -4,6 +4,8 @@ import type { AuditEvent, AuditEventAgent, AuditEventEntity } from '@medplum/fhi
 import type { Principal } from '../core/principal';
 import type { Queryable } from '../db/database';
 import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
+import { sql } from '../db/sql';
+import { consentPurposeOf } from '../policy/index';
 
 /** Identifier systems of the parties an AuditEvent names (search them with `AuditEvent?altid=<client id>`). */
 export const CLIENT_ID_SYSTEM = 'https://pont.health/fhir/sid/client-id';
@@ -52,6 +54,11 @@ export interface AuditRecord {
   breakGlass?: boolean;
   /** The purpose of use as a v3 ActReason code (X-Purpose-Of-Use when it is one, else the consent's own purpose). */
   purposeCode?: string;
+  /**
+   * A read under consent that stated no purpose: `purposeCode` is its consent's, looked up as the row is written
+   * (insertAuditRows; not kept in the row).
+   */
+  purposeFromConsent?: boolean;
   /** The kinds of data read or written (FHIR resource types), for the patient's access log. */
   dataTypes?: string[];
 }
@@ -194,6 +201,9 @@ function withoutGrants(principal: Principal | undefined): Principal | undefined 
   return { ...who, scopes: [] };
 }
 
+/** The consent's purpose of a read that stated none (purposeFromConsent), over the columns of insertAuditRows's rows. */
+const CONSENT_PURPOSE = consentPurposeOf(sql`u.org`, sql`u.patient_ids`).render().text;
+
 /** Who acted, as one string: a client id, `agent:…`, `patient:…`, `system:…`, or null (anonymous). */
 function actorOf(principal: Principal | undefined): string | null {
   if (!principal) return null;
@@ -221,9 +231,11 @@ export async function insertAuditRows(sql: Queryable, rows: AuditRow[]): Promise
   const principalOf = (r: AuditRow) => r.record.caller.principal;
   await sql.query(
     `INSERT INTO audit_log (${ROW_COLUMNS})
-     SELECT u.id, u.recorded, u.action, u.outcome, u.operation, u.actor, u.org, ARRAY(SELECT jsonb_array_elements_text(u.patients)), u.purpose, u.request_id, u.record
-     FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::jsonb[], $9::text[], $10::text[], $11::jsonb[])
-       AS u(id, recorded, action, outcome, operation, actor, org, patients, purpose, request_id, record)`,
+     SELECT u.id, u.recorded, u.action, u.outcome, u.operation, u.actor, u.org, u.patient_ids, u.purpose, u.request_id,
+       CASE WHEN u.consent_purpose THEN coalesce(u.record || (SELECT jsonb_build_object('purposeCode', p) FROM ${CONSENT_PURPOSE} AS c(p) WHERE p IS NOT NULL), u.record) ELSE u.record END
+     FROM (SELECT *, ARRAY(SELECT jsonb_array_elements_text(t.patients)) AS patient_ids
+       FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::jsonb[], $9::text[], $10::text[], $11::jsonb[], $12::boolean[])
+         AS t(id, recorded, action, outcome, operation, actor, org, patients, purpose, request_id, record, consent_purpose)) u`,
     [
       rows.map((r) => r.id),
       rows.map((r) => r.recorded.toISOString()),
@@ -238,7 +250,8 @@ export async function insertAuditRows(sql: Queryable, rows: AuditRow[]): Promise
       rows.map((r) => JSON.stringify([r.record.patient?.id, ...(r.record.otherPatients ?? [])].filter(Boolean))),
       rows.map((r) => r.record.purpose ?? null),
       rows.map((r) => r.record.caller.requestId ?? null),
-      rows.map((r) => JSON.stringify({ ...r.record, caller: { ...r.record.caller, principal: withoutGrants(principalOf(r)) } })),
+      rows.map(({ record: { purposeFromConsent: _lookedUp, ...record } }) => JSON.stringify({ ...record, caller: { ...record.caller, principal: withoutGrants(record.caller.principal) } })),
+      rows.map((r) => r.record.purposeFromConsent === true),
     ],
   );
 }

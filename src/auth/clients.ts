@@ -279,8 +279,6 @@ export interface ActiveClient {
 export const CLIENT_CHANGES_CHANNEL = 'pont_client_changes';
 /** Clients kept in memory per process; the oldest go first. */
 const MAX_CACHED_CLIENTS = 10_000;
-/** How long a client changed by this process stays uncached when its change is never announced (rolled back). */
-const UNSETTLED_MS = 5000;
 
 /** The secrets of a client that passed Argon2id in this process: HMACs under the directory's key. */
 interface VerifiedSecrets {
@@ -299,18 +297,11 @@ export class ClientDirectory {
   private decoyHash?: Promise<string>;
   /** client id -> row (null: no such client); its invalidations also forget what is kept beside it. */
   private readonly rows = new NotifiedCache<ClientRow | null>(MAX_CACHED_CLIENTS, (clientId) => {
-    if (clientId === undefined) {
-      this.verifiedSecrets.clear();
-      this.unsettled.clear();
-    } else {
-      this.verifiedSecrets.delete(clientId);
-      this.unsettled.delete(clientId);
-    }
+    if (clientId === undefined) this.verifiedSecrets.clear();
+    else this.verifiedSecrets.delete(clientId);
   });
   /** client id -> HMACs of the secrets that passed Argon2id in this process, under `secretKey`. */
   private readonly verifiedSecrets = new Map<string, VerifiedSecrets>();
-  /** client id -> until when: changed in this process's open transaction, not cached until the change is heard. */
-  private readonly unsettled = new Map<string, number>();
   private readonly secretKey = randomBytes(32);
 
   /**
@@ -338,18 +329,7 @@ export class ClientDirectory {
    * the commit reads the new row (the answer may reach the caller before the announcement reaches us).
    */
   changing(clientId: string): void {
-    this.rows.forget(clientId);
-    this.unsettled.set(clientId, Date.now() + UNSETTLED_MS);
-  }
-
-  /** May what a lookup that began at `since` read be cached? */
-  private cacheable(clientId: string, since: number): boolean {
-    if (!this.rows.fresh(since)) return false;
-    const until = this.unsettled.get(clientId);
-    if (until === undefined) return true;
-    if (until > Date.now()) return false;
-    this.unsettled.delete(clientId);
-    return true;
+    this.rows.changing(clientId);
   }
 
   private decoy(): Promise<string> {
@@ -384,7 +364,7 @@ export class ClientDirectory {
     if (await argon2.verify(row?.secret_hash ?? (await this.decoy()), secret)) which = 'current';
     else if (previousLive && (await argon2.verify(row.previous_secret_hash!, secret))) which = 'previous';
     if (!row || !which || !live) return undefined;
-    if (this.cacheable(clientId, since)) setBounded(this.verifiedSecrets, clientId, { ...this.verifiedSecrets.get(clientId), [which]: mac }, MAX_CACHED_CLIENTS);
+    if (this.rows.fresh(clientId, since)) setBounded(this.verifiedSecrets, clientId, { ...this.verifiedSecrets.get(clientId), [which]: mac }, MAX_CACHED_CLIENTS);
     return toActive(row);
   }
 
@@ -393,7 +373,7 @@ export class ClientDirectory {
     if (this.rows.has(clientId)) return this.rows.get(clientId) ?? undefined;
     const since = this.rows.since();
     const { rows } = await this.db.query<ClientRow>(`SELECT ${COLUMNS}, secret_hash, previous_secret_hash FROM oauth_clients WHERE client_id = $1`, [clientId]);
-    if (this.cacheable(clientId, since)) this.rows.set(clientId, rows[0] ?? null, since);
+    this.rows.set(clientId, rows[0] ?? null, since);
     return rows[0];
   }
 

@@ -4,6 +4,7 @@ import type { DerivedTable } from '../fhir/repository';
 import type { MappingSet } from '../mapping/index';
 import { classesOf } from '../core/data-classes';
 import { classesOfHiTypes, DEFAULT_PURPOSE, typesOfHiTypes } from '../policy/hi-types';
+import type { ReadLimits } from '../policy/read-limits';
 
 /** A consent in the Connect shape of mappings/consent.map.yaml. */
 export interface ConsentRecord {
@@ -49,7 +50,7 @@ export function consentRecordOf(mappings: MappingSet, consent: Resource): Consen
  * The consent index the access rule reads (consent_access): one row per Consent that names a patient and a
  * Pont organisation, kept in step with the Consent in the write's transaction, whatever wrote it.
  */
-export function consentIndex(mappings: MappingSet): DerivedTable {
+export function consentIndex(mappings: MappingSet, readLimits: ReadLimits): DerivedTable {
   return {
     resourceType: 'Consent',
     async sync(sql: Queryable, changes) {
@@ -92,6 +93,8 @@ export function consentIndex(mappings: MappingSet): DerivedTable {
             record.frequency?.unit ?? null,
           ],
         );
+        // A limit on how often its organisation reads: this process counts that organisation's reads from the commit on.
+        if (record.frequency?.count != null) readLimits.changing(record.organization_id);
         await scheduleNotices(sql, consent.id!, consent.status, record);
       }
       await recordChanges(sql, changes.filter((c) => c.method !== 'DELETE').map((c) => c.resource.id!));

@@ -6,6 +6,9 @@ export function setBounded<V>(map: Map<string, V>, key: string, value: V, capaci
   map.set(key, value);
 }
 
+/** How long a key changed by this process stays uncached when its change is never announced (rolled back). */
+const UNSETTLED_MS = 5000;
+
 /**
  * A process's cache of rows whose changes a trigger announces on a channel (on every path: service, CLI, SQL by
  * hand), so a change reaches every process as soon as it commits. It is trusted only while the listening
@@ -15,6 +18,8 @@ export function setBounded<V>(map: Map<string, V>, key: string, value: V, capaci
  */
 export class NotifiedCache<V> {
   private readonly entries = new Map<string, V>();
+  /** key -> until when: changed in this process's open transaction, not cached until the change is heard. */
+  private readonly unsettled = new Map<string, number>();
   private listening = false;
   /** Bumped by every invalidation. */
   private generation = 0;
@@ -46,12 +51,27 @@ export class NotifiedCache<V> {
     await this.stopListening?.();
   }
 
-  /** Forgets `key`, or everything when no key is given. */
+  /** Forgets `key`, or everything when no key is given (an announcement: what this process was changing is settled). */
   forget(key?: string): void {
     this.generation++;
-    if (key === undefined) this.entries.clear();
-    else this.entries.delete(key);
+    if (key === undefined) {
+      this.entries.clear();
+      this.unsettled.clear();
+    } else {
+      this.entries.delete(key);
+      this.unsettled.delete(key);
+    }
     this.forgotten(key);
+  }
+
+  /**
+   * Called in a transaction that changes `key`'s row, before it commits: it is forgotten and not cached again
+   * until this process hears the change announced (the answer may reach the caller before the announcement
+   * reaches us, and its very next request must read the new row), or UNSETTLED_MS have passed.
+   */
+  changing(key: string): void {
+    this.forget(key);
+    this.unsettled.set(key, Date.now() + UNSETTLED_MS);
   }
 
   /** Whether a trusted entry exists for `key` (its value may be null: "no such row"). */
@@ -68,12 +88,20 @@ export class NotifiedCache<V> {
     return this.generation;
   }
 
-  /** Whether what a lookup that began at `since` read may be cached: listening, and nothing invalidated since. */
-  fresh(since: number): boolean {
-    return this.listening && since === this.generation;
+  /**
+   * Whether what a lookup of `key` that began at `since` read may be cached: listening, nothing invalidated since,
+   * and the key not being changed by this process (`changing`).
+   */
+  fresh(key: string, since: number): boolean {
+    if (!this.listening || since !== this.generation) return false;
+    const until = this.unsettled.get(key);
+    if (until === undefined) return true;
+    if (until > Date.now()) return false;
+    this.unsettled.delete(key);
+    return true;
   }
 
   set(key: string, value: V, since: number): void {
-    if (this.fresh(since)) setBounded(this.entries, key, value, this.capacity);
+    if (this.fresh(key, since)) setBounded(this.entries, key, value, this.capacity);
   }
 }

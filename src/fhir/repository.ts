@@ -16,7 +16,8 @@ import { ApiError, ErrorCode, badRequest } from '../core/errors';
 import { accessPolicyFor, EMERGENCY_WINDOW_HOURS, UNPLACED_PATIENT, type AccessPolicy, type Channel } from '../policy/index';
 import { DATA_CLASSES, dataClassOf } from '../core/data-classes';
 import { isResourceType } from '../core/fhir-definitions';
-import { and, ident, or, sql as SQL } from '../db/sql';
+import { and, ident, or, sql as SQL, type Sql } from '../db/sql';
+import type { ReadLimits } from '../policy/read-limits';
 import { filterSql } from './search/sql';
 import { applyResourcePatch, type Patch } from './patch';
 import { validateFhirResource } from './validate';
@@ -92,6 +93,8 @@ export interface RepositoryDeps {
   authorOf?(resource: Resource): string | null | undefined;
   /** The clock (ms since the epoch) of answers "as of now" (the blood-bank inventory): FhirService.now. */
   now(): number;
+  /** Which organisations' reads are counted (consents that limit how often): src/policy/read-limits.ts. */
+  readLimits: ReadLimits;
 }
 
 /** A table that follows the resources of one type (architecture §9: "registry tables follow the FHIR resources"). */
@@ -774,7 +777,7 @@ export class FhirRepository {
     // A read of patient data (not only of consents): counted against the consents' frequency, its purpose coded.
     const patients = record.patient?.id ? [record.patient.id, ...(record.otherPatients ?? [])] : [];
     if (record.action === 'R' && record.outcome === 'success' && patients.length && (record.dataTypes ?? []).some((t) => t !== 'Consent' && t !== 'AuditEvent')) {
-      record = { ...record, purposeCode: record.purposeCode ?? (await this.readFacts(patients)) };
+      record = { ...record, ...(await this.purposeOfRead(patients)) };
     }
     const marked = emergency === undefined ? record : { ...record, breakGlass: true, purpose: record.purpose ?? emergency };
     const full = { ...marked, caller: this.caller };
@@ -848,12 +851,21 @@ export class FhirRepository {
   }
 
   /**
-   * A read of patient data, as the policy counts and audits it (src/policy readFacts, one statement): 429 once a
-   * consent's frequency is spent, else the purpose of use to audit.
+   * A read of patient data, as the policy counts and audits it: the purpose of use to audit, the one the request
+   * stated or else its consent's. Only the reads of an organisation holding a consent that limits how often it reads
+   * (ReadLimits) are counted, in one statement (src/policy readFacts) that answers 429 once a consent's frequency is
+   * spent and the purpose at once; the others cost no statement: their consent's purpose is looked up as the audit
+   * row is written (insertAuditRows).
    */
-  private async readFacts(patients: string[]): Promise<string | undefined> {
-    const facts = this.access.readFacts?.(patients);
-    if (!facts) return undefined;
+  private async purposeOfRead(patients: string[]): Promise<Pick<AuditRecord, 'purposeCode' | 'purposeFromConsent'>> {
+    const { organizationId, readFacts, statedPurpose } = this.access;
+    if (!readFacts || !organizationId) return {};
+    if (await this.deps.readLimits.limits(organizationId, this.sql)) return { purposeCode: await this.countRead(readFacts(patients)) };
+    return statedPurpose ? { purposeCode: statedPurpose } : { purposeFromConsent: true };
+  }
+
+  /** Runs the policy's readFacts statement: 429 once a consent's frequency is spent, else the purpose of use to audit. */
+  private async countRead(facts: Sql): Promise<string | undefined> {
     const { text, values } = facts.render();
     const { rows } = await this.sql.query<{ purpose: string | null; exceeded: Array<{ consent_id: string; retry_after: number }> | null }>(text, values);
     const exceeded = rows[0]?.exceeded;

@@ -6,14 +6,16 @@ import { matchKey } from '../healthid/matching';
 import { AuditTrail } from './audit-trail';
 import { FhirRepository, type DerivedTable, type RepositoryDeps, type RequestContext } from './repository';
 import { purgeResources, purgeResourcesById } from './store/purge';
+import type { ReadLimits } from '../policy/read-limits';
 
 export const FHIR_BASE_PATH = '/api/fhir/R4';
 
 /**
  * What features add to the FHIR core, registered at composition (src/services.ts, `fhirExtensions`): the tables
- * derived from resources (the consent index, inventories) and who a resource counts as written by.
+ * derived from resources (the consent index, inventories), who a resource counts as written by, and which
+ * organisations' reads are counted (the consent index tells it of the consents it writes).
  */
-export type FhirExtensions = Pick<RepositoryDeps, 'derived' | 'authorOf'>;
+export type FhirExtensions = Pick<RepositoryDeps, 'derived' | 'authorOf' | 'readLimits'>;
 
 /** Builds the repositories of one process: one per request (or per operator command). */
 export class FhirService {
@@ -48,6 +50,11 @@ export class FhirService {
       ...extensions,
       now: () => this.now(),
     };
+  }
+
+  /** Which organisations' reads are counted (src/policy/read-limits.ts): listening while the process serves (startPont). */
+  get readLimits(): ReadLimits {
+    return this.deps.readLimits;
   }
 
   get baseUrl(): string {

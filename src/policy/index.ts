@@ -93,6 +93,8 @@ export interface AccessPolicy {
    * to count or look up (operators, patients, callers without an organisation).
    */
   readFacts?: (patients: string[]) => Sql;
+  /** The purpose code the request stated (X-Purpose-Of-Use, when it is one: statedPurpose). */
+  statedPurpose?: string;
 }
 
 const everything: AccessPolicy = { canRead: () => true, canWrite: () => true, readsTerminology: true, operator: true, mayWriteFacility: () => true };
@@ -203,6 +205,18 @@ function consentRule(org: Param, emergency: boolean, row: { patients: Sql; autho
     OR (${row.patients} IS NOT NULL AND (cardinality(${row.patients}) = 1 AND (${onePatient}) OR cardinality(${row.patients}) > 1 AND ${allPatients})))`;
 }
 
+/** SQL: consent_access row `g` is in force now: active, begun, not expired. */
+const IN_FORCE = constant(sql`g.status = 'active' AND (g.granted_at IS NULL OR g.granted_at <= now()) AND (g.expires_at IS NULL OR g.expires_at > now())`);
+
+/**
+ * SQL: the purpose of use of the consent in force of `org` (text) about one of `patients` (text[]) changed last, or
+ * NULL: what a read of their data under consent is audited with when the request stated none.
+ */
+export function consentPurposeOf(org: Sql, patients: Sql): Sql {
+  return sql`(SELECT g.purpose_of_use FROM consent_access g WHERE g.organization_id = ${org} AND g.patient_id = ANY(${patients}) AND ${IN_FORCE}
+    ORDER BY g.updated_at DESC LIMIT 1)`;
+}
+
 /**
  * The purpose a request states (X-Purpose-Of-Use) when it is one of the codes of consent artefacts: reads count only
  * consents of that purpose. Free text (what clients sent before artefacts) states no code: it is audited as text and
@@ -297,10 +311,10 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
       return sql`SELECT c FROM unnest(${classes}::text[]) AS k(c)
         WHERE NOT ${consentRule(o, emergency, { patients: sql`ARRAY[${p}]::text[]`, author: sql`NULL::text`, dataClass: sql`k.c` }, stated)} AND NOT ${own}`;
     },
+    statedPurpose: stated,
     readFacts: (patients) => sql`WITH a AS (
         SELECT g.consent_id, g.purpose_of_use, g.frequency_count AS n, g.frequency_unit AS unit, g.updated_at FROM consent_access g
-        WHERE g.organization_id = ${org} AND g.patient_id = ANY(${patients}::text[]) AND g.status = 'active'
-          AND (g.granted_at IS NULL OR g.granted_at <= now()) AND (g.expires_at IS NULL OR g.expires_at > now())${stated ? sql` AND g.purpose_of_use = ${literal(stated)}` : sql``}),
+        WHERE g.organization_id = ${org} AND g.patient_id = ANY(${patients}::text[]) AND ${IN_FORCE}${stated ? sql` AND g.purpose_of_use = ${literal(stated)}` : sql``}),
       f AS (SELECT a.consent_id, a.n, a.unit, date_trunc(a.unit, now()) AS w FROM a WHERE a.n IS NOT NULL),
       spent AS (INSERT INTO consent_fetches (consent_id, window_start, fetches) SELECT f.consent_id, f.w, 1 FROM f
         ON CONFLICT (consent_id, window_start) DO UPDATE SET fetches = consent_fetches.fetches + 1 RETURNING consent_id, fetches)
