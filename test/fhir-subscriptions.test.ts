@@ -347,7 +347,7 @@ describe('notifications', () => {
     expect(created.status).toBe(201);
     await finishedEncounter(A);
     const since = async () => statusOf({ entry: [{ resource: (await fhir(A, `/Subscription/${created.body.id}/$status`)).body.entry[0].resource }] }).since;
-    expect(await since()).toBe(1);
+    await eventually(async () => expect(await since()).toBe(1)); // numbered by the fan-out, after the commit
     await revokeClient(pont.services.db, leaving.client_id);
     const before = notifications(endpointA).length;
     await finishedEncounter(A);
@@ -381,6 +381,115 @@ describe('notifications', () => {
   it('a deleted subscription is off: gone for its owner, nothing more sent', async () => {
     expect((await fhir(B, `/Subscription/${subB}`, { method: 'DELETE' })).status).toBe(204);
     expect((await fhir(B, `/Subscription/${subB}`)).status).toBe(404);
+  });
+});
+
+describe('timeout and maxCount (the channel\'s backport-timeout and backport-max-count)', () => {
+  const channelWith = (base: ReturnType<typeof subscription>, extension: unknown[]) => ({ ...base, channel: { ...base.channel, extension } });
+
+  it('a rest-hook attempt with no answer within the subscription\'s timeout fails then, not at the server\'s (10 s)', async () => {
+    // An endpoint that holds its first notification unanswered and answers the next.
+    const held: Array<() => void> = [];
+    let notified = 0;
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const bundle = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+        if (statusOf(bundle).type === 'event-notification' && notified++ === 0) held.push(() => res.writeHead(200).end());
+        else res.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/slow`;
+      const created = await fhir(A, '/Subscription', {
+        method: 'POST',
+        json: channelWith(subscription(url, { content: 'id-only' }), [{ url: `${BACKPORT}/backport-timeout`, valueUnsignedInt: 1 }]),
+      });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      expect(created.body.channel.extension).toContainEqual({ url: `${BACKPORT}/backport-timeout`, valueUnsignedInt: 1 });
+      const id = created.body.id;
+      await eventually(async () => expect((await fhir(A, `/Subscription/${id}`)).body.status).toBe('active'));
+      await finishedEncounter(A);
+      const attempts = async () => {
+        const log = await pont.services.webhooks.listDeliveries({ organizationId: 'org-subs-a', limit: 100, fhirNotifications: true });
+        return log.deliveries.find((d) => d.event_id === `Subscription/${id}#1`);
+      };
+      // The first attempt gave up after 1 s (the server's own timeout is 10 s); the retry was answered.
+      const delivered = await eventually(async () => {
+        const d = await attempts();
+        expect(d?.status).toBe('delivered');
+        return d!;
+      });
+      const first = delivered.attempts.find((a: any) => a.attempt === 1)!;
+      expect(first).toMatchObject({ succeeded: false, error: 'no response within 1000 ms' });
+      expect(first.duration_ms).toBeLessThan(10_000);
+      expect((await fhir(A, `/Subscription/${id}`, { method: 'DELETE' })).status).toBe(204);
+    } finally {
+      for (const answer of held) answer();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+
+  it('a timeout of 0 or a maxCount of 0 is refused', async () => {
+    for (const [name, value] of [['backport-timeout', 0], ['backport-max-count', 0], ['backport-timeout', 61]] as const) {
+      const res = await fhir(A, '/Subscription', { method: 'POST', json: channelWith(subscription(endpointA.url), [{ url: `${BACKPORT}/${name}`, valueUnsignedInt: value }]) });
+      expect(res.status, `${name} ${value}`).toBe(400);
+      expect(JSON.stringify(res.body.issue)).toContain(name);
+    }
+  });
+
+  it('a notification carries at most maxCount events: four changes of one write reach rest-hook (maxCount 3) and websocket (maxCount 2) numbered 1-4 without a gap', async () => {
+    const patient = await fhir(A, '/Patient', { method: 'POST', json: { resourceType: 'Patient', name: [{ family: 'Counted' }], gender: 'male', birthDate: '1980-02-02' } });
+    expect(patient.status).toBe(201);
+    const filter = `Encounter?patient=Patient/${patient.body.id}`;
+    const endpoint = await startEndpoint();
+    try {
+      const hook = await fhir(A, '/Subscription', {
+        method: 'POST',
+        json: channelWith(subscription(endpoint.url, { content: 'id-only', filter }), [{ url: `${BACKPORT}/backport-max-count`, valuePositiveInt: 3 }]),
+      });
+      expect(hook.status, JSON.stringify(hook.body)).toBe(201);
+      await eventually(async () => expect((await fhir(A, `/Subscription/${hook.body.id}`)).body.status).toBe('active'));
+      const socketSub = await fhir(A, '/Subscription', {
+        method: 'POST',
+        json: channelWith(subscription(undefined, { channel: 'websocket', content: 'id-only', filter }), [{ url: `${BACKPORT}/backport-max-count`, valuePositiveInt: 2 }]),
+      });
+      expect(socketSub.status, JSON.stringify(socketSub.body)).toBe(201);
+      const token = await fhir(A, `/Subscription/${socketSub.body.id}/$get-ws-binding-token`);
+      const param = (name: string) => token.body.parameter.find((p: any) => p.name === name);
+      const client = await connectSocket(param('websocket-url').valueUrl);
+      client.socket.send(`bind-with-token: ${param('token').valueString}`);
+      await eventually(() => expect(bundlesOfType(client.messages, 'handshake')).toHaveLength(1));
+
+      const encounter = { resourceType: 'Encounter', status: 'finished', class: { code: 'AMB' }, subject: { reference: `Patient/${patient.body.id}` } };
+      const written = await fhir(A, '', {
+        method: 'POST',
+        json: { resourceType: 'Bundle', type: 'transaction', entry: Array.from({ length: 4 }, () => ({ resource: encounter, request: { method: 'POST', url: 'Encounter' } })) },
+      });
+      expect(written.status, JSON.stringify(written.body).slice(0, 300)).toBe(200);
+      const ids = written.body.entry.map((e: any) => /Encounter\/([^/]+)/.exec(e.response.location)![1]);
+
+      const numbersOf = (bundles: any[]) => bundles.map((b) => statusOf(b).events.map((e: any) => e.number));
+      await eventually(() => expect(numbersOf(notifications(endpoint)).flat()).toHaveLength(4));
+      expect(numbersOf(notifications(endpoint)).sort((x, y) => x[0] - y[0])).toEqual([[1, 2, 3], [4]]);
+      // Each event's resource is named in its Bundle, in number order.
+      const named = notifications(endpoint)
+        .sort((x, y) => statusOf(x).events[0].number - statusOf(y).events[0].number)
+        .flatMap((b) => b.entry.slice(1).map((e: any) => e.fullUrl.split('/').pop()));
+      expect(named).toEqual(ids);
+
+      await eventually(() => expect(numbersOf(bundlesOfType(client.messages, 'event-notification')).flat()).toHaveLength(4));
+      expect(numbersOf(bundlesOfType(client.messages, 'event-notification'))).toEqual([[1, 2], [3, 4]]);
+      client.socket.close();
+      // $events answers them all, whatever the count per notification.
+      expect(statusOf((await fhir(A, `/Subscription/${hook.body.id}/$events`)).body).events.map((e: any) => e.number)).toEqual([1, 2, 3, 4]);
+      for (const id of [hook.body.id, socketSub.body.id]) expect((await fhir(A, `/Subscription/${id}`, { method: 'DELETE' })).status).toBe(204);
+    } finally {
+      await endpoint.close();
+    }
   });
 });
 
@@ -537,9 +646,12 @@ describe.skipIf(backend !== 'postgres')('two processes (PostgreSQL)', () => {
     const stored = await call(one, headersOne, `/Encounter?subject=Patient/${patient.body.id}&_summary=count`);
     const committed = stored.body.total as number;
     expect(committed).toBeGreaterThanOrEqual(answered);
-    const events = await call(one, headersOne, `/Subscription/${created.body.id}/$events`);
-    const status = statusOf(events.body);
-    expect(status.since).toBe(committed);
+    // The surviving process's fan-out numbers what the killed one queued and did not number.
+    const status = await eventually(async () => {
+      const events = await call(one, headersOne, `/Subscription/${created.body.id}/$events`);
+      expect(statusOf(events.body).since).toBe(committed);
+      return statusOf(events.body);
+    });
     expect(status.events.map((e: any) => e.number)).toEqual(Array.from({ length: committed }, (_, i) => i + 1));
   });
 });

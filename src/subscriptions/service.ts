@@ -13,7 +13,7 @@ import { accessPolicyFor } from '../policy/index';
 import { DELIVERY_CHANNEL } from '../webhooks/deliveries';
 import { checkedAddress, DestinationRefused } from '../webhooks/destination';
 import { callbackUrlProblem, createSubscription as createWebhookRow } from '../webhooks/subscriptions';
-import { BACKPORT, filtersPass, loadTopics, topicFires, topicUrl, type Topic } from './topics';
+import { BACKPORT, filterValues, loadTopics, topicFires, topicUrl, type Topic } from './topics';
 
 /**
  * FHIR Subscriptions (R5 Backport IG STU 1.1 for R4; docs/fhir.md "Subscriptions"): a second door onto the change
@@ -25,6 +25,8 @@ import { BACKPORT, filtersPass, loadTopics, topicFires, topicUrl, type Topic } f
 
 /** Websocket holders LISTEN here; the payload is subscription ids, comma-separated. */
 export const SUBSCRIPTION_CHANNEL = 'pont_fhir_subscriptions';
+/** A write that queued changes for the fan-out wakes the fan-out workers here (src/subscriptions/fanout.ts). */
+export const CHANGES_CHANNEL = 'pont_fhir_subscription_changes';
 /** Ids per NOTIFY payload (32 hex digits and a comma each: under PostgreSQL's 8000-byte limit). */
 const NOTIFY_IDS = 200;
 
@@ -179,8 +181,12 @@ export class FhirSubscriptions {
     };
     const heartbeat = uint(HEARTBEAT_EXT, 'backport-heartbeat-period', 86_400);
     if (heartbeat !== null && heartbeat < 10) throw invalid('backport-heartbeat-period must be at least 10 seconds');
+    // Applied: a rest-hook attempt fails when no answer comes within `timeout` seconds; a notification carries at most
+    // `maxCount` events (those numbered together; absent: one each).
     const timeout = uint(TIMEOUT_EXT, 'backport-timeout', 60);
+    if (timeout === 0) throw invalid('backport-timeout must be from 1 to 60 seconds');
     const maxCount = uint(MAX_COUNT_EXT, 'backport-max-count', 100);
+    if (maxCount === 0) throw invalid('backport-max-count must be from 1 to 100');
     let endpoint: string | null = null;
     if (channelType === 'rest-hook') {
       if (typeof channel.endpoint !== 'string' || channel.endpoint.length > 2048) throw invalid('Subscription.channel.endpoint: a rest-hook needs the URL notifications are POSTed to');
@@ -355,19 +361,26 @@ export class FhirSubscriptions {
     return out;
   }
 
-  /** The body of a rest-hook delivery (src/webhooks/worker.ts); undefined when the subscription is gone (cancel it). */
-  async notificationBody(subscriptionId: string, type: 'handshake' | 'heartbeat' | 'event-notification', eventNumber: number | null): Promise<string | undefined> {
+  /**
+   * The body of a rest-hook delivery (src/webhooks/worker.ts): an event-notification carries the events `eventNumber` ..
+   * `eventNumber + eventCount - 1` (up to the subscription's maxCount, numbered in one run of the fan-out); undefined when
+   * the subscription is gone (cancel it).
+   */
+  async notificationBody(subscriptionId: string, type: 'handshake' | 'heartbeat' | 'event-notification', eventNumber: number | null, eventCount = 1): Promise<string | undefined> {
     const { rows } = await this.db.query<SubscriptionRow>(`SELECT ${COLUMNS} FROM fhir_subscriptions WHERE id = $1 AND deleted_at IS NULL`, [subscriptionId]);
     const row = rows[0];
     if (!row) return undefined;
     let events: NotificationEvent[] = [];
     if (type === 'event-notification' && eventNumber !== null) {
+      const last = eventNumber + Math.max(1, eventCount) - 1;
       const found = await this.db.query<EventRow>(
-        'SELECT event_number::text, focus_type, focus_id, focus_version, interaction, created_at FROM fhir_subscription_events WHERE subscription_id = $1 AND event_number = $2',
-        [row.id, eventNumber],
+        `SELECT event_number::text, focus_type, focus_id, focus_version, interaction, created_at FROM fhir_subscription_events
+         WHERE subscription_id = $1 AND event_number BETWEEN $2 AND $3 ORDER BY fhir_subscription_events.event_number`,
+        [row.id, eventNumber, last],
       );
-      events = await this.visible(row, found.rows.length ? found.rows : []);
-      if (!found.rows.length) events = [{ number: eventNumber, timestamp: this.deps.now().toISOString() }]; // past retention: numbered, empty
+      const visible = new Map((await this.visible(row, found.rows)).map((e) => [e.number, e]));
+      // Past retention: still numbered, naming nothing.
+      events = Array.from({ length: last - eventNumber + 1 }, (_, i) => visible.get(eventNumber + i) ?? { number: eventNumber + i, timestamp: this.deps.now().toISOString() });
     }
     // A handshake tells the status the subscription will have once it succeeds.
     const shown = type === 'handshake' ? { ...row, status: 'active' as const } : row;
@@ -400,13 +413,25 @@ export class FhirSubscriptions {
     const shown = content ? { ...row, content: content as Content } : row;
     const { rows } = await this.db.query<EventRow>(
       `SELECT event_number::text, focus_type, focus_id, focus_version, interaction, created_at FROM fhir_subscription_events
-       WHERE subscription_id = $1 AND event_number BETWEEN $2 AND $3 ORDER BY event_number`,
+       WHERE subscription_id = $1 AND event_number BETWEEN $2 AND $3 ORDER BY fhir_subscription_events.event_number`,
       [row.id, from, to],
     );
     return this.notification(shown, 'query-event', await this.visible(shown, rows));
   }
 
-  // ------------------------------------------------------------------ fan-out, in the write's transaction
+  // ------------------------------------------------------------------ fan-out
+
+  /**
+   * Numbers every change queued before the call (the fan-out workers do it as changes come; this waits for them or does
+   * it): for the bench, the CLI and tests that must see a write's numbers at once.
+   */
+  async numberQueued(): Promise<void> {
+    for (;;) {
+      const run = await numberQueuedChanges(this.db);
+      if (run.busy) await new Promise((resolve) => setTimeout(resolve, 5)); // another process's turn: it goes on until the queue is empty
+      else if (!run.changes) return;
+    }
+  }
 
   /** Heartbeats: a rest-hook subscription quiet for its heartbeat period gets one (one process queues it). */
   async queueHeartbeats(): Promise<number> {
@@ -459,11 +484,15 @@ export class FhirSubscriptions {
     if (!row) return undefined;
     const { rows: events } = await this.db.query<EventRow>(
       `SELECT event_number::text, focus_type, focus_id, focus_version, interaction, created_at FROM fhir_subscription_events
-       WHERE subscription_id = $1 AND event_number > $2 ORDER BY event_number LIMIT $3`,
+       WHERE subscription_id = $1 AND event_number > $2 ORDER BY fhir_subscription_events.event_number LIMIT $3`,
       [row.id, after, MAX_EVENTS_PAGE],
     );
     const visible = await this.visible(row, events);
-    return { bundles: visible.map((e) => JSON.stringify(this.notification(row, 'event-notification', [e]))), last: visible.at(-1)?.number ?? after };
+    // At most the subscription's maxCount events per notification (backport-max-count; none: one each).
+    const per = Math.max(1, row.max_count ?? 1);
+    const bundles: string[] = [];
+    for (let i = 0; i < visible.length; i += per) bundles.push(JSON.stringify(this.notification(row, 'event-notification', visible.slice(i, i + per))));
+    return { bundles, last: visible.at(-1)?.number ?? after };
   }
 
   /** The handshake a websocket client gets once bound (the IG: a handshake per bound subscription). */
@@ -489,101 +518,157 @@ export class FhirSubscriptions {
 }
 
 /**
- * The changes of one write: for each subscription whose topic fires and whose filters pass, and whose organisation may
- * read the resource under the access policy (SQL, in this transaction), the next event numbers, a row each, and a
- * rest-hook delivery (active subscriptions) or a NOTIFY for the websocket holders.
+ * The changes of one write, in its transaction: each change that fires a topic some subscription is on is queued once
+ * per topic (fhir_subscription_changes), with the values of the topic's filters on the resource, and the fan-out workers
+ * are woken when it commits. One statement, whatever the number of subscriptions; none when no topic fires.
  */
-export async function fanOut(tx: Queryable, changes: ResourceChange[], topics: readonly Topic[]): Promise<void> {
-  const firing: Array<{ change: ResourceChange; resource: Resource; topics: Topic[] }> = [];
+export async function queueChanges(tx: Queryable, changes: ResourceChange[], topics: readonly Topic[]): Promise<void> {
+  const queued: Array<{ topic: string; type: string; id: string; version: string | null; interaction: string; filters: string }> = [];
   for (const change of changes) {
     const resource = change.after ?? change.before;
-    if (!resource) continue;
-    const fired = topics.filter((t) => topicFires(t, change));
-    if (fired.length) firing.push({ change, resource, topics: fired });
+    if (!resource?.id) continue;
+    for (const topic of topics)
+      if (topicFires(topic, change))
+        queued.push({ topic: topic.id, type: resource.resourceType, id: resource.id, version: resource.meta?.versionId ?? null, interaction: change.interaction, filters: JSON.stringify(filterValues(topic, resource)) });
   }
-  if (!firing.length) return;
-  const topicIds = [...new Set(firing.flatMap((f) => f.topics.map((t) => t.id)))];
-  const { rows: subs } = await tx.query<SubscriptionRow>(
-    `SELECT id, organization_id, client_id, ${CLIENT_NOW}, topic_id, filters, channel_type, content, status
-     FROM fhir_subscriptions WHERE topic_id = ANY($1::text[]) AND deleted_at IS NULL AND status <> 'off'`,
-    [topicIds],
-  );
-  if (!subs.length) return;
-  const told: Array<{ sub: SubscriptionRow; change: ResourceChange; resource: Resource }> = [];
-  const allowedCache = new Map<string, boolean>();
-  for (const f of firing)
-    for (const sub of subs) {
-      const topic = topics.find((t) => t.id === sub.topic_id);
-      if (!topic || !f.topics.includes(topic) || !filtersPass(topic, sub.filters, f.resource)) continue;
-      const key = `${sub.organization_id}\u0000${sub.all_patients}\u0000${sub.scopes?.join(' ') ?? '(revoked)'}\u0000${sub.content === 'empty'}\u0000${f.resource.resourceType}/${f.resource.id}`;
-      let allowed = allowedCache.get(key);
-      if (allowed === undefined) allowedCache.set(key, (allowed = await mayRead(tx, sub, f.resource)));
-      if (allowed) told.push({ sub, change: f.change, resource: f.resource });
-    }
-  if (!told.length) return;
-  // Numbers: the counters are locked in id order (no deadlock between writers), raised by how many each is told.
-  const counts = new Map<string, number>();
-  for (const t of told) counts.set(t.sub.id, (counts.get(t.sub.id) ?? 0) + 1);
-  const ids = [...counts.keys()].sort();
-  const { rows: raised } = await tx.query<{ id: string; last: string }>(
-    `WITH locked AS (SELECT id FROM fhir_subscriptions WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE)
-     UPDATE fhir_subscriptions s SET events_since_start = s.events_since_start + k.n, last_sent_at = now()
-     FROM locked, unnest($1::text[], $2::int[]) AS k(id, n) WHERE s.id = locked.id AND s.id = k.id
-     RETURNING s.id, s.events_since_start::text AS last`,
-    [ids, ids.map((id) => counts.get(id)!)],
-  );
-  const next = new Map(raised.map((r) => [r.id, Number(r.last) - counts.get(r.id)! + 1]));
-  const rows = told.map((t) => {
-    const n = next.get(t.sub.id)!;
-    next.set(t.sub.id, n + 1);
-    return { ...t, number: n };
-  });
+  if (!queued.length) return;
   await tx.query(
-    `INSERT INTO fhir_subscription_events (subscription_id, event_number, focus_type, focus_id, focus_version, interaction)
-     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])`,
-    [
-      rows.map((r) => r.sub.id),
-      rows.map((r) => r.number),
-      rows.map((r) => r.resource.resourceType),
-      rows.map((r) => r.resource.id!),
-      rows.map((r) => r.resource.meta?.versionId ?? null),
-      rows.map((r) => r.change.interaction),
-    ],
+    `WITH queued AS (
+       INSERT INTO fhir_subscription_changes (topic_id, focus_type, focus_id, focus_version, interaction, filter_values)
+       SELECT c.topic_id, c.focus_type, c.focus_id, c.focus_version, c.interaction, c.filter_values::jsonb
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS c(topic_id, focus_type, focus_id, focus_version, interaction, filter_values, n)
+       WHERE EXISTS (SELECT 1 FROM fhir_subscriptions s WHERE s.topic_id = c.topic_id AND s.deleted_at IS NULL AND s.status <> 'off')
+       ORDER BY c.n
+       RETURNING 1)
+     SELECT pg_notify($7, '') FROM (SELECT 1 FROM queued LIMIT 1) AS any_queued`,
+    [queued.map((q) => q.topic), queued.map((q) => q.type), queued.map((q) => q.id), queued.map((q) => q.version), queued.map((q) => q.interaction), queued.map((q) => q.filters), CHANGES_CHANNEL],
   );
-  // An `error` subscription is still sent to (a success makes it active again); a `requested` one waits for its handshake.
-  const hooks = rows.filter((r) => r.sub.channel_type === 'rest-hook' && r.sub.status !== 'requested');
-  if (hooks.length)
-    await tx.query(
-      `INSERT INTO webhook_deliveries (id, subscription_id, fhir_subscription_id, notification_type, event_number, status, next_attempt_at)
-       SELECT 'whdlv_' || replace(gen_random_uuid()::text, '-', ''), s.webhook_subscription_id, s.id, 'event-notification', k.n, 'pending', now()
-       FROM unnest($1::text[], $2::bigint[]) AS k(id, n) JOIN fhir_subscriptions s ON s.id = k.id
-       WHERE s.webhook_subscription_id IS NOT NULL`,
-      [hooks.map((r) => r.sub.id), hooks.map((r) => r.number)],
+}
+
+/** A subscription's filters all pass the queued change `c` (each filter's value is among the change's values of it). */
+const FILTERS_PASS = `NOT EXISTS (SELECT 1 FROM jsonb_array_elements(s.filters) f WHERE NOT coalesce(c.filter_values -> (f ->> 'name'), '[]'::jsonb) ? (f ->> 'value'))`;
+/** Only one process numbers at a time (pg_try_advisory_xact_lock): the queue is numbered in its order. */
+const FANOUT_LOCK = 44_044_044;
+/** Queued changes numbered per transaction of the fan-out. */
+export const FANOUT_BATCH = 200;
+
+/**
+ * One run of the fan-out: takes up to `batch` queued changes in order and, for every subscription of their topics whose
+ * filters pass and whose subscriber may read the resource now (the access policy, asked once per subscriber and
+ * resource, not per subscription), gives the next event numbers, a row each, and queues the rest-hook notifications (up
+ * to the subscription's maxCount events each) or wakes the websocket holders; then deletes the changes. One transaction,
+ * a fixed number of statements whatever the number of subscriptions. `busy`: another process holds the turn.
+ */
+export async function numberQueuedChanges(db: Database, batch = FANOUT_BATCH): Promise<{ changes: number; events: number; busy: boolean }> {
+  return db.transaction(async (tx) => {
+    const { rows: turn } = await tx.query<{ mine: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS mine', [FANOUT_LOCK]);
+    if (!turn[0]?.mine) return { changes: 0, events: 0, busy: true };
+    const { rows: queued } = await tx.query<{ seq: string }>('SELECT seq FROM fhir_subscription_changes ORDER BY seq LIMIT $1', [batch]);
+    if (!queued.length) return { changes: 0, events: 0, busy: false };
+    const seqs = queued.map((q) => q.seq);
+    // Who would hear of each change: its subscribers (client, organisation, content empty or not), with the client as it is now.
+    const { rows: audience } = await tx.query<{
+      seq: string;
+      focus_type: string;
+      focus_id: string;
+      client_id: string;
+      organization_id: string;
+      empty: boolean;
+      scopes: string[] | null;
+      all_patients: boolean | null;
+    }>(
+      `SELECT a.*, (SELECT k.scopes FROM oauth_clients k WHERE k.client_id = a.client_id AND k.revoked_at IS NULL) AS scopes,
+              (SELECT k.all_patients FROM oauth_clients k WHERE k.client_id = a.client_id) AS all_patients
+       FROM (SELECT DISTINCT c.seq::text AS seq, c.focus_type, c.focus_id, s.client_id, s.organization_id, s.content = 'empty' AS empty
+             FROM fhir_subscription_changes c
+             JOIN fhir_subscriptions s ON s.topic_id = c.topic_id AND s.deleted_at IS NULL AND s.status <> 'off' AND s.created_at <= c.created_at
+             WHERE c.seq = ANY($1::bigint[]) AND ${FILTERS_PASS}) a`,
+      [seqs],
     );
-  if (hooks.length) await tx.query('SELECT pg_notify($1, $2)', [DELIVERY_CHANNEL, '']);
-  // The processes holding sockets are woken with the ids, as few NOTIFYs as the payload limit (8000 bytes) allows.
-  const sockets = [...new Set(rows.filter((r) => r.sub.channel_type === 'websocket').map((r) => r.sub.id))];
-  const payloads: string[] = [];
-  for (let i = 0; i < sockets.length; i += NOTIFY_IDS) payloads.push(sockets.slice(i, i + NOTIFY_IDS).join(','));
-  if (payloads.length) await tx.query('SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p', [SUBSCRIPTION_CHANNEL, payloads]);
+    const verdicts = new Map<string, Promise<boolean>>();
+    const allowed: typeof audience = [];
+    for (const a of audience) {
+      const key = `${a.client_id}\u0000${a.organization_id}\u0000${a.empty}\u0000${a.focus_type}/${a.focus_id}`;
+      let verdict = verdicts.get(key);
+      if (!verdict) verdicts.set(key, (verdict = mayRead(tx, a, a.empty, a.focus_type, a.focus_id)));
+      if (await verdict) allowed.push(a);
+    }
+    let events = 0;
+    let sockets: string[] = [];
+    let hooks = 0;
+    if (allowed.length) {
+      const { rows } = await tx.query<{ events: string; hooks: string; sockets: string[] }>(
+        `WITH allowed AS (
+           SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::boolean[]) AS a(seq, client_id, organization_id, empty)
+         ), matched AS (
+           SELECT s.id AS subscription_id, c.focus_type, c.focus_id, c.focus_version, c.interaction, c.created_at,
+                  row_number() OVER (PARTITION BY s.id ORDER BY c.seq) AS k
+           FROM allowed a
+           JOIN fhir_subscription_changes c ON c.seq = a.seq
+           JOIN fhir_subscriptions s ON s.topic_id = c.topic_id AND s.client_id = a.client_id AND s.organization_id = a.organization_id
+             AND (s.content = 'empty') = a.empty AND s.deleted_at IS NULL AND s.status <> 'off' AND s.created_at <= c.created_at
+           WHERE ${FILTERS_PASS}
+         ), counts AS (
+           SELECT subscription_id, count(*) AS n FROM matched GROUP BY subscription_id
+         ), raised AS (
+           -- deleted meanwhile: re-checked on the locked row, so it is numbered nothing more
+           UPDATE fhir_subscriptions s SET events_since_start = s.events_since_start + counts.n, last_sent_at = now()
+           FROM counts WHERE s.id = counts.subscription_id AND s.deleted_at IS NULL AND s.status <> 'off'
+           RETURNING s.id, s.events_since_start - counts.n AS base, counts.n, s.channel_type, s.status, s.webhook_subscription_id, greatest(coalesce(s.max_count, 1), 1) AS per
+         ), numbered AS (
+           INSERT INTO fhir_subscription_events (subscription_id, event_number, focus_type, focus_id, focus_version, interaction, created_at)
+           SELECT m.subscription_id, r.base + m.k, m.focus_type, m.focus_id, m.focus_version, m.interaction, m.created_at
+           FROM matched m JOIN raised r ON r.id = m.subscription_id
+           RETURNING 1
+         ), hooks AS (
+           -- an error subscription is still sent to (a success makes it active again); a requested one waits for its handshake
+           INSERT INTO webhook_deliveries (id, subscription_id, fhir_subscription_id, notification_type, event_number, event_count, status, next_attempt_at)
+           SELECT 'whdlv_' || replace(gen_random_uuid()::text, '-', ''), r.webhook_subscription_id, r.id, 'event-notification',
+                  r.base + g.first, least(r.per, r.n - g.first + 1), 'pending', now()
+           FROM raised r CROSS JOIN LATERAL generate_series(1, r.n, r.per) AS g(first)
+           WHERE r.channel_type = 'rest-hook' AND r.status <> 'requested' AND r.webhook_subscription_id IS NOT NULL
+           RETURNING 1
+         )
+         SELECT (SELECT count(*) FROM numbered)::text AS events, (SELECT count(*) FROM hooks)::text AS hooks,
+                coalesce((SELECT array_agg(id) FROM raised WHERE channel_type = 'websocket'), '{}') AS sockets`,
+        [allowed.map((a) => a.seq), allowed.map((a) => a.client_id), allowed.map((a) => a.organization_id), allowed.map((a) => a.empty)],
+      );
+      events = Number(rows[0]!.events);
+      hooks = Number(rows[0]!.hooks);
+      sockets = rows[0]!.sockets;
+    }
+    await tx.query('DELETE FROM fhir_subscription_changes WHERE seq = ANY($1::bigint[])', [seqs]);
+    if (hooks) await tx.query('SELECT pg_notify($1, $2)', [DELIVERY_CHANNEL, '']);
+    // The processes holding sockets are woken with the ids, as few NOTIFYs as the payload limit (8000 bytes) allows.
+    const payloads: string[] = [];
+    for (let i = 0; i < sockets.length; i += NOTIFY_IDS) payloads.push(sockets.slice(i, i + NOTIFY_IDS).join(','));
+    if (payloads.length) await tx.query('SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p', [SUBSCRIPTION_CHANNEL, payloads]);
+    return { changes: seqs.length, events, busy: false };
+  });
 }
 
 let loadedTopics: readonly Topic[] = [];
-const fanOutLoaded = (tx: Queryable, changes: ResourceChange[]) => fanOut(tx, changes, loadedTopics);
+const queueLoaded = (tx: Queryable, changes: ResourceChange[]) => queueChanges(tx, changes, loadedTopics);
 
-/** The topics every write's fan-out uses from now on (registered once per process: a change is fanned out once). */
+/** The topics every write's changes are queued by from now on (registered once per process: a change is queued once). */
 export function useTopics(topics: readonly Topic[]): void {
   loadedTopics = topics;
-  onResourcesChanged(fanOutLoaded);
+  onResourcesChanged(queueLoaded);
 }
 
-/** May the subscriber's organisation read this resource now? The store's read under the access policy's row rule, in the write's transaction. */
-async function mayRead(tx: Queryable, sub: SubscriptionRow, resource: Resource): Promise<boolean> {
+/** May the subscriber's organisation read this resource now? The store's read under the access policy's row rule, in the fan-out's transaction. */
+async function mayRead(
+  tx: Queryable,
+  sub: Pick<SubscriptionRow, 'client_id' | 'organization_id' | 'scopes' | 'all_patients'>,
+  empty: boolean,
+  type: string,
+  id: string,
+): Promise<boolean> {
   const principal = subscriber(sub);
   if (!principal) return false;
   const policy = accessPolicyFor(principal, 'fhir');
-  if (sub.content !== 'empty' && !policy.canRead(resource.resourceType)) return false;
-  const found = await readVersion(tx, resource.resourceType, resource.id!, policy.rowFilter);
+  if (!empty && !policy.canRead(type)) return false;
+  const found = await readVersion(tx, type, id, policy.rowFilter);
   return found?.allowed === true;
 }
 

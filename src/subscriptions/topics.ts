@@ -120,6 +120,22 @@ export function filtersPass(topic: Topic, filters: Array<{ name: string; value: 
   });
 }
 
+/**
+ * The values of the topic's filters on the resource (filter name -> every value of its FHIRPath, as text): stored with a
+ * queued change, so the fan-out matches any number of subscriptions' filters in SQL (`filters` ⊆ these).
+ */
+export function filterValues(topic: Topic, resource: Resource): Record<string, string[]> {
+  const values: Record<string, string[]> = {};
+  for (const filter of topic.filters) {
+    try {
+      values[filter.name] = [...new Set(evalFhirPathTyped(filter.path, [toTypedValue(resource)]).map((v) => String(v.value)))];
+    } catch {
+      values[filter.name] = []; // an expression that cannot be evaluated on this resource passes no filter
+    }
+  }
+  return values;
+}
+
 /** The canonical URL of a topic, under the public URL (what Subscription.criteria names). */
 export const topicUrl = (publicUrl: string, id: string) => `${publicUrl}/api/fhir/R4/SubscriptionTopic/${id}`;
 

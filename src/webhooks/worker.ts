@@ -36,12 +36,16 @@ interface ClaimedDelivery {
   fhir_subscription_id: string | null;
   notification_type: 'handshake' | 'heartbeat' | 'event-notification' | null;
   event_number: string | null;
+  /** How many events the notification carries from event_number on (the subscription's maxCount); null: one. */
+  event_count: number | null;
+  /** The FHIR Subscription's own timeout (backport-timeout), in seconds; null: PONT_WEBHOOK_TIMEOUT. */
+  fhir_timeout_seconds: number | null;
 }
 
 /** What builds and follows up FHIR Subscription notifications (src/subscriptions/service.ts), given at composition. */
 export interface NotificationBodies {
   /** The body to POST; undefined when the subscription is gone (the delivery is cancelled). */
-  notificationBody(subscriptionId: string, type: 'handshake' | 'heartbeat' | 'event-notification', eventNumber: number | null): Promise<string | undefined>;
+  notificationBody(subscriptionId: string, type: 'handshake' | 'heartbeat' | 'event-notification', eventNumber: number | null, eventCount?: number): Promise<string | undefined>;
   delivered(subscriptionId: string, type: string, succeeded: boolean, exhausted: boolean): Promise<void>;
 }
 
@@ -54,6 +58,9 @@ interface AttemptResult {
   /** The first RESPONSE_EXCERPT_BYTES of the receiver's answer (shown in the developer portal). */
   responseExcerpt?: string | null;
 }
+
+/** A lease lasts twice the attempt's timeout and this: a live worker always finishes (or times out) its attempt before it ends. */
+const LEASE_MARGIN_MS = 5000;
 
 /** How much of a receiver's answer is kept with the attempt. */
 const RESPONSE_EXCERPT_BYTES = 1024;
@@ -83,9 +90,10 @@ async function excerptOf(body: ReadableStream<Uint8Array> | null): Promise<strin
  * Claims up to `limit` due deliveries. `FOR UPDATE SKIP LOCKED` lets any number of processes
  * claim side by side without waiting on or taking each other's rows; the claim is a lease:
  * `next_attempt_at` moves to the lease's end, so if this process dies mid-attempt the delivery
- * becomes due again by itself and another process makes the attempt.
+ * becomes due again by itself and another process makes the attempt. The lease is long enough
+ * for the attempt's timeout: `timeoutMs`, or a FHIR Subscription's own (backport-timeout).
  */
-async function claimDue(db: Database, limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
+async function claimDue(db: Database, limit: number, timeoutMs: number): Promise<ClaimedDelivery[]> {
   const leaseToken = randomBytes(12).toString('hex');
   const { rows } = await db.query<Omit<ClaimedDelivery, 'event'> & Omit<EventRow, 'id'> & { event_id: string | null }>(
     `WITH due AS (
@@ -96,7 +104,9 @@ async function claimDue(db: Database, limit: number, leaseMs: number): Promise<C
        FOR UPDATE SKIP LOCKED
      ), claimed AS (
        UPDATE webhook_deliveries d
-       SET lease_token = $2, next_attempt_at = now() + ($3::float8 * interval '1 millisecond'), updated_at = now()
+       SET lease_token = $2, updated_at = now(),
+           next_attempt_at = now() + ((2 * greatest($3::float8, coalesce((SELECT fs.timeout_seconds * 1000 FROM fhir_subscriptions fs WHERE fs.id = d.fhir_subscription_id), 0)) + $4::float8)
+                                      * interval '1 millisecond')
        FROM due WHERE d.id = due.id
        RETURNING d.*
      )
@@ -105,11 +115,12 @@ async function claimDue(db: Database, limit: number, leaseMs: number): Promise<C
             CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_secret_encrypted END AS previous_secret_encrypted,
             e.organization_id AS event_org, e.patient_id,
             e.id AS event_id, e.type, e.version, e.created_at, e.data, e.meta,
-            d.fhir_subscription_id, d.notification_type, d.event_number::text
+            d.fhir_subscription_id, d.notification_type, d.event_number::text, d.event_count,
+            (SELECT fs.timeout_seconds FROM fhir_subscriptions fs WHERE fs.id = d.fhir_subscription_id) AS fhir_timeout_seconds
      FROM claimed d
      JOIN webhook_subscriptions s ON s.id = d.subscription_id
      LEFT JOIN events e ON e.id = d.event_id AND e.created_at = d.event_created_at`,
-    [limit, leaseToken, leaseMs],
+    [limit, leaseToken, timeoutMs, LEASE_MARGIN_MS],
   );
   return rows.map(({ event_id, type, version, created_at, data, meta, ...delivery }) => ({
     ...delivery,
@@ -290,8 +301,6 @@ export interface DeliveryWorker extends BackgroundWorker {
 export function createDeliveryWorker(deps: { config: Config; db: Database; log: Logger; notifications?: NotificationBodies }): DeliveryWorker {
   const { db, log } = deps;
   const { retryDelaysMs, pollIntervalMs, timeoutMs, concurrency, secretKey } = deps.config.webhooks;
-  // Long enough that a live worker always finishes (or times out) its attempt before the lease ends.
-  const leaseMs = 2 * timeoutMs + 5000;
   const recordAttempt = attemptRecorder(db, retryDelaysMs);
   const stopping = new AbortController();
   /** Requests in flight: what `concurrency` bounds. Recording the outcome, batched, needs no slot. */
@@ -309,7 +318,12 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
     if (delivery.fhir_subscription_id && delivery.notification_type) {
       // A FHIR Subscription notification: built (and the policy asked again) now, from what the subscription numbered.
       try {
-        body = await deps.notifications?.notificationBody(delivery.fhir_subscription_id, delivery.notification_type, delivery.event_number === null ? null : Number(delivery.event_number));
+        body = await deps.notifications?.notificationBody(
+          delivery.fhir_subscription_id,
+          delivery.notification_type,
+          delivery.event_number === null ? null : Number(delivery.event_number),
+          delivery.event_count ?? 1,
+        );
       } catch (err) {
         // Not built (the database refused, e.g. a deadlock): due again at once rather than when the lease runs out.
         log.warn('FHIR notification not built; retried', { delivery_id: delivery.id, error: String(err) });
@@ -334,7 +348,9 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
     let result: AttemptResult;
     posting++;
     try {
-      result = await post(delivery, body, contentType, secretKey, timeoutMs, deps.config.webhooks.allowHttpLoopback, stopping.signal);
+      // A FHIR Subscription's backport-timeout replaces the server's for its notifications.
+      const deadline = delivery.fhir_timeout_seconds ? delivery.fhir_timeout_seconds * 1000 : timeoutMs;
+      result = await post(delivery, body, contentType, secretKey, deadline, deps.config.webhooks.allowHttpLoopback, stopping.signal);
     } catch {
       await releaseLease(db, delivery).catch(() => undefined); // if this fails too, the lease runs out
       return;
@@ -366,7 +382,7 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
         rerun = false;
         const free = concurrency - posting;
         if (free <= 0 || stopping.signal.aborted) break;
-        const claimed = await claimDue(db, free, leaseMs);
+        const claimed = await claimDue(db, free, timeoutMs);
         for (const delivery of claimed) {
           const job = attempt(delivery)
             .catch((err) => log.error('webhook attempt not recorded', { delivery_id: delivery.id, error: String(err) }))
