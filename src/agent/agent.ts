@@ -61,7 +61,7 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
       while (queue.size && !closed) {
         // The batch a crash interrupted goes again as it was (same batch id); a retry resends the same batch too.
         const batch = queue.interrupted() ?? takeBatch(queue);
-        queue.sending(batch);
+        await queue.sending(batch);
         const outcome = await pont.sync(batch).catch((err: Error) => ({ retry: true as const, reason: err.message }));
         if ('retry' in outcome) {
           failures++;
@@ -74,7 +74,7 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
         }
         failures = 0;
         for (const problem of outcome.problems) log('error', 'Pont refused a resource of a message', problem);
-        queue.confirm(batch);
+        await queue.confirm(batch);
       }
     } finally {
       pumping = false;
@@ -102,8 +102,12 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
     const message = Hl7Message.parse(text);
     try {
       const { controlId } = header(message);
-      // A resend of a message already accepted: the same answer, nothing queued again.
-      if (controlId && queue.has(controlId)) return ack(message, 'AA');
+      // A resend of a message already accepted: the same answer (once the first is on disk), nothing queued again.
+      const before = controlId ? queue.accepted(controlId) : undefined;
+      if (before) {
+        await before;
+        return ack(message, 'AA');
+      }
       const translation = translate(message, maps.current());
       if (!translation.ok) {
         log('warn', `message answered ${translation.ack}`, { control_id: controlId, location: translation.error.location, error: translation.error.text });
@@ -153,7 +157,7 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
       await stopMllpServer(server);
       // A batch in flight is confirmed (or left for the next start) before the files close.
       while (pumping) await new Promise((resolve) => setTimeout(resolve, 20));
-      queue.close();
+      await queue.close();
     },
   };
 }

@@ -1,15 +1,30 @@
 /**
  * The agent's durable queue (docs/hl7-v2.md "What the agent keeps"): what was acknowledged AA is on disk first.
- * `messages.log` holds one JSON line per accepted message, appended and fsync'd before `accept` resolves (the ACK
- * waits for it; concurrent accepts share one write and one fsync). `sent.log` holds the control ids Pont has
- * confirmed, and before each batch is sent, its ids (`>` and a JSON list): after a crash the same batch is sent
- * again first, under the same batch id, so Pont answers it from what it kept instead of writing it twice. At start both are read: the messages not confirmed are the backlog, in the order they came; a line
- * cut short by a crash (never fsync'd, so never acknowledged) is dropped. MSH-10 is the key: a control id seen
- * before is not queued again. When nothing is pending and the log has grown, the ids are kept in `ids.log` and
- * the two logs start again empty.
+ * `messages.log` holds one JSON line per accepted message (its control id first), appended and fdatasync'd before
+ * `accept` resolves (the ACK waits for it). Group commit: the messages that arrive while one write and sync is under
+ * way go together in the next, so a burst shares few syncs, and the sync runs off the event loop (translation and
+ * ACKs go on meanwhile). `sent.log` holds the control ids Pont has confirmed, and before each batch is sent, its ids
+ * (`>` and a JSON list): after a crash the same batch is sent again first, under the same batch id, so Pont answers
+ * it from what it kept instead of writing it twice.
+ *
+ * The backlog stays on disk: memory holds each pending message's control id and where its line is (a 100,000-message
+ * backlog is a few MB, not its FHIR); a batch is read back from the file when it is sent. At start `messages.log` is
+ * scanned in chunks for the ids at the start of its lines (never read whole: it may be GBs); a line cut short by a
+ * crash (never synced, so never acknowledged) is cut off. MSH-10 is the key: a control id seen before is not queued
+ * again. When nothing is pending and the log has grown, the ids are kept in `ids.log` and both logs start empty.
  */
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, statSync, writeSync, ftruncateSync } from 'node:fs';
+import { closeSync, existsSync, fdatasync, fsyncSync, ftruncateSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, write, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const fdatasyncAsync = promisify(fdatasync);
+const writeAsync = promisify(write) as (fd: number, buffer: Buffer, offset: number, length: number) => Promise<{ bytesWritten: number }>;
+
+/** Appends all of `bytes` and syncs them, off the event loop (libuv's threads). */
+async function appendSynced(fd: number, bytes: Buffer): Promise<void> {
+  for (let done = 0; done < bytes.length; ) done += (await writeAsync(fd, bytes, done, bytes.length - done)).bytesWritten;
+  await fdatasyncAsync(fd);
+}
 
 export interface QueuedMessage {
   /** MSH-10, the message control id. */
@@ -21,34 +36,91 @@ export interface QueuedMessage {
   resources: unknown[];
 }
 
-const COMPACT_BYTES = 64 * 1024 * 1024;
+/** A message accepted and not yet confirmed: its line in messages.log. */
+interface Pending {
+  id: string;
+  offset: number;
+  length: number;
+}
 
-/** The complete lines of a log; a last line without its newline (cut by a crash) is cut off the file too. */
+const COMPACT_BYTES = 64 * 1024 * 1024;
+const SCAN_CHUNK = 1024 * 1024;
+/** Enough of a line's start to hold `{"id":"<MSH-10>"` (MSH-10 is at most 199 characters, escaped). */
+const HEAD_BYTES = 1024;
+const ID_AT_START = /^\{"id":("(?:[^"\\]|\\.)*")/;
+
+/** The complete lines of a small log (sent.log, ids.log); a last line cut by a crash is cut off the file too. */
 function readLines(file: string): string[] {
   if (!existsSync(file)) return [];
   const text = readFileSync(file, 'utf8');
   const end = text.lastIndexOf('\n') + 1;
-  if (end < Buffer.byteLength(text)) {
-    const fd = openSync(file, 'r+');
-    ftruncateSync(fd, Buffer.byteLength(text.slice(0, end)));
-    fsyncSync(fd);
+  if (end < text.length) truncate(file, Buffer.byteLength(text.slice(0, end)));
+  return text.slice(0, end).split('\n').filter(Boolean);
+}
+
+function truncate(file: string, size: number): void {
+  const fd = openSync(file, 'r+');
+  ftruncateSync(fd, size);
+  fsyncSync(fd);
+  closeSync(fd);
+}
+
+/**
+ * Each complete line of a large log, in chunks: its offset, length and the first bytes of it (where the id is).
+ * A last line without its newline is cut off the file.
+ */
+function scanLines(file: string, each: (offset: number, length: number, head: Buffer) => void): void {
+  if (!existsSync(file)) return;
+  const fd = openSync(file, 'r');
+  const chunk = Buffer.allocUnsafe(SCAN_CHUNK);
+  let position = 0;
+  let lineStart = 0;
+  let head: Buffer[] = [];
+  let headBytes = 0;
+  try {
+    for (let read = readSync(fd, chunk, 0, SCAN_CHUNK, 0); read > 0; read = readSync(fd, chunk, 0, SCAN_CHUNK, position)) {
+      let from = 0;
+      for (let nl = chunk.indexOf(0x0a, 0); nl !== -1 && nl < read; nl = chunk.indexOf(0x0a, nl + 1)) {
+        if (headBytes < HEAD_BYTES) head.push(Buffer.from(chunk.subarray(from, Math.min(nl, from + HEAD_BYTES - headBytes))));
+        const end = position + nl;
+        each(lineStart, end - lineStart, Buffer.concat(head));
+        lineStart = end + 1;
+        from = nl + 1;
+        head = [];
+        headBytes = 0;
+      }
+      if (headBytes < HEAD_BYTES && from < read) {
+        const part = Buffer.from(chunk.subarray(from, Math.min(read, from + HEAD_BYTES - headBytes)));
+        head.push(part);
+        headBytes += part.length;
+      }
+      position += read;
+    }
+  } finally {
     closeSync(fd);
   }
-  return text.slice(0, end).split('\n').filter(Boolean);
+  if (lineStart < position) truncate(file, lineStart);
 }
 
 export class DurableQueue {
   private readonly messagesFile: string;
   private readonly sentFile: string;
   private readonly idsFile: string;
+  /** Appended to (off the event loop: appendSynced); batches are read back through readFd. */
   private messagesFd: number;
+  private readFd: number;
   private sentFd: number;
+  /** Where the next line of messages.log starts. */
+  private end: number;
   /** Every control id ever accepted (the idempotency keys). */
   private readonly seen = new Set<string>();
-  /** Accepted, not yet confirmed by Pont, in order. */
-  private backlog: QueuedMessage[] = [];
-  private waiting: Array<{ line: string; message: QueuedMessage; resolve: () => void; reject: (err: Error) => void }> = [];
-  private flushing = false;
+  /** Accepted, not yet confirmed by Pont, in order: ids and where their lines are. */
+  private backlog: Pending[] = [];
+  /** Given to accept, not yet on disk: the next write takes them all. */
+  private waiting: Array<{ line: Buffer; id: string; resolve: () => void; reject: (err: Error) => void }> = [];
+  /** Being written or waiting to be: a resend of one waits for it (AA only once it is on disk). */
+  private readonly unsynced = new Map<string, Promise<void>>();
+  private writing = false;
   /** The ids of the batch sent last and not confirmed (after a crash): sent again first, as it was. */
   private inFlight: string[] | undefined;
 
@@ -65,56 +137,97 @@ export class DurableQueue {
       else sent.add(line);
     }
     this.inFlight = intent.some((id) => !sent.has(id)) ? intent : undefined;
-    for (const line of readLines(this.messagesFile)) {
-      const message = JSON.parse(line) as QueuedMessage;
-      this.seen.add(message.id);
-      if (!sent.has(message.id)) this.backlog.push(message);
-    }
+    scanLines(this.messagesFile, (offset, length, head) => {
+      const id = idOf(head);
+      this.seen.add(id);
+      if (!sent.has(id)) this.backlog.push({ id, offset, length });
+    });
     this.messagesFd = openSync(this.messagesFile, 'a', 0o600);
+    this.readFd = openSync(this.messagesFile, 'r');
     this.sentFd = openSync(this.sentFile, 'a', 0o600);
+    this.end = fstatSync(this.messagesFd).size;
+    // The directory entries of files just created survive a power loss too.
+    const dirFd = openSync(dir, 'r');
+    fsyncSync(dirFd);
+    closeSync(dirFd);
   }
 
   get size(): number {
     return this.backlog.length;
   }
 
-  /** Whether this control id was accepted before (a resend: answer AA, change nothing). */
-  has(id: string): boolean {
-    return this.seen.has(id) || this.waiting.some((w) => w.message.id === id);
+  /**
+   * Whether this control id was accepted before (a resend: answer AA, change nothing): undefined if not, else a
+   * promise that resolves once the first copy is on disk (at once if it already is).
+   */
+  accepted(id: string): Promise<void> | undefined {
+    if (this.seen.has(id)) return Promise.resolve();
+    return this.unsynced.get(id);
   }
 
-  /** Resolves once the message is on disk (fsync'd); only then may it be acknowledged. */
+  /** Resolves once the message is on disk (written and synced); only then may it be acknowledged. */
   accept(message: QueuedMessage): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.waiting.push({ line: `${JSON.stringify(message)}\n`, message, resolve, reject });
-      if (!this.flushing) {
-        this.flushing = true;
-        setImmediate(() => this.flush());
-      }
+    const before = this.accepted(message.id);
+    if (before) return before;
+    const done = new Promise<void>((resolve, reject) => {
+      this.waiting.push({ line: Buffer.from(`${JSON.stringify(message)}\n`), id: message.id, resolve, reject });
     });
+    this.unsynced.set(message.id, done);
+    if (!this.writing) void this.write();
+    return done;
   }
 
-  private flush(): void {
-    const batch = this.waiting;
-    this.waiting = [];
-    try {
-      writeSync(this.messagesFd, batch.map((w) => w.line).join(''));
-      fsyncSync(this.messagesFd);
-      for (const w of batch) {
-        this.seen.add(w.message.id);
-        this.backlog.push(w.message);
+  /** Writes and syncs what is waiting, again and again until nothing is (group commit, see the file's comment). */
+  private async write(): Promise<void> {
+    this.writing = true;
+    // What arrives in this turn of the event loop goes with the first write.
+    await new Promise((resolve) => setImmediate(resolve));
+    while (this.waiting.length) {
+      const group = this.waiting;
+      this.waiting = [];
+      try {
+        await appendSynced(this.messagesFd, Buffer.concat(group.map((w) => w.line)));
+      } catch (err) {
+        // Nothing of the group was acknowledged: no half line stays for the next write to follow.
+        try {
+          ftruncateSync(this.messagesFd, this.end);
+        } catch {
+          // the next start cuts what is cut short
+        }
+        for (const w of group) {
+          this.unsynced.delete(w.id);
+          w.reject(err as Error);
+        }
+        continue;
+      }
+      for (const w of group) {
+        this.seen.add(w.id);
+        this.unsynced.delete(w.id);
+        this.backlog.push({ id: w.id, offset: this.end, length: w.line.length - 1 });
+        this.end += w.line.length;
         w.resolve();
       }
-    } catch (err) {
-      for (const w of batch) w.reject(err as Error);
     }
-    if (this.waiting.length) setImmediate(() => this.flush());
-    else this.flushing = false;
+    this.writing = false;
   }
 
-  /** The oldest messages not yet confirmed, in order. */
+  /** The oldest messages not yet confirmed, in order, read back from disk. */
   peek(max: number): QueuedMessage[] {
-    return this.backlog.slice(0, max);
+    return this.read(this.backlog.slice(0, max));
+  }
+
+  private read(pending: Pending[]): QueuedMessage[] {
+    if (!pending.length) return [];
+    // Pending lines follow one another in the file: one read for the whole batch.
+    const first = pending[0]!;
+    const last = pending[pending.length - 1]!;
+    const bytes = Buffer.allocUnsafe(last.offset + last.length - first.offset);
+    for (let done = 0; done < bytes.length; ) {
+      const n = readSync(this.readFd, bytes, done, bytes.length - done, first.offset + done);
+      if (n === 0) throw new Error(`messages.log ends before the message ${last.id}`);
+      done += n;
+    }
+    return pending.map((p) => JSON.parse(bytes.toString('utf8', p.offset - first.offset, p.offset - first.offset + p.length)) as QueuedMessage);
   }
 
   /** The batch a crash interrupted, if any (the head of the backlog): to be sent again exactly as it was. */
@@ -122,28 +235,27 @@ export class DurableQueue {
     if (!this.inFlight) return undefined;
     const ids = new Set(this.inFlight);
     const head = this.backlog.slice(0, ids.size);
-    return head.length === ids.size && head.every((m) => ids.has(m.id)) ? head : undefined;
+    return head.length === ids.size && head.every((m) => ids.has(m.id)) ? this.read(head) : undefined;
   }
 
   /** Said before a batch is sent: which messages it holds (see the file's comment). */
-  sending(messages: QueuedMessage[]): void {
-    writeSync(this.sentFd, `>${JSON.stringify(messages.map((m) => m.id))}\n`);
-    fsyncSync(this.sentFd);
+  async sending(messages: QueuedMessage[]): Promise<void> {
+    await appendSynced(this.sentFd, Buffer.from(`>${JSON.stringify(messages.map((m) => m.id))}\n`));
     this.inFlight = messages.map((m) => m.id);
   }
 
-  /** Pont has them: they leave the backlog (the first `count` of it, as peek gave them). */
-  confirm(messages: QueuedMessage[]): void {
-    writeSync(this.sentFd, messages.map((m) => `${m.id}\n`).join(''));
-    fsyncSync(this.sentFd);
+  /** Pont has them: they leave the backlog (the first `messages.length` of it, as peek gave them). */
+  async confirm(messages: QueuedMessage[]): Promise<void> {
+    await appendSynced(this.sentFd, Buffer.from(messages.map((m) => `${m.id}\n`).join('')));
     this.backlog.splice(0, messages.length);
     this.inFlight = undefined;
-    if (!this.backlog.length && !this.waiting.length && statSync(this.messagesFile).size > COMPACT_BYTES) this.compact();
+    if (!this.backlog.length && !this.waiting.length && !this.writing && this.end > COMPACT_BYTES) this.compact();
   }
 
-  /** Everything is confirmed: keep the ids, start both logs again. */
+  /** Everything is confirmed and nothing is being written: keep the ids, start both logs again (synchronous: no accept comes between). */
   private compact(): void {
-    const ids = readLines(this.messagesFile).map((line) => (JSON.parse(line) as QueuedMessage).id);
+    const ids: string[] = [];
+    scanLines(this.messagesFile, (_offset, _length, head) => ids.push(idOf(head)));
     const fd = openSync(this.idsFile, 'a', 0o600);
     writeSync(fd, ids.map((id) => `${id}\n`).join(''));
     fsyncSync(fd);
@@ -156,10 +268,20 @@ export class DurableQueue {
       renameSync(fresh, file);
       this[which] = openSync(file, 'a', 0o600);
     }
+    closeSync(this.readFd);
+    this.readFd = openSync(this.messagesFile, 'r');
+    this.end = 0;
   }
 
-  close(): void {
-    closeSync(this.messagesFd);
-    closeSync(this.sentFd);
+  /** Once what is being written is on disk (or failed). */
+  async close(): Promise<void> {
+    while (this.writing) await new Promise((resolve) => setTimeout(resolve, 5));
+    for (const fd of [this.messagesFd, this.readFd, this.sentFd]) closeSync(fd);
   }
+}
+
+function idOf(head: Buffer): string {
+  const m = ID_AT_START.exec(head.toString('utf8'));
+  if (!m) throw new Error(`messages.log: a line does not start with its control id: ${head.toString('utf8', 0, 80)}`);
+  return JSON.parse(m[1]!) as string;
 }
