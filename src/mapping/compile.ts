@@ -28,8 +28,10 @@ import { keyOf, YamlSource } from './yaml-source';
 /** toText(), and join() of elements that are not text (components, quantities): read as text, never written. */
 const readsAsText = (finish: ParsedPath['finish'], leafType: string) =>
   finish?.kind === 'toText' || (finish?.kind === 'join' && !(isPrimitive(leafType) && jsonTypeOf(leafType) === 'string'));
-/** A finish that reads what cannot be written back: text of elements, or exists(). */
-const readOnlyFinish = (finish: ParsedPath['finish'], leafType: string) => readsAsText(finish, leafType) || finish?.kind === 'exists';
+/** A finish that reads what cannot be written back: text of elements, exists(), or memberOf(). */
+const readOnlyFinish = (finish: ParsedPath['finish'], leafType: string) => readsAsText(finish, leafType) || finish?.kind === 'exists' || finish?.kind === 'memberOf';
+/** The FHIR types memberOf() asks about: a code, a Coding, a concept's codings (FHIRPath's memberOf), a string as a code. */
+const CODED_TYPES = ['code', 'Coding', 'CodeableConcept', 'string'];
 
 /** The resource type of `%patient` in a condition (`%resource` is the map's own). */
 const OUTSIDE_TYPE: Partial<Record<Outside, string>> = { patient: 'Patient' };
@@ -480,6 +482,12 @@ class RuleCompiler {
   private checkLeaf(field: ConnectField, alternative: ResolvedAlternative, target: ResolvedExpression, conversion: Conversion, hasTable: boolean): boolean {
     const { leaf } = alternative.path;
     const problem = (text: string) => (target.at(alternative.at, text), false);
+    if (alternative.finish?.kind === 'memberOf') {
+      // Whether a code is in a loaded value set: for a Connect boolean, never written.
+      if (!CODED_TYPES.includes(leaf.type)) return target.at(alternative.finish.at, `memberOf() asks whether a code is in a value set: ${leaf.json} is a FHIR ${leaf.type}, not a code, Coding or CodeableConcept`) ?? false;
+      if (field.type === 'boolean' && !hasTable && conversion.kind === 'copy') return true;
+      return target.at(alternative.finish.at, `memberOf() reads true or false: ${field.name} is a ${field.type}${hasTable ? ' with a value table' : ''}, not a boolean`) ?? false;
+    }
     if (alternative.finish?.kind === 'exists') {
       // Whether the element is there (asNeededCodeableConcept means as needed): for a Connect boolean, never written.
       if (field.type === 'boolean' && !hasTable && conversion.kind === 'copy') return true;
@@ -732,7 +740,17 @@ class RuleCompiler {
         readsResource ||= !!(resolved.valueFrom || resolved.of || resolved.op || resolved.exists || resolved.age);
         conditions.push(resolved);
       }
-      compiled.push({ json: element.json, isArray: element.isArray, index: step.index, where: conditions, ...(step.first ? { first: true } : {}), ...(step.resolve ? { resolve: true } : {}) });
+      // A Coding's display: one without reads as its code system's (runtime codingDisplay), for a reader that knows the terminology.
+      const codingDisplay = type === 'Coding' && element.json === 'display';
+      compiled.push({
+        json: element.json,
+        isArray: element.isArray,
+        index: step.index,
+        where: conditions,
+        ...(step.first ? { first: true } : {}),
+        ...(step.resolve ? { resolve: true } : {}),
+        ...(codingDisplay ? { codingDisplay } : {}),
+      });
       elements.push({ ...element, conditions });
       keyParts.push(
         element.json +
@@ -758,7 +776,15 @@ class RuleCompiler {
     const leaf = elements[elements.length - 1];
     if (!leaf) return at(parsed.at, 'a path needs at least one element');
     const path: ResolvedPath = { compiled: [...(base?.compiled ?? []), ...compiled], leaf, key: keyParts.join('.'), codes: codeContext(elements), elements };
-    const finish = parsed.finish && (parsed.finish.kind === 'join' ? { kind: 'join' as const, separator: parsed.finish.separator } : { kind: parsed.finish.kind });
+    let finish: CompiledAlternative['finish'];
+    if (parsed.finish?.kind === 'join') finish = { kind: 'join', separator: parsed.finish.separator };
+    else if (parsed.finish?.kind === 'memberOf') {
+      // `memberOf(%alias)`: the value set's canonical URL from `uris`; `memberOf('url')` as written (a version after `|` kept).
+      const valueSet = parsed.finish.alias ? this.uris.get(parsed.finish.valueSet) : parsed.finish.valueSet;
+      if (valueSet === undefined) return at(parsed.finish.valueAt, `unknown uris name %${parsed.finish.valueSet}${didYouMean(parsed.finish.valueSet, this.uris.keys())}: declare the value set's canonical URL under \`uris\``);
+      if (!valueSet) return at(parsed.finish.valueAt, 'memberOf() needs the canonical URL of a value set');
+      finish = { kind: 'memberOf', valueSet };
+    } else if (parsed.finish) finish = { kind: parsed.finish.kind };
     return {
       compiled: { ...(base ? { from: base.expression } : {}), steps: compiled, ...(finish ? { finish } : {}) },
       path,

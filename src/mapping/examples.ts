@@ -1,10 +1,11 @@
 import { Hl7Message, normalizeErrorString, OperationOutcomeError, validateResource } from '@medplum/core';
 import type { Resource } from '@medplum/fhirtypes';
 import { isMap, isScalar, isSeq, type Node } from 'yaml';
+import type { ReadTerminology } from './runtime';
 import type { CompiledMap } from './types';
 import { keyOf, type YamlSource } from './yaml-source';
 
-const EXAMPLE_KEYS = ['name', 'description', 'v2', 'connect', 'fhir', 'referenced', 'patient', 'only'] as const;
+const EXAMPLE_KEYS = ['name', 'description', 'v2', 'connect', 'fhir', 'referenced', 'patient', 'value_sets', 'only'] as const;
 export const EXAMPLES_SUFFIX = '.examples.yaml';
 
 type Difference = { path: Array<string | number>; actual: unknown; expected: unknown };
@@ -73,6 +74,14 @@ export function runExamples(map: CompiledMap, source: YamlSource): number {
       continue;
     }
 
+    // `value_sets`: the value sets the example reads as loaded (url: [system|code, …]), for memberOf(); any other is not loaded.
+    const valueSetsNode = pairs?.find((p) => keyOf(p) === 'value_sets')?.value;
+    const terminology = valueSetsNode ? exampleValueSets(valueSetsNode.toJSON()) : undefined;
+    if (valueSetsNode && !terminology) {
+      source.problem(valueSetsNode, '`value_sets` maps each value set\'s canonical URL to the list of its codes, each `system|code`');
+      continue;
+    }
+
     const others = [...referenced.map((r, i) => [r, (referencedNode as { items: Node[] }).items[i]!, 'referenced resource'] as const), ...(patient ? [[patient, patientNode!, 'patient'] as const] : [])];
     for (const [resource, node, what] of [[fhir, fhirNode, 'fhir'], ...others] as const) {
       try {
@@ -89,7 +98,7 @@ export function runExamples(map: CompiledMap, source: YamlSource): number {
     const onlyNode = pairs?.find((p) => keyOf(p) === 'only')?.value;
     if (onlyNode && !(isScalar(onlyNode) && onlyNode.value === 'read')) source.problem(onlyNode, '`only` is `read` (the example is checked FHIR -> Connect only) or left out');
     if (!onlyNode) compare(source, `toFhir(connect)`, fhirNode, () => map.toFhir(connect), fhir);
-    compare(source, `fromFhir(fhir)`, connectNode, () => map.fromFhir(fhir, { resolved, ...(patient ? { patient } : {}) }), connect);
+    compare(source, `fromFhir(fhir)`, connectNode, () => map.fromFhir(fhir, { resolved, ...(patient ? { patient } : {}), ...(terminology ? { terminology } : {}) }), connect);
     // `v2`: an HL7 v2 message (a segment a line) whose values the map's `v2:` section reads must be the example's connect.
     const v2Node = pairs?.find((p) => keyOf(p) === 'v2')?.value;
     if (v2Node) {
@@ -106,6 +115,28 @@ export function runExamples(map: CompiledMap, source: YamlSource): number {
     }
   }
   return run;
+}
+
+/**
+ * An example's `value_sets` as the loaded terminology a reader knows: memberOf() of a listed value set answers from
+ * its codes (a bare code is in it from any system, as in src/fhir/term/lookup.ts); any other value set is not loaded.
+ * Displays are not loaded: a coding without one reads as without the loaded code systems. Undefined when malformed.
+ */
+export function exampleValueSets(json: unknown): ReadTerminology | undefined {
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) return undefined;
+  const sets = new Map<string, { codings: Set<string>; codes: Set<string> }>();
+  for (const [url, codes] of Object.entries(json)) {
+    if (!Array.isArray(codes) || !codes.every((c) => typeof c === 'string' && /^[^|]+\|[^|]+$/.test(c))) return undefined;
+    sets.set(url, { codings: new Set(codes), codes: new Set(codes.map((c: string) => c.split('|')[1]!)) });
+  }
+  return {
+    display: () => undefined,
+    memberOf: (valueSet, system, code) => {
+      const set = sets.get(valueSet);
+      if (!set) return undefined;
+      return system === undefined ? set.codes.has(code) : set.codings.has(`${system}|${code}`);
+    },
+  };
 }
 
 function compare(source: YamlSource, what: string, expectedNode: Node, produce: () => unknown, expected: unknown): void {

@@ -15,7 +15,7 @@ import { checkGenerated, checkProject, connectPositions, type CheckedMap, type G
 import { checkRecordTypes } from './record';
 import { codeDisplay } from './terminology';
 import { z } from 'zod';
-import { DATE_TIME, FHIR_ID, referencesToResolve, runFromFhir, readsPatient, runReadFhir, runToFhir, type ConnectField, type MapProgram } from './runtime';
+import { DATE_TIME, FHIR_ID, referencesToResolve, runFromFhir, readsPatient, runReadFhir, runToFhir, terminologyAsked, type ConnectField, type MapProgram } from './runtime';
 import type { CompiledMap, MappingSet } from './types';
 import { YamlSource } from './yaml-source';
 
@@ -23,7 +23,8 @@ export { MappingError, MappingValueError } from './errors';
 export { DATE_TIME } from './runtime';
 
 export type { CompiledMap, MappingSet } from './types';
-export type { ReadContext } from './runtime';
+export type { ReadContext, ReadTerminology, TerminologyQuestions } from './runtime';
+export { codingsWithoutDisplay } from './runtime';
 
 /** The repository's `mappings/` directory. */
 export const defaultMappingsDir = fileURLToPath(new URL('../../mappings/', import.meta.url));
@@ -47,6 +48,7 @@ function compiledMap(program: MapProgram): CompiledMap {
     readsPatient: readsPatient(program),
     readFhir: (resource, context) => runReadFhir(program, resource, context),
     referencesOf: (resource, patient) => referencesToResolve(program, resource, patient),
+    terminologyOf: (resource, context, into) => terminologyAsked(program, resource, context, into),
     v2: program.v2,
     fromV2: (scope) => readV2(program, scope),
   };

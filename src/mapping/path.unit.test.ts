@@ -186,7 +186,7 @@ fields:\n  id: id\n  value: valueString | valueRange.toText() | valueRatio.toTex
 
   it('an unknown function is named, with a suggestion, at its file, line and column', () => {
     const dir = probe(`connect:\n  id: { type: string, required: true }\n  name: { type: string, nullable: true }\nfields:\n  id: id\n  name: code.coding.frist().display\n`);
-    expect(problemsOf(dir)).toEqual([`${join(dir, 'probe.map.yaml')}:13:21: malformed path \`code.coding.frist().display\`: unknown function 'frist', did you mean 'first'; functions: where(), first(), resolve(), join(), toDate(), toText(), exists()`]);
+    expect(problemsOf(dir)).toEqual([`${join(dir, 'probe.map.yaml')}:13:21: malformed path \`code.coding.frist().display\`: unknown function 'frist', did you mean 'first'; functions: where(), first(), resolve(), join(), toDate(), toText(), exists(), memberOf()`]);
     expect(() => parseExpression('code.text.joint(",")')).toThrow(/unknown function 'joint', did you mean 'join'/);
     expect(() => parseExpression('code.coding.count()')).toThrow(PathSyntaxError);
     // FHIRPath's escapes in quoted text; an unknown one is named.

@@ -19,6 +19,11 @@ export interface CompiledStep {
    * resolved (Scope.resolved: the records layer reads them under the caller's policy).
    */
   resolve?: boolean;
+  /**
+   * The `display` of a Coding: one without a display reads, for a reader that knows the loaded terminology (the
+   * records route), as the display the loaded code system gives the code.
+   */
+  codingDisplay?: boolean;
 }
 export interface CompiledCondition {
   steps: Array<{ json: string; isArray: boolean }>;
@@ -50,7 +55,7 @@ export type CompiledPath = CompiledStep[];
 export interface CompiledAlternative {
   from?: CompiledExpression;
   steps: CompiledPath;
-  finish?: { kind: 'join'; separator: string } | { kind: 'toDate' | 'toText' | 'exists' };
+  finish?: { kind: 'join'; separator: string } | { kind: 'toDate' | 'toText' | 'exists' } | { kind: 'memberOf'; valueSet: string };
 }
 /** `a | b | …`: reading takes the first alternative that gives a value; writing follows `write`. */
 export interface CompiledExpression {
@@ -167,6 +172,57 @@ export interface Scope {
   focus?: unknown;
   /** What is computed once per resource (shared by the scopes of its object fields): the patient's age (%age_years). */
   memo?: { age?: number };
+  /** The loaded terminology, as far as the reader looked it up for what it reads (displays, memberOf()). */
+  terminology?: ReadTerminology;
+}
+
+/**
+ * What a reader knows of the terminology loaded into Pont (`pont terminology load`) for the codes of what it reads:
+ * the records layer looks up a whole page's codes at once (src/fhir/term/lookup.ts) and hands the answers over.
+ */
+export interface ReadTerminology {
+  /** The display the current version of the loaded code system gives the code; undefined when not loaded or not known. */
+  display(system: string, code: string): string | undefined;
+  /**
+   * Is the code in the current expansion of the loaded value set? `system` undefined: a bare code (a `code`
+   * element), in it from any of its systems. Undefined when the value set is not loaded (or cannot be expanded).
+   */
+  memberOf(valueSet: string, system: string | undefined, code: string): boolean | undefined;
+}
+
+/**
+ * The display of a coding without one: the loaded code system's (its current version), else the one the FHIR and
+ * HL7 code systems Pont ships give (a category HM reads Hematology), else none.
+ */
+export function codingDisplay(terminology: ReadTerminology | undefined, system: string, code: string): string | undefined {
+  return terminology?.display(system, code) ?? codeDisplay(system, code);
+}
+
+/** The codes of a value (a `code`, a Coding, or a CodeableConcept's codings): what memberOf() asks about. */
+export function codesOf(value: unknown): Array<{ system?: string; code: string }> {
+  if (typeof value === 'string') return [{ code: value }];
+  if (!isObject(value)) return [];
+  if (Array.isArray(value.coding)) return value.coding.flatMap((c) => (isObject(c) && !Array.isArray(c.coding) ? codesOf(c) : []));
+  if (typeof value.code !== 'string') return [];
+  return [{ ...(typeof value.system === 'string' ? { system: value.system } : {}), code: value.code }];
+}
+
+/**
+ * `memberOf(vs)` of the values a path reached: true when one of their codes is in the value set, false when none
+ * is; undefined (the field reads null) when they have no code, the value set is not loaded, or the reader does not
+ * know the terminology (writing, \`pont mappings check\` without an example's \`value_sets\`).
+ */
+export function membership(terminology: ReadTerminology | undefined, valueSet: string, values: unknown[]): boolean | undefined {
+  if (!terminology) return undefined;
+  let answer: boolean | undefined;
+  for (const value of values)
+    for (const { system, code } of codesOf(value)) {
+      const member = terminology.memberOf(valueSet, system, code);
+      if (member === undefined) return undefined;
+      if (member) return true;
+      answer = false;
+    }
+  return answer;
 }
 
 /**
@@ -263,7 +319,7 @@ function meets(item: unknown, c: CompiledCondition, scope: Scope): boolean {
 function walk(scope: Scope, items: unknown[], path: CompiledPath): unknown[] {
   let current = items;
   for (const step of path) {
-    current = collect(current, step.json);
+    current = step.codingDisplay && scope.terminology ? displays(current, scope.terminology) : collect(current, step.json);
     if (step.index !== undefined) current = current.length > step.index ? [current[step.index]] : [];
     if (step.where.length) {
       const kept: unknown[] = [];
@@ -274,6 +330,20 @@ function walk(scope: Scope, items: unknown[], path: CompiledPath): unknown[] {
     if (step.resolve) current = current.flatMap((ref) => resolveReference(scope, ref));
   }
   return current;
+}
+
+/**
+ * The `display` of each Coding, or, when it has none, the one the loaded code system gives its code (the FHIR and HL7
+ * code systems Pont ships name codes in toText() only: a Coding's display reads as before unless they are loaded).
+ */
+function displays(codings: unknown[], terminology: ReadTerminology): unknown[] {
+  const out: unknown[] = [];
+  for (const c of codings) {
+    if (!isObject(c)) continue;
+    const display = c.display ?? (typeof c.system === 'string' && typeof c.code === 'string' ? terminology.display(c.system, c.code) : undefined);
+    if (display !== undefined && display !== null) out.push(display);
+  }
+  return out;
 }
 
 /** The resource a Reference points to: in the resource's `contained` (`#id`), else among those the reader resolved. */
@@ -313,6 +383,75 @@ export function referencesToResolve(program: MapProgram, resource: Resource, pat
     }
   }
   return [...out];
+}
+
+/** What reading a resource asks of the loaded terminology: the displays of its codings and the memberOf() of its codes. */
+export interface TerminologyQuestions {
+  /** Codings without a display (`system|code` keys are the caller's to make): their code systems' displays. */
+  codings: Array<{ system: string; code: string }>;
+  /** The codes each memberOf() reaches, with its value set. */
+  members: Array<{ valueSet: string; system?: string; code: string }>;
+}
+
+/**
+ * What the map would ask of the loaded terminology reading this resource (and the resources its references resolved
+ * to): every coding without a display, anywhere in them (toText(), join() and a Coding's display read them), and the
+ * codes its memberOf() paths reach. The records layer answers a whole page's in one statement (src/fhir/term/lookup.ts).
+ */
+export function terminologyAsked(program: MapProgram, resource: Resource, context: ReadContext = {}, out: TerminologyQuestions = { codings: [], members: [] }): TerminologyQuestions {
+  codingsWithoutDisplay(resource, out.codings);
+  if (hasMemberOf(program)) {
+    const scope: Scope = { resource, patient: context.patient, resolved: context.resolved, lets: new Map(), memo: {} };
+    askMembers(program, scope, out.members);
+  }
+  return out;
+}
+
+/** Every Coding (an object with a system and a code, not a Quantity's) without a display in `value`, into `out`. */
+export function codingsWithoutDisplay(value: unknown, out: Array<{ system: string; code: string }>, depth = 0): void {
+  if (depth > 32) return;
+  if (Array.isArray(value)) {
+    for (const item of value) codingsWithoutDisplay(item, out, depth + 1);
+    return;
+  }
+  if (!isObject(value)) return;
+  if (typeof value.system === 'string' && typeof value.code === 'string' && (value.display === undefined || value.display === null) && !('value' in value)) {
+    out.push({ system: value.system, code: value.code });
+    return;
+  }
+  for (const key in value) {
+    const v = value[key];
+    if (typeof v === 'object' && v !== null && key !== 'text' && key !== 'div') codingsWithoutDisplay(v, out, depth + 1);
+  }
+}
+
+const MEMBER_OF = new WeakMap<MapProgram, boolean>();
+/** Does the map (or one of its objects) read a memberOf()? Found once per map. */
+function hasMemberOf(program: MapProgram): boolean {
+  let has = MEMBER_OF.get(program);
+  if (has === undefined) {
+    const inExpression = (e: CompiledExpression): boolean => e.alternatives.some((a) => a.finish?.kind === 'memberOf' || (!!a.from && inExpression(a.from)));
+    has = program.fields.some((rule) => rule.targets.some(inExpression) || (!!rule.object && hasMemberOf(rule.object)));
+    MEMBER_OF.set(program, has);
+  }
+  return has;
+}
+
+/** The codes the memberOf() paths of `program` reach in `scope` (an object's rules from each of its elements). */
+function askMembers(program: MapProgram, scope: Scope, out: TerminologyQuestions['members']): void {
+  for (const rule of program.fields) {
+    if (rule.object) {
+      if (hasMemberOf(rule.object)) for (const element of readAll(scope, rule.targets[0]!)) if (isObject(element)) askMembers(rule.object, { ...scope, focus: element }, out);
+      continue;
+    }
+    for (const target of rule.targets)
+      for (const alternative of target.alternatives) {
+        if (alternative.finish?.kind !== 'memberOf') continue;
+        const { valueSet } = alternative.finish;
+        for (const value of walk(scope, alternative.from ? letValues(scope, alternative.from) : [scope.focus ?? scope.resource], alternative.steps))
+          for (const c of codesOf(value)) out.push({ valueSet, ...c });
+      }
+  }
 }
 
 /** Each path up to a `resolve()` step (that step reaching the References themselves): found once per map. */
@@ -355,7 +494,7 @@ export function readsPatient(program: MapProgram): boolean {
  * text or display or code, a component `name: value`, a narrative its text, a section `Title: text`, a boolean
  * `true`; undefined for what has no text (sampled data's numbers are not text).
  */
-export function textOf(value: unknown): string | undefined {
+export function textOf(value: unknown, terminology?: ReadTerminology): string | undefined {
   if (typeof value === 'string') return value;
   if (typeof value === 'number' || typeof value === 'boolean') return String(value);
   if (!isObject(value)) return undefined;
@@ -367,8 +506,8 @@ export function textOf(value: unknown): string | undefined {
   if ('value' in value) return quantity(value);
   // A resource a reference led to (resolve()): what names it, a person's name, else its code or type.
   if (typeof value.resourceType === 'string') {
-    const name = Array.isArray(value.name) ? value.name.map(textOf).find((t) => t !== undefined) : textOf(value.name);
-    return name ?? textOf(value.code ?? value.type);
+    const name = Array.isArray(value.name) ? value.name.map((v) => textOf(v, terminology)).find((t) => t !== undefined) : textOf(value.name, terminology);
+    return name ?? textOf(value.code ?? value.type, terminology);
   }
   // A HumanName without text: prefix, given names, family, suffix.
   if (('family' in value || 'given' in value) && typeof value.text !== 'string') {
@@ -377,7 +516,7 @@ export function textOf(value: unknown): string | undefined {
   }
   // A component (a code and its value[x]): "Systolic blood pressure: 120 mm[Hg]".
   const valueKey = 'code' in value ? Object.keys(value).find((k) => /^value[A-Z]/.test(k) || k === 'dataAbsentReason') : undefined;
-  if (valueKey) return `${textOf(value.code) ?? '?'}: ${textOf(value[valueKey]) ?? ''}`;
+  if (valueKey) return `${textOf(value.code, terminology) ?? '?'}: ${textOf(value[valueKey], terminology) ?? ''}`;
   if ('low' in value || 'high' in value) {
     const { low, high } = value as { low?: Obj; high?: Obj };
     const [lo, hi] = [quantity(low), quantity(high)];
@@ -395,31 +534,31 @@ export function textOf(value: unknown): string | undefined {
   if ('start' in value || 'end' in value) return `${value.start ?? '…'} – ${value.end ?? '…'}`;
   if (typeof value.div === 'string') return narrativeToText(value);
   // A document's section: "Title: its narrative".
-  if (isObject(value.text) && ('title' in value || 'code' in value)) return `${textOf(value.title ?? value.code) ?? '?'}: ${narrativeToText(value.text) ?? ''}`;
+  if (isObject(value.text) && ('title' in value || 'code' in value)) return `${textOf(value.title ?? value.code, terminology) ?? '?'}: ${narrativeToText(value.text) ?? ''}`;
   // A questionnaire's answered item: "question [linkId]: answer, answer"; a group, its items joined with "; ".
-  if (typeof value.linkId === 'string') return answeredItemText(value);
+  if (typeof value.linkId === 'string') return answeredItemText(value, terminology);
   // A planned activity or a request (CarePlan.activity.detail): what, and its status: "Stretching exercises (completed)".
   if (typeof value.status === 'string' && (isObject(value.code) || typeof value.description === 'string') && !('system' in value) && !('value' in value)) {
-    const what = textOf(value.code) ?? (typeof value.description === 'string' ? value.description : undefined);
+    const what = textOf(value.code, terminology) ?? (typeof value.description === 'string' ? value.description : undefined);
     return what === undefined ? undefined : `${what} (${value.status})`;
   }
   // A relative's condition (FamilyMemberHistory.condition): what, its onset and outcome: "Heart attack (onset 74 a; Death)".
   if (isObject(value.code) && Object.keys(value).some((k) => /^onset[A-Z]/.test(k) || k === 'outcome' || k === 'contributedToDeath')) {
     const onsetKey = Object.keys(value).find((k) => /^onset[A-Z]/.test(k));
     const parts = [
-      onsetKey ? `onset ${textOf(value[onsetKey]) ?? ''}` : undefined,
-      textOf(value.outcome),
+      onsetKey ? `onset ${textOf(value[onsetKey], terminology) ?? ''}` : undefined,
+      textOf(value.outcome, terminology),
       value.contributedToDeath === true ? 'contributed to death' : undefined,
     ].filter((p) => p !== undefined);
-    const what = textOf(value.code) ?? '?';
+    const what = textOf(value.code, terminology) ?? '?';
     return parts.length ? `${what} (${parts.join('; ')})` : what;
   }
   if ('text' in value && typeof value.text === 'string') return value.text;
-  if (Array.isArray(value.coding)) return value.coding.map(textOf).find((t) => t !== undefined);
-  // A coding: its display, else the one its FHIR code system gives the code (a category HM reads Hematology), else its code.
+  if (Array.isArray(value.coding)) return value.coding.map((v) => textOf(v, terminology)).find((t) => t !== undefined);
+  // A coding: its display, else the one its code system gives the code (codingDisplay: a category HM reads Hematology), else its code.
   if ('display' in value || 'code' in value) {
-    const named = typeof value.system === 'string' && typeof value.code === 'string' ? codeDisplay(value.system, value.code) : undefined;
-    return textOf(value.display ?? named ?? value.code);
+    const named = (value.display === undefined || value.display === null) && typeof value.system === 'string' && typeof value.code === 'string' ? codingDisplay(terminology, value.system, value.code) : undefined;
+    return textOf(value.display ?? named ?? value.code, terminology);
   }
   return undefined;
 }
@@ -429,15 +568,15 @@ export function textOf(value: unknown): string | undefined {
  * answers (each value[x] as text: a coding's display, else its code; a number as written) joined with ", ", and the
  * items nested under an answer or a group after it, "; "-joined. undefined for an item with nothing answered.
  */
-function answeredItemText(item: Obj): string | undefined {
+function answeredItemText(item: Obj, terminology: ReadTerminology | undefined): string | undefined {
   const answers = Array.isArray(item.answer) ? item.answer.filter(isObject) : [];
   const valueOf = (answer: Obj) => {
     const key = Object.keys(answer).find((k) => /^value[A-Z]/.test(k));
-    return key ? textOf(answer[key]) : undefined;
+    return key ? textOf(answer[key], terminology) : undefined;
   };
   const said = answers.map(valueOf).filter((t) => t !== undefined);
   const nested = [...(Array.isArray(item.item) ? item.item : []), ...answers.flatMap((a) => (Array.isArray(a.item) ? a.item : []))]
-    .map((child) => (isObject(child) ? answeredItemText(child) : undefined))
+    .map((child) => (isObject(child) ? answeredItemText(child, terminology) : undefined))
     .filter((t) => t !== undefined);
   const question = `${typeof item.text === 'string' ? `${item.text} ` : ''}[${item.linkId}]`;
   const own = said.length ? `${question}: ${said.join(', ')}` : undefined;
@@ -450,13 +589,18 @@ export function readAll(scope: Scope, expression: CompiledExpression): unknown[]
   for (const alternative of expression.alternatives) {
     let values = walk(scope, alternative.from ? letValues(scope, alternative.from) : [scope.focus ?? scope.resource], alternative.steps);
     if (alternative.finish?.kind === 'join') {
-      const texts = values.map(textOf).filter((v) => v !== undefined);
+      const texts = values.map((v) => textOf(v, scope.terminology)).filter((v) => v !== undefined);
       values = texts.length ? [texts.join(alternative.finish.separator)] : [];
     }
     else if (alternative.finish?.kind === 'toDate') values = values.map((v) => (typeof v === 'string' ? v.slice(0, 10) : v));
-    else if (alternative.finish?.kind === 'toText') values = values.map(textOf).filter((v) => v !== undefined);
+    else if (alternative.finish?.kind === 'toText') values = values.map((v) => textOf(v, scope.terminology)).filter((v) => v !== undefined);
     // exists(): true when there is a value, else nothing (the next alternative, or null: not false).
     else if (alternative.finish?.kind === 'exists') values = values.length ? [true] : [];
+    // memberOf(): true or false when the value set is loaded and the values have codes, else nothing (null).
+    else if (alternative.finish?.kind === 'memberOf') {
+      const member = membership(scope.terminology, alternative.finish.valueSet, values);
+      values = member === undefined ? [] : [member];
+    }
     if (values.length) return values;
   }
   return [];
@@ -858,18 +1002,22 @@ export function runReadFhir(program: MapProgram, resource: Resource, context: Re
   return readFields(program, resource, true, context);
 }
 
-/** What a reader may know besides the resource: its patient (`%patient`), and the resources its references resolve to. */
+/**
+ * What a reader may know besides the resource: its patient (`%patient`), the resources its references resolve to,
+ * and the loaded terminology's answers for its codes (displays, memberOf(): see terminologyAsked).
+ */
 export interface ReadContext {
   patient?: Resource;
   resolved?: ReadonlyMap<string, unknown>;
+  terminology?: ReadTerminology;
 }
 
-function readFields(program: MapProgram, resource: Resource, lenient: boolean, { patient, resolved }: ReadContext = {}): { connect: Record<string, unknown>; unread: string[] } {
+function readFields(program: MapProgram, resource: Resource, lenient: boolean, { patient, resolved, terminology }: ReadContext = {}): { connect: Record<string, unknown>; unread: string[] } {
   if (resource?.resourceType !== program.resourceType) {
     throw new MappingValueError(program.name, 'resourceType', `expected a ${program.resourceType}, got ${show(resource?.resourceType)}`);
   }
   const unread: string[] = [];
-  const connect = readRules(program, { resource, patient, resolved, lets: new Map(), memo: {} }, lenient, unread, '');
+  const connect = readRules(program, { resource, patient, resolved, terminology, lets: new Map(), memo: {} }, lenient, unread, '');
   return { connect, unread: unread.length > 1 ? [...new Set(unread)] : unread };
 }
 

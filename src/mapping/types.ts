@@ -1,7 +1,7 @@
 import type { Resource } from '@medplum/fhirtypes';
 import type { z } from 'zod';
 import type { RecordDeclaration } from './record-declaration';
-import type { ConnectField, ReadContext } from './runtime';
+import type { ConnectField, ReadContext, TerminologyQuestions } from './runtime';
 import type { V2Problem } from './v2';
 import type { V2Expression, V2Scope } from './v2-path';
 
@@ -37,6 +37,11 @@ export interface CompiledMap {
   readFhir(resource: Resource, context?: ReadContext): { connect: Record<string, unknown>; unread: string[] };
   /** The stored resources (`Type/id`) this resource's `resolve()` paths follow: resolve them, then readFhir. */
   referencesOf(resource: Resource, patient?: Resource): string[];
+  /**
+   * What reading this resource asks of the loaded terminology (its codings without a display, the codes its memberOf()
+   * paths reach), added to `into`: answer them (src/fhir/term/lookup.ts), then readFhir with `context.terminology`.
+   */
+  terminologyOf(resource: Resource, context?: ReadContext, into?: TerminologyQuestions): TerminologyQuestions;
   /** Its `v2:` section (Connect field -> v2 path), when it reads HL7 v2 messages. */
   v2?: ReadonlyMap<string, V2Expression>;
   /**
