@@ -47,6 +47,7 @@ const onBothDatabases = [
   'test/bridge-sync.test.ts',
   'test/inventory.test.ts',
   'test/terminology-search.test.ts',
+  'test/terminology-maps.test.ts',
 ];
 // Only on the embedded database: its files, its memory, the commands that reach it through a running service.
 const embeddedOnly = ['test/embedded-database.test.ts'];

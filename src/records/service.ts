@@ -3,7 +3,9 @@ import type { Observation, Resource } from '@medplum/fhirtypes';
 import type { FhirRepository } from '../fhir/repository';
 import { invalidFields } from '../core/errors';
 import { registeredPatient, type HealthIdRecord } from '../healthid/registry';
-import { MappingValueError, type MappingSet, type ReadContext } from '../mapping/index';
+import { codingsWithoutDisplay, MappingValueError, type MappingSet, type ReadContext, type ReadTerminology, type TerminologyQuestions } from '../mapping/index';
+import type { Queryable } from '../db/database';
+import type { TerminologyService } from '../fhir/term/service';
 import type { WrittenBy } from '../mapping/uses';
 import { recordFields, recordType, tagNames, type RecordSource, type RecordType } from '../mapping/record-types';
 
@@ -122,7 +124,11 @@ const timeOf = (value: unknown) => (typeof value === 'string' ? Date.parse(value
  * The translation is the mapping files' (their `record:` sections say which map reads which resources).
  */
 export class RecordsService {
-  constructor(private readonly mappings: MappingSet) {}
+  /** `terminology`: what the maps read of the loaded terminology (displays, memberOf()); without it, none is read. */
+  constructor(
+    private readonly mappings: MappingSet,
+    private readonly terminology?: Pick<TerminologyService, 'forReading'>,
+  ) {}
 
   /** GET …/patient/{health_id}/records: the types asked for, newest first, one audit record for the request. */
   async records(repo: FhirRepository, healthId: string, query: RecordsQuery): Promise<RecordsAnswer> {
@@ -138,6 +144,7 @@ export class RecordsService {
       const answer: RecordsAnswer = { health_id: healthId, records: {} };
       const { pages } = await this.pages(
         repo,
+        sql,
         patient.patientId,
         readable.map((type) => ({
           type,
@@ -183,8 +190,9 @@ export class RecordsService {
         { type: 'Encounter', query: { patient: patientRef, _sort: '-date', _count: String(SUMMARY_SIZES.recent_visits), _total: 'none' } },
         ...(labs ? [{ type: 'Observation', query: { patient: patientRef, code: BLOOD_GROUP_CODES, _sort: '-date', _count: '20', _total: 'none' } }] : []),
       ];
-      const { pages, searched } = await this.pages(
+      const { pages, searched, terminology } = await this.pages(
         repo,
+        sql,
         patient.patientId,
         sections.map(({ type, size, query }) => ({ type, limit: size, offsets: this.start(type), query })),
         { patient: fhirPatient, searches },
@@ -200,7 +208,7 @@ export class RecordsService {
         const page = i < 0 ? { records: [], resources: [] } : section.pick ? section.pick(pages[i]!) : pages[i]!;
         read.push(...page.resources);
         summary[section.key] = page.records;
-        if (section.key === 'recent_labs') summary.recent_visits = encounters.map((r) => this.mappings.get('visit').readFhir(r).connect);
+        if (section.key === 'recent_labs') summary.recent_visits = encounters.map((r) => this.mappings.get('visit').readFhir(r, { terminology }).connect);
       }
       summary.withheld = WITHHELD_IN_SUMMARY.filter((c) => refused.has(c));
       await this.auditRead(repo, patient, read, 'patient summary');
@@ -340,14 +348,17 @@ export class RecordsService {
   /**
    * Pages of record types, read together: one statement for every source's page (and for `searches`, plain sorted
    * searches of the patient's data read beside them), one for the references the maps follow (a performer's name,
-   * a specimen's note); each page merged newest first across its type's sources. `searched`: the searches' matches.
+   * a specimen's note), and (on `sql`, the request's transaction) one for what the maps read of the loaded terminology
+   * (the displays of codings without one, memberOf()), unless the process's cache has it all; each page merged newest
+   * first across its type's sources. `searched`: the searches' matches; `terminology`: the answers, for reading them.
    */
   private async pages(
     repo: FhirRepository,
+    sql: Queryable,
     patientId: string,
     requests: PageRequest[],
     options: { patient?: Resource; searches?: Array<{ type: string; query: Record<string, string> }> } = {},
-  ): Promise<{ pages: RecordPage[]; searched: Resource[][] }> {
+  ): Promise<{ pages: RecordPage[]; searched: Resource[][]; terminology?: ReadTerminology }> {
     const plans = requests.map((request) => ({ request, sources: this.type(request.type).sources, fields: this.fieldsOf(request.type) }));
     // A map may choose by the patient (the reference range for their sex): the Patient `options` gives (the summary has
     // read it), else, when a map reads it, read in the pages' statement as a search by _id under the caller's rule (a
@@ -369,8 +380,15 @@ export class RecordsService {
     );
     const wanted = [...new Set(bySource.flat().flatMap((s) => s.refs.flat()))];
     const resolved = wanted.length ? await repo.resolveReferences(wanted) : undefined;
-    const pages = plans.map(({ request, fields }, p) => this.merged(request, fields, bySource[p]!, { patient, resolved }));
-    return { pages, searched: found.slice(at, at + searches.length).map((f) => f.resources) };
+    const searched = found.slice(at, at + searches.length).map((f) => f.resources);
+    // What the page's maps ask of the loaded terminology, answered at once: the displays of the codings without one (in
+    // the resources, what their references resolved to and the searches' matches), the codes memberOf() tests.
+    const asked: TerminologyQuestions = { codings: [], members: [] };
+    for (const sources of bySource) for (const { source, resources } of sources) for (const r of resources) this.mappings.get(source.map).terminologyOf(r, { patient, resolved }, asked);
+    for (const r of [...(resolved?.values() ?? []), ...searched.flat()]) codingsWithoutDisplay(r, asked.codings);
+    const terminology = await this.terminology?.forReading(sql, asked);
+    const pages = plans.map(({ request, fields }, p) => this.merged(request, fields, bySource[p]!, { patient, resolved, terminology }));
+    return { pages, searched, terminology };
   }
 
   /**
@@ -381,7 +399,7 @@ export class RecordsService {
     request: PageRequest,
     fields: string[],
     sources: Array<{ source: RecordSource; resources: Resource[]; more: boolean; refs: string[][] }>,
-    context: { patient?: Resource; resolved?: Map<string, Resource> },
+    context: { patient?: Resource; resolved?: Map<string, Resource>; terminology?: ReadTerminology },
   ): RecordPage {
     // Each source's resources are read (mapped) only when they come to the head of the merge: those past the page and
     // those another source gave first are never mapped (a lab result is in up to three sources of its type).

@@ -212,7 +212,7 @@ function recordSchemas(maps: MappingSet) {
 }
 
 export function recordRoutes(services: Services): RouteSpec[] {
-  const records = new RecordsService(services.mappings);
+  const records = new RecordsService(services.mappings, services.terminology);
   // The maps of the request (a reload changes them): a record type added by a map is served, validated and
   // published from the next request on, on every process that reloads.
   const live = services.mappings.derived(recordSchemas);

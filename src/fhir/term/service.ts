@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { CodeableConcept, Coding, OperationOutcomeIssue, Parameters, ParametersParameter, Resource, ValueSet, ValueSetExpansionContains } from '@medplum/fhirtypes';
 import { boundValues } from './bindings';
+import { TerminologyLookup } from './lookup';
+import type { ReadTerminology, TerminologyQuestions } from '../../mapping/runtime';
 import { ApiError, badRequest, ErrorCode, notFound } from '../../core/errors';
 import type { Database, Queryable } from '../../db/database';
 import { escapeLike, normalizeString } from '../normalize';
@@ -49,8 +51,25 @@ const versioned = (url: string, version: string | undefined) => (version ? `${ur
  * read from the database at the time of the request (no cache), so a load is seen by every process at once.
  */
 export class TerminologyService {
+  /** What the maps read of the loaded terminology (displays, memberOf()), cached per process: see lookup.ts. */
+  private readonly readerLookup?: TerminologyLookup;
+
   /** `db` a Database: each operation of several statements reads one snapshot of it (see run). */
-  constructor(private readonly db: Queryable | Database) {}
+  constructor(private readonly db: Queryable | Database) {
+    if ('listen' in db) this.readerLookup = new TerminologyLookup(db);
+  }
+
+  /**
+   * The loaded terminology's answers to what reading a page of records asks (its codings without a display, its
+   * memberOf() codes), read on `q`, the request's transaction: see TerminologyLookup.answers.
+   */
+  async forReading(q: Queryable, asked: TerminologyQuestions): Promise<ReadTerminology | undefined> {
+    return this.readerLookup?.answers(q, asked);
+  }
+
+  async close(): Promise<void> {
+    await this.readerLookup?.close();
+  }
 
   /** The code system (newest loaded version unless one is named), as resolve finds it. */
   private async codeSystem(url: string | undefined, version: string | undefined, id: string | undefined): Promise<CodeSystemRow> {
@@ -385,27 +404,23 @@ export class TerminologyService {
   /**
    * `$validate`'s check of a resource's coded elements against the value sets loaded into Pont that their R4
    * definitions bind them to: outside a required binding is an error, outside an extensible one a warning. A binding
-   * to a value set that is not loaded (or not expandable) is left to the store's own check of the shipped ones.
+   * to a value set that is not loaded (or whose current version cannot be expanded) is not judged here: it is left
+   * to the store's own check of the shipped ones. Membership is TerminologyLookup's rule (the maps' memberOf()).
    */
   async checkBindings(resource: Resource): Promise<OperationOutcomeIssue[]> {
     const bound = boundValues(resource).filter((b) => b.codings.length);
     if (!bound.length) return [];
-    const loaded = await this.db.query<{ url: string; id: string }>(
-      `SELECT DISTINCT ON (url) url, id::text FROM term_value_sets WHERE url = ANY($1::text[]) AND state = 'active' AND unexpandable IS NULL ORDER BY url, id DESC`,
-      [[...new Set(bound.map((b) => b.valueSet))]],
-    );
-    const idOf = new Map(loaded.rows.map((r) => [r.url, r.id]));
-    const checked = bound.map((b, i) => ({ ...b, i, vs: idOf.get(b.valueSet) })).filter((b) => b.vs !== undefined);
-    if (!checked.length) return [];
-    const rows = checked.flatMap((b) => b.codings.map((c) => [b.i, b.vs!, c.system ?? null, c.code] as const));
-    const hits = await this.db.query<{ i: number }>(
-      `SELECT DISTINCT x.i FROM unnest($1::int[], $2::bigint[], $3::text[], $4::text[]) AS x(i, vs, system, code)
-       WHERE EXISTS (SELECT 1 FROM term_value_set_codes c WHERE c.vs = x.vs AND c.code = x.code AND (x.system IS NULL OR c.system = x.system))`,
-      [rows.map((r) => r[0]), rows.map((r) => r[1]), rows.map((r) => r[2]), rows.map((r) => r[3])],
-    );
-    const inSet = new Set(hits.rows.map((h) => h.i));
-    return checked
-      .filter((b) => !inSet.has(b.i))
+    const asked = bound.flatMap((b, i) => b.codings.map((c) => ({ i, valueSet: b.valueSet, ...c })));
+    const answers = await TerminologyLookup.members(this.db, asked);
+    const judged = new Set<number>();
+    const inSet = new Set<number>();
+    asked.forEach((a, k) => {
+      if (answers[k] === undefined) return;
+      judged.add(a.i);
+      if (answers[k]) inSet.add(a.i);
+    });
+    return bound
+      .filter((_, i) => judged.has(i) && !inSet.has(i))
       .map((b) => ({
         severity: b.strength === 'required' ? ('error' as const) : ('warning' as const),
         code: 'code-invalid' as const,
