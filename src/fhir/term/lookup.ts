@@ -50,7 +50,9 @@ const membershipFrom = (first: number) => `FROM unnest($${first}::text[], $${fir
   JOIN LATERAL (SELECT id, unexpandable FROM term_value_sets v WHERE v.url = x.url AND v.state = 'active' AND (x.version IS NULL OR v.version = x.version)
                 ORDER BY v.id DESC LIMIT 1) v ON true`;
 /** Is the question's code in `v`'s stored expansion: from the coding's system, or from any for a bare code. */
-const IS_MEMBER = `v.unexpandable IS NULL AND EXISTS (SELECT 1 FROM term_value_set_codes c WHERE c.vs = v.id AND c.code = x.code AND (x.system IS NULL OR c.system = x.system))`;
+const IS_MEMBER = `v.unexpandable IS NULL AND CASE WHEN x.system IS NULL
+  THEN EXISTS (SELECT 1 FROM term_value_set_codes c WHERE c.vs = v.id AND c.code = x.code)
+  ELSE EXISTS (SELECT 1 FROM term_value_set_codes c WHERE c.vs = v.id AND c.system = x.system AND c.code = x.code) END`;
 /** The parameters of membershipFrom for these questions. */
 const membershipParams = (asked: Array<{ valueSet: string; system?: string; code: string }>) => [
   asked.map((m) => m.valueSet.split('|')[0]),
