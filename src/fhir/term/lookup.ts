@@ -20,12 +20,15 @@ import type { ReadTerminology, TerminologyQuestions } from '../../mapping/runtim
 
 /** The channel migration 037's triggers announce changes on: `loaded`, and `cs:<url>` or `vs:<url>`. */
 export const TERMINOLOGY_CHANNEL = 'pont_terminology_changes';
-/** Code systems and value sets whose answers a process keeps; the oldest go first. */
-const MAX_CACHED_SETS = 1000;
+/**
+ * Code systems and value sets whose answers a process keeps (only loaded ones are asked about, and the maps name few
+ * value sets); the oldest go first. With MAX_CACHED_CODES, at most a million answers, some 100 MB at worst.
+ */
+const MAX_CACHED_SETS = 100;
 /** Longest url whose answers are kept: a notification's payload holds 1,900 characters of it (4 bytes each at most, under its 8,000 bytes) (migration 037). */
 const MAX_CACHED_URL = 1900;
 /** Answers kept per code system or value set; the oldest go first. */
-const MAX_CACHED_CODES = 20_000;
+const MAX_CACHED_CODES = 10_000;
 
 /** The urls that have an active version: a code of any other system, a value set of any other url, asks nothing. */
 interface Loaded {
