@@ -373,12 +373,8 @@ export class FhirSubscriptions {
     let events: NotificationEvent[] = [];
     if (type === 'event-notification' && eventNumber !== null) {
       const last = eventNumber + Math.max(1, eventCount) - 1;
-      const found = await this.db.query<EventRow>(
-        `SELECT event_number::text, focus_type, focus_id, focus_version, interaction, created_at FROM fhir_subscription_events
-         WHERE subscription_id = $1 AND event_number BETWEEN $2 AND $3 ORDER BY fhir_subscription_events.event_number`,
-        [row.id, eventNumber, last],
-      );
-      const visible = new Map((await this.visible(row, found.rows)).map((e) => [e.number, e]));
+      const found = await storedEvents(this.db, row.id, eventNumber, last);
+      const visible = new Map((await this.visible(row, found)).map((e) => [e.number, e]));
       // Past retention: still numbered, naming nothing.
       events = Array.from({ length: last - eventNumber + 1 }, (_, i) => visible.get(eventNumber + i) ?? { number: eventNumber + i, timestamp: this.deps.now().toISOString() });
     }
@@ -411,11 +407,7 @@ export class FhirSubscriptions {
     if (content !== undefined && !['empty', 'id-only', 'full-resource'].includes(content)) throw invalid('content must be empty, id-only or full-resource');
     if (content === 'full-resource' && row.content !== 'full-resource') throw new ApiError(403, ErrorCode.forbidden, 'content full-resource: the subscription was made for less');
     const shown = content ? { ...row, content: content as Content } : row;
-    const { rows } = await this.db.query<EventRow>(
-      `SELECT event_number::text, focus_type, focus_id, focus_version, interaction, created_at FROM fhir_subscription_events
-       WHERE subscription_id = $1 AND event_number BETWEEN $2 AND $3 ORDER BY fhir_subscription_events.event_number`,
-      [row.id, from, to],
-    );
+    const rows = await storedEvents(this.db, row.id, from, to);
     return this.notification(shown, 'query-event', await this.visible(shown, rows));
   }
 
@@ -482,11 +474,7 @@ export class FhirSubscriptions {
     const { rows } = await this.db.query<SubscriptionRow>(`SELECT ${COLUMNS} FROM fhir_subscriptions WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL`, [id, organizationId]);
     const row = rows[0];
     if (!row) return undefined;
-    const { rows: events } = await this.db.query<EventRow>(
-      `SELECT event_number::text, focus_type, focus_id, focus_version, interaction, created_at FROM fhir_subscription_events
-       WHERE subscription_id = $1 AND event_number > $2 ORDER BY fhir_subscription_events.event_number LIMIT $3`,
-      [row.id, after, MAX_EVENTS_PAGE],
-    );
+    const events = await storedEvents(this.db, row.id, after + 1, after + MAX_EVENTS_PAGE);
     const visible = await this.visible(row, events);
     // At most the subscription's maxCount events per notification (backport-max-count; none: one each).
     const per = Math.max(1, row.max_count ?? 1);
@@ -513,7 +501,7 @@ export class FhirSubscriptions {
     const now = this.deps.now();
     await this.db.query('DELETE FROM fhir_subscription_ws_tokens WHERE expires_at < $1', [now.toISOString()]);
     const before = cutoff(retention, now);
-    if (before) await this.db.query('DELETE FROM fhir_subscription_events WHERE created_at < $1', [before.toISOString()]);
+    if (before) await this.db.query('DELETE FROM fhir_subscription_event_runs WHERE created_at < $1', [before.toISOString()]);
   }
 }
 
@@ -546,11 +534,30 @@ export async function queueChanges(tx: Queryable, changes: ResourceChange[], top
 }
 
 /** A subscription's filters all pass the queued change `c` (each filter's value is among the change's values of it). */
-const FILTERS_PASS = `NOT EXISTS (SELECT 1 FROM jsonb_array_elements(s.filters) f WHERE NOT coalesce(c.filter_values -> (f ->> 'name'), '[]'::jsonb) ? (f ->> 'value'))`;
+const FILTERS_PASS = `(s.filters = '[]'::jsonb OR NOT EXISTS (SELECT 1 FROM jsonb_array_elements(s.filters) f WHERE NOT coalesce(c.filter_values -> (f ->> 'name'), '[]'::jsonb) ? (f ->> 'value')))`;
 /** Only one process numbers at a time (pg_try_advisory_xact_lock): the queue is numbered in its order. */
 const FANOUT_LOCK = 44_044_044;
-/** Queued changes numbered per transaction of the fan-out. */
+/** Queued changes numbered per transaction of the fan-out, at most: so a run's row holds at most this many events (migration 038). */
 export const FANOUT_BATCH = 200;
+
+/**
+ * The stored events of a subscription numbered `from` to `to`, in number order (at most MAX_EVENTS_PAGE): unnested from
+ * the fan-out's rows (one per run, FANOUT_BATCH events at most), found by their last number.
+ */
+async function storedEvents(db: Queryable, subscriptionId: string, from: number, to: number): Promise<EventRow[]> {
+  const { rows } = await db.query<EventRow>(
+    `SELECT (r.first_number + x.i - 1)::text AS event_number, x.focus_type, x.focus_id, x.focus_version, x.interaction, x.created_at
+     FROM fhir_subscription_event_runs r
+     CROSS JOIN LATERAL unnest(r.focus_types, r.focus_ids, r.focus_versions, r.interactions, r.created_ats)
+       WITH ORDINALITY AS x(focus_type, focus_id, focus_version, interaction, created_at, i)
+     WHERE r.subscription_id = $1 AND r.last_number BETWEEN $2 AND $3::bigint + $5 AND r.first_number <= $3
+       AND r.first_number + x.i - 1 BETWEEN $2 AND $3
+     ORDER BY r.first_number + x.i - 1
+     LIMIT $4`,
+    [subscriptionId, from, to, MAX_EVENTS_PAGE, FANOUT_BATCH],
+  );
+  return rows;
+}
 
 /**
  * One run of the fan-out: takes up to `batch` queued changes in order and, for every subscription of their topics whose
@@ -563,7 +570,7 @@ export async function numberQueuedChanges(db: Database, batch = FANOUT_BATCH): P
   return db.transaction(async (tx) => {
     const { rows: turn } = await tx.query<{ mine: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS mine', [FANOUT_LOCK]);
     if (!turn[0]?.mine) return { changes: 0, events: 0, busy: true };
-    const { rows: queued } = await tx.query<{ seq: string }>('SELECT seq FROM fhir_subscription_changes ORDER BY seq LIMIT $1', [batch]);
+    const { rows: queued } = await tx.query<{ seq: string }>('SELECT seq FROM fhir_subscription_changes ORDER BY seq LIMIT $1', [Math.min(batch, FANOUT_BATCH)]);
     if (!queued.length) return { changes: 0, events: 0, busy: false };
     const seqs = queued.map((q) => q.seq);
     // Who would hear of each change: its subscribers (client, organisation, content empty or not), with the client as it is now.
@@ -601,25 +608,30 @@ export async function numberQueuedChanges(db: Database, batch = FANOUT_BATCH): P
         `WITH allowed AS (
            SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::boolean[]) AS a(seq, client_id, organization_id, empty)
          ), matched AS (
-           SELECT s.id AS subscription_id, c.focus_type, c.focus_id, c.focus_version, c.interaction, c.created_at,
-                  row_number() OVER (PARTITION BY s.id ORDER BY c.seq) AS k
+           SELECT s.id AS subscription_id, c.seq, c.focus_type, c.focus_id, c.focus_version, c.interaction, c.created_at
            FROM allowed a
            JOIN fhir_subscription_changes c ON c.seq = a.seq
            JOIN fhir_subscriptions s ON s.topic_id = c.topic_id AND s.client_id = a.client_id AND s.organization_id = a.organization_id
              AND (s.content = 'empty') = a.empty AND s.deleted_at IS NULL AND s.status <> 'off' AND s.created_at <= c.created_at
            WHERE ${FILTERS_PASS}
-         ), counts AS (
-           SELECT subscription_id, count(*) AS n FROM matched GROUP BY subscription_id
+         ), grouped AS (
+           -- per subscription, this run's events in queue order
+           SELECT subscription_id, count(*) AS n, array_agg(focus_type ORDER BY seq) AS focus_types, array_agg(focus_id ORDER BY seq) AS focus_ids,
+                  array_agg(focus_version ORDER BY seq) AS focus_versions, array_agg(interaction ORDER BY seq) AS interactions,
+                  array_agg(created_at ORDER BY seq) AS created_ats
+           FROM matched GROUP BY subscription_id
          ), raised AS (
-           -- deleted meanwhile: re-checked on the locked row, so it is numbered nothing more
-           UPDATE fhir_subscriptions s SET events_since_start = s.events_since_start + counts.n, last_sent_at = now()
-           FROM counts WHERE s.id = counts.subscription_id AND s.deleted_at IS NULL AND s.status <> 'off'
-           RETURNING s.id, s.events_since_start - counts.n AS base, counts.n, s.channel_type, s.status, s.webhook_subscription_id, greatest(coalesce(s.max_count, 1), 1) AS per
+           -- deleted meanwhile: re-checked on the locked row, so it is numbered nothing more. What the later statements
+           -- need comes out of this one (no join between the CTEs: the planner cannot size them)
+           UPDATE fhir_subscriptions s SET events_since_start = s.events_since_start + g.n, last_sent_at = now()
+           FROM grouped g WHERE s.id = g.subscription_id AND s.deleted_at IS NULL AND s.status <> 'off'
+           RETURNING s.id, s.events_since_start - g.n AS base, g.n, s.channel_type, s.status, s.webhook_subscription_id, greatest(coalesce(s.max_count, 1), 1) AS per,
+                     g.focus_types, g.focus_ids, g.focus_versions, g.interactions, g.created_ats
          ), numbered AS (
-           INSERT INTO fhir_subscription_events (subscription_id, event_number, focus_type, focus_id, focus_version, interaction, created_at)
-           SELECT m.subscription_id, r.base + m.k, m.focus_type, m.focus_id, m.focus_version, m.interaction, m.created_at
-           FROM matched m JOIN raised r ON r.id = m.subscription_id
-           RETURNING 1
+           -- one row per subscription: this run's events for it, numbered base + 1 .. base + n
+           INSERT INTO fhir_subscription_event_runs (subscription_id, first_number, last_number, focus_types, focus_ids, focus_versions, interactions, created_ats)
+           SELECT id, base + 1, base + n, focus_types, focus_ids, focus_versions, interactions, created_ats FROM raised
+           RETURNING cardinality(focus_ids) AS n
          ), hooks AS (
            -- an error subscription is still sent to (a success makes it active again); a requested one waits for its handshake
            INSERT INTO webhook_deliveries (id, subscription_id, fhir_subscription_id, notification_type, event_number, event_count, status, next_attempt_at)
@@ -629,7 +641,7 @@ export async function numberQueuedChanges(db: Database, batch = FANOUT_BATCH): P
            WHERE r.channel_type = 'rest-hook' AND r.status <> 'requested' AND r.webhook_subscription_id IS NOT NULL
            RETURNING 1
          )
-         SELECT (SELECT count(*) FROM numbered)::text AS events, (SELECT count(*) FROM hooks)::text AS hooks,
+         SELECT (SELECT coalesce(sum(n), 0) FROM numbered)::text AS events, (SELECT count(*) FROM hooks)::text AS hooks,
                 coalesce((SELECT array_agg(id) FROM raised WHERE channel_type = 'websocket'), '{}') AS sockets`,
         [allowed.map((a) => a.seq), allowed.map((a) => a.client_id), allowed.map((a) => a.organization_id), allowed.map((a) => a.empty)],
       );
