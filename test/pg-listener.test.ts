@@ -53,4 +53,23 @@ describe.runIf(backend === 'postgres')('PostgreSQL listening connection', () => 
       await listener.close();
     }
   }, 60_000);
+
+  it('a channel listened to while the connection is just opening hears its NOTIFY (a listen() in the step after ready() was never sent)', async () => {
+    const listener = new PgListener(scratch.url);
+    const heard: string[] = [];
+    let second: Promise<unknown> | undefined;
+    try {
+      await listener.listen('pont_listener_first', {
+        notify: () => undefined,
+        // What a ready() handler starts runs before the connection counts as open (e.g. a wake-up that listens on).
+        ready: () => queueMicrotask(() => (second ??= listener.listen('pont_listener_second', { notify: (payload) => heard.push(payload) }))),
+      });
+      await second;
+      await admin.query(`SELECT pg_notify('pont_listener_second', 'heard')`);
+      await listener.caughtUp();
+      expect(heard).toEqual(['heard']);
+    } finally {
+      await listener.close();
+    }
+  });
 });

@@ -33,7 +33,10 @@ export class PgListener {
     const isNew = !set;
     if (!set) this.channels.set(channel, (set = new Set()));
     set.add(handlers);
-    if (this.client && !this.connecting) {
+    // `client` is set only once the opening connection LISTENs on every channel known then: from that moment a new
+    // channel must be sent its own LISTEN, even while `connecting` is not yet cleared (it is, a step later; a channel
+    // added in that step was neither in the opening's LISTENs nor sent one, and heard nothing).
+    if (this.client) {
       if (isNew) await this.send(this.client, `LISTEN ${channel}`).catch(() => undefined); // a failure drops the connection: 'end' handles it
       handlers.ready?.();
     } else await this.connect();
