@@ -79,6 +79,9 @@ export function subscriptionSockets(server: Server, subs: FhirSubscriptions, db:
         ws.send(JSON.stringify({ resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'security', diagnostics: 'The token is unknown, used or expired' }] }));
         return void ws.close(4401, 'bad token');
       }
+      // This process LISTENs before the handshake reads the count: every number given after that read wakes the socket
+      // (a socket bound before the LISTEN was in place heard nothing of what was committed in between until its heartbeat).
+      await listening;
       for (const { id, organizationId } of bound) {
         const handshake = await subs.wsHandshake(organizationId, id);
         if (!handshake || ws.readyState !== ws.OPEN) continue;
