@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { appendFileSync, cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -226,6 +227,46 @@ describe('creating a Subscription', () => {
     expect(shaken).toMatchObject({ event_id: `Subscription/${id}#handshake`, status: 'delivered', callback_url: endpointA.url });
     expect(shaken!.attempts[0]).toMatchObject({ attempt: 1, status_code: 200, succeeded: true });
     expect((await pont.services.webhooks.listDeliveries({ organizationId: 'org-subs-a', limit: 50 })).deliveries).toEqual([]);
+  });
+});
+
+describe('the rest-hook signing secret', () => {
+  it('is told once, in the 201 of the create, and verifies the X-Service-Signature of its notifications as docs/fhir.md says', async () => {
+    const SECRET_EXT = 'https://pont.health/fhir/StructureDefinition/subscription-signing-secret';
+    const got: Array<{ body: string; signature: string }> = [];
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        got.push({ body: Buffer.concat(chunks).toString('utf8'), signature: String(req.headers['x-service-signature']) });
+        res.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/signed`;
+      const created = await fhir(A, '/Subscription', { method: 'POST', json: subscription(url, { content: 'id-only' }) });
+      expect(created.status).toBe(201);
+      const secret = created.body.channel.extension.find((e: any) => e.url === SECRET_EXT)?.valueString as string;
+      expect(secret).toMatch(/^whsec_/);
+      // Never again: not on a read, not in the list.
+      expect(JSON.stringify((await fhir(A, `/Subscription/${created.body.id}`)).body)).not.toContain(secret);
+      expect(JSON.stringify((await fhir(A, '/Subscription')).body)).not.toContain(secret);
+      // The handshake is signed with it: t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<raw body>"> keyed with the secret.
+      await eventually(() => expect(got.length).toBeGreaterThan(0));
+      const { body, signature } = got[0]!;
+      const t = /(?:^|,)t=(\d+)/.exec(signature)![1]!;
+      const v1s = [...signature.matchAll(/v1=([0-9a-f]+)/g)].map((m) => m[1]);
+      expect(v1s).toContain(createHmac('sha256', secret).update(`${t}.${body}`).digest('hex'));
+      expect(v1s).not.toContain(createHmac('sha256', 'whsec_someone-else').update(`${t}.${body}`).digest('hex'));
+      // A websocket subscription is not signed: it has no secret.
+      const socket = await fhir(A, '/Subscription', { method: 'POST', json: subscription(undefined, { channel: 'websocket', content: 'id-only' }) });
+      expect(JSON.stringify(socket.body)).not.toContain(SECRET_EXT);
+      for (const id of [created.body.id, socket.body.id]) expect((await fhir(A, `/Subscription/${id}`, { method: 'DELETE' })).status).toBe(204);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });
 

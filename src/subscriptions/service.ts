@@ -37,6 +37,8 @@ const CONTENT_EXT = EXT('backport-payload-content');
 const HEARTBEAT_EXT = EXT('backport-heartbeat-period');
 const TIMEOUT_EXT = EXT('backport-timeout');
 const MAX_COUNT_EXT = EXT('backport-max-count');
+/** Pont's extension on a created rest-hook Subscription's channel: the signing secret of its notifications, in the 201 only. */
+export const SIGNING_SECRET_EXT = 'https://pont.health/fhir/StructureDefinition/subscription-signing-secret';
 
 export type Content = 'empty' | 'id-only' | 'full-resource';
 export type NotificationType = 'handshake' | 'heartbeat' | 'event-notification' | 'query-status' | 'query-event';
@@ -227,7 +229,7 @@ export class FhirSubscriptions {
     } as Subscription;
     // A websocket subscription needs no handshake: it is active at once (the client binds with a token).
     const status = channelType === 'rest-hook' ? 'requested' : 'active';
-    await this.db.transaction(async (tx) => {
+    const secret = await this.db.transaction(async (tx) => {
       const webhook = endpoint
         ? await createWebhookRow(tx, this.deps.secretKey, { organizationId: principal.organizationId, facilityId: principal.facilityId }, { callback_url: endpoint, subscribed_events: [], description: `FHIR Subscription/${id}` })
         : undefined;
@@ -238,8 +240,13 @@ export class FhirSubscriptions {
         [id, principal.organizationId, principal.clientId, principal.scopes, topic.id, JSON.stringify(filters), channelType, endpoint, content, heartbeat, timeout, maxCount, status, JSON.stringify(stored), webhook?.id ?? null],
       );
       if (endpoint) await queueNotification(tx, id, 'handshake', null);
+      return webhook?.webhook_secret;
     });
-    return { ...stored, status } as Subscription;
+    if (!secret) return { ...stored, status } as Subscription;
+    // The secret that signs its notifications (X-Service-Signature), told once: in this answer only, never stored in the
+    // resource nor shown by a read (docs/fhir.md "Subscriptions").
+    const told = stored.channel as Subscription['channel'];
+    return { ...stored, status, channel: { ...told, extension: [...(told.extension ?? []), { url: SIGNING_SECRET_EXT, valueString: secret }] } } as Subscription;
   }
 
   private async row(organizationId: string, id: string, q: Queryable = this.db): Promise<SubscriptionRow> {
