@@ -107,17 +107,13 @@ export function topicFires(topic: Topic, change: ResourceChange): boolean {
   }
 }
 
-/** Does the resource pass a subscription's filters (every one: a value of its FHIRPath equals the filter's)? */
+/**
+ * Does the resource pass a subscription's filters (every one: a value of its FHIRPath equals the filter's)? The rule the
+ * fan-out applies in SQL to the stored filterValues (src/subscriptions/service.ts FILTERS_PASS), written out.
+ */
 export function filtersPass(topic: Topic, filters: Array<{ name: string; value: string }>, resource: Resource): boolean {
-  return filters.every((f) => {
-    const filter = topic.filters.find((x) => x.name === f.name);
-    if (!filter) return false;
-    try {
-      return evalFhirPathTyped(filter.path, [toTypedValue(resource)]).some((v) => String(v.value) === f.value);
-    } catch {
-      return false;
-    }
-  });
+  const values = filterValues(topic, resource);
+  return filters.every((f) => (values[f.name] ?? []).includes(f.value));
 }
 
 /**

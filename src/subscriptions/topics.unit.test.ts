@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Resource } from '@medplum/fhirtypes';
 import { describe, expect, it } from 'vitest';
 import { defaultMappingsDir } from '../mapping/index';
-import { filtersPass, loadTopics, TopicError, topicFires, type Topic } from './topics';
+import { filterValues, filtersPass, loadTopics, TopicError, topicFires, type Topic } from './topics';
 
 const topics = loadTopics(defaultMappingsDir);
 const topic = (id: string) => topics.find((t) => t.id === id) as Topic;
@@ -23,6 +23,10 @@ describe('the published topics (mappings/subscriptions/topics.yaml)', () => {
     expect(topicFires(t, { interaction: 'delete', before: enc('finished') })).toBe(false);
     expect(filtersPass(t, [{ name: 'patient', value: 'Patient/p1' }, { name: 'class', value: 'AMB' }], enc('finished'))).toBe(true);
     expect(filtersPass(t, [{ name: 'patient', value: 'Patient/p2' }], enc('finished'))).toBe(false);
+    expect(filtersPass(t, [{ name: 'location', value: 'Location/1' }], enc('finished'))).toBe(false); // not the topic's filter
+    // What a queued change stores, and the fan-out's SQL matches subscriptions' filters against.
+    expect(filterValues(t, enc('finished'))).toEqual({ patient: ['Patient/p1'], class: ['AMB'] });
+    expect(filterValues(t, { resourceType: 'Encounter', id: 'e2', status: 'finished' } as Resource)).toEqual({ patient: [], class: [] });
   });
 
   it('Observation abnormal: an abnormal interpretation it did not have fires; normal, or already abnormal, does not', () => {
