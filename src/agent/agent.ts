@@ -60,8 +60,9 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
     try {
       while (queue.size && !closed) {
         // The batch a crash interrupted goes again as it was (same batch id); a retry resends the same batch too.
-        const batch = queue.interrupted() ?? takeBatch(queue);
-        await queue.sending(batch);
+        const interrupted = queue.interrupted();
+        const batch = interrupted ? batchOf(interrupted, true) : batchOf(queue.peek(MAX_BATCH_MESSAGES), false);
+        await queue.sending(batch.messages);
         const outcome = await pont.sync(batch).catch((err: Error) => ({ retry: true as const, reason: err.message }));
         if ('retry' in outcome) {
           failures++;
@@ -74,7 +75,7 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
         }
         failures = 0;
         for (const problem of outcome.problems) log('error', 'Pont refused a resource of a message', problem);
-        await queue.confirm(batch);
+        await queue.confirm(batch.messages);
       }
     } finally {
       pumping = false;
@@ -162,42 +163,56 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
   };
 }
 
-/**
- * The oldest messages, as many as fit one batch (a message is never split). A batch never holds two versions of one
- * resource (a result and its correction): the second starts the next batch, so each is written, in order, and Pont
- * takes every batch in one transaction (it writes a batch with duplicates one item at a time).
- */
-function takeBatch(queue: DurableQueue): QueuedMessage[] {
-  const batch: QueuedMessage[] = [];
-  let count = 0;
-  const seen = new Map<string, string>();
-  for (const m of queue.peek(MAX_BATCH_MESSAGES)) {
-    const fresh = batchResources([m], new Map(seen));
-    if (batch.length && (fresh === undefined || count + fresh.length > MAX_BATCH_RESOURCES)) break;
-    batch.push(m);
-    count += batchResources([m], seen)?.length ?? m.resources.length;
-  }
-  return batch;
+/** What one Bridge sync request carries: its messages, their resources, and which message each resource came from. */
+interface Batch {
+  messages: QueuedMessage[];
+  resources: unknown[];
+  owners: string[];
 }
 
 /**
- * The resources of these messages as one batch: a resource repeated with the same content (the patient of every
- * result) once. Undefined when one comes again with other content (see takeBatch). `seen`: key -> JSON so far.
+ * The batch of these messages: as many as fit (at most MAX_BATCH_RESOURCES resources; a message is never split), or
+ * all of them (`whole`: the batch a crash interrupted, sent again as it was). A resource repeated with the same
+ * content (the patient of every result) goes once. A batch never holds two versions of one resource (a result and its
+ * correction): the second starts the next batch, so each is written, in order, and Pont takes every batch in one
+ * transaction. A message that repeats a resource with other content itself (two OBX of one code and no sub-id) goes
+ * alone and as it is (Pont writes a batch with duplicates one item at a time). The same messages give the same batch.
  */
-function batchResources(messages: QueuedMessage[], seen = new Map<string, string>()): unknown[] | undefined {
-  const out: unknown[] = [];
-  for (const m of messages) {
+function batchOf(candidates: QueuedMessage[], whole: boolean): Batch {
+  const batch: Batch = { messages: [], resources: [], owners: [] };
+  const seen = new Map<string, string>();
+  for (const m of candidates) {
+    const added = new Map<string, string>();
+    const fresh: unknown[] = [];
+    let conflict = false;
     for (const r of m.resources as Array<{ resourceType: string; id: string }>) {
       const key = `${r.resourceType}/${r.id}`;
       const json = JSON.stringify(r);
-      const before = seen.get(key);
+      const before = added.get(key) ?? seen.get(key);
       if (before === json) continue;
-      if (before !== undefined) return undefined;
-      seen.set(key, json);
-      out.push(r);
+      if (before !== undefined) {
+        conflict = true;
+        break;
+      }
+      added.set(key, json);
+      fresh.push(r);
     }
+    if (!whole && batch.messages.length && (conflict || batch.resources.length + fresh.length > MAX_BATCH_RESOURCES)) break;
+    if (conflict) {
+      // As it is: every resource of every message, in order.
+      batch.messages.push(...candidates.slice(batch.messages.length, whole ? undefined : batch.messages.length + 1));
+      batch.resources = batch.messages.flatMap((x) => x.resources);
+      batch.owners = batch.messages.flatMap((x) => x.resources.map(() => x.id));
+      return batch;
+    }
+    batch.messages.push(m);
+    for (const r of fresh) {
+      batch.resources.push(r);
+      batch.owners.push(m.id);
+    }
+    for (const [key, json] of added) seen.set(key, json);
   }
-  return out;
+  return batch;
 }
 
 /** UTF-8 unless MSH-18 says ISO 8859-1 (the character sets the agent reads). */
@@ -212,13 +227,6 @@ function parseHead(head: Buffer): Hl7Message | undefined {
   const text = decode(head);
   if (!text.startsWith('MSH') || text.length < 9) return undefined;
   return Hl7Message.parse(text.split(/[\r\n]/)[0]!);
-}
-
-/** The control id of the message each resource of a batch came from (for the log of a refused resource). */
-function ownersOf(batch: QueuedMessage[], resources: unknown[]): string[] {
-  const owner = new Map<unknown, string>();
-  for (const m of batch) for (const r of m.resources) if (!owner.has(r)) owner.set(r, m.id);
-  return resources.map((r) => owner.get(r) ?? '');
 }
 
 type SyncOutcome = { problems: Array<Record<string, unknown>> } | { retry: true; reason: string };
@@ -244,20 +252,17 @@ class PontClient {
   }
 
   /** The batch under an id made of its messages' control ids: a resend after a lost answer gets the first answer. */
-  async sync(batch: QueuedMessage[]): Promise<SyncOutcome> {
-    const batchId = `hl7-${createHash('sha256').update(batch.map((m) => m.id).join('\n')).digest('hex').slice(0, 40)}`;
-    // A batch of one message may repeat a resource with other content (two OBX of one code and no sub-id): sent as is.
-    const resources = batchResources(batch) ?? batch.flatMap((m) => m.resources);
+  async sync({ messages, resources, owners }: Batch): Promise<SyncOutcome> {
+    const batchId = `hl7-${createHash('sha256').update(messages.map((m) => m.id).join('\n')).digest('hex').slice(0, 40)}`;
     const res = await this.post('/api/v1/bridge/sync', { batch_id: batchId, resources });
     const body = (await res.json().catch(() => undefined)) as { results?: Array<Record<string, unknown>>; message?: string } | undefined;
     if (res.status === 200) {
-      const owner = ownersOf(batch, resources);
-      return { problems: (body?.results ?? []).filter((r) => r.status === 'failed').map((r) => ({ control_id: owner[r.index as number], resource_type: r.resource_type, source_id: r.source_id, error: r.error })) };
+      return { problems: (body?.results ?? []).filter((r) => r.status === 'failed').map((r) => ({ control_id: owners[r.index as number], resource_type: r.resource_type, source_id: r.source_id, error: r.error })) };
     }
     // Pont away, overloaded, or the key refused (fixed by an operator): try again later; nothing is dropped.
     if (res.status >= 500 || res.status === 401 || res.status === 403 || res.status === 408 || res.status === 429) return { retry: true, reason: `${res.status} ${body?.message ?? ''}`.trim() };
     // Any other refusal of the whole batch would be refused again: said, and not retried forever.
-    return { problems: [{ control_ids: batch.map((m) => m.id), status: res.status, error: body?.message ?? 'refused' }] };
+    return { problems: [{ control_ids: messages.map((m) => m.id), status: res.status, error: body?.message ?? 'refused' }] };
   }
 
   /** The heartbeat; Pont's answer says how often to send it. */
