@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { backend, createScratchDatabase, createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
 import { createClient } from '../src/auth/clients';
 import { openDatabase } from '../src/db/open';
@@ -438,6 +438,36 @@ describe('frequency: fetches counted per consent, atomically; 429 with Retry-Aft
     } finally {
       await second?.close();
     }
+  });
+
+  it('a bulk export is one fetch, however many files it writes; a second export the limit refuses fails with the reason', async () => {
+    const exporter = await createTestClient(pont, ['health_id:verify', 'consents:write', 'prescriptions:read', 'patient:profile:read', 'fhir:read'], { organizationId: 'org-export' });
+    const { hid, pid, rxId } = await patientWithPrescription('Exported');
+    await fhir(hospital, '/MedicationRequest', {
+      method: 'POST',
+      json: { resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Statin' }, subject: { reference: `Patient/${pid}` }, authoredOn: '2025-03-03' },
+    });
+    await connect(exporter, `/patient/${hid}/consent/grant`, { method: 'POST', json: { consent_type: 'prescriptions', expires_at: inDays(30), frequency: { count: 2, unit: 'day' } } });
+    const settings = pont.services.bulkExports.settings;
+    const saved = settings.partResources;
+    settings.partResources = 1; // a file a prescription
+    onTestFinished(() => void (settings.partResources = saved));
+    const exportOnce = async () => {
+      const kick = await pont.fetch('/api/fhir/R4/Patient/$export?_type=MedicationRequest', { headers: { ...exporter.headers, prefer: 'respond-async' } });
+      expect(kick.status, await kick.clone().text()).toBe(202);
+      const status = kick.headers.get('content-location')!;
+      await (pont.services.workers.find((w) => w.name === 'bulk-export') as unknown as { drain(): Promise<void> }).drain();
+      return pont.json(status.slice(status.indexOf('/api/fhir')), { headers: exporter.headers });
+    };
+    // Two files (a prescription each): one fetch.
+    const first = await exportOnce();
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    expect(first.body.output.map((f: { count: number }) => f.count)).toEqual([1, 1]);
+    expect((await fhir(exporter, `/MedicationRequest/${rxId}`)).status).toBe(200); // the second fetch
+    expect((await fhir(exporter, `/MedicationRequest/${rxId}`)).status).toBe(429);
+    const second = await exportOnce();
+    expect(second.status).toBe(500);
+    expect(JSON.stringify(second.body)).toMatch(/frequency is spent/);
   });
 
   it('a concurrent burst of 20 reads under "5 an hour" gets exactly 5 answers', async () => {

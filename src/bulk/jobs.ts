@@ -403,7 +403,7 @@ export class BulkExports {
             patient: { id: named[0] },
             otherPatients: named.slice(1),
             dataTypes: [task.type],
-          });
+          }, { patients: written.patients, key: `bulk-export:${task.jobId}` });
         }
         await sql.query(
           `UPDATE bulk_export_tasks SET after_rid = $3::bigint, exported = exported + $4, done = $5,

@@ -64,9 +64,12 @@ export function consentNoticeWorker(db: Database, config: Pick<Config, 'environm
 export const CONSENT_FETCHES_JANITOR_MS = 3_600_000;
 
 /**
- * Drops the fetch counts (frequency, src/policy readFacts) of windows that ended: every window is at most a year long,
+ * Drops the fetch counts and keys (frequency, src/policy readFacts) of windows that ended: every window is at most a year long,
  * so one that began more than a year and a day ago counts nothing any more.
  */
 export function consentFetchesJanitor(db: Database, log: Logger): BackgroundWorker {
-  return periodicJob('consent-fetches-janitor', CONSENT_FETCHES_JANITOR_MS, () => db.query("DELETE FROM consent_fetches WHERE window_start < now() - interval '1 year 1 day'"), log);
+  return periodicJob('consent-fetches-janitor', CONSENT_FETCHES_JANITOR_MS, async () => {
+    await db.query("DELETE FROM consent_fetches WHERE window_start < now() - interval '1 year 1 day'");
+    await db.query("DELETE FROM consent_fetch_keys WHERE window_start < now() - interval '1 year 1 day'");
+  }, log);
 }

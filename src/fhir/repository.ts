@@ -771,13 +771,18 @@ export class FhirRepository {
     await this.transaction((sql) => recordEvents(sql, [this.newEvent(event)]));
   }
 
-  /** A domain-level audit record (a Connect operation's own, e.g. a resolve that found nothing). Break-glass requests say so. */
-  async audit(record: Omit<AuditRecord, 'caller'>): Promise<void> {
+  /**
+   * A domain-level audit record (a Connect operation's own, e.g. a resolve that found nothing). Break-glass requests
+   * say so. `fetch`: the read is one of the several that make a fetch (a bulk export's files): every patient it
+   * concerns (the record names at most 50) and the fetch's key, so that the fetch counts once against each consent's
+   * frequency.
+   */
+  async audit(record: Omit<AuditRecord, 'caller'>, fetch?: { patients: string[]; key: string }): Promise<void> {
     const emergency = this.context.emergencyReason;
     // A read of patient data (not only of consents): counted against the consents' frequency, its purpose coded.
-    const patients = record.patient?.id ? [record.patient.id, ...(record.otherPatients ?? [])] : [];
+    const patients = fetch?.patients ?? (record.patient?.id ? [record.patient.id, ...(record.otherPatients ?? [])] : []);
     if (record.action === 'R' && record.outcome === 'success' && patients.length && (record.dataTypes ?? []).some((t) => t !== 'Consent' && t !== 'AuditEvent')) {
-      record = { ...record, ...(await this.purposeOfRead(patients)) };
+      record = { ...record, ...(await this.purposeOfRead(patients, fetch?.key)) };
     }
     const marked = emergency === undefined ? record : { ...record, breakGlass: true, purpose: record.purpose ?? emergency };
     const full = { ...marked, caller: this.caller };
@@ -857,10 +862,10 @@ export class FhirRepository {
    * spent and the purpose at once; the others cost no statement: their consent's purpose is looked up as the audit
    * row is written (insertAuditRows).
    */
-  private async purposeOfRead(patients: string[]): Promise<Pick<AuditRecord, 'purposeCode' | 'purposeFromConsent'>> {
+  private async purposeOfRead(patients: string[], fetchKey?: string): Promise<Pick<AuditRecord, 'purposeCode' | 'purposeFromConsent'>> {
     const { organizationId, readFacts, statedPurpose } = this.access;
     if (!readFacts || !organizationId) return {};
-    if (await this.deps.readLimits.limits(organizationId, this.sql)) return { purposeCode: await this.countRead(readFacts(patients)) };
+    if (await this.deps.readLimits.limits(organizationId, this.sql)) return { purposeCode: await this.countRead(readFacts(patients, fetchKey)) };
     return statedPurpose ? { purposeCode: statedPurpose } : { purposeFromConsent: true };
   }
 

@@ -87,12 +87,13 @@ export interface AccessPolicy {
   /**
    * A read of these patients' data (src/fhir/repository.ts, at its audit), in one statement: it counts the read against
    * each of the caller's active consents for them that limit how often (`frequency`: one atomic increment per consent
-   * and window), and answers one row: `exceeded`, the consents it exceeds as JSON [{consent_id, retry_after seconds to
+   * and window; with `fetchKey`, the key of a fetch made of several reads, only its first read per consent and window
+   * counts), and answers one row: `exceeded`, the consents it exceeds as JSON [{consent_id, retry_after seconds to
    * the window's end}] or NULL (refuse the read with 429 when not NULL), and `purpose`, the purpose of use to audit
    * (AuditEvent.purposeOfEvent): the code the request stated (X-Purpose-Of-Use), else its consent's. Undefined: nothing
    * to count or look up (operators, patients, callers without an organisation).
    */
-  readFacts?: (patients: string[]) => Sql;
+  readFacts?: (patients: string[], fetchKey?: string) => Sql;
   /** The purpose code the request stated (X-Purpose-Of-Use, when it is one: statedPurpose). */
   statedPurpose?: string;
 }
@@ -312,10 +313,18 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
         WHERE NOT ${consentRule(o, emergency, { patients: sql`ARRAY[${p}]::text[]`, author: sql`NULL::text`, dataClass: sql`k.c` }, stated)} AND NOT ${own}`;
     },
     statedPurpose: stated,
-    readFacts: (patients) => sql`WITH a AS (
+    readFacts: (patients, fetchKey) => sql`WITH a AS (
         SELECT g.consent_id, g.purpose_of_use, g.frequency_count AS n, g.frequency_unit AS unit, g.updated_at FROM consent_access g
         WHERE g.organization_id = ${org} AND g.patient_id = ANY(${patients}::text[]) AND ${IN_FORCE}${stated ? sql` AND g.purpose_of_use = ${literal(stated)}` : sql``}),
-      f AS (SELECT a.consent_id, a.n, a.unit, date_trunc(a.unit, now()) AS w FROM a WHERE a.n IS NOT NULL),
+      limited AS (SELECT a.consent_id, a.n, a.unit, date_trunc(a.unit, now()) AS w FROM a WHERE a.n IS NOT NULL),${
+        fetchKey === undefined
+          ? sql`
+      f AS (SELECT * FROM limited),`
+          : sql`
+      first_of_fetch AS (INSERT INTO consent_fetch_keys (consent_id, window_start, fetch_key) SELECT consent_id, w, ${fetchKey} FROM limited
+        ON CONFLICT DO NOTHING RETURNING consent_id),
+      f AS (SELECT * FROM limited WHERE consent_id IN (SELECT consent_id FROM first_of_fetch)),`
+      }
       spent AS (INSERT INTO consent_fetches (consent_id, window_start, fetches) SELECT f.consent_id, f.w, 1 FROM f
         ON CONFLICT (consent_id, window_start) DO UPDATE SET fetches = consent_fetches.fetches + 1 RETURNING consent_id, fetches)
       SELECT ${stated ? sql`${literal(stated)}::text` : sql`(SELECT a.purpose_of_use FROM a ORDER BY a.updated_at DESC LIMIT 1)`} AS purpose,
