@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Hl7Message } from '@medplum/core';
-import { Hl7Client } from '@medplum/hl7';
+import { Hl7Client, ReturnAckCategory } from '@medplum/hl7';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAgent, listAgents } from '../src/auth/agents';
 import { syncedId } from '../src/bridge/sync';
@@ -257,9 +257,29 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect(ack(await client.sendAndWait(v2(msh('ADT^A08^ADT_A01', 'AFTER-BIG'), PID))).code).toBe('AA');
   });
 
-  it('enhanced mode: MSH-15 AL gets the commit acknowledgement CA; NE gets none', async () => {
+  it('enhanced mode: MSH-15 says which accept acknowledgements come (AL, NE, ER, SU); MSH-16 which application acknowledgements, AA once the message is in Pont', async () => {
     const reply = await client.sendAndWait(v2(msh('ADT^A08^ADT_A01', 'ENH-1', '2.5.1', '|||AL|NE'), PID));
     expect(ack(reply).code).toBe('CA');
+
+    // The stock client waiting for the application acknowledgement: CA first, then AA once Pont has the message.
+    const app = await client.sendAndWait(v2(msh('ADT^A08^ADT_A01', 'ENH-2', '2.5.1', '|||AL|AL'), PID.replace('19620320', '19620322')), { returnAck: ReturnAckCategory.APPLICATION, timeoutMs: 15_000 });
+    expect(ack(app)).toMatchObject({ code: 'AA', controlId: 'ENH-2' });
+    expect((await readOk('Patient', 'GHH-PATID1234')).birthDate).toBe('1962-03-22');
+
+    // Raw frames on one connection: what is sent, and what is not.
+    const socket = connect(agent.port, '127.0.0.1');
+    let received = '';
+    socket.on('data', (d) => (received += d.toString('latin1')));
+    const send = (m: Hl7Message) => socket.write(`\x0b${m.toString()}\x1c\r`);
+    const frames = () => received.split('\x1c\r').filter(Boolean).map((f) => /MSA\|(\w+)\|([^|\r]*)/.exec(f)!.slice(1, 3).join(' '));
+    send(v2(msh('ADT^A08^ADT_A01', 'ENH-3', '2.5.1', '|||SU|ER'), PID)); // CA; no application ACK (success)
+    send(v2(msh('MDM^T02^MDM_T02', 'ENH-4', '2.5.1', '|||ER|AL'), PID, 'TXA|1|CN')); // CR, and nothing more
+    send(v2(msh('ADT^A08^ADT_A01', 'ENH-5', '2.5.1', '|||ER|SU'), PID)); // no CA (success); AA
+    send(v2(msh('ADT^A08^ADT_A01', 'ENH-6', '2.5.1', '|||NE|AL'), PID)); // no CA; AA
+    // ENH-5 and ENH-6 are forwarded after ENH-3: once their AAs are in, ENH-3's would have been too.
+    await eventually(() => expect(frames()).toEqual(expect.arrayContaining(['AA ENH-5', 'AA ENH-6'])));
+    expect(frames().sort()).toEqual(['AA ENH-5', 'AA ENH-6', 'CA ENH-3', 'CR ENH-4']);
+    socket.destroy();
   });
 
   it('the heartbeat: `pont agents list` shows last_seen_at and the version with the backlog', async () => {

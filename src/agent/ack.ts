@@ -2,8 +2,9 @@
  * Acknowledgements (docs/hl7-v2.md "Acknowledgements"), written in the message's own encoding characters and
  * version. Original mode (no MSH-15/MSH-16): AA once the message is durably queued, AE with ERR for one that
  * cannot be parsed or mapped, AR for a type or version the agent does not handle. Enhanced mode (MSH-15 or MSH-16
- * given): the commit acknowledgement CA/CE/CR, sent or not as MSH-15 asks (AL always, NE never, ER on error only,
- * SU on success only).
+ * given): the accept acknowledgement CA/CE/CR, sent or not as MSH-15 asks, and for an accepted message the
+ * application acknowledgement AA/AE once Pont has it (or refused part of it), sent or not as MSH-16 asks (AL always,
+ * NE or empty never, ER on error only, SU on success only).
  */
 import { Hl7Context, type Hl7Message } from '@medplum/core';
 import type { V2Error } from './translate';
@@ -21,19 +22,33 @@ export interface AckInput {
   now: Date;
   /** The ACK's own control id (MSH-10). */
   controlId: string;
+  /** Enhanced mode's application acknowledgement (MSH-16 decides), not the accept acknowledgement. */
+  application?: boolean;
+}
+
+/** Whether enhanced mode asks for this message's acknowledgement of this kind (MSH-15 or MSH-16) at this outcome. */
+function wanted(mode: string, ok: boolean): boolean {
+  return mode === 'AL' || (mode === 'ER' && !ok) || (mode === 'SU' && ok);
+}
+
+/** Whether the message asks for an application acknowledgement (enhanced mode, MSH-16 AL, ER or SU). */
+export function wantsApplicationAck(message: Hl7Message): boolean {
+  return ['AL', 'ER', 'SU'].includes(message.getSegment('MSH')?.getField(16)?.toString() ?? '');
 }
 
 /** The ACK's text (segments separated by CR), or undefined when enhanced mode asks for none. */
-export function buildAck({ message, code, error, now, controlId }: AckInput): string | undefined {
+export function buildAck({ message, code, error, now, controlId, application = false }: AckInput): string | undefined {
   const msh = message?.getSegment('MSH');
   const context = message?.context ?? new Hl7Context();
   const field = (n: number) => msh?.getField(n)?.toString() ?? '';
   const accept = field(15);
   const enhanced = accept !== '' || field(16) !== '';
   let ackCode: string = code;
-  if (enhanced) {
-    const ok = code === 'AA';
-    if (accept === 'NE' || (accept === 'ER' && ok) || (accept === 'SU' && !ok)) return undefined;
+  if (application) {
+    if (!wanted(field(16), code === 'AA')) return undefined;
+  } else if (enhanced) {
+    // An empty MSH-15 beside an MSH-16: accept acknowledgements always (HL7 v2 2.9.3's default).
+    if (['NE', 'ER', 'SU'].includes(accept) && !wanted(accept, code === 'AA')) return undefined;
     ackCode = COMMIT[code];
   }
   const version = msh?.getField(12)?.getComponent(1) || '2.5.1';

@@ -9,9 +9,9 @@ import type { Server } from 'node:net';
 import { Hl7Message } from '@medplum/core';
 import { MappingHolder, type ReloadOutcome } from '../mapping/holder';
 import { defaultMappingsDir } from '../mapping/index';
-import { buildAck, type AckCode } from './ack';
+import { buildAck, wantsApplicationAck, type AckCode } from './ack';
 import type { AgentConfig } from './config';
-import { startMllpServer, stopMllpServer, type Frame } from './mllp';
+import { startMllpServer, stopMllpServer, type Frame, type Later } from './mllp';
 import { DurableQueue, type QueuedMessage } from './queue';
 import { ErrorCondition, header, translate, type V2Error } from './translate';
 
@@ -50,6 +50,24 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
   const pont = new PontClient(config, now);
   let closed = false;
 
+  // Enhanced mode: messages whose sender asked for an application acknowledgement (MSH-16), by control id: sent on
+  // the connection the message came on once Pont has answered for it (lost if that connection is gone, or at a restart).
+  const applicationAcks = new Map<string, Array<{ message: Hl7Message; later: Later }>>();
+  const acknowledgeApplication = (messages: QueuedMessage[], problems: Problem[]) => {
+    for (const m of messages) {
+      const waiting = applicationAcks.get(m.id);
+      if (!waiting) continue;
+      applicationAcks.delete(m.id);
+      const refused = problems.find((p) => p.control_id === m.id || p.control_ids?.includes(m.id));
+      for (const { message, later } of waiting) {
+        const text = refused
+          ? ack(message, 'AE', { location: 'MSH', condition: ErrorCondition.internal, text: `Pont refused ${refused.resource_type ? `the ${refused.resource_type as string}` : 'part'} of this message: ${String(refused.error)}` }, true)
+          : ack(message, 'AA', undefined, true);
+        if (text !== undefined && !later(text)) log('warn', 'application acknowledgement not sent: the connection is closed', { control_id: m.id });
+      }
+    }
+  };
+
   // ---- forwarding: at once, batched under load; retried while Pont is away -------------------------------------
   let pumping = false;
   let retryTimer: NodeJS.Timeout | undefined;
@@ -76,6 +94,7 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
         failures = 0;
         for (const problem of outcome.problems) log('error', 'Pont refused a resource of a message', problem);
         await queue.confirm(batch.messages);
+        if (applicationAcks.size) acknowledgeApplication(batch.messages, outcome.problems);
       }
     } finally {
       pumping = false;
@@ -86,10 +105,10 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
   };
 
   // ---- answering each frame --------------------------------------------------------------------------------------
-  const ack = (message: Hl7Message | undefined, code: AckCode, error?: V2Error) =>
-    buildAck({ message, code, error, now: now(), controlId: `PONT${randomBytes(8).toString('hex').toUpperCase()}` });
+  const ack = (message: Hl7Message | undefined, code: AckCode, error?: V2Error, application = false) =>
+    buildAck({ message, code, error, application, now: now(), controlId: `PONT${randomBytes(8).toString('hex').toUpperCase()}` });
 
-  const handle = async (frame: Frame): Promise<string | undefined> => {
+  const handle = async (frame: Frame, later: Later): Promise<string | undefined> => {
     if (frame.kind === 'too-large') {
       const message = parseHead(frame.head);
       log('warn', 'message refused: too large', { bytes: frame.size, max_message_bytes: config.max_message_bytes, control_id: message && header(message).controlId });
@@ -107,6 +126,14 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
       const before = controlId ? queue.accepted(controlId) : undefined;
       if (before) {
         await before;
+        if (wantsApplicationAck(message)) {
+          // Still on its way: answered with the first copy; already in Pont: at once.
+          if (queue.pending(controlId)) applicationAcks.get(controlId)?.push({ message, later }) ?? applicationAcks.set(controlId, [{ message, later }]);
+          else {
+            const text = ack(message, 'AA', undefined, true);
+            if (text !== undefined) later(text);
+          }
+        }
         return ack(message, 'AA');
       }
       const translation = translate(message, maps.current());
@@ -115,7 +142,13 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
         return ack(message, translation.ack, translation.error);
       }
       const queued: QueuedMessage = { id: controlId, type: translation.type, received_at: now().toISOString(), resources: translation.resources };
-      await queue.accept(queued);
+      if (wantsApplicationAck(message)) applicationAcks.set(controlId, [{ message, later }]);
+      try {
+        await queue.accept(queued);
+      } catch (err) {
+        applicationAcks.delete(controlId);
+        throw err;
+      }
       kick();
       return ack(message, 'AA');
     } catch (err) {
@@ -229,7 +262,9 @@ function parseHead(head: Buffer): Hl7Message | undefined {
   return Hl7Message.parse(text.split(/[\r\n]/)[0]!);
 }
 
-type SyncOutcome = { problems: Array<Record<string, unknown>> } | { retry: true; reason: string };
+/** What Pont refused of a batch: a resource of one message, or the whole batch. */
+type Problem = Record<string, unknown> & { control_id?: string; control_ids?: string[] };
+type SyncOutcome = { problems: Problem[] } | { retry: true; reason: string };
 
 /** Pont's Bridge API, with the agent's headers (docs/integrators.md "Bridge Agent protocol"). */
 class PontClient {

@@ -14,8 +14,11 @@ const HEAD_BYTES = 4096;
 
 export type Frame = { kind: 'message'; bytes: Buffer } | { kind: 'too-large'; head: Buffer; size: number };
 
+/** Sends a message on the frame's connection later (an application acknowledgement), after every answer so far; false if the connection is gone. */
+export type Later = (text: string) => boolean;
+
 /** The answer to one frame, already framed by the server; undefined: no answer (enhanced mode may say so). */
-export type FrameHandler = (frame: Frame) => Promise<string | undefined>;
+export type FrameHandler = (frame: Frame, later: Later) => Promise<string | undefined>;
 
 const connections = new WeakMap<Server, Set<Socket>>();
 
@@ -52,9 +55,16 @@ function serveConnection(socket: Socket, maxBytes: number, handle: FrameHandler,
   const deframer = new MllpDeframer(maxBytes);
   // Answers go out in the order the frames came, whatever order their handling ends in.
   let chain: Promise<void> = Promise.resolve();
+  const later: Later = (text) => {
+    if (socket.destroyed) return false;
+    chain = chain.then(() => {
+      if (!socket.destroyed) socket.write(frame(text));
+    });
+    return true;
+  };
   socket.on('data', (data: Buffer) => {
     for (const done of deframer.push(data)) {
-      const answer = handle(done);
+      const answer = handle(done, later);
       chain = chain
         .then(() => answer)
         .then((reply) => {

@@ -165,6 +165,11 @@ export class DurableQueue {
     return this.unsynced.get(id);
   }
 
+  /** Whether this control id is accepted and not yet confirmed by Pont (a scan: asked only for a resend that wants an application ACK). */
+  pending(id: string): boolean {
+    return this.backlog.some((p) => p.id === id);
+  }
+
   /** Resolves once the message is on disk (written and synced); only then may it be acknowledged. */
   accept(message: QueuedMessage): Promise<void> {
     const before = this.accepted(message.id);
