@@ -705,6 +705,17 @@ describe('portal JSON routes, more', () => {
     expect(listed.clock_skew_seconds).toBeGreaterThanOrEqual(28);
     expect(listed.clock_skew_seconds).toBeLessThanOrEqual(30);
     expect(JSON.stringify(listed)).not.toContain(agent.agent_key);
+
+    // The HL7 v2 agent reports its backlog with its heartbeat (docs/hl7-v2.md): the page shows it on its own.
+    const hl7 = await pont.json('/api/v1/bridge/heartbeat', {
+      method: 'POST',
+      headers: { 'x-bridge-agent-id': agent.agent_id, 'x-bridge-agent-key': agent.agent_key, 'x-bridge-timestamp': String(Math.floor(Date.now() / 1000)) },
+      json: { agent_id: agent.agent_id, facility_id: 'fac-skew', version: 'pont-bridge-agent 0.1.0 hl7v2; backlog 1234' },
+    });
+    expect(hl7.status).toBe(200);
+    const page = await (await pont.fetch('/portal/agents', { headers: { cookie: adminA.cookie } })).text();
+    const section = page.slice(page.indexOf(agent.agent_id), page.indexOf('</section>', page.indexOf(agent.agent_id)));
+    expect(section).toMatch(/Backlog: 1,234 messages/);
   });
 
   it('refuses hostile input with the documented shape, never a 500', async () => {

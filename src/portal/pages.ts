@@ -69,6 +69,11 @@ function formError(errors: Errors): Html | '' {
   return errors.form ? html`<p class="alert" role="alert">${errors.form}</p>` : '';
 }
 
+/** The backlog an agent reports in its heartbeat's version (the HL7 v2 agent's `…; backlog N`, docs/hl7-v2.md). */
+const backlogOf = (version: string | null) => {
+  const m = version ? /; backlog (\d+)$/.exec(version) : null;
+  return m ? Number(m[1]) : undefined;
+};
 const when = (iso: string | null | undefined) => (iso ? iso.replace('T', ' ').replace(/\.\d+Z$/, ' UTC').replace(/Z$/, ' UTC') : '—');
 
 const NOTICES: Record<string, string> = {
@@ -498,6 +503,7 @@ curl -s ${base}/api/v1/connect/patients/verify/HEALTH_ID -H "authorization: Bear
       body: html`${agents.map(
         (a) => html`<section><h2><code>${a.agent_id}</code> <span class="muted">· facility ${a.facility_id} · ${a.revoked_at ? `revoked ${when(a.revoked_at)}` : 'active'}</span></h2>
         <p>Last heartbeat: ${when(a.last_seen_at)} · version ${a.last_version ?? '—'} · clock skew ${a.clock_skew_seconds === null ? '—' : `${a.clock_skew_seconds > 0 ? '+' : ''}${a.clock_skew_seconds} s`}</p>
+        ${backlogOf(a.last_version) !== undefined && html`<p>Backlog: ${backlogOf(a.last_version)!.toLocaleString('en')} messages acknowledged by the agent and not yet in Pont (at its last heartbeat)</p>`}
         <div class="table" tabindex="0" role="region" aria-label="Sync batches of ${a.agent_id}"><table><caption class="muted">Recent sync batches</caption><thead><tr><th scope="col">Batch</th><th scope="col">Time</th><th scope="col">Created / updated / unchanged / failed</th><th scope="col">Failures</th></tr></thead><tbody>
         ${a.recent_batches.map((b) => html`<tr><td><code>${b.batch_id}</code></td><td>${when(new Date(b.created_at).toISOString())}</td><td>${b.counts ? `${b.counts.created} / ${b.counts.updated} / ${b.counts.unchanged} / ${b.counts.failed}` : '—'}</td><td>${b.errors.join('; ')}</td></tr>`)}
         ${a.recent_batches.length ? '' : html`<tr><td colspan="4">No batches yet.</td></tr>`}</tbody></table></div>
