@@ -1,11 +1,16 @@
 /**
  * `npm run bench:hl7`: the HL7 v2 Bridge agent end to end (issue 45). Pont in this process on a scratch PostgreSQL
- * database; `pont bridge-agent` as its own process; a laboratory system simulated by BENCH_CONNECTIONS (default 4)
- * @medplum/hl7 MLLP clients, each sending ORU^R01 messages with 5 OBX one after the other (BENCH_MESSAGES in all,
- * default 3000; 100 patients). Figures: ACKs per second and ACK latency p50/p95 at the client; messages per second
- * through to Pont (until the last DiagnosticReport is stored); then, with Pont unreachable, the agent's memory (RSS)
- * with a backlog of BENCH_BACKLOG messages (default 20000), and how fast that backlog drains once Pont is back (the
- * agent restarted on the same queue: full batches). Written to bench/results/hl7.json.
+ * database; `pont bridge-agent` as its own process; a laboratory system simulated by bench/hl7-lab.ts in a third
+ * (BENCH_CONNECTIONS, default 4, @medplum/hl7 MLLP clients, each sending ORU^R01 messages with 5 OBX one after the
+ * other; 100 patients). Figures:
+ * 1. Pont up, BENCH_MESSAGES (default 3000): ACKs per second and ACK latency p50/p95 at the client; messages per
+ *    second through to Pont (until the last DiagnosticReport is stored).
+ * 2. Pont unreachable, BENCH_BACKLOG messages (default 20000; the issue's figure is 100000): ACKs per second, and the
+ *    agent's memory (RSS now and its peak, VmHWM) with that backlog queued.
+ * 3. The agent restarted on that queue (its memory after reading the queue at start), Pont back: how fast the
+ *    backlog drains (for at most BENCH_DRAIN_SECONDS, default 600) and the agent's peak memory meanwhile.
+ * Written to bench/results/hl7.json (BENCH_RESULT names another file). BENCH_AGENT_PROFILE=DIR: a CPU profile of
+ * each agent process.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -14,8 +19,6 @@ import { createServer } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Hl7Message } from '@medplum/core';
-import { Hl7Client } from '@medplum/hl7';
 import { createAgent } from '../src/auth/agents';
 import { loadConfig } from '../src/config';
 import { startPont } from '../src/server';
@@ -25,6 +28,7 @@ import { stats } from './stats';
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 3000);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 4);
 const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 20000);
+const DRAIN_SECONDS = Number(process.env.BENCH_DRAIN_SECONDS ?? 600);
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 
 async function freePort(): Promise<number> {
@@ -35,27 +39,13 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-function oru(n: number, run: string): Hl7Message {
-  const patient = n % 100;
-  return Hl7Message.parse(
-    [
-      `MSH|^~\\&|LAB|GHH LAB|PONT|FAC|20240116120000||ORU^R01^ORU_R01|${run}-${n}|P|2.5.1`,
-      `PID|1||P${patient}^^^GHH^MR||PATIENT${patient}^TEST^^^^^L||19800101|F`,
-      `OBR|1|${run}${n}^OE|${run}${n}^LAB|24323-8^Comprehensive metabolic panel^LN|||20240116093000+0100||||||||||||||||||F`,
-      `OBX|1|NM|2345-7^Glucose^LN||${80 + (n % 40)}|mg/dL^^UCUM|70-99|${n % 40 > 19 ? 'H' : 'N'}|||F`,
-      `OBX|2|NM|2951-2^Sodium^LN||140|mmol/L|135-145|N|||F`,
-      `OBX|3|NM|2823-3^Potassium^LN||4.1|mmol/L|3.5-5.1|N|||F`,
-      `OBX|4|SN|1988-5^C reactive protein^LN||<^5|mg/L|<5|N|||F`,
-      `OBX|5|ST|5778-6^Color of Urine^LN||Yellow||||||F`,
-    ].join('\r'),
-  );
-}
-
-async function startAgentProcess(config: Record<string, unknown>, dir: string): Promise<{ child: ChildProcess; port: number; rssKiB(): number; stop(): Promise<void> }> {
+async function startAgentProcess(config: Record<string, unknown>, dir: string): Promise<{ child: ChildProcess; port: number; rssKiB(): number; peakKiB(): number; stop(): Promise<void> }> {
   const file = join(dir, `agent-${config.mllp_port}.json`);
   writeFileSync(file, JSON.stringify(config));
   chmodSync(file, 0o600);
-  const child = spawn(process.execPath, [join(repoRoot, 'bin/pont.js'), 'bridge-agent', '--config', file], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
+  // BENCH_AGENT_PROFILE=DIR: a CPU profile of each agent process, written to DIR when it stops.
+  const profile = process.env.BENCH_AGENT_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_AGENT_PROFILE}`] : [];
+  const child = spawn(process.execPath, [...profile, join(repoRoot, 'bin/pont.js'), 'bridge-agent', '--config', file], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   child.stdout!.on('data', (c) => {
     out = (out + c).slice(-10_000);
@@ -69,6 +59,7 @@ async function startAgentProcess(config: Record<string, unknown>, dir: string): 
     child,
     port: config.mllp_port as number,
     rssKiB: () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? NaN),
+    peakKiB: () => Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? NaN),
     async stop() {
       const exited = once(child, 'exit');
       child.kill('SIGTERM');
@@ -77,29 +68,14 @@ async function startAgentProcess(config: Record<string, unknown>, dir: string): 
   };
 }
 
-/** CONNECTIONS clients, each sending its share one after the other; every ACK's latency. */
+/** The laboratory (bench/hl7-lab.ts) sending `count` messages; every ACK's latency. */
 async function burst(port: number, count: number, run: string): Promise<{ seconds: number; latencies: number[]; codes: Record<string, number> }> {
-  const latencies: number[] = [];
-  const codes: Record<string, number> = {};
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: CONNECTIONS }, async () => {
-      const client = new Hl7Client({ host: '127.0.0.1', port });
-      try {
-        for (let n = next++; n < count; n = next++) {
-          const t = performance.now();
-          const reply = await client.sendAndWait(oru(n, run), { timeoutMs: 30_000 });
-          latencies.push(performance.now() - t);
-          const code = reply.getSegment('MSA')?.getField(1)?.toString() ?? '?';
-          codes[code] = (codes[code] ?? 0) + 1;
-        }
-      } finally {
-        await client.close();
-      }
-    }),
-  );
-  return { seconds: (performance.now() - started) / 1000, latencies, codes };
+  const lab = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'bench/hl7-lab.ts'), String(port), String(count), run], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  lab.stdout!.on('data', (c) => (out += c));
+  const [code] = await once(lab, 'exit');
+  if (code !== 0) throw new Error(`the laboratory process exited with ${code}`);
+  return JSON.parse(out);
 }
 
 async function main() {
@@ -124,6 +100,7 @@ async function main() {
     const throughSeconds = (performance.now() - started) / 1000;
     const ack = stats(sent.latencies);
     const rssAfterRun = agent.rssKiB();
+    const peakAfterRun = agent.peakKiB();
     await agent.stop();
     const through = {
       messages: MESSAGES,
@@ -135,36 +112,49 @@ async function main() {
       in_pont_per_second: Math.round(MESSAGES / throughSeconds),
       seconds_until_all_in_pont: Math.round(throughSeconds * 10) / 10,
       agent_rss_mib: Math.round(rssAfterRun / 1024),
+      agent_peak_rss_mib: Math.round(peakAfterRun / 1024),
     };
     console.log(`through to Pont: ${JSON.stringify(through)}`);
 
     // 2. Pont unreachable: the backlog on disk, and the agent's memory with it.
+    const mib = (kib: number) => Math.round(kib / 1024);
     const down = await startAgentProcess({ ...base, pont_url: `http://127.0.0.1:${await freePort()}`, mllp_port: await freePort(), queue_dir: join(dir, 'q2') }, dir);
     const rssBefore = down.rssKiB();
     const queued = await burst(down.port, BACKLOG, 'B');
     const backlog = {
       messages: BACKLOG,
       ack_per_second: Math.round(BACKLOG / queued.seconds),
+      ack_p50_ms: Math.round(stats(queued.latencies).p50 * 10) / 10,
       ack_p95_ms: Math.round(stats(queued.latencies).p95 * 10) / 10,
       acks: queued.codes,
-      agent_rss_mib_empty: Math.round(rssBefore / 1024),
-      agent_rss_mib_with_backlog: Math.round(down.rssKiB() / 1024),
+      agent_rss_mib_empty: mib(rssBefore),
+      agent_rss_mib_with_backlog: mib(down.rssKiB()),
+      agent_peak_rss_mib: mib(down.peakKiB()),
     };
     await down.stop();
     console.log(`backlog with Pont down: ${JSON.stringify(backlog)}`);
 
-    // 3. Pont back: the same queue drains in full batches.
+    // 3. The agent restarted on that queue, Pont back: the backlog drains in full batches.
     const before = await reports();
     const drainStarted = performance.now();
     const back = await startAgentProcess({ ...base, pont_url: pont.url, mllp_port: await freePort(), queue_dir: join(dir, 'q2') }, dir);
-    while ((await reports()) < before + BACKLOG) await new Promise((r) => setTimeout(r, 200));
+    const rssAtStart = back.rssKiB();
+    let drained = 0;
+    while ((drained = (await reports()) - before) < BACKLOG && performance.now() - drainStarted < DRAIN_SECONDS * 1000) await new Promise((r) => setTimeout(r, 500));
     const drainSeconds = (performance.now() - drainStarted) / 1000;
+    const drain = {
+      messages: drained,
+      of: BACKLOG,
+      seconds: Math.round(drainSeconds * 10) / 10,
+      in_pont_per_second: Math.round(drained / drainSeconds),
+      agent_rss_mib_after_start: mib(rssAtStart),
+      agent_peak_rss_mib: mib(back.peakKiB()),
+    };
     await back.stop();
-    const drain = { messages: BACKLOG, seconds: Math.round(drainSeconds * 10) / 10, in_pont_per_second: Math.round(BACKLOG / drainSeconds) };
     console.log(`backlog drained into Pont: ${JSON.stringify(drain)}`);
 
     mkdirSync(join(repoRoot, 'bench', 'results'), { recursive: true });
-    writeFileSync(join(repoRoot, 'bench', 'results', 'hl7.json'), JSON.stringify({ at: new Date().toISOString(), node: process.version, database: 'postgres', load_average_1m: loadavg()[0], through, backlog, drain }, null, 2) + '\n');
+    writeFileSync(join(repoRoot, 'bench', 'results', process.env.BENCH_RESULT ?? 'hl7.json'), JSON.stringify({ at: new Date().toISOString(), node: process.version, database: 'postgres', load_average_1m: loadavg()[0], through, backlog, drain }, null, 2) + '\n');
   } finally {
     await pont.close();
     await scratch.drop();
