@@ -645,7 +645,10 @@ describe.skipIf(backend !== 'postgres')('two processes (PostgreSQL)', () => {
         }),
       ),
     );
-    await eventually(() => expect(bundlesOfType(client.messages, 'event-notification')).toHaveLength(2 * EACH));
+    await eventually(() => expect(bundlesOfType(client.messages, 'event-notification')).toHaveLength(2 * EACH)).catch((err) => {
+      // What the processes logged (a notification that failed to build, a lost listener) says why, where a count cannot.
+      throw new Error(`${(err as Error).message}\nmessages: ${JSON.stringify(client.messages.map((m) => (m?.resourceType === 'Bundle' ? statusOf(m) : m)))}\n${processes.map((p, i) => `process ${i + 1}:\n${p.output()}`).join('\n')}`);
+    });
     const socketNumbers = bundlesOfType(client.messages, 'event-notification').map((b) => statusOf(b).events[0].number);
     expect(socketNumbers).toEqual(Array.from({ length: 2 * EACH }, (_, i) => i + 1)); // in order, each once
     await eventually(() => expect(notifications(endpoint).length).toBe(2 * EACH));

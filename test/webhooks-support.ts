@@ -118,6 +118,8 @@ export interface PontProcess {
   exited: Promise<unknown>;
   /** Base URL it listens on. */
   url: string;
+  /** What it has printed so far (its log: errors only, LOG_LEVEL=error), for a failing test to show. */
+  output(): string;
 }
 
 /** `pont serve` (`pontCommand`) on a PostgreSQL database; resolves once it listens. */
@@ -127,8 +129,8 @@ export async function startPontProcess(databaseUrl: string, env: Record<string, 
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise((resolve) => child.once('exit', resolve));
+  let output = '';
   const url = await new Promise<string>((resolve, reject) => {
-    let output = '';
     child.stdout!.on('data', (chunk: Buffer) => {
       output += chunk.toString();
       const listening = /Pont is listening on (http:\/\/\S+)/.exec(output);
@@ -137,7 +139,7 @@ export async function startPontProcess(databaseUrl: string, env: Record<string, 
     child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     void exited.then(() => reject(new Error(`pont serve exited before listening:\n${output}`)));
   });
-  return { child, exited, url };
+  return { child, exited, url, output: () => output };
 }
 
 export async function stopPontProcess(p: PontProcess, signal: NodeJS.Signals): Promise<void> {
