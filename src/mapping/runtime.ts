@@ -407,7 +407,7 @@ export function terminologyAsked(program: MapProgram, resource: Resource, contex
   return out;
 }
 
-/** Every Coding (an object with a system and a code, not a Quantity's) without a display in `value`, into `out`. */
+/** Every Coding (an object with a system and a code, not a Quantity's) without a display in `value` (its `meta` aside), into `out`. */
 export function codingsWithoutDisplay(value: unknown, out: Array<{ system: string; code: string }>, depth = 0): void {
   if (depth > 32) return;
   if (Array.isArray(value)) {
@@ -421,7 +421,8 @@ export function codingsWithoutDisplay(value: unknown, out: Array<{ system: strin
   }
   for (const key in value) {
     const v = value[key];
-    if (typeof v === 'object' && v !== null && key !== 'text' && key !== 'div') codingsWithoutDisplay(v, out, depth + 1);
+    // Not a narrative, nor `meta` (tags and security labels: no map reads them as text).
+    if (typeof v === 'object' && v !== null && key !== 'text' && key !== 'meta') codingsWithoutDisplay(v, out, depth + 1);
   }
 }
 
