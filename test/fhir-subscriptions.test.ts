@@ -534,6 +534,44 @@ describe('timeout and maxCount (the channel\'s backport-timeout and backport-max
   });
 });
 
+describe('a change the fan-out cannot number', () => {
+  it('is set aside and tried again; the changes queued after it are numbered meanwhile, and it is numbered once it can be', async () => {
+    const patient = await fhir(A, '/Patient', { method: 'POST', json: { resourceType: 'Patient', name: [{ family: 'Poisoned' }], gender: 'female', birthDate: '1990-03-03' } });
+    const filter = `Encounter?patient=Patient/${patient.body.id}`;
+    const created = await fhir(A, '/Subscription', { method: 'POST', json: subscription(undefined, { channel: 'websocket', content: 'id-only', filter }) });
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    // The database refuses to number one Encounter (a trigger stands in for whatever could fail: a bug, a bad row).
+    const db = pont.services.db;
+    await db.exec(`CREATE TABLE poisoned_focus (id text PRIMARY KEY);
+      CREATE FUNCTION refuse_poisoned() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF EXISTS (SELECT 1 FROM poisoned_focus p WHERE p.id = ANY (NEW.focus_ids)) THEN RAISE EXCEPTION 'poisoned focus'; END IF;
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER refuse_poisoned BEFORE INSERT ON fhir_subscription_event_runs FOR EACH ROW EXECUTE FUNCTION refuse_poisoned();`);
+    try {
+      const encounter = (status: string) => ({ resourceType: 'Encounter', status, class: { code: 'AMB' }, subject: { reference: `Patient/${patient.body.id}` } });
+      const first = await fhir(A, '/Encounter', { method: 'POST', json: encounter('in-progress') });
+      await db.query('INSERT INTO poisoned_focus (id) VALUES ($1)', [first.body.id]);
+      // Finished: it fires the topic, its numbering fails; the two finished after it are numbered all the same.
+      expect((await fhir(A, `/Encounter/${first.body.id}`, { method: 'PUT', json: { ...first.body, status: 'finished' } })).status).toBe(200);
+      const later: string[] = [];
+      for (let i = 0; i < 2; i++) later.push((await fhir(A, '/Encounter', { method: 'POST', json: encounter('finished') })).body.id as string);
+      const focuses = async () =>
+        statusOf((await fhir(A, `/Subscription/${id}/$events`)).body).events.map((e: any) => e.focus?.split('/').pop() as string);
+      await eventually(async () => expect(await focuses()).toEqual(later));
+      // It waits to be tried again (its time, moved here rather than waited for); then it is numbered, after them.
+      await db.query('DELETE FROM poisoned_focus');
+      await db.query('UPDATE fhir_subscription_changes SET retry_at = now() WHERE retry_at IS NOT NULL');
+      await eventually(async () => expect(await focuses()).toEqual([...later, first.body.id]));
+    } finally {
+      await db.exec('DROP TRIGGER refuse_poisoned ON fhir_subscription_event_runs; DROP FUNCTION refuse_poisoned(); DROP TABLE poisoned_focus;');
+      await fhir(A, `/Subscription/${id}`, { method: 'DELETE' });
+    }
+  });
+});
+
 /** An IG-only websocket client: every text message it gets, parsed when it is JSON. */
 async function connectSocket(url: string) {
   const socket = new WebSocket(url);

@@ -2,7 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Database } from '../db/database';
 import type { BackgroundWorker } from '../jobs';
 import type { Logger } from '../log';
-import { CHANGES_CHANNEL, numberQueuedChanges } from './service';
+import { CHANGES_CHANNEL, FANOUT_BATCH, numberQueuedChanges, setAsideOldestChange } from './service';
 
 /** How often the queue is looked at without a wake-up (a NOTIFY lost with the listening connection, another process's turn ended). */
 export const FANOUT_POLL_MS = 1000;
@@ -29,10 +29,26 @@ export function createFanOutWorker(db: Database, log: Logger, pollMs = FANOUT_PO
   let retry: NodeJS.Timeout | undefined;
   let listening: Promise<(() => Promise<void>) | undefined> | undefined;
 
+  /** Changes still to take one at a time after a run failed: the one that fails is found and set aside, the others go on. */
+  let isolating = 0;
   const drainOnce = async () => {
     do {
       rerun = false;
-      const run = await numberQueuedChanges(db);
+      let run: Awaited<ReturnType<typeof numberQueuedChanges>>;
+      try {
+        run = await numberQueuedChanges(db, isolating ? 1 : FANOUT_BATCH);
+      } catch (err) {
+        if (stopped) return;
+        if (!isolating) isolating = FANOUT_BATCH; // one of the batch failed it: which?
+        else {
+          const seq = await setAsideOldestChange(db, String(err));
+          log.error('fhir subscription change not numbered; set aside and tried again later', { seq, error: String(err) });
+          isolating--;
+        }
+        rerun = true;
+        continue;
+      }
+      if (isolating && run.changes) isolating--;
       if (run.changes) rerun = true; // there may be more queued
       // Another process's turn: it may have looked at the queue before this process's change committed, so look again soon.
       else if (run.busy && !retry) retry = setTimeout(() => ((retry = undefined), wake()), BUSY_RETRY_MS).unref();

@@ -577,7 +577,10 @@ export async function numberQueuedChanges(db: Database, batch = FANOUT_BATCH): P
   return db.transaction(async (tx) => {
     const { rows: turn } = await tx.query<{ mine: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS mine', [FANOUT_LOCK]);
     if (!turn[0]?.mine) return { changes: 0, events: 0, busy: true };
-    const { rows: queued } = await tx.query<{ seq: string }>('SELECT seq FROM fhir_subscription_changes ORDER BY seq LIMIT $1', [Math.min(batch, FANOUT_BATCH)]);
+    const { rows: queued } = await tx.query<{ seq: string }>(
+      'SELECT seq FROM fhir_subscription_changes WHERE retry_at IS NULL OR retry_at <= now() ORDER BY seq LIMIT $1',
+      [Math.min(batch, FANOUT_BATCH)],
+    );
     if (!queued.length) return { changes: 0, events: 0, busy: false };
     const seqs = queued.map((q) => q.seq);
     // Who would hear of each change: its subscribers (client, organisation, content empty or not), with the client as it is now.
@@ -663,6 +666,26 @@ export async function numberQueuedChanges(db: Database, batch = FANOUT_BATCH): P
     for (let i = 0; i < sockets.length; i += NOTIFY_IDS) payloads.push(sockets.slice(i, i + NOTIFY_IDS).join(','));
     if (payloads.length) await tx.query('SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p', [SUBSCRIPTION_CHANNEL, payloads]);
     return { changes: seqs.length, events, busy: false };
+  });
+}
+
+/**
+ * Sets aside the oldest due queued change after it failed alone (numberQueuedChanges with a batch of 1): not taken again
+ * for 10 s per attempt so far, at most 10 minutes, so the changes after it go on. Its seq, or undefined when another
+ * process holds the turn or nothing is due.
+ */
+export async function setAsideOldestChange(db: Database, error: string): Promise<string | undefined> {
+  return db.transaction(async (tx) => {
+    const { rows: turn } = await tx.query<{ mine: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS mine', [FANOUT_LOCK]);
+    if (!turn[0]?.mine) return undefined;
+    const { rows } = await tx.query<{ seq: string }>(
+      `UPDATE fhir_subscription_changes SET attempts = attempts + 1, error = left($1, 1000),
+         retry_at = now() + least(attempts + 1, 60) * interval '10 seconds'
+       WHERE seq = (SELECT seq FROM fhir_subscription_changes WHERE retry_at IS NULL OR retry_at <= now() ORDER BY seq LIMIT 1)
+       RETURNING seq`,
+      [error],
+    );
+    return rows[0]?.seq;
   });
 }
 
