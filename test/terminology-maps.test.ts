@@ -15,7 +15,8 @@ import { createTestClient, startTestServer, type TestClient, type TestServer } f
 // Issue 46 (4): the maps read the loaded terminology, on both databases. Code systems and a value set built here are
 // loaded through the load command's path (its file reader and loader); then Connect records show the displays of
 // codings written without one and a map's memberOf() (the chronic marker of test/chronic-map.ts, a copy of the maps);
-// a reload is seen by the next reads (the per-process cache hears it); $validate judges bindings to loaded value sets.
+// a reload is seen by the next reads (the per-process cache hears it); $validate judges bindings to loaded value sets,
+// and writes refuse a code outside a loaded value set of a required binding.
 
 const SCT = 'http://snomed.info/sct';
 const LOINC = 'http://loinc.org';
@@ -185,5 +186,35 @@ describe('$validate judges bindings to loaded value sets', () => {
     // A CodeableConcept passes with one coding in the value set.
     const two = { resourceType: 'Patient', maritalStatus: { coding: [{ system: 'http://example.org/local', code: 'wed' }, { system: 'http://terminology.hl7.org/CodeSystem/v3-MaritalStatus', code: 'M' }] } };
     expect((await validate(two)).issue).toEqual([expect.objectContaining({ severity: 'information' })]);
+  });
+
+  it('writes refuse a code outside a loaded value set of a required binding (400, as $validate says); extensible ones are not refused', async () => {
+    // The value sets of the test before are loaded (this file's database): allergy-clinical {active}, marital-status {M, S}.
+    const allergy = (code: string) => ({
+      resourceType: 'AllergyIntolerance',
+      patient: { reference: `Patient/${PATIENT}` },
+      clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical', code }] },
+      code: { text: 'Penicillin' },
+    });
+    const post = (resource: any) => call(operator, `${BASE}/${resource.resourceType}`, { method: 'POST', json: resource });
+    const refused = await post(allergy('resolved'));
+    expect(refused.status).toBe(400);
+    expect(refused.body.issue).toEqual([expect.objectContaining({ severity: 'error', code: 'code-invalid', expression: ['AllergyIntolerance.clinicalStatus'] })]);
+    expect((await post(allergy('active'))).status).toBe(201);
+    // In a transaction, the entry is named and nothing is written.
+    const bundle = await call(operator, BASE, {
+      method: 'POST',
+      json: { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: allergy('active'), request: { method: 'POST', url: 'AllergyIntolerance' } }, { resource: allergy('resolved'), request: { method: 'POST', url: 'AllergyIntolerance' } }] },
+    });
+    expect(bundle.status).toBe(400);
+    expect(JSON.stringify(bundle.body)).toContain('allergyintolerance-clinical');
+    // Extensible: a write stores W (widowed), outside the loaded marital-status.
+    expect((await post({ resourceType: 'Observation', status: 'final', code: { text: 'x' }, subject: { reference: `Patient/${PATIENT}` } })).status).toBe(201);
+    const widowed = await call(operator, `${BASE}/Patient/${PATIENT}`);
+    const put = await call(operator, `${BASE}/Patient/${PATIENT}`, {
+      method: 'PUT',
+      json: { ...widowed.body, maritalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-MaritalStatus', code: 'W' }] } },
+    });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
   });
 });

@@ -28,6 +28,7 @@ import { everythingBundle, historyBundle, missing, readOneVersion, readReference
 import { checkSearchReach, searchPages, searchResources, type SearchOptions } from './store/search';
 import { checkType, versionTag, type RowFilter } from './store/types';
 import { writeMany, type WriteItem, type WriteResult } from './store/writes';
+import type { TerminologyLookup } from './term/lookup';
 
 /** Who is asking, and why: what a repository is built from, once per request. */
 /** What a feature's read of its derived tables gets from the repository (FhirRepository.readFacility). */
@@ -95,6 +96,8 @@ export interface RepositoryDeps {
   now(): number;
   /** Which organisations' reads are counted (consents that limit how often): src/policy/read-limits.ts. */
   readLimits: ReadLimits;
+  /** The writes' check of required bindings to loaded value sets (src/fhir/term/lookup.ts); absent: none. */
+  bindings?: Pick<TerminologyLookup, 'refusals'>;
 }
 
 /** A table that follows the resources of one type (architecture §9: "registry tables follow the FHIR resources"). */
@@ -614,8 +617,10 @@ export class FhirRepository {
     const registered: Registered[] = [];
     const principal = this.context.principal;
     const writer = principal.kind === 'client' || principal.kind === 'bridge-agent' ? (principal.organizationId ?? null) : null;
+    const bindings = this.deps.bindings;
     const results = await writeMany(sql, this.baseUrl, items, {
       authorOf: (resource) => this.deps.authorOf?.(resource) ?? writer,
+      ...(bindings ? { checkBindings: (resources: Resource[]) => bindings.refusals(sql, resources) } : {}),
       prepare: async (resource, previous) => {
         if (resource.resourceType !== 'Patient') return resource;
         const outcome = await withHealthId(sql, resource as Patient, previous as Patient | undefined);

@@ -7,6 +7,7 @@ import { AuditTrail } from './audit-trail';
 import { FhirRepository, type DerivedTable, type RepositoryDeps, type RequestContext } from './repository';
 import { purgeResources, purgeResourcesById } from './store/purge';
 import type { ReadLimits } from '../policy/read-limits';
+import { TerminologyLookup } from './term/lookup';
 
 export const FHIR_BASE_PATH = '/api/fhir/R4';
 
@@ -47,6 +48,8 @@ export class FhirService {
         return matchKey({ first_name: firstName, last_name: text('last_name'), date_of_birth: text('date_of_birth'), sex: text('sex') }, config.matchKeySecret);
       },
       readAs: (map, resource) => mappings.get(map).readFhir(resource).connect,
+      // Writes refuse a code outside a loaded value set its element is bound to, required (docs/fhir.md "Terminology").
+      bindings: new TerminologyLookup(db),
       ...extensions,
       now: () => this.now(),
     };

@@ -43,6 +43,11 @@ export interface WriteHooks {
   authorOf?(resource: Resource): string | null;
   /** Resources Pont builds itself with code whose output a test validates (the audit trail's AuditEvents): not validated again. */
   trusted?: boolean;
+  /**
+   * The check of bindings to the value sets loaded into Pont (src/fhir/term/lookup.ts), after the resources' own
+   * validation: a refusal for each resource, or undefined.
+   */
+  checkBindings?(resources: Resource[]): Promise<Array<ApiError | undefined>>;
 }
 
 interface LockedRow {
@@ -164,6 +169,15 @@ export async function writeMany(
       if (!refused || w.index < refused.index) refused = { index: w.index, err: outcome };
     } else checked.set(w.index, outcome);
   });
+  // Bindings to loaded value sets, of the resources valid so far (a statement only when a value set is loaded).
+  const valid = stored.filter((w) => checked.has(w.index));
+  if (hooks.checkBindings && valid.length && !hooks.trusted) {
+    const refusals = await hooks.checkBindings(valid.map((w) => w.content!));
+    valid.forEach((w, k) => {
+      const err = refusals[k];
+      if (err && (!refused || w.index < refused.index)) refused = { index: w.index, err };
+    });
+  }
   if (refused) throw labelled(refused.err, refused.index);
   for (const [index, c] of checked) Object.assign(results[index]!, { patients: c.patients, links: c.links });
 

@@ -1,5 +1,5 @@
 import { tryGetDataType } from '@medplum/core';
-import type { Resource } from '@medplum/fhirtypes';
+import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
 
 /** A coded element of a resource bound (required or extensible) to a value set, with its codings. */
 export interface BoundValue {
@@ -55,4 +55,16 @@ function walk(value: unknown, typeName: string, path: string, out: BoundValue[],
       });
     }
   }
+}
+
+/** The issue of a bound element none of whose codes is in its loaded value set: an error (required) or a warning (extensible). */
+export function bindingIssue(b: BoundValue): OperationOutcomeIssue {
+  const [first] = b.codings;
+  const what = b.codings.length > 1 ? 'None of the codings is' : `${first!.system ? `${first!.system}#` : ''}${first!.code} is not`;
+  return {
+    severity: b.strength === 'required' ? 'error' : 'warning',
+    code: 'code-invalid',
+    details: { text: `${what} in the value set ${b.valueSet} (${b.strength} binding)` },
+    expression: [b.path],
+  };
 }

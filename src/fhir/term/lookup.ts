@@ -1,11 +1,15 @@
+import type { Resource } from '@medplum/fhirtypes';
+import { ApiError, ErrorCode } from '../../core/errors';
 import type { Database, Queryable } from '../../db/database';
 import { NotifiedCache, setBounded } from '../../db/notified-cache';
 import type { ReadTerminology, TerminologyQuestions } from '../../mapping/runtime';
+import { bindingIssue, boundValues } from './bindings';
 
 /**
  * What the maps read of the loaded terminology (docs/fhir.md "Terminology", "Used by the maps"): the display the
  * current version of a loaded code system gives a code, and whether a code is in the current expansion of a loaded
- * value set (memberOf()). The rules are written here once: `$validate`'s binding check asks membership here too.
+ * value set (memberOf()). The rules are written here once: `$validate`'s binding check and the writes' refusal of a
+ * code outside a loaded value set of a required binding (refusals) ask membership here too.
  *
  * - The current version of a code system or value set is its newest active one (the one `:below` and `:in` search).
  * - A code is in a value set when its stored expansion holds the code from the coding's system; a bare code (a `code`
@@ -156,6 +160,31 @@ export class TerminologyLookup {
         return members.get(`${valueSet}\u0000${codingKey(system, code)}`);
       },
     };
+  }
+
+  /**
+   * The writes' check of bindings to loaded value sets (src/fhir/store/writes.ts): a resource with a coded element
+   * bound `required` to a loaded value set none of whose codes is in its current expansion is refused, a 400 naming
+   * the element, as an invalid resource is. Extensible bindings are `$validate`'s warnings only; a value set not
+   * loaded (or not expandable) is not judged. Nothing to do, and no statement, while no value set is loaded.
+   */
+  async refusals(q: Queryable, resources: Resource[]): Promise<Array<ApiError | undefined>> {
+    this.listen();
+    const loaded = await this.loaded(q, this.cache.since());
+    if (!loaded.valueSets.size) return resources.map(() => undefined);
+    const bound = resources.map((r) => boundValues(r).filter((b) => b.strength === 'required' && b.codings.length && loaded.valueSets.has(b.valueSet)));
+    const members = bound.flat().flatMap((b) => b.codings.map((c) => ({ valueSet: b.valueSet, ...c })));
+    const answers = members.length ? await this.answers(q, { codings: [], members }) : undefined;
+    return resources.map((resource, i) => {
+      const outside = bound[i]!.filter((b) => {
+        const member = b.codings.map((c) => answers?.memberOf(b.valueSet, c.system, c.code));
+        return member.some((m) => m !== undefined) && !member.includes(true);
+      });
+      if (!outside.length) return undefined;
+      const issues = outside.slice(0, 20).map(bindingIssue);
+      const [first] = issues;
+      return new ApiError(400, ErrorCode.validationFailed, `Invalid ${resource.resourceType}: ${first!.details!.text!.slice(0, 500)} at ${first!.expression![0]!.slice(0, 300)}`, { issues });
+    });
   }
 
   /** Which code systems and value sets have an active version: cached, one statement after each change. */

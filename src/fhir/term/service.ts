@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { CodeableConcept, Coding, OperationOutcomeIssue, Parameters, ParametersParameter, Resource, ValueSet, ValueSetExpansionContains } from '@medplum/fhirtypes';
-import { boundValues } from './bindings';
+import { bindingIssue, boundValues } from './bindings';
 import { TerminologyLookup } from './lookup';
 import type { ReadTerminology, TerminologyQuestions } from '../../mapping/runtime';
 import { ApiError, badRequest, ErrorCode, notFound } from '../../core/errors';
@@ -419,14 +419,7 @@ export class TerminologyService {
       judged.add(a.i);
       if (answers[k]) inSet.add(a.i);
     });
-    return bound
-      .filter((_, i) => judged.has(i) && !inSet.has(i))
-      .map((b) => ({
-        severity: b.strength === 'required' ? ('error' as const) : ('warning' as const),
-        code: 'code-invalid' as const,
-        details: { text: `${b.codings.length > 1 ? 'None of the codings' : `${b.codings[0]!.system ? `${b.codings[0]!.system}#` : ''}${b.codings[0]!.code}`} ${b.codings.length > 1 ? 'is' : 'is not'} in the value set ${b.valueSet} (${b.strength} binding)` },
-        expression: [b.path],
-      }));
+    return bound.filter((_, i) => judged.has(i) && !inSet.has(i)).map(bindingIssue);
   }
 
   /**
