@@ -67,7 +67,7 @@ function partOf(node: Profiler.ProfileNode, parentOf: Map<number, Profiler.Profi
  * Every statement the server sends, timed from submission to its answer (round trip and PostgreSQL's work), by its
  * first words: how many a request makes and what they cost. pg's Client.query is wrapped for the run.
  */
-const statements = new Map<string, { count: number; prepared: number; ms: number; last: { text: string; values: unknown[] } }>();
+const statements = new Map<string, { count: number; prepared: number; ms: number; each: number[]; last: { text: string; values: unknown[] } }>();
 const clientQuery = pg.Client.prototype.query as (...args: unknown[]) => unknown;
 pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
   const answer = clientQuery.apply(this, args);
@@ -78,10 +78,12 @@ pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
   const started = performance.now();
   const key = text.replace(/\s+/g, ' ').trim().slice(0, 70);
   const done = () => {
-    const s = statements.get(key) ?? { count: 0, prepared: 0, ms: 0, last: { text, values } };
+    const s = statements.get(key) ?? { count: 0, prepared: 0, ms: 0, each: [] as number[], last: { text, values } };
     s.count++;
     if (typeof config === 'object' && (config as { name?: string }).name) s.prepared++;
-    s.ms += performance.now() - started;
+    const ms = performance.now() - started;
+    s.ms += ms;
+    s.each.push(ms);
     s.last = { text, values };
     statements.set(key, s);
   };
@@ -239,15 +241,18 @@ async function main() {
         );
         const s = stats(ms);
         const functions = hottest(profile, 15).map(([k, v]) => [k, Number((v / n).toFixed(3))] as const);
-        const sql = [...statements].sort((a, b) => b[1].ms - a[1].ms).map(([k, v]) => [k, { perRequest: Number((v.count / n).toFixed(2)), prepared: Number((v.prepared / v.count).toFixed(2)), ms: Number((v.ms / n).toFixed(3)) }] as const);
+        const median = (list: number[]) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)] ?? 0;
+        const sql = [...statements]
+          .sort((a, b) => b[1].ms - a[1].ms)
+          .map(([k, v]) => [k, { perRequest: Number((v.count / n).toFixed(2)), prepared: Number((v.prepared / v.count).toFixed(2)), ms: Number((v.ms / n).toFixed(3)), p50: Number(median(v.each).toFixed(3)) }] as const);
         const sqlMs = sql.reduce((sum, [, v]) => sum + v.ms, 0);
         result[name] = { p50: s.p50, p95: s.p95, wallPerRequest: wall / n, sqlMsPerRequest: Number(sqlMs.toFixed(3)), statements: Object.fromEntries(sql), cpuMsPerRequest: perRequest, hottestFunctions: Object.fromEntries(functions) };
         console.log(`\n${name}: p50 ${s.p50.toFixed(2)} ms, p95 ${s.p95.toFixed(2)} ms; CPU ms a request by part (the benchmark's own client included in "other"):`);
         for (const [k, v] of Object.entries(perRequest)) console.log(`  ${k.padEnd(28)} ${v.toFixed(3)}`);
         console.log('  the costliest functions (self time, ms a request):');
         for (const [k, v] of functions) console.log(`    ${v.toFixed(3)}  ${k}`);
-        console.log(`  statements, ${sqlMs.toFixed(2)} ms a request from submission to answer (count a request, ms a request):`);
-        for (const [k, v] of sql.slice(0, 12)) console.log(`    ${v.perRequest.toFixed(2)} × ${v.ms.toFixed(3)} ms ${v.prepared < 1 ? `(${(100 * v.prepared).toFixed(0)}% prepared) ` : ''} ${k}`);
+        console.log(`  statements, ${sqlMs.toFixed(2)} ms a request from submission to answer (count a request, ms a request, p50 of one):`);
+        for (const [k, v] of sql.slice(0, 12)) console.log(`    ${v.perRequest.toFixed(2)} × ${v.ms.toFixed(3)} ms (p50 ${v.p50.toFixed(3)}) ${v.prepared < 1 ? `(${(100 * v.prepared).toFixed(0)}% prepared) ` : ''} ${k}`);
         if (values.explain && sql[0]) {
           const { text, values: params } = statements.get(sql[0][0])!.last;
           try {
