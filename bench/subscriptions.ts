@@ -23,6 +23,8 @@ import { createScratchDatabase } from '../test/harness';
 const RATE = Number(process.env.BENCH_RATE ?? 200);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const MANY = Number(process.env.BENCH_SUBSCRIPTIONS ?? 1000);
+/** How many clients (of the one organisation) own the MANY subscriptions: the fan-out asks the policy once per subscriber. */
+const SUBSCRIBERS = Math.max(1, Number(process.env.BENCH_SUBSCRIBERS ?? 1));
 const COST_WRITES = Number(process.env.BENCH_COST_WRITES ?? 100);
 const BACKPORT = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition';
 const FHIR_JSON = 'application/fhir+json';
@@ -75,8 +77,13 @@ async function main() {
     };
     await timeWrites(); // warm up
     const without = MANY ? await timeWrites() : { perWrite: 0, catchUpMs: 0, totalMs: 0, rowsAtLastWrite: 0 };
-    const principal: ClientPrincipal = { kind: 'client', clientId: made.client_id, organizationId: 'org-bench', scopes: ['fhir:read', 'fhir:write', 'patients:read'] };
-    for (let i = 0; i < MANY; i++) await pont.services.subscriptions.create(principal, subscription('websocket'));
+    const scopes = ['fhir:read', 'fhir:write', 'patients:read'] as const;
+    const principals: ClientPrincipal[] = [{ kind: 'client', clientId: made.client_id, organizationId: 'org-bench', scopes: [...scopes] }];
+    for (let i = 1; i < Math.min(SUBSCRIBERS, MANY); i++) {
+      const other = await createClient(pont.services.db, { name: `bench ${i}`, organizationId: 'org-bench', scopes: [...scopes] });
+      principals.push({ kind: 'client', clientId: other.client_id, organizationId: 'org-bench', scopes: [...scopes] });
+    }
+    for (let i = 0; i < MANY; i++) await pont.services.subscriptions.create(principals[i % principals.length]!, subscription('websocket'));
     const withMany = MANY ? await timeWrites() : without;
     const rows = await numbered();
     await pont.services.db.query(`UPDATE fhir_subscriptions SET deleted_at = now(), status = 'off'`);
@@ -143,6 +150,7 @@ async function main() {
       },
       cost: {
         subscriptions: MANY,
+        subscribers: principals.length,
         writes: COST_WRITES,
         ms_per_write_without: Math.round(without.perWrite * 100) / 100,
         ms_per_write_with: Math.round(withMany.perWrite * 100) / 100,

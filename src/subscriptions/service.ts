@@ -7,7 +7,7 @@ import { ApiError, badRequest, ErrorCode, notFound } from '../core/errors';
 import type { Database, Queryable } from '../db/database';
 import type { ResourceChange } from '../events/rules';
 import type { FhirService } from '../fhir/service';
-import { readVersion } from '../fhir/store/history';
+import { allowedIds } from '../fhir/store/history';
 import type { Logger } from '../log';
 import { accessPolicyFor } from '../policy/index';
 import { DELIVERY_CHANNEL } from '../webhooks/deliveries';
@@ -602,14 +602,17 @@ export async function numberQueuedChanges(db: Database, batch = FANOUT_BATCH): P
              WHERE c.seq = ANY($1::bigint[]) AND ${FILTERS_PASS}) a`,
       [seqs],
     );
-    const verdicts = new Map<string, Promise<boolean>>();
-    const allowed: typeof audience = [];
+    // The policy once per subscriber and resource type, for all the run's resources of that type: a statement each.
+    const groups = new Map<string, { subscriber: (typeof audience)[number]; type: string; ids: Set<string>; allowed?: Set<string> }>();
+    const groupKey = (a: (typeof audience)[number]) => `${a.client_id}\u0000${a.organization_id}\u0000${a.empty}\u0000${a.focus_type}`;
     for (const a of audience) {
-      const key = `${a.client_id}\u0000${a.organization_id}\u0000${a.empty}\u0000${a.focus_type}/${a.focus_id}`;
-      let verdict = verdicts.get(key);
-      if (!verdict) verdicts.set(key, (verdict = mayRead(tx, a, a.empty, a.focus_type, a.focus_id)));
-      if (await verdict) allowed.push(a);
+      const key = groupKey(a);
+      let group = groups.get(key);
+      if (!group) groups.set(key, (group = { subscriber: a, type: a.focus_type, ids: new Set() }));
+      group.ids.add(a.focus_id);
     }
+    for (const group of groups.values()) group.allowed = await mayRead(tx, group.subscriber, group.subscriber.empty, group.type, [...group.ids]);
+    const allowed = audience.filter((a) => groups.get(groupKey(a))!.allowed!.has(a.focus_id));
     let events = 0;
     let sockets: string[] = [];
     let hooks = 0;
@@ -698,20 +701,19 @@ export function useTopics(topics: readonly Topic[]): void {
   onResourcesChanged(queueLoaded);
 }
 
-/** May the subscriber's organisation read this resource now? The store's read under the access policy's row rule, in the fan-out's transaction. */
+/** Which of these resources of one type may the subscriber's organisation read now? The access policy's row rule, in the fan-out's transaction. */
 async function mayRead(
   tx: Queryable,
   sub: Pick<SubscriptionRow, 'client_id' | 'organization_id' | 'scopes' | 'all_patients'>,
   empty: boolean,
   type: string,
-  id: string,
-): Promise<boolean> {
+  ids: string[],
+): Promise<Set<string>> {
   const principal = subscriber(sub);
-  if (!principal) return false;
+  if (!principal) return new Set();
   const policy = accessPolicyFor(principal, 'fhir');
-  if (!empty && !policy.canRead(type)) return false;
-  const found = await readVersion(tx, type, id, policy.rowFilter);
-  return found?.allowed === true;
+  if (!empty && !policy.canRead(type)) return new Set();
+  return allowedIds(tx, type, ids, policy.rowFilter);
 }
 
 /** The subscriber as the policy sees it now: the client that made the subscription, undefined once it is revoked. */

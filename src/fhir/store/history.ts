@@ -61,6 +61,18 @@ export async function readVersion<T extends Resource>(db: Queryable, type: strin
 }
 
 /**
+ * Which of these resources of one type (current versions, ids) the access rule lets through, in one statement: what
+ * readVersion's `allowed` says of each, for many (the FHIR Subscriptions fan-out asks it once per subscriber and type).
+ */
+export async function allowedIds(db: Queryable, type: string, ids: string[], rowFilter?: RowFilter): Promise<Set<string>> {
+  if (!ids.length) return new Set();
+  const { text, values } = sql`SELECT r.id, ${allowedColumn(rowFilter, 'r', type)} FROM fhir_resources r
+     WHERE r.resource_type = ${type} AND r.id = ANY(${ids}::text[])`.render();
+  const { rows } = await db.query<{ id: string; allowed: boolean }>(text, values);
+  return new Set(rows.filter((r) => r.allowed).map((r) => r.id));
+}
+
+/**
  * Every version of the resources that `where` (conditions on the current row `r`) selects, as rows with the
  * columns the access rule reads: each version carries its own patients (versions archived before migration
  * 018 have none of their own and are judged by their resource's).
