@@ -665,8 +665,22 @@ describe('portal JSON routes, more', () => {
       json: { consent_type: CONSENT_TYPE, expires_at: '2099-01-01T00:00:00Z' },
     });
     expect(grant.status).toBeLessThan(300);
+    // An artefact: research, prescriptions of 2024 only.
+    const research = await pont.json('/api/v1/connect/patients/resolve', {
+      method: 'POST',
+      headers: client.headers,
+      json: { first_name: 'Rhea', last_name: 'Search', date_of_birth: '1986-06-06', gender: 'female' },
+    });
+    const artefact = await pont.json(`/api/v1/connect/patient/${research.body.health_id}/consent/grant`, {
+      method: 'POST',
+      headers: client.headers,
+      json: { consent_type: 'prescriptions', expires_at: '2099-01-01T00:00:00Z', purpose_of_use: 'DSRCH', hi_types: ['Prescription'], date_range: { from: '2024-01-01', to: '2024-12-31' } },
+    });
+    expect(artefact.status, JSON.stringify(artefact.body)).toBeLessThan(300);
     const a = (await pont.json(`${API}/consents`, { headers: adminA.headers })).body.counts;
-    expect(a.reduce((n: number, c: any) => n + c.count, 0)).toBeGreaterThan(0);
+    expect(a.reduce((n: number, c: any) => n + c.count, 0)).toBeGreaterThan(1);
+    expect(a).toContainEqual({ state: 'active', consent_type: 'prescriptions', purpose_of_use: 'DSRCH', count: 1, narrowed: 1 });
+    expect(a.filter((c: any) => c.purpose_of_use === 'CAREMGT').every((c: any) => c.narrowed === 0)).toBe(true);
     expect((await pont.json(`${API}/consents`, { headers: adminB.headers })).body.counts).toEqual([]);
   });
 

@@ -86,20 +86,33 @@ function grantsNow(row: IndexRow, now: number): boolean {
  * FHIR Consent written through the repository (mappings/consent.map.yaml); its events (consent.*) come from
  * the Consent's status changes and the consent index follows it, in the same transaction.
  */
+/** A line of the portal's consent counts (ConsentService.countsFor). */
+export interface ConsentCount {
+  state: string;
+  consent_type: string;
+  purpose_of_use: string;
+  count: number;
+  narrowed: number;
+}
+
 export class ConsentService {
   constructor(private readonly mappings: MappingSet) {}
 
-  /** The organisation's consents counted by state and type (the developer portal): counts only, no patient named. */
-  async countsFor(repo: FhirRepository, organizationId: string): Promise<Array<{ state: string; consent_type: string; count: number }>> {
+  /**
+   * The organisation's consents counted by state, type and purpose of use (the developer portal): counts only, no
+   * patient named; `narrowed`: how many of them name kinds of record, a period of care or a frequency (artefacts).
+   */
+  async countsFor(repo: FhirRepository, organizationId: string): Promise<ConsentCount[]> {
     const { rows } = await repo.transaction((sql) =>
-      sql.query<{ state: string; consent_type: string; count: string }>(
+      sql.query<{ state: string; consent_type: string; purpose_of_use: string; count: string; narrowed: string }>(
         `SELECT CASE WHEN status = 'active' AND expires_at IS NOT NULL AND expires_at <= now() THEN 'expired' ELSE status END AS state,
-                consent_type, count(*) AS count
-         FROM consent_access WHERE organization_id = $1 GROUP BY 1, 2 ORDER BY 1, 2`,
+                consent_type, purpose_of_use, count(*) AS count,
+                count(*) FILTER (WHERE resource_types IS NOT NULL OR data_from IS NOT NULL OR data_to IS NOT NULL OR frequency_count IS NOT NULL) AS narrowed
+         FROM consent_access WHERE organization_id = $1 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
         [organizationId],
       ),
     );
-    return rows.map((r) => ({ state: r.state, consent_type: r.consent_type, count: Number(r.count) }));
+    return rows.map((r) => ({ state: r.state, consent_type: r.consent_type, purpose_of_use: r.purpose_of_use, count: Number(r.count), narrowed: Number(r.narrowed) }));
   }
 
   /** POST …/consent/grant: the patient, present at the caller's facility, grants consent to the caller's organisation. */

@@ -578,9 +578,9 @@ curl -s ${base}/api/v1/connect/patients/verify/HEALTH_ID -H "authorization: Bear
       const counts = await actions.consentCounts(s.me, s.repo);
       return {
         title: 'Consents',
-        body: html`<div class="table" tabindex="0" role="region" aria-label="Consent counts"><table><caption class="muted">Consents granted to ${s.me.organizationId}, by state and type (counts only)</caption>
-          <thead><tr><th scope="col">State</th><th scope="col">Type</th><th scope="col">Count</th></tr></thead>
-          <tbody>${counts.map((c) => html`<tr><td>${c.state}</td><td>${c.consent_type}</td><td>${c.count}</td></tr>`)}${counts.length ? '' : html`<tr><td colspan="3">No consents yet.</td></tr>`}</tbody></table></div>`,
+        body: html`<div class="table" tabindex="0" role="region" aria-label="Consent counts"><table><caption class="muted">Consents granted to ${s.me.organizationId}, by state, type and purpose of use (counts only; narrowed: naming kinds of record, a period of care or a frequency)</caption>
+          <thead><tr><th scope="col">State</th><th scope="col">Type</th><th scope="col">Purpose</th><th scope="col">Count</th><th scope="col">Narrowed</th></tr></thead>
+          <tbody>${counts.map((c) => html`<tr><td>${c.state}</td><td>${c.consent_type}</td><td>${c.purpose_of_use}</td><td>${c.count}</td><td>${c.narrowed}</td></tr>`)}${counts.length ? '' : html`<tr><td colspan="5">No consents yet.</td></tr>`}</tbody></table></div>`,
       };
     }),
   );

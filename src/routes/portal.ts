@@ -342,10 +342,23 @@ export function portalRoutes(services: Services): RouteSpec[] {
       method: 'get',
       path: `${PORTAL_API}/consents`,
       operationId: 'portalConsentCounts',
-      summary: "Counts of the organisation's consents by state and type",
+      summary: "Counts of the organisation's consents by state, type and purpose of use",
       tags,
       security: session,
-      responses: ok('Counts', z.object({ counts: z.array(z.object({ state: z.string(), consent_type: z.string(), count: z.number().int() })) })),
+      responses: ok(
+        'Counts',
+        z.object({
+          counts: z.array(
+            z.object({
+              state: z.string(),
+              consent_type: z.string(),
+              purpose_of_use: z.string().describe('HL7 v3 ActReason code (CAREMGT for consents made before artefacts)'),
+              count: z.number().int(),
+              narrowed: z.number().int().describe('How many of them name kinds of record, a period of care or a frequency'),
+            }),
+          ),
+        }),
+      ),
       handler: async ({ principal, repo }) => ({ body: { counts: await actions.consentCounts(me(principal), repo) } }),
     }),
     defineRoute({
