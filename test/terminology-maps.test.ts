@@ -122,6 +122,10 @@ describe('records read the loaded terminology (displays, memberOf())', () => {
     // A code of a system not loaded: its code, and not in the value set (whose codes are all SNOMED CT).
     expect(await diagnosis('local')).toMatchObject({ display_name: 'X-17', chronic: false });
     expect((await records('lab_results')).find((r) => r.id === 'hb')).toMatchObject({ test_name: 'Hemoglobin [Mass/volume] in Blood' });
+    // The SDK summary reads its sections alike.
+    const summary = await call(reader, `/api/v1/sdk/patients/${healthId}/summary`);
+    expect(summary.status, JSON.stringify(summary.body)).toBe(200);
+    expect(summary.body.recent_labs.find((r: any) => r.id === 'hb')).toMatchObject({ test_name: 'Hemoglobin [Mass/volume] in Blood' });
   });
 
   it('a reload (a new display, the value set changed) is seen by the next reads, within seconds', async () => {
