@@ -79,7 +79,7 @@ describe('GET /metrics', () => {
     expect(ok.status).toBe(200);
     expect(ok.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
     const text = await ok.text();
-    for (const name of ['process_resident_memory_bytes', 'nodejs_eventloop_lag_seconds', 'pont_db_connections', 'pont_webhook_outbox_pending', 'pont_audit_materialiser_lag_seconds'])
+    for (const name of ['process_resident_memory_bytes', 'nodejs_eventloop_lag_seconds', 'pont_db_connections', 'pont_webhook_outbox_pending', 'pont_audit_materialiser_lag_seconds', 'pont_fhir_subscription_fanout_queued', 'pont_fhir_subscription_fanout_lag_seconds'])
       expect(text).toContain(`\n${name}`);
     // Nothing else is served there.
     expect((await fetch(`${pont.metricsUrl}/api/fhir/R4/metadata`, { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(404);
