@@ -17,8 +17,10 @@ import { BACKPORT, filterValues, loadTopics, topicFires, topicUrl, type Topic } 
 
 /**
  * FHIR Subscriptions (R5 Backport IG STU 1.1 for R4; docs/fhir.md "Subscriptions"): a second door onto the change
- * machinery. A write's transaction numbers, per subscription, the changes that fire its topic and that its organisation
- * may read under the access policy (fan-out); rest-hook notifications are rows of webhook_deliveries, sent, signed and
+ * machinery. A write's transaction queues the changes that fire a topic (queueChanges: one statement, whatever the number
+ * of subscriptions); the fan-out worker (src/subscriptions/fanout.ts, numberQueuedChanges) numbers them, per subscription
+ * whose filters pass and whose organisation may read the resource under the access policy, set-based in SQL, one process
+ * at a time, in order, each change once; rest-hook notifications are rows of webhook_deliveries, sent, signed and
  * retried by the webhook worker, which asks `notificationBody` for the Bundle and re-checks the policy then (delivery);
  * websocket clients are woken through PostgreSQL NOTIFY on SUBSCRIPTION_CHANNEL.
  */

@@ -9,7 +9,7 @@ import type { ResourceChange } from '../events/rules';
 /**
  * The SubscriptionTopics Pont publishes (FHIR Subscriptions R5 Backport IG STU 1.1): data, read from
  * `mappings/subscriptions/topics.yaml` beside the maps (its header says what a topic holds). Nothing here decides
- * access: the policy does, at fan-out and at delivery (src/subscriptions/notify.ts).
+ * access: the policy does, at fan-out and at delivery (src/subscriptions/service.ts).
  */
 
 export const TOPICS_FILE = 'subscriptions/topics.yaml';
