@@ -133,6 +133,20 @@ describe('frequency: every door counts', () => {
     expect(got, `export ${manifest.status}`).not.toContain(pid);
   });
 
+  it('a batch or transaction Bundle of GETs counts each read: under "3 a day" at most 3 entries show the resource', async () => {
+    const org = await reader('org-batch');
+    const { hid, pid, rxId } = await patientWithPrescription('Batched');
+    await grant(org, hid, { frequency: { count: 3, unit: 'day' } });
+    let shown = 0;
+    for (const type of ['batch', 'transaction']) {
+      const entry = Array.from({ length: 4 }, (_, i) => ({ request: { method: 'GET', url: i % 2 ? `MedicationRequest/${rxId}` : `MedicationRequest?patient=${pid}` } }));
+      const res = await fhir(org, '', { method: 'POST', headers: { 'content-type': 'application/fhir+json' }, json: { resourceType: 'Bundle', type, entry } });
+      expect(res.status, `${type}: ${JSON.stringify(res.body).slice(0, 300)}`).toBeLessThan(500);
+      if (res.status === 200) shown += (JSON.stringify(res.body).match(new RegExp(`"id":"${rxId}"`, 'g')) ?? []).length;
+    }
+    expect(shown).toBeLessThanOrEqual(3);
+  });
+
   it('a bulk export cannot be made to share a key with another export: two exports spend two fetches', async () => {
     const org = await reader('org-exports');
     const { hid, rxId } = await patientWithPrescription('Twice');
