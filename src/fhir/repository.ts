@@ -24,7 +24,7 @@ import { validateFhirResource } from './validate';
 import { linksOf, patientsOf, unplacedReason } from './compartment';
 import { hashKey } from '../core/hash';
 import { parseSearch, type ParsedSearch, type QueryParams } from './search/parse';
-import { everythingBundle, historyBundle, missing, readOneVersion, readReferenced, readVersion, type EverythingParams } from './store/history';
+import { everythingBundle, historyBundle, missing, readOneVersion, readReferenced, readVersion, readVersions, type EverythingParams, type FoundVersion } from './store/history';
 import { checkSearchReach, searchPages, searchResources, type SearchOptions } from './store/search';
 import { checkType, versionTag, type RowFilter } from './store/types';
 import { writeMany, type WriteItem, type WriteResult } from './store/writes';
@@ -285,6 +285,72 @@ export class FhirRepository {
     const absent = missing(type, id, found, versionId);
     if (absent) throw absent;
     return this.shown('vread', found!.content!, options);
+  }
+
+  /**
+   * Versions of many resources (`refs`), in one statement, each judged as `vread` judges it: the caller's scopes for its
+   * type, the access rule on that version's patients (`allowed`), a deletion or an unknown version absent. Neither refused
+   * nor audited here, and no break-glass (a request's): the FHIR Subscriptions' notifications read a batch of events' focus
+   * resources so, once for every subscriber of the same policy, and audit what each was shown with `auditVersionsRead`.
+   */
+  async readVersions(refs: Array<{ type: string; id: string; versionId: string }>): Promise<FoundVersion[]> {
+    const readable = refs.filter((r) => isResourceType(r.type) && r.type !== 'AuditEvent' && this.access.canRead(r.type));
+    return readVersions(this.sql, readable, this.access.rowFilter);
+  }
+
+  /**
+   * The audit of versions this caller was shown (`shown`, allowed by readVersions) and refused (`refused`) in one batch:
+   * one record of the reads naming their patients (the frequency of a consent that limits reads counted as for any read)
+   * and one of the refusals, as a read and a refused read are audited. When the caller's organisation holds a consent
+   * that limits how often it reads, each patient's resources are counted and audited apart, so a spent frequency (the
+   * 429 of a read) withholds only that patient's: the shown versions withheld so are returned.
+   */
+  async auditVersionsRead(shown: FoundVersion[], refused: FoundVersion[], operation: string): Promise<Set<FoundVersion>> {
+    const withheld = new Set<FoundVersion>();
+    const refusedPatients = [...new Set(refused.flatMap((r) => r.patients))].filter((p) => p !== UNPLACED_PATIENT);
+    if (refused.length)
+      await this.auditRefusal({
+        operation: this.context.operation ?? operation,
+        action: 'R',
+        outcome: 'minor-failure',
+        outcomeDescription: `refused: the caller may not see ${refused.length} resource(s) (${[...new Set(refused.map((r) => r.type))].join(', ')})`,
+        patient: { id: refusedPatients[0] },
+        otherPatients: refusedPatients.slice(1, MAX_PATIENTS_PER_RECORD),
+        dataTypes: [...new Set(refused.map((r) => r.type))],
+      });
+    const withPatients = shown.filter((v) => v.content && v.type !== 'AuditEvent' && patientsOf([v.content], this.baseUrl).length);
+    if (!withPatients.length) return withheld;
+    const { organizationId, readFacts } = this.access;
+    const counted = !!readFacts && !!organizationId && (await this.deps.readLimits.limits(organizationId, this.sql));
+    const groups = new Map<string, FoundVersion[]>();
+    for (const v of withPatients) {
+      const key = counted ? patientsOf([v.content!], this.baseUrl).sort().join(' ') : '';
+      groups.set(key, [...(groups.get(key) ?? []), v]);
+    }
+    for (const versions of groups.values()) {
+      const patients = patientsOf(versions.map((v) => v.content!), this.baseUrl);
+      const named = patients.slice(0, MAX_PATIENTS_PER_RECORD);
+      try {
+        await this.audit(
+          {
+            operation: this.context.operation ?? operation,
+            action: 'R',
+            outcome: 'success',
+            outcomeDescription: `${versions.length} resource(s) of ${patients.length} patient(s)${patients.length > named.length ? `; first ${named.length} named` : ''}`,
+            patient: { id: named[0] },
+            otherPatients: named.slice(1),
+            purpose: this.context.purpose,
+            dataTypes: [...new Set(versions.map((v) => v.type))],
+          },
+          // Every patient counted, however many the record names; the key is this record's own (it counts once).
+          patients.length > named.length ? { patients, key: randomUUID() } : undefined,
+        );
+      } catch (err) {
+        if (!(err instanceof ApiError) || err.status !== 429) throw err;
+        for (const v of versions) withheld.add(v);
+      }
+    }
+    return withheld;
   }
 
   /** Instance history (`id` given: 404 when unknown or when the caller may see none of its versions) or type history (only what the caller may see). */
@@ -778,11 +844,11 @@ export class FhirRepository {
 
   /**
    * A domain-level audit record (a Connect operation's own, e.g. a resolve that found nothing). Break-glass requests
-   * say so. `fetch`: the read is one of the several that make a fetch (a bulk export's files): every patient it
-   * concerns (the record names at most 50) and the fetch's key, so that the fetch counts once against each consent's
-   * frequency.
+   * say so. `fetch`, of a read: every patient it concerns (the record names at most 50; each one's consents count the
+   * read) and, for a read that is one of the several making a fetch (a bulk export's files), the fetch's key, so that
+   * the fetch counts once against each consent's frequency.
    */
-  async audit(record: Omit<AuditRecord, 'caller'>, fetch?: { patients: string[]; key: string }): Promise<void> {
+  async audit(record: Omit<AuditRecord, 'caller'>, fetch?: { patients: string[]; key?: string }): Promise<void> {
     const emergency = this.context.emergencyReason;
     // A read of patient data (not only of consents): counted against the consents' frequency, its purpose coded.
     const patients = fetch?.patients ?? (record.patient?.id ? [record.patient.id, ...(record.otherPatients ?? [])] : []);
@@ -857,7 +923,7 @@ export class FhirRepository {
       breakGlass: this.context.emergencyReason !== undefined,
       externalReference: this.context.externalReference,
       dataTypes: [...new Set(resources.map((r) => r.resourceType))],
-    });
+    }, { patients });
   }
 
   /**
