@@ -203,11 +203,11 @@ describe("subscriptions: a full-resource notification is a read and counts", () 
 });
 
 describe('bulk export and the stated purpose of use', () => {
-  // FINDING: a bulk export forgets the X-Purpose-Of-Use of its kick-off (src/bulk/worker.ts builds the export's
-  // repository from the principal alone): an organisation holding only a CAREMGT consent that kicks off an export
-  // stating DSRCH gets the patient's data, which every other door refuses under that purpose (404, empty searches),
-  // and the export is counted against the CAREMGT consent's frequency and audited as CAREMGT.
-  it.fails('an export stating a purpose the organisation holds no consent for exports none of the patient\'s data (FINDING: the export ignores X-Purpose-Of-Use)', async () => {
+  // Found in review: a bulk export forgot the X-Purpose-Of-Use of its kick-off (the worker built the export's
+  // repository from the principal alone): an organisation holding only a CAREMGT consent that kicked off an export
+  // stating DSRCH got the patient's data, which every other door refuses under that purpose. The job keeps the purpose
+  // now (migration 041) and the export reads under it.
+  it('an export stating a purpose the organisation holds no consent for exports none of the patient\'s data (found: the export ignored X-Purpose-Of-Use)', async () => {
     const org = await reader('org-export-purpose');
     const { hid, pid, rxId } = await patientWithPrescription('ExportPurpose');
     await grant(org, hid, { purpose_of_use: 'CAREMGT' });

@@ -42,6 +42,8 @@ export interface NewExport {
   types: string[];
   since?: string;
   typeFilters: Array<{ type: string; text: string }>;
+  /** The purpose of use the kick-off stated (X-Purpose-Of-Use): the export reads under it. */
+  purpose?: string;
 }
 
 export interface ExportJob {
@@ -75,6 +77,8 @@ export interface ClaimedTask {
   since: string | null;
   typeFilters: string[];
   transactionTime: string;
+  /** The purpose of use its kick-off stated: its reads are made under it (the repository's context). */
+  purpose?: string;
   /** With a replica: the primary's WAL position once the task was claimed (after its kick-off), which the replica must have replayed to serve its pages. */
   primaryPosition?: string;
   /** The primary's clock at primaryPosition: a part read on the replica is as of then (its written_at, for openFile's consent check). */
@@ -171,11 +175,11 @@ export class BulkExports {
         // the transactions open now: claim() waits for them, so every write dated up to transactionTime is read
         // (migration 028).
         const { rows } = await tx.query<{ transaction_time: Date | string }>(
-          `INSERT INTO bulk_export_jobs (id, client_id, organization_id, principal, request, level, members, since, type_filters, transaction_time, open_at_kickoff, status, created_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, date_trunc('milliseconds', statement_timestamp()) - interval '1 millisecond', pg_current_snapshot(), 'running', $10)
+          `INSERT INTO bulk_export_jobs (id, client_id, organization_id, principal, request, level, members, since, type_filters, transaction_time, open_at_kickoff, status, created_at, purpose)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, date_trunc('milliseconds', statement_timestamp()) - interval '1 millisecond', pg_current_snapshot(), 'running', $10, $11)
            RETURNING transaction_time`,
           [id, principal.clientId, principal.organizationId, JSON.stringify(principal), input.request, input.level, input.members ?? null, input.since ?? null,
-            input.typeFilters.map((f) => f.text), this.nowIso()],
+            input.typeFilters.map((f) => f.text), this.nowIso(), input.purpose ?? null],
         );
         await tx.query('INSERT INTO bulk_export_tasks (job_id, resource_type) SELECT $1, unnest($2::text[])', [id, input.types]);
         await tx.query('SELECT pg_notify($1, $2)', [BULK_EXPORT_CHANNEL, id]);
@@ -318,6 +322,7 @@ export class BulkExports {
       since: Date | string | null;
       type_filters: string[];
       transaction_time: Date | string;
+      purpose: string | null;
     }>(
       `WITH due AS (
          SELECT t.job_id, t.resource_type FROM bulk_export_tasks t JOIN bulk_export_jobs j ON j.id = t.job_id
@@ -327,7 +332,7 @@ export class BulkExports {
        )
        UPDATE bulk_export_tasks t SET lease_token = $2, lease_expires_at = $3, attempts = t.attempts + 1
        FROM due, bulk_export_jobs j WHERE t.job_id = due.job_id AND t.resource_type = due.resource_type AND j.id = t.job_id
-       RETURNING t.job_id, t.resource_type, t.attempts, j.principal, j.level, j.members, j.since, j.type_filters, j.transaction_time`,
+       RETURNING t.job_id, t.resource_type, t.attempts, j.principal, j.level, j.members, j.since, j.type_filters, j.transaction_time, j.purpose`,
       [this.nowIso(), leaseToken, this.nowIso(this.settings.leaseMs)],
     );
     const r = rows[0];
@@ -354,6 +359,7 @@ export class BulkExports {
       since: r.since && iso(r.since),
       typeFilters: r.type_filters,
       transactionTime: iso(r.transaction_time),
+      ...(r.purpose !== null && { purpose: r.purpose }),
       primaryPosition: position?.lsn,
       primaryPositionAt: position?.at,
     };

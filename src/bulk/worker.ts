@@ -56,7 +56,7 @@ export function createBulkExportWorker(deps: { exports: BulkExports; fhir: FhirS
     if (task.attempts > MAX_ATTEMPTS) return exports.fail(task, `The export of ${task.type} was interrupted ${MAX_ATTEMPTS} times; start the export again`);
     const principal = await currentPrincipal(deps.clients, task.principal);
     if (!principal) return exports.fail(task, 'The client that asked for this export was revoked');
-    const repo = deps.fhir.repository({ principal, channel: 'fhir', operation: 'bulkExport', requestId: `bulk-export-${task.jobId}` });
+    const repo = deps.fhir.repository({ principal, channel: 'fhir', operation: 'bulkExport', requestId: `bulk-export-${task.jobId}`, purpose: task.purpose });
     log.debug('bulk export task claimed', fields);
     try {
       for (;;) {

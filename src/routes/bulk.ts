@@ -96,6 +96,7 @@ export function bulkExportRoutes(services: Services): RouteSpec[] {
       types,
       since: asked.since,
       typeFilters: asked.typeFilters,
+      purpose: repo.context.purpose,
     });
     await repo.audit({
       operation: ctx.method === 'POST' ? 'bulkExportKickOffPost' : 'bulkExportKickOff',
