@@ -30,7 +30,7 @@ interface VersionRow {
 }
 
 /** The access rule's verdict on the row of `alias` as a column (true when the caller may see every row). */
-const allowedColumn = (rowFilter: RowFilter | undefined, alias: string, type: string) => sql`(${rowFilter?.(ident(alias), type) ?? sql`true`}) AS allowed`;
+const allowedColumn = (rowFilter: RowFilter | undefined, alias: string, type: string | undefined) => sql`(${rowFilter?.(ident(alias), type) ?? sql`true`}) AS allowed`;
 
 const toStored = <T extends Resource>(row: VersionRow | undefined): StoredVersion<T> | undefined =>
   row && { deleted: row.deleted, content: row.content as T | null, versionId: String(row.version_id), lastUpdated: new Date(row.last_updated), allowed: row.allowed };
@@ -96,6 +96,32 @@ export async function readOneVersion<T extends Resource>(
      FROM (${allVersions(sql`r.resource_type = ${type} AND r.id = ${id}`)}) x WHERE x.version_id = ${versionId}::bigint`.render();
   const { rows } = await db.query<VersionRow>(text, values);
   return toStored<T>(rows[0]);
+}
+
+/** One version of many resources, as readOneVersion finds each (its `allowed` judged on that version's patients), and the version's patients. */
+export interface FoundVersion extends StoredVersion {
+  type: string;
+  id: string;
+  patients: string[];
+}
+
+/**
+ * Versions of many resources (`refs`: type, id, versionId) in one statement, each as readOneVersion finds it, with the
+ * access rule's verdict on it (`rowFilter`, given the type when every ref is of one) and the version's patients: the
+ * FHIR Subscriptions' notifications read a batch of events' focus resources so. Absent from the answer: never existed.
+ */
+export async function readVersions(db: Queryable, refs: Array<{ type: string; id: string; versionId: string }>, rowFilter?: RowFilter): Promise<FoundVersion[]> {
+  const wanted = refs.filter((r) => /^\d{1,18}$/.test(r.versionId));
+  if (!wanted.length) return [];
+  const types = [...new Set(wanted.map((r) => r.type))];
+  const where = sql`(r.resource_type, r.id) IN (SELECT w.type, w.id FROM unnest(${wanted.map((r) => r.type)}::text[], ${wanted.map((r) => r.id)}::text[]) AS w(type, id))`;
+  const { text, values } = sql`SELECT x.resource_type, x.id, x.version_id, x.last_updated, x.deleted, x.content, x.patients,
+       ${allowedColumn(rowFilter, 'x', types.length === 1 ? types[0]! : undefined)}
+     FROM (${allVersions(where)}) x
+     JOIN unnest(${wanted.map((r) => r.type)}::text[], ${wanted.map((r) => r.id)}::text[], ${wanted.map((r) => r.versionId)}::bigint[]) AS w(type, id, version_id)
+       ON x.resource_type = w.type AND x.id = w.id AND x.version_id = w.version_id`.render();
+  const { rows } = await db.query<VersionRow & { resource_type: string; patients: string[] | null }>(text, values);
+  return rows.map((row) => ({ ...toStored(row)!, type: row.resource_type, id: row.id, patients: row.patients ?? [] }));
 }
 
 /**
