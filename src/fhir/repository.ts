@@ -342,8 +342,8 @@ export class FhirRepository {
             purpose: this.context.purpose,
             dataTypes: [...new Set(versions.map((v) => v.type))],
           },
-          // Every patient counted, however many the record names; the key is this record's own (it counts once).
-          patients.length > named.length ? { patients, key: randomUUID() } : undefined,
+          // Every patient counted, however many the record names.
+          { patients },
         );
       } catch (err) {
         if (!(err instanceof ApiError) || err.status !== 429) throw err;
