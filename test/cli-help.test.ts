@@ -1,8 +1,8 @@
 /**
- * The CLI explains itself: every command of the table in src/cli.ts answers `--help` with its usage, its options
- * (type, required or default), examples and the exit codes; a wrong command line is exit code 2 with a message
- * that names the fix. Run as real processes: the compiled build (`pontCommand`, as the image runs it), and the
- * checkout's launcher `bin/pont.js` on the sources (the last test), as an operator would.
+ * The CLI explains itself, as real processes: the compiled build (`pontCommand`, as the image runs it), and the
+ * checkout's launcher `bin/pont.js` on the sources (the last test), as an operator would. What each command line
+ * answers (every command's help, the usage errors) is checked in process, in seconds, by test/cli-help.unit.test.ts;
+ * here a sample of each kind shows the compiled command answers byte for byte what runCli does there.
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -11,8 +11,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { parseCommand, UsageError, type CommandSpec } from '../src/cli-args';
 import { commands } from '../src/cli';
+import { cliInProcess } from './cli-in-process';
 import { pontCommand } from './harness';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
@@ -50,118 +50,26 @@ describe('pont --help (real processes)', () => {
     }
   }, SLOW);
 
-  it('every command answers --help: usage, each option with its type and whether it is required, examples, exit codes', async () => {
-    const helps = await inBatches(commands, 4, async (command) => ({ command, ...(await pont(...command.name.split(' '), '--help')) }));
-    for (const { command, code, stdout, stderr } of helps) {
-      expect(code, `${command.name}: ${stderr}`).toBe(0);
-      expect(stdout).toMatch(new RegExp(`^Usage: pont ${escape(command.name)}\\b`));
-      for (const [name, option] of Object.entries(command.options ?? {})) {
-        const line = new RegExp(`^  --${escape(name)}\\b.*\\((\\w[^)]*)\\) ${escape(option.description)}$`, 'm').exec(stdout);
-        expect(line, `${command.name} --${name}`).not.toBeNull();
-        const facts = line![1]!;
-        expect(facts).toContain(option.type === 'boolean' ? 'flag' : option.type);
-        if (option.required) expect(facts).toMatch(/\brequired\b/);
-        else expect(facts).not.toMatch(/\brequired\b/);
-        if (option.default !== undefined) expect(facts).toContain(`default: ${option.default}`);
-      }
-      for (const arg of command.args ?? []) expect(stdout).toContain(arg.description);
-      expect(command.examples.length).toBeGreaterThan(0);
-      for (const example of command.examples) expect(stdout).toContain(`\n  ${example}\n`);
-      expect(stdout).toContain('Exit codes:');
+  // Every command's help, the usage errors and `help …` are asked of runCli in process (test/cli-help.unit.test.ts);
+  // the compiled command, started as the image starts it, answers each kind of them byte for byte the same.
+  it('the compiled command answers as runCli does: a command\'s and a group\'s help, help COMMAND, usage errors (exit 2, stderr only)', async () => {
+    const lines = [
+      ['clients', 'create', '--help'],
+      ['keys', '--help'],
+      ['help', 'agents', 'create'],
+      ['help', '--help'],
+      ['clients', 'create', '--name', 'x'],
+      ['client', 'list'],
+      ['help', 'nothing'],
+      [],
+    ];
+    const real = await inBatches(lines, 4, (args) => pont(...args));
+    for (const [i, args] of lines.entries()) {
+      const inProcess = await cliInProcess(...args);
+      expect(inProcess.stdout + inProcess.stderr, `pont ${args.join(' ')}`).not.toBe('');
+      expect(real[i], `pont ${args.join(' ')}`).toEqual(inProcess);
     }
-  }, SLOW);
-
-  it('the usage of clients create and agents create is current: --org required, --all-patients listed', async () => {
-    const clients = await pont('clients', 'create', '--help');
-    expect(clients.stdout).toMatch(/^Usage: pont clients create --name <TEXT> --org <ORG> --scopes <SCOPES> \[--facility <FACILITY>\] \[--all-patients\] \[--jwks <FILE>\] \[--jwks-uri <URL>\]$/m);
-    const agents = await pont('help', 'agents', 'create');
-    expect(agents.code).toBe(0);
-    expect(agents.stdout).toMatch(/^Usage: pont agents create --org <ORG> --facility <FACILITY>$/m);
-    expect(agents.stdout).toMatch(/^ {2}--org <ORG> +\(string, required\)/m);
-    expect(agents.stdout).toMatch(/^ {2}--facility <FACILITY> +\(string, required\)/m);
-    const group = await pont('clients', '--help');
-    expect(group.code).toBe(0);
-    for (const sub of ['create', 'list', 'revoke', 'rotate-secret']) expect(group.stdout).toMatch(new RegExp(`^  ${sub} `, 'm'));
-  }, SLOW);
-
-  it('a wrong command line is exit code 2, names the fix and points to the help', async () => {
-    const [unknownOption, missingOption, missingValue, unknownCommand, unknownSub, noCommand, extra] = await inBatches(
-      [
-        ['clients', 'create', '--name', 'X', '--org', 'org-x', '--scopes', 'labs:read', '--nmae', 'Y'],
-        ['agents', 'create', '--facility', 'fac-1'],
-        ['clients', 'create', '--name', 'X', '--scopes', 'labs:read', '--org'],
-        ['client', 'list'],
-        ['keys', 'revok', 'kid'],
-        [],
-        ['clients', 'revoke', 'cli_a', 'cli_b'],
-      ],
-      4,
-      (args) => pont(...args),
-    );
-    expect(unknownOption!.code).toBe(2);
-    expect(unknownOption!.stderr).toContain('Unknown option --nmae; did you mean --name?');
-    expect(unknownOption!.stderr).toContain("Run 'pont clients create --help' for usage.");
-    expect(missingOption!.code).toBe(2);
-    expect(missingOption!.stderr).toMatch(/^--org is required\. --org <ORG>: .*1-64 letters/);
-    expect(missingValue!.code).toBe(2);
-    expect(missingValue!.stderr).toMatch(/^--org needs a value/);
-    expect(unknownCommand!.code).toBe(2);
-    expect(unknownCommand!.stderr).toContain('Unknown command: client; did you mean pont clients?');
-    expect(unknownSub!.code).toBe(2);
-    expect(unknownSub!.stderr).toContain('did you mean pont keys revoke?');
-    expect(noCommand!.code).toBe(2);
-    expect(noCommand!.stderr).toContain('Usage: pont <command>');
-    expect(extra!.code).toBe(2);
-    expect(extra!.stderr).toContain('Unexpected argument "cli_b"');
-  }, SLOW);
-
-  // Issue 42: `clients create --name x` named --org only; every problem of a command line is one answer, for every command.
-  it('names every missing or invalid flag and argument of a command line at once, whatever the command', async () => {
-    const [clients, agents, imports, webhooks] = await inBatches(
-      [
-        ['clients', 'create', '--name', 'x'],
-        ['agents', 'create', '--facility'],
-        ['import', '--concurrency', '0'],
-        ['webhooks', 'full-payload', 'whsub_x', 'maybe', '--bogus'],
-      ],
-      4,
-      (args) => pont(...args),
-    );
-    const lines = (r: { stderr: string }) => r.stderr.trimEnd().split('\n');
-    expect(clients!.code).toBe(2);
-    expect(lines(clients!)).toEqual([
-      expect.stringMatching(/^--org is required\. --org <ORG>: /),
-      expect.stringMatching(/^--scopes is required\. --scopes <SCOPES>: /),
-      "Run 'pont clients create --help' for usage.",
-    ]);
-    expect(agents!.code).toBe(2);
-    expect(lines(agents!)).toEqual([
-      expect.stringMatching(/^--facility needs a value: --facility <FACILITY>/),
-      expect.stringMatching(/^--org is required\. /),
-      "Run 'pont agents create --help' for usage.",
-    ]);
-    expect(imports!.code).toBe(2);
-    expect(lines(imports!)).toEqual([expect.stringMatching(/^--concurrency must be a whole number from 1 to 16, not "0"/), expect.stringMatching(/^PATH is required\. /), expect.any(String)]);
-    expect(webhooks!.code).toBe(2);
-    expect(lines(webhooks!)).toEqual(['Unknown option --bogus', 'SWITCH: give on or off, not "maybe"', expect.any(String)]);
-  }, SLOW);
-
-  it('help --help, help help and help COMMAND answer the help, exit 0', async () => {
-    const [helpHelp, helpH, helpHelpWord, helpCommand, helpGroup, helpUnknown] = await inBatches(
-      [['help', '--help'], ['help', '-h'], ['help', 'help'], ['help', 'clients', 'rotate-secret'], ['help', 'keys'], ['help', 'nothing']],
-      3,
-      (args) => pont(...args),
-    );
-    for (const r of [helpHelp, helpH, helpHelpWord]) {
-      expect(r!.code, r!.stderr).toBe(0);
-      expect(r!.stdout).toMatch(/^Usage: pont <command> \[options\]/);
-    }
-    expect(helpCommand!.code).toBe(0);
-    expect(helpCommand!.stdout).toMatch(/^Usage: pont clients rotate-secret ID/);
-    expect(helpGroup!.code).toBe(0);
-    expect(helpGroup!.stdout).toMatch(/^Usage: pont keys <subcommand>/);
-    expect(helpUnknown!.code).toBe(2);
-    expect(helpUnknown!.stderr).toContain('Unknown command: nothing');
+    expect(real.map((r) => r.code)).toEqual([0, 0, 0, 0, 2, 2, 2, 2]);
   }, SLOW);
 
   // Issue 42: `npx pont` and `npm run pont --` add npm's own lines (its run banner on stdout, its notices on stderr).
@@ -180,63 +88,4 @@ describe('pont --help (real processes)', () => {
       rmSync(home, { recursive: true, force: true });
     }
   }, SLOW);
-});
-
-describe('the parser (pure)', () => {
-  const spec: CommandSpec = {
-    name: 'demo',
-    summary: 'A command for the test',
-    args: [
-      { name: 'MODE', choices: ['on', 'off'], description: 'on or off' },
-      { name: 'PATH', variadic: true, required: false, description: 'paths' },
-    ],
-    options: {
-      count: { type: 'integer', value: 'N', min: 1, max: 16, description: 'how many' },
-      name: { type: 'string', value: 'TEXT', required: true, description: 'a name' },
-      force: { type: 'boolean', description: 'a flag' },
-    },
-    examples: ['pont demo on --name x'],
-    run: async () => 0,
-  };
-
-  it('reads options, flags, choices and a variadic argument', () => {
-    expect(parseCommand(spec, ['on', 'a', 'b', '--name', 'x', '--count=3'])).toEqual({
-      values: { name: 'x', count: 3, force: false },
-      args: { MODE: 'on', PATH: ['a', 'b'] },
-    });
-    expect(parseCommand(spec, ['off', '--force', '--name=y']).values).toEqual({ name: 'y', force: true });
-  });
-
-  it('reports every problem of a command line at once, one a line, in the order typed', () => {
-    let message = '';
-    try {
-      parseCommand(spec, ['maybe', '--count', '99', '--forse', '--force=yes', '--name']);
-    } catch (err) {
-      expect(err).toBeInstanceOf(UsageError);
-      message = (err as Error).message;
-    }
-    expect(message.split('\n')).toEqual([
-      '--count must be a whole number from 1 to 16, not "99"',
-      'Unknown option --forse; did you mean --force?',
-      '--force takes no value (it is a flag)',
-      '--name needs a value: --name <TEXT>',
-      'MODE: give on or off, not "maybe"',
-    ]);
-    // A misspelt option that takes a value takes its value with it: `--nmae x` is one problem, not an unexpected "x" too.
-    expect(() => parseCommand(spec, ['on', '--nmae', 'x'])).toThrow(/^Unknown option --nmae; did you mean --name\?\n--name is required\. --name <TEXT>: a name$/);
-  });
-
-  it.each([
-    [['on'], /^--name is required/],
-    [['maybe', '--name', 'x'], /^MODE: give on or off, not "maybe"/],
-    [['on', '--name', 'x', '--count', '17'], /^--count must be a whole number from 1 to 16, not "17"/],
-    [['on', '--name', 'x', '--count', '1.5'], /^--count must be a whole number/],
-    [['on', '--name', 'x', '--force=yes'], /^--force takes no value/],
-    [['on', '--name', 'x', '-f'], /^Unknown option -f$/],
-    [['on', '--name', 'x', '--forse'], /^Unknown option --forse; did you mean --force\?/],
-    [['--name', 'x'], /^MODE is required/],
-  ])('refuses %j', (argv, message) => {
-    expect(() => parseCommand(spec, argv)).toThrow(UsageError);
-    expect(() => parseCommand(spec, argv)).toThrow(message);
-  });
 });
