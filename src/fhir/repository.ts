@@ -178,7 +178,13 @@ export class FhirRepository {
     private readonly deps: RepositoryDeps,
     readonly context: RequestContext,
   ) {
-    this.access = accessPolicyFor(context.principal, context.channel, context.emergencyReason, context.purpose);
+    // An organisation this process knows holds no consent limiting its reads: they are not counted (no statement),
+    // and the policy uses only grants without a frequency, so a limit granted since in another process, not heard of
+    // yet, opens nothing uncounted (src/policy/read-limits.ts).
+    const principal = context.principal;
+    const org = principal.kind === 'client' || principal.kind === 'bridge-agent' || principal.kind === 'portal-user' ? principal.organizationId : undefined;
+    const readsCounted = !org || deps.readLimits.known(org) !== false;
+    this.access = accessPolicyFor(principal, context.channel, context.emergencyReason, context.purpose, readsCounted);
   }
 
   get baseUrl(): string {
@@ -934,9 +940,11 @@ export class FhirRepository {
    * row is written (insertAuditRows).
    */
   private async purposeOfRead(patients: string[], fetchKey?: string): Promise<Pick<AuditRecord, 'purposeCode' | 'purposeFromConsent'>> {
-    const { organizationId, readFacts, statedPurpose } = this.access;
+    const { organizationId, readFacts, statedPurpose, readsCounted } = this.access;
     if (!readFacts || !organizationId) return {};
-    if (await this.deps.readLimits.limits(organizationId, this.sql)) return { purposeCode: await this.countRead(readFacts(patients, fetchKey)) };
+    // Not known to be free of limits when the policy was made: counted if a limit is found now (this lookup is newer
+    // than the data read, so it sees every consent the read used).
+    if (readsCounted && (await this.deps.readLimits.limits(organizationId, this.sql))) return { purposeCode: await this.countRead(readFacts(patients, fetchKey)) };
     return statedPurpose ? { purposeCode: statedPurpose } : { purposeFromConsent: true };
   }
 

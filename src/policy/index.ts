@@ -96,6 +96,8 @@ export interface AccessPolicy {
   readFacts?: (patients: string[], fetchKey?: string) => Sql;
   /** The purpose code the request stated (X-Purpose-Of-Use, when it is one: statedPurpose). */
   statedPurpose?: string;
+  /** False when the organisation is known to hold no consent limiting its reads (accessPolicyFor's `readsCounted`). */
+  readsCounted?: boolean;
 }
 
 const everything: AccessPolicy = { canRead: () => true, canWrite: () => true, readsTerminology: true, operator: true, mayWriteFacility: () => true };
@@ -144,7 +146,8 @@ function careDateOf(type: string | undefined, row: RowFacts): Sql {
  * organisation see some of this class of the patient's data: the gates of the Connect routes, whose reads then
  * pass the row rule). `type`: the row's type when known as a constant.
  */
-export function activeGrants(select: Sql, org: Sql | undefined, patient: Sql, dataClass: Sql, row?: RowFacts | EventFacts, type?: string, purpose?: string): Sql {
+export function activeGrants(select: Sql, org: Sql | undefined, patient: Sql, dataClass: Sql, row?: RowFacts | EventFacts, type?: string, only: GrantsOnly = {}): Sql {
+  const { purpose, unlimited } = only;
   const artefact = row && 'types' in row
     ? sql` AND (g.resource_types IS NULL OR g.resource_types && ${row.types})
       AND (g.data_from IS NULL AND g.data_to IS NULL OR ${literal(hiTypes.subject)} = ANY(${row.types}))`
@@ -154,7 +157,18 @@ ${type === hiTypes.subject ? sql`` : sql`
       AND (g.data_from IS NULL AND g.data_to IS NULL${type ? sql`` : sql` OR ${row.type} = ${literal(hiTypes.subject)}`} OR ${careDateOf(type, row)} BETWEEN coalesce(g.data_from, '0000-01-01') AND coalesce(g.data_to, '9999-12-31'))`}`
     : sql``;
   return sql`SELECT ${select} FROM consent_access g WHERE ${org ? sql`g.organization_id = ${org} AND ` : sql``}g.patient_id ${patient} AND g.status = 'active'
-      AND (g.granted_at IS NULL OR g.granted_at <= now()) AND (g.expires_at IS NULL OR g.expires_at > now()) AND ${dataClass} = ANY(g.classes)${artefact}${purpose ? sql` AND g.purpose_of_use = ${literal(purpose)}` : sql``}`;
+      AND (g.granted_at IS NULL OR g.granted_at <= now()) AND (g.expires_at IS NULL OR g.expires_at > now()) AND ${dataClass} = ANY(g.classes)${artefact}${purpose ? sql` AND g.purpose_of_use = ${literal(purpose)}` : sql``}${unlimited ? sql` AND g.frequency_count IS NULL` : sql``}`;
+}
+
+/**
+ * Which of an organisation's grants a request may use: `purpose`, those of the purpose it stated (X-Purpose-Of-Use);
+ * `unlimited`, those with no frequency, when its process knows the organisation holds no consent limiting how often
+ * it reads (ReadLimits): such reads are not counted, so a limited consent granted since (in another process, not
+ * heard of yet) must not open data to them.
+ */
+export interface GrantsOnly {
+  purpose?: string;
+  unlimited?: boolean;
 }
 
 /**
@@ -189,8 +203,8 @@ export function consentChangedSince(org: Sql, patients: Sql, snapshot: Sql, sinc
  * as one hash of the organisation's consents per query or an index probe per row, whichever is cheaper
  * (a lookup by `= ANY(patients)` is planned as a scan of every consent of the organisation per row).
  */
-function consentRule(org: Param, emergency: boolean, row: { patients: Sql; author: Sql; dataClass: Sql; facts?: RowFacts; type?: string }, purpose?: string): Sql {
-  const grants = (patient: Sql, facts = row.facts) => activeGrants(sql`g.patient_id`, sql`${org}`, patient, row.dataClass, facts, row.type, purpose);
+function consentRule(org: Param, emergency: boolean, row: { patients: Sql; author: Sql; dataClass: Sql; facts?: RowFacts; type?: string }, only: GrantsOnly): Sql {
+  const grants = (patient: Sql, facts = row.facts) => activeGrants(sql`g.patient_id`, sql`${org}`, patient, row.dataClass, facts, row.type, only);
   const windows = (patient: Sql) => sql`SELECT e.patient_id FROM emergency_access e WHERE e.organization_id = ${org} AND e.patient_id ${patient} AND e.expires_at > now()`;
   const one = sql`= (${row.patients})[1]`;
   const any = sql`= ANY(${row.patients})`;
@@ -230,8 +244,10 @@ export function statedPurpose(header: string | undefined): string | undefined {
 /**
  * The policy of one caller on one channel; `emergencyReason` is the X-Emergency-Reason the request stated, `purpose`
  * its X-Purpose-Of-Use (a consent counts only if its purpose_of_use is the stated code, statedPurpose).
+ * `readsCounted` false: the caller's process knows its organisation holds no consent limiting how often it reads
+ * (ReadLimits): its reads are not counted, and only grants without a frequency open data (GrantsOnly).
  */
-export function accessPolicyFor(principal: Principal, channel: Channel, emergencyReason?: string, purpose?: string): AccessPolicy {
+export function accessPolicyFor(principal: Principal, channel: Channel, emergencyReason?: string, purpose?: string, readsCounted = true): AccessPolicy {
   if (emergencyReason !== undefined && !(principal.kind === 'client' && principal.scopes.includes('emergency:access')))
     throw new ApiError(403, ErrorCode.forbidden, 'X-Emergency-Reason needs the scope emergency:access', { extra: { required_scopes: ['emergency:access'] } });
   if (principal.kind === 'system') return everything;
@@ -278,6 +294,7 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
     };
   const emergency = emergencyReason !== undefined;
   const stated = statedPurpose(purpose);
+  const only: GrantsOnly = { purpose: stated, unlimited: !readsCounted };
   // The organisation binds once per fragment: every use of it in one condition shares its `$n`.
   const owned = (alias: Identifier, o: Param) => sql`${alias.col('author_org')} = ${o}`;
   return {
@@ -297,7 +314,7 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
         dataClass: type ? sql`${dataClassOf(type)}` : CLASS_CASE(alias.col('resource_type')),
         facts: { type: type ? literal(type) : alias.col('resource_type'), content: alias.col('content') },
         type,
-      }, stated);
+      }, only);
       return type ? rule : sql`(CASE WHEN ${alias.col('resource_type')} IN ${OWNER_ONLY_SQL} THEN ${owned(alias, o)} ELSE ${rule} END)`;
     },
     // Refused classes: those no consent covers; for `records`, also not those of which the organisation wrote
@@ -310,9 +327,10 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
           ? sql`EXISTS (SELECT 1 FROM fhir_resources x WHERE x.author_org = ${o} AND x.patients @> ARRAY[${p}]::text[] AND NOT x.deleted AND ${CLASS_CASE(sql`x.resource_type`)} = k.c)`
           : sql`EXISTS (SELECT 1 FROM fhir_resources x WHERE x.resource_type = 'Patient' AND x.id = ${p} AND x.author_org = ${o})`;
       return sql`SELECT c FROM unnest(${classes}::text[]) AS k(c)
-        WHERE NOT ${consentRule(o, emergency, { patients: sql`ARRAY[${p}]::text[]`, author: sql`NULL::text`, dataClass: sql`k.c` }, stated)} AND NOT ${own}`;
+        WHERE NOT ${consentRule(o, emergency, { patients: sql`ARRAY[${p}]::text[]`, author: sql`NULL::text`, dataClass: sql`k.c` }, only)} AND NOT ${own}`;
     },
     statedPurpose: stated,
+    readsCounted,
     readFacts: (patients, fetchKey) => sql`WITH a AS (
         SELECT g.consent_id, g.purpose_of_use, g.frequency_count AS n, g.frequency_unit AS unit, g.updated_at FROM consent_access g
         WHERE g.organization_id = ${org} AND g.patient_id = ANY(${patients}::text[]) AND ${IN_FORCE}${stated ? sql` AND g.purpose_of_use = ${literal(stated)}` : sql``}),

@@ -31,6 +31,11 @@ export class ReadLimits {
     this.limited.changing(organizationId);
   }
 
+  /** What this process knows, without asking: false when it knows the organisation holds no such consent. */
+  known(organizationId: string): boolean | undefined {
+    return this.limited.get(organizationId);
+  }
+
   /** Does `organizationId` hold an active consent that limits its reads? `sql`: the caller's transaction, when in one. */
   async limits(organizationId: string, sql: Queryable = this.db): Promise<boolean> {
     const known = this.limited.get(organizationId);
