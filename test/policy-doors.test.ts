@@ -221,6 +221,24 @@ describe('finding 2: only the owner updates or deletes; creating about a patient
     expect(allowed.status).toBe(201);
     expect(await countOf(operator, `/Condition?subject=Patient/${P}&code=${SNOMED}|${code}`)).toBe(1);
   });
+
+  it('a transaction naming several patients is judged in one: one patient C may not write about fails it all (403), two of its own pass', async () => {
+    const code = '38341003';
+    const own1 = await create(C, { resourceType: 'Patient', name: [{ family: 'Own-one' }] } as Resource);
+    const own2 = await create(C, { resourceType: 'Patient', name: [{ family: 'Own-two' }] } as Resource);
+    const bundle = (patients: string[]) => ({
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: patients.map((p) => ({ resource: condition(p, code), request: { method: 'POST', url: 'Condition' } })),
+    });
+    const refused = await fhir(C, '', { method: 'POST', json: bundle([own1.id, P, own2.id]) });
+    expect(refused.status, JSON.stringify(refused.body)).toBe(403);
+    expect(errorCode(refused.body)).toBe('CONSENT_REQUIRED');
+    for (const p of [own1.id, P, own2.id]) expect(await countOf(operator, `/Condition?subject=Patient/${p}&code=${SNOMED}|${code}`)).toBe(0);
+    const allowed = await fhir(C, '', { method: 'POST', json: bundle([own1.id, own2.id]) });
+    expect(allowed.status, JSON.stringify(allowed.body)).toBe(200);
+    for (const p of [own1.id, own2.id]) expect(await countOf(operator, `/Condition?subject=Patient/${p}&code=${SNOMED}|${code}`)).toBe(1);
+  });
 });
 
 describe('finding 3: the history of a deleted resource', () => {

@@ -474,7 +474,7 @@ export class FhirRepository {
     await this.emergencyFor(async () => [patientId]);
     const check = this.access.patientCheck;
     if (!check || !classes.length) return [];
-    const { text, values } = check(patientId, classes, basis).render();
+    const { text, values } = check([{ patient: patientId, classes }], basis).render();
     const { rows } = await this.sql.query<{ c: string }>(text, values);
     return rows.map((r) => r.c);
   }
@@ -821,13 +821,11 @@ export class FhirRepository {
         if (!r.previousPatients.includes(patient)) pairs.push({ patient, dataClass: dataClassOf(r.resource.resourceType), type: r.resource.resourceType });
     }
     if (!pairs.length || !this.access.patientCheck) return;
-    const refused: Array<{ patient: string; classes: string[] }> = [];
-    for (const [patient, classes] of groupBy(pairs)) {
-      const { text, values } = this.access.patientCheck(patient, classes, 'relationship').render();
-      const { rows } = await sql.query<{ c: string }>(text, values);
-      if (rows.length) refused.push({ patient, classes: rows.map((r) => r.c) });
-    }
-    if (!refused.length) return;
+    // Every patient of the batch in one statement (a Bridge batch or a transaction Bundle names many).
+    const { text, values } = this.access.patientCheck([...groupBy(pairs)].map(([patient, classes]) => ({ patient, classes })), 'relationship').render();
+    const { rows } = await sql.query<{ p: string; c: string }>(text, values);
+    if (!rows.length) return;
+    const refused = [...groupBy(rows.map((r) => ({ patient: r.p, dataClass: r.c })))].map(([patient, classes]) => ({ patient, classes }));
     const first = refused[0]!;
     await this.auditRefusal({
       operation: this.context.operation ?? 'create',

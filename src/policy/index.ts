@@ -70,12 +70,13 @@ export interface AccessPolicy {
   /** Rows the caller may update or delete (a condition on `fhir_resources`); undefined: every row. */
   ownerFilter?: (alias: Identifier) => Sql;
   /**
-   * May the caller see `patientId`'s data of these classes? As SQL returning the classes refused (none:
-   * allowed). `basis`: `records` also counts data the organisation wrote itself (Connect records read back
-   * what a facility pushed); `relationship` counts only consent, registration and break-glass (the full
-   * profile, pairing, creating data). Undefined when the caller may see everything.
+   * May the caller see each patient's data of these classes? As SQL returning the (patient `p`, class `c`) pairs
+   * refused (none: allowed), for any number of patients in one statement (a write batch names many). `basis`:
+   * `records` also counts data the organisation wrote itself (Connect records read back what a facility pushed);
+   * `relationship` counts only consent, registration and break-glass (the full profile, pairing, creating data).
+   * Undefined when the caller may see everything.
    */
-  patientCheck?: (patientId: string, classes: string[], basis?: 'records' | 'relationship') => Sql;
+  patientCheck?: (checks: PatientClasses[], basis?: 'records' | 'relationship') => Sql;
   /** The organisation the rule is about (clients and agents), for break-glass and ownership. */
   organizationId?: string;
   /** May the caller search through the loaded terminology (:below, :above, :in, :not-in)? A client needs terminology:read. */
@@ -98,6 +99,18 @@ export interface AccessPolicy {
   statedPurpose?: string;
   /** False when the organisation is known to hold no consent limiting its reads (accessPolicyFor's `readsCounted`). */
   readsCounted?: boolean;
+}
+
+/** A patient, and the classes of their data a caller asks about (AccessPolicy.patientCheck). */
+export interface PatientClasses {
+  patient: string;
+  classes: string[];
+}
+
+/** SQL: the (patient, class) pairs of `checks` as rows `k(p, c)`, for patientCheck's `FROM`. */
+function pairsOf(checks: PatientClasses[]): Sql {
+  const pairs = checks.flatMap(({ patient, classes }) => classes.map((c) => [patient, c] as const));
+  return sql`unnest(${pairs.map(([p]) => p)}::text[], ${pairs.map(([, c]) => c)}::text[]) AS k(p, c)`;
 }
 
 const everything: AccessPolicy = { canRead: () => true, canWrite: () => true, readsTerminology: true, operator: true, mayWriteFacility: () => true };
@@ -252,7 +265,7 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
     throw new ApiError(403, ErrorCode.forbidden, 'X-Emergency-Reason needs the scope emergency:access', { extra: { required_scopes: ['emergency:access'] } });
   if (principal.kind === 'system') return everything;
   const nothing = () => sql`false`;
-  const refuseAll = (classes: string[]) => sql`SELECT unnest(${classes}::text[])`;
+  const refuseAll = (checks: PatientClasses[]) => sql`SELECT k.p, k.c FROM ${pairsOf(checks)}`;
   if (principal.kind === 'patient') {
     // A patient reaches their own data only, through the mobile routes (which write nothing through FHIR).
     const own: RowFilter = (alias) => sql`${principal.patientId} = ANY(${alias.col('patients')})`;
@@ -264,7 +277,7 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
       ownerFilter: nothing,
       operator: false,
       mayWriteFacility: () => false,
-      patientCheck: (patientId, classes) => (patientId === principal.patientId ? sql`SELECT NULL WHERE false` : refuseAll(classes)),
+      patientCheck: (checks) => sql`SELECT k.p, k.c FROM ${pairsOf(checks)} WHERE k.p <> ${principal.patientId}`,
     };
   }
   const scopes = new Set<string>(principal.kind === 'client' ? principal.scopes : []);
@@ -290,7 +303,7 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
       mayWriteFacility,
       ownerFilter: nothing,
       rowFilter: (alias) => sql`(${alias.col('patients')} = '{}'::text[] AND ${alias.col('resource_type')} NOT IN ${OWNER_ONLY_SQL})`,
-      patientCheck: (_p, classes) => refuseAll(classes),
+      patientCheck: refuseAll,
     };
   const emergency = emergencyReason !== undefined;
   const stated = statedPurpose(purpose);
@@ -319,15 +332,14 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
     },
     // Refused classes: those no consent covers; for `records`, also not those of which the organisation wrote
     // something for this patient; for `relationship`, not when it registered the patient.
-    patientCheck: (patientId, classes, basis = 'records') => {
-      const p = param(patientId);
+    patientCheck: (checks, basis = 'records') => {
       const o = param(org);
       const own =
         basis === 'records'
-          ? sql`EXISTS (SELECT 1 FROM fhir_resources x WHERE x.author_org = ${o} AND x.patients @> ARRAY[${p}]::text[] AND NOT x.deleted AND ${CLASS_CASE(sql`x.resource_type`)} = k.c)`
-          : sql`EXISTS (SELECT 1 FROM fhir_resources x WHERE x.resource_type = 'Patient' AND x.id = ${p} AND x.author_org = ${o})`;
-      return sql`SELECT c FROM unnest(${classes}::text[]) AS k(c)
-        WHERE NOT ${consentRule(o, emergency, { patients: sql`ARRAY[${p}]::text[]`, author: sql`NULL::text`, dataClass: sql`k.c` }, only)} AND NOT ${own}`;
+          ? sql`EXISTS (SELECT 1 FROM fhir_resources x WHERE x.author_org = ${o} AND x.patients @> ARRAY[k.p]::text[] AND NOT x.deleted AND ${CLASS_CASE(sql`x.resource_type`)} = k.c)`
+          : sql`EXISTS (SELECT 1 FROM fhir_resources x WHERE x.resource_type = 'Patient' AND x.id = k.p AND x.author_org = ${o})`;
+      return sql`SELECT k.p, k.c FROM ${pairsOf(checks)}
+        WHERE NOT ${consentRule(o, emergency, { patients: sql`ARRAY[k.p]::text[]`, author: sql`NULL::text`, dataClass: sql`k.c` }, only)} AND NOT ${own}`;
     },
     statedPurpose: stated,
     readsCounted,

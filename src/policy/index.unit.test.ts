@@ -98,20 +98,21 @@ describe('an organisation client: reads by consent or authorship', () => {
     expect(r.values).toEqual([ORG]);
   });
 
-  it('patientCheck returns the refused classes, binding patient, organisation and classes', () => {
-    const r = render(policy.patientCheck?.(PATIENT, ['labs:read', 'patients:read']));
+  it('patientCheck returns the refused (patient, class) pairs of any number of patients, binding patients, organisation and classes', () => {
+    const r = render(policy.patientCheck?.([{ patient: PATIENT, classes: ['labs:read', 'patients:read'] }, { patient: 'patient-2', classes: ['labs:read'] }]));
     expect(r.text).not.toContain(ORG);
-    expect(r.values).toEqual(expect.arrayContaining([PATIENT, ORG, ['labs:read', 'patients:read']]));
-    // Refused: the classes neither a consent (nor break-glass) covers nor the organisation's own standing admits.
-    expect(r.text).toMatch(/^SELECT c FROM unnest\(\$\d+::text\[\]\) AS k\(c\)\s+WHERE NOT \(\([\s\S]*consent_access[\s\S]*AND NOT EXISTS/);
+    expect(r.text).not.toContain(PATIENT);
+    expect(r.values).toEqual(expect.arrayContaining([[PATIENT, PATIENT, 'patient-2'], ORG, ['labs:read', 'patients:read', 'labs:read']]));
+    // Refused: the pairs neither a consent (nor break-glass) covers nor the organisation's own standing admits.
+    expect(r.text).toMatch(/^SELECT k\.p, k\.c FROM unnest\(\$\d+::text\[\], \$\d+::text\[\]\) AS k\(p, c\)\s+WHERE NOT \(\([\s\S]*consent_access[\s\S]*AND NOT EXISTS/);
   });
 
   it('patientCheck: `records` also counts what the organisation wrote; `relationship` only its registration of the patient', () => {
-    const records = render(policy.patientCheck?.(PATIENT, ['labs:read'])).text; // the default
-    expect(records).toMatch(/x\.author_org = \$\d+ AND x\.patients @> ARRAY\[\$\d+\]::text\[\]/);
+    const records = render(policy.patientCheck?.([{ patient: PATIENT, classes: ['labs:read'] }])).text; // the default
+    expect(records).toMatch(/x\.author_org = \$\d+ AND x\.patients @> ARRAY\[k\.p\]::text\[\]/);
     expect(records).not.toContain("x.resource_type = 'Patient'");
-    const relationship = render(policy.patientCheck?.(PATIENT, ['labs:read'], 'relationship')).text;
-    expect(relationship).toMatch(/x\.resource_type = 'Patient' AND x\.id = \$\d+ AND x\.author_org = \$\d+/);
+    const relationship = render(policy.patientCheck?.([{ patient: PATIENT, classes: ['labs:read'] }], 'relationship')).text;
+    expect(relationship).toMatch(/x\.resource_type = 'Patient' AND x\.id = k\.p AND x\.author_org = \$\d+/);
     expect(relationship).not.toContain('x.patients @>');
   });
 });
@@ -160,7 +161,7 @@ describe('break-glass', () => {
     const r = rowFilter(accessPolicyFor(emergency, 'fhir', 'unconscious'), 'Observation');
     expect(r.text).toMatch(/FROM emergency_access e WHERE e\.organization_id = \$\d+ AND e\.patient_id .* AND e\.expires_at > now\(\)/);
     expect(r.values.filter((v) => v === ORG)).toHaveLength(1);
-    expect(render(accessPolicyFor(emergency, 'fhir', 'unconscious').patientCheck?.(PATIENT, ['labs:read'])).text).toContain('emergency_access');
+    expect(render(accessPolicyFor(emergency, 'fhir', 'unconscious').patientCheck?.([{ patient: PATIENT, classes: ['labs:read'] }])).text).toContain('emergency_access');
     // The same client without a reason: the ordinary consent rule, no window.
     expect(rowFilter(accessPolicyFor(emergency, 'fhir'), 'Observation').text).not.toContain('emergency_access');
   });
@@ -178,8 +179,10 @@ describe("a patient's own token", () => {
   });
 
   it('patientCheck refuses nothing of its own patient and every class of another', () => {
-    expect(render(policy.patientCheck?.(PATIENT, ['labs:read'])).text).toBe('SELECT NULL WHERE false');
-    expect(render(policy.patientCheck?.('patient-2', ['labs:read', 'fhir:read']))).toEqual({ text: 'SELECT unnest($1::text[])', values: [['labs:read', 'fhir:read']] });
+    expect(render(policy.patientCheck?.([{ patient: PATIENT, classes: ['labs:read'] }, { patient: 'patient-2', classes: ['labs:read', 'fhir:read'] }]))).toEqual({
+      text: 'SELECT k.p, k.c FROM unnest($1::text[], $2::text[]) AS k(p, c) WHERE k.p <> $3',
+      values: [[PATIENT, 'patient-2', 'patient-2'], ['labs:read', 'labs:read', 'fhir:read'], PATIENT],
+    });
   });
 });
 
@@ -192,7 +195,7 @@ describe('a caller with no organisation (an agent created before agents had one)
     expect(r.values).toEqual([]);
     expect(r.text).toBe(`("r1"."patients" = '{}'::text[] AND "r1"."resource_type" NOT IN ('AuditEvent', 'PaymentReconciliation', 'PaymentNotice'))`);
     expect(render(policy.ownerFilter?.(alias('r'))).text).toBe('false');
-    expect(render(policy.patientCheck?.(PATIENT, ['patients:read'])).text).toBe('SELECT unnest($1::text[])');
+    expect(render(policy.patientCheck?.([{ patient: PATIENT, classes: ['patients:read'] }])).text).toBe('SELECT k.p, k.c FROM unnest($1::text[], $2::text[]) AS k(p, c)');
   });
 
   it('still writes its own facility’s data', () => {
