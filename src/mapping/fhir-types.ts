@@ -65,29 +65,45 @@ export function jsonTypeOf(fhirType: string): 'string' | 'number' | 'boolean' {
   return 'string';
 }
 
+/** A type's JSON properties in definition order (choices resolved, `_x` after `x`), each with its rank and type. */
+const keyOrders = new Map<string, Map<string, { rank: number; type: string }>>();
+
+function keyOrderOf(typeName: string): Map<string, { rank: number; type: string }> {
+  let order = keyOrders.get(typeName);
+  if (!order) {
+    order = new Map();
+    for (const [key, definition] of Object.entries(getDataType(typeName).elements)) {
+      if (key.endsWith('[x]')) for (const t of definition.type) order.set(key.slice(0, -3) + capitalise(t.code), { rank: order.size, type: t.code });
+      else order.set(key, { rank: order.size, type: definition.type[0].code });
+      order.set(`_${key}`, { rank: order.size, type: 'Element' });
+    }
+    keyOrders.set(typeName, order);
+  }
+  return order;
+}
+
 /**
- * Reorders an object's keys the way FHIR JSON writes them (definition order, `resourceType` first):
- * what the engine produces reads like any other FHIR resource.
+ * Reorders an object's keys the way FHIR JSON writes them (definition order, `resourceType` first, keys FHIR does
+ * not define last, as they came): what the engine produces reads like any other FHIR resource. The order of each
+ * type is worked out once; an object costs a lookup and a sort of its own keys.
  */
 export function inFhirOrder(value: unknown, typeName: string): unknown {
   if (Array.isArray(value)) return value.map((v) => inFhirOrder(v, typeName));
   if (!value || typeof value !== 'object' || isPrimitive(typeName)) return value;
   const source = value as Record<string, unknown>;
+  const order = keyOrderOf(typeName);
+  const known: Array<[string, { rank: number; type: string }]> = [];
+  const unknown: string[] = [];
+  for (const key of Object.keys(source)) {
+    if (key === 'resourceType') continue;
+    const at = order.get(key);
+    if (at) known.push([key, at]);
+    else unknown.push(key);
+  }
+  known.sort((a, b) => a[1].rank - b[1].rank);
   const ordered: Record<string, unknown> = {};
   if ('resourceType' in source) ordered.resourceType = source.resourceType;
-  const elements = getDataType(typeName).elements;
-  for (const [key, definition] of Object.entries(elements)) {
-    if (key.endsWith('[x]')) {
-      const prefix = key.slice(0, -3);
-      for (const t of definition.type) {
-        const json = prefix + capitalise(t.code);
-        if (json in source) ordered[json] = inFhirOrder(source[json], t.code);
-      }
-    } else if (key in source) {
-      ordered[key] = inFhirOrder(source[key], definition.type[0].code);
-    }
-    if (`_${key}` in source) ordered[`_${key}`] = inFhirOrder(source[`_${key}`], 'Element');
-  }
-  for (const key of Object.keys(source)) if (!(key in ordered)) ordered[key] = source[key];
+  for (const [key, at] of known) ordered[key] = inFhirOrder(source[key], at.type);
+  for (const key of unknown) ordered[key] = source[key];
   return ordered;
 }
