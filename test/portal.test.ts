@@ -654,29 +654,21 @@ describe('portal JSON routes, more', () => {
 
   it('counts the consents granted to the own organisation only', async () => {
     const client = await createTestClient(pont, ['health_id:verify', 'consents:write'], { organizationId: 'org-a' });
-    const patient = await pont.json('/api/v1/connect/patients/resolve', {
-      method: 'POST',
-      headers: client.headers,
-      json: { first_name: 'Sara', last_name: 'Okafor', date_of_birth: '1985-05-05', gender: 'female' },
-    });
-    const grant = await pont.json(`/api/v1/connect/patient/${patient.body.health_id}/consent/grant`, {
-      method: 'POST',
-      headers: client.headers,
-      json: { consent_type: CONSENT_TYPE, expires_at: '2099-01-01T00:00:00Z' },
-    });
-    expect(grant.status).toBeLessThan(300);
+    const granted = async (person: Record<string, string>, consent: Record<string, unknown>) => {
+      const patient = await pont.json('/api/v1/connect/patients/resolve', { method: 'POST', headers: client.headers, json: { ...person, gender: 'female' } });
+      const grant = await pont.json(`/api/v1/connect/patient/${patient.body.health_id}/consent/grant`, {
+        method: 'POST',
+        headers: client.headers,
+        json: { expires_at: '2099-01-01T00:00:00Z', ...consent },
+      });
+      expect(grant.status, JSON.stringify(grant.body)).toBeLessThan(300);
+    };
+    await granted({ first_name: 'Sara', last_name: 'Okafor', date_of_birth: '1985-05-05' }, { consent_type: CONSENT_TYPE });
     // An artefact: research, prescriptions of 2024 only.
-    const research = await pont.json('/api/v1/connect/patients/resolve', {
-      method: 'POST',
-      headers: client.headers,
-      json: { first_name: 'Rhea', last_name: 'Search', date_of_birth: '1986-06-06', gender: 'female' },
-    });
-    const artefact = await pont.json(`/api/v1/connect/patient/${research.body.health_id}/consent/grant`, {
-      method: 'POST',
-      headers: client.headers,
-      json: { consent_type: 'prescriptions', expires_at: '2099-01-01T00:00:00Z', purpose_of_use: 'DSRCH', hi_types: ['Prescription'], date_range: { from: '2024-01-01', to: '2024-12-31' } },
-    });
-    expect(artefact.status, JSON.stringify(artefact.body)).toBeLessThan(300);
+    await granted(
+      { first_name: 'Rhea', last_name: 'Search', date_of_birth: '1986-06-06' },
+      { consent_type: 'prescriptions', purpose_of_use: 'DSRCH', hi_types: ['Prescription'], date_range: { from: '2024-01-01', to: '2024-12-31' } },
+    );
     const a = (await pont.json(`${API}/consents`, { headers: adminA.headers })).body.counts;
     expect(a.reduce((n: number, c: any) => n + c.count, 0)).toBeGreaterThan(1);
     expect(a).toContainEqual({ state: 'active', consent_type: 'prescriptions', purpose_of_use: 'DSRCH', count: 1, narrowed: 1 });
