@@ -382,6 +382,142 @@ describe('notifications', () => {
     expect(statusOf(events.body).events).toEqual([{ number: 1, focus: undefined }]);
   });
 
+  it('a batch that mixes events the subscriber may and may not see (one patient\'s consent revoked between commit and delivery): each keeps its number, only the visible one names its resource; one audit record of the batch\'s reads', async () => {
+    const D = await createTestClient(pont, ['fhir:read', 'patients:read', 'consents:write'], { organizationId: 'org-subs-d' });
+    const endpoint = await startEndpoint();
+    try {
+      const patients: Array<{ id: string; healthId: string }> = [];
+      for (const family of ['Kept', 'Revoked']) {
+        const made = await fhir(A, '/Patient', { method: 'POST', json: { resourceType: 'Patient', name: [{ family, given: ['Batch'] }], gender: 'male', birthDate: '1981-02-03' } });
+        expect(made.status).toBe(201);
+        patients.push({ id: made.body.id, healthId: made.body.identifier[0].value });
+        const granted = await pont.json(`/api/v1/connect/patient/${made.body.identifier[0].value}/consent/grant`, {
+          method: 'POST',
+          headers: D.headers,
+          json: { consent_type: 'full_record', expires_at: new Date(Date.now() + 86_400_000).toISOString() },
+        });
+        expect(granted.status, JSON.stringify(granted.body)).toBe(201);
+      }
+      const base = subscription(endpoint.url);
+      const created = await fhir(D, '/Subscription', {
+        method: 'POST',
+        json: { ...base, channel: { ...base.channel, extension: [...base.channel.extension, { url: `${BACKPORT}/backport-max-count`, valuePositiveInt: 5 }] } },
+      });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      const id = created.body.id;
+      await eventually(async () => expect((await fhir(D, `/Subscription/${id}`)).body.status).toBe('active'));
+
+      // One write, one Encounter of each patient: numbered together, one notification (maxCount 5) carrying both.
+      let refusing = true;
+      endpoint.status = (bundle) => (refusing && statusOf(bundle).type === 'event-notification' ? 500 : 200);
+      const encounter = (patient: string) => ({ resourceType: 'Encounter', status: 'finished', class: { code: 'AMB' }, subject: { reference: `Patient/${patient}` } });
+      const written = await fhir(A, '', {
+        method: 'POST',
+        json: { resourceType: 'Bundle', type: 'transaction', entry: patients.map((p) => ({ resource: encounter(p.id), request: { method: 'POST', url: 'Encounter' } })) },
+      });
+      expect(written.status, JSON.stringify(written.body).slice(0, 300)).toBe(200);
+      const [kept, revoked] = written.body.entry.map((e: any) => /Encounter\/([^/]+)/.exec(e.response.location)![1]) as [string, string];
+      await eventually(() => expect(notifications(endpoint).length).toBe(1));
+      const first = notifications(endpoint)[0];
+      expect(first.answered).toBe(500);
+      expect(statusOf(first).events.map((e: any) => e.focus?.split('/').pop())).toEqual([kept, revoked]); // both seen while consented
+      expect(first.entry.slice(1).map((e: any) => e.resource?.id)).toEqual([kept, revoked]);
+
+      // The second patient's consent is revoked before the retry; the first's stays.
+      const since = new Date();
+      const revokedConsent = await pont.json(`/api/v1/connect/patient/${patients[1]!.healthId}/consent/revoke`, { method: 'POST', headers: D.headers, json: {} });
+      expect(revokedConsent.status).toBe(200);
+      refusing = false;
+      await eventually(() => expect(notifications(endpoint).length).toBe(2));
+      const retried = notifications(endpoint)[1];
+      expect(retried.answered).toBe(200);
+      expect(statusOf(retried).events).toEqual([
+        { number: 1, focus: expect.stringMatching(new RegExp(`/Encounter/${kept}$`)) },
+        { number: 2, focus: undefined },
+      ]);
+      expect(retried.entry.slice(1).map((e: any) => e.resource?.id)).toEqual([kept]); // the status, then the visible Encounter only
+      expect(retried.entry[1].resource.subject.reference).toBe(`Patient/${patients[0]!.id}`);
+      expect(JSON.stringify(retried)).not.toContain(revoked);
+      expect(JSON.stringify(retried)).not.toContain(patients[1]!.id);
+
+      // $events answers the same, gap-free.
+      const events = await fhir(D, `/Subscription/${id}/$events`);
+      expect(statusOf(events.body).events.map((e: any) => [e.number, e.focus?.split('/').pop()])).toEqual([[1, kept], [2, undefined]]);
+      expect(JSON.stringify(events.body)).not.toContain(revoked);
+
+      // The retry's reads: one record of what it was shown (the first patient only), one of what it was refused.
+      await eventually(async () => {
+        const { rows } = await pont.services.db.query<{ outcome: string; patients: string[] }>(
+          `SELECT outcome, patients FROM audit_log WHERE organization_id = 'org-subs-d' AND operation = 'subscriptionNotification' AND recorded >= $1 AND action = 'R' ORDER BY recorded`,
+          [since.toISOString()],
+        );
+        const shown = rows.filter((r) => r.outcome === 'success');
+        const refused = rows.filter((r) => r.outcome === 'minor-failure');
+        expect(shown.length).toBeGreaterThanOrEqual(2); // the retry's and $events'
+        for (const r of shown) expect(r.patients).toEqual([patients[0]!.id]);
+        expect(refused.length).toBeGreaterThanOrEqual(1);
+        for (const r of refused) expect(r.patients).toEqual([patients[1]!.id]);
+      });
+      expect((await fhir(D, `/Subscription/${id}`, { method: 'DELETE' })).status).toBe(204);
+    } finally {
+      await endpoint.close();
+    }
+  });
+
+  it('a notification read counts against a consent limited by frequency, per patient of the batch: once spent, only that patient\'s event names nothing', async () => {
+    const E = await createTestClient(pont, ['fhir:read', 'patients:read', 'consents:write'], { organizationId: 'org-subs-e' });
+    const endpoint = await startEndpoint();
+    try {
+      const patients: string[] = [];
+      for (const [family, frequency] of [['Limited', { count: 1, unit: 'day' }], ['Unlimited', undefined]] as const) {
+        const made = await fhir(A, '/Patient', { method: 'POST', json: { resourceType: 'Patient', name: [{ family, given: ['Often'] }], gender: 'female', birthDate: '1975-04-05' } });
+        expect(made.status).toBe(201);
+        patients.push(made.body.id);
+        const granted = await pont.json(`/api/v1/connect/patient/${made.body.identifier[0].value}/consent/grant`, {
+          method: 'POST',
+          headers: E.headers,
+          json: { consent_type: 'full_record', expires_at: new Date(Date.now() + 86_400_000).toISOString(), ...(frequency && { frequency }) },
+        });
+        expect(granted.status, JSON.stringify(granted.body)).toBe(201);
+      }
+      const base = subscription(endpoint.url);
+      const created = await fhir(E, '/Subscription', {
+        method: 'POST',
+        json: { ...base, channel: { ...base.channel, extension: [...base.channel.extension, { url: `${BACKPORT}/backport-max-count`, valuePositiveInt: 5 }] } },
+      });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      await eventually(async () => expect((await fhir(E, `/Subscription/${created.body.id}`)).body.status).toBe('active'));
+      let refusing = true;
+      endpoint.status = (bundle) => (refusing && statusOf(bundle).type === 'event-notification' ? 500 : 200);
+      const written = await fhir(A, '', {
+        method: 'POST',
+        json: {
+          resourceType: 'Bundle',
+          type: 'transaction',
+          entry: patients.map((p) => ({ resource: { resourceType: 'Encounter', status: 'finished', class: { code: 'AMB' }, subject: { reference: `Patient/${p}` } }, request: { method: 'POST', url: 'Encounter' } })),
+        },
+      });
+      expect(written.status).toBe(200);
+      const [limited, unlimited] = written.body.entry.map((e: any) => /Encounter\/([^/]+)/.exec(e.response.location)![1]) as [string, string];
+      // The first attempt is the day's one read of the limited patient: both shown.
+      await eventually(() => expect(notifications(endpoint).length).toBe(1));
+      expect(notifications(endpoint)[0].entry.slice(1).map((e: any) => e.resource?.id)).toEqual([limited, unlimited]);
+      // The retry is a second read: the limited patient's event keeps its number and names nothing, the other's is shown.
+      refusing = false;
+      await eventually(() => expect(notifications(endpoint).length).toBe(2));
+      const retried = notifications(endpoint)[1];
+      expect(statusOf(retried).events).toEqual([
+        { number: 1, focus: undefined },
+        { number: 2, focus: expect.stringMatching(new RegExp(`/Encounter/${unlimited}$`)) },
+      ]);
+      expect(retried.entry.slice(1).map((e: any) => e.resource?.id)).toEqual([unlimited]);
+      expect(JSON.stringify(retried)).not.toContain(limited);
+      expect((await fhir(E, `/Subscription/${created.body.id}`, { method: 'DELETE' })).status).toBe(204);
+    } finally {
+      await endpoint.close();
+    }
+  });
+
   it('a revoked client is told nothing more: its subscription numbers no new event', async () => {
     const leaving = await createTestClient(pont, ['fhir:read', 'patients:read'], { organizationId: 'org-subs-a' });
     const created = await fhir(leaving, '/Subscription', { method: 'POST', json: subscription(undefined, { channel: 'websocket', content: 'id-only' }) });

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Bundle, BundleEntry, Parameters, ParametersParameter, Resource, Subscription } from '@medplum/fhirtypes';
 import type { ClientPrincipal } from '../core/principal';
@@ -7,7 +8,8 @@ import { ApiError, badRequest, ErrorCode, notFound } from '../core/errors';
 import type { Database, Queryable } from '../db/database';
 import type { ResourceChange } from '../events/rules';
 import type { FhirService } from '../fhir/service';
-import { allowedIds } from '../fhir/store/history';
+import type { FhirRepository } from '../fhir/repository';
+import { allowedIds, type FoundVersion } from '../fhir/store/history';
 import type { Logger } from '../log';
 import { accessPolicyFor } from '../policy/index';
 import { DELIVERY_CHANNEL } from '../webhooks/deliveries';
@@ -83,6 +85,18 @@ export interface NotificationEvent {
 }
 
 const MAX_EVENTS_PAGE = 1000;
+
+/** A subscription and, when `from`/`to` are given, its events numbered so (loadMany); `organizationId`: only if it is that organisation's. */
+interface LoadRequest {
+  id: string;
+  organizationId?: string;
+  from?: number;
+  to?: number;
+}
+interface Loaded {
+  row: SubscriptionRow;
+  events: NotificationEvent[];
+}
 /** The client's scopes and all-patient flag as they are now (null when it was revoked: it is told nothing more). */
 const CLIENT_NOW = `(SELECT c.scopes FROM oauth_clients c WHERE c.client_id = fhir_subscriptions.client_id AND c.revoked_at IS NULL) AS scopes,
   (SELECT c.all_patients FROM oauth_clients c WHERE c.client_id = fhir_subscriptions.client_id) AS all_patients`;
@@ -100,6 +114,9 @@ const ext = (elements: Array<{ url: string }> | undefined, url: string) => eleme
 
 export class FhirSubscriptions {
   private byId: Map<string, Topic>;
+  /** The notifications asked for while a batch is being built are built together, in the next (coalesced). */
+  private readonly batchLoad = coalesced<LoadRequest, Loaded | undefined>((wants) => this.loadMany(wants));
+  private readonly outcomes = coalesced<{ id: string; type: string; succeeded: boolean }, void>((items) => this.outcomesMany(items));
 
   constructor(
     private readonly db: Database,
@@ -342,32 +359,108 @@ export class FhirSubscriptions {
   }
 
   /**
-   * Each event as the subscriber may see it now: the policy is asked again through the subscriber's own repository (a
-   * read, audited as one); an event it may no longer see keeps its number and names no resource.
+   * Each subscription's events as its subscriber may see them now, for many subscriptions at once: the policy is asked
+   * again through the subscriber's repository, one statement for the focus versions of all the events of the subscribers
+   * of one policy (same organisation, scopes and all-patient flag: the same answer), however many subscriptions and
+   * events; each subscriber's reads of the batch are audited as one record naming the patients (FhirRepository
+   * auditVersionsRead: a consent limiting how often counts them as any read). An event it may no longer see (refused,
+   * deleted, a spent consent frequency) keeps its number and names no resource.
    */
-  private async visible(row: SubscriptionRow, events: EventRow[]): Promise<NotificationEvent[]> {
-    const principal = subscriber(row);
-    const repo = principal && this.deps.fhir.repository({ principal, channel: 'fhir', operation: 'subscriptionNotification' });
-    const out: NotificationEvent[] = [];
-    for (const e of events) {
-      const base: NotificationEvent = { number: Number(e.event_number), timestamp: new Date(e.created_at).toISOString() };
-      if (!repo) {
-        out.push(base); // the client was revoked: numbered, naming nothing
-        continue;
-      }
-      if (row.content === 'empty') {
-        out.push(base);
-        continue;
-      }
-      try {
-        const resource = e.focus_version ? await repo.vread(e.focus_type, e.focus_id, e.focus_version) : await repo.read(e.focus_type, e.focus_id);
-        out.push({ ...base, focus: { type: e.focus_type, id: e.focus_id, version: e.focus_version, interaction: e.interaction }, resource });
-      } catch (err) {
-        if (!(err instanceof ApiError) || err.status >= 500) throw err;
-        out.push(base); // withheld: numbered, naming nothing
+  private async visibleMany(wanted: Array<{ row: SubscriptionRow; events: EventRow[] }>): Promise<NotificationEvent[][]> {
+    const base = (e: EventRow): NotificationEvent => ({ number: Number(e.event_number), timestamp: new Date(e.created_at).toISOString() });
+    const ref = (type: string, id: string, version: string) => `${type}/${id}/_history/${version}`;
+    // The subscribers of one policy answer read together; each subscriber is audited on its own repository.
+    const policies = new Map<string, { reader: FhirRepository; refs: Map<string, { type: string; id: string; versionId: string }>; found?: Map<string, FoundVersion> }>();
+    const repos = new Map<string, FhirRepository>();
+    const policyOf = new Map<SubscriptionRow, string>();
+    for (const { row, events } of wanted) {
+      const principal = subscriber(row);
+      if (!principal || row.content === 'empty' || !events.length) continue; // revoked client: numbered, naming nothing
+      const key = `${row.organization_id}\u0000${!!row.all_patients}\u0000${[...row.scopes!].sort().join(' ')}`;
+      policyOf.set(row, key);
+      let repo = repos.get(row.client_id);
+      if (!repo) repos.set(row.client_id, (repo = this.deps.fhir.repository({ principal, channel: 'fhir', operation: 'subscriptionNotification' })));
+      let policy = policies.get(key);
+      if (!policy) policies.set(key, (policy = { reader: repo, refs: new Map() }));
+      for (const e of events) if (e.focus_version) policy.refs.set(ref(e.focus_type, e.focus_id, e.focus_version), { type: e.focus_type, id: e.focus_id, versionId: e.focus_version });
+    }
+    for (const policy of policies.values()) {
+      const found = policy.refs.size ? await policy.reader.readVersions([...policy.refs.values()]) : [];
+      policy.found = new Map(found.map((v) => [ref(v.type, v.id, v.versionId), v]));
+    }
+    // Per subscriber: what it is shown and refused in this batch (each version once), audited once.
+    const seen = new Map<string, { shown: Map<string, FoundVersion>; refused: Map<string, FoundVersion>; withheld?: Set<FoundVersion> }>();
+    for (const { row, events } of wanted) {
+      const key = policyOf.get(row);
+      if (key === undefined) continue;
+      const found = policies.get(key)!.found!;
+      let mine = seen.get(row.client_id);
+      if (!mine) seen.set(row.client_id, (mine = { shown: new Map(), refused: new Map() }));
+      for (const e of events) {
+        const v = e.focus_version ? found.get(ref(e.focus_type, e.focus_id, e.focus_version)) : undefined;
+        if (!v) continue;
+        const k = ref(v.type, v.id, v.versionId);
+        if (!v.allowed) mine.refused.set(k, v);
+        else if (!v.deleted && v.content) mine.shown.set(k, v);
       }
     }
+    for (const [clientId, mine] of seen) mine.withheld = await repos.get(clientId)!.auditVersionsRead([...mine.shown.values()], [...mine.refused.values()], 'subscriptionNotification');
+    const out: NotificationEvent[][] = [];
+    for (const { row, events } of wanted) {
+      const key = policyOf.get(row);
+      if (key === undefined) {
+        out.push(events.map(base));
+        continue;
+      }
+      const found = policies.get(key)!.found!;
+      const mine = seen.get(row.client_id)!;
+      const repo = repos.get(row.client_id)!;
+      const list: NotificationEvent[] = [];
+      for (const e of events) {
+        if (!e.focus_version) {
+          list.push(await this.readCurrent(repo, e)); // queued without a version (none so far): a read of the current one
+          continue;
+        }
+        const v = found.get(ref(e.focus_type, e.focus_id, e.focus_version));
+        // withheld: refused, deleted, unknown, or the consent's frequency spent: numbered, naming nothing
+        if (!v || !v.allowed || v.deleted || !v.content || mine.withheld!.has(v)) list.push(base(e));
+        else list.push({ ...base(e), focus: { type: e.focus_type, id: e.focus_id, version: e.focus_version, interaction: e.interaction }, resource: v.content });
+      }
+      out.push(list);
+    }
     return out;
+  }
+
+  /** An event queued without a version: its resource's current version, read (and audited) as any read. */
+  private async readCurrent(repo: FhirRepository, e: EventRow): Promise<NotificationEvent> {
+    const base: NotificationEvent = { number: Number(e.event_number), timestamp: new Date(e.created_at).toISOString() };
+    try {
+      const resource = await repo.read(e.focus_type, e.focus_id);
+      return { ...base, focus: { type: e.focus_type, id: e.focus_id, version: e.focus_version, interaction: e.interaction }, resource };
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.status >= 500) throw err;
+      return base;
+    }
+  }
+
+  /**
+   * Subscriptions and their events from `from` to `to` (numbers), as their subscribers may see them now, for many at once
+   * (the rest-hook deliveries and websocket catch-ups of a moment, coalesced by `batchLoad`): one statement for the rows,
+   * one for the events, the reads of visibleMany. Undefined for a subscription gone (or of another organisation).
+   */
+  private async loadMany(wants: LoadRequest[]): Promise<Array<Loaded | undefined>> {
+    const ids = [...new Set(wants.map((w) => w.id))];
+    const { rows } = await this.db.query<SubscriptionRow>(`SELECT ${COLUMNS} FROM fhir_subscriptions WHERE id = ANY($1::text[]) AND deleted_at IS NULL`, [ids]);
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    const found = wants.map((w) => {
+      const row = byId.get(w.id);
+      return row && (w.organizationId === undefined || row.organization_id === w.organizationId) ? row : undefined;
+    });
+    const ranged = wants.flatMap((w, i) => (found[i] && w.from !== undefined && w.to !== undefined && w.to >= w.from ? [{ i, id: w.id, from: w.from, to: w.to }] : []));
+    const stored = await storedEventsMany(this.db, ranged);
+    const visible = await this.visibleMany(ranged.map((r, j) => ({ row: found[r.i]!, events: stored[j]! })));
+    const events = new Map(ranged.map((r, j) => [r.i, visible[j]!]));
+    return wants.map((_, i) => found[i] && { row: found[i], events: events.get(i) ?? [] });
   }
 
   /**
@@ -376,14 +469,14 @@ export class FhirSubscriptions {
    * the subscription is gone (cancel it).
    */
   async notificationBody(subscriptionId: string, type: 'handshake' | 'heartbeat' | 'event-notification', eventNumber: number | null, eventCount = 1): Promise<string | undefined> {
-    const { rows } = await this.db.query<SubscriptionRow>(`SELECT ${COLUMNS} FROM fhir_subscriptions WHERE id = $1 AND deleted_at IS NULL`, [subscriptionId]);
-    const row = rows[0];
-    if (!row) return undefined;
+    const numbered = type === 'event-notification' && eventNumber !== null;
+    const last = numbered ? eventNumber + Math.max(1, eventCount) - 1 : 0;
+    const loaded = await this.batchLoad(numbered ? { id: subscriptionId, from: eventNumber, to: last } : { id: subscriptionId });
+    if (!loaded) return undefined;
+    const { row } = loaded;
     let events: NotificationEvent[] = [];
-    if (type === 'event-notification' && eventNumber !== null) {
-      const last = eventNumber + Math.max(1, eventCount) - 1;
-      const found = await storedEvents(this.db, row.id, eventNumber, last);
-      const visible = new Map((await this.visible(row, found)).map((e) => [e.number, e]));
+    if (numbered) {
+      const visible = new Map(loaded.events.map((e) => [e.number, e]));
       // Past retention: still numbered, naming nothing.
       events = Array.from({ length: last - eventNumber + 1 }, (_, i) => visible.get(eventNumber + i) ?? { number: eventNumber + i, timestamp: this.deps.now().toISOString() });
     }
@@ -392,13 +485,33 @@ export class FhirSubscriptions {
     return JSON.stringify(this.notification(shown, type, events));
   }
 
-  /** What a finished rest-hook attempt means for the subscription (requested → active on a handshake; error when exhausted). */
+  /**
+   * What a finished rest-hook attempt means for the subscription (requested → active on a handshake; error → active on a
+   * success; error when exhausted). The outcomes of attempts finished while a batch is written go in the next, one
+   * statement each way (coalesced): most are successes of an active subscription, which change nothing.
+   */
   async delivered(subscriptionId: string, type: string, succeeded: boolean, exhausted: boolean): Promise<void> {
-    if (succeeded && type === 'handshake')
-      await this.db.query(`UPDATE fhir_subscriptions SET status = 'active', error = NULL WHERE id = $1 AND status = 'requested' AND deleted_at IS NULL`, [subscriptionId]);
-    else if (succeeded) await this.db.query(`UPDATE fhir_subscriptions SET status = 'active', error = NULL WHERE id = $1 AND status = 'error' AND deleted_at IS NULL`, [subscriptionId]);
-    else if (exhausted)
-      await this.db.query(`UPDATE fhir_subscriptions SET status = 'error', error = $2 WHERE id = $1 AND deleted_at IS NULL`, [subscriptionId, `a ${type} could not be delivered to the endpoint`]);
+    if (succeeded || exhausted) await this.outcomes({ id: subscriptionId, type, succeeded });
+  }
+
+  private async outcomesMany(items: Array<{ id: string; type: string; succeeded: boolean }>): Promise<void[]> {
+    const ok = items.filter((i) => i.succeeded);
+    if (ok.length)
+      await this.db.query(
+        `UPDATE fhir_subscriptions s SET status = 'active', error = NULL
+         FROM (SELECT id, bool_or(handshake) AS handshake, bool_or(NOT handshake) AS other FROM unnest($1::text[], $2::boolean[]) AS d(id, handshake) GROUP BY id) d
+         WHERE s.id = d.id AND s.deleted_at IS NULL AND ((d.other AND s.status = 'error') OR (d.handshake AND s.status = 'requested'))`,
+        [ok.map((i) => i.id), ok.map((i) => i.type === 'handshake')],
+      );
+    const failed = items.filter((i) => !i.succeeded);
+    if (failed.length)
+      await this.db.query(
+        `UPDATE fhir_subscriptions s SET status = 'error', error = d.error
+         FROM (SELECT DISTINCT ON (id) id, error FROM unnest($1::text[], $2::text[]) AS d(id, error)) d
+         WHERE s.id = d.id AND s.deleted_at IS NULL`,
+        [failed.map((i) => i.id), failed.map((i) => `a ${i.type} could not be delivered to the endpoint`)],
+      );
+    return items.map(() => undefined);
   }
 
   /** `$status`: a searchset Bundle with the SubscriptionStatus. */
@@ -417,7 +530,7 @@ export class FhirSubscriptions {
     if (content === 'full-resource' && row.content !== 'full-resource') throw new ApiError(403, ErrorCode.forbidden, 'content full-resource: the subscription was made for less');
     const shown = content ? { ...row, content: content as Content } : row;
     const rows = await storedEvents(this.db, row.id, from, to);
-    return this.notification(shown, 'query-event', await this.visible(shown, rows));
+    return this.notification(shown, 'query-event', (await this.visibleMany([{ row: shown, events: rows }]))[0]!);
   }
 
   // ------------------------------------------------------------------ fan-out
@@ -480,11 +593,9 @@ export class FhirSubscriptions {
 
   /** The events of a subscription after `after` (its number), as websocket notifications; and the new last number. */
   async eventsAfter(organizationId: string, id: string, after: number): Promise<{ bundles: string[]; last: number } | undefined> {
-    const { rows } = await this.db.query<SubscriptionRow>(`SELECT ${COLUMNS} FROM fhir_subscriptions WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL`, [id, organizationId]);
-    const row = rows[0];
-    if (!row) return undefined;
-    const events = await storedEvents(this.db, row.id, after + 1, after + MAX_EVENTS_PAGE);
-    const visible = await this.visible(row, events);
+    const loaded = await this.batchLoad({ id, organizationId, from: after + 1, to: after + MAX_EVENTS_PAGE });
+    if (!loaded) return undefined;
+    const { row, events: visible } = loaded;
     // At most the subscription's maxCount events per notification (backport-max-count; none: one each).
     const per = Math.max(1, row.max_count ?? 1);
     const bundles: string[] = [];
@@ -566,6 +677,63 @@ async function storedEvents(db: Queryable, subscriptionId: string, from: number,
     [subscriptionId, from, to, MAX_EVENTS_PAGE, FANOUT_BATCH],
   );
   return rows;
+}
+
+/**
+ * storedEvents for many subscriptions and ranges in one statement (each range at most MAX_EVENTS_PAGE events): the
+ * events of each want, in number order.
+ */
+async function storedEventsMany(db: Queryable, wants: Array<{ id: string; from: number; to: number }>): Promise<EventRow[][]> {
+  const out: EventRow[][] = wants.map(() => []);
+  if (!wants.length) return out;
+  const { rows } = await db.query<EventRow & { n: string }>(
+    `SELECT w.n::text AS n, (r.first_number + x.i - 1)::text AS event_number, x.focus_type, x.focus_id, x.focus_version, x.interaction, x.created_at
+     FROM unnest($1::text[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS w(id, from_number, to_number, n)
+     JOIN fhir_subscription_event_runs r ON r.subscription_id = w.id AND r.last_number BETWEEN w.from_number AND w.to_number + $4 AND r.first_number <= w.to_number
+     CROSS JOIN LATERAL unnest(r.focus_types, r.focus_ids, r.focus_versions, r.interactions, r.created_ats)
+       WITH ORDINALITY AS x(focus_type, focus_id, focus_version, interaction, created_at, i)
+     WHERE r.first_number + x.i - 1 BETWEEN w.from_number AND w.to_number
+     ORDER BY w.n, r.first_number + x.i - 1`,
+    [wants.map((w) => w.id), wants.map((w) => w.from), wants.map((w) => Math.min(w.to, w.from + MAX_EVENTS_PAGE - 1)), FANOUT_BATCH],
+  );
+  for (const { n, ...row } of rows) out[Number(n) - 1]!.push(row);
+  return out;
+}
+
+/**
+ * Calls of `one` made while a batch runs are run together in the next batch, one batch at a time (the first waits for the
+ * calls of the same turn of the event loop): many rest-hook deliveries claimed together, or websockets woken by one
+ * NOTIFY, are built with one set of statements. When a batch fails, its calls are made again one at a time.
+ */
+function coalesced<I, O>(many: (items: I[]) => Promise<O[]>): (item: I) => Promise<O> {
+  let waiting: Array<{ item: I; resolve: (o: O) => void; reject: (err: unknown) => void }> = [];
+  let running = false;
+  const next = () => {
+    if (running || !waiting.length) return;
+    running = true;
+    const batch = waiting;
+    waiting = [];
+    many(batch.map((w) => w.item))
+      .then(
+        (outs) => batch.forEach((w, i) => w.resolve(outs[i]!)),
+        // One call may have failed the batch (a bad row, a database refusal): each is tried alone, so it fails only itself.
+        (err) =>
+          batch.length === 1
+            ? batch[0]!.reject(err)
+            : batch.reduce((done, w) => done.then(() => many([w.item]).then(([out]) => w.resolve(out!), w.reject)), Promise.resolve()),
+      )
+      .finally(() => {
+        running = false;
+        next();
+      });
+  };
+  // The batch's own context: a call may come from inside another's async context (a transaction), which it must not inherit.
+  const inOwnContext = AsyncLocalStorage.snapshot();
+  return (item) =>
+    new Promise<O>((resolve, reject) => {
+      waiting.push({ item, resolve, reject });
+      if (waiting.length === 1 && !running) inOwnContext(() => setImmediate(next));
+    });
 }
 
 /**
