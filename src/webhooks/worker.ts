@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { type Agent, fetch } from 'undici';
 import { checkedAddress, DestinationRefused, pinnedAgent } from './destination';
 import type { Config } from '../config';
-import type { Database } from '../db/database';
+import { retryContention, type Database } from '../db/database';
 import { envelopeFromRow, type EventRow } from '../events/outbox';
 import type { Logger } from '../log';
 import type { BackgroundWorker } from '../jobs';
@@ -145,7 +145,9 @@ async function finishAttempts(db: Database, finished: FinishedAttempt[], retryDe
     return { delivery, result, attempt, next: afterAttempt(attempt, result.succeeded, retryDelaysMs) };
   });
   const column = <T>(pick: (row: (typeof rows)[number]) => T) => rows.map(pick);
-  await db.query(
+  // One statement (all or nothing): run again when it loses to a concurrent one (a deadlock was seen under load at
+  // 200 notifications/s); unrecorded, the attempts would be made again once their lease ran out.
+  await retryContention(() => db.query(
     `WITH finished AS (
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::float8[], $6::int[],
                             $7::timestamptz[], $8::int[], $9::int[], $10::text[], $11::boolean[], $12::text[])
@@ -174,7 +176,7 @@ async function finishAttempts(db: Database, finished: FinishedAttempt[], retryDe
       column((r) => r.result.succeeded),
       column((r) => r.result.responseExcerpt ?? null),
     ],
-  );
+  ));
   return rows.map((r) => r.next.status);
 }
 
