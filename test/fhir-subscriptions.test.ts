@@ -124,6 +124,9 @@ beforeAll(async () => {
   expect(patient.status).toBe(201);
   patientId = patient.body.id;
   healthId = patient.body.identifier[0].value;
+  // The topic every test subscribes to, as a client finds it (each test may run alone: vitest -t).
+  const topics = await pont.json('/api/fhir/R4/SubscriptionTopic');
+  topicUrl = topics.body.entry.map((e: any) => e.fullUrl as string).find((u: string) => u.endsWith('/encounter-finished'))!;
 });
 afterAll(async () => {
   await endpointA?.close();
@@ -136,7 +139,7 @@ describe('topics', () => {
     const list = await pont.json('/api/fhir/R4/SubscriptionTopic');
     expect(list.status).toBe(200);
     const urls = list.body.entry.map((e: any) => e.fullUrl as string);
-    topicUrl = urls.find((u: string) => u.endsWith('/encounter-finished'))!;
+    expect(urls).toContain(topicUrl);
     expect(urls.some((u: string) => u.endsWith('/observation-abnormal'))).toBe(true);
     expect(urls.some((u: string) => u.endsWith('/diagnosticreport-final'))).toBe(true);
     const topic = await pont.json(new URL(topicUrl).pathname);
