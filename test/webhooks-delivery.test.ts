@@ -135,6 +135,17 @@ describe('delivery', () => {
     ]);
   });
 
+  it('keeps its connection to a destination for the next deliveries there (the address still checked at each)', async () => {
+    const org = newOrg();
+    const { receiver } = await subscribe(org, ['patient.created']);
+    for (let i = 1; i <= 3; i++) {
+      const event = await record(org);
+      await settled(org, event.id);
+      expect(receiver.received).toHaveLength(i);
+    }
+    expect(receiver.connections).toBe(1);
+  });
+
   it('sends the full data once an operator enables full payloads for the subscription', async () => {
     const org = newOrg();
     const { receiver, subscription } = await subscribe(org, ['lab_result.released']);

@@ -47,6 +47,8 @@ export interface Receiver {
   waitFor(n: number): Promise<Received[]>;
   /** Answers every held ('hang') request with `status`. */
   release(status: number): void;
+  /** TCP connections the receiver has accepted (a sender that keeps its connection alive opens one). */
+  connections: number;
   close(): Promise<void>;
 }
 
@@ -58,6 +60,7 @@ export async function startReceiver(reply: (r: Received) => Reply = () => 200): 
     received: [],
     secret: '',
     reply,
+    connections: 0,
     waitFor(n) {
       if (receiver.received.length >= n) return Promise.resolve(receiver.received.slice(0, n));
       return new Promise((resolve) => waiters.push({ n, resolve }));
@@ -98,6 +101,7 @@ export async function startReceiver(reply: (r: Received) => Reply = () => 200): 
       else answer(decided);
     });
   });
+  server.on('connection', () => receiver.connections++);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   receiver.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`;
   return receiver;

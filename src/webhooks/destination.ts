@@ -73,6 +73,39 @@ export async function checkedAddress(url: string, allowLoopback: boolean, unreso
 
 export class DestinationRefused extends Error {}
 
+/** Agents kept per checked address: at most this many (the least recently used is closed). */
+const MAX_PINNED_AGENTS = 256;
+
+/**
+ * The pinned agents of a delivery worker, one per checked address, kept for the next deliveries there so that their
+ * connections (and TLS sessions) are used again: a new connection per attempt cost each notification a handshake.
+ * The address is still checked before each attempt (checkedAddress); an agent only ever connects to the address it
+ * was made for.
+ */
+export class PinnedAgents {
+  private readonly agents = new Map<string, Agent>();
+
+  for(address: string, family: 4 | 6): Agent {
+    const key = `${family} ${address}`;
+    let agent = this.agents.get(key);
+    if (agent) this.agents.delete(key); // re-inserted last: the map runs from least to most recently used
+    else agent = pinnedAgent(address, family);
+    this.agents.set(key, agent);
+    if (this.agents.size > MAX_PINNED_AGENTS) {
+      const [oldest, old] = this.agents.entries().next().value!;
+      this.agents.delete(oldest);
+      void old.close().catch(() => undefined); // after its requests in flight
+    }
+    return agent;
+  }
+
+  async close(): Promise<void> {
+    const all = [...this.agents.values()];
+    this.agents.clear();
+    await Promise.allSettled(all.map((a) => a.close()));
+  }
+}
+
 /** An HTTP agent whose connections go to `address` whatever the URL's name resolves to now (TLS still checks the name). */
 export function pinnedAgent(address: string, family: 4 | 6): Agent {
   return new Agent({

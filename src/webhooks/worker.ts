@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
-import { type Agent, fetch } from 'undici';
-import { checkedAddress, DestinationRefused, pinnedAgent } from './destination';
+import { fetch } from 'undici';
+import { checkedAddress, DestinationRefused, PinnedAgents } from './destination';
 import type { Config } from '../config';
 import { retryContention, type Database } from '../db/database';
 import { envelopeFromRow, type EventRow } from '../events/outbox';
@@ -241,7 +241,7 @@ function describeFailure(err: unknown, timeoutMs: number): string {
 }
 
 /** One HTTP POST of the signed body, to the address checked now (src/webhooks/destination.ts). Throws only when `stopping` aborts it. */
-async function post(delivery: ClaimedDelivery, body: string, contentType: string, secretKey: Buffer, timeoutMs: number, allowLoopback: boolean, stopping: AbortSignal): Promise<AttemptResult> {
+async function post(delivery: ClaimedDelivery, body: string, contentType: string, secretKey: Buffer, timeoutMs: number, allowLoopback: boolean, agents: PinnedAgents, stopping: AbortSignal): Promise<AttemptResult> {
   const startedAt = new Date();
   const started = performance.now();
   const done = (fields: Pick<AttemptResult, 'statusCode' | 'error' | 'succeeded' | 'responseExcerpt'>): AttemptResult => ({
@@ -257,12 +257,10 @@ async function post(delivery: ClaimedDelivery, body: string, contentType: string
   } catch {
     return done({ statusCode: null, error: 'webhook secret could not be decrypted (was PONT_WEBHOOK_SECRET_KEY changed?)', succeeded: false });
   }
-  let agent: Agent | undefined;
   try {
     const target = (await checkedAddress(delivery.callback_url, allowLoopback))!;
-    agent = pinnedAgent(target.address, target.family);
     const response = await fetch(delivery.callback_url, {
-      dispatcher: agent,
+      dispatcher: agents.for(target.address, target.family),
       method: 'POST',
       body,
       redirect: 'manual', // a redirect is not a 2xx: following it could hand the payload to another host
@@ -285,8 +283,6 @@ async function post(delivery: ClaimedDelivery, body: string, contentType: string
     if (stopping.aborted) throw err;
     if (err instanceof DestinationRefused) return done({ statusCode: null, error: `destination refused: ${err.message}`, succeeded: false });
     return done({ statusCode: null, error: describeFailure(err, timeoutMs), succeeded: false });
-  } finally {
-    void agent?.close().catch(() => undefined);
   }
 }
 
@@ -304,6 +300,8 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
   const { db, log } = deps;
   const { retryDelaysMs, pollIntervalMs, timeoutMs, concurrency, secretKey } = deps.config.webhooks;
   const recordAttempt = attemptRecorder(db, retryDelaysMs);
+  /** Connections to destinations, kept for the next deliveries there. */
+  const agents = new PinnedAgents();
   const stopping = new AbortController();
   /** Requests in flight: what `concurrency` bounds. Recording the outcome, batched, needs no slot. */
   let posting = 0;
@@ -352,7 +350,7 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
     try {
       // A FHIR Subscription's backport-timeout replaces the server's for its notifications.
       const deadline = delivery.fhir_timeout_seconds ? delivery.fhir_timeout_seconds * 1000 : timeoutMs;
-      result = await post(delivery, body, contentType, secretKey, deadline, deps.config.webhooks.allowHttpLoopback, stopping.signal);
+      result = await post(delivery, body, contentType, secretKey, deadline, deps.config.webhooks.allowHttpLoopback, agents, stopping.signal);
     } catch {
       await releaseLease(db, delivery).catch(() => undefined); // if this fails too, the lease runs out
       return;
@@ -426,6 +424,7 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
       await running;
       await Promise.allSettled([...jobs]);
       await (await listening)?.();
+      await agents.close();
     },
   };
 }
