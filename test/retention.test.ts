@@ -506,7 +506,13 @@ describe(`migrations 024 and 027 (${backend})`, () => {
         await old.query('INSERT INTO schema_migrations (version) VALUES ($1)', [m.version]);
       }
       const rows = ['2024-11', '2025-01'].map((month, n) => ({ id: randomUUID(), recorded: midMonth(month), record: auditRecord(n, month) }));
-      await insertAuditRows(old, rows);
+      // Written as that schema's service wrote them (today's insertAuditRows reads tables added since, e.g. 033's).
+      for (const r of rows)
+        await old.query(
+          `INSERT INTO audit_log (id, recorded, action, outcome, operation, actor, organization_id, patients, purpose, request_id, record)
+           VALUES ($1, $2, $3, $4, $5, NULL, NULL, $6, NULL, NULL, $7)`,
+          [r.id, r.recorded.toISOString(), r.record.action, r.record.outcome, r.record.operation, [r.record.patient?.id].filter(Boolean), JSON.stringify(r.record)],
+        );
       await old.query(`INSERT INTO events (id, type, version, created_at, data, meta) VALUES ('evt_old', 'patient.updated', '1.0', '2024-12-20T00:00:00Z', '{}', '{}')`);
       await old.query(`INSERT INTO webhook_subscriptions (id, organization_id, callback_url, subscribed_events, secret_encrypted) VALUES ('whsub_old', 'org-a', 'https://example.org/hook', '{patient.updated}', 'x')`);
       await old.query(`INSERT INTO webhook_deliveries (id, event_id, subscription_id, status) VALUES ('whdlv_old', 'evt_old', 'whsub_old', 'delivered')`);
