@@ -23,6 +23,11 @@ export class FhirService {
   private readonly deps: RepositoryDeps;
   /** The process's audit trail (src/fhir/audit-trail.ts); its materialiser runs as a background worker. */
   readonly auditTrail: AuditTrail;
+  /**
+   * What the process reads of the loaded terminology, cached and kept current by NOTIFY (src/fhir/term/lookup.ts): the
+   * writes' check of required bindings, and the records' displays and memberOf() (TerminologyService.forReading).
+   */
+  readonly terminology: TerminologyLookup;
   /** The clock (ms since the epoch) of answers "as of now" and of the blood-stock clock; tests move it. */
   now: () => number = Date.now;
 
@@ -34,6 +39,7 @@ export class FhirService {
   ) {
     const baseUrl = () => `${config.publicUrl}${FHIR_BASE_PATH}`;
     this.auditTrail = new AuditTrail(db, baseUrl);
+    this.terminology = new TerminologyLookup(db);
     this.deps = {
       db,
       auditTrail: this.auditTrail,
@@ -49,7 +55,7 @@ export class FhirService {
       },
       readAs: (map, resource) => mappings.get(map).readFhir(resource).connect,
       // Writes refuse a code outside a loaded value set its element is bound to, required (docs/fhir.md "Terminology").
-      bindings: new TerminologyLookup(db),
+      bindings: this.terminology,
       ...extensions,
       now: () => this.now(),
     };

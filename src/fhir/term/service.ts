@@ -51,13 +51,14 @@ const versioned = (url: string, version: string | undefined) => (version ? `${ur
  * read from the database at the time of the request (no cache), so a load is seen by every process at once.
  */
 export class TerminologyService {
-  /** What the maps read of the loaded terminology (displays, memberOf()), cached per process: see lookup.ts. */
-  private readonly readerLookup?: TerminologyLookup;
-
-  /** `db` a Database: each operation of several statements reads one snapshot of it (see run). */
-  constructor(private readonly db: Queryable | Database) {
-    if ('listen' in db) this.readerLookup = new TerminologyLookup(db);
-  }
+  /**
+   * `db` a Database: each operation of several statements reads one snapshot of it (see run). `readerLookup`: what the
+   * maps read of the loaded terminology (displays, memberOf()), the process's cache (FhirService.terminology).
+   */
+  constructor(
+    private readonly db: Queryable | Database,
+    private readonly readerLookup?: TerminologyLookup,
+  ) {}
 
   /**
    * The loaded terminology's answers to what reading a page of records asks (its codings without a display, its
