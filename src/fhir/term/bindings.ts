@@ -57,6 +57,18 @@ function walk(value: unknown, typeName: string, path: string, out: BoundValue[],
   }
 }
 
+/**
+ * The bound elements none of whose codes is in their value set, among those it can judge: `memberOf` answers
+ * undefined for a value set not loaded (or not expandable), which judges nothing. The one rule of `$validate`'s
+ * binding check and of the writes' refusal (src/fhir/term/lookup.ts refusals).
+ */
+export function outsideBindings(bound: BoundValue[], memberOf: (valueSet: string, system: string | undefined, code: string) => boolean | undefined): BoundValue[] {
+  return bound.filter((b) => {
+    const member = b.codings.map((c) => memberOf(b.valueSet, c.system, c.code));
+    return member.some((m) => m !== undefined) && !member.includes(true);
+  });
+}
+
 /** The issue of a bound element none of whose codes is in its loaded value set: an error (required) or a warning (extensible). */
 export function bindingIssue(b: BoundValue): OperationOutcomeIssue {
   const [first] = b.codings;

@@ -3,7 +3,7 @@ import { ApiError, ErrorCode } from '../../core/errors';
 import type { Database, Queryable } from '../../db/database';
 import { NotifiedCache, setBounded } from '../../db/notified-cache';
 import type { ReadTerminology, TerminologyQuestions } from '../../mapping/runtime';
-import { bindingIssue, boundValues } from './bindings';
+import { bindingIssue, boundValues, outsideBindings } from './bindings';
 
 /**
  * What the maps read of the loaded terminology (docs/fhir.md "Terminology", "Used by the maps"): the display the
@@ -176,10 +176,7 @@ export class TerminologyLookup {
     const members = bound.flat().flatMap((b) => b.codings.map((c) => ({ valueSet: b.valueSet, ...c })));
     const answers = members.length ? await this.answers(q, { codings: [], members }) : undefined;
     return resources.map((resource, i) => {
-      const outside = bound[i]!.filter((b) => {
-        const member = b.codings.map((c) => answers?.memberOf(b.valueSet, c.system, c.code));
-        return member.some((m) => m !== undefined) && !member.includes(true);
-      });
+      const outside = outsideBindings(bound[i]!, (vs, system, code) => answers?.memberOf(vs, system, code));
       if (!outside.length) return undefined;
       const issues = outside.slice(0, 20).map(bindingIssue);
       const [first] = issues;

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { CodeableConcept, Coding, OperationOutcomeIssue, Parameters, ParametersParameter, Resource, ValueSet, ValueSetExpansionContains } from '@medplum/fhirtypes';
-import { bindingIssue, boundValues } from './bindings';
+import { bindingIssue, boundValues, outsideBindings } from './bindings';
 import { TerminologyLookup } from './lookup';
 import type { ReadTerminology, TerminologyQuestions } from '../../mapping/runtime';
 import { ApiError, badRequest, ErrorCode, notFound } from '../../core/errors';
@@ -411,16 +411,11 @@ export class TerminologyService {
   async checkBindings(resource: Resource): Promise<OperationOutcomeIssue[]> {
     const bound = boundValues(resource).filter((b) => b.codings.length);
     if (!bound.length) return [];
-    const asked = bound.flatMap((b, i) => b.codings.map((c) => ({ i, valueSet: b.valueSet, ...c })));
+    const asked = bound.flatMap((b) => b.codings.map((c) => ({ valueSet: b.valueSet, ...c })));
     const answers = await TerminologyLookup.members(this.db, asked);
-    const judged = new Set<number>();
-    const inSet = new Set<number>();
-    asked.forEach((a, k) => {
-      if (answers[k] === undefined) return;
-      judged.add(a.i);
-      if (answers[k]) inSet.add(a.i);
-    });
-    return bound.filter((_, i) => judged.has(i) && !inSet.has(i)).map(bindingIssue);
+    const key = (vs: string, system: string | undefined, code: string) => JSON.stringify([vs, system ?? null, code]);
+    const answer = new Map(asked.map((a, k) => [key(a.valueSet, a.system, a.code), answers[k]]));
+    return outsideBindings(bound, (vs, system, code) => answer.get(key(vs, system, code))).map(bindingIssue);
   }
 
   /**
