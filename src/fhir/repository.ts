@@ -334,23 +334,9 @@ export class FhirRepository {
       groups.set(key, [...(groups.get(key) ?? []), v]);
     }
     for (const versions of groups.values()) {
-      const patients = patientsOf(versions.map((v) => v.content!), this.baseUrl);
-      const named = patients.slice(0, MAX_PATIENTS_PER_RECORD);
       try {
-        await this.audit(
-          {
-            operation: this.context.operation ?? operation,
-            action: 'R',
-            outcome: 'success',
-            outcomeDescription: `${versions.length} resource(s) of ${patients.length} patient(s)${patients.length > named.length ? `; first ${named.length} named` : ''}`,
-            patient: { id: named[0] },
-            otherPatients: named.slice(1),
-            purpose: this.context.purpose,
-            dataTypes: [...new Set(versions.map((v) => v.type))],
-          },
-          // Every patient counted, however many the record names.
-          { patients },
-        );
+        // Audited and counted as any read of them (every patient counted, however many the record names).
+        await this.auditAccess(operation, 'R', versions.map((v) => v.content!));
       } catch (err) {
         if (!(err instanceof ApiError) || err.status !== 429) throw err;
         for (const v of versions) withheld.add(v);
