@@ -56,6 +56,14 @@ afterAll(async () => {
   await pont?.close();
 });
 
+
+/** `n` Patients of `org`'s own (its own data: no consent involved), written ten at a time. */
+async function ownPatients(org: TestClient, n: number, family: string): Promise<void> {
+  for (let i = 0; i < n; i += 10)
+    await Promise.all(
+      Array.from({ length: Math.min(10, n - i) }, (_, j) => fhir(org, '/Patient', { method: 'POST', json: { resourceType: 'Patient', name: [{ family: `${family}${i + j}` }] } }).then((r) => expect(r.status).toBe(201))),
+    );
+}
 describe('frequency: every door counts', () => {
   it('FHIR read, search with _include and Connect records each spend a fetch (3 a day: then every door is 429)', async () => {
     const org = await reader('org-doors');
@@ -95,10 +103,7 @@ describe('frequency: every door counts', () => {
     const { hid, pid } = await patientWithPrescription('Fiftyfirst');
     await grant(org, hid, { consent_type: 'full_record', frequency: { count: 1, unit: 'day' } });
     // 50 patients of its own (its own data: no consent involved), written after the consented one.
-    for (let i = 0; i < 50; i += 10)
-      await Promise.all(
-        Array.from({ length: 10 }, (_, j) => fhir(org, '/Patient', { method: 'POST', json: { resourceType: 'Patient', name: [{ family: `Own${i + j}` }] } }).then((r) => expect(r.status).toBe(201))),
-      );
+    await ownPatients(org, 50, 'Own');
     expect((await fhir(org, `/Patient/${pid}`)).status).toBe(200); // the one fetch of the day
     expect((await fhir(org, `/Patient/${pid}`)).status).toBe(429);
     for (let i = 0; i < 3; i++) {
@@ -113,10 +118,7 @@ describe('frequency: every door counts', () => {
     const org = await reader('org-many-export');
     const { hid, pid } = await patientWithPrescription('ExportFiftyfirst');
     await grant(org, hid, { consent_type: 'full_record', frequency: { count: 1, unit: 'day' } });
-    for (let i = 0; i < 50; i += 10)
-      await Promise.all(
-        Array.from({ length: 10 }, (_, j) => fhir(org, '/Patient', { method: 'POST', json: { resourceType: 'Patient', name: [{ family: `OwnExport${i + j}` }] } }).then((r) => expect(r.status).toBe(201))),
-      );
+    await ownPatients(org, 50, 'OwnExport');
     expect((await fhir(org, `/Patient/${pid}`)).status).toBe(200);
     expect((await fhir(org, `/Patient/${pid}`)).status).toBe(429);
     const kick = await pont.fetch('/api/fhir/R4/Patient/$export?_type=Patient', { headers: { ...org.headers, prefer: 'respond-async' } });
