@@ -56,7 +56,6 @@ afterAll(async () => {
   await pont?.close();
 });
 
-
 /** `n` Patients of `org`'s own (its own data: no consent involved), written ten at a time. */
 async function ownPatients(org: TestClient, n: number, family: string): Promise<void> {
   for (let i = 0; i < n; i += 10)
@@ -64,6 +63,7 @@ async function ownPatients(org: TestClient, n: number, family: string): Promise<
       Array.from({ length: Math.min(10, n - i) }, (_, j) => fhir(org, '/Patient', { method: 'POST', json: { resourceType: 'Patient', name: [{ family: `${family}${i + j}` }] } }).then((r) => expect(r.status).toBe(201))),
     );
 }
+
 describe('frequency: every door counts', () => {
   it('FHIR read, search with _include and Connect records each spend a fetch (3 a day: then every door is 429)', async () => {
     const org = await reader('org-doors');
