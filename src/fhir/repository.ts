@@ -13,7 +13,7 @@ import { eventsOf, patientIdsOf, type ResourceChange } from '../events/rules';
 import type { EventType } from '../events/types';
 import { healthIdsByPatient, updateMatchKey, withHealthId, type Registered } from '../healthid/registry';
 import { ApiError, ErrorCode, badRequest } from '../core/errors';
-import { accessPolicyFor, EMERGENCY_WINDOW_HOURS, UNPLACED_PATIENT, type AccessPolicy, type Channel } from '../policy/index';
+import { accessPolicyFor, EMERGENCY_WINDOW_HOURS, rowsOfTypes, UNPLACED_PATIENT, type AccessPolicy, type Channel } from '../policy/index';
 import { DATA_CLASSES, dataClassOf } from '../core/data-classes';
 import { isResourceType } from '../core/fhir-definitions';
 import { and, ident, or, sql as SQL, type Sql } from '../db/sql';
@@ -278,7 +278,7 @@ export class FhirRepository {
     const valid = refs.filter((ref) => isResourceType(typeOf(ref)));
     const readable = [...new Set(valid.map(typeOf))].filter((t) => this.access.canRead(t));
     return readReferenced(this.sql, valid, (r) =>
-      or(SQL`(${r}.patients = '{}'::text[]) IS TRUE`, readable.length ? and(SQL`${r}.resource_type = ANY(${readable}::text[])`, this.access.rowFilter?.(r)) : undefined),
+      or(SQL`(${r}.patients = '{}'::text[]) IS TRUE`, readable.length ? and(SQL`${r}.resource_type = ANY(${readable}::text[])`, rowsOfTypes(this.access.rowFilter, r, readable)) : undefined),
     );
   }
 
@@ -1073,9 +1073,10 @@ export async function checkReferences(sql: Queryable, base: string, items: Write
   });
   let missing: (typeof targets)[number] | undefined;
   if (targets.length) {
-    const seen = visible?.(ident('r'));
+    // A Patient is the create rule's to judge (below): the rule is asked of the other types named.
+    const seen = rowsOfTypes(visible, ident('r'), targets.flatMap((t) => (t.type === 'Patient' ? [] : [t.type])));
     const { text, values } = SQL`SELECT k.n FROM unnest(${targets.map((t) => t.type)}::text[], ${targets.map((t) => t.id)}::text[], ${targets.map((_, n) => n)}::int[]) AS k(t, i, n)
-       WHERE NOT EXISTS (SELECT 1 FROM fhir_resources r WHERE ${and(SQL`r.resource_type = k.t AND r.id = k.i AND NOT r.deleted`, seen && or(SQL`r.resource_type = 'Patient'`, seen))})
+       WHERE NOT EXISTS (SELECT 1 FROM fhir_resources r WHERE ${and(SQL`r.resource_type = k.t AND r.id = k.i AND NOT r.deleted`, visible && or(SQL`r.resource_type = 'Patient'`, seen))})
        ORDER BY k.n LIMIT 1`.render();
     const { rows } = await sql.query<{ n: number }>(text, values);
     missing = rows[0] && targets[rows[0].n];

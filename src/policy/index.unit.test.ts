@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ApiError } from '../core/errors';
 import type { AgentPrincipal, ClientPrincipal, PatientPrincipal, PortalPrincipal, Principal } from '../core/principal';
 import { alias, type Sql } from '../db/sql';
-import { accessPolicyFor, OWNER_ONLY_TYPES, type AccessPolicy } from './index';
+import { accessPolicyFor, OWNER_ONLY_TYPES, rowsOfTypes, type AccessPolicy } from './index';
 
 // The access policy's decisions (docs/security.md "The access policy", "Break-glass"; docs/integrators.md "Facility data"), through its public API, with no
 // database: the SQL fragments are rendered and read for their meaning (what they bind, which rule they name), never
@@ -221,5 +221,35 @@ describe('facility data: written only by callers bound to that facility', () => 
       expect(policy.mayWriteFacility('fac-1')).toBe(false);
       expect(policy.mayWriteFacility(undefined)).toBe(false);
     }
+  });
+});
+
+describe('rowsOfTypes: the rule over rows of a few known types', () => {
+  const policy = accessPolicyFor(client(), 'fhir');
+  const of = (types: string[]) => rowsOfTypes(policy.rowFilter, alias('r'), types);
+
+  it("is each type's own rule behind a test of the row's type, far shorter than the rule of any type", () => {
+    const typed = render(of(['Encounter', 'Condition', 'Encounter']));
+    expect(typed.text).toMatch(/"r\d*"\."resource_type" = 'Condition'\) AND/);
+    expect(typed.text).toMatch(/"r\d*"\."resource_type" = 'Encounter'\) AND/);
+    // The rule of any type names every type's class; the typed rules name only theirs.
+    expect(typed.text).not.toContain('Observation');
+    expect(typed.text.length).toBeLessThan(rowFilter(policy).text.length / 3);
+    expect(typed.values).toContain(ORG);
+  });
+
+  it('is the type\'s rule for one type, the rule of any type for many, nothing for none, and none for an operator', () => {
+    // Rendered with the same alias: each render of a fragment names its own.
+    const same = (fragment: Sql | undefined) => render(fragment).text.replace(/"r\d*"/g, '"r"');
+    expect(same(of(['Encounter']))).toBe(same(policy.rowFilter!(alias('r'), 'Encounter')));
+    const many = ['Encounter', 'Condition', 'Observation', 'Procedure', 'Immunization', 'CarePlan', 'Goal'];
+    expect(same(of(many))).toBe(same(policy.rowFilter!(alias('r'))));
+    expect(render(of([])).text).toBe('false');
+    expect(rowsOfTypes(accessPolicyFor({ kind: 'system', name: 'import' }, 'fhir').rowFilter, alias('r'), ['Encounter'])).toBeUndefined();
+  });
+
+  it('keeps the owner-only rule of the audit trail and payments', () => {
+    const typed = render(of(['AuditEvent', 'Encounter']));
+    expect(typed.text).toMatch(/"r\d*"\."resource_type" = 'AuditEvent'\) AND \("r\d*"\."author_org" = \$\d+\)/);
   });
 });
