@@ -82,6 +82,15 @@ describe('pont --help (runCli, in process)', () => {
     expect(extra!.stderr).toContain('Unexpected argument "cli_b"');
   });
 
+  // Checked by the command before it opens a database (src/retention/cli.ts); moved here from test/retention.test.ts, where
+  // it was a process of its own on each database.
+  it('a month written wrong to audit archive or restore is exit code 2, naming the format YYYY-MM', async () => {
+    for (const answer of await each([['audit', 'archive', '--month', '2025-3'], ['audit', 'restore', '--month', 'March']])) {
+      expect(answer.code, answer.stderr).toBe(2);
+      expect(answer.stderr).toMatch(/YYYY-MM/);
+    }
+  });
+
   // Issue 42: `clients create --name x` named --org only; every problem of a command line is one answer, for every command.
   it('names every missing or invalid flag and argument of a command line at once, whatever the command', async () => {
     const [clients, agents, imports, webhooks] = await each(
