@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { alias, and, constant, ident, join, literal, not, or, param, quoteIdentifier, sql } from '../src/db/sql';
+import { alias, and, constant, ident, join, literal, not, or, param, quoteIdentifier, rowsOf, sql } from '../src/db/sql';
 import { loadFhirDefinitions } from '../src/core/fhir-definitions';
 import { parseSearch } from '../src/fhir/search/parse';
 import { filterSql, sortSql } from '../src/fhir/search/sql';
@@ -123,5 +123,27 @@ describe('constants', () => {
     expect(() => constant(sql`x = ${1}`)).toThrow(/binds values or allocates aliases/);
     expect(() => constant(sql`FROM t ${alias('a')}`)).toThrow(/binds values or allocates aliases/);
     expect(constant(sql`FROM ${ident('t')}`).render().text).toBe('FROM "t"');
+  });
+});
+
+describe('rows of bound values (rowsOf)', () => {
+  const columns = [['p', 'text'], ['n', 'int']] as const;
+
+  it('a few rows are a VALUES list: each value bound and cast, the count in the text (one generic plan a count)', () => {
+    const { text, values } = sql`SELECT k.p FROM ${rowsOf('k', columns, [[HOSTILE, 1], ['b', 2]])}`.render();
+    expect(text).toBe('SELECT k.p FROM (VALUES ($1::text, $2::int), ($3::text, $4::int)) AS "k"("p", "n")');
+    expect(values).toEqual([HOSTILE, 1, 'b', 2]);
+  });
+
+  it('more rows, or none, are arrays unnest()ed: one text whatever their number', () => {
+    const many = Array.from({ length: 17 }, (_, i) => [`p${i}`, i]);
+    const { text, values } = sql`SELECT k.p FROM ${rowsOf('k', columns, many)}`.render();
+    expect(text).toBe('SELECT k.p FROM unnest($1::text[], $2::int[]) AS "k"("p", "n")');
+    expect(values).toEqual([many.map((r) => r[0]), many.map((r) => r[1])]);
+    expect(sql`${rowsOf('k', columns, [])}`.render()).toEqual({ text: 'unnest($1::text[], $2::int[]) AS "k"("p", "n")', values: [[], []] });
+  });
+
+  it('a type is code: anything but a plain type name is refused', () => {
+    expect(() => rowsOf('k', [['p', 'text); DROP TABLE x; --']], [['a']])).toThrow(/not an SQL type name/);
   });
 });

@@ -4,7 +4,7 @@ import type { AuditEvent, AuditEventAgent, AuditEventEntity } from '@medplum/fhi
 import type { Principal } from '../core/principal';
 import type { Queryable } from '../db/database';
 import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
-import { sql } from '../db/sql';
+import { constant, rowsOf, sql as SQL } from '../db/sql';
 import { consentPurposeOf } from '../policy/index';
 
 /** Identifier systems of the parties an AuditEvent names (search them with `AuditEvent?altid=<client id>`). */
@@ -192,7 +192,22 @@ export function auditRow(record: AuditRecord): AuditRow {
   return { id: randomUUID(), recorded: new Date(), record };
 }
 
-const ROW_COLUMNS = 'id, recorded, action, outcome, operation, actor, organization_id, patients, purpose, request_id, record';
+const ROW_COLUMNS = constant(SQL`id, recorded, action, outcome, operation, actor, organization_id, patients, purpose, request_id, record`);
+/** insertAuditRows's rows: the columns, the patients as a JSON array, and whether to look up the consent's purpose. */
+const ROW_TYPES = [
+  ['id', 'uuid'],
+  ['recorded', 'timestamptz'],
+  ['action', 'text'],
+  ['outcome', 'text'],
+  ['operation', 'text'],
+  ['actor', 'text'],
+  ['org', 'text'],
+  ['patients', 'jsonb'],
+  ['purpose', 'text'],
+  ['request_id', 'text'],
+  ['record', 'jsonb'],
+  ['consent_purpose', 'boolean'],
+] as const;
 
 /** The principal as the trail names it: who, not what they were allowed (scopes are not kept). */
 function withoutGrants(principal: Principal | undefined): Principal | undefined {
@@ -202,7 +217,7 @@ function withoutGrants(principal: Principal | undefined): Principal | undefined 
 }
 
 /** The consent's purpose of a read that stated none (purposeFromConsent), over the columns of insertAuditRows's rows. */
-const CONSENT_PURPOSE = consentPurposeOf(sql`u.org`, sql`u.patient_ids`).render().text;
+const CONSENT_PURPOSE = constant(consentPurposeOf(SQL`u.org`, SQL`u.patient_ids`));
 
 /** Who acted, as one string: a client id, `agent:…`, `patient:…`, `system:…`, or null (anonymous). */
 function actorOf(principal: Principal | undefined): string | null {
@@ -229,9 +244,9 @@ function actorOf(principal: Principal | undefined): string | null {
 export async function insertAuditRows(sql: Queryable, rows: AuditRow[]): Promise<void> {
   if (!rows.length) return;
   const principalOf = (r: AuditRow) => r.record.caller.principal;
-  const values = rows.flatMap((r) => {
+  const values = rows.map((r) => {
     const p = principalOf(r);
-    const { purposeFromConsent: _lookedUp, ...record } = r.record;
+    const { purposeFromConsent, ...record } = r.record;
     return [
       r.id,
       r.recorded.toISOString(),
@@ -244,31 +259,14 @@ export async function insertAuditRows(sql: Queryable, rows: AuditRow[]): Promise
       record.purpose ?? null,
       record.caller.requestId ?? null,
       JSON.stringify({ ...record, caller: { ...record.caller, principal: withoutGrants(record.caller.principal) } }),
-      r.record.purposeFromConsent === true,
+      purposeFromConsent === true,
     ];
   });
-  await sql.query(
-    `INSERT INTO audit_log (${ROW_COLUMNS})
+  const { text, values: bound } = SQL`INSERT INTO audit_log (${ROW_COLUMNS})
      SELECT u.id, u.recorded, u.action, u.outcome, u.operation, u.actor, u.org, u.patient_ids, u.purpose, u.request_id,
        CASE WHEN u.consent_purpose THEN coalesce(u.record || (SELECT jsonb_build_object('purposeCode', p) FROM ${CONSENT_PURPOSE} AS c(p) WHERE p IS NOT NULL), u.record) ELSE u.record END
-     FROM (SELECT *, ARRAY(SELECT jsonb_array_elements_text(t.patients)) AS patient_ids FROM (VALUES ${valuesRows(rows.length)})
-         AS t(id, recorded, action, outcome, operation, actor, org, patients, purpose, request_id, record, consent_purpose)) u`,
-    values,
-  );
-}
-
-/**
- * The VALUES rows of insertAuditRows's statement for `n` rows. A VALUES list, not unnest() of arrays: its row count is
- * in the statement's text, so PostgreSQL plans it once per connection (a generic plan); for unnest() of a parameter
- * it assumes 10 rows in a generic plan, finds 1 in each custom one and so plans every execution anew (0.3 ms, on
- * every audited read).
- */
-function valuesRows(n: number): string {
-  const row = (i: number) => {
-    const $ = (k: number) => `$${i * 12 + k}`;
-    return `(${$(1)}::uuid, ${$(2)}::timestamptz, ${$(3)}::text, ${$(4)}::text, ${$(5)}::text, ${$(6)}::text, ${$(7)}::text, ${$(8)}::jsonb, ${$(9)}::text, ${$(10)}::text, ${$(11)}::jsonb, ${$(12)}::boolean)`;
-  };
-  return Array.from({ length: n }, (_, i) => row(i)).join(', ');
+     FROM (SELECT *, ARRAY(SELECT jsonb_array_elements_text(t.patients)) AS patient_ids FROM ${rowsOf('t', ROW_TYPES, values)}) u`.render();
+  await sql.query(text, bound);
 }
 
 /** Records one operation on patient data in `tx`, the operation's own transaction (see insertAuditRows). */

@@ -131,6 +131,30 @@ export function constant(fragment: Sql): Sql {
   return new Sql([fragment.render().text], []);
 }
 
+/** At most this many rows are written as a VALUES list by `rowsOf`; longer lists are unnest()ed arrays. */
+const VALUES_AT_MOST = 16;
+const SQL_TYPE = /^[a-z]+$/;
+
+/**
+ * A relation of bound rows for a FROM, `name(column…)`: `columns` name each column and its SQL type (code), `rows` the
+ * values. A few rows are a VALUES list, whose row count is in the text: a prepared statement of it gets a generic plan,
+ * planned once per connection. One text for any count, unnest() of array parameters, is planned anew at every
+ * execution (a generic plan assumes it yields 10 rows, each custom plan sees the real count and looks cheaper): kept
+ * for long lists, whose planning is spread over many rows.
+ */
+export function rowsOf(name: string, columns: ReadonlyArray<readonly [string, string]>, rows: ReadonlyArray<readonly unknown[]>): Sql {
+  const types = columns.map(([, type]) => {
+    if (!SQL_TYPE.test(type)) throw new Error(`rowsOf: not an SQL type name: ${JSON.stringify(type)}`);
+    return type;
+  });
+  const relation = sql`${ident(name)}(${join(columns.map(([column]) => sql`${ident(column)}`), ', ')})`;
+  if (rows.length && rows.length <= VALUES_AT_MOST) {
+    const tuple = (row: readonly unknown[]) => sql`(${join(types.map((type, i) => sql`${row[i]}::${new Sql([type], [])}`), ', ')})`;
+    return sql`(VALUES ${join(rows.map(tuple), ', ')}) AS ${relation}`;
+  }
+  return sql`unnest(${join(types.map((type, i) => sql`${rows.map((row) => row[i])}::${new Sql([`${type}[]`], [])}`), ', ')}) AS ${relation}`;
+}
+
 type Condition = Sql | undefined | false;
 const present = (conditions: Condition[]) => conditions.filter((c): c is Sql => c instanceof Sql);
 const wrapped = (c: Sql) => sql`(${c})`;

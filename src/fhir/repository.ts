@@ -16,7 +16,7 @@ import { ApiError, ErrorCode, badRequest } from '../core/errors';
 import { accessPolicyFor, EMERGENCY_WINDOW_HOURS, rowsOfTypes, UNPLACED_PATIENT, type AccessPolicy, type Channel } from '../policy/index';
 import { DATA_CLASSES, dataClassOf } from '../core/data-classes';
 import { isResourceType } from '../core/fhir-definitions';
-import { and, ident, or, sql as SQL, type Sql } from '../db/sql';
+import { and, ident, or, rowsOf, sql as SQL, type Sql } from '../db/sql';
 import type { ReadLimits } from '../policy/read-limits';
 import { filterSql } from './search/sql';
 import { applyResourcePatch, type Patch } from './patch';
@@ -1075,7 +1075,7 @@ export async function checkReferences(sql: Queryable, base: string, items: Write
   if (targets.length) {
     // A Patient is the create rule's to judge (below): the rule is asked of the other types named.
     const seen = rowsOfTypes(visible, ident('r'), targets.flatMap((t) => (t.type === 'Patient' ? [] : [t.type])));
-    const { text, values } = SQL`SELECT k.n FROM unnest(${targets.map((t) => t.type)}::text[], ${targets.map((t) => t.id)}::text[], ${targets.map((_, n) => n)}::int[]) AS k(t, i, n)
+    const { text, values } = SQL`SELECT k.n FROM ${rowsOf('k', [['t', 'text'], ['i', 'text'], ['n', 'int']], targets.map((t, n) => [t.type, t.id, n]))}
        WHERE NOT EXISTS (SELECT 1 FROM fhir_resources r WHERE ${and(SQL`r.resource_type = k.t AND r.id = k.i AND NOT r.deleted`, visible && or(SQL`r.resource_type = 'Patient'`, seen))})
        ORDER BY k.n LIMIT 1`.render();
     const { rows } = await sql.query<{ n: number }>(text, values);

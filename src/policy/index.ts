@@ -2,7 +2,7 @@ import type { Principal } from '../core/principal';
 import { FHIR_READ_SCOPES, fhirReadScopes, TERMINOLOGY_SCOPE } from '../core/scopes';
 import { ApiError, ErrorCode } from '../core/errors';
 import { dataClassOf } from '../core/data-classes';
-import { and, constant, join, literal, or, param, sql, type Identifier, type Param, type Sql } from '../db/sql';
+import { and, constant, join, literal, or, param, rowsOf, sql, type Identifier, type Param, type Sql } from '../db/sql';
 import { hiTypes, PURPOSE_CODES } from './hi-types';
 
 /**
@@ -128,7 +128,7 @@ export interface PatientClasses {
 /** SQL: the (patient, class) pairs of `checks` as rows `k(p, c)`, for patientCheck's `FROM`. */
 function pairsOf(checks: PatientClasses[]): Sql {
   const pairs = checks.flatMap(({ patient, classes }) => classes.map((c) => [patient, c] as const));
-  return sql`unnest(${pairs.map(([p]) => p)}::text[], ${pairs.map(([, c]) => c)}::text[]) AS k(p, c)`;
+  return rowsOf('k', [['p', 'text'], ['c', 'text']], pairs);
 }
 
 const everything: AccessPolicy = { canRead: () => true, canWrite: () => true, readsTerminology: true, operator: true, mayWriteFacility: () => true };

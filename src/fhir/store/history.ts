@@ -5,7 +5,7 @@ import { patientCompartmentParams } from '../../core/fhir-definitions';
 import { hashKey } from '../../core/hash';
 import { indexedParams } from '../indexer';
 import { decodeCursor, encodeCursor, type Cursor } from '../search/parse';
-import { and, ident, sql, type Sql } from '../../db/sql';
+import { and, ident, rowsOf, sql, type Sql } from '../../db/sql';
 import { MAX_INCLUDED, R, keysetLinks, keysetPage, type SearchAccess } from './search';
 import type { RowFilter } from './types';
 
@@ -42,10 +42,10 @@ const toStored = <T extends Resource>(row: VersionRow | undefined): StoredVersio
 export async function readReferenced(db: Queryable, refs: string[], visible: (r: ReturnType<typeof ident>) => Sql): Promise<Map<string, Resource>> {
   const found = new Map<string, Resource>();
   if (!refs.length) return found;
-  const [types, ids] = [refs.map((r) => r.slice(0, r.indexOf('/'))), refs.map((r) => r.slice(r.indexOf('/') + 1))];
+  const wanted = refs.map((ref) => [ref.slice(0, ref.indexOf('/')), ref.slice(ref.indexOf('/') + 1)]);
   const r = ident('r');
   const { text, values } = sql`SELECT r.resource_type, r.id, r.content FROM fhir_resources r
-     JOIN unnest(${types}::text[], ${ids}::text[]) AS wanted(resource_type, id) ON r.resource_type = wanted.resource_type AND r.id = wanted.id
+     JOIN ${rowsOf('wanted', [['resource_type', 'text'], ['id', 'text']], wanted)} ON r.resource_type = wanted.resource_type AND r.id = wanted.id
      WHERE ${and(sql`NOT r.deleted`, visible(r))}`.render();
   const { rows } = await db.query<{ resource_type: string; id: string; content: Resource }>(text, values);
   for (const row of rows) found.set(`${row.resource_type}/${row.id}`, row.content);
