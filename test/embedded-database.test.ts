@@ -9,7 +9,7 @@ import { loadConfig } from '../src/config';
 import { openDatabase, openMigratedDatabase } from '../src/db/open';
 import { listMigrations } from '../src/db/migrate';
 import { startPont, type RunningPont } from '../src/server';
-import { pontCommand } from './harness';
+import { migratedDataDir, pontCommand } from './harness';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const run = promisify(execFile);
@@ -35,7 +35,8 @@ describe('the embedded database with a running service', () => {
     run(process.execPath, pontCommand(...args), { cwd: repo, env: { ...process.env, PONT_DATA_DIR: dataDir, LOG_LEVEL: 'error', DATABASE_URL: '' } });
 
   beforeAll(async () => {
-    dataDir = mkdtempSync(join(tmpdir(), 'pont-embedded-'));
+    // Initialised and migrated already (the migrated image unpacked): the first start is the last describe's test.
+    dataDir = await migratedDataDir(mkdtempSync(join(tmpdir(), 'pont-embedded-')));
     const config = loadConfig({ PORT: '0', LOG_LEVEL: 'error', PONT_DATA_DIR: dataDir });
     pont = await startPont(config);
   });
@@ -81,7 +82,7 @@ describe('the embedded database with a running service', () => {
   }, 120_000);
 
   it('a data directory of an older install, world-readable and writable, is made owner-only at open', async () => {
-    const old = mkdtempSync(join(tmpdir(), 'pont-old-'));
+    const old = await migratedDataDir(mkdtempSync(join(tmpdir(), 'pont-old-')));
     try {
       const first = await openDatabase({ dataDir: old });
       await first.query('CREATE TABLE t (x int)');
@@ -100,7 +101,7 @@ describe('the embedded database with a running service', () => {
   });
 
   it('a data directory left by a process that died is taken over', async () => {
-    const orphan = mkdtempSync(join(tmpdir(), 'pont-orphan-'));
+    const orphan = await migratedDataDir(mkdtempSync(join(tmpdir(), 'pont-orphan-')));
     try {
       const { writeFileSync } = await import('node:fs');
       writeFileSync(join(orphan, 'pont.pid'), '999999');
@@ -126,6 +127,8 @@ describe('the embedded database\'s memory', () => {
         // the garbage collector gets to it); the serving instance alone is ~140 MB.
         expect((process.memoryUsage().external - before) / 2 ** 20).toBeLessThan(300);
         expect((await db.query<{ version: string }>('SELECT version FROM schema_migrations ORDER BY version')).rows.map((r) => r.version)).toEqual(applied);
+        // What initdb wrote (world-readable, as PGlite writes its files) is the owner's only once open.
+        expect(exposed(dataDir)).toEqual([]);
       } finally {
         await db.close();
       }
