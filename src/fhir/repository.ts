@@ -751,11 +751,9 @@ export class FhirRepository {
       for (const l of r.links) if (l.targetType !== 'Patient') targets.push({ n, type: l.targetType, id: l.targetId });
     });
     if (!targets.length) return;
-    const { rows } = await sql.query<{ n: number; patients: string[] }>(
-      `SELECT k.n, t.patients FROM unnest($1::int[], $2::text[], $3::text[]) AS k(n, t, i)
-       JOIN fhir_resources t ON t.resource_type = k.t AND t.id = k.i WHERE t.patients IS NOT NULL AND t.patients <> '{}'::text[]`,
-      [targets.map((t) => t.n), targets.map((t) => t.type), targets.map((t) => t.id)],
-    );
+    const found = SQL`SELECT k.n, t.patients FROM ${rowsOf('k', [['n', 'int'], ['t', 'text'], ['i', 'text']], targets.map((t) => [t.n, t.type, t.id]))}
+       JOIN fhir_resources t ON t.resource_type = k.t AND t.id = k.i WHERE t.patients IS NOT NULL AND t.patients <> '{}'::text[]`.render();
+    const { rows } = await sql.query<{ n: number; patients: string[] }>(found.text, found.values);
     const grown = new Set<WriteResult>();
     for (const row of rows) {
       const r = written[row.n]!;
