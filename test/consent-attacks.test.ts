@@ -305,6 +305,40 @@ describe.runIf(backend === 'postgres')('frequency across two processes: the read
     expect(statuses.filter((s) => s === 200)).toHaveLength(1);
   });
 
+  // The same cache says which organisations hold a grant naming kinds of record or a period: the others are read
+  // under their plain grants only (the shorter rule). A period granted in A while B holds "no such grant" must open,
+  // in B, nothing outside the period: not before B hears of it (then it opens nothing), not after.
+  it('a grant with a period made in A opens in B only that period, before and after B hears of it', async () => {
+    const org = await reader('org-period');
+    const free = await patientWithPrescription('PeriodFree');
+    await grant(org, free.hid, {});
+    for (const s of [pont, second]) expect(await readAt(s, org, free.rxId)).toBe(200); // both cache "no scoped grant"
+    const p = await patientWithPrescription('Period'); // authored 2025-02-02
+    const old = await fhir(hospital, '/MedicationRequest', {
+      method: 'POST',
+      json: { resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Old' }, subject: { reference: `Patient/${p.pid}` }, authoredOn: '2019-03-03' },
+    });
+    expect(old.status).toBe(201);
+    let stop = false;
+    const outside: number[] = [];
+    const loop = async () => {
+      while (!stop) outside.push(await readAt(second, org, old.body.id as string));
+    };
+    const loops = Array.from({ length: 4 }, loop);
+    await grant(org, p.hid, { date_range: { from: '2025-01-01', to: '2025-12-31' } });
+    await Promise.all([pont, second].map((s) => s.services.db.listenersCaughtUp()));
+    const heard = outside.length;
+    await eventually(() => expect(outside.length).toBeGreaterThan(heard + 8));
+    stop = true;
+    await Promise.all(loops);
+    expect(outside.filter((s) => s !== 404)).toEqual([]);
+    for (const s of [pont, second]) {
+      expect(await readAt(s, org, p.rxId)).toBe(200);
+      expect(await readAt(s, org, old.body.id as string)).toBe(404);
+      expect(await readAt(s, org, free.rxId)).toBe(200);
+    }
+  });
+
   it('a grant that fails (rolled back) in A leaves nothing cached wrongly: a later grant counts in both', async () => {
     const org = await reader('org-rollback');
     const p = await patientWithPrescription('Rollback');

@@ -67,6 +67,7 @@ export function consentIndex(mappings: MappingSet, readLimits: ReadLimits): Deri
           await sql.query('DELETE FROM consent_access WHERE consent_id = $1', [consent.id]);
           continue;
         }
+        const scope = { types: typesOfHiTypes(record.hi_types) ?? null, from: record.date_range?.from ?? null, to: record.date_range?.to ?? null };
         await sql.query(
           `INSERT INTO consent_access (consent_id, patient_id, organization_id, consent_type, classes, status, granted_at, expires_at, updated_at,
              purpose_of_use, resource_types, data_from, data_to, erase_at, frequency_count, frequency_unit, revoked_at)
@@ -85,16 +86,17 @@ export function consentIndex(mappings: MappingSet, readLimits: ReadLimits): Deri
             record.granted_at,
             record.expires_at,
             record.purpose_of_use ?? DEFAULT_PURPOSE,
-            typesOfHiTypes(record.hi_types) ?? null,
-            record.date_range?.from ?? null,
-            record.date_range?.to ?? null,
+            scope.types,
+            scope.from,
+            scope.to,
             record.erase_at ?? null,
             record.frequency?.count ?? null,
             record.frequency?.unit ?? null,
           ],
         );
-        // A limit on how often its organisation reads: this process counts that organisation's reads from the commit on.
-        if (record.frequency?.count != null) readLimits.changing(record.organization_id);
+        // A limit on how often its organisation reads, or a scope (kinds of record, a period): this process counts that
+        // organisation's reads, and judges its rows by its grants' kinds and dates, from the commit on.
+        if (record.frequency?.count != null || scope.types || scope.from || scope.to) readLimits.changing(record.organization_id);
         await scheduleNotices(sql, consent.id!, consent.status, record);
       }
       await recordChanges(sql, changes.filter((c) => c.method !== 'DELETE').map((c) => c.resource.id!));

@@ -180,11 +180,13 @@ export class FhirRepository {
   ) {
     // An organisation this process knows holds no consent limiting its reads: they are not counted (no statement),
     // and the policy uses only grants without a frequency, so a limit granted since in another process, not heard of
-    // yet, opens nothing uncounted (src/policy/read-limits.ts).
+    // yet, opens nothing uncounted; one it knows holds no consent naming kinds of record or a period is read under
+    // plain grants only, the shorter rule, and such a consent granted elsewhere opens nothing until heard of
+    // (src/policy/read-limits.ts).
     const principal = context.principal;
     const org = principal.kind === 'client' || principal.kind === 'bridge-agent' || principal.kind === 'portal-user' ? principal.organizationId : undefined;
-    const readsCounted = !org || deps.readLimits.known(org) !== false;
-    this.access = accessPolicyFor(principal, context.channel, context.emergencyReason, context.purpose, readsCounted);
+    const kinds = org ? deps.readLimits.known(org) : undefined;
+    this.access = accessPolicyFor(principal, context.channel, context.emergencyReason, context.purpose, kinds?.limited !== false, kinds?.scoped !== false);
   }
 
   get baseUrl(): string {

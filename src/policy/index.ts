@@ -178,7 +178,7 @@ function careDateOf(type: string | undefined, row: RowFacts): Sql {
  * pass the row rule). `type`: the row's type when known as a constant.
  */
 export function activeGrants(select: Sql, org: Sql | undefined, patient: Sql, dataClass: Sql, row?: RowFacts | EventFacts, type?: string, only: GrantsOnly = {}): Sql {
-  const { purpose, unlimited } = only;
+  const { purpose, unlimited, plain } = only;
   const artefact = row && 'types' in row
     ? sql` AND (g.resource_types IS NULL OR g.resource_types && ${row.types})
       AND (g.data_from IS NULL AND g.data_to IS NULL OR ${literal(hiTypes.subject)} = ANY(${row.types}))`
@@ -188,8 +188,11 @@ ${type === hiTypes.subject ? sql`` : sql`
       AND (g.data_from IS NULL AND g.data_to IS NULL${type ? sql`` : sql` OR ${row.type} = ${literal(hiTypes.subject)}`} OR ${careDateOf(type, row)} BETWEEN coalesce(g.data_from, '0000-01-01') AND coalesce(g.data_to, '9999-12-31'))`}`
     : sql``;
   return sql`SELECT ${select} FROM consent_access g WHERE ${org ? sql`g.organization_id = ${org} AND ` : sql``}g.patient_id ${patient} AND g.status = 'active'
-      AND (g.granted_at IS NULL OR g.granted_at <= now()) AND (g.expires_at IS NULL OR g.expires_at > now()) AND ${dataClass} = ANY(g.classes)${artefact}${purpose ? sql` AND g.purpose_of_use = ${literal(purpose)}` : sql``}${unlimited ? sql` AND g.frequency_count IS NULL` : sql``}`;
+      AND (g.granted_at IS NULL OR g.granted_at <= now()) AND (g.expires_at IS NULL OR g.expires_at > now()) AND ${dataClass} = ANY(g.classes)${artefact}${purpose ? sql` AND g.purpose_of_use = ${literal(purpose)}` : sql``}${unlimited ? sql` AND g.frequency_count IS NULL` : sql``}${plain ? sql` AND ${PLAIN}` : sql``}`;
 }
+
+/** SQL: consent_access row `g` is a plain grant: it names no kinds of record and no period of care. */
+const PLAIN = constant(sql`g.resource_types IS NULL AND g.data_from IS NULL AND g.data_to IS NULL`);
 
 /**
  * Which of an organisation's grants a request may use: `purpose`, those of the purpose it stated (X-Purpose-Of-Use);
@@ -200,6 +203,12 @@ ${type === hiTypes.subject ? sql`` : sql`
 export interface GrantsOnly {
   purpose?: string;
   unlimited?: boolean;
+  /**
+   * Only plain grants (no kinds, no period), when the process knows the organisation holds no other (ReadLimits): the
+   * rule then asks nothing of the row but its patient and class. A scoped grant made since in another process, not
+   * heard of yet, opens nothing until it is.
+   */
+  plain?: boolean;
 }
 
 /**
@@ -235,15 +244,15 @@ export function consentChangedSince(org: Sql, patients: Sql, snapshot: Sql, sinc
  * (a lookup by `= ANY(patients)` is planned as a scan of every consent of the organisation per row).
  */
 function consentRule(org: Param, emergency: boolean, row: { patients: Sql; author: Sql; dataClass: Sql; facts?: RowFacts; type?: string }, only: GrantsOnly): Sql {
-  const grants = (patient: Sql, facts = row.facts) => activeGrants(sql`g.patient_id`, sql`${org}`, patient, row.dataClass, facts, row.type, only);
+  const rowFacts = only.plain ? undefined : row.facts;
+  const grants = (patient: Sql, facts = rowFacts) => activeGrants(sql`g.patient_id`, sql`${org}`, patient, row.dataClass, facts, row.type, only);
   const windows = (patient: Sql) => sql`SELECT e.patient_id FROM emergency_access e WHERE e.organization_id = ${org} AND e.patient_id ${patient} AND e.expires_at > now()`;
   const one = sql`= (${row.patients})[1]`;
   const any = sql`= ANY(${row.patients})`;
   // A grant naming no kinds and no period (every consent before artefacts) covers every row of its classes: asked
   // apart, with nothing of the row in it but its patient, it is one hash per statement; the artefacts' grants, whose
   // kinds and period depend on the row, are probed per row only for rows the plain ones do not cover.
-  const plain = sql`g.resource_types IS NULL AND g.data_from IS NULL AND g.data_to IS NULL`;
-  const granted = row.facts ? sql`EXISTS (${grants(one, undefined)} AND ${plain}) OR EXISTS (${grants(one)} AND NOT (${plain}))` : sql`EXISTS (${grants(one)})`;
+  const granted = rowFacts ? sql`EXISTS (${grants(one, undefined)} AND ${PLAIN}) OR EXISTS (${grants(one)} AND NOT (${PLAIN}))` : sql`EXISTS (${grants(one)})`;
   const onePatient = sql`${granted}${emergency ? sql` OR EXISTS (${windows(one)})` : sql``}`;
   const allPatients = sql`${row.patients} <@ ARRAY(${grants(any)}${emergency ? sql` UNION ALL ${windows(any)}` : sql``})`;
   // Never NULL (a NULL would turn into "allowed" under a NOT): unknown patients (NULL) are nobody's to see.
@@ -276,9 +285,10 @@ export function statedPurpose(header: string | undefined): string | undefined {
  * The policy of one caller on one channel; `emergencyReason` is the X-Emergency-Reason the request stated, `purpose`
  * its X-Purpose-Of-Use (a consent counts only if its purpose_of_use is the stated code, statedPurpose).
  * `readsCounted` false: the caller's process knows its organisation holds no consent limiting how often it reads
- * (ReadLimits): its reads are not counted, and only grants without a frequency open data (GrantsOnly).
+ * (ReadLimits): its reads are not counted, and only grants without a frequency open data (GrantsOnly). `scopedGrants`
+ * false: it knows the organisation holds no grant naming kinds of record or a period: only plain grants open data.
  */
-export function accessPolicyFor(principal: Principal, channel: Channel, emergencyReason?: string, purpose?: string, readsCounted = true): AccessPolicy {
+export function accessPolicyFor(principal: Principal, channel: Channel, emergencyReason?: string, purpose?: string, readsCounted = true, scopedGrants = true): AccessPolicy {
   if (emergencyReason !== undefined && !(principal.kind === 'client' && principal.scopes.includes('emergency:access')))
     throw new ApiError(403, ErrorCode.forbidden, 'X-Emergency-Reason needs the scope emergency:access', { extra: { required_scopes: ['emergency:access'] } });
   if (principal.kind === 'system') return everything;
@@ -325,7 +335,7 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
     };
   const emergency = emergencyReason !== undefined;
   const stated = statedPurpose(purpose);
-  const only: GrantsOnly = { purpose: stated, unlimited: !readsCounted };
+  const only: GrantsOnly = { purpose: stated, unlimited: !readsCounted, plain: !scopedGrants };
   // The organisation binds once per fragment: every use of it in one condition shares its `$n`.
   const owned = (alias: Identifier, o: Param) => sql`${alias.col('author_org')} = ${o}`;
   return {

@@ -255,3 +255,16 @@ describe('rowsOfTypes: the rule over rows of a few known types', () => {
     expect(typed.text).toMatch(/"r\d*"\."resource_type" = 'AuditEvent'\) AND \("r\d*"\."author_org" = \$\d+\)/);
   });
 });
+
+describe('an organisation known to hold plain grants only (ReadLimits: no kinds of record, no period)', () => {
+  it('is judged by plain grants alone: nothing of the row but its patient and class, one EXISTS instead of two', () => {
+    const scoped = rowFilter(accessPolicyFor(client(), 'fhir'), 'Observation').text;
+    const plain = rowFilter(accessPolicyFor(client(), 'fhir', undefined, undefined, false, false), 'Observation').text;
+    expect(scoped).toContain('effectiveDateTime');
+    expect(plain).not.toContain('effectiveDateTime');
+    expect(plain).not.toContain('= ANY(g.resource_types)');
+    expect(plain.match(/EXISTS \(/g)).toHaveLength(1);
+    expect(plain).toContain('g.resource_types IS NULL AND g.data_from IS NULL AND g.data_to IS NULL');
+    expect(plain.length).toBeLessThan(scoped.length / 2);
+  });
+});
