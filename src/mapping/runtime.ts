@@ -319,6 +319,8 @@ function meets(item: unknown, c: CompiledCondition, scope: Scope): boolean {
 function walk(scope: Scope, items: unknown[], path: CompiledPath): unknown[] {
   let current = items;
   for (const step of path) {
+    // Most alternatives of a field find nothing at their first step (valueRange of a quantity's Observation).
+    if (!current.length) return current;
     current = step.codingDisplay && scope.terminology ? displays(current, scope.terminology) : collect(current, step.json);
     if (step.index !== undefined) current = current.length > step.index ? [current[step.index]] : [];
     if (step.where.length) {
@@ -587,8 +589,9 @@ function answeredItemText(item: Obj, terminology: ReadTerminology | undefined): 
 
 /** Every value of the expression: those of its first alternative that gives any. */
 export function readAll(scope: Scope, expression: CompiledExpression): unknown[] {
+  let start: unknown[] | undefined; // walk reads its items, never changes them: one array for the alternatives
   for (const alternative of expression.alternatives) {
-    let values = walk(scope, alternative.from ? letValues(scope, alternative.from) : [scope.focus ?? scope.resource], alternative.steps);
+    let values = walk(scope, alternative.from ? letValues(scope, alternative.from) : (start ??= [scope.focus ?? scope.resource]), alternative.steps);
     if (alternative.finish?.kind === 'join') {
       const texts = values.map((v) => textOf(v, scope.terminology)).filter((v) => v !== undefined);
       values = texts.length ? [texts.join(alternative.finish.separator)] : [];
