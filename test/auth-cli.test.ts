@@ -11,7 +11,7 @@ import { loadConfig } from '../src/config';
 import { startPont, type RunningPont } from '../src/server';
 import { commandDatabase, runPont } from './harness';
 
-/** Each CLI call is a fresh process (tsx, database open, migrations): generous on a busy machine. */
+/** Each CLI call is a fresh process (the build's start, database open): generous on a busy machine. */
 const SLOW = 300_000;
 
 let env: Record<string, string>;
