@@ -516,7 +516,7 @@ describe.runIf(backend === 'postgres')('two server processes: one frequency, one
   });
 
   it('fetches are counted across both; a revocation on one stops reads on the other, which lists it as revoked', async () => {
-    scratch = await createScratchDatabase();
+    scratch = await createScratchDatabase({ migrated: true });
     const env = { PONT_PUBLIC_URL: 'http://pont.test' };
     processes.push(await startPontProcess(scratch.url, env), await startPontProcess(scratch.url, env));
     const [a, b] = processes.map((p) => p.url) as [string, string];

@@ -44,7 +44,7 @@ describe.runIf(backend === 'postgres')('revocation across two server processes',
   let headers: Record<string, string>;
 
   beforeAll(async () => {
-    scratch = await createScratchDatabase();
+    scratch = await createScratchDatabase({ migrated: true });
     const env = { PONT_PUBLIC_URL: 'http://pont.test' };
     processes.push(await startPontProcess(scratch.url, env), await startPontProcess(scratch.url, env));
     const db = await openDatabase({ databaseUrl: scratch.url });

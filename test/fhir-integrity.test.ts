@@ -80,7 +80,7 @@ describe.runIf(backend === 'postgres')('conditional creates across two server pr
   let token = '';
 
   beforeAll(async () => {
-    scratch = await createScratchDatabase();
+    scratch = await createScratchDatabase({ migrated: true });
     // Two processes behind one public URL, as behind a load balancer: tokens of one are good at the other.
     const env = { PONT_PUBLIC_URL: 'http://pont.test' };
     processes = [await startPontProcess(scratch.url, env)];

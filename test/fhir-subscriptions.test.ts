@@ -781,7 +781,7 @@ describe.skipIf(backend !== 'postgres')('two processes (PostgreSQL)', () => {
   let endpoint: Endpoint;
 
   beforeAll(async () => {
-    scratch = await createScratchDatabase();
+    scratch = await createScratchDatabase({ migrated: true });
     processes.push(await startPontProcess(scratch.url, { PONT_WEBHOOK_POLL_INTERVAL: '50ms' }));
     processes.push(await startPontProcess(scratch.url, { PONT_WEBHOOK_POLL_INTERVAL: '50ms' }));
     endpoint = await startEndpoint();

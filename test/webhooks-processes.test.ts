@@ -34,9 +34,10 @@ describe.skipIf(backend !== 'postgres')('two Pont processes on one PostgreSQL (P
   beforeAll(async () => {
     // This process records the events itself, without a Pont in it: it registers the fan-out as composition does.
     onEventsRecorded(queueDeliveries);
-    scratch = await createScratchDatabase();
-    // One after the other: two first starts racing on a fresh database trip over
-    // `CREATE TABLE IF NOT EXISTS schema_migrations` in src/db/migrate.ts (reported, not ours to change).
+    scratch = await createScratchDatabase({ migrated: true });
+    // Migrated already (the template), as after a first start. The processes start one after the other all the same:
+    // two first starts racing on a fresh database trip over `CREATE TABLE IF NOT EXISTS schema_migrations` in
+    // src/db/migrate.ts (reported, not ours to change).
     processes.push(await startProcess(scratch.url));
     processes.push(await startProcess(scratch.url));
     db = await openPostgres(scratch.url, 4);
