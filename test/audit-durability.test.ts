@@ -20,7 +20,7 @@ describe.runIf(backend === 'postgres')('audit trail durability', () => {
   let server: ChildProcess | undefined;
 
   beforeAll(async () => {
-    scratch = await createScratchDatabase();
+    scratch = await createScratchDatabase({ migrated: true });
     db = await openPostgres(scratch.url, 2);
   });
   afterAll(async () => {

@@ -159,7 +159,7 @@ describe('a new record type and a local-code table on a running server', () => {
   }, 300_000);
 
   it.runIf(backend === 'postgres')('--workers 2: every process reloads', async () => {
-    const database = await createScratchDatabase();
+    const database = await createScratchDatabase({ migrated: true });
     try {
       await scenario(2, { DATABASE_URL: database.url });
     } finally {

@@ -273,7 +273,7 @@ describe('SIGHUP to pont serve', () => {
   }, 120_000);
 
   it.runIf(backend === 'postgres')('with --workers 2, every worker reloads and reports the new version', async () => {
-    const database = await createScratchDatabase();
+    const database = await createScratchDatabase({ migrated: true });
     const dir = mapsCopy();
     try {
       const started = await serve(['--workers', '2'], { DATABASE_URL: database.url, PONT_MAPPINGS_DIR: dir });

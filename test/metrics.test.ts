@@ -230,7 +230,7 @@ describe('pont serve --workers 2', () => {
   });
 
   it.runIf(backend === 'postgres')('serves one scrape from the supervisor, summed over the workers; both log the same line shape', async () => {
-    const scratch = await createScratchDatabase();
+    const scratch = await createScratchDatabase({ migrated: true });
     const metricsPort = await freePort();
     try {
       server = spawn(process.execPath, pontCommand('serve', '--workers', '2'), {

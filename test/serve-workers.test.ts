@@ -30,7 +30,7 @@ describe('pont serve --workers', () => {
   });
 
   it.runIf(backend === 'postgres')('serves from N processes, starts a dead one again, and stops them all on SIGTERM', async () => {
-    const scratch = await createScratchDatabase();
+    const scratch = await createScratchDatabase({ migrated: true });
     try {
       server = spawn(process.execPath, pontCommand('serve', '--workers', '2'), {
         cwd: repoRoot,
