@@ -708,7 +708,7 @@ describe('bulk export: one at a time per client, cancel', () => {
 
 describe.skipIf(backend !== 'postgres')('bulk export: a server stopped mid-export', () => {
   it('another process on the same database takes the job over after the lease and completes it: every resource once', async () => {
-    const scratch = await createScratchDatabase();
+    const scratch = await createScratchDatabase({ migrated: true });
     const exportDir = mkdtempSync(join(tmpdir(), 'pont-exports-'));
     const env = { PORT: '0', LOG_LEVEL: 'error', DATABASE_URL: scratch.url, PONT_BULK_EXPORT_FILE_RESOURCES: '2', PONT_BULK_EXPORT_DIR: exportDir };
     let first: RunningPont | undefined = await startPont(loadConfig({ ...env, PONT_BULK_EXPORT_CONCURRENCY: '0' }));
@@ -744,7 +744,7 @@ describe.skipIf(backend !== 'postgres')('bulk export: a server stopped mid-expor
   }, 60_000);
 
   it('a `pont serve` killed (SIGKILL) while it writes files: another process resumes after the lease; every file whole, every resource once', async () => {
-    const scratch = await createScratchDatabase();
+    const scratch = await createScratchDatabase({ migrated: true });
     const exportDir = mkdtempSync(join(tmpdir(), 'pont-exports-'));
     // One resource per file: the export is 151 transactions long, and is killed in the middle of one once 20 files are
     // written (20 took the child 0.6 s, the 131 left the second process 1.8 s, on a loaded machine). It was 401 files:
