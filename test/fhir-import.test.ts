@@ -9,7 +9,7 @@ import { x as extract } from 'tar';
 import { validateResource } from '@medplum/core';
 import type { Bundle, Resource } from '@medplum/fhirtypes';
 import { importPaths } from '../src/fhir/import';
-import { backend, createScratchDatabase, createTestClient, migratedDataDir, pontCommand } from './harness';
+import { commandDatabase, createTestClient, pontCommand } from './harness';
 import { HEALTH_ID_SYSTEM } from '../src/healthid/healthid';
 import { startFhirApi, type FhirTestApi } from './fhir-helpers';
 
@@ -127,11 +127,9 @@ describe('importing a bulk export (one ndjson file per type, referring to each o
 describe('pont import (the command)', () => {
   it('loads a .tar.gz of spec examples and prints a summary; an invalid resource and dangling references are reported, not half-loaded', async () => {
     // A database initialised and migrated (on PGlite the migrated image unpacked, not a first start's 8 to 15 s).
-    const dataDir = mkdtempSync(join(tmpdir(), 'pont-import-cli-'));
-    if (backend === 'pglite') await migratedDataDir(dataDir);
-    const scratch = backend === 'postgres' ? await createScratchDatabase({ migrated: true }) : undefined;
+    const database = await commandDatabase();
     try {
-      const env = { ...process.env, LOG_LEVEL: 'error', PONT_DATA_DIR: dataDir, ...(scratch ? { DATABASE_URL: scratch.url } : {}) };
+      const env = { ...process.env, LOG_LEVEL: 'error', ...database.env };
       const run = promisify(execFile);
       const result = await run(process.execPath, pontCommand('import', join(samples, 'r4-spec-examples.tar.gz')), { env, cwd: repo }).catch((e) => e);
       // Two of the 121 examples are themselves invalid R4: DiagnosticReport-gingival-mass (bad base64) and
@@ -145,8 +143,7 @@ describe('pont import (the command)', () => {
       expect(result.stdout).toContain('FAILED MedicationRequest-medrx0301.json: entry[0]: Invalid MedicationRequest: MedicationRequest.dispenseRequest.performer may refer to Organization, not Practitioner');
       expect(result.stdout).toContain('FAILED AllergyIntolerance/example: AllergyIntolerance.recorder refers to Practitioner/example, which does not exist');
     } finally {
-      rmSync(dataDir, { recursive: true, force: true });
-      await scratch?.drop();
+      await database.cleanup();
     }
   }, 180_000);
 });

@@ -25,7 +25,7 @@ import { monthOf, monthStart, parseRetention, type Month } from '../src/core/per
 import { startPont, type RunningPont } from '../src/server';
 import { eventually } from './eventually';
 import { createClient } from '../src/auth/clients';
-import { backend, createScratchDatabase, createTestClient, migratedDataDir, runPont, startTestServer, type TestClient, type TestServer } from './harness';
+import { backend, commandDatabase, createScratchDatabase, createTestClient, runPont, startTestServer, type TestClient, type TestServer } from './harness';
 
 let pont: TestServer;
 /** How retention purges AuditEvents in service: through the FHIR service, with its derived tables (any database: it runs on the one it is handed). */
@@ -347,10 +347,10 @@ describe(`pont audit archive|restore (${backend})`, () => {
     const work = mkdtempSync(join(tmpdir(), 'pont-audit-cli-'));
     archiveDir = join(work, 'archive');
     // A database initialised and migrated (not a first start: test/embedded-database.test.ts tests that).
-    const scratch = backend === 'postgres' ? await createScratchDatabase({ migrated: true }) : undefined;
-    env = { LOG_LEVEL: 'error', AUDIT_ARCHIVE_DIR: archiveDir, ...(scratch ? { DATABASE_URL: scratch.url } : { PONT_DATA_DIR: await migratedDataDir(join(work, 'db')) }) };
+    const database = await commandDatabase();
+    env = { LOG_LEVEL: 'error', AUDIT_ARCHIVE_DIR: archiveDir, ...database.env };
     cleanup = async () => {
-      await scratch?.drop();
+      await database.cleanup();
       rmSync(work, { recursive: true, force: true });
     };
     // The service runs throughout: on PGlite the commands go through it, as they do in a deployment.
@@ -417,10 +417,10 @@ describe(`pont retention run (${backend})`, () => {
   beforeAll(async () => {
     const work = mkdtempSync(join(tmpdir(), 'pont-retention-run-'));
     archiveDir = join(work, 'archive');
-    const scratch = backend === 'postgres' ? await createScratchDatabase({ migrated: true }) : undefined;
-    env = { LOG_LEVEL: 'error', ...(scratch ? { DATABASE_URL: scratch.url } : { PONT_DATA_DIR: await migratedDataDir(join(work, 'db')) }) };
+    const database = await commandDatabase();
+    env = { LOG_LEVEL: 'error', ...database.env };
     cleanup = async () => {
-      await scratch?.drop();
+      await database.cleanup();
       rmSync(work, { recursive: true, force: true });
     };
     // The service keeps everything (PONT_RETENTION_AUDIT unset); the commands run with the retention settings.
