@@ -105,7 +105,7 @@ export async function startPont(config: Config): Promise<RunningPont> {
         await unshare?.();
         await services.access.close();
         await services.fhir.readLimits.close();
-        await services.terminology.close();
+        await services.fhir.terminology.close();
         await db.close();
       },
     };

@@ -68,10 +68,6 @@ export class TerminologyService {
     return this.readerLookup?.answers(q, asked);
   }
 
-  async close(): Promise<void> {
-    await this.readerLookup?.close();
-  }
-
   /** The code system (newest loaded version unless one is named), as resolve finds it. */
   private async codeSystem(url: string | undefined, version: string | undefined, id: string | undefined): Promise<CodeSystemRow> {
     return (await this.resolve(url, version, id, undefined)).cs;
