@@ -243,10 +243,9 @@ function actorOf(principal: Principal | undefined): string | null {
  */
 export async function insertAuditRows(sql: Queryable, rows: AuditRow[]): Promise<void> {
   if (!rows.length) return;
-  const principalOf = (r: AuditRow) => r.record.caller.principal;
   const values = rows.map((r) => {
-    const p = principalOf(r);
     const { purposeFromConsent, ...record } = r.record;
+    const p = record.caller.principal;
     return [
       r.id,
       r.recorded.toISOString(),
@@ -258,7 +257,7 @@ export async function insertAuditRows(sql: Queryable, rows: AuditRow[]): Promise
       JSON.stringify([record.patient?.id, ...(record.otherPatients ?? [])].filter(Boolean)),
       record.purpose ?? null,
       record.caller.requestId ?? null,
-      JSON.stringify({ ...record, caller: { ...record.caller, principal: withoutGrants(record.caller.principal) } }),
+      JSON.stringify({ ...record, caller: { ...record.caller, principal: withoutGrants(p) } }),
       purposeFromConsent === true,
     ];
   });

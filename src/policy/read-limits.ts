@@ -59,7 +59,7 @@ export class ReadLimits {
       [organizationId],
     );
     const kinds = rows[0]!;
-    this.kinds.set(organizationId, { limited: kinds.limited, scoped: kinds.scoped }, since);
+    this.kinds.set(organizationId, kinds, since);
     return kinds.limited;
   }
 }
