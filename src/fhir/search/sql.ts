@@ -105,8 +105,11 @@ export function filterSql(f: Filter, r: Identifier, access?: RowFilter): Sql {
     case 'lastUpdated':
       return or(...f.values.map((v) => dateCondition(v, r.col('last_updated'), r.col('last_updated'))));
     case 'missing': {
+      // A probe of the row's own index entries, kept a filter on the rows the other conditions select (OFFSET 0: not
+      // turned into a join the planner may put after costlier ones; a records page's branch for results written
+      // without a category probed every observation's reports before finding that each had a category).
       const m = alias('m');
-      const exists = sql`EXISTS (SELECT 1 FROM ${TABLE[f.param.type]} ${m} WHERE ${m.col('rid')} = ${r.col('rid')} AND ${m.col('hash_identity')} = ${f.param.hashIdentity})`;
+      const exists = sql`EXISTS (SELECT 1 FROM ${TABLE[f.param.type]} ${m} WHERE ${m.col('rid')} = ${r.col('rid')} AND ${m.col('hash_identity')} = ${f.param.hashIdentity} OFFSET 0)`;
       return f.missing ? sql`NOT ${exists}` : exists;
     }
     case 'token': {
