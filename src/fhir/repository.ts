@@ -214,6 +214,16 @@ export class FhirRepository {
     }
   }
 
+  /**
+   * A composed read (several statements, nothing written but its audit record): `fn` runs on the open transaction if
+   * there is one, else statement by statement on the database, with no transaction to begin and commit, and its audit
+   * record goes to the next group commit. Each statement applies the access rule itself, so one that sees a newer
+   * state than the one before it shows nothing the caller may not see.
+   */
+  async reading<T>(fn: (sql: Queryable) => Promise<T>): Promise<T> {
+    return fn(this.sql);
+  }
+
   /** This repository's open transaction in the current async context, if any. */
   private get openTransaction(): OpenTransaction | undefined {
     const open = openTransactions.getStore();

@@ -132,7 +132,7 @@ export class RecordsService {
 
   /** GET …/patient/{health_id}/records: the types asked for, newest first, one audit record for the request. */
   async records(repo: FhirRepository, healthId: string, query: RecordsQuery): Promise<RecordsAnswer> {
-    return repo.transaction(async (sql) => {
+    return repo.reading(async (sql) => {
       const patient = await registeredPatient(sql, healthId);
       const single = query.types.length === 1;
       const types = new Map(query.types.map((t) => [t, this.type(t)]));
@@ -170,19 +170,14 @@ export class RecordsService {
 
   /** GET /api/v1/sdk/patients/{health_id}/summary (docs/integrators.md "The SDK patient summary"): the patient, then what of their record consent covers. */
   async summary(repo: FhirRepository, healthId: string): Promise<Record<string, unknown>> {
-    return repo.transaction(async (sql) => {
+    return repo.reading(async (sql) => {
       const patient = await registeredPatient(sql, healthId);
       // Each section's class is its record type's (the maps'), asked in one statement with patients:read, the
       // patient's own, which the summary requires (refused: the access rule's 403, audited).
       const classes = new Set(['patients:read', ...SUMMARY_SECTIONS.map((s) => this.type(s.type).dataClass), ...WITHHELD_IN_SUMMARY]);
       const refused = new Set(await repo.refusedClasses(patient.patientId, [...classes]));
       if (refused.has('patients:read')) await repo.requirePatientAccess(patient.patientId, ['patients:read']);
-      const fhirPatient = await repo.read('Patient', patient.patientId, { audit: false });
-      // The block is the summary map's fields (mappings/patient-summary.map.yaml), each null when the Patient lacks it.
-      const shown = this.mappings.get('patient-summary');
-      const fields = shown.readFhir(fhirPatient).connect;
-      const patientBlock: Record<string, unknown> = Object.fromEntries(shown.fields.map((f) => [f, fields[f] ?? null]));
-      // Every section the caller may see, read together.
+      // Every section the caller may see, read together, and the Patient with them.
       const sections = SUMMARY_SECTIONS.filter((s) => !refused.has(this.type(s.type).dataClass));
       const labs = !refused.has('labs:read');
       const patientRef = `Patient/${patient.patientId}`;
@@ -190,13 +185,19 @@ export class RecordsService {
         { type: 'Encounter', query: { patient: patientRef, _sort: '-date', _count: String(SUMMARY_SIZES.recent_visits), _total: 'none' } },
         ...(labs ? [{ type: 'Observation', query: { patient: patientRef, code: BLOOD_GROUP_CODES, _sort: '-date', _count: '20', _total: 'none' } }] : []),
       ];
-      const { pages, searched, terminology } = await this.pages(
+      const { pages, searched, terminology, patient: found } = await this.pages(
         repo,
         sql,
         patient.patientId,
         sections.map(({ type, size, query }) => ({ type, limit: size, offsets: this.start(type), query })),
-        { patient: fhirPatient, searches },
+        { readPatient: true, searches },
       );
+      // Not found with the rest (not readable, deleted): the read's own answer (403, 404, 410).
+      const fhirPatient = found ?? (await repo.read('Patient', patient.patientId, { audit: false }));
+      // The block is the summary map's fields (mappings/patient-summary.map.yaml), each null when the Patient lacks it.
+      const shown = this.mappings.get('patient-summary');
+      const fields = shown.readFhir(fhirPatient).connect;
+      const patientBlock: Record<string, unknown> = Object.fromEntries(shown.fields.map((f) => [f, fields[f] ?? null]));
       const [encounters = [], observations = []] = searched;
       const read: Resource[] = [fhirPatient, ...encounters, ...observations];
       // A blood group a laboratory measured wins over the one the Patient records.
@@ -357,20 +358,20 @@ export class RecordsService {
     sql: Queryable,
     patientId: string,
     requests: PageRequest[],
-    options: { patient?: Resource; searches?: Array<{ type: string; query: Record<string, string> }> } = {},
-  ): Promise<{ pages: RecordPage[]; searched: Resource[][]; terminology?: ReadTerminology }> {
+    options: { readPatient?: boolean; searches?: Array<{ type: string; query: Record<string, string> }> } = {},
+  ): Promise<{ pages: RecordPage[]; searched: Resource[][]; terminology?: ReadTerminology; patient?: Resource }> {
     const plans = requests.map((request) => ({ request, sources: this.type(request.type).sources, fields: this.fieldsOf(request.type) }));
-    // A map may choose by the patient (the reference range for their sex): the Patient `options` gives (the summary has
-    // read it), else, when a map reads it, read in the pages' statement as a search by _id under the caller's rule (a
-    // reader who may not read it gets none, and the range by unit, learning nothing of the patient).
-    const readsPatient = !options.patient && repo.access.canRead('Patient') && plans.some(({ sources }) => sources.some((s) => this.mappings.get(s.map).readsPatient));
+    // A map may choose by the patient (the reference range for their sex): when a map reads it (or the caller shows it:
+    // `readPatient`), it is read in the pages' statement as a search by _id under the caller's rule (a reader who may
+    // not read it gets none, and the range by unit, learning nothing of the patient).
+    const readsPatient = repo.access.canRead('Patient') && (options.readPatient || plans.some(({ sources }) => sources.some((s) => this.mappings.get(s.map).readsPatient)));
     const searches = options.searches ?? [];
     const found = await repo.searchPages(patientId, [
       ...plans.flatMap(({ request, sources }) => sources.map((source, i) => ({ type: source.resourceType, query: sourceQuery(patientId, source, request), offset: request.offsets[i]! }))),
       ...searches.map((search) => ({ ...search, offset: 0 })),
       ...(readsPatient ? [{ type: 'Patient', query: { _id: patientId, _sort: '_id', _count: '1', _total: 'none' }, offset: 0 }] : []),
     ]);
-    const patient = options.patient ?? (readsPatient ? found.at(-1)!.resources[0] : undefined);
+    const patient = readsPatient ? found.at(-1)!.resources[0] : undefined;
     let at = 0;
     const bySource = plans.map(({ sources }) =>
       sources.map((source) => {
@@ -388,7 +389,7 @@ export class RecordsService {
     for (const r of [...(resolved?.values() ?? []), ...searched.flat()]) codingsWithoutDisplay(r, asked.codings);
     const terminology = await this.terminology?.forReading(sql, asked);
     const pages = plans.map(({ request, fields }, p) => this.merged(request, fields, bySource[p]!, { patient, resolved, terminology }));
-    return { pages, searched, terminology };
+    return { pages, searched, terminology, patient };
   }
 
   /**
