@@ -10,7 +10,10 @@
  *   --resources N   bundle entries to load (default 20000)
  *   --requests N    requests of each kind (default 200)
  *   --only TEXT     only the kinds whose name contains TEXT (e.g. records)
- *   --explain       also print PostgreSQL's plan (EXPLAIN ANALYZE, BUFFERS) of each kind's costliest statement, run
+ *   --no-profiler   latency and statements only, without V8's CPU profiler (whose sampling slows every request): for
+ *                   comparing two trees' p50
+ *   --explain       also print PostgreSQL's plan (EXPLAIN ANALYZE, BUFFERS) of each kind's costliest statements (up to
+ *                   three that every request runs; PROFILE_SQL=1 prints their text too), run
  *                   once more with the values of its last execution
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -166,7 +169,7 @@ async function preparedCosts(url: string, text: string, values: unknown[]): Prom
 }
 
 async function main() {
-  const { values } = parseArgs({ options: { resources: { type: 'string', default: '20000' }, requests: { type: 'string', default: '200' }, only: { type: 'string' }, explain: { type: 'boolean' } } });
+  const { values } = parseArgs({ options: { resources: { type: 'string', default: '20000' }, requests: { type: 'string', default: '200' }, only: { type: 'string' }, explain: { type: 'boolean' }, 'no-profiler': { type: 'boolean' } } });
   const n = Number(values.requests);
   const dir = mkdtempSync(join(tmpdir(), 'pont-profile-'));
   const scratch = await createScratchDatabase();
@@ -180,13 +183,16 @@ async function main() {
       await pont.services.db.exec('ANALYZE');
       const client = await createClient(pont.services.db, { name: 'profile', organizationId: 'org-bench', scopes: [...BENCH_SCOPES] });
       const headers = { authorization: `Bearer ${await tokenOf(pont.url, client)}`, accept: 'application/fhir+json' };
+      // The same reads by an operator client (all patients: no consent rule), for the policy's own cost.
+      const operator = await createClient(pont.services.db, { name: 'profile-operator', organizationId: 'org-bench', scopes: ['fhir:read'], allPatients: true });
+      const operatorHeaders = { authorization: `Bearer ${await tokenOf(pont.url, operator)}`, accept: 'application/fhir+json' };
       const healthIds = await grantFullRecordConsents(pont.url, headers, pont.services.db);
       await pont.services.db.exec('ANALYZE consent_access');
       const patientOf = new Map((await pont.services.db.query<{ health_id: string; patient_id: string }>('SELECT health_id, patient_id FROM health_ids WHERE patient_id IS NOT NULL')).rows.map((r) => [r.health_id, r.patient_id]));
       const reads = await readByIdPaths(pont.services.db, n);
       const hid = (i: number) => healthIds[i % healthIds.length]!;
-      const send = async (path: string, init: RequestInit = {}) => {
-        const res = await fetch(`${pont.url}${path}`, { ...init, headers: { ...headers, ...(init.headers as Record<string, string>) } });
+      const send = async (path: string, init: RequestInit = {}, as = headers) => {
+        const res = await fetch(`${pont.url}${path}`, { ...init, headers: { ...as, ...(init.headers as Record<string, string>) } });
         const text = await res.text();
         if (res.status >= 300) throw new Error(`${path}: ${res.status} ${text.slice(0, 300)}`);
       };
@@ -201,6 +207,7 @@ async function main() {
       });
       const kinds: Array<[string, (i: number) => Promise<void>]> = [
         ['FHIR read by id', (i) => send(reads[i % reads.length]!)],
+        ['FHIR read by id, operator', (i) => send(reads[i % reads.length]!, {}, operatorHeaders)],
         ['FHIR Observation?patient (100)', (i) => send(`${FHIR_PATH}/Observation?patient=Patient/${patientOf.get(hid(i))}&_sort=-date&_count=100`)],
         ['Connect records?type=all', (i) => send(`/api/v1/connect/patient/${hid(i)}/records?type=all&limit=100`)],
         ['SDK summary', (i) => send(`/api/v1/sdk/patients/${hid(i)}/summary`)],
@@ -223,7 +230,7 @@ async function main() {
         for (let i = 0; i < 20; i++) await request(n + i); // warm up
         const ms: number[] = [];
         statements.clear();
-        await session.post('Profiler.start');
+        if (!values['no-profiler']) await session.post('Profiler.start');
         const started = performance.now();
         for (let i = 0; i < n; i++) {
           const t = performance.now();
@@ -231,7 +238,7 @@ async function main() {
           ms.push(performance.now() - t);
         }
         const wall = performance.now() - started;
-        const { profile } = await session.post('Profiler.stop');
+        const profile = values['no-profiler'] ? { nodes: [], startTime: 0, endTime: 0 } : (await session.post('Profiler.stop')).profile;
         const cpu = attribute(profile);
         delete cpu['(idle)'];
         const perRequest = Object.fromEntries(
@@ -240,7 +247,7 @@ async function main() {
             .map(([k, v]) => [k, Number((v / n).toFixed(3))]),
         );
         const s = stats(ms);
-        const functions = hottest(profile, 15).map(([k, v]) => [k, Number((v / n).toFixed(3))] as const);
+        const functions = hottest(profile, Number(process.env.PROFILE_TOP ?? 15)).map(([k, v]) => [k, Number((v / n).toFixed(3))] as const);
         const median = (list: number[]) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)] ?? 0;
         const sql = [...statements]
           .sort((a, b) => b[1].ms - a[1].ms)
@@ -253,12 +260,14 @@ async function main() {
         for (const [k, v] of functions) console.log(`    ${v.toFixed(3)}  ${k}`);
         console.log(`  statements, ${sqlMs.toFixed(2)} ms a request from submission to answer (count a request, ms a request, p50 of one):`);
         for (const [k, v] of sql.slice(0, 12)) console.log(`    ${v.perRequest.toFixed(2)} × ${v.ms.toFixed(3)} ms (p50 ${v.p50.toFixed(3)}) ${v.prepared < 1 ? `(${(100 * v.prepared).toFixed(0)}% prepared) ` : ''} ${k}`);
-        if (values.explain && sql[0]) {
-          const { text, values: params } = statements.get(sql[0][0])!.last;
+        // The statements a request runs at least once, costliest first (the background's own are left out).
+        for (const [key] of values.explain ? sql.filter(([, v]) => v.perRequest >= 0.9).slice(0, 3) : []) {
+          const { text, values: params } = statements.get(key)!.last;
           try {
             const plan = await explained(scratch.url, text, params);
-            console.log(`  its plan:\n${plan.rows.map((r) => `    ${r['QUERY PLAN']}`).join('\n')}`);
+            console.log(`  the plan of ${key.slice(0, 40)}…:\n${plan.rows.map((r) => `    ${r['QUERY PLAN']}`).join('\n')}`);
             console.log(`  as a prepared statement, 10 executions each: ${await preparedCosts(scratch.url, text, params)}`);
+            if (process.env.PROFILE_SQL) console.log(`  its text: ${text}\n  its values: ${JSON.stringify(params)}`);
           } catch (err) {
             // A write that cannot run twice with the same values (a unique key): no plan.
             console.log(`  its plan: not shown, it cannot run again with the same values (${(err as Error).message})`);
