@@ -93,6 +93,35 @@ describe('token parameters', () => {
   });
 });
 
+describe('indexed values as written', () => {
+  // The index rows reach PostgreSQL as one array per column: a value that looks like array-literal syntax (quotes,
+  // backslashes, braces, commas, the word NULL) or holds non-ASCII text is stored and found as it is.
+  it('finds codes, identifiers, displays (:text) and quantity units whatever characters they hold', async () => {
+    const odd = ['a"b', 'back\\slash', '{x,y}', 'NULL', 'comma, and space', 'é😀'];
+    const made: Observation[] = [];
+    for (const value of odd) {
+      made.push(
+        await api.create<Observation>({
+          resourceType: 'Observation',
+          status: 'final',
+          code: { coding: [{ system: 'urn:pont:odd', code: value, display: `shown ${value}` }] },
+          subject: { reference: `Patient/${chidi.id}`, display: value },
+          valueQuantity: { value: 1, unit: value, system: 'urn:pont:odd-units', code: value },
+          identifier: [{ system: 'urn:pont:odd-id', value }],
+        }),
+      );
+    }
+    for (const [i, value] of odd.entries()) {
+      const v = encodeURIComponent(value.replace(/[\\,$|]/g, '\\$&'));
+      expect(await found(`/Observation?code=urn:pont:odd|${v}`), value).toEqual(sorted(made[i]!));
+      expect(await found(`/Observation?identifier=urn:pont:odd-id|${v}`), value).toEqual(sorted(made[i]!));
+      expect(await found(`/Observation?value-quantity=1|urn:pont:odd-units|${v}`), value).toEqual(sorted(made[i]!));
+    }
+    expect(await found(`/Observation?subject=Patient/${chidi.id}&code=urn:pont:odd|`)).toEqual(sorted(...made));
+    expect(await found('/Observation?code:text=shown%20NULL')).toEqual(sorted(made[3]!));
+  });
+});
+
 describe('date parameters', () => {
   it('a date matches everything within its precision', async () => {
     expect(await found('/Observation?date=2020-01-15')).toEqual(sorted(glucose));

@@ -255,15 +255,14 @@ export async function writeMany(
 
 /** Inserts the index rows and links of many resources with one statement (unnest of column arrays per table). */
 export async function insertIndexRows(tx: Queryable, batch: PendingIndex[]): Promise<void> {
-  // Each table's rows go as one JSON array of rows: JSON.stringify and PostgreSQL's JSON parser are cheaper
-  // than an array literal per column, escaped value by value.
-  const params: string[] = [];
+  // Each table's rows go as one typed array per column: PostgreSQL reads them at two thirds of the cost of a JSON
+  // array of rows, whose every value it extracted (->>) and cast one by one: most of an import's database time.
+  const params: unknown[][] = [];
   const inserts: string[] = [];
   const add = (table: string, columns: string[], types: string[], rows: unknown[][]) => {
     if (!rows.length) return;
-    params.push(JSON.stringify(rows));
-    const values = types.map((t, i) => `(r->>${i})::${t}`).join(', ');
-    inserts.push(`i_${table} AS (INSERT INTO ${table} (${columns.join(', ')}) SELECT ${values} FROM json_array_elements($${params.length}::json) AS r)`);
+    const arrays = types.map((t, i) => `$${params.push(rows.map((row) => row[i]))}::${t}[]`).join(', ');
+    inserts.push(`i_${table} AS (INSERT INTO ${table} (${columns.join(', ')}) SELECT * FROM unnest(${arrays}))`);
   };
   for (const table of INDEX_TABLES) {
     const { columns, types } = INDEX_COLUMNS[table];
