@@ -26,7 +26,7 @@ import { createClient } from '../src/auth/clients';
 import { loadConfig } from '../src/config';
 import { startPont } from '../src/server';
 import { createScratchDatabase } from '../test/harness';
-import { BENCH_SCOPES, FHIR_PATH, grantFullRecordConsents, importCommand, prepareDataset, readByIdPaths, repoRoot, tokenOf } from './fhir-data';
+import { BENCH_SCOPES, FHIR_PATH, grantFullRecordConsents, importCommand, patientCodePaths, prepareDataset, readByIdPaths, repoRoot, tokenOf } from './fhir-data';
 import { stats } from './stats';
 
 /** The part of the code a sampled function's file belongs to: first match wins. */
@@ -190,6 +190,7 @@ async function main() {
       await pont.services.db.exec('ANALYZE consent_access');
       const patientOf = new Map((await pont.services.db.query<{ health_id: string; patient_id: string }>('SELECT health_id, patient_id FROM health_ids WHERE patient_id IS NOT NULL')).rows.map((r) => [r.health_id, r.patient_id]));
       const reads = await readByIdPaths(pont.services.db, n);
+      const searches = await patientCodePaths(pont.services.db, n);
       const hid = (i: number) => healthIds[i % healthIds.length]!;
       const send = async (path: string, init: RequestInit = {}, as = headers) => {
         const res = await fetch(`${pont.url}${path}`, { ...init, headers: { ...as, ...(init.headers as Record<string, string>) } });
@@ -208,6 +209,8 @@ async function main() {
       const kinds: Array<[string, (i: number) => Promise<void>]> = [
         ['FHIR read by id', (i) => send(reads[i % reads.length]!)],
         ['FHIR read by id, operator', (i) => send(reads[i % reads.length]!, {}, operatorHeaders)],
+        ['FHIR patient + code', (i) => send(searches[i % searches.length]!)],
+        ['FHIR patient + code, operator', (i) => send(searches[i % searches.length]!, {}, operatorHeaders)],
         ['FHIR Observation?patient (100)', (i) => send(`${FHIR_PATH}/Observation?patient=Patient/${patientOf.get(hid(i))}&_sort=-date&_count=100`)],
         ['Connect records?type=all', (i) => send(`/api/v1/connect/patient/${hid(i)}/records?type=all&limit=100`)],
         ['SDK summary', (i) => send(`/api/v1/sdk/patients/${hid(i)}/summary`)],
