@@ -50,6 +50,23 @@ describe('FHIR access to patient data is audited', () => {
     expect(obsEvent.entity?.[0].what?.reference).toBe(`Patient/${patient.id}`);
   });
 
+  it("data about a patient only through another resource (a result naming only its specimen) is audited as that patient's", async () => {
+    // As another writer sends it: the Observation names its Specimen, the Specimen the patient. The access rule files
+    // it under that patient; its reads are accesses to the patient's data like any other.
+    const specimen = await api.create({ resourceType: 'Specimen', subject: { reference: `Patient/${patient.id}` } });
+    const result = await api.create({ resourceType: 'Observation', status: 'final', code: { text: 'by specimen' }, specimen: { reference: `Specimen/${specimen.id}` } });
+    const read = await as(reader, `/Observation/${result.id}`, { headers: { 'X-Request-ID': 'req-audit-specimen-1' } });
+    expect(read.status).toBe(200);
+    const searched = await as(reader, `/Observation?specimen=Specimen/${specimen.id}`, { headers: { 'X-Request-ID': 'req-audit-specimen-2' } });
+    expect(searched.body.total).toBe(1);
+    const audits = await auditsBy(reader.client_id);
+    for (const request of ['req-audit-specimen-1', 'req-audit-specimen-2']) {
+      const event = audits.find((a) => a.entity?.some((e) => e.what?.identifier?.value === request));
+      expect(event, request).toBeDefined();
+      expect(event!.entity?.[0].what?.reference, request).toBe(`Patient/${patient.id}`);
+    }
+  });
+
   it('a write is audited in its own transaction: a refused write leaves no AuditEvent', async () => {
     const writer = await createTestClient(api.pont, ['fhir:write'], { organizationId: 'org-writer' });
     // The writer registers its own patient (the treating relationship that lets it write about them).

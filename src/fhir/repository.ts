@@ -22,6 +22,7 @@ import { filterSql } from './search/sql';
 import { applyResourcePatch, type Patch } from './patch';
 import { validateFhirResource } from './validate';
 import { linksOf, patientsOf, unplacedReason } from './compartment';
+import { filedPatients, withFiledPatients } from './store/filed';
 import { hashKey } from '../core/hash';
 import { parseSearch, type ParsedSearch, type QueryParams } from './search/parse';
 import { everythingBundle, historyBundle, missing, readOneVersion, readReferenced, readVersion, readVersions, type EverythingParams, type FoundVersion } from './store/history';
@@ -715,7 +716,8 @@ export class FhirRepository {
     }
     await this.recordChangeEvents(sql, changed, registered);
     const action: AuditAction = changed.every((r) => r.method === 'DELETE') ? 'D' : changed.every((r) => r.created) ? 'C' : 'U';
-    if (options.audit !== false) await this.auditAccess(operation, action, changed.map((r) => (r.method === 'DELETE' ? (r.previous ?? r.resource) : r.resource)));
+    const audited = changed.map((r) => (r.method === 'DELETE' ? withFiledPatients(r.previous ?? r.resource, r.previousPatients) : withFiledPatients(r.resource, r.patients)));
+    if (options.audit !== false) await this.auditAccess(operation, action, audited);
     return results;
   }
 
@@ -906,7 +908,7 @@ export class FhirRepository {
    */
   private async auditAccess(operation: string, action: AuditAction, resources: Resource[], outcome: AuditRecord['outcome'] = 'success'): Promise<void> {
     if (resources.every((r) => r.resourceType === 'AuditEvent')) return;
-    const patients = patientsOf(resources, this.baseUrl);
+    const patients = this.patientsFiledUnder(resources);
     if (!patients.length) return;
     const named = patients.slice(0, MAX_PATIENTS_PER_RECORD);
     await this.audit({
@@ -933,6 +935,19 @@ export class FhirRepository {
    * spent and the purpose at once; the others cost no statement: their consent's purpose is looked up as the audit
    * row is written (insertAuditRows).
    */
+  /**
+   * The patients whose data `resources` are: those each was filed under when read or written (the access rule's:
+   * its compartment and the patients of what it refers to), else its compartment's.
+   */
+  private patientsFiledUnder(resources: Resource[]): string[] {
+    const ids = new Set<string>();
+    for (const r of resources) {
+      if (r.resourceType === 'AuditEvent') continue;
+      for (const id of filedPatients(r) ?? patientsOf([r], this.baseUrl)) if (id !== UNPLACED_PATIENT) ids.add(id);
+    }
+    return [...ids];
+  }
+
   private async purposeOfRead(patients: string[], fetchKey?: string): Promise<Pick<AuditRecord, 'purposeCode' | 'purposeFromConsent'>> {
     const { organizationId, readFacts, statedPurpose, readsCounted } = this.access;
     if (!readFacts || !organizationId) return {};

@@ -8,6 +8,7 @@ import { decodeCursor, encodeCursor, type Cursor } from '../search/parse';
 import { and, ident, rowsOf, sql, type Sql } from '../../db/sql';
 import { MAX_INCLUDED, R, keysetLinks, keysetPage, type SearchAccess } from './search';
 import type { RowFilter } from './types';
+import { withFiledPatients } from './filed';
 
 /** One stored version as a point read finds it, and whether the caller may see it. */
 export interface StoredVersion<T extends Resource = Resource> {
@@ -27,13 +28,15 @@ interface VersionRow {
   deleted: boolean;
   content: Resource | null;
   allowed: boolean;
+  /** The row's patients, where the statement reads them. */
+  patients?: string[] | null;
 }
 
 /** The access rule's verdict on the row of `alias` as a column (true when the caller may see every row). */
 const allowedColumn = (rowFilter: RowFilter | undefined, alias: string, type: string | undefined) => sql`(${rowFilter?.(ident(alias), type) ?? sql`true`}) AS allowed`;
 
 const toStored = <T extends Resource>(row: VersionRow | undefined): StoredVersion<T> | undefined =>
-  row && { deleted: row.deleted, content: row.content as T | null, versionId: String(row.version_id), lastUpdated: new Date(row.last_updated), allowed: row.allowed };
+  row && { deleted: row.deleted, content: withFiledPatients(row.content as T | null, row.patients), versionId: String(row.version_id), lastUpdated: new Date(row.last_updated), allowed: row.allowed };
 
 /**
  * The current, live resources of `refs` (`Type/id`) that `visible` (a condition on the row `r`) lets through, in one
@@ -54,7 +57,7 @@ export async function readReferenced(db: Queryable, refs: string[], visible: (r:
 
 /** The current version of a resource, or undefined when it never existed. */
 export async function readVersion<T extends Resource>(db: Queryable, type: string, id: string, rowFilter?: RowFilter): Promise<StoredVersion<T> | undefined> {
-  const { text, values } = sql`SELECT r.id, r.version_id, r.last_updated, r.deleted, r.content, ${allowedColumn(rowFilter, 'r', type)} FROM fhir_resources r
+  const { text, values } = sql`SELECT r.id, r.version_id, r.last_updated, r.deleted, r.content, r.patients, ${allowedColumn(rowFilter, 'r', type)} FROM fhir_resources r
      WHERE r.resource_type = ${type} AND r.id = ${id}`.render();
   const { rows } = await db.query<VersionRow>(text, values);
   return toStored<T>(rows[0]);
@@ -92,7 +95,7 @@ export async function readOneVersion<T extends Resource>(
   rowFilter?: RowFilter,
 ): Promise<StoredVersion<T> | undefined> {
   if (!/^\d{1,18}$/.test(versionId)) return undefined;
-  const { text, values } = sql`SELECT x.id, x.version_id, x.last_updated, x.deleted, x.content, ${allowedColumn(rowFilter, 'x', type)}
+  const { text, values } = sql`SELECT x.id, x.version_id, x.last_updated, x.deleted, x.content, x.patients, ${allowedColumn(rowFilter, 'x', type)}
      FROM (${allVersions(sql`r.resource_type = ${type} AND r.id = ${id}`)}) x WHERE x.version_id = ${versionId}::bigint`.render();
   const { rows } = await db.query<VersionRow>(text, values);
   return toStored<T>(rows[0]);
@@ -143,7 +146,7 @@ export async function historyBundle(
     !!params.since && sql`h.last_updated >= ${params.since}::timestamptz`,
     !!params.before && sql`h.last_updated < ${params.before}::timestamptz`,
   );
-  const { text, values } = sql`SELECT h.id, h.version_id, h.last_updated, h.method, h.content FROM (${allVersions(where)}) h
+  const { text, values } = sql`SELECT h.id, h.version_id, h.last_updated, h.method, h.content, h.patients FROM (${allVersions(where)}) h
      WHERE ${outer} ORDER BY h.last_updated DESC, h.version_id DESC LIMIT ${count}`.render();
   const { rows } = await db.query<VersionRow>(text, values);
   return {
@@ -151,7 +154,7 @@ export async function historyBundle(
     type: 'history',
     entry: rows.map((row) => ({
       fullUrl: `${base}/${type}/${row.id}`,
-      ...(row.content ? { resource: row.content } : {}),
+      ...(row.content ? { resource: withFiledPatients(row.content, row.patients) } : {}),
       request: { method: row.method, url: row.method === 'POST' ? type : `${type}/${row.id}` },
       response: {
         status: row.method === 'POST' ? '201 Created' : row.method === 'DELETE' ? '204 No Content' : '200 OK',

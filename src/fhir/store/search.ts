@@ -7,6 +7,7 @@ import { and, ident, join, sql, type Sql } from '../../db/sql';
 import { filterSql, sortSql } from '../search/sql';
 import { checkTerminologyLoaded, checkTerminologyScope } from '../search/terminology';
 import type { RowFilter } from './types';
+import { withFiledPatients } from './filed';
 
 /** The largest number of resources `_include` / `_revinclude` add to one page. */
 export const MAX_INCLUDED = 1000;
@@ -108,21 +109,21 @@ export async function searchResources<T extends Resource>(
     if (to) params.set('_cursor', encodeCursor(to));
     return { relation, url: `${linkBase}${params.size ? `?${params.toString()}` : ''}` };
   };
-  let matches: Array<{ rid: string; content: T }>;
+  let matches: Array<{ rid: string; content: T; patients: string[] | null }>;
   if (search.sort.length) {
     const offset = cursor?.offset ?? 0;
     const { text, values } = sortedPageSql(search, where, offset).render();
-    const { rows } = await db.query<{ rid: string; content: T }>(text, values);
+    const { rows } = await db.query<{ rid: string; content: T; patients: string[] | null }>(text, values);
     matches = rows.slice(0, search.count);
     bundle.link.push(...offsetLinks(offset, search.count, rows.length > search.count, total, link));
   } else {
-    const found = await keysetPage<{ rid: string; content: T }>(db, sql`r.rid, r.content`, where, search.count, cursor);
+    const found = await keysetPage<{ rid: string; content: T; patients: string[] | null }>(db, sql`r.rid, r.content, r.patients`, where, search.count, cursor);
     matches = found.rows;
     bundle.link.push(...keysetLinks(cursor, matches, found.more, total, link));
   }
   const entries: BundleEntry<T>[] = matches.map((row) => ({
     fullUrl: `${base}/${resourceType}/${row.content.id}`,
-    resource: present(row.content, search) as T,
+    resource: withFiledPatients(present(row.content, search) as T, row.patients),
     search: { mode: 'match' },
   }));
   const included = await includedResources(db, matches.map((m) => m.content), search.include, search.revinclude, access);
@@ -155,7 +156,7 @@ function searchWhere(search: ParsedSearch, access: SearchAccess, compartmentPati
 /** One page (and one row more, to tell whether another follows) of a sorted search: rid, content. */
 function sortedPageSql(search: ParsedSearch, where: Sql, offset: number): Sql {
   const order = join([...search.sort.map((s) => sortSql(s, R)), sql`r.rid`], ', ');
-  return sql`SELECT r.rid, r.content FROM fhir_resources r WHERE ${where} ORDER BY ${order} LIMIT ${search.count + 1} OFFSET ${offset}`;
+  return sql`SELECT r.rid, r.content, r.patients FROM fhir_resources r WHERE ${where} ORDER BY ${order} LIMIT ${search.count + 1} OFFSET ${offset}`;
 }
 
 /**
@@ -290,13 +291,13 @@ async function forwardIncludes(db: Queryable, from: Resource[], rule: IncludeRul
   const readable = rule.param.targets.filter((t) => access.canRead(t) && (!rule.targetType || t === rule.targetType));
   if (!ids.length || !readable.length) return [];
   const t = ident('t');
-  const { text, values } = sql`SELECT DISTINCT t.rid, t.content FROM fhir_resources s
+  const { text, values } = sql`SELECT DISTINCT t.rid, t.content, t.patients FROM fhir_resources s
      JOIN fhir_idx_reference ref ON ref.rid = s.rid AND ref.hash_identity = ${rule.param.hashIdentity}
      JOIN fhir_resources t ON t.resource_type = ref.target_type AND t.id = ref.target_id AND NOT t.deleted
      WHERE ${and(sql`s.resource_type = ${rule.sourceType} AND s.id = ANY(${ids}::text[]) AND ref.target_type = ANY(${readable}::text[])`, access.rowFilter?.(t))}
      ORDER BY t.rid LIMIT ${MAX_INCLUDED + 1}`.render();
-  const { rows } = await db.query<{ content: Resource }>(text, values);
-  return rows.map((r) => r.content);
+  const { rows } = await db.query<{ content: Resource; patients: string[] | null }>(text, values);
+  return rows.map((r) => withFiledPatients(r.content, r.patients));
 }
 
 async function reverseIncludes(db: Queryable, to: Resource[], rule: IncludeRule, access: SearchAccess): Promise<Resource[]> {
@@ -307,11 +308,11 @@ async function reverseIncludes(db: Queryable, to: Resource[], rule: IncludeRule,
   for (const [type, ids] of byType) {
     if (!rule.param.targets.includes(type)) continue;
     const s = ident('s');
-    const { text, values } = sql`SELECT DISTINCT s.rid, s.content FROM fhir_idx_reference ref JOIN fhir_resources s ON s.rid = ref.rid AND NOT s.deleted
+    const { text, values } = sql`SELECT DISTINCT s.rid, s.content, s.patients FROM fhir_idx_reference ref JOIN fhir_resources s ON s.rid = ref.rid AND NOT s.deleted
        WHERE ${and(sql`ref.hash_identity = ${rule.param.hashIdentity} AND ref.target_type = ${type} AND ref.target_id = ANY(${ids}::text[])`, access.rowFilter?.(s, rule.sourceType))}
        ORDER BY s.rid LIMIT ${MAX_INCLUDED + 1}`.render();
-    const { rows } = await db.query<{ content: Resource }>(text, values);
-    out.push(...rows.map((r) => r.content));
+    const { rows } = await db.query<{ content: Resource; patients: string[] | null }>(text, values);
+    out.push(...rows.map((r) => withFiledPatients(r.content, r.patients)));
   }
   return out;
 }
