@@ -337,13 +337,13 @@ export class FhirRepository {
         otherPatients: refusedPatients.slice(1, MAX_PATIENTS_PER_RECORD),
         dataTypes: [...new Set(refused.map((r) => r.type))],
       });
-    const withPatients = shown.filter((v) => v.content && v.type !== 'AuditEvent' && patientsOf([v.content], this.baseUrl).length);
+    const withPatients = shown.filter((v) => v.content && this.patientsFiledUnder([v.content]).length);
     if (!withPatients.length) return withheld;
     const { organizationId, readFacts } = this.access;
     const counted = !!readFacts && !!organizationId && (await this.deps.readLimits.limits(organizationId, this.sql));
     const groups = new Map<string, FoundVersion[]>();
     for (const v of withPatients) {
-      const key = counted ? patientsOf([v.content!], this.baseUrl).sort().join(' ') : '';
+      const key = counted ? this.patientsFiledUnder([v.content!]).sort().join(' ') : '';
       groups.set(key, [...(groups.get(key) ?? []), v]);
     }
     for (const versions of groups.values()) {
