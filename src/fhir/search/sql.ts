@@ -113,17 +113,16 @@ export function filterSql(f: Filter, r: Identifier, access?: RowFilter): Sql {
       return f.missing ? sql`NOT ${exists}` : exists;
     }
     case 'token':
-      // The negated forms: rows with no index entry that matches.
-      if (f.modifier === 'not-in') return inIndex(r, TABLE.token, f.values.map((v) => valueSetCondition(f.param.resourceType, f.param.code, v)), true);
-      if (f.modifier === 'not') return inIndex(r, TABLE.token, tokenConditions(f), true);
-      return inIndex(r, ...indexProbeOf(f)!);
     case 'string':
     case 'date':
     case 'number':
     case 'quantity':
     case 'uri':
-    case 'reference':
-      return inIndex(r, ...indexProbeOf(f)!);
+    case 'reference': {
+      const [table, conditions] = indexConditionsOf(f)!;
+      // :not and :not-in: rows with no index entry that matches.
+      return inIndex(r, table, conditions, negated(f));
+    }
     case 'chain': {
       // The resources referred to, of any target type, that match the inner filter and that the caller may see.
       const ref = alias('ref');
@@ -145,15 +144,22 @@ export function filterSql(f: Filter, r: Identifier, access?: RowFilter): Sql {
   }
 }
 
+/** A token filter that selects the rows with no matching index entry (:not, :not-in). */
+const negated = (f: Filter) => f.kind === 'token' && (f.modifier === 'not' || f.modifier === 'not-in');
+
 /**
  * A filter that one index table answers alone (the rids of its rows that meet the conditions): the table and the
  * conditions, any one of which a row meets. Undefined for every other filter (negations, :missing, chains, _has, ids).
  */
 export function indexProbeOf(f: Filter): [Identifier, Sql[]] | undefined {
+  return negated(f) ? undefined : indexConditionsOf(f);
+}
+
+/** The index table of a filter on index rows and its conditions on them (of the positive form for :not and :not-in). */
+function indexConditionsOf(f: Filter): [Identifier, Sql[]] | undefined {
   switch (f.kind) {
     case 'token': {
       const { resourceType: t, code, hashIdentity } = f.param;
-      if (f.modifier === 'not' || f.modifier === 'not-in') return undefined;
       if (f.modifier === 'text') {
         const conds = f.values.map((v) => {
           const text = escapeLike(normalizeString(v.text ?? ''));
@@ -162,8 +168,16 @@ export function indexProbeOf(f: Filter): [Identifier, Sql[]] | undefined {
         return [TABLE.token, conds];
       }
       if (f.modifier === 'below' || f.modifier === 'above') return [TABLE.token, f.values.map((v) => hierarchyCondition(t, code, v, f.modifier as 'below' | 'above'))];
-      if (f.modifier === 'in') return [TABLE.token, f.values.map((v) => valueSetCondition(t, code, v))];
-      return [TABLE.token, tokenConditions(f)];
+      if (f.modifier === 'in' || f.modifier === 'not-in') return [TABLE.token, f.values.map((v) => valueSetCondition(t, code, v))];
+      return [
+        TABLE.token,
+        f.values.map((v) => {
+          if (v.system === undefined) return sql`hash_value = ${hashKey(t, code, v.code ?? '')}`;
+          if (v.system === '') return sql`hash_value = ${hashKey(t, code, v.code ?? '')} AND system IS NULL`;
+          if (v.code === undefined) return sql`hash_identity = ${hashIdentity} AND system = ${v.system}`;
+          return sql`hash_sys_value = ${hashKey(t, code, v.system, v.code)}`;
+        }),
+      ];
     }
     case 'string': {
       const { resourceType: t, code, hashIdentity } = f.param;
@@ -207,17 +221,6 @@ export function indexProbeOf(f: Filter): [Identifier, Sql[]] | undefined {
   }
 }
 
-/** A token filter's conditions on its index rows: by code, system and code, system only, or no system. */
-function tokenConditions(f: Extract<Filter, { kind: 'token' }>): Sql[] {
-  const { resourceType: t, code, hashIdentity } = f.param;
-  return f.values.map((v) => {
-    if (v.system === undefined) return sql`hash_value = ${hashKey(t, code, v.code ?? '')}`;
-    if (v.system === '') return sql`hash_value = ${hashKey(t, code, v.code ?? '')} AND system IS NULL`;
-    if (v.code === undefined) return sql`hash_identity = ${hashIdentity} AND system = ${v.system}`;
-    return sql`hash_sys_value = ${hashKey(t, code, v.system, v.code)}`;
-  });
-}
-
 /**
  * Several index filters as one condition on `row`: the rids the first table's rows give, among them those each other
  * table gives too, in one subquery. The index tables meet before a resource row is read: a patient's observations
@@ -227,8 +230,7 @@ function tokenConditions(f: Extract<Filter, { kind: 'token' }>): Sql[] {
 export function indexProbesSql(row: Identifier, probes: Array<[Identifier, Sql[]]>): Sql {
   const [[first, conditions], ...others] = probes as [[Identifier, Sql[]], ...Array<[Identifier, Sql[]]>];
   const p = alias('p');
-  const within = others.map(([table, conds]) => sql`${p.col('rid')} IN (SELECT rid FROM ${table} WHERE ${or(...conds)})`);
-  return sql`${row.col('rid')} IN (SELECT ${p.col('rid')} FROM ${first} ${p} WHERE ${and(or(...conditions.map((c) => sql`(${c})`)), ...within)})`;
+  return sql`${row.col('rid')} IN (SELECT ${p.col('rid')} FROM ${first} ${p} WHERE ${and(or(...conditions), ...others.map(([table, conds]) => inIndex(p, table, conds)))})`;
 }
 
 /** The column a sort reads in each index table: the smallest value ascending, the largest descending. */
