@@ -716,8 +716,8 @@ export class FhirRepository {
     }
     await this.recordChangeEvents(sql, changed, registered);
     const action: AuditAction = changed.every((r) => r.method === 'DELETE') ? 'D' : changed.every((r) => r.created) ? 'C' : 'U';
-    const audited = changed.map((r) => (r.method === 'DELETE' ? withFiledPatients(r.previous ?? r.resource, r.previousPatients) : withFiledPatients(r.resource, r.patients)));
-    if (options.audit !== false) await this.auditAccess(operation, action, audited);
+    if (options.audit !== false)
+      await this.auditAccess(operation, action, changed.map((r) => (r.method === 'DELETE' ? withFiledPatients(r.previous ?? r.resource, r.previousPatients) : withFiledPatients(r.resource, r.patients))));
     return results;
   }
 
@@ -907,7 +907,6 @@ export class FhirRepository {
    * reads of the audit trail itself), in the open transaction or, for a read outside one, its own.
    */
   private async auditAccess(operation: string, action: AuditAction, resources: Resource[], outcome: AuditRecord['outcome'] = 'success'): Promise<void> {
-    if (resources.every((r) => r.resourceType === 'AuditEvent')) return;
     const patients = this.patientsFiledUnder(resources);
     if (!patients.length) return;
     const named = patients.slice(0, MAX_PATIENTS_PER_RECORD);
@@ -929,13 +928,6 @@ export class FhirRepository {
   }
 
   /**
-   * A read of patient data, as the policy counts and audits it: the purpose of use to audit, the one the request
-   * stated or else its consent's. Only the reads of an organisation holding a consent that limits how often it reads
-   * (ReadLimits) are counted, in one statement (src/policy readFacts) that answers 429 once a consent's frequency is
-   * spent and the purpose at once; the others cost no statement: their consent's purpose is looked up as the audit
-   * row is written (insertAuditRows).
-   */
-  /**
    * The patients whose data `resources` are: those each was filed under when read or written (the access rule's:
    * its compartment and the patients of what it refers to), else its compartment's.
    */
@@ -948,6 +940,13 @@ export class FhirRepository {
     return [...ids];
   }
 
+  /**
+   * A read of patient data, as the policy counts and audits it: the purpose of use to audit, the one the request
+   * stated or else its consent's. Only the reads of an organisation holding a consent that limits how often it reads
+   * (ReadLimits) are counted, in one statement (src/policy readFacts) that answers 429 once a consent's frequency is
+   * spent and the purpose at once; the others cost no statement: their consent's purpose is looked up as the audit
+   * row is written (insertAuditRows).
+   */
   private async purposeOfRead(patients: string[], fetchKey?: string): Promise<Pick<AuditRecord, 'purposeCode' | 'purposeFromConsent'>> {
     const { organizationId, readFacts, statedPurpose, readsCounted } = this.access;
     if (!readFacts || !organizationId) return {};
