@@ -86,7 +86,8 @@ async function makeMigratedTemplate(admin: pg.Client, template: string): Promise
     await admin.query(`ALTER DATABASE ${building} RENAME TO ${template}`);
   } catch (err) {
     await admin.query(`DROP DATABASE IF EXISTS ${building} WITH (FORCE)`);
-    if ((err as { code?: string }).code !== '42P04') throw err; // 42P04: another made it first
+    // Another made it first: 42P04, or 23505 when both renames reach the catalog's unique index at once.
+    if (!['42P04', '23505'].includes((err as { code?: string }).code ?? '')) throw err;
   }
   const { rows } = await admin.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'pont\\_template\\_%' AND datname <> $1 AND datname NOT LIKE $1 || '\\_%'", [template]);
   for (const { datname } of rows) await admin.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`).catch(() => undefined);
