@@ -15,8 +15,8 @@ const SUMMARIES: Record<OperationName, string> = {
   'CodeSystem/$lookup': "$lookup: a code's display, definition, designations and properties, its parents and children",
   'CodeSystem/$validate-code': '$validate-code: is the code in the code system (and the display one of its displays)?',
   'CodeSystem/$subsumes': '$subsumes: how codeA and codeB are related in the is-a hierarchy',
-  'ValueSet/$expand': "$expand: a page of the value set's codes (filter, activeOnly, offset, count)",
-  'ValueSet/$validate-code': '$validate-code: is the code in the value set?',
+  'ValueSet/$expand': "$expand: a page of the value set's codes (filter, activeOnly, offset, count); the value set loaded, or given (valueSet, POST)",
+  'ValueSet/$validate-code': '$validate-code: is the code in the value set (loaded, or given: valueSet, POST)?',
   'ConceptMap/$translate': '$translate: the codes a code maps to in the loaded concept maps',
 };
 
@@ -75,7 +75,7 @@ export function terminologyRoutes(services: Services): RouteSpec[] {
           operationId: `${opId}${instance ? 'Instance' : ''}`,
           summary: SUMMARIES[op],
           description,
-          extraQueryDocs: OPERATIONS[op].map((p) => ({ name: p, description: `R4 ${op} parameter ${p}`, schema: { type: 'string' } })),
+          extraQueryDocs: OPERATIONS[op].filter((p) => p !== 'valueSet').map((p) => ({ name: p, description: `R4 ${op} parameter ${p}`, schema: { type: 'string' } })),
           handler: async ({ ctx }) => run(ctx, fromQuery(ctx.query as Record<string, string | string[] | undefined>, known)),
         }),
         defineRoute({

@@ -1,5 +1,5 @@
 import type { ValueSet, ValueSetComposeInclude, ValueSetComposeIncludeFilter, ValueSetExpansionContains } from '@medplum/fhirtypes';
-import { badRequest } from '../../core/errors';
+import { badRequest, validationFailed } from '../../core/errors';
 import { sqlState, type Queryable } from '../../db/database';
 import { and, join, sql, type Sql } from '../../db/sql';
 import { normalizeString } from '../normalize';
@@ -195,6 +195,69 @@ async function includeSql(tx: Queryable, inc: ValueSetComposeInclude, i: number)
     FROM term_concepts c WHERE ${and(sql`c.cs = ${cs.id}`, ...conds, ...inSets(sql`${system}::text`, sql`c.code`))}`;
 }
 
+/** Includes and excludes, filters of one, value sets one names: the most a value set given in a request may have. */
+const MAX_GIVEN_PARTS = 50;
+const MAX_GIVEN_FILTERS = 20;
+
+/**
+ * The expansion of `vs` as rows (ord, system, version, code, display, display_norm, inactive), ord from 1: its compose
+ * against the active code systems, or its given expansion when it has no compose. Throws Unexpandable when it draws
+ * on what is not loaded.
+ */
+async function expansionSql(tx: Queryable, vs: ValueSet): Promise<Sql> {
+  if (vs.compose) {
+    const includes = Array.isArray(vs.compose.include) ? vs.compose.include : [];
+    if (!includes.length) throw badRequest(`ValueSet ${vs.url ?? ''}: compose.include is empty`);
+    const inc = await Promise.all(includes.map((x, i) => includeSql(tx, x, i)));
+    const excludes = Array.isArray(vs.compose.exclude) ? vs.compose.exclude : [];
+    const exc = await Promise.all(excludes.map((x, i) => includeSql(tx, x, i)));
+    const inactive = vs.compose.inactive === false ? sql` AND NOT d.inactive` : sql``;
+    return sql`SELECT row_number() OVER (ORDER BY d.i, d.n) AS ord, d.system, d.version, d.code, d.display, d.display_norm, d.inactive
+        FROM (SELECT DISTINCT ON (u.system, u.code) u.* FROM (${join(inc.map((s) => sql`(${s})`), ' UNION ALL ')}) u ORDER BY u.system, u.code, u.i, u.n) d
+        WHERE true${exc.length ? sql` AND (d.system, d.code) NOT IN (SELECT e.system, e.code FROM (${join(exc.map((s) => sql`(${s})`), ' UNION ALL ')}) e)` : sql``}${inactive}`;
+  }
+  if (!vs.expansion) throw new Unexpandable('it has neither a compose nor an expansion');
+  const rows: Array<[string, string | null, string, string | null, boolean]> = [];
+  // Depth first, in order, without recursion (a given expansion may nest deeply).
+  const stack: unknown[] = [...(Array.isArray(vs.expansion.contains) ? vs.expansion.contains : [])].reverse();
+  while (stack.length) {
+    const c = stack.pop() as ValueSetExpansionContains | null;
+    if (!c || typeof c !== 'object') continue;
+    if (typeof c.system === 'string' && typeof c.code === 'string')
+      rows.push([c.system, typeof c.version === 'string' ? c.version : null, c.code, typeof c.display === 'string' ? c.display : null, c.inactive === true]);
+    if (Array.isArray(c.contains)) for (let k = c.contains.length - 1; k >= 0; k--) stack.push(c.contains[k]);
+  }
+  const seen = new Set<string>();
+  const unique = rows.filter((r) => !seen.has(`${r[0]}|${r[2]}`) && seen.add(`${r[0]}|${r[2]}`));
+  const col = (k: number) => unique.map((r) => r[k]);
+  return sql`SELECT n AS ord, s AS system, v AS version, c AS code, d AS display, lower(d) AS display_norm, x AS inactive
+    FROM unnest(${col(0)}::text[], ${col(1)}::text[], ${col(2)}::text[], ${col(3)}::text[], ${col(4)}::boolean[]) WITH ORDINALITY AS t(s, v, c, d, x, n)`;
+}
+
+/**
+ * A value set given in a request (`$expand` or `$validate-code` with `valueSet`), evaluated as a loaded one is
+ * (expansionSql) against what is loaded, and kept nowhere: its rows as SQL. Its filters are checked as a load checks
+ * them (400); one that draws on a code system or value set not loaded is a 422 naming it.
+ */
+export async function givenExpansion(tx: Queryable, vs: unknown): Promise<Sql> {
+  if (!vs || typeof vs !== 'object' || Array.isArray(vs) || (vs as ValueSet).resourceType !== 'ValueSet') throw badRequest('Parameter valueSet is a ValueSet resource');
+  const v = vs as ValueSet;
+  if (v.compose !== undefined && (!v.compose || typeof v.compose !== 'object')) throw badRequest('ValueSet.compose is an object');
+  if (!v.compose && (!v.expansion || typeof v.expansion !== 'object')) throw badRequest('The ValueSet given has neither a compose nor an expansion');
+  const parts = [...(Array.isArray(v.compose?.include) ? v.compose.include : []), ...(Array.isArray(v.compose?.exclude) ? v.compose.exclude : [])];
+  if (parts.length > MAX_GIVEN_PARTS) throw badRequest(`The ValueSet given has at most ${MAX_GIVEN_PARTS} includes and excludes`);
+  for (const p of parts)
+    if ((Array.isArray(p?.filter) && p.filter.length > MAX_GIVEN_FILTERS) || (Array.isArray(p?.valueSet) && p.valueSet.length > MAX_GIVEN_FILTERS))
+      throw badRequest(`An include of the ValueSet given has at most ${MAX_GIVEN_FILTERS} filters and ${MAX_GIVEN_FILTERS} value sets`);
+  await checkCompose(tx, v);
+  try {
+    return await expansionSql(tx, v);
+  } catch (err) {
+    if (err instanceof Unexpandable) throw validationFailed(`The ValueSet given cannot be expanded: ${err.message}`);
+    throw err;
+  }
+}
+
 /**
  * Writes the expansion of `vs` (row `id` of term_value_sets): its compose against the active code systems, or its
  * given expansion when it has no compose. A compose that draws on what is not loaded marks it unexpandable.
@@ -204,40 +267,9 @@ export async function expandInto(tx: Queryable, id: string, vs: ValueSet): Promi
   let unexpandable: string | undefined;
   let count = 0;
   try {
-    if (vs.compose) {
-      const includes = Array.isArray(vs.compose.include) ? vs.compose.include : [];
-      if (!includes.length) throw badRequest(`ValueSet ${vs.url}: compose.include is empty`);
-      const inc = await Promise.all(includes.map((x, i) => includeSql(tx, x, i)));
-      const excludes = Array.isArray(vs.compose.exclude) ? vs.compose.exclude : [];
-      const exc = await Promise.all(excludes.map((x, i) => includeSql(tx, x, i)));
-      const inactive = vs.compose.inactive === false ? sql` AND NOT d.inactive` : sql``;
-      const statement = sql`INSERT INTO term_value_set_codes (vs, ord, system, version, code, display, display_norm, inactive)
-        SELECT ${id}, row_number() OVER (ORDER BY d.i, d.n), d.system, d.version, d.code, d.display, d.display_norm, d.inactive
-        FROM (SELECT DISTINCT ON (u.system, u.code) u.* FROM (${join(inc.map((s) => sql`(${s})`), ' UNION ALL ')}) u ORDER BY u.system, u.code, u.i, u.n) d
-        WHERE true${exc.length ? sql` AND (d.system, d.code) NOT IN (SELECT e.system, e.code FROM (${join(exc.map((s) => sql`(${s})`), ' UNION ALL ')}) e)` : sql``}${inactive}`;
-      const { text, values } = statement.render();
-      count = (await tx.query(text, values)).rowCount;
-    } else {
-      const rows: Array<[string, string | null, string, string | null, boolean]> = [];
-      const walk = (contains: ValueSetExpansionContains[] | undefined) => {
-        for (const c of Array.isArray(contains) ? contains : []) {
-          if (typeof c.system === 'string' && typeof c.code === 'string') rows.push([c.system, c.version ?? null, c.code, c.display ?? null, c.inactive === true]);
-          walk(c.contains);
-        }
-      };
-      walk(vs.expansion?.contains);
-      if (!vs.expansion) throw new Unexpandable('it has neither a compose nor an expansion');
-      const seen = new Set<string>();
-      const unique = rows.filter((r) => !seen.has(`${r[0]}|${r[2]}`) && seen.add(`${r[0]}|${r[2]}`));
-      const col = (k: number) => unique.map((r) => r[k]);
-      count = (
-        await tx.query(
-          `INSERT INTO term_value_set_codes (vs, ord, system, version, code, display, display_norm, inactive)
-           SELECT $1, n, s, v, c, d, lower(d), x FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[]) WITH ORDINALITY AS t(s, v, c, d, x, n)`,
-          [id, col(0), col(1), col(2), col(3), col(4)],
-        )
-      ).rowCount;
-    }
+    const { text, values } = sql`INSERT INTO term_value_set_codes (vs, ord, system, version, code, display, display_norm, inactive)
+      SELECT ${id}, e.* FROM (${await expansionSql(tx, vs)}) e`.render();
+    count = (await tx.query(text, values)).rowCount;
   } catch (err) {
     if (!(err instanceof Unexpandable)) throw err;
     unexpandable = err.message;
@@ -246,4 +278,3 @@ export async function expandInto(tx: Queryable, id: string, vs: ValueSet): Promi
   await tx.query('UPDATE term_value_sets SET unexpandable = $2, code_count = $3 WHERE id = $1', [id, unexpandable ?? null, count]);
   return { count, unexpandable };
 }
-

@@ -2,7 +2,14 @@ import type { CodeableConcept, Coding, Parameters, ParametersParameter } from '@
 import { badRequest } from '../../core/errors';
 
 /** What a terminology operation was given: each parameter's values, from the query (GET) or a Parameters body (POST). */
-export type OpValue = string | number | boolean | Coding | CodeableConcept;
+export type OpValue = string | number | boolean | Coding | CodeableConcept | GivenResource;
+
+/** A resource given as a parameter (`valueSet` of ValueSet/$expand and $validate-code, in a Parameters body). */
+export class GivenResource {
+  constructor(readonly resource: unknown) {}
+}
+/** The parameters that take a resource (R4: `valueSet`). */
+const RESOURCE_PARAMS = new Set(['valueSet']);
 export type OpInput = Map<string, OpValue[]>;
 
 /** Longest string a parameter may carry (a 1 MB `filter` is refused, not searched). */
@@ -55,8 +62,12 @@ export function fromParameters(body: unknown, known: ReadonlySet<string>): OpInp
   for (const p of params as ParametersParameter[]) {
     if (!p || typeof p !== 'object' || typeof p.name !== 'string') throw badRequest('Each parameter has a name');
     if (!known.has(p.name)) throw badRequest(`Unknown parameter "${p.name.slice(0, 60)}" (this operation takes ${[...known].join(', ')})`);
-    if ((p as { resource?: unknown }).resource !== undefined)
-      throw badRequest(`Parameter ${p.name}: a resource is not taken here; load it with pont terminology load and name it by url`);
+    if ((p as { resource?: unknown }).resource !== undefined) {
+      if (!RESOURCE_PARAMS.has(p.name) || Object.keys(p).some((k) => k.startsWith('value') || k === 'part'))
+        throw badRequest(`Parameter ${p.name}: a resource is not taken here; load it with pont terminology load and name it by url`);
+      input.set(p.name, [...(input.get(p.name) ?? []), new GivenResource(p.resource)]);
+      continue;
+    }
     const keys = Object.keys(p).filter((k) => k.startsWith('value'));
     if (keys.length !== 1) throw badRequest(`Parameter ${p.name} has one value[x]`);
     const key = keys[0]!;
@@ -75,6 +86,16 @@ export function fromParameters(body: unknown, known: ReadonlySet<string>): OpInp
     input.set(p.name, [...(input.get(p.name) ?? []), value]);
   }
   return input;
+}
+
+/** The resource a parameter gives (POST only), or undefined. */
+export function resource(input: OpInput, name: string): unknown {
+  const values = input.get(name);
+  if (!values?.length) return undefined;
+  if (values.length > 1) throw badRequest(`Parameter ${name} may be given once`);
+  const v = values[0];
+  if (!(v instanceof GivenResource)) throw badRequest(`Parameter ${name} is a resource: give it in a Parameters body (POST)`);
+  return v.resource;
 }
 
 /** One string parameter (a code, a uri), or undefined. */

@@ -6,15 +6,17 @@ import type { ReadTerminology, TerminologyQuestions } from '../../mapping/runtim
 import { ApiError, badRequest, ErrorCode, notFound } from '../../core/errors';
 import type { Database, Queryable } from '../../db/database';
 import { escapeLike, normalizeString } from '../normalize';
-import { bool, coding, concept, int, one, parameters, type OpInput } from './params';
+import { bool, coding, concept, int, one, parameters, resource, type OpInput } from './params';
+import { givenExpansion } from './expand';
+import { sql, and, type Sql } from '../../db/sql';
 
 /** The operations, their parameters (R4 OperationDefinitions), and what each answers. */
 export const OPERATIONS = {
   'CodeSystem/$lookup': ['code', 'system', 'version', 'coding', 'date', 'displayLanguage', 'property'],
   'CodeSystem/$validate-code': ['url', 'code', 'version', 'display', 'coding', 'codeableConcept', 'date', 'abstract', 'displayLanguage', 'system'],
   'CodeSystem/$subsumes': ['codeA', 'codeB', 'system', 'version', 'codingA', 'codingB'],
-  'ValueSet/$expand': ['url', 'valueSetVersion', 'filter', 'date', 'offset', 'count', 'activeOnly', 'includeDesignations', 'includeDefinition', 'excludeNested', 'excludeNotForUI', 'excludePostCoordinated', 'displayLanguage'],
-  'ValueSet/$validate-code': ['url', 'valueSetVersion', 'code', 'system', 'systemVersion', 'display', 'coding', 'codeableConcept', 'date', 'abstract', 'displayLanguage'],
+  'ValueSet/$expand': ['url', 'valueSet', 'valueSetVersion', 'filter', 'date', 'offset', 'count', 'activeOnly', 'includeDesignations', 'includeDefinition', 'excludeNested', 'excludeNotForUI', 'excludePostCoordinated', 'displayLanguage'],
+  'ValueSet/$validate-code': ['url', 'valueSet', 'valueSetVersion', 'code', 'system', 'systemVersion', 'display', 'coding', 'codeableConcept', 'date', 'abstract', 'displayLanguage'],
   'ConceptMap/$translate': ['url', 'conceptMapVersion', 'code', 'system', 'version', 'source', 'coding', 'codeableConcept', 'target', 'targetsystem', 'reverse'],
 } as const;
 export type OperationName = keyof typeof OPERATIONS;
@@ -264,35 +266,57 @@ export class TerminologyService {
     return vs;
   }
 
-  /** ValueSet/$expand: a page of the stored expansion (filter text, activeOnly, offset and count). */
-  async expand(input: OpInput, id?: string): Promise<ValueSet> {
+  /**
+   * The value set an operation names: the loaded one (`url`, `valueSetVersion`, or the instance), or the one given in
+   * the request (`valueSet`, POST), evaluated against the loaded code systems and kept nowhere. `codes` is its
+   * expansion as rows (ord, system, version, code, display, display_norm, inactive); `total` their number when known.
+   */
+  private async valueSetOf(input: OpInput, id: string | undefined): Promise<{ url: string | undefined; resource: ValueSet; codes: Sql; total?: number; stored?: string }> {
+    const given = resource(input, 'valueSet');
+    if (given !== undefined) {
+      if (id !== undefined || input.has('url') || input.has('valueSetVersion'))
+        throw badRequest('Give the value set once: valueSet (the resource), url, or ValueSet/{id}/…');
+      const codes = await givenExpansion(this.db, given);
+      const vs = given as ValueSet;
+      return { url: typeof vs.url === 'string' ? vs.url : undefined, resource: vs, codes };
+    }
     const [urlPart, urlVersion] = (one(input, 'url') ?? '').split('|');
     const vs = await this.valueSet(urlPart || undefined, one(input, 'valueSetVersion') ?? urlVersion, id);
+    return {
+      url: vs.url,
+      resource: vs.resource,
+      codes: sql`SELECT ord, system, version, code, display, display_norm, inactive FROM term_value_set_codes WHERE vs = ${vs.id}`,
+      total: vs.code_count,
+      stored: vs.id,
+    };
+  }
+
+  /** ValueSet/$expand: a page of the expansion (filter text, activeOnly, offset and count). */
+  async expand(input: OpInput, id?: string): Promise<ValueSet> {
     const offset = int(input, 'offset', 1_000_000_000) ?? 0;
     const count = int(input, 'count', EXPAND_MAX_COUNT) ?? EXPAND_DEFAULT_COUNT;
     const activeOnly = bool(input, 'activeOnly') ?? false;
     const filter = one(input, 'filter');
     if (filter !== undefined && filter.length > MAX_FILTER_CHARS) throw badRequest(`filter is at most ${MAX_FILTER_CHARS} characters`);
+    const vs = await this.valueSetOf(input, id);
     const words = filter === undefined ? [] : normalizeString(filter).split(/\s+/).filter(Boolean).slice(0, 10);
-    const conds: string[] = ['vs = $1'];
-    const values: unknown[] = [vs.id];
-    if (activeOnly) conds.push('NOT inactive');
-    for (const w of words) {
-      values.push(`${escapeLike(w)}%`, `% ${escapeLike(w)}%`, w);
-      const n = values.length;
-      conds.push(`(display_norm LIKE $${n - 2} OR display_norm LIKE $${n - 1} OR lower(code) = $${n})`);
-    }
-    const narrowed = conds.length > 1;
-    let total = vs.code_count;
-    if (narrowed) total = (await this.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM term_value_set_codes WHERE ${conds.join(' AND ')}`, values)).rows[0]!.n;
-    // Unnarrowed, ord is 1..total: the page starts by key, so a far page costs what the first does.
-    const page = narrowed
-      ? `WHERE ${conds.join(' AND ')} ORDER BY ord LIMIT ${count} OFFSET ${offset}`
-      : `WHERE vs = $1 AND ord > ${offset} ORDER BY ord LIMIT ${count}`;
-    const rows = count === 0 ? [] : (await this.db.query<{ system: string; version: string | null; code: string; display: string | null; inactive: boolean }>(
-      `SELECT system, version, code, display, inactive FROM term_value_set_codes ${page}`,
-      narrowed ? values : [vs.id],
-    )).rows;
+    const conds: Sql[] = [];
+    if (activeOnly) conds.push(sql`NOT e.inactive`);
+    for (const w of words) conds.push(sql`(e.display_norm LIKE ${`${escapeLike(w)}%`} OR e.display_norm LIKE ${`% ${escapeLike(w)}%`} OR lower(e.code) = ${w})`);
+    const query = async <R extends object>(statement: Sql) => {
+      const { text, values } = statement.render();
+      return (await this.db.query<R>(text, values)).rows;
+    };
+    const narrowed = conds.length > 0;
+    let total = vs.total;
+    if (narrowed || total === undefined) total = (await query<{ n: number }>(sql`SELECT count(*)::int AS n FROM (${vs.codes}) e WHERE ${and(...conds)}`))[0]!.n;
+    // A loaded expansion unnarrowed has ord 1..total: the page starts by key, so a far page costs what the first does.
+    const page = narrowed || vs.stored === undefined
+      ? sql`WHERE ${and(...conds)} ORDER BY e.ord LIMIT ${count} OFFSET ${offset}`
+      : sql`WHERE e.ord > ${offset} ORDER BY e.ord LIMIT ${count}`;
+    const rows = count === 0 ? [] : await query<{ system: string; version: string | null; code: string; display: string | null; inactive: boolean }>(
+      sql`SELECT e.system, e.version, e.code, e.display, e.inactive FROM (${vs.codes}) e ${page}`,
+    );
     const contains: ValueSetExpansionContains[] = rows.map((r) => ({
       system: r.system,
       ...(r.version ? { version: r.version } : {}),
@@ -300,9 +324,9 @@ export class TerminologyService {
       ...(r.display ? { display: r.display } : {}),
       ...(r.inactive ? { inactive: true } : {}),
     }));
-    const { compose: _c, expansion: _e, ...resource } = vs.resource;
+    const { compose: _c, expansion: _e, ...rest } = vs.resource;
     return {
-      ...resource,
+      ...rest,
       resourceType: 'ValueSet',
       expansion: {
         identifier: `urn:uuid:${randomUUID()}`,
@@ -322,23 +346,21 @@ export class TerminologyService {
 
   /** ValueSet/$validate-code: is the code (a coding of the concept) in the value set's expansion? */
   async validateCodeInValueSet(input: OpInput, id?: string): Promise<Parameters> {
-    const [urlPart, urlVersion] = (one(input, 'url') ?? '').split('|');
-    const vs = await this.valueSet(urlPart || undefined, one(input, 'valueSetVersion') ?? urlVersion, id);
     const codings = TerminologyService.codings(input);
+    const vs = await this.valueSetOf(input, id);
+    const name = vs.url ?? 'given';
     const display = one(input, 'display');
     const results = [];
     for (const c of codings) {
-      const r = await this.db.query<{ system: string; display: string | null; inactive: boolean; cs_display: string | null; designations: ConceptRow['designations'] }>(
-        `SELECT v.system, v.display, v.inactive, c.display AS cs_display, c.designations FROM term_value_set_codes v
+      const { text, values } = sql`SELECT v.system, v.display, v.inactive, c.display AS cs_display, c.designations FROM (${vs.codes}) v
          LEFT JOIN term_code_systems s ON s.url = v.system AND s.state = 'active'
          LEFT JOIN term_concepts c ON c.cs = s.id AND c.code = v.code
-         WHERE v.vs = $1 AND v.code = $2 AND ($3::text IS NULL OR v.system = $3) ORDER BY v.ord, s.id DESC LIMIT 1`,
-        [vs.id, c.code, c.system ?? null],
-      );
+         WHERE v.code = ${c.code} AND (${c.system ?? null}::text IS NULL OR v.system = ${c.system ?? null}) ORDER BY v.ord, s.id DESC LIMIT 1`.render();
+      const r = await this.db.query<{ system: string; display: string | null; inactive: boolean; cs_display: string | null; designations: ConceptRow['designations'] }>(text, values);
       const hit = r.rows[0];
       const label = c.system ? `${c.system}#${c.code}` : c.code!;
       if (!hit) {
-        results.push({ result: false, message: `${label} is not in value set ${vs.url}` });
+        results.push({ result: false, message: `${label} is not in value set ${name}` });
         continue;
       }
       const shown = hit.display ?? hit.cs_display ?? undefined;

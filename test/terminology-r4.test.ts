@@ -1,0 +1,123 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+import { TerminologyLoader } from '../src/fhir/term/load';
+import { loadResource, resourcesOf } from '../src/fhir/term/files';
+
+// What R4's terminology operations allow beyond the loaded resources' own answers (docs/fhir.md "Terminology"): a
+// value set given in the request ($expand, $validate-code), concept maps' unmapped and reverse, code systems that
+// are not case sensitive, the TerminologyCapabilities, reading the loaded resources, and which version answers.
+// Against test/terminology/example-codesystem.json (see terminology-operations.test.ts).
+
+const CS = 'http://example.org/fhir/CodeSystem/findings';
+const VS = 'http://example.org/fhir/ValueSet';
+const BASE = '/api/fhir/R4';
+
+let pont: TestServer;
+let reader: TestClient;
+let other: TestClient;
+let loader: TerminologyLoader;
+
+beforeAll(async () => {
+  pont = await startTestServer();
+  loader = new TerminologyLoader(pont.services.db);
+  for await (const r of resourcesOf('test/terminology/example-codesystem.json')) await loadResource(loader, r);
+  reader = await createTestClient(pont, ['terminology:read'], { organizationId: 'org-term-r4' });
+  other = await createTestClient(pont, ['fhir:read', 'fhir:write'], { organizationId: 'org-term-r4-other' });
+});
+afterAll(async () => pont?.close());
+
+const get = (path: string, client = reader) => pont.json(`${BASE}/${path}`, { headers: client.headers });
+const post = (path: string, parameter: unknown[], client = reader) =>
+  pont.json(`${BASE}/${path}`, { method: 'POST', headers: { ...client.headers, 'content-type': 'application/fhir+json' }, json: { resourceType: 'Parameters', parameter } });
+const param = (body: any, name: string) => body.parameter?.find((p: any) => p.name === name);
+const codes = (body: any) => (body.expansion?.contains ?? []).map((c: any) => c.code);
+const expectOutcome = (res: { status: number; body: any }, status: number, what: string) => {
+  expect(res.status, `${what}: ${JSON.stringify(res.body).slice(0, 300)}`).toBe(status);
+  expect(res.body.resourceType, what).toBe('OperationOutcome');
+};
+
+describe('a value set given in the request', () => {
+  const given = (compose: object, extra: object = {}) => ({ resourceType: 'ValueSet', url: 'http://example.org/given', name: 'Given', status: 'draft', compose, ...extra });
+  const isA = (code: string) => ({ include: [{ system: CS, filter: [{ property: 'concept', op: 'is-a', value: code }] }] });
+
+  it('$expand evaluates it against the loaded code systems: hierarchy, paging, filter, activeOnly', async () => {
+    const all = await post('ValueSet/$expand', [{ name: 'valueSet', resource: given(isA('disease')) }]);
+    expect(all.status, JSON.stringify(all.body)).toBe(200);
+    expect(all.body.resourceType).toBe('ValueSet');
+    expect(all.body.url).toBe('http://example.org/given');
+    expect(all.body.compose).toBeUndefined();
+    expect(codes(all.body).sort()).toEqual(['disease', 'infection', 'lung-disease', 'lung-pneumonia-link', 'old-disease', 'pneumonia', 'viral-pneumonia']);
+    expect(all.body.expansion.total).toBe(7);
+    expect(all.body.expansion.contains.find((c: any) => c.code === 'old-disease').inactive).toBe(true);
+    const page = await post('ValueSet/$expand', [{ name: 'valueSet', resource: given(isA('disease')) }, { name: 'offset', valueInteger: 2 }, { name: 'count', valueInteger: 2 }]);
+    expect(page.body.expansion.total).toBe(7);
+    expect(codes(page.body)).toEqual(codes(all.body).slice(2, 4));
+    const filtered = await post('ValueSet/$expand', [{ name: 'valueSet', resource: given(isA('disease')) }, { name: 'filter', valueString: 'pneu' }, { name: 'activeOnly', valueBoolean: true }]);
+    expect(codes(filtered.body).sort()).toEqual(['lung-pneumonia-link', 'pneumonia', 'viral-pneumonia']);
+    const active = await post('ValueSet/$expand', [{ name: 'valueSet', resource: given(isA('disease')) }, { name: 'activeOnly', valueBoolean: true }]);
+    expect(active.body.expansion.total).toBe(6);
+    // A loaded value set named in its compose, an exclude, a concept list of a system not loaded.
+    const mixed = await post('ValueSet/$expand', [
+      {
+        name: 'valueSet',
+        resource: given({
+          include: [{ valueSet: [`${VS}/infections`] }, { system: 'http://example.org/not-loaded', concept: [{ code: 'a', display: 'A' }] }],
+          exclude: [{ system: CS, concept: [{ code: 'pneumonia' }] }],
+        }),
+      },
+    ]);
+    expect(mixed.status, JSON.stringify(mixed.body)).toBe(200);
+    expect(codes(mixed.body).sort()).toEqual(['a', 'infection', 'lung-pneumonia-link', 'viral-pneumonia']);
+    // An expansion given instead of a compose.
+    const expansion = await post('ValueSet/$expand', [
+      { name: 'valueSet', resource: { resourceType: 'ValueSet', status: 'draft', expansion: { timestamp: '2024-01-01', contains: [{ system: 'http://x.example', code: 'q', display: 'Q' }] } } },
+    ]);
+    expect(codes(expansion.body)).toEqual(['q']);
+    // Nothing of it is kept: the loaded value sets are as before.
+    const none = await get(`ValueSet/$expand?url=${encodeURIComponent('http://example.org/given')}`);
+    expectOutcome(none, 404, 'not loaded by being given');
+  });
+
+  it('$validate-code tests membership of the given value set', async () => {
+    const vs = { name: 'valueSet', resource: given(isA('infection')) };
+    const yes = await post('ValueSet/$validate-code', [vs, { name: 'coding', valueCoding: { system: CS, code: 'viral-pneumonia' } }]);
+    expect(yes.status, JSON.stringify(yes.body)).toBe(200);
+    expect(param(yes.body, 'result').valueBoolean).toBe(true);
+    expect(param(yes.body, 'display').valueString).toBe('Viral pneumonia');
+    const no = await post('ValueSet/$validate-code', [vs, { name: 'code', valueCode: 'cough' }, { name: 'system', valueUri: CS }]);
+    expect(param(no.body, 'result').valueBoolean).toBe(false);
+    const display = await post('ValueSet/$validate-code', [vs, { name: 'coding', valueCoding: { system: CS, code: 'pneumonia', display: 'Not it' } }]);
+    expect(param(display.body, 'result').valueBoolean).toBe(false);
+    expect(param(display.body, 'message').valueString).toMatch(/not a display/);
+  });
+
+  it('refuses what it cannot evaluate, and asks terminology:read first', async () => {
+    const vs = (resource: unknown) => ({ name: 'valueSet', resource });
+    const cases: Array<[string, unknown[], number, string]> = [
+      ['ValueSet/$expand', [vs(given(isA('disease'))), { name: 'url', valueUri: `${VS}/both` }], 400, 'url and valueSet'],
+      ['ValueSet/pont-test-both/$expand', [vs(given(isA('disease')))], 400, 'instance and valueSet'],
+      ['ValueSet/$expand', [vs({ resourceType: 'Patient' })], 400, 'not a ValueSet'],
+      ['ValueSet/$expand', [vs('x')], 400, 'not a resource'],
+      ['ValueSet/$expand', [vs(given(isA('disease'))), vs(given(isA('disease')))], 400, 'twice'],
+      ['ValueSet/$expand', [vs(given({ include: [{ system: CS, filter: [{ property: 'concept', op: 'nope', value: 'x' }] }] }))], 400, 'unknown op'],
+      ['ValueSet/$expand', [vs(given({ include: [{ system: CS, filter: [{ property: 'display', op: 'regex', value: '(?<n>a)' }] }] }))], 400, 'regex PostgreSQL refuses'],
+      ['ValueSet/$expand', [vs(given({ include: [{ system: CS, filter: [{ property: 'display', op: 'regex', value: 'x'.repeat(1024 * 1024) }] }] }))], 400, '1 MB filter'],
+      ['ValueSet/$expand', [vs(given({ include: 'x' }))], 400, 'include not a list'],
+      ['ValueSet/$expand', [vs(given({ include: [] }))], 400, 'include empty'],
+      ['ValueSet/$expand', [vs({ resourceType: 'ValueSet' })], 400, 'neither compose nor expansion'],
+      ['ValueSet/$expand', [vs(given(isA('no-such-code')))], 422, 'a filter on an unknown code'],
+      ['ValueSet/$expand', [vs(given({ include: [{ system: 'http://nowhere.example/cs', filter: [{ property: 'concept', op: 'is-a', value: 'x' }] }] }))], 422, 'unknown system'],
+      ['ValueSet/$expand', [vs(given({ include: [{ valueSet: ['http://nowhere.example/vs'] }] }))], 422, 'unknown value set'],
+      ['ValueSet/$validate-code', [vs(given(isA('disease')))], 400, 'no code'],
+      ['ValueSet/$validate-code', [vs({ resourceType: 'CodeSystem' }), { name: 'code', valueCode: 'x' }], 400, 'validate, not a ValueSet'],
+    ];
+    for (const [path, parameter, status, what] of cases) {
+      const res = await pont.json(`${BASE}/${path}`, { method: 'POST', headers: { ...reader.headers, 'content-type': 'application/fhir+json' }, json: { resourceType: 'Parameters', parameter } });
+      expect([status, 413], what).toContain(res.status);
+      expect(res.body.resourceType, what).toBe('OperationOutcome');
+    }
+    expectOutcome(await get('ValueSet/$expand?valueSet=x'), 400, 'a resource in the query');
+    const refused = await post('ValueSet/$expand', [vs(given(isA('disease')))], other);
+    expectOutcome(refused, 403, 'without terminology:read');
+  });
+});
