@@ -2,7 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '../src/auth/clients';
 import { openDatabase } from '../src/db/open';
 import { backend, createScratchDatabase, createTestClient, startTestServer, type TestServer } from './harness';
-import { bearerFrom, startPontProcess, stopPontProcess, type PontProcess } from './webhooks-support';
+import { loadConfig } from '../src/config';
+import { createSubscription } from '../src/webhooks/subscriptions';
+import { eventually } from './eventually';
+import { bearerFrom, startPontProcess, startReceiver, stopPontProcess, type PontProcess, type Receiver } from './webhooks-support';
 
 const inAYear = () => new Date(Date.now() + 365 * 86_400_000).toISOString();
 
@@ -77,4 +80,105 @@ describe.runIf(backend === 'postgres')('revocation across two server processes',
     expect(await read(b)).toBe(404);
     expect(await read(a)).toBe(404);
   }, 60_000);
+});
+
+describe.runIf(backend === 'postgres')('expiry across two server processes', () => {
+  let scratch: Awaited<ReturnType<typeof createScratchDatabase>>;
+  let db: Awaited<ReturnType<typeof openDatabase>>;
+  const processes: PontProcess[] = [];
+  const receivers: Receiver[] = [];
+
+  beforeAll(async () => {
+    scratch = await createScratchDatabase({ migrated: true });
+    const env = { PONT_PUBLIC_URL: 'http://pont.test', PONT_WEBHOOK_POLL_INTERVAL: '50ms' };
+    processes.push(await startPontProcess(scratch.url, env), await startPontProcess(scratch.url, env));
+    db = await openDatabase({ databaseUrl: scratch.url });
+  }, 120_000);
+  afterAll(async () => {
+    for (const p of processes) await stopPontProcess(p, 'SIGTERM');
+    for (const r of receivers) await r.close();
+    await db?.close();
+    await scratch?.drop();
+  });
+
+  it('stops reads on the next request in both processes and notifies requester and holder once each, though both run the job', async () => {
+    const [a, b] = processes.map((p) => p.url) as [string, string];
+    const secretKey = loadConfig({}).webhooks.secretKey; // the development key, as the children use
+    const listen = async (organizationId: string) => {
+      const receiver = await startReceiver();
+      receivers.push(receiver);
+      receiver.secret = (await createSubscription(db, secretKey, { organizationId }, { callback_url: receiver.url, subscribed_events: ['consent.expired'] })).webhook_secret;
+      return receiver;
+    };
+    const holderHears = await listen('org-holder');
+    const requesterHears = await listen('org-requester');
+    const holder = await bearerFrom(a, await createClient(db, { name: 'holder', organizationId: 'org-holder', scopes: ['health_id:verify', 'fhir:write', 'fhir:read'] }));
+    const requester = await bearerFrom(b, await createClient(db, { name: 'requester', organizationId: 'org-requester', scopes: ['health_id:verify', 'consents:write', 'consents:read', 'fhir:read'] }));
+
+    // Three patients, each with a prescription the holder wrote and a consent of the requester's (one with an artefact's
+    // kinds and period): three notices due at once, so both processes' jobs have several to claim.
+    const patients: Array<{ healthId: string; pid: string; rx: string; consentId: string }> = [];
+    for (const name of ['Una', 'Dos', 'Tres']) {
+      const healthId = ((await (await fetch(`${a}/api/v1/connect/patients/resolve`, { method: 'POST', headers: holder, body: JSON.stringify({ first_name: name, last_name: 'Expiry' }) })).json()) as { health_id: string }).health_id;
+      const pid = ((await (await fetch(`${a}/api/fhir/R4/Patient?identifier=https://pont.health/fhir/sid/health-id|${healthId}`, { headers: holder })).json()) as any).entry[0].resource.id as string;
+      const rx = (await (await fetch(`${a}/api/fhir/R4/MedicationRequest`, {
+        method: 'POST',
+        headers: { ...holder, 'content-type': 'application/fhir+json' },
+        body: JSON.stringify({ resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Atenolol' }, subject: { reference: `Patient/${pid}` }, authoredOn: '2024-04-04' }),
+      })).json()) as { id: string };
+      const artefact = name === 'Una' ? { hi_types: ['Prescription'], date_range: { from: '2024-01-01', to: '2024-12-31' } } : {};
+      const grant = await fetch(`${b}/api/v1/connect/patient/${healthId}/consent/grant`, { method: 'POST', headers: requester, body: JSON.stringify({ consent_type: 'prescriptions', expires_at: inAYear(), ...artefact }) });
+      expect(grant.status).toBe(201);
+      patients.push({ healthId, pid, rx: rx.id, consentId: ((await grant.json()) as { consent_id: string }).consent_id });
+    }
+    const read = (url: string, p: (typeof patients)[number]) => fetch(`${url}/api/fhir/R4/MedicationRequest/${p.rx}`, { headers: requester }).then((r) => r.status);
+    const search = (url: string, p: (typeof patients)[number]) =>
+      fetch(`${url}/api/fhir/R4/MedicationRequest?patient=${p.pid}`, { headers: requester }).then(async (r) => ((await r.json()) as { entry?: Array<{ search?: { mode?: string } }> }).entry?.filter((e) => e.search?.mode === 'match').length ?? 0);
+    for (const p of patients) for (const url of [a, b]) {
+      await eventually(async () => expect(await read(url, p)).toBe(200)); // an artefact's scope reaches the other process milliseconds after the commit
+      expect(await search(url, p)).toBe(1);
+    }
+    const consentIds = patients.map((p) => p.consentId);
+    const expiredEvents = async () =>
+      (await db.query<{ id: string; n: number }>(`SELECT data->>'consent_id' AS id, count(*)::int AS n FROM events WHERE type = 'consent.expired' AND data->>'consent_id' = ANY($1::text[]) GROUP BY 1 ORDER BY 1`, [consentIds])).rows;
+    expect(await expiredEvents()).toEqual([]);
+
+    // Time passes: to the database, a consent's expiry has passed when its expires_at (and its notice's due time) is before now().
+    // The processes' clocks are real; the notice job compares due_at with its clock, the policy compares expires_at with now().
+    await db.transaction(async (tx) => {
+      await tx.query(`UPDATE consent_access SET expires_at = now() - interval '1 second' WHERE consent_id = ANY($1::text[])`, [consentIds]);
+      await tx.query(`UPDATE consent_notices SET due_at = now() - interval '1 second' WHERE kind = 'expired' AND consent_id = ANY($1::text[])`, [consentIds]);
+    });
+    // The next request, on either process, sees nothing: no read, no search hit.
+    for (const p of patients) for (const url of [a, b]) {
+      expect(await read(url, p)).toBe(404);
+      expect(await search(url, p)).toBe(0);
+    }
+
+    // Both processes run the notice job every 2 s; each consent's consent.expired is recorded once and delivered once to each side.
+    await eventually(async () => expect((await expiredEvents()).map((r) => r.id)).toEqual([...consentIds].sort()));
+    for (const receiver of [holderHears, requesterHears]) {
+      const got = await receiver.waitFor(consentIds.length);
+      expect(got.every((r) => r.signatureValid)).toBe(true);
+      expect(got.map((r) => r.body.data.consent_id).sort()).toEqual([...consentIds].sort());
+      for (const r of got) {
+        const p = patients.find((x) => x.consentId === r.body.data.consent_id)!;
+        expect(r.body.type).toBe('consent.expired');
+        expect(r.body.data).toMatchObject({ artefact_id: p.consentId, organization_id: 'org-requester', health_id: p.healthId, status: 'expired' });
+      }
+    }
+    // A barrier for "and never again" (no fixed wait): a fourth patient's consent, due only now, fires on a later run of a job; every
+    // run since the first three fired could have claimed them again, and they are still recorded and delivered once each.
+    const fourth = ((await (await fetch(`${a}/api/v1/connect/patients/resolve`, { method: 'POST', headers: holder, body: JSON.stringify({ first_name: 'Cuatro', last_name: 'Expiry' }) })).json()) as { health_id: string }).health_id;
+    const late = await fetch(`${a}/api/v1/connect/patient/${fourth}/consent/grant`, { method: 'POST', headers: requester, body: JSON.stringify({ consent_type: 'documents', expires_at: inAYear() }) });
+    expect(late.status).toBe(201);
+    const lateId = ((await late.json()) as { consent_id: string }).consent_id;
+    await db.query(`UPDATE consent_notices SET due_at = now() - interval '1 second' WHERE kind = 'expired' AND consent_id = $1`, [lateId]);
+    for (const receiver of [holderHears, requesterHears]) await eventually(async () => expect(receiver.received.map((r) => r.body.data.consent_id)).toContain(lateId));
+    expect((await expiredEvents()).map((r) => r.n)).toEqual(consentIds.map(() => 1));
+    for (const receiver of [holderHears, requesterHears]) {
+      expect(receiver.received).toHaveLength(consentIds.length + 1);
+      expect(new Set(receiver.received.map((r) => r.body.id)).size).toBe(consentIds.length + 1);
+    }
+  }, 120_000);
 });
