@@ -5,7 +5,7 @@ import { backend, createScratchDatabase, createTestClient, startTestServer, type
 import { loadConfig } from '../src/config';
 import { createSubscription } from '../src/webhooks/subscriptions';
 import { eventually } from './eventually';
-import { bearerFrom, startPontProcess, startReceiver, stopPontProcess, type PontProcess, type Receiver } from './webhooks-support';
+import { bearerFrom, pendingDeliveries, startPontProcess, startReceiver, stopPontProcess, type PontProcess, type Receiver } from './webhooks-support';
 
 const inAYear = () => new Date(Date.now() + 365 * 86_400_000).toISOString();
 
@@ -82,17 +82,44 @@ describe.runIf(backend === 'postgres')('revocation across two server processes',
   }, 60_000);
 });
 
-describe.runIf(backend === 'postgres')('expiry across two server processes', () => {
+describe.runIf(backend === 'postgres')('expiry and revocation across two server processes: the next request, and both sides told once', () => {
   let scratch: Awaited<ReturnType<typeof createScratchDatabase>>;
   let db: Awaited<ReturnType<typeof openDatabase>>;
   const processes: PontProcess[] = [];
   const receivers: Receiver[] = [];
+  let holder: Record<string, string>;
+  let requester: Record<string, string>;
+  /** A webhook receiver subscribed, for `organizationId`, to `type`. */
+  const listen = async (organizationId: string, type: 'consent.expired' | 'consent.revoked') => {
+    const receiver = await startReceiver();
+    receivers.push(receiver);
+    const secretKey = loadConfig({}).webhooks.secretKey; // the development key, as the children use
+    const subscription = await createSubscription(db, secretKey, { organizationId }, { callback_url: receiver.url, subscribed_events: [type] });
+    receiver.secret = subscription.webhook_secret;
+    return Object.assign(receiver, { subscriptionId: subscription.id });
+  };
+  /** A patient the holder registers, with a prescription of 2024 it writes (so it holds the patient's data). */
+  const patientWithPrescription = async (url: string, name: string) => {
+    const healthId = ((await (await fetch(`${url}/api/v1/connect/patients/resolve`, { method: 'POST', headers: holder, body: JSON.stringify({ first_name: name, last_name: 'Expiry' }) })).json()) as { health_id: string }).health_id;
+    const pid = ((await (await fetch(`${url}/api/fhir/R4/Patient?identifier=https://pont.health/fhir/sid/health-id|${healthId}`, { headers: holder })).json()) as any).entry[0].resource.id as string;
+    const rx = (await (await fetch(`${url}/api/fhir/R4/MedicationRequest`, {
+      method: 'POST',
+      headers: { ...holder, 'content-type': 'application/fhir+json' },
+      body: JSON.stringify({ resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Atenolol' }, subject: { reference: `Patient/${pid}` }, authoredOn: '2024-04-04' }),
+    })).json()) as { id: string };
+    return { healthId, pid, rx: rx.id };
+  };
+  const read = (url: string, p: { rx: string }) => fetch(`${url}/api/fhir/R4/MedicationRequest/${p.rx}`, { headers: requester }).then((r) => r.status);
+  const search = (url: string, p: { pid: string }) =>
+    fetch(`${url}/api/fhir/R4/MedicationRequest?patient=${p.pid}`, { headers: requester }).then(async (r) => ((await r.json()) as { entry?: Array<{ search?: { mode?: string } }> }).entry?.filter((e) => e.search?.mode === 'match').length ?? 0);
 
   beforeAll(async () => {
     scratch = await createScratchDatabase({ migrated: true });
     const env = { PONT_PUBLIC_URL: 'http://pont.test', PONT_WEBHOOK_POLL_INTERVAL: '50ms' };
     processes.push(await startPontProcess(scratch.url, env), await startPontProcess(scratch.url, env));
     db = await openDatabase({ databaseUrl: scratch.url });
+    holder = await bearerFrom(processes[0]!.url, await createClient(db, { name: 'holder', organizationId: 'org-holder', scopes: ['health_id:verify', 'fhir:write', 'fhir:read'] }));
+    requester = await bearerFrom(processes[1]!.url, await createClient(db, { name: 'requester', organizationId: 'org-requester', scopes: ['health_id:verify', 'consents:write', 'consents:read', 'fhir:read'] }));
   }, 120_000);
   afterAll(async () => {
     for (const p of processes) await stopPontProcess(p, 'SIGTERM');
@@ -103,37 +130,19 @@ describe.runIf(backend === 'postgres')('expiry across two server processes', () 
 
   it('stops reads on the next request in both processes and notifies requester and holder once each, though both run the job', async () => {
     const [a, b] = processes.map((p) => p.url) as [string, string];
-    const secretKey = loadConfig({}).webhooks.secretKey; // the development key, as the children use
-    const listen = async (organizationId: string) => {
-      const receiver = await startReceiver();
-      receivers.push(receiver);
-      receiver.secret = (await createSubscription(db, secretKey, { organizationId }, { callback_url: receiver.url, subscribed_events: ['consent.expired'] })).webhook_secret;
-      return receiver;
-    };
-    const holderHears = await listen('org-holder');
-    const requesterHears = await listen('org-requester');
-    const holder = await bearerFrom(a, await createClient(db, { name: 'holder', organizationId: 'org-holder', scopes: ['health_id:verify', 'fhir:write', 'fhir:read'] }));
-    const requester = await bearerFrom(b, await createClient(db, { name: 'requester', organizationId: 'org-requester', scopes: ['health_id:verify', 'consents:write', 'consents:read', 'fhir:read'] }));
+    const holderHears = await listen('org-holder', 'consent.expired');
+    const requesterHears = await listen('org-requester', 'consent.expired');
 
     // Three patients, each with a prescription the holder wrote and a consent of the requester's (one with an artefact's
     // kinds and period): three notices due at once, so both processes' jobs have several to claim.
     const patients: Array<{ healthId: string; pid: string; rx: string; consentId: string }> = [];
     for (const name of ['Una', 'Dos', 'Tres']) {
-      const healthId = ((await (await fetch(`${a}/api/v1/connect/patients/resolve`, { method: 'POST', headers: holder, body: JSON.stringify({ first_name: name, last_name: 'Expiry' }) })).json()) as { health_id: string }).health_id;
-      const pid = ((await (await fetch(`${a}/api/fhir/R4/Patient?identifier=https://pont.health/fhir/sid/health-id|${healthId}`, { headers: holder })).json()) as any).entry[0].resource.id as string;
-      const rx = (await (await fetch(`${a}/api/fhir/R4/MedicationRequest`, {
-        method: 'POST',
-        headers: { ...holder, 'content-type': 'application/fhir+json' },
-        body: JSON.stringify({ resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Atenolol' }, subject: { reference: `Patient/${pid}` }, authoredOn: '2024-04-04' }),
-      })).json()) as { id: string };
+      const p = await patientWithPrescription(a, name);
       const artefact = name === 'Una' ? { hi_types: ['Prescription'], date_range: { from: '2024-01-01', to: '2024-12-31' } } : {};
-      const grant = await fetch(`${b}/api/v1/connect/patient/${healthId}/consent/grant`, { method: 'POST', headers: requester, body: JSON.stringify({ consent_type: 'prescriptions', expires_at: inAYear(), ...artefact }) });
+      const grant = await fetch(`${b}/api/v1/connect/patient/${p.healthId}/consent/grant`, { method: 'POST', headers: requester, body: JSON.stringify({ consent_type: 'prescriptions', expires_at: inAYear(), ...artefact }) });
       expect(grant.status).toBe(201);
-      patients.push({ healthId, pid, rx: rx.id, consentId: ((await grant.json()) as { consent_id: string }).consent_id });
+      patients.push({ ...p, consentId: ((await grant.json()) as { consent_id: string }).consent_id });
     }
-    const read = (url: string, p: (typeof patients)[number]) => fetch(`${url}/api/fhir/R4/MedicationRequest/${p.rx}`, { headers: requester }).then((r) => r.status);
-    const search = (url: string, p: (typeof patients)[number]) =>
-      fetch(`${url}/api/fhir/R4/MedicationRequest?patient=${p.pid}`, { headers: requester }).then(async (r) => ((await r.json()) as { entry?: Array<{ search?: { mode?: string } }> }).entry?.filter((e) => e.search?.mode === 'match').length ?? 0);
     for (const p of patients) for (const url of [a, b]) {
       await eventually(async () => expect(await read(url, p)).toBe(200)); // an artefact's scope reaches the other process milliseconds after the commit
       expect(await search(url, p)).toBe(1);
@@ -169,16 +178,48 @@ describe.runIf(backend === 'postgres')('expiry across two server processes', () 
     }
     // A barrier for "and never again" (no fixed wait): a fourth patient's consent, due only now, fires on a later run of a job; every
     // run since the first three fired could have claimed them again, and they are still recorded and delivered once each.
-    const fourth = ((await (await fetch(`${a}/api/v1/connect/patients/resolve`, { method: 'POST', headers: holder, body: JSON.stringify({ first_name: 'Cuatro', last_name: 'Expiry' }) })).json()) as { health_id: string }).health_id;
-    const late = await fetch(`${a}/api/v1/connect/patient/${fourth}/consent/grant`, { method: 'POST', headers: requester, body: JSON.stringify({ consent_type: 'documents', expires_at: inAYear() }) });
+    const fourth = await patientWithPrescription(a, 'Cuatro');
+    const late = await fetch(`${a}/api/v1/connect/patient/${fourth.healthId}/consent/grant`, { method: 'POST', headers: requester, body: JSON.stringify({ consent_type: 'documents', expires_at: inAYear() }) });
     expect(late.status).toBe(201);
     const lateId = ((await late.json()) as { consent_id: string }).consent_id;
     await db.query(`UPDATE consent_notices SET due_at = now() - interval '1 second' WHERE kind = 'expired' AND consent_id = $1`, [lateId]);
     for (const receiver of [holderHears, requesterHears]) await eventually(async () => expect(receiver.received.map((r) => r.body.data.consent_id)).toContain(lateId));
     expect((await expiredEvents()).map((r) => r.n)).toEqual(consentIds.map(() => 1));
     for (const receiver of [holderHears, requesterHears]) {
+      await eventually(async () => expect(await pendingDeliveries(db, receiver.subscriptionId)).toBe(0));
       expect(receiver.received).toHaveLength(consentIds.length + 1);
       expect(new Set(receiver.received.map((r) => r.body.id)).size).toBe(consentIds.length + 1);
     }
   }, 120_000);
+
+  it('revocation: stops reads on the next request in the other process and notifies requester and holder once each', async () => {
+    const [a, b] = processes.map((p) => p.url) as [string, string];
+    const holderHears = await listen('org-holder', 'consent.revoked');
+    const requesterHears = await listen('org-requester', 'consent.revoked');
+    const p = await patientWithPrescription(b, 'Revoca');
+    const grant = await fetch(`${b}/api/v1/connect/patient/${p.healthId}/consent/grant`, {
+      method: 'POST', headers: requester, body: JSON.stringify({ consent_type: 'prescriptions', expires_at: inAYear(), hi_types: ['Prescription'], date_range: { from: '2024-01-01', to: '2024-12-31' } }),
+    });
+    expect(grant.status).toBe(201);
+    const consentId = ((await grant.json()) as { consent_id: string }).consent_id;
+    await eventually(async () => expect(await read(a, p)).toBe(200));
+    expect(await read(b, p)).toBe(200);
+    expect((await fetch(`${a}/api/v1/connect/patient/${p.healthId}/consent/revoke`, { method: 'POST', headers: requester, body: '{}' })).status).toBe(200);
+    for (const url of [b, a]) {
+      expect(await read(url, p)).toBe(404);
+      expect(await search(url, p)).toBe(0);
+    }
+    for (const receiver of [holderHears, requesterHears]) {
+      const [got] = await receiver.waitFor(1);
+      expect(got!.signatureValid).toBe(true);
+      expect(got!.body).toMatchObject({ type: 'consent.revoked', data: { consent_id: consentId, artefact_id: consentId, organization_id: 'org-requester', health_id: p.healthId } });
+    }
+    const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE type = 'consent.revoked' AND data->>'consent_id' = $1`, [consentId]);
+    expect(rows[0]!.n).toBe(1);
+    // Nothing left to deliver: nothing more arrives.
+    for (const receiver of [holderHears, requesterHears]) {
+      await eventually(async () => expect(await pendingDeliveries(db, receiver.subscriptionId)).toBe(0));
+      expect(receiver.received).toHaveLength(1);
+    }
+  }, 60_000);
 });
