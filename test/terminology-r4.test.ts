@@ -121,3 +121,102 @@ describe('a value set given in the request', () => {
     expectOutcome(refused, 403, 'without terminology:read');
   });
 });
+
+describe('ConceptMap/$translate: unmapped and reverse', () => {
+  const SRC = 'http://example.org/cs/src';
+  const TGT = 'http://example.org/cs/tgt';
+  const OTHER = 'http://example.org/cs/other';
+  beforeAll(async () => {
+    await loader.loadConceptMap({
+      resourceType: 'ConceptMap', id: 'r4-unmapped-provided', url: 'http://example.org/cm/provided', status: 'active',
+      group: [{ source: SRC, target: TGT, element: [{ code: 'a', target: [{ code: 'A', equivalence: 'wider' }] }, { code: 'n', target: [{ equivalence: 'unmatched' }] }], unmapped: { mode: 'provided' } }],
+    });
+    await loader.loadConceptMap({
+      resourceType: 'ConceptMap', id: 'r4-unmapped-fixed', url: 'http://example.org/cm/fixed', status: 'active',
+      group: [{ source: 'http://example.org/cs/src2', target: TGT, element: [{ code: 'b', target: [{ code: 'B', equivalence: 'equivalent' }] }], unmapped: { mode: 'fixed', code: 'UNK', display: 'Unknown' } }],
+    });
+    await loader.loadConceptMap({
+      resourceType: 'ConceptMap', id: 'r4-unmapped-other', url: 'http://example.org/cm/other', status: 'active',
+      group: [{ source: 'http://example.org/cs/src3', target: OTHER, element: [{ code: 'c', target: [{ code: 'C', equivalence: 'equal' }] }], unmapped: { mode: 'other-map', url: 'http://example.org/cm/next' } }],
+    });
+    await loader.loadConceptMap({
+      resourceType: 'ConceptMap', id: 'r4-next', url: 'http://example.org/cm/next', status: 'active',
+      group: [{ source: 'http://example.org/cs/src3', target: OTHER, element: [{ code: 'd', target: [{ code: 'D', equivalence: 'narrower' }] }], unmapped: { mode: 'other-map', url: 'http://example.org/cm/other' } }],
+    });
+  });
+  const matches = (body: any) =>
+    body.parameter.filter((p: any) => p.name === 'match').map((m: any) => {
+      const part = (n: string) => m.part.find((x: any) => x.name === n);
+      return [part('equivalence').valueCode, part('concept')?.valueCoding.system, part('concept')?.valueCoding.code, part('source').valueUri];
+    });
+
+  it('answers a code a group does not list as its unmapped says: provided, fixed, other-map (without looping)', async () => {
+    const t = (system: string, code: string, extra = '') => get(`ConceptMap/$translate?system=${encodeURIComponent(system)}&code=${code}${extra}`);
+    let res = await t(SRC, 'zz');
+    expect(res.status).toBe(200);
+    expect(param(res.body, 'result').valueBoolean).toBe(true);
+    expect(matches(res.body)).toEqual([['equal', TGT, 'zz', 'http://example.org/cm/provided']]);
+    res = await t(SRC, 'a'); // listed: its own target, not the unmapped one
+    expect(matches(res.body)).toEqual([['wider', TGT, 'A', 'http://example.org/cm/provided']]);
+    res = await t(SRC, 'n'); // listed as unmatched: no match, and unmapped does not apply
+    expect(param(res.body, 'result').valueBoolean).toBe(false);
+    res = await t('http://example.org/cs/src2', 'zz');
+    expect(matches(res.body)).toEqual([['inexact', TGT, 'UNK', 'http://example.org/cm/fixed']]);
+    expect(res.body.parameter.find((p: any) => p.name === 'match').part.find((x: any) => x.name === 'concept').valueCoding.display).toBe('Unknown');
+    res = await t('http://example.org/cs/src3', 'd'); // not in cm/other: cm/next maps it
+    expect(matches(res.body)).toEqual(expect.arrayContaining([['narrower', OTHER, 'D', 'http://example.org/cm/next']]));
+    res = await t('http://example.org/cs/src3', 'nowhere', '&url=http://example.org/cm/other'); // each sends it to the other: no loop, no match
+    expect(res.status).toBe(200);
+    expect(param(res.body, 'result').valueBoolean).toBe(false);
+    res = await t(SRC, 'zz', `&targetsystem=${encodeURIComponent(OTHER)}`); // the group's target is not the one asked for
+    expect(param(res.body, 'result').valueBoolean).toBe(false);
+  });
+
+  it('translates from target to source with reverse=true, the equivalence turned round', async () => {
+    const res = await get(`ConceptMap/$translate?system=${encodeURIComponent(TGT)}&code=A&reverse=true`);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(param(res.body, 'result').valueBoolean).toBe(true);
+    expect(matches(res.body)).toEqual([['narrower', SRC, 'a', 'http://example.org/cm/provided']]);
+    const icd = await post('ConceptMap/$translate', [{ name: 'coding', valueCoding: { system: 'http://hl7.org/fhir/sid/icd-10', code: 'J18.9' } }, { name: 'reverse', valueBoolean: true }]);
+    expect(matches(icd.body).map((m: any) => [m[0], m[2]])).toEqual([['equivalent', 'pneumonia'], ['narrower', 'viral-pneumonia']]);
+    const none = await get(`ConceptMap/$translate?system=${encodeURIComponent(TGT)}&code=UNK&reverse=true`); // unmapped targets are not mappings back
+    expect(param(none.body, 'result').valueBoolean).toBe(false);
+    expectOutcome(await get(`ConceptMap/$translate?system=${encodeURIComponent(TGT)}&code=A&reverse=maybe`), 400, 'reverse not a boolean');
+    expectOutcome(await get(`ConceptMap/$translate?system=${encodeURIComponent(TGT)}&code=`), 400, 'empty code');
+  });
+});
+
+describe('a code system that is not case sensitive, and what $lookup returns', () => {
+  beforeAll(async () => {
+    await loadResource(loader, {
+      resourceType: 'CodeSystem', id: 'r4-nocase', url: 'http://example.org/cs/nocase', version: '1', status: 'active', content: 'complete', caseSensitive: false,
+      concept: [{ code: 'Alpha', display: 'Alpha', concept: [{ code: 'Beta', display: 'Beta' }] }],
+    });
+    await loadResource(loader, {
+      resourceType: 'CodeSystem', id: 'r4-case', url: 'http://example.org/cs/case', version: '1', status: 'active', content: 'complete', caseSensitive: true,
+      concept: [{ code: 'Alpha', display: 'Alpha' }],
+    });
+    await loader.loadValueSet({ resourceType: 'ValueSet', id: 'r4-nocase-all', url: 'http://example.org/vs/nocase', status: 'active', compose: { include: [{ system: 'http://example.org/cs/nocase' }] } });
+  });
+
+  it('finds a code differing in case when caseSensitive is false, and only then', async () => {
+    const lookup = await get('CodeSystem/$lookup?system=http://example.org/cs/nocase&code=ALPHA');
+    expect(lookup.status, JSON.stringify(lookup.body)).toBe(200);
+    expect(param(lookup.body, 'display').valueString).toBe('Alpha');
+    expect(param((await get('CodeSystem/$validate-code?url=http://example.org/cs/nocase&code=beta')).body, 'result').valueBoolean).toBe(true);
+    expect(param((await get('CodeSystem/$subsumes?system=http://example.org/cs/nocase&codeA=alpha&codeB=BETA')).body, 'outcome').valueCode).toBe('subsumes');
+    expect(param((await get('ValueSet/$validate-code?url=http://example.org/vs/nocase&system=http://example.org/cs/nocase&code=bEtA')).body, 'result').valueBoolean).toBe(true);
+    expect((await get('CodeSystem/$lookup?system=http://example.org/cs/case&code=ALPHA')).status).toBe(404);
+    expect(param((await get('CodeSystem/$validate-code?url=http://example.org/cs/case&code=alpha')).body, 'result').valueBoolean).toBe(false);
+    expect(param((await get(`CodeSystem/$validate-code?url=${encodeURIComponent(CS)}&code=COUGH`)).body, 'result').valueBoolean).toBe(false); // caseSensitive absent: exact
+  });
+
+  it("$lookup's property chooses what is returned besides name, version and display", async () => {
+    const props = async (query: string) =>
+      (await get(`CodeSystem/$lookup?system=${encodeURIComponent(CS)}&code=disease${query}`)).body.parameter.map((p: any) => (p.name === 'property' ? `property:${p.part[0].valueCode}` : p.name));
+    expect(await props('&property=designation')).toEqual(['name', 'version', 'display', 'designation']);
+    expect(await props('&property=parent&property=inactive')).toEqual(['name', 'version', 'display', 'property:inactive', 'property:parent']);
+    expect(await props('&property=nothing-such')).toEqual(['name', 'version', 'display']);
+    expect(await props('')).toEqual(expect.arrayContaining(['designation', 'property:parent', 'property:child', 'property:inactive']));
+  });
+});

@@ -17,7 +17,7 @@ const SUMMARIES: Record<OperationName, string> = {
   'CodeSystem/$subsumes': '$subsumes: how codeA and codeB are related in the is-a hierarchy',
   'ValueSet/$expand': "$expand: a page of the value set's codes (filter, activeOnly, offset, count); the value set loaded, or given (valueSet, POST)",
   'ValueSet/$validate-code': '$validate-code: is the code in the value set (loaded, or given: valueSet, POST)?',
-  'ConceptMap/$translate': '$translate: the codes a code maps to in the loaded concept maps',
+  'ConceptMap/$translate': '$translate: the codes a code maps to in the loaded concept maps (group.unmapped honoured; reverse=true: the codes that map to it)',
 };
 
 const ANSWERS: Record<OperationName, string> = {

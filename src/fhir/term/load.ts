@@ -386,6 +386,17 @@ export class TerminologyLoader {
           rows.push([group.source, code, targetCode ? (group.target ?? null) : null, targetCode, t.display ?? null, equivalence, t.comment ?? null]);
         }
       }
+      // What $translate answers for a code the group does not list (R4 group.unmapped): a row of its own, source code
+      // '' (never a code), equivalence `unmapped:{mode}`, the fixed code and display or the other map's url (comment).
+      const unmapped = group.unmapped as { mode?: unknown; code?: unknown; display?: unknown; url?: unknown } | undefined;
+      if (unmapped !== undefined) {
+        const mode = unmapped?.mode;
+        if (mode !== 'provided' && mode !== 'fixed' && mode !== 'other-map') throw badRequest(`ConceptMap ${url}: group.unmapped.mode is provided, fixed or other-map`);
+        const fixed = mode === 'fixed' ? checkCode(unmapped.code, `ConceptMap ${url} unmapped`) : null;
+        const display = mode === 'fixed' && typeof unmapped.display === 'string' ? unmapped.display : null;
+        if (mode === 'other-map' && (typeof unmapped.url !== 'string' || !unmapped.url || unmapped.url.length > 1024)) throw badRequest(`ConceptMap ${url}: group.unmapped of mode other-map names the other map (url)`);
+        rows.push([group.source, '', group.target ?? null, fixed, display, `unmapped:${mode}`, mode === 'other-map' ? (unmapped.url as string) : null]);
+      }
     }
     return this.db.transaction(async (tx) => {
       await this.checkIdFree(tx, 'ConceptMap', id, url);

@@ -46,6 +46,14 @@ interface ConceptRow {
   designations: Array<{ language?: string; use?: Coding; value: string }> | null;
 }
 
+/**
+ * The concept of code system row `cs` (with its `resource`) whose code is `code`: that code, or, in a code system whose
+ * `caseSensitive` is false, a code differing from it in case (looked for only when the code is not there as given).
+ */
+const CONCEPT_OF = (cs: string, code: string) => `SELECT * FROM term_concepts WHERE cs = ${cs}.id AND code = ${code}
+  UNION ALL SELECT * FROM (SELECT * FROM term_concepts WHERE ${code}::text IS NOT NULL AND ${cs}.resource->>'caseSensitive' = 'false' AND cs = ${cs}.id AND lower(code) = lower(${code}) ORDER BY code LIMIT 1) i
+  LIMIT 1`;
+
 const versioned = (url: string, version: string | undefined) => (version ? `${url}|${version}` : url);
 
 /**
@@ -99,7 +107,7 @@ export class TerminologyService {
        FROM (SELECT id, url, version, content, resource FROM term_code_systems
              WHERE state = 'active' AND ($1::text IS NULL OR url = $1) AND ($2::text IS NULL OR resource_id = $2) AND ($3::text IS NULL OR version = $3)
              ORDER BY id DESC LIMIT 1) s
-       LEFT JOIN term_concepts c ON c.cs = s.id AND c.code = $4`,
+       LEFT JOIN LATERAL (${CONCEPT_OF('s', '$4')}) c ON true`,
       [url ?? null, id ?? null, version ?? null, code ?? null],
     );
     const row = r.rows[0];
@@ -115,7 +123,8 @@ export class TerminologyService {
 
   private async concept(cs: CodeSystemRow, code: string): Promise<ConceptRow | undefined> {
     const r = await this.db.query<ConceptRow>(
-      'SELECT cid::text, code, display, definition, active, properties, designations FROM term_concepts WHERE cs = $1 AND code = $2',
+      `SELECT c.cid::text, c.code, c.display, c.definition, c.active, c.properties, c.designations
+       FROM (SELECT id, resource FROM term_code_systems WHERE id = $1) s, LATERAL (${CONCEPT_OF('s', '$2')}) c`,
       [cs.id, code],
     );
     return r.rows[0];
@@ -352,10 +361,18 @@ export class TerminologyService {
     const display = one(input, 'display');
     const results = [];
     for (const c of codings) {
-      const { text, values } = sql`SELECT v.system, v.display, v.inactive, c.display AS cs_display, c.designations FROM (${vs.codes}) v
+      // The code as given, else (only then) one differing in case of a code system whose caseSensitive is false.
+      const system = c.system ?? null;
+      const { text, values } = sql`SELECT * FROM (SELECT v.system, v.display, v.inactive, c.display AS cs_display, c.designations FROM (${vs.codes}) v
          LEFT JOIN term_code_systems s ON s.url = v.system AND s.state = 'active'
          LEFT JOIN term_concepts c ON c.cs = s.id AND c.code = v.code
-         WHERE v.code = ${c.code} AND (${c.system ?? null}::text IS NULL OR v.system = ${c.system ?? null}) ORDER BY v.ord, s.id DESC LIMIT 1`.render();
+         WHERE v.code = ${c.code} AND (${system}::text IS NULL OR v.system = ${system}) ORDER BY v.ord, s.id DESC LIMIT 1) exact
+        UNION ALL
+        SELECT * FROM (SELECT v.system, v.display, v.inactive, c.display AS cs_display, c.designations FROM (${vs.codes}) v
+         JOIN term_code_systems s ON s.url = v.system AND s.state = 'active' AND s.resource->>'caseSensitive' = 'false'
+         LEFT JOIN term_concepts c ON c.cs = s.id AND c.code = v.code
+         WHERE lower(v.code) = lower(${c.code}) AND (${system}::text IS NULL OR v.system = ${system}) ORDER BY v.ord, s.id DESC LIMIT 1) insensitive
+        LIMIT 1`.render();
       const r = await this.db.query<{ system: string; display: string | null; inactive: boolean; cs_display: string | null; designations: ConceptRow['designations'] }>(text, values);
       const hit = r.rows[0];
       const label = c.system ? `${c.system}#${c.code}` : c.code!;
@@ -374,9 +391,13 @@ export class TerminologyService {
     return TerminologyService.validation(results);
   }
 
-  /** ConceptMap/$translate: the targets of the loaded concept maps for a code (source to target only). */
+  /**
+   * ConceptMap/$translate: the targets of the loaded concept maps for a code, with what a group answers for a code it
+   * does not list (`unmapped`: the code as provided, a fixed code, or another map's answer); `reverse` the sources
+   * that map to the code, their equivalence turned round.
+   */
   async translate(input: OpInput, id?: string): Promise<Parameters> {
-    if (bool(input, 'reverse')) throw badRequest('reverse=true is not supported: translate from the source of a concept map to its target');
+    const reverse = bool(input, 'reverse') ?? false;
     const t = (() => {
       const cc = concept(input, 'codeableConcept');
       if (cc) {
@@ -387,37 +408,95 @@ export class TerminologyService {
       return TerminologyService.target(input);
     })();
     if (!t.system) throw badRequest('$translate needs the system of the code (system, or the coding\'s system)');
+    if (!t.code) throw badRequest('$translate needs a code');
     const [url, urlVersion] = (one(input, 'url') ?? '').split('|');
-    const r = await this.db.query<{ url: string; target_system: string | null; target_code: string | null; target_display: string | null; equivalence: string; comment: string | null }>(
-      `SELECT m.url, e.target_system, e.target_code, e.target_display, e.equivalence, e.comment
-       FROM term_concept_map_elements e JOIN term_concept_maps m ON m.id = e.cm AND m.state = 'active'
-       WHERE e.source_code = $1 AND e.source_system = $2
-         AND ($3::text IS NULL OR m.url = $3) AND ($4::text IS NULL OR m.version = $4) AND ($5::text IS NULL OR m.resource_id = $5)
-         AND ($6::text IS NULL OR e.target_system = $6)
-         AND ($7::text IS NULL OR coalesce(m.resource->>'sourceUri', m.resource->>'sourceCanonical') = $7)
-         AND ($8::text IS NULL OR coalesce(m.resource->>'targetUri', m.resource->>'targetCanonical') = $8)
-       ORDER BY m.url, e.ord LIMIT 1000`,
-      [t.code, t.system, url || null, one(input, 'conceptMapVersion') ?? urlVersion ?? null, id ?? null, one(input, 'targetsystem') ?? null, one(input, 'source') ?? null, one(input, 'target') ?? null],
-    );
-    if (id !== undefined && !r.rows.length) {
+    // R4: reverse "reverses the meaning of the source and target parameters".
+    const [source, target] = reverse ? [one(input, 'target'), one(input, 'source')] : [one(input, 'source'), one(input, 'target')];
+    const filters = {
+      url: url || undefined,
+      version: one(input, 'conceptMapVersion') ?? urlVersion,
+      id,
+      source,
+      target,
+      targetSystem: one(input, 'targetsystem'),
+    };
+    // A map reached both directly and through another's `other-map` gives its matches once.
+    const seenMatch = new Set<string>();
+    const matches = (await this.translations(t.code, t.system, filters, reverse, new Set())).filter((m) => {
+      const key = JSON.stringify([m.url, m.equivalence, m.system, m.code]);
+      return !seenMatch.has(key) && !!seenMatch.add(key);
+    });
+    if (id !== undefined && !matches.length) {
       const exists = await this.db.query(`SELECT 1 FROM term_concept_maps WHERE resource_id = $1 AND state = 'active'`, [id]);
       if (!exists.rowCount) throw notFound(`No ConceptMap ${id} is loaded`);
     }
-    const matches = r.rows.map((m) => ({
-      name: 'match',
-      part: [
-        { name: 'equivalence', valueCode: m.equivalence },
-        ...(m.target_code ? [{ name: 'concept', valueCoding: { ...(m.target_system ? { system: m.target_system } : {}), code: m.target_code, ...(m.target_display ? { display: m.target_display } : {}) } }] : []),
-        { name: 'source', valueUri: m.url },
-        ...(m.comment ? [{ name: 'comment', valueString: m.comment }] : []),
-      ],
-    }));
-    const result = r.rows.some((m) => m.equivalence !== 'unmatched' && m.equivalence !== 'disjoint');
+    const result = matches.some((m) => m.equivalence !== 'unmatched' && m.equivalence !== 'disjoint');
     return parameters([
       { name: 'result', valueBoolean: result },
-      result ? undefined : { name: 'message', valueString: `No mapping of ${t.system}#${t.code}${url ? ` in ${url}` : ''}` },
-      ...matches,
+      result ? undefined : { name: 'message', valueString: `No mapping of ${t.system}#${t.code}${url ? ` in ${url}` : ''}${reverse ? ' (reverse)' : ''}` },
+      ...matches.slice(0, 1000).map((m) => ({
+        name: 'match',
+        part: [
+          { name: 'equivalence', valueCode: m.equivalence },
+          ...(m.code ? [{ name: 'concept', valueCoding: { ...(m.system ? { system: m.system } : {}), code: m.code, ...(m.display ? { display: m.display } : {}) } }] : []),
+          { name: 'source', valueUri: m.url },
+          ...(m.comment ? [{ name: 'comment', valueString: m.comment }] : []),
+        ],
+      })),
     ]);
+  }
+
+  /** Equivalences read the other way (reverse): the source is narrower than a target wider than it, … */
+  private static readonly REVERSED: Record<string, string> = { wider: 'narrower', narrower: 'wider', subsumes: 'specializes', specializes: 'subsumes' };
+
+  /**
+   * The matches of one code in the maps `f` selects; `seen` the maps an `other-map` chain has visited (a map sending a
+   * code to one that sends it back ends there).
+   */
+  private async translations(
+    code: string,
+    system: string,
+    f: { url?: string; version?: string; id?: string; source?: string; target?: string; targetSystem?: string },
+    reverse: boolean,
+    seen: Set<string>,
+  ): Promise<Array<{ url: string; equivalence: string; system: string | null; code: string | null; display: string | null; comment: string | null }>> {
+    const maps = and(
+      sql`m.state = 'active'`,
+      f.url === undefined ? undefined : sql`m.url = ${f.url}`,
+      f.version === undefined ? undefined : sql`m.version = ${f.version}`,
+      f.id === undefined ? undefined : sql`m.resource_id = ${f.id}`,
+      f.source === undefined ? undefined : sql`coalesce(m.resource->>'sourceUri', m.resource->>'sourceCanonical') = ${f.source}`,
+      f.target === undefined ? undefined : sql`coalesce(m.resource->>'targetUri', m.resource->>'targetCanonical') = ${f.target}`,
+    );
+    const statement = reverse
+      ? sql`SELECT m.url, e.source_system AS system, e.source_code AS code, NULL::text AS display, e.equivalence, e.comment
+          FROM term_concept_map_elements e JOIN term_concept_maps m ON m.id = e.cm
+          WHERE e.target_code = ${code} AND e.target_system = ${system} AND e.equivalence NOT LIKE 'unmapped:%' AND ${maps}
+            ${f.targetSystem === undefined ? sql`` : sql`AND e.source_system = ${f.targetSystem}`}
+          ORDER BY m.url, e.ord LIMIT 1000`
+      : sql`SELECT m.url, e.target_system AS system, e.target_code AS code, e.target_display AS display, e.equivalence, e.comment
+          FROM term_concept_map_elements e JOIN term_concept_maps m ON m.id = e.cm
+          WHERE e.source_system = ${system} AND ${maps} ${f.targetSystem === undefined ? sql`` : sql`AND e.target_system = ${f.targetSystem}`}
+            AND (e.source_code = ${code} OR (e.source_code = '' AND e.equivalence LIKE 'unmapped:%'
+              AND NOT EXISTS (SELECT 1 FROM term_concept_map_elements x WHERE x.cm = e.cm AND x.source_code = ${code} AND x.source_system = ${system}
+                              AND (x.target_system IS NULL OR x.target_system IS NOT DISTINCT FROM e.target_system))))
+          ORDER BY m.url, e.ord LIMIT 1000`;
+    const { text, values } = statement.render();
+    const rows = (await this.db.query<{ url: string; system: string | null; code: string | null; display: string | null; equivalence: string; comment: string | null }>(text, values)).rows;
+    const out = [];
+    for (const r of rows) {
+      if (reverse) out.push({ ...r, equivalence: TerminologyService.REVERSED[r.equivalence] ?? r.equivalence });
+      else if (r.equivalence === 'unmapped:provided') out.push({ ...r, equivalence: 'equal', code, display: null, comment: null });
+      else if (r.equivalence === 'unmapped:fixed') out.push({ ...r, equivalence: 'inexact', comment: null });
+      else if (r.equivalence === 'unmapped:other-map') {
+        seen.add(r.url);
+        const other = r.comment!;
+        if (seen.has(other.split('|')[0]!) || seen.size > 5) continue;
+        const [otherUrl, otherVersion] = other.split('|');
+        out.push(...(await this.translations(code, system, { url: otherUrl, version: otherVersion, targetSystem: f.targetSystem }, false, seen)));
+      } else out.push(r);
+    }
+    return out;
   }
 
   /**
