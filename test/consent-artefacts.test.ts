@@ -5,6 +5,7 @@ import { openDatabase } from '../src/db/open';
 import { loadConfig } from '../src/config';
 import { startPont } from '../src/server';
 import { bearerFrom, startPontProcess, stopPontProcess, type PontProcess } from './webhooks-support';
+import { eventually } from './eventually';
 
 /**
  * Consent artefacts (issue 43): a consent states a purpose, kinds of record (hi_types), a period of care
@@ -151,6 +152,8 @@ describe('request → approve narrower → read: exactly 2024 prescriptions, on 
     // The patient the records are about comes with every kind (an exchange's bundles carry it), whatever the period.
     expect(await search(`/MedicationRequest?patient=${patientId}&_include=MedicationRequest:subject`)).toEqual([ids.rx2024, `Patient/${patientId}`].sort());
     expect(await search(`/DiagnosticReport?patient=${patientId}&_revinclude=Observation:subject`)).toEqual([]);
+    const everyKind = ['MedicationRequest:subject', 'DiagnosticReport:subject', 'Observation:subject', 'Immunization:patient'].map((r) => `&_revinclude=${r}`).join('');
+    expect(await search(`/Patient?_id=${patientId}${everyKind}`)).toEqual([ids.rx2024, `Patient/${patientId}`].sort());
     expect((await fhir(clinic, `/${ids.rx2024}`)).status).toBe(200);
     for (const other of [ids.rx2023, ids.rxUndated, ids.report2024, ids.lab2024, ids.vaccine2024]) expect((await fhir(clinic, `/${other}`)).status, other).toBe(404);
     const everything = await fhir(clinic, `/Patient/${patientId}/$everything`);
@@ -186,6 +189,60 @@ describe('request → approve narrower → read: exactly 2024 prescriptions, on 
     }
     expect(got.sort()).toEqual([ids.rx2024, `Patient/${patientId}`].sort());
   });
+
+  it('FHIR Subscriptions notify only what the artefact covers: a 2024 prescription, not one of 2023, not a diagnostic report', async () => {
+    // A rest-hook endpoint as the Subscriptions Backport IG describes it (test/fhir-subscriptions.test.ts tests the channel itself).
+    const { createServer } = await import('node:http');
+    const received: any[] = [];
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        received.push(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+        res.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    onTestFinished(() => new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve()))));
+    const endpoint = `http://127.0.0.1:${(server.address() as { port: number }).port}/notify`;
+    const BACKPORT = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition';
+    const topics = (await fhir(clinic, '/SubscriptionTopic')).body.entry.map((e: any) => e.fullUrl as string);
+    const subscribe = async (topic: string) => {
+      const res = await fhir(clinic, '/Subscription', {
+        method: 'POST',
+        headers: { 'content-type': 'application/fhir+json' },
+        json: {
+          resourceType: 'Subscription',
+          meta: { profile: [`${BACKPORT}/backport-subscription`] },
+          status: 'requested',
+          reason: 'what the artefact covers',
+          criteria: topics.find((u: string) => u.endsWith(`/${topic}`)),
+          channel: { type: 'rest-hook', endpoint, payload: 'application/fhir+json', _payload: { extension: [{ url: `${BACKPORT}/backport-payload-content`, valueCode: 'full-resource' }] } },
+        },
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      await eventually(async () => expect((await fhir(clinic, `/Subscription/${res.body.id}`)).body.status).toBe('active'));
+      return res.body.id as string;
+    };
+    const prescriptions = await subscribe('prescription-issued');
+    const reports = await subscribe('diagnosticreport-final');
+    const medication = { resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Insulin glargine' } };
+    // Outside the artefact first (another year, another kind), then inside it: the fan-out numbers changes in order.
+    await write('subRx2023', { ...medication, authoredOn: '2023-07-07' });
+    await write('subReport2024', { resourceType: 'DiagnosticReport', status: 'final', code: { text: 'Lipids' }, effectiveDateTime: '2024-07-07T10:00:00Z' });
+    await write('subRx2024', { ...medication, authoredOn: '2024-07-07' });
+    const notices = () => received.filter((b) => b.entry?.[0]?.resource?.parameter?.some((p: any) => p.name === 'type' && p.valueCode === 'event-notification'));
+    await eventually(() => expect(notices().length).toBeGreaterThanOrEqual(1));
+    const all = JSON.stringify(notices());
+    expect(notices()).toHaveLength(1);
+    expect(notices()[0].entry.slice(1).map((e: any) => ref(e.resource))).toEqual([ids.subRx2024]);
+    for (const outside of [ids.subRx2023!, ids.subReport2024!]) expect(all).not.toContain(outside.split('/')[1]);
+    // What each subscription numbered: one event for the prescriptions, none for the reports.
+    const since = async (id: string) =>
+      Number((await fhir(clinic, `/Subscription/${id}/$status`)).body.entry[0].resource.parameter.find((p: any) => p.name === 'events-since-subscription-start').valueString);
+    expect(await since(prescriptions)).toBe(1);
+    expect(await since(reports)).toBe(0);
+  });
 });
 
 describe('approving narrower: a shorter period and an earlier end are recorded as approved', () => {
@@ -218,6 +275,12 @@ describe('consents made before artefacts keep working', () => {
     const grant = await connect(clinic, `/patient/${other.body.health_id}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at: inDays(30) } });
     expect(grant.status).toBe(201);
     expect(grant.body).toMatchObject({ purpose_of_use: 'CAREMGT', hi_types: [], date_range: null, erase_at: null, frequency: null });
+    // And it reads as before: every type of its classes, of any date or none.
+    const pid = (await fhir(hospital, `/Patient?identifier=https://pont.health/fhir/sid/health-id|${other.body.health_id}`)).body.entry[0].resource.id;
+    const rx = await fhir(hospital, '/MedicationRequest', { method: 'POST', json: { resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Old' }, subject: { reference: `Patient/${pid}` }, authoredOn: '2019-01-01' } });
+    const lab = await fhir(hospital, '/Observation', { method: 'POST', json: { resourceType: 'Observation', status: 'final', code: { text: 'Undated' }, subject: { reference: `Patient/${pid}` } } });
+    for (const made of [rx, lab]) expect((await fhir(clinic, `/${made.body.resourceType}/${made.body.id}`)).status).toBe(200);
+    expect((await fhir(clinic, `/Patient/${pid}`)).status).toBe(200);
   });
 });
 
