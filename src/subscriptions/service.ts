@@ -37,6 +37,7 @@ const NOTIFY_IDS = 200;
 const EXT = (name: string) => `${BACKPORT}/StructureDefinition/${name}`;
 export const PROFILE = EXT('backport-subscription');
 const FILTER_EXT = EXT('backport-filter-criteria');
+const CHANNEL_TYPE_EXT = EXT('backport-channel-type');
 const CONTENT_EXT = EXT('backport-payload-content');
 const HEARTBEAT_EXT = EXT('backport-heartbeat-period');
 const TIMEOUT_EXT = EXT('backport-timeout');
@@ -110,6 +111,45 @@ function list(value: unknown, what: string): Array<Record<string, unknown>> {
   if (!Array.isArray(value) || value.some((v) => typeof v !== 'object' || v === null)) throw invalid(`${what} must be a list of objects`);
   return value;
 }
+/**
+ * The filters of one backport-filter-criteria value, in any of the forms the IG lists (components.html "Subscription
+ * Filters"): `name=value`, `Type.name=value`, or `Type?name=value` (its examples), several joined with `&`. A name must
+ * be one of the topic's filters; a modifier (`name:modifier`) is none the topics define: refused, as the IG asks.
+ */
+function filtersOf(topic: Topic, text: string): Array<{ name: string; value: string }> {
+  const shown = text.slice(0, 200);
+  const problem = `backport-filter-criteria: ${shown} must be ${topic.resource}?name=value (or name=value, ${topic.resource}.name=value), with a filter of the topic ${topic.id}`;
+  const question = text.indexOf('?');
+  const query = question < 0 ? text : text.slice(question + 1);
+  if (question >= 0 && text.slice(0, question) !== topic.resource) throw invalid(problem);
+  const out: Array<{ name: string; value: string }> = [];
+  for (const [raw, value] of new URLSearchParams(query)) {
+    const name = raw.startsWith(`${topic.resource}.`) ? raw.slice(topic.resource.length + 1) : raw;
+    if (!topic.filters.some((f) => f.name === name))
+      throw invalid(`backport-filter-criteria: the topic ${topic.id} does not allow filtering by "${raw.slice(0, 100)}" (it allows: ${topic.filters.map((f) => f.name).join(', ') || 'none'}; no modifiers)`);
+    if (!value || value.length > 256) throw invalid(`backport-filter-criteria: ${name} needs a value (at most 256 characters)`);
+    out.push({ name, value });
+  }
+  if (!out.length) throw invalid(problem);
+  return out;
+}
+
+/**
+ * Subscription.channel.payload: FHIR JSON, with at most a charset and the FHIR version of the notifications
+ * (components.html "Subscriptions and FHIR Versions": `fhirVersion=4.0` is R4, what Pont sends; any other is refused).
+ */
+function payloadProblem(payload: unknown): void {
+  if (typeof payload !== 'string' || payload.length > 200) throw invalid('Subscription.channel.payload must be application/fhir+json');
+  const [type, ...params] = payload.split(';').map((p) => p.trim().toLowerCase());
+  if (type !== 'application/fhir+json' && type !== 'application/json') throw invalid('Subscription.channel.payload must be application/fhir+json');
+  for (const param of params) {
+    const [key, value] = param.split('=', 2).map((x) => x?.trim());
+    if (key === 'fhirversion') {
+      if (value !== '4.0' && !/^4\.0\.\d+$/.test(value ?? '')) throw invalid(`Subscription.channel.payload: notifications are FHIR R4 here (fhirVersion=4.0), not ${String(value).slice(0, 20)}`);
+    } else if (key !== 'charset' || value !== 'utf-8') throw invalid(`Subscription.channel.payload: the parameter ${String(key).slice(0, 40)} is not supported`);
+  }
+}
+
 const ext = (elements: Array<{ url: string }> | undefined, url: string) => elements?.find((e) => e.url === url) as Record<string, any> | undefined;
 
 export class FhirSubscriptions {
@@ -165,29 +205,29 @@ export class FhirSubscriptions {
     const prefix = `${this.base}/SubscriptionTopic/`;
     const topic = s.criteria.startsWith(prefix) ? this.byId.get(s.criteria.slice(prefix.length).split('|')[0]!) : undefined;
     if (!topic) throw invalid(`Subscription.criteria: ${s.criteria.slice(0, 200)} is not a topic this server publishes (GET /api/fhir/R4/SubscriptionTopic)`);
+    if (s._criteria !== undefined && (typeof s._criteria !== 'object' || s._criteria === null || Array.isArray(s._criteria))) throw invalid('Subscription._criteria must be an object');
     const filters: Array<{ name: string; value: string }> = [];
+    const filterTexts: string[] = [];
     for (const e of list(s._criteria?.extension, 'Subscription._criteria.extension') as Array<{ url: string; valueString?: unknown }>) {
       if (e.url !== FILTER_EXT) continue;
       if (typeof e.valueString !== 'string') throw invalid('backport-filter-criteria must have a valueString such as Encounter?patient=Patient/123');
-      const [type, query] = e.valueString.split('?', 2) as [string, string | undefined];
-      if (type !== topic.resource || !query) throw invalid(`backport-filter-criteria: ${e.valueString.slice(0, 200)} must be ${topic.resource}?name=value`);
-      for (const [name, value] of new URLSearchParams(query)) {
-        if (!topic.filters.some((f) => f.name === name))
-          throw invalid(`backport-filter-criteria: the topic ${topic.id} does not allow filtering by "${name}" (it allows: ${topic.filters.map((f) => f.name).join(', ') || 'none'})`);
-        if (!value || value.length > 256) throw invalid(`backport-filter-criteria: ${name} needs a value`);
-        filters.push({ name, value });
-      }
+      filters.push(...filtersOf(topic, e.valueString));
+      filterTexts.push(e.valueString);
     }
     if (filters.length > 10) throw invalid('At most 10 filters');
     if (s.channel !== undefined && (typeof s.channel !== 'object' || s.channel === null || Array.isArray(s.channel))) throw invalid('Subscription.channel must be an object');
     const channel = (s.channel ?? {}) as Subscription['channel'] & Record<string, any>;
     list(channel.extension, 'Subscription.channel.extension');
+    if (channel._payload !== undefined && (typeof channel._payload !== 'object' || channel._payload === null || Array.isArray(channel._payload))) throw invalid('Subscription.channel._payload must be an object');
     list(channel._payload?.extension, 'Subscription.channel._payload.extension');
     list(channel.header, 'Subscription.channel.header');
     const channelType = channel.type;
     if (channelType !== 'rest-hook' && channelType !== 'websocket') throw invalid('Subscription.channel.type must be rest-hook or websocket');
-    if (channel.payload !== undefined && channel.payload !== 'application/fhir+json' && channel.payload !== 'application/json')
-      throw invalid('Subscription.channel.payload must be application/fhir+json');
+    // A custom channel (backport-channel-type on channel.type) is none this server has: the IG says reject it.
+    if (channel._type !== undefined && (typeof channel._type !== 'object' || channel._type === null || Array.isArray(channel._type))) throw invalid('Subscription.channel._type must be an object');
+    if (list(channel._type?.extension, 'Subscription.channel._type.extension').some((e) => e.url === CHANNEL_TYPE_EXT))
+      throw invalid('backport-channel-type: no custom channel is supported here (rest-hook or websocket)');
+    if (channel.payload !== undefined) payloadProblem(channel.payload);
     const content = (ext(channel._payload?.extension, CONTENT_EXT)?.valueCode ?? (channel.payload ? 'id-only' : 'empty')) as string;
     if (!['empty', 'id-only', 'full-resource'].includes(content)) throw invalid('backport-payload-content must be empty, id-only or full-resource');
     const policy = accessPolicyFor(principal, 'fhir');
@@ -223,6 +263,7 @@ export class FhirSubscriptions {
       endpoint = channel.endpoint;
     } else if (channel.endpoint !== undefined) throw invalid('Subscription.channel.endpoint: a websocket subscription has none (use $get-ws-binding-token)');
     if (s.end !== undefined) throw invalid('Subscription.end is not supported: delete the subscription to end it');
+    if (s.reason !== undefined && typeof s.reason !== 'string') throw invalid('Subscription.reason must be a string');
 
     const id = randomBytes(16).toString('hex');
     const stored: Subscription = {
@@ -230,8 +271,9 @@ export class FhirSubscriptions {
       id,
       meta: { profile: [PROFILE] },
       criteria: s.criteria,
-      ...(s._criteria && { _criteria: s._criteria }),
-      ...(s.reason !== undefined && { reason: String(s.reason).slice(0, 500) }),
+      // The filters as given, the only thing of _criteria kept (nothing else of the body is stored).
+      ...(filterTexts.length && ({ _criteria: { extension: filterTexts.map((valueString) => ({ url: FILTER_EXT, valueString })) } } as Record<string, unknown>)),
+      ...(s.reason !== undefined && { reason: s.reason.slice(0, 500) }),
       channel: {
         type: channelType,
         ...(endpoint && { endpoint }),
@@ -245,7 +287,7 @@ export class FhirSubscriptions {
           ],
         }),
       },
-    } as Subscription;
+    } as unknown as Subscription; // its status is the row's (present)
     // A websocket subscription needs no handshake: it is active at once (the client binds with a token).
     const status = channelType === 'rest-hook' ? 'requested' : 'active';
     const secret = await this.db.transaction(async (tx) => {
