@@ -33,6 +33,19 @@ function numberParam(ctx: Context, body: unknown, name: string): number | undefi
   return n;
 }
 
+/** A repeatable parameter of an operation: every `name` of the query and of a Parameters body (valueId, valueCode, valueString). */
+function listParam(ctx: Context, body: unknown, name: string): string[] {
+  const query = ctx.query[name];
+  const fromQuery = query === undefined ? [] : Array.isArray(query) ? query : [query];
+  const parameters = (body as { parameter?: unknown } | undefined)?.parameter;
+  const fromBody = Array.isArray(parameters)
+    ? parameters.filter((p) => p?.name === name).map((p: { valueId?: unknown; valueCode?: unknown; valueString?: unknown }) => p.valueId ?? p.valueCode ?? p.valueString)
+    : [];
+  const values = [...fromQuery, ...fromBody];
+  if (values.some((v) => typeof v !== 'string' || !v || v.length > 64)) throw badRequest(`${name} must be a list of ids or codes (at most 64 characters each)`);
+  return values as string[];
+}
+
 export function subscriptionRoutes(services: Services): RouteSpec[] {
   const subs = services.subscriptions;
   const body = async (ctx: Context) => (ctx.method === 'POST' ? await readBody(ctx, services.config.maxBodyBytes) : undefined);
@@ -54,7 +67,31 @@ export function subscriptionRoutes(services: Services): RouteSpec[] {
       }),
     );
 
+  // The type-level operations ($status of several, a token for several): registered before `Subscription/{id}`.
+  const typeOperations = (name: string, summary: string, run: (ctx: Context, principal: ClientPrincipal, body: unknown) => Promise<unknown>): RouteSpec[] =>
+    (['get', 'post'] as const).map((method) =>
+      defineRoute({
+        method,
+        path: `${FHIR_BASE}/Subscription/$${name}`,
+        operationId: `fhirSubscriptionType${name.replace(/(^|-)(\w)/g, (_m, _d, c: string) => c.toUpperCase())}${method === 'post' ? 'Post' : ''}`,
+        summary,
+        tags,
+        fhir: true,
+        security: { kind: 'client' },
+        group: 'fhir',
+        ...(method === 'post' && { rawBody: { schema: { type: 'object' }, contentTypes: [FHIR_JSON, 'application/json'], required: false } }),
+        responses: { 200: ok(summary), 400: ok('A parameter is not valid'), 404: ok('A subscription named is not found (or another organisation’s)') },
+        handler: async ({ ctx, principal }) => fhirResult(await run(ctx, client(principal), await body(ctx))),
+      }),
+    );
+
   return [
+    ...typeOperations('status', '$status of the organisation’s subscriptions (id, status: repeatable): a searchset Bundle of SubscriptionStatus', (ctx, p, b) =>
+      subs.statusBundleMany(p.organizationId, listParam(ctx, b, 'id'), listParam(ctx, b, 'status')),
+    ),
+    ...typeOperations('get-ws-binding-token', '$get-ws-binding-token for the websocket subscriptions named by id (repeatable, at most 20): one token binds them all', (ctx, p, b) =>
+      subs.bindingToken(p.organizationId, listParam(ctx, b, 'id'), WS_TOKEN_SECONDS),
+    ),
     defineRoute({
       method: 'get',
       path: `${FHIR_BASE}/SubscriptionTopic`,

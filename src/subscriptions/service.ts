@@ -86,6 +86,8 @@ export interface NotificationEvent {
 }
 
 const MAX_EVENTS_PAGE = 1000;
+/** Subscriptions one binding token may name (the socket binds at most 20 in all: src/subscriptions/websocket.ts). */
+const MAX_TOKEN_IDS = 20;
 
 /** A subscription and, when `from`/`to` are given, its events numbered so (loadMany); `organizationId`: only if it is that organisation's. */
 interface LoadRequest {
@@ -562,6 +564,22 @@ export class FhirSubscriptions {
     return { resourceType: 'Bundle', type: 'searchset', total: 1, entry: [{ resource: this.status(row, 'query-status', []), search: { mode: 'match' } }] };
   }
 
+  /**
+   * `$status` at the type level: the SubscriptionStatus of each of the organisation's subscriptions with one of these ids
+   * (none given: all of them, at most 1000) and one of these statuses (none given: any); others' ids are not found.
+   */
+  async statusBundleMany(organizationId: string, ids: string[], statuses: string[]): Promise<Bundle> {
+    for (const st of statuses) if (!['requested', 'active', 'error', 'off'].includes(st)) throw invalid('status must be requested, active, error or off');
+    if (ids.length > 1000) throw invalid('$status: at most 1000 ids');
+    const { rows } = await this.db.query<SubscriptionRow>(
+      `SELECT ${COLUMNS} FROM fhir_subscriptions WHERE organization_id = $1 AND deleted_at IS NULL
+         AND (cardinality($2::text[]) = 0 OR id = ANY($2::text[])) AND (cardinality($3::text[]) = 0 OR status = ANY($3::text[]))
+       ORDER BY created_at, id LIMIT 1000`,
+      [organizationId, ids, statuses],
+    );
+    return { resourceType: 'Bundle', type: 'searchset', total: rows.length, entry: rows.map((r) => ({ resource: this.status(r, 'query-status', []), search: { mode: 'match' } })) };
+  }
+
   /** `$events`: the stored events from `since` to `until` (numbers), as a subscription-notification Bundle (query-event). */
   async eventsBundle(organizationId: string, id: string, since?: number, until?: number, content?: string): Promise<Bundle> {
     const row = await this.row(organizationId, id);
@@ -569,8 +587,10 @@ export class FhirSubscriptions {
     const from = Math.max(1, since ?? 1);
     const to = Math.min(last, until ?? last, from + MAX_EVENTS_PAGE - 1);
     if (content !== undefined && !['empty', 'id-only', 'full-resource'].includes(content)) throw invalid('content must be empty, id-only or full-resource');
-    if (content === 'full-resource' && row.content !== 'full-resource') throw new ApiError(403, ErrorCode.forbidden, 'content full-resource: the subscription was made for less');
-    const shown = content ? { ...row, content: content as Content } : row;
+    // The IG: `content` is a hint the server MAY ignore. Less than the subscription has is given; more is not (it is
+    // answered with what the subscription was made for).
+    const levels: Content[] = ['empty', 'id-only', 'full-resource'];
+    const shown = content && levels.indexOf(content as Content) < levels.indexOf(row.content) ? { ...row, content: content as Content } : row;
     const rows = await storedEvents(this.db, row.id, from, to);
     return this.notification(shown, 'query-event', (await this.visibleMany([{ row: shown, events: rows }]))[0]!);
   }
@@ -606,19 +626,29 @@ export class FhirSubscriptions {
 
   // ------------------------------------------------------------------ websocket
 
-  /** `$get-ws-binding-token`: a one-use token (valid `ttlSeconds`) that binds a websocket to these subscriptions of the organisation. */
-  async bindingToken(organizationId: string, id: string, ttlSeconds: number): Promise<Parameters> {
-    const row = await this.row(organizationId, id);
-    if (row.channel_type !== 'websocket') throw invalid(`Subscription/${id} is not a websocket subscription`);
+  /**
+   * `$get-ws-binding-token`: a one-use token (valid `ttlSeconds`) that binds a websocket to these subscriptions of the
+   * organisation (the instance's, or the ids given at the type level: at most MAX_TOKEN_IDS, each a websocket one).
+   */
+  async bindingToken(organizationId: string, ids: string | string[], ttlSeconds: number): Promise<Parameters> {
+    const wanted = [...new Set(typeof ids === 'string' ? [ids] : ids)];
+    if (!wanted.length) throw invalid('$get-ws-binding-token: name the subscriptions (the id parameter), or call it on one');
+    if (wanted.length > MAX_TOKEN_IDS) throw invalid(`$get-ws-binding-token: at most ${MAX_TOKEN_IDS} subscriptions per token`);
+    const rows: SubscriptionRow[] = [];
+    for (const id of wanted) {
+      const row = await this.row(organizationId, id);
+      if (row.channel_type !== 'websocket') throw invalid(`Subscription/${id} is not a websocket subscription`);
+      rows.push(row);
+    }
     const token = randomBytes(24).toString('base64url');
     const expires = new Date(this.deps.now().getTime() + ttlSeconds * 1000);
-    await this.db.query('INSERT INTO fhir_subscription_ws_tokens (token, organization_id, subscription_ids, expires_at) VALUES ($1, $2, $3, $4)', [token, organizationId, [row.id], expires.toISOString()]);
+    await this.db.query('INSERT INTO fhir_subscription_ws_tokens (token, organization_id, subscription_ids, expires_at) VALUES ($1, $2, $3, $4)', [token, organizationId, rows.map((r) => r.id), expires.toISOString()]);
     return {
       resourceType: 'Parameters',
       parameter: [
         { name: 'token', valueString: token },
         { name: 'expiration', valueDateTime: expires.toISOString() },
-        { name: 'subscription', valueString: `${this.base}/Subscription/${row.id}` },
+        ...rows.map((row) => ({ name: 'subscription', valueString: `${this.base}/Subscription/${row.id}` })),
         { name: 'websocket-url', valueUrl: `${this.deps.publicUrl().replace(/^http/, 'ws')}/api/fhir/R4/$subscription-ws` },
       ],
     };
