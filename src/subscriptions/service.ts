@@ -357,7 +357,8 @@ export class FhirSubscriptions {
   private status(row: SubscriptionRow, type: NotificationType, events: NotificationEvent[], eventsSinceStart = row.events_since_start): Parameters {
     const parameter: ParametersParameter[] = [
       { name: 'subscription', valueReference: { reference: `${this.base}/Subscription/${row.id}` } },
-      { name: 'topic', valueCanonical: topicUrl(this.deps.publicUrl(), row.topic_id) },
+      // The IG: the topic SHOULD NOT be present with `empty` payloads (SHOULD with full-resource, MAY with id-only).
+      ...(row.content === 'empty' ? [] : [{ name: 'topic', valueCanonical: topicUrl(this.deps.publicUrl(), row.topic_id) }]),
       { name: 'status', valueCode: row.status },
       { name: 'type', valueCode: type },
       { name: 'events-since-subscription-start', valueString: String(eventsSinceStart) },
@@ -385,7 +386,8 @@ export class FhirSubscriptions {
         entries.push({
           fullUrl: url,
           ...(row.content === 'full-resource' && e.resource && { resource: e.resource }),
-          request: { method: e.focus.interaction === 'create' ? 'POST' : e.focus.interaction === 'delete' ? 'DELETE' : 'PUT', url: `${e.focus.type}/${e.focus.id}` },
+          // As a history Bundle has it (the IG's example r4-notification-full-resource): a create is a POST to the type.
+          request: e.focus.interaction === 'create' ? { method: 'POST', url: e.focus.type } : { method: e.focus.interaction === 'delete' ? 'DELETE' : 'PUT', url: `${e.focus.type}/${e.focus.id}` },
           response: { status: e.focus.interaction === 'create' ? '201' : '200' },
         });
       }
@@ -524,9 +526,8 @@ export class FhirSubscriptions {
       // Past retention: still numbered, naming nothing.
       events = Array.from({ length: last - eventNumber + 1 }, (_, i) => visible.get(eventNumber + i) ?? { number: eventNumber + i, timestamp: this.deps.now().toISOString() });
     }
-    // A handshake tells the status the subscription will have once it succeeds.
-    const shown = type === 'handshake' ? { ...row, status: 'active' as const } : row;
-    return JSON.stringify(this.notification(shown, type, events));
+    // The status as it is when the notification is built (the IG's example handshake: requested, until it succeeds).
+    return JSON.stringify(this.notification(row, type, events));
   }
 
   /**
