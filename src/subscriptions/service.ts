@@ -677,11 +677,11 @@ export class FhirSubscriptions {
   }
 
   /** The handshake a websocket client gets once bound (the IG: a handshake per bound subscription). */
-  async wsHandshake(organizationId: string, id: string): Promise<{ body: string; last: number } | undefined> {
+  async wsHandshake(organizationId: string, id: string): Promise<{ body: string; last: number; heartbeatSeconds: number | null } | undefined> {
     const { rows } = await this.db.query<SubscriptionRow>(`SELECT ${COLUMNS} FROM fhir_subscriptions WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL`, [id, organizationId]);
     const row = rows[0];
     if (!row) return undefined;
-    return { body: JSON.stringify(this.notification(row, 'handshake', [])), last: Number(row.events_since_start) };
+    return { body: JSON.stringify(this.notification(row, 'handshake', [])), last: Number(row.events_since_start), heartbeatSeconds: row.heartbeat_seconds };
   }
 
   async wsHeartbeat(organizationId: string, id: string): Promise<string | undefined> {

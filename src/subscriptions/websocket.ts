@@ -7,8 +7,12 @@ import { SUBSCRIPTION_CHANNEL, type FhirSubscriptions } from './service';
 
 /** Where websocket clients connect (the `websocket-url` of $get-ws-binding-token). */
 export const WS_PATH = '/api/fhir/R4/$subscription-ws';
-/** A bound socket hears a heartbeat this often when its subscriptions set none (and catches up then, should a NOTIFY be lost). */
-const DEFAULT_HEARTBEAT_MS = 30_000;
+/**
+ * A bound socket catches up this often, should a NOTIFY be lost, and gets a WebSocket ping frame (a keep-alive for the
+ * proxies between, answered by the client's WebSocket stack, not its code). Heartbeat notifications are the
+ * subscription's: at its backport-heartbeat-period, none without one (the IG).
+ */
+const CATCH_UP_MS = 30_000;
 const MAX_MESSAGE_BYTES = 4096;
 const MAX_BINDINGS_PER_SOCKET = 20;
 
@@ -22,6 +26,8 @@ interface Binding {
   queue: Promise<void>;
   /** A catch-up is queued and not yet started: wake-ups meanwhile are served by it (no backlog of empty reads). */
   waiting: boolean;
+  /** Its heartbeats (backport-heartbeat-period), when it has a period. */
+  heartbeat?: NodeJS.Timeout;
 }
 
 /**
@@ -61,18 +67,16 @@ export function subscriptionSockets(server: Server, subs: FhirSubscriptions, db:
 
   const serve = (ws: WebSocket) => {
     const mine: Binding[] = [];
-    const timer = setInterval(async () => {
-      for (const b of mine) {
-        const beat = await subs.wsHeartbeat(b.organizationId, b.id).catch(() => undefined);
-        if (beat && ws.readyState === ws.OPEN) ws.send(beat);
-        pump(b);
-      }
-    }, DEFAULT_HEARTBEAT_MS);
+    const timer = setInterval(() => {
+      if (ws.readyState === ws.OPEN) ws.ping();
+      for (const b of mine) pump(b);
+    }, CATCH_UP_MS);
     timer.unref();
     ws.on('message', async (data, isBinary) => {
       const text = isBinary ? '' : data.toString('utf8').trim();
       if (text === 'ping') return void ws.send('pong');
-      const token = /^bind-with-token:\s*(\S+)$/.exec(text)?.[1];
+      // The IG's websocket diagram writes it both ways: `bind-with-token <token>` and `bind-with-token: <token>`.
+      const token = /^bind-with-token(?::\s*|\s+)(\S+)$/.exec(text)?.[1];
       if (!token) return void ws.send(JSON.stringify({ resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'invalid', diagnostics: 'Send "bind-with-token: <token>" (from $get-ws-binding-token) or "ping"' }] }));
       const bound = await subs.redeem(token).catch(() => undefined);
       if (!bound || mine.length + bound.length > MAX_BINDINGS_PER_SOCKET) {
@@ -88,6 +92,13 @@ export function subscriptionSockets(server: Server, subs: FhirSubscriptions, db:
         ws.send(handshake.body);
         // From the handshake on: what the subscription numbers after it is sent (missed events: $events).
         const b: Binding = { socket: ws, id, organizationId, last: handshake.last, queue: Promise.resolve(), waiting: false };
+        if (handshake.heartbeatSeconds) {
+          b.heartbeat = setInterval(async () => {
+            const beat = await subs.wsHeartbeat(organizationId, id).catch(() => undefined);
+            if (beat && ws.readyState === ws.OPEN) ws.send(beat);
+          }, handshake.heartbeatSeconds * 1000);
+          b.heartbeat.unref();
+        }
         mine.push(b);
         let set = bindings.get(id);
         if (!set) bindings.set(id, (set = new Set()));
@@ -98,6 +109,7 @@ export function subscriptionSockets(server: Server, subs: FhirSubscriptions, db:
     ws.on('close', () => {
       clearInterval(timer);
       for (const b of mine) {
+        clearInterval(b.heartbeat);
         const set = bindings.get(b.id);
         set?.delete(b);
         if (set && !set.size) bindings.delete(b.id);
