@@ -220,3 +220,56 @@ describe('a code system that is not case sensitive, and what $lookup returns', (
     expect(await props('')).toEqual(expect.arrayContaining(['designation', 'property:parent', 'property:child', 'property:inactive']));
   });
 });
+
+describe('the version that answers when none is asked for', () => {
+  const cs = (version: string, display: string, extra: object[] = []): any => ({
+    resourceType: 'CodeSystem', id: 'r4-versions', url: 'http://example.org/cs/versions', version, status: 'active', content: 'complete',
+    concept: [{ code: 'top', display, concept: [{ code: 'kid', display: 'Kid' }, ...extra] }],
+  });
+  beforeAll(async () => {
+    // Loaded out of order: 1.10 (the highest: numbers compare as numbers, 10 > 9), then 1.9, then a version that does
+    // not compare.
+    await loadResource(loader, cs('1.10', 'Top 1.10', [{ code: 'only-in-1.10', display: 'New' }]));
+    await loadResource(loader, cs('1.9', 'Top 1.9'));
+    await loadResource(loader, cs('draft', 'Top draft'));
+    for (const version of ['b', 'a'])
+      await loadResource(loader, { resourceType: 'CodeSystem', id: 'r4-words', url: 'http://example.org/cs/words', version, status: 'active', content: 'complete', concept: [{ code: 'x', display: `X ${version}` }] });
+    for (const [version, code] of [['2', 'kid'], ['1', 'top']])
+      await loader.loadValueSet({ resourceType: 'ValueSet', id: 'r4-vs-versions', url: 'http://example.org/vs/versions', version, status: 'active', compose: { include: [{ system: 'http://example.org/cs/versions', concept: [{ code }] }] } });
+  });
+  const display = async (query: string) => param((await get(`CodeSystem/$lookup?${query}`)).body, 'display')?.valueString;
+
+  it('is the highest version where versions compare (numbers, dates), else the one loaded last; a version asked for answers', async () => {
+    expect(await display('system=http://example.org/cs/versions&code=top')).toBe('Top 1.10');
+    expect(await display('system=http://example.org/cs/versions&code=top&version=1.9')).toBe('Top 1.9');
+    expect(await display('system=http://example.org/cs/versions&code=top&version=draft')).toBe('Top draft');
+    expect(await display('system=http://example.org/cs/words&code=x')).toBe('X a');
+    expect(param((await get('CodeSystem/$validate-code?url=http://example.org/cs/versions&code=only-in-1.10')).body, 'result').valueBoolean).toBe(true);
+    // A value set's version too; and a value set drawing on the code system is expanded against its current version.
+    expect(codes((await get('ValueSet/$expand?url=http://example.org/vs/versions')).body)).toEqual(['kid']);
+    expect(codes((await get('ValueSet/$expand?url=http://example.org/vs/versions&valueSetVersion=1')).body)).toEqual(['top']);
+    const given = await post('ValueSet/$expand', [{ name: 'valueSet', resource: { resourceType: 'ValueSet', status: 'draft', compose: { include: [{ system: 'http://example.org/cs/versions', filter: [{ property: 'concept', op: 'is-a', value: 'top' }] }] } } }]);
+    expect(codes(given.body).sort()).toEqual(['kid', 'only-in-1.10', 'top']);
+    expect(given.body.expansion.contains[0].version).toBe('1.10');
+    // A concept map's too: only its current version translates, unless one is asked for.
+    for (const [version, target] of [['3', 'new'], ['2', 'old']])
+      await loader.loadConceptMap({ resourceType: 'ConceptMap', id: 'r4-cm-versions', url: 'http://example.org/cm/versions', version, status: 'active', group: [{ source: 'http://example.org/cs/versions', target: 'http://example.org/t', element: [{ code: 'top', target: [{ code: target, equivalence: 'equal' }] }] }] });
+    const translated = async (extra: string) =>
+      (await get(`ConceptMap/$translate?url=http://example.org/cm/versions&system=http://example.org/cs/versions&code=top${extra}`)).body.parameter.filter((p: any) => p.name === 'match').map((m: any) => m.part[1].valueCoding.code);
+    expect(await translated('')).toEqual(['new']);
+    expect(await translated('&conceptMapVersion=2')).toEqual(['old']);
+  });
+
+  it('is the version :below searches through', async () => {
+    const writer = await createTestClient(pont, ['fhir:write', 'fhir:read', 'terminology:read'], { organizationId: 'org-term-r4-versions' });
+    const created = await pont.json(`${BASE}/Observation`, {
+      method: 'POST',
+      headers: writer.headers,
+      json: { resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'http://example.org/cs/versions', code: 'only-in-1.10' }] } },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const found = await pont.json(`${BASE}/Observation?code:below=${encodeURIComponent('http://example.org/cs/versions|top')}`, { headers: writer.headers });
+    expect(found.status, JSON.stringify(found.body)).toBe(200);
+    expect(found.body.entry?.map((e: any) => e.resource.id)).toEqual([created.body.id]);
+  });
+});

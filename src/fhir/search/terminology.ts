@@ -1,7 +1,8 @@
 import { ApiError, badRequest, ErrorCode } from '../../core/errors';
+import { currentFirst } from '../term/current';
 import { TERMINOLOGY_SCOPE } from '../../core/scopes';
 import type { Queryable } from '../../db/database';
-import { sql, type Sql } from '../../db/sql';
+import { sql, Sql } from '../../db/sql';
 import type { Filter, ParsedSearch, TokenValue } from './parse';
 
 /**
@@ -11,8 +12,10 @@ import type { Filter, ParsedSearch, TokenValue } from './parse';
  * per request.
  */
 
-/** The newest active version of each code system: `s` is term_code_systems. */
-const newest = sql`s.state = 'active' AND s.id = (SELECT max(x.id) FROM term_code_systems x WHERE x.url = s.url AND x.state = 'active')`;
+/** The current version of each code system (src/fhir/term/current.ts): `s` is term_code_systems. */
+const newest = new Sql([`s.state = 'active' AND s.id = (SELECT x.id FROM term_code_systems x WHERE x.url = s.url AND x.state = 'active' ORDER BY ${currentFirst('x')} LIMIT 1)`], []);
+/** The current version first (src/fhir/term/current.ts). */
+const valueSetsCurrentFirst = new Sql([currentFirst('term_value_sets')], []);
 
 /** `hash_sys_value IN (…)` for `:below` (the concept and its descendants) or `:above` (it and its ancestors). */
 export function hierarchyCondition(resourceType: string, param: string, v: TokenValue, direction: 'below' | 'above'): Sql {
@@ -28,7 +31,7 @@ export function hierarchyCondition(resourceType: string, param: string, v: Token
 export function valueSetCondition(resourceType: string, param: string, v: TokenValue): Sql {
   const [url, version] = v.valueSet!.split('|');
   return sql`hash_sys_value IN (SELECT pont_token_hash(${resourceType}, ${param}, c.system, c.code) FROM term_value_set_codes c
-    WHERE c.vs = (SELECT id FROM term_value_sets WHERE url = ${url!} AND state = 'active'${version ? sql` AND version = ${version}` : sql``} ORDER BY id DESC LIMIT 1))`;
+    WHERE c.vs = (SELECT id FROM term_value_sets WHERE url = ${url!} AND state = 'active'${version ? sql` AND version = ${version}` : sql``} ORDER BY ${valueSetsCurrentFirst} LIMIT 1))`;
 }
 
 /** What of the loaded terminology a search's filters use (chains and `_has` included). */
@@ -79,7 +82,7 @@ export async function checkTerminologyLoaded(db: Queryable, search: ParsedSearch
        WHERE NOT EXISTS (SELECT 1 FROM term_code_systems WHERE url = u AND state = 'active')
      UNION ALL
      SELECT 'valueSet', v, (SELECT coalesce(unexpandable, '') FROM term_value_sets
-       WHERE url = split_part(v, '|', 1) AND state = 'active' AND (strpos(v, '|') = 0 OR version = split_part(v, '|', 2)) ORDER BY id DESC LIMIT 1)
+       WHERE url = split_part(v, '|', 1) AND state = 'active' AND (strpos(v, '|') = 0 OR version = split_part(v, '|', 2)) ORDER BY ${currentFirst('term_value_sets')} LIMIT 1)
      FROM unnest($2::text[]) v`,
     [systems, valueSets],
   );

@@ -1,4 +1,5 @@
 import type { ValueSet, ValueSetComposeInclude, ValueSetComposeIncludeFilter, ValueSetExpansionContains } from '@medplum/fhirtypes';
+import { currentFirst } from './current';
 import { badRequest, validationFailed } from '../../core/errors';
 import { sqlState, type Queryable } from '../../db/database';
 import { and, join, sql, type Sql } from '../../db/sql';
@@ -31,7 +32,7 @@ interface Resolved {
 
 async function codeSystemOf(tx: Queryable, url: string, version: string | undefined): Promise<Resolved | undefined> {
   const r = await tx.query<Resolved>(
-    `SELECT id::text, version FROM term_code_systems WHERE url = $1 AND state = 'active' AND ($2::text IS NULL OR version = $2) ORDER BY id DESC LIMIT 1`,
+    `SELECT id::text, version FROM term_code_systems WHERE url = $1 AND state = 'active' AND ($2::text IS NULL OR version = $2) ORDER BY ${currentFirst('term_code_systems')} LIMIT 1`,
     [url, version ?? null],
   );
   return r.rows[0];
@@ -40,7 +41,7 @@ async function codeSystemOf(tx: Queryable, url: string, version: string | undefi
 async function valueSetOf(tx: Queryable, ref: string): Promise<string> {
   const [url, version] = ref.split('|');
   const r = await tx.query<{ id: string; unexpandable: string | null }>(
-    `SELECT id::text, unexpandable FROM term_value_sets WHERE url = $1 AND state = 'active' AND ($2::text IS NULL OR version = $2) ORDER BY id DESC LIMIT 1`,
+    `SELECT id::text, unexpandable FROM term_value_sets WHERE url = $1 AND state = 'active' AND ($2::text IS NULL OR version = $2) ORDER BY ${currentFirst('term_value_sets')} LIMIT 1`,
     [url, version ?? null],
   );
   const vs = r.rows[0];

@@ -1,4 +1,5 @@
 import type { Resource } from '@medplum/fhirtypes';
+import { currentFirst } from './current';
 import { ApiError, ErrorCode } from '../../core/errors';
 import type { Database, Queryable } from '../../db/database';
 import { NotifiedCache, setBounded } from '../../db/notified-cache';
@@ -11,9 +12,9 @@ import { bindingIssue, boundValues, outsideBindings } from './bindings';
  * value set (memberOf()). The rules are written here once: `$validate`'s binding check and the writes' refusal of a
  * code outside a loaded value set of a required binding (refusals) ask membership here too.
  *
- * - The current version of a code system or value set is its newest active one (the one `:below` and `:in` search).
+ * - The current version of a code system or value set is the one src/fhir/term/current.ts names (the one `:below` and `:in` search).
  * - A code is in a value set when its stored expansion holds the code from the coding's system; a bare code (a `code`
- *   element, no system) is in it from any of its systems. A value set that is not loaded, or whose newest version
+ *   element, no system) is in it from any of its systems. A value set that is not loaded, or whose current version
  *   cannot be expanded, answers nothing (undefined): not judged.
  *
  * Records are a hot path (a page maps some 200 resources): a page's questions are answered in one statement, and the
@@ -42,7 +43,7 @@ interface Loaded {
 }
 /** A code system's displays by code (null: no such concept, or no display). */
 type Displays = Map<string, string | null>;
-/** A value set's answers by `system|code` (`|code`: a bare code); null: loaded, but its newest version cannot be expanded. */
+/** A value set's answers by `system|code` (`|code`: a bare code); null: loaded, but its current version cannot be expanded. */
 type Members = Map<string, boolean> | null;
 type Entry = Loaded | Displays | Members;
 
@@ -50,12 +51,12 @@ const codingKey = (system: string | undefined, code: string) => `${system ?? ''}
 
 /**
  * The rule of membership in SQL: the questions are the arrays $first…$first+3 (value set url, its version or null,
- * the coding's system or null, the code), numbered `x.i` from 1; `v` is the value set's newest active version (of
+ * the coding's system or null, the code), numbered `x.i` from 1; `v` is the value set's current version (of
  * that version when one is asked), `v.unexpandable` null when it is expanded.
  */
 const membershipFrom = (first: number) => `FROM unnest($${first}::text[], $${first + 1}::text[], $${first + 2}::text[], $${first + 3}::text[]) WITH ORDINALITY AS x(url, version, system, code, i)
   JOIN LATERAL (SELECT id, unexpandable FROM term_value_sets v WHERE v.url = x.url AND v.state = 'active' AND (x.version IS NULL OR v.version = x.version)
-                ORDER BY v.id DESC LIMIT 1) v ON true`;
+                ORDER BY ${currentFirst('v')} LIMIT 1) v ON true`;
 /** Is the question's code in `v`'s stored expansion: from the coding's system, or from any for a bare code. */
 const IS_MEMBER = `v.unexpandable IS NULL AND CASE WHEN x.system IS NULL
   THEN EXISTS (SELECT 1 FROM term_value_set_codes c WHERE c.vs = v.id AND c.code = x.code)
@@ -129,7 +130,7 @@ export class TerminologyLookup {
       const { rows } = await q.query<{ kind: 'd' | 'm' | 'x'; i: number; display: string | null; member: boolean | null }>(
         `SELECT 'd' AS kind, x.i::int, c.display, NULL::boolean AS member
            FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(system, code, i)
-           JOIN LATERAL (SELECT id FROM term_code_systems s WHERE s.url = x.system AND s.state = 'active' ORDER BY s.id DESC LIMIT 1) s ON true
+           JOIN LATERAL (SELECT id FROM term_code_systems s WHERE s.url = x.system AND s.state = 'active' ORDER BY ${currentFirst('s')} LIMIT 1) s ON true
            JOIN term_concepts c ON c.cs = s.id AND c.code = x.code
          UNION ALL
          SELECT CASE WHEN v.unexpandable IS NULL THEN 'm' ELSE 'x' END, x.i::int, NULL, ${IS_MEMBER}

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { currentFirst } from './current';
 import type { CodeableConcept, Coding, OperationOutcomeIssue, Parameters, ParametersParameter, Resource, ValueSet, ValueSetExpansionContains } from '@medplum/fhirtypes';
 import { bindingIssue, boundValues, outsideBindings } from './bindings';
 import { TerminologyLookup } from './lookup';
@@ -8,7 +9,7 @@ import type { Database, Queryable } from '../../db/database';
 import { escapeLike, normalizeString } from '../normalize';
 import { bool, coding, concept, int, one, parameters, resource, type OpInput } from './params';
 import { givenExpansion } from './expand';
-import { sql, and, type Sql } from '../../db/sql';
+import { sql, and, Sql } from '../../db/sql';
 
 /** The operations, their parameters (R4 OperationDefinitions), and what each answers. */
 export const OPERATIONS = {
@@ -54,6 +55,9 @@ const CONCEPT_OF = (cs: string, code: string) => `SELECT * FROM term_concepts WH
   UNION ALL SELECT * FROM (SELECT * FROM term_concepts WHERE ${code}::text IS NOT NULL AND ${cs}.resource->>'caseSensitive' = 'false' AND cs = ${cs}.id AND lower(code) = lower(${code}) ORDER BY code LIMIT 1) i
   LIMIT 1`;
 
+/** The code system version whose concept gives a value set code's display: the expansion's, else the current one. */
+const CS_OF_CODE = new Sql([`s.version IS NOT DISTINCT FROM v.version DESC, ${currentFirst('s')}`], []);
+
 const versioned = (url: string, version: string | undefined) => (version ? `${url}|${version}` : url);
 
 /**
@@ -78,13 +82,13 @@ export class TerminologyService {
     return this.readerLookup?.answers(q, asked);
   }
 
-  /** The code system (newest loaded version unless one is named), as resolve finds it. */
+  /** The code system (its current version unless one is named: current.ts), as resolve finds it. */
   private async codeSystem(url: string | undefined, version: string | undefined, id: string | undefined): Promise<CodeSystemRow> {
     return (await this.resolve(url, version, id, undefined)).cs;
   }
 
   /**
-   * The code system (newest loaded version unless one is named) and one of its concepts (none asked: `code`
+   * The code system (its current version unless one is named: current.ts) and one of its concepts (none asked: `code`
    * undefined), in one statement (the operations' hot path): the concept's parents and children too when `edges`.
    */
   private async resolve(
@@ -106,7 +110,7 @@ export class TerminologyService {
               }
        FROM (SELECT id, url, version, content, resource FROM term_code_systems
              WHERE state = 'active' AND ($1::text IS NULL OR url = $1) AND ($2::text IS NULL OR resource_id = $2) AND ($3::text IS NULL OR version = $3)
-             ORDER BY id DESC LIMIT 1) s
+             ORDER BY ${currentFirst('term_code_systems')} LIMIT 1) s
        LEFT JOIN LATERAL (${CONCEPT_OF('s', '$4')}) c ON true`,
       [url ?? null, id ?? null, version ?? null, code ?? null],
     );
@@ -266,7 +270,7 @@ export class TerminologyService {
     const r = await this.db.query<{ id: string; url: string; version: string; resource: ValueSet; unexpandable: string | null; code_count: number }>(
       `SELECT id::text, url, version, resource, unexpandable, code_count FROM term_value_sets
        WHERE state = 'active' AND ($1::text IS NULL OR url = $1) AND ($2::text IS NULL OR resource_id = $2) AND ($3::text IS NULL OR version = $3)
-       ORDER BY id DESC LIMIT 1`,
+       ORDER BY ${currentFirst('term_value_sets')} LIMIT 1`,
       [url ?? null, id ?? null, version ?? null],
     );
     const vs = r.rows[0];
@@ -366,12 +370,12 @@ export class TerminologyService {
       const { text, values } = sql`SELECT * FROM (SELECT v.system, v.display, v.inactive, c.display AS cs_display, c.designations FROM (${vs.codes}) v
          LEFT JOIN term_code_systems s ON s.url = v.system AND s.state = 'active'
          LEFT JOIN term_concepts c ON c.cs = s.id AND c.code = v.code
-         WHERE v.code = ${c.code} AND (${system}::text IS NULL OR v.system = ${system}) ORDER BY v.ord, s.id DESC LIMIT 1) exact
+         WHERE v.code = ${c.code} AND (${system}::text IS NULL OR v.system = ${system}) ORDER BY v.ord, ${CS_OF_CODE} LIMIT 1) exact
         UNION ALL
         SELECT * FROM (SELECT v.system, v.display, v.inactive, c.display AS cs_display, c.designations FROM (${vs.codes}) v
          JOIN term_code_systems s ON s.url = v.system AND s.state = 'active' AND s.resource->>'caseSensitive' = 'false'
          LEFT JOIN term_concepts c ON c.cs = s.id AND c.code = v.code
-         WHERE lower(v.code) = lower(${c.code}) AND (${system}::text IS NULL OR v.system = ${system}) ORDER BY v.ord, s.id DESC LIMIT 1) insensitive
+         WHERE lower(v.code) = lower(${c.code}) AND (${system}::text IS NULL OR v.system = ${system}) ORDER BY v.ord, ${CS_OF_CODE} LIMIT 1) insensitive
         LIMIT 1`.render();
       const r = await this.db.query<{ system: string; display: string | null; inactive: boolean; cs_display: string | null; designations: ConceptRow['designations'] }>(text, values);
       const hit = r.rows[0];
@@ -463,7 +467,9 @@ export class TerminologyService {
     const maps = and(
       sql`m.state = 'active'`,
       f.url === undefined ? undefined : sql`m.url = ${f.url}`,
-      f.version === undefined ? undefined : sql`m.version = ${f.version}`,
+      f.version === undefined
+        ? new Sql([`m.id = (SELECT x.id FROM term_concept_maps x WHERE x.url = m.url AND x.state = 'active' ORDER BY ${currentFirst('x')} LIMIT 1)`], [])
+        : sql`m.version = ${f.version}`,
       f.id === undefined ? undefined : sql`m.resource_id = ${f.id}`,
       f.source === undefined ? undefined : sql`coalesce(m.resource->>'sourceUri', m.resource->>'sourceCanonical') = ${f.source}`,
       f.target === undefined ? undefined : sql`coalesce(m.resource->>'targetUri', m.resource->>'targetCanonical') = ${f.target}`,
