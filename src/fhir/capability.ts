@@ -28,6 +28,10 @@ function subscriptionResource(topics: readonly string[]): CapabilityStatementRes
     extension: topics.map((url) => ({ url: `${BACKPORT}/StructureDefinition/capabilitystatement-subscriptiontopic-canonical`, valueCanonical: url })),
     supportedProfile: [`${BACKPORT}/StructureDefinition/backport-subscription`],
     interaction: [{ code: 'create' }, { code: 'read' }, { code: 'delete' }, { code: 'search-type' }],
+    searchParam: [
+      { name: 'url', definition: 'http://hl7.org/fhir/SearchParameter/Subscription-url', type: 'uri', documentation: 'The channel endpoint (rest-hook)' },
+      { name: 'status', definition: 'http://hl7.org/fhir/SearchParameter/Subscription-status', type: 'token' },
+    ],
     operation: [
       { name: 'status', definition: `${BACKPORT}/OperationDefinition/backport-subscription-status` },
       { name: 'events', definition: `${BACKPORT}/OperationDefinition/backport-subscription-events` },

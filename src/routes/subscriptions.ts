@@ -46,6 +46,21 @@ function listParam(ctx: Context, body: unknown, name: string): string[] {
   return values as string[];
 }
 
+/**
+ * The search of Subscription: `url` (its channel's endpoint) and `status`, each once, values joined by commas (OR).
+ * Any other parameter is refused, as the FHIR search does (an ignored one would answer more than was asked).
+ */
+function subscriptionSearch(ctx: Context): { url?: string[]; status?: string[] } {
+  const out: { url?: string[]; status?: string[] } = {};
+  for (const [name, raw] of Object.entries(ctx.query)) {
+    if (name === '_format' || name === '_pretty') continue;
+    if (name !== 'url' && name !== 'status') throw badRequest(`Search parameter ${name.slice(0, 64)} is not supported for Subscription (url, status)`);
+    if (typeof raw !== 'string' || raw.length > 4096) throw badRequest(`${name} must be given once`);
+    out[name] = raw.split(',').filter(Boolean);
+  }
+  return out;
+}
+
 export function subscriptionRoutes(services: Services): RouteSpec[] {
   const subs = services.subscriptions;
   const body = async (ctx: Context) => (ctx.method === 'POST' ? await readBody(ctx, services.config.maxBodyBytes) : undefined);
@@ -153,8 +168,8 @@ export function subscriptionRoutes(services: Services): RouteSpec[] {
       fhir: true,
       security: { kind: 'client' },
       group: 'fhir',
-      responses: { 200: ok('searchset Bundle') },
-      handler: async ({ principal }) => fhirResult(await subs.list(client(principal).organizationId)),
+      responses: { 200: ok('searchset Bundle'), 400: ok('A search parameter it does not have') },
+      handler: async ({ ctx, principal }) => fhirResult(await subs.list(client(principal).organizationId, subscriptionSearch(ctx))),
     }),
     defineRoute({
       method: 'get',

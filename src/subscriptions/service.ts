@@ -327,8 +327,18 @@ export class FhirSubscriptions {
     return this.present(await this.row(organizationId, id));
   }
 
-  async list(organizationId: string): Promise<Bundle> {
-    const { rows } = await this.db.query<SubscriptionRow>(`SELECT ${COLUMNS} FROM fhir_subscriptions WHERE organization_id = $1 AND deleted_at IS NULL ORDER BY created_at, id LIMIT 1000`, [organizationId]);
+  /**
+   * The organisation's subscriptions (at most 1000), searched by `url` (the channel's endpoint: a SHALL of the IG's R4
+   * CapabilityStatement) and `status` (a SHOULD), each a comma-separated OR; both given: both must match.
+   */
+  async list(organizationId: string, search: { url?: string[]; status?: string[] } = {}): Promise<Bundle> {
+    for (const st of search.status ?? []) if (!['requested', 'active', 'error', 'off'].includes(st)) throw invalid('status must be requested, active, error or off');
+    const { rows } = await this.db.query<SubscriptionRow>(
+      `SELECT ${COLUMNS} FROM fhir_subscriptions WHERE organization_id = $1 AND deleted_at IS NULL
+         AND ($2::text[] IS NULL OR endpoint = ANY($2::text[])) AND ($3::text[] IS NULL OR status = ANY($3::text[]))
+       ORDER BY created_at, id LIMIT 1000`,
+      [organizationId, search.url ?? null, search.status ?? null],
+    );
     return {
       resourceType: 'Bundle',
       type: 'searchset',
