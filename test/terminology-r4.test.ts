@@ -273,3 +273,37 @@ describe('the version that answers when none is asked for', () => {
     expect(found.body.entry?.map((e: any) => e.resource.id)).toEqual([created.body.id]);
   });
 });
+
+describe('GET metadata?mode=terminology', () => {
+  it('answers a TerminologyCapabilities listing the loaded code systems and versions, as public as metadata', async () => {
+    const res = await pont.json(`${BASE}/metadata?mode=terminology`);
+    expect(res.status, JSON.stringify(res.body).slice(0, 300)).toBe(200);
+    const tc = res.body;
+    expect(tc.resourceType).toBe('TerminologyCapabilities');
+    expect(tc.status).toBe('active');
+    expect(tc.kind).toBe('instance');
+    const findings = tc.codeSystem.find((c: any) => c.uri === CS);
+    expect(findings.version).toEqual([expect.objectContaining({ code: '1.0', isDefault: true })]);
+    expect(findings.subsumption).toBe(true);
+    expect(findings.version[0].filter).toEqual(expect.arrayContaining([{ code: 'concept', op: expect.arrayContaining(['is-a', 'descendent-of', 'is-not-a', 'generalizes', 'in', 'regex']) }]));
+    // A code system of several versions: each listed, the current one (see "the version that answers") the default.
+    await loadResource(loader, { resourceType: 'CodeSystem', id: 'r4-tc', url: 'http://example.org/cs/tc', version: '2.9', status: 'active', content: 'complete', concept: [{ code: 'x' }] });
+    await loadResource(loader, { resourceType: 'CodeSystem', id: 'r4-tc', url: 'http://example.org/cs/tc', version: '2.10', status: 'active', content: 'complete', concept: [{ code: 'x' }] });
+    const again = (await pont.json(`${BASE}/metadata?mode=terminology`)).body;
+    const tcs = again.codeSystem.find((c: any) => c.uri === 'http://example.org/cs/tc');
+    expect(tcs.version.map((v: any) => [v.code, v.isDefault])).toEqual([['2.10', true], ['2.9', false]]);
+    expect(again.expansion.paging).toBe(true);
+    expect(again.expansion.parameter.map((p: any) => p.name)).toEqual(expect.arrayContaining(['filter', 'count', 'offset', 'activeOnly', 'valueSet']));
+    expect(again.validateCode).toEqual({ translations: false });
+    expect(again.translation).toEqual({ needsMap: false });
+    expect(again.closure).toBeUndefined(); // $closure is not supported: R4 says so by leaving it out
+    expect(again.lockedDate).toBe(false);
+  });
+
+  it('keeps metadata as it was for the other modes, and refuses an unknown one', async () => {
+    for (const q of ['', '?mode=full', '?mode=normative']) expect((await pont.json(`${BASE}/metadata${q}`)).body.resourceType, q).toBe('CapabilityStatement');
+    expectOutcome(await pont.json(`${BASE}/metadata?mode=bogus`), 400, 'unknown mode');
+    expectOutcome(await pont.json(`${BASE}/metadata?mode=terminology&mode=full`), 400, 'mode twice');
+    expect((await pont.json(`${BASE}/metadata?mode=terminology&_format=xml`)).status).toBe(406);
+  });
+});

@@ -223,13 +223,20 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       method: 'get',
       path: `${FHIR_BASE}/metadata`,
       operationId: 'fhirCapabilities',
-      summary: 'CapabilityStatement: what this FHIR server supports',
+      summary: 'CapabilityStatement: what this FHIR server supports (mode=terminology: the TerminologyCapabilities)',
+      extraQueryDocs: [{ name: 'mode', description: 'full (default) or normative: the CapabilityStatement; terminology: the TerminologyCapabilities of the loaded code systems', schema: { type: 'string', enum: ['full', 'normative', 'terminology'] } }],
       tags: ['FHIR'],
       fhir: true,
       security: { kind: 'public' },
       responses: { 200: ok('CapabilityStatement') },
       handler: async ({ ctx }) => {
         checkFormat(ctx);
+        // R4 `mode`: full (and normative, answered alike) is the CapabilityStatement; terminology the
+        // TerminologyCapabilities of what is loaded (docs/fhir.md "Terminology"), read at each request, not cached.
+        const mode = ctx.query.mode;
+        if (mode !== undefined && (typeof mode !== 'string' || !['full', 'normative', 'terminology'].includes(mode)))
+          throw badRequest('mode is full, normative or terminology (once)');
+        if (mode === 'terminology') return fhirResult(await services.terminology.capabilities(base()), 200, { 'Cache-Control': 'no-cache' });
         const statement = capabilityStatement(services.config.publicUrl, services.subscriptions.topicUrls());
         // Validators, so a client checks its cached copy for a 304 (the answer is compressed like every large one).
         const etag = `"${createHash('sha256').update(JSON.stringify(statement)).digest('base64url').slice(0, 27)}"`;

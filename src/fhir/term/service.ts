@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { currentFirst } from './current';
-import type { CodeableConcept, Coding, OperationOutcomeIssue, Parameters, ParametersParameter, Resource, ValueSet, ValueSetExpansionContains } from '@medplum/fhirtypes';
+import { terminologyCapabilities } from './capabilities';
+import type { CodeableConcept, Coding, OperationOutcomeIssue, Parameters, ParametersParameter, Resource, TerminologyCapabilities, ValueSet, ValueSetExpansionContains } from '@medplum/fhirtypes';
 import { bindingIssue, boundValues, outsideBindings } from './bindings';
 import { TerminologyLookup } from './lookup';
 import type { ReadTerminology, TerminologyQuestions } from '../../mapping/runtime';
@@ -519,6 +520,11 @@ export class TerminologyService {
     const key = (vs: string, system: string | undefined, code: string) => JSON.stringify([vs, system ?? null, code]);
     const answer = new Map(asked.map((a, k) => [key(a.valueSet, a.system, a.code), answers[k]]));
     return outsideBindings(bound, (vs, system, code) => answer.get(key(vs, system, code))).map(bindingIssue);
+  }
+
+  /** `GET metadata?mode=terminology`: the TerminologyCapabilities of what is loaded now (capabilities.ts). */
+  capabilities(fhirBase: string): Promise<TerminologyCapabilities> {
+    return terminologyCapabilities(this.db, fhirBase);
   }
 
   /**
