@@ -139,6 +139,22 @@ describe('conformance.html: the CapabilityStatement', () => {
   });
 });
 
+describe('the topic at its canonical URL', () => {
+  // STU 1.1 leaves R4 topic definitions out of scope (components.html "Subscription Topics in R4"); Pont also serves a
+  // Basic there, the shape of the IG's later R4 example (r4-encounter-complete, 1.2.0 ballot). It must claim no profile
+  // the IG does not define, and SubscriptionTopic.status, a modifier in R5, rides in modifierExtension as in that example.
+  it('is a Basic that claims no undefined profile, with status as a modifierExtension', async () => {
+    const res = await pont.json(new URL(topic).pathname);
+    expect(res.status).toBe(200);
+    expect(res.body.resourceType).toBe('Basic');
+    for (const profile of res.body.meta?.profile ?? []) expect(profile).not.toBe(`${SD}/backport-subscription-topic`);
+    const x = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.';
+    expect(res.body.modifierExtension).toEqual([{ url: `${x}status`, valueCode: 'active' }]);
+    expect(res.body.extension.find((e: any) => e.url === `${x}status`)).toBeUndefined();
+    expect(res.body.extension.find((e: any) => e.url === `${x}url`).valueUri).toBe(topic);
+  });
+});
+
 describe('channels.html "REST-Hook" and notifications.html', () => {
   let id: string;
 

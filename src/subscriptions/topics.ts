@@ -136,8 +136,9 @@ export function filterValues(topic: Topic, resource: Resource): Record<string, s
 export const topicUrl = (publicUrl: string, id: string) => `${publicUrl}/api/fhir/R4/SubscriptionTopic/${id}`;
 
 /**
- * A topic as the IG publishes it for R4: a Basic resource (code SubscriptionTopic) with the cross-version extensions of
- * the R5 SubscriptionTopic's elements.
+ * A topic as a Basic resource (code SubscriptionTopic) with the cross-version extensions of the R5 SubscriptionTopic's
+ * elements: the shape of the IG's later R4 example (r4-encounter-complete, 1.2.0 ballot); STU 1.1 leaves R4 topic
+ * definitions out of scope. No meta.profile: the IG defines none for it. status, a modifier in R5, is a modifierExtension.
  */
 export function topicAsBasic(publicUrl: string, topic: Topic): Resource {
   const ext = (name: string) => `http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.${name}`;
@@ -145,13 +146,12 @@ export function topicAsBasic(publicUrl: string, topic: Topic): Resource {
   return {
     resourceType: 'Basic',
     id: topic.id,
-    meta: { profile: [`${BACKPORT}/StructureDefinition/backport-subscription-topic`] },
     code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+    modifierExtension: [{ url: ext('status'), valueCode: 'active' }],
     extension: [
       { url: ext('url'), valueUri: url },
       { url: ext('version'), valueString: '1' },
       { url: ext('title'), valueString: topic.title },
-      { url: ext('status'), valueCode: 'active' },
       { url: ext('description'), valueMarkdown: topic.description },
       {
         url: ext('resourceTrigger'),
