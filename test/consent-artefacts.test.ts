@@ -243,6 +243,35 @@ describe('request → approve narrower → read: exactly 2024 prescriptions, on 
     expect(await since(prescriptions)).toBe(1);
     expect(await since(reports)).toBe(0);
   });
+
+  it('webhooks tell of the 2024 prescription only: not one of 2023, not a lab result', async () => {
+    const { startReceiver, pendingDeliveries } = await import('./webhooks-support');
+    const { createSubscription } = await import('../src/webhooks/subscriptions');
+    const receiver = await startReceiver();
+    onTestFinished(() => receiver.close());
+    const sub = await createSubscription(pont.services.db, pont.config.webhooks.secretKey, { organizationId: 'org-clinic' }, {
+      callback_url: receiver.url,
+      subscribed_events: ['prescription.issued', 'lab_result.released'],
+    });
+    receiver.secret = sub.webhook_secret;
+    const medication = { resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Sitagliptin' } };
+    await write('hookRx2023', { ...medication, authoredOn: '2023-08-08' });
+    await write('hookLab2024', {
+      resourceType: 'Observation', status: 'final', code: { text: 'HbA1c' }, effectiveDateTime: '2024-08-08T09:00:00Z', valueQuantity: { value: 7, unit: '%' },
+      category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'laboratory' }] }],
+    });
+    await write('hookRx2024', { ...medication, authoredOn: '2024-08-08' });
+    // Deliveries are queued with the events, in the writes' transactions: once none is pending, nothing more comes.
+    await eventually(async () => expect(await pendingDeliveries(pont.services.db, sub.id)).toBe(0));
+    expect(receiver.received.map((r) => [r.body.type, r.body.data.prescription_id ?? r.body.data.lab_result_id])).toEqual([['prescription.issued', ids.hookRx2024!.split('/')[1]]]);
+    expect(receiver.received.every((r) => r.signatureValid)).toBe(true);
+    // The hospital, which wrote them all, hears all three (its own events).
+    const { rows } = await pont.services.db.query<{ type: string }>(`SELECT e.type FROM events e WHERE e.data->>'prescription_id' = ANY($1::text[]) OR e.data->>'lab_result_id' = $2`, [
+      [ids.hookRx2023!.split('/')[1], ids.hookRx2024!.split('/')[1]],
+      ids.hookLab2024!.split('/')[1],
+    ]);
+    expect(rows.map((r) => r.type).sort()).toEqual(['lab_result.released', 'prescription.issued', 'prescription.issued']);
+  });
 });
 
 describe('approving narrower: a shorter period and an earlier end are recorded as approved', () => {
@@ -542,8 +571,8 @@ describe('frequency: fetches counted per consent, atomically; 429 with Retry-Aft
   });
 });
 
-describe('webhooks: an event about a patient reaches an artefact consent only for its kinds, and only without a date range', () => {
-  it('Prescription kinds hear prescription events, not lab events; a date range hears only events about the patient themselves', async () => {
+describe('webhooks: an event about a patient reaches an artefact consent only for its kinds, and within a date range only for care inside it', () => {
+  it('Prescription kinds hear prescription events, not lab events; a date range hears events about the patient, and about a resource whose care date is inside it', async () => {
     const { entitledOrganizations } = await import('../src/webhooks/entitlement');
     const hear = async (pid: string, type: string) => (await entitledOrganizations(pont.services.db, { type, organizationId: 'org-hospital', patientId: pid, data: {} })).sort();
     const newPatient = async (first: string) => {
@@ -562,8 +591,16 @@ describe('webhooks: an event about a patient reaches an artefact consent only fo
       method: 'POST',
       json: { consent_type: 'full_record', expires_at: inDays(30), hi_types: ['Prescription'], date_range: { from: '2024-01-01', to: '2024-12-31' } },
     });
-    expect(await hear(ranged.pid, 'prescription.issued')).toEqual(['org-hospital']);
+    expect(await hear(ranged.pid, 'prescription.issued')).toEqual(['org-hospital']); // names no resource: no date to judge
     expect(await hear(ranged.pid, 'patient.updated')).toEqual(['org-clinic', 'org-hospital']);
+    // An event naming its resource is judged by that resource's date of care, as a read of it would be.
+    const rx = async (authoredOn?: string) =>
+      (await fhir(hospital, '/MedicationRequest', { method: 'POST', json: { resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Ranged' }, subject: { reference: `Patient/${ranged.pid}` }, ...(authoredOn && { authoredOn }) } })).body.id as string;
+    const heard = async (id: string) => (await entitledOrganizations(pont.services.db, { type: 'prescription.issued', organizationId: 'org-hospital', patientId: ranged.pid, data: { prescription_id: id, patient_id: ranged.pid } })).sort();
+    expect(await heard(await rx('2024-03-03'))).toEqual(['org-clinic', 'org-hospital']);
+    expect(await heard(await rx('2023-03-03'))).toEqual(['org-hospital']);
+    expect(await heard(await rx())).toEqual(['org-hospital']);
+    expect(await heard('no-such-prescription')).toEqual(['org-hospital']);
     const legacy = await newPatient('Legacy');
     await connect(clinic, `/patient/${legacy.hid}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at: inDays(30) } });
     expect(await hear(legacy.pid, 'lab_result.released')).toEqual(['org-clinic', 'org-hospital']);

@@ -141,12 +141,20 @@ const OWNER_ONLY_SQL = constant(sql`(${join(OWNER_ONLY_TYPES.map(literal), ', ')
 
 /**
  * What the rule knows of an event about a patient's data (webhook fan-out and delivery): the resource types it may be
- * about (text[]), not the date of its care. A grant naming kinds of record hears it only if they cover one of the
- * types; a grant with a date range hears only events about the patient themselves (the subject has no care date):
- * an event cannot show it falls in the range, so it is not told.
+ * about (text[]) and the ids it names (text[]). A grant naming kinds of record hears it only if they cover one of the
+ * types; a grant with a date range hears events about the patient themselves (the subject has no care date), and
+ * others when the resource the event is about (the row of one of `types` among the named ids, as it is now) records a
+ * date of care inside the range, judged as reads judge that row. No such row, or no date: not told.
  */
 export interface EventFacts {
   types: Sql;
+  ids: Sql;
+}
+
+/** SQL: the date of care (careDateOf) of the resource an event is about: the live row of one of `facts.types` whose id it names. */
+function eventCareDate(facts: EventFacts): Sql {
+  return sql`(SELECT ${careDateOf(undefined, { type: sql`x.resource_type`, content: sql`x.content` })} FROM fhir_resources x
+        WHERE x.resource_type = ANY(${facts.types}) AND x.id = ANY(${facts.ids}) AND NOT x.deleted LIMIT 1)`;
 }
 
 /** What the rule knows of one row beyond its class: its type and its content (for the date of its care). */
@@ -181,7 +189,8 @@ export function activeGrants(select: Sql, org: Sql | undefined, patient: Sql, da
   const { purpose, unlimited, plain } = only;
   const artefact = row && 'types' in row
     ? sql` AND (g.resource_types IS NULL OR g.resource_types && ${row.types})
-      AND (g.data_from IS NULL AND g.data_to IS NULL OR ${literal(hiTypes.subject)} = ANY(${row.types}))`
+      AND (g.data_from IS NULL AND g.data_to IS NULL OR ${literal(hiTypes.subject)} = ANY(${row.types})
+        OR ${eventCareDate(row)} BETWEEN coalesce(g.data_from, '0000-01-01') AND coalesce(g.data_to, '9999-12-31'))`
     : row
     ? sql` AND (g.resource_types IS NULL OR ${row.type} = ANY(g.resource_types))
 ${type === hiTypes.subject ? sql`` : sql`

@@ -37,19 +37,20 @@ export async function entitledOrganizations(q: Queryable, event: EventAudience):
 export async function entitledOrganizationsOfEach(q: Queryable, events: EventAudience[]): Promise<string[][]> {
   // Who hears a type is declared with it (src/events/types.ts, `about`).
   const classOf = (event: EventAudience) => (event.patientId ? eventClassOf(event.type) : undefined);
-  // The key of an event's audience: its patient, class and the resource types it may be about (consent artefacts name kinds of record).
-  const keyOf = (event: EventAudience) => `${event.patientId}\u0000${classOf(event)}\u0000${event.type}`;
-  const pairs = new Map<string, { patient: string; dataClass: string; types: string }>();
+  // The key of an event's audience: its patient, class and the resource types it may be about (consent artefacts name kinds of
+  // record), and the ids it names, where a grant with a date range finds the resource it is about (policy EventFacts).
+  const keyOf = (event: EventAudience) => `${event.patientId}\u0000${classOf(event)}\u0000${event.type}\u0000${idsOf(event)}`;
+  const pairs = new Map<string, { patient: string; dataClass: string; types: string; ids: string }>();
   for (const event of events) {
     const dataClass = classOf(event);
-    if (dataClass) pairs.set(keyOf(event), { patient: event.patientId!, dataClass, types: `{${resourceTypesOf(event.type).join(',')}}` });
+    if (dataClass) pairs.set(keyOf(event), { patient: event.patientId!, dataClass, types: `{${resourceTypesOf(event.type).join(',')}}`, ids: idsOf(event) });
   }
   const consented = new Map<string, string[]>();
   if (pairs.size) {
     const keys = [...pairs.keys()];
     const list = [...pairs.values()];
-    const { text, values } = sql`SELECT DISTINCT k.n, g.organization_id FROM unnest(${list.map((x) => x.patient)}::text[], ${list.map((x) => x.dataClass)}::text[], ${list.map((x) => x.types)}::text[]) WITH ORDINALITY AS k(p, c, t, n)
-       CROSS JOIN LATERAL (${activeGrants(sql`g.organization_id`, undefined, sql`= k.p`, sql`k.c`, { types: sql`k.t::text[]` })}) g`.render();
+    const { text, values } = sql`SELECT DISTINCT k.n, g.organization_id FROM unnest(${list.map((x) => x.patient)}::text[], ${list.map((x) => x.dataClass)}::text[], ${list.map((x) => x.types)}::text[], ${list.map((x) => x.ids)}::text[]) WITH ORDINALITY AS k(p, c, t, i, n)
+       CROSS JOIN LATERAL (${activeGrants(sql`g.organization_id`, undefined, sql`= k.p`, sql`k.c`, { types: sql`k.t::text[]`, ids: sql`k.i::text[]` })}) g`.render();
     const { rows } = await q.query<{ n: string; organization_id: string }>(text, values);
     for (const row of rows) {
       const key = keys[Number(row.n) - 1]!;
@@ -77,6 +78,15 @@ export async function entitledOrganizationsOfEach(q: Queryable, events: EventAud
     return [...orgs];
   });
 }
+
+/** The FHIR ids an event's data names (`*_id` values that are FHIR ids), as a text[] literal: one of them is its resource's. */
+function idsOf(event: EventAudience): string {
+  const ids = Object.entries(event.data)
+    .filter(([key, value]) => /(^|_)id$/.test(key) && typeof value === 'string' && FHIR_ID.test(value))
+    .map(([, value]) => value as string);
+  return `{${[...new Set(ids)].join(',')}}`;
+}
+const FHIR_ID = /^[A-Za-z0-9\-.]{1,64}$/;
 
 /** The resource types an event type is about (its rules' resources; Patient for the events no rule raises, the Health ID's). */
 function resourceTypesOf(type: string): string[] {
