@@ -311,6 +311,44 @@ describe('consents made before artefacts keep working', () => {
     for (const made of [rx, lab]) expect((await fhir(clinic, `/${made.body.resourceType}/${made.body.id}`)).status).toBe(200);
     expect((await fhir(clinic, `/Patient/${pid}`)).status).toBe(200);
   });
+
+  it('a FHIR Consent in the shape written before artefacts (no purpose, kinds, period or extensions of theirs) reads as care management, every kind, and is signed and announced', async () => {
+    const other = await connect(hospital, '/patients/resolve', { method: 'POST', json: { first_name: 'Older', last_name: 'Shape', date_of_birth: '1960-06-06', sex: 'female' } });
+    const hid = other.body.health_id as string;
+    const pid = (await fhir(hospital, `/Patient?identifier=https://pont.health/fhir/sid/health-id|${hid}`)).body.entry[0].resource.id as string;
+    const rx = await fhir(hospital, '/MedicationRequest', { method: 'POST', json: { resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Older' }, subject: { reference: `Patient/${pid}` }, authoredOn: '2018-01-01' } });
+    const expiresAt = new Date(Date.now() + 30 * 86_400_000).toISOString().replace(/\.\d+Z$/, 'Z');
+    // As mappings/consent.map.yaml wrote a grant before 86fc4a6 (its examples file then), e.g. a store restored from then.
+    const old = await pont.services.fhir.system('import').create({
+      resourceType: 'Consent',
+      extension: [{ url: 'https://pont.health/fhir/StructureDefinition/consent-purpose', valueString: 'continuity of care' }],
+      status: 'active',
+      scope: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/consentscope', code: 'patient-privacy' }] },
+      category: [{ coding: [{ system: 'https://pont.health/fhir/CodeSystem/consent-type', code: 'full_record' }, { system: 'http://loinc.org', code: '59284-0' }] }],
+      patient: { reference: `Patient/${pid}` },
+      dateTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+      policyRule: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'OPTIN' }] },
+      provision: {
+        type: 'permit',
+        period: { end: expiresAt },
+        actor: [{ role: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ParticipationType', code: 'IRCP' }] }, reference: { identifier: { system: 'https://pont.health/fhir/sid/organization-id', value: 'org-clinic' } } }],
+        class: ['patients:read', 'prescriptions:read'].map((code) => ({ system: 'https://pont.health/fhir/CodeSystem/data-class', code })),
+      },
+    } as any, { audit: false });
+    const consentId = old.id!;
+    expect((await fhir(clinic, `/MedicationRequest/${rx.body.id}`)).status).toBe(200);
+    expect((await fhir(clinic, `/Patient/${pid}`)).status).toBe(200);
+    expect((await connect(clinic, `/patient/${hid}/consent`)).body).toMatchObject({
+      consent_id: consentId, status: 'active', purpose: 'continuity of care', purpose_of_use: 'CAREMGT', hi_types: [], date_range: null, erase_at: null, frequency: null, expires_at: expiresAt,
+    });
+    const artefact = await connect(clinic, `/consents/${consentId}/artefact`);
+    expect(artefact.status, JSON.stringify(artefact.body)).toBe(200);
+    const { createLocalJWKSet, jwtVerify } = await import('jose');
+    const { payload } = await jwtVerify(artefact.body.artefact, createLocalJWKSet((await pont.json('/.well-known/jwks.json')).body));
+    expect(payload.consent).toMatchObject({ consent_id: consentId, purpose_of_use: 'CAREMGT', hi_types: [], date_range: null });
+    const { rows } = await pont.services.db.query<{ due_at: Date }>(`SELECT due_at FROM consent_notices WHERE consent_id = $1 AND kind = 'expired' AND fired_at IS NULL`, [consentId]);
+    expect(rows.map((r) => new Date(r.due_at).toISOString().replace(/\.\d+Z$/, 'Z'))).toEqual([expiresAt]);
+  });
 });
 
 describe('the signed artefact and the revocation list', () => {
