@@ -396,6 +396,26 @@ describe('channels.html "Websockets"', () => {
     await fhir(owner, `/Subscription/${id}`, { method: 'DELETE' });
   }, 40_000);
 
+  it('binding again on the same connection with a fresh token (before the first expires, as the IG\'s flow does) sends each event once', async () => {
+    const created = await fhir(owner, '/Subscription', { method: 'POST', json: backportSubscription({ type: 'websocket', content: 'id-only' }) });
+    const id = created.body.id;
+    const tokenOf = async () => (await fhir(owner, `/Subscription/${id}/$get-ws-binding-token`)).body.parameter;
+    const first = await tokenOf();
+    const client = await connect(first.find((p: any) => p.name === 'websocket-url').valueUrl);
+    for (let i = 1; i <= 3; i++) {
+      const params = i === 1 ? first : await tokenOf();
+      client.socket.send(`bind-with-token: ${params.find((p: any) => p.name === 'token').valueString}`);
+      await eventually(() => expect(bundles(client.messages, 'handshake', id)).toHaveLength(i)); // a handshake per bind
+    }
+    const encounter = await finishEncounter(owner);
+    await eventually(() => expect(bundles(client.messages, 'event-notification', id).length).toBeGreaterThanOrEqual(1));
+    await new Promise((resolve) => setTimeout(resolve, 500)); // any duplicate would have come by now
+    const sent = bundles(client.messages, 'event-notification', id).flatMap((b) => statusOf(b).events);
+    expect(sent).toEqual([expect.objectContaining({ number: '1', focus: `${base}/Encounter/${encounter}` })]);
+    client.socket.close();
+    await fhir(owner, `/Subscription/${id}`, { method: 'DELETE' });
+  });
+
   it('a type-level $get-ws-binding-token for several ids binds one socket to each (a handshake per subscription)', async () => {
     const ids: string[] = [];
     for (let i = 0; i < 2; i++) ids.push((await fhir(owner, '/Subscription', { method: 'POST', json: backportSubscription({ type: 'websocket', content: 'empty' }) })).body.id);

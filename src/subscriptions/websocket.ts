@@ -79,7 +79,7 @@ export function subscriptionSockets(server: Server, subs: FhirSubscriptions, db:
       const token = /^bind-with-token(?::\s*|\s+)(\S+)$/.exec(text)?.[1];
       if (!token) return void ws.send(JSON.stringify({ resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'invalid', diagnostics: 'Send "bind-with-token: <token>" (from $get-ws-binding-token) or "ping"' }] }));
       const bound = await subs.redeem(token).catch(() => undefined);
-      if (!bound || mine.length + bound.length > MAX_BINDINGS_PER_SOCKET) {
+      if (!bound || mine.length + bound.filter((x) => !mine.some((m) => m.id === x.id)).length > MAX_BINDINGS_PER_SOCKET) {
         ws.send(JSON.stringify({ resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'security', diagnostics: 'The token is unknown, used or expired' }] }));
         return void ws.close(4401, 'bad token');
       }
@@ -90,6 +90,9 @@ export function subscriptionSockets(server: Server, subs: FhirSubscriptions, db:
         const handshake = await subs.wsHandshake(organizationId, id);
         if (!handshake || ws.readyState !== ws.OPEN) continue;
         ws.send(handshake.body);
+        // Bound already on this socket (a fresh token before the last one expires, as the IG's flow does): the binding
+        // goes on as it was; a second one would send every event twice.
+        if (mine.some((m) => m.id === id)) continue;
         // From the handshake on: what the subscription numbers after it is sent (missed events: $events).
         const b: Binding = { socket: ws, id, organizationId, last: handshake.last, queue: Promise.resolve(), waiting: false };
         if (handshake.heartbeatSeconds) {
