@@ -351,6 +351,39 @@ describe('consents made before artefacts keep working', () => {
   });
 });
 
+describe.runIf(backend === 'postgres')('migration 033 gives the consents made before it the defaults', () => {
+  it('care management, every kind, no range, no erasure or frequency, their expiry; consent.expired due for those still to expire, never for those past or revoked', async () => {
+    const { listMigrations, migrate } = await import('../src/db/migrate');
+    const scratch = await createScratchDatabase();
+    const db = await openDatabase({ databaseUrl: scratch.url });
+    try {
+      await db.exec('CREATE TABLE schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
+      for (const m of listMigrations().filter((m) => m.version < '033')) {
+        await db.exec(m.sql);
+        await db.query('INSERT INTO schema_migrations (version) VALUES ($1)', [m.version]);
+      }
+      const future = new Date(Date.now() + 30 * 86_400_000).toISOString();
+      // As the consent index wrote them then (src/db/migrations/010_consents.sql).
+      for (const [id, status, expires] of [['c-active', 'active', future], ['c-past', 'active', '2020-01-01T00:00:00Z'], ['c-revoked', 'inactive', future]] as const)
+        await db.query(`INSERT INTO consent_access (consent_id, patient_id, organization_id, consent_type, classes, status, granted_at, expires_at) VALUES ($1, 'p-1', 'org-old', 'full_record', '{patients:read,labs:read}', $2, now(), $3)`, [id, status, expires]);
+      expect(await migrate(db)).toContain('033_consent_artefacts');
+      const { rows } = await db.query<Record<string, unknown>>(
+        `SELECT consent_id, purpose_of_use, resource_types, data_from, data_to, erase_at, frequency_count, frequency_unit, classes, expires_at FROM consent_access ORDER BY consent_id`,
+      );
+      for (const row of rows)
+        expect(row).toMatchObject({ purpose_of_use: 'CAREMGT', resource_types: null, data_from: null, data_to: null, erase_at: null, frequency_count: null, frequency_unit: null, classes: ['patients:read', 'labs:read'] });
+      const notices = await db.query<{ consent_id: string; due_at: Date; fired: boolean }>(`SELECT consent_id, due_at, fired_at IS NOT NULL AS fired FROM consent_notices WHERE kind = 'expired' ORDER BY consent_id`);
+      expect(notices.rows.map((n) => [n.consent_id, new Date(n.due_at).toISOString(), n.fired])).toEqual([
+        ['c-active', future, false],
+        ['c-past', '2020-01-01T00:00:00.000Z', true], // already past: never announced, and not now
+      ]);
+    } finally {
+      await db.close();
+      await scratch.drop();
+    }
+  });
+});
+
 describe('the signed artefact and the revocation list', () => {
   let consentId: string;
   let intruder: TestClient;
