@@ -161,11 +161,20 @@ describe('request → approve narrower → read: exactly 2024 prescriptions, on 
     expect(got).toEqual([ids.rx2024]);
   });
 
-  it('the Connect records route shows the same', async () => {
+  it('the Connect records route and the SDK FHIR helpers by Health ID show the same', async () => {
     const res = await connect(clinic, `/patient/${healthId}/records?type=all&limit=100`);
     expect(res.status, JSON.stringify(res.body).slice(0, 300)).toBe(200);
     const records = res.body.records as Record<string, Array<{ id: string }>>;
     expect(Object.fromEntries(Object.entries(records).filter(([, list]) => list.length).map(([type, list]) => [type, list.map((r) => r.id)]))).toEqual({ prescriptions: [ids.rx2024!.split('/')[1]] });
+    // The SDK's FHIR helpers by Health ID: the same searches, the same $everything.
+    const sdk = async (path: string) => {
+      const res = await pont.json(`/api/v1/sdk/patients/${healthId}/fhir/${path}`, { headers: clinic.headers });
+      expect(res.status, `${path}: ${JSON.stringify(res.body).slice(0, 200)}`).toBeLessThan(500);
+      return ((res.body.entry ?? []) as any[]).filter((e) => e.search?.mode !== 'outcome' && e.resource.resourceType !== 'OperationOutcome').map((e) => ref(e.resource));
+    };
+    expect(await sdk('MedicationRequest')).toEqual([ids.rx2024]);
+    expect(await sdk('DiagnosticReport')).toEqual([]);
+    expect((await sdk('$everything')).filter((r) => !r.startsWith('Patient/') && !r.startsWith('Consent/'))).toEqual([ids.rx2024]);
   });
 
   it('the SDK summary shows the same: one medication (2024), no labs, reports or immunizations', async () => {
