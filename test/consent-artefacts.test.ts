@@ -152,6 +152,16 @@ describe('request → approve narrower → read: exactly 2024 prescriptions, on 
     // The patient the records are about comes with every kind (an exchange's bundles carry it), whatever the period.
     expect(await search(`/MedicationRequest?patient=${patientId}&_include=MedicationRequest:subject`)).toEqual([ids.rx2024, `Patient/${patientId}`].sort());
     expect(await search(`/DiagnosticReport?patient=${patientId}&_revinclude=Observation:subject`)).toEqual([]);
+    // Counts count what is shown.
+    for (const [q, n] of [[`/MedicationRequest?patient=${patientId}&_summary=count`, 1], [`/MedicationRequest?_total=accurate`, 1], [`/Observation?patient=${patientId}&_summary=count`, 0], [`/DiagnosticReport?_summary=count`, 0]] as const)
+      expect((await fhir(clinic, q)).body.total, q).toBe(n);
+    // History: of the type, of the prescription, of one outside (as absent as a read of it).
+    expect(await search(`/MedicationRequest/_history`)).toEqual([ids.rx2024]);
+    expect(await search(`/${ids.rx2024}/_history`)).toEqual([ids.rx2024]);
+    for (const outside of [ids.rx2023, ids.report2024]) {
+      const history = await fhir(clinic, `/${outside}/_history`);
+      expect(history.status === 404 || (await search(`/${outside}/_history`)).length === 0, `${outside}: ${history.status}`).toBe(true);
+    }
     const everyKind = ['MedicationRequest:subject', 'DiagnosticReport:subject', 'Observation:subject', 'Immunization:patient'].map((r) => `&_revinclude=${r}`).join('');
     expect(await search(`/Patient?_id=${patientId}${everyKind}`)).toEqual([ids.rx2024, `Patient/${patientId}`].sort());
     expect((await fhir(clinic, `/${ids.rx2024}`)).status).toBe(200);
