@@ -307,3 +307,92 @@ describe('GET metadata?mode=terminology', () => {
     expect((await pont.json(`${BASE}/metadata?mode=terminology&_format=xml`)).status).toBe(406);
   });
 });
+
+describe('reading and searching the loaded CodeSystem, ValueSet and ConceptMap resources', () => {
+  const BIG = 'http://example.org/cs/big';
+  beforeAll(async () => {
+    const concept = Array.from({ length: 1001 }, (_, i) => ({ code: `c${i}`, display: `Concept ${i}` }));
+    await loadResource(loader, { resourceType: 'CodeSystem', id: 'r4-big', url: BIG, version: '1', name: 'Big', status: 'active', content: 'complete', concept });
+  });
+
+  it('reads one by id with terminology:read: a code system with its concepts, unless it has more than 1000', async () => {
+    const cs = await get('CodeSystem/pont-test-findings');
+    expect(cs.status, JSON.stringify(cs.body).slice(0, 300)).toBe(200);
+    expect(cs.body).toMatchObject({ resourceType: 'CodeSystem', id: 'pont-test-findings', url: CS, version: '1.0', count: 11 });
+    const flat = (cs.body.concept ?? []) as any[];
+    expect(flat.map((c) => c.code)).toContain('viral-pneumonia');
+    const link = flat.find((c) => c.code === 'lung-pneumonia-link');
+    expect(link.property.filter((p: any) => p.code === 'parent').map((p: any) => p.valueCode).sort()).toEqual(['lung-disease', 'pneumonia']);
+    expect(flat.find((c) => c.code === 'old-disease').property).toEqual(expect.arrayContaining([{ code: 'inactive', valueBoolean: true }]));
+    expect(cs.body.meta?.tag).toBeUndefined();
+    const big = await get('CodeSystem/r4-big');
+    expect(big.status).toBe(200);
+    expect(big.body.count).toBe(1001);
+    expect(big.body.concept).toBeUndefined();
+    expect(big.body.meta.tag).toEqual([expect.objectContaining({ system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationValue', code: 'SUBSETTED' })]);
+    const vs = await get('ValueSet/pont-test-infections');
+    expect(vs.body).toMatchObject({ resourceType: 'ValueSet', url: `${VS}/infections` });
+    expect(vs.body.compose.include[0].system).toBe(CS);
+    const cm = await get('ConceptMap/pont-test-findings-to-icd');
+    expect(cm.body.group[0].element.length).toBe(3);
+    // Several versions: the current one; _summary as elsewhere.
+    expect((await get('CodeSystem/r4-versions')).body.version).toBe('1.10');
+    const summary = await get('CodeSystem/pont-test-findings?_summary=true');
+    expect(summary.body.concept).toBeUndefined();
+    expectOutcome(await get('CodeSystem/nope'), 404, 'not loaded');
+  });
+
+  it('searches by url, version, name, title and status, pages, and never lists concepts', async () => {
+    const ids = (body: any) => (body.entry ?? []).map((e: any) => `${e.resource.id}|${e.resource.version ?? ''}`);
+    const byUrl = await get(`CodeSystem?url=${encodeURIComponent(CS)}`);
+    expect(byUrl.status, JSON.stringify(byUrl.body).slice(0, 300)).toBe(200);
+    expect(byUrl.body).toMatchObject({ resourceType: 'Bundle', type: 'searchset', total: 1 });
+    expect(ids(byUrl.body)).toEqual(['pont-test-findings|1.0']);
+    expect(byUrl.body.entry[0].resource.concept).toBeUndefined();
+    expect(byUrl.body.entry[0].fullUrl).toMatch(/\/api\/fhir\/R4\/CodeSystem\/pont-test-findings$/);
+    expect(ids((await get('CodeSystem?url=http://example.org/cs/versions')).body)).toEqual(['r4-versions|1.10']);
+    expect(ids((await get('CodeSystem?url=http://example.org/cs/versions&version=1.9')).body)).toEqual(['r4-versions|1.9']);
+    expect(ids((await get('CodeSystem?name=pont')).body)).toEqual(['pont-test-findings|1.0']); // name: starts with, case ignored
+    expect(ids((await get('CodeSystem?name=nothing-such')).body)).toEqual([]);
+    expect(ids((await get(`ValueSet?url=${encodeURIComponent(`${VS}/both`)}`)).body)).toEqual(['pont-test-both|']);
+    expect((await get('ValueSet?status=active')).body.total).toBeGreaterThanOrEqual(4);
+    expect(ids((await get('ConceptMap?url=http://example.org/cm/versions&version=2')).body)).toEqual(['r4-cm-versions|2']);
+    const page1 = await get('CodeSystem?_count=2');
+    expect(page1.body.entry.length).toBe(2);
+    const next = page1.body.link.find((l: any) => l.relation === 'next').url as string;
+    const page2 = await pont.json(next.slice(next.indexOf('/api/')), { headers: reader.headers });
+    expect(page2.body.entry.length).toBeGreaterThan(0);
+    expect(ids(page2.body)).not.toContain(ids(page1.body)[0]);
+    expect((await get('CodeSystem?_summary=count')).body.entry).toBeUndefined();
+  });
+
+  it('refuses hostile searches with OperationOutcomes, and shows nothing loaded to a client without terminology:read', async () => {
+    for (const [path, status] of [
+      ['CodeSystem?bogus=1', 400],
+      ['CodeSystem?url=a&url=b', 400],
+      [`CodeSystem?url=${'x'.repeat(5000)}`, 400],
+      ['CodeSystem?_count=abc', 400],
+      ['CodeSystem?_count=-1', 400],
+      ['CodeSystem?_offset=x', 400],
+      ['CodeSystem?name:exact=x', 400],
+      ['CodeSystem?status=active,draft', 200],
+      [`CodeSystem/${'x'.repeat(65)}`, 404],
+    ] as Array<[string, number]>) {
+      const res = await get(path);
+      expect(res.status, path).toBe(status);
+      if (status !== 200) expect(res.body.resourceType, path).toBe('OperationOutcome');
+    }
+    // fhir:read reads the FHIR store's resources of these types (clients may write them there), not the loaded ones.
+    expect((await get('CodeSystem/pont-test-findings', other)).status).toBe(404);
+    expect((await get(`CodeSystem?url=${encodeURIComponent(CS)}`, other)).body.total ?? 0).toBe(0);
+    const neither = await createTestClient(pont, ['labs:read'], { organizationId: 'org-term-r4-neither' });
+    expectOutcome(await get('CodeSystem/pont-test-findings', neither), 403, 'neither scope');
+    expectOutcome(await get('ValueSet?url=x', neither), 403, 'neither scope, search');
+    // A client holding both: the loaded one by id, else the store's.
+    const stored = await pont.json(`${BASE}/ValueSet`, { method: 'POST', headers: other.headers, json: { resourceType: 'ValueSet', status: 'draft', url: 'http://example.org/stored' } });
+    expect(stored.status).toBe(201);
+    const both = await createTestClient(pont, ['fhir:read', 'terminology:read'], { organizationId: 'org-term-r4-other' });
+    expect((await get('ValueSet/pont-test-both', both)).body.url).toBe(`${VS}/both`);
+    expect((await get(`ValueSet/${stored.body.id}`, both)).body.url).toBe('http://example.org/stored');
+  });
+});

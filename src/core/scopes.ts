@@ -134,6 +134,6 @@ export function fhirScopeTable(): string {
     '| every other type | `fhir:read` |',
     '',
     `\`Patient/{id}/$everything\` needs \`patients:read\` or \`fhir:read\`. FHIR writes need \`${FHIR_WRITE_SCOPE}\`. \`GET /api/fhir/R4/metadata\` is public.`,
-    `The terminology operations (\`$lookup\`, \`$validate-code\`, \`$subsumes\`, \`$expand\`, \`$translate\` on CodeSystem, ValueSet and ConceptMap) need \`${TERMINOLOGY_SCOPE}\`, and only it; so do the token search modifiers \`:below\`, \`:above\`, \`:in\`, \`:not-in\` (besides the type's read scope).`,
+    `The terminology operations (\`$lookup\`, \`$validate-code\`, \`$subsumes\`, \`$expand\`, \`$translate\` on CodeSystem, ValueSet and ConceptMap) need \`${TERMINOLOGY_SCOPE}\`, and only it; so do the token search modifiers \`:below\`, \`:above\`, \`:in\`, \`:not-in\` (besides the type's read scope). Reading and searching CodeSystem, ValueSet and ConceptMap answers the loaded terminology with \`terminology:read\`, the FHIR store's with \`fhir:read\`.`,
   ].join('\n');
 }

@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import type { Context } from 'koa';
 import type { Bundle, Resource } from '@medplum/fhirtypes';
 import { z } from 'zod';
-import { FHIR_WRITE_SCOPE, fhirReadScopes } from '../core/scopes';
+import { FHIR_WRITE_SCOPE, fhirReadScopes, TERMINOLOGY_SCOPE } from '../core/scopes';
+import type { Principal } from '../core/principal';
 import { mediaType, readBody } from '../http/body';
 import { ApiError, ErrorCode, badRequest } from '../http/errors';
 import { defineRoute, type HandlerInput, type HandlerResult, type RouteSpec } from '../http/routes';
@@ -15,6 +16,7 @@ import { present } from '../fhir/present';
 import type { QueryParams } from '../fhir/search/parse';
 import { FHIR_BASE_PATH as FHIR_BASE } from '../fhir/service';
 import { checkType } from '../fhir/store';
+import { isTerminologyType, type TerminologyType } from '../fhir/term/resources';
 import { validateInput, validateOperation } from '../fhir/validate-operation';
 export const FHIR_JSON = 'application/fhir+json';
 
@@ -142,19 +144,46 @@ function queryOf(ctx: Context): QueryParams {
 
 const typeFromPath = (ctx: Context) => String(ctx.params.type);
 const readScopeOfPathType = (ctx: Context) => fhirReadScopes(typeFromPath(ctx));
+/**
+ * Read and search of CodeSystem, ValueSet and ConceptMap: the loaded terminology's for a client holding
+ * terminology:read (docs/fhir.md "Terminology"), the FHIR store's otherwise; either scope opens them.
+ */
+const readOrTerminologyScopes = (ctx: Context) => {
+  const type = typeFromPath(ctx);
+  return isTerminologyType(type) ? [...fhirReadScopes(type), TERMINOLOGY_SCOPE] : fhirReadScopes(type);
+};
+const readsLoadedTerminology = (type: string, principal: Principal | undefined): type is TerminologyType =>
+  isTerminologyType(type) && principal?.kind === 'client' && principal.scopes.includes(TERMINOLOGY_SCOPE);
 
 type Input = HandlerInput<any, any, any>;
 
 export function fhirRoutes(services: Services): RouteSpec[] {
   const base = () => `${services.config.publicUrl}${FHIR_BASE}`;
 
-  const search = (type: (ctx: Context) => string) => async ({ ctx, repo }: Input) => {
+  const search = (type: (ctx: Context) => string) => async ({ ctx, repo, principal }: Input) => {
     checkFormat(ctx);
-    return fhirResult(await repo.search(type(ctx), queryOf(ctx), { selfQuery: ctx.querystring }));
+    const t = type(ctx);
+    if (readsLoadedTerminology(t, principal)) return fhirResult(await services.terminology.search(t, queryOf(ctx), base()));
+    return fhirResult(await repo.search(t, queryOf(ctx), { selfQuery: ctx.querystring }));
   };
-  const read = (type: (ctx: Context) => string) => async ({ ctx, repo }: Input) => {
+  /** The loaded terminology resource, else (a client that may read the store's too) the store's; else its 404. */
+  const readLoaded = async (type: TerminologyType, id: string, repo: Input['repo']): Promise<Resource> => {
+    try {
+      return await services.terminology.read(type, id);
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.status !== 404) throw err;
+      try {
+        return await repo.read(type, id);
+      } catch (storeErr) {
+        if (storeErr instanceof ApiError && storeErr.status === 403) throw err;
+        throw storeErr;
+      }
+    }
+  };
+  const read = (type: (ctx: Context) => string) => async ({ ctx, repo, principal }: Input) => {
     const shape = presentation(ctx);
-    const resource = await repo.read(type(ctx), String(ctx.params.id));
+    const t = type(ctx);
+    const resource = readsLoadedTerminology(t, principal) ? await readLoaded(t, String(ctx.params.id), repo) : await repo.read(t, String(ctx.params.id));
     if (notModified(ctx, resource)) return { status: 304, headers: versionHeaders(resource) };
     return fhirResult(present(resource, shape), 200, versionHeaders(resource));
   };
@@ -287,10 +316,10 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       path: `${FHIR_BASE}/{type}`,
       operationId: 'fhirSearch',
       summary: 'Search any resource type',
-      description: 'Same search as the per-type operations, for every R4 resource type.',
+      description: 'Same search as the per-type operations, for every R4 resource type. CodeSystem, ValueSet and ConceptMap with terminology:read: the loaded terminology (url, version, name, title, status, _id; docs/fhir.md "Terminology").',
       tags: ['FHIR'],
       fhir: true,
-      security: { kind: 'client', scope: readScopeOfPathType },
+      security: { kind: 'client', scope: readOrTerminologyScopes },
       group: 'fhir',
       params: z.object({ type: TypeParam }),
       responses: { 200: ok('searchset Bundle', BundleSchema) },
@@ -303,12 +332,12 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       summary: 'Search with parameters in a form-encoded body',
       tags: ['FHIR'],
       fhir: true,
-      security: { kind: 'client', scope: readScopeOfPathType },
+      security: { kind: 'client', scope: readOrTerminologyScopes },
       group: 'fhir',
       params: z.object({ type: TypeParam }),
       rawBody: { schema: { type: 'object', additionalProperties: { type: 'string' } }, contentTypes: ['application/x-www-form-urlencoded'], required: false },
       responses: { 200: ok('searchset Bundle', BundleSchema) },
-      handler: async ({ ctx, params, repo }) => {
+      handler: async ({ ctx, params, repo, principal }) => {
         checkFormat(ctx);
         const form = (await readBody(ctx, services.config.maxBodyBytes, true)) ?? {};
         if (typeof form !== 'object' || Array.isArray(form) || ctx.get('content-type').includes('json'))
@@ -317,6 +346,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
         for (const [k, v] of Object.entries(form as Record<string, string>)) merged[k] = merged[k] === undefined ? v : ([] as string[]).concat(merged[k]!, v);
         const self = new URLSearchParams();
         for (const [k, v] of Object.entries(merged)) for (const one of ([] as string[]).concat(v ?? [])) self.append(k, one);
+        if (readsLoadedTerminology(params.type, principal)) return fhirResult(await services.terminology.search(params.type, merged, base()));
         return fhirResult(await repo.search(params.type, merged, { selfQuery: self.toString() }));
       },
     }),
@@ -446,9 +476,10 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       path: `${FHIR_BASE}/{type}/{id}`,
       operationId: 'fhirRead',
       summary: 'Read the current version',
+      description: 'CodeSystem, ValueSet and ConceptMap with terminology:read: the loaded resource (a code system of more than 1000 concepts without them); docs/fhir.md "Terminology".',
       tags: ['FHIR'],
       fhir: true,
-      security: { kind: 'client', scope: readScopeOfPathType },
+      security: { kind: 'client', scope: readOrTerminologyScopes },
       group: 'fhir',
       params: z.object({ type: TypeParam, id: IdParam }),
       responses: { 200: ok('The resource'), 404: ok('Not found', {}), 410: ok('Deleted', {}) },

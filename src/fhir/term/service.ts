@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { currentFirst } from './current';
 import { terminologyCapabilities } from './capabilities';
-import type { CodeableConcept, Coding, OperationOutcomeIssue, Parameters, ParametersParameter, Resource, TerminologyCapabilities, ValueSet, ValueSetExpansionContains } from '@medplum/fhirtypes';
+import { readResource, searchResources, type TerminologyType } from './resources';
+import type { Bundle, CodeableConcept, Coding, OperationOutcomeIssue, Parameters, ParametersParameter, Resource, TerminologyCapabilities, ValueSet, ValueSetExpansionContains } from '@medplum/fhirtypes';
 import { bindingIssue, boundValues, outsideBindings } from './bindings';
 import { TerminologyLookup } from './lookup';
 import type { ReadTerminology, TerminologyQuestions } from '../../mapping/runtime';
@@ -520,6 +521,25 @@ export class TerminologyService {
     const key = (vs: string, system: string | undefined, code: string) => JSON.stringify([vs, system ?? null, code]);
     const answer = new Map(asked.map((a, k) => [key(a.valueSet, a.system, a.code), answers[k]]));
     return outsideBindings(bound, (vs, system, code) => answer.get(key(vs, system, code))).map(bindingIssue);
+  }
+
+  /** `GET CodeSystem/{id}` (ValueSet, ConceptMap) with terminology:read: the loaded resource (resources.ts). */
+  read(type: TerminologyType, id: string): Promise<Resource> {
+    return readResource(this.db, type, id);
+  }
+
+  /** `GET CodeSystem?…` (ValueSet, ConceptMap) with terminology:read: the loaded resources matching (resources.ts). */
+  search(type: TerminologyType, query: Record<string, string | string[] | undefined>, base: string): Promise<Bundle> {
+    return this.inSnapshot((tx) => searchResources(tx, type, query, base));
+  }
+
+  /** Several statements read one snapshot (see run). */
+  private inSnapshot<T>(work: (q: Queryable) => Promise<T>): Promise<T> {
+    if (!('transaction' in this.db)) return work(this.db);
+    return this.db.transaction(async (tx) => {
+      await tx.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
+      return work(tx);
+    });
   }
 
   /** `GET metadata?mode=terminology`: the TerminologyCapabilities of what is loaded now (capabilities.ts). */
