@@ -322,16 +322,25 @@ export class TerminologyService {
       const { text, values } = statement.render();
       return (await this.db.query<R>(text, values)).rows;
     };
+    type Code = { system: string; version: string | null; code: string; display: string | null; inactive: boolean };
     const narrowed = conds.length > 0;
     let total = vs.total;
-    if (narrowed || total === undefined) total = (await query<{ n: number }>(sql`SELECT count(*)::int AS n FROM (${vs.codes}) e WHERE ${and(...conds)}`))[0]!.n;
-    // A loaded expansion unnarrowed has ord 1..total: the page starts by key, so a far page costs what the first does.
-    const page = narrowed || vs.stored === undefined
-      ? sql`WHERE ${and(...conds)} ORDER BY e.ord LIMIT ${count} OFFSET ${offset}`
-      : sql`WHERE e.ord > ${offset} ORDER BY e.ord LIMIT ${count}`;
-    const rows = count === 0 ? [] : await query<{ system: string; version: string | null; code: string; display: string | null; inactive: boolean }>(
-      sql`SELECT e.system, e.version, e.code, e.display, e.inactive FROM (${vs.codes}) e ${page}`,
-    );
+    let rows: Code[];
+    if (vs.stored === undefined) {
+      // A value set given in the request: expanded once, its total and page read from that one evaluation.
+      const answer = await query<{ n: number } & { [K in keyof Code]: Code[K] | null }>(
+        sql`WITH e AS MATERIALIZED (SELECT * FROM (${vs.codes}) e WHERE ${and(...conds)})
+            SELECT t.n, p.system, p.version, p.code, p.display, p.inactive FROM (SELECT count(*)::int AS n FROM e) t
+            LEFT JOIN LATERAL (SELECT * FROM e ORDER BY e.ord LIMIT ${count} OFFSET ${offset}) p ON true`,
+      );
+      total = answer[0]!.n;
+      rows = answer.filter((r) => r.code !== null) as Code[];
+    } else {
+      if (narrowed) total = (await query<{ n: number }>(sql`SELECT count(*)::int AS n FROM (${vs.codes}) e WHERE ${and(...conds)}`))[0]!.n;
+      // A loaded expansion unnarrowed has ord 1..total: the page starts by key, so a far page costs what the first does.
+      const page = narrowed ? sql`WHERE ${and(...conds)} ORDER BY e.ord LIMIT ${count} OFFSET ${offset}` : sql`WHERE e.ord > ${offset} ORDER BY e.ord LIMIT ${count}`;
+      rows = count === 0 ? [] : await query<Code>(sql`SELECT e.system, e.version, e.code, e.display, e.inactive FROM (${vs.codes}) e ${page}`);
+    }
     const contains: ValueSetExpansionContains[] = rows.map((r) => ({
       system: r.system,
       ...(r.version ? { version: r.version } : {}),
