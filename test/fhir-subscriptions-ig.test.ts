@@ -19,29 +19,32 @@ const FHIR_JSON = 'application/fhir+json';
 
 interface Endpoint {
   url: string;
-  received: Array<{ bundle: any; contentType: string | undefined }>;
+  received: Array<{ bundle: any; contentType: string | undefined; answered: number }>;
+  /** The HTTP status it answers a notification with (200 unless a test says otherwise). */
+  answer: (bundle: any) => number;
   close(): Promise<void>;
 }
-/** A rest-hook endpoint (channels.html "REST-Hook"): accepts every POST with 200 and keeps it. */
+/** A rest-hook endpoint (channels.html "REST-Hook"): answers every POST (200 by default) and keeps it. */
 async function startEndpoint(): Promise<Endpoint> {
-  const received: Endpoint['received'] = [];
+  const endpoint: Endpoint = { url: '', received: [], answer: () => 200, close: async () => undefined };
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      received.push({ bundle: JSON.parse(Buffer.concat(chunks).toString('utf8')), contentType: req.headers['content-type'] });
-      res.writeHead(200).end();
+      const bundle = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      const answered = endpoint.answer(bundle);
+      endpoint.received.push({ bundle, contentType: req.headers['content-type'], answered });
+      res.writeHead(answered).end();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  return {
+  return Object.assign(endpoint, {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/notifications`,
-    received,
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
-  };
+  });
 }
 
 /** The R4 SubscriptionStatus (profile backport-subscription-status-r4): a Parameters, read by parameter name. */
@@ -107,7 +110,7 @@ const finishEncounter = async (who: TestClient, subject = patient) => {
 const ofSubscription = (id: string) => (b: any) => statusOf(b).one('subscription')?.valueReference?.reference?.endsWith(`/Subscription/${id}`);
 
 beforeAll(async () => {
-  pont = await startTestServer({ PONT_ENV: 'development' });
+  pont = await startTestServer({ PONT_ENV: 'development', PONT_WEBHOOK_RETRY_DELAYS: '1s,1s,1s,1s,1s,1s' });
   base = `${pont.url}/api/fhir/R4`;
   owner = await createTestClient(pont, ['fhir:read', 'fhir:write', 'patients:read'], { organizationId: 'org-ig-owner' });
   stranger = await createTestClient(pont, ['fhir:read', 'fhir:write', 'patients:read'], { organizationId: 'org-ig-stranger' });
@@ -254,6 +257,38 @@ describe('channels.html "REST-Hook" and notifications.html', () => {
     const { body } = await pont.json('/api/fhir/R4/metadata');
     const entry = body.rest[0].resource.find((r: any) => r.type === 'Subscription');
     expect(entry.searchParam.map((p: any) => p.name)).toEqual(expect.arrayContaining(['url', 'status']));
+  });
+
+  it('a refused handshake makes it error at once (channels.html: SHALL); nothing is pushed to the endpoint before a handshake is accepted, then active', async () => {
+    const hook = await startEndpoint();
+    try {
+      hook.answer = () => 503;
+      const created = await fhir(owner, '/Subscription', { method: 'POST', json: backportSubscription({ type: 'rest-hook', endpoint: hook.url, content: 'id-only' }) });
+      expect(created.status).toBe(201);
+      const sub = created.body.id;
+      await eventually(() => expect(hook.received.length).toBeGreaterThanOrEqual(1));
+      await eventually(async () => expect((await fhir(owner, `/Subscription/${sub}`)).body.status).toBe('error'));
+      expect(hook.received.length).toBeLessThan(7); // at the first refusal, not once the 7 attempts are spent
+      const status = statusOf((await fhir(owner, `/Subscription/${sub}/$status`)).body);
+      expect(status.status).toBe('error');
+      expect(status.one('error').valueCodeableConcept).toBeTruthy();
+      // An event while the endpoint has not accepted a handshake: numbered, not POSTed to it.
+      await finishEncounter(owner);
+      await eventually(async () => expect(statusOf((await fhir(owner, `/Subscription/${sub}/$status`)).body).one('events-since-subscription-start').valueString).toBe('1'));
+      await new Promise((resolve) => setTimeout(resolve, 1500)); // a retry of the handshake comes and is refused meanwhile
+      expect(hook.received.map((r) => statusOf(r.bundle).type).filter((t) => t !== 'handshake')).toEqual([]);
+      // The endpoint answers now: the next handshake makes it active, and what happens from then on is sent.
+      hook.answer = () => 200;
+      await eventually(async () => expect((await fhir(owner, `/Subscription/${sub}`)).body.status).toBe('active'));
+      const encounter = await finishEncounter(owner);
+      await eventually(() => expect(hook.received.filter((r) => statusOf(r.bundle).type === 'event-notification')).toHaveLength(1));
+      expect(statusOf(hook.received.find((r) => statusOf(r.bundle).type === 'event-notification')!.bundle).events).toEqual([
+        expect.objectContaining({ number: '2', focus: `${base}/Encounter/${encounter}` }),
+      ]);
+      await fhir(owner, `/Subscription/${sub}`, { method: 'DELETE' });
+    } finally {
+      await hook.close();
+    }
   });
 
   it('a non-owner cannot read, delete, $status or $events it', async () => {

@@ -86,6 +86,11 @@ export interface NotificationEvent {
 }
 
 const MAX_EVENTS_PAGE = 1000;
+/**
+ * The error of a rest-hook subscription whose endpoint has not accepted a handshake yet: it is pushed nothing (events are
+ * numbered and kept for $events) until a retry of the handshake is answered.
+ */
+const HANDSHAKE_REFUSED = 'a handshake could not be delivered to the endpoint';
 /** Subscriptions one binding token may name (the socket binds at most 20 in all: src/subscriptions/websocket.ts). */
 const MAX_TOKEN_IDS = 20;
 
@@ -541,12 +546,15 @@ export class FhirSubscriptions {
   }
 
   /**
-   * What a finished rest-hook attempt means for the subscription (requested → active on a handshake; error → active on a
-   * success; error when exhausted). The outcomes of attempts finished while a batch is written go in the next, one
-   * statement each way (coalesced): most are successes of an active subscription, which change nothing.
+   * What a finished rest-hook attempt means for the subscription: a handshake answered makes it active (from requested,
+   * or from the error of a refused handshake); a handshake refused makes it error at once (the IG: "any errors in the
+   * initial handshake SHALL result in the status being changed to error"), and it stays that error, pushed nothing, until a
+   * retry of the handshake is answered; another notification answered makes an error active again, and one still refused
+   * when its attempts are exhausted makes it error. The outcomes of attempts finished while a batch is written go in the
+   * next, one statement each way (coalesced): most are successes of an active subscription, which change nothing.
    */
   async delivered(subscriptionId: string, type: string, succeeded: boolean, exhausted: boolean): Promise<void> {
-    if (succeeded || exhausted) await this.outcomes({ id: subscriptionId, type, succeeded });
+    if (succeeded || exhausted || type === 'handshake') await this.outcomes({ id: subscriptionId, type, succeeded });
   }
 
   private async outcomesMany(items: Array<{ id: string; type: string; succeeded: boolean }>): Promise<void[]> {
@@ -555,16 +563,17 @@ export class FhirSubscriptions {
       await this.db.query(
         `UPDATE fhir_subscriptions s SET status = 'active', error = NULL
          FROM (SELECT id, bool_or(handshake) AS handshake, bool_or(NOT handshake) AS other FROM unnest($1::text[], $2::boolean[]) AS d(id, handshake) GROUP BY id) d
-         WHERE s.id = d.id AND s.deleted_at IS NULL AND ((d.other AND s.status = 'error') OR (d.handshake AND s.status = 'requested'))`,
-        [ok.map((i) => i.id), ok.map((i) => i.type === 'handshake')],
+         WHERE s.id = d.id AND s.deleted_at IS NULL
+           AND ((d.other AND s.status = 'error' AND s.error IS DISTINCT FROM $3) OR (d.handshake AND (s.status = 'requested' OR s.error = $3)))`,
+        [ok.map((i) => i.id), ok.map((i) => i.type === 'handshake'), HANDSHAKE_REFUSED],
       );
     const failed = items.filter((i) => !i.succeeded);
     if (failed.length)
       await this.db.query(
         `UPDATE fhir_subscriptions s SET status = 'error', error = d.error
          FROM (SELECT DISTINCT ON (id) id, error FROM unnest($1::text[], $2::text[]) AS d(id, error)) d
-         WHERE s.id = d.id AND s.deleted_at IS NULL`,
-        [failed.map((i) => i.id), failed.map((i) => `a ${i.type} could not be delivered to the endpoint`)],
+         WHERE s.id = d.id AND s.deleted_at IS NULL AND (d.error <> $3 OR s.status IN ('requested', 'error'))`,
+        [failed.map((i) => i.id), failed.map((i) => (i.type === 'handshake' ? HANDSHAKE_REFUSED : `a ${i.type} could not be delivered to the endpoint`)), HANDSHAKE_REFUSED],
       );
     return items.map(() => undefined);
   }
@@ -891,7 +900,7 @@ export async function numberQueuedChanges(db: Database, batch = FANOUT_BATCH): P
            -- need comes out of this one (no join between the CTEs: the planner cannot size them)
            UPDATE fhir_subscriptions s SET events_since_start = s.events_since_start + g.n, last_sent_at = now()
            FROM grouped g WHERE s.id = g.subscription_id AND s.deleted_at IS NULL AND s.status <> 'off'
-           RETURNING s.id, s.events_since_start - g.n AS base, g.n, s.channel_type, s.status, s.webhook_subscription_id, greatest(coalesce(s.max_count, 1), 1) AS per,
+           RETURNING s.id, s.events_since_start - g.n AS base, g.n, s.channel_type, s.status, s.error, s.webhook_subscription_id, greatest(coalesce(s.max_count, 1), 1) AS per,
                      g.focus_types, g.focus_ids, g.focus_versions, g.interactions, g.created_ats
          ), numbered AS (
            -- one row per subscription: this run's events for it, numbered base + 1 .. base + n
@@ -899,17 +908,18 @@ export async function numberQueuedChanges(db: Database, batch = FANOUT_BATCH): P
            SELECT id, base + 1, base + n, focus_types, focus_ids, focus_versions, interactions, created_ats FROM raised
            RETURNING cardinality(focus_ids) AS n
          ), hooks AS (
-           -- an error subscription is still sent to (a success makes it active again); a requested one waits for its handshake
+           -- an error subscription is still sent to (a success makes it active again); a requested one, or one whose
+           -- handshake was refused ($5), waits for its handshake
            INSERT INTO webhook_deliveries (id, subscription_id, fhir_subscription_id, notification_type, event_number, event_count, status, next_attempt_at)
            SELECT 'whdlv_' || replace(gen_random_uuid()::text, '-', ''), r.webhook_subscription_id, r.id, 'event-notification',
                   r.base + g.first, least(r.per, r.n - g.first + 1), 'pending', now()
            FROM raised r CROSS JOIN LATERAL generate_series(1, r.n, r.per) AS g(first)
-           WHERE r.channel_type = 'rest-hook' AND r.status <> 'requested' AND r.webhook_subscription_id IS NOT NULL
+           WHERE r.channel_type = 'rest-hook' AND r.status <> 'requested' AND r.error IS DISTINCT FROM $5 AND r.webhook_subscription_id IS NOT NULL
            RETURNING 1
          )
          SELECT (SELECT coalesce(sum(n), 0) FROM numbered)::text AS events, (SELECT count(*) FROM hooks)::text AS hooks,
                 coalesce((SELECT array_agg(id) FROM raised WHERE channel_type = 'websocket'), '{}') AS sockets`,
-        [allowed.map((a) => a.seq), allowed.map((a) => a.client_id), allowed.map((a) => a.organization_id), allowed.map((a) => a.empty)],
+        [allowed.map((a) => a.seq), allowed.map((a) => a.client_id), allowed.map((a) => a.organization_id), allowed.map((a) => a.empty), HANDSHAKE_REFUSED],
       );
       events = Number(rows[0]!.events);
       hooks = Number(rows[0]!.hooks);
