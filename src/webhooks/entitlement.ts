@@ -79,14 +79,18 @@ export async function entitledOrganizationsOfEach(q: Queryable, events: EventAud
   });
 }
 
-/** The FHIR ids an event's data names (`*_id` values that are FHIR ids), as a text[] literal: one of them is its resource's. */
+/**
+ * The FHIR ids an event's data names (`*_id` values that are FHIR ids), as a text[] literal: one of them is its resource's.
+ * Not its patient's, Health ID or facility: those name no record of the event's type (Patient events need no date).
+ */
 function idsOf(event: EventAudience): string {
   const ids = Object.entries(event.data)
-    .filter(([key, value]) => /(^|_)id$/.test(key) && typeof value === 'string' && FHIR_ID.test(value))
+    .filter(([key, value]) => /(^|_)id$/.test(key) && !NOT_THE_RESOURCE.has(key) && typeof value === 'string' && FHIR_ID.test(value))
     .map(([, value]) => value as string);
   return `{${[...new Set(ids)].join(',')}}`;
 }
 const FHIR_ID = /^[A-Za-z0-9\-.]{1,64}$/;
+const NOT_THE_RESOURCE = new Set(['patient_id', 'health_id', 'facility_id']);
 
 /** The resource types an event type is about (its rules' resources; Patient for the events no rule raises, the Health ID's). */
 function resourceTypesOf(type: string): string[] {
