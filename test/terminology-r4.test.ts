@@ -364,6 +364,13 @@ describe('reading and searching the loaded CodeSystem, ValueSet and ConceptMap r
     expect(page2.body.entry.length).toBeGreaterThan(0);
     expect(ids(page2.body)).not.toContain(ids(page1.body)[0]);
     expect((await get('CodeSystem?_summary=count')).body.entry).toBeUndefined();
+    const form = await pont.json(`${BASE}/CodeSystem/_search`, {
+      method: 'POST',
+      headers: { ...reader.headers, 'content-type': 'application/x-www-form-urlencoded' },
+      body: `url=${encodeURIComponent(CS)}`,
+    });
+    expect(form.status, JSON.stringify(form.body).slice(0, 300)).toBe(200);
+    expect(ids(form.body)).toEqual(['pont-test-findings|1.0']);
   });
 
   it('refuses hostile searches with OperationOutcomes, and shows nothing loaded to a client without terminology:read', async () => {
