@@ -500,6 +500,32 @@ describe('as an attacker', () => {
     }
   });
 
+  it('a binding token binds only the subscription it was given for; hostile websocket messages do not bind or break the socket', async () => {
+    const mine = await fhir(owner, '/Subscription', { method: 'POST', json: backportSubscription({ type: 'websocket', content: 'id-only' }) });
+    const other = await fhir(owner, '/Subscription', { method: 'POST', json: backportSubscription({ type: 'websocket', content: 'id-only' }) });
+    const theirs = await fhir(stranger, '/Subscription', { method: 'POST', json: backportSubscription({ type: 'websocket', content: 'empty' }, []) });
+    const params = (await fhir(owner, `/Subscription/${mine.body.id}/$get-ws-binding-token`)).body.parameter;
+    const client = await connect(params.find((p: any) => p.name === 'websocket-url').valueUrl);
+    for (const junk of ['bind-with-token', 'bind-with-token: ', '{"type":"bind-with-token","payload":{}}', 'x'.repeat(4000), Buffer.from([0, 1, 2])]) client.socket.send(junk);
+    await eventually(() => expect(client.messages.filter((m) => m?.resourceType === 'OperationOutcome')).toHaveLength(5)); // told, not closed
+    // A token the server did not give closes the socket that tried it (Pont's choice: no guessing on one connection).
+    const guesser = await connect(params.find((p: any) => p.name === 'websocket-url').valueUrl);
+    guesser.socket.send(`bind-with-token: ${'x'.repeat(32)}`);
+    expect(await guesser.closed).toBe(4401);
+    // A token for another subscription of the organisation, or of another organisation, is not this one's: only its own binds.
+    client.socket.send(`bind-with-token: ${params.find((p: any) => p.name === 'token').valueString}`);
+    await eventually(() => expect(bundles(client.messages, 'handshake')).toHaveLength(1));
+    expect(ofSubscription(mine.body.id)(bundles(client.messages, 'handshake')[0])).toBe(true);
+    await finishEncounter(owner);
+    await eventually(() => expect(bundles(client.messages, 'event-notification', mine.body.id)).toHaveLength(1));
+    await eventually(async () => expect(statusOf((await fhir(owner, `/Subscription/${other.body.id}/$status`)).body).one('events-since-subscription-start').valueString).toBe('1'));
+    expect(client.messages.filter((m) => m?.resourceType === 'Bundle' && (ofSubscription(other.body.id)(m) || ofSubscription(theirs.body.id)(m)))).toEqual([]);
+    client.socket.close();
+    await fhir(owner, `/Subscription/${mine.body.id}`, { method: 'DELETE' });
+    await fhir(owner, `/Subscription/${other.body.id}`, { method: 'DELETE' });
+    await fhir(stranger, `/Subscription/${theirs.body.id}`, { method: 'DELETE' });
+  });
+
   it('hostile Subscription bodies: a 4xx OperationOutcome, never a 5xx', async () => {
     const good = backportSubscription({ type: 'rest-hook', endpoint: endpoint.url, content: 'id-only' });
     const bodies: Array<[string, unknown]> = [
