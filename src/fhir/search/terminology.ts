@@ -1,9 +1,9 @@
 import { ApiError, badRequest, ErrorCode } from '../../core/errors';
-import { currentFirst } from '../term/current';
 import { TERMINOLOGY_SCOPE } from '../../core/scopes';
 import type { Queryable } from '../../db/database';
 import { sql, Sql } from '../../db/sql';
 import type { Filter, ParsedSearch, TokenValue } from './parse';
+import { currentFirst } from '../term/current';
 
 /**
  * Token search through the loaded terminology (docs/fhir.md "Terminology"): the search index's `hash_sys_value` of

@@ -1,9 +1,9 @@
 import type { ValueSet, ValueSetComposeInclude, ValueSetComposeIncludeFilter, ValueSetExpansionContains } from '@medplum/fhirtypes';
-import { currentFirst } from './current';
 import { badRequest, validationFailed } from '../../core/errors';
 import { sqlState, type Queryable } from '../../db/database';
 import { and, join, sql, type Sql } from '../../db/sql';
 import { normalizeString } from '../normalize';
+import { currentFirst } from './current';
 
 /** The R4 filter operators an expansion understands (FilterOperator). */
 export const FILTER_OPS = ['=', 'is-a', 'descendent-of', 'is-not-a', 'regex', 'in', 'not-in', 'generalizes', 'exists'] as const;

@@ -1,10 +1,10 @@
 import type { Resource } from '@medplum/fhirtypes';
-import { currentFirst } from './current';
 import { ApiError, ErrorCode } from '../../core/errors';
 import type { Database, Queryable } from '../../db/database';
 import { NotifiedCache, setBounded } from '../../db/notified-cache';
 import type { ReadTerminology, TerminologyQuestions } from '../../mapping/runtime';
 import { bindingIssue, boundValues, outsideBindings } from './bindings';
+import { currentFirst } from './current';
 
 /**
  * What the maps read of the loaded terminology (docs/fhir.md "Terminology", "Used by the maps"): the display the

@@ -1,17 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import { currentFirst } from './current';
-import { terminologyCapabilities } from './capabilities';
-import { readResource, searchResources, type TerminologyType } from './resources';
 import type { Bundle, CodeableConcept, Coding, OperationOutcomeIssue, Parameters, ParametersParameter, Resource, TerminologyCapabilities, ValueSet, ValueSetExpansionContains } from '@medplum/fhirtypes';
 import { bindingIssue, boundValues, outsideBindings } from './bindings';
+import { terminologyCapabilities } from './capabilities';
+import { currentFirst } from './current';
+import { givenExpansion } from './expand';
 import { TerminologyLookup } from './lookup';
+import { readResource, searchResources, type TerminologyType } from './resources';
 import type { ReadTerminology, TerminologyQuestions } from '../../mapping/runtime';
 import { ApiError, badRequest, ErrorCode, notFound } from '../../core/errors';
 import type { Database, Queryable } from '../../db/database';
+import { and, Sql, sql } from '../../db/sql';
 import { escapeLike, normalizeString } from '../normalize';
 import { bool, coding, concept, int, one, parameters, resource, type OpInput } from './params';
-import { givenExpansion } from './expand';
-import { sql, and, Sql } from '../../db/sql';
 
 /** The operations, their parameters (R4 OperationDefinitions), and what each answers. */
 export const OPERATIONS = {
