@@ -364,6 +364,10 @@ describe('reading and searching the loaded CodeSystem, ValueSet and ConceptMap r
     expect(page2.body.entry.length).toBeGreaterThan(0);
     expect(ids(page2.body)).not.toContain(ids(page1.body)[0]);
     expect((await get('CodeSystem?_summary=count')).body.entry).toBeUndefined();
+    // The CapabilityStatement says so, for each of the three types.
+    const statement = (await pont.json(`${BASE}/metadata`)).body;
+    for (const type of ['CodeSystem', 'ValueSet', 'ConceptMap'])
+      expect(statement.rest[0].resource.find((r: any) => r.type === type).documentation, type).toMatch(/terminology:read.*url, version, _id, status, name, title/);
     const form = await pont.json(`${BASE}/CodeSystem/_search`, {
       method: 'POST',
       headers: { ...reader.headers, 'content-type': 'application/x-www-form-urlencoded' },

@@ -10,6 +10,10 @@ for (const op of Object.keys(OPERATIONS)) {
   (TERMINOLOGY[type] ??= []).push(name);
 }
 
+/** How reads and searches of CodeSystem, ValueSet and ConceptMap are answered (docs/fhir.md "Terminology"). */
+const TERMINOLOGY_READS =
+  'With terminology:read, read and search answer the loaded terminology (the current version of each url; search parameters url, version, _id, status, name, title; a code system of more than 1000 concepts without them) and the terminology operations apply; with fhir:read alone, the FHIR store\'s resources of this type. GET metadata?mode=terminology gives the TerminologyCapabilities.';
+
 /** The Bulk Data Access IG (docs/fhir.md "Bulk Data export"). */
 const BULK_DATA = 'http://hl7.org/fhir/uv/bulkdata';
 
@@ -57,6 +61,7 @@ export function capabilityStatement(publicUrl: string, topics: readonly string[]
     const interactions = ['read', 'vread', 'history-instance', 'history-type', 'search-type', ...(writable ? ['create', 'update', 'patch', 'delete'] : [])];
     return {
       type: type as CapabilityStatementRestResource['type'],
+      ...(TERMINOLOGY[type] ? { documentation: TERMINOLOGY_READS } : {}),
       interaction: interactions.map((code) => ({ code })) as CapabilityStatementRestResource['interaction'],
       versioning: 'versioned',
       readHistory: true,
