@@ -129,10 +129,17 @@ describe('ConceptMap/$translate: unmapped and reverse', () => {
   const TGT = 'http://example.org/cs/tgt';
   const OTHER = 'http://example.org/cs/other';
   beforeAll(async () => {
-    await loader.loadConceptMap({
+    // Its count is of its mappings (two), not of what unmapped adds.
+    const provided = await loader.loadConceptMap({
       resourceType: 'ConceptMap', id: 'r4-unmapped-provided', url: 'http://example.org/cm/provided', status: 'active',
       group: [{ source: SRC, target: TGT, element: [{ code: 'a', target: [{ code: 'A', equivalence: 'wider' }] }, { code: 'n', target: [{ equivalence: 'unmatched' }] }], unmapped: { mode: 'provided' } }],
     });
+    expect(provided.count).toBe(2);
+    const bad = (unmapped: unknown) => loader.loadConceptMap({ resourceType: 'ConceptMap', url: 'http://example.org/cm/bad', status: 'active', group: [{ source: SRC, unmapped }] } as any);
+    await expect(bad({ mode: 'bogus' })).rejects.toThrow(/provided, fixed or other-map/);
+    await expect(bad({ mode: 'fixed' })).rejects.toThrow(/not a code/);
+    await expect(bad({ mode: 'other-map' })).rejects.toThrow(/names the other map/);
+    await expect(bad('provided')).rejects.toThrow(/provided, fixed or other-map/);
     await loader.loadConceptMap({
       resourceType: 'ConceptMap', id: 'r4-unmapped-fixed', url: 'http://example.org/cm/fixed', status: 'active',
       group: [{ source: 'http://example.org/cs/src2', target: TGT, element: [{ code: 'b', target: [{ code: 'B', equivalence: 'equivalent' }] }], unmapped: { mode: 'fixed', code: 'UNK', display: 'Unknown' } }],

@@ -414,7 +414,7 @@ export class TerminologyLoader {
           [row.rows[0]!.id, col(0), col(1), col(2), col(3), col(4), col(5), col(6)],
         );
       await tx.query(`DELETE FROM term_concept_maps WHERE state = 'retired' AND url = $1`, [url]);
-      return { resourceType: 'ConceptMap' as const, url, version, id, count: rows.length, replaced: old.rowCount > 0 };
+      return { resourceType: 'ConceptMap' as const, url, version, id, count: rows.filter((r) => r[1] !== '').length, replaced: old.rowCount > 0 };
     });
   }
 }
