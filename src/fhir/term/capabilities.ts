@@ -49,7 +49,8 @@ export async function terminologyCapabilities(db: Queryable, fhirBase: string): 
     implementation: { description: 'Pont FHIR R4 terminology (docs/fhir.md "Terminology")', url: fhirBase },
     // The `date` parameter of the operations is not honoured.
     lockedDate: false,
-    codeSystem: [...systems].map(([uri, version]) => ({ uri, version, subsumption: true })),
+    // FHIR JSON has no empty arrays: none loaded, no codeSystem.
+    ...(systems.size ? { codeSystem: [...systems].map(([uri, version]) => ({ uri, version, subsumption: true })) } : {}),
     expansion: {
       hierarchical: false,
       paging: true,
