@@ -222,6 +222,30 @@ describe('the Health ID is Pont’s, and the registry follows the Patient on eve
     expect((await api.call('/Patient', { method: 'POST', json: { resourceType: 'Patient', identifier: [{ system: HEALTH_ID_SYSTEM, value: 'CM482930174620' }] } })).status).toBe(400);
   });
 
+  it('concurrent PUTs creating one Patient id: one creates it with a Health ID, the others update it, none is a 500 (defect: the losers broke the registry’s one-ID-a-patient index)', async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const id = `put-race-${round}-${randomBytes(4).toString('hex')}`;
+      const put = (given: string) => api.call(`/Patient/${id}`, { method: 'PUT', json: { resourceType: 'Patient', id, name: [{ family: 'Race', given: [given] }] } });
+      const answers = await Promise.all(Array.from({ length: PARALLEL }, (_, i) => put(`n${i}`)));
+      expect(answers.map((a) => a.status).sort()).toEqual([200, 200, 200, 200, 200, 200, 200, 201]);
+      const healthIds = new Set(answers.map((a) => healthIdOf(a.body)));
+      expect(healthIds.size).toBe(1);
+      const [healthId] = [...healthIds];
+      expect((await api.searchAll(`/Patient?identifier=${HEALTH_ID_SYSTEM}|${healthId}`)).map((p) => p.id)).toEqual([id]);
+    }
+  });
+
+  it('a deleted Patient created again by PUT gets its Health ID back (defect: a 500, the registry still held it)', async () => {
+    const id = `recreated-${randomBytes(4).toString('hex')}`;
+    const put = (family: string) => api.call(`/Patient/${id}`, { method: 'PUT', json: { resourceType: 'Patient', id, name: [{ family }] } });
+    const first = await put('Before');
+    expect(first.status).toBe(201);
+    expect((await api.call(`/Patient/${id}`, { method: 'DELETE' })).status).toBe(204);
+    const again = await put('After');
+    expect(again.status).toBe(201);
+    expect(healthIdOf(again.body)).toBe(healthIdOf(first.body));
+  });
+
   it('a Patient created through FHIR gets a Health ID, a registry row and a match key', async () => {
     const res = await api.call('/Patient', {
       method: 'POST',

@@ -127,7 +127,7 @@ export async function withHealthId(
   const identifiers = identifiersOf(patient);
   if (!identifiers) throw refused('Patient.identifier must be an array of Identifier objects (a Health ID value is a string)');
   const given = healthIdsOf(patient);
-  const kept = healthIdsOf(previous)[0];
+  const kept = healthIdsOf(previous)[0] ?? (await heldByCreator(tx, patient.id!));
   const withId = (healthId: string): Patient => ({
     ...patient,
     identifier: [...identifiers.filter((i) => i.system !== HEALTH_ID_SYSTEM), { system: HEALTH_ID_SYSTEM, value: healthId }],
@@ -159,6 +159,18 @@ export async function withHealthId(
   const healthId = (reservation as { reserved: string }).reserved;
   await attachPatient(tx, healthId, patient.id!);
   return { patient: withId(healthId), registered: { healthId, patientId: patient.id!, countryCode } };
+}
+
+/**
+ * With no stored Patient to keep the Health ID from, the one a concurrent create of the same id (two PUTs at once)
+ * has given it: creates of an id take turns here, and the later one, seeing the earlier's committed ID, keeps it as an
+ * update would (the store then writes it as an update of the earlier's row). Without this both issued an ID and the
+ * later broke the registry's one-ID-a-patient index (a 500).
+ */
+async function heldByCreator(tx: Queryable, patientId: string): Promise<string | undefined> {
+  await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [hashKey('patient-health-id', patientId)]);
+  const { rows } = await tx.query<{ health_id: string }>('SELECT health_id FROM health_ids WHERE patient_id = $1', [patientId]);
+  return rows[0]?.health_id;
 }
 
 /**
