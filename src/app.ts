@@ -152,11 +152,11 @@ export function createApp(services: Services): Koa {
               ? new ApiError(503, ErrorCode.unavailable, 'Too many concurrent changes of the same data; retry shortly', { headers: { 'Retry-After': '1' } })
               : new ApiError(500, ErrorCode.internal, `Internal error (request id ${ctx.state.requestId})`);
       if (!(thrown instanceof ApiError)) {
-        (ctx.state.log as Logger).error('unhandled error', {
-          method: ctx.method,
-          route: routeOf(ctx),
-          error: thrown instanceof Error ? thrown.stack : String(thrown),
-        });
+        const fields = { method: ctx.method, route: routeOf(ctx), error: thrown instanceof Error ? thrown.stack : String(thrown) };
+        // A 503 (the database away, or still losing to concurrent transactions) is an answer the service means to
+        // give under load: a warning that says which, not an error an operator would hunt as a defect.
+        if (err.status === 500) (ctx.state.log as Logger).error('unhandled error', fields);
+        else (ctx.state.log as Logger).warn(err.message, fields);
       }
       ctx.status = err.status;
       if (err.options.headers) ctx.set(err.options.headers);

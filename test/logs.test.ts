@@ -161,4 +161,24 @@ describe('request logs of the real service', () => {
     // The Health ID routes are logged by template.
     expect(written).toContain('"route":"/api/v1/connect/patients/verify/:health_id"');
   });
+
+  it('a transaction still losing to concurrent ones after its runs is a 503 logged as a warning that says so, not an "unhandled error"', async () => {
+    // Every registration loses as if to a deadlock (40P01), so every run of the transaction fails the same way.
+    await pont.services.db.exec(`CREATE FUNCTION lose_as_deadlocked() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected deadlock' USING ERRCODE = '40P01'; END $$;
+      CREATE TRIGGER lose_as_deadlocked BEFORE INSERT ON health_ids FOR EACH ROW EXECUTE FUNCTION lose_as_deadlocked();`);
+    try {
+      const res = await pont.fetch(`${CONNECT}/patients/resolve`, {
+        method: 'POST',
+        headers: { ...clinic.headers, 'content-type': 'application/json', 'x-request-id': 'req-logs-contention' },
+        body: JSON.stringify({ first_name: 'Contended', last_name: 'Ngo', date_of_birth: '1992-03-04', sex: 'female' }),
+      });
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('1');
+      const lines = written.split('\n').filter((l) => l.includes('"req-logs-contention"')).map((l) => JSON.parse(l));
+      expect(lines.find((l) => l.msg === 'unhandled error')).toBeUndefined();
+      expect(lines.find((l) => l.level === 'warn')).toMatchObject({ msg: expect.stringContaining('concurrent'), route: '/api/v1/connect/patients/resolve', error: expect.stringContaining('injected deadlock') });
+    } finally {
+      await pont.services.db.exec('DROP TRIGGER lose_as_deadlocked ON health_ids; DROP FUNCTION lose_as_deadlocked();');
+    }
+  });
 });
