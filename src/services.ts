@@ -85,7 +85,7 @@ export async function createServices(config: Config, db: Database, log: Logger, 
     mappings,
     checkDatabase: async () => void (await db.query('SELECT 1')),
     bulkExports,
-    terminology: new TerminologyService(db, fhir.terminology),
+    terminology: new TerminologyService(db, fhir.terminology, { statementTimeoutMs: config.terminologyStatementTimeoutMs }),
     subscriptions,
     workers: [
       createDeliveryWorker({ config, db, log, notifications: subscriptions }),

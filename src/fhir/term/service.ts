@@ -8,7 +8,7 @@ import { TerminologyLookup } from './lookup';
 import { readResource, searchResources, type TerminologyType } from './resources';
 import type { ReadTerminology, TerminologyQuestions } from '../../mapping/runtime';
 import { ApiError, badRequest, ErrorCode, notFound } from '../../core/errors';
-import type { Database, Queryable } from '../../db/database';
+import { sqlState, type Database, type Queryable } from '../../db/database';
 import { and, Sql, sql } from '../../db/sql';
 import { escapeLike, normalizeString } from '../normalize';
 import { bool, coding, concept, int, one, parameters, resource, type OpInput } from './params';
@@ -74,6 +74,12 @@ export class TerminologyService {
   constructor(
     private readonly db: Queryable | Database,
     private readonly readerLookup?: TerminologyLookup,
+    /**
+     * statementTimeoutMs: the longest one statement of an operation or search may run (its transaction's
+     * statement_timeout, SET LOCAL: no other work of the connection is bounded). A value set given in a request may
+     * filter a large code system with a regex PostgreSQL needs hours for; cut, it is a 422 too-costly.
+     */
+    private readonly options: { statementTimeoutMs?: number } = {},
   ) {}
 
   /**
@@ -545,10 +551,22 @@ export class TerminologyService {
   /** Several statements read one snapshot (see run). */
   private inSnapshot<T>(work: (q: Queryable) => Promise<T>): Promise<T> {
     if (!('transaction' in this.db)) return work(this.db);
-    return this.db.transaction(async (tx) => {
-      await tx.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
-      return work(tx);
-    });
+    const db = this.db;
+    return bounded(
+      () =>
+        db.transaction(async (tx) => {
+          await tx.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
+          await this.bound(tx);
+          return work(tx);
+        }),
+      this.options.statementTimeoutMs,
+    );
+  }
+
+  /** This transaction's statements are cut at statementTimeoutMs (SET LOCAL: the transaction's only). */
+  private async bound(tx: Queryable): Promise<void> {
+    const ms = this.options.statementTimeoutMs;
+    if (ms) await tx.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(ms))}`);
   }
 
   /** `GET metadata?mode=terminology`: the TerminologyCapabilities of what is loaded now (capabilities.ts). */
@@ -563,10 +581,16 @@ export class TerminologyService {
    */
   async run(op: OperationName, input: OpInput, id?: string): Promise<Parameters | ValueSet> {
     if (op === 'CodeSystem/$lookup' || !('transaction' in this.db)) return this.runIn(op, input, id);
-    return this.db.transaction(async (tx) => {
-      await tx.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
-      return new TerminologyService(tx).runIn(op, input, id);
-    });
+    const db = this.db;
+    return bounded(
+      () =>
+        db.transaction(async (tx) => {
+          await tx.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
+          await this.bound(tx);
+          return new TerminologyService(tx).runIn(op, input, id);
+        }),
+      this.options.statementTimeoutMs,
+    );
   }
 
   private runIn(op: OperationName, input: OpInput, id?: string): Promise<Parameters | ValueSet> {
@@ -584,5 +608,19 @@ export class TerminologyService {
       case 'ConceptMap/$translate':
         return this.translate(input, id);
     }
+  }
+}
+
+/** SQLSTATE query_canceled: statement_timeout reached (or a cancel). */
+const QUERY_CANCELED = '57014';
+
+/** The work, its statement cut at the bound answered as a 422 too-costly (asking again would cost as much). */
+async function bounded<T>(work: () => Promise<T>, ms: number | undefined): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (!ms || sqlState(err) !== QUERY_CANCELED) throw err;
+    const message = `This request takes more than ${ms / 1000} s to answer (PONT_TERMINOLOGY_STATEMENT_TIMEOUT): narrow it (fewer or simpler filters, a regex without back-references)`;
+    throw new ApiError(422, ErrorCode.validationFailed, message, { issues: [{ severity: 'error', code: 'too-costly', diagnostics: message }] });
   }
 }
