@@ -245,7 +245,15 @@ export async function givenExpansion(tx: Queryable, vs: unknown): Promise<Sql> {
   const v = vs as ValueSet;
   if (v.compose !== undefined && (!v.compose || typeof v.compose !== 'object')) throw badRequest('ValueSet.compose is an object');
   if (!v.compose && (!v.expansion || typeof v.expansion !== 'object')) throw badRequest('The ValueSet given has neither a compose nor an expansion');
+  // A part of the wrong shape is refused, not left out: an ignored filter, concept list, value set or exclude would
+  // widen the value set (to the whole code system), and $validate-code would call valid what it excludes.
+  for (const key of ['include', 'exclude'] as const)
+    if (v.compose?.[key] !== undefined && (!Array.isArray(v.compose[key]) || v.compose[key]!.some((p) => !p || typeof p !== 'object' || Array.isArray(p))))
+      throw badRequest(`ValueSet.compose.${key} is an array of objects`);
   const parts = [...(Array.isArray(v.compose?.include) ? v.compose.include : []), ...(Array.isArray(v.compose?.exclude) ? v.compose.exclude : [])];
+  for (const p of parts)
+    for (const key of ['filter', 'concept', 'valueSet'] as const)
+      if (p[key] !== undefined && !Array.isArray(p[key])) throw badRequest(`ValueSet.compose.include.${key} (and exclude's) is an array`);
   if (parts.length > MAX_GIVEN_PARTS) throw badRequest(`The ValueSet given has at most ${MAX_GIVEN_PARTS} includes and excludes`);
   for (const p of parts)
     if ((Array.isArray(p?.filter) && p.filter.length > MAX_GIVEN_FILTERS) || (Array.isArray(p?.valueSet) && p.valueSet.length > MAX_GIVEN_FILTERS))

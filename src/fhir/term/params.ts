@@ -111,6 +111,7 @@ export function one(input: OpInput, name: string): string | undefined {
 export function bool(input: OpInput, name: string): boolean | undefined {
   const values = input.get(name);
   if (!values?.length) return undefined;
+  if (values.length > 1) throw badRequest(`Parameter ${name} may be given once`);
   const v = values[0];
   if (v === true || v === 'true') return true;
   if (v === false || v === 'false') return false;
@@ -120,6 +121,7 @@ export function bool(input: OpInput, name: string): boolean | undefined {
 export function int(input: OpInput, name: string, max: number): number | undefined {
   const values = input.get(name);
   if (!values?.length) return undefined;
+  if (values.length > 1) throw badRequest(`Parameter ${name} may be given once`);
   const v = values[0];
   const n = typeof v === 'number' ? v : typeof v === 'string' && /^\d{1,9}$/.test(v) ? Number(v) : NaN;
   if (!Number.isSafeInteger(n) || n < 0) throw badRequest(`Parameter ${name} is a non-negative integer`);
@@ -143,6 +145,7 @@ export function coding(input: OpInput, name: string): Coding | undefined {
 export function concept(input: OpInput, name: string): CodeableConcept | undefined {
   const values = input.get(name);
   if (!values?.length) return undefined;
+  if (values.length > 1) throw badRequest(`Parameter ${name} may be given once`);
   const v = values[0];
   if (!v || typeof v !== 'object') throw badRequest(`Parameter ${name} must be a CodeableConcept (POST it in a Parameters body)`);
   return v as CodeableConcept;
