@@ -695,6 +695,51 @@ describe('webhooks: an event about a patient reaches an artefact consent only fo
     await connect(clinic, `/patient/${legacy.hid}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at: inDays(30) } });
     expect(await hear(legacy.pid, 'lab_result.released')).toEqual(['org-clinic', 'org-hospital']);
   });
+
+  it('attack: an event that names another in-range record (another patient\'s, or its own patient\'s) is not heard for an out-of-range one', async () => {
+    // prescription.dispensed names the dispense and its authorizingPrescription (prescription_id, a MedicationRequest
+    // id the writer chose). Ids are unique per type only: MedicationDispense/<that id> may exist too (ids assigned
+    // by PUT collide across types as a matter of course), and its date was judged in place of the event's dispense.
+    const { entitledOrganizations } = await import('../src/webhooks/entitlement');
+    const newPatient = async (first: string) => {
+      const r = await connect(hospital, '/patients/resolve', { method: 'POST', json: { first_name: first, last_name: 'Collide', date_of_birth: '1971-04-04', sex: 'male' } });
+      return (await fhir(hospital, `/Patient?identifier=https://pont.health/fhir/sid/health-id|${r.body.health_id}`)).body.entry[0].resource.id as string;
+    };
+    const ranged = await newPatient('Ranged');
+    const other = await newPatient('Other');
+    const hid = (await fhir(hospital, `/Patient/${ranged}`)).body.identifier.find((i: any) => i.system === 'https://pont.health/fhir/sid/health-id').value;
+    await connect(clinic, `/patient/${hid}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at: inDays(30), date_range: { from: '2024-01-01', to: '2024-12-31' } } });
+    const prescription = async (id: string) => {
+      const res = await fhir(hospital, `/MedicationRequest/${id}`, {
+        method: 'PUT',
+        json: { resourceType: 'MedicationRequest', id, status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Collide' }, subject: { reference: `Patient/${ranged}` }, authoredOn: '2023-04-04' },
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+    };
+    const dispense = async (id: string, pid: string, when: string, rx?: string) => {
+      if (rx) await prescription(rx);
+      const res = await fhir(hospital, `/MedicationDispense/${id}`, {
+        method: 'PUT',
+        json: { resourceType: 'MedicationDispense', id, status: 'completed', medicationCodeableConcept: { text: 'Collide' }, subject: { reference: `Patient/${pid}` }, whenHandedOver: when, ...(rx && { authorizingPrescription: [{ reference: `MedicationRequest/${rx}` }] }) },
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+    };
+    const heard = async (id: string, rx: string | null) =>
+      (await entitledOrganizations(pont.services.db, { type: 'prescription.dispensed', organizationId: 'org-hospital', patientId: ranged, data: { dispense_id: id, patient_id: ranged, health_id: hid, status: 'completed', prescription_id: rx } })).sort();
+    // Another patient's dispense of 2024, and one of the ranged patient's of 2024, whose ids a prescription shares.
+    await dispense('a-wave4-other-2024', other, '2024-05-05');
+    await dispense('a-wave4-own-2024', ranged, '2024-06-06');
+    await dispense('z-wave4-2023', ranged, '2023-05-05', 'a-wave4-other-2024');
+    await dispense('z-wave4-2023b', ranged, '2023-07-07', 'a-wave4-own-2024');
+    await dispense('z-wave4-2024', ranged, '2024-07-07', 'rx-wave4-plain');
+    expect(await heard('z-wave4-2023', 'a-wave4-other-2024')).toEqual(['org-hospital']);
+    expect(await heard('z-wave4-2023b', 'a-wave4-own-2024')).toEqual(['org-hospital']);
+    // The in-range dispense is heard, as before.
+    expect(await heard('z-wave4-2024', 'rx-wave4-plain')).toEqual(['org-clinic', 'org-hospital']);
+    expect(await heard('z-wave4-2024', null)).toEqual(['org-clinic', 'org-hospital']);
+    // An event naming only another patient's in-range record is not heard either.
+    expect(await heard('no-such-dispense', 'a-wave4-other-2024')).toEqual(['org-hospital']);
+  });
 });
 
 describe.runIf(backend === 'postgres')('two server processes: one frequency, one revocation, one artefact', () => {

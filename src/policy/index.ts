@@ -149,12 +149,20 @@ const OWNER_ONLY_SQL = constant(sql`(${join(OWNER_ONLY_TYPES.map(literal), ', ')
 export interface EventFacts {
   types: Sql;
   ids: Sql;
+  /** The event's patient (a FHIR Patient id). */
+  patient: Sql;
 }
 
-/** SQL: the date of care (careDateOf) of the resource an event is about: the live row of one of `facts.types` whose id it names. */
-function eventCareDate(facts: EventFacts): Sql {
-  return sql`(SELECT ${careDateOf(undefined, { type: sql`x.resource_type`, content: sql`x.content` })} FROM fhir_resources x
-        WHERE x.resource_type = ANY(${facts.types}) AND x.id = ANY(${facts.ids}) AND NOT x.deleted LIMIT 1)`;
+/**
+ * SQL: the event is about care inside [from, to]: the live rows of `facts.types` whose ids it names are there, each
+ * one is its patient's and has a date of care (careDateOf) inside. Every one: ids are unique per type only, so a
+ * `*_id` naming a record of another type (a dispense's prescription_id) may name a row of the event's type too, of
+ * another patient or another date; one outside (or another patient's) and the event is not heard.
+ */
+function eventCareInside(facts: EventFacts, from: Sql, to: Sql): Sql {
+  return sql`coalesce((SELECT bool_and(x.patients @> ARRAY[${facts.patient}]::text[]
+          AND coalesce(${careDateOf(undefined, { type: sql`x.resource_type`, content: sql`x.content` })} BETWEEN ${from} AND ${to}, false))
+        FROM fhir_resources x WHERE x.resource_type = ANY(${facts.types}) AND x.id = ANY(${facts.ids}) AND NOT x.deleted), false)`;
 }
 
 /** What the rule knows of one row beyond its class: its type and its content (for the date of its care). */
@@ -190,7 +198,7 @@ export function activeGrants(select: Sql, org: Sql | undefined, patient: Sql, da
   const artefact = row && 'types' in row
     ? sql` AND (g.resource_types IS NULL OR g.resource_types && ${row.types})
       AND (g.data_from IS NULL AND g.data_to IS NULL OR ${literal(hiTypes.subject)} = ANY(${row.types})
-        OR ${eventCareDate(row)} BETWEEN coalesce(g.data_from, '0000-01-01') AND coalesce(g.data_to, '9999-12-31'))`
+        OR ${eventCareInside(row, sql`coalesce(g.data_from, '0000-01-01')`, sql`coalesce(g.data_to, '9999-12-31')`)})`
     : row
     ? sql` AND (g.resource_types IS NULL OR ${row.type} = ANY(g.resource_types))
 ${type === hiTypes.subject ? sql`` : sql`

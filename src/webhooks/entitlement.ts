@@ -50,7 +50,7 @@ export async function entitledOrganizationsOfEach(q: Queryable, events: EventAud
     const keys = [...pairs.keys()];
     const list = [...pairs.values()];
     const { text, values } = sql`SELECT DISTINCT k.n, g.organization_id FROM unnest(${list.map((x) => x.patient)}::text[], ${list.map((x) => x.dataClass)}::text[], ${list.map((x) => x.types)}::text[], ${list.map((x) => x.ids)}::text[]) WITH ORDINALITY AS k(p, c, t, i, n)
-       CROSS JOIN LATERAL (${activeGrants(sql`g.organization_id`, undefined, sql`= k.p`, sql`k.c`, { types: sql`k.t::text[]`, ids: sql`k.i::text[]` })}) g`.render();
+       CROSS JOIN LATERAL (${activeGrants(sql`g.organization_id`, undefined, sql`= k.p`, sql`k.c`, { types: sql`k.t::text[]`, ids: sql`k.i::text[]`, patient: sql`k.p` })}) g`.render();
     const { rows } = await q.query<{ n: string; organization_id: string }>(text, values);
     for (const row of rows) {
       const key = keys[Number(row.n) - 1]!;
