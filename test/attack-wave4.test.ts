@@ -160,3 +160,70 @@ describe('hostile inputs on the new parameters: a 4xx OperationOutcome, never a 
     none();
   });
 });
+
+describe('a burst of concurrent duplicates on one Patient id (the registry serialising creates)', () => {
+  let writer: TestClient;
+  beforeAll(async () => {
+    writer = await createTestClient(pont, ['fhir:read', 'fhir:write'], { organizationId: 'org-wave4-writer' });
+  });
+  const call = (path: string, init: { method?: string; json?: unknown } = {}) =>
+    pont.json(`${BASE}/${path}`, { method: init.method ?? 'GET', headers: { ...writer.headers, 'content-type': 'application/fhir+json' }, ...(init.json !== undefined && { json: init.json }) });
+  const healthIdsOf = async (id: string) =>
+    (await pont.services.db.query<{ health_id: string }>('SELECT health_id FROM health_ids WHERE patient_id = $1', [id])).rows.map((r) => r.health_id);
+
+  it('PUT, DELETE and PUT again of one id at once: no 5xx, and one Health ID for it at the end', async () => {
+    const statuses: number[] = [];
+    for (let round = 0; round < 4; round++) {
+      const id = `wave4-burst-${round}-${Date.now().toString(36)}`;
+      const put = (given: string) => call(`Patient/${id}`, { method: 'PUT', json: { resourceType: 'Patient', id, name: [{ family: 'Burst', given: [given] }] } });
+      const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 3 === 2 ? call(`Patient/${id}`, { method: 'DELETE' }) : put(`n${i}`))));
+      statuses.push(...answers.map((a) => a.status));
+      const last = await put('last');
+      expect([200, 201]).toContain(last.status);
+      const held = await healthIdsOf(id);
+      expect(held).toHaveLength(1);
+      expect(last.body.identifier.filter((i: any) => i.system === 'https://pont.health/fhir/sid/health-id').map((i: any) => i.value)).toEqual(held);
+    }
+    expect(statuses.filter((s) => s >= 500)).toEqual([]);
+  }, 120_000);
+
+  it('two transaction Bundles creating the same two Patient ids in opposite orders: no 5xx, one Health ID each', async () => {
+    const statuses: number[] = [];
+    for (let round = 0; round < 4; round++) {
+      const [x, y] = ['x', 'y'].map((n) => `wave4-cross-${n}-${round}-${Date.now().toString(36)}`) as [string, string];
+      const entry = (id: string) => ({ fullUrl: `Patient/${id}`, resource: { resourceType: 'Patient', id, name: [{ family: 'Cross' }] }, request: { method: 'PUT', url: `Patient/${id}` } });
+      const bundle = (ids: string[]) => ({ resourceType: 'Bundle', type: 'transaction', entry: ids.map(entry) });
+      const answers = await Promise.all([call('', { method: 'POST', json: bundle([x, y]) }), call('', { method: 'POST', json: bundle([y, x]) }), call('', { method: 'POST', json: bundle([x, y]) })]);
+      statuses.push(...answers.map((a) => a.status));
+      for (const id of [x, y]) expect(await healthIdsOf(id)).toHaveLength(1);
+    }
+    expect(statuses.filter((s) => s >= 500)).toEqual([]);
+  }, 120_000);
+});
+
+describe('the loaded terminology\'s fallback to the FHIR store', () => {
+  it('terminology:read alone never reads the store (a store-only id is a 404 like an unknown one); with fhir:read too, another organisation\'s store resource is exactly as open as to fhir:read alone', async () => {
+    const writer = await createTestClient(pont, ['fhir:read', 'fhir:write'], { organizationId: 'org-wave4-store' });
+    const stored = await pont.json(`${BASE}/CodeSystem`, {
+      method: 'POST',
+      headers: { ...writer.headers, 'content-type': 'application/fhir+json' },
+      json: { resourceType: 'CodeSystem', status: 'draft', content: 'complete', url: 'http://org-wave4-store.example/secret-codes', concept: [{ code: 'hiv-positive' }] },
+    });
+    expect(stored.status, JSON.stringify(stored.body)).toBe(201);
+    const id = stored.body.id as string;
+    const as = (client: TestClient, path: string) => pont.json(`${BASE}/${path}`, { headers: client.headers });
+    const unknown = await as(reader, 'CodeSystem/no-such-code-system');
+    for (const path of [`CodeSystem/${id}`, `CodeSystem?_id=${id}`, 'CodeSystem?url=http://org-wave4-store.example/secret-codes', `CodeSystem/${id}/_history/1`, `CodeSystem/${id}/_history`, 'CodeSystem/_history']) {
+      const res = await as(reader, path);
+      expect(JSON.stringify(res.body), path).not.toContain('hiv-positive');
+      expect(JSON.stringify(res.body.entry ?? []), path).not.toContain(id);
+      if (path === `CodeSystem/${id}`) expect([res.status, res.body.issue?.[0]?.code]).toEqual([unknown.status, unknown.body.issue?.[0]?.code]);
+    }
+    const fhirOnly = await createTestClient(pont, ['fhir:read'], { organizationId: 'org-wave4-elsewhere' });
+    const both = await createTestClient(pont, ['fhir:read', 'terminology:read'], { organizationId: 'org-wave4-elsewhere' });
+    const plain = await as(fhirOnly, `CodeSystem/${id}`);
+    const through = await as(both, `CodeSystem/${id}`);
+    expect(through.status).toBe(plain.status);
+    expect(through.body).toEqual(plain.body);
+  });
+});
