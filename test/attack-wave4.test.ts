@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backend, createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
 import { TerminologyLoader } from '../src/fhir/term/load';
 import { loadResource, resourcesOf } from '../src/fhir/term/files';
+import { topicUrl } from '../src/subscriptions/topics';
 
 // Attack wave 4: the surfaces of the day's changes (terminology reads and searches, value sets given in a request,
 // $translate's unmapped and reverse, metadata?mode=terminology) as an outsider holding a token of some organisation
@@ -225,5 +226,84 @@ describe('the loaded terminology\'s fallback to the FHIR store', () => {
     const through = await as(both, `CodeSystem/${id}`);
     expect(through.status).toBe(plain.status);
     expect(through.body).toEqual(plain.body);
+  });
+});
+
+describe('FHIR Subscriptions: type-level operations and the search, as a stranger and with hostile inputs', () => {
+  const SD = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition';
+  let owner: TestClient;
+  let stranger: TestClient;
+  let subscription: string;
+  const sub = (client: TestClient, path: string, init: { method?: string; json?: unknown; body?: string } = {}) =>
+    pont.json(`${BASE}/Subscription${path}`, { method: init.method ?? 'GET', headers: { ...client.headers, 'content-type': 'application/fhir+json' }, ...(init.json !== undefined && { json: init.json }), ...(init.body !== undefined && { body: init.body }) });
+  beforeAll(async () => {
+    owner = await createTestClient(pont, ['fhir:read', 'fhir:write'], { organizationId: 'org-wave4-subs' });
+    stranger = await createTestClient(pont, ['fhir:read', 'fhir:write'], { organizationId: 'org-wave4-stranger' });
+    const created = await sub(owner, '', {
+      method: 'POST',
+      json: {
+        resourceType: 'Subscription',
+        status: 'requested',
+        reason: 'wave 4',
+        criteria: topicUrl(pont.config.publicUrl, 'encounter-finished'),
+        _criteria: { extension: [{ url: `${SD}/backport-filter-criteria`, valueString: 'Encounter?patient=Patient/wave4-nobody' }] },
+        channel: { type: 'websocket', payload: 'application/fhir+json', _payload: { extension: [{ url: `${SD}/backport-payload-content`, valueCode: 'id-only' }] } },
+      },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    subscription = created.body.id;
+  });
+
+  it('another organisation\'s subscription ids are answered as unknown ids are, on every new door', async () => {
+    const same = async (path: (id: string) => string, post?: (id: string) => unknown) => {
+      const mine = await sub(stranger, path(subscription), post ? { method: 'POST', json: post(subscription) } : {});
+      const unknown = await sub(stranger, path('wave4-no-such-sub'), post ? { method: 'POST', json: post('wave4-no-such-sub') } : {});
+      const strip = (b: any) => JSON.stringify(b).replace(/wave4-no-such-sub|[0-9a-f-]{36}|\d{4}-\d\d-\d\dT[\d:.]+Z/g, 'X').replace(new RegExp(subscription, 'g'), 'X');
+      expect([mine.status, strip(mine.body)], path('ID')).toEqual([unknown.status, strip(unknown.body)]);
+    };
+    await same((id) => `/$status?id=${id}`);
+    await same(() => '/$status', (id) => ({ resourceType: 'Parameters', parameter: [{ name: 'id', valueId: id }] }));
+    await same((id) => `/$get-ws-binding-token?id=${id}`);
+    await same(() => '/$get-ws-binding-token', (id) => ({ resourceType: 'Parameters', parameter: [{ name: 'id', valueId: id }] }));
+    await same((id) => `/$get-ws-binding-token?id=wave4-no-such-sub&id=${id}`);
+    await same((id) => `/${id}/$status`);
+    await same((id) => `/${id}/$events`);
+    await same((id) => `?_id=${id}`);
+    expect((await sub(stranger, `?url=&status=active`)).body.entry ?? []).toEqual([]);
+  });
+
+  it('hostile parameters: a 4xx OperationOutcome, never a 5xx', async () => {
+    const wrong: string[] = [];
+    const check = async (what: string, res: Promise<{ status: number; body: any }>) => {
+      const r = await res;
+      if (r.status < 400 || r.status >= 500 || r.body?.resourceType !== 'OperationOutcome') wrong.push(`${what}: ${r.status} ${JSON.stringify(r.body ?? null).slice(0, 160)}`);
+    };
+    const body = (parameter: unknown) => ({ resourceType: 'Parameters', parameter });
+    for (const op of ['$status', '$get-ws-binding-token']) {
+      await check(`${op} id too long`, sub(owner, `/${op}?id=${'i'.repeat(65)}`));
+      await check(`${op} id a number`, sub(owner, `/${op}`, { method: 'POST', json: body([{ name: 'id', valueInteger: 5 }]) }));
+      await check(`${op} id an object`, sub(owner, `/${op}`, { method: 'POST', json: body([{ name: 'id', valueString: { a: 1 } }]) }));
+      await check(`${op} 1 MB id`, sub(owner, `/${op}`, { method: 'POST', json: body([{ name: 'id', valueString: 'x'.repeat(1_000_000) }]) }));
+      await check(`${op} 1,001 ids`, sub(owner, `/${op}`, { method: 'POST', json: body(Array.from({ length: 1001 }, (_, i) => ({ name: 'id', valueId: `i${i}` }))) }));
+      await check(`${op} nested 1,000 deep`, sub(owner, `/${op}`, { method: 'POST', body: `${'{"a":'.repeat(1000)}1${'}'.repeat(1000)}` }));
+      await check(`${op} not JSON`, sub(owner, `/${op}`, { method: 'POST', body: '{"resourceType":' }));
+      await check(`${op} parameter not an array`, sub(owner, `/${op}`, { method: 'POST', json: { resourceType: 'Parameters', parameter: { name: 'id', valueId: subscription } } }));
+      await check(`${op} another resource`, sub(owner, `/${op}`, { method: 'POST', json: { resourceType: 'Patient' } }));
+    }
+    await check('$status status bogus', sub(owner, '/$status?status=bogus'));
+    await check('$get-ws-binding-token none', sub(owner, '/$get-ws-binding-token'));
+    await check('$get-ws-binding-token 21 ids', sub(owner, `/$get-ws-binding-token?${Array.from({ length: 21 }, (_, i) => `id=i${i}`).join('&')}`));
+    await check('search url twice', sub(owner, '?url=a&url=b'));
+    await check('search status twice', sub(owner, '?status=active&status=off'));
+    await check('search url 5,000', sub(owner, `?url=${'u'.repeat(5000)}`));
+    await check('search unknown', sub(owner, '?criteria=x'));
+    await check('$events since -1', sub(owner, `/${subscription}/$events?eventsSinceNumber=-1`));
+    await check('$events since 1e30', sub(owner, `/${subscription}/$events?eventsSinceNumber=1e30`));
+    await check('$events content bogus', sub(owner, `/${subscription}/$events?content=all`));
+    await check('$events content twice', sub(owner, `/${subscription}/$events?content=empty&content=id-only`));
+    await check('$events parameter not an array', sub(owner, `/${subscription}/$events`, { method: 'POST', json: { resourceType: 'Parameters', parameter: { name: 'content' } } }));
+    await check('$events content a number', sub(owner, `/${subscription}/$events`, { method: 'POST', json: body([{ name: 'content', valueCode: 7 }]) }));
+    await check('$events since an object', sub(owner, `/${subscription}/$events`, { method: 'POST', json: body([{ name: 'eventsSinceNumber', valueInteger: { n: 1 } }]) }));
+    expect(wrong).toEqual([]);
   });
 });

@@ -23,9 +23,24 @@ const WS_TOKEN_SECONDS = 60;
 
 const client = (principal: Principal | undefined): ClientPrincipal => principal as ClientPrincipal;
 
+/**
+ * The parameters of an operation's POST body: none without a body, else it is a Parameters resource whose `parameter`
+ * is an array (a body of another shape is refused, not read as naming nothing: $status would answer every subscription).
+ */
+function bodyParameters(body: unknown): Array<Record<string, unknown>> {
+  if (body === undefined) return [];
+  const parameter = (body as { parameter?: unknown } | null)?.parameter;
+  if (!body || typeof body !== 'object' || Array.isArray(body) || (body as { resourceType?: unknown }).resourceType !== 'Parameters' || (parameter !== undefined && !Array.isArray(parameter)))
+    throw badRequest('The body of this operation is a Parameters resource (parameter an array)');
+  return ((parameter ?? []) as unknown[]).map((p) => {
+    if (!p || typeof p !== 'object' || Array.isArray(p)) throw badRequest('Each parameter of the Parameters body is an object');
+    return p as Record<string, unknown>;
+  });
+}
+
 /** A number parameter of an operation, from the query or a Parameters body. */
 function numberParam(ctx: Context, body: unknown, name: string): number | undefined {
-  const fromBody = (body as { parameter?: Array<{ name?: string; valueString?: string; valueInteger?: number; valueUnsignedInt?: number }> } | undefined)?.parameter?.find((p) => p.name === name);
+  const fromBody = bodyParameters(body).find((p) => p.name === name) as { valueString?: string; valueInteger?: number; valueUnsignedInt?: number } | undefined;
   const raw = ctx.query[name] ?? fromBody?.valueString ?? fromBody?.valueInteger ?? fromBody?.valueUnsignedInt;
   if (raw === undefined) return undefined;
   const n = Number(raw);
@@ -37,10 +52,9 @@ function numberParam(ctx: Context, body: unknown, name: string): number | undefi
 function listParam(ctx: Context, body: unknown, name: string): string[] {
   const query = ctx.query[name];
   const fromQuery = query === undefined ? [] : Array.isArray(query) ? query : [query];
-  const parameters = (body as { parameter?: unknown } | undefined)?.parameter;
-  const fromBody = Array.isArray(parameters)
-    ? parameters.filter((p) => p?.name === name).map((p: { valueId?: unknown; valueCode?: unknown; valueString?: unknown }) => p.valueId ?? p.valueCode ?? p.valueString)
-    : [];
+  const fromBody = bodyParameters(body)
+    .filter((p) => p.name === name)
+    .map((p) => p.valueId ?? p.valueCode ?? p.valueString);
   const values = [...fromQuery, ...fromBody];
   if (values.some((v) => typeof v !== 'string' || !v || v.length > 64)) throw badRequest(`${name} must be a list of ids or codes (at most 64 characters each)`);
   return values as string[];
@@ -220,7 +234,9 @@ export function subscriptionRoutes(services: Services): RouteSpec[] {
     ),
     ...operations('status', '$status: the SubscriptionStatus (searchset Bundle)', (_ctx, p, id) => subs.statusBundle(p.organizationId, id)),
     ...operations('events', '$events: stored notification events by number (eventsSinceNumber, eventsUntilNumber, content)', (ctx, p, id, b) => {
-      const content = (ctx.query.content as string | undefined) ?? (b as { parameter?: Array<{ name?: string; valueCode?: string }> } | undefined)?.parameter?.find((x) => x.name === 'content')?.valueCode;
+      const given = ctx.query.content ?? bodyParameters(b).find((x) => x.name === 'content')?.valueCode;
+      if (given !== undefined && typeof given !== 'string') throw badRequest('content is empty, id-only or full-resource, given once');
+      const content = given;
       return subs.eventsBundle(p.organizationId, id, numberParam(ctx, b, 'eventsSinceNumber'), numberParam(ctx, b, 'eventsUntilNumber'), content);
     }),
     ...operations('get-ws-binding-token', '$get-ws-binding-token: a one-use token to bind a websocket to this subscription', (_ctx, p, id) =>
