@@ -307,3 +307,28 @@ describe('FHIR Subscriptions: type-level operations and the search, as a strange
     expect(wrong).toEqual([]);
   });
 });
+
+describe('locks a write takes per Patient', () => {
+  // A transaction Bundle holds up to 10,000 entries. Each create of a Patient took an advisory lock on its id until
+  // the commit (ce2fe8e); three such Bundles at once wanted 30,000, past PostgreSQL's shared lock table (64 x 100 by
+  // default): 'out of shared memory' (500s), and every other session wanting any lock meanwhile failed alike.
+  it('three transaction Bundles creating 10,000 Patients each, at once, with a single create beside them: all answered, one Health ID each', async () => {
+    const writer = await createTestClient(pont, ['fhir:read', 'fhir:write'], { organizationId: 'org-wave4-many' });
+    const n = 10_000;
+    const stamp = Date.now().toString(36);
+    const headers = { ...writer.headers, 'content-type': 'application/fhir+json' };
+    const bundle = (k: number) => ({
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: Array.from({ length: n }, (_, i) => ({ resource: { resourceType: 'Patient', id: `w4m-${stamp}-${k}-${i}` }, request: { method: 'PUT', url: `Patient/w4m-${stamp}-${k}-${i}` } })),
+    });
+    const beside = async () => {
+      await new Promise((r) => setTimeout(r, 5000));
+      return pont.json(`${BASE}/Patient`, { method: 'POST', headers, json: { resourceType: 'Patient', name: [{ family: 'Beside', given: ['Wave'] }], birthDate: '1990-01-01' } });
+    };
+    const answers = await Promise.all([...[1, 2, 3].map((k) => pont.json(`${BASE}/`, { method: 'POST', headers, json: bundle(k) })), beside()]);
+    expect(answers.map((a) => `${a.status} ${a.status >= 300 ? JSON.stringify(a.body).slice(0, 200) : ''}`.trim())).toEqual(['200', '200', '200', '201']);
+    const held = await pont.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM health_ids WHERE patient_id LIKE $1', [`w4m-${stamp}-%`]);
+    expect(held.rows[0]!.n).toBe(3 * n);
+  }, 400_000);
+});

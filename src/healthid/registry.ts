@@ -1,5 +1,5 @@
 import type { Identifier, Patient } from '@medplum/fhirtypes';
-import type { Queryable } from '../db/database';
+import { SqlState, sqlState, type Queryable } from '../db/database';
 import { hashKey } from '../core/hash';
 import { ApiError, ErrorCode } from '../core/errors';
 import { MATCH_RULE_VERSION } from './matching';
@@ -128,6 +128,10 @@ export async function withHealthId(
   if (!identifiers) throw refused('Patient.identifier must be an array of Identifier objects (a Health ID value is a string)');
   const given = healthIdsOf(patient);
   const kept = healthIdsOf(previous)[0] ?? (await heldByCreator(tx, patient.id!));
+  return creating(previous, () => registerFor(tx, patient, identifiers, given, kept));
+}
+
+async function registerFor(tx: Queryable, patient: Patient, identifiers: Identifier[], given: string[], kept: string | undefined): Promise<{ patient: Patient; registered?: Registered }> {
   const withId = (healthId: string): Patient => ({
     ...patient,
     identifier: [...identifiers.filter((i) => i.system !== HEALTH_ID_SYSTEM), { system: HEALTH_ID_SYSTEM, value: healthId }],
@@ -162,15 +166,31 @@ export async function withHealthId(
 }
 
 /**
- * With no stored Patient to keep the Health ID from, the one a concurrent create of the same id (two PUTs at once)
- * has given it: creates of an id take turns here, and the later one, seeing the earlier's committed ID, keeps it as an
- * update would (the store then writes it as an update of the earlier's row). Without this both issued an ID and the
- * later broke the registry's one-ID-a-patient index (a 500).
+ * With no stored Patient to keep the Health ID from, the one the registry still holds for its id (a Patient deleted
+ * and created again keeps its ID, as an update would).
  */
 async function heldByCreator(tx: Queryable, patientId: string): Promise<string | undefined> {
-  await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [hashKey('patient-health-id', patientId)]);
   const { rows } = await tx.query<{ health_id: string }>('SELECT health_id FROM health_ids WHERE patient_id = $1', [patientId]);
   return rows[0]?.health_id;
+}
+
+/**
+ * A create (no stored Patient) that breaks health_ids' unique indexes lost to a concurrent create of the same Patient
+ * id (two PUTs at once: both issued an ID, the later waited on the earlier's row and broke the one-ID-a-patient
+ * index): it is told as a serialization failure, so its transaction runs again (retryContention) and, seeing the
+ * earlier's committed Patient, writes as an update keeping its ID. Not an advisory lock per created id, as
+ * ce2fe8e took: a transaction Bundle creates up to 10,000 Patients, and three such at once held 30,000 locks, past
+ * PostgreSQL's shared lock table (64 x max_connections by default): 'out of shared memory' for them and for every
+ * other session wanting a lock meanwhile.
+ */
+async function creating<T>(previous: Patient | undefined, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    const constraint = (err as { constraint?: unknown }).constraint;
+    if (previous || sqlState(err) !== SqlState.uniqueViolation || typeof constraint !== 'string' || !constraint.startsWith('health_ids_')) throw err;
+    throw Object.assign(new Error(`A concurrent create of this Patient id registered it first (${constraint})`), { code: SqlState.serializationFailure });
+  }
 }
 
 /**
