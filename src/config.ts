@@ -90,8 +90,8 @@ const schema = z.object({
   PONT_AUDIT_RESTORE_HOLD: z.string().default('30d').transform(retention),
   /** How long after start the first retention pass runs (then hourly). */
   PONT_RETENTION_START_DELAY: z.string().default('30s').transform(positiveDuration),
-  /** The longest one statement of a terminology operation or search may run (a given value set's filters can cost hours). */
-  PONT_TERMINOLOGY_STATEMENT_TIMEOUT: z.string().default('30s').transform(positiveDuration),
+  /** The longest a terminology operation or search may run in the database, all its statements (a given value set's filters can cost hours). */
+  PONT_TERMINOLOGY_TIMEOUT: z.string().default('30s').transform(positiveDuration),
   /** Where months of the audit trail are archived before they are dropped (required with PONT_RETENTION_AUDIT). */
   AUDIT_ARCHIVE_DIR: z.string().min(1).optional(),
   /** Rate limits over the defaults: `group=requests/seconds,...` (docs/integrators.md "Rate limits"). */
@@ -201,8 +201,8 @@ export interface Config {
   shutdownGraceMs: number;
   /** How long after start the first retention pass runs (ms; then hourly). */
   retentionStartDelayMs: number;
-  /** The longest one statement of a terminology operation or search may run (ms; PostgreSQL statement_timeout). */
-  terminologyStatementTimeoutMs: number;
+  /** The longest a terminology operation or search may run in the database, all its statements (ms; PostgreSQL statement_timeout). */
+  terminologyTimeoutMs: number;
   /** Portal sessions: how long idle, and how long after sign-in at most (ms). */
   portalSessions: { idleMs: number; absoluteMs: number };
   /** Where GET /metrics is served (src/metrics.ts); undefined: nowhere. */
@@ -317,7 +317,7 @@ const FIXES: Record<ConfigVariable, string> = {
   PONT_RETENTION_RESOURCE_VERSIONS: PERIOD,
   PONT_AUDIT_RESTORE_HOLD: 'set a period such as 30d or 8w',
   PONT_RETENTION_START_DELAY: DURATION,
-  PONT_TERMINOLOGY_STATEMENT_TIMEOUT: DURATION,
+  PONT_TERMINOLOGY_TIMEOUT: DURATION,
   AUDIT_ARCHIVE_DIR: 'set a directory on durable storage, e.g. /var/lib/pont/audit-archive',
   METRICS_PORT: 'set a whole number from 0 to 65535 for GET /metrics on a port of its own, or unset it to serve no metrics',
   METRICS_HOST: 'set the address the metrics port listens on, e.g. 127.0.0.1',
@@ -409,7 +409,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: e.PONT_TRUST_PROXY,
     shutdownGraceMs: e.PONT_SHUTDOWN_GRACE,
     retentionStartDelayMs: e.PONT_RETENTION_START_DELAY,
-    terminologyStatementTimeoutMs: e.PONT_TERMINOLOGY_STATEMENT_TIMEOUT,
+    terminologyTimeoutMs: e.PONT_TERMINOLOGY_TIMEOUT,
     portalSessions: { idleMs: e.PONT_PORTAL_SESSION_IDLE, absoluteMs: e.PONT_PORTAL_SESSION_MAX },
     metrics: e.METRICS_PORT === undefined ? undefined : { port: e.METRICS_PORT, host: e.METRICS_HOST, token: e.METRICS_TOKEN },
     bulkExport: {

@@ -85,7 +85,7 @@ export async function createServices(config: Config, db: Database, log: Logger, 
     mappings,
     checkDatabase: async () => void (await db.query('SELECT 1')),
     bulkExports,
-    terminology: new TerminologyService(db, fhir.terminology, { statementTimeoutMs: config.terminologyStatementTimeoutMs }),
+    terminology: new TerminologyService(db, fhir.terminology, { timeoutMs: config.terminologyTimeoutMs }),
     subscriptions,
     workers: [
       createDeliveryWorker({ config, db, log, notifications: subscriptions }),

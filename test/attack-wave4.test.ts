@@ -12,6 +12,8 @@ const BASE = '/api/fhir/R4';
 const CS = 'http://example.org/fhir/CodeSystem/findings';
 /** A code system whose displays are long enough for a regex with back-references to be costly on each. */
 const SLOW = 'http://example.org/attack/long-displays';
+/** One such display: a statement over it stays under the bound, many statements do not. */
+const SMALL_SLOW = 'http://example.org/attack/two-long-displays';
 
 let pont: TestServer;
 let reader: TestClient;
@@ -19,7 +21,7 @@ let loader: TerminologyLoader;
 
 beforeAll(async () => {
   // A short bound, so the test needs no large code system to reach it.
-  pont = await startTestServer({ PONT_TERMINOLOGY_STATEMENT_TIMEOUT: '2s' });
+  pont = await startTestServer({ PONT_TERMINOLOGY_TIMEOUT: '2s' });
   loader = new TerminologyLoader(pont.services.db);
   for await (const r of resourcesOf('test/terminology/example-codesystem.json')) await loadResource(loader, r);
   await loadResource(loader, {
@@ -29,6 +31,14 @@ beforeAll(async () => {
     status: 'active',
     content: 'complete',
     concept: Array.from({ length: 12 }, (_, k) => ({ code: `c${k}`, display: `${'Structure of left lower leg x'.repeat(2)}${k}` })),
+  } as any);
+  await loadResource(loader, {
+    resourceType: 'CodeSystem',
+    url: SMALL_SLOW,
+    version: '1',
+    status: 'active',
+    content: 'complete',
+    concept: Array.from({ length: 1 }, (_, k) => ({ code: `s${k}`, display: `${'Structure of left lower leg x'.repeat(2)}${k}` })),
   } as any);
   reader = await createTestClient(pont, ['terminology:read'], { organizationId: 'org-wave4' });
 }, 60_000);
@@ -71,6 +81,20 @@ describe.skipIf(backend === 'pglite')('a value set given in the request, costly 
     expect(ok.status, JSON.stringify(ok.body).slice(0, 300)).toBe(200);
     expect(ok.body.expansion.total).toBe(7);
   }, 90_000);
+
+  it('the bound is of the whole request, not of each statement: a CodeableConcept of 100 codings, each a statement under it, is cut too', async () => {
+    // Four groups: about 0.8 s a statement over SMALL_SLOW's one display; $validate-code reads the given expansion
+    // once per coding, so 100 codings held the connection 80 s with a bound of 2 s on each statement (48 minutes
+    // with the default 30 s).
+    const four = '(.*)(.*)(.*)(.*)\\4\\3\\2\\1';
+    const vs = { resourceType: 'ValueSet', status: 'draft', compose: { include: [{ system: SMALL_SLOW, filter: [{ property: 'display', op: 'regex', value: four }] }] } };
+    const coding = Array.from({ length: 100 }, (_, k) => ({ system: SMALL_SLOW, code: `nope${k}` }));
+    const started = Date.now();
+    const res = await post('ValueSet/$validate-code', parameters([{ name: 'valueSet', resource: vs }, { name: 'codeableConcept', valueCodeableConcept: { coding } }]));
+    expect4xx(res, 'many costly statements');
+    expect(res.body.issue[0].code).toBe('too-costly');
+    expect(Date.now() - started).toBeLessThan(15_000);
+  }, 120_000);
 });
 
 describe('hostile inputs on the new parameters: a 4xx OperationOutcome, never a 5xx', () => {

@@ -75,11 +75,12 @@ export class TerminologyService {
     private readonly db: Queryable | Database,
     private readonly readerLookup?: TerminologyLookup,
     /**
-     * statementTimeoutMs: the longest one statement of an operation or search may run (its transaction's
-     * statement_timeout, SET LOCAL: no other work of the connection is bounded). A value set given in a request may
-     * filter a large code system with a regex PostgreSQL needs hours for; cut, it is a 422 too-costly.
+     * timeoutMs: the longest an operation or search may run in the database, all its statements together (each is
+     * given what is left as its transaction's statement_timeout, SET LOCAL: no other work of the connection is
+     * bounded). A value set given in a request may filter a large code system with a regex PostgreSQL needs hours
+     * for, and $validate-code reads it once per coding; cut, it is a 422 too-costly.
      */
-    private readonly options: { statementTimeoutMs?: number } = {},
+    private readonly options: { timeoutMs?: number } = {},
   ) {}
 
   /**
@@ -552,21 +553,15 @@ export class TerminologyService {
   private inSnapshot<T>(work: (q: Queryable) => Promise<T>): Promise<T> {
     if (!('transaction' in this.db)) return work(this.db);
     const db = this.db;
+    const ms = this.options.timeoutMs;
     return bounded(
       () =>
         db.transaction(async (tx) => {
           await tx.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
-          await this.bound(tx);
-          return work(tx);
+          return work(ms ? deadlined(tx, ms) : tx);
         }),
-      this.options.statementTimeoutMs,
+      ms,
     );
-  }
-
-  /** This transaction's statements are cut at statementTimeoutMs (SET LOCAL: the transaction's only). */
-  private async bound(tx: Queryable): Promise<void> {
-    const ms = this.options.statementTimeoutMs;
-    if (ms) await tx.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(ms))}`);
   }
 
   /** `GET metadata?mode=terminology`: the TerminologyCapabilities of what is loaded now (capabilities.ts). */
@@ -582,14 +577,14 @@ export class TerminologyService {
   async run(op: OperationName, input: OpInput, id?: string): Promise<Parameters | ValueSet> {
     if (op === 'CodeSystem/$lookup' || !('transaction' in this.db)) return this.runIn(op, input, id);
     const db = this.db;
+    const ms = this.options.timeoutMs;
     return bounded(
       () =>
         db.transaction(async (tx) => {
           await tx.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
-          await this.bound(tx);
-          return new TerminologyService(tx).runIn(op, input, id);
+          return new TerminologyService(ms ? deadlined(tx, ms) : tx).runIn(op, input, id);
         }),
-      this.options.statementTimeoutMs,
+      ms,
     );
   }
 
@@ -614,13 +609,31 @@ export class TerminologyService {
 /** SQLSTATE query_canceled: statement_timeout reached (or a cancel). */
 const QUERY_CANCELED = '57014';
 
-/** The work, its statement cut at the bound answered as a 422 too-costly (asking again would cost as much). */
+/**
+ * `tx` (a transaction) whose statements all end within `ms` of now: each is given what is left as its
+ * statement_timeout (SET LOCAL, this transaction's only), none starts once nothing is (query_canceled, as PostgreSQL
+ * would say). A bound on each statement alone let a request of many statements (one per coding) run for as many.
+ */
+function deadlined(tx: Queryable, ms: number): Queryable {
+  const end = Date.now() + ms;
+  return {
+    async query<T>(text: string, params?: readonly unknown[]) {
+      const left = Math.floor(end - Date.now());
+      if (left < 1) throw Object.assign(new Error('canceling statement due to the terminology timeout'), { code: QUERY_CANCELED });
+      await tx.query(`SET LOCAL statement_timeout = ${left}`);
+      return tx.query<T>(text, params);
+    },
+    exec: (script: string) => tx.exec(script),
+  };
+}
+
+/** The work, cut at the bound, answered as a 422 too-costly (asking again would cost as much). */
 async function bounded<T>(work: () => Promise<T>, ms: number | undefined): Promise<T> {
   try {
     return await work();
   } catch (err) {
     if (!ms || sqlState(err) !== QUERY_CANCELED) throw err;
-    const message = `This request takes more than ${ms / 1000} s to answer (PONT_TERMINOLOGY_STATEMENT_TIMEOUT): narrow it (fewer or simpler filters, a regex without back-references)`;
+    const message = `This request takes more than ${ms / 1000} s to answer (PONT_TERMINOLOGY_TIMEOUT): narrow it (fewer or simpler filters, a regex without back-references, fewer codings)`;
     throw new ApiError(422, ErrorCode.validationFailed, message, { issues: [{ severity: 'error', code: 'too-costly', diagnostics: message }] });
   }
 }
