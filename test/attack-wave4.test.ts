@@ -356,3 +356,23 @@ describe('locks a write takes per Patient', () => {
     expect(held.rows[0]!.n).toBe(3 * n);
   }, 400_000);
 });
+
+describe('what an anonymous caller learns of the loaded terminology', () => {
+  it('metadata?mode=terminology (public by design) names the loaded code systems, their versions and property codes, and nothing else: no concept, value set, concept map or FHIR store code system; the CapabilityStatement names none', async () => {
+    const anonymous = await pont.json(`${BASE}/metadata?mode=terminology`);
+    expect(anonymous.status).toBe(200);
+    const text = JSON.stringify(anonymous.body);
+    expect(anonymous.body.codeSystem.map((c: any) => c.uri).sort()).toEqual([CS, SLOW, SMALL_SLOW].sort());
+    for (const absent of ['viral-pneumonia', 'Pneumonia', 'Structure of left', 'http://example.org/fhir/ValueSet', 'ConceptMap', 'org-wave4-store', 'secret-codes', 'concept":'])
+      expect(text, absent).not.toContain(absent);
+    const capability = JSON.stringify((await pont.json(`${BASE}/metadata`)).body);
+    for (const uri of [CS, SLOW, SMALL_SLOW]) expect(capability).not.toContain(uri);
+    // Without terminology:read nothing else names them: the loaded resources are not the store's.
+    const fhirOnly = await createTestClient(pont, ['fhir:read'], { organizationId: 'org-wave4-probe' });
+    const probe = (path: string) => pont.json(`${BASE}/${path}`, { headers: fhirOnly.headers });
+    expect((await probe(`CodeSystem?url=${encodeURIComponent(CS)}`)).body.total ?? 0).toBe(0);
+    expect((await probe('CodeSystem/pont-test-findings')).status).toBe(404);
+    for (const op of [`CodeSystem/$lookup?system=${encodeURIComponent(CS)}&code=pneumonia`, `ValueSet/$expand?url=${encodeURIComponent('http://example.org/fhir/ValueSet/infections')}`])
+      expect((await probe(op)).status, op).toBe(403);
+  });
+});
