@@ -157,6 +157,9 @@ export async function writeMany(
     try {
       await plan(items[index], index);
     } catch (err) {
+      // A refusal of the item goes on to the checks below; anything else (the database's: a lost race, a deadlock) has
+      // aborted the transaction, where no check can run (25P02 would hide it, and a lost race would not be retried).
+      if (!(err instanceof ApiError)) throw err;
       refused = { index, err };
     }
   }
