@@ -239,6 +239,21 @@ describe('a burst of concurrent duplicates on one Patient id (the registry seria
     expect(statuses.filter((s) => s.startsWith('5'))).toEqual([]);
   }, 120_000);
 
+  it('two Patients of identical demographics written at once: both stored, one holds the match key (no 5xx)', async () => {
+    const statuses: number[] = [];
+    for (let round = 0; round < 6; round++) {
+      const ids = ['a', 'b'].map((n) => `wave4-twin-${n}-${round}-${Date.now().toString(36)}`);
+      const twin = (id: string) => ({ resourceType: 'Patient', id, name: [{ family: `Twin${round}${Date.now().toString(36)}`, given: ['Same'] }], birthDate: '1975-05-05', gender: 'male' });
+      const body = twin('x');
+      const answers = await Promise.all(ids.map((id) => call(`Patient/${id}`, { method: 'PUT', json: { ...body, id } })));
+      statuses.push(...answers.map((a) => a.status));
+      const keys = await pont.services.db.query<{ match_key: string | null }>('SELECT match_key FROM health_ids WHERE patient_id = ANY($1::text[])', [ids]);
+      expect(keys.rows).toHaveLength(2);
+      expect(keys.rows.filter((r) => r.match_key !== null)).toHaveLength(1);
+    }
+    expect(statuses).toEqual(Array(12).fill(201));
+  }, 120_000);
+
   it('two transaction Bundles creating the same two Patient ids in opposite orders: no 5xx, one Health ID each', async () => {
     const statuses: number[] = [];
     for (let round = 0; round < 4; round++) {
@@ -363,7 +378,7 @@ describe('locks a write takes per Patient', () => {
   // A transaction Bundle holds up to 10,000 entries. Each create of a Patient took an advisory lock on its id until
   // the commit (ce2fe8e); three such Bundles at once wanted 30,000, past PostgreSQL's shared lock table (64 x 100 by
   // default): 'out of shared memory' (500s), and every other session wanting any lock meanwhile failed alike.
-  it('three transaction Bundles creating 10,000 Patients each, at once, with a single create beside them: all answered, one Health ID each', async () => {
+  it('three transaction Bundles creating 10,000 Patients each (with demographics), at once, with a single create beside them: all answered, one Health ID and match key each', async () => {
     const writer = await createTestClient(pont, ['fhir:read', 'fhir:write'], { organizationId: 'org-wave4-many' });
     const n = 10_000;
     const stamp = Date.now().toString(36);
@@ -371,7 +386,11 @@ describe('locks a write takes per Patient', () => {
     const bundle = (k: number) => ({
       resourceType: 'Bundle',
       type: 'transaction',
-      entry: Array.from({ length: n }, (_, i) => ({ resource: { resourceType: 'Patient', id: `w4m-${stamp}-${k}-${i}` }, request: { method: 'PUT', url: `Patient/w4m-${stamp}-${k}-${i}` } })),
+      // Demographics: each also has a match key, which took an advisory lock of its own (updateMatchKey).
+      entry: Array.from({ length: n }, (_, i) => ({
+        resource: { resourceType: 'Patient', id: `w4m-${stamp}-${k}-${i}`, name: [{ family: `Many${k}x${i}`, given: ['Wave'] }], birthDate: '1980-01-01', gender: 'female' },
+        request: { method: 'PUT', url: `Patient/w4m-${stamp}-${k}-${i}` },
+      })),
     });
     const beside = async () => {
       await new Promise((r) => setTimeout(r, 5000));
@@ -379,8 +398,8 @@ describe('locks a write takes per Patient', () => {
     };
     const answers = await Promise.all([...[1, 2, 3].map((k) => pont.json(`${BASE}/`, { method: 'POST', headers, json: bundle(k) })), beside()]);
     expect(answers.map((a) => `${a.status} ${a.status >= 300 ? JSON.stringify(a.body).slice(0, 200) : ''}`.trim())).toEqual(['200', '200', '200', '201']);
-    const held = await pont.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM health_ids WHERE patient_id LIKE $1', [`w4m-${stamp}-%`]);
-    expect(held.rows[0]!.n).toBe(3 * n);
+    const held = await pont.services.db.query<{ n: number; keyed: number }>('SELECT count(*)::int AS n, count(match_key)::int AS keyed FROM health_ids WHERE patient_id LIKE $1', [`w4m-${stamp}-%`]);
+    expect(held.rows[0]).toEqual({ n: 3 * n, keyed: 3 * n });
   }, 400_000);
 });
 

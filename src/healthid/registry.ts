@@ -197,15 +197,26 @@ async function creating<T>(previous: Patient | undefined, work: () => Promise<T>
  * Keeps the match key of a registered patient in step with the Patient as stored (or clears it when
  * the Patient is deleted). A key another patient already holds is left to that patient (two people
  * with identical demographics: resolve finds the first). `key` null: nothing to match on.
+ *
+ * No lock on the key: a write of many Patients (a Bundle of 10,000) would hold one advisory lock each, past
+ * PostgreSQL's shared lock table ('out of shared memory' for every session). Two writes giving one key to two
+ * patients at once meet on health_ids' unique index instead: the later one's violation is raised as a serialization
+ * failure, so its transaction runs again and, seeing the earlier's key, leaves its patient without it (a resolve,
+ * which holds the key's lock, then finds the earlier's patient).
  */
 export async function updateMatchKey(tx: Queryable, patientId: string, key: string | null): Promise<void> {
-  if (key !== null) await lockMatchKey(tx, key);
-  await tx.query(
-    `UPDATE health_ids SET match_key_version = $3,
-       match_key = CASE WHEN $2::text IS NULL OR EXISTS (SELECT 1 FROM health_ids o WHERE o.match_key = $2 AND o.patient_id IS DISTINCT FROM $1) THEN NULL ELSE $2 END
-     WHERE patient_id = $1`,
-    [patientId, key, MATCH_RULE_VERSION],
-  );
+  try {
+    await tx.query(
+      `UPDATE health_ids SET match_key_version = $3,
+         match_key = CASE WHEN $2::text IS NULL OR EXISTS (SELECT 1 FROM health_ids o WHERE o.match_key = $2 AND o.patient_id IS DISTINCT FROM $1) THEN NULL ELSE $2 END
+       WHERE patient_id = $1`,
+      [patientId, key, MATCH_RULE_VERSION],
+    );
+  } catch (err) {
+    const constraint = (err as { constraint?: unknown }).constraint;
+    if (sqlState(err) !== SqlState.uniqueViolation || typeof constraint !== 'string' || !constraint.startsWith('health_ids_')) throw err;
+    throw Object.assign(new Error(`A concurrent write gave this match key to another patient first (${constraint})`), { code: SqlState.serializationFailure });
+  }
 }
 
 /**
