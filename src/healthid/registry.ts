@@ -127,7 +127,7 @@ export async function withHealthId(
   const identifiers = identifiersOf(patient);
   if (!identifiers) throw refused('Patient.identifier must be an array of Identifier objects (a Health ID value is a string)');
   const given = healthIdsOf(patient);
-  const kept = healthIdsOf(previous)[0] ?? (await heldByCreator(tx, patient.id!));
+  const kept = healthIdsOf(previous)[0] ?? (await heldFor(tx, patient.id!));
   return creating(previous, () => registerFor(tx, patient, identifiers, given, kept));
 }
 
@@ -169,7 +169,7 @@ async function registerFor(tx: Queryable, patient: Patient, identifiers: Identif
  * With no stored Patient to keep the Health ID from, the one the registry still holds for its id (a Patient deleted
  * and created again keeps its ID, as an update would).
  */
-async function heldByCreator(tx: Queryable, patientId: string): Promise<string | undefined> {
+async function heldFor(tx: Queryable, patientId: string): Promise<string | undefined> {
   const { rows } = await tx.query<{ health_id: string }>('SELECT health_id FROM health_ids WHERE patient_id = $1', [patientId]);
   return rows[0]?.health_id;
 }
@@ -184,12 +184,21 @@ async function heldByCreator(tx: Queryable, patientId: string): Promise<string |
  * other session wanting a lock meanwhile.
  */
 async function creating<T>(previous: Patient | undefined, work: () => Promise<T>): Promise<T> {
+  return previous ? work() : lostToConcurrentWrite(work, 'A concurrent create of this Patient id registered it first');
+}
+
+/**
+ * Runs `work`; a violation of health_ids' unique indexes in it is what a concurrent write of the same registry row
+ * meeting it looks like, told as a serialization failure so that retryContention runs the whole transaction again
+ * (which then sees the other's committed row). The registry takes no lock per row: a Bundle writes 10,000 of them.
+ */
+async function lostToConcurrentWrite<T>(work: () => Promise<T>, what: string): Promise<T> {
   try {
     return await work();
   } catch (err) {
     const constraint = (err as { constraint?: unknown }).constraint;
-    if (previous || sqlState(err) !== SqlState.uniqueViolation || typeof constraint !== 'string' || !constraint.startsWith('health_ids_')) throw err;
-    throw Object.assign(new Error(`A concurrent create of this Patient id registered it first (${constraint})`), { code: SqlState.serializationFailure });
+    if (sqlState(err) !== SqlState.uniqueViolation || typeof constraint !== 'string' || !constraint.startsWith('health_ids_')) throw err;
+    throw Object.assign(new Error(`${what} (${constraint})`), { code: SqlState.serializationFailure });
   }
 }
 
@@ -205,18 +214,16 @@ async function creating<T>(previous: Patient | undefined, work: () => Promise<T>
  * which holds the key's lock, then finds the earlier's patient).
  */
 export async function updateMatchKey(tx: Queryable, patientId: string, key: string | null): Promise<void> {
-  try {
-    await tx.query(
-      `UPDATE health_ids SET match_key_version = $3,
-         match_key = CASE WHEN $2::text IS NULL OR EXISTS (SELECT 1 FROM health_ids o WHERE o.match_key = $2 AND o.patient_id IS DISTINCT FROM $1) THEN NULL ELSE $2 END
-       WHERE patient_id = $1`,
-      [patientId, key, MATCH_RULE_VERSION],
-    );
-  } catch (err) {
-    const constraint = (err as { constraint?: unknown }).constraint;
-    if (sqlState(err) !== SqlState.uniqueViolation || typeof constraint !== 'string' || !constraint.startsWith('health_ids_')) throw err;
-    throw Object.assign(new Error(`A concurrent write gave this match key to another patient first (${constraint})`), { code: SqlState.serializationFailure });
-  }
+  await lostToConcurrentWrite(
+    () =>
+      tx.query(
+        `UPDATE health_ids SET match_key_version = $3,
+           match_key = CASE WHEN $2::text IS NULL OR EXISTS (SELECT 1 FROM health_ids o WHERE o.match_key = $2 AND o.patient_id IS DISTINCT FROM $1) THEN NULL ELSE $2 END
+         WHERE patient_id = $1`,
+        [patientId, key, MATCH_RULE_VERSION],
+      ),
+    'A concurrent write gave this match key to another patient first',
+  );
 }
 
 /**
