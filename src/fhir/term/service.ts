@@ -575,17 +575,8 @@ export class TerminologyService {
    * replaced) is not seen half, the answer is that of the old version or of the new one. $lookup is one statement.
    */
   async run(op: OperationName, input: OpInput, id?: string): Promise<Parameters | ValueSet> {
-    if (op === 'CodeSystem/$lookup' || !('transaction' in this.db)) return this.runIn(op, input, id);
-    const db = this.db;
-    const ms = this.options.timeoutMs;
-    return bounded(
-      () =>
-        db.transaction(async (tx) => {
-          await tx.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
-          return new TerminologyService(ms ? deadlined(tx, ms) : tx).runIn(op, input, id);
-        }),
-      ms,
-    );
+    if (op === 'CodeSystem/$lookup') return this.runIn(op, input, id);
+    return this.inSnapshot((q) => (q === this.db ? this : new TerminologyService(q)).runIn(op, input, id));
   }
 
   private runIn(op: OperationName, input: OpInput, id?: string): Promise<Parameters | ValueSet> {
