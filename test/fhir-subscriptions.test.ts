@@ -604,7 +604,9 @@ describe('timeout and maxCount (the channel\'s backport-timeout and backport-max
       const delivered = await eventually(
         async () => {
           const list = await deliveries();
-          expect(list.map((d) => d.event_id)).toContain(`Subscription/${id}#1`);
+          const events = list.map((d) => d.event_id);
+          expect(events).toContain(`Subscription/${id}#1`);
+          expect(new Set(events).size, 'one delivery an event').toBe(events.length);
           for (const d of list) expect(d.status, JSON.stringify(d.attempts)).toBe('delivered');
           return list;
         },
