@@ -78,41 +78,39 @@ function subscriptionSearch(ctx: Context): { url?: string[]; status?: string[] }
 export function subscriptionRoutes(services: Services): RouteSpec[] {
   const subs = services.subscriptions;
   const body = async (ctx: Context) => (ctx.method === 'POST' ? await readBody(ctx, services.config.maxBodyBytes) : undefined);
-  const operations = (name: string, summary: string, run: (ctx: Context, principal: ClientPrincipal, id: string, body: unknown) => Promise<unknown>): RouteSpec[] =>
+  /**
+   * An operation's GET and POST routes, on an instance (`Subscription/{id}/$name`) or, with `id` undefined, on the type
+   * (`Subscription/$name`, registered before `Subscription/{id}`: $status of several, a token for several).
+   */
+  const operationRoutes = (
+    level: 'type' | 'instance',
+    name: string,
+    summary: string,
+    run: (ctx: Context, principal: ClientPrincipal, body: unknown, id: string | undefined) => Promise<unknown>,
+  ): RouteSpec[] =>
     (['get', 'post'] as const).map((method) =>
       defineRoute({
         method,
-        path: `${FHIR_BASE}/Subscription/{id}/$${name}`,
-        operationId: `fhirSubscription${name.replace(/(^|-)(\w)/g, (_m, _d, c: string) => c.toUpperCase())}${method === 'post' ? 'Post' : ''}`,
+        path: `${FHIR_BASE}/Subscription/${level === 'instance' ? '{id}/' : ''}$${name}`,
+        operationId: `fhirSubscription${level === 'type' ? 'Type' : ''}${name.replace(/(^|-)(\w)/g, (_m, _d, c: string) => c.toUpperCase())}${method === 'post' ? 'Post' : ''}`,
         summary,
         tags,
         fhir: true,
         security: { kind: 'client' },
         group: 'fhir',
-        params: IdParams,
+        ...(level === 'instance' && { params: IdParams }),
         ...(method === 'post' && { rawBody: { schema: { type: 'object' }, contentTypes: [FHIR_JSON, 'application/json'], required: false } }),
-        responses: { 200: ok(summary), 404: ok('Not found (or another organisation’s)') },
-        handler: async ({ ctx, params, principal }) => fhirResult(await run(ctx, client(principal), params.id, await body(ctx))),
+        responses:
+          level === 'instance'
+            ? { 200: ok(summary), 404: ok('Not found (or another organisation’s)') }
+            : { 200: ok(summary), 400: ok('A parameter is not valid'), 404: ok('A subscription named is not found (or another organisation’s)') },
+        handler: async ({ ctx, params, principal }) => fhirResult(await run(ctx, client(principal), await body(ctx), (params as { id?: string } | undefined)?.id)),
       }),
     );
-
-  // The type-level operations ($status of several, a token for several): registered before `Subscription/{id}`.
-  const typeOperations = (name: string, summary: string, run: (ctx: Context, principal: ClientPrincipal, body: unknown) => Promise<unknown>): RouteSpec[] =>
-    (['get', 'post'] as const).map((method) =>
-      defineRoute({
-        method,
-        path: `${FHIR_BASE}/Subscription/$${name}`,
-        operationId: `fhirSubscriptionType${name.replace(/(^|-)(\w)/g, (_m, _d, c: string) => c.toUpperCase())}${method === 'post' ? 'Post' : ''}`,
-        summary,
-        tags,
-        fhir: true,
-        security: { kind: 'client' },
-        group: 'fhir',
-        ...(method === 'post' && { rawBody: { schema: { type: 'object' }, contentTypes: [FHIR_JSON, 'application/json'], required: false } }),
-        responses: { 200: ok(summary), 400: ok('A parameter is not valid'), 404: ok('A subscription named is not found (or another organisation’s)') },
-        handler: async ({ ctx, principal }) => fhirResult(await run(ctx, client(principal), await body(ctx))),
-      }),
-    );
+  const operations = (name: string, summary: string, run: (ctx: Context, principal: ClientPrincipal, id: string, body: unknown) => Promise<unknown>) =>
+    operationRoutes('instance', name, summary, (ctx, principal, b, id) => run(ctx, principal, id!, b));
+  const typeOperations = (name: string, summary: string, run: (ctx: Context, principal: ClientPrincipal, body: unknown) => Promise<unknown>) =>
+    operationRoutes('type', name, summary, (ctx, principal, b) => run(ctx, principal, b));
 
   return [
     ...typeOperations('status', '$status of the organisation’s subscriptions (id, status: repeatable): a searchset Bundle of SubscriptionStatus', (ctx, p, b) =>
@@ -234,9 +232,8 @@ export function subscriptionRoutes(services: Services): RouteSpec[] {
     ),
     ...operations('status', '$status: the SubscriptionStatus (searchset Bundle)', (_ctx, p, id) => subs.statusBundle(p.organizationId, id)),
     ...operations('events', '$events: stored notification events by number (eventsSinceNumber, eventsUntilNumber, content)', (ctx, p, id, b) => {
-      const given = ctx.query.content ?? bodyParameters(b).find((x) => x.name === 'content')?.valueCode;
-      if (given !== undefined && typeof given !== 'string') throw badRequest('content is empty, id-only or full-resource, given once');
-      const content = given;
+      const content = ctx.query.content ?? bodyParameters(b).find((x) => x.name === 'content')?.valueCode;
+      if (content !== undefined && typeof content !== 'string') throw badRequest('content is empty, id-only or full-resource, given once');
       return subs.eventsBundle(p.organizationId, id, numberParam(ctx, b, 'eventsSinceNumber'), numberParam(ctx, b, 'eventsUntilNumber'), content);
     }),
     ...operations('get-ws-binding-token', '$get-ws-binding-token: a one-use token to bind a websocket to this subscription', (_ctx, p, id) =>
