@@ -1,6 +1,7 @@
 import type { CapabilityStatement, CapabilityStatementRestResource } from '@medplum/fhirtypes';
 import { allResourceTypes, patientCompartmentParams } from '../core/fhir-definitions';
 import { indexedParams } from './indexer';
+import { statementHeader } from './statement-header';
 import { OPERATIONS } from './term/service';
 
 /** The terminology operations of each type, as the service defines them (docs/fhir.md "Terminology"). */
@@ -93,11 +94,7 @@ export function capabilityStatement(publicUrl: string, topics: readonly string[]
   });
   const statement: CapabilityStatement = {
     resourceType: 'CapabilityStatement',
-    status: 'active',
-    date: new Date().toISOString(),
-    publisher: 'Pont',
-    kind: 'instance',
-    software: { name: 'Pont', version: '0.1.0' },
+    ...statementHeader(),
     implementation: { description: 'Pont FHIR R4 store', url: `${publicUrl}/api/fhir/R4` },
     fhirVersion: '4.0.1',
     instantiates: [`${BULK_DATA}/CapabilityStatement/bulk-data`, `${BACKPORT}/CapabilityStatement/backport-subscription-server-r4`],

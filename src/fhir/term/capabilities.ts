@@ -2,6 +2,7 @@ import type { TerminologyCapabilities, TerminologyCapabilitiesCodeSystemVersion 
 import type { Queryable } from '../../db/database';
 import { currentFirst, versionKey } from './current';
 import { FILTER_OPS } from './expand';
+import { statementHeader } from '../statement-header';
 
 /** Filters on what every concept has (expand.ts filterSql); a code system's own properties take the rest. */
 const CONCEPT_FILTERS = [
@@ -41,11 +42,7 @@ export async function terminologyCapabilities(db: Queryable, fhirBase: string): 
   }
   return {
     resourceType: 'TerminologyCapabilities',
-    status: 'active',
-    date: new Date().toISOString(),
-    publisher: 'Pont',
-    kind: 'instance',
-    software: { name: 'Pont', version: '0.1.0' },
+    ...statementHeader(),
     implementation: { description: 'Pont FHIR R4 terminology (docs/fhir.md "Terminology")', url: fhirBase },
     // The `date` parameter of the operations is not honoured.
     lockedDate: false,
