@@ -16,6 +16,7 @@ import { databaseMetrics } from './db/metrics';
 import { watch, type FSWatcher } from 'node:fs';
 import { MappingHolder, mappingsVersion, type ReloadOutcome } from './mapping/holder';
 import { gracefulStop } from './http/graceful';
+import { buildOpenApi } from './http/openapi';
 
 export interface RunningPont {
   /** Base URL the server listens on (http://host:port). */
@@ -122,7 +123,20 @@ export async function startPont(config: Config): Promise<RunningPont> {
  * database: building the routes takes only the configuration and the maps (their handlers use the rest).
  */
 export function verifyMappings(config: Config, dir: string): void {
-  verifiedRoutes({ config, mappings: new MappingHolder(dir) } as Composition);
+  routesWithoutDatabase(config, dir);
+}
+
+/**
+ * The OpenAPI document the service publishes at /api/openapi.json, built from the same routes and maps without a
+ * database or a listener: what the client libraries' type generators read (seconds, where starting a service on a
+ * fresh embedded database took 15 to 40).
+ */
+export function openApiDocument(config: Config, dir?: string): unknown {
+  return buildOpenApi(routesWithoutDatabase(config, dir), config.publicUrl);
+}
+
+function routesWithoutDatabase(config: Config, dir: string | undefined) {
+  return verifiedRoutes({ config, mappings: new MappingHolder(dir) } as Composition);
 }
 
 /** PONT_MAPPINGS_WATCH (development): reloads the maps once a change to their files has settled, if their content changed. */

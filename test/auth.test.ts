@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, revokeClient } from '../src/auth/clients';
 import { rotateSigningKey } from '../src/auth/keys';
 import { fhirScopeTable, type Scope } from '../src/core/scopes';
+import { openApiDocument } from '../src/server';
 import { createTestClient, startTestServer, type TestServer } from './harness';
 
 let pont: TestServer;
@@ -66,6 +67,13 @@ describe('documentation', () => {
     expect(body.components.securitySchemes.BearerAuth.description).toContain(table);
     expect(body.paths['/api/v1/connect/auth/token'].post.requestBody.content).toHaveProperty('application/x-www-form-urlencoded');
     expect(readFileSync(new URL('../docs/integrators.md', import.meta.url), 'utf8')).toContain(table);
+  });
+
+  it('is the document openApiDocument builds without a service, which the client libraries\' types are generated from', async () => {
+    const { body } = await pont.json('/api/openapi.json');
+    const built = openApiDocument(pont.config, pont.config.mappingsDir) as typeof body;
+    expect(Object.keys(built.components.schemas).length).toBeGreaterThan(50);
+    expect({ ...built, servers: body.servers }).toEqual(body);
   });
 });
 

@@ -1,6 +1,7 @@
 /**
  * Generates src/types.ts, the TypeScript types of the shapes the client sends and receives, from the OpenAPI
- * document the server publishes (components.schemas): the types are the server's, never written twice.
+ * document the server publishes (components.schemas; openApiDocument builds it from the same routes and maps without
+ * starting a service): the types are the server's, never written twice.
  * `npm run clients:types` in the repository root (it also runs the Python and PHP clients' generators on the same
  * document); test/types.test.ts and the Python and PHP tests fail when a file is out of date.
  */
@@ -9,7 +10,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../../src/config';
-import { startPont } from '../../../src/server';
+import { openApiDocument } from '../../../src/server';
 
 type Schema = Record<string, any>;
 
@@ -71,29 +72,20 @@ function generateOtherLanguages(doc: unknown): void {
   console.log('wrote clients/python/pont/types.py and clients/php/src/Types.php');
 }
 
-async function main() {
-  const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'error' });
-  config.dataDir = undefined;
-  const pont = await startPont(config);
-  try {
-    const doc = (await (await fetch(`${pont.url}/api/openapi.json`)).json()) as { components: { schemas: Record<string, Schema> } };
-    const schemas = Object.entries(doc.components.schemas).sort(([a], [b]) => (a < b ? -1 : 1));
-    const out = [
-      '// Generated from the OpenAPI document Pont publishes (GET /api/openapi.json) by scripts/generate-types.ts.',
-      '// Do not edit: run `npm run clients:types` in the repository root.',
-      '',
-      ...schemas.map(([n, s]) => `${s.description ? `/** ${String(s.description).replace(/\*\//g, '* /').replace(/\n/g, ' ')} */\n` : ''}export type ${n} = ${typeOf(s)};\n`),
-    ].join('\n');
-    const target = process.argv[2] ?? fileURLToPath(new URL('../src/types.ts', import.meta.url));
-    writeFileSync(target, out);
-    console.log(`wrote ${schemas.length} types to ${target}`);
-    if (process.argv[2] === undefined) generateOtherLanguages(doc);
-  } finally {
-    await pont.close();
-  }
+function main() {
+  const config = loadConfig({ LOG_LEVEL: 'error' });
+  const doc = openApiDocument(config, config.mappingsDir) as { components: { schemas: Record<string, Schema> } };
+  const schemas = Object.entries(doc.components.schemas).sort(([a], [b]) => (a < b ? -1 : 1));
+  const out = [
+    '// Generated from the OpenAPI document Pont publishes (GET /api/openapi.json) by scripts/generate-types.ts.',
+    '// Do not edit: run `npm run clients:types` in the repository root.',
+    '',
+    ...schemas.map(([n, s]) => `${s.description ? `/** ${String(s.description).replace(/\*\//g, '* /').replace(/\n/g, ' ')} */\n` : ''}export type ${n} = ${typeOf(s)};\n`),
+  ].join('\n');
+  const target = process.argv[2] ?? fileURLToPath(new URL('../src/types.ts', import.meta.url));
+  writeFileSync(target, out);
+  console.log(`wrote ${schemas.length} types to ${target}`);
+  if (process.argv[2] === undefined) generateOtherLanguages(doc);
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+main();
