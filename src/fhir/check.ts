@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os';
+import { isMainThread } from 'node:worker_threads';
 import Piscina from 'piscina';
 import type { Resource } from '@medplum/fhirtypes';
 import { ApiError } from '../core/errors';
@@ -61,48 +62,103 @@ export function checkSlice(task: { resources: Resource[]; base: string; validate
  * server under read load then starts no worker threads (each holds the FHIR definitions, ~150 MB).
  */
 const POOL_MIN = 16;
+/**
+ * Worker threads take seconds to come up (each loads the modules and the FHIR definitions, 2 to 3 s of CPU), in
+ * which this thread checks thousands of resources (~3 per ms): until they are up, writes are checked here, and one of
+ * this many resources or more (a bulk load) starts them, not waited for, for the writes that follow. An import starts
+ * them itself (startCheckWorkers).
+ */
+const WARM_MIN = 2_000;
 /** Resources per task: a bundle of a few hundred is spread over every worker. */
 const SLICE = 32;
-/** Idle workers end after this long (each holds the FHIR definitions, ~100 MB). */
+/** The worker threads end after this long without a task (each holds the FHIR definitions, ~100 MB). */
 const IDLE_MS = 30_000;
 
-let pool: Piscina | undefined;
+interface Workers {
+  pool: Piscina;
+  /** Every thread has checked a first task (its modules and definitions are loaded). */
+  ready: boolean;
+  /** Tasks sent and not yet answered. */
+  running: number;
+  idle?: NodeJS.Timeout;
+}
+let workers: Workers | undefined;
+
+// A thread of the pool (the only threads Pont starts) loads the definitions as it starts, before it says it is ready.
+if (!isMainThread) loadFhirDefinitions();
 
 /**
  * Checks many resources at once (checkResource on each), on worker threads when there are enough of them
- * to validate (imports, bundles, Bridge batches), so that validation and indexing use every core. The
- * outcome of each, in order: its Checked, or the ApiError it failed with.
+ * to validate and the threads are up (imports, bundles, Bridge batches), so that validation and indexing use every
+ * core. The outcome of each, in order: its Checked, or the ApiError it failed with.
  */
 export async function checkResources(resources: Resource[], base: string, validate: boolean): Promise<Array<Checked | ApiError>> {
-  const outcomes: Outcome[] =
-    resources.length < POOL_MIN || !validate
-      ? checkSlice({ resources, base, validate })
-      : (
-          await Promise.all(
-            Array.from({ length: Math.ceil(resources.length / SLICE) }, (_, i) =>
-              workers().run({ resources: resources.slice(i * SLICE, (i + 1) * SLICE), base, validate }) as Promise<Outcome[]>,
-            ),
-          )
-        ).flat();
+  const ready = resources.length >= POOL_MIN && validate ? readyWorkers(resources.length) : undefined;
+  const outcomes: Outcome[] = !ready
+    ? checkSlice({ resources, base, validate })
+    : (
+        await Promise.all(
+          Array.from({ length: Math.ceil(resources.length / SLICE) }, (_, i) => run(ready, { resources: resources.slice(i * SLICE, (i + 1) * SLICE), base, validate })),
+        )
+      ).flat();
   return outcomes.map((o) => ('checked' in o ? o.checked : new ApiError(o.error.status, o.error.code, o.error.message, o.error.options)));
 }
 
-function workers(): Piscina {
-  return (pool ??= new Piscina({
-    // Compiled (dist/), a thread loads this module itself; run from the sources (tsx, vitest), it loads
-    // check-worker.mjs, which registers tsx in the thread first.
-    ...(import.meta.url.endsWith('.js')
-      ? { filename: import.meta.url, name: 'checkSlice' }
-      : { filename: new URL('./check-worker.mjs', import.meta.url).href }),
-    maxThreads: Math.max(1, availableParallelism()),
-    minThreads: 0,
-    idleTimeout: IDLE_MS,
-  }));
+/** The worker threads when they are up; when they are not, a write of WARM_MIN resources or more starts them. */
+function readyWorkers(size: number): Workers | undefined {
+  if (workers?.ready) return workers;
+  if (!workers && size >= WARM_MIN) void startCheckWorkers();
+  return undefined;
+}
+
+/**
+ * Starts the worker threads, if they are not running, and resolves once every one is up (an import waits for them:
+ * it is all writes of hundreds of resources). They end after IDLE_MS without a task.
+ */
+export async function startCheckWorkers(): Promise<void> {
+  if (workers?.ready) return;
+  const threads = Math.max(1, availableParallelism());
+  const starting = (workers ??= {
+    pool: new Piscina({
+      // Compiled (dist/), a thread loads this module itself; run from the sources (tsx, vitest), it loads
+      // check-worker.mjs, which registers tsx in the thread first.
+      ...(import.meta.url.endsWith('.js')
+        ? { filename: import.meta.url, name: 'checkSlice' }
+        : { filename: new URL('./check-worker.mjs', import.meta.url).href }),
+      // All at once, and kept until this module's own idle timer ends the pool (a thread ended alone would start
+      // again, cold, under the next task).
+      minThreads: threads,
+      maxThreads: threads,
+    }),
+    ready: false,
+    running: 0,
+  });
+  // One empty task per thread: the pool gives each to a thread of its own (the least busy), and a thread answers it
+  // once its modules and definitions are loaded (below).
+  await Promise.all(Array.from({ length: threads }, () => run(starting, { resources: [], base: '', validate: false })));
+  if (workers === starting) starting.ready = true;
+}
+
+/** A task on the threads; the pool ends IDLE_MS after its last task. */
+async function run(target: Workers, task: { resources: Resource[]; base: string; validate: boolean }): Promise<Outcome[]> {
+  clearTimeout(target.idle);
+  target.running++;
+  try {
+    return (await target.pool.run(task)) as Outcome[];
+  } finally {
+    if (--target.running === 0) {
+      target.idle = setTimeout(() => {
+        if (workers === target) workers = undefined;
+        void target.pool.destroy();
+      }, IDLE_MS).unref();
+    }
+  }
 }
 
 /** Ends the worker threads now (they start again when needed), e.g. once a bulk load is over. */
 export async function closeCheckWorkers(): Promise<void> {
-  const running = pool;
-  pool = undefined;
-  await running?.destroy();
+  const running = workers;
+  workers = undefined;
+  clearTimeout(running?.idle);
+  await running?.pool.destroy();
 }

@@ -10,6 +10,7 @@ import { ApiError } from '../core/errors';
 import { importedFiles, importedResources } from '../metrics';
 import { processBundle } from './bundle';
 import { loadFhirDefinitions } from '../core/fhir-definitions';
+import { startCheckWorkers } from './check';
 import type { FhirRepository } from './repository';
 import type { FhirService } from './service';
 
@@ -154,6 +155,8 @@ export async function importPaths(
   options: { concurrency?: number; onProgress?: (p: ImportProgress) => void } = {},
 ): Promise<ImportSummary> {
   loadFhirDefinitions();
+  // Every file is a write of hundreds of resources: the worker threads, up before the first.
+  await startCheckWorkers();
   removeStaleScratch();
   const repo = fhir.system('import');
   const started = performance.now();
