@@ -61,7 +61,7 @@ export function checkSlice(task: { resources: Resource[]; base: string; validate
  * So are resources not validated (the audit trail's): indexing alone is cheaper than the copies to a worker, and a
  * server under read load then starts no worker threads (each holds the FHIR definitions, ~150 MB).
  */
-const POOL_MIN = 16;
+export const POOL_MIN = 16;
 /**
  * Worker threads take seconds to come up (each loads the modules and the FHIR definitions, 2 to 3 s of CPU), in
  * which this thread checks thousands of resources (~3 per ms): until they are up, writes are checked here, and one of

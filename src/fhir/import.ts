@@ -10,7 +10,7 @@ import { ApiError } from '../core/errors';
 import { importedFiles, importedResources } from '../metrics';
 import { processBundle } from './bundle';
 import { loadFhirDefinitions } from '../core/fhir-definitions';
-import { startCheckWorkers } from './check';
+import { POOL_MIN, startCheckWorkers } from './check';
 import type { FhirRepository } from './repository';
 import type { FhirService } from './service';
 
@@ -94,6 +94,9 @@ const RETRYABLE = new Set<string>([SqlState.deadlockDetected, SqlState.serializa
  * are checked once the whole import is done (files may refer to each other in any order).
  */
 async function load(repo: FhirRepository, bundle: Bundle): Promise<number> {
+  // A file checked on the worker threads waits for them to be up (a write elsewhere would not): an import is writes
+  // of many such files. A folder of single resources starts none.
+  if ((bundle.entry?.length ?? 0) >= POOL_MIN) await startCheckWorkers();
   for (let attempt = 1; ; attempt++) {
     try {
       const result = await processBundle(repo, bundle, { returnResources: false, deferReferenceCheck: true });
@@ -155,8 +158,6 @@ export async function importPaths(
   options: { concurrency?: number; onProgress?: (p: ImportProgress) => void } = {},
 ): Promise<ImportSummary> {
   loadFhirDefinitions();
-  // Every file is a write of hundreds of resources: the worker threads, up before the first.
-  await startCheckWorkers();
   removeStaleScratch();
   const repo = fhir.system('import');
   const started = performance.now();
