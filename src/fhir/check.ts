@@ -64,9 +64,10 @@ export function checkSlice(task: { resources: Resource[]; base: string; validate
 export const POOL_MIN = 16;
 /**
  * Worker threads take seconds to come up (each loads the modules and the FHIR definitions, 2 to 3 s of CPU), in
- * which this thread checks thousands of resources (~3 per ms): until they are up, writes are checked here, and one of
- * this many resources or more (a bulk load) starts them, not waited for, for the writes that follow. An import starts
- * them itself (startCheckWorkers).
+ * which this thread checks thousands of resources (~3 per ms): until they are up, writes are checked here. They are
+ * started (not waited for) for the writes that follow by a write of this many resources or more (a bulk load), or by
+ * a second write of POOL_MIN or more within IDLE_MS of the first (a stream of Bridge batches or bundles); a single
+ * one (a demo reset) starts none. An import starts them itself (startCheckWorkers).
  */
 const WARM_MIN = 2_000;
 /** Resources per task: a bundle of a few hundred is spread over every worker. */
@@ -104,10 +105,15 @@ export async function checkResources(resources: Resource[], base: string, valida
   return outcomes.map((o) => ('checked' in o ? o.checked : new ApiError(o.error.status, o.error.code, o.error.message, o.error.options)));
 }
 
-/** The worker threads when they are up; when they are not, a write of WARM_MIN resources or more starts them. */
+/** When the last write of POOL_MIN resources or more came (performance.now()). */
+let lastLargeWrite = -Infinity;
+
+/** The worker threads when they are up; when they are not, starts them for a bulk load or a stream of writes. */
 function readyWorkers(size: number): Workers | undefined {
   if (workers?.ready) return workers;
-  if (!workers && size >= WARM_MIN) void startCheckWorkers();
+  const now = performance.now();
+  if (!workers && (size >= WARM_MIN || now - lastLargeWrite < IDLE_MS)) startCheckWorkers().catch(() => undefined);
+  lastLargeWrite = now;
   return undefined;
 }
 
@@ -135,7 +141,13 @@ export async function startCheckWorkers(): Promise<void> {
   });
   // One empty task per thread: the pool gives each to a thread of its own (the least busy), and a thread answers it
   // once its modules and definitions are loaded (below).
-  await Promise.all(Array.from({ length: threads }, () => run(starting, { resources: [], base: '', validate: false })));
+  try {
+    await Promise.all(Array.from({ length: threads }, () => run(starting, { resources: [], base: '', validate: false })));
+  } catch (err) {
+    // Writes go on being checked on the calling thread; the next start tries again.
+    if (workers === starting) await closeCheckWorkers();
+    throw err;
+  }
   if (workers === starting) starting.ready = true;
 }
 
@@ -155,10 +167,16 @@ async function run(target: Workers, task: { resources: Resource[]; base: string;
   }
 }
 
-/** Ends the worker threads now (they start again when needed), e.g. once a bulk load is over. */
+/** Whether the worker threads are running, and up. */
+export function checkWorkersState(): 'stopped' | 'starting' | 'ready' {
+  return !workers ? 'stopped' : workers.ready ? 'ready' : 'starting';
+}
+
+/** Ends the worker threads now (they start again when needed), e.g. once a bulk load is over; the next write is a first. */
 export async function closeCheckWorkers(): Promise<void> {
   const running = workers;
   workers = undefined;
+  lastLargeWrite = -Infinity;
   clearTimeout(running?.idle);
   await running?.pool.destroy();
 }

@@ -1,0 +1,53 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Observation } from '@medplum/fhirtypes';
+import { loadFhirDefinitions } from '../src/core/fhir-definitions';
+import { ApiError } from '../src/core/errors';
+import { checkResources, checkWorkersState, closeCheckWorkers, startCheckWorkers } from '../src/fhir/check';
+
+/** When the check of a write runs on the worker threads, and when they start (src/fhir/check.ts). */
+const observations = (n: number, bad?: number): Observation[] =>
+  Array.from({ length: n }, (_, i) => ({
+    resourceType: 'Observation',
+    id: `o${i}`,
+    status: i === bad ? ('finished' as Observation['status']) : 'final',
+    code: { text: 'x' },
+    subject: { reference: 'Patient/p1' },
+  }));
+const base = 'https://pont.example/fhir';
+
+describe('the check workers', () => {
+  beforeAll(async () => {
+    loadFhirDefinitions();
+    await closeCheckWorkers();
+  });
+  afterAll(() => closeCheckWorkers());
+
+  it('a single write of 16 or more is checked on the calling thread and starts none; a second within 30 s starts them', async () => {
+    const first = await checkResources(observations(40, 7), base, true);
+    expect(first[7]).toBeInstanceOf(ApiError);
+    expect(first.filter((o) => o instanceof ApiError)).toHaveLength(1);
+    expect(checkWorkersState()).toBe('stopped');
+    await checkResources(observations(20), base, true);
+    expect(checkWorkersState()).toBe('starting');
+  });
+
+  it('once they are up, a write is checked on them with the same outcomes, errors included', async () => {
+    await startCheckWorkers();
+    expect(checkWorkersState()).toBe('ready');
+    const outcomes = await checkResources(observations(100, 63), base, true);
+    expect(outcomes[63]).toBeInstanceOf(ApiError);
+    expect((outcomes[63] as ApiError).message).toMatch(/status/);
+    expect(outcomes.filter((o) => o instanceof ApiError)).toHaveLength(1);
+    expect((outcomes[0] as { patients: string[] }).patients).toEqual(['p1']);
+  });
+
+  it('a write of 2,000 or more starts them at once; smaller or unvalidated writes start none', async () => {
+    await closeCheckWorkers();
+    await checkResources(observations(15), base, true);
+    await checkResources(observations(15), base, true);
+    await checkResources(observations(100), base, false);
+    expect(checkWorkersState()).toBe('stopped');
+    await checkResources(observations(2_000), base, true);
+    expect(checkWorkersState()).toBe('starting');
+  });
+});
