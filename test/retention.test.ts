@@ -353,8 +353,9 @@ describe(`pont audit archive|restore (${backend})`, () => {
       await database.cleanup();
       rmSync(work, { recursive: true, force: true });
     };
-    // The service runs throughout: on PGlite the commands go through it, as they do in a deployment.
-    service = await startPont(loadConfig({ PORT: '0', ...env }));
+    // The service runs throughout: on PGlite the commands go through it, as they do in a deployment. Its own pass
+    // (30 s after start by default) would hold the claim the commands take: not within the tests.
+    service = await startPont(loadConfig({ PORT: '0', PONT_RETENTION_START_DELAY: '1h', ...env }));
     const rows = [0, 1].map((n) => ({ id: randomUUID(), recorded: midMonth('2025-03'), record: auditRecord(n + 1, '2025-03') }));
     await insertAuditRows(service.services.db, rows);
   }, 120_000);
@@ -423,8 +424,10 @@ describe(`pont retention run (${backend})`, () => {
       await database.cleanup();
       rmSync(work, { recursive: true, force: true });
     };
-    // The service keeps everything (PONT_RETENTION_AUDIT unset); the commands run with the retention settings.
-    service = await startPont(loadConfig({ PORT: '0', ...env }));
+    // The service keeps everything (PONT_RETENTION_AUDIT unset); the commands run with the retention settings. Its own
+    // pass (30 s after start by default, well within this file on a loaded machine) would hold the claim the commands
+    // take: "runs one pass at a time" then failed to claim it first.
+    service = await startPont(loadConfig({ PORT: '0', PONT_RETENTION_START_DELAY: '1h', ...env }));
     for (const month of months) await seed(month);
     await service.services.fhir.auditTrail.catchUp();
     const client = await createClient(service.services.db, { name: 'auditor', organizationId: 'org-operator', scopes: ['audit:read'], allPatients: true });

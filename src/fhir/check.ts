@@ -161,7 +161,7 @@ async function run(target: Workers, task: { resources: Resource[]; base: string;
     if (--target.running === 0) {
       target.idle = setTimeout(() => {
         if (workers === target) workers = undefined;
-        void target.pool.destroy();
+        target.pool.destroy().catch(() => undefined);
       }, IDLE_MS).unref();
     }
   }
