@@ -91,17 +91,27 @@ if (!isMainThread) loadFhirDefinitions();
 /**
  * Checks many resources at once (checkResource on each), on worker threads when there are enough of them
  * to validate and the threads are up (imports, bundles, Bridge batches), so that validation and indexing use every
- * core. The outcome of each, in order: its Checked, or the ApiError it failed with.
+ * core. While they are starting, a slice at a time is checked here, letting other requests run between slices, and
+ * the slices left once they are up go to them. The outcome of each, in order: its Checked, or the ApiError it failed
+ * with.
  */
 export async function checkResources(resources: Resource[], base: string, validate: boolean): Promise<Array<Checked | ApiError>> {
-  const ready = resources.length >= POOL_MIN && validate ? readyWorkers(resources.length) : undefined;
-  const outcomes: Outcome[] = !ready
-    ? checkSlice({ resources, base, validate })
-    : (
-        await Promise.all(
-          Array.from({ length: Math.ceil(resources.length / SLICE) }, (_, i) => run(ready, { resources: resources.slice(i * SLICE, (i + 1) * SLICE), base, validate })),
-        )
-      ).flat();
+  let outcomes: Outcome[];
+  if (resources.length < POOL_MIN || !validate) outcomes = checkSlice({ resources, base, validate });
+  else {
+    const ready = readyWorkers(resources.length);
+    const slices: Array<Outcome[] | Promise<Outcome[]>> = [];
+    for (let at = 0; at < resources.length; at += SLICE) {
+      const task = { resources: resources.slice(at, at + SLICE), base, validate };
+      const threads = ready ?? (workers?.ready ? workers : undefined);
+      if (threads) slices.push(run(threads, task));
+      else {
+        slices.push(checkSlice(task));
+        if (at + SLICE < resources.length) await new Promise((resolve) => setImmediate(resolve));
+      }
+    }
+    outcomes = (await Promise.all(slices)).flat();
+  }
   return outcomes.map((o) => ('checked' in o ? o.checked : new ApiError(o.error.status, o.error.code, o.error.message, o.error.options)));
 }
 
