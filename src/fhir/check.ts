@@ -72,6 +72,8 @@ export const POOL_MIN = 16;
 const WARM_MIN = 2_000;
 /** Resources per task: a bundle of a few hundred is spread over every worker. */
 const SLICE = 32;
+/** Threads started at once (one per core at most); the pool adds more, to one per core, under load. */
+const START_THREADS = 2;
 /** The worker threads end after this long without a task (each holds the FHIR definitions, ~100 MB). */
 const IDLE_MS = 30_000;
 
@@ -115,14 +117,18 @@ export async function checkResources(resources: Resource[], base: string, valida
   return outcomes.map((o) => ('checked' in o ? o.checked : new ApiError(o.error.status, o.error.code, o.error.message, o.error.options)));
 }
 
-/** When the last write of POOL_MIN resources or more came (performance.now()). */
+/** When the last write of POOL_MIN resources or more came, and when a start of the threads last failed (performance.now()). */
 let lastLargeWrite = -Infinity;
+let lastFailedStart = -Infinity;
+/** Tasks the threads have checked (empty start-up tasks aside): the tests read it. */
+let tasksOnThreads = 0;
 
 /** The worker threads when they are up; when they are not, starts them for a bulk load or a stream of writes. */
 function readyWorkers(size: number): Workers | undefined {
   if (workers?.ready) return workers;
   const now = performance.now();
-  if (!workers && (size >= WARM_MIN || now - lastLargeWrite < IDLE_MS)) startCheckWorkers().catch(() => undefined);
+  // A start that failed (threads that cannot load) is not tried again before IDLE_MS: writes stay on this thread.
+  if (!workers && now - lastFailedStart >= IDLE_MS && (size >= WARM_MIN || now - lastLargeWrite < IDLE_MS)) startCheckWorkers().catch(() => undefined);
   lastLargeWrite = now;
   return undefined;
 }
@@ -133,7 +139,10 @@ function readyWorkers(size: number): Workers | undefined {
  */
 export async function startCheckWorkers(): Promise<void> {
   if (workers?.ready) return;
-  const threads = Math.max(1, availableParallelism());
+  const cores = Math.max(1, availableParallelism());
+  // Two threads up at once; more, to one per core, only under load (each holds ~150 MB): a few writes on a 64-core
+  // host then start two, not sixty-four.
+  const threads = Math.min(cores, START_THREADS);
   const starting = (workers ??= {
     pool: new Piscina({
       // Compiled (dist/), a thread loads this module itself; run from the sources (tsx, vitest), it loads
@@ -141,10 +150,11 @@ export async function startCheckWorkers(): Promise<void> {
       ...(import.meta.url.endsWith('.js')
         ? { filename: import.meta.url, name: 'checkSlice' }
         : { filename: new URL('./check-worker.mjs', import.meta.url).href }),
-      // All at once, and kept until this module's own idle timer ends the pool (a thread ended alone would start
-      // again, cold, under the next task).
+      // The first ones kept until this module's own idle timer ends the pool (a thread ended alone would start again,
+      // cold, under the next task); those started under load end after IDLE_MS idle.
       minThreads: threads,
-      maxThreads: threads,
+      maxThreads: cores,
+      idleTimeout: IDLE_MS,
     }),
     ready: false,
     running: 0,
@@ -154,8 +164,9 @@ export async function startCheckWorkers(): Promise<void> {
   try {
     await Promise.all(Array.from({ length: threads }, () => run(starting, { resources: [], base: '', validate: false })));
   } catch (err) {
-    // Writes go on being checked on the calling thread; the next start tries again.
+    // Writes go on being checked on the calling thread; a start is tried again after IDLE_MS.
     if (workers === starting) await closeCheckWorkers();
+    lastFailedStart = performance.now();
     throw err;
   }
   if (workers === starting) starting.ready = true;
@@ -165,6 +176,7 @@ export async function startCheckWorkers(): Promise<void> {
 async function run(target: Workers, task: { resources: Resource[]; base: string; validate: boolean }): Promise<Outcome[]> {
   clearTimeout(target.idle);
   target.running++;
+  if (task.resources.length) tasksOnThreads++;
   try {
     return (await target.pool.run(task)) as Outcome[];
   } finally {
@@ -177,12 +189,15 @@ async function run(target: Workers, task: { resources: Resource[]; base: string;
   }
 }
 
-/** Whether the worker threads are running, and up. */
-export function checkWorkersState(): 'stopped' | 'starting' | 'ready' {
-  return !workers ? 'stopped' : workers.ready ? 'ready' : 'starting';
+/** Whether the worker threads are running, and up; how many tasks they have checked in this process. */
+export function checkWorkersState(): { state: 'stopped' | 'starting' | 'ready'; tasks: number } {
+  return { state: !workers ? 'stopped' : workers.ready ? 'ready' : 'starting', tasks: tasksOnThreads };
 }
 
-/** Ends the worker threads now (they start again when needed), e.g. once a bulk load is over; the next write is a first. */
+/**
+ * Ends the worker threads now (they start again when needed); the next write is a first. Tasks on them fail: for the
+ * tests and the end of a process, not while it serves.
+ */
 export async function closeCheckWorkers(): Promise<void> {
   const running = workers;
   workers = undefined;

@@ -96,7 +96,8 @@ const RETRYABLE = new Set<string>([SqlState.deadlockDetected, SqlState.serializa
 async function load(repo: FhirRepository, bundle: Bundle): Promise<number> {
   // A file checked on the worker threads waits for them to be up (a write elsewhere would not): an import is writes
   // of many such files. A folder of single resources starts none.
-  if ((bundle.entry?.length ?? 0) >= POOL_MIN) await startCheckWorkers();
+  // If they cannot start, the file is checked on this thread.
+  if ((bundle.entry?.length ?? 0) >= POOL_MIN) await startCheckWorkers().catch(() => undefined);
   for (let attempt = 1; ; attempt++) {
     try {
       const result = await processBundle(repo, bundle, { returnResources: false, deferReferenceCheck: true });
