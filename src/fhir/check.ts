@@ -74,7 +74,7 @@ const WARM_MIN = 2_000;
 const SLICE = 32;
 /** Threads started at once (one per core at most); the pool adds more, to one per core, under load. */
 const START_THREADS = 2;
-/** The worker threads end after this long without a task (each holds the FHIR definitions, ~100 MB). */
+/** The worker threads end after this long without a task (each holds the FHIR definitions, ~150 MB). */
 const IDLE_MS = 30_000;
 
 interface Workers {
