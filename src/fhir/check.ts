@@ -101,12 +101,11 @@ export async function checkResources(resources: Resource[], base: string, valida
   let outcomes: Outcome[];
   if (resources.length < POOL_MIN || !validate) outcomes = checkSlice({ resources, base, validate });
   else {
-    const ready = readyWorkers(resources.length);
+    startForStream(resources.length);
     const slices: Array<Outcome[] | Promise<Outcome[]>> = [];
     for (let at = 0; at < resources.length; at += SLICE) {
       const task = { resources: resources.slice(at, at + SLICE), base, validate };
-      const threads = ready ?? (workers?.ready ? workers : undefined);
-      if (threads) slices.push(run(threads, task));
+      if (workers?.ready) slices.push(run(workers, task));
       else {
         slices.push(checkSlice(task));
         if (at + SLICE < resources.length) await new Promise((resolve) => setImmediate(resolve));
@@ -123,14 +122,12 @@ let lastFailedStart = -Infinity;
 /** Tasks the threads have checked (empty start-up tasks aside): the tests read it. */
 let tasksOnThreads = 0;
 
-/** The worker threads when they are up; when they are not, starts them for a bulk load or a stream of writes. */
-function readyWorkers(size: number): Workers | undefined {
-  if (workers?.ready) return workers;
+/** Starts the worker threads, when they are not running, for a bulk load or a stream of writes (not waited for). */
+function startForStream(size: number): void {
   const now = performance.now();
   // A start that failed (threads that cannot load) is not tried again before IDLE_MS: writes stay on this thread.
   if (!workers && now - lastFailedStart >= IDLE_MS && (size >= WARM_MIN || now - lastLargeWrite < IDLE_MS)) startCheckWorkers().catch(() => undefined);
   lastLargeWrite = now;
-  return undefined;
 }
 
 /**
