@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
+import { createAgent } from '../src/auth/agents';
 import { createClient, revokeClient } from '../src/auth/clients';
 import { openPostgres } from '../src/db/postgres';
 import { defaultMappingsDir } from '../src/mapping/index';
@@ -342,6 +343,65 @@ describe('notifications', () => {
       expect(res.body.resourceType).toBe('OperationOutcome');
     }
     expect((await fhir(C, '/Subscription')).body.total).toBe(0);
+    expect((await fhir(A, `/Subscription/${subA}`)).body.status).toBe('active');
+  });
+
+  it("another client of the organisation: $events shows it only what it may read itself, and it cannot bind a socket to the subscription", async () => {
+    // Same organisation, no FHIR read scope: the subscription is the organisation's (it may list, read and $status it),
+    // but its resources are not shown to a client that could not read them directly.
+    const narrow = await createTestClient(pont, ['terminology:read'], { organizationId: 'org-subs-a' });
+    expect((await fhir(narrow, '/Encounter')).status).toBe(403);
+    expect((await fhir(narrow, `/Subscription/${subA}`)).status).toBe(200);
+    expect((await fhir(narrow, `/Subscription/${subA}/$status`)).status).toBe(200);
+    for (const method of ['GET', 'POST'] as const) {
+      const events = await fhir(narrow, `/Subscription/${subA}/$events`, { method });
+      expect(events.status, method).toBe(200);
+      expect(statusOf(events.body).events.map((e: any) => e.number)).toEqual([1, 2]);
+      expect(statusOf(events.body).events.every((e: any) => e.focus === undefined), method).toBe(true);
+      expect(events.body.entry.slice(1), method).toEqual([]);
+    }
+    // A colleague that reads FHIR sees them, and the read is audited as its own, not as the subscriber's.
+    const reader = await createTestClient(pont, ['fhir:read', 'patients:read'], { organizationId: 'org-subs-a' });
+    const shown = await fhir(reader, `/Subscription/${subA}/$events`);
+    expect(shown.body.entry.slice(1).map((e: any) => e.resource.resourceType)).toEqual(['Encounter', 'Encounter']);
+    const readers = async () =>
+      (await pont.services.db.query<{ actor: string }>(`SELECT DISTINCT actor FROM audit_log WHERE operation = 'subscriptionNotification' AND actor = ANY($1::text[])`, [[reader.client_id, narrow.client_id]])).rows.map((r) => r.actor);
+    await eventually(async () => expect(await readers()).toEqual([reader.client_id]));
+    // A socket's notifications are rendered under its subscriber's scopes: only the subscriber binds one.
+    const ws = await websocketSubscription(pont.url, A.headers);
+    for (const who of [narrow, reader]) {
+      for (const [method, path] of [
+        ['GET', `/Subscription/${ws.id}/$get-ws-binding-token`],
+        ['POST', `/Subscription/${ws.id}/$get-ws-binding-token`],
+        ['GET', `/Subscription/$get-ws-binding-token?id=${ws.id}`],
+      ] as const) {
+        const res = await fhir(who, path, { method });
+        expect(res.status, `${method} ${path}`).toBe(403);
+        expect(res.body.resourceType).toBe('OperationOutcome');
+      }
+    }
+    expect((await ws.call(`/Subscription/${ws.id}`, { method: 'DELETE' })).status).toBe(204);
+  });
+
+  it('a Bridge agent and a token-less caller are refused on every Subscription route', async () => {
+    const agent = await createAgent(pont.services.db, { facilityId: 'fac-subs', organizationId: 'org-subs-a' });
+    const agentHeaders = { 'x-bridge-agent-id': agent.agent_id, 'x-bridge-agent-key': agent.agent_key, 'x-bridge-timestamp': String(Math.floor(Date.now() / 1000)) };
+    for (const [method, path] of [
+      ['GET', '/Subscription'],
+      ['POST', '/Subscription'],
+      ['GET', `/Subscription/${subA}`],
+      ['DELETE', `/Subscription/${subA}`],
+      ['GET', `/Subscription/${subA}/$status`],
+      ['GET', `/Subscription/${subA}/$events`],
+      ['GET', `/Subscription/${subA}/$get-ws-binding-token`],
+      ['GET', '/Subscription/$status'],
+    ] as const) {
+      for (const headers of [agentHeaders, {}]) {
+        const res = await pont.json(`/api/fhir/R4${path}`, { method, headers, ...(method === 'POST' && { json: subscription(endpointA.url) }) });
+        expect(res.status, `${method} ${path}`).toBe(401);
+        expect(res.body.resourceType).toBe('OperationOutcome');
+      }
+    }
     expect((await fhir(A, `/Subscription/${subA}`)).body.status).toBe('active');
   });
 

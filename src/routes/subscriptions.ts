@@ -117,7 +117,7 @@ export function subscriptionRoutes(services: Services): RouteSpec[] {
       subs.statusBundleMany(p.organizationId, listParam(ctx, b, 'id'), listParam(ctx, b, 'status')),
     ),
     ...typeOperations('get-ws-binding-token', '$get-ws-binding-token for the websocket subscriptions named by id (repeatable, at most 20): one token binds them all', (ctx, p, b) =>
-      subs.bindingToken(p.organizationId, listParam(ctx, b, 'id'), WS_TOKEN_SECONDS),
+      subs.bindingToken(p, listParam(ctx, b, 'id'), WS_TOKEN_SECONDS),
     ),
     defineRoute({
       method: 'get',
@@ -234,10 +234,10 @@ export function subscriptionRoutes(services: Services): RouteSpec[] {
     ...operations('events', '$events: stored notification events by number (eventsSinceNumber, eventsUntilNumber, content)', (ctx, p, id, b) => {
       const content = ctx.query.content ?? bodyParameters(b).find((x) => x.name === 'content')?.valueCode;
       if (content !== undefined && typeof content !== 'string') throw badRequest('content is empty, id-only or full-resource, given once');
-      return subs.eventsBundle(p.organizationId, id, numberParam(ctx, b, 'eventsSinceNumber'), numberParam(ctx, b, 'eventsUntilNumber'), content);
+      return subs.eventsBundle(p, id, numberParam(ctx, b, 'eventsSinceNumber'), numberParam(ctx, b, 'eventsUntilNumber'), content);
     }),
     ...operations('get-ws-binding-token', '$get-ws-binding-token: a one-use token to bind a websocket to this subscription', (_ctx, p, id) =>
-      subs.bindingToken(p.organizationId, id, WS_TOKEN_SECONDS),
+      subs.bindingToken(p, id, WS_TOKEN_SECONDS),
     ),
   ];
 }

@@ -420,27 +420,31 @@ export class FhirSubscriptions {
   }
 
   /**
-   * Each subscription's events as its subscriber may see them now, for many subscriptions at once: the policy is asked
-   * again through the subscriber's repository, one statement for the focus versions of all the events of the subscribers
-   * of one policy (same organisation, scopes and all-patient flag: the same answer), however many subscriptions and
-   * events; each subscriber's reads of the batch are audited as one record naming the patients (FhirRepository
+   * Each subscription's events as its reader may see them now, for many subscriptions at once: the reader is the
+   * subscriber, or for `$events` the client asking (`reader`), so another client of the organisation is shown only what
+   * it could read itself, audited as its own read. The policy is asked again through the reader's repository, one
+   * statement for the focus versions of all the events of the readers of one policy (same organisation, scopes and
+   * all-patient flag: the same answer), however many subscriptions and events; each reader's reads of the batch are
+   * audited as one record naming the patients (FhirRepository
    * auditVersionsRead: a consent limiting how often counts them as any read). An event it may no longer see (refused,
    * deleted, a spent consent frequency) keeps its number and names no resource.
    */
-  private async visibleMany(wanted: Array<{ row: SubscriptionRow; events: EventRow[] }>): Promise<NotificationEvent[][]> {
+  private async visibleMany(wanted: Array<{ row: SubscriptionRow; events: EventRow[]; reader?: ClientPrincipal }>): Promise<NotificationEvent[][]> {
     const base = (e: EventRow): NotificationEvent => ({ number: Number(e.event_number), timestamp: new Date(e.created_at).toISOString() });
     const ref = (type: string, id: string, version: string) => `${type}/${id}/_history/${version}`;
     // The subscribers of one policy answer read together; each subscriber is audited on its own repository.
     const policies = new Map<string, { reader: FhirRepository; refs: Map<string, { type: string; id: string; versionId: string }>; found?: Map<string, FoundVersion> }>();
     const repos = new Map<string, FhirRepository>();
-    const policyOf = new Map<SubscriptionRow, string>();
-    for (const { row, events } of wanted) {
-      const principal = subscriber(row);
-      if (!principal || row.content === 'empty' || !events.length) continue; // revoked client: numbered, naming nothing
-      const key = `${row.organization_id}\u0000${!!row.all_patients}\u0000${[...row.scopes!].sort().join(' ')}`;
-      policyOf.set(row, key);
-      let repo = repos.get(row.client_id);
-      if (!repo) repos.set(row.client_id, (repo = this.deps.fhir.repository({ principal, channel: 'fhir', operation: 'subscriptionNotification' })));
+    const policyOf = new Map<SubscriptionRow, { key: string; clientId: string }>();
+    for (const { row, events, reader } of wanted) {
+      // A revoked subscriber's subscription names nothing more, to anyone: numbered, naming nothing.
+      const principal = subscriber(row) && (reader ?? subscriber(row));
+      if (!principal || row.content === 'empty' || !events.length) continue;
+      // A caller's token may narrow it further (SMART types): its reads are shared with no one.
+      const key = reader ? `caller\u0000${reader.clientId}` : `${row.organization_id}\u0000${!!row.all_patients}\u0000${[...row.scopes!].sort().join(' ')}`;
+      policyOf.set(row, { key, clientId: principal.clientId });
+      let repo = repos.get(principal.clientId);
+      if (!repo) repos.set(principal.clientId, (repo = this.deps.fhir.repository({ principal, channel: 'fhir', operation: 'subscriptionNotification' })));
       let policy = policies.get(key);
       if (!policy) policies.set(key, (policy = { reader: repo, refs: new Map() }));
       for (const e of events) if (e.focus_version) policy.refs.set(ref(e.focus_type, e.focus_id, e.focus_version), { type: e.focus_type, id: e.focus_id, versionId: e.focus_version });
@@ -452,11 +456,11 @@ export class FhirSubscriptions {
     // Per subscriber: what it is shown and refused in this batch (each version once), audited once.
     const seen = new Map<string, { shown: Map<string, FoundVersion>; refused: Map<string, FoundVersion>; withheld?: Set<FoundVersion> }>();
     for (const { row, events } of wanted) {
-      const key = policyOf.get(row);
-      if (key === undefined) continue;
-      const found = policies.get(key)!.found!;
-      let mine = seen.get(row.client_id);
-      if (!mine) seen.set(row.client_id, (mine = { shown: new Map(), refused: new Map() }));
+      const of = policyOf.get(row);
+      if (of === undefined) continue;
+      const found = policies.get(of.key)!.found!;
+      let mine = seen.get(of.clientId);
+      if (!mine) seen.set(of.clientId, (mine = { shown: new Map(), refused: new Map() }));
       for (const e of events) {
         const v = e.focus_version ? found.get(ref(e.focus_type, e.focus_id, e.focus_version)) : undefined;
         if (!v) continue;
@@ -468,14 +472,14 @@ export class FhirSubscriptions {
     for (const [clientId, mine] of seen) mine.withheld = await repos.get(clientId)!.auditVersionsRead([...mine.shown.values()], [...mine.refused.values()], 'subscriptionNotification');
     const out: NotificationEvent[][] = [];
     for (const { row, events } of wanted) {
-      const key = policyOf.get(row);
-      if (key === undefined) {
+      const of = policyOf.get(row);
+      if (of === undefined) {
         out.push(events.map(base));
         continue;
       }
-      const found = policies.get(key)!.found!;
-      const mine = seen.get(row.client_id)!;
-      const repo = repos.get(row.client_id)!;
+      const found = policies.get(of.key)!.found!;
+      const mine = seen.get(of.clientId)!;
+      const repo = repos.get(of.clientId)!;
       const list: NotificationEvent[] = [];
       for (const e of events) {
         if (!e.focus_version) {
@@ -600,9 +604,12 @@ export class FhirSubscriptions {
     return { resourceType: 'Bundle', type: 'searchset', total: rows.length, entry: rows.map((r) => ({ resource: this.status(r, 'query-status', []), search: { mode: 'match' } })) };
   }
 
-  /** `$events`: the stored events from `since` to `until` (numbers), as a subscription-notification Bundle (query-event). */
-  async eventsBundle(organizationId: string, id: string, since?: number, until?: number, content?: string): Promise<Bundle> {
-    const row = await this.row(organizationId, id);
+  /**
+   * `$events`: the stored events from `since` to `until` (numbers), as a subscription-notification Bundle (query-event),
+   * shown as the caller may read them now (a subscription is its organisation's: another of its clients may ask).
+   */
+  async eventsBundle(caller: ClientPrincipal, id: string, since?: number, until?: number, content?: string): Promise<Bundle> {
+    const row = await this.row(caller.organizationId, id);
     const last = Number(row.events_since_start);
     const from = Math.max(1, since ?? 1);
     const to = Math.min(last, until ?? last, from + MAX_EVENTS_PAGE - 1);
@@ -612,7 +619,7 @@ export class FhirSubscriptions {
     const levels: Content[] = ['empty', 'id-only', 'full-resource'];
     const shown = content && levels.indexOf(content as Content) < levels.indexOf(row.content) ? { ...row, content: content as Content } : row;
     const rows = await storedEvents(this.db, row.id, from, to);
-    return this.notification(shown, 'query-event', (await this.visibleMany([{ row: shown, events: rows }]))[0]!);
+    return this.notification(shown, 'query-event', (await this.visibleMany([{ row: shown, events: rows, reader: caller }]))[0]!);
   }
 
   // ------------------------------------------------------------------ fan-out
@@ -649,8 +656,10 @@ export class FhirSubscriptions {
   /**
    * `$get-ws-binding-token`: a one-use token (valid `ttlSeconds`) that binds a websocket to these subscriptions of the
    * organisation (the instance's, or the ids given at the type level: at most MAX_TOKEN_IDS, each a websocket one).
+   * Only their subscriber gets one: a socket's notifications are shown under the subscriber's scopes.
    */
-  async bindingToken(organizationId: string, ids: string | string[], ttlSeconds: number): Promise<Parameters> {
+  async bindingToken(caller: ClientPrincipal, ids: string | string[], ttlSeconds: number): Promise<Parameters> {
+    const organizationId = caller.organizationId;
     const wanted = [...new Set(typeof ids === 'string' ? [ids] : ids)];
     if (!wanted.length) throw invalid('$get-ws-binding-token: name the subscriptions (the id parameter), or call it on one');
     if (wanted.length > MAX_TOKEN_IDS) throw invalid(`$get-ws-binding-token: at most ${MAX_TOKEN_IDS} subscriptions per token`);
@@ -658,6 +667,8 @@ export class FhirSubscriptions {
     for (const id of wanted) {
       const row = await this.row(organizationId, id);
       if (row.channel_type !== 'websocket') throw invalid(`Subscription/${id} is not a websocket subscription`);
+      if (row.client_id !== caller.clientId)
+        throw new ApiError(403, ErrorCode.forbidden, `Subscription/${id} was made by another client of your organisation: only that client binds a websocket to it (its notifications are shown under that client's scopes)`);
       rows.push(row);
     }
     const token = randomBytes(24).toString('base64url');
