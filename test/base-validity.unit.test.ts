@@ -170,6 +170,7 @@ describe('the fast check of the R4 base definitions', () => {
       valueQuantity: { value: 13.2, unit: 'g/dL', system: 'http://unitsofmeasure.org', code: 'g/dL' },
     } as Resource;
     expect(passesBaseDefinitions(observation)).toBe(true);
+    expect(passesBaseDefinitions({ ...observation, contained: [{ resourceType: 'Patient', id: 'p' }], subject: { reference: '#p' } } as Resource)).toBe(true);
     for (const changed of [
       { ...observation, _status: { extension: [{ url: 'http://x', valueString: 'y' }] } },
       { ...observation, valueString: 'x' },
@@ -178,9 +179,21 @@ describe('the fast check of the R4 base definitions', () => {
       { ...observation, subject: null },
       { ...observation, status: 'final ' },
       { ...observation, code: { coding: [{ system: 'http://loinc.org', code: '718-7', resourceType: 'Patient' }] } },
-      { ...observation, valueQuantity: { value: 1, code: 'g' }, dataAbsentReason: { text: 'x' } }, // obs-6
       JSON.parse(JSON.stringify(observation).replace('{', '{"__proto__":{"x":1},')),
     ])
       expect(passesBaseDefinitions(changed as Resource), JSON.stringify(changed).slice(0, 200)).toBe(false);
+    // The invariants it skips evaluating when an element is absent (TRUE_WITHOUT) are evaluated when it is present.
+    const { valueQuantity: _value, ...noValue } = observation as Resource & { valueQuantity: unknown };
+    for (const [invariant, broken] of [
+      ['obs-6', { ...observation, dataAbsentReason: { text: 'x' } }],
+      ['obs-7', { ...noValue, valueString: 'y', component: [{ code: (observation as any).code, valueString: 'x' }] }],
+      ['dom-2', { ...observation, contained: [{ resourceType: 'Patient', id: 'p', contained: [{ resourceType: 'Patient', id: 'q' }] }] }],
+      ['dom-4', { ...observation, contained: [{ resourceType: 'Patient', id: 'p', meta: { versionId: '2' } }] }],
+      ['dom-5', { ...observation, contained: [{ resourceType: 'Patient', id: 'p', meta: { security: [{ code: 'R' }] } }] }],
+      ['ext-1', { ...observation, extension: [{ url: 'http://x', valueString: 'y', extension: [{ url: 'http://z', valueString: 'w' }] }] }],
+    ] as const) {
+      expect(medplumErrors(broken as Resource).join(), invariant).toContain(invariant);
+      expect(passesBaseDefinitions(broken as Resource), invariant).toBe(false);
+    }
   });
 });

@@ -49,6 +49,8 @@ interface Field {
 interface Invariant {
   key: string;
   expression: FhirPathAtom;
+  /** An element whose absence makes the invariant true (WITHOUT), when it has one: no FHIRPath evaluated then. */
+  trueWithout?: string;
 }
 
 interface CompiledType {
@@ -57,6 +59,20 @@ interface CompiledType {
   required: string[][];
   constraints: Invariant[];
 }
+
+/**
+ * Invariants that hold whenever one element is absent, by their text: `X.….empty()` is true when X is absent, and so is
+ * an `or` whose first term is. Most resources meet the first four on every write (dom-2, dom-4, dom-5 of every resource
+ * without contained ones; obs-6 and obs-7 of every Observation): their evaluation was half of this check's time.
+ */
+const TRUE_WITHOUT: Record<string, string> = {
+  'contained.contained.empty()': 'contained',
+  'contained.meta.versionId.empty() and contained.meta.lastUpdated.empty()': 'contained',
+  'contained.meta.security.empty()': 'contained',
+  'dataAbsentReason.empty() or value.empty()': 'dataAbsentReason',
+  'value.empty() or component.code.where(coding.intersect(%resource.code.coding).exists()).empty()': 'component',
+  'detail.empty() or reference.empty()': 'detail',
+};
 
 /** The invariants the validator does not evaluate (its skip list). */
 const SKIPPED = new Set(['ele-1', 'dom-3', 'org-1', 'sdf-19']);
@@ -118,7 +134,7 @@ function compiled(type: string): CompiledType | null {
 }
 
 const invariants = (list: Array<{ key: string; severity: string; expression: string }> | undefined): Invariant[] =>
-  (list ?? []).filter((c) => c.severity === 'error' && !SKIPPED.has(c.key)).map((c) => ({ key: c.key, expression: parseFhirPath(c.expression) }));
+  (list ?? []).filter((c) => c.severity === 'error' && !SKIPPED.has(c.key)).map((c) => ({ key: c.key, expression: parseFhirPath(c.expression), trueWithout: TRUE_WITHOUT[c.expression] }));
 
 function compile(type: string): CompiledType | null {
   const schema = tryGetDataType(type);
@@ -229,10 +245,11 @@ function primitivePasses(v: unknown, type: string, jsonType: 'string' | 'number'
  * `%rootResource` the root. Every result must be one `true`.
  */
 function invariantsHold(list: Invariant[], value: TypedValue, walk: Walk): boolean {
-  if (!list.length) return true;
-  const current = walk.resources[walk.resources.length - 1]!;
-  const variables: Record<string, TypedValue> = { '%context': value, '%ucum': UCUM, '%resource': toTypedValue(current), '%rootResource': walk.root };
+  const object = value.value && typeof value.value === 'object' ? (value.value as Record<string, unknown>) : undefined;
+  let variables: Record<string, TypedValue> | undefined;
   for (const c of list) {
+    if (c.trueWithout !== undefined && object && object[c.trueWithout] === undefined) continue;
+    variables ??= { '%context': value, '%ucum': UCUM, '%resource': toTypedValue(walk.resources[walk.resources.length - 1]), '%rootResource': walk.root };
     const result = evalFhirPathTyped(c.expression, [value], variables);
     if (result.length !== 1 || result[0]!.value !== true) return false;
   }

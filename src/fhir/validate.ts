@@ -80,7 +80,7 @@ function arrayShapeIssues(resource: Resource): OperationOutcomeIssue[] {
     const choices = new Set<string>();
     for (const [key, v] of Object.entries(value)) {
       if (issues.length) return;
-      const choice = schema.elements[key] ? undefined : Object.keys(schema.elements).find((name) => name.endsWith('[x]') && key.startsWith(name.slice(0, -3)));
+      const choice = schema.elements[key] ? undefined : choiceElements(schema.elements).find((name) => key.startsWith(name.slice(0, -3)));
       if (choice && choices.has(choice)) return void issues.push({ severity: 'error', code: 'structure', details: { text: `Only one ${choice} may be given` }, expression: [`${path}.${key}`] });
       if (choice) choices.add(choice);
       const element = schema.elements[choice ?? key];
@@ -105,6 +105,14 @@ function arrayShapeIssues(resource: Resource): OperationOutcomeIssue[] {
   };
   walk(resource as unknown as Record<string, unknown>, resource.resourceType, resource.resourceType, 0);
   return issues;
+}
+
+/** The choice elements (`value[x]`) of each type, found once. */
+const choicesOfType = new WeakMap<object, string[]>();
+function choiceElements(elements: Record<string, unknown>): string[] {
+  let names = choicesOfType.get(elements);
+  if (!names) choicesOfType.set(elements, (names = Object.keys(elements).filter((name) => name.endsWith('[x]'))));
+  return names;
 }
 
 /** base64Binary as FHIR allows it (RFC 4648, whitespace between lines tolerated). */
