@@ -170,6 +170,7 @@ describe('the fast check of the R4 base definitions', () => {
       valueQuantity: { value: 13.2, unit: 'g/dL', system: 'http://unitsofmeasure.org', code: 'g/dL' },
     } as Resource;
     expect(passesBaseDefinitions(observation)).toBe(true);
+    for (const notOne of [null, undefined, 1, 'Patient', [], {}, { resourceType: null }, { resourceType: 'Quantity', value: 1 }]) expect(passesBaseDefinitions(notOne)).toBe(false);
     expect(passesBaseDefinitions({ ...observation, contained: [{ resourceType: 'Patient', id: 'p' }], subject: { reference: '#p' } } as Resource)).toBe(true);
     for (const changed of [
       { ...observation, _status: { extension: [{ url: 'http://x', valueString: 'y' }] } },

@@ -17,15 +17,16 @@ import { isResourceType } from '../core/fhir-definitions';
  * the validator refuses; test/base-validity.unit.test.ts holds it to that on the sample corpora and mutations of them.
  * Tied to @medplum/core 4.5.2's validator (its regexes and skipped invariants are copied below).
  */
-export function passesBaseDefinitions(resource: Resource): boolean {
-  const type = (resource as { resourceType?: unknown }).resourceType;
+export function passesBaseDefinitions(resource: unknown): boolean {
+  if (!isPlainObject(resource)) return false;
+  const type = resource.resourceType;
   if (typeof type !== 'string' || !isResourceType(type)) return false;
   const schema = compiled(type);
   if (!schema) return false;
   const root: TypedValue = { type, value: resource };
-  const walk: Walk = { root, resources: [resource] };
+  const walk: Walk = { root, resources: [resource as unknown as Resource] };
   try {
-    return invariantsHold(schema.constraints, root, walk) && objectPasses(resource as unknown as Record<string, unknown>, schema, walk, true);
+    return invariantsHold(schema.constraints, root, walk) && objectPasses(resource, schema, walk, true);
   } catch {
     return false; // a definition or an invariant it could not evaluate: the validator says what
   }
