@@ -33,7 +33,6 @@ import { accessPolicyFor, type AccessPolicy } from '../src/policy/index';
 import { loadConfig } from '../src/config';
 import type { Database, Queryable, QueryResult } from '../src/db/database';
 import { importPaths } from '../src/fhir/import';
-import { closeCheckWorkers } from '../src/fhir/check';
 import type { QueryParams } from '../src/fhir/search/parse';
 import { readVersion, searchResources } from '../src/fhir/store';
 import { parseSearch } from '../src/fhir/search/parse';
@@ -537,8 +536,6 @@ async function runBackend(backend: BackendName, options: Options, data: Dataset,
     // On PostgreSQL the import is `pont import` in a process of its own, as an operator runs it: the server's
     // memory is then the server's. The embedded database belongs to this process: it imports here.
     const summary = scratch ? await importCommand(scratch.url, data.dir, concurrency) : await importWithProgress(fhir, data.dir, concurrency, backend);
-    // The import's worker threads would end on their own once idle; the server's memory is measured without them.
-    await closeCheckWorkers();
     log(`${backend}: imported ${summary.resources.toLocaleString('en')} in ${summary.seconds.toFixed(1)} s`);
     if (summary.failures.length) log(`${backend}: ${summary.failures.length} failures, first: ${summary.failures[0]!.file}: ${summary.failures[0]!.message}`);
     if (options.analyze) {

@@ -31,7 +31,6 @@ import { parseArgs } from 'node:util';
 import { createClient } from '../src/auth/clients';
 import type { Scope } from '../src/core/scopes';
 import { loadConfig } from '../src/config';
-import { closeCheckWorkers } from '../src/fhir/check';
 import { importPaths } from '../src/fhir/import';
 import { startPont, type RunningPont } from '../src/server';
 import { prepareDataset } from './fhir-data';
@@ -126,7 +125,6 @@ async function loadPhase(resources: number, dir: string): Promise<Record<string,
       },
     });
     if (summary.failures.length) throw new Error(`${summary.failures.length} import failures, first: ${summary.failures[0]!.message}`);
-    await closeCheckWorkers();
     const db = pont.services.db;
     await db.exec('ANALYZE');
     const client = await createClient(db, { name: 'bench-memory', organizationId: ORG, scopes: SCOPES });

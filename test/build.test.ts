@@ -39,8 +39,6 @@ describe('npm run build', () => {
     expect(existsSync(join(out, 'cli.js.map'))).toBe(true);
     const migrations = readdirSync(join(repo, 'src/db/migrations'));
     expect(readdirSync(join(out, 'db/migrations'))).toEqual(migrations);
-    // The sources' worker (it registers tsx) is not part of the build: the compiled pool loads check.js.
-    expect(existsSync(join(out, 'fhir/check-worker.mjs'))).toBe(false);
     expect(existsSync(join(out, 'db/pglite-first-start-process.js'))).toBe(true);
     expect(existsSync(join(out, 'db/pglite-first-start-process.mjs'))).toBe(false);
   });

@@ -1,5 +1,5 @@
-// A worker thread of test/logs.test.ts: loads the logger from the TypeScript sources (as src/fhir/check-worker.mjs
-// loads the checks) and writes one line.
+// A worker thread of test/logs.test.ts: loads the logger from the TypeScript sources (tsx registered in the thread)
+// and writes one line.
 import { register } from 'tsx/esm/api';
 
 register();

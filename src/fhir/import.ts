@@ -10,7 +10,6 @@ import { ApiError } from '../core/errors';
 import { importedFiles, importedResources } from '../metrics';
 import { processBundle } from './bundle';
 import { loadFhirDefinitions } from '../core/fhir-definitions';
-import { POOL_MIN, startCheckWorkers } from './check';
 import type { FhirRepository } from './repository';
 import type { FhirService } from './service';
 
@@ -94,10 +93,6 @@ const RETRYABLE = new Set<string>([SqlState.deadlockDetected, SqlState.serializa
  * are checked once the whole import is done (files may refer to each other in any order).
  */
 async function load(repo: FhirRepository, bundle: Bundle): Promise<number> {
-  // A file checked on the worker threads waits for them to be up (a write elsewhere would not): an import is writes
-  // of many such files. A folder of single resources starts none.
-  // If they cannot start, the file is checked on this thread.
-  if ((bundle.entry?.length ?? 0) >= POOL_MIN) await startCheckWorkers().catch(() => undefined);
   for (let attempt = 1; ; attempt++) {
     try {
       const result = await processBundle(repo, bundle, { returnResources: false, deferReferenceCheck: true });
