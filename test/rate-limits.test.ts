@@ -4,9 +4,17 @@ import { loadConfig } from '../src/config';
 import { startPont } from '../src/server';
 import { backend, createTestClient, startTestServer, type TestServer } from './harness';
 
+/**
+ * The limits' windows are fixed, 60 s aligned on the epoch: a test whose requests straddle a window's end would see
+ * its counter start again (it did, once). Each process's limiter is held in the middle of one window.
+ */
+const midWindow = Date.now() - (Date.now() % 60_000) + 30_000;
+const pinned = (services: { access: { limits: { now: () => number } } }) => (services.access.limits.now = () => midWindow);
+
 let pont: TestServer;
 beforeAll(async () => {
   pont = await startTestServer({ PONT_RATE_LIMITS: 'SDK=3/60, FHIR=5/60, token=2/60, failed-auth=3/60' });
+  pinned(pont.services);
 });
 afterAll(async () => {
   await pont?.close();
@@ -57,6 +65,7 @@ describe('rate limits', () => {
   it('cuts off an address after repeated failed client authentications', async () => {
     // Failures are counted per source address, so this runs in a server of its own.
     const own = await startTestServer({ PONT_RATE_LIMITS: 'failed-auth=3/60' });
+    pinned(own.services);
     try {
       const client = await createClient(own.services.db, { name: 'target', organizationId: 'org-a', scopes: ['labs:read'] });
       const ask = (secret: string) =>
@@ -75,6 +84,7 @@ describe('rate limits', () => {
     const second = await startPont(
       loadConfig({ PORT: '0', LOG_LEVEL: 'error', DATABASE_URL: pont.config.databaseUrl, PONT_PUBLIC_URL: pont.config.publicUrl, PONT_RATE_LIMITS: 'SDK=3/60' }),
     );
+    pinned(second.services);
     try {
       const client = await createTestClient(pont, ['labs:read']);
       expect((await pont.json(SDK, { headers: client.headers })).status).toBe(200);
