@@ -50,7 +50,7 @@ interface Field {
 interface Invariant {
   key: string;
   expression: FhirPathAtom;
-  /** An element whose absence makes the invariant true (WITHOUT), when it has one: no FHIRPath evaluated then. */
+  /** An element whose absence makes the invariant true (TRUE_WITHOUT), when it has one: no FHIRPath evaluated then. */
   trueWithout?: string;
 }
 
