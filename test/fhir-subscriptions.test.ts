@@ -346,30 +346,41 @@ describe('notifications', () => {
     expect((await fhir(A, `/Subscription/${subA}`)).body.status).toBe('active');
   });
 
-  it("another client of the organisation: $events shows it only what it may read itself, and it cannot bind a socket to the subscription", async () => {
-    // Same organisation, no FHIR read scope: the subscription is the organisation's (it may list, read and $status it),
-    // but its resources are not shown to a client that could not read them directly.
+  it("another client of the organisation: only one that may read the topic's resources uses it, $events shows what it may read itself, and only the subscriber binds a socket", async () => {
+    // Same organisation, no FHIR read scope: a subscription's filters, counts and events are facts about Encounters.
     const narrow = await createTestClient(pont, ['terminology:read'], { organizationId: 'org-subs-a' });
     expect((await fhir(narrow, '/Encounter')).status).toBe(403);
-    expect((await fhir(narrow, `/Subscription/${subA}`)).status).toBe(200);
-    expect((await fhir(narrow, `/Subscription/${subA}/$status`)).status).toBe(200);
-    for (const method of ['GET', 'POST'] as const) {
-      const events = await fhir(narrow, `/Subscription/${subA}/$events`, { method });
-      expect(events.status, method).toBe(200);
-      expect(statusOf(events.body).events.map((e: any) => e.number)).toEqual([1, 2]);
-      expect(statusOf(events.body).events.every((e: any) => e.focus === undefined), method).toBe(true);
-      expect(events.body.entry.slice(1), method).toEqual([]);
+    for (const [method, path] of [
+      ['GET', `/Subscription/${subA}`],
+      ['GET', `/Subscription/${subA}/$status`],
+      ['GET', `/Subscription/${subA}/$events`],
+      ['POST', `/Subscription/${subA}/$events`],
+      ['DELETE', `/Subscription/${subA}`],
+    ] as const) {
+      const res = await fhir(narrow, path, { method });
+      expect(res.status, `${method} ${path}`).toBe(403);
+      expect(res.body.resourceType).toBe('OperationOutcome');
     }
-    // A colleague that reads FHIR sees them, and the read is audited as its own, not as the subscriber's.
+    expect((await fhir(narrow, '/Subscription')).body.total).toBe(0);
+    expect((await fhir(narrow, `/Subscription/$status?id=${subA}`)).body.total).toBe(0);
+    // Nor does it subscribe, even to numbers without content: "an event for this patient and code" is itself a fact.
+    const empty = await fhir(narrow, '/Subscription', { method: 'POST', json: subscription(undefined, { channel: 'websocket', content: 'empty', filter: `Encounter?patient=Patient/${patientId}` }) });
+    expect(empty.status, JSON.stringify(empty.body)).toBe(403);
+    // A colleague that reads FHIR sees the resources, and the read is audited as its own, not as the subscriber's.
     const reader = await createTestClient(pont, ['fhir:read', 'patients:read'], { organizationId: 'org-subs-a' });
     const shown = await fhir(reader, `/Subscription/${subA}/$events`);
     expect(shown.body.entry.slice(1).map((e: any) => e.resource.resourceType)).toEqual(['Encounter', 'Encounter']);
     const readers = async () =>
       (await pont.services.db.query<{ actor: string }>(`SELECT DISTINCT actor FROM audit_log WHERE operation = 'subscriptionNotification' AND actor = ANY($1::text[])`, [[reader.client_id, narrow.client_id]])).rows.map((r) => r.actor);
     await eventually(async () => expect(await readers()).toEqual([reader.client_id]));
-    // A socket's notifications are rendered under its subscriber's scopes: only the subscriber binds one.
+    // A socket's notifications are rendered under its subscriber's scopes: only the subscriber binds one, with a token
+    // that reads the topic's type (a SMART token of the same client limited to Observations does not).
     const ws = await websocketSubscription(pont.url, A.headers);
-    for (const who of [narrow, reader]) {
+    const limited = await pont.json('/api/v1/connect/auth/token', { method: 'POST', json: { grant_type: 'client_credentials', client_id: A.client_id, client_secret: A.client_secret, scope: 'system/Observation.rs' } });
+    expect(limited.status, JSON.stringify(limited.body)).toBe(200);
+    const onlyObservations = { ...A, headers: { authorization: `Bearer ${limited.body.access_token}` } };
+    expect((await fhir(onlyObservations, '/Encounter')).status).toBe(403);
+    for (const who of [narrow, reader, onlyObservations]) {
       for (const [method, path] of [
         ['GET', `/Subscription/${ws.id}/$get-ws-binding-token`],
         ['POST', `/Subscription/${ws.id}/$get-ws-binding-token`],
@@ -380,6 +391,8 @@ describe('notifications', () => {
         expect(res.body.resourceType).toBe('OperationOutcome');
       }
     }
+    // The limited token's $events names nothing it may not read either.
+    expect((await fhir(onlyObservations, `/Subscription/${subA}/$events`)).status).toBe(403);
     expect((await ws.call(`/Subscription/${ws.id}`, { method: 'DELETE' })).status).toBe(204);
   });
 

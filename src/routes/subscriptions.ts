@@ -114,7 +114,7 @@ export function subscriptionRoutes(services: Services): RouteSpec[] {
 
   return [
     ...typeOperations('status', '$status of the organisation’s subscriptions (id, status: repeatable): a searchset Bundle of SubscriptionStatus', (ctx, p, b) =>
-      subs.statusBundleMany(p.organizationId, listParam(ctx, b, 'id'), listParam(ctx, b, 'status')),
+      subs.statusBundleMany(p, listParam(ctx, b, 'id'), listParam(ctx, b, 'status')),
     ),
     ...typeOperations('get-ws-binding-token', '$get-ws-binding-token for the websocket subscriptions named by id (repeatable, at most 20): one token binds them all', (ctx, p, b) =>
       subs.bindingToken(p, listParam(ctx, b, 'id'), WS_TOKEN_SECONDS),
@@ -159,7 +159,7 @@ export function subscriptionRoutes(services: Services): RouteSpec[] {
       path: `${FHIR_BASE}/Subscription`,
       operationId: 'fhirSubscriptionCreate',
       summary: 'Subscribe to a topic (backport-subscription profile): rest-hook (handshake, then active) or websocket',
-      description: 'Subscription.criteria is a topic canonical (GET SubscriptionTopic); filters in _criteria backport-filter-criteria extensions; content empty, id-only or full-resource (which needs read scopes of the topic type). See docs/fhir.md "Subscriptions".',
+      description: 'Subscription.criteria is a topic canonical (GET SubscriptionTopic); filters in _criteria backport-filter-criteria extensions; content empty, id-only or full-resource; every content needs a token that reads the topic’s resource type, as does every use of the subscription. See docs/fhir.md "Subscriptions".',
       tags,
       fhir: true,
       security: { kind: 'client' },
@@ -181,7 +181,7 @@ export function subscriptionRoutes(services: Services): RouteSpec[] {
       security: { kind: 'client' },
       group: 'fhir',
       responses: { 200: ok('searchset Bundle'), 400: ok('A search parameter it does not have') },
-      handler: async ({ ctx, principal }) => fhirResult(await subs.list(client(principal).organizationId, subscriptionSearch(ctx))),
+      handler: async ({ ctx, principal }) => fhirResult(await subs.list(client(principal), subscriptionSearch(ctx))),
     }),
     defineRoute({
       method: 'get',
@@ -194,7 +194,7 @@ export function subscriptionRoutes(services: Services): RouteSpec[] {
       group: 'fhir',
       params: IdParams,
       responses: { 200: ok('Subscription'), 404: ok('Not found (or another organisation’s)') },
-      handler: async ({ params, principal }) => fhirResult(await subs.read(client(principal).organizationId, params.id)),
+      handler: async ({ params, principal }) => fhirResult(await subs.read(client(principal), params.id)),
     }),
     defineRoute({
       method: 'delete',
@@ -208,7 +208,7 @@ export function subscriptionRoutes(services: Services): RouteSpec[] {
       params: IdParams,
       responses: { 204: { description: 'Deleted' }, 404: ok('Not found (or another organisation’s)') },
       handler: async ({ params, principal }) => {
-        await subs.delete(client(principal).organizationId, params.id);
+        await subs.delete(client(principal), params.id);
         return { status: 204 };
       },
     }),
@@ -230,7 +230,7 @@ export function subscriptionRoutes(services: Services): RouteSpec[] {
         },
       }),
     ),
-    ...operations('status', '$status: the SubscriptionStatus (searchset Bundle)', (_ctx, p, id) => subs.statusBundle(p.organizationId, id)),
+    ...operations('status', '$status: the SubscriptionStatus (searchset Bundle)', (_ctx, p, id) => subs.statusBundle(p, id)),
     ...operations('events', '$events: stored notification events by number (eventsSinceNumber, eventsUntilNumber, content)', (ctx, p, id, b) => {
       const content = ctx.query.content ?? bodyParameters(b).find((x) => x.name === 'content')?.valueCode;
       if (content !== undefined && typeof content !== 'string') throw badRequest('content is empty, id-only or full-resource, given once');

@@ -237,9 +237,10 @@ export class FhirSubscriptions {
     if (channel.payload !== undefined) payloadProblem(channel.payload);
     const content = (ext(channel._payload?.extension, CONTENT_EXT)?.valueCode ?? (channel.payload ? 'id-only' : 'empty')) as string;
     if (!['empty', 'id-only', 'full-resource'].includes(content)) throw invalid('backport-payload-content must be empty, id-only or full-resource');
-    const policy = accessPolicyFor(principal, 'fhir');
-    if (content !== 'empty' && !policy.canRead(topic.resource))
-      throw new ApiError(403, ErrorCode.forbidden, `content ${content} of topic ${topic.id} needs a scope that reads ${topic.resource}`);
+    // Even numbers without content tell that something matching the filters happened (an abnormal result of a patient):
+    // a subscription is for a client that may read its topic's resources, whatever its content.
+    if (!accessPolicyFor(principal, 'fhir').canRead(topic.resource))
+      throw new ApiError(403, ErrorCode.forbidden, `A subscription to topic ${topic.id} needs a scope that reads ${topic.resource}`);
     const uint = (url: string, what: string, max: number) => {
       const v = ext(channel.extension, url);
       if (!v) return null;
@@ -317,33 +318,46 @@ export class FhirSubscriptions {
     return { ...stored, status, channel: { ...told, extension: [...(told.extension ?? []), { url: SIGNING_SECRET_EXT, valueString: secret }] } } as Subscription;
   }
 
-  private async row(organizationId: string, id: string, q: Queryable = this.db): Promise<SubscriptionRow> {
-    const { rows } = await q.query<SubscriptionRow>(`SELECT ${COLUMNS} FROM fhir_subscriptions WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL`, [id, organizationId]);
-    // Another organisation's subscription is answered as absent.
+  /**
+   * The caller's organisation's subscription (another organisation's is answered as absent), for a caller that may read
+   * its topic's resources (403 otherwise: its filters, counts and events are facts about those resources).
+   */
+  private async row(caller: ClientPrincipal, id: string, q: Queryable = this.db): Promise<SubscriptionRow> {
+    const { rows } = await q.query<SubscriptionRow>(`SELECT ${COLUMNS} FROM fhir_subscriptions WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL`, [id, caller.organizationId]);
     if (!rows[0]) throw notFound(`Subscription/${id} is not known`);
+    if (!this.readable(caller, rows[0]))
+      throw new ApiError(403, ErrorCode.forbidden, `Subscription/${id} is about ${this.byId.get(rows[0].topic_id)!.resource} resources, which this client may not read`);
     return rows[0];
+  }
+
+  /** May the caller read the resources of the subscription's topic (this token's scopes and SMART type limits)? */
+  private readable(caller: ClientPrincipal, row: SubscriptionRow): boolean {
+    const topic = this.byId.get(row.topic_id);
+    // A topic no longer published: its subscription numbers nothing more; its owners may still see and delete it.
+    return !topic || accessPolicyFor(caller, 'fhir').canRead(topic.resource);
   }
 
   private present(row: SubscriptionRow): Subscription {
     return { ...row.resource, status: row.status, ...(row.error && { error: row.error }) } as Subscription;
   }
 
-  async read(organizationId: string, id: string): Promise<Subscription> {
-    return this.present(await this.row(organizationId, id));
+  async read(caller: ClientPrincipal, id: string): Promise<Subscription> {
+    return this.present(await this.row(caller, id));
   }
 
   /**
    * The organisation's subscriptions (at most 1000), searched by `url` (the channel's endpoint: a SHALL of the IG's R4
    * CapabilityStatement) and `status` (a SHOULD), each a comma-separated OR; both given: both must match.
    */
-  async list(organizationId: string, search: { url?: string[]; status?: string[] } = {}): Promise<Bundle> {
+  async list(caller: ClientPrincipal, search: { url?: string[]; status?: string[] } = {}): Promise<Bundle> {
     for (const st of search.status ?? []) if (!['requested', 'active', 'error', 'off'].includes(st)) throw invalid('status must be requested, active, error or off');
-    const { rows } = await this.db.query<SubscriptionRow>(
+    const { rows: found } = await this.db.query<SubscriptionRow>(
       `SELECT ${COLUMNS} FROM fhir_subscriptions WHERE organization_id = $1 AND deleted_at IS NULL
          AND ($2::text[] IS NULL OR endpoint = ANY($2::text[])) AND ($3::text[] IS NULL OR status = ANY($3::text[]))
        ORDER BY created_at, id LIMIT 1000`,
-      [organizationId, search.url ?? null, search.status ?? null],
+      [caller.organizationId, search.url ?? null, search.status ?? null],
     );
+    const rows = found.filter((r) => this.readable(caller, r));
     return {
       resourceType: 'Bundle',
       type: 'searchset',
@@ -353,9 +367,9 @@ export class FhirSubscriptions {
   }
 
   /** Deletes it (off): nothing more is numbered or sent; its pending notifications are cancelled. */
-  async delete(organizationId: string, id: string): Promise<void> {
+  async delete(caller: ClientPrincipal, id: string): Promise<void> {
     await this.db.transaction(async (tx) => {
-      const row = await this.row(organizationId, id, tx);
+      const row = await this.row(caller, id, tx);
       await tx.query(`UPDATE fhir_subscriptions SET deleted_at = now(), status = 'off' WHERE id = $1`, [row.id]);
       await tx.query('UPDATE webhook_subscriptions SET deleted_at = now() WHERE id = (SELECT webhook_subscription_id FROM fhir_subscriptions WHERE id = $1)', [row.id]);
       await tx.query(
@@ -583,24 +597,26 @@ export class FhirSubscriptions {
   }
 
   /** `$status`: a searchset Bundle with the SubscriptionStatus. */
-  async statusBundle(organizationId: string, id: string): Promise<Bundle> {
-    const row = await this.row(organizationId, id);
+  async statusBundle(caller: ClientPrincipal, id: string): Promise<Bundle> {
+    const row = await this.row(caller, id);
     return { resourceType: 'Bundle', type: 'searchset', total: 1, entry: [{ resource: this.status(row, 'query-status', []), search: { mode: 'match' } }] };
   }
 
   /**
    * `$status` at the type level: the SubscriptionStatus of each of the organisation's subscriptions with one of these ids
-   * (none given: all of them, at most 1000) and one of these statuses (none given: any); others' ids are not found.
+   * (none given: all of them, at most 1000) and one of these statuses (none given: any); others' ids are not found, nor
+   * are those about resources the caller may not read.
    */
-  async statusBundleMany(organizationId: string, ids: string[], statuses: string[]): Promise<Bundle> {
+  async statusBundleMany(caller: ClientPrincipal, ids: string[], statuses: string[]): Promise<Bundle> {
     for (const st of statuses) if (!['requested', 'active', 'error', 'off'].includes(st)) throw invalid('status must be requested, active, error or off');
     if (ids.length > 1000) throw invalid('$status: at most 1000 ids');
-    const { rows } = await this.db.query<SubscriptionRow>(
+    const { rows: found } = await this.db.query<SubscriptionRow>(
       `SELECT ${COLUMNS} FROM fhir_subscriptions WHERE organization_id = $1 AND deleted_at IS NULL
          AND (cardinality($2::text[]) = 0 OR id = ANY($2::text[])) AND (cardinality($3::text[]) = 0 OR status = ANY($3::text[]))
        ORDER BY created_at, id LIMIT 1000`,
-      [organizationId, ids, statuses],
+      [caller.organizationId, ids, statuses],
     );
+    const rows = found.filter((r) => this.readable(caller, r));
     return { resourceType: 'Bundle', type: 'searchset', total: rows.length, entry: rows.map((r) => ({ resource: this.status(r, 'query-status', []), search: { mode: 'match' } })) };
   }
 
@@ -609,7 +625,7 @@ export class FhirSubscriptions {
    * shown as the caller may read them now (a subscription is its organisation's: another of its clients may ask).
    */
   async eventsBundle(caller: ClientPrincipal, id: string, since?: number, until?: number, content?: string): Promise<Bundle> {
-    const row = await this.row(caller.organizationId, id);
+    const row = await this.row(caller, id);
     const last = Number(row.events_since_start);
     const from = Math.max(1, since ?? 1);
     const to = Math.min(last, until ?? last, from + MAX_EVENTS_PAGE - 1);
@@ -656,7 +672,8 @@ export class FhirSubscriptions {
   /**
    * `$get-ws-binding-token`: a one-use token (valid `ttlSeconds`) that binds a websocket to these subscriptions of the
    * organisation (the instance's, or the ids given at the type level: at most MAX_TOKEN_IDS, each a websocket one).
-   * Only their subscriber gets one: a socket's notifications are shown under the subscriber's scopes.
+   * Only their subscriber gets one, with a token that reads their topics' resources: a socket's notifications are shown
+   * under the subscriber's scopes.
    */
   async bindingToken(caller: ClientPrincipal, ids: string | string[], ttlSeconds: number): Promise<Parameters> {
     const organizationId = caller.organizationId;
@@ -665,7 +682,7 @@ export class FhirSubscriptions {
     if (wanted.length > MAX_TOKEN_IDS) throw invalid(`$get-ws-binding-token: at most ${MAX_TOKEN_IDS} subscriptions per token`);
     const rows: SubscriptionRow[] = [];
     for (const id of wanted) {
-      const row = await this.row(organizationId, id);
+      const row = await this.row(caller, id);
       if (row.channel_type !== 'websocket') throw invalid(`Subscription/${id} is not a websocket subscription`);
       if (row.client_id !== caller.clientId)
         throw new ApiError(403, ErrorCode.forbidden, `Subscription/${id} was made by another client of your organisation: only that client binds a websocket to it (its notifications are shown under that client's scopes)`);
