@@ -239,7 +239,7 @@ export class FhirSubscriptions {
     if (!['empty', 'id-only', 'full-resource'].includes(content)) throw invalid('backport-payload-content must be empty, id-only or full-resource');
     // Even numbers without content tell that something matching the filters happened (an abnormal result of a patient):
     // a subscription is for a client that may read its topic's resources, whatever its content.
-    if (!accessPolicyFor(principal, 'fhir').canRead(topic.resource))
+    if (this.unreadableTopics(principal).includes(topic.id))
       throw new ApiError(403, ErrorCode.forbidden, `A subscription to topic ${topic.id} needs a scope that reads ${topic.resource}`);
     const uint = (url: string, what: string, max: number) => {
       const v = ext(channel.extension, url);
@@ -325,16 +325,19 @@ export class FhirSubscriptions {
   private async row(caller: ClientPrincipal, id: string, q: Queryable = this.db): Promise<SubscriptionRow> {
     const { rows } = await q.query<SubscriptionRow>(`SELECT ${COLUMNS} FROM fhir_subscriptions WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL`, [id, caller.organizationId]);
     if (!rows[0]) throw notFound(`Subscription/${id} is not known`);
-    if (!this.readable(caller, rows[0]))
+    if (this.unreadableTopics(caller).includes(rows[0].topic_id))
       throw new ApiError(403, ErrorCode.forbidden, `Subscription/${id} is about ${this.byId.get(rows[0].topic_id)!.resource} resources, which this client may not read`);
     return rows[0];
   }
 
-  /** May the caller read the resources of the subscription's topic (this token's scopes and SMART type limits)? */
-  private readable(caller: ClientPrincipal, row: SubscriptionRow): boolean {
-    const topic = this.byId.get(row.topic_id);
-    // A topic no longer published: its subscription numbers nothing more; its owners may still see and delete it.
-    return !topic || accessPolicyFor(caller, 'fhir').canRead(topic.resource);
+  /**
+   * The published topics whose resources the caller may not read (its token's scopes and SMART type limits): their
+   * subscriptions are not for it. A topic no longer published numbers nothing more; its subscriptions stay visible to
+   * their organisation, to be deleted.
+   */
+  private unreadableTopics(caller: ClientPrincipal): string[] {
+    const policy = accessPolicyFor(caller, 'fhir');
+    return this.topics.filter((t) => !policy.canRead(t.resource)).map((t) => t.id);
   }
 
   private present(row: SubscriptionRow): Subscription {
@@ -351,13 +354,13 @@ export class FhirSubscriptions {
    */
   async list(caller: ClientPrincipal, search: { url?: string[]; status?: string[] } = {}): Promise<Bundle> {
     for (const st of search.status ?? []) if (!['requested', 'active', 'error', 'off'].includes(st)) throw invalid('status must be requested, active, error or off');
-    const { rows: found } = await this.db.query<SubscriptionRow>(
+    const { rows } = await this.db.query<SubscriptionRow>(
       `SELECT ${COLUMNS} FROM fhir_subscriptions WHERE organization_id = $1 AND deleted_at IS NULL
          AND ($2::text[] IS NULL OR endpoint = ANY($2::text[])) AND ($3::text[] IS NULL OR status = ANY($3::text[]))
+         AND NOT (topic_id = ANY($4::text[]))
        ORDER BY created_at, id LIMIT 1000`,
-      [caller.organizationId, search.url ?? null, search.status ?? null],
+      [caller.organizationId, search.url ?? null, search.status ?? null, this.unreadableTopics(caller)],
     );
-    const rows = found.filter((r) => this.readable(caller, r));
     return {
       resourceType: 'Bundle',
       type: 'searchset',
@@ -452,7 +455,8 @@ export class FhirSubscriptions {
     const policyOf = new Map<SubscriptionRow, { key: string; clientId: string }>();
     for (const { row, events, reader } of wanted) {
       // A revoked subscriber's subscription names nothing more, to anyone: numbered, naming nothing.
-      const principal = subscriber(row) && (reader ?? subscriber(row));
+      const own = subscriber(row);
+      const principal = own && (reader ?? own);
       if (!principal || row.content === 'empty' || !events.length) continue;
       // A caller's token may narrow it further (SMART types): its reads are shared with no one.
       const key = reader ? `caller\u0000${reader.clientId}` : `${row.organization_id}\u0000${!!row.all_patients}\u0000${[...row.scopes!].sort().join(' ')}`;
@@ -610,13 +614,13 @@ export class FhirSubscriptions {
   async statusBundleMany(caller: ClientPrincipal, ids: string[], statuses: string[]): Promise<Bundle> {
     for (const st of statuses) if (!['requested', 'active', 'error', 'off'].includes(st)) throw invalid('status must be requested, active, error or off');
     if (ids.length > 1000) throw invalid('$status: at most 1000 ids');
-    const { rows: found } = await this.db.query<SubscriptionRow>(
+    const { rows } = await this.db.query<SubscriptionRow>(
       `SELECT ${COLUMNS} FROM fhir_subscriptions WHERE organization_id = $1 AND deleted_at IS NULL
          AND (cardinality($2::text[]) = 0 OR id = ANY($2::text[])) AND (cardinality($3::text[]) = 0 OR status = ANY($3::text[]))
+         AND NOT (topic_id = ANY($4::text[]))
        ORDER BY created_at, id LIMIT 1000`,
-      [caller.organizationId, ids, statuses],
+      [caller.organizationId, ids, statuses, this.unreadableTopics(caller)],
     );
-    const rows = found.filter((r) => this.readable(caller, r));
     return { resourceType: 'Bundle', type: 'searchset', total: rows.length, entry: rows.map((r) => ({ resource: this.status(r, 'query-status', []), search: { mode: 'match' } })) };
   }
 
