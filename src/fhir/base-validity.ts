@@ -170,8 +170,10 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 }
 
 function objectPasses(value: Record<string, unknown>, schema: CompiledType, walk: Walk, isResource: boolean): boolean {
+  const keys = Object.keys(value);
+  if (!keys.length) return false; // an empty object: the validator says what of it
   let choices: string[] | undefined;
-  for (const key of Object.keys(value)) {
+  for (const key of keys) {
     if (key === 'resourceType') {
       if (!isResource) return false;
       continue;
@@ -203,8 +205,6 @@ function valuePasses(v: unknown, field: Field, walk: Walk): boolean {
     if (!primitivePasses(v, type, jsonType)) return false;
   } else {
     if (!isPlainObject(v)) return false;
-    const keys = Object.keys(v);
-    if (!keys.length) return false;
     let isResource = false;
     if (type === 'Resource') {
       const resourceType = v.resourceType;

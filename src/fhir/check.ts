@@ -39,7 +39,7 @@ const SLICE = 32;
  * ApiError it failed with.
  *
  * Worker threads did this until the validation became ten times cheaper (src/fhir/base-validity.ts): then copying
- * each resource to a thread and its index rows back cost as much as checking it, and an import ran 17% faster
+ * each resource to a thread and its index rows back cost as much as checking it, and an import ran as fast or faster
  * without them on two cores (docs/benchmarks.md, eighth round), each thread holding ~150 MB of definitions.
  */
 export async function checkResources(resources: Resource[], base: string, validate: boolean): Promise<Array<Checked | ApiError>> {

@@ -81,10 +81,10 @@ const key = (type: string, id: string) => `${type}/${id}`;
 
 /**
  * Writes new versions of many resources with a handful of statements: locks the current rows,
- * checks If-Match, lets the caller prepare each resource, validates and indexes them (src/fhir/check.ts), archives the current versions (server-side copy), stores the
- * new ones and replaces their index rows and links. Results are in the order of `items`; of several bad
- * items, the first is reported. With `pending`, index rows are collected there instead of inserted
- * (bundles insert them once for all their writes).
+ * checks If-Match, lets the caller prepare each resource, validates and indexes them (src/fhir/check.ts),
+ * archives the current versions (server-side copy), stores the new ones and replaces their index rows and links.
+ * Results are in the order of `items`; of several bad items, the first is reported. With `pending`, index rows are
+ * collected there instead of inserted (bundles insert them once for all their writes).
  */
 export async function writeMany(
   tx: Queryable,
