@@ -79,7 +79,8 @@ export default defineConfig({
           include: integration,
           exclude: [...configDefaults.exclude, ...unit, ...embeddedOnly],
           env: { PONT_TEST_DB: 'postgres' },
-          globalSetup,
+          // Its scratch databases are dropped together when the run ends (test/global-databases.ts).
+          globalSetup: [...globalSetup, 'test/global-databases.ts'],
           ...timeouts,
           ...shared,
         },

@@ -18,23 +18,25 @@ import { createClient } from '../src/auth/clients';
 import { migrate } from '../src/db/migrate';
 import { migratedEmbeddedImage, migratedTemplateName } from './migrated';
 import { openPostgres } from '../src/db/postgres';
+import { postgresAdminUrl, withAdmin } from './postgres-admin';
 import type { Scope } from '../src/core/scopes';
 import type { PortalRole } from '../src/auth/portal-accounts';
 
 /** Which backend this test run uses (vitest sets it per project). */
 export const backend = (process.env.PONT_TEST_DB ?? 'pglite') as 'pglite' | 'postgres';
 
-/** PostgreSQL server used by the postgres project; each test file gets a database of its own. */
-export const postgresAdminUrl = process.env.PONT_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export { postgresAdminUrl } from './postgres-admin';
 
 /**
- * A database of its own for a test (dropped by `drop`): empty, or (`migrated`) with every migration applied, copied
+ * A database of its own for a test (dropped by `drop`, or in the postgres project when the run ends): empty, or (`migrated`) with every migration applied, copied
  * from a template migrated once per set of migrations (CREATE DATABASE … TEMPLATE takes ~0.1 s where migrating takes
  * ~1 s, and a run starts some seventy servers). The migrations themselves are still run: to make the template, by
  * the tests of migrating (test/database.test.ts), and by every command test on an empty database.
  */
 export async function createScratchDatabase({ migrated = false }: { migrated?: boolean } = {}): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `pont_test_${randomBytes(6).toString('hex')}`;
+  // In the postgres project the run drops its databases together at its end (test/global-databases.ts).
+  const runPrefix = inject('scratchDatabasePrefix');
+  const name = `${runPrefix ?? 'pont_test_'}${randomBytes(6).toString('hex')}`;
   await withAdmin(async (admin) => {
     if (!migrated) return void (await admin.query(`CREATE DATABASE ${name}`));
     const template = migratedTemplateName();
@@ -48,18 +50,10 @@ export async function createScratchDatabase({ migrated = false }: { migrated?: b
   });
   return {
     url: databaseUrl(name),
-    drop: () => withAdmin((admin) => admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined),
+    drop: async () => {
+      if (!runPrefix) await withAdmin((admin) => admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+    },
   };
-}
-
-async function withAdmin<T>(fn: (admin: pg.Client) => Promise<T>): Promise<T> {
-  const admin = new pg.Client({ connectionString: postgresAdminUrl });
-  await admin.connect();
-  try {
-    return await fn(admin);
-  } finally {
-    await admin.end();
-  }
 }
 
 function databaseUrl(name: string): string {
