@@ -34,8 +34,7 @@ export { postgresAdminUrl } from './postgres-admin';
  * the tests of migrating (test/database.test.ts), and by every command test on an empty database.
  */
 export async function createScratchDatabase({ migrated = false }: { migrated?: boolean } = {}): Promise<{ url: string; drop(): Promise<void> }> {
-  // In the postgres project the run drops its databases together at its end (test/global-databases.ts).
-  const runPrefix = inject('scratchDatabasePrefix');
+  const runPrefix = scratchDatabasePrefix();
   const name = `${runPrefix ?? 'pont_test_'}${randomBytes(6).toString('hex')}`;
   await withAdmin(async (admin) => {
     if (!migrated) return void (await admin.query(`CREATE DATABASE ${name}`));
@@ -54,6 +53,18 @@ export async function createScratchDatabase({ migrated = false }: { migrated?: b
       if (!runPrefix) await withAdmin((admin) => admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
     },
   };
+}
+
+/**
+ * In the postgres project the run drops its databases together at its end (test/global-databases.ts): their names'
+ * prefix. Elsewhere (the pglite project, a benchmark outside vitest) each is dropped by its `drop`.
+ */
+function scratchDatabasePrefix(): string | undefined {
+  try {
+    return inject('scratchDatabasePrefix');
+  } catch {
+    return undefined; // not in a vitest worker
+  }
 }
 
 function databaseUrl(name: string): string {
