@@ -342,6 +342,61 @@ describe('pont bridge-agent: kill -9 mid-burst', () => {
   });
 });
 
+describe('pont bridge-agent: two batches on their way at once, killed mid-burst', () => {
+  it('results of many patients from four connections: after a SIGKILL and a restart every message acknowledged AA is in Pont, each result written once', async () => {
+    const config = await configFor('q-many');
+    let agent = await startAgentProcess(config, 'many.json');
+    const count = 1200;
+    const patients = 25;
+    const sent = new Set<number>();
+    const acked = new Set<number>();
+    // Each message its own result; the patients' results interleave, so that consecutive batches share only patients.
+    const message = (n: number) =>
+      v2(
+        msh('ORU^R01^ORU_R01', `MANY-${n}`),
+        `PID|1||MANY${n % patients}^^^GHH^MR||MANY^P${n % patients}^^^^^L||19800101|F`,
+        `OBR|1|MANY${n}^OE|MANY${n}^LAB|24323-8^CMP^LN|||||||||||||||||||||F`,
+        `OBX|1|NM|2345-7^Glucose^LN||${n}|mg/dL|70-99||||F`,
+      );
+    let next = 1;
+    const lane = async () => {
+      const client = new Hl7Client({ host: '127.0.0.1', port: agent.port });
+      try {
+        for (let n = next++; n <= count; n = next++) {
+          sent.add(n);
+          const reply = await client.sendAndWait(message(n), { timeoutMs: 5_000 }).catch(() => undefined);
+          if (!reply) return; // the agent is gone
+          if (ack(reply).code === 'AA') acked.add(n);
+        }
+      } finally {
+        await client.close();
+      }
+    };
+    const burst = Promise.all([lane(), lane(), lane(), lane()]);
+    await eventually(() => expect(acked.size).toBeGreaterThan(400));
+    await agent.kill('SIGKILL');
+    await burst;
+    expect(acked.size).toBeLessThan(count);
+
+    agent = await startAgentProcess(config, 'many.json');
+    try {
+      const ids = await Promise.all(Array.from({ length: patients }, async (_, p) => (await readOk('Patient', `GHH-MANY${p}`)).id as string));
+      const results = async () => {
+        const pages = await Promise.all(ids.map((id) => pont.json(`/api/fhir/R4/Observation?subject=Patient/${id}&code=2345-7&_count=1000`, { headers: operator.headers })));
+        return pages.flatMap((page) => (page.body.entry ?? []).map((e: any) => e.resource));
+      };
+      await eventually(async () => expect((await results()).map((o) => o.valueQuantity.value)).toEqual(expect.arrayContaining([...acked])), { timeoutMs: 30_000 });
+      const found = await results();
+      // Nothing that was not sent; each result once, in its first version (a batch sent again changed nothing).
+      for (const o of found) expect(sent.has(o.valueQuantity.value)).toBe(true);
+      expect(new Set(found.map((o) => o.valueQuantity.value)).size).toBe(found.length);
+      expect(found.filter((o) => o.meta.versionId !== '1')).toEqual([]);
+    } finally {
+      await agent.kill();
+    }
+  });
+});
+
 describe('pont bridge-agent: an informaticist adds a Z-segment field to a v2 map', () => {
   it('one line under connect, v2 and fields (and the examples); it takes effect at SIGHUP, not before, for every Observation of the message', async () => {
     const maps = join(work, 'maps');

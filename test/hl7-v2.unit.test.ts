@@ -118,10 +118,44 @@ describe('the durable queue', () => {
       appendFileSync(join(dir, 'messages.log'), '{"id":"d","ty'); // a crash in the middle of a write
       const again = new DurableQueue(dir);
       expect(again.peek(10).map((m) => m.id)).toEqual(['b', 'c']);
-      expect(again.interrupted()?.map((m) => m.id)).toEqual(['b', 'c']);
+      expect(again.interrupted()).toEqual(['b', 'c']);
       expect(again.accepted('a')).toBeDefined();
       expect(again.accepted('d')).toBeUndefined();
       expect(readFileSync(join(dir, 'messages.log'), 'utf8').endsWith('\n')).toBe(true);
+      await again.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('two batches on their way: confirmed in either order; after a crash each unconfirmed one comes back as it was, in the order sent', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pont-queue-'));
+    const ids = (messages: Array<{ id: string }> | undefined) => messages?.map((m) => m.id);
+    try {
+      const q = new DurableQueue(dir);
+      for (const id of ['a', 'b', 'c', 'd', 'e', 'f']) await q.accept({ id, type: 'ORU^R01', received_at: 't', resources: [{ id }] });
+      // Three batches sent: [a b], [c d], [e]; the second confirmed before the first; the third not at all.
+      const first = q.peek(2);
+      const second = q.peek(2, 2);
+      await Promise.all([q.sending(first), q.sending(second)]);
+      await q.sending(q.peek(1, 4));
+      await q.confirm(second);
+      expect(ids(q.peek(10))).toEqual(['a', 'b', 'e', 'f']);
+      expect(q.interrupted()).toEqual(['a', 'b']);
+      await q.close();
+      let again = new DurableQueue(dir);
+      expect(ids(again.peek(10))).toEqual(['a', 'b', 'e', 'f']);
+      expect(again.interrupted()).toEqual(['a', 'b']);
+      await again.sending(again.peek(2)); // sent again: said once in sent.log
+      await again.confirm(again.peek(2));
+      expect(again.interrupted()).toEqual(['e']);
+      await again.close();
+      again = new DurableQueue(dir);
+      expect(again.interrupted()).toEqual(['e']);
+      await again.confirm(again.peek(1));
+      expect(again.interrupted()).toBeUndefined();
+      expect(ids(again.peek(10))).toEqual(['f']);
+      expect(readFileSync(join(dir, 'sent.log'), 'utf8').split('\n').filter((l) => l.startsWith('>'))).toEqual(['>["a","b"]', '>["c","d"]', '>["e"]']);
       await again.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });

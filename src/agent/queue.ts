@@ -4,8 +4,9 @@
  * `accept` resolves (the ACK waits for it). Group commit: the messages that arrive while one write and sync is under
  * way go together in the next, so a burst shares few syncs, and the sync runs off the event loop (translation and
  * ACKs go on meanwhile). `sent.log` holds the control ids Pont has confirmed, and before each batch is sent, its ids
- * (`>` and a JSON list): after a crash the same batch is sent again first, under the same batch id, so Pont answers
- * it from what it kept instead of writing it twice.
+ * (`>` and a JSON list): after a crash the batches that were on their way (two may be: src/agent/agent.ts) are sent
+ * again first, in the order they were sent, each as it was and under the same batch id, so Pont answers them from what
+ * it kept instead of writing them twice.
  *
  * The backlog stays on disk: memory holds each pending message's control id and where its line is (a 100,000-message
  * backlog is a few MB, not its FHIR); a batch is read back from the file when it is sent. At start `messages.log` is
@@ -121,8 +122,10 @@ export class DurableQueue {
   /** Being written or waiting to be: a resend of one waits for it (AA only once it is on disk). */
   private readonly unsynced = new Map<string, Promise<void>>();
   private writing = false;
-  /** The ids of the batch sent last and not confirmed (after a crash): sent again first, as it was. */
-  private inFlight: string[] | undefined;
+  /** The ids of each batch sent and not yet confirmed, in the order they were sent (after a crash: sent again first, as they were). */
+  private intents: string[][] = [];
+  /** sent.log's appends, one after the other (two batches may be on their way: their lines keep their order). */
+  private sentWrites: Promise<void> = Promise.resolve();
 
   constructor(readonly dir: string) {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -131,12 +134,12 @@ export class DurableQueue {
     this.idsFile = join(dir, 'ids.log');
     for (const id of readLines(this.idsFile)) this.seen.add(id);
     const sent = new Set<string>();
-    let intent: string[] = [];
+    const intents: string[][] = [];
     for (const line of readLines(this.sentFile)) {
-      if (line.startsWith('>')) intent = JSON.parse(line.slice(1)) as string[];
+      if (line.startsWith('>')) intents.push(JSON.parse(line.slice(1)) as string[]);
       else sent.add(line);
     }
-    this.inFlight = intent.some((id) => !sent.has(id)) ? intent : undefined;
+    this.intents = intents.filter((ids) => ids.some((id) => !sent.has(id)));
     scanLines(this.messagesFile, (offset, length, head) => {
       const id = idOf(head);
       this.seen.add(id);
@@ -216,9 +219,9 @@ export class DurableQueue {
     this.writing = false;
   }
 
-  /** The oldest messages not yet confirmed, in order, read back from disk. */
-  peek(max: number): QueuedMessage[] {
-    return this.read(this.backlog.slice(0, max));
+  /** The oldest messages not yet confirmed after the first `skip` (those on their way), in order, read back from disk. */
+  peek(max: number, skip = 0): QueuedMessage[] {
+    return this.read(this.backlog.slice(skip, skip + max));
   }
 
   private read(pending: Pending[]): QueuedMessage[] {
@@ -235,26 +238,42 @@ export class DurableQueue {
     return pending.map((p) => JSON.parse(bytes.toString('utf8', p.offset - first.offset, p.offset - first.offset + p.length)) as QueuedMessage);
   }
 
-  /** The batch a crash interrupted, if any (the head of the backlog): to be sent again exactly as it was. */
-  interrupted(): QueuedMessage[] | undefined {
-    if (!this.inFlight) return undefined;
-    const ids = new Set(this.inFlight);
-    const head = this.backlog.slice(0, ids.size);
-    return head.length === ids.size && head.every((m) => ids.has(m.id)) ? this.read(head) : undefined;
+  /**
+   * The control ids of the oldest batch sent and not confirmed (on its way now, or interrupted by a crash or a failed
+   * send), if its messages still head the backlog (peek them): to be sent exactly as it was. One confirmed in part (a crash while its ids were
+   * appended) is forgotten: what is left of it goes in a batch made again.
+   */
+  interrupted(): string[] | undefined {
+    while (this.intents.length) {
+      const ids = this.intents[0]!;
+      if (this.backlog.length >= ids.length && ids.every((id, i) => this.backlog[i]!.id === id)) return ids;
+      this.intents.shift();
+    }
+    return undefined;
   }
 
-  /** Said before a batch is sent: which messages it holds (see the file's comment). */
+  /** Said before a batch is sent: which messages it holds (see the file's comment); once for a batch sent again. */
   async sending(messages: QueuedMessage[]): Promise<void> {
-    await appendSynced(this.sentFd, Buffer.from(`>${JSON.stringify(messages.map((m) => m.id))}\n`));
-    this.inFlight = messages.map((m) => m.id);
+    const ids = messages.map((m) => m.id);
+    if (this.intents.some((sent) => sent.length === ids.length && sent[0] === ids[0])) return;
+    await this.appendSent(`>${JSON.stringify(ids)}\n`);
+    this.intents.push(ids);
   }
 
-  /** Pont has them: they leave the backlog (the first `messages.length` of it, as peek gave them). */
+  /** Pont has them: they leave the backlog (a batch's messages follow one another in it, as peek gave them). */
   async confirm(messages: QueuedMessage[]): Promise<void> {
-    await appendSynced(this.sentFd, Buffer.from(messages.map((m) => `${m.id}\n`).join('')));
-    this.backlog.splice(0, messages.length);
-    this.inFlight = undefined;
+    if (!messages.length) return;
+    await this.appendSent(messages.map((m) => `${m.id}\n`).join(''));
+    const at = this.backlog.findIndex((p) => p.id === messages[0]!.id);
+    if (at >= 0) this.backlog.splice(at, messages.length);
+    this.intents = this.intents.filter((ids) => ids[0] !== messages[0]!.id);
     if (!this.backlog.length && !this.waiting.length && !this.writing && this.end > COMPACT_BYTES) this.compact();
+  }
+
+  private appendSent(text: string): Promise<void> {
+    const appended = this.sentWrites.then(() => appendSynced(this.sentFd, Buffer.from(text)));
+    this.sentWrites = appended.catch(() => undefined);
+    return appended;
   }
 
   /** Everything is confirmed and nothing is being written: keep the ids, start both logs again (synchronous: no accept comes between). */
