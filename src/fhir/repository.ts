@@ -85,7 +85,7 @@ export interface RepositoryDeps {
   /** The match key of a Patient's demographics (src/healthid/matching.ts), or null when it has none. */
   matchKeyOf(patient: Patient): string | null;
   /** A resource read through the map of that name (its Connect fields), for the events' data (src/events/rules.ts). */
-  readAs(map: string, resource: Resource): Record<string, unknown>;
+  readAs(map: string, resource: Resource, fields: ReadonlySet<string>): Record<string, unknown>;
   /**
    * Tables derived from resources of one type (the consent index, inventories...), kept in step by every
    * write, in its transaction, whatever path made it.

@@ -53,7 +53,7 @@ export class FhirService {
         if (!firstName) return null;
         return matchKey({ first_name: firstName, last_name: text('last_name'), date_of_birth: text('date_of_birth'), sex: text('sex') }, config.matchKeySecret);
       },
-      readAs: (map, resource) => mappings.get(map).readFhir(resource).connect,
+      readAs: (map, resource, fields) => mappings.get(map).readFhir(resource, {}, fields).connect,
       // Writes refuse a code outside a loaded value set its element is bound to, required (docs/fhir.md "Terminology").
       bindings: this.terminology,
       ...extensions,

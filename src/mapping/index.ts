@@ -46,7 +46,7 @@ function compiledMap(program: MapProgram): CompiledMap {
     toFhir: (connect) => runToFhir(program, connect),
     fromFhir: (resource, context) => runFromFhir(program, resource, context),
     readsPatient: readsPatient(program),
-    readFhir: (resource, context) => runReadFhir(program, resource, context),
+    readFhir: (resource, context, only) => runReadFhir(program, resource, context, only),
     referencesOf: (resource, patient) => referencesToResolve(program, resource, patient),
     terminologyOf: (resource, context, into) => terminologyAsked(program, resource, context, into),
     v2: program.v2,

@@ -1002,8 +1002,8 @@ export function runFromFhir(program: MapProgram, resource: Resource, context: Re
  * Like runFromFhir, but a field the map has no value for (a FHIR value outside its table) reads as null and
  * is named in `unread` instead of failing the whole resource: data from elsewhere shows what it can.
  */
-export function runReadFhir(program: MapProgram, resource: Resource, context: ReadContext = {}): { connect: Record<string, unknown>; unread: string[] } {
-  return readFields(program, resource, true, context);
+export function runReadFhir(program: MapProgram, resource: Resource, context: ReadContext = {}, only?: ReadonlySet<string>): { connect: Record<string, unknown>; unread: string[] } {
+  return readFields(program, resource, true, context, only && withTheirTables(program, only));
 }
 
 /**
@@ -1016,19 +1016,23 @@ export interface ReadContext {
   terminology?: ReadTerminology;
 }
 
-function readFields(program: MapProgram, resource: Resource, lenient: boolean, { patient, resolved, terminology }: ReadContext = {}): { connect: Record<string, unknown>; unread: string[] } {
+function readFields(program: MapProgram, resource: Resource, lenient: boolean, { patient, resolved, terminology }: ReadContext = {}, only?: ReadonlySet<string>): { connect: Record<string, unknown>; unread: string[] } {
   if (resource?.resourceType !== program.resourceType) {
     throw new MappingValueError(program.name, 'resourceType', `expected a ${program.resourceType}, got ${show(resource?.resourceType)}`);
   }
   const unread: string[] = [];
-  const connect = readRules(program, { resource, patient, resolved, terminology, lets: new Map(), memo: {} }, lenient, unread, '');
+  const connect = readRules(program, { resource, patient, resolved, terminology, lets: new Map(), memo: {} }, lenient, unread, '', only);
   return { connect, unread: unread.length > 1 ? [...new Set(unread)] : unread };
 }
 
-/** The fields of `program` read in `scope` (an object's from its element, `scope.focus`); `prefix` names an object's fields. */
-function readRules(program: MapProgram, scope: Scope, lenient: boolean, unread: string[], prefix: string): Record<string, unknown> {
+/**
+ * The fields of `program` read in `scope` (an object's from its element, `scope.focus`); `prefix` names an object's
+ * fields. `only`: just these (of the map's top level), for a reader that needs two fields of forty.
+ */
+function readRules(program: MapProgram, scope: Scope, lenient: boolean, unread: string[], prefix: string, only?: ReadonlySet<string>): Record<string, unknown> {
   const connect: Record<string, unknown> = {};
   for (const rule of program.fields) {
+    if (only && !only.has(rule.field.name)) continue;
     try {
       if (rule.object) readObjects(rule, scope, connect, lenient, unread, prefix);
       else readField(program, rule, scope, connect, prefix);
@@ -1063,6 +1067,12 @@ function completeFromTables(program: MapProgram, connect: Record<string, unknown
     const written = table.table!.toFhir.get(value as Literal)![cell];
     if (written !== null && written !== undefined) connect[copy.field.name] = written;
   }
+}
+
+/** `fields` and the value tables that complete them (completeFromTables): what reading those fields alone reads. */
+function withTheirTables(program: MapProgram, fields: ReadonlySet<string>): ReadonlySet<string> {
+  const tables = sharedElements(program).filter(({ copy }) => fields.has(copy.field.name));
+  return tables.length ? new Set([...fields, ...tables.map(({ table }) => table.field.name)]) : fields;
 }
 
 /** Each copy field that writes the element of a value table's cell: found once per map (reading is a hot path). */

@@ -1,4 +1,11 @@
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Resource } from '@medplum/fhirtypes';
 import { describe, expect, it } from 'vitest';
+import { LOCAL_CODE_EDITS, LOCAL_LAB, withLocalCodeExamples } from '../../test/local-code-table';
+import { loadMappings } from './index';
 import { ageInYears, textOf, yearsOf } from './runtime';
 
 /** Issue 39: toText() of the parts the new record types read as text. */
@@ -68,5 +75,49 @@ describe('ageInYears(): completed years and the part of the year since the last 
     expect(yearsOf({ value: 3 })).toBe(3); // no unit: years, as ages are given
     expect(yearsOf({ value: 3, code: 'kg' })).toBeUndefined();
     expect(yearsOf({ code: 'a' })).toBeUndefined();
+  });
+});
+
+/** Issue 45: a reader that needs a few fields of a record (the events' lab_result.created) reads only those. */
+describe('reading some fields of a record', () => {
+  it('each field read alone is what the whole record says, for every map and every resource of the other writers\' corpora', () => {
+    const corpus = fileURLToPath(new URL('../../test/corpus/other-writers/', import.meta.url));
+    const bundle = JSON.parse(readFileSync(join(corpus, 'northbrook-ehr.bundle.json'), 'utf8')) as { entry: Array<{ resource: Resource }> };
+    const resources = [
+      ...bundle.entry.map((e) => e.resource),
+      ...readFileSync(join(corpus, 'savanna-lab-network.ndjson'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Resource),
+    ];
+    const maps = loadMappings();
+    let compared = 0;
+    for (const name of maps.names()) {
+      const map = maps.get(name);
+      for (const resource of resources.filter((r) => r.resourceType === map.resourceType)) {
+        const whole = map.readFhir(resource).connect;
+        for (const field of map.fields) {
+          const alone = map.readFhir(resource, {}, new Set([field])).connect;
+          expect(alone[field], `${name} ${field} of ${resource.resourceType}/${resource.id}`).toEqual(whole[field]);
+          compared++;
+        }
+      }
+    }
+    expect(compared).toBeGreaterThan(1000);
+  });
+
+  it('a field a value table completes (loinc_code beside a local-code table) reads the same alone', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pont-maps-'));
+    try {
+      cpSync(fileURLToPath(new URL('../../mappings/', import.meta.url)), dir, { recursive: true });
+      let lab = readFileSync(join(dir, 'lab-result.map.yaml'), 'utf8');
+      for (const [from, to] of LOCAL_CODE_EDITS) lab = lab.replace(from, to);
+      writeFileSync(join(dir, 'lab-result.map.yaml'), lab);
+      writeFileSync(join(dir, 'lab-result.examples.yaml'), withLocalCodeExamples(readFileSync(join(dir, 'lab-result.examples.yaml'), 'utf8')));
+      const map = loadMappings(dir).get('lab-result');
+      // The lab's own code, without its LOINC coding: loinc_code is what the table writes for HB.
+      const observation = { resourceType: 'Observation', id: 'hb', status: 'final', code: { coding: [{ system: LOCAL_LAB, code: 'HB' }] }, subject: { reference: 'Patient/p' } } as Resource;
+      expect(map.readFhir(observation).connect.loinc_code).toBe('718-7');
+      expect(map.readFhir(observation, {}, new Set(['loinc_code'])).connect).toEqual({ loinc_code: '718-7', local_code: 'HB' });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

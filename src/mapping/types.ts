@@ -32,9 +32,10 @@ export interface CompiledMap {
    * The same, for data written elsewhere: a field whose FHIR value the map cannot express reads as null and is
    * named in `unread`, instead of failing the whole resource. `context.patient`: the Patient the resource is about,
    * for paths that look at it (`%patient.gender`), when the reader has it; `context.resolved`: the resources its
-   * references point to (`referencesOf`), as far as the reader may read them.
+   * references point to (`referencesOf`), as far as the reader may read them. `only`: read just these fields (the
+   * others are absent), for a reader that needs a few.
    */
-  readFhir(resource: Resource, context?: ReadContext): { connect: Record<string, unknown>; unread: string[] };
+  readFhir(resource: Resource, context?: ReadContext, only?: ReadonlySet<string>): { connect: Record<string, unknown>; unread: string[] };
   /** The stored resources (`Type/id`) this resource's `resolve()` paths follow: resolve them, then readFhir. */
   referencesOf(resource: Resource, patient?: Resource): string[];
   /**
