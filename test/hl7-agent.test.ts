@@ -1,6 +1,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { chmodSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -393,6 +394,113 @@ describe('pont bridge-agent: two batches on their way at once, killed mid-burst'
       expect(found.filter((o) => o.meta.versionId !== '1')).toEqual([]);
     } finally {
       await agent.kill();
+    }
+  });
+});
+
+/**
+ * Pont behind a proxy that holds each Bridge sync until the test lets it through (or answers it 503): which batches
+ * the agent has on their way at once, under which batch id, in which order. Every other request goes straight through.
+ */
+async function holdingProxy() {
+  const log: string[] = [];
+  const held: Array<{ batchId: string; let(): void; refuse(): void }> = [];
+  const server = createHttpServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const forward = async () => {
+        const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => !['host', 'content-length', 'connection'].includes(k))) as Record<string, string>;
+        const answer = await fetch(pont.url + req.url, { method: req.method, headers, body: req.method === 'POST' ? body : undefined });
+        res.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'application/json' }).end(Buffer.from(await answer.arrayBuffer()));
+      };
+      if (!req.url?.endsWith('/bridge/sync')) return void forward().catch(() => res.destroy());
+      const batchId = (JSON.parse(body.toString('utf8')) as { batch_id: string }).batch_id;
+      log.push(`sent ${batchId}`);
+      held.push({
+        batchId,
+        let: () => (log.push(`answered ${batchId}`), void forward().catch(() => res.destroy())),
+        refuse: () => (log.push(`refused ${batchId}`), res.writeHead(503, { 'content-type': 'application/json' }).end('{"message":"busy"}')),
+      });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
+    log,
+    /** The next request held, once it has come. */
+    next: (after: number) => eventually(() => held[after] ?? expect.fail(`batch ${after + 1} not sent`), { timeoutMs: 20_000 }),
+    held,
+    close: () => new Promise((resolve) => (server.closeAllConnections(), server.close(resolve))),
+  };
+}
+
+describe('pont bridge-agent: two batches on their way, in order where it matters', () => {
+  const result = (id: string, mrn: string, given: string, obx = 1) =>
+    v2(
+      msh('ORU^R01^ORU_R01', id),
+      `PID|1||${mrn}^^^GHH^MR||TWIN^${given}^^^^^L||19800101|F`,
+      `OBR|1|${id}^OE|${id}^LAB|24323-8^CMP^LN|||||||||||||||||||||F`,
+      ...Array.from({ length: obx }, (_, i) => `OBX|${i + 1}|NM|2345-7^Glucose^LN|${obx > 1 ? i + 1 : ''}|${90 + (i % 10)}|mg/dL|70-99||||F`),
+    );
+
+  it('two new patients with the same demographics: the first message holds the match key, however small the second', async () => {
+    const agent = await startAgentProcess(await configFor('q-twins'), 'twins.json');
+    const client = new Hl7Client({ host: '127.0.0.1', port: agent.port });
+    try {
+      // The first a large batch, the second a small one: sent beside it, the second would commit first.
+      expect(ack(await client.sendAndWait(result('TWIN-1', 'TWINA', 'SAM', 300))).code).toBe('AA');
+      expect(ack(await client.sendAndWait(result('TWIN-2', 'TWINB', 'SAM'))).code).toBe('AA');
+      const first = await eventually(async () => readOk('Patient', 'GHH-TWINA'), { timeoutMs: 30_000 });
+      const second = await eventually(async () => readOk('Patient', 'GHH-TWINB'), { timeoutMs: 30_000 });
+      const { rows } = await pont.services.db.query<{ patient_id: string }>('SELECT patient_id FROM health_ids WHERE patient_id = ANY($1) AND match_key IS NOT NULL', [[first.id, second.id]]);
+      expect(rows.map((r) => r.patient_id)).toEqual([first.id]);
+    } finally {
+      await client.close();
+      await agent.kill();
+    }
+  });
+
+  it('after a kill -9 with two batches on their way: each is sent again as it was, alone, in the order sent, before any new one; one refused again the same', async () => {
+    const proxy = await holdingProxy();
+    const config = await configFor('q-held', { pont_url: proxy.url });
+    let agent = await startAgentProcess(config, 'held.json');
+    let client = new Hl7Client({ host: '127.0.0.1', port: agent.port });
+    try {
+      // Two patients Pont has confirmed: their next results may go beside each other.
+      for (const [n, [id, mrn]] of [['HELD-1', 'HELDA'], ['HELD-2', 'HELDB']].entries()) {
+        expect(ack(await client.sendAndWait(result(id!, mrn!, 'KIM'))).code).toBe('AA');
+        (await proxy.next(n)).let();
+      }
+      await eventually(async () => readOk('Patient', 'GHH-HELDB'));
+      // HELD-5 of a third patient: independent of HELD-3, but queued behind the two on their way.
+      for (const [id, mrn] of [['HELD-3', 'HELDA'], ['HELD-4', 'HELDB'], ['HELD-5', 'HELDC']]) expect(ack(await client.sendAndWait(result(id!, mrn!, 'KIM'))).code).toBe('AA');
+      const [third, fourth] = [await proxy.next(2), await proxy.next(3)];
+      expect(proxy.log.slice(-2)).toEqual([`sent ${third.batchId}`, `sent ${fourth.batchId}`]); // both on their way
+      await client.close();
+      await agent.kill('SIGKILL');
+
+      agent = await startAgentProcess(config, 'held.json');
+      client = new Hl7Client({ host: '127.0.0.1', port: agent.port });
+      // HELD-6 accepted now waits too: nothing new goes before the batches that were on their way.
+      expect(ack(await client.sendAndWait(result('HELD-6', 'HELDB', 'KIM'))).code).toBe('AA');
+      const again = await proxy.next(4);
+      expect(again.batchId).toBe(third.batchId);
+      again.refuse(); // and then Pont is busy: sent again after a while, the same
+      const onceMore = await proxy.next(5);
+      expect(onceMore.batchId).toBe(third.batchId);
+      onceMore.let();
+      const then = await proxy.next(6);
+      expect(then.batchId).toBe(fourth.batchId);
+      expect(proxy.log.slice(-3)).toEqual([`sent ${third.batchId}`, `answered ${third.batchId}`, `sent ${fourth.batchId}`]);
+      then.let();
+      (await proxy.next(7)).let(); // HELD-5 and HELD-6
+      for (const id of ['HELD-3', 'HELD-4', 'HELD-5', 'HELD-6']) await eventually(async () => expect((await read('Observation', `LAB-${id}-2345-7`)).status, id).toBe(200));
+    } finally {
+      await client.close();
+      await agent.kill();
+      await proxy.close();
     }
   });
 });

@@ -27,8 +27,12 @@ const MAX_BATCH_MESSAGES = 200;
  * faster with three (bench:hl7, docs/hl7-v2.md).
  */
 const BATCHES_IN_FLIGHT = 2;
-/** Resources Pont has confirmed, with their content, that later batches may carry unchanged beside one on its way (a patient's). */
+/**
+ * Resources Pont has confirmed, with their content, that later batches may carry unchanged beside one on its way: the
+ * context results share (their Patient, their Encounter), not the results, which no other message repeats.
+ */
 const CONFIRMED_REMEMBERED = 10_000;
+const RESULT_TYPES = new Set(['Observation', 'DiagnosticReport']);
 
 export type Log = (level: 'info' | 'warn' | 'error', msg: string, data?: Record<string, unknown>) => void;
 
@@ -88,13 +92,21 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
   const confirmed = new ConfirmedContent(CONFIRMED_REMEMBERED);
   /** The next batch to send now, or undefined: nothing to send, or it must wait for those on their way. */
   const nextBatch = (): Batch | undefined => {
-    // A batch a crash or a failed send interrupted goes again as it was (same batch id), alone.
-    const interrupted = queue.interrupted();
-    if (interrupted && !inFlight.some((b) => b.messages[0]!.id === interrupted[0])) {
+    // The batches a crash or a failed send interrupted go again first, each as it was (same batch id), alone, in the
+    // order they were sent.
+    if (queue.unconfirmed().some((ids) => !inFlight.some((b) => b.messages[0]!.id === ids[0]))) {
       waitingForAnswer = inFlight.length > 0;
-      return waitingForAnswer ? undefined : batchOf(queue.peek(interrupted.length), true);
+      const interrupted = waitingForAnswer ? undefined : queue.interrupted();
+      if (waitingForAnswer || interrupted) return interrupted && batchOf(queue.peek(interrupted.length), true);
     }
-    const candidates = queue.peek(MAX_BATCH_MESSAGES, inFlight.reduce((n, b) => n + b.messages.length, 0));
+    // The next batch starts where those on their way end: they must be the backlog's first messages (a batch whose
+    // send failed before sent.log said it was sent is not one of them: wait for the others, then start from the head).
+    const sending = inFlight.flatMap((b) => b.messages.map((m) => m.id));
+    if (!queue.startsWith(sending)) {
+      waitingForAnswer = true;
+      return undefined;
+    }
+    const candidates = queue.peek(MAX_BATCH_MESSAGES, sending.length);
     if (!candidates.length) return undefined;
     const batch = batchOf(candidates, false);
     waitingForAnswer = !inFlight.every((other) => canGoBeside(batch, other, confirmed));
@@ -113,11 +125,21 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
       await queue.sending(batch.messages);
       const outcome = await pont.sync(batch).catch((err: Error) => ({ retry: true as const, reason: err.message }));
       if ('retry' in outcome) return retryLater(outcome.reason);
-      failures = 0;
+      // A success of the other batch on its way while this one waits to be sent again keeps the backoff growing.
+      if (!awaitingRetry) failures = 0;
       for (const problem of outcome.problems) log('error', 'Pont refused a resource of a message', problem);
       await queue.confirm(batch.messages);
-      if (!outcome.problems.length) confirmed.remember(batch);
-      if (applicationAcks.size) acknowledgeApplication(batch.messages, outcome.problems);
+      // What Pont holds now is known only when it took all of it; a merge changes what refers to the merged record.
+      if (batch.alone && batch.resources.some(merges)) confirmed.clear();
+      else if (outcome.problems.length) confirmed.forget(batch);
+      else confirmed.remember(batch);
+      if (applicationAcks.size) {
+        try {
+          acknowledgeApplication(batch.messages, outcome.problems);
+        } catch (err) {
+          log('error', 'application acknowledgements not sent', { error: (err as Error).message });
+        }
+      }
     } catch (err) {
       // The queue's files (sent.log): the batch is sent again, as it was, once they take writes.
       retryLater(`the queue: ${(err as Error).message}`);
@@ -128,6 +150,7 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
     pump();
   };
   const retryLater = (reason: string) => {
+    if (closed) return;
     failures++;
     // At most 5 s: once Pont is back, the backlog is readable within seconds.
     const delay = Math.min(5_000, 250 * 2 ** Math.min(failures, 5));
@@ -253,10 +276,13 @@ interface Batch {
  * Whether `batch` may be sent while `other` is on its way. Pont writes each in a transaction of its own, in either
  * order, so they must not depend on each other: neither goes alone, and a resource one writes is neither named by the other's references nor written by it, unless both carry
  * it unchanged from the content Pont last confirmed (the patient of results for one patient: each finds it unchanged).
+ * Nor may both bring a patient new or changed: Pont gives a match key (the demographics) to the first that commits.
  */
 function canGoBeside(batch: Batch, other: Batch, confirmed: ConfirmedContent): boolean {
   if (batch.alone || other.alone) return false;
   const settled = (key: string, content: string | undefined) => content !== undefined && confirmed.get(key) === content;
+  const bringsPatient = (b: Batch) => [...b.contents].some(([key, content]) => key.startsWith('Patient/') && !settled(key, content));
+  if (bringsPatient(batch) && bringsPatient(other)) return false;
   for (const [key, content] of batch.contents) {
     const theirs = other.contents.get(key);
     if (theirs !== undefined && (theirs !== content || !settled(key, content))) return false;
@@ -277,6 +303,7 @@ class ConfirmedContent {
 
   remember(batch: Batch): void {
     for (const [key, content] of batch.contents) {
+      if (RESULT_TYPES.has(key.slice(0, key.indexOf('/')))) continue;
       this.contents.delete(key);
       this.contents.set(key, content);
     }
@@ -284,6 +311,14 @@ class ConfirmedContent {
       if (this.contents.size <= this.max) break;
       this.contents.delete(key);
     }
+  }
+
+  forget(batch: Batch): void {
+    for (const key of batch.contents.keys()) this.contents.delete(key);
+  }
+
+  clear(): void {
+    this.contents.clear();
   }
 }
 
@@ -347,8 +382,14 @@ function batchOf(candidates: QueuedMessage[], whole: boolean): Batch {
 /** `batch` with the references its resources make, and whether it must go alone (it merges, or holds a resource twice). */
 function withDependencies(batch: Batch, repeats: boolean): Batch {
   for (const r of batch.resources) referencesIn(r, batch.references);
-  batch.alone = repeats || (batch.resources as Patient[]).some((r) => r.resourceType === 'Patient' && r.link?.some((l) => l.type === 'replaces'));
+  batch.alone = repeats || batch.resources.some(merges);
   return batch;
+}
+
+/** A Patient that `replaces` another (ADT^A40): Pont moves what refers to the record merged away. */
+function merges(resource: unknown): boolean {
+  const patient = resource as Patient;
+  return patient.resourceType === 'Patient' && !!patient.link?.some((l) => l.type === 'replaces');
 }
 
 /** UTF-8 unless MSH-18 says ISO 8859-1 (the character sets the agent reads). */

@@ -246,10 +246,20 @@ export class DurableQueue {
   interrupted(): string[] | undefined {
     while (this.intents.length) {
       const ids = this.intents[0]!;
-      if (this.backlog.length >= ids.length && ids.every((id, i) => this.backlog[i]!.id === id)) return ids;
+      if (this.startsWith(ids)) return ids;
       this.intents.shift();
     }
     return undefined;
+  }
+
+  /** The control ids of each batch sent and not confirmed, in the order sent. */
+  unconfirmed(): readonly string[][] {
+    return this.intents;
+  }
+
+  /** Whether the backlog starts with these control ids, in this order. */
+  startsWith(ids: string[]): boolean {
+    return this.backlog.length >= ids.length && ids.every((id, i) => this.backlog[i]!.id === id);
   }
 
   /** Said before a batch is sent: which messages it holds (see the file's comment); once for a batch sent again. */
