@@ -130,7 +130,7 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
       for (const problem of outcome.problems) log('error', 'Pont refused a resource of a message', problem);
       await queue.confirm(batch.messages);
       // What Pont holds now is known only when it took all of it; a merge changes what refers to the merged record.
-      if (batch.alone && batch.resources.some(merges)) confirmed.clear();
+      if (batch.resources.some(merges)) confirmed.clear();
       else if (outcome.problems.length) confirmed.forget(batch);
       else confirmed.remember(batch);
       if (applicationAcks.size) {
@@ -274,9 +274,10 @@ interface Batch {
 
 /**
  * Whether `batch` may be sent while `other` is on its way. Pont writes each in a transaction of its own, in either
- * order, so they must not depend on each other: neither goes alone, and a resource one writes is neither named by the other's references nor written by it, unless both carry
- * it unchanged from the content Pont last confirmed (the patient of results for one patient: each finds it unchanged).
- * Nor may both bring a patient new or changed: Pont gives a match key (the demographics) to the first that commits.
+ * order, so they must not depend on each other: neither goes alone, and a resource one writes is neither named by the
+ * other's references nor written by it, unless both carry it unchanged from the content Pont last confirmed (the
+ * patient of results for one patient: each finds it unchanged). Nor may both bring a patient new or changed: Pont
+ * gives a match key (the demographics) to the first that commits.
  */
 function canGoBeside(batch: Batch, other: Batch, confirmed: ConfirmedContent): boolean {
   if (batch.alone || other.alone) return false;
