@@ -13,7 +13,6 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AuditEvent, Bundle, Patient, Resource } from '@medplum/fhirtypes';
 import { createClient, revokeClient, type ClientRecord } from '../src/auth/clients';
@@ -24,6 +23,7 @@ import { databaseMetrics } from '../src/db/metrics';
 import { openDatabase } from '../src/db/open';
 import { startPont, type RunningPont } from '../src/server';
 import { backend, createScratchDatabase, freePort, postgresAdminUrl } from './harness';
+import { withClient } from './postgres-admin';
 
 const FHIR = '/api/fhir/R4';
 // The servers' bulk export files: this file's own, removed after it.
@@ -121,16 +121,6 @@ async function exported(pont: RunningPont, headers: Headers, type: string): Prom
 }
 
 const exportedPatients = async (pont: RunningPont, headers: Headers) => (await exported(pont, headers, 'Patient')).map((r) => r.id!).sort();
-
-async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
 
 const revokedOn = (url: string, clientId: string) =>
   withClient(url, async (c) => (await c.query<{ revoked: boolean }>('SELECT revoked_at IS NOT NULL AS revoked FROM oauth_clients WHERE client_id = $1', [clientId])).rows[0]!.revoked);
