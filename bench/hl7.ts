@@ -10,7 +10,8 @@
  * 3. The agent restarted on that queue (its memory after reading the queue at start), Pont back: how fast the
  *    backlog drains (for at most BENCH_DRAIN_SECONDS, default 600) and the agent's peak memory meanwhile.
  * Written to bench/results/hl7.json (BENCH_RESULT names another file). BENCH_AGENT_PROFILE=DIR: a CPU profile of
- * each agent process.
+ * each agent process. BENCH_WORKERS=N: Pont as `pont serve --workers N` in processes of its own instead of in this
+ * one (a facility's Pont on a machine of several cores).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -22,13 +23,16 @@ import { fileURLToPath } from 'node:url';
 import { createAgent } from '../src/auth/agents';
 import { loadConfig } from '../src/config';
 import { startPont } from '../src/server';
+import { openPostgres } from '../src/db/postgres';
 import { createScratchDatabase } from '../test/harness';
+import { spawnServe } from './serve';
 import { stats } from './stats';
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 3000);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 4);
 const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 20000);
 const DRAIN_SECONDS = Number(process.env.BENCH_DRAIN_SECONDS ?? 600);
+const WORKERS = Number(process.env.BENCH_WORKERS ?? 0);
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 
 async function freePort(): Promise<number> {
@@ -81,14 +85,18 @@ async function burst(port: number, count: number, run: string): Promise<{ second
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'pont-bench-hl7-'));
   const scratch = await createScratchDatabase();
-  const pont = await startPont(loadConfig({ PORT: '0', LOG_LEVEL: 'error', PONT_RATE_LIMITS: 'default=999999999/60', DATABASE_URL: scratch.url }));
+  const env = { LOG_LEVEL: 'error', PONT_RATE_LIMITS: 'default=999999999/60', DATABASE_URL: scratch.url };
+  const pont = WORKERS
+    ? await spawnServe(['--workers', String(WORKERS)], { ...env, PORT: String(await freePort()) })
+    : await startPont(loadConfig({ ...env, PORT: '0' })).then((running) => ({ url: running.url, stop: () => running.close() }));
+  const db = await openPostgres(scratch.url, 2);
   try {
-    const credentials = await createAgent(pont.services.db, { organizationId: 'org-bench', facilityId: 'fac-bench' });
+    const credentials = await createAgent(db, { organizationId: 'org-bench', facilityId: 'fac-bench' });
     const base = { agent_id: credentials.agent_id, agent_key: credentials.agent_key, facility_id: 'fac-bench', mllp_host: '127.0.0.1', max_message_bytes: 1024 * 1024 };
 
     // 1. Through to Pont.
     const agent = await startAgentProcess({ ...base, pont_url: pont.url, mllp_port: await freePort(), queue_dir: join(dir, 'q1') }, dir);
-    const reports = async () => Number((await pont.services.db.query<{ n: string }>("SELECT count(*) AS n FROM fhir_resources WHERE resource_type = 'DiagnosticReport' AND NOT deleted")).rows[0]!.n);
+    const reports = async () => Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM fhir_resources WHERE resource_type = 'DiagnosticReport' AND NOT deleted")).rows[0]!.n);
     const started = performance.now();
     const sent = await burst(agent.port, MESSAGES, 'R');
     console.log(`acknowledged: ${JSON.stringify(sent.codes)} in ${sent.seconds.toFixed(1)} s`);
@@ -154,9 +162,10 @@ async function main() {
     console.log(`backlog drained into Pont: ${JSON.stringify(drain)}`);
 
     mkdirSync(join(repoRoot, 'bench', 'results'), { recursive: true });
-    writeFileSync(join(repoRoot, 'bench', 'results', process.env.BENCH_RESULT ?? 'hl7.json'), JSON.stringify({ at: new Date().toISOString(), node: process.version, database: 'postgres', load_average_1m: loadavg()[0], through, backlog, drain }, null, 2) + '\n');
+    writeFileSync(join(repoRoot, 'bench', 'results', process.env.BENCH_RESULT ?? 'hl7.json'), JSON.stringify({ at: new Date().toISOString(), node: process.version, database: 'postgres', pont_workers: WORKERS, load_average_1m: loadavg()[0], through, backlog, drain }, null, 2) + '\n');
   } finally {
-    await pont.close();
+    await db.close();
+    await pont.stop();
     await scratch.drop();
     rmSync(dir, { recursive: true, force: true });
   }
