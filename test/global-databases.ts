@@ -5,6 +5,8 @@
  * took up to 30 s, and its checkpoint's writes slowed those files in turn; at the end of the run, alone, each takes
  * a fraction of a second. Leftovers of runs that did not reach their end (killed) are dropped when the next starts.
  */
+import { createHash } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { TestProject } from 'vitest/node';
 import { withAdmin } from './postgres-admin';
 
@@ -15,7 +17,9 @@ declare module 'vitest' {
   }
 }
 
-const runPrefix = `pont_test_r${process.pid}_`;
+// The machine and the process: a server several machines test on keeps each one's leftovers to it.
+const machine = createHash('sha256').update(hostname()).digest('hex').slice(0, 6);
+const runPrefix = `pont_test_${machine}_r${process.pid}_`;
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const names = await databaseNames();
@@ -24,17 +28,17 @@ export default async function setup(project: TestProject): Promise<() => Promise
   return async () => dropAll((await databaseNames()).filter((name) => name.startsWith(runPrefix)));
 }
 
-/** The scratch databases of runs that name their process: `pont_test_r<pid>_…`. */
+/** The scratch databases of this machine's runs: `pont_test_<machine>_r<pid>_…`. */
 async function databaseNames(): Promise<string[]> {
   return withAdmin(async (admin) => {
-    const { rows } = await admin.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'pont\\_test\\_r%'");
+    const { rows } = await admin.query<{ datname: string }>('SELECT datname FROM pg_database WHERE starts_with(datname, $1)', [`pont_test_${machine}_r`]);
     return rows.map((row) => row.datname);
   });
 }
 
-// Runs on this machine only (the default server is local): the process that made it still exists.
+/** Whether the process of this machine that made it still exists. */
 function runIsAlive(name: string): boolean {
-  const pid = Number(/^pont_test_r(\d+)_/.exec(name)?.[1]);
+  const pid = Number(/_r(\d+)_[0-9a-f]+$/.exec(name)?.[1]);
   if (!pid) return true;
   try {
     process.kill(pid, 0);
