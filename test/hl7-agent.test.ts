@@ -462,7 +462,7 @@ describe('pont bridge-agent: two batches on their way, in order where it matters
     }
   });
 
-  it('after a kill -9 with two batches on their way: each is sent again as it was, alone, in the order sent, before any new one; one refused again the same', async () => {
+  it('after a kill -9 with two batches on their way: each is sent again as it was, one at a time, in the order sent, before any new one; one refused again the same', async () => {
     const proxy = await holdingProxy();
     const config = await configFor('q-held', { pont_url: proxy.url });
     let agent = await startAgentProcess(config, 'held.json');

@@ -162,6 +162,23 @@ describe('the durable queue', () => {
     }
   });
 
+  it("a batch's ids cut short in sent.log by a failed write, the next list glued on: the queue starts, and that batch is made again", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pont-queue-'));
+    try {
+      const q = new DurableQueue(dir);
+      for (const id of ['a', 'b', 'c']) await q.accept({ id, type: 'ORU^R01', received_at: 't', resources: [{ id }] });
+      await q.close();
+      appendFileSync(join(dir, 'sent.log'), '>["a","b>["c"]\n');
+      const again = new DurableQueue(dir);
+      expect(again.unconfirmed()).toEqual([]);
+      expect(again.interrupted()).toBeUndefined();
+      expect(again.peek(10).map((m) => m.id)).toEqual(['a', 'b', 'c']);
+      await again.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('the backlog is read back from disk in order, messages larger than a read included; a resend while the first is being written waits for it and is kept once', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'pont-queue-'));
     try {

@@ -92,8 +92,8 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
   const confirmed = new ConfirmedContent(CONFIRMED_REMEMBERED);
   /** The next batch to send now, or undefined: nothing to send, or it must wait for those on their way. */
   const nextBatch = (): Batch | undefined => {
-    // The batches a crash or a failed send interrupted go again first, each as it was (same batch id), alone, in the
-    // order they were sent.
+    // The batches a crash or a failed send interrupted go again first, each as it was (same batch id), in the order
+    // they were sent, one at a time (a new batch may go beside the last of them).
     if (queue.unconfirmed().some((ids) => !inFlight.some((b) => b.messages[0]!.id === ids[0]))) {
       waitingForAnswer = inFlight.length > 0;
       const interrupted = waitingForAnswer ? undefined : queue.interrupted();
@@ -113,11 +113,16 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
     return waitingForAnswer ? undefined : batch;
   };
   const pump = () => {
-    while (!closed && !awaitingRetry && !waitingForAnswer && inFlight.length < BATCHES_IN_FLIGHT) {
-      const batch = nextBatch();
-      if (!batch) return;
-      inFlight.push(batch);
-      void forward(batch);
+    try {
+      while (!closed && !awaitingRetry && !waitingForAnswer && inFlight.length < BATCHES_IN_FLIGHT) {
+        const batch = nextBatch();
+        if (!batch) return;
+        inFlight.push(batch);
+        void forward(batch);
+      }
+    } catch (err) {
+      // Reading the backlog back from disk failed: tried again after a while.
+      retryLater(`the queue: ${(err as Error).message}`);
     }
   };
   const forward = async (batch: Batch) => {
@@ -125,14 +130,15 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
       await queue.sending(batch.messages);
       const outcome = await pont.sync(batch).catch((err: Error) => ({ retry: true as const, reason: err.message }));
       if ('retry' in outcome) return retryLater(outcome.reason);
-      // A success of the other batch on its way while this one waits to be sent again keeps the backoff growing.
-      if (!awaitingRetry) failures = 0;
+      // The backoff starts again when the oldest batch goes through, not one beside a batch Pont keeps refusing.
+      if (queue.startsWith([batch.messages[0]!.id])) failures = 0;
       for (const problem of outcome.problems) log('error', 'Pont refused a resource of a message', problem);
-      await queue.confirm(batch.messages);
       // What Pont holds now is known only when it took all of it; a merge changes what refers to the merged record.
+      // Said before the confirmation is written: Pont has it, whatever the queue's files do.
       if (batch.resources.some(merges)) confirmed.clear();
       else if (outcome.problems.length) confirmed.forget(batch);
       else confirmed.remember(batch);
+      await queue.confirm(batch.messages);
       if (applicationAcks.size) {
         try {
           acknowledgeApplication(batch.messages, outcome.problems);

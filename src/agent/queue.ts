@@ -136,8 +136,12 @@ export class DurableQueue {
     const sent = new Set<string>();
     const intents: string[][] = [];
     for (const line of readLines(this.sentFile)) {
-      if (line.startsWith('>')) intents.push(JSON.parse(line.slice(1)) as string[]);
-      else sent.add(line);
+      if (!line.startsWith('>')) sent.add(line);
+      else {
+        // A list cut short by a failed write and followed by the next one is no list: that batch is made again.
+        const ids = parseIds(line.slice(1));
+        if (ids) intents.push(ids);
+      }
     }
     this.intents = intents.filter((ids) => ids.some((id) => !sent.has(id)));
     scanLines(this.messagesFile, (offset, length, head) => {
@@ -281,7 +285,20 @@ export class DurableQueue {
   }
 
   private appendSent(text: string): Promise<void> {
-    const appended = this.sentWrites.then(() => appendSynced(this.sentFd, Buffer.from(text)));
+    const appended = this.sentWrites.then(async () => {
+      const size = fstatSync(this.sentFd).size;
+      try {
+        await appendSynced(this.sentFd, Buffer.from(text));
+      } catch (err) {
+        // No half line stays for the next append to follow (as in messages.log).
+        try {
+          ftruncateSync(this.sentFd, size);
+        } catch {
+          // the start reads what it can
+        }
+        throw err;
+      }
+    });
     this.sentWrites = appended.catch(() => undefined);
     return appended;
   }
@@ -311,6 +328,15 @@ export class DurableQueue {
   async close(): Promise<void> {
     while (this.writing) await new Promise((resolve) => setTimeout(resolve, 5));
     for (const fd of [this.messagesFd, this.readFd, this.sentFd]) closeSync(fd);
+  }
+}
+
+function parseIds(text: string): string[] | undefined {
+  try {
+    const ids: unknown = JSON.parse(text);
+    return Array.isArray(ids) && ids.every((id) => typeof id === 'string') ? ids : undefined;
+  } catch {
+    return undefined;
   }
 }
 
