@@ -244,8 +244,8 @@ export class DurableQueue {
 
   /**
    * The control ids of the oldest batch sent and not confirmed (on its way now, or interrupted by a crash or a failed
-   * send), if its messages still head the backlog (peek them): to be sent exactly as it was. One confirmed in part (a crash while its ids were
-   * appended) is forgotten: what is left of it goes in a batch made again.
+   * send), if its messages still head the backlog (peek them): to be sent exactly as it was. One confirmed in part (a
+   * crash while its ids were appended) is forgotten: what is left of it goes in a batch made again.
    */
   interrupted(): string[] | undefined {
     while (this.intents.length) {
