@@ -105,10 +105,19 @@ describe('MLLP framing', () => {
   });
 });
 
+/** `test` with a queue directory of its own, removed after. */
+async function withQueueDir(test: (dir: string) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'pont-queue-'));
+  try {
+    await test(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 describe('the durable queue', () => {
-  it('a line cut by a crash is dropped; what was not confirmed comes back in order; a control id is kept once; the interrupted batch is the same again', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'pont-queue-'));
-    try {
+  it('a line cut by a crash is dropped; what was not confirmed comes back in order; a control id is kept once; the interrupted batch is the same again', () =>
+    withQueueDir(async (dir) => {
       const q = new DurableQueue(dir);
       for (const id of ['a', 'b', 'c']) await q.accept({ id, type: 'ORU^R01', received_at: 't', resources: [{ id }] });
       expect(q.accepted('b')).toBeDefined();
@@ -123,15 +132,11 @@ describe('the durable queue', () => {
       expect(again.accepted('d')).toBeUndefined();
       expect(readFileSync(join(dir, 'messages.log'), 'utf8').endsWith('\n')).toBe(true);
       await again.close();
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+    }));
 
-  it('two batches on their way: confirmed in either order; after a crash each unconfirmed one comes back as it was, in the order sent', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'pont-queue-'));
-    const ids = (messages: Array<{ id: string }> | undefined) => messages?.map((m) => m.id);
-    try {
+  it('two batches on their way: confirmed in either order; after a crash each unconfirmed one comes back as it was, in the order sent', () =>
+    withQueueDir(async (dir) => {
+      const ids = (messages: Array<{ id: string }> | undefined) => messages?.map((m) => m.id);
       const q = new DurableQueue(dir);
       for (const id of ['a', 'b', 'c', 'd', 'e', 'f']) await q.accept({ id, type: 'ORU^R01', received_at: 't', resources: [{ id }] });
       // Three batches sent: [a b], [c d], [e]; the second confirmed before the first; the third not at all.
@@ -157,14 +162,10 @@ describe('the durable queue', () => {
       expect(ids(again.peek(10))).toEqual(['f']);
       expect(readFileSync(join(dir, 'sent.log'), 'utf8').split('\n').filter((l) => l.startsWith('>'))).toEqual(['>["a","b"]', '>["c","d"]', '>["e"]']);
       await again.close();
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+    }));
 
-  it("a batch's ids cut short in sent.log by a failed write, the next list glued on: the queue starts, and that batch is made again", async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'pont-queue-'));
-    try {
+  it("a batch's ids cut short in sent.log by a failed write, the next list glued on: the queue starts, and that batch is made again", () =>
+    withQueueDir(async (dir) => {
       const q = new DurableQueue(dir);
       for (const id of ['a', 'b', 'c']) await q.accept({ id, type: 'ORU^R01', received_at: 't', resources: [{ id }] });
       await q.close();
@@ -174,14 +175,10 @@ describe('the durable queue', () => {
       expect(again.interrupted()).toBeUndefined();
       expect(again.peek(10).map((m) => m.id)).toEqual(['a', 'b', 'c']);
       await again.close();
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+    }));
 
-  it('the backlog is read back from disk in order, messages larger than a read included; a resend while the first is being written waits for it and is kept once', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'pont-queue-'));
-    try {
+  it('the backlog is read back from disk in order, messages larger than a read included; a resend while the first is being written waits for it and is kept once', () =>
+    withQueueDir(async (dir) => {
       const q = new DurableQueue(dir);
       // 3 MB of resources (more than the 1 MB the start reads at a time), between small ones; an id with escapes.
       const big = { resourceType: 'Observation', id: 'big', valueString: 'x'.repeat(3 * 1024 * 1024) };
@@ -200,10 +197,7 @@ describe('the durable queue', () => {
       await again.confirm(again.peek(2));
       expect(again.peek(10).map((m) => m.id)).toEqual(['m3', 'm4']);
       await again.close();
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+    }));
 });
 
 describe('the config file', () => {
