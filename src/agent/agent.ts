@@ -10,6 +10,7 @@ import { Hl7Message } from '@medplum/core';
 import type { Patient } from '@medplum/fhirtypes';
 import { MappingHolder, type ReloadOutcome } from '../mapping/holder';
 import { defaultMappingsDir } from '../mapping/index';
+import { storedReference } from '../mapping/runtime';
 import { buildAck, wantsApplicationAck, type AckCode } from './ack';
 import type { AgentConfig } from './config';
 import { startMllpServer, stopMllpServer, type Frame, type Later } from './mllp';
@@ -329,12 +330,13 @@ class ConfirmedContent {
   }
 }
 
-/** The stored resources (`Type/id`) the references in `value` name. */
+/** The stored resources (`Type/id`, as the maps read references: storedReference) the references in `value` name. */
 function referencesIn(value: unknown, out: Set<string>): void {
   if (Array.isArray(value)) for (const item of value) referencesIn(item, out);
   else if (value && typeof value === 'object') {
     for (const [key, item] of Object.entries(value)) {
-      if (key === 'reference' && typeof item === 'string') out.add(item);
+      const stored = key === 'reference' && typeof item === 'string' ? storedReference(item) : undefined;
+      if (stored) out.add(stored);
       else referencesIn(item, out);
     }
   }
