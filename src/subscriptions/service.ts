@@ -680,7 +680,6 @@ export class FhirSubscriptions {
    * under the subscriber's scopes.
    */
   async bindingToken(caller: ClientPrincipal, ids: string | string[], ttlSeconds: number): Promise<Parameters> {
-    const organizationId = caller.organizationId;
     const wanted = [...new Set(typeof ids === 'string' ? [ids] : ids)];
     if (!wanted.length) throw invalid('$get-ws-binding-token: name the subscriptions (the id parameter), or call it on one');
     if (wanted.length > MAX_TOKEN_IDS) throw invalid(`$get-ws-binding-token: at most ${MAX_TOKEN_IDS} subscriptions per token`);
@@ -694,7 +693,7 @@ export class FhirSubscriptions {
     }
     const token = randomBytes(24).toString('base64url');
     const expires = new Date(this.deps.now().getTime() + ttlSeconds * 1000);
-    await this.db.query('INSERT INTO fhir_subscription_ws_tokens (token, organization_id, subscription_ids, expires_at) VALUES ($1, $2, $3, $4)', [token, organizationId, rows.map((r) => r.id), expires.toISOString()]);
+    await this.db.query('INSERT INTO fhir_subscription_ws_tokens (token, organization_id, subscription_ids, expires_at) VALUES ($1, $2, $3, $4)', [token, caller.organizationId, rows.map((r) => r.id), expires.toISOString()]);
     return {
       resourceType: 'Parameters',
       parameter: [
