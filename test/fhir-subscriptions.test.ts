@@ -343,6 +343,11 @@ describe('notifications', () => {
       expect(res.body.resourceType).toBe('OperationOutcome');
     }
     expect((await fhir(C, '/Subscription')).body.total).toBe(0);
+    // The type-level operations by id: nothing of it either.
+    expect((await fhir(C, `/Subscription/$status?id=${subA}`)).body.total).toBe(0);
+    const binding = await fhir(C, `/Subscription/$get-ws-binding-token?id=${subA}`);
+    expect(binding.status).toBe(404);
+    expect(binding.body.resourceType).toBe('OperationOutcome');
     expect((await fhir(A, `/Subscription/${subA}`)).body.status).toBe('active');
   });
 
@@ -363,6 +368,8 @@ describe('notifications', () => {
     }
     expect((await fhir(narrow, '/Subscription')).body.total).toBe(0);
     expect((await fhir(narrow, `/Subscription/$status?id=${subA}`)).body.total).toBe(0);
+    // Its DELETE changed nothing.
+    expect((await fhir(A, `/Subscription/${subA}`)).body.status).toBe('active');
     // Nor does it subscribe, even to numbers without content: "an event for this patient and code" is itself a fact.
     const empty = await fhir(narrow, '/Subscription', { method: 'POST', json: subscription(undefined, { channel: 'websocket', content: 'empty', filter: `Encounter?patient=Patient/${patientId}` }) });
     expect(empty.status, JSON.stringify(empty.body)).toBe(403);
