@@ -71,7 +71,9 @@ export function parseCommand(spec: CommandSpec, argv: string[]): { values: Value
       positionals.push(...argv.slice(i + 1));
       break;
     }
-    if (!word.startsWith('-') || word === '-') {
+    // A value may begin with '-' (a key id is a base64url thumbprint: one in 64 does): only `--name` and a
+    // one-letter `-x` are taken for options.
+    if (!word.startsWith('-') || (!word.startsWith('--') && word.length !== 2)) {
       positionals.push(word);
       continue;
     }

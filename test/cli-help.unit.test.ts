@@ -162,6 +162,13 @@ describe('the parser (pure)', () => {
     expect(parseCommand(spec, ['off', '--force', '--name=y']).values).toEqual({ name: 'y', force: true });
   });
 
+  it('takes a value that begins with a dash for an argument: a key id (a base64url thumbprint) may', () => {
+    const kid = '-9gkfr3sT_0XbXrJm2lqJ4JhtgJ6LzC7ymx4EPFy1cE';
+    expect(parseCommand(spec, ['on', kid, '-', '--name', 'x']).args).toEqual({ MODE: 'on', PATH: [kid, '-'] });
+    const revoke = commands.find((c) => c.name === 'keys revoke')!;
+    expect(parseCommand(revoke, [kid]).args).toEqual({ KID: kid });
+  });
+
   it('reports every problem of a command line at once, one a line, in the order typed', () => {
     let message = '';
     try {
