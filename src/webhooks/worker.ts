@@ -257,6 +257,15 @@ async function post(delivery: ClaimedDelivery, body: string, contentType: string
   } catch {
     return done({ statusCode: null, error: 'webhook secret could not be decrypted (was PONT_WEBHOOK_SECRET_KEY changed?)', succeeded: false });
   }
+  // One signal for the deadline and the worker's stop, both held here until the attempt ends. Not
+  // AbortSignal.any([stopping, AbortSignal.timeout(ms)]): on Node 20 the composite holds its sources weakly, a garbage
+  // collection took the timeout with it, and an endpoint that never answered held the attempt until its lease ran out
+  // and it was sent again (nodejs/node#57736).
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(new DOMException(`no response within ${timeoutMs} ms`, 'TimeoutError')), timeoutMs);
+  const stop = () => deadline.abort(stopping.reason);
+  if (stopping.aborted) stop();
+  else stopping.addEventListener('abort', stop, { once: true });
   try {
     const target = (await checkedAddress(delivery.callback_url, allowLoopback))!;
     const response = await fetch(delivery.callback_url, {
@@ -264,7 +273,7 @@ async function post(delivery: ClaimedDelivery, body: string, contentType: string
       method: 'POST',
       body,
       redirect: 'manual', // a redirect is not a 2xx: following it could hand the payload to another host
-      signal: AbortSignal.any([stopping, AbortSignal.timeout(timeoutMs)]),
+      signal: deadline.signal,
       headers: {
         'content-type': contentType,
         'user-agent': 'Pont-Webhooks/1.0',
@@ -283,6 +292,9 @@ async function post(delivery: ClaimedDelivery, body: string, contentType: string
     if (stopping.aborted) throw err;
     if (err instanceof DestinationRefused) return done({ statusCode: null, error: `destination refused: ${err.message}`, succeeded: false });
     return done({ statusCode: null, error: describeFailure(err, timeoutMs), succeeded: false });
+  } finally {
+    clearTimeout(timer);
+    stopping.removeEventListener('abort', stop);
   }
 }
 
