@@ -115,7 +115,7 @@ const finishedEncounter = async (who: TestClient) => {
 const notifications = (endpoint: Endpoint) => endpoint.received.filter((b) => statusOf(b).type === 'event-notification');
 
 beforeAll(async () => {
-  pont = await startTestServer({ PONT_ENV: 'development', PONT_WEBHOOK_RETRY_DELAYS: '1s,1s,1s,1s,1s,1s' });
+  pont = await startTestServer({ PONT_ENV: 'development', PONT_WEBHOOK_RETRY_DELAYS: '200ms,200ms,200ms,200ms,200ms,200ms' });
   A = await createTestClient(pont, ['fhir:read', 'fhir:write', 'patients:read'], { organizationId: 'org-subs-a' });
   B = await createTestClient(pont, ['fhir:read', 'patients:read', 'consents:write'], { organizationId: 'org-subs-b' });
   C = await createTestClient(pont, ['fhir:read', 'fhir:write', 'patients:read'], { organizationId: 'org-subs-c' });

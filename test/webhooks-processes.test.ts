@@ -108,6 +108,9 @@ describe.skipIf(backend !== 'postgres')('two Pont processes on one PostgreSQL (P
     await receiver.waitFor(5);
     await stopProcess(processes.shift()!, 'SIGKILL'); // mid-delivery: five requests in flight, nothing recorded
     holding = false;
+    // Their leases run out (2 × 5 s + 5 s from the claim) without the test waiting for it: the claim's end moved to now.
+    const leased = await db.query(`UPDATE webhook_deliveries SET next_attempt_at = now() WHERE subscription_id = $1 AND status = 'pending' AND lease_token IS NOT NULL`, [subscription.id]);
+    expect(leased.rowCount).toBe(5);
 
     processes.push(await startProcess(scratch.url));
     expect(await settled(subscription.id)).toEqual({ delivered: 5 });
