@@ -5,6 +5,7 @@ import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config';
 import { startPont } from '../src/server';
+import { cliInProcess } from './cli-in-process';
 import { mapBreaker } from './break-map';
 import { pontCommand } from './harness';
 
@@ -40,9 +41,10 @@ describe('mapping engine', () => {
       expect(result.code).toBe(0);
     });
 
+    // The failures are asked of the command in this process (runCli, as bin.js runs it): a process each told nothing more.
     it('fails on a broken directory, printing file:line:column: problem', async () => {
       const at = breakMap('diagnosis.map.yaml', 'display_name: code.text', 'display_name: code.txt', 'txt');
-      const result = await pont(at.dir);
+      const result = await cliInProcess('mappings', 'check', at.dir);
       expect(result.code).toBe(1);
       expect(result.stderr).toContain(`${at.path}:${at.line}:${at.column}: unknown FHIR element \`txt\` in CodeableConcept (did you mean \`text\`?)`);
       const maps = readdirSync(at.dir).filter((f) => f.endsWith('.map.yaml')).length;
@@ -51,7 +53,7 @@ describe('mapping engine', () => {
 
     it('fails on what the start and a reload refuse once the maps compile: a record shape the OpenAPI document cannot take', async () => {
       const at = breakMap('immunization.map.yaml', '  shape: Immunization', '  shape: Error');
-      const result = await pont(at.dir);
+      const result = await cliInProcess('mappings', 'check', at.dir);
       expect(result.code).toBe(1);
       // At the map's record type (`type:`), as the map's other record-type problems.
       const line = readFileSync(at.path, 'utf8').split('\n').findIndex((l) => l.startsWith('  type: immunizations')) + 1;

@@ -1,7 +1,5 @@
-import { execFile } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadFhirDefinitions } from '../src/core/fhir-definitions';
 import { HEALTH_ID_SYSTEM } from '../src/healthid/healthid';
@@ -9,7 +7,8 @@ import { checkMappings, defaultMappingsDir, loadMappings } from '../src/mapping/
 import { MappingHolder } from '../src/mapping/holder';
 import { searchProblem } from '../src/fhir/search/parse';
 import { mapEditor } from './break-map';
-import { createTestClient, startTestServer, type TestClient, type TestServer, pontCommand } from './harness';
+import { cliInProcess } from './cli-in-process';
+import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
 
 /**
  * Issue 26 item 3: a record type from its map alone. `immunizations` is mappings/immunization.map.yaml and its
@@ -160,12 +159,11 @@ describe('a record type declared wrongly fails `pont mappings check` at its line
   /** A copy of the repository's maps with immunization.map.yaml edited. */
   const withEdit = (from: string, to: string) => editMaps([['immunization.map.yaml', from, to]]);
   const problems = (dir: string) => checkMappings(dir).problems.map((p) => p.message.replace(dir, 'D'));
-  /** `pont mappings check DIR` as a user runs it: its exit code and what it printed. */
-  const checkCommand = (dir: string) =>
-    promisify(execFile)(process.execPath, pontCommand('mappings', 'check', dir), { cwd: join(import.meta.dirname, '..'), env: { ...process.env, LOG_LEVEL: 'error' } }).then(
-      () => ({ code: 0, stderr: '' }),
-      (err: { code: number; stdout: string; stderr: string }) => ({ code: err.code, stderr: `${err.stdout}${err.stderr}` }),
-    );
+  /** `pont mappings check DIR` as a user runs it (runCli, in this process: test/mapping.test.ts starts the compiled command): its exit code and what it printed. */
+  const checkCommand = async (dir: string) => {
+    const { code, stdout, stderr } = await cliInProcess('mappings', 'check', dir);
+    return { code, stderr: `${stdout}${stderr}` };
+  };
   const lineOf = (dir: string, text: string) => readFileSync(join(dir, 'immunization.map.yaml'), 'utf8').split('\n').findIndex((l) => l.includes(text)) + 1;
 
   it('the repository maps pass', () => {
