@@ -1,14 +1,15 @@
 // `npm run build [-- OUT_DIR]`: compiles src/ to dist/ (tsc, tsconfig.build.json) with source maps, then
 //  - gives relative import specifiers their file (`./x` → `./x.js`, `./dir` → `./dir/index.js`): the sources
 //    import without extensions (tsx and vitest resolve them), Node's ESM loader needs them spelled out;
-//  - copies the files the code reads at run time beside its modules (the SQL migrations).
+//  - copies the files the code reads at run time beside its modules (the SQL migrations), and writes the reduced FHIR
+//    definitions beside theirs.
 // OUT_DIR (for tests) must sit directly under the repository, as dist/ does. `--no-check` (the tests' build,
 // test/global-build.ts): no type check (`tsc -p .` does it), and an import it cannot resolve is left as written, to fail
 // only if loaded, as under tsx: a module half-written in the checkout fails the tests that load it, not every one.
 import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const src = join(repo, 'src');
@@ -38,4 +39,6 @@ for (const file of walk(out).filter((f) => f.endsWith('.js'))) {
 
 // Everything under src/ that is not code: the migrations (the .mjs files start the sources' worker threads and processes, tsx only).
 for (const file of walk(src).filter((f) => !/\.(ts|mjs)$/.test(f))) cpSync(file, join(out, relative(src, file)));
+// The R4 StructureDefinitions reduced to what is read of them, which every start then reads (src/core/fhir-definitions.ts).
+(await import(pathToFileURL(join(out, 'core/fhir-definitions.js')).href)).writeReducedDefinitions();
 console.log(`built ${relative(repo, out)}/ (${walk(out).filter((f) => f.endsWith('.js')).length} modules)`);
