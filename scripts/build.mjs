@@ -39,6 +39,7 @@ for (const file of walk(out).filter((f) => f.endsWith('.js'))) {
 
 // Everything under src/ that is not code: the migrations (the .mjs files start the sources' worker threads and processes, tsx only).
 for (const file of walk(src).filter((f) => !/\.(ts|mjs)$/.test(f))) cpSync(file, join(out, relative(src, file)));
-// The R4 StructureDefinitions reduced to what is read of them, which every start then reads (src/core/fhir-definitions.ts).
+// The R4 definitions (StructureDefinitions, code systems, value sets) reduced to what is read of them, which every
+// start then reads (src/core/fhir-definitions.ts).
 (await import(pathToFileURL(join(out, 'core/fhir-definitions.js')).href)).writeReducedDefinitions();
 console.log(`built ${relative(repo, out)}/ (${walk(out).filter((f) => f.endsWith('.js')).length} modules)`);
