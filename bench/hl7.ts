@@ -1,6 +1,7 @@
 /**
  * `npm run bench:hl7`: the HL7 v2 Bridge agent end to end (issue 45). Pont in this process on a scratch PostgreSQL
- * database; `pont bridge-agent` as its own process; a laboratory system simulated by bench/hl7-lab.ts in a third
+ * database; `pont bridge-agent` as its own process, from the build (`npm run build` first) as a facility's install
+ * runs it; a laboratory system simulated by bench/hl7-lab.ts in a third
  * (BENCH_CONNECTIONS, default 4, @medplum/hl7 MLLP clients, each sending ORU^R01 messages with 5 OBX one after the
  * other; 100 patients). Figures:
  * 1. Pont up, BENCH_MESSAGES (default 3000): ACKs per second and ACK latency p50/p95 at the client; messages per
@@ -13,7 +14,7 @@
  * each agent process. BENCH_WORKERS=N: Pont as `pont serve --workers N` in processes of its own instead of in this
  * one (a facility's Pont on a machine of several cores).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -49,7 +50,7 @@ async function startAgentProcess(config: Record<string, unknown>, dir: string): 
   chmodSync(file, 0o600);
   // BENCH_AGENT_PROFILE=DIR: a CPU profile of each agent process, written to DIR when it stops.
   const profile = process.env.BENCH_AGENT_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_AGENT_PROFILE}`] : [];
-  const child = spawn(process.execPath, [...profile, join(repoRoot, 'bin/pont.js'), 'bridge-agent', '--config', file], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...profile, '--enable-source-maps', join(repoRoot, 'dist/bin.js'), 'bridge-agent', '--config', file], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   child.stdout!.on('data', (c) => {
     out = (out + c).slice(-10_000);
@@ -83,6 +84,7 @@ async function burst(port: number, count: number, run: string): Promise<{ second
 }
 
 async function main() {
+  execFileSync(process.execPath, [join(repoRoot, 'scripts/build.mjs')], { stdio: 'inherit' });
   const dir = mkdtempSync(join(tmpdir(), 'pont-bench-hl7-'));
   const scratch = await createScratchDatabase();
   const env = { LOG_LEVEL: 'error', PONT_RATE_LIMITS: 'default=999999999/60', DATABASE_URL: scratch.url };
