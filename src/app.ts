@@ -7,6 +7,7 @@ import { ApiError, ErrorCode, errorBody, operationOutcome } from './http/errors'
 import { clientAddressMiddleware } from './http/client-address';
 import { isContention, sqlState } from './db/database';
 import { buildOpenApi } from './http/openapi';
+import { prepareDocument } from './http/prepared-document';
 import { mountRoutes, type RouteSpec } from './http/routes';
 import type { Services } from './http/services';
 import { systemRoutes } from './routes/system';
@@ -34,7 +35,7 @@ import { subscriptionRoutes } from './routes/subscriptions';
 export function allRoutes(services: Services): RouteSpec[] {
   // Built on first request (the public URL is known only once the server listens), and again after a reload of
   // the maps: the record types and their shapes are the maps'.
-  const document = services.mappings.derived(() => buildOpenApi(routes, services.config.publicUrl));
+  const document = services.mappings.derived(() => prepareDocument(buildOpenApi(routes, services.config.publicUrl)));
   const routes: RouteSpec[] = [
     ...systemRoutes(services, document),
     ...authRoutes(services),

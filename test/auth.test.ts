@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs';
+import { get as httpGet, type IncomingHttpHeaders } from 'node:http';
+import { gunzipSync } from 'node:zlib';
 import { createLocalJWKSet, createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, revokeClient } from '../src/auth/clients';
@@ -74,6 +76,35 @@ describe('documentation', () => {
     const built = openApiDocument(pont.config, pont.config.mappingsDir) as typeof body;
     expect(Object.keys(built.components.schemas).length).toBeGreaterThan(50);
     expect({ ...built, servers: body.servers }).toEqual(body);
+  });
+
+  it('the OpenAPI document and the CapabilityStatement, public and unlimited, are made once: the same bytes each time, gzip to a caller that takes it, the text to one that does not (never compressed per request), 304 for the ETag', async () => {
+    /** One GET as it goes on the wire: nothing decoded, only the headers given. */
+    const raw = (path: string, headers: Record<string, string>) =>
+      new Promise<{ status: number; headers: IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
+        httpGet(`${pont.url}${path}`, { headers }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
+        }).on('error', reject);
+      });
+    for (const path of ['/api/openapi.json', '/api/fhir/R4/metadata']) {
+      const zipped = await raw(path, { 'accept-encoding': 'gzip, deflate, br' });
+      expect(zipped.status, path).toBe(200);
+      expect(zipped.headers['content-encoding'], path).toBe('gzip');
+      expect(zipped.headers.vary, path).toMatch(/accept-encoding/i);
+      const again = await raw(path, { 'accept-encoding': 'gzip' });
+      expect(again.body.equals(zipped.body), path).toBe(true);
+      expect(again.headers.etag, path).toBe(zipped.headers.etag);
+      for (const encoding of ['identity', 'br']) {
+        const plain = await raw(path, { 'accept-encoding': encoding });
+        expect(plain.headers['content-encoding'], `${path} ${encoding}`).toBeUndefined();
+        expect(plain.body.toString('utf8'), `${path} ${encoding}`).toBe(gunzipSync(zipped.body).toString('utf8'));
+      }
+      const text = gunzipSync(zipped.body).toString('utf8');
+      expect(JSON.parse(text)).toEqual((await pont.json(path)).body);
+      expect((await raw(path, { 'if-none-match': zipped.headers.etag! })).status, path).toBe(304);
+    }
   });
 });
 

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { Context } from 'koa';
 import type { Bundle, Resource } from '@medplum/fhirtypes';
 import { z } from 'zod';
@@ -6,6 +5,7 @@ import { FHIR_WRITE_SCOPE, fhirReadScopes, TERMINOLOGY_SCOPE } from '../core/sco
 import type { Principal } from '../core/principal';
 import { mediaType, readBody } from '../http/body';
 import { ApiError, ErrorCode, badRequest } from '../http/errors';
+import { prepareDocument, preparedAnswer, type PreparedDocument } from '../http/prepared-document';
 import { defineRoute, type HandlerInput, type HandlerResult, type RouteSpec } from '../http/routes';
 import type { Services } from '../http/services';
 import { processBundle } from '../fhir/bundle';
@@ -158,6 +158,8 @@ const readsLoadedTerminology = (type: string, principal: Principal | undefined):
 type Input = HandlerInput<any, any, any>;
 
 export function fhirRoutes(services: Services): RouteSpec[] {
+  /** The CapabilityStatement answered, with what it was made from (the public URL, the published topics). */
+  let capability: { made: string; document: PreparedDocument; lastModified: string } | undefined;
   const base = () => `${services.config.publicUrl}${FHIR_BASE}`;
 
   const search = (type: (ctx: Context) => string) => async ({ ctx, repo, principal }: Input) => {
@@ -266,12 +268,14 @@ export function fhirRoutes(services: Services): RouteSpec[] {
         if (mode !== undefined && (typeof mode !== 'string' || !['full', 'normative', 'terminology'].includes(mode)))
           throw badRequest('mode is full, normative or terminology (once)');
         if (mode === 'terminology') return fhirResult(await services.terminology.capabilities(base()), 200, { 'Cache-Control': 'no-cache' });
-        const statement = capabilityStatement(services.config.publicUrl, services.subscriptions.topicUrls());
-        // Validators, so a client checks its cached copy for a 304 (the answer is compressed like every large one).
-        const etag = `"${createHash('sha256').update(JSON.stringify(statement)).digest('base64url').slice(0, 27)}"`;
-        const headers = { ETag: etag, 'Cache-Control': 'public, max-age=3600', 'Last-Modified': new Date(statement.date!).toUTCString() };
-        if (ctx.get('if-none-match').split(',').some((t) => t.trim() === etag)) return { status: 304, headers };
-        return fhirResult(statement, 200, headers);
+        // Made again only when the published topics change (a reload); validators, so a client checks its copy for a 304.
+        const topics = services.subscriptions.topicUrls();
+        const made = [services.config.publicUrl, ...topics].join('\n');
+        if (capability?.made !== made) {
+          const statement = capabilityStatement(services.config.publicUrl, topics);
+          capability = { made, document: prepareDocument(statement), lastModified: new Date(statement.date!).toUTCString() };
+        }
+        return preparedAnswer(ctx, capability.document, FHIR_JSON, { 'Cache-Control': 'public, max-age=3600', 'Last-Modified': capability.lastModified });
       },
     }),
     defineRoute({

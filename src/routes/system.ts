@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { preparedAnswer, type PreparedDocument } from '../http/prepared-document';
 import { defineRoute, type RouteSpec } from '../http/routes';
 import type { Services } from '../http/services';
 
@@ -9,7 +10,7 @@ const Health = z.object({
   mappings_version: z.string().optional(),
 });
 
-export function systemRoutes(services: Services, openApi: () => unknown): RouteSpec[] {
+export function systemRoutes(services: Services, openApi: () => PreparedDocument): RouteSpec[] {
   return [
     defineRoute({
       method: 'get',
@@ -51,7 +52,7 @@ export function systemRoutes(services: Services, openApi: () => unknown): RouteS
       tags: ['Discovery'],
       security: { kind: 'public' },
       responses: { 200: { description: 'OpenAPI 3.1 document', schema: { type: 'object' } } },
-      handler: async () => ({ body: openApi() }),
+      handler: async ({ ctx }) => preparedAnswer(ctx, openApi(), 'application/json'),
     }),
   ];
 }
