@@ -259,7 +259,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       tags: ['FHIR'],
       fhir: true,
       security: { kind: 'public' },
-      responses: { 200: ok('CapabilityStatement') },
+      responses: { 200: ok('CapabilityStatement'), 304: { description: 'Not modified: If-None-Match holds its ETag' } },
       handler: async ({ ctx }) => {
         checkFormat(ctx);
         // R4 `mode`: full (and normative, answered alike) is the CapabilityStatement; terminology the

@@ -51,7 +51,7 @@ export function systemRoutes(services: Services, openApi: () => PreparedDocument
       summary: 'This OpenAPI 3.1 document',
       tags: ['Discovery'],
       security: { kind: 'public' },
-      responses: { 200: { description: 'OpenAPI 3.1 document', schema: { type: 'object' } } },
+      responses: { 200: { description: 'OpenAPI 3.1 document', schema: { type: 'object' } }, 304: { description: 'Not modified: If-None-Match holds its ETag' } },
       handler: async ({ ctx }) => preparedAnswer(ctx, openApi(), 'application/json'),
     }),
   ];
