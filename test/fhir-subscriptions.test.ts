@@ -159,10 +159,20 @@ describe('topics are data', () => {
     const own = await startTestServer({ PONT_MAPPINGS_DIR: dir });
     try {
       const ids = async () => ((await own.json('/api/fhir/R4/SubscriptionTopic')).body.entry as any[]).map((e) => e.resource.id as string);
+      // The CapabilityStatement names the published topics too: made again, with another ETag, when they change.
+      const metadata = async () => {
+        const res = await own.fetch('/api/fhir/R4/metadata');
+        return { etag: res.headers.get('etag'), text: await res.text() };
+      };
       expect(await ids()).not.toContain('condition-created');
+      const before = await metadata();
+      expect(before.text).not.toContain('condition-created');
       appendFileSync(join(dir, 'subscriptions/topics.yaml'), '\n  - id: condition-created\n    title: Condition recorded\n    description: A Condition is created.\n    resource: Condition\n    interactions: [create]\n');
       expect(own.reloadMappings('test').ok).toBe(true);
       expect(await ids()).toContain('condition-created');
+      const after = await metadata();
+      expect(after.text).toContain('condition-created');
+      expect(after.etag).not.toBe(before.etag);
       appendFileSync(join(dir, 'subscriptions/topics.yaml'), '\n  - id: Not An Id\n');
       own.reloadMappings('test');
       expect(await ids()).toContain('condition-created');

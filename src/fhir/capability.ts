@@ -18,8 +18,6 @@ const TERMINOLOGY_READS =
 /** The Bulk Data Access IG (docs/fhir.md "Bulk Data export"). */
 const BULK_DATA = 'http://hl7.org/fhir/uv/bulkdata';
 
-let cached: { base: string; statement: CapabilityStatement } | undefined;
-
 /** The Subscriptions R5 Backport IG (docs/fhir.md "Subscriptions"). */
 const BACKPORT = 'http://hl7.org/fhir/uv/subscriptions-backport';
 
@@ -48,7 +46,6 @@ function subscriptionResource(topics: readonly string[]): CapabilityStatementRes
 
 /** Generated from what the store really indexes and the routes really serve; `topics`: the canonical URLs of the SubscriptionTopics published. */
 export function capabilityStatement(publicUrl: string, topics: readonly string[] = []): CapabilityStatement {
-  if (cached?.base === publicUrl) return cached.statement;
   const resources = allResourceTypes().map((type): CapabilityStatementRestResource => {
     if (type === 'Subscription') return subscriptionResource(topics);
     const params = [...indexedParams(type).values()];
@@ -126,6 +123,5 @@ export function capabilityStatement(publicUrl: string, topics: readonly string[]
       },
     ],
   };
-  cached = { base: publicUrl, statement };
   return statement;
 }
