@@ -240,6 +240,23 @@ describe('delivery', () => {
     expect(receiver.received.map((r) => r.headers['x-service-delivery-attempt'])).toEqual(['1', '2']);
   });
 
+  it('holds as many attempts in flight as its concurrency allows without a warning of a leak', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+    process.on('warning', onWarning);
+    try {
+      const org = newOrg();
+      // Twelve endpoints that leave their first attempt unanswered: twelve attempts at once, each listening for the stop.
+      const subscribed = await Promise.all(Array.from({ length: 12 }, () => subscribe(org, ['patient.created'], (r) => (r.headers['x-service-delivery-attempt'] === '1' ? 'hang' : 204))));
+      const event = await record(org);
+      await Promise.all(subscribed.map(({ receiver }) => receiver.waitFor(2)));
+      expect((await settled(org, event.id)).deliveries.map((d) => d.status)).toEqual(Array(12).fill('delivered'));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings.filter((w) => w.includes('MaxListenersExceeded'))).toEqual([]);
+  });
+
   it('records a refused connection as a failed attempt and keeps retrying', async () => {
     const org = newOrg();
     const { receiver } = await subscribe(org, ['patient.created']);

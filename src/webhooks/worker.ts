@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { fetch } from 'undici';
 import { checkedAddress, DestinationRefused, PinnedAgents } from './destination';
 import type { Config } from '../config';
@@ -315,6 +316,8 @@ export function createDeliveryWorker(deps: { config: Config; db: Database; log: 
   /** Connections to destinations, kept for the next deliveries there. */
   const agents = new PinnedAgents();
   const stopping = new AbortController();
+  // Each attempt in flight listens for the stop: up to `concurrency` at once is no leak (Node warns past 10).
+  setMaxListeners(concurrency + 1, stopping.signal);
   /** Requests in flight: what `concurrency` bounds. Recording the outcome, batched, needs no slot. */
   let posting = 0;
   /** Attempts not yet recorded, awaited on stop. */
