@@ -71,9 +71,9 @@ export function parseCommand(spec: CommandSpec, argv: string[]): { values: Value
       positionals.push(...argv.slice(i + 1));
       break;
     }
-    // A value may begin with '-' (a key id is a base64url thumbprint: one in 64 does): only `--name` and a
-    // one-letter `-x` are taken for options.
-    if (!word.startsWith('-') || (!word.startsWith('--') && word.length !== 2)) {
+    // A value may begin with '-' (a key id is a base64url thumbprint: one in 64 does): only `--name`, a one-letter
+    // `-x` and an option's name with one dash (`-dry-run`, refused with the right spelling) are taken for options.
+    if (!word.startsWith('-') || (!word.startsWith('--') && word.length !== 2 && !options[word.slice(1).split('=')[0]!])) {
       positionals.push(word);
       continue;
     }

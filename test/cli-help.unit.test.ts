@@ -195,6 +195,8 @@ describe('the parser (pure)', () => {
     [['on', '--name', 'x', '--count', '1.5'], /^--count must be a whole number/],
     [['on', '--name', 'x', '--force=yes'], /^--force takes no value/],
     [['on', '--name', 'x', '-f'], /^Unknown option -f$/],
+    [['on', '--name', 'x', '-force'], /^Unknown option -force; did you mean --force\?$/],
+    [['on', '-name', 'x'], /^Unknown option -name; did you mean --name\?\n--name is required/],
     [['on', '--name', 'x', '--forse'], /^Unknown option --forse; did you mean --force\?/],
     [['--name', 'x'], /^MODE is required/],
   ])('refuses %j', (argv, message) => {
