@@ -103,7 +103,9 @@ describe('documentation', () => {
       }
       const text = gunzipSync(zipped.body).toString('utf8');
       expect(JSON.parse(text)).toEqual((await pont.json(path)).body);
-      expect((await raw(path, { 'if-none-match': zipped.headers.etag! })).status, path).toBe(304);
+      for (const tag of [zipped.headers.etag!, `W/${zipped.headers.etag}`, `"other", ${zipped.headers.etag}`, '*'])
+        expect((await raw(path, { 'if-none-match': tag })).status, `${path} ${tag}`).toBe(304);
+      expect((await raw(path, { 'if-none-match': '"other"' })).status, path).toBe(200);
     }
   });
 });

@@ -21,12 +21,13 @@ export function prepareDocument(document: unknown): PreparedDocument {
 }
 
 /**
- * The answer: 304 to an If-None-Match that holds its ETag; else the gzip to a caller that takes it, the text to
+ * The answer: 304 to an If-None-Match that holds its ETag (or *); else the gzip to a caller that takes it, the text to
  * another (never compressed again per request: the compression middleware is told to leave it).
  */
 export function preparedAnswer(ctx: Context, document: PreparedDocument, contentType: string, headers: Record<string, string> = {}): HandlerResult {
   const all = { ...headers, ETag: document.etag, Vary: 'Accept-Encoding' };
-  if (ctx.get('if-none-match').split(',').some((tag) => tag.trim() === document.etag)) return { status: 304, headers: all };
+  // If-None-Match compares weakly (RFC 9110 13.1.2): W/"x" matches "x", and * any.
+  if (ctx.get('if-none-match').split(',').some((tag) => ['*', document.etag].includes(tag.trim().replace(/^W\//, '')))) return { status: 304, headers: all };
   ctx.compress = false;
   return ctx.acceptsEncodings('gzip', 'identity') === 'gzip'
     ? { body: document.gzip, headers: { ...all, 'Content-Encoding': 'gzip' }, contentType }
