@@ -21,10 +21,22 @@ import { promisify } from 'node:util';
 const fdatasyncAsync = promisify(fdatasync);
 const writeAsync = promisify(write) as (fd: number, buffer: Buffer, offset: number, length: number) => Promise<{ bytesWritten: number }>;
 
-/** Appends all of `bytes` and syncs them, off the event loop (libuv's threads). */
-async function appendSynced(fd: number, bytes: Buffer): Promise<void> {
-  for (let done = 0; done < bytes.length; ) done += (await writeAsync(fd, bytes, done, bytes.length - done)).bytesWritten;
-  await fdatasyncAsync(fd);
+/**
+ * Appends all of `bytes` at `size` (the file's length now) and syncs them, off the event loop (libuv's threads); when
+ * that fails, the file is cut back to `size` before the error is thrown: no half line stays for the next append to follow.
+ */
+async function appendSynced(fd: number, bytes: Buffer, size: number): Promise<void> {
+  try {
+    for (let done = 0; done < bytes.length; ) done += (await writeAsync(fd, bytes, done, bytes.length - done)).bytesWritten;
+    await fdatasyncAsync(fd);
+  } catch (err) {
+    try {
+      ftruncateSync(fd, size);
+    } catch {
+      // the next start reads what it can, cutting what is cut short
+    }
+    throw err;
+  }
 }
 
 export interface QueuedMessage {
@@ -198,14 +210,9 @@ export class DurableQueue {
       const group = this.waiting;
       this.waiting = [];
       try {
-        await appendSynced(this.messagesFd, Buffer.concat(group.map((w) => w.line)));
+        await appendSynced(this.messagesFd, Buffer.concat(group.map((w) => w.line)), this.end);
       } catch (err) {
-        // Nothing of the group was acknowledged: no half line stays for the next write to follow.
-        try {
-          ftruncateSync(this.messagesFd, this.end);
-        } catch {
-          // the next start cuts what is cut short
-        }
+        // Nothing of the group was acknowledged.
         for (const w of group) {
           this.unsynced.delete(w.id);
           w.reject(err as Error);
@@ -285,20 +292,7 @@ export class DurableQueue {
   }
 
   private appendSent(text: string): Promise<void> {
-    const appended = this.sentWrites.then(async () => {
-      const size = fstatSync(this.sentFd).size;
-      try {
-        await appendSynced(this.sentFd, Buffer.from(text));
-      } catch (err) {
-        // No half line stays for the next append to follow (as in messages.log).
-        try {
-          ftruncateSync(this.sentFd, size);
-        } catch {
-          // the start reads what it can
-        }
-        throw err;
-      }
-    });
+    const appended = this.sentWrites.then(() => appendSynced(this.sentFd, Buffer.from(text), fstatSync(this.sentFd).size));
     this.sentWrites = appended.catch(() => undefined);
     return appended;
   }
