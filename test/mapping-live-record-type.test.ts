@@ -7,7 +7,7 @@ import { HEALTH_ID_SYSTEM } from '../src/healthid/healthid';
 import { defaultMappingsDir } from '../src/mapping/index';
 import { mappingsVersion } from '../src/mapping/holder';
 import { backend, commandDatabase, createScratchDatabase, runPont } from './harness';
-import { LOCAL_CODE_EDITS, LOCAL_LAB, withLocalCodeExamples } from './local-code-table';
+import { addLocalCodeTable, LOCAL_LAB } from './local-code-table';
 import { jsonLines, serve, terminate } from './serve-process';
 
 /**
@@ -120,10 +120,7 @@ describe('a new record type and a local-code table on a running server', () => {
 
     // Fixed, and a local-code table added to the lab results: served at once, in the records and the document.
     writeFileSync(map, repoMap('immunization.map.yaml'));
-    let lab = readFileSync(join(dir, 'lab-result.map.yaml'), 'utf8');
-    for (const [from, to] of LOCAL_CODE_EDITS) lab = lab.replace(from, to);
-    writeFileSync(join(dir, 'lab-result.map.yaml'), lab);
-    writeFileSync(join(dir, 'lab-result.examples.yaml'), withLocalCodeExamples(readFileSync(join(dir, 'lab-result.examples.yaml'), 'utf8')));
+    addLocalCodeTable(dir);
     const reloaded = await hangUp('mappings reloaded');
     expect(reloaded.map((l) => l.version)).toEqual(reloaded.map(() => mappingsVersion(dir)));
     expect(server.exitCode).toBe(null);

@@ -1,10 +1,10 @@
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Resource } from '@medplum/fhirtypes';
 import { describe, expect, it } from 'vitest';
-import { LOCAL_CODE_EDITS, LOCAL_LAB, withLocalCodeExamples } from '../../test/local-code-table';
+import { addLocalCodeTable, LOCAL_LAB } from '../../test/local-code-table';
 import { loadMappings } from './index';
 import { ageInYears, textOf, yearsOf } from './runtime';
 
@@ -107,10 +107,7 @@ describe('reading some fields of a record', () => {
     const dir = mkdtempSync(join(tmpdir(), 'pont-maps-'));
     try {
       cpSync(fileURLToPath(new URL('../../mappings/', import.meta.url)), dir, { recursive: true });
-      let lab = readFileSync(join(dir, 'lab-result.map.yaml'), 'utf8');
-      for (const [from, to] of LOCAL_CODE_EDITS) lab = lab.replace(from, to);
-      writeFileSync(join(dir, 'lab-result.map.yaml'), lab);
-      writeFileSync(join(dir, 'lab-result.examples.yaml'), withLocalCodeExamples(readFileSync(join(dir, 'lab-result.examples.yaml'), 'utf8')));
+      addLocalCodeTable(dir);
       const map = loadMappings(dir).get('lab-result');
       // The lab's own code, without its LOINC coding: loinc_code is what the table writes for HB.
       const observation = { resourceType: 'Observation', id: 'hb', status: 'final', code: { coding: [{ system: LOCAL_LAB, code: 'HB' }] }, subject: { reference: 'Patient/p' } } as Resource;
