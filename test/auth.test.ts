@@ -108,6 +108,28 @@ describe('documentation', () => {
       expect((await raw(path, { 'if-none-match': '"other"' })).status, path).toBe(200);
     }
   });
+
+  it('the public documents are the same for every caller (an organisation\'s client, a token that is none, nobody), and a write to their paths changes nothing', async () => {
+    const clinic = await createTestClient(pont, ['labs:read'], { organizationId: 'org-public-docs' });
+    for (const path of ['/api/openapi.json', '/api/fhir/R4/metadata']) {
+      const anonymous = await pont.fetch(path);
+      const text = await anonymous.text();
+      for (const headers of [clinic.headers, { authorization: 'Bearer not-a-token' }]) {
+        const res = await pont.fetch(path, { headers });
+        expect(res.status, path).toBe(200);
+        expect(res.headers.get('etag'), path).toBe(anonymous.headers.get('etag'));
+        expect(await res.text(), path).toBe(text);
+      }
+      for (const method of ['POST', 'PUT', 'PATCH', 'DELETE']) {
+        const res = await pont.fetch(path, { method, headers: { ...clinic.headers, 'content-type': 'application/json' }, body: method === 'DELETE' ? undefined : '{"openapi":"0"}' });
+        expect(res.status, `${method} ${path}`).toBeGreaterThanOrEqual(400);
+        expect(res.status, `${method} ${path}`).toBeLessThan(500);
+      }
+      const after = await pont.fetch(path);
+      expect(after.headers.get('etag'), path).toBe(anonymous.headers.get('etag'));
+      expect(await after.text(), path).toBe(text);
+    }
+  });
 });
 
 describe('token endpoint', () => {
