@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -249,13 +249,46 @@ export async function createPortalPerson(pont: TestServer, organizationId: strin
   if (res.status !== 302) throw new Error(`setting the password of ${email}: ${res.status}, not 302`);
 }
 
-/** A TCP port free now on 127.0.0.1 (for a child process's port, or PgBouncer's). */
+/**
+ * A TCP port free now on 127.0.0.1, for a process of its own to listen on (an agent, PgBouncer, a replica). It is
+ * drawn below the kernel's ephemeral range (/proc/sys/net/ipv4/ip_local_port_range): a port from `listen(0)` could be
+ * taken by any outgoing connection or another test's `listen(0)` before the child binds it (a full run lost an agent
+ * to EADDRINUSE so). Each vitest worker draws from a band of its own, from a random place in it, so two workers never
+ * hand out the same port and a worker's next file does not start where the last one did.
+ */
 export async function freePort(): Promise<number> {
+  const band = portBand();
+  for (let tries = 0; tries < band.size; tries++) {
+    const port = band.start + (band.next++ % band.size);
+    if (await canListen(port)) return port;
+  }
+  throw new Error(`no free port in ${band.start}–${band.start + band.size - 1}`);
+}
+
+let band: { start: number; size: number; next: number } | undefined;
+function portBand(): { start: number; size: number; next: number } {
+  if (band) return band;
+  const BANDS = 16;
+  const lowest = 10_000;
+  let ephemeralStart = 32_768;
+  try {
+    ephemeralStart = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || ephemeralStart;
+  } catch {
+    // not Linux: the usual range's start
+  }
+  const size = Math.floor((ephemeralStart - lowest) / BANDS);
+  if (size < 100) throw new Error(`the ephemeral port range starts at ${ephemeralStart}: no room below it for test ports`);
+  const worker = Number(process.env.VITEST_POOL_ID ?? 1) % BANDS;
+  band = { start: lowest + worker * size, size, next: Math.floor(Math.random() * size) };
+  return band;
+}
+
+function canListen(port: number): Promise<boolean> {
   const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
+  return new Promise((resolve) => {
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
 }
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
