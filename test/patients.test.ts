@@ -153,9 +153,10 @@ describe(`resolve with demographics (${backend})`, () => {
   it('writes nothing when any part of a creation fails', async () => {
     const caller = await createTestClient(pont, ['health_id:verify'], { organizationId: 'org-doomed' });
     // A real database failure at the last write of the transaction (the health_id.created event). A trigger on the
-    // partitioned events table locks the table, then every partition: the table first, as the server's partition
-    // maintenance does (src/retention/partitions.ts), else the two may deadlock.
-    await pont.services.db.exec(`BEGIN; LOCK TABLE events IN SHARE ROW EXCLUSIVE MODE; LOCK TABLE events_default IN ACCESS EXCLUSIVE MODE;
+    // partitioned events table locks the table, then every partition. All of them are locked first, in one statement
+    // that takes the table before its partitions, as every reader of the table does: taken one by one, a partition
+    // the server's outbox was reading could wait for one the test held, and the test for it (a deadlock).
+    await pont.services.db.exec(`BEGIN; LOCK TABLE events IN ACCESS EXCLUSIVE MODE;
       CREATE FUNCTION test_fail_health_id_event() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN IF NEW.type = 'health_id.created' THEN RAISE EXCEPTION 'injected failure'; END IF; RETURN NEW; END $$;
       CREATE TRIGGER test_fail_health_id_event BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION test_fail_health_id_event(); COMMIT;`);
@@ -165,7 +166,7 @@ describe(`resolve with demographics (${backend})`, () => {
       expect(status).toBe(500);
       expect(body).toMatchObject({ status: 'error', error_code: 'INTERNAL_ERROR' });
     } finally {
-      await pont.services.db.exec(`BEGIN; LOCK TABLE events IN SHARE ROW EXCLUSIVE MODE; LOCK TABLE events_default IN ACCESS EXCLUSIVE MODE;
+      await pont.services.db.exec(`BEGIN; LOCK TABLE events IN ACCESS EXCLUSIVE MODE;
         DROP TRIGGER test_fail_health_id_event ON events; DROP FUNCTION test_fail_health_id_event(); COMMIT;`);
     }
     expect(await pont.services.fhir.system('test').searchResources('Patient', { given: doomed.first_name }, { audit: false })).toHaveLength(0);
