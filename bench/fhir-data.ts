@@ -171,3 +171,33 @@ export async function patientIds(db: Queryable, n: number): Promise<string[]> {
   const patients = await db.query<{ id: string }>(`SELECT id FROM fhir_resources WHERE resource_type = 'Patient' AND NOT deleted ORDER BY md5(id || 'patient') LIMIT $1`, [n]);
   return patients.rows.map((r) => r.id);
 }
+
+/**
+ * Deep pages: the `next` links of Observation?_count=50 from page 21 on, `n` of them (a walk that runs out of pages
+ * starts again from page 1). `get` fetches a path under the server's URL.
+ */
+export async function deepPagePaths(get: (path: string) => Promise<Response>, n: number): Promise<string[]> {
+  const deep: string[] = [];
+  const first = `${FHIR_PATH}/Observation?_count=50`;
+  let url = first;
+  let page = 1;
+  let walked = 0;
+  while (deep.length < n) {
+    if (page > 20) deep.push(url);
+    const res = await get(url);
+    if (res.status !== 200) throw new Error(`deep page walk: ${res.status} ${await res.text()}`);
+    const body = (await res.json()) as { link?: Array<{ relation: string; url: string }> };
+    const next = body.link?.find((l) => l.relation === 'next')?.url;
+    walked++;
+    if (next) {
+      url = next.slice(next.indexOf(FHIR_PATH));
+      page++;
+    } else {
+      if (page <= 20) throw new Error(`Observation?_count=50 has only ${page} pages: load more data for the deep-page test`);
+      url = first;
+      page = 1;
+    }
+    if (walked > 100 * n) throw new Error('deep page walk does not end');
+  }
+  return deep;
+}

@@ -39,7 +39,7 @@ import { parseSearch } from '../src/fhir/search/parse';
 import type { FhirService } from '../src/fhir/service';
 import { startPont, type RunningPont } from '../src/server';
 import { createScratchDatabase } from '../test/harness';
-import { BENCH_SCOPES, FHIR_PATH, grantFullRecordConsents, importCommand, patientCodePaths, patientIds, prepareDataset, readByIdPaths, repoRoot, take, tokenOf, type Dataset } from './fhir-data';
+import { BENCH_SCOPES, FHIR_PATH, deepPagePaths, grantFullRecordConsents, importCommand, patientCodePaths, patientIds, prepareDataset, readByIdPaths, repoRoot, take, tokenOf, type Dataset } from './fhir-data';
 import { load as runLoad, type LoadRequest, type LoadSpec } from './load-client';
 import { runConcurrently, stats } from './stats';
 
@@ -290,30 +290,7 @@ async function workloads(pont: RunningPont, headers: Record<string, string>, n: 
   const ids = await patientIds(db, n);
   const base = FHIR_PATH;
 
-  // Deep page: walk `next` links from the first page of Observation?_count=50; the timed requests
-  // are pages 21, 22, ... (a walk that runs out of pages starts again from page 1).
-  const deep: string[] = [];
-  const first = `${base}/Observation?_count=50`;
-  let url: string | undefined = first;
-  let page = 1;
-  let walked = 0;
-  while (deep.length < n) {
-    if (page > 20) deep.push(url!);
-    const res = await httpGet(pont.url + url!, headers);
-    if (res.status !== 200) throw new Error(`deep page walk: ${res.status} ${await res.text()}`);
-    const body = (await res.json()) as { link?: Array<{ relation: string; url: string }> };
-    const next = body.link?.find((l) => l.relation === 'next')?.url;
-    walked++;
-    if (next) {
-      url = next.slice(next.indexOf(FHIR_PATH));
-      page++;
-    } else {
-      if (page <= 20) throw new Error(`Observation?_count=50 has only ${page} pages: load more data for the deep-page test`);
-      url = first;
-      page = 1;
-    }
-    if (walked > 100 * n) throw new Error('deep page walk does not end');
-  }
+  const deep = await deepPagePaths((path) => httpGet(pont.url + path, headers), n);
 
   const q = (s: string) => encodeURIComponent(s);
   return [

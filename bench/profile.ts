@@ -26,7 +26,7 @@ import { createClient } from '../src/auth/clients';
 import { loadConfig } from '../src/config';
 import { startPont } from '../src/server';
 import { createScratchDatabase } from '../test/harness';
-import { BENCH_SCOPES, FHIR_PATH, grantFullRecordConsents, importCommand, patientCodePaths, prepareDataset, readByIdPaths, repoRoot, tokenOf } from './fhir-data';
+import { BENCH_SCOPES, FHIR_PATH, deepPagePaths, grantFullRecordConsents, importCommand, patientCodePaths, prepareDataset, readByIdPaths, repoRoot, tokenOf } from './fhir-data';
 import { stats } from './stats';
 
 /** The part of the code a sampled function's file belongs to: first match wins. */
@@ -191,9 +191,11 @@ async function main() {
       const patientOf = new Map((await pont.services.db.query<{ health_id: string; patient_id: string }>('SELECT health_id, patient_id FROM health_ids WHERE patient_id IS NOT NULL')).rows.map((r) => [r.health_id, r.patient_id]));
       const reads = await readByIdPaths(pont.services.db, n);
       const searches = await patientCodePaths(pont.services.db, n);
+      const deep = await deepPagePaths((path) => fetch(`${pont.url}${path}`, { headers }), n);
       const hid = (i: number) => healthIds[i % healthIds.length]!;
+      // Answers uncompressed, as bench:fhir's load generator (autocannon) takes them: fetch would ask for gzip.
       const send = async (path: string, init: RequestInit = {}, as = headers) => {
-        const res = await fetch(`${pont.url}${path}`, { ...init, headers: { ...as, ...(init.headers as Record<string, string>) } });
+        const res = await fetch(`${pont.url}${path}`, { ...init, headers: { 'accept-encoding': 'identity', ...as, ...(init.headers as Record<string, string>) } });
         const text = await res.text();
         if (res.status >= 300) throw new Error(`${path}: ${res.status} ${text.slice(0, 300)}`);
       };
@@ -211,6 +213,8 @@ async function main() {
         ['FHIR read by id, operator', (i) => send(reads[i % reads.length]!, {}, operatorHeaders)],
         ['FHIR patient + code', (i) => send(searches[i % searches.length]!)],
         ['FHIR patient + code, operator', (i) => send(searches[i % searches.length]!, {}, operatorHeaders)],
+        ['FHIR deep page (21+)', (i) => send(deep[i % deep.length]!)],
+        ['FHIR deep page (21+), operator', (i) => send(deep[i % deep.length]!, {}, operatorHeaders)],
         ['FHIR Observation?patient (100)', (i) => send(`${FHIR_PATH}/Observation?patient=Patient/${patientOf.get(hid(i))}&_sort=-date&_count=100`)],
         ['Connect records?type=all', (i) => send(`/api/v1/connect/patient/${hid(i)}/records?type=all&limit=100`)],
         ['SDK summary', (i) => send(`/api/v1/sdk/patients/${hid(i)}/summary`)],
