@@ -42,24 +42,44 @@ export function validateFhirResource(resource: Resource): void {
  * every `#id` reference names a contained resource (ref-1).
  */
 function invariantIssues(resource: Resource): OperationOutcomeIssue[] {
-  const issues: OperationOutcomeIssue[] = [];
-  const issue = (text: string, path: string) => issues.push({ severity: 'error', code: 'invariant', details: { text }, expression: [path] });
   const contained = new Set(((resource as { contained?: Resource[] }).contained ?? []).map((r) => r?.id).filter(Boolean));
-  const visit = (value: unknown, path: string) => {
-    if (issues.length) return;
-    if (Array.isArray(value)) return value.forEach((v, i) => visit(v, `${path}[${i}]`));
-    if (!value || typeof value !== 'object') return;
-    for (const [k, v] of Object.entries(value)) {
-      if (k === 'div' && typeof v === 'string') {
-        const problem = narrativeProblem(v);
-        if (problem) issue(problem, `${path}.div`);
-      } else if (k === 'reference' && typeof v === 'string' && v.startsWith('#') && v !== '#' && !contained.has(v.slice(1))) {
-        issue(`${v} names no contained resource (ref-1)`, `${path}.reference`);
-      } else visit(v, `${path}.${k}`); // contained resources too: their narratives are shown as well
+  const walk: InvariantWalk = { resourceType: resource.resourceType, issues: [], at: [], contained };
+  walkInvariants(walk, resource);
+  return walk.issues;
+}
+
+interface InvariantWalk extends ShapeWalk {
+  /** The ids of the resource's contained resources, which `#id` references name. */
+  contained: Set<string | undefined>;
+}
+
+function invariantIssue(walk: ShapeWalk, text: string): void {
+  walk.issues.push({ severity: 'error', code: 'invariant', details: { text }, expression: [pathOf(walk.resourceType, walk.at)] });
+}
+
+function walkInvariants(walk: InvariantWalk, value: unknown): void {
+  if (walk.issues.length) return;
+  const { at } = walk;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      at.push(i);
+      walkInvariants(walk, value[i]);
+      at.pop();
     }
-  };
-  visit(resource, resource.resourceType);
-  return issues;
+    return;
+  }
+  if (!value || typeof value !== 'object') return;
+  for (const k of Object.keys(value)) {
+    const v = (value as Record<string, unknown>)[k];
+    at.push(k);
+    if (k === 'div' && typeof v === 'string') {
+      const problem = narrativeProblem(v);
+      if (problem) invariantIssue(walk, problem);
+    } else if (k === 'reference' && typeof v === 'string' && v.startsWith('#') && v !== '#' && !walk.contained.has(v.slice(1))) {
+      invariantIssue(walk, `${v} names no contained resource (ref-1)`);
+    } else walkInvariants(walk, v); // contained resources too: their narratives are shown as well
+    at.pop();
+  }
 }
 
 /** The most issues one answer lists. */
@@ -71,40 +91,111 @@ const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
 /**
  * A single value where FHIR wants an array (or an array where it wants one value), found by walking the
  * type definitions: checked before the full validation, which would report a 1 MB string as a million issues.
+ * What it needs of each element's type is worked out once (typeFacts), and a path is written only for an issue.
  */
 function arrayShapeIssues(resource: Resource): OperationOutcomeIssue[] {
-  const issues: OperationOutcomeIssue[] = [];
-  const walk = (value: Record<string, unknown>, type: string, path: string, depth: number) => {
-    const schema = depth < MAX_DEPTH ? tryGetDataType(type) : undefined;
-    if (!schema) return;
-    const choices = new Set<string>();
-    for (const [key, v] of Object.entries(value)) {
-      if (issues.length) return;
-      const choice = schema.elements[key] ? undefined : choiceElements(schema.elements).find((name) => key.startsWith(name.slice(0, -3)));
-      if (choice && choices.has(choice)) return void issues.push({ severity: 'error', code: 'structure', details: { text: `Only one ${choice} may be given` }, expression: [`${path}.${key}`] });
-      if (choice) choices.add(choice);
-      const element = schema.elements[choice ?? key];
-      if (!element || key === 'resourceType') continue;
-      if (element.isArray && !Array.isArray(v)) issues.push({ severity: 'error', code: 'structure', details: { text: 'Expected an array of values' }, expression: [`${path}.${key}`] });
-      else if (!element.isArray && Array.isArray(v)) issues.push({ severity: 'error', code: 'structure', details: { text: 'Expected a single value, not an array' }, expression: [`${path}.${key}`] });
-      const suffix = choice ? key.slice(choice.length - 3) : undefined;
-      const type = suffix ? element.type.find((t) => t.code.toLowerCase() === suffix.toLowerCase()) : element.type[0];
-      const code = type?.code;
-      // A relative reference names a type the element allows (Observation.subject: not an Organization).
-      const targets = code === 'Reference' ? (type?.targetProfile ?? []).map((u) => u.split('/').pop()!) : [];
-      if (targets.length && !targets.includes('Resource'))
-        for (const [i, item] of (Array.isArray(v) ? v : [v]).entries()) {
-          const named = typeof (item as { reference?: unknown })?.reference === 'string' ? /^([A-Z][A-Za-z]+)\/[^/]+$/.exec((item as { reference: string }).reference)?.[1] : undefined;
-          if (named && !targets.includes(named))
-            return void issues.push({ severity: 'error', code: 'structure', details: { text: `${path}.${key} may refer to ${targets.join(', ')}, not ${named}` }, expression: [Array.isArray(v) ? `${path}.${key}[${i}]` : `${path}.${key}`] });
-        }
-      if (!code || /^[a-z]/.test(code) || code === 'Resource') continue;
-      for (const [i, item] of (Array.isArray(v) ? v : [v]).entries())
-        if (item && typeof item === 'object' && !Array.isArray(item)) walk(item as Record<string, unknown>, code, Array.isArray(v) ? `${path}.${key}[${i}]` : `${path}.${key}`, depth + 1);
+  const walk: ShapeWalk = { resourceType: resource.resourceType, issues: [], at: [] };
+  walkShape(walk, resource as unknown as Record<string, unknown>, resource.resourceType, 0);
+  return walk.issues;
+}
+
+/** arrayShapeIssues's walk: where it is (`at`, below the resource) and what it found. Module functions, not closures made per resource. */
+interface ShapeWalk {
+  resourceType: string;
+  issues: OperationOutcomeIssue[];
+  at: Array<string | number>;
+}
+
+function shapeIssue(walk: ShapeWalk, text: string): void {
+  walk.issues.push({ severity: 'error', code: 'structure', details: { text }, expression: [pathOf(walk.resourceType, walk.at)] });
+}
+
+function walkShape(walk: ShapeWalk, value: Record<string, unknown>, type: string, depth: number): void {
+  const schema = depth < MAX_DEPTH ? tryGetDataType(type) : undefined;
+  if (!schema) return;
+  const { issues, at } = walk;
+  let choices: Set<string> | undefined;
+  for (const key of Object.keys(value)) {
+    if (issues.length) return;
+    const v = value[key];
+    at.push(key);
+    const choice = schema.elements[key] ? undefined : choiceElements(schema.elements).find((name) => key.startsWith(name.slice(0, -3)));
+    if (choice) {
+      if (choices?.has(choice)) return shapeIssue(walk, `Only one ${choice} may be given`);
+      (choices ??= new Set()).add(choice);
     }
-  };
-  walk(resource as unknown as Record<string, unknown>, resource.resourceType, resource.resourceType, 0);
-  return issues;
+    const element = schema.elements[choice ?? key];
+    if (element && key !== 'resourceType') {
+      if (element.isArray && !Array.isArray(v)) shapeIssue(walk, 'Expected an array of values');
+      else if (!element.isArray && Array.isArray(v)) shapeIssue(walk, 'Expected a single value, not an array');
+      const facts = typeFacts(choice ? typesOf(element).get(key.slice(choice.length - 3).toLowerCase()) : element.type[0]);
+      const items: unknown[] = Array.isArray(v) ? v : [v];
+      // A relative reference names a type the element allows (Observation.subject: not an Organization).
+      if (facts.targets)
+        for (let i = 0; i < items.length; i++) {
+          const item = items[i];
+          const named = isObject(item) && typeof item.reference === 'string' ? RELATIVE_REFERENCE.exec(item.reference)?.[1] : undefined;
+          if (named && !facts.targets.includes(named)) {
+            const text = `${pathOf(walk.resourceType, at)} may refer to ${facts.targets.join(', ')}, not ${named}`;
+            if (Array.isArray(v)) at.push(i);
+            return shapeIssue(walk, text);
+          }
+        }
+      if (facts.walkInto)
+        for (let i = 0; i < items.length; i++) {
+          const item = items[i];
+          if (!isObject(item)) continue;
+          if (Array.isArray(v)) at.push(i);
+          walkShape(walk, item, facts.walkInto, depth + 1);
+          if (Array.isArray(v)) at.pop();
+        }
+    }
+    at.pop();
+  }
+}
+
+const RELATIVE_REFERENCE = /^([A-Z][A-Za-z]+)\/[^/]+$/;
+function isObject(item: unknown): item is Record<string, unknown> {
+  return !!item && typeof item === 'object' && !Array.isArray(item);
+}
+
+/** `Resource.a[2].b` from a resource type and the keys and indexes below it. */
+function pathOf(resourceType: string, at: ReadonlyArray<string | number>): string {
+  let path = resourceType;
+  for (const step of at) path += typeof step === 'number' ? `[${step}]` : `.${step}`;
+  return path;
+}
+
+type ElementTypes = ReturnType<typeof tryGetDataType> extends infer S ? (S extends { elements: Record<string, infer E> } ? E : never) : never;
+type ElementType = ElementTypes extends { type: Array<infer T> } ? T : never;
+
+/** A choice element's types by their code in lower case (`valueQuantity` → `quantity`), found once per element. */
+const typesOfElement = new WeakMap<object, Map<string, ElementType>>();
+function typesOf(element: ElementTypes): Map<string, ElementType> {
+  let types = typesOfElement.get(element);
+  if (!types) typesOfElement.set(element, (types = new Map(element.type.map((t) => [t.code.toLowerCase(), t]))));
+  return types;
+}
+
+/**
+ * What arrayShapeIssues needs of an element's type, worked out once per type: the types a reference may name (none
+ * when it may name any), and the complex type to walk into (none for primitives and contained resources).
+ */
+const factsOfType = new WeakMap<object, { targets?: string[]; walkInto?: string }>();
+const NO_FACTS = {};
+function typeFacts(type: ElementType | undefined): { targets?: string[]; walkInto?: string } {
+  if (!type) return NO_FACTS;
+  let facts = factsOfType.get(type);
+  if (!facts) {
+    const code = type.code;
+    const targets = code === 'Reference' ? (type.targetProfile ?? []).map((u) => u.split('/').pop()!) : [];
+    facts = {
+      ...(targets.length && !targets.includes('Resource') ? { targets } : {}),
+      ...(code && !/^[a-z]/.test(code) && code !== 'Resource' ? { walkInto: code } : {}),
+    };
+    factsOfType.set(type, facts);
+  }
+  return facts;
 }
 
 /** The choice elements (`value[x]`) of each type, found once. */
@@ -158,28 +249,43 @@ const MAX_STRING = 1_048_576;
  * objects, no arrays of arrays; and a depth bound, so a hostile body cannot exhaust the stack.
  */
 function jsonShapeIssues(resource: Resource, largeData: () => void): OperationOutcomeIssue[] {
-  const issues: OperationOutcomeIssue[] = [];
-  const issue = (text: string, path: string) => issues.push({ severity: 'error', code: 'structure', details: { text }, expression: [path] });
-  const visit = (value: unknown, path: string, depth: number, inArray: boolean): void => {
-    if (issues.length) return;
-    if (depth > MAX_DEPTH) return void issue(`Nested more than ${MAX_DEPTH} levels deep`, path);
-    if (value === '') return void issue('An empty string (leave the element out instead)', path);
-    if (typeof value === 'string' && value.length > MAX_STRING) return void (path.endsWith('.data') ? largeData() : issue(`A string longer than ${MAX_STRING} characters`, path));
-    if (Array.isArray(value)) {
-      if (inArray) return void issue('An array inside an array', path);
-      if (value.length === 0) return void issue('An empty array (leave the element out instead)', path);
-      if (value.length > MAX_ARRAY) return void issue(`An array of more than ${MAX_ARRAY} items`, path);
-      value.forEach((v, i) => visit(v, `${path}[${i}]`, depth + 1, true));
-    } else if (value !== null && typeof value === 'object') {
-      const entries = Object.entries(value);
-      if (entries.length === 0) return void issue('An empty object (leave the element out instead)', path);
-      if (entries.length > MAX_KEYS) return void issue(`An object with more than ${MAX_KEYS} elements`, path);
-      for (const [k, v] of entries) {
-        if (FORBIDDEN_KEYS.has(k)) return void issue(`"${k}" is not a FHIR element`, `${path}.${k}`);
-        visit(v, `${path}.${k}`, depth + 1, false);
-      }
+  const walk: JsonWalk = { resourceType: resource.resourceType, issues: [], at: [], largeData };
+  walkJson(walk, resource, 0, false);
+  return walk.issues;
+}
+
+interface JsonWalk extends ShapeWalk {
+  /** Called for a string over MAX_STRING at an element named `data` (an attachment's, checked apart). */
+  largeData: () => void;
+}
+
+function walkJson(walk: JsonWalk, value: unknown, depth: number, inArray: boolean): void {
+  const { issues, at } = walk;
+  if (issues.length) return;
+  if (depth > MAX_DEPTH) return shapeIssue(walk, `Nested more than ${MAX_DEPTH} levels deep`);
+  if (value === '') return shapeIssue(walk, 'An empty string (leave the element out instead)');
+  if (typeof value === 'string' && value.length > MAX_STRING) {
+    const last = at[at.length - 1];
+    return typeof last === 'string' && `.${last}`.endsWith('.data') ? walk.largeData() : shapeIssue(walk, `A string longer than ${MAX_STRING} characters`);
+  }
+  if (Array.isArray(value)) {
+    if (inArray) return shapeIssue(walk, 'An array inside an array');
+    if (value.length === 0) return shapeIssue(walk, 'An empty array (leave the element out instead)');
+    if (value.length > MAX_ARRAY) return shapeIssue(walk, `An array of more than ${MAX_ARRAY} items`);
+    for (let i = 0; i < value.length; i++) {
+      at.push(i);
+      walkJson(walk, value[i], depth + 1, true);
+      at.pop();
     }
-  };
-  visit(resource, resource.resourceType, 0, false);
-  return issues;
+  } else if (value !== null && typeof value === 'object') {
+    const keys = Object.keys(value);
+    if (keys.length === 0) return shapeIssue(walk, 'An empty object (leave the element out instead)');
+    if (keys.length > MAX_KEYS) return shapeIssue(walk, `An object with more than ${MAX_KEYS} elements`);
+    for (const k of keys) {
+      at.push(k);
+      if (FORBIDDEN_KEYS.has(k)) return shapeIssue(walk, `"${k}" is not a FHIR element`);
+      walkJson(walk, (value as Record<string, unknown>)[k], depth + 1, false);
+      at.pop();
+    }
+  }
 }
