@@ -1,0 +1,47 @@
+import type { Resource } from '@medplum/fhirtypes';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ApiError } from '../core/errors';
+import { loadFhirDefinitions } from '../core/fhir-definitions';
+import { validateFhirResource } from './validate';
+
+beforeAll(() => loadFhirDefinitions());
+
+/** The first issue's text and FHIRPath-like location, as the 400 OperationOutcome gives them. */
+function firstIssue(resource: unknown): { text?: string; at?: string } {
+  try {
+    validateFhirResource(resource as Resource);
+  } catch (err) {
+    const issue = (err as ApiError).options.issues?.[0];
+    return { text: issue?.details?.text, at: issue?.expression?.[0] };
+  }
+  return {};
+}
+
+const observation = (extra: Record<string, unknown>) => ({ resourceType: 'Observation', status: 'final', code: { text: 'x' }, ...extra });
+
+describe("an invalid resource's first issue names where it is", () => {
+  it.each<[string, unknown, { text: RegExp; at: string }]>([
+    ['an empty string in the second item of a list', { resourceType: 'Patient', name: [{ family: 'A' }, { given: ['B', ''] }] }, { text: /empty string/, at: 'Patient.name[1].given[1]' }],
+    ['an empty object', observation({ component: [{ code: { text: 'c' }, valueQuantity: {} }] }), { text: /empty object/, at: 'Observation.component[0].valueQuantity' }],
+    ['an array in an array', { resourceType: 'Patient', name: [{ given: [['x']] }] }, { text: /array inside an array/, at: 'Patient.name[0].given[0]' }],
+    ['a key that is no FHIR element', { resourceType: 'Patient', name: [{ family: 'A' }, JSON.parse('{"constructor":{"x":1}}')] }, { text: /"constructor"/, at: 'Patient.name[1].constructor' }],
+    ['a single value where a list goes, deep', observation({ component: [{ code: { text: 'c' } }, { code: { coding: { code: 'x' } } }] }), { text: /Expected an array/, at: 'Observation.component[1].code.coding' }],
+    ['a list where one value goes', { resourceType: 'Patient', gender: ['female'] }, { text: /single value/, at: 'Patient.gender' }],
+    ['two value[x] in a component', observation({ component: [{ code: { text: 'c' }, valueString: 'a', valueInteger: 1 }] }), { text: /Only one value\[x\]/, at: 'Observation.component[0].valueInteger' }],
+    ['a reference to a type the element does not allow, in a list', observation({ basedOn: [{ reference: 'CarePlan/1' }, { reference: 'Patient/2' }] }), { text: /^Observation\.basedOn may refer to .*, not Patient$/, at: 'Observation.basedOn[1]' }],
+    ['a reference to a type the element does not allow', observation({ subject: { reference: 'Organization/1' } }), { text: /^Observation\.subject may refer to .*, not Organization$/, at: 'Observation.subject' }],
+    ['a #reference that names no contained resource', observation({ performer: [{ reference: 'Practitioner/1' }, { reference: '#nope' }] }), { text: /ref-1/, at: 'Observation.performer[1].reference' }],
+    ['a script in a contained narrative', observation({ contained: [{ resourceType: 'Patient', id: 'p', text: { status: 'generated', div: '<div xmlns="http://www.w3.org/1999/xhtml"><script>x</script></div>' } }] }), { text: /txt-1/, at: 'Observation.contained[0].text.div' }],
+  ])('%s', (_name, resource, expected) => {
+    const issue = firstIssue(resource);
+    expect(issue.text).toMatch(expected.text);
+    expect(issue.at).toBe(expected.at);
+  });
+
+  it('a valid resource has none, and its input is left as it was', () => {
+    const resource = observation({ subject: { reference: 'Patient/1' }, component: [{ code: { text: 'c' }, valueQuantity: { value: 1 } }], performer: [{ reference: '#p' }], contained: [{ resourceType: 'Practitioner', id: 'p' }] });
+    const before = JSON.stringify(resource);
+    expect(firstIssue(resource)).toEqual({});
+    expect(JSON.stringify(resource)).toBe(before);
+  });
+});
