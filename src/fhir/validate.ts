@@ -99,7 +99,10 @@ function arrayShapeIssues(resource: Resource): OperationOutcomeIssue[] {
   return walk.issues;
 }
 
-/** arrayShapeIssues's walk: where it is (`at`, below the resource) and what it found. Module functions, not closures made per resource. */
+/**
+ * A walk of the validator's own checks: where it is (`at`, the keys and indexes below the resource, made into a path
+ * only for an issue) and what it found. The walks are module functions, not closures made again for each resource.
+ */
 interface ShapeWalk {
   resourceType: string;
   issues: OperationOutcomeIssue[];
