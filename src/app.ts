@@ -7,7 +7,7 @@ import { ApiError, ErrorCode, errorBody, operationOutcome } from './http/errors'
 import { clientAddressMiddleware } from './http/client-address';
 import { isContention, sqlState } from './db/database';
 import { buildOpenApi } from './http/openapi';
-import { prepareDocument } from './http/prepared-document';
+import { prepareDocument, type PreparedDocument } from './http/prepared-document';
 import { mountRoutes, type RouteSpec } from './http/routes';
 import type { Services } from './http/services';
 import { systemRoutes } from './routes/system';
@@ -33,9 +33,17 @@ import { subscriptionRoutes } from './routes/subscriptions';
 
 /** Every route of the service, in one list: the router and the OpenAPI document are both built from it. */
 export function allRoutes(services: Services): RouteSpec[] {
-  // Built on first request (the public URL is known only once the server listens), and again after a reload of
-  // the maps: the record types and their shapes are the maps'.
-  const document = services.mappings.derived(() => prepareDocument(buildOpenApi(routes, services.config.publicUrl)));
+  // Built with the maps (the record types and their shapes are theirs), so checked with them before a start or a
+  // reload goes on (MappingHolder.verify); made into its answer once per public URL, which a `PORT=0` start learns
+  // only once it listens.
+  const built = services.mappings.derived(() => ({ document: buildOpenApi(routes, ''), answers: new Map<string, PreparedDocument>() }));
+  const document = (): PreparedDocument => {
+    const { document, answers } = built();
+    const url = services.config.publicUrl;
+    let answer = answers.get(url);
+    if (!answer) answers.set(url, (answer = prepareDocument({ ...document, servers: [{ url }] })));
+    return answer;
+  };
   const routes: RouteSpec[] = [
     ...systemRoutes(services, document),
     ...authRoutes(services),

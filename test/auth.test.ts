@@ -76,6 +76,8 @@ describe('documentation', () => {
     const built = openApiDocument(pont.config, pont.config.mappingsDir) as typeof body;
     expect(Object.keys(built.components.schemas).length).toBeGreaterThan(50);
     expect({ ...built, servers: body.servers }).toEqual(body);
+    // The server is where this service listens (its port known only once it listened: PORT=0), not the start's guess.
+    expect(body.servers).toEqual([{ url: pont.url }]);
   });
 
   it('the OpenAPI document and the CapabilityStatement, public and unlimited, are made once: the same bytes each time, gzip to a caller that takes it, the text to one that does not (never compressed per request), 304 for the ETag', async () => {

@@ -52,8 +52,12 @@ export type ReloadOutcome = { ok: true; version: string; previous: string } | { 
 export class MappingHolder implements MappingSet {
   private active: Active;
   private readonly pinned = new AsyncLocalStorage<Active>();
-  /** What follows from the maps (`derived`): built again for each version, checked by `verify` before a reload swaps. */
-  private readonly builders: Array<(maps: MappingSet) => unknown> = [];
+  /**
+   * What follows from the maps (`derived`), each as its getter for a version: built once per version, first by `verify`
+   * (at the start, and before a reload swaps), and what verify built is what requests get. So a builder reads nothing
+   * but the maps (the public URL, known only once the server listens, is added at request time: src/app.ts).
+   */
+  private readonly builders: Array<(version: Active) => unknown> = [];
 
   /** Loads `dir` (default: the repository's mappings/); throws a MappingError (file:line:column) when it does not pass. */
   constructor(
@@ -103,12 +107,12 @@ export class MappingHolder implements MappingSet {
    */
   derived<T>(build: (maps: MappingSet) => T): () => T {
     const built = new WeakMap<Active, T>();
-    this.builders.push(build);
-    return () => {
-      const active = this.pinned.getStore() ?? this.active;
-      if (!built.has(active)) built.set(active, build(active.maps));
-      return built.get(active)!;
+    const of = (version: Active): T => {
+      if (!built.has(version)) built.set(version, build(version.maps));
+      return built.get(version)!;
     };
+    this.builders.push(of);
+    return () => of(this.pinned.getStore() ?? this.active);
   }
 
   /**
@@ -126,7 +130,7 @@ export class MappingHolder implements MappingSet {
     this.pinned.run(version, () => {
       for (const build of this.builders) {
         try {
-          build(version.maps);
+          build(version);
         } catch (err) {
           throw atMap(err, version.maps);
         }
