@@ -53,10 +53,6 @@ interface InvariantWalk extends ShapeWalk {
   contained: Set<string | undefined>;
 }
 
-function invariantIssue(walk: ShapeWalk, text: string): void {
-  walk.issues.push({ severity: 'error', code: 'invariant', details: { text }, expression: [pathOf(walk.resourceType, walk.at)] });
-}
-
 function walkInvariants(walk: InvariantWalk, value: unknown): void {
   if (walk.issues.length) return;
   const { at } = walk;
@@ -74,9 +70,9 @@ function walkInvariants(walk: InvariantWalk, value: unknown): void {
     at.push(k);
     if (k === 'div' && typeof v === 'string') {
       const problem = narrativeProblem(v);
-      if (problem) invariantIssue(walk, problem);
+      if (problem) walkIssue(walk, problem, 'invariant');
     } else if (k === 'reference' && typeof v === 'string' && v.startsWith('#') && v !== '#' && !walk.contained.has(v.slice(1))) {
-      invariantIssue(walk, `${v} names no contained resource (ref-1)`);
+      walkIssue(walk, `${v} names no contained resource (ref-1)`, 'invariant');
     } else walkInvariants(walk, v); // contained resources too: their narratives are shown as well
     at.pop();
   }
@@ -109,8 +105,9 @@ interface ShapeWalk {
   at: Array<string | number>;
 }
 
-function shapeIssue(walk: ShapeWalk, text: string): void {
-  walk.issues.push({ severity: 'error', code: 'structure', details: { text }, expression: [pathOf(walk.resourceType, walk.at)] });
+/** An issue where the walk is: `structure` (the JSON or array shape) or `invariant`. */
+function walkIssue(walk: ShapeWalk, text: string, code: 'structure' | 'invariant' = 'structure'): void {
+  walk.issues.push({ severity: 'error', code, details: { text }, expression: [pathOf(walk.resourceType, walk.at)] });
 }
 
 function walkShape(walk: ShapeWalk, value: Record<string, unknown>, type: string, depth: number): void {
@@ -124,13 +121,13 @@ function walkShape(walk: ShapeWalk, value: Record<string, unknown>, type: string
     at.push(key);
     const choice = schema.elements[key] ? undefined : choiceElements(schema.elements).find((name) => key.startsWith(name.slice(0, -3)));
     if (choice) {
-      if (choices?.has(choice)) return shapeIssue(walk, `Only one ${choice} may be given`);
+      if (choices?.has(choice)) return walkIssue(walk, `Only one ${choice} may be given`);
       (choices ??= new Set()).add(choice);
     }
     const element = schema.elements[choice ?? key];
     if (element && key !== 'resourceType') {
-      if (element.isArray && !Array.isArray(v)) shapeIssue(walk, 'Expected an array of values');
-      else if (!element.isArray && Array.isArray(v)) shapeIssue(walk, 'Expected a single value, not an array');
+      if (element.isArray && !Array.isArray(v)) walkIssue(walk, 'Expected an array of values');
+      else if (!element.isArray && Array.isArray(v)) walkIssue(walk, 'Expected a single value, not an array');
       const facts = typeFacts(choice ? typesOf(element).get(key.slice(choice.length - 3).toLowerCase()) : element.type[0]);
       const items: unknown[] = Array.isArray(v) ? v : [v];
       // A relative reference names a type the element allows (Observation.subject: not an Organization).
@@ -141,7 +138,7 @@ function walkShape(walk: ShapeWalk, value: Record<string, unknown>, type: string
           if (named && !facts.targets.includes(named)) {
             const text = `${pathOf(walk.resourceType, at)} may refer to ${facts.targets.join(', ')}, not ${named}`;
             if (Array.isArray(v)) at.push(i);
-            return shapeIssue(walk, text);
+            return walkIssue(walk, text);
           }
         }
       if (facts.walkInto)
@@ -265,16 +262,16 @@ interface JsonWalk extends ShapeWalk {
 function walkJson(walk: JsonWalk, value: unknown, depth: number, inArray: boolean): void {
   const { issues, at } = walk;
   if (issues.length) return;
-  if (depth > MAX_DEPTH) return shapeIssue(walk, `Nested more than ${MAX_DEPTH} levels deep`);
-  if (value === '') return shapeIssue(walk, 'An empty string (leave the element out instead)');
+  if (depth > MAX_DEPTH) return walkIssue(walk, `Nested more than ${MAX_DEPTH} levels deep`);
+  if (value === '') return walkIssue(walk, 'An empty string (leave the element out instead)');
   if (typeof value === 'string' && value.length > MAX_STRING) {
     const last = at[at.length - 1];
-    return typeof last === 'string' && `.${last}`.endsWith('.data') ? walk.largeData() : shapeIssue(walk, `A string longer than ${MAX_STRING} characters`);
+    return typeof last === 'string' && `.${last}`.endsWith('.data') ? walk.largeData() : walkIssue(walk, `A string longer than ${MAX_STRING} characters`);
   }
   if (Array.isArray(value)) {
-    if (inArray) return shapeIssue(walk, 'An array inside an array');
-    if (value.length === 0) return shapeIssue(walk, 'An empty array (leave the element out instead)');
-    if (value.length > MAX_ARRAY) return shapeIssue(walk, `An array of more than ${MAX_ARRAY} items`);
+    if (inArray) return walkIssue(walk, 'An array inside an array');
+    if (value.length === 0) return walkIssue(walk, 'An empty array (leave the element out instead)');
+    if (value.length > MAX_ARRAY) return walkIssue(walk, `An array of more than ${MAX_ARRAY} items`);
     for (let i = 0; i < value.length; i++) {
       at.push(i);
       walkJson(walk, value[i], depth + 1, true);
@@ -282,11 +279,11 @@ function walkJson(walk: JsonWalk, value: unknown, depth: number, inArray: boolea
     }
   } else if (value !== null && typeof value === 'object') {
     const keys = Object.keys(value);
-    if (keys.length === 0) return shapeIssue(walk, 'An empty object (leave the element out instead)');
-    if (keys.length > MAX_KEYS) return shapeIssue(walk, `An object with more than ${MAX_KEYS} elements`);
+    if (keys.length === 0) return walkIssue(walk, 'An empty object (leave the element out instead)');
+    if (keys.length > MAX_KEYS) return walkIssue(walk, `An object with more than ${MAX_KEYS} elements`);
     for (const k of keys) {
       at.push(k);
-      if (FORBIDDEN_KEYS.has(k)) return shapeIssue(walk, `"${k}" is not a FHIR element`);
+      if (FORBIDDEN_KEYS.has(k)) return walkIssue(walk, `"${k}" is not a FHIR element`);
       walkJson(walk, (value as Record<string, unknown>)[k], depth + 1, false);
       at.pop();
     }
