@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { auditRow, insertAuditRows } from '../src/audit/audit';
 import { createClient } from '../src/auth/clients';
 import type { Database } from '../src/db/database';
 import { openPostgres } from '../src/db/postgres';
@@ -9,7 +10,7 @@ import { backend, createScratchDatabase, pontCommand } from './harness';
 
 /**
  * The audit trail commits reads in groups, off the request's own path: still, a response is sent only once its
- * audit row is durable. A server killed with SIGKILL in the middle of a burst of audited reads must have an
+ * audit row is committed. A server killed with SIGKILL in the middle of a burst of audited reads must have an
  * audit row for every response a client received. PostgreSQL only: a real second process on one database.
  */
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
@@ -93,5 +94,30 @@ describe.runIf(backend === 'postgres')('audit trail durability', () => {
     // The rows name the reader and the patient.
     const sample = await db.query<{ actor: string; patients: string[]; action: string }>('SELECT actor, patients, action FROM audit_log WHERE request_id = $1', [answered[0]]);
     expect(sample.rows[0]).toEqual({ actor: client.client_id, patients: [patient.id], action: 'R' });
+  });
+
+  it("a group commit is asynchronous for its own transaction only, never for the connection's next", async () => {
+    // One connection, so that the statement after the group commit runs where it ran.
+    const single = await openPostgres(scratch.url, 1);
+    try {
+      const row = () => auditRow({ caller: { requestId: 'async-commit' }, operation: 'readResource', action: 'R', outcome: 'success' });
+      const setting = async (sql: Pick<Database, 'query'>) => (await sql.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit;
+      // Within a transaction, the statement's setting is visible: it is what that transaction's commit obeys.
+      await single.transaction(async (tx) => {
+        await insertAuditRows(tx, [row()], true);
+        expect(await setting(tx)).toBe('off');
+      });
+      await insertAuditRows(single, [row()], true);
+      expect(await setting(single)).toBe('on');
+      // A write's own audit row leaves its transaction's commit synchronous.
+      await single.transaction(async (tx) => {
+        await insertAuditRows(tx, [row()]);
+        expect(await setting(tx)).toBe('on');
+      });
+      const { rows } = await single.query<{ n: number }>("SELECT count(*)::int AS n FROM audit_log WHERE request_id = 'async-commit'");
+      expect(rows[0]!.n).toBe(3);
+    } finally {
+      await single.close();
+    }
   });
 });

@@ -237,11 +237,21 @@ function actorOf(principal: Principal | undefined): string | null {
 }
 
 /**
- * Appends rows to the audit trail in one statement: the one place it is written. In a write's own
- * transaction, the rows exist exactly when the write's effects do; outside one (group commit), they are
- * durable when the statement returns.
+ * The statement's own transaction commits without waiting for its WAL to reach the disk (PostgreSQL's
+ * asynchronous commit, set for that transaction alone): see insertAuditRows.
  */
-export async function insertAuditRows(sql: Queryable, rows: AuditRow[]): Promise<void> {
+const ASYNC_COMMIT = constant(SQL`, (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit`);
+
+/**
+ * Appends rows to the audit trail in one statement: the one place it is written. In a write's own
+ * transaction, the rows exist exactly when the write's effects do. Outside one (the reads' group commit),
+ * `asyncCommit` commits the statement asynchronously: when it returns, its rows are committed and seen by
+ * every reader, and survive a crash of Pont; only a crash of the PostgreSQL server within its WAL writer's
+ * delay (3 × wal_writer_delay, 600 ms by default) could lose them. That saves a disk flush per group
+ * (0.2 ms at p50, 1 ms at p95 on the development machine). Never inside a write's transaction, whose commit it
+ * would make asynchronous too.
+ */
+export async function insertAuditRows(sql: Queryable, rows: AuditRow[], asyncCommit = false): Promise<void> {
   if (!rows.length) return;
   const values = rows.map((r) => {
     const { purposeFromConsent, ...record } = r.record;
@@ -264,7 +274,7 @@ export async function insertAuditRows(sql: Queryable, rows: AuditRow[]): Promise
   const { text, values: bound } = SQL`INSERT INTO audit_log (${ROW_COLUMNS})
      SELECT u.id, u.recorded, u.action, u.outcome, u.operation, u.actor, u.org, u.patient_ids, u.purpose, u.request_id,
        CASE WHEN u.consent_purpose THEN coalesce(u.record || (SELECT jsonb_build_object('purposeCode', p) FROM ${CONSENT_PURPOSE} AS c(p) WHERE p IS NOT NULL), u.record) ELSE u.record END
-     FROM (SELECT *, ARRAY(SELECT jsonb_array_elements_text(t.patients)) AS patient_ids FROM ${rowsOf('t', ROW_TYPES, values)}) u`.render();
+     FROM (SELECT *, ARRAY(SELECT jsonb_array_elements_text(t.patients)) AS patient_ids FROM ${rowsOf('t', ROW_TYPES, values)}) u${asyncCommit ? ASYNC_COMMIT : SQL``}`.render();
   await sql.query(text, bound);
 }
 

@@ -18,8 +18,9 @@ const FORCED_EVERY_MS = 10_000;
 /**
  * The audit trail of one process (issue 13). Each access is a compact row of `audit_log`:
  * - outside a write, `append` adds it to the next group commit: concurrent requests share one INSERT, and
- *   each request's promise resolves once the statement holding its row has committed (durable before the
- *   response is sent). A group starts as soon as the previous one ends, so a lone request waits for no timer;
+ *   each request's promise resolves once the statement holding its row has committed (before the response is
+ *   sent; an asynchronous commit on PostgreSQL, see insertAuditRows). A group starts as soon as the previous
+ *   one ends, so a lone request waits for no timer;
  * - a write records its row in its own transaction (recordAudit).
  * Readers see the trail as FHIR AuditEvents: rows are materialised into the FHIR store in the background, and
  * before any read of the trail (`catchUp`) every committed row is, so nothing recorded is ever missing from
@@ -30,11 +31,19 @@ export class AuditTrail {
   private flushing?: Promise<void>;
   /** Group commits run in a context of their own, never inside a caller's transaction. */
   private readonly detached = AsyncLocalStorage.snapshot();
+  /**
+   * Group commits are asynchronous commits on a PostgreSQL server, whose WAL writer flushes them within
+   * moments whatever becomes of Pont. Embedded PGlite is Pont's own process: a crash of Pont is the database's,
+   * and its commits stay synchronous.
+   */
+  private readonly asyncCommit: boolean;
 
   constructor(
     private readonly db: Database,
     private readonly baseUrl: () => string,
-  ) {}
+  ) {
+    this.asyncCommit = db.backend === 'postgres';
+  }
 
   /** Records `record` in the next group commit; resolves once it is durable. */
   append(record: AuditRecord): Promise<void> {
@@ -49,7 +58,7 @@ export class AuditTrail {
       while (this.queue.length) {
         const group = this.queue.splice(0, MAX_GROUP);
         try {
-          await insertAuditRows(this.db, group.map((g) => g.row));
+          await insertAuditRows(this.db, group.map((g) => g.row), this.asyncCommit);
           for (const g of group) g.done();
         } catch (err) {
           for (const g of group) g.done(err);
