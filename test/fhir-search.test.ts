@@ -237,6 +237,27 @@ describe('result parameters', () => {
     const sortedPages = await api.searchAll('/Patient?_sort=family&_count=2');
     expect(sortedPages.map((p: any) => p.name[0].family)).toEqual(['Eze', 'Ogunleye', 'Okafor']);
   });
+  it('a match is the resource its read answers, whatever it holds, by every search route', async () => {
+    // Sent as stored (its text spliced into the Bundle unparsed): escapes, non-BMP characters, U+2028, numbers.
+    const odd = await api.create<Patient>({
+      resourceType: 'Patient',
+      name: [{ family: 'Zoë "Quote" \\ Back\u2028slash </script>', given: ['😀', 'tab\tthere'] }],
+      birthDate: '1950-01-01',
+      extension: [{ url: 'https://pont.health/test/number', valueDecimal: 1.10 }],
+    });
+    const read = (await api.call(`/Patient/${odd.id}`)).body;
+    const matchOf = (res: { status: number; body: any }) => {
+      expect(res.status).toBe(200);
+      return res.body.entry.find((e: any) => e.search.mode === 'match' && e.resource.id === odd.id).resource;
+    };
+    expect(matchOf(await api.call(`/Patient?_id=${odd.id}`))).toEqual(read);
+    expect(matchOf(await api.call(`/Patient?birthdate=1950-01-01&_sort=-birthdate`))).toEqual(read);
+    expect(matchOf(await api.call('/Patient/_search', { method: 'POST', body: `_id=${odd.id}`, headers: { 'content-type': 'application/x-www-form-urlencoded' } }))).toEqual(read);
+    expect(matchOf(await api.call(`/Patient/${odd.id}/Patient`))).toEqual(read);
+    // Shown in part, or with what it refers to: the same resource, as before.
+    expect(matchOf(await api.call(`/Patient?_id=${odd.id}&_elements=name`)).name).toEqual(read.name);
+    expect(matchOf(await api.call(`/Patient?_id=${odd.id}&_revinclude=Observation:subject`))).toEqual(read);
+  });
   it('fullUrl is the absolute URL of each resource', async () => {
     const res = await api.call(`/Patient?_id=${ada.id}`);
     expect(res.body.entry[0].fullUrl).toBe(`${api.pont.url}/api/fhir/R4/Patient/${ada.id}`);

@@ -7,7 +7,8 @@ import { and, ident, join, sql, type Sql } from '../../db/sql';
 import { filterSql, indexProbeOf, indexProbesSql, sortSql } from '../search/sql';
 import { checkTerminologyLoaded, checkTerminologyScope } from '../search/terminology';
 import type { RowFilter } from './types';
-import { withFiledPatients } from './filed';
+import { filedPatients, withFiledPatients } from './filed';
+import { storedJson } from './stored-json';
 
 /** The largest number of resources `_include` / `_revinclude` add to one page. */
 export const MAX_INCLUDED = 1000;
@@ -29,6 +30,11 @@ export interface SearchOptions {
   linkBase?: string;
   /** Compartment search (`Patient/{id}/{type}`): only resources in this patient's compartment. */
   compartmentPatient?: string;
+  /**
+   * The matches as their stored JSON (storedJson), for a caller that only writes the Bundle out (bundleJson): when
+   * the search shows them whole and includes nothing (no `_elements`, `_summary`, `_include`, `_revinclude`).
+   */
+  asStored?: boolean;
 }
 
 /** Types a filter looks through (chains and `_has`), for the scope check. */
@@ -109,24 +115,29 @@ export async function searchResources<T extends Resource>(
     if (to) params.set('_cursor', encodeCursor(to));
     return { relation, url: `${linkBase}${params.size ? `?${params.toString()}` : ''}` };
   };
-  let matches: Array<{ rid: string; content: T; patients: string[] | null }>;
+  const asStored = options.asStored === true && !search.elements?.length && !search.summary && !search.include.length && !search.revinclude.length;
+  // As stored: the content as text, the id beside it.
+  const columns = asStored ? STORED_COLUMNS : PARSED_COLUMNS;
+  let rows: MatchRow<T>[];
   if (search.sort.length) {
     const offset = cursor?.offset ?? 0;
-    const { text, values } = sortedPageSql(search, where, offset).render();
-    const { rows } = await db.query<{ rid: string; content: T; patients: string[] | null }>(text, values);
-    matches = rows.slice(0, search.count);
-    bundle.link.push(...offsetLinks(offset, search.count, rows.length > search.count, total, link));
+    const { text, values } = sortedPageSql(search, where, offset, columns).render();
+    const page = (await db.query<MatchRow<T>>(text, values)).rows;
+    rows = page.slice(0, search.count);
+    bundle.link.push(...offsetLinks(offset, search.count, page.length > search.count, total, link));
   } else {
-    const found = await keysetPage<{ rid: string; content: T; patients: string[] | null }>(db, sql`r.rid, r.content, r.patients`, where, search.count, cursor);
-    matches = found.rows;
-    bundle.link.push(...keysetLinks(cursor, matches, found.more, total, link));
+    const found = await keysetPage<MatchRow<T>>(db, columns, where, search.count, cursor);
+    rows = found.rows;
+    bundle.link.push(...keysetLinks(cursor, rows, found.more, total, link));
   }
-  const entries: BundleEntry<T>[] = matches.map((row) => ({
-    fullUrl: `${base}/${resourceType}/${row.content.id}`,
-    resource: withFiledPatients(present(row.content, search) as T, row.patients),
+  // A row not yet filed under its patients is parsed, so that the audit trail finds them in it.
+  const matches = rows.map((row) => withFiledPatients((row.content ?? (row.patients ? storedJson(resourceType, row.id!, row.text!) : JSON.parse(row.text!))) as T, row.patients));
+  const entries: BundleEntry<T>[] = matches.map((resource) => ({
+    fullUrl: `${base}/${resourceType}/${resource.id}`,
+    resource: withFiledPatients(present(resource, search) as T, filedPatients(resource) ?? null),
     search: { mode: 'match' },
   }));
-  const included = await includedResources(db, matches.map((m) => m.content), search.include, search.revinclude, access);
+  const included = await includedResources(db, matches, search.include, search.revinclude, access);
   for (const r of included.resources) entries.push({ fullUrl: `${base}/${r.resourceType}/${r.id}`, resource: r as T, search: { mode: 'include' } });
   if (included.truncated) {
     entries.push({
@@ -157,10 +168,21 @@ function searchWhere(search: ParsedSearch, access: SearchAccess, compartmentPati
   );
 }
 
-/** One page (and one row more, to tell whether another follows) of a sorted search: rid, content. */
-function sortedPageSql(search: ParsedSearch, where: Sql, offset: number): Sql {
+/** A match as read: its content parsed, or (as stored) its id and its content's text. */
+interface MatchRow<T> {
+  rid: string;
+  content?: T;
+  id?: string;
+  text?: string;
+  patients: string[] | null;
+}
+const PARSED_COLUMNS = sql`r.rid, r.content, r.patients`;
+const STORED_COLUMNS = sql`r.rid, r.id, r.content::text AS text, r.patients`;
+
+/** One page (and one row more, to tell whether another follows) of a sorted search: `columns` of `fhir_resources r`. */
+function sortedPageSql(search: ParsedSearch, where: Sql, offset: number, columns = PARSED_COLUMNS): Sql {
   const order = join([...search.sort.map((s) => sortSql(s, R)), sql`r.rid`], ', ');
-  return sql`SELECT r.rid, r.content, r.patients FROM fhir_resources r WHERE ${where} ORDER BY ${order} LIMIT ${search.count + 1} OFFSET ${offset}`;
+  return sql`SELECT ${columns} FROM fhir_resources r WHERE ${where} ORDER BY ${order} LIMIT ${search.count + 1} OFFSET ${offset}`;
 }
 
 /**
