@@ -27,6 +27,7 @@ import { hashKey } from '../core/hash';
 import { parseSearch, type ParsedSearch, type QueryParams } from './search/parse';
 import { everythingBundle, historyBundle, missing, readOneVersion, readReferenced, readVersion, readVersions, type EverythingParams, type FoundVersion } from './store/history';
 import { checkSearchReach, searchPages, searchResources, type SearchOptions } from './store/search';
+import { bundleJson } from './store/stored-json';
 import { checkType, versionTag, type RowFilter } from './store/types';
 import { writeMany, type WriteItem, type WriteResult } from './store/writes';
 import type { TerminologyLookup } from './term/lookup';
@@ -383,6 +384,14 @@ export class FhirRepository {
     const bundle = await searchResources<T>(sql, this.baseUrl, parsed, query, this.access, options);
     if (options.audit !== false) await this.auditAccess('search', 'R', resourcesOf(bundle));
     return bundle;
+  }
+
+  /**
+   * The JSON of search(): for a caller that sends it on unread, with the matches as stored (spliced in as
+   * PostgreSQL's text of them, never parsed; SearchOptions.asStored).
+   */
+  async searchJson(type: string, query: QueryParams, options: SearchOptions & ReadOptions = {}): Promise<string> {
+    return bundleJson(await this.search(type, query, { ...options, asStored: true }));
   }
 
   /**

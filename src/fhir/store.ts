@@ -7,5 +7,4 @@
 export { checkType, ID_PATTERN, versionTag, type RowFilter } from './store/types';
 export { writeMany, insertIndexRows, type WriteItem, type WriteMethod, type WriteResult, type WriteHooks } from './store/writes';
 export { searchResources, MAX_INCLUDED, type SearchAccess, type SearchOptions } from './store/search';
-export { bundleJson } from './store/stored-json';
 export { everythingBundle, historyBundle, readOneVersion, readVersion, type EverythingParams, type StoredVersion } from './store/history';

@@ -15,7 +15,7 @@ import { JSON_PATCH, MAX_PATCH_OPERATIONS, parsePatch, type Patch } from '../fhi
 import { present } from '../fhir/present';
 import type { QueryParams } from '../fhir/search/parse';
 import { FHIR_BASE_PATH as FHIR_BASE } from '../fhir/service';
-import { bundleJson, checkType } from '../fhir/store';
+import { checkType } from '../fhir/store';
 import { isTerminologyType, type TerminologyType } from '../fhir/term/resources';
 import { validateInput, validateOperation } from '../fhir/validate-operation';
 export const FHIR_JSON = 'application/fhir+json';
@@ -166,7 +166,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
     checkFormat(ctx);
     const t = type(ctx);
     if (readsLoadedTerminology(t, principal)) return fhirResult(await services.terminology.search(t, queryOf(ctx), base()));
-    return fhirResult(bundleJson(await repo.search(t, queryOf(ctx), { selfQuery: ctx.querystring, asStored: true })));
+    return fhirResult(await repo.searchJson(t, queryOf(ctx), { selfQuery: ctx.querystring }));
   };
   /** The loaded terminology resource, else (a client that may read the store's too) the store's; else its 404. */
   const readLoaded = async (type: TerminologyType, id: string, repo: Input['repo']): Promise<Resource> => {
@@ -351,7 +351,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
         const self = new URLSearchParams();
         for (const [k, v] of Object.entries(merged)) for (const one of ([] as string[]).concat(v ?? [])) self.append(k, one);
         if (readsLoadedTerminology(params.type, principal)) return fhirResult(await services.terminology.search(params.type, merged, base()));
-        return fhirResult(bundleJson(await repo.search(params.type, merged, { selfQuery: self.toString(), asStored: true })));
+        return fhirResult(await repo.searchJson(params.type, merged, { selfQuery: self.toString() }));
       },
     }),
     defineRoute({
@@ -595,7 +595,7 @@ export function fhirRoutes(services: Services): RouteSpec[] {
         checkFormat(ctx);
         checkType(params.type);
         const linkBase = `${base()}/Patient/${params.id}/${params.type}`;
-        return fhirResult(bundleJson(await repo.search(params.type, queryOf(ctx), { selfQuery: ctx.querystring, linkBase, compartmentPatient: params.id, asStored: true })));
+        return fhirResult(await repo.searchJson(params.type, queryOf(ctx), { selfQuery: ctx.querystring, linkBase, compartmentPatient: params.id }));
       },
     }),
   ];
