@@ -55,6 +55,32 @@ function corpus(): Resource[] {
     // A primitive known by its extension alone, repeated primitives with gaps, a choice element, a contained resource.
     { resourceType: 'Patient', id: 'p', _birthDate: { extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/data-absent-reason', valueCode: 'unknown' }] }, name: [{ given: ['Ann', null], _given: [null, { extension: [{ url: 'x', valueString: 'y' }] }], family: 'Lee' }] } as unknown as Resource,
     { resourceType: 'Observation', id: 'o', status: 'final', code: { text: 'x' }, effectivePeriod: { start: '2024-01-01' }, valueQuantity: { value: 1, unit: 'mg' }, subject: { reference: '#p' }, contained: [{ resourceType: 'Patient', id: 'p' }] } as unknown as Resource,
+    // References in every form `where(resolve() is Patient)` meets: absolute, versioned, conditional, logical, urn:uuid, not a Patient.
+    ...[
+      { reference: 'http://elsewhere.example/fhir/Patient/9' },
+      { reference: 'Patient/9/_history/2' },
+      { reference: 'Patient?identifier=urn:x|1' },
+      { reference: 'Group?identifier=urn:x|2' },
+      { type: 'Group', identifier: { system: 'urn:x', value: '2' } },
+      { type: 'Patient', identifier: { system: 'urn:x', value: '1' } },
+      { identifier: { system: 'urn:x', value: '1' } },
+      { reference: 'urn:uuid:0d2c1c55-6f2b-4c36-9d7a-2f6b0c7f9e11' },
+      { reference: 'Group/7' },
+      { display: 'no reference at all' },
+    ].map((subject, i) => ({ resourceType: 'Observation', id: `ref-${i}`, status: 'final', code: { text: 'x' }, subject }) as unknown as Resource),
+    // Choice values `as` each type, and components equal to each other and to the value (a union keeps one of each).
+    ...[{ valueQuantity: { value: 5, unit: 'mg', system: 'http://unitsofmeasure.org', code: 'mg' } }, { valueCodeableConcept: { coding: [{ system: 'urn:c', code: 'a' }], text: 'A' } }, { valueString: 's' }, { valueDateTime: '2024-02-03' }, { valuePeriod: { start: '2024-01-01' } }, { valueBoolean: true }].map(
+      (value, i) =>
+        ({
+          resourceType: 'Observation',
+          id: `value-${i}`,
+          status: 'final',
+          code: { text: 'x' },
+          ...value,
+          component: [{ code: { text: 'c' }, ...value }, { code: { text: 'c' }, ...value }, { code: { text: 'd' }, valueQuantity: { value: 6, unit: 'mg' } }],
+        }) as unknown as Resource,
+    ),
+    { resourceType: 'Encounter', id: 'e', status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/1' }, participant: [{ individual: { reference: 'Practitioner/2' } }, { individual: { reference: 'RelatedPerson/3' } }] } as unknown as Resource,
   ];
 }
 

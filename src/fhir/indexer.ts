@@ -3,6 +3,7 @@ import {
   convertToSearchableNumbers,
   convertToSearchableQuantities,
   evalFhirPathTyped,
+  fhirPathEquals,
   getSearchParameterDetails,
   getSearchParameters,
   getTypedPropertyValue,
@@ -91,35 +92,87 @@ function rootElements(resourceType: string, expression: string): string[] | unde
 const PATH_FUNCTIONS = new Set(['where', 'as', 'ofType', 'resolve', 'extension', 'is']);
 
 /**
- * The evaluation of an expression that, on a resource of `resourceType`, is one path of member names
- * (`AuditEvent.agent.who`, `Observation.code`; the parts of a `|` union that start with another type find nothing on
- * it): each step as FHIRPath's member access takes it (getTypedPropertyValue: choice types, primitives' extensions),
- * without the FHIRPath evaluator around it (CPU per resource: an AuditEvent 0.128 → 0.068 ms, the Synthea sample's
- * resources 0.126 → 0.116 ms; test/fhir-indexer.test.ts checks it finds what the evaluator finds). Undefined for anything else (functions,
- * `as`, `where`, `Resource.…`, two parts for one type, whose union removes duplicates), which the evaluator answers.
+ * The evaluation of an expression whose parts, on a resource of `resourceType`, are paths of member names
+ * (`AuditEvent.agent.who`, `Observation.code`), each optionally ending in `.where(resolve() is Patient)` or in
+ * parentheses with `as Quantity`: each step as
+ * FHIRPath's member access takes it (getTypedPropertyValue: choice types, primitives' extensions), without the
+ * FHIRPath evaluator around it (CPU per resource: an AuditEvent 0.128 → 0.068 ms, the Synthea sample's resources
+ * 0.126 → 0.116 ms; test/fhir-indexer.test.ts checks it finds what the evaluator finds). The parts of a `|` union
+ * that start with another type find nothing on it, whatever they say (@medplum/core's expression for the type keeps
+ * only its own part, so no union is left to remove duplicates): the shared parameters (`code`, `date`, `patient` of
+ * ~30 types) are one path on each. Undefined for anything else (other functions, `Resource.…`, a member of an
+ * `as`), which the evaluator answers.
  */
 function memberPath(resourceType: string, expression: string): ((resource: TypedValue) => TypedValue[]) | undefined {
-  const parts = expression.split('|').map((p) => /^\s*([A-Z][A-Za-z]+)((?:\.[a-z][A-Za-z0-9]*)+)\s*$/.exec(p));
-  if (parts.some((m) => !m || m[1] === 'Resource' || m[1] === 'DomainResource')) return undefined;
-  const own = parts.filter((m) => m![1] === resourceType);
-  if (own.length !== 1) return undefined;
-  const steps = own[0]![2]!.slice(1).split('.');
-  return (resource) => {
-    let values = [resource];
-    for (const step of steps) {
-      const next: TypedValue[] = [];
-      for (const value of values) {
-        if (!value.value || typeof value.value !== 'object') continue; // a primitive has no members (as in FHIRPath)
-        const found = getTypedPropertyValue(value, step);
-        if (Array.isArray(found)) {
-          for (const f of found) if (f?.value !== undefined) next.push(f);
-        } else if (found?.value !== undefined) next.push(found);
-      }
-      if (!next.length) return next;
-      values = next;
+  const own: OwnPart[] = [];
+  for (const part of expression.split('|')) {
+    // A `|` inside a part's parentheses splits it into pieces that start with no type: the evaluator's.
+    const type = /^\s*\(?\s*([A-Z][A-Za-z]+)\./.exec(part)?.[1];
+    if (!type || type === 'Resource' || type === 'DomainResource') return undefined;
+    if (type !== resourceType) continue;
+    const path =
+      /^\s*[A-Z][A-Za-z]+((?:\.[a-z][A-Za-z0-9]*)+)(?:\.where\(resolve\(\) is ([A-Z][A-Za-z]+)\))?\s*$/.exec(part) ??
+      /^\s*\(\s*[A-Z][A-Za-z]+((?:\.[a-z][A-Za-z0-9]*)+)\s+as\s+([A-Za-z]+)\s*\)\s*$/.exec(part);
+    if (!path) return undefined;
+    const steps = path[1]!.slice(1).split('.');
+    own.push(path[0]!.includes(' as ') ? { steps, as: path[2] } : { steps, resolvesTo: path[2] });
+  }
+  if (!own.length) return undefined;
+  // Two parts of the type are a union, which removes duplicates (FHIRPath equality); one is not.
+  return own.length === 1 ? (resource) => ownValues(resource, own[0]!) : (resource) => withoutDuplicates(own.flatMap((part) => ownValues(resource, part)));
+}
+
+/** A part of a search parameter's expression read as member access: its steps, then `as` a type or `where(resolve() is` one`)`. */
+interface OwnPart {
+  steps: string[];
+  as?: string;
+  resolvesTo?: string;
+}
+
+function ownValues(resource: TypedValue, { steps, as, resolvesTo }: OwnPart): TypedValue[] {
+  let values = [resource];
+  for (const step of steps) {
+    const next: TypedValue[] = [];
+    for (const value of values) {
+      if (!value.value || typeof value.value !== 'object') continue; // a primitive has no members (as in FHIRPath)
+      const found = getTypedPropertyValue(value, step);
+      if (Array.isArray(found)) {
+        for (const f of found) if (f?.value !== undefined) next.push(f);
+      } else if (found?.value !== undefined) next.push(found);
     }
-    return values;
-  };
+    if (!next.length) return next;
+    values = next;
+  }
+  if (as !== undefined) return values.filter((v) => v.type === as);
+  if (resolvesTo !== undefined) return values.filter((v) => resolvedType(v.value) === resolvesTo);
+  return values;
+}
+
+/** `values` without those FHIRPath finds equal to an earlier one, as its union keeps them. */
+function withoutDuplicates(values: TypedValue[]): TypedValue[] {
+  if (values.length < 2) return values;
+  const out: TypedValue[] = [];
+  for (const v of values) if (!out.some((o) => fhirPathEquals(v, o)[0]?.value === true)) out.push(v);
+  return out;
+}
+
+/**
+ * The type FHIRPath's `resolve()` gives a Reference without reading anything (@medplum/core 4.5.2): the part of its
+ * `reference` before `?` (a conditional reference) or else before the first `/`; of a logical reference, its
+ * `type`; none for anything else (a contained `#id`, a `urn:uuid:`).
+ */
+function resolvedType(value: unknown): string | undefined {
+  let reference: string | undefined;
+  if (typeof value === 'string') reference = value;
+  else if (value && typeof value === 'object') {
+    const ref = value as { reference?: unknown; type?: unknown; identifier?: unknown; resource?: { resourceType?: string } };
+    if (ref.resource) return ref.resource.resourceType; // not R4's, but the evaluator's rule
+    if (ref.reference) reference = String(ref.reference);
+    else if (ref.type && ref.identifier) return String(ref.type);
+  }
+  if (reference?.includes('?')) return reference.split('?')[0];
+  if (reference?.includes('/')) return reference.split('/')[0];
+  return undefined;
 }
 
 /**
