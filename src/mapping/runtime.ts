@@ -254,10 +254,14 @@ export function ageInYears(birthDate: string | undefined, at: string | undefined
   const [born, day] = [birthDate && dayOf(birthDate), at && dayOf(at)];
   if (typeof born !== 'number' || typeof day !== 'number' || day < born) return undefined;
   const b = new Date(born);
-  const birthday = (years: number) => Date.UTC(b.getUTCFullYear() + years, b.getUTCMonth(), b.getUTCDate());
   let years = new Date(day).getUTCFullYear() - b.getUTCFullYear();
-  if (birthday(years) > day) years--;
-  return years + (day - birthday(years)) / (birthday(years + 1) - birthday(years));
+  if (birthday(b, years) > day) years--;
+  return years + (day - birthday(b, years)) / (birthday(b, years + 1) - birthday(b, years));
+}
+
+/** The instant of the birthday `years` after the birth `b`. */
+function birthday(b: Date, years: number): number {
+  return Date.UTC(b.getUTCFullYear() + years, b.getUTCMonth(), b.getUTCDate());
 }
 
 /** Per year, in each unit of time an age is given in (UCUM codes, and the words some systems write as its unit). */
@@ -501,12 +505,7 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
   if (typeof value === 'string') return value;
   if (typeof value === 'number' || typeof value === 'boolean') return String(value);
   if (!isObject(value)) return undefined;
-  const quantity = (q: unknown, withUnit = true): string | undefined => {
-    if (!isObject(q) || typeof q.value !== 'number') return undefined;
-    const unit = withUnit ? (q.unit ?? q.code) : undefined;
-    return `${typeof q.comparator === 'string' ? q.comparator : ''}${q.value}${typeof unit === 'string' ? ` ${unit}` : ''}`;
-  };
-  if ('value' in value) return quantity(value);
+  if ('value' in value) return quantityText(value);
   // A resource a reference led to (resolve()): what names it, a person's name, else its code or type.
   if (typeof value.resourceType === 'string') {
     const name = Array.isArray(value.name) ? value.name.map((v) => textOf(v, terminology)).find((t) => t !== undefined) : textOf(value.name, terminology);
@@ -522,16 +521,16 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
   if (valueKey) return `${textOf(value.code, terminology) ?? '?'}: ${textOf(value[valueKey], terminology) ?? ''}`;
   if ('low' in value || 'high' in value) {
     const { low, high } = value as { low?: Obj; high?: Obj };
-    const [lo, hi] = [quantity(low), quantity(high)];
+    const [lo, hi] = [quantityText(low), quantityText(high)];
     if (lo === undefined) return hi === undefined ? undefined : `<=${hi}`;
     if (hi === undefined) return `>=${lo}`;
     // One unit for both when they share it: 1–3 mg/L.
-    return `${(low!.unit ?? low!.code) === (high!.unit ?? high!.code) ? quantity(low, false) : lo}–${hi}`;
+    return `${(low!.unit ?? low!.code) === (high!.unit ?? high!.code) ? quantityText(low, false) : lo}–${hi}`;
   }
   if ('numerator' in value || 'denominator' in value) {
     const { numerator: n, denominator: d } = value as { numerator?: Obj; denominator?: Obj };
     const units = [n, d].some((q) => isObject(q) && (q.unit ?? q.code) !== undefined);
-    const [a, b] = [quantity(n), quantity(d)];
+    const [a, b] = [quantityText(n), quantityText(d)];
     return a === undefined ? undefined : b === undefined ? a : units ? `${a} / ${b}` : `${a}:${b}`;
   }
   if ('start' in value || 'end' in value) return `${value.start ?? '…'} – ${value.end ?? '…'}`;
@@ -566,6 +565,13 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
   return undefined;
 }
 
+/** A Quantity as text: `<5 mg/L` (its unit when `withUnit`); undefined for anything without a number. */
+function quantityText(q: unknown, withUnit = true): string | undefined {
+  if (!isObject(q) || typeof q.value !== 'number') return undefined;
+  const unit = withUnit ? (q.unit ?? q.code) : undefined;
+  return `${typeof q.comparator === 'string' ? q.comparator : ''}${q.value}${typeof unit === 'string' ? ` ${unit}` : ''}`;
+}
+
 /**
  * A QuestionnaireResponse item as text: `Little interest or pleasure in doing things [44250-9]: Several days`, its
  * answers (each value[x] as text: a coding's display, else its code; a number as written) joined with ", ", and the
@@ -573,11 +579,7 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
  */
 function answeredItemText(item: Obj, terminology: ReadTerminology | undefined): string | undefined {
   const answers = Array.isArray(item.answer) ? item.answer.filter(isObject) : [];
-  const valueOf = (answer: Obj) => {
-    const key = Object.keys(answer).find((k) => /^value[A-Z]/.test(k));
-    return key ? textOf(answer[key], terminology) : undefined;
-  };
-  const said = answers.map(valueOf).filter((t) => t !== undefined);
+  const said = answers.map((answer) => answerText(answer, terminology)).filter((t) => t !== undefined);
   const nested = [...(Array.isArray(item.item) ? item.item : []), ...answers.flatMap((a) => (Array.isArray(a.item) ? a.item : []))]
     .map((child) => (isObject(child) ? answeredItemText(child, terminology) : undefined))
     .filter((t) => t !== undefined);
@@ -585,6 +587,12 @@ function answeredItemText(item: Obj, terminology: ReadTerminology | undefined): 
   const own = said.length ? `${question}: ${said.join(', ')}` : undefined;
   const all = [own, ...nested].filter((t) => t !== undefined);
   return all.length ? all.join('; ') : undefined;
+}
+
+/** An answer's value[x] as text. */
+function answerText(answer: Obj, terminology: ReadTerminology | undefined): string | undefined {
+  const key = Object.keys(answer).find((k) => /^value[A-Z]/.test(k));
+  return key ? textOf(answer[key], terminology) : undefined;
 }
 
 /** Every value of the expression: those of its first alternative that gives any. */
@@ -967,9 +975,8 @@ function readsBack(program: MapProgram, rule: FieldRule, root: Obj, value: unkno
  */
 function writeObjects(program: MapProgram, rule: FieldRule, root: Obj, value: unknown, name: string): void {
   const path = rule.targets[0]!.write;
-  const build = (object: unknown, at: string, element: Obj) => writeFields(rule.object!, element, object as Record<string, unknown>, `${at}.`);
   if (!rule.field.list) {
-    build(value, name, reach(root, path));
+    writeFields(rule.object!, reach(root, path), value as Record<string, unknown>, `${name}.`);
     return;
   }
   const objects = value as unknown[];
@@ -980,7 +987,7 @@ function writeObjects(program: MapProgram, rule: FieldRule, root: Obj, value: un
   objects.forEach((object, i) => {
     const element: Obj = {};
     writeConditions(element, step.where);
-    build(object, `${name}[${i}]`, element);
+    writeFields(rule.object!, element, object as Record<string, unknown>, `${name}[${i}].`);
     list.push(element);
   });
 }
@@ -1049,9 +1056,9 @@ function readRules(program: MapProgram, scope: Scope, lenient: boolean, unread: 
 /** An object field: one object per element the path reaches (a list), or of the first one; each read by the object's rules. */
 function readObjects(rule: FieldRule, scope: Scope, connect: Record<string, unknown>, lenient: boolean, unread: string[], prefix: string): void {
   const elements = readAll(scope, rule.targets[0]!).filter(isObject);
-  const read = (element: Obj) => readRules(rule.object!, { ...scope, focus: element }, lenient, unread, `${prefix}${rule.field.name}.`);
-  if (rule.field.list) connect[rule.field.name] = elements.map(read);
-  else if (elements.length) connect[rule.field.name] = read(elements[0]!);
+  const at = `${prefix}${rule.field.name}.`;
+  if (rule.field.list) connect[rule.field.name] = elements.map((element) => readRules(rule.object!, { ...scope, focus: element }, lenient, unread, at));
+  else if (elements.length) connect[rule.field.name] = readRules(rule.object!, { ...scope, focus: elements[0]! }, lenient, unread, at);
   else if (rule.field.nullable) connect[rule.field.name] = null;
 }
 
