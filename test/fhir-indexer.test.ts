@@ -62,12 +62,16 @@ function corpus(): Resource[] {
       { reference: 'Patient?identifier=urn:x|1' },
       { reference: 'Group?identifier=urn:x|2' },
       { type: 'Group', identifier: { system: 'urn:x', value: '2' } },
+      { type: 'Patient?x', identifier: { system: 'urn:x', value: '3' } },
       { type: 'Patient', identifier: { system: 'urn:x', value: '1' } },
       { identifier: { system: 'urn:x', value: '1' } },
       { reference: 'urn:uuid:0d2c1c55-6f2b-4c36-9d7a-2f6b0c7f9e11' },
       { reference: 'Group/7' },
       { display: 'no reference at all' },
     ].map((subject, i) => ({ resourceType: 'Observation', id: `ref-${i}`, status: 'final', code: { text: 'x' }, subject }) as unknown as Resource),
+    // A Person's parameters are unions with RelatedPerson's (@medplum/core keeps every part naming `Person.`), which
+    // remove duplicates: the same address twice, the same telecom twice.
+    { resourceType: 'Person', id: 'person', gender: 'female', birthDate: '1970', address: [{ city: 'Oslo', use: 'home' }, { city: 'Oslo', use: 'home' }], telecom: [{ system: 'phone', value: '1' }, { system: 'phone', value: '1' }], name: [{ family: 'Lee' }, { family: 'Lee' }] } as unknown as Resource,
     // Choice values `as` each type, and components equal to each other and to the value (a union keeps one of each).
     ...[{ valueQuantity: { value: 5, unit: 'mg', system: 'http://unitsofmeasure.org', code: 'mg' } }, { valueCodeableConcept: { coding: [{ system: 'urn:c', code: 'a' }], text: 'A' } }, { valueString: 's' }, { valueDateTime: '2024-02-03' }, { valuePeriod: { start: '2024-01-01' } }, { valueBoolean: true }].map(
       (value, i) =>

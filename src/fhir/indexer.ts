@@ -4,6 +4,7 @@ import {
   convertToSearchableQuantities,
   evalFhirPathTyped,
   fhirPathEquals,
+  getExpressionsForResourceType,
   getSearchParameterDetails,
   getSearchParameters,
   getTypedPropertyValue,
@@ -63,7 +64,7 @@ export function indexedParams(resourceType: string): Map<string, IndexedParam> {
       targets: (sp.target ?? []) as string[],
       codeSystem: codeSystems.size === 1 ? [...codeSystems][0] : undefined,
       evaluate:
-        memberPath(resourceType, sp.expression) ??
+        memberPath(resourceType, sp.expression, getExpressionsForResourceType(resourceType, sp.expression).length > 1) ??
         skipWhenAbsent(roots, (resource) => evalFhirPathTyped(details.parsedExpression, [resource], { '%resource': resource })),
     });
   }
@@ -98,12 +99,13 @@ const PATH_FUNCTIONS = new Set(['where', 'as', 'ofType', 'resolve', 'extension',
  * FHIRPath's member access takes it (getTypedPropertyValue: choice types, primitives' extensions), without the
  * FHIRPath evaluator around it (CPU per resource: an AuditEvent 0.128 → 0.068 ms, the Synthea sample's resources
  * 0.126 → 0.116 ms; test/fhir-indexer.test.ts checks it finds what the evaluator finds). The parts of a `|` union
- * that start with another type find nothing on it, whatever they say (@medplum/core's expression for the type keeps
- * only its own part, so no union is left to remove duplicates): the shared parameters (`code`, `date`, `patient` of
- * ~30 types) are one path on each. Undefined for anything else (other functions, `Resource.…`, a member of an
- * `as`), which the evaluator answers.
+ * that start with another type find nothing on it, whatever they say: the shared parameters (`code`, `date`,
+ * `patient` of ~30 types) are one path on each. Whether duplicates are removed is the evaluator's expression's
+ * to say: @medplum/core keeps the parts whose text names `<type>.` (for Person, RelatedPerson's too), and two of them
+ * are a union. Undefined for anything else (other functions, `Resource.…`, a member of an `as`), which the
+ * evaluator answers.
  */
-function memberPath(resourceType: string, expression: string): ((resource: TypedValue) => TypedValue[]) | undefined {
+function memberPath(resourceType: string, expression: string, union: boolean): ((resource: TypedValue) => TypedValue[]) | undefined {
   const own: OwnPart[] = [];
   for (const part of expression.split('|')) {
     // A `|` inside a part's parentheses splits it into pieces that start with no type: the evaluator's.
@@ -118,8 +120,8 @@ function memberPath(resourceType: string, expression: string): ((resource: Typed
     own.push(path[0]!.includes(' as ') ? { steps, as: path[2] } : { steps, resolvesTo: path[2] });
   }
   if (!own.length) return undefined;
-  // Two parts of the type are a union, which removes duplicates (FHIRPath equality); one is not.
-  return own.length === 1 ? (resource) => ownValues(resource, own[0]!) : (resource) => withoutDuplicates(own.flatMap((part) => ownValues(resource, part)));
+  // A union removes duplicates (FHIRPath equality).
+  return own.length === 1 && !union ? (resource) => ownValues(resource, own[0]!) : (resource) => withoutDuplicates(own.flatMap((part) => ownValues(resource, part)));
 }
 
 /** A part of a search parameter's expression read as member access: its steps, then `as` a type or `where(resolve() is` one`)`. */
@@ -168,7 +170,7 @@ function resolvedType(value: unknown): string | undefined {
     const ref = value as { reference?: unknown; type?: unknown; identifier?: unknown; resource?: { resourceType?: string } };
     if (ref.resource) return ref.resource.resourceType; // not R4's, but the evaluator's rule
     if (ref.reference) reference = String(ref.reference);
-    else if (ref.type && ref.identifier) return String(ref.type);
+    else if (ref.type && ref.identifier) return String(ref.type).split('?')[0]; // as the evaluator's `type?identifier=…`
   }
   if (reference?.includes('?')) return reference.split('?')[0];
   if (reference?.includes('/')) return reference.split('/')[0];
