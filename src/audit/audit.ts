@@ -247,9 +247,9 @@ const ASYNC_COMMIT = constant(SQL`, (SELECT set_config('synchronous_commit', 'of
  * transaction, the rows exist exactly when the write's effects do. Outside one (the reads' group commit),
  * `asyncCommit` commits the statement asynchronously: when it returns, its rows are committed and seen by
  * every reader, and survive a crash of Pont; only a crash of the PostgreSQL server within its WAL writer's
- * delay (3 × wal_writer_delay, 600 ms by default) could lose them. That saves a disk flush per group
- * (0.2 ms at p50, 1 ms at p95 on the development machine). Never inside a write's transaction, whose commit it
- * would make asynchronous too.
+ * delay (3 × wal_writer_delay, 600 ms by default), or a failover to a synchronous standby it had not yet
+ * reached, could lose them. That saves a disk flush per group (0.2 ms at p50, 1 ms at p95 on the development
+ * machine). Never inside a write's transaction, whose commit it would make asynchronous too.
  */
 export async function insertAuditRows(sql: Queryable, rows: AuditRow[], asyncCommit = false): Promise<void> {
   if (!rows.length) return;

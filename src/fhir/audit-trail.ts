@@ -16,6 +16,16 @@ const BUSY = 0.5;
 const FORCED_EVERY_MS = 10_000;
 
 /**
+ * Is a group commit of `rows` an asynchronous commit (insertAuditRows)? On a PostgreSQL server, whose WAL writer
+ * flushes it within moments whatever becomes of Pont, yes; unless the group holds a break-glass read, which is
+ * rare and is what a review of emergency access reads first: that group waits for the disk. Embedded PGlite is
+ * Pont's own process (a crash of Pont is the database's): always synchronous.
+ */
+export function commitsAsynchronously(backend: Database['backend'], rows: readonly AuditRow[]): boolean {
+  return backend === 'postgres' && !rows.some((r) => r.record.breakGlass);
+}
+
+/**
  * The audit trail of one process (issue 13). Each access is a compact row of `audit_log`:
  * - outside a write, `append` adds it to the next group commit: concurrent requests share one INSERT, and
  *   each request's promise resolves once the statement holding its row has committed (before the response is
@@ -31,19 +41,11 @@ export class AuditTrail {
   private flushing?: Promise<void>;
   /** Group commits run in a context of their own, never inside a caller's transaction. */
   private readonly detached = AsyncLocalStorage.snapshot();
-  /**
-   * Group commits are asynchronous commits on a PostgreSQL server, whose WAL writer flushes them within
-   * moments whatever becomes of Pont. Embedded PGlite is Pont's own process: a crash of Pont is the database's,
-   * and its commits stay synchronous.
-   */
-  private readonly asyncCommit: boolean;
 
   constructor(
     private readonly db: Database,
     private readonly baseUrl: () => string,
-  ) {
-    this.asyncCommit = db.backend === 'postgres';
-  }
+  ) {}
 
   /** Records `record` in the next group commit; resolves once it is durable. */
   append(record: AuditRecord): Promise<void> {
@@ -58,7 +60,8 @@ export class AuditTrail {
       while (this.queue.length) {
         const group = this.queue.splice(0, MAX_GROUP);
         try {
-          await insertAuditRows(this.db, group.map((g) => g.row), this.asyncCommit);
+          const rows = group.map((g) => g.row);
+          await insertAuditRows(this.db, rows, commitsAsynchronously(this.db.backend, rows));
           for (const g of group) g.done();
         } catch (err) {
           for (const g of group) g.done(err);
