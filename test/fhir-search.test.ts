@@ -214,6 +214,11 @@ describe('result parameters', () => {
     expect((await api.call('/Patient?_summary=count')).body.entry).toBeUndefined();
     expect((await api.call('/Patient?_count=0')).body.total).toBe(3);
     expect((await api.call('/Patient?_total=none')).body.total).toBeUndefined();
+    // A first page that holds every match, or none: the total is its length (not counted again), the same.
+    expect((await api.call('/Patient?_count=10')).body.total).toBe(3);
+    expect((await api.call('/Patient?_count=3&_sort=family')).body.total).toBe(3);
+    expect((await api.call('/Patient?family=Nobody')).body.total).toBe(0);
+    expect((await api.call('/Patient?_count=2')).body.total).toBe(3);
   });
   it('_elements keeps the asked and mandatory elements and marks the result SUBSETTED', async () => {
     const res = await api.call(`/Observation?_id=${glucose.id}&_elements=subject`);

@@ -92,20 +92,26 @@ export async function searchResources<T extends Resource>(
   const where = searchWhere(search, access, options.compartmentPatient);
   const countOnly = search.summary === 'count' || search.count === 0;
 
-  let total = search.cursor?.total;
-  if (search.total === 'accurate' && total === undefined) {
-    const { text, values } = sql`SELECT count(*)::int AS n FROM fhir_resources r WHERE ${where}`.render();
-    const { rows } = await db.query<{ n: number }>(text, values);
-    total = rows[0].n;
-  }
-  const bundle: Bundle<T> = { resourceType: 'Bundle', type: 'searchset', ...(total !== undefined ? { total } : {}) };
   const linkBase = options.linkBase ?? `${base}/${resourceType}`;
   const selfQuery = options.selfQuery ?? new URLSearchParams(flatten(query)).toString();
-  bundle.link = [{ relation: 'self', url: `${linkBase}${selfQuery ? `?${selfQuery}` : ''}` }];
   const cursor = search.cursor;
   if (cursor && (search.sort.length ? (cursor.afterRid ?? cursor.beforeRid) : cursor.offset) !== undefined)
     throw badRequest('_cursor is not a cursor issued by this server for this search');
+  const searchset = (total: number | undefined): Bundle<T> => ({
+    resourceType: 'Bundle',
+    type: 'searchset',
+    ...(total !== undefined ? { total } : {}),
+    link: [{ relation: 'self', url: `${linkBase}${selfQuery ? `?${selfQuery}` : ''}` }],
+  });
+  const counted = async (): Promise<number> => {
+    const { text, values } = sql`SELECT count(*)::int AS n FROM fhir_resources r WHERE ${where}`.render();
+    return (await db.query<{ n: number }>(text, values)).rows[0]!.n;
+  };
+  // The total: a later page's cursor carries the first page's.
+  let total = cursor?.total;
   if (countOnly) {
+    if (search.total === 'accurate' && total === undefined) total = await counted();
+    const bundle = searchset(total);
     if (total === 0 && !cursor && access.rowFilter) bundle.entry = [narrowedSearchNote<T>()];
     return bundle;
   }
@@ -118,18 +124,21 @@ export async function searchResources<T extends Resource>(
   const asStored = options.asStored === true && !search.elements?.length && !search.summary && !search.include.length && !search.revinclude.length;
   // As stored: the content as text, the id beside it.
   const columns = asStored ? STORED_COLUMNS : PARSED_COLUMNS;
+  const offset = cursor?.offset ?? 0;
   let rows: MatchRow<T>[];
+  let more: boolean;
   if (search.sort.length) {
-    const offset = cursor?.offset ?? 0;
     const { text, values } = sortedPageSql(search, where, offset, columns).render();
     const page = (await db.query<MatchRow<T>>(text, values)).rows;
     rows = page.slice(0, search.count);
-    bundle.link.push(...offsetLinks(offset, search.count, page.length > search.count, total, link));
+    more = page.length > search.count;
   } else {
-    const found = await keysetPage<MatchRow<T>>(db, columns, where, search.count, cursor);
-    rows = found.rows;
-    bundle.link.push(...keysetLinks(cursor, rows, found.more, total, link));
+    ({ rows, more } = await keysetPage<MatchRow<T>>(db, columns, where, search.count, cursor));
   }
+  // A first page with nothing after it holds every match: its length is the total, without counting them again.
+  if (search.total === 'accurate' && total === undefined) total = !cursor && !more ? rows.length : await counted();
+  const bundle = searchset(total);
+  bundle.link!.push(...(search.sort.length ? offsetLinks(offset, search.count, more, total, link) : keysetLinks(cursor, rows, more, total, link)));
   // A row not yet filed under its patients is parsed, so that the audit trail finds them in it.
   const matches = rows.map((row) => withFiledPatients((row.content ?? (row.patients ? storedJson(resourceType, row.id!, row.text!) : JSON.parse(row.text!))) as T, row.patients));
   const entries: BundleEntry<T>[] = matches.map((resource) => ({
