@@ -265,8 +265,7 @@ function walkJson(walk: JsonWalk, value: unknown, depth: number, inArray: boolea
   if (depth > MAX_DEPTH) return walkIssue(walk, `Nested more than ${MAX_DEPTH} levels deep`);
   if (value === '') return walkIssue(walk, 'An empty string (leave the element out instead)');
   if (typeof value === 'string' && value.length > MAX_STRING) {
-    const last = at[at.length - 1];
-    return typeof last === 'string' && `.${last}`.endsWith('.data') ? walk.largeData() : walkIssue(walk, `A string longer than ${MAX_STRING} characters`);
+    return at[at.length - 1] === 'data' ? walk.largeData() : walkIssue(walk, `A string longer than ${MAX_STRING} characters`);
   }
   if (Array.isArray(value)) {
     if (inArray) return walkIssue(walk, 'An array inside an array');
