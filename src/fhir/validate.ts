@@ -2,6 +2,7 @@ import { OperationOutcomeError, tryGetDataType, validateResource } from '@medplu
 import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
 import { ApiError, ErrorCode, badRequest } from '../core/errors';
 import { isResourceType } from '../core/fhir-definitions';
+import { isJsonObject } from '../core/json';
 import { passesBaseDefinitions } from './base-validity';
 import { narrativeProblem } from './narrative';
 import { checkRequiredBindings } from './terminology';
@@ -134,7 +135,7 @@ function walkShape(walk: ShapeWalk, value: Record<string, unknown>, type: string
       if (facts.targets)
         for (let i = 0; i < items.length; i++) {
           const item = items[i];
-          const named = isObject(item) && typeof item.reference === 'string' ? RELATIVE_REFERENCE.exec(item.reference)?.[1] : undefined;
+          const named = isJsonObject(item) && typeof item.reference === 'string' ? RELATIVE_REFERENCE.exec(item.reference)?.[1] : undefined;
           if (named && !facts.targets.includes(named)) {
             const text = `${pathOf(walk.resourceType, at)} may refer to ${facts.targets.join(', ')}, not ${named}`;
             if (Array.isArray(v)) at.push(i);
@@ -144,7 +145,7 @@ function walkShape(walk: ShapeWalk, value: Record<string, unknown>, type: string
       if (facts.walkInto)
         for (let i = 0; i < items.length; i++) {
           const item = items[i];
-          if (!isObject(item)) continue;
+          if (!isJsonObject(item)) continue;
           if (Array.isArray(v)) at.push(i);
           walkShape(walk, item, facts.walkInto, depth + 1);
           if (Array.isArray(v)) at.pop();
@@ -155,9 +156,6 @@ function walkShape(walk: ShapeWalk, value: Record<string, unknown>, type: string
 }
 
 const RELATIVE_REFERENCE = /^([A-Z][A-Za-z]+)\/[^/]+$/;
-function isObject(item: unknown): item is Record<string, unknown> {
-  return !!item && typeof item === 'object' && !Array.isArray(item);
-}
 
 /** `Resource.a[2].b` from a resource type and the keys and indexes below it. */
 function pathOf(resourceType: string, at: ReadonlyArray<string | number>): string {

@@ -1,5 +1,6 @@
 import { Hl7Message, normalizeErrorString, OperationOutcomeError, validateResource } from '@medplum/core';
 import type { Resource } from '@medplum/fhirtypes';
+import { isJsonObject } from '../core/json';
 import { isMap, isScalar, isSeq, type Node } from 'yaml';
 import type { ReadTerminology } from './runtime';
 import type { CompiledMap } from './types';
@@ -15,8 +16,7 @@ function differences(actual: unknown, expected: unknown, path: Array<string | nu
   if (Array.isArray(actual) && Array.isArray(expected)) {
     return Array.from({ length: Math.max(actual.length, expected.length) }, (_, i) => differences(actual[i], expected[i], [...path, i])).flat();
   }
-  const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-  if (isObj(actual) && isObj(expected)) {
+  if (isJsonObject(actual) && isJsonObject(expected)) {
     return [...new Set([...Object.keys(expected), ...Object.keys(actual)])].flatMap((key) => differences(actual[key], expected[key], [...path, key]));
   }
   return Object.is(actual, expected) ? [] : [{ path, actual, expected }];

@@ -1,4 +1,5 @@
 import type { Resource } from '@medplum/fhirtypes';
+import { isJsonObject } from '../core/json';
 import { MappingValueError } from './errors';
 import { inFhirOrder } from './fhir-types';
 import type { Comparison, Literal, Outside } from './path';
@@ -134,14 +135,13 @@ export interface MapProgram {
 // ---- reading and writing one path -------------------------------------------------------------------------
 
 type Obj = Record<string, unknown>;
-const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Every value reached by following simple steps (arrays flattened), as FHIRPath does. */
 function collect(items: unknown[], json: string): unknown[] {
   // Loops rather than spread and filter: reading is a hot path (every field of every record), and this is its step.
   const out: unknown[] = [];
   for (const item of items) {
-    if (!isObject(item)) continue;
+    if (!isJsonObject(item)) continue;
     const v = item[json];
     if (v === undefined || v === null) continue;
     if (!Array.isArray(v)) out.push(v);
@@ -201,8 +201,8 @@ export function codingDisplay(terminology: ReadTerminology | undefined, system: 
 /** The codes of a value (a `code`, a Coding, or a CodeableConcept's codings): what memberOf() asks about. */
 export function codesOf(value: unknown): Array<{ system?: string; code: string }> {
   if (typeof value === 'string') return [{ code: value }];
-  if (!isObject(value)) return [];
-  if (Array.isArray(value.coding)) return value.coding.flatMap((c) => (isObject(c) && !Array.isArray(c.coding) ? codesOf(c) : []));
+  if (!isJsonObject(value)) return [];
+  if (Array.isArray(value.coding)) return value.coding.flatMap((c) => (isJsonObject(c) && !Array.isArray(c.coding) ? codesOf(c) : []));
   if (typeof value.code !== 'string') return [];
   return [{ ...(typeof value.system === 'string' ? { system: value.system } : {}), code: value.code }];
 }
@@ -231,9 +231,9 @@ export function membership(terminology: ReadTerminology | undefined, valueSet: s
  */
 function patientAge(scope: Scope): number | undefined {
   if (scope.memo && 'age' in scope.memo) return scope.memo.age;
-  const r = isObject(scope.resource) ? scope.resource : {};
-  const at = r.effectiveDateTime ?? (isObject(r.effectivePeriod) ? r.effectivePeriod.start : undefined) ?? r.effectiveInstant ?? r.issued;
-  const birthDate = isObject(scope.patient) ? scope.patient.birthDate : undefined;
+  const r = isJsonObject(scope.resource) ? scope.resource : {};
+  const at = r.effectiveDateTime ?? (isJsonObject(r.effectivePeriod) ? r.effectivePeriod.start : undefined) ?? r.effectiveInstant ?? r.issued;
+  const birthDate = isJsonObject(scope.patient) ? scope.patient.birthDate : undefined;
   const age = typeof birthDate === 'string' && typeof at === 'string' ? ageInYears(birthDate, at) : undefined;
   if (scope.memo) scope.memo.age = age;
   return age;
@@ -276,7 +276,7 @@ const PER_YEAR: Record<string, number> = {
 
 /** A quantity of time (an age) in years: by its UCUM code, else its unit; without either, years. Undefined for another unit. */
 export function yearsOf(quantity: unknown): number | undefined {
-  if (!isObject(quantity) || typeof quantity.value !== 'number') return undefined;
+  if (!isJsonObject(quantity) || typeof quantity.value !== 'number') return undefined;
   const unit = quantity.code ?? quantity.unit;
   if (unit === undefined) return quantity.value;
   const perYear = typeof unit === 'string' ? PER_YEAR[unit] : undefined;
@@ -312,7 +312,7 @@ function meets(item: unknown, c: CompiledCondition, scope: Scope): boolean {
   if (c.op) {
     // An age: the quantities whose values are compared, in years. A limit without a value is open: met, whatever
     // it is compared with; one with a value needs the value it is compared with.
-    const have = c.age ? valuesOf(start, c.steps.slice(0, -1)).filter((q) => isObject(q) && q.value !== undefined).map(yearsOf) : valuesOf(start, c.steps);
+    const have = c.age ? valuesOf(start, c.steps.slice(0, -1)).filter((q) => isJsonObject(q) && q.value !== undefined).map(yearsOf) : valuesOf(start, c.steps);
     if (!have.length) return true;
     return typeof wanted === 'number' && have.some((v) => typeof v === 'number' && COMPARE[c.op!](v, wanted));
   }
@@ -345,7 +345,7 @@ function walk(scope: Scope, items: unknown[], path: CompiledPath): unknown[] {
 function displays(codings: unknown[], terminology: ReadTerminology): unknown[] {
   const out: unknown[] = [];
   for (const c of codings) {
-    if (!isObject(c)) continue;
+    if (!isJsonObject(c)) continue;
     const display = c.display ?? (typeof c.system === 'string' && typeof c.code === 'string' ? terminology.display(c.system, c.code) : undefined);
     if (display !== undefined && display !== null) out.push(display);
   }
@@ -354,11 +354,11 @@ function displays(codings: unknown[], terminology: ReadTerminology): unknown[] {
 
 /** The resource a Reference points to: in the resource's `contained` (`#id`), else among those the reader resolved. */
 function resolveReference(scope: Scope, ref: unknown): unknown[] {
-  const reference = isObject(ref) && typeof ref.reference === 'string' ? ref.reference : undefined;
+  const reference = isJsonObject(ref) && typeof ref.reference === 'string' ? ref.reference : undefined;
   if (reference === undefined) return [];
   if (reference.startsWith('#')) {
-    const contained = isObject(scope.resource) && Array.isArray(scope.resource.contained) ? scope.resource.contained : [];
-    const found = contained.find((c) => isObject(c) && c.id === reference.slice(1));
+    const contained = isJsonObject(scope.resource) && Array.isArray(scope.resource.contained) ? scope.resource.contained : [];
+    const found = contained.find((c) => isJsonObject(c) && c.id === reference.slice(1));
     return found ? [found] : [];
   }
   const key = storedReference(reference);
@@ -384,7 +384,7 @@ export function referencesToResolve(program: MapProgram, resource: Resource, pat
   const out = new Set<string>();
   for (const path of resolvedPaths(program)) {
     for (const ref of walk(scope, path.from ? letValues(scope, path.from) : [resource], path.steps)) {
-      const reference = isObject(ref) && typeof ref.reference === 'string' ? storedReference(ref.reference) : undefined;
+      const reference = isJsonObject(ref) && typeof ref.reference === 'string' ? storedReference(ref.reference) : undefined;
       if (reference) out.add(reference);
     }
   }
@@ -420,7 +420,7 @@ export function codingsWithoutDisplay(value: unknown, out: Array<{ system: strin
     for (const item of value) codingsWithoutDisplay(item, out, depth + 1);
     return;
   }
-  if (!isObject(value)) return;
+  if (!isJsonObject(value)) return;
   if (typeof value.system === 'string' && typeof value.code === 'string' && (value.display === undefined || value.display === null) && !('value' in value)) {
     out.push({ system: value.system, code: value.code });
     return;
@@ -448,7 +448,7 @@ function hasMemberOf(program: MapProgram): boolean {
 function askMembers(program: MapProgram, scope: Scope, out: TerminologyQuestions['members']): void {
   for (const rule of program.fields) {
     if (rule.object) {
-      if (hasMemberOf(rule.object)) for (const element of readAll(scope, rule.targets[0]!)) if (isObject(element)) askMembers(rule.object, { ...scope, focus: element }, out);
+      if (hasMemberOf(rule.object)) for (const element of readAll(scope, rule.targets[0]!)) if (isJsonObject(element)) askMembers(rule.object, { ...scope, focus: element }, out);
       continue;
     }
     for (const target of rule.targets)
@@ -504,7 +504,7 @@ export function readsPatient(program: MapProgram): boolean {
 export function textOf(value: unknown, terminology?: ReadTerminology): string | undefined {
   if (typeof value === 'string') return value;
   if (typeof value === 'number' || typeof value === 'boolean') return String(value);
-  if (!isObject(value)) return undefined;
+  if (!isJsonObject(value)) return undefined;
   if ('value' in value) return quantityText(value);
   // A resource a reference led to (resolve()): what names it, a person's name, else its code or type.
   if (typeof value.resourceType === 'string') {
@@ -529,23 +529,23 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
   }
   if ('numerator' in value || 'denominator' in value) {
     const { numerator: n, denominator: d } = value as { numerator?: Obj; denominator?: Obj };
-    const units = [n, d].some((q) => isObject(q) && (q.unit ?? q.code) !== undefined);
+    const units = [n, d].some((q) => isJsonObject(q) && (q.unit ?? q.code) !== undefined);
     const [a, b] = [quantityText(n), quantityText(d)];
     return a === undefined ? undefined : b === undefined ? a : units ? `${a} / ${b}` : `${a}:${b}`;
   }
   if ('start' in value || 'end' in value) return `${value.start ?? '…'} – ${value.end ?? '…'}`;
   if (typeof value.div === 'string') return narrativeToText(value);
   // A document's section: "Title: its narrative".
-  if (isObject(value.text) && ('title' in value || 'code' in value)) return `${textOf(value.title ?? value.code, terminology) ?? '?'}: ${narrativeToText(value.text) ?? ''}`;
+  if (isJsonObject(value.text) && ('title' in value || 'code' in value)) return `${textOf(value.title ?? value.code, terminology) ?? '?'}: ${narrativeToText(value.text) ?? ''}`;
   // A questionnaire's answered item: "question [linkId]: answer, answer"; a group, its items joined with "; ".
   if (typeof value.linkId === 'string') return answeredItemText(value, terminology);
   // A planned activity or a request (CarePlan.activity.detail): what, and its status: "Stretching exercises (completed)".
-  if (typeof value.status === 'string' && (isObject(value.code) || typeof value.description === 'string') && !('system' in value) && !('value' in value)) {
+  if (typeof value.status === 'string' && (isJsonObject(value.code) || typeof value.description === 'string') && !('system' in value) && !('value' in value)) {
     const what = textOf(value.code, terminology) ?? (typeof value.description === 'string' ? value.description : undefined);
     return what === undefined ? undefined : `${what} (${value.status})`;
   }
   // A relative's condition (FamilyMemberHistory.condition): what, its onset and outcome: "Heart attack (onset 74 a; Death)".
-  if (isObject(value.code) && Object.keys(value).some((k) => /^onset[A-Z]/.test(k) || k === 'outcome' || k === 'contributedToDeath')) {
+  if (isJsonObject(value.code) && Object.keys(value).some((k) => /^onset[A-Z]/.test(k) || k === 'outcome' || k === 'contributedToDeath')) {
     const onsetKey = Object.keys(value).find((k) => /^onset[A-Z]/.test(k));
     const parts = [
       onsetKey ? `onset ${textOf(value[onsetKey], terminology) ?? ''}` : undefined,
@@ -567,7 +567,7 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
 
 /** A Quantity as text: `<5 mg/L` (its unit when `withUnit`); undefined for anything without a number. */
 function quantityText(q: unknown, withUnit = true): string | undefined {
-  if (!isObject(q) || typeof q.value !== 'number') return undefined;
+  if (!isJsonObject(q) || typeof q.value !== 'number') return undefined;
   const unit = withUnit ? (q.unit ?? q.code) : undefined;
   return `${typeof q.comparator === 'string' ? q.comparator : ''}${q.value}${typeof unit === 'string' ? ` ${unit}` : ''}`;
 }
@@ -578,10 +578,10 @@ function quantityText(q: unknown, withUnit = true): string | undefined {
  * items nested under an answer or a group after it, "; "-joined. undefined for an item with nothing answered.
  */
 function answeredItemText(item: Obj, terminology: ReadTerminology | undefined): string | undefined {
-  const answers = Array.isArray(item.answer) ? item.answer.filter(isObject) : [];
+  const answers = Array.isArray(item.answer) ? item.answer.filter(isJsonObject) : [];
   const said = answers.map((answer) => answerText(answer, terminology)).filter((t) => t !== undefined);
   const nested = [...(Array.isArray(item.item) ? item.item : []), ...answers.flatMap((a) => (Array.isArray(a.item) ? a.item : []))]
-    .map((child) => (isObject(child) ? answeredItemText(child, terminology) : undefined))
+    .map((child) => (isJsonObject(child) ? answeredItemText(child, terminology) : undefined))
     .filter((t) => t !== undefined);
   const question = `${typeof item.text === 'string' ? `${item.text} ` : ''}[${item.linkId}]`;
   const own = said.length ? `${question}: ${said.join(', ')}` : undefined;
@@ -679,14 +679,14 @@ function reach(root: Obj, steps: CompiledPath): Obj {
   for (const step of steps) {
     let child: Obj;
     if (!step.isArray) {
-      child = isObject(parent[step.json]) ? (parent[step.json] as Obj) : {};
+      child = isJsonObject(parent[step.json]) ? (parent[step.json] as Obj) : {};
       parent[step.json] = child;
     } else {
       const list = Array.isArray(parent[step.json]) ? (parent[step.json] as unknown[]) : [];
       parent[step.json] = list;
       const at = positionIn(list, step);
       while (list.length <= at) list.push({});
-      child = isObject(list[at]) ? (list[at] as Obj) : {};
+      child = isJsonObject(list[at]) ? (list[at] as Obj) : {};
       list[at] = child;
     }
     writeConditions(child, step.where);
@@ -708,12 +708,12 @@ export function prune(value: unknown): unknown {
     const items = value.map(prune).filter((v) => v !== undefined);
     return items.length ? items : undefined;
   }
-  if (isObject(value)) {
+  if (isJsonObject(value)) {
     const out: Obj = {};
     for (const [k, v] of Object.entries(value)) {
       const p = prune(v);
       if (p === undefined) continue;
-      if ((k === 'low' || k === 'high') && isObject(p) && p.value === undefined && Object.keys(p).every((key) => UNIT_PARTS.has(key))) continue;
+      if ((k === 'low' || k === 'high') && isJsonObject(p) && p.value === undefined && Object.keys(p).every((key) => UNIT_PARTS.has(key))) continue;
       out[k] = p;
     }
     return Object.keys(out).length ? out : undefined;
@@ -734,7 +734,7 @@ function textToNarrative(text: string): { status: string; div: string } {
 
 /** Plain text of a narrative: ours comes back exactly; others' XHTML loses its markup but keeps its line breaks. */
 function narrativeToText(narrative: unknown): string | undefined {
-  const div = isObject(narrative) ? narrative.div : undefined;
+  const div = isJsonObject(narrative) ? narrative.div : undefined;
   if (typeof div !== 'string') return undefined;
   let inner = div.replace(/^\s*<div[^>]*>/, '').replace(/<\/div>\s*$/, '');
   // Markup (ours is escaped text: no tags): its whitespace means nothing, its blocks are lines, its cells are apart.
@@ -761,7 +761,7 @@ function narrativeToText(narrative: unknown): string | undefined {
 
 /** `Patient/123`, also absolute (`https://…/Patient/123`) and versioned (`…/_history/2`) forms. */
 function referenceId(reference: unknown, resourceType: string): string | undefined {
-  const ref = isObject(reference) ? reference.reference : undefined;
+  const ref = isJsonObject(reference) ? reference.reference : undefined;
   if (typeof ref !== 'string') return undefined;
   const m = /(?:^|\/)([A-Z][A-Za-z]+)\/([A-Za-z0-9.-]{1,64})(?:\/_history\/[^/]+)?$/.exec(ref);
   return m && m[1] === resourceType ? m[2] : undefined;
@@ -808,7 +808,7 @@ const CONNECT_FORMATS: Record<ConnectType, (v: unknown) => boolean> = {
   boolean: (v) => typeof v === 'boolean',
   integer: (v) => Number.isInteger(v),
   number: (v) => typeof v === 'number' && Number.isFinite(v),
-  object: isObject,
+  object: isJsonObject,
 };
 
 export const CONNECT_TYPES = Object.keys(CONNECT_FORMATS) as ConnectType[];
@@ -823,7 +823,7 @@ function checkConnectValue(map: string, field: ConnectField, value: unknown): vo
   }
   if (field.fields) {
     // An object: its fields are checked as it is written (writeFields), each named `object.field`.
-    if (!isObject(value)) throw new MappingValueError(map, field.name, `${show(value)} is not an object`);
+    if (!isJsonObject(value)) throw new MappingValueError(map, field.name, `${show(value)} is not an object`);
     return;
   }
   if (!CONNECT_FORMATS[field.type](value)) throw new MappingValueError(map, field.name, `${show(value)} is not a valid ${field.type}`);
@@ -850,7 +850,7 @@ function periodsWhole(root: Obj): void {
   for (const key of Object.keys(root)) {
     if (!key.endsWith('DateTime')) continue;
     const period = root[`${key.slice(0, -'DateTime'.length)}Period`];
-    if (isObject(period) && period.start === undefined && period.end !== undefined) {
+    if (isJsonObject(period) && period.start === undefined && period.end !== undefined) {
       period.start = root[key];
       delete root[key];
     }
@@ -906,7 +906,7 @@ function writeFields(program: MapProgram, root: Obj, connect: Record<string, unk
       if (rule.conversion.kind === 'copy' && walk({ resource: root }, [root], target.write)[0] === undefined && readPath({ resource: root }, target) === written) return;
       // Two fields may reach one element (SNOMED CT as the main code and as the equivalent): they must agree.
       const already = walk({ resource: root }, [root], target.write)[0];
-      if (already !== undefined && !isObject(already) && already !== written) {
+      if (already !== undefined && !isJsonObject(already) && already !== written) {
         throw new MappingValueError(program.name, name, `${show(cells[i])} contradicts ${show(already)}, written to the same FHIR element by another field`);
       }
       writePath(root, target.write, written);
@@ -1055,7 +1055,7 @@ function readRules(program: MapProgram, scope: Scope, lenient: boolean, unread: 
 
 /** An object field: one object per element the path reaches (a list), or of the first one; each read by the object's rules. */
 function readObjects(rule: FieldRule, scope: Scope, connect: Record<string, unknown>, lenient: boolean, unread: string[], prefix: string): void {
-  const elements = readAll(scope, rule.targets[0]!).filter(isObject);
+  const elements = readAll(scope, rule.targets[0]!).filter(isJsonObject);
   const at = `${prefix}${rule.field.name}.`;
   if (rule.field.list) connect[rule.field.name] = elements.map((element) => readRules(rule.object!, { ...scope, focus: element }, lenient, unread, at));
   else if (elements.length) connect[rule.field.name] = readRules(rule.object!, { ...scope, focus: elements[0]! }, lenient, unread, at);
