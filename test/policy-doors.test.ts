@@ -471,6 +471,42 @@ describe('finding 10: refusals reveal nothing', () => {
   });
 });
 
+describe('searches by every door: the type, POST _search and the patient compartment', () => {
+  /** P's Conditions (or another patient's), searched by each door a FHIR search has. */
+  const doors = (patient: string): Array<[string, (client: TestClient) => ReturnType<typeof fhir>]> => [
+    ['type search', (client) => fhir(client, `/Condition?subject=Patient/${patient}`)],
+    ['POST _search', (client) => fhir(client, '/Condition/_search', { method: 'POST', body: `subject=Patient/${patient}`, headers: { 'content-type': 'application/x-www-form-urlencoded' } })],
+    ['compartment search', (client) => fhir(client, `/Patient/${patient}/Condition`)],
+  ];
+  /** An answer with the patient's id taken out of its links, to compare a hidden patient's with a missing one's. */
+  const withoutId = (body: unknown, id: string) => JSON.parse(JSON.stringify(body).replaceAll(id, '<patient>'));
+
+  it("C (no consent) finds none of P's data by any door, answered exactly as for a patient that does not exist", async () => {
+    const absent = randomUUID();
+    for (const [door, search] of doors(P)) {
+      const hidden = await search(C);
+      const none = await doors(absent).find(([d]) => d === door)![1](C);
+      expect(hidden.status, door).toBe(200);
+      expect(hidden.body.total, door).toBe(0);
+      expect((hidden.body.entry ?? []).filter((e: any) => e.search?.mode === 'match'), door).toEqual([]);
+      expect(withoutId(hidden.body, P), door).toEqual(withoutId(none.body, absent));
+    }
+  });
+
+  it('W (fhir:write, no read scope) is refused 403 by every door', async () => {
+    for (const [door, search] of doors(P)) expect((await search(W)).status, door).toBe(403);
+  });
+
+  it("control: B (consent) finds P's Condition by every door, whole", async () => {
+    const read = (await fhir(B, `/Condition/${conditionId}`)).body;
+    for (const [door, search] of doors(P)) {
+      const res = await search(B);
+      expect(res.status, door).toBe(200);
+      expect(res.body.entry.find((e: any) => e.resource.id === conditionId)?.resource, door).toEqual(read);
+    }
+  });
+});
+
 describe('blind dump: conditional creates with invalid bodies never tell whether A has matching data', () => {
   const matching: string[] = [];
   beforeAll(async () => {
