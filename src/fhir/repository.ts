@@ -285,14 +285,14 @@ export class FhirRepository {
    * one about a patient under the caller's scopes and the access rule (consent, authorship), one about no patient (a
    * practitioner, an organisation, a location, a medication: directory data) for any caller, as the context of a
    * record it may read. Absent when not readable; neither refused nor audited here: the records layer translates
-   * them into the records it shows, and audits those.
+   * them into the records it shows, and audits those. `patient`: the one the records are of (the access rule's hint).
    */
-  async resolveReferences(refs: string[]): Promise<Map<string, Resource>> {
+  async resolveReferences(refs: string[], patient?: string): Promise<Map<string, Resource>> {
     const typeOf = (ref: string) => ref.slice(0, ref.indexOf('/'));
     const valid = refs.filter((ref) => isResourceType(typeOf(ref)));
     const readable = [...new Set(valid.map(typeOf))].filter((t) => this.access.canRead(t));
     return readReferenced(this.sql, valid, (r) =>
-      or(SQL`(${r}.patients = '{}'::text[]) IS TRUE`, readable.length ? and(SQL`${r}.resource_type = ANY(${readable}::text[])`, rowsOfTypes(this.access.rowFilter, r, readable)) : undefined),
+      or(SQL`(${r}.patients = '{}'::text[]) IS TRUE`, readable.length ? and(SQL`${r}.resource_type = ANY(${readable}::text[])`, rowsOfTypes(this.access.rowFilter, r, readable, patient)) : undefined),
     );
   }
 

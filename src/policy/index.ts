@@ -52,9 +52,11 @@ export const OWNER_ONLY_TYPES = ['AuditEvent', 'PaymentReconciliation', 'Payment
 /**
  * The access rule as a SQL condition on the `fhir_resources` rows of `alias`; undefined when the caller may see every
  * row. `resourceType`: every row is of that type (a search's own rows, a read), which lets the rule name the type's
- * data class as a constant.
+ * data class as a constant. `patient`: the Patient most rows are about (a search by patient, a compartment): the rule
+ * asks once per statement whether that patient's consent covers them, instead of row by row (a hint only: the rule
+ * is the same with or without it).
  */
-export type RowFilter = (alias: Identifier, resourceType?: string) => Sql | undefined;
+export type RowFilter = (alias: Identifier, resourceType?: string, patient?: string) => Sql | undefined;
 
 /** Above this many types, rowsOfTypes gives the rule of any type: one text however the types vary. */
 const TYPED_RULES_AT_MOST = 6;
@@ -64,14 +66,15 @@ const TYPED_RULES_AT_MOST = 6;
  * type's own rule (its class and care date constants) behind a test of the row's type. The rule of any type picks
  * the class and the care date out of the row by CASEs over every type, some 20 KB of SQL that PostgreSQL plans anew
  * on each execution (milliseconds); a few typed rules plan in a fraction of it. Undefined: every row may be seen.
+ * `patient`: the Patient most rows are about (RowFilter's hint).
  */
-export function rowsOfTypes(rowFilter: RowFilter | undefined, alias: Identifier, types: Iterable<string>): Sql | undefined {
+export function rowsOfTypes(rowFilter: RowFilter | undefined, alias: Identifier, types: Iterable<string>, patient?: string): Sql | undefined {
   if (!rowFilter) return undefined;
   const distinct = [...new Set(types)].sort();
   if (!distinct.length) return sql`false`;
-  if (distinct.length === 1) return rowFilter(alias, distinct[0]);
-  if (distinct.length > TYPED_RULES_AT_MOST) return rowFilter(alias);
-  return or(...distinct.map((t) => and(sql`${alias.col('resource_type')} = ${literal(t)}`, rowFilter(alias, t) ?? sql`true`)));
+  if (distinct.length === 1) return rowFilter(alias, distinct[0], patient);
+  if (distinct.length > TYPED_RULES_AT_MOST) return rowFilter(alias, undefined, patient);
+  return or(...distinct.map((t) => and(sql`${alias.col('resource_type')} = ${literal(t)}`, rowFilter(alias, t, patient) ?? sql`true`)));
 }
 
 /**
@@ -260,21 +263,25 @@ export function consentChangedSince(org: Sql, patients: Sql, snapshot: Sql, sinc
  * as one hash of the organisation's consents per query or an index probe per row, whichever is cheaper
  * (a lookup by `= ANY(patients)` is planned as a scan of every consent of the organisation per row).
  */
-function consentRule(org: Param, emergency: boolean, row: { patients: Sql; author: Sql; dataClass: Sql; facts?: RowFacts; type?: string }, only: GrantsOnly): Sql {
+function consentRule(org: Param, emergency: boolean, row: { patients: Sql; author: Sql; dataClass: Sql; facts?: RowFacts; type?: string }, only: GrantsOnly, knownPatient?: string): Sql {
   const rowFacts = only.plain ? undefined : row.facts;
-  const grants = (patient: Sql, facts = rowFacts) => activeGrants(sql`g.patient_id`, sql`${org}`, patient, row.dataClass, facts, row.type, only);
+  // `facts` undefined: the grants of the class whatever the row (no default here: an explicit undefined would take it).
+  const grants = (patient: Sql, facts: RowFacts | undefined) => activeGrants(sql`g.patient_id`, sql`${org}`, patient, row.dataClass, facts, row.type, only);
   const windows = (patient: Sql) => sql`SELECT e.patient_id FROM emergency_access e WHERE e.organization_id = ${org} AND e.patient_id ${patient} AND e.expires_at > now()`;
-  const one = sql`= (${row.patients})[1]`;
-  const any = sql`= ANY(${row.patients})`;
   // A grant naming no kinds and no period (every consent before artefacts) covers every row of its classes: asked
   // apart, with nothing of the row in it but its patient, it is one hash per statement; the artefacts' grants, whose
   // kinds and period depend on the row, are probed per row only for rows the plain ones do not cover.
-  const granted = rowFacts ? sql`EXISTS (${grants(one, undefined)} AND ${PLAIN}) OR EXISTS (${grants(one)} AND NOT (${PLAIN}))` : sql`EXISTS (${grants(one)})`;
-  const onePatient = sql`${granted}${emergency ? sql` OR EXISTS (${windows(one)})` : sql``}`;
-  const allPatients = sql`${row.patients} <@ ARRAY(${grants(any)}${emergency ? sql` UNION ALL ${windows(any)}` : sql``})`;
+  const plainly = (patient: Sql) => sql`EXISTS (${grants(patient, undefined)}${rowFacts ? sql` AND ${PLAIN}` : sql``})${emergency ? sql` OR EXISTS (${windows(patient)})` : sql``}`;
+  const one = sql`= (${row.patients})[1]`;
+  const any = sql`= ANY(${row.patients})`;
+  const onePatient = rowFacts ? sql`${plainly(one)} OR EXISTS (${grants(one, rowFacts)} AND NOT (${PLAIN}))` : plainly(one);
+  const allPatients = sql`${row.patients} <@ ARRAY(${grants(any, rowFacts)}${emergency ? sql` UNION ALL ${windows(any)}` : sql``})`;
+  // The rows of the known patient alone that a plain grant or an open window covers, asked once per statement (the
+  // test names no column of the row): a case of onePatient, tested first so that most rows need nothing else.
+  const known = knownPatient === undefined ? sql`` : sql`${row.patients} = ARRAY[${knownPatient}]::text[] AND (${plainly(sql`= ${knownPatient}`)}) OR `;
   // Never NULL (a NULL would turn into "allowed" under a NOT): unknown patients (NULL) are nobody's to see.
   return sql`((${row.patients} = '{}'::text[]) IS TRUE OR ${row.author} IS NOT DISTINCT FROM ${org}
-    OR (${row.patients} IS NOT NULL AND (cardinality(${row.patients}) = 1 AND (${onePatient}) OR cardinality(${row.patients}) > 1 AND ${allPatients})))`;
+    OR ${known}(${row.patients} IS NOT NULL AND (cardinality(${row.patients}) = 1 AND (${onePatient}) OR cardinality(${row.patients}) > 1 AND ${allPatients})))`;
 }
 
 /** SQL: consent_access row `g` is in force now: active, begun, not expired. */
@@ -363,7 +370,7 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
     organizationId: org,
     mayWriteFacility,
     ownerFilter: (alias) => owned(alias, param(org)),
-    rowFilter: (alias, type) => {
+    rowFilter: (alias, type, patient) => {
       const o = param(org);
       if (type && (OWNER_ONLY_TYPES as readonly string[]).includes(type)) return owned(alias, o);
       const rule = consentRule(o, emergency, {
@@ -372,7 +379,7 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
         dataClass: type ? sql`${dataClassOf(type)}` : CLASS_CASE(alias.col('resource_type')),
         facts: { type: type ? literal(type) : alias.col('resource_type'), content: alias.col('content') },
         type,
-      }, only);
+      }, only, patient);
       return type ? rule : sql`(CASE WHEN ${alias.col('resource_type')} IN ${OWNER_ONLY_SQL} THEN ${owned(alias, o)} ELSE ${rule} END)`;
     },
     // Refused classes: those no consent covers; for `records`, also not those of which the organisation wrote

@@ -80,6 +80,21 @@ describe('an organisation client: reads by consent or authorship', () => {
     expect(mixed.text).toContain("WHEN 'Observation' THEN 'labs:read'");
   });
 
+  it("a search by patient asks that patient's plain grants once: a test that names nothing of the row, before the rest", () => {
+    // Condition has care dates (recordedDate, onset): the grants that judge a row by them name the row's content.
+    const r = render(policy.rowFilter?.(alias('r'), 'Condition', PATIENT));
+    const start = r.text.indexOf(`"patients" = ARRAY[${placeholder(r, PATIENT)}]::text[] AND (`);
+    expect(start).toBeGreaterThan(0);
+    let depth = 0;
+    let end = r.text.indexOf('AND (', start) + 4;
+    for (; end < r.text.length; end++) if ((depth += r.text[end] === '(' ? 1 : r.text[end] === ')' ? -1 : 0) === 0) break;
+    const known = r.text.slice(start, end + 1);
+    expect(known).toContain('g.resource_types IS NULL AND g.data_from IS NULL AND g.data_to IS NULL'); // plain grants only
+    expect(known.slice(known.indexOf('EXISTS'))).not.toMatch(/"r\d*"\./); // once per statement: no column of the row
+    expect(r.text.indexOf('cardinality(')).toBeGreaterThan(end); // the row-by-row rule after it
+    expect(render(policy.rowFilter?.(alias('r'), 'Condition')).text).not.toContain('ARRAY[$'); // no patient, no test
+  });
+
   it('audit and payment rows (OWNER_ONLY_TYPES) are read by their author only, whatever the consent', () => {
     expect(OWNER_ONLY_TYPES).toEqual(['AuditEvent', 'PaymentReconciliation', 'PaymentNotice']);
     for (const type of OWNER_ONLY_TYPES) {

@@ -380,7 +380,7 @@ export class RecordsService {
       }),
     );
     const wanted = [...new Set(bySource.flat().flatMap((s) => s.refs.flat()))];
-    const resolved = wanted.length ? await repo.resolveReferences(wanted) : undefined;
+    const resolved = wanted.length ? await repo.resolveReferences(wanted, patientId) : undefined;
     const searched = found.slice(at, at + searches.length).map((f) => f.resources);
     // What the page's maps ask of the loaded terminology, answered at once: the displays of the codings without one (in
     // the resources, what their references resolved to and the searches' matches), the codes memberOf() tests.

@@ -2,7 +2,7 @@ import type { Bundle, BundleEntry, BundleLink, Resource } from '@medplum/fhirtyp
 import type { Queryable } from '../../db/database';
 import { ApiError, ErrorCode, badRequest } from '../../core/errors';
 import { present } from '../present';
-import { END_RID, encodeCursor, type Cursor, type Filter, type IncludeRule, type ParsedSearch, type QueryParams } from '../search/parse';
+import { END_RID, encodeCursor, type Cursor, type Filter, type IncludeRule, type ParsedSearch, type QueryParams, type ReferenceValue } from '../search/parse';
 import { and, ident, join, sql, type Sql } from '../../db/sql';
 import { filterSql, indexProbeOf, indexProbesSql, sortSql } from '../search/sql';
 import { checkTerminologyLoaded, checkTerminologyScope } from '../search/terminology';
@@ -173,8 +173,18 @@ function searchWhere(search: ParsedSearch, access: SearchAccess, compartmentPati
     joined.length > 1 && indexProbesSql(R, joined),
     ...search.filters.filter((_, i) => joined.length < 2 || !probes[i]).map((f) => filterSql(f, R, access.rowFilter)),
     compartmentPatient !== undefined && sql`r.patients @> ARRAY[${compartmentPatient}]::text[]`,
-    access.rowFilter?.(R, search.resourceType),
+    access.rowFilter?.(R, search.resourceType, compartmentPatient ?? patientSearched(search.filters)),
   );
+}
+
+/** The Patient a search names as the one its matches refer to (`patient=Patient/x`, `subject=Patient/x`), if one. */
+function patientSearched(filters: Filter[]): string | undefined {
+  for (const f of filters) {
+    if (f.kind !== 'reference' || f.values.length !== 1) continue;
+    const [{ type, id }] = f.values as [ReferenceValue];
+    if (type === 'Patient' || (type === undefined && f.param.targets.length === 1 && f.param.targets[0] === 'Patient')) return id;
+  }
+  return undefined;
 }
 
 /** A match as read: its content parsed, or (as stored) its id and its content's text. */
