@@ -173,6 +173,15 @@ describe('reference parameters and chaining', () => {
     expect(await found(`/Observation?subject=Patient/${ada.id}&code=${loinc}|29463-7`)).toEqual(sorted(weight));
     expect(await found(`/Observation?subject=Patient/${ada.id}&date=ge2020-01-01&date=lt2021-01-01`)).toEqual(sorted(glucose));
   });
+  // Tested on the index rows the patient's reference selects, before any resource row is read (indexProbesSql).
+  it('patient with :missing and :not', async () => {
+    expect(await found(`/Observation?subject=Patient/${ada.id}&value-quantity:missing=true`)).toEqual([]);
+    expect(await found(`/Observation?subject=Patient/${bola.id}&value-quantity:missing=true`)).toEqual(sorted(bp));
+    expect(await found(`/Observation?subject=Patient/${ada.id}&value-quantity:missing=false`)).toEqual(sorted(glucose, weight));
+    expect(await found(`/Observation?subject=Patient/${ada.id}&code:not=${loinc}|29463-7`)).toEqual(sorted(glucose));
+    expect(await found(`/Observation?subject=Patient/${ada.id}&code:not=${loinc}|29463-7&value-quantity:missing=false&date=lt2021`)).toEqual(sorted(glucose));
+    expect(await found(`/Observation?subject=Patient/${ada.id}&code:not=${loinc}|29463-7,${loinc}|2339-0`)).toEqual([]);
+  });
   it('chains through references', async () => {
     expect(await found('/Observation?subject:Patient.name=okafor')).toEqual(sorted(glucose, weight));
     expect(await found('/Observation?subject.gender=male')).toEqual(sorted(bp));

@@ -104,14 +104,8 @@ export function filterSql(f: Filter, r: Identifier, access?: RowFilter): Sql {
     }
     case 'lastUpdated':
       return or(...f.values.map((v) => dateCondition(v, r.col('last_updated'), r.col('last_updated'))));
-    case 'missing': {
-      // A probe of the row's own index entries, kept a filter on the rows the other conditions select (OFFSET 0: not
-      // turned into a join the planner may put after costlier ones; a records page's branch for results written
-      // without a category probed every observation's reports before finding that each had a category).
-      const m = alias('m');
-      const exists = sql`EXISTS (SELECT 1 FROM ${TABLE[f.param.type]} ${m} WHERE ${m.col('rid')} = ${r.col('rid')} AND ${m.col('hash_identity')} = ${f.param.hashIdentity} OFFSET 0)`;
-      return f.missing ? sql`NOT ${exists}` : exists;
-    }
+    case 'missing':
+      return ridCondition(f)!(r);
     case 'token':
     case 'string':
     case 'date':
@@ -146,6 +140,27 @@ export function filterSql(f: Filter, r: Identifier, access?: RowFilter): Sql {
 
 /** A token filter that selects the rows with no matching index entry (:not, :not-in). */
 const negated = (f: Filter) => f.kind === 'token' && (f.modifier === 'not' || f.modifier === 'not-in');
+
+/**
+ * A filter that is a test of the row's own index entries, probed by its rid (:missing, :not, :not-in), as a condition
+ * on any alias with a `rid` column: on the resource row, or on the index rows another filter selects (indexProbesSql).
+ * Undefined for every other filter.
+ */
+export function ridCondition(f: Filter): ((row: Identifier) => Sql) | undefined {
+  if (f.kind === 'missing') {
+    // Kept a filter on the rows the other conditions select (OFFSET 0: not turned into a join the planner may put
+    // after costlier ones; a records page's branch for results written without a category probed every
+    // observation's reports before finding that each had a category).
+    return (row) => {
+      const m = alias('m');
+      const exists = sql`EXISTS (SELECT 1 FROM ${TABLE[f.param.type]} ${m} WHERE ${m.col('rid')} = ${row.col('rid')} AND ${m.col('hash_identity')} = ${f.param.hashIdentity} OFFSET 0)`;
+      return f.missing ? sql`NOT ${exists}` : exists;
+    };
+  }
+  if (!negated(f)) return undefined;
+  const [table, conditions] = indexConditionsOf(f)!;
+  return (row) => inIndex(row, table, conditions, true);
+}
 
 /**
  * A filter that one index table answers alone (the rids of its rows that meet the conditions): the table and the
@@ -223,14 +238,16 @@ function indexConditionsOf(f: Filter): [Identifier, Sql[]] | undefined {
 
 /**
  * Several index filters as one condition on `row`: the rids the first table's rows give, among them those each other
- * table gives too, in one subquery. The index tables meet before a resource row is read: a patient's observations
- * (365 reference rows) are probed for the code first and only the 9 that have it are read and judged by the access
- * rule, where separate `rid IN (…)` conditions had every one of the 365 rows read and judged before the code probe.
+ * table gives too and those that meet `ridConditions` (ridCondition), in one subquery. The index tables meet before a
+ * resource row is read: a patient's observations (365 reference rows) are probed for the code first and only the 9
+ * that have it are read and judged by the access rule, where separate `rid IN (…)` conditions had every one of the
+ * 365 rows read and judged before the code probe; a patient's observations without a category are found among the
+ * patient's reference rows, without reading the 185 that have one.
  */
-export function indexProbesSql(row: Identifier, probes: Array<[Identifier, Sql[]]>): Sql {
+export function indexProbesSql(row: Identifier, probes: Array<[Identifier, Sql[]]>, ridConditions: Array<(row: Identifier) => Sql> = []): Sql {
   const [[first, conditions], ...others] = probes as [[Identifier, Sql[]], ...Array<[Identifier, Sql[]]>];
   const p = alias('p');
-  return sql`${row.col('rid')} IN (SELECT ${p.col('rid')} FROM ${first} ${p} WHERE ${and(or(...conditions), ...others.map(([table, conds]) => inIndex(p, table, conds)))})`;
+  return sql`${row.col('rid')} IN (SELECT ${p.col('rid')} FROM ${first} ${p} WHERE ${and(or(...conditions), ...others.map(([table, conds]) => inIndex(p, table, conds)), ...ridConditions.map((c) => c(p)))})`;
 }
 
 /** The column a sort reads in each index table: the smallest value ascending, the largest descending. */

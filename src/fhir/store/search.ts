@@ -4,7 +4,7 @@ import { ApiError, ErrorCode, badRequest } from '../../core/errors';
 import { present } from '../present';
 import { END_RID, encodeCursor, type Cursor, type Filter, type IncludeRule, type ParsedSearch, type QueryParams, type ReferenceValue } from '../search/parse';
 import { and, ident, join, sql, type Sql } from '../../db/sql';
-import { filterSql, indexProbeOf, indexProbesSql, sortSql } from '../search/sql';
+import { filterSql, indexProbeOf, indexProbesSql, ridCondition, sortSql } from '../search/sql';
 import { checkTerminologyLoaded, checkTerminologyScope } from '../search/terminology';
 import type { RowFilter } from './types';
 import { filedPatients, withFiledPatients } from './filed';
@@ -164,14 +164,18 @@ export async function searchResources<T extends Resource>(
 
 /** The rows a search selects on `fhir_resources r`: its filters, the compartment, and what the caller may see. */
 function searchWhere(search: ParsedSearch, access: SearchAccess, compartmentPatient?: string): Sql {
-  // Two or more filters an index table answers alone meet in one subquery, before any resource row is read.
+  // Filters an index table answers alone, when there are two, or one and tests of the rows' own index entries
+  // (:missing, :not), meet in one subquery, before any resource row is read.
   const probes = search.filters.map(indexProbeOf);
   const joined = probes.filter((p) => p !== undefined);
+  const ridTests = search.filters.map((f, i) => (probes[i] ? undefined : ridCondition(f)));
+  const tested = ridTests.filter((t) => t !== undefined);
+  const together = joined.length > 1 || (joined.length === 1 && tested.length > 0);
   return and(
     sql`r.resource_type = ${search.resourceType}`,
     sql`NOT r.deleted`,
-    joined.length > 1 && indexProbesSql(R, joined),
-    ...search.filters.filter((_, i) => joined.length < 2 || !probes[i]).map((f) => filterSql(f, R, access.rowFilter)),
+    together && indexProbesSql(R, joined, tested),
+    ...search.filters.filter((_, i) => !together || !(probes[i] || ridTests[i])).map((f) => filterSql(f, R, access.rowFilter)),
     compartmentPatient !== undefined && sql`r.patients @> ARRAY[${compartmentPatient}]::text[]`,
     access.rowFilter?.(R, search.resourceType, compartmentPatient ?? patientSearched(search.filters)),
   );
