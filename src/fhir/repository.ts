@@ -13,7 +13,7 @@ import { eventsOf, patientIdsOf, type ResourceChange } from '../events/rules';
 import type { EventType } from '../events/types';
 import { healthIdsByPatient, updateMatchKey, withHealthId, type Registered } from '../healthid/registry';
 import { ApiError, ErrorCode, badRequest } from '../core/errors';
-import { accessPolicyFor, EMERGENCY_WINDOW_HOURS, rowsOfTypes, UNPLACED_PATIENT, type AccessPolicy, type Channel } from '../policy/index';
+import { accessPolicyFor, directoryRows, EMERGENCY_WINDOW_HOURS, rowsOfTypes, UNPLACED_PATIENT, type AccessPolicy, type Channel } from '../policy/index';
 import { DATA_CLASSES, dataClassOf } from '../core/data-classes';
 import { isResourceType } from '../core/fhir-definitions';
 import { and, ident, or, rowsOf, sql as SQL, type Sql } from '../db/sql';
@@ -292,7 +292,7 @@ export class FhirRepository {
     const valid = refs.filter((ref) => isResourceType(typeOf(ref)));
     const readable = [...new Set(valid.map(typeOf))].filter((t) => this.access.canRead(t));
     return readReferenced(this.sql, valid, (r) =>
-      or(SQL`(${r}.patients = '{}'::text[]) IS TRUE`, readable.length ? and(SQL`${r}.resource_type = ANY(${readable}::text[])`, rowsOfTypes(this.access.rowFilter, r, readable, patient)) : undefined),
+      or(directoryRows(r), readable.length ? and(SQL`${r}.resource_type = ANY(${readable}::text[])`, rowsOfTypes(this.access.rowFilter, r, readable, patient)) : undefined),
     );
   }
 

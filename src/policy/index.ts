@@ -58,6 +58,15 @@ export const OWNER_ONLY_TYPES = ['AuditEvent', 'PaymentReconciliation', 'Payment
  */
 export type RowFilter = (alias: Identifier, resourceType?: string, patient?: string) => Sql | undefined;
 
+/**
+ * Directory data (a practitioner, an organisation, a location, a medication): rows about no patient, which any caller
+ * reads as the context of a record it may read (the records' references). Never the owner-only types (the audit trail,
+ * payments), which only their author reads, about a patient or not.
+ */
+export function directoryRows(alias: Identifier): Sql {
+  return sql`((${alias.col('patients')} = '{}'::text[]) IS TRUE AND ${alias.col('resource_type')} NOT IN ${OWNER_ONLY_SQL})`;
+}
+
 /** Above this many types, rowsOfTypes gives the rule of any type: one text however the types vary. */
 const TYPED_RULES_AT_MOST = 6;
 
@@ -278,7 +287,8 @@ function consentRule(org: Param, emergency: boolean, row: { patients: Sql; autho
   const allPatients = sql`${row.patients} <@ ARRAY(${grants(any, rowFacts)}${emergency ? sql` UNION ALL ${windows(any)}` : sql``})`;
   // The rows of the known patient alone that a plain grant or an open window covers, asked once per statement (the
   // test names no column of the row): a case of onePatient, tested first so that most rows need nothing else.
-  const known = knownPatient === undefined ? sql`` : sql`${row.patients} = ARRAY[${knownPatient}]::text[] AND (${plainly(sql`= ${knownPatient}`)}) OR `;
+  // IS TRUE: a row whose patients are NULL must leave the rule false, not NULL (never NULL, below).
+  const known = knownPatient === undefined ? sql`` : sql`(${row.patients} = ARRAY[${knownPatient}]::text[]) IS TRUE AND (${plainly(sql`= ${knownPatient}`)}) OR `;
   // Never NULL (a NULL would turn into "allowed" under a NOT): unknown patients (NULL) are nobody's to see.
   return sql`((${row.patients} = '{}'::text[]) IS TRUE OR ${row.author} IS NOT DISTINCT FROM ${org}
     OR ${known}(${row.patients} IS NOT NULL AND (cardinality(${row.patients}) = 1 AND (${onePatient}) OR cardinality(${row.patients}) > 1 AND ${allPatients})))`;
@@ -354,7 +364,7 @@ export function accessPolicyFor(principal: Principal, channel: Channel, emergenc
       operator: false,
       mayWriteFacility,
       ownerFilter: nothing,
-      rowFilter: (alias) => sql`(${alias.col('patients')} = '{}'::text[] AND ${alias.col('resource_type')} NOT IN ${OWNER_ONLY_SQL})`,
+      rowFilter: directoryRows,
       patientCheck: refuseAll,
     };
   const emergency = emergencyReason !== undefined;

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ApiError } from '../core/errors';
 import type { AgentPrincipal, ClientPrincipal, PatientPrincipal, PortalPrincipal, Principal } from '../core/principal';
 import { alias, type Sql } from '../db/sql';
-import { accessPolicyFor, OWNER_ONLY_TYPES, rowsOfTypes, type AccessPolicy } from './index';
+import { accessPolicyFor, directoryRows, OWNER_ONLY_TYPES, rowsOfTypes, type AccessPolicy } from './index';
 
 // The access policy's decisions (docs/security.md "The access policy", "Break-glass"; docs/integrators.md "Facility data"), through its public API, with no
 // database: the SQL fragments are rendered and read for their meaning (what they bind, which rule they name), never
@@ -83,7 +83,8 @@ describe('an organisation client: reads by consent or authorship', () => {
   it("a search by patient asks that patient's plain grants once: a test that names nothing of the row, before the rest", () => {
     // Condition has care dates (recordedDate, onset): the grants that judge a row by them name the row's content.
     const r = render(policy.rowFilter?.(alias('r'), 'Condition', PATIENT));
-    const start = r.text.indexOf(`"patients" = ARRAY[${placeholder(r, PATIENT)}]::text[] AND (`);
+    // IS TRUE: NULL patients leave the rule false, never NULL (a NULL would turn into "allowed" under a NOT).
+    const start = r.text.indexOf(`"patients" = ARRAY[${placeholder(r, PATIENT)}]::text[]) IS TRUE AND (`);
     expect(start).toBeGreaterThan(0);
     let depth = 0;
     let end = r.text.indexOf('AND (', start) + 4;
@@ -210,7 +211,7 @@ describe('a caller with no organisation (an agent created before agents had one)
     expect(policy.organizationId).toBeUndefined();
     const r = rowFilter(policy);
     expect(r.values).toEqual([]);
-    expect(r.text).toBe(`("r1"."patients" = '{}'::text[] AND "r1"."resource_type" NOT IN ('AuditEvent', 'PaymentReconciliation', 'PaymentNotice'))`);
+    expect(r.text).toBe(`(("r1"."patients" = '{}'::text[]) IS TRUE AND "r1"."resource_type" NOT IN ('AuditEvent', 'PaymentReconciliation', 'PaymentNotice'))`);
     expect(render(policy.ownerFilter?.(alias('r'))).text).toBe('false');
     expect(render(policy.patientCheck?.([{ patient: PATIENT, classes: ['patients:read'] }])).text).toBe('SELECT k.p, k.c FROM (VALUES ($1::text, $2::text)) AS "k"("p", "c")');
   });
@@ -238,6 +239,14 @@ describe('facility data: written only by callers bound to that facility', () => 
       expect(policy.mayWriteFacility('fac-1')).toBe(false);
       expect(policy.mayWriteFacility(undefined)).toBe(false);
     }
+  });
+});
+
+describe('directory data: what any caller reads as the context of a record (the records’ references)', () => {
+  it('is the rows about no patient, never the owner-only types (the audit trail, payments), and never NULL', () => {
+    const r = render(directoryRows(alias('r')));
+    expect(r.values).toEqual([]);
+    expect(r.text).toBe(`(("r1"."patients" = '{}'::text[]) IS TRUE AND "r1"."resource_type" NOT IN ('AuditEvent', 'PaymentReconciliation', 'PaymentNotice'))`);
   });
 });
 
