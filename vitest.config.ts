@@ -64,9 +64,11 @@ const globalSetup = ['test/global-build.ts'];
 
 export default defineConfig({
   test: {
-    // One per core of the 2-core CI machine. The integration tests wait on PostgreSQL and child processes, yet 3 was
-    // slower: the same 12 integration files on both projects, back to back, 192 s with 2 and 207 s with 3.
-    maxWorkers: 2,
+    // One more than the 2-core CI machine's cores: the integration tests wait on PostgreSQL, child processes and
+    // timeouts, and a third file runs meanwhile. The whole `npm test`, 2 and 3 in turn on a quiet day (stop 61):
+    // 474 → 422 s and 431 → 416 s; on a day the host ran ~1.8× slower (stop 59), 850 → 874 s; 12 integration files
+    // alone (stop 44), 192 → 207 s.
+    maxWorkers: 3,
     projects: [
       // Seconds each alone (the FHIR definitions, every map compiled); beside the integration tests on two cores, the
       // default 5 s is not enough for the slowest of them.
