@@ -6,8 +6,11 @@ import {
   fhirPathEquals,
   getExpressionsForResourceType,
   getSearchParameterDetails,
+  capitalize,
+  getElementDefinition,
   getSearchParameters,
   getTypedPropertyValue,
+  getTypedPropertyValueWithoutSchema,
   toTypedValue,
   type TypedValue,
 } from '@medplum/core';
@@ -137,7 +140,7 @@ function ownValues(resource: TypedValue, { steps, as, resolvesTo }: OwnPart): Ty
     const next: TypedValue[] = [];
     for (const value of values) {
       if (!value.value || typeof value.value !== 'object') continue; // a primitive has no members (as in FHIRPath)
-      const found = getTypedPropertyValue(value, step);
+      const found = memberOf(value, step);
       if (Array.isArray(found)) {
         for (const f of found) if (f?.value !== undefined) next.push(f);
       } else if (found?.value !== undefined) next.push(found);
@@ -148,6 +151,61 @@ function ownValues(resource: TypedValue, { steps, as, resolvesTo }: OwnPart): Ty
   if (as !== undefined) return values.filter((v) => v.type === as);
   if (resolvesTo !== undefined) return values.filter((v) => resolvedType(v.value) === resolvesTo);
   return values;
+}
+
+/**
+ * The JSON keys member `name` of a `type` value may be under, as getTypedPropertyValue finds them in the type's
+ * schema (a choice type's `valueQuantity`, `valueString`, …, in its order), each with the type it gives and the key of
+ * its primitive's extension: found once per type and member, where getTypedPropertyValue builds the names at every
+ * read. `[]`: an element without types (nothing); null: no such element (read without the schema).
+ */
+type MemberKeys = Array<{ key: string; extension: string; type: string }>;
+const memberKeys = new Map<string, MemberKeys | null>();
+
+function keysOf(type: string, name: string): MemberKeys | null {
+  const id = `${type} ${name}`;
+  let keys = memberKeys.get(id);
+  if (keys === undefined) {
+    const element = getElementDefinition(type, name);
+    const last = element?.path.slice(element.path.lastIndexOf('.') + 1) ?? '';
+    const types = element?.type ?? [];
+    keys = !element
+      ? null
+      : types.map((t) => {
+          const key = last.replace('[x]', capitalize(t.code));
+          return { key, extension: `_${key}`, type: t.code === 'Element' || t.code === 'BackboneElement' ? types[0]!.code : t.code };
+        });
+    memberKeys.set(id, keys);
+  }
+  return keys;
+}
+
+/**
+ * getTypedPropertyValue of an object value (FHIRPath's member access), with its keys found once (keysOf). A primitive
+ * with an extension (`_birthDate`) and a contained resource (its type is the resource's) are left to it.
+ */
+function memberOf(input: TypedValue, name: string): TypedValue[] | TypedValue | undefined {
+  const keys = keysOf(input.type, name);
+  if (!keys) return getTypedPropertyValueWithoutSchema(input, name);
+  const value = input.value as Record<string, unknown>;
+  for (const { key, extension, type } of keys) {
+    if (value[extension] !== undefined || type === 'Resource') return getTypedPropertyValue(input, name);
+    const found = value[key];
+    if (found === undefined) continue;
+    if (!populated(found)) return undefined;
+    return Array.isArray(found) ? found.map((v) => ({ type, value: v })) : { type, value: found };
+  }
+  return undefined;
+}
+
+/** Not empty as @medplum/core's isEmpty says (null, '', [], {}), without listing an object's keys. */
+function populated(v: unknown): boolean {
+  if (v === null) return false;
+  if (typeof v === 'string') return v !== '';
+  if (typeof v !== 'object') return true;
+  if (Array.isArray(v)) return v.length > 0;
+  for (const k in v) if (Object.hasOwn(v, k)) return true;
+  return false;
 }
 
 /** `values` without those FHIRPath finds equal to an earlier one, as its union keeps them. */
