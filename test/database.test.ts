@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../src/db/database';
 import { openDatabase } from '../src/db/open';
 import { listMigrations, migrate } from '../src/db/migrate';
+import { arrayLiteral } from '../src/db/sql';
 import { backend, createScratchDatabase } from './harness';
 import { eventually } from './eventually';
 
@@ -34,6 +35,14 @@ describe(`database (${backend})`, () => {
       `SELECT 9007199254740993::bigint AS big, 1.50::numeric AS num, 3::int AS small, now() AS ts, '{"a":1}'::jsonb AS doc, ARRAY['x','y'] AS arr`,
     );
     expect(rows[0]).toEqual({ big: '9007199254740993', num: '1.50', small: 3, ts: expect.any(Date), doc: { a: 1 }, arr: ['x', 'y'] });
+  });
+
+  it('reads an array literal (arrayLiteral) back as the values it was made of, hostile text included', async () => {
+    const texts = [`x'); DROP TABLE fhir_resources; --"\\`, '', 'NULL', null, '{a,b}', 'a,b', ' spaced ', 'back\\slash\\', 'quo"te""', 'Ωμέγα 😀', 'line\nbreak'];
+    const numbers = ['9007199254740993', '-1', null];
+    const { rows } = await db.query<{ t: string | null; n: string | null }>('SELECT t, n::text FROM unnest($1::text[], $2::bigint[]) AS u(t, n)', [arrayLiteral(texts), arrayLiteral(numbers)]);
+    expect(rows.map((r) => r.t)).toEqual(texts);
+    expect(rows.map((r) => r.n)).toEqual([...numbers, ...Array(texts.length - numbers.length).fill(null)]);
   });
 
   it('commits a transaction that resolves and rolls back one that throws', async () => {

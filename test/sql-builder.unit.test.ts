@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { alias, and, constant, ident, join, literal, not, or, param, quoteIdentifier, rowsOf, sql } from '../src/db/sql';
+import { prepareValue } from 'pg/lib/utils.js';
+import { alias, and, arrayLiteral, constant, ident, join, literal, not, or, param, quoteIdentifier, rowsOf, sql } from '../src/db/sql';
 import { loadFhirDefinitions } from '../src/core/fhir-definitions';
 import { parseSearch } from '../src/fhir/search/parse';
 import { filterSql, sortSql } from '../src/fhir/search/sql';
@@ -139,8 +140,17 @@ describe('rows of bound values (rowsOf)', () => {
     const many = Array.from({ length: 17 }, (_, i) => [`p${i}`, i]);
     const { text, values } = sql`SELECT k.p FROM ${rowsOf('k', columns, many)}`.render();
     expect(text).toBe('SELECT k.p FROM unnest($1::text[], $2::int[]) AS "k"("p", "n")');
-    expect(values).toEqual([many.map((r) => r[0]), many.map((r) => r[1])]);
-    expect(sql`${rowsOf('k', columns, [])}`.render()).toEqual({ text: 'unnest($1::text[], $2::int[]) AS "k"("p", "n")', values: [[], []] });
+    expect(values).toEqual([arrayLiteral(many.map((r) => r[0])), arrayLiteral(many.map((r) => r[1]))]);
+    expect(sql`${rowsOf('k', columns, [])}`.render()).toEqual({ text: 'unnest($1::text[], $2::int[]) AS "k"("p", "n")', values: ['{}', '{}'] });
+  });
+
+  it("arrays go as the literal the pg driver would write, hostile text included; other values are left to it", () => {
+    const hostile = [HOSTILE, '', 'NULL', 'null', null, undefined, '{a,b}', 'a,b', ' spaced ', 'back\\slash\\', 'quo"te""', '\\"', 'Ωμέγα 😀', 'line\nbreak', '-12', '7'];
+    expect(arrayLiteral(hostile)).toBe(prepareValue(hostile));
+    expect(arrayLiteral([1, -2.5, 1e21, null, 0])).toBe(prepareValue([1, -2.5, 1e21, null, 0]));
+    expect(arrayLiteral([])).toBe('{}');
+    const dated = [new Date(0), 'x'];
+    expect(arrayLiteral(dated)).toBe(dated);
   });
 
   it('a type is code: anything but a plain type name is refused', () => {

@@ -1,5 +1,6 @@
 import type { Resource } from '@medplum/fhirtypes';
 import type { Queryable } from '../../db/database';
+import { arrayLiteral } from '../../db/sql';
 import { ApiError, ErrorCode, badRequest } from '../../core/errors';
 import { checkResources, type Checked } from '../check';
 import type { Link } from '../compartment';
@@ -259,11 +260,11 @@ export async function writeMany(
 export async function insertIndexRows(tx: Queryable, batch: PendingIndex[]): Promise<void> {
   // Each table's rows go as one typed array per column: PostgreSQL reads them at two thirds of the cost of a JSON
   // array of rows, whose every value it extracted (->>) and cast one by one: most of an import's database time.
-  const params: unknown[][] = [];
+  const params: unknown[] = [];
   const inserts: string[] = [];
   const add = (table: string, columns: string[], types: string[], rows: unknown[][]) => {
     if (!rows.length) return;
-    const arrays = types.map((t, i) => `$${params.push(rows.map((row) => row[i]))}::${t}[]`).join(', ');
+    const arrays = types.map((t, i) => `$${params.push(arrayLiteral(rows.map((row) => row[i])))}::${t}[]`).join(', ');
     inserts.push(`i_${table} AS (INSERT INTO ${table} (${columns.join(', ')}) SELECT * FROM unnest(${arrays}))`);
   };
   for (const table of INDEX_TABLES) {
