@@ -52,10 +52,10 @@ function corpus(): Resource[] {
   out.push(...(clinical.resourceType === 'Bundle' ? clinical.entry.map((e: { resource: Resource }) => e.resource) : clinical));
   return [
     ...out,
-    // A primitive known by its extension alone, repeated primitives with gaps, a choice element, a contained resource.
     // Empty values, which FHIRPath reads as nothing: an empty string, array and object.
     { resourceType: 'Patient', id: 'empty', gender: '', birthDate: '', name: [{ family: '', given: [] }], address: [{}], telecom: [] } as unknown as Resource,
     { resourceType: 'Observation', id: 'empty', status: 'final', code: {}, subject: {}, category: [] } as unknown as Resource,
+    // A primitive known by its extension alone, repeated primitives with gaps, a choice element, a contained resource.
     { resourceType: 'Patient', id: 'p', _birthDate: { extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/data-absent-reason', valueCode: 'unknown' }] }, name: [{ given: ['Ann', null], _given: [null, { extension: [{ url: 'x', valueString: 'y' }] }], family: 'Lee' }] } as unknown as Resource,
     { resourceType: 'Observation', id: 'o', status: 'final', code: { text: 'x' }, effectivePeriod: { start: '2024-01-01' }, valueQuantity: { value: 1, unit: 'mg' }, subject: { reference: '#p' }, contained: [{ resourceType: 'Patient', id: 'p' }] } as unknown as Resource,
     // References in every form `where(resolve() is Patient)` meets: absolute, versioned, conditional, logical, urn:uuid, not a Patient.

@@ -1,5 +1,5 @@
+import { createRequire } from 'node:module';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { prepareValue } from 'pg/lib/utils.js';
 import { alias, and, arrayLiteral, constant, ident, join, literal, not, or, param, quoteIdentifier, rowsOf, sql } from '../src/db/sql';
 import { loadFhirDefinitions } from '../src/core/fhir-definitions';
 import { parseSearch } from '../src/fhir/search/parse';
@@ -10,6 +10,9 @@ import { accessPolicyFor } from '../src/policy/index';
 
 // The search parameter definitions, for the searches below (seconds on a busy machine).
 beforeAll(() => loadFhirDefinitions(), 120_000);
+
+/** The pg driver's own conversion of a parameter (an array: its literal), which arrayLiteral stands in for. */
+const { prepareValue } = createRequire(import.meta.url)('pg/lib/utils.js') as { prepareValue(value: unknown): unknown };
 
 const HOSTILE = `x'); DROP TABLE fhir_resources; --"\\`;
 
@@ -144,7 +147,7 @@ describe('rows of bound values (rowsOf)', () => {
     expect(sql`${rowsOf('k', columns, [])}`.render()).toEqual({ text: 'unnest($1::text[], $2::int[]) AS "k"("p", "n")', values: ['{}', '{}'] });
   });
 
-  it("arrays go as the literal the pg driver would write, hostile text included; other values are left to it", () => {
+  it('arrays go as the literal the pg driver would write, hostile text included; other values are left to it', () => {
     const hostile = [HOSTILE, '', 'NULL', 'null', null, undefined, '{a,b}', 'a,b', ' spaced ', 'back\\slash\\', 'quo"te""', '\\"', 'Ωμέγα 😀', 'line\nbreak', '-12', '7'];
     expect(arrayLiteral(hostile)).toBe(prepareValue(hostile));
     expect(arrayLiteral([1, -2.5, 1e21, null, 0])).toBe(prepareValue([1, -2.5, 1e21, null, 0]));
