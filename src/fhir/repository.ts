@@ -24,7 +24,7 @@ import { validateFhirResource } from './validate';
 import { linksOf, patientsOf, unplacedReason } from './compartment';
 import { filedPatients, withFiledPatients } from './store/filed';
 import { hashKey } from '../core/hash';
-import { parseSearch, type ParsedSearch, type QueryParams } from './search/parse';
+import { namesPatient, parseSearch, type ParsedSearch, type QueryParams } from './search/parse';
 import { everythingBundle, historyBundle, missing, readOneVersion, readReferenced, readVersion, readVersions, type EverythingParams, type FoundVersion } from './store/history';
 import { checkSearchReach, searchPages, searchResources, type SearchOptions } from './store/search';
 import { bundleJson } from './store/stored-json';
@@ -1062,7 +1062,7 @@ function patientNamedBy(search: ParsedSearch): string[] {
   for (const f of search.filters) {
     if (search.resourceType === 'Patient' && f.kind === 'id' && !f.not) f.values.forEach((id) => named.add(id));
     if (f.kind === 'reference')
-      for (const v of f.values) if (v.type === 'Patient' || (v.type === undefined && f.param.targets.length === 1 && f.param.targets[0] === 'Patient')) named.add(v.id);
+      for (const v of f.values) if (namesPatient(f.param, v)) named.add(v.id);
   }
   return [...named];
 }

@@ -71,6 +71,11 @@ export interface ReferenceValue {
   type?: string;
   id: string;
 }
+
+/** Does this value of a reference filter name a Patient: typed so, or untyped of a parameter that targets only Patient? */
+export function namesPatient(param: IndexedParam, value: ReferenceValue): boolean {
+  return value.type === 'Patient' || (value.type === undefined && param.targets.length === 1 && param.targets[0] === 'Patient');
+}
 export interface SortRule {
   kind: 'id' | 'lastUpdated' | 'param';
   param?: IndexedParam;

@@ -2,7 +2,7 @@ import type { Bundle, BundleEntry, BundleLink, Resource } from '@medplum/fhirtyp
 import type { Queryable } from '../../db/database';
 import { ApiError, ErrorCode, badRequest } from '../../core/errors';
 import { present } from '../present';
-import { END_RID, encodeCursor, type Cursor, type Filter, type IncludeRule, type ParsedSearch, type QueryParams, type ReferenceValue } from '../search/parse';
+import { END_RID, encodeCursor, namesPatient, type Cursor, type Filter, type IncludeRule, type ParsedSearch, type QueryParams, type ReferenceValue } from '../search/parse';
 import { and, ident, join, sql, type Sql } from '../../db/sql';
 import { filterSql, indexProbeOf, indexProbesSql, ridCondition, sortSql } from '../search/sql';
 import { checkTerminologyLoaded, checkTerminologyScope } from '../search/terminology';
@@ -185,8 +185,8 @@ function searchWhere(search: ParsedSearch, access: SearchAccess, compartmentPati
 function patientSearched(filters: Filter[]): string | undefined {
   for (const f of filters) {
     if (f.kind !== 'reference' || f.values.length !== 1) continue;
-    const [{ type, id }] = f.values as [ReferenceValue];
-    if (type === 'Patient' || (type === undefined && f.param.targets.length === 1 && f.param.targets[0] === 'Patient')) return id;
+    const [value] = f.values as [ReferenceValue];
+    if (namesPatient(f.param, value)) return value.id;
   }
   return undefined;
 }
