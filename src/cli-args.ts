@@ -53,6 +53,9 @@ export interface CommandSpec {
 
 const HELP_OPTION = '-h, --help';
 
+/** `--name` or `--name=…`: how every option is spelt (a test holds every declared name to it). */
+const OPTION_WORD = /^--[a-z][a-z0-9-]*(=|$)/;
+
 /**
  * Parses a command's arguments (everything after its name) against its declaration. Every problem of the command
  * line is reported at once, one a line, in the order typed (options, then what is missing, then the arguments):
@@ -71,9 +74,11 @@ export function parseCommand(spec: CommandSpec, argv: string[]): { values: Value
       positionals.push(...argv.slice(i + 1));
       break;
     }
-    // A value may begin with '-' (a key id is a base64url thumbprint: one in 64 does): only `--name`, a one-letter
-    // `-x` and an option's name with one dash (`-dry-run`, refused with the right spelling) are taken for options.
-    if (!word.startsWith('-') || (!word.startsWith('--') && word.length !== 2 && !options[word.slice(1).split('=')[0]!])) {
+    // A value may begin with '-' (a key id is a base64url thumbprint: one in 64 does, one in 4,096 with '--'): only
+    // `--name` (a lower-case word, as every option's name is), a one-letter `-x` and an option's name with one dash
+    // (`-dry-run`, refused with the right spelling) are taken for options.
+    const optionLike = word.startsWith('--') ? OPTION_WORD.test(word) : word.startsWith('-') && (word.length === 2 || !!options[word.slice(1).split('=')[0]!]);
+    if (!optionLike) {
       positionals.push(word);
       continue;
     }
