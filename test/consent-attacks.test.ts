@@ -399,6 +399,18 @@ describe('the AuditEvent purposeOfEvent', () => {
     }
   });
 
+  it("a search of several patients is audited with the purpose of the consent changed last among theirs; one patient's, with that patient's", async () => {
+    const q = await patientWithPrescription('PurposeSecond');
+    await grant(org, q.hid, { purpose_of_use: 'PUBHLTH' }); // after p's DSRCH
+    expect((await read(`/MedicationRequest?patient=${p.pid},${q.pid}`, 'atk-purpose-two')).status).toBe(200);
+    const two = await auditRecords('atk-purpose-two');
+    expect(two).toHaveLength(1);
+    expect(two[0]!.entity?.filter((e) => e.what?.reference?.startsWith('Patient/')).length).toBe(2);
+    expect(codes(two[0]!)).toEqual(['PUBHLTH']);
+    expect((await read(`/MedicationRequest?patient=${p.pid}`, 'atk-purpose-first')).status).toBe(200);
+    expect(codes((await auditRecords('atk-purpose-first'))[0]!)).toEqual(['DSRCH']);
+  });
+
   it('a read of its own data about a patient it holds no consent for is audited with no purpose code', async () => {
     expect((await read(`/Patient/${ownPid}`, 'atk-purpose-own')).status).toBe(200);
     const events = await auditRecords('atk-purpose-own');
