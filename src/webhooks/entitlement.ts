@@ -1,5 +1,5 @@
 import type { Queryable } from '../db/database';
-import { sql } from '../db/sql';
+import { rowsOf, sql } from '../db/sql';
 import { eventClassOf, eventDeclaration } from '../events/types';
 import { activeGrants, dataHolders } from '../policy/index';
 import { EVENT_RULES } from '../events/rules';
@@ -33,6 +33,15 @@ export async function entitledOrganizations(q: Queryable, event: EventAudience):
   return (await entitledOrganizationsOfEach(q, [event]))[0]!;
 }
 
+/** The rows of the fan-out's keys: a patient, a data class, the resource types (an array's text) and ids, the key's ordinal. */
+const AUDIENCE_COLUMNS = [
+  ['p', 'text'],
+  ['c', 'text'],
+  ['t', 'text'],
+  ['i', 'text'],
+  ['n', 'int'],
+] as const;
+
 /** entitledOrganizations of each of many events (a change's, an import batch's), with one query. */
 export async function entitledOrganizationsOfEach(q: Queryable, events: EventAudience[]): Promise<string[][]> {
   // Who hears a type is declared with it (src/events/types.ts, `about`).
@@ -49,9 +58,13 @@ export async function entitledOrganizationsOfEach(q: Queryable, events: EventAud
   if (pairs.size) {
     const keys = [...pairs.keys()];
     const list = [...pairs.values()];
-    const { text, values } = sql`SELECT DISTINCT k.n, g.organization_id FROM unnest(${list.map((x) => x.patient)}::text[], ${list.map((x) => x.dataClass)}::text[], ${list.map((x) => x.types)}::text[], ${list.map((x) => x.ids)}::text[]) WITH ORDINALITY AS k(p, c, t, i, n)
+    // A VALUES list (rowsOf) for the usual few keys: a prepared statement of it gets a generic plan. Over unnest()
+    // PostgreSQL planned it anew at every write (a generic plan assumes 10 rows, ten times the grants' cost): 1.5 ms
+    // of planning for 0.3 ms of execution, the costliest statement of a FHIR create (docs/benchmarks.md).
+    const keyRows = list.map((x, n) => [x.patient, x.dataClass, x.types, x.ids, n + 1]);
+    const { text, values } = sql`SELECT DISTINCT k.n, g.organization_id FROM ${rowsOf('k', AUDIENCE_COLUMNS, keyRows)}
        CROSS JOIN LATERAL (${activeGrants(sql`g.organization_id`, undefined, sql`= k.p`, sql`k.c`, { types: sql`k.t::text[]`, ids: sql`k.i::text[]`, patient: sql`k.p` })}) g`.render();
-    const { rows } = await q.query<{ n: string; organization_id: string }>(text, values);
+    const { rows } = await q.query<{ n: number; organization_id: string }>(text, values);
     for (const row of rows) {
       const key = keys[Number(row.n) - 1]!;
       consented.set(key, [...(consented.get(key) ?? []), row.organization_id]);
@@ -61,7 +74,7 @@ export async function entitledOrganizationsOfEach(q: Queryable, events: EventAud
   const holders = new Map<string, string[]>();
   const consentPatients = [...new Set(events.filter((e) => e.patientId && eventDeclaration(e.type)?.about === 'consent').map((e) => e.patientId!))];
   if (consentPatients.length) {
-    const { text, values } = sql`SELECT k.p, h.org FROM unnest(${consentPatients}::text[]) AS k(p) CROSS JOIN LATERAL (${dataHolders(sql`h.org`, sql`k.p`)}) h`.render();
+    const { text, values } = sql`SELECT k.p, h.org FROM ${rowsOf('k', [['p', 'text']], consentPatients.map((p) => [p]))} CROSS JOIN LATERAL (${dataHolders(sql`h.org`, sql`k.p`)}) h`.render();
     const { rows } = await q.query<{ p: string; org: string }>(text, values);
     for (const row of rows) holders.set(row.p, [...(holders.get(row.p) ?? []), row.org]);
   }
