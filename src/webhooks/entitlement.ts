@@ -62,8 +62,9 @@ export async function entitledOrganizationsOfEach(q: Queryable, events: EventAud
     // PostgreSQL planned it anew at every write (a generic plan assumes 10 rows, ten times the grants' cost): 1.5 ms
     // of planning for 0.3 ms of execution, the costliest statement of a FHIR create (docs/benchmarks.md).
     const keyRows = list.map((x, n) => [x.patient, x.dataClass, x.types, x.ids, n + 1]);
+    const typeNames = [...new Set(events.flatMap((e) => (classOf(e) ? resourceTypesOf(e.type) : [])))].sort();
     const { text, values } = sql`SELECT DISTINCT k.n, g.organization_id FROM ${rowsOf('k', AUDIENCE_COLUMNS, keyRows)}
-       CROSS JOIN LATERAL (${activeGrants(sql`g.organization_id`, undefined, sql`= k.p`, sql`k.c`, { types: sql`k.t::text[]`, ids: sql`k.i::text[]`, patient: sql`k.p` })}) g`.render();
+       CROSS JOIN LATERAL (${activeGrants(sql`g.organization_id`, undefined, sql`= k.p`, sql`k.c`, { types: sql`k.t::text[]`, typeNames, ids: sql`k.i::text[]`, patient: sql`k.p` })}) g`.render();
     const { rows } = await q.query<{ n: number; organization_id: string }>(text, values);
     for (const row of rows) {
       const key = keys[Number(row.n) - 1]!;
