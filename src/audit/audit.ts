@@ -271,9 +271,14 @@ export async function insertAuditRows(sql: Queryable, rows: AuditRow[], asyncCom
       purposeFromConsent === true,
     ];
   });
+  // The consent's purpose only in a statement that has a row to look it up for. Otherwise a custom plan of one row
+  // folds the lookup away and a generic plan keeps it: priced higher, the generic plan never won, and every write's
+  // audit row was planned anew (~0.6 ms).
+  const record = rows.some((r) => r.record.purposeFromConsent === true)
+    ? SQL`CASE WHEN u.consent_purpose THEN coalesce(u.record || (SELECT jsonb_build_object('purposeCode', p) FROM ${CONSENT_PURPOSE} AS c(p) WHERE p IS NOT NULL), u.record) ELSE u.record END`
+    : SQL`u.record`;
   const { text, values: bound } = SQL`INSERT INTO audit_log (${ROW_COLUMNS})
-     SELECT u.id, u.recorded, u.action, u.outcome, u.operation, u.actor, u.org, u.patient_ids, u.purpose, u.request_id,
-       CASE WHEN u.consent_purpose THEN coalesce(u.record || (SELECT jsonb_build_object('purposeCode', p) FROM ${CONSENT_PURPOSE} AS c(p) WHERE p IS NOT NULL), u.record) ELSE u.record END
+     SELECT u.id, u.recorded, u.action, u.outcome, u.operation, u.actor, u.org, u.patient_ids, u.purpose, u.request_id, ${record}
      FROM (SELECT *, ARRAY(SELECT jsonb_array_elements_text(t.patients)) AS patient_ids FROM ${rowsOf('t', ROW_TYPES, values)}) u${asyncCommit ? ASYNC_COMMIT : SQL``}`.render();
   await sql.query(text, bound);
 }
