@@ -26,6 +26,7 @@ import { loadConfig } from '../src/config';
 import { startPont } from '../src/server';
 import { openPostgres } from '../src/db/postgres';
 import { createScratchDatabase } from '../test/harness';
+import { plannedAnew } from './planned-anew';
 import { spawnServe } from './serve';
 import { stats } from './stats';
 
@@ -90,7 +91,7 @@ async function main() {
   const env = { LOG_LEVEL: 'error', PONT_RATE_LIMITS: 'default=999999999/60', DATABASE_URL: scratch.url };
   const pont = WORKERS
     ? await spawnServe(['--workers', String(WORKERS)], { ...env, PORT: String(await freePort()) })
-    : await startPont(loadConfig({ ...env, PORT: '0' })).then((running) => ({ url: running.url, stop: () => running.close() }));
+    : await startPont(loadConfig({ ...env, PORT: '0' })).then((running) => ({ url: running.url, stop: () => running.close(), db: running.services.db }));
   const db = await openPostgres(scratch.url, 2);
   try {
     const credentials = await createAgent(db, { organizationId: 'org-bench', facilityId: 'fac-bench' });
@@ -162,9 +163,12 @@ async function main() {
     };
     await back.stop();
     console.log(`backlog drained into Pont: ${JSON.stringify(drain)}`);
+    // Pont in this process: the statements its pool kept planning anew (bench/planned-anew.ts).
+    const anew = 'db' in pont ? await plannedAnew(pont.db) : undefined;
+    for (const { statement, custom } of anew ?? []) console.log(`planned anew ${custom} times: ${statement.slice(0, 160)}`);
 
     mkdirSync(join(repoRoot, 'bench', 'results'), { recursive: true });
-    writeFileSync(join(repoRoot, 'bench', 'results', process.env.BENCH_RESULT ?? 'hl7.json'), JSON.stringify({ at: new Date().toISOString(), node: process.version, database: 'postgres', pont_workers: WORKERS, load_average_1m: loadavg()[0], through, backlog, drain }, null, 2) + '\n');
+    writeFileSync(join(repoRoot, 'bench', 'results', process.env.BENCH_RESULT ?? 'hl7.json'), JSON.stringify({ at: new Date().toISOString(), node: process.version, database: 'postgres', pont_workers: WORKERS, load_average_1m: loadavg()[0], through, backlog, drain, planned_anew: anew }, null, 2) + '\n');
   } finally {
     await db.close();
     await pont.stop();
