@@ -48,6 +48,8 @@ beforeAll(async () => {
   await write('rx2024', { ...medication, authoredOn: '2024-05-01' });
   await write('rx2023', { ...medication, authoredOn: '2023-05-01' });
   await write('rxUndated', { ...medication });
+  // A date of 2024 with no day: no date of care (a part of a date is not inside a period, whatever it reads as text).
+  await write('rxPartial', { ...medication, authoredOn: '2024-06' });
   await write('report2024', { resourceType: 'DiagnosticReport', status: 'final', code: { text: 'CBC' }, effectiveDateTime: '2024-06-01T10:00:00Z' });
   await write('lab2024', { resourceType: 'Observation', status: 'final', code: { text: 'Hemoglobin' }, effectiveDateTime: '2024-06-01T10:00:00Z', valueQuantity: { value: 12, unit: 'g/dL' } });
   await write('vaccine2024', { resourceType: 'Immunization', status: 'completed', vaccineCode: { text: 'BCG' }, occurrenceDateTime: '2024-02-01', patient: { reference: `Patient/${patientId}` } });
@@ -165,7 +167,7 @@ describe('request → approve narrower → read: exactly 2024 prescriptions, on 
     const everyKind = ['MedicationRequest:subject', 'DiagnosticReport:subject', 'Observation:subject', 'Immunization:patient'].map((r) => `&_revinclude=${r}`).join('');
     expect(await search(`/Patient?_id=${patientId}${everyKind}`)).toEqual([ids.rx2024, `Patient/${patientId}`].sort());
     expect((await fhir(clinic, `/${ids.rx2024}`)).status).toBe(200);
-    for (const other of [ids.rx2023, ids.rxUndated, ids.report2024, ids.lab2024, ids.vaccine2024]) expect((await fhir(clinic, `/${other}`)).status, other).toBe(404);
+    for (const other of [ids.rx2023, ids.rxUndated, ids.rxPartial, ids.report2024, ids.lab2024, ids.vaccine2024]) expect((await fhir(clinic, `/${other}`)).status, other).toBe(404);
     const everything = await fhir(clinic, `/Patient/${patientId}/$everything`);
     const got = (everything.body.entry ?? []).map((e: any) => ref(e.resource)).filter((r: string) => !r.startsWith('Patient/') && !r.startsWith('Consent/'));
     expect(got).toEqual([ids.rx2024]);
