@@ -199,8 +199,9 @@ function careDateOf(type: string | readonly string[] | undefined, row: RowFacts)
     if (!paths?.length) return sql`NULL::text`;
     return sql`COALESCE(${join(paths.map((p) => sql`${row.content} #>> ${literal(`{${p.join(',')}}`)}`), ', ')})`;
   };
-  const dated = Object.keys(hiTypes.careDates).filter((t) => type === undefined || type.includes(t));
-  const value = typeof type === 'string' ? of(type) : dated.length ? sql`CASE ${row.type} ${join(dated.map((t) => sql`WHEN ${literal(t)} THEN ${of(t)}`), ' ')} END` : sql`NULL::text`;
+  const dated = typeof type === 'string' ? [] : Object.keys(hiTypes.careDates).filter((t) => type === undefined || type.includes(t));
+  const cases = () => (dated.length ? sql`CASE ${row.type} ${join(dated.map((t) => sql`WHEN ${literal(t)} THEN ${of(t)}`), ' ')} END` : sql`NULL::text`);
+  const value = typeof type === 'string' ? of(type) : cases();
   // Its first ten characters when it has ten: the value written once (a CASE over many types is costly to plan).
   return sql`substring(${value} from '^.{10}')`;
 }

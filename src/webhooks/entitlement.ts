@@ -58,9 +58,10 @@ export async function entitledOrganizationsOfEach(q: Queryable, events: EventAud
   if (pairs.size) {
     const keys = [...pairs.keys()];
     const list = [...pairs.values()];
-    // A VALUES list (rowsOf) for the usual few keys: a prepared statement of it gets a generic plan. Over unnest()
-    // PostgreSQL planned it anew at every write (a generic plan assumes 10 rows, ten times the grants' cost): 1.5 ms
-    // of planning for 0.3 ms of execution, the costliest statement of a FHIR create (docs/benchmarks.md).
+    // The usual few keys as a VALUES list (rowsOf), and only the dates of care of their events' types (typeNames):
+    // PostgreSQL then keeps a generic plan of the statement. Over unnest() (a generic plan assumes 10 rows) and with
+    // every type's dates it planned it anew at every write: 1.5 ms of planning for 0.3 ms of execution, the costliest
+    // statement of a FHIR create (docs/benchmarks.md, thirteenth round).
     const keyRows = list.map((x, n) => [x.patient, x.dataClass, x.types, x.ids, n + 1]);
     const typeNames = [...new Set(events.flatMap((e) => (classOf(e) ? resourceTypesOf(e.type) : [])))].sort();
     const { text, values } = sql`SELECT DISTINCT k.n, g.organization_id FROM ${rowsOf('k', AUDIENCE_COLUMNS, keyRows)}
