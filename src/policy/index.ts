@@ -199,9 +199,12 @@ function careDateOf(type: string | readonly string[] | undefined, row: RowFacts)
     if (!paths?.length) return sql`NULL::text`;
     return sql`COALESCE(${join(paths.map((p) => sql`${row.content} #>> ${literal(`{${p.join(',')}}`)}`), ', ')})`;
   };
-  const dated = typeof type === 'string' ? [] : Object.keys(hiTypes.careDates).filter((t) => type === undefined || type.includes(t));
-  const cases = () => (dated.length ? sql`CASE ${row.type} ${join(dated.map((t) => sql`WHEN ${literal(t)} THEN ${of(t)}`), ' ')} END` : sql`NULL::text`);
-  const value = typeof type === 'string' ? of(type) : cases();
+  let value: Sql;
+  if (typeof type === 'string') value = of(type);
+  else {
+    const dated = Object.keys(hiTypes.careDates).filter((t) => type === undefined || type.includes(t));
+    value = dated.length ? sql`CASE ${row.type} ${join(dated.map((t) => sql`WHEN ${literal(t)} THEN ${of(t)}`), ' ')} END` : sql`NULL::text`;
+  }
   // Its first ten characters when it has ten: the value written once (a CASE over many types is costly to plan).
   return sql`substring(${value} from '^.{10}')`;
 }

@@ -50,9 +50,14 @@ export async function entitledOrganizationsOfEach(q: Queryable, events: EventAud
   // record), and the ids it names, where a grant with a date range finds the resource it is about (policy EventFacts).
   const keyOf = (event: EventAudience) => `${event.patientId}\u0000${classOf(event)}\u0000${event.type}\u0000${idsOf(event)}`;
   const pairs = new Map<string, { patient: string; dataClass: string; types: string; ids: string }>();
+  /** Every resource type the keys' events may be about (EventFacts.typeNames). */
+  const typeNames = new Set<string>();
   for (const event of events) {
     const dataClass = classOf(event);
-    if (dataClass) pairs.set(keyOf(event), { patient: event.patientId!, dataClass, types: `{${resourceTypesOf(event.type).join(',')}}`, ids: idsOf(event) });
+    if (!dataClass) continue;
+    const types = resourceTypesOf(event.type);
+    for (const t of types) typeNames.add(t);
+    pairs.set(keyOf(event), { patient: event.patientId!, dataClass, types: `{${types.join(',')}}`, ids: idsOf(event) });
   }
   const consented = new Map<string, string[]>();
   if (pairs.size) {
@@ -63,9 +68,8 @@ export async function entitledOrganizationsOfEach(q: Queryable, events: EventAud
     // every type's dates it planned it anew at every write: 1.5 ms of planning for 0.3 ms of execution, the costliest
     // statement of a FHIR create (docs/benchmarks.md, thirteenth round).
     const keyRows = list.map((x, n) => [x.patient, x.dataClass, x.types, x.ids, n + 1]);
-    const typeNames = [...new Set(events.flatMap((e) => (classOf(e) ? resourceTypesOf(e.type) : [])))].sort();
     const { text, values } = sql`SELECT DISTINCT k.n, g.organization_id FROM ${rowsOf('k', AUDIENCE_COLUMNS, keyRows)}
-       CROSS JOIN LATERAL (${activeGrants(sql`g.organization_id`, undefined, sql`= k.p`, sql`k.c`, { types: sql`k.t::text[]`, typeNames, ids: sql`k.i::text[]`, patient: sql`k.p` })}) g`.render();
+       CROSS JOIN LATERAL (${activeGrants(sql`g.organization_id`, undefined, sql`= k.p`, sql`k.c`, { types: sql`k.t::text[]`, typeNames: [...typeNames].sort(), ids: sql`k.i::text[]`, patient: sql`k.p` })}) g`.render();
     const { rows } = await q.query<{ n: number; organization_id: string }>(text, values);
     for (const row of rows) {
       const key = keys[Number(row.n) - 1]!;
