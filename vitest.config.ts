@@ -88,7 +88,7 @@ export default defineConfig({
         },
       },
       { test: { name: 'pglite', include: [...onBothDatabases, ...embeddedOnly], env: { PONT_TEST_DB: 'pglite' }, globalSetup, ...timeouts, ...shared } },
-      // The client libraries, once (each starts its own server on the embedded database).
+      // The client libraries, once (each starts its own conformance server: clients/conformance/README.md).
       { test: { name: 'clients', include: ['clients/*/test/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 120_000 } },
     ],
   },
