@@ -132,7 +132,7 @@ export function constant(fragment: Sql): Sql {
 }
 
 /** At most this many rows are written as a VALUES list by `rowsOf`; longer lists are unnest()ed arrays. */
-const VALUES_AT_MOST = 16;
+export const VALUES_AT_MOST = 16;
 const SQL_TYPE = /^[a-z]+$/;
 
 /**

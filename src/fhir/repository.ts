@@ -290,7 +290,8 @@ export class FhirRepository {
   async resolveReferences(refs: string[], patient?: string): Promise<Map<string, Resource>> {
     const typeOf = (ref: string) => ref.slice(0, ref.indexOf('/'));
     const valid = refs.filter((ref) => isResourceType(typeOf(ref)));
-    const readable = [...new Set(valid.map(typeOf))].filter((t) => this.access.canRead(t));
+    // Sorted: the rule's text follows the list, so one set of types is one statement, whatever their order on the page.
+    const readable = [...new Set(valid.map(typeOf))].filter((t) => this.access.canRead(t)).sort();
     return readReferenced(this.sql, valid, (r) =>
       or(directoryRows(r), readable.length ? and(SQL`${r}.resource_type = ANY(${readable}::text[])`, rowsOfTypes(this.access.rowFilter, r, readable, patient)) : undefined),
     );
