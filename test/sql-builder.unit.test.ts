@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { alias, and, arrayLiteral, constant, ident, join, literal, not, or, param, quoteIdentifier, rowsOf, sql } from '../src/db/sql';
+import { alias, and, arrayLiteral, constant, ident, join, literal, not, or, paddedRows, param, quoteIdentifier, rowsOf, sql } from '../src/db/sql';
 import { loadFhirDefinitions } from '../src/core/fhir-definitions';
 import { parseSearch } from '../src/fhir/search/parse';
 import { filterSql, sortSql } from '../src/fhir/search/sql';
@@ -145,6 +145,16 @@ describe('rows of bound values (rowsOf)', () => {
     expect(text).toBe('SELECT k.p FROM unnest($1::text[], $2::int[]) AS "k"("p", "n")');
     expect(values).toEqual([arrayLiteral(many.map((r) => r[0])), arrayLiteral(many.map((r) => r[1]))]);
     expect(sql`${rowsOf('k', columns, [])}`.render()).toEqual({ text: 'unnest($1::text[], $2::int[]) AS "k"("p", "n")', values: ['{}', '{}'] });
+  });
+
+  it('paddedRows repeats the last row up to a power of two within the VALUES lists: five texts for 1 to 16 rows', () => {
+    const texts = new Set<string>();
+    for (let n = 1; n <= 16; n++) texts.add(sql`${rowsOf('k', columns, paddedRows(Array.from({ length: n }, (_, i) => [`p${i}`, i])))}`.render().text);
+    expect(texts.size).toBe(5);
+    expect(paddedRows([['a', 1], ['b', 2], ['c', 3]])).toEqual([['a', 1], ['b', 2], ['c', 3], ['c', 3]]);
+    expect(paddedRows([])).toEqual([]);
+    const many = Array.from({ length: 17 }, (_, i) => [`p${i}`, i]);
+    expect(paddedRows(many)).toEqual(many);
   });
 
   it('arrays go as the literal the pg driver would write, hostile text included; other values are left to it', () => {

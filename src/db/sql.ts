@@ -132,7 +132,7 @@ export function constant(fragment: Sql): Sql {
 }
 
 /** At most this many rows are written as a VALUES list by `rowsOf`; longer lists are unnest()ed arrays. */
-export const VALUES_AT_MOST = 16;
+const VALUES_AT_MOST = 16;
 const SQL_TYPE = /^[a-z]+$/;
 
 /**
@@ -172,6 +172,18 @@ export function rowsOf(name: string, columns: ReadonlyArray<readonly [string, st
     return sql`(VALUES ${join(rows.map(tuple), ', ')}) AS ${relation}`;
   }
   return sql`unnest(${join(types.map((type, i) => sql`${arrayLiteral(rows.map((row) => row[i]))}::${new Sql([`${type}[]`], [])}`), ', ')}) AS ${relation}`;
+}
+
+/**
+ * `rows` with the last one repeated up to a power of two, for a `rowsOf` whose statement a repeated row does not change
+ * (a join whose matches are kept by key, an EXISTS test): a VALUES list is a statement text per count of rows, and
+ * PostgreSQL plans each text custom on each connection until it has seen it ten times; up to VALUES_AT_MOST rows this
+ * makes five texts of sixteen, which reach their generic plans sooner (beyond, rowsOf's unnest() is one text already).
+ */
+export function paddedRows<T>(rows: readonly T[]): T[] {
+  const out = [...rows];
+  while (out.length && out.length < VALUES_AT_MOST && (out.length & (out.length - 1)) !== 0) out.push(out.at(-1)!);
+  return out;
 }
 
 type Condition = Sql | undefined | false;

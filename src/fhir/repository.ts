@@ -16,7 +16,7 @@ import { ApiError, ErrorCode, badRequest } from '../core/errors';
 import { accessPolicyFor, directoryRows, EMERGENCY_WINDOW_HOURS, rowsOfTypes, UNPLACED_PATIENT, type AccessPolicy, type Channel } from '../policy/index';
 import { DATA_CLASSES, dataClassOf } from '../core/data-classes';
 import { isResourceType } from '../core/fhir-definitions';
-import { and, ident, or, rowsOf, sql as SQL, type Sql } from '../db/sql';
+import { and, ident, or, paddedRows, rowsOf, sql as SQL, type Sql } from '../db/sql';
 import type { ReadLimits } from '../policy/read-limits';
 import { filterSql } from './search/sql';
 import { applyResourcePatch, type Patch } from './patch';
@@ -290,8 +290,7 @@ export class FhirRepository {
   async resolveReferences(refs: string[], patient?: string): Promise<Map<string, Resource>> {
     const typeOf = (ref: string) => ref.slice(0, ref.indexOf('/'));
     const valid = refs.filter((ref) => isResourceType(typeOf(ref)));
-    // Sorted: the rule's text follows the list, so one set of types is one statement, whatever their order on the page.
-    const readable = [...new Set(valid.map(typeOf))].filter((t) => this.access.canRead(t)).sort();
+    const readable = [...new Set(valid.map(typeOf))].filter((t) => this.access.canRead(t));
     return readReferenced(this.sql, valid, (r) =>
       or(directoryRows(r), readable.length ? and(SQL`${r}.resource_type = ANY(${readable}::text[])`, rowsOfTypes(this.access.rowFilter, r, readable, patient)) : undefined),
     );
@@ -775,7 +774,7 @@ export class FhirRepository {
       for (const l of r.links) if (l.targetType !== 'Patient') targets.push({ n, type: l.targetType, id: l.targetId });
     });
     if (!targets.length) return;
-    const found = SQL`SELECT k.n, t.patients FROM ${rowsOf('k', [['n', 'int'], ['t', 'text'], ['i', 'text']], targets.map((t) => [t.n, t.type, t.id]))}
+    const found = SQL`SELECT k.n, t.patients FROM ${rowsOf('k', [['n', 'int'], ['t', 'text'], ['i', 'text']], paddedRows(targets.map((t) => [t.n, t.type, t.id])))}
        JOIN fhir_resources t ON t.resource_type = k.t AND t.id = k.i WHERE t.patients IS NOT NULL AND t.patients <> '{}'::text[]`.render();
     const { rows } = await sql.query<{ n: number; patients: string[] }>(found.text, found.values);
     const grown = new Set<WriteResult>();
@@ -1109,7 +1108,7 @@ export async function checkReferences(sql: Queryable, base: string, items: Write
   if (targets.length) {
     // A Patient is the create rule's to judge (below): the rule is asked of the other types named.
     const seen = rowsOfTypes(visible, ident('r'), targets.flatMap((t) => (t.type === 'Patient' ? [] : [t.type])));
-    const { text, values } = SQL`SELECT k.n FROM ${rowsOf('k', [['t', 'text'], ['i', 'text'], ['n', 'int']], targets.map((t, n) => [t.type, t.id, n]))}
+    const { text, values } = SQL`SELECT k.n FROM ${rowsOf('k', [['t', 'text'], ['i', 'text'], ['n', 'int']], paddedRows(targets.map((t, n) => [t.type, t.id, n])))}
        WHERE NOT EXISTS (SELECT 1 FROM fhir_resources r WHERE ${and(SQL`r.resource_type = k.t AND r.id = k.i AND NOT r.deleted`, visible && or(SQL`r.resource_type = 'Patient'`, seen))})
        ORDER BY k.n LIMIT 1`.render();
     const { rows } = await sql.query<{ n: number }>(text, values);
