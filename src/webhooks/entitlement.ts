@@ -1,5 +1,5 @@
 import type { Queryable } from '../db/database';
-import { rowsOf, sql } from '../db/sql';
+import { paddedRows, rowsOf, sql } from '../db/sql';
 import { eventClassOf, eventDeclaration } from '../events/types';
 import { activeGrants, dataHolders } from '../policy/index';
 import { EVENT_RULES } from '../events/rules';
@@ -63,11 +63,11 @@ export async function entitledOrganizationsOfEach(q: Queryable, events: EventAud
   if (pairs.size) {
     const keys = [...pairs.keys()];
     const list = [...pairs.values()];
-    // The usual few keys as a VALUES list (rowsOf), and only the dates of care of their events' types (typeNames):
-    // PostgreSQL then keeps a generic plan of the statement. Over unnest() (a generic plan assumes 10 rows) and with
-    // every type's dates it planned it anew at every write: 1.5 ms of planning for 0.3 ms of execution, the costliest
-    // statement of a FHIR create (docs/benchmarks.md, thirteenth round).
-    const keyRows = list.map((x, n) => [x.patient, x.dataClass, x.types, x.ids, n + 1]);
+    // The usual few keys as a VALUES list (rowsOf; padded, a repeated key adding nothing to DISTINCT), and only the dates
+    // of care of their events' types (typeNames): PostgreSQL then keeps a generic plan of the statement. Over unnest()
+    // (a generic plan assumes 10 rows) and with every type's dates it planned it anew at every write: 1.5 ms of planning
+    // for 0.3 ms of execution, the costliest statement of a FHIR create (docs/benchmarks.md, thirteenth round).
+    const keyRows = paddedRows(list.map((x, n) => [x.patient, x.dataClass, x.types, x.ids, n + 1]));
     const { text, values } = sql`SELECT DISTINCT k.n, g.organization_id FROM ${rowsOf('k', AUDIENCE_COLUMNS, keyRows)}
        CROSS JOIN LATERAL (${activeGrants(sql`g.organization_id`, undefined, sql`= k.p`, sql`k.c`, { types: sql`k.t::text[]`, typeNames: [...typeNames].sort(), ids: sql`k.i::text[]`, patient: sql`k.p` })}) g`.render();
     const { rows } = await q.query<{ n: number; organization_id: string }>(text, values);

@@ -19,10 +19,13 @@ async function statementsOf(events: EventAudience[]): Promise<string[]> {
 const lab = (patient: string): EventAudience => ({ type: 'lab_result.released', organizationId: 'org-lab', patientId: patient, data: { lab_result_id: `obs-${patient}` } });
 
 describe('the webhook fan-out statement', () => {
-  it('binds a few keys as a VALUES list (one text per count, which a generic plan serves), many as arrays', async () => {
+  it('binds a few keys as a VALUES list (one text per power of two, which a generic plan serves), many as arrays', async () => {
     const [few] = await statementsOf([lab('p1'), lab('p2')]);
     expect(few).toMatch(/FROM \(VALUES \(/);
     expect(few).not.toMatch(/unnest\(/);
+    const [three] = await statementsOf([lab('p1'), lab('p2'), lab('p3')]);
+    const [four] = await statementsOf([lab('p1'), lab('p2'), lab('p3'), lab('p4')]);
+    expect(three).toBe(four);
     const [many] = await statementsOf(Array.from({ length: 40 }, (_, i) => lab(`p${i}`)));
     expect(many).toMatch(/unnest\(/);
   });
