@@ -1,9 +1,11 @@
 #!/usr/bin/env node
 /**
- * `npm test` after the type check: vitest (its arguments are this script's), and beside it the Python and PHP client
- * suites. Those two spend most of their minute each waiting (their own Pont process starting and seeding, Retry-After,
- * timeouts), so they run while vitest does instead of after it; what they print is shown whole once vitest has ended,
- * so that no line of theirs lands inside vitest's report. Every suite runs to its end; the exit code is 1 if any failed.
+ * `npm test`: vitest (its arguments are this script's), and beside it the type check (`tsc -p .`) and the Python and
+ * PHP client suites. The client suites spend most of their minute each waiting (their own Pont process starting and
+ * seeding, Retry-After, timeouts), and the type check (8-15 s of one core) ran alone before everything else; all
+ * three now run while vitest does, whose first seconds (its build, its workers' start) leave a core free. What they
+ * print is shown whole once vitest has ended, so that no line of theirs lands inside vitest's report. Every suite runs
+ * to its end; the exit code is 1 if any failed.
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -21,13 +23,14 @@ function run(command, args, capture) {
   });
 }
 
-const clients = [
+const beside = [
+  ['Type check (tsc -p .)', run(process.execPath, [fileURLToPath(new URL('../node_modules/typescript/bin/tsc', import.meta.url)), '-p', '.'], true)],
   ['Python client', run('npm', ['run', '-s', 'test:python'], true)],
   ['PHP client', run('npm', ['run', '-s', 'test:php'], true)],
 ];
 const vitest = await run(process.execPath, [fileURLToPath(new URL('../node_modules/vitest/vitest.mjs', import.meta.url)), 'run', ...process.argv.slice(2)], false);
 let ok = vitest.ok;
-for (const [name, pending] of clients) {
+for (const [name, pending] of beside) {
   const result = await pending;
   process.stdout.write(`\n── ${name}: ${result.ok ? 'passed' : 'FAILED'} ──\n${result.output}`);
   ok &&= result.ok;
