@@ -71,6 +71,27 @@ describe('FHIR ids, not uuids', () => {
   });
 });
 
+describe('references to another server', () => {
+  it('are no ids of ours: another EHR’s Encounter/enc.7 is not read as ours, which shares its id; ours written absolute is', async () => {
+    const base = (await call(operator, '/api/fhir/R4/metadata')).body.implementation.url as string;
+    const result = (id: string, encounter: string) => ({
+      resourceType: 'Observation', id, status: 'final', category: [LAB], code: { text: 'Creatinine' }, subject: { reference: 'Patient/123' },
+      encounter: { reference: encounter }, effectiveDateTime: '2026-01-06T08:00:00Z', valueQuantity: { value: 1.1, unit: 'mg/dL' },
+    });
+    await put(result('ext-1', 'https://other-ehr.example/fhir/Encounter/enc.7'));
+    await put(result('ext-2', `${base}/Encounter/enc.7/_history/1`));
+    const res = await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const byId = Object.fromEntries(res.body.records.lab_results.map((r: any) => [r.id, r]));
+    expect(byId['ext-1']).toMatchObject({ visit_id: null });
+    expect(byId['ext-2']).toMatchObject({ visit_id: 'enc.7' });
+    // Pushed back, the record names no encounter: nothing of the other server becomes a local reference.
+    const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record: byId['ext-1'] } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    expect((await call(operator, `/api/fhir/R4/Observation/${pushed.body.lab_result_id}`)).body.encounter).toBeUndefined();
+  });
+});
+
 /** What a clinician relies on in a result, as FHIR holds it: compared before and after a write-back. */
 const clinical = (o: Record<string, any>) => ({
   status: o.status,

@@ -462,6 +462,17 @@ describe('the SDK lab push keeps what it is given', () => {
     expect(summary.body.patient.blood_group).toBe('A+');
   });
 
+  it('the summary’s blood group is the newest result that stands: one entered in error or cancelled after it does not count', async () => {
+    const group = (status: string, at: string, text: string) =>
+      post({ resourceType: 'Observation', status, category: [LAB], code: { coding: [{ system: LOINC, code: '882-1' }] }, effectiveDateTime: at, valueCodeableConcept: { text } });
+    await group('final', '2024-06-01T08:00:00Z', 'O Rh(D) negative');
+    await group('entered-in-error', '2024-07-01T08:00:00Z', 'B Rh(D) positive');
+    await group('cancelled', '2024-08-01T08:00:00Z', 'AB Rh(D) negative');
+    const summary = await call(reader, `/api/v1/sdk/patients/${healthId}/summary`);
+    expect(summary.status, JSON.stringify(summary.body)).toBe(200);
+    expect(summary.body.patient.blood_group).toBe('O-');
+  });
+
   it('12. a pushed decision-support alert and its encounter note read back through Connect', async () => {
     const res = await call(sdk, '/api/v1/sdk/records/encounters', {
       method: 'POST',

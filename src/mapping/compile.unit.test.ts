@@ -339,7 +339,9 @@ describe('mapping engine', () => {
       const condition = { ...example('diagnosis.examples.yaml').fhir } as Record<string, any>;
       condition.subject = { reference: 'https://fhir.example.org/R4/Patient/5d9f1a2e-8c4b-4f6e-9d3a-2b7c1e0f4a11/_history/3' };
       condition.code = { text: 'Malaria', coding: [{ system: 'http://id.who.int/icd/release/11/mms', code: '1F40' }] };
-      expect(diagnosis().fromFhir(condition as Resource)).toMatchObject({
+      // An absolute reference is ours only under this server's own base; another server's Patient/5d9f… is not ours.
+      expect(diagnosis().fromFhir(condition as Resource).patient_id).toBeUndefined();
+      expect(diagnosis().fromFhir(condition as Resource, { localBase: 'https://fhir.example.org/R4' })).toMatchObject({
         patient_id: '5d9f1a2e-8c4b-4f6e-9d3a-2b7c1e0f4a11',
         code_system: 'other', // `otherwise: other`
         code: '1F40',

@@ -47,7 +47,7 @@ function compiledMap(program: MapProgram): CompiledMap {
     fromFhir: (resource, context) => runFromFhir(program, resource, context),
     readsPatient: readsPatient(program),
     readFhir: (resource, context, only) => runReadFhir(program, resource, context, only),
-    referencesOf: (resource, patient) => referencesToResolve(program, resource, patient),
+    referencesOf: (resource, context) => referencesToResolve(program, resource, context),
     terminologyOf: (resource, context, into) => terminologyAsked(program, resource, context, into),
     v2: program.v2,
     fromV2: (scope) => readV2(program, scope),

@@ -174,6 +174,8 @@ export interface Scope {
   memo?: { age?: number };
   /** The loaded terminology, as far as the reader looked it up for what it reads (displays, memberOf()). */
   terminology?: ReadTerminology;
+  /** This server's FHIR base (`https://…/api/fhir/R4`): an absolute reference under it is one of ours (storedReference). */
+  localBase?: string;
 }
 
 /**
@@ -361,17 +363,20 @@ function resolveReference(scope: Scope, ref: unknown): unknown[] {
     const found = contained.find((c) => isJsonObject(c) && c.id === reference.slice(1));
     return found ? [found] : [];
   }
-  const key = storedReference(reference);
+  const key = storedReference(reference, scope.localBase);
   const found = key === undefined ? undefined : scope.resolved?.get(key);
   return found === undefined ? [] : [found];
 }
 
 /**
  * `Type/id` of a reference to a stored resource: relative (`Practitioner/12`, also versioned `…/_history/2`), as
- * references within one server are written; undefined for contained, `urn:` and other servers' references.
+ * references within one server are written, or absolute under `localBase`, this server's own (as the store takes
+ * them, docs/fhir.md); undefined for contained, `urn:` and other servers' references: another server's
+ * `https://ehr.example/fhir/Practitioner/12` is not our Practitioner/12.
  */
-export function storedReference(reference: string): string | undefined {
-  const m = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/[^/]+)?$/.exec(reference);
+export function storedReference(reference: string, localBase?: string): string | undefined {
+  const local = localBase && reference.startsWith(`${localBase}/`) ? reference.slice(localBase.length + 1) : reference;
+  const m = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/[^/]+)?$/.exec(local);
   return m ? `${m[1]}/${m[2]}` : undefined;
 }
 
@@ -379,12 +384,12 @@ export function storedReference(reference: string): string | undefined {
  * The stored resources a map's `resolve()` steps would follow in this resource (`Type/id`, without duplicates):
  * the records layer reads them, under the caller's policy, for a whole page at once.
  */
-export function referencesToResolve(program: MapProgram, resource: Resource, patient?: Resource): string[] {
-  const scope: Scope = { resource, patient, lets: new Map(), memo: {} };
+export function referencesToResolve(program: MapProgram, resource: Resource, { patient, localBase }: Pick<ReadContext, 'patient' | 'localBase'> = {}): string[] {
+  const scope: Scope = { resource, patient, localBase, lets: new Map(), memo: {} };
   const out = new Set<string>();
   for (const path of resolvedPaths(program)) {
     for (const ref of walk(scope, path.from ? letValues(scope, path.from) : [resource], path.steps)) {
-      const reference = isJsonObject(ref) && typeof ref.reference === 'string' ? storedReference(ref.reference) : undefined;
+      const reference = isJsonObject(ref) && typeof ref.reference === 'string' ? storedReference(ref.reference, localBase) : undefined;
       if (reference) out.add(reference);
     }
   }
@@ -759,12 +764,11 @@ function narrativeToText(narrative: unknown): string | undefined {
     .join('\n');
 }
 
-/** `Patient/123`, also absolute (`https://…/Patient/123`) and versioned (`…/_history/2`) forms. */
-function referenceId(reference: unknown, resourceType: string): string | undefined {
+/** The id of a reference to one of our resources of this type (storedReference: `Patient/123`, versioned, or absolute under our base). */
+function referenceId(reference: unknown, resourceType: string, localBase: string | undefined): string | undefined {
   const ref = isJsonObject(reference) ? reference.reference : undefined;
-  if (typeof ref !== 'string') return undefined;
-  const m = /(?:^|\/)([A-Z][A-Za-z]+)\/([A-Za-z0-9.-]{1,64})(?:\/_history\/[^/]+)?$/.exec(ref);
-  return m && m[1] === resourceType ? m[2] : undefined;
+  const key = typeof ref === 'string' ? storedReference(ref, localBase) : undefined;
+  return key?.startsWith(`${resourceType}/`) ? key.slice(resourceType.length + 1) : undefined;
 }
 
 function toFhirValue(conversion: Conversion, value: Literal): unknown {
@@ -778,12 +782,12 @@ function toFhirValue(conversion: Conversion, value: Literal): unknown {
   }
 }
 
-function fromFhirValue(conversion: Conversion, value: unknown): unknown {
+function fromFhirValue(conversion: Conversion, value: unknown, scope: Scope): unknown {
   switch (conversion.kind) {
     case 'copy':
       return value;
     case 'reference':
-      return referenceId(value, conversion.resourceType);
+      return referenceId(value, conversion.resourceType, scope.localBase);
     case 'narrative':
       return narrativeToText(value);
   }
@@ -1021,14 +1025,16 @@ export interface ReadContext {
   patient?: Resource;
   resolved?: ReadonlyMap<string, unknown>;
   terminology?: ReadTerminology;
+  /** This server's FHIR base: a reference under it is one of ours; without it, only relative references are. */
+  localBase?: string;
 }
 
-function readFields(program: MapProgram, resource: Resource, lenient: boolean, { patient, resolved, terminology }: ReadContext = {}, only?: ReadonlySet<string>): { connect: Record<string, unknown>; unread: string[] } {
+function readFields(program: MapProgram, resource: Resource, lenient: boolean, { patient, resolved, terminology, localBase }: ReadContext = {}, only?: ReadonlySet<string>): { connect: Record<string, unknown>; unread: string[] } {
   if (resource?.resourceType !== program.resourceType) {
     throw new MappingValueError(program.name, 'resourceType', `expected a ${program.resourceType}, got ${show(resource?.resourceType)}`);
   }
   const unread: string[] = [];
-  const connect = readRules(program, { resource, patient, resolved, terminology, lets: new Map(), memo: {} }, lenient, unread, '', only);
+  const connect = readRules(program, { resource, patient, resolved, terminology, localBase, lets: new Map(), memo: {} }, lenient, unread, '', only);
   return { connect, unread: unread.length > 1 ? [...new Set(unread)] : unread };
 }
 
@@ -1105,14 +1111,14 @@ function sharedElements(program: MapProgram): Array<{ table: FieldRule; cell: nu
 function readField(program: MapProgram, rule: FieldRule, scope: Scope, connect: Record<string, unknown>, prefix = ''): void {
   if (rule.field.list) {
     // A reference to another type (a visit's diagnosis may be a Procedure) is not one of this list's ids.
-    const values = readAll(scope, rule.targets[0]!).map((v) => fromFhirValue(rule.conversion, v)).filter((v) => v !== undefined);
+    const values = readAll(scope, rule.targets[0]!).map((v) => fromFhirValue(rule.conversion, v, scope)).filter((v) => v !== undefined);
     connect[rule.field.name] = values.map((v) => fromList(program, rule, v, prefix));
     return;
   }
   // One path without a value table (most fields): its value, read alone.
-  const found = rule.targets.length === 1 && !rule.table ? undefined : rule.targets.map((target) => fromFhirValue(rule.conversion, readPath(scope, target)));
+  const found = rule.targets.length === 1 && !rule.table ? undefined : rule.targets.map((target) => fromFhirValue(rule.conversion, readPath(scope, target), scope));
   // Several paths without a value table (each written the value): the first that has one.
-  let value: unknown = !found ? fromFhirValue(rule.conversion, readPath(scope, rule.targets[0]!)) : rule.table ? found[0] : found.find((v) => v !== undefined);
+  let value: unknown = !found ? fromFhirValue(rule.conversion, readPath(scope, rule.targets[0]!), scope) : rule.table ? found[0] : found.find((v) => v !== undefined);
   if (rule.table && found!.some((v) => v !== undefined)) {
     const cells = found!;
     const key = JSON.stringify(cells.map((v) => v ?? null));

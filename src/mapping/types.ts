@@ -37,7 +37,7 @@ export interface CompiledMap {
    */
   readFhir(resource: Resource, context?: ReadContext, only?: ReadonlySet<string>): { connect: Record<string, unknown>; unread: string[] };
   /** The stored resources (`Type/id`) this resource's `resolve()` paths follow: resolve them, then readFhir. */
-  referencesOf(resource: Resource, patient?: Resource): string[];
+  referencesOf(resource: Resource, context?: Pick<ReadContext, 'patient' | 'localBase'>): string[];
   /**
    * What reading this resource asks of the loaded terminology (its codings without a display, the codes its memberOf()
    * paths reach), added to `into`: answer them (src/fhir/term/lookup.ts), then readFhir with `context.terminology`.

@@ -38,6 +38,12 @@ export const SUMMARY_SIZES = { active_medications: 50, active_allergies: 100, re
 const BLOOD_GROUP_LOINC = { both: '882-1', abo: '883-9', rh: '10331-7' };
 const LOINC = 'http://loinc.org';
 const BLOOD_GROUP_CODES = Object.values(BLOOD_GROUP_LOINC).map((c) => `${LOINC}|${c}`).join(',');
+/**
+ * The statuses of a result that stands (R4 ObservationStatus): what the summary's blood group is read from. Not one
+ * entered in error (it never was the patient's), cancelled or registered (no result), preliminary (may yet change:
+ * a blood group shown without its status must be one the laboratory released), or of unknown status.
+ */
+const RESULTS_THAT_STAND = 'final,amended,corrected';
 
 /** What one page of a record type is asked for: its sources read from `offsets` (one each), newest first. */
 interface PageRequest {
@@ -183,7 +189,7 @@ export class RecordsService {
       const patientRef = `Patient/${patient.patientId}`;
       const searches: Array<{ type: string; query: Record<string, string> }> = [
         { type: 'Encounter', query: { patient: patientRef, _sort: '-date', _count: String(SUMMARY_SIZES.recent_visits), _total: 'none' } },
-        ...(labs ? [{ type: 'Observation', query: { patient: patientRef, code: BLOOD_GROUP_CODES, _sort: '-date', _count: '20', _total: 'none' } }] : []),
+        ...(labs ? [{ type: 'Observation', query: { patient: patientRef, code: BLOOD_GROUP_CODES, status: RESULTS_THAT_STAND, _sort: '-date', _count: '20', _total: 'none' } }] : []),
       ];
       const { pages, searched, terminology, patient: found } = await this.pages(
         repo,
@@ -209,7 +215,7 @@ export class RecordsService {
         const page = i < 0 ? { records: [], resources: [] } : section.pick ? section.pick(pages[i]!) : pages[i]!;
         read.push(...page.resources);
         summary[section.key] = page.records;
-        if (section.key === 'recent_labs') summary.recent_visits = encounters.map((r) => this.mappings.get('visit').readFhir(r, { terminology }).connect);
+        if (section.key === 'recent_labs') summary.recent_visits = encounters.map((r) => this.mappings.get('visit').readFhir(r, { terminology, localBase: repo.baseUrl }).connect);
       }
       summary.withheld = WITHHELD_IN_SUMMARY.filter((c) => refused.has(c));
       await this.auditRead(repo, patient, read, 'patient summary');
@@ -365,6 +371,8 @@ export class RecordsService {
     // `readPatient`), it is read in the pages' statement as a search by _id under the caller's rule (a reader who may
     // not read it gets none, and the range by unit, learning nothing of the patient).
     const readsPatient = repo.access.canRead('Patient') && (options.readPatient || plans.some(({ sources }) => sources.some((s) => this.mappings.get(s.map).readsPatient)));
+    // A reference under this server's own base is one of ours; another server's is not (storedReference).
+    const localBase = repo.baseUrl;
     const searches = options.searches ?? [];
     const found = await repo.searchPages(patientId, [
       ...plans.flatMap(({ request, sources }) => sources.map((source, i) => ({ type: source.resourceType, query: sourceQuery(patientId, source, request), offset: request.offsets[i]! }))),
@@ -376,7 +384,7 @@ export class RecordsService {
     const bySource = plans.map(({ sources }) =>
       sources.map((source) => {
         const { resources, more } = found[at++]!;
-        return { source, resources, more, refs: resources.map((r) => this.mappings.get(source.map).referencesOf(r, patient)) };
+        return { source, resources, more, refs: resources.map((r) => this.mappings.get(source.map).referencesOf(r, { patient, localBase })) };
       }),
     );
     const wanted = [...new Set(bySource.flat().flatMap((s) => s.refs.flat()))];
@@ -385,10 +393,10 @@ export class RecordsService {
     // What the page's maps ask of the loaded terminology, answered at once: the displays of the codings without one (in
     // the resources, what their references resolved to and the searches' matches), the codes memberOf() tests.
     const asked: TerminologyQuestions = { codings: [], members: [] };
-    for (const sources of bySource) for (const { source, resources } of sources) for (const r of resources) this.mappings.get(source.map).terminologyOf(r, { patient, resolved }, asked);
+    for (const sources of bySource) for (const { source, resources } of sources) for (const r of resources) this.mappings.get(source.map).terminologyOf(r, { patient, resolved, localBase }, asked);
     for (const r of [...(resolved?.values() ?? []), ...searched.flat()]) codingsWithoutDisplay(r, asked.codings);
     const terminology = await this.terminology?.forReading(sql, asked);
-    const pages = plans.map(({ request, fields }, p) => this.merged(request, fields, bySource[p]!, { patient, resolved, terminology }));
+    const pages = plans.map(({ request, fields }, p) => this.merged(request, fields, bySource[p]!, { patient, resolved, terminology, localBase }));
     return { pages, searched, terminology, patient };
   }
 
@@ -400,7 +408,7 @@ export class RecordsService {
     request: PageRequest,
     fields: string[],
     sources: Array<{ source: RecordSource; resources: Resource[]; more: boolean; refs: string[][] }>,
-    context: { patient?: Resource; resolved?: Map<string, Resource>; terminology?: ReadTerminology },
+    context: Omit<ReadContext, 'resolved'> & { resolved?: Map<string, Resource> },
   ): RecordPage {
     // Each source's resources are read (mapped) only when they come to the head of the merge: those past the page and
     // those another source gave first are never mapped (a lab result is in up to three sources of its type).
