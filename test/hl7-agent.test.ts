@@ -218,6 +218,15 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect((await readOk('Observation', 'GHH-LAB-1045813-2345-7')).meta.versionId).toBe(before.meta.versionId);
   });
 
+  it('the same MSH-10 from another sending system is another message (HL7: a control id is unique within its sender), both kept', async () => {
+    const from = (application: string, facility: string) => `MSH|^~\\&|${application}|${facility}|PONT|${FACILITY}|20240116120000||ADT^A04^ADT_A01|SHARED-1|P|2.5.1`;
+    const patient = (id: string, family: string) => `PID|1||${id}^^^GHH^MR||${family}^ANN^^^^^L||19700101|F`;
+    expect(ack(await client.sendAndWait(v2(from('ADTSYS', 'GENHOSP'), patient('PAT-SHARED-A', 'FIRST')))).code).toBe('AA');
+    expect(ack(await client.sendAndWait(v2(from('LIS', 'CENTRALLAB'), patient('PAT-SHARED-B', 'SECOND')))).code).toBe('AA');
+    await eventually(async () => expect((await readOk('Patient', 'GHH-PAT-SHARED-B')).name[0].family).toBe('SECOND'));
+    expect((await readOk('Patient', 'GHH-PAT-SHARED-A')).name[0].family).toBe('FIRST');
+  });
+
   it('AR for an unhandled type or version, AE with ERR naming the field for an empty PID-3 or a bad date; the agent keeps serving', async () => {
     let a = ack(await client.sendAndWait(v2(msh('MDM^T02^MDM_T02', 'BAD-1'), PID, 'TXA|1|CN')));
     expect(a.code).toBe('AR');

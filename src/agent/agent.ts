@@ -15,7 +15,7 @@ import { buildAck, wantsApplicationAck, type AckCode } from './ack';
 import type { AgentConfig } from './config';
 import { startMllpServer, stopMllpServer, type Frame, type Later } from './mllp';
 import { DurableQueue, type QueuedMessage } from './queue';
-import { ErrorCondition, header, translate, type V2Error } from './translate';
+import { ErrorCondition, header, messageKey, translate, type V2Error } from './translate';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -64,8 +64,9 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
   const pont = new PontClient(config, now);
   let closed = false;
 
-  // Enhanced mode: messages whose sender asked for an application acknowledgement (MSH-16), by control id: sent on
-  // the connection the message came on once Pont has answered for it (lost if that connection is gone, or at a restart).
+  // Enhanced mode: messages whose sender asked for an application acknowledgement (MSH-16), by their key (messageKey:
+  // the sender and its control id): sent on the connection the message came on once Pont has answered for it (lost if
+  // that connection is gone, or at a restart).
   const applicationAcks = new Map<string, Array<{ message: Hl7Message; later: Later }>>();
   const acknowledgeApplication = (messages: QueuedMessage[], problems: Problem[]) => {
     for (const m of messages) {
@@ -190,13 +191,15 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
     const message = Hl7Message.parse(text);
     try {
       const { controlId } = header(message);
-      // A resend of a message already accepted: the same answer (once the first is on disk), nothing queued again.
-      const before = controlId ? queue.accepted(controlId) : undefined;
+      const key = messageKey(message);
+      // A resend of a message already accepted (its sender's control id): the same answer (once the first is on
+      // disk), nothing queued again.
+      const before = controlId ? queue.accepted(key) : undefined;
       if (before) {
         await before;
         if (wantsApplicationAck(message)) {
           // Still on its way: answered with the first copy; already in Pont: at once.
-          if (queue.pending(controlId)) applicationAcks.get(controlId)?.push({ message, later }) ?? applicationAcks.set(controlId, [{ message, later }]);
+          if (queue.pending(key)) applicationAcks.get(key)?.push({ message, later }) ?? applicationAcks.set(key, [{ message, later }]);
           else {
             const text = ack(message, 'AA', undefined, true);
             if (text !== undefined) later(text);
@@ -209,12 +212,12 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
         log('warn', `message answered ${translation.ack}`, { control_id: controlId, location: translation.error.location, error: translation.error.text });
         return ack(message, translation.ack, translation.error);
       }
-      const queued: QueuedMessage = { id: controlId, type: translation.type, received_at: now().toISOString(), resources: translation.resources };
-      if (wantsApplicationAck(message)) applicationAcks.set(controlId, [{ message, later }]);
+      const queued: QueuedMessage = { id: key, type: translation.type, received_at: now().toISOString(), resources: translation.resources };
+      if (wantsApplicationAck(message)) applicationAcks.set(key, [{ message, later }]);
       try {
         await queue.accept(queued);
       } catch (err) {
-        applicationAcks.delete(controlId);
+        applicationAcks.delete(key);
         throw err;
       }
       pump();

@@ -49,6 +49,16 @@ export function header(message: Hl7Message): { type: string; event: string; cont
   };
 }
 
+/**
+ * What makes a message itself for the queue (its idempotency key): the sending application and facility (MSH-3,
+ * MSH-4) with the control id (MSH-10), which HL7 makes unique only within its sender: a laboratory's MSG001 and
+ * the admission system's MSG001 are two messages; the same one resent is one.
+ */
+export function messageKey(message: Hl7Message): string {
+  const msh = message.getSegment('MSH');
+  return [msh?.getField(3)?.toString() ?? '', msh?.getField(4)?.toString() ?? '', header(message).controlId].join('|');
+}
+
 export function translate(message: Hl7Message, maps: MappingSet): Translation {
   const { type, event, controlId, version } = header(message);
   if (!SUPPORTED_VERSION.test(version)) return refuse('AR', 'MSH-12', ErrorCondition.unsupportedVersion, `HL7 version ${JSON.stringify(version)} is not supported: 2.3 to 2.8`);
