@@ -92,6 +92,15 @@ describe('MLLP framing', () => {
     expect(read(`\x0bMSH|${'x'.repeat(9000)}`)).toEqual([]);
     expect(read(`${'x'.repeat(1000)}\x1c\r\x0bMSH|after\x1c\r`)).toEqual(['too-large 10004 4096', 'MSH|after']);
   });
+  it('a start block inside a frame starts a new one: the frame cut short is dropped, never joined to the next (whose patient it is not)', () => {
+    const d = new MllpDeframer(5000);
+    const read = (s: string) => text(d.push(Buffer.from(s, 'latin1')));
+    expect(read('\x0bMSH|ann PID|ANN')).toEqual([]);
+    expect(read('\x0bMSH|ben PID|BEN\x1c\r')).toEqual(['MSH|ben PID|BEN']);
+    expect(read('\x0bMSH|cut\x1c\x0bMSH|next\x1c\r')).toEqual(['MSH|next']);
+    const big = new MllpDeframer(10);
+    expect(text(big.push(Buffer.from(`\x0bMSH|${'x'.repeat(50)}\x0bMSH|ok\x1c\r`, 'latin1')))).toEqual(['MSH|ok']);
+  });
   it('over TCP: answers in order, one per frame', async () => {
     const server = await startMllpServer('127.0.0.1', 0, 1000, async (f) => (f.kind === 'message' ? `MSA|AA|${f.bytes.toString()}` : undefined), () => {});
     const socket = connect((server.address() as { port: number }).port, '127.0.0.1');

@@ -2,7 +2,8 @@
  * MLLP (HL7 v2 Minimal Lower Layer Protocol): each message is framed <VT> message <FS><CR>. Any number of messages
  * per connection, answered in the order they came. A frame larger than `maxBytes` is not kept in memory: its start
  * (where the MSH is) is kept for the answer, the rest skipped to the frame's end. Bytes outside a frame are ignored;
- * a connection closed inside a frame loses that frame only (no one is left to answer).
+ * a connection closed inside a frame loses that frame only (no one is left to answer), and so does a frame a start
+ * block (<VT>) cuts short: it starts the next frame.
  */
 import { createServer, type Server, type Socket } from 'node:net';
 
@@ -100,6 +101,13 @@ export class MllpDeframer {
         }
         continue;
       }
+      if (b === VT) {
+        // A start block inside a frame (never a character of a message): the sender gave up on the frame it was
+        // sending and starts another; the one cut short is dropped, not joined to the next.
+        this.drop();
+        start = i + 1;
+        continue;
+      }
       if (this.pendingFs) {
         this.pendingFs = false;
         if (b === CR) {
@@ -133,12 +141,17 @@ export class MllpDeframer {
     }
   }
 
-  private finish(): Frame {
-    const bytes = Buffer.concat(this.chunks);
-    const done: Frame = this.size > this.maxBytes ? { kind: 'too-large', head: bytes.subarray(0, HEAD_BYTES), size: this.size } : { kind: 'message', bytes };
+  private drop(): void {
     this.chunks = [];
     this.kept = 0;
     this.size = 0;
+    this.pendingFs = false;
+  }
+
+  private finish(): Frame {
+    const bytes = Buffer.concat(this.chunks);
+    const done: Frame = this.size > this.maxBytes ? { kind: 'too-large', head: bytes.subarray(0, HEAD_BYTES), size: this.size } : { kind: 'message', bytes };
+    this.drop();
     this.inFrame = false;
     return done;
   }
