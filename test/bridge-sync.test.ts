@@ -134,6 +134,19 @@ describe('bridge sync', () => {
     expect((await read('Observation', res.body.results[1].id)).body.valueQuantity.value).toBe(61);
   });
 
+  it('a resource tagged if-absent is created when the facility has none of that id, and otherwise left as it is; the tag is not kept', async () => {
+    const ifAbsent = { system: 'https://pont.health/fhir/CodeSystem/bridge-write', code: 'if-absent' };
+    const thin = (id: string) => ({ resourceType: 'Patient', id, name: [{ family: 'Thin' }], meta: { tag: [ifAbsent] } });
+    const res = await sync('batch-if-absent', [thin('MRN-1001'), thin('MRN-2002')]);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.results.map((r: any) => r.status)).toEqual(['unchanged', 'created']);
+    const kept = (await read('Patient', res.body.results[0].id)).body;
+    expect(kept).toMatchObject({ birthDate: '1990-04-01', name: [{ family: 'Ngono' }] });
+    const created = (await read('Patient', res.body.results[1].id)).body;
+    expect(created.name).toEqual([{ family: 'Thin' }]);
+    expect(JSON.stringify(created.meta.tag)).not.toContain('if-absent');
+  });
+
   it('refuses a batch over the limit (413) and a malformed one (422)', async () => {
     const big = Array.from({ length: 1001 }, (_, i) => observation(`OBS-BIG-${i}`, 60));
     expect((await sync('batch-big', big)).status).toBe(413);

@@ -218,6 +218,23 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect((await readOk('Observation', 'GHH-LAB-1045813-2345-7')).meta.versionId).toBe(before.meta.versionId);
   });
 
+  it('an ORU names its patient and changes nothing of them: the admission’s demographics stay when a result comes with a thin PID', async () => {
+    const full = 'PID|1||PAT-THIN^^^GHH^MR||THIN^TOM^^^^^L||19550505|M|||1 MAIN ST^^OSLO^^0150^NOR';
+    expect(ack(await client.sendAndWait(v2(msh('ADT^A04^ADT_A01', 'THIN-1'), full))).code).toBe('AA');
+    await eventually(async () => expect(await readOk('Patient', 'GHH-PAT-THIN')).toMatchObject({ birthDate: '1955-05-05', gender: 'male' }));
+    const result = v2(msh('ORU^R01^ORU_R01', 'THIN-2'), 'PID|1||PAT-THIN^^^GHH^MR||THIN^TOM', 'OBR|1|T1^OE|T1^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F', 'OBX|1|NM|2345-7^Glucose^LN||101|mg/dL|70-99|H|||F');
+    expect(ack(await client.sendAndWait(result)).code).toBe('AA');
+    await eventually(() => readOk('Observation', 'LAB-T1-2345-7'));
+    expect(await readOk('Patient', 'GHH-PAT-THIN')).toMatchObject({ birthDate: '1955-05-05', gender: 'male', address: [{ city: 'OSLO' }], name: [{ use: 'official', family: 'THIN' }] });
+  });
+
+  it('an ORU for a patient no admission named yet creates them from its PID', async () => {
+    const result = v2(msh('ORU^R01^ORU_R01', 'NEW-ORU-1'), 'PID|1||PAT-ORU-ONLY^^^GHH^MR||ONLY^OLA^^^^^L||19800101|F', 'OBR|1|T2^OE|T2^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F', 'OBX|1|NM|2345-7^Glucose^LN||90|mg/dL|70-99|N|||F');
+    expect(ack(await client.sendAndWait(result)).code).toBe('AA');
+    await eventually(async () => expect(await readOk('Patient', 'GHH-PAT-ORU-ONLY')).toMatchObject({ birthDate: '1980-01-01', name: [{ family: 'ONLY' }] }));
+    expect((await readOk('Observation', 'LAB-T2-2345-7')).subject.reference).toMatch(/^Patient\//);
+  });
+
   it('the same MSH-10 from another sending system is another message (HL7: a control id is unique within its sender), both kept', async () => {
     const from = (application: string, facility: string) => `MSH|^~\\&|${application}|${facility}|PONT|${FACILITY}|20240116120000||ADT^A04^ADT_A01|SHARED-1|P|2.5.1`;
     const patient = (id: string, family: string) => `PID|1||${id}^^^GHH^MR||${family}^ANN^^^^^L||19700101|F`;

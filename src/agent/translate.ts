@@ -6,6 +6,7 @@
 import { Hl7Message, type Hl7Segment } from '@medplum/core';
 import { MappingValueError, type CompiledMap, type MappingSet } from '../mapping/index';
 import type { V2Scope } from '../mapping/v2-path';
+import { IF_ABSENT_TAG } from '../bridge/protocol';
 
 /** HL7 table 0357 (message error condition codes) as the ERR segment carries them. */
 export const ErrorCondition = {
@@ -119,9 +120,15 @@ function admission(message: Hl7Message, event: string, maps: MappingSet): Array<
   return out;
 }
 
-/** ORU^R01: the patient, then for each OBR its report and the Observation of each OBX that follows it. */
+/**
+ * ORU^R01: the patient, then for each OBR its report and the Observation of each OBX that follows it. The patient is
+ * created if Pont has no record of them yet, never updated: an ORU's PID names who the results are about, often with
+ * little more than an identifier and a name, and a result is no admission (an A08 replaces the demographics).
+ */
 function results(message: Hl7Message, maps: MappingSet): Array<Record<string, unknown>> {
-  const out = [apply(maps.get('v2-patient'), { message })];
+  const patient = apply(maps.get('v2-patient'), { message });
+  const meta = (patient.meta ?? {}) as { tag?: unknown[] };
+  const out: Array<Record<string, unknown>> = [{ ...patient, meta: { ...meta, tag: [...(meta.tag ?? []), IF_ABSENT_TAG] } }];
   let obr: Hl7Segment | undefined;
   let report: Record<string, unknown> | undefined;
   const flush = () => {

@@ -9,6 +9,7 @@ import type { FhirRepository } from '../fhir/repository';
 import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
 import { ApiError, ErrorCode } from '../core/errors';
 import { bridgeBatches, bridgeItems } from '../metrics';
+import { isIfAbsentTag } from './protocol';
 
 /** Where Pont marks what an agent wrote: its facility and the agent (meta.tag). */
 export const FACILITY_TAG = 'https://pont.health/fhir/CodeSystem/facility';
@@ -58,7 +59,7 @@ function translate(resource: Resource, agent: AgentPrincipal): Resource {
     return value;
   };
   const translated = walk(resource) as Resource;
-  const otherTags = (resource.meta?.tag ?? []).filter((t) => t.system !== FACILITY_TAG && t.system !== AGENT_TAG);
+  const otherTags = (resource.meta?.tag ?? []).filter((t) => t.system !== FACILITY_TAG && t.system !== AGENT_TAG && !isIfAbsentTag(t));
   return {
     ...translated,
     id: syncedId(agent.facilityId, resource.resourceType, resource.id!),
@@ -137,6 +138,8 @@ interface PreparedItem {
   index: number;
   type: string | null;
   sourceId: string | null;
+  /** Created only if absent (IF_ABSENT_TAG): an existing one is left as it is. */
+  ifAbsent?: boolean;
   /** The resource as Pont stores it; undefined when the item cannot be written at all. */
   stored?: Resource;
   problem?: string;
@@ -148,7 +151,7 @@ function prepare(agent: AgentPrincipal, index: number, item: unknown): PreparedI
   const sourceId = type && typeof resource.id === 'string' ? resource.id : null;
   if (!type) return { index, type, sourceId, problem: 'not a FHIR resource (a JSON object with resourceType)' };
   if (!sourceId || !LOCAL_REFERENCE.test(`${type}/${sourceId}`)) return { index, type, sourceId, problem: 'id is required: the id of the resource in the facility system (1-64 of A-Z a-z 0-9 - .)' };
-  return { index, type, sourceId, stored: translate(resource, agent) };
+  return { index, type, sourceId, stored: translate(resource, agent), ...((resource.meta?.tag ?? []).some(isIfAbsentTag) && { ifAbsent: true }) };
 }
 
 const result = (item: PreparedItem, status: SyncItemResult['status'], error: string | null = null): SyncItemResult => ({
@@ -188,6 +191,7 @@ async function writeTogether(repo: FhirRepository, items: PreparedItem[]): Promi
     const status = items.map((item): SyncItemResult['status'] => {
       const before = current.get(`${item.type}/${item.stored!.id}`);
       if (!before) return 'created';
+      if (item.ifAbsent) return 'unchanged';
       return isDeepStrictEqual(comparable(before), comparable(item.stored!)) ? 'unchanged' : 'updated';
     });
     const changed = items.filter((_, n) => status[n] !== 'unchanged');
