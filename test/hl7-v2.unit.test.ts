@@ -34,13 +34,24 @@ describe('the v2 path', () => {
   it('key, low, high, range_text', () => {
     const m = message(MSH, 'PID|1||12 34^^^GH/H&1.2.3&ISO', 'OBX|1|NM|X||1|u|3.5 - 5.1', 'OBX|2|NM|Y||1|u|see note');
     const obx = (n: number) => ({ message: m, current: new Map([['OBX', m.getAllSegments('OBX')[n]!]]) });
-    expect(evaluateV2(parseV2Expression('key(PID-3.4.1, PID-3.1)'), { message: m })).toBe('GH-H-12-34');
+    expect(evaluateV2(parseV2Expression('key(PID-3.4.1, PID-3.1)'), { message: m })).toMatch(/^GH-H-12-34-[0-9a-f]{16}$/);
+    expect(evaluateV2(parseV2Expression('key(PID-3.4.1, PID-3.5)'), { message: message(MSH, 'PID|1||12^^^GHH LAB^MR') })).toBe('GHH-LAB-MR');
     expect(parseV2Expression('key(PID-3.4.1, PID-3.1)').location).toBe('PID-3');
     expect(evaluateV2(parseV2Expression('low(OBX-7)'), obx(0))).toBe('3.5');
     expect(evaluateV2(parseV2Expression('high(OBX-7)'), obx(0))).toBe('5.1');
     expect(evaluateV2(parseV2Expression('range_text(OBX-7)'), obx(0))).toBeUndefined();
     expect(evaluateV2(parseV2Expression('range_text(OBX-7)'), obx(1))).toBe('see note');
     expect(evaluateV2(parseV2Expression('key(PID-3.4.1, PID-3.2)'), { message: m })).toBeUndefined();
+  });
+  it('key: numbers that differ only in a space, a slash or a hyphen are three keys; the authority is its namespace, else its OID; a plain key is kept as it is', () => {
+    const key = (pid3: string) => evaluateV2(parseV2Expression('key(PID-3.4.1, PID-3.4.2, PID-3.1)'), { message: message(MSH, `PID|1||${pid3}`) });
+    const keys = ['00 77^^^GHH', '00/77^^^GHH', '00-77^^^GHH'].map(key);
+    expect(new Set(keys).size).toBe(3);
+    expect(keys[2]).toBe('GHH-00-77');
+    expect(key('PATID1234^^^GHH^MR')).toBe('GHH-PATID1234');
+    expect(key('12345^^^&1.2.840.10001&ISO')).toBe('1.2.840.10001-12345');
+    expect(key('12345^^^&1.2.840.20002&ISO')).toBe('1.2.840.20002-12345');
+    expect(key('12345^^^GHH&1.2.840.10001&ISO')).toBe('GHH-1.2.840.10001-12345');
   });
   it('refuses what is not a path, naming it', () => {
     expect(() => parseV2Expression('PID5')).toThrow(V2PathError);

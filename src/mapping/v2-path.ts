@@ -149,18 +149,27 @@ function apply(fn: V2Function | undefined, values: string[]): string | undefined
 }
 
 /**
- * A facility system's id made of the parts that identify a thing (`key(PID-3.4, PID-3.1)`: assigning authority and
- * number): what the Bridge API takes as a source id (1-64 of A-Z a-z 0-9 - .). Undefined when the last part (the
- * number itself) is empty: nothing identifies it.
+ * A facility system's id made of the parts that identify a thing (`key(PID-3.4.1, PID-3.4.2, PID-3.1)`: assigning
+ * authority and number): what the Bridge API takes as a source id (1-64 of A-Z a-z 0-9 - .). Other characters
+ * become `-` (an authority `GHH LAB` is `GHH-LAB`); but the number itself, the last part, is kept exact: since
+ * `00 77`, `00/77` and `00-77` would read alike (and two patients become one), a number of other characters than
+ * letters, digits, dots and single hyphens adds a digest of the parts as given. Undefined when the number is
+ * empty: nothing identifies it.
  */
 function sourceKey(parts: string[]): string | undefined {
   if (!parts[parts.length - 1]) return undefined;
-  const joined = parts.filter(Boolean).map((p) => p.replace(/[^A-Za-z0-9.]+/g, '-')).join('-');
-  if (joined.length <= 64) return joined;
-  // Too long for an id: a digest of it, the same for the same parts.
+  const given = parts.filter(Boolean);
+  const joined = given.map((p) => p.replace(/[^A-Za-z0-9.]+/g, '-')).join('-');
+  const asGiven = /^[A-Za-z0-9.]+(?:-[A-Za-z0-9.]+)*$/.test(given.at(-1)!);
+  if (asGiven && joined.length <= 64) return joined;
+  // Too long for an id, or changed: a digest of it, the same for the same parts.
+  return `${joined.slice(0, 46)}-${digest(asGiven ? joined : given.join('\u0000'))}`;
+}
+
+function digest(text: string): string {
   let h1 = 0x811c9dc5, h2 = 0x01000193;
-  for (const c of joined) { h1 = Math.imul(h1 ^ c.charCodeAt(0), 16777619) >>> 0; h2 = Math.imul(h2 ^ c.charCodeAt(0), 2246822519) >>> 0; }
-  return `${joined.slice(0, 46)}-${h1.toString(16).padStart(8, '0')}${h2.toString(16).padStart(8, '0')}`;
+  for (const c of text) { h1 = Math.imul(h1 ^ c.charCodeAt(0), 16777619) >>> 0; h2 = Math.imul(h2 ^ c.charCodeAt(0), 2246822519) >>> 0; }
+  return `${h1.toString(16).padStart(8, '0')}${h2.toString(16).padStart(8, '0')}`;
 }
 
 /** HL7 v2 escape sequences (2.7 "Use of escape sequences in text fields") in the message's own escape character. */
