@@ -6,7 +6,6 @@
 import { Hl7Message, type Hl7Segment } from '@medplum/core';
 import { MappingValueError, type CompiledMap, type MappingSet } from '../mapping/index';
 import type { V2Scope } from '../mapping/v2-path';
-import { IF_ABSENT_TAG } from '../bridge/protocol';
 
 /** HL7 table 0357 (message error condition codes) as the ERR segment carries them. */
 export const ErrorCondition = {
@@ -119,6 +118,13 @@ function admission(message: Hl7Message, event: string, maps: MappingSet): Array<
   if (pv1 && (event !== 'A08' || pv1.getField(19)?.toString())) out.push(apply(maps.get('v2-encounter'), scope));
   return out;
 }
+
+/**
+ * The Bridge protocol's tag of a resource to create only if the facility has none of that id yet (docs/integrators.md
+ * "Bridge Agent protocol"; Pont's side: IF_ABSENT_TAG of src/bridge/sync.ts). The agent speaks the protocol as any
+ * agent would, over HTTP: test/hl7-agent.test.ts checks the two agree.
+ */
+const IF_ABSENT_TAG = { system: 'https://pont.health/fhir/CodeSystem/bridge-write', code: 'if-absent' };
 
 /**
  * ORU^R01: the patient, then for each OBR its report and the Observation of each OBX that follows it. The patient is
