@@ -235,6 +235,15 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect((await readOk('Observation', 'LAB-T2-2345-7')).subject.reference).toMatch(/^Patient\//);
   });
 
+  it('an SN range or ratio (^10^-^20, ^1^:^128) is AE naming OBX-5, never stored as its first number', async () => {
+    for (const [id, sn] of [['SN-1', '^10^-^20'], ['SN-2', '^1^:^128']]) {
+      const a = ack(await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', id!), PID, `OBR|1|${id}^OE|${id}^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F`, `OBX|1|SN|5196-1^HBsAg^LN||${sn}|||A|||F`)));
+      expect(a.code, id).toBe('AE');
+      expect(a.err, id).toMatch(/OBX\^1\^5/);
+    }
+    expect((await read('Observation', 'LAB-SN-1-5196-1')).status).toBe(404);
+  });
+
   it('two authorities known only by their OIDs are two patients, and so are numbers that differ only in a slash or a space', async () => {
     const a04 = (id: string, pid3: string, family: string) => v2(msh('ADT^A04^ADT_A01', id), `PID|1||${pid3}||${family}^ANN^^^^^L||19700101|F`);
     for (const [id, pid3, family] of [['OID-1', '12345^^^&1.2.840.10001&ISO', 'NORTH'], ['OID-2', '12345^^^&1.2.840.20002&ISO', 'SOUTH'], ['SEP-1', '00/77^^^GHH', 'SLASH'], ['SEP-2', '00 77^^^GHH', 'SPACE']])

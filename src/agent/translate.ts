@@ -147,6 +147,11 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
       report = { ...apply(maps.get('v2-report'), { message, current: new Map([['OBR', segment]]) }), result: [] };
     } else if (segment.name === 'OBX') {
       if (!obr || !report) throw new FieldError('OBX', ErrorCondition.segmentSequence, 'an OBX before any OBR');
+      // An SN of two numbers (a range ^10^-^20, a ratio ^1^:^128, SN-3 their separator) is no Quantity: refused
+      // rather than stored as its first number, which would say another result.
+      if (segment.getField(2)?.toString() === 'SN' && segment.getField(5)?.getComponent(3)) {
+        throw new FieldError('OBX-5', ErrorCondition.dataType, `OBX-5 ${JSON.stringify(segment.getField(5)!.toString())}: an SN range or ratio is not mapped (only a number with its comparator, <^5); send it as ST`);
+      }
       const observation = apply(maps.get('v2-observation'), { message, current: new Map([['OBR', obr], ['OBX', segment]]) });
       out.push(observation);
       (report.result as unknown[]).push({ reference: reference(observation) });
