@@ -71,6 +71,21 @@ describe('FHIR ids, not uuids', () => {
   });
 });
 
+describe('a medication coded without a display', () => {
+  it('is named by its code (the concept’s text, else its display, else its code), given as a concept or as a Medication', async () => {
+    const RX = 'http://www.nlm.nih.gov/research/umls/rxnorm';
+    await put({ resourceType: 'Medication', id: 'med-coded', code: { coding: [{ system: RX, code: '861004' }] } });
+    const request = (id: string, medication: Record<string, unknown>) => ({ resourceType: 'MedicationRequest', id, status: 'active', intent: 'order', subject: { reference: 'Patient/123' }, authoredOn: '2026-01-07', ...medication });
+    await put(request('mr-coded', { medicationCodeableConcept: { coding: [{ system: RX, code: '314076' }] } }));
+    await put(request('mr-ref', { medicationReference: { reference: 'Medication/med-coded' } }));
+    const res = await call(reader, `/api/v1/connect/patient/${healthId}/records?type=prescriptions&limit=1000`);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const byId = Object.fromEntries(res.body.records.prescriptions.map((r: any) => [r.id, r]));
+    expect(byId['mr-coded']).toMatchObject({ medication: '314076', medication_code: '314076' });
+    expect(byId['mr-ref']).toMatchObject({ medication: '861004', medication_code: '861004' });
+  });
+});
+
 describe('references to another server', () => {
   it('are no ids of ours: another EHR’s Encounter/enc.7 is not read as ours, which shares its id; ours written absolute is', async () => {
     const base = (await call(operator, '/api/fhir/R4/metadata')).body.implementation.url as string;
