@@ -86,6 +86,19 @@ describe('a medication coded without a display', () => {
   });
 });
 
+describe('a result with ranges in two units', () => {
+  it('shows the range in the value’s unit, not a band in words in another unit (200 mg/dL "desirable" says nothing of 5.2 mmol/L)', async () => {
+    const U = 'http://unitsofmeasure.org';
+    await put({
+      resourceType: 'Observation', id: 'chol-1', status: 'final', category: [LAB], code: { coding: [{ system: 'http://loinc.org', code: '2093-3' }] }, subject: { reference: 'Patient/123' },
+      effectiveDateTime: '2026-01-08T09:00:00Z', valueQuantity: { value: 5.2, unit: 'mmol/L', system: U, code: 'mmol/L' },
+      referenceRange: [{ high: { value: 200, unit: 'mg/dL', system: U, code: 'mg/dL' }, text: 'desirable' }, { high: { value: 5.2, unit: 'mmol/L', system: U, code: 'mmol/L' } }],
+    });
+    const res = await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`);
+    expect(res.body.records.lab_results.find((r: any) => r.id === 'chol-1')).toMatchObject({ reference_high: 5.2, reference_range_unit: 'mmol/L' });
+  });
+});
+
 describe('references to another server', () => {
   it('are no ids of ours: another EHR’s Encounter/enc.7 is not read as ours, which shares its id; ours written absolute is', async () => {
     const base = (await call(operator, '/api/fhir/R4/metadata')).body.implementation.url as string;
