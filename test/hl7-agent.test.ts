@@ -235,6 +235,15 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect((await readOk('Observation', 'LAB-T2-2345-7')).subject.reference).toMatch(/^Patient\//);
   });
 
+  it('lines of one code without a sub-id (a narrative, a culture) are each an Observation, told apart by their set id; a code given once keeps its id', async () => {
+    const lines = ['OBX|1|TX|664-3^Gram stain^LN||Gram positive cocci||||||F', 'OBX|2|TX|664-3^Gram stain^LN||in clusters||||||F', 'OBX|3|TX|664-3^Gram stain^LN||few white cells||||||F', 'OBX|4|NM|2345-7^Glucose^LN||99|mg/dL|70-99|N|||F'];
+    expect(ack(await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', 'NARR-1'), PID, 'OBR|1|N1^OE|N1^LAB|664-3^Gram stain^LN|||20240116093000+0100||||||||||||||||||F', ...lines))).code).toBe('AA');
+    const report = await eventually(() => readOk('DiagnosticReport', 'LAB-N1'));
+    expect(new Set(report.result.map((r: any) => r.reference)).size).toBe(4);
+    expect((await Promise.all([1, 2, 3].map((n) => readOk('Observation', `LAB-N1-664-3-${n}`)))).map((o) => o.valueString)).toEqual(['Gram positive cocci', 'in clusters', 'few white cells']);
+    expect((await readOk('Observation', 'LAB-N1-2345-7')).valueQuantity.value).toBe(99);
+  });
+
   it('an SN range or ratio (^10^-^20, ^1^:^128) is AE naming OBX-5, never stored as its first number', async () => {
     for (const [id, sn] of [['SN-1', '^10^-^20'], ['SN-2', '^1^:^128']]) {
       const a = ack(await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', id!), PID, `OBR|1|${id}^OE|${id}^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F`, `OBX|1|SN|5196-1^HBsAg^LN||${sn}|||A|||F`)));

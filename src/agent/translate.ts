@@ -120,6 +120,32 @@ function admission(message: Hl7Message, event: string, maps: MappingSet): Array<
 }
 
 /**
+ * The OBXs that give the same code (OBX-3) without a sub-id (OBX-4) under one OBR, as a narrative or a culture's
+ * lines often come: each with its set id (OBX-1, else its place under the OBR), which tells them apart in the
+ * Observation's id, so that none replaces another; a resend or correction of the same lines finds the same ones. An
+ * OBX whose code comes once keeps the id the map gives it.
+ */
+function repeatedLines(message: Hl7Message): Map<Hl7Segment, string> {
+  const groups: Hl7Segment[][] = [];
+  for (const segment of message.segments) {
+    if (segment.name === 'OBR') groups.push([]);
+    else if (segment.name === 'OBX' && groups.length && !segment.getField(4)?.toString()) groups.at(-1)!.push(segment);
+  }
+  const out = new Map<Hl7Segment, string>();
+  for (const group of groups) {
+    const code = (obx: Hl7Segment) => obx.getField(3)?.getComponent(1) ?? '';
+    const count = new Map<string, number>();
+    for (const obx of group) count.set(code(obx), (count.get(code(obx)) ?? 0) + 1);
+    group.forEach((obx, i) => {
+      if (count.get(code(obx))! < 2) return;
+      const setId = obx.getField(1)?.toString() ?? '';
+      out.set(obx, /^[A-Za-z0-9.]{1,10}$/.test(setId) ? setId : String(i + 1));
+    });
+  }
+  return out;
+}
+
+/**
  * The Bridge protocol's tag of a resource to create only if the facility has none of that id yet (docs/integrators.md
  * "Bridge Agent protocol"; Pont's side: IF_ABSENT_TAG of src/bridge/sync.ts). The agent speaks the protocol as any
  * agent would, over HTTP: test/hl7-agent.test.ts checks the two agree.
@@ -135,6 +161,7 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
   const patient = apply(maps.get('v2-patient'), { message });
   const meta = (patient.meta ?? {}) as { tag?: unknown[] };
   const out: Array<Record<string, unknown>> = [{ ...patient, meta: { ...meta, tag: [...(meta.tag ?? []), IF_ABSENT_TAG] } }];
+  const lineOf = repeatedLines(message);
   let obr: Hl7Segment | undefined;
   let report: Record<string, unknown> | undefined;
   const flush = () => {
@@ -153,6 +180,11 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
         throw new FieldError('OBX-5', ErrorCondition.dataType, `OBX-5 ${JSON.stringify(segment.getField(5)!.toString())}: an SN range or ratio is not mapped (only a number with its comparator, <^5); send it as ST`);
       }
       const observation = apply(maps.get('v2-observation'), { message, current: new Map([['OBR', obr], ['OBX', segment]]) });
+      const line = lineOf.get(segment);
+      if (line) {
+        observation.id = `${observation.id as string}-${line}`;
+        if ((observation.id as string).length > 64) throw new FieldError('OBX-4', ErrorCondition.requiredFieldMissing, `OBX-3 ${JSON.stringify(segment.getField(3)?.toString())} is given more than once under this OBR: give each its sub-id (OBX-4)`);
+      }
       out.push(observation);
       (report.result as unknown[]).push({ reference: reference(observation) });
     }
