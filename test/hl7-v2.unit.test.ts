@@ -31,6 +31,16 @@ describe('the v2 path', () => {
     expect(evaluateV2(parseV2Expression('PID-5.1 where PID-5.7 = B | PID-5.1'), { message: m })).toBe('ALIAS');
     expect(evaluateV2(parseV2Expression("'yes' where PID-9"), { message: m })).toBeUndefined();
   });
+  it('a repetition picked by a condition on its own field gives its own components, even empty: the legal name takes no part of another name', () => {
+    const m = message(MSH, 'PID|1||1^^^A||Nick^Bobby^X^^^^N~Smith^^^^^^L');
+    const read = (path: string) => evaluateV2(parseV2Expression(path), { message: m });
+    expect(read('PID-5.1 where PID-5.7 = L | PID-5.1')).toBe('Smith');
+    expect(read('PID-5.2 where PID-5.7 = L | PID-5.2')).toBeUndefined();
+    expect(read('PID-5.3 where PID-5.7 = L | PID-5.3')).toBeUndefined();
+    // No legal name at all: the first name given, whole.
+    const none = message(MSH, 'PID|1||1^^^A||Nick^Bobby^^^^^N');
+    expect(evaluateV2(parseV2Expression('PID-5.2 where PID-5.7 = L | PID-5.2'), { message: none })).toBe('Bobby');
+  });
   it('key, low, high, range_text', () => {
     const m = message(MSH, 'PID|1||12 34^^^GH/H&1.2.3&ISO', 'OBX|1|NM|X||1|u|3.5 - 5.1', 'OBX|2|NM|Y||1|u|see note');
     const obx = (n: number) => ({ message: m, current: new Map([['OBX', m.getAllSegments('OBX')[n]!]]) });

@@ -10,7 +10,8 @@
  *   fn          := key | low | high | range_text
  *
  * A condition on the same field as the value picks the repetition (`PID-5.1 where PID-5.7 = L`: the family name
- * of the legal name); otherwise values come from the field's first repetition.
+ * of the legal name), and then the value is that repetition's, empty or not (the next alternative counts only when
+ * no repetition meets the condition); otherwise values come from the field's first repetition.
  */
 import type { Hl7Message, Hl7Segment } from '@medplum/core';
 
@@ -115,6 +116,9 @@ export function evaluateV2(expression: V2Expression, scope: V2Scope): string | u
       }
       const value = alt.literal ?? apply(alt.fn, alt.args.map((a) => readAt(scope, a, r)));
       if (value !== undefined && value !== '') return value;
+      // The repetition the condition picked is the one meant (the legal name): an empty component of it is empty,
+      // not one of another repetition's (a nickname's given name in the legal name).
+      if (sameField) return undefined;
     }
   }
   return undefined;
