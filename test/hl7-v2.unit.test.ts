@@ -41,6 +41,16 @@ describe('the v2 path', () => {
     const none = message(MSH, 'PID|1||1^^^A||Nick^Bobby^^^^^N');
     expect(evaluateV2(parseV2Expression('PID-5.2 where PID-5.7 = L | PID-5.2'), { message: none })).toBe('Bobby');
   });
+  it('"" (HL7\'s explicit null, "delete what you hold") is no value, never the text ""; \\X..\\ under MSH-18 8859/1 is Latin-1', () => {
+    const m = message(MSH, 'PID|1||1^^^A||DOE^FIONA^""^^^^L||""|F|||""^^""');
+    const read = (path: string) => evaluateV2(parseV2Expression(path), { message: m });
+    expect(read('PID-5.3')).toBeUndefined();
+    expect(read('PID-7')).toBeUndefined();
+    expect(read('PID-11.3')).toBeUndefined();
+    expect(read('PID-5.2')).toBe('FIONA');
+    const latin = Hl7Message.parse('MSH|^~\\&|LAB|GHH|PONT|FAC|20240116120000||ADT^A08^ADT_A01|C2|P|2.5.1||||||8859/1\rPID|1||1^^^A||REN\\XE9\\^A');
+    expect(unescapeV2(latin.getSegment('PID')!.getField(5).getComponent(1), latin)).toBe('RENÉ'.replace('É', 'é'));
+  });
   it('key, low, high, range_text', () => {
     const m = message(MSH, 'PID|1||12 34^^^GH/H&1.2.3&ISO', 'OBX|1|NM|X||1|u|3.5 - 5.1', 'OBX|2|NM|Y||1|u|see note');
     const obx = (n: number) => ({ message: m, current: new Map([['OBX', m.getAllSegments('OBX')[n]!]]) });

@@ -95,6 +95,9 @@ function readAt(scope: V2Scope, l: V2Location, repetition = 0): string {
   const field = segment.getField(l.field);
   if (!field) return '';
   const raw = l.subcomponent ? field.get((l.component ?? 1) - 1, l.subcomponent - 1, repetition) : field.get((l.component ?? 1) - 1, undefined, repetition);
+  // `""` is HL7's explicit null ("delete what you hold"): no value, never the text `""`. A message that replaces
+  // what Pont holds (an A08) then leaves the element out, which is the deletion it asks for.
+  if (raw === '""') return '';
   return unescapeV2(raw ?? '', scope.message);
 }
 
@@ -192,9 +195,12 @@ export function unescapeV2(text: string, message: Hl7Message): string {
       case '.br': return '\n';
       case 'H': case 'N': return ''; // highlighting on/off: no meaning in FHIR text
     }
-    if (/^X([0-9A-Fa-f]{2})+$/.test(seq)) return Buffer.from(seq.slice(1), 'hex').toString('utf8');
+    if (/^X([0-9A-Fa-f]{2})+$/.test(seq)) return Buffer.from(seq.slice(1), 'hex').toString(isLatin1(message) ? 'latin1' : 'utf8');
     return ''; // an unknown sequence is dropped, not shown as escape characters
   });
 }
+
+/** Whether the message says its characters are ISO 8859-1 (MSH-18 `8859/1`): its `\\Xhh\\` bytes are then Latin-1. */
+const isLatin1 = (message: Hl7Message) => message.getSegment('MSH')?.getField(18)?.toString() === '8859/1';
 
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
