@@ -99,6 +99,20 @@ describe('a result with ranges in two units', () => {
   });
 });
 
+describe('an allergy with several reactions', () => {
+  it('is as severe as its gravest reaction (a mild nausea, then an anaphylaxis: severe), in its record as in the summary, which reads the same map', async () => {
+    const SCT = 'http://snomed.info/sct';
+    await put({
+      resourceType: 'AllergyIntolerance', id: 'alg-2', patient: { reference: 'Patient/123' }, code: { coding: [{ system: SCT, code: '764146007' }] },
+      clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical', code: 'active' }] },
+      reaction: [{ manifestation: [{ coding: [{ system: SCT, code: '422587007' }] }], severity: 'mild' }, { manifestation: [{ coding: [{ system: SCT, code: '39579001' }] }], severity: 'severe' }],
+    });
+    const res = await call(reader, `/api/v1/connect/patient/${healthId}/records?type=allergies&limit=1000`);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.records.allergies.find((r: any) => r.id === 'alg-2')).toMatchObject({ severity: 'severe' });
+  });
+});
+
 describe('references to another server', () => {
   it('are no ids of ours: another EHR’s Encounter/enc.7 is not read as ours, which shares its id; ours written absolute is', async () => {
     const base = (await call(operator, '/api/fhir/R4/metadata')).body.implementation.url as string;
