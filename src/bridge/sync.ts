@@ -14,7 +14,7 @@ import { bridgeBatches, bridgeItems } from '../metrics';
  * `meta.tag` of a resource an agent asks to be created only when the facility has none of that id yet (docs/integrators.md
  * "Bridge Agent protocol"): who a message is about, no update of them (the HL7 agent's ORU patients). Not stored.
  */
-export const IF_ABSENT_TAG = { system: 'https://pont.health/fhir/CodeSystem/bridge-write', code: 'if-absent' } as const;
+const IF_ABSENT_TAG = { system: 'https://pont.health/fhir/CodeSystem/bridge-write', code: 'if-absent' } as const;
 const isIfAbsentTag = (tag: { system?: string; code?: string }) => tag.system === IF_ABSENT_TAG.system && tag.code === IF_ABSENT_TAG.code;
 
 /** Where Pont marks what an agent wrote: its facility and the agent (meta.tag). */
