@@ -244,6 +244,14 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect((await readOk('Observation', 'LAB-N1-2345-7')).valueQuantity.value).toBe(99);
   });
 
+  it('a message Pont could never take whole (1,200 results: more than a batch holds) is AR at once, not AA then lost', async () => {
+    const obx = Array.from({ length: 1200 }, (_, i) => `OBX|${i + 1}|NM|X${i}^Analyte ${i}^L||${i}|mg/dL|||||F`);
+    const a = ack(await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', 'MANY-1'), PID, 'OBR|1|M1^OE|MANY1^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F', ...obx), { timeoutMs: 30_000 }));
+    expect(a.code).toBe('AR');
+    expect(a.err).toMatch(/at most 1000/);
+    expect(ack(await client.sendAndWait(v2(msh('ADT^A08^ADT_A01', 'AFTER-MANY'), PID))).code).toBe('AA');
+  });
+
   it('an SN range or ratio (^10^-^20, ^1^:^128) is AE naming OBX-5, never stored as its first number', async () => {
     for (const [id, sn] of [['SN-1', '^10^-^20'], ['SN-2', '^1^:^128']]) {
       const a = ack(await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', id!), PID, `OBR|1|${id}^OE|${id}^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F`, `OBX|1|SN|5196-1^HBsAg^LN||${sn}|||A|||F`)));

@@ -10,7 +10,7 @@ import { AgentConfigError, parseAgentConfig } from '../src/agent/config';
 import { MllpDeframer, startMllpServer, stopMllpServer, type Frame } from '../src/agent/mllp';
 import { eventually } from './eventually';
 import { DurableQueue } from '../src/agent/queue';
-import { ErrorCondition } from '../src/agent/translate';
+import { beyondPont, ErrorCondition } from '../src/agent/translate';
 import { evaluateV2, parseV2Expression, unescapeV2, V2PathError } from '../src/mapping/v2-path';
 import { fromV2Text } from '../src/mapping/v2';
 
@@ -109,6 +109,18 @@ describe('acknowledgements', () => {
     expect(buildAck({ message: with15('NE'), code: 'AA', now, controlId: 'A' })).toBeUndefined();
     expect(buildAck({ message: with15('ER'), code: 'AA', now, controlId: 'A' })).toBeUndefined();
     expect(buildAck({ message: with15('ER'), code: 'AR', now, controlId: 'A' })).toMatch(/MSA\|CR/);
+  });
+});
+
+describe('what Pont would refuse of a message however often it is sent', () => {
+  it('more resources than a batch holds, or a string over 1 MiB (located at OBX-5 in a result); nothing else', () => {
+    const obs = (value: string) => ({ resourceType: 'Observation', valueString: value });
+    expect(beyondPont([obs('x')])).toBeUndefined();
+    expect(beyondPont(Array.from({ length: 1001 }, () => obs('x')))?.text).toMatch(/1001 resources/);
+    expect(beyondPont(Array.from({ length: 1000 }, () => obs('x')))).toBeUndefined();
+    expect(beyondPont([{ resourceType: 'Patient' }, obs('y'.repeat(1_048_577))])).toMatchObject({ location: 'OBX-5' });
+    expect(beyondPont([{ resourceType: 'Patient', name: [{ text: 'z'.repeat(1_048_577) }] }])).toMatchObject({ location: 'MSH' });
+    expect(beyondPont([obs('y'.repeat(1_048_576))])).toBeUndefined();
   });
 });
 

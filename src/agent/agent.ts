@@ -15,12 +15,11 @@ import { buildAck, wantsApplicationAck, type AckCode } from './ack';
 import type { AgentConfig } from './config';
 import { startMllpServer, stopMllpServer, type Frame, type Later } from './mllp';
 import { DurableQueue, type QueuedMessage } from './queue';
-import { ErrorCondition, header, messageKey, translate, type V2Error } from './translate';
+import { ErrorCondition, header, MAX_BATCH_RESOURCES, messageKey, translate, type V2Error } from './translate';
 
 export const AGENT_VERSION = '0.1.0';
 
-/** The most resources one Bridge sync batch may hold (Pont's MAX_BATCH_RESOURCES), and messages per batch. */
-const MAX_BATCH_RESOURCES = 1000;
+/** Messages per batch (and at most MAX_BATCH_RESOURCES resources, translate.ts). */
 const MAX_BATCH_MESSAGES = 200;
 /**
  * Batches on their way to Pont at once. Pont writes a batch in one transaction; while one is in PostgreSQL the next is

@@ -30,6 +30,24 @@ export type Translation =
   | { ok: true; controlId: string; type: string; resources: Array<Record<string, unknown>> }
   | { ok: false; ack: 'AE' | 'AR'; error: V2Error };
 
+/** The most resources one Bridge sync batch may hold (Pont's MAX_BATCH_RESOURCES). */
+export const MAX_BATCH_RESOURCES = 1000;
+/** The longest string Pont takes in a resource (FHIR's 1 MiB, src/fhir/validate.ts). */
+const MAX_STRING = 1_048_576;
+
+/**
+ * What Pont would refuse of a message however often it is sent (more resources than a batch holds, a string over
+ * 1 MiB): refused at once (AR), so that the sender learns it, instead of an AA for what never reaches Pont.
+ */
+export function beyondPont(resources: Array<Record<string, unknown>>): { location: string; text: string } | undefined {
+  if (resources.length > MAX_BATCH_RESOURCES) return { location: 'OBX', text: `the message gives ${resources.length} resources; Pont takes at most ${MAX_BATCH_RESOURCES} at once: send it in parts` };
+  const tooLong = (value: unknown): boolean =>
+    typeof value === 'string' ? value.length > MAX_STRING : Array.isArray(value) ? value.some(tooLong) : !!value && typeof value === 'object' && Object.values(value).some(tooLong);
+  const long = resources.find(tooLong);
+  if (long) return { location: long.resourceType === 'Observation' ? 'OBX-5' : 'MSH', text: `a value of the ${long.resourceType as string} is over ${MAX_STRING} characters, the most Pont keeps in one` };
+  return undefined;
+}
+
 /** v2.3 to v2.8 (and their dot releases). */
 export const SUPPORTED_VERSION = /^2\.(3|3\.1|4|5|5\.1|6|7|7\.1|8|8\.1|8\.2)$/;
 
@@ -68,6 +86,8 @@ export function translate(message: Hl7Message, maps: MappingSet): Translation {
   if (!message.getSegment('PID')) return refuse('AE', 'PID', ErrorCondition.segmentSequence, `${type}^${event} without a PID segment`);
   try {
     const resources = type === 'ORU' ? results(message, maps) : admission(message, event, maps);
+    const beyond = beyondPont(resources);
+    if (beyond) return refuse('AR', beyond.location, ErrorCondition.internal, beyond.text);
     return { ok: true, controlId, type: `${type}^${event}`, resources };
   } catch (err) {
     if (err instanceof FieldError) return refuse('AE', err.location, err.condition, err.message);
