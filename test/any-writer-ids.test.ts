@@ -113,6 +113,20 @@ describe('an allergy with several reactions', () => {
   });
 });
 
+describe('several notes', () => {
+  it('are all carried, each on its line (a diagnosis, a lab result): the second note was the one that said "do not prescribe"', async () => {
+    const notes = [{ text: 'Diet controlled' }, { text: 'Allergic to metformin: do not prescribe' }];
+    await put({ resourceType: 'Condition', id: 'cond-notes', subject: { reference: 'Patient/123' }, code: { text: 'Type 2 diabetes' }, note: notes,
+      clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-clinical', code: 'active' }] } });
+    await put({ resourceType: 'Observation', id: 'obs-notes', status: 'final', category: [LAB], code: { text: 'HbA1c' }, subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-01-09T08:00:00Z', valueQuantity: { value: 7.1, unit: '%' }, note: notes });
+    const res = await call(reader, `/api/v1/connect/patient/${healthId}/records?type=all&limit=1000`);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const joined = 'Diet controlled\nAllergic to metformin: do not prescribe';
+    expect(res.body.records.diagnoses.find((r: any) => r.id === 'cond-notes')).toMatchObject({ note: joined });
+    expect(res.body.records.lab_results.find((r: any) => r.id === 'obs-notes')).toMatchObject({ note: joined });
+  });
+});
+
 describe('references to another server', () => {
   it('are no ids of ours: another EHR’s Encounter/enc.7 is not read as ours, which shares its id; ours written absolute is', async () => {
     const base = (await call(operator, '/api/fhir/R4/metadata')).body.implementation.url as string;
