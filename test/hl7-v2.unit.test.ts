@@ -121,6 +121,9 @@ describe('what Pont would refuse of a message however often it is sent', () => {
     expect(beyondPont([{ resourceType: 'Patient' }, obs('y'.repeat(1_048_577))])).toMatchObject({ location: 'OBX-5' });
     expect(beyondPont([{ resourceType: 'Patient', name: [{ text: 'z'.repeat(1_048_577) }] }])).toMatchObject({ location: 'MSH' });
     expect(beyondPont([obs('y'.repeat(1_048_576))])).toBeUndefined();
+    // A message of at most 1 MiB cannot hold a longer value: its resources are not walked.
+    expect(beyondPont([obs('y'.repeat(1_048_577))], 1_048_576)).toBeUndefined();
+    expect(beyondPont([obs('y'.repeat(1_048_577))], 1_048_577)).toMatchObject({ location: 'OBX-5' });
   });
 });
 

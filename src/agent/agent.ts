@@ -206,7 +206,7 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
         }
         return ack(message, 'AA');
       }
-      const translation = translate(message, maps.current());
+      const translation = translate(message, maps.current(), text.length);
       if (!translation.ok) {
         log('warn', `message answered ${translation.ack}`, { control_id: controlId, location: translation.error.location, error: translation.error.text });
         return ack(message, translation.ack, translation.error);
