@@ -146,6 +146,22 @@ describe('references to another server', () => {
     expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
     expect((await call(operator, `/api/fhir/R4/Observation/${pushed.body.lab_result_id}`)).body.encounter).toBeUndefined();
   });
+
+  it('name our patient whatever form the writer chose: a subject written as our absolute URL is found by patient= and read as a record', async () => {
+    const base = (await call(operator, '/api/fhir/R4/metadata')).body.implementation.url as string;
+    for (const [id, subject] of [['abs-1', `${base}/Patient/123`], ['abs-2', `${base}/Patient/123/_history/1`]] as const)
+      await put({
+        resourceType: 'Observation', id, status: 'final', category: [LAB], code: { text: 'Sodium' }, subject: { reference: subject },
+        effectiveDateTime: '2026-01-07T08:00:00Z', valueQuantity: { value: 139, unit: 'mmol/L' },
+      });
+    const found = await call(operator, '/api/fhir/R4/Observation?patient=123&code:text=Sodium');
+    expect(found.body.entry?.map((e: any) => e.resource.id).sort()).toEqual(['abs-1', 'abs-2']);
+    const compartment = await call(operator, '/api/fhir/R4/Patient/123/Observation?code:text=Sodium');
+    expect(compartment.body.entry?.map((e: any) => e.resource.id).sort()).toEqual(['abs-1', 'abs-2']);
+    const res = await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`);
+    expect(res.body.records.lab_results.map((r: any) => r.id)).toEqual(expect.arrayContaining(['abs-1', 'abs-2']));
+    expect(res.body.records.lab_results.find((r: any) => r.id === 'abs-1')).toMatchObject({ patient_id: '123' });
+  });
 });
 
 /** What a clinician relies on in a result, as FHIR holds it: compared before and after a write-back. */

