@@ -173,13 +173,13 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     const glucose = await readOk('Observation', 'GHH-LAB-1045813-2345-7');
     expect(glucose).toMatchObject({
       status: 'final',
-      valueQuantity: { value: 182, unit: 'mg/dL' },
+      valueQuantity: { value: 182, unit: 'mg/dL', system: 'http://unitsofmeasure.org', code: 'mg/dL' },
       referenceRange: [{ low: { value: 70 }, high: { value: 99 } }],
       interpretation: [{ coding: [{ code: 'H' }] }],
       category: [{ coding: [{ code: 'laboratory' }] }],
     });
     expect((await readOk('Observation', 'GHH-LAB-1045813-1988-5')).valueQuantity).toEqual({ value: 5, comparator: '<', unit: 'mg/L' });
-    expect((await readOk('Observation', 'GHH-LAB-1045813-600-7')).valueCodeableConcept.coding[0]).toEqual({ code: '3092008', display: 'Staphylococcus aureus' });
+    expect((await readOk('Observation', 'GHH-LAB-1045813-600-7')).valueCodeableConcept.coding[0]).toEqual({ system: 'http://snomed.info/sct', code: '3092008', display: 'Staphylococcus aureus' });
     expect((await readOk('Observation', 'GHH-LAB-1045813-5778-6')).valueString).toBe('Yellow^amber & clear');
     expect((await readOk('Observation', 'GHH-LAB-1045813-2951-2')).referenceRange).toEqual([{ low: { value: 135 } }]);
 
@@ -208,6 +208,20 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     await eventually(async () => expect((await readOk('DiagnosticReport', 'LAB-M1')).subject.reference).toBe(`Patient/${survivor.id}`));
   });
 
+  it('the survivor keeps every merge: a later A08 of it and a second A40 into it add to its links, never replace them', async () => {
+    const link = (sourceId: string) => readOk('Patient', sourceId).then((p) => ({ type: 'replaces', other: { reference: `Patient/${p.id}` } }));
+    const first = await link('GHH-PATID9999');
+    expect(ack(await client.sendAndWait(v2(msh('ADT^A08^ADT_A01', 'MRG-2'), 'EVN|A08|20240121090000', PID.replace('STATESVILLE', 'DAYTON')))).code).toBe('AA');
+    await eventually(async () => expect((await readOk('Patient', 'GHH-PATID1234')).address[0].city).toBe('DAYTON'));
+    expect((await readOk('Patient', 'GHH-PATID1234')).link).toEqual([first]);
+    expect(ack(await client.sendAndWait(v2(msh('ADT^A04^ADT_A01', 'MRG-3'), 'PID|1||PATID8888^^^GHH^MR||EVERYWOMAN^E^^^^^L||19620320|F'))).code).toBe('AA');
+    await eventually(() => readOk('Patient', 'GHH-PATID8888'));
+    expect(ack(await client.sendAndWait(v2(msh('ADT^A40^ADT_A39', 'MRG-4'), 'EVN|A40|20240122090000', PID, 'MRG|PATID8888^^^GHH^MR'))).code).toBe('AA');
+    const second = await link('GHH-PATID8888');
+    await eventually(async () => expect((await readOk('Patient', 'GHH-PATID1234')).link).toEqual(expect.arrayContaining([first, second])));
+    expect((await readOk('Patient', 'GHH-PATID1234')).link).toHaveLength(2);
+  });
+
   it('a resent MSH-10 gets AA and changes nothing', async () => {
     const before = await readOk('Observation', 'GHH-LAB-1045813-2345-7');
     const resend = v2(msh('ORU^R01^ORU_R01', 'LAB-1'), PID, 'OBR|1|845439^GHH OE|1045813^GHH LAB|24323-8^CMP^LN|||||||||||||||||||||F', 'OBX|1|NM|2345-7^Glucose^LN||999|mg/dL|70-99|H|||F');
@@ -233,6 +247,24 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect(ack(await client.sendAndWait(result)).code).toBe('AA');
     await eventually(async () => expect(await readOk('Patient', 'GHH-PAT-ORU-ONLY')).toMatchObject({ birthDate: '1980-01-01', name: [{ family: 'ONLY' }] }));
     expect((await readOk('Observation', 'LAB-T2-2345-7')).subject.reference).toMatch(/^Patient\//);
+  });
+
+  it('an ORU whose PV1 names a visit no admission announced creates that visit, never changes a known one, and its results reach Pont', async () => {
+    const oru = (id: string, pv1: string, value: string) =>
+      v2(msh('ORU^R01^ORU_R01', id), PID, pv1, `OBR|1|${id}^OE|${id}^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F`, `OBX|1|NM|2345-7^Glucose^LN||${value}|mg/dL|70-99|N|||F`);
+    // An outpatient visit the laboratory knows and the admission system never sent, and one without its class.
+    expect(ack(await client.sendAndWait(oru('VIS-1', 'PV1|1|O|LABDRAW||||||||||||||||V7001^^^GHH', '91'))).code).toBe('AA');
+    expect(ack(await client.sendAndWait(oru('VIS-2', 'PV1|1||||||||||||||||||V7002^^^GHH', '92'))).code).toBe('AA');
+    const first = await eventually(() => readOk('Observation', 'LAB-VIS-1-2345-7'));
+    const visit = await readOk('Encounter', 'GHH-V7001');
+    expect(first.encounter.reference).toBe(`Encounter/${visit.id}`);
+    expect(visit).toMatchObject({ class: { code: 'AMB' }, subject: { reference: first.subject.reference } });
+    expect((await eventually(() => readOk('Observation', 'LAB-VIS-2-2345-7'))).encounter.reference).toBe(`Encounter/${(await readOk('Encounter', 'GHH-V7002')).id}`);
+    // The admitted visit V1001 (inpatient, attending ATTEND) is named by a result with a thin PV1: it stays as it was.
+    const admitted = await readOk('Encounter', 'GHH-V1001');
+    expect(ack(await client.sendAndWait(oru('VIS-3', 'PV1|1|O|||||||||||||||||V1001^^^GHH', '93'))).code).toBe('AA');
+    await eventually(() => readOk('Observation', 'LAB-VIS-3-2345-7'));
+    expect((await readOk('Encounter', 'GHH-V1001')).meta.versionId).toBe(admitted.meta.versionId);
   });
 
   it('lines of one code without a sub-id (a narrative, a culture) are each an Observation, told apart by their set id; a code given once keeps its id', async () => {

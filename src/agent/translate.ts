@@ -176,15 +176,21 @@ function repeatedLines(message: Hl7Message): Map<Hl7Segment, string> {
  */
 const IF_ABSENT_TAG = { system: 'https://pont.health/fhir/CodeSystem/bridge-write', code: 'if-absent' };
 
+function ifAbsent(resource: Record<string, unknown>): Record<string, unknown> {
+  const meta = (resource.meta ?? {}) as { tag?: unknown[] };
+  return { ...resource, meta: { ...meta, tag: [...(meta.tag ?? []), IF_ABSENT_TAG] } };
+}
+
 /**
- * ORU^R01: the patient, then for each OBR its report and the Observation of each OBX that follows it. The patient is
- * created if Pont has no record of them yet, never updated: an ORU's PID names who the results are about, often with
- * little more than an identifier and a name, and a result is no admission (an A08 replaces the demographics).
+ * ORU^R01: the patient, their visit (PV1 with a visit number), then for each OBR its report and the Observation of
+ * each OBX that follows it. The patient and the visit are created if Pont has no record of them yet, never updated:
+ * an ORU's PID and PV1 name whom and which visit the results are about, often with little more than an identifier,
+ * and a result is no admission (an A08 replaces the demographics). Without the visit, the results' reference to it
+ * would name nothing and Pont would refuse the message it had acknowledged.
  */
 function results(message: Hl7Message, maps: MappingSet): Array<Record<string, unknown>> {
-  const patient = apply(maps.get('v2-patient'), { message });
-  const meta = (patient.meta ?? {}) as { tag?: unknown[] };
-  const out: Array<Record<string, unknown>> = [{ ...patient, meta: { ...meta, tag: [...(meta.tag ?? []), IF_ABSENT_TAG] } }];
+  const out = [ifAbsent(apply(maps.get('v2-patient'), { message }))];
+  if (message.getSegment('PV1')?.getField(19)?.toString()) out.push(ifAbsent(apply(maps.get('v2-encounter'), { message })));
   const lineOf = repeatedLines(message);
   let obr: Hl7Segment | undefined;
   let report: Record<string, unknown> | undefined;

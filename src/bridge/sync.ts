@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
-import type { Resource } from '@medplum/fhirtypes';
+import type { PatientLink, Resource } from '@medplum/fhirtypes';
 import type { AgentPrincipal } from '../core/principal';
 import type { Queryable } from '../db/database';
 import { uuidV5 } from '../core/hash';
@@ -181,6 +181,18 @@ function comparable(resource: Resource): unknown {
   return JSON.parse(JSON.stringify(out));
 }
 
+/**
+ * A Patient as an agent sends it again, with the merge links Pont holds kept (`replaces`, `replaced-by`): a facility's
+ * system sends a patient's demographics, never the merges they went through (an HL7 A08 of a survivor has no MRG,
+ * a second A40 names only the record it merges now), so a link the agent does not send is not one it removed.
+ */
+function withMergeLinks(before: Resource | undefined, stored: Resource): Resource {
+  if (before?.resourceType !== 'Patient' || stored.resourceType !== 'Patient' || !before.link?.length) return stored;
+  const same = (a: PatientLink, b: PatientLink) => a.type === b.type && a.other?.reference === b.other?.reference;
+  const kept = before.link.filter((l) => (l.type === 'replaces' || l.type === 'replaced-by') && !stored.link?.some((n) => same(l, n)));
+  return kept.length ? { ...stored, link: [...kept, ...(stored.link ?? [])] } : stored;
+}
+
 /** Every item in one transaction (one write for all that changed); throws the first refusal. */
 async function writeTogether(repo: FhirRepository, items: PreparedItem[]): Promise<SyncItemResult[] | undefined> {
   // A failed item, or the same resource twice (in order, one by one): not together.
@@ -194,6 +206,7 @@ async function writeTogether(repo: FhirRepository, items: PreparedItem[]): Promi
        JOIN fhir_resources r ON r.resource_type = k.t AND r.id = k.i AND NOT r.deleted${owned ? SQL` AND ${owned}` : SQL``}`.render();
     const { rows } = await sql.query<{ resource_type: string; id: string; content: Resource }>(text, values);
     const current = new Map(rows.map((r) => [`${r.resource_type}/${r.id}`, r.content]));
+    for (const item of items) item.stored = withMergeLinks(current.get(`${item.type}/${item.stored!.id}`), item.stored!);
     const status = items.map((item): SyncItemResult['status'] => {
       const before = current.get(`${item.type}/${item.stored!.id}`);
       if (!before) return 'created';
