@@ -1099,6 +1099,8 @@ class Vital(TypedDict):
     systolic: Optional[float]
     diastolic: Optional[float]
     unit: Optional[str]
+    value_text: Optional[str]
+    value_coded: Optional[str]
     data_absent_reason: Optional[str]
     data_absent_code: Optional[str]
     interpretation: Optional[str]

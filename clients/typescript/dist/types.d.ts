@@ -1661,6 +1661,8 @@ export type Vital = {
     systolic: number | null;
     diastolic: number | null;
     unit: string | null;
+    value_text: string | null;
+    value_coded: string | null;
     data_absent_reason: string | null;
     data_absent_code: string | null;
     interpretation: string | null;
