@@ -252,6 +252,18 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
     expect(written.period).toBeUndefined();
     expect(written.status).toBe('finished');
   });
+
+  it('an encounter classed in another system is pushed back in that system, never relabelled v3 ActCode', async () => {
+    const classes: Array<[string, { system?: string; code: string }]> = [['enc-r', { system: 'http://terminology.hl7.org/CodeSystem/v2-0004', code: 'R' }], ['enc-local', { code: 'OUTPT' }]];
+    for (const [id, cls] of classes) {
+      await put({ resourceType: 'Encounter', id, status: 'finished', class: cls, subject: { reference: 'Patient/123' }, period: { start: '2026-02-01T08:00:00Z' } });
+      const record = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=visits`)).body.records.visits.find((r: any) => r.id === id);
+      expect(record).toMatchObject({ class: cls.code, class_coding: { system: cls.system ?? null, code: cls.code } });
+      const pushed = await call(sdk, '/api/v1/sdk/records/encounters', { method: 'POST', json: { health_id: healthId, record } });
+      expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+      expect((await call(operator, `/api/fhir/R4/Encounter/${pushed.body.encounter_id}`)).body.class).toEqual(cls);
+    }
+  });
 });
 
 describe('what other writers leave implicit (issue 38 items 2, 4, 6)', () => {

@@ -500,6 +500,11 @@ export type EncounterPush = {
         patient_id?: FhirId | null;
         type?: string | null;
         class?: string | null;
+        class_coding?: {
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        } | null;
         status?: "planned" | "arrived" | "triaged" | "in-progress" | "onleave" | "finished" | "cancelled" | "entered-in-error" | "unknown" | null;
         reason?: string | null;
         reason_codings?: Array<{
@@ -1618,6 +1623,11 @@ export type Visit = {
     patient_id: FhirId | null;
     type: string | null;
     class: string | null;
+    class_coding: {
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    } | null;
     status: "planned" | "arrived" | "triaged" | "in-progress" | "onleave" | "finished" | "cancelled" | "entered-in-error" | "unknown" | null;
     reason: string | null;
     reason_codings: Array<{
