@@ -253,6 +253,22 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
     expect(written.status).toBe('finished');
   });
 
+  it('a report-only result with a coded conclusion is pushed back with its codes, not its words alone', async () => {
+    await put({
+      resourceType: 'DiagnosticReport', id: 'cx-9', status: 'final', category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0074', code: 'MB' }] }],
+      code: { coding: [{ system: 'http://loinc.org', code: '630-4' }], text: 'Urine culture' }, subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-10-25T09:00:00Z',
+      conclusion: 'No growth', conclusionCode: [{ coding: [{ system: 'http://snomed.info/sct', code: '264868006', display: 'No growth' }] }],
+    });
+    const record = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`)).body.records.lab_results.find((r: any) => r.id === 'cx-9');
+    expect(record).toMatchObject({ value_coded: 'No growth', value_code: '264868006', value_code_system: 'http://snomed.info/sct' });
+    const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    // Pushed as it came: a report whose conclusion is the result.
+    const written = (await call(operator, `/api/fhir/R4/DiagnosticReport/${pushed.body.lab_result_id}`)).body;
+    expect(written.conclusionCode).toEqual([{ coding: [{ system: 'http://snomed.info/sct', code: '264868006', display: 'No growth' }] }]);
+    expect(written.conclusion).toBe('No growth');
+  });
+
   it('an encounter classed in another system is pushed back in that system, never relabelled v3 ActCode', async () => {
     const classes: Array<[string, { system?: string; code: string }]> = [['enc-r', { system: 'http://terminology.hl7.org/CodeSystem/v2-0004', code: 'R' }], ['enc-local', { code: 'OUTPT' }]];
     for (const [id, cls] of classes) {
