@@ -253,6 +253,34 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
     expect(written.status).toBe('finished');
   });
 
+  it('a result two sources select (listed by a report with a lab category and a LOINC panel code) is one record, on every page', async () => {
+    const result = (id: string, code: string, at: string) => ({
+      resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: 'http://loinc.org', code }] }, subject: { reference: 'Patient/123' }, effectiveDateTime: at, valueQuantity: { value: 1, unit: 'mmol/L' },
+    });
+    await put(result('bmp-na', '2951-2', '2026-03-02T08:00:00Z'));
+    await put(result('bmp-k', '2823-3', '2026-03-02T08:00:00Z'));
+    await put({
+      resourceType: 'DiagnosticReport', id: 'bmp', status: 'final', category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0074', code: 'CH' }] }],
+      code: { coding: [{ system: 'http://loinc.org', code: '51990-0' }] }, subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-03-02T08:00:00Z',
+      result: [{ reference: 'Observation/bmp-na' }, { reference: 'Observation/bmp-k' }],
+    });
+    const ids = (records: any[]) => records.map((r) => r.id).filter((id) => id.startsWith('bmp-'));
+    const all = await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`);
+    expect(ids(all.body.records.lab_results).sort()).toEqual(['bmp-k', 'bmp-na']);
+    // One at a time, following next: each still once.
+    const seen: string[] = [];
+    let cursor: string | null = '';
+    for (let n = 0; cursor !== null && n < 100; n++) {
+      const page = await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+      expect(page.status, JSON.stringify(page.body)).toBe(200);
+      seen.push(...page.body.records.lab_results.map((r: any) => r.id));
+      cursor = page.body.next_cursor;
+    }
+    expect(cursor).toBeNull();
+    expect(seen.filter((id) => id.startsWith('bmp-')).sort()).toEqual(['bmp-k', 'bmp-na']);
+    expect(new Set(seen).size).toBe(seen.length);
+  });
+
   it('a report-only result with a coded conclusion is pushed back with its codes, not its words alone', async () => {
     await put({
       resourceType: 'DiagnosticReport', id: 'cx-9', status: 'final', category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0074', code: 'MB' }] }],

@@ -419,6 +419,11 @@ export class RecordsService {
     const keyOf = (r: Resource) => `${r.resourceType}/${r.id}`;
     const head = (i: number) => {
       const { source, resources, refs } = sources[i]!;
+      // A head read before another source gave the same resource is passed over.
+      if (heads[i] && seen.has(keyOf(heads[i]!.resource))) {
+        heads[i] = undefined;
+        taken[i]!++;
+      }
       while (!heads[i] && taken[i]! < resources.length) {
         const resource = resources[taken[i]!]!;
         if (seen.has(keyOf(resource))) {
@@ -446,6 +451,11 @@ export class RecordsService {
       seen.add(keyOf(item.resource));
       out.push(item);
     }
+    // What the page gave is passed over in every source, so that the next page (which starts at the offsets) does not
+    // give it again: a resource two sources select has one date, so it is at or near each one's head.
+    sources.forEach(({ resources }, i) => {
+      while (taken[i]! < resources.length && seen.has(keyOf(resources[taken[i]!]!))) taken[i]!++;
+    });
     const more = sources.some((f, i) => f.more || taken[i]! < f.resources.length);
     return {
       records: out.map((o) => o.record),
