@@ -253,6 +253,26 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
     expect(written.status).toBe('finished');
   });
 
+  it('the reference range is never another population’s when one for everyone is given: by sex written in words, by an age that is not the patient’s', async () => {
+    const g = (value: number) => ({ value, unit: 'g/dL', system: 'http://unitsofmeasure.org', code: 'g/dL' });
+    const u = (value: number) => ({ value, unit: 'ug/dL', system: 'http://unitsofmeasure.org', code: 'ug/dL' });
+    const years = (value: number) => ({ value, unit: 'a', system: 'http://unitsofmeasure.org', code: 'a' });
+    // Patient/123 is a man born in 1971.
+    await put({
+      resourceType: 'Observation', id: 'hb-sex', status: 'final', category: [LAB], code: { coding: [{ system: 'http://loinc.org', code: '718-7' }] }, subject: { reference: 'Patient/123' },
+      effectiveDateTime: '2026-04-01T08:00:00Z', valueQuantity: g(13),
+      referenceRange: [{ low: g(12), high: g(15.5), appliesTo: [{ text: 'Female' }] }, { low: g(13.5), high: g(17.5), appliesTo: [{ text: 'Male' }] }],
+    });
+    await put({
+      resourceType: 'Observation', id: 'lead-age', status: 'final', category: [LAB], code: { coding: [{ system: 'http://loinc.org', code: '5671-3' }] }, subject: { reference: 'Patient/123' },
+      effectiveDateTime: '2026-04-01T08:00:00Z', valueQuantity: u(4),
+      referenceRange: [{ high: u(3.5), age: { low: years(1), high: years(6) } }, { high: u(5) }],
+    });
+    const records = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`)).body.records.lab_results;
+    expect(records.find((r: any) => r.id === 'hb-sex')).toMatchObject({ reference_low: 13.5, reference_high: 17.5 });
+    expect(records.find((r: any) => r.id === 'lead-age')).toMatchObject({ reference_low: null, reference_high: 5 });
+  });
+
   it('a result two sources select (listed by a report with a lab category and a LOINC panel code) is one record, on every page', async () => {
     const result = (id: string, code: string, at: string) => ({
       resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: 'http://loinc.org', code }] }, subject: { reference: 'Patient/123' }, effectiveDateTime: at, valueQuantity: { value: 1, unit: 'mmol/L' },
