@@ -650,6 +650,14 @@ export type Goal = {
   target_unit: string | null;
   target_text: string | null;
   target_due_date: string | null;
+  targets: Array<{
+    measure: string | null;
+    value: number | null;
+    comparator: "<" | "<=" | ">=" | ">" | null;
+    unit: string | null;
+    text: string | null;
+    due_date: string | null;
+  }> | null;
   status_date: string | null;
   status_reason: string | null;
   expressed_by: string | null;
