@@ -512,6 +512,15 @@ export type EncounterPush = {
             code: string | null;
             display: string | null;
         }> | null;
+        reasons?: Array<{
+            text: string | null;
+            codings: Array<{
+                system: string | null;
+                code: string | null;
+                display: string | null;
+            }> | null;
+        }> | null;
+        reason_references?: Array<string> | null;
         provider_id?: FhirId | null;
         facility_id?: FhirId | null;
         provider?: string | null;
@@ -1643,6 +1652,15 @@ export type Visit = {
         code: string | null;
         display: string | null;
     }> | null;
+    reasons: Array<{
+        text: string | null;
+        codings: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+    }> | null;
+    reason_references: Array<string> | null;
     provider_id: FhirId | null;
     facility_id: FhirId | null;
     provider: string | null;
