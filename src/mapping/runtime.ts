@@ -504,13 +504,15 @@ export function readsPatient(program: MapProgram): boolean {
  * A FHIR value as a reader would write it (toText()): a Quantity `<5 mg/L`, a Range `1–3 mg/L` (`>=1 mg/L` with a
  * low limit only), a Ratio `1:128` (`5 mg / 1 mL` with units), a Period `2024-01-01 – 2024-01-05`, a concept its
  * text or display or code, a component `name: value`, a narrative its text, a section `Title: text`, a boolean
- * `true`; undefined for what has no text (sampled data's numbers are not text).
+ * `true`, an attachment of plain text its text; undefined for what has no text (sampled data's numbers, a PDF).
  */
 export function textOf(value: unknown, terminology?: ReadTerminology): string | undefined {
   if (typeof value === 'string') return value;
   if (typeof value === 'number' || typeof value === 'boolean') return String(value);
   if (!isJsonObject(value)) return undefined;
   if ('value' in value) return quantityText(value);
+  // An attachment held inline as plain text (a report sent as its form): the text; any other attachment has none here.
+  if (typeof value.contentType === 'string' && ('data' in value || 'url' in value)) return attachmentText(value);
   // A resource a reference led to (resolve()): what names it, a person's name, else its code or type.
   if (typeof value.resourceType === 'string') {
     const name = Array.isArray(value.name) ? value.name.map((v) => textOf(v, terminology)).find((t) => t !== undefined) : textOf(value.name, terminology);
@@ -568,6 +570,14 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
     return textOf(value.display ?? named ?? value.code, terminology);
   }
   return undefined;
+}
+
+/** An Attachment's inline content when it is plain text (`text/plain`, UTF-8 or ASCII): undefined for anything else. */
+function attachmentText(attachment: Obj): string | undefined {
+  const type = /^text\/plain\s*(;\s*charset\s*=\s*"?(utf-8|us-ascii)"?\s*)?$/i;
+  if (typeof attachment.data !== 'string' || !type.test(attachment.contentType as string)) return undefined;
+  const text = Buffer.from(attachment.data, 'base64').toString('utf8').trim();
+  return text || undefined;
 }
 
 /** A Quantity as text: `<5 mg/L` (its unit when `withUnit`); undefined for anything without a number. */

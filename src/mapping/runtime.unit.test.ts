@@ -118,3 +118,15 @@ describe('reading some fields of a record', () => {
     }
   });
 });
+
+describe('toText() of an attachment', () => {
+  const data = (text: string) => Buffer.from(text, 'utf8').toString('base64');
+  it('is its text when held inline as plain text (UTF-8, any case of the charset); nothing for a PDF, a link or HTML', () => {
+    expect(textOf({ contentType: 'text/plain', data: data('Margins involved.\n') })).toBe('Margins involved.');
+    expect(textOf({ contentType: 'text/plain; charset=UTF-8', data: data('Ødem, 5 µm') })).toBe('Ødem, 5 µm');
+    expect(textOf({ contentType: 'application/pdf', data: data('%PDF-1.4'), title: 'Report' })).toBeUndefined();
+    expect(textOf({ contentType: 'text/plain', url: 'https://lab.example/r/1.txt', title: 'Report' })).toBeUndefined();
+    expect(textOf({ contentType: 'text/html', data: data('<p>x</p>') })).toBeUndefined();
+    expect(textOf({ contentType: 'text/plain; charset=ISO-8859-1', data: data('x') })).toBeUndefined();
+  });
+});

@@ -328,6 +328,7 @@ class DiagnosticReportRecord(TypedDict):
     form_content_type: Optional[str]
     form_url: Optional[str]
     form_title: Optional[str]
+    form_text: Optional[str]
     effective_at: Optional[str]
     issued_at: Optional[str]
 

@@ -463,6 +463,7 @@ export type DiagnosticReportRecord = {
     form_content_type: string | null;
     form_url: string | null;
     form_title: string | null;
+    form_text: string | null;
     effective_at: string | null;
     issued_at: string | null;
 };
