@@ -49,7 +49,7 @@ export const MAP_SUFFIX = '.map.yaml';
 
 /** Connect types and the FHIR primitive types their values can be copied into unchanged. */
 const COPY_COMPATIBLE: Record<ConnectType, string[]> = {
-  string: ['string', 'markdown', 'code', 'uri', 'url', 'canonical', 'id', 'oid'],
+  string: ['string', 'markdown', 'code', 'uri', 'url', 'canonical', 'id', 'oid', 'time'],
   id: ['id', 'string'],
   date: ['date', 'dateTime'],
   'date-time': ['dateTime', 'instant'],

@@ -1465,6 +1465,11 @@ export type Prescription = {
     frequency: number | null;
     period: number | null;
     period_unit: "s" | "min" | "h" | "d" | "wk" | "mo" | "a" | null;
+    period_max: number | null;
+    frequency_max: number | null;
+    days_of_week: Array<"mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun"> | null;
+    times_of_day: Array<string> | null;
+    events: Array<string> | null;
     as_needed: boolean | null;
     as_needed_reason: string | null;
     route: string | null;
@@ -1504,6 +1509,10 @@ export type Prescription = {
         frequency_max: number | null;
         period: number | null;
         period_unit: "s" | "min" | "h" | "d" | "wk" | "mo" | "a" | null;
+        period_max: number | null;
+        days_of_week: Array<"mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun"> | null;
+        times_of_day: Array<string> | null;
+        events: Array<string> | null;
         when: Array<string> | null;
         count: number | null;
         duration: number | null;
