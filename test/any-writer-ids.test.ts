@@ -301,6 +301,20 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
     expect(new Set(seen).size).toBe(seen.length);
   });
 
+  it('a result that is a range or a ratio (cells per field, a titre) is pushed back as the range or ratio it was, not as text', async () => {
+    const hpf = { low: { value: 5, unit: '/[HPF]' }, high: { value: 10, unit: '/[HPF]' } };
+    const titre = { numerator: { value: 1 }, denominator: { value: 64 } };
+    for (const [id, value] of [['wbc-urine', { valueRange: hpf }], ['titre', { valueRatio: titre }]] as const) {
+      await put({ resourceType: 'Observation', id, status: 'final', category: [LAB], code: { text: id }, subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-05-01T08:00:00Z', ...value });
+      const record = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`)).body.records.lab_results.find((r: any) => r.id === id);
+      const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record } });
+      expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+      const written = (await call(operator, `/api/fhir/R4/Observation/${pushed.body.lab_result_id}`)).body;
+      expect(written).toMatchObject(value);
+      expect(written.valueString).toBeUndefined();
+    }
+  });
+
   it('a report-only result with a coded conclusion is pushed back with its codes, not its words alone', async () => {
     await put({
       resourceType: 'DiagnosticReport', id: 'cx-9', status: 'final', category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0074', code: 'MB' }] }],

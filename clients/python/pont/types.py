@@ -545,6 +545,8 @@ class LabResult(TypedDict):
     loinc_code: Optional[str]
     value: Optional[str]
     value_numeric: Optional[float]
+    value_range: Optional[Dict[str, Any]]
+    value_ratio: Optional[Dict[str, Any]]
     comparator: Optional[Literal['<', '<=', '>=', '>']]
     value_precision: Optional[int]
     unit: Optional[str]

@@ -799,6 +799,17 @@ export type LabResult = {
   loinc_code: string | null;
   value: string | null;
   value_numeric: number | null;
+  value_range: {
+    low: number | null;
+    high: number | null;
+    unit: string | null;
+  } | null;
+  value_ratio: {
+    numerator: number | null;
+    numerator_unit: string | null;
+    denominator: number | null;
+    denominator_unit: string | null;
+  } | null;
   comparator: "<" | "<=" | ">=" | ">" | null;
   value_precision: number | null;
   unit: string | null;
@@ -921,6 +932,17 @@ export type LabResultPush = {
     loinc_code?: string | null;
     value?: string | null;
     value_numeric?: number | null;
+    value_range?: {
+      low: number | null;
+      high: number | null;
+      unit: string | null;
+    } | null;
+    value_ratio?: {
+      numerator: number | null;
+      numerator_unit: string | null;
+      denominator: number | null;
+      denominator_unit: string | null;
+    } | null;
     comparator?: "<" | "<=" | ">=" | ">" | null;
     value_precision?: number | null;
     unit?: string | null;
