@@ -315,6 +315,15 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
     }
   });
 
+  it('a vital sign written without a category, coded as one of FHIR’s vital signs, is a vital', async () => {
+    await put({
+      resourceType: 'Observation', id: 'hr-nocat', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '8867-4', display: 'Heart rate' }] }, subject: { reference: 'Patient/123' },
+      effectiveDateTime: '2026-05-02T08:00:00Z', valueQuantity: { value: 72, unit: '/min', system: 'http://unitsofmeasure.org', code: '/min' },
+    });
+    const vitals = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=vitals&limit=1000`)).body.records.vitals;
+    expect(vitals.find((r: any) => r.id === 'hr-nocat')).toMatchObject({ type: '8867-4', value: 72, unit: '/min' });
+  });
+
   it('a report-only result with a coded conclusion is pushed back with its codes, not its words alone', async () => {
     await put({
       resourceType: 'DiagnosticReport', id: 'cx-9', status: 'final', category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0074', code: 'MB' }] }],
