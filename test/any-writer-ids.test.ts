@@ -315,6 +315,20 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
     }
   });
 
+  it('a visit that ends before it starts is refused on every door (per-1): FHIR PUT, the push’s own fields, a pushed record', async () => {
+    const period = { start: '2026-02-01T10:00:00Z', end: '2026-02-01T09:00:00Z' };
+    const res = await call(operator, '/api/fhir/R4/Encounter/backwards', { method: 'PUT', json: { resourceType: 'Encounter', id: 'backwards', status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/123' }, period } });
+    expect(res.status).toBe(400);
+    expect(res.body.resourceType).toBe('OperationOutcome');
+    expect(JSON.stringify(res.body)).toMatch(/per-1/);
+    const own = await call(sdk, '/api/v1/sdk/records/encounters', { method: 'POST', json: { health_id: healthId, encounter_type: 'consultation', started_at: period.start, ended_at: '2026-02-01T11:00:00+02:00' } });
+    expect(own.status, JSON.stringify(own.body)).toBe(422);
+    expect(JSON.stringify(own.body)).toMatch(/ended_at/);
+    const record = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=visits`)).body.records.visits[0];
+    const pushed = await call(sdk, '/api/v1/sdk/records/encounters', { method: 'POST', json: { health_id: healthId, record: { ...record, started_at: period.start, ended_at: period.end } } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(422);
+  });
+
   it('a vital sign written without a category, coded as one of FHIR’s vital signs, is a vital', async () => {
     await put({
       resourceType: 'Observation', id: 'hr-nocat', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '8867-4', display: 'Heart rate' }] }, subject: { reference: 'Patient/123' },

@@ -39,8 +39,8 @@ export function validateFhirResource(resource: Resource): void {
 }
 
 /**
- * R4 invariants the structural validator leaves out: narratives are safe XHTML with content (txt-1, txt-2), and
- * every `#id` reference names a contained resource (ref-1).
+ * R4 invariants the structural validator leaves out: narratives are safe XHTML with content (txt-1, txt-2), every
+ * `#id` reference names a contained resource (ref-1), and a Period does not end before it starts (per-1).
  */
 function invariantIssues(resource: Resource): OperationOutcomeIssue[] {
   const contained = new Set(((resource as { contained?: Resource[] }).contained ?? []).map((r) => r?.id).filter(Boolean));
@@ -66,6 +66,7 @@ function walkInvariants(walk: InvariantWalk, value: unknown): void {
     return;
   }
   if (!value || typeof value !== 'object') return;
+  if (endsBeforeStart(value as Record<string, unknown>)) return walkIssue(walk, 'the period ends before it starts (per-1)', 'invariant');
   for (const k of Object.keys(value)) {
     const v = (value as Record<string, unknown>)[k];
     at.push(k);
@@ -77,6 +78,22 @@ function walkInvariants(walk: InvariantWalk, value: unknown): void {
     } else walkInvariants(walk, v); // contained resources too: their narratives are shown as well
     at.pop();
   }
+}
+
+const PERIOD_KEYS = new Set(['id', 'extension', 'start', 'end']);
+const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
+
+/**
+ * A Period (an object of start and end, and only Element's own keys) whose end is before its start, compared as
+ * FHIRPath does: two moments with their zones in time; two dates of one precision as written; anything else (2026-02
+ * and 2026-01-31) cannot be compared and passes.
+ */
+function endsBeforeStart(value: Record<string, unknown>): boolean {
+  const { start, end } = value;
+  if (typeof start !== 'string' || typeof end !== 'string') return false;
+  for (const k in value) if (!PERIOD_KEYS.has(k)) return false;
+  if (INSTANT.test(start) && INSTANT.test(end)) return Date.parse(end) < Date.parse(start);
+  return start.length === end.length && !start.includes('T') && end < start;
 }
 
 /** The most issues one answer lists. */

@@ -31,11 +31,22 @@ describe("an invalid resource's first issue names where it is", () => {
     ['a reference to a type the element does not allow, in a list', observation({ basedOn: [{ reference: 'CarePlan/1' }, { reference: 'Patient/2' }] }), { text: /^Observation\.basedOn may refer to .*, not Patient$/, at: 'Observation.basedOn[1]' }],
     ['a reference to a type the element does not allow', observation({ subject: { reference: 'Organization/1' } }), { text: /^Observation\.subject may refer to .*, not Organization$/, at: 'Observation.subject' }],
     ['a #reference that names no contained resource', observation({ performer: [{ reference: 'Practitioner/1' }, { reference: '#nope' }] }), { text: /ref-1/, at: 'Observation.performer[1].reference' }],
+    ['a period that ends before it starts (per-1)', { resourceType: 'Encounter', status: 'finished', class: { code: 'AMB' }, period: { start: '2026-02-01T10:00:00Z', end: '2026-02-01T09:00:00+00:00' } }, { text: /per-1/, at: 'Encounter.period' }],
+    ['a period of dates that ends before it starts, deep (per-1)', observation({ component: [{ code: { text: 'c' }, valuePeriod: { start: '2026-02-02', end: '2026-02-01' } }] }), { text: /per-1/, at: 'Observation.component[0].valuePeriod' }],
     ['a script in a contained narrative', observation({ contained: [{ resourceType: 'Patient', id: 'p', text: { status: 'generated', div: '<div xmlns="http://www.w3.org/1999/xhtml"><script>x</script></div>' } }] }), { text: /txt-1/, at: 'Observation.contained[0].text.div' }],
   ])('%s', (_name, resource, expected) => {
     const issue = firstIssue(resource);
     expect(issue.text).toMatch(expected.text);
     expect(issue.at).toBe(expected.at);
+  });
+
+  it('a period is checked as FHIR compares its ends: instants in time, dates of one precision; others cannot be compared', () => {
+    const encounter = (period: Record<string, string>) => ({ resourceType: 'Encounter', status: 'finished', class: { code: 'AMB' }, period });
+    expect(firstIssue(encounter({ start: '2026-02-01T10:00:00+02:00', end: '2026-02-01T09:00:00Z' }))).toEqual({});
+    expect(firstIssue(encounter({ start: '2026-02-01', end: '2026-02-01' }))).toEqual({});
+    expect(firstIssue(encounter({ start: '2026-02', end: '2026-01-31' }))).toEqual({});
+    expect(firstIssue(encounter({ start: '2026-02-01T10:00:00Z' }))).toEqual({});
+    expect(firstIssue(encounter({ start: '2027', end: '2026' })).text).toMatch(/per-1/);
   });
 
   it('a valid resource has none, and its input is left as it was', () => {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Observation, Resource } from '@medplum/fhirtypes';
 import type { FhirRepository } from '../fhir/repository';
-import { invalidFields } from '../core/errors';
+import { ApiError, ErrorCode, invalidFields } from '../core/errors';
 import { registeredPatient, type HealthIdRecord } from '../healthid/registry';
 import { codingsWithoutDisplay, MappingValueError, type MappingSet, type ReadContext, type ReadTerminology, type TerminologyQuestions } from '../mapping/index';
 import type { Queryable } from '../db/database';
@@ -347,7 +347,14 @@ export class RecordsService {
       const fields = Object.fromEntries(Object.entries(pushed).filter(([k]) => !tags.includes(k)));
       const map = this.mappings.get(source.map);
       const resource = written(() => map.toFhir({ ...fields, id, patient_id: patient.patientId }), 'record.');
-      await repo.writeItems([{ resource, method: 'POST' }], 'create');
+      try {
+        await repo.writeItems([{ resource, method: 'POST' }], 'create');
+      } catch (err) {
+        // The record makes FHIR that FHIR refuses (a period that ends before it starts): the record's fault, as a
+        // field's would be (422), named by the FHIR it made.
+        if (err instanceof ApiError && err.status === 400 && err.code === ErrorCode.validationFailed) throw invalidFields([{ field: 'record', message: err.message }]);
+        throw err;
+      }
       return { id, createdAt: new Date().toISOString(), written: map.readFhir(resource).connect };
     });
   }

@@ -91,6 +91,7 @@ const encounterPush = (maps: MappingSet, record: z.ZodObject) =>
     })
     .strict()
     .superRefine((push, ctx) => {
+      if (push.started_at && push.ended_at && Date.parse(push.ended_at) < Date.parse(push.started_at)) ctx.addIssue({ code: 'custom', path: ['ended_at'], message: 'must not be before started_at' });
       if (!oneVocabulary(push, ['encounter_type'], ctx)) return;
       if (push.encounter_type !== CDSS_ALERT) {
         for (const field of ['alert_type', 'severity', 'cdss_rule_id'] as const)
@@ -99,7 +100,6 @@ const encounterPush = (maps: MappingSet, record: z.ZodObject) =>
       }
       for (const field of ['alert_type', 'severity'] as const)
         if (push[field] === undefined) ctx.addIssue({ code: 'custom', path: [field], message: `required for encounter_type ${CDSS_ALERT}` });
-      if (push.started_at && push.ended_at && push.ended_at < push.started_at) ctx.addIssue({ code: 'custom', path: ['ended_at'], message: 'must not be before started_at' });
     })
     .meta({ id: 'EncounterPush' });
 
