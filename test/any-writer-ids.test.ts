@@ -329,6 +329,29 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
     expect(pushed.status, JSON.stringify(pushed.body)).toBe(422);
   });
 
+  it('what other writers say in the fields Pont read only in part: a booster, three target diseases, a reason for as needed, a diagnosis confirmed without a clinical status, a hold’s reason', async () => {
+    const SCT = 'http://snomed.info/sct';
+    await put({
+      resourceType: 'Immunization', id: 'dtap-b', status: 'completed', vaccineCode: { coding: [{ system: 'http://hl7.org/fhir/sid/cvx', code: '20' }] }, patient: { reference: 'Patient/123' },
+      occurrenceDateTime: '2026-01-10', protocolApplied: [{ series: '5-dose', doseNumberString: 'Booster', targetDisease: [{ coding: [{ system: SCT, code: '397430003', display: 'Diphtheria' }] }, { coding: [{ system: SCT, code: '76902006', display: 'Tetanus' }] }, { coding: [{ system: SCT, code: '27836007', display: 'Pertussis' }] }] }],
+    });
+    await put({
+      resourceType: 'MedicationStatement', id: 'ms-prn', status: 'active', medicationCodeableConcept: { text: 'Ibuprofen 200 mg' }, subject: { reference: 'Patient/123' },
+      dosage: [{ timing: { code: { text: 'every 4 to 6 hours' }, repeat: { frequency: 1, period: 4, periodMax: 6, periodUnit: 'h' } }, asNeededCodeableConcept: { text: 'headache' } }],
+    });
+    await put({
+      resourceType: 'Condition', id: 'dx-conf', verificationStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-ver-status', code: 'confirmed' }] },
+      category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-category', code: 'encounter-diagnosis' }] }], code: { text: 'Otitis media' }, subject: { reference: 'Patient/123' },
+    });
+    await put({ resourceType: 'MedicationRequest', id: 'rx-hold', status: 'on-hold', statusReason: { text: 'scheduled for surgery' }, intent: 'order', medicationCodeableConcept: { text: 'Warfarin 5 mg' }, subject: { reference: 'Patient/123' } });
+    const records = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=all&limit=1000`)).body.records;
+    expect(records.immunizations.find((r: any) => r.id === 'dtap-b')).toMatchObject({ dose_number: null, dose_number_text: 'Booster', series: '5-dose', target_disease: 'Diphtheria' });
+    expect(records.immunizations.find((r: any) => r.id === 'dtap-b').target_disease_codings.map((c: any) => c.display)).toEqual(['Diphtheria', 'Tetanus', 'Pertussis']);
+    expect(records.medication_statements.find((r: any) => r.id === 'ms-prn')).toMatchObject({ as_needed: true, as_needed_reason: 'headache', period: 4, period_max: 6, timing: 'every 4 to 6 hours' });
+    expect(records.diagnoses.find((r: any) => r.id === 'dx-conf')).toMatchObject({ status: 'confirmed' });
+    expect(records.prescriptions.find((r: any) => r.id === 'rx-hold')).toMatchObject({ status: 'on_hold', status_reason: 'scheduled for surgery' });
+  });
+
   it('a vital sign written without a category, coded as one of FHIR’s vital signs, is a vital', async () => {
     await put({
       resourceType: 'Observation', id: 'hr-nocat', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '8867-4', display: 'Heart rate' }] }, subject: { reference: 'Patient/123' },

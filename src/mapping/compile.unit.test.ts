@@ -127,7 +127,7 @@ describe('mapping engine', () => {
       const error = loadError(at.dir);
       expect([error.file, error.line, error.column]).toEqual([at.path, at.line, at.column]);
       expect(error.problem).toBe(
-        '`ruledout` is not a declared value of `status` (active, recurrence, relapse, inactive, remission, resolved, provisional, differential, unconfirmed, ruled_out, entered_in_error) (did you mean `ruled_out`?)',
+        '`ruledout` is not a declared value of `status` (active, recurrence, relapse, inactive, remission, resolved, provisional, differential, unconfirmed, confirmed, ruled_out, entered_in_error) (did you mean `ruled_out`?)',
       );
     });
 
@@ -282,7 +282,7 @@ describe('mapping engine', () => {
 
     it('refuses Connect values it cannot translate, naming the field', () => {
       const { connect } = example('diagnosis.examples.yaml');
-      expect(() => diagnosis().toFhir({ ...connect, status: 'chronic' })).toThrow(new MappingValueError('diagnosis', 'status', '"chronic" is not one of "active", "recurrence", "relapse", "inactive", "remission", "resolved", "provisional", "differential", "unconfirmed", "ruled_out", "entered_in_error"'));
+      expect(() => diagnosis().toFhir({ ...connect, status: 'chronic' })).toThrow(new MappingValueError('diagnosis', 'status', '"chronic" is not one of "active", "recurrence", "relapse", "inactive", "remission", "resolved", "provisional", "differential", "unconfirmed", "confirmed", "ruled_out", "entered_in_error"'));
       // Ids are FHIR ids: another system's `123` is one, a space or a 65th character is not.
       expect((diagnosis().toFhir({ ...connect, id: '1', patient_id: '123' }) as any).subject).toEqual({ reference: 'Patient/123' });
       expect(() => diagnosis().toFhir({ ...connect, patient_id: 'not an id' })).toThrow(/patient_id: "not an id" is not a valid id/);

@@ -412,7 +412,7 @@ export type Diagnosis = {
     code_system_uri: string | null;
     snomed_code: string | null;
     snomed_display: string | null;
-    status: "active" | "recurrence" | "relapse" | "inactive" | "remission" | "resolved" | "provisional" | "differential" | "unconfirmed" | "ruled_out" | "entered_in_error" | null;
+    status: "active" | "recurrence" | "relapse" | "inactive" | "remission" | "resolved" | "provisional" | "differential" | "unconfirmed" | "confirmed" | "ruled_out" | "entered_in_error" | null;
     is_primary: boolean | null;
     onset_at: string | null;
     onset_text: string | null;
@@ -454,6 +454,11 @@ export type DiagnosticReportRecord = {
     status: "registered" | "partial" | "preliminary" | "final" | "amended" | "corrected" | "appended" | "cancelled" | "entered-in-error" | "unknown" | null;
     conclusion: string | null;
     conclusion_code: string | null;
+    conclusion_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     result_ids: Array<FhirId> | null;
     performer: string | null;
     results_interpreter: string | null;
@@ -695,8 +700,17 @@ export type Immunization = {
     location: string | null;
     lot_number: string | null;
     dose_number: number | null;
+    dose_number_text: string | null;
+    series: string | null;
     series_doses: number | null;
     target_disease: string | null;
+    target_disease_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    reaction: string | null;
+    reaction_date: string | null;
     target_disease_code: string | null;
     target_disease_system: string | null;
     dose_quantity: number | null;
@@ -795,6 +809,9 @@ export type LabResult = {
     based_on: string | null;
     based_on_code: string | null;
     based_on_system: string | null;
+    specimen_reference: string | null;
+    based_on_references: Array<string> | null;
+    performer_references: Array<string> | null;
     member_ids: Array<FhirId> | null;
     note: string | null;
     codings: Array<{
@@ -927,6 +944,9 @@ export type LabResultPush = {
         based_on?: string | null;
         based_on_code?: string | null;
         based_on_system?: string | null;
+        specimen_reference?: string | null;
+        based_on_references?: Array<string> | null;
+        performer_references?: Array<string> | null;
         member_ids?: Array<FhirId> | null;
         note?: string | null;
         codings?: Array<{
@@ -1117,6 +1137,9 @@ export type MedicationUse = {
     frequency: number | null;
     period: number | null;
     period_unit: "s" | "min" | "h" | "d" | "wk" | "mo" | "a" | null;
+    period_max: number | null;
+    timing: string | null;
+    as_needed_reason: string | null;
     as_needed: boolean | null;
     route: string | null;
     note: string | null;
@@ -1479,6 +1502,7 @@ export type Prescription = {
     medication: string | null;
     medication_code: string | null;
     code_system: string | null;
+    status_reason: string | null;
     status: "active" | "on_hold" | "cancelled" | "completed" | "entered_in_error" | "stopped" | "draft" | "unknown" | null;
     intent: "proposal" | "plan" | "order" | "original-order" | "reflex-order" | "filler-order" | "instance-order" | "option" | null;
     dosage_text: string | null;
@@ -1581,6 +1605,11 @@ export type Procedure = {
     location_reference: string | null;
     reason: string | null;
     reason_references: Array<string> | null;
+    reason_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     body_site: string | null;
     outcome: string | null;
     complications: string | null;
