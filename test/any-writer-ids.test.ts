@@ -352,6 +352,16 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
     expect(records.prescriptions.find((r: any) => r.id === 'rx-hold')).toMatchObject({ status: 'on_hold', status_reason: 'scheduled for surgery' });
   });
 
+  it('a pushed record whose source no source of its type has is refused naming it, not written as the first source', async () => {
+    const record = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1`)).body.records.lab_results[0];
+    const bogus = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record: { ...record, source: 'bogus' } } });
+    expect(bogus.status, JSON.stringify(bogus.body)).toBe(422);
+    expect(JSON.stringify(bogus.body)).toMatch(/record\.source/);
+    const { source: _source, ...unsaid_ } = record;
+    const unsaid = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record: unsaid_ } });
+    expect(unsaid.status, JSON.stringify(unsaid.body)).toBe(201);
+  });
+
   it('a vital sign written without a category, coded as one of FHIR’s vital signs, is a vital', async () => {
     await put({
       resourceType: 'Observation', id: 'hr-nocat', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '8867-4', display: 'Heart rate' }] }, subject: { reference: 'Patient/123' },

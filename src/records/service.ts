@@ -337,7 +337,12 @@ export class RecordsService {
   async pushRecord(repo: FhirRepository, healthId: string, type: string, pushed: ConnectRecord): Promise<{ id: string; createdAt: string; written: ConnectRecord }> {
     const { sources } = this.type(type);
     const tags = tagNames(this.type(type));
-    const source = sources.find((s) => tags.every((t) => pushed[t] === undefined || pushed[t] === s.tag?.[t])) ?? sources[0]!;
+    const source = sources.find((s) => tags.every((t) => pushed[t] == null || pushed[t] === s.tag?.[t]));
+    // A tag no source of the type has (`source: "bogus"`) says the record is not one records retrieval gave.
+    if (!source) {
+      const given = tags.filter((t) => pushed[t] != null);
+      throw invalidFields(given.map((t) => ({ field: `record.${t}`, message: `${JSON.stringify(pushed[t])} is not one of ${JSON.stringify([...new Set(sources.map((s) => s.tag?.[t]).filter((v) => v !== undefined))])}` })));
+    }
     return repo.transaction(async (sql) => {
       const patient = await registeredPatient(sql, healthId);
       if (pushed.patient_id != null && pushed.patient_id !== patient.patientId) {
