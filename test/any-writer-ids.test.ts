@@ -335,6 +335,8 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
       resourceType: 'Immunization', id: 'dtap-b', status: 'completed', vaccineCode: { coding: [{ system: 'http://hl7.org/fhir/sid/cvx', code: '20' }] }, patient: { reference: 'Patient/123' },
       occurrenceDateTime: '2026-01-10', protocolApplied: [{ series: '5-dose', doseNumberString: 'Booster', targetDisease: [{ coding: [{ system: SCT, code: '397430003', display: 'Diphtheria' }] }, { coding: [{ system: SCT, code: '76902006', display: 'Tetanus' }] }, { coding: [{ system: SCT, code: '27836007', display: 'Pertussis' }] }] }],
     });
+    await put({ resourceType: 'Observation', id: 'rx-react', status: 'final', code: { coding: [{ system: SCT, code: '293104008', display: 'Adverse reaction to vaccine' }] }, subject: { reference: 'Patient/123' }, valueCodeableConcept: { coding: [{ system: SCT, code: '39579001', display: 'Anaphylaxis' }] } });
+    await put({ resourceType: 'Immunization', id: 'flu-r', status: 'completed', vaccineCode: { coding: [{ system: 'http://hl7.org/fhir/sid/cvx', code: '141' }] }, patient: { reference: 'Patient/123' }, occurrenceDateTime: '2026-01-11', reaction: [{ date: '2026-01-11T10:30:00Z', detail: { reference: 'Observation/rx-react' } }] });
     await put({
       resourceType: 'MedicationStatement', id: 'ms-prn', status: 'active', medicationCodeableConcept: { text: 'Ibuprofen 200 mg' }, subject: { reference: 'Patient/123' },
       dosage: [{ timing: { code: { text: 'every 4 to 6 hours' }, repeat: { frequency: 1, period: 4, periodMax: 6, periodUnit: 'h' } }, asNeededCodeableConcept: { text: 'headache' } }],
@@ -347,6 +349,7 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
     const records = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=all&limit=1000`)).body.records;
     expect(records.immunizations.find((r: any) => r.id === 'dtap-b')).toMatchObject({ dose_number: null, dose_number_text: 'Booster', series: '5-dose', target_disease: 'Diphtheria' });
     expect(records.immunizations.find((r: any) => r.id === 'dtap-b').target_disease_codings.map((c: any) => c.display)).toEqual(['Diphtheria', 'Tetanus', 'Pertussis']);
+    expect(records.immunizations.find((r: any) => r.id === 'flu-r')).toMatchObject({ reaction: 'Anaphylaxis', reaction_references: ['Observation/rx-react'] });
     expect(records.medication_statements.find((r: any) => r.id === 'ms-prn')).toMatchObject({ as_needed: true, as_needed_reason: 'headache', period: 4, period_max: 6, timing: 'every 4 to 6 hours' });
     expect(records.diagnoses.find((r: any) => r.id === 'dx-conf')).toMatchObject({ status: 'confirmed' });
     expect(records.prescriptions.find((r: any) => r.id === 'rx-hold')).toMatchObject({ status: 'on_hold', status_reason: 'scheduled for surgery' });
@@ -367,8 +370,11 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
       resourceType: 'Observation', id: 'hr-nocat', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '8867-4', display: 'Heart rate' }] }, subject: { reference: 'Patient/123' },
       effectiveDateTime: '2026-05-02T08:00:00Z', valueQuantity: { value: 72, unit: '/min', system: 'http://unitsofmeasure.org', code: '/min' },
     });
+    // An arterial saturation (2708-6), which a blood gas panel reports, is not taken for a pulse oximetry.
+    await put({ resourceType: 'Observation', id: 'sao2-abg', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '2708-6' }] }, subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-05-02T08:00:00Z', valueQuantity: { value: 82, unit: '%' } });
     const vitals = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=vitals&limit=1000`)).body.records.vitals;
     expect(vitals.find((r: any) => r.id === 'hr-nocat')).toMatchObject({ type: '8867-4', value: 72, unit: '/min' });
+    expect(vitals.find((r: any) => r.id === 'sao2-abg')).toBeUndefined();
   });
 
   it('a report-only result with a coded conclusion is pushed back with its codes, not its words alone', async () => {

@@ -98,6 +98,7 @@ describe('immunizations, a record type declared by its map', () => {
           target_disease_codings: [],
           reaction: null,
           reaction_date: null,
+          reaction_references: [],
           dose_quantity: null,
           dose_unit: null,
           expiration_date: null,

@@ -487,6 +487,7 @@ class Immunization(TypedDict):
     target_disease: Optional[str]
     target_disease_codings: Optional[List[Dict[str, Any]]]
     reaction: Optional[str]
+    reaction_references: Optional[List[str]]
     reaction_date: Optional[str]
     target_disease_code: Optional[str]
     target_disease_system: Optional[str]

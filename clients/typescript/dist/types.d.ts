@@ -710,6 +710,7 @@ export type Immunization = {
         display: string | null;
     }> | null;
     reaction: string | null;
+    reaction_references: Array<string> | null;
     reaction_date: string | null;
     target_disease_code: string | null;
     target_disease_system: string | null;
