@@ -10,8 +10,9 @@ import { AgentConfigError, parseAgentConfig } from '../src/agent/config';
 import { MllpDeframer, startMllpServer, stopMllpServer, type Frame } from '../src/agent/mllp';
 import { eventually } from './eventually';
 import { DurableQueue } from '../src/agent/queue';
-import { beyondPont, ErrorCondition } from '../src/agent/translate';
-import { evaluateV2, parseV2Expression, unescapeV2, V2PathError } from '../src/mapping/v2-path';
+import { beyondPont, ErrorCondition, translate } from '../src/agent/translate';
+import { loadMappings } from '../src/mapping/index';
+import { evaluateV2, parseV2Expression, unescapeV2, v2Charset, V2PathError } from '../src/mapping/v2-path';
 import { fromV2Text } from '../src/mapping/v2';
 
 /** The HL7 v2 agent's pieces without a Pont: framing, the v2 path, ACKs, the queue's files, the config's checks. */
@@ -50,6 +51,16 @@ describe('the v2 path', () => {
     expect(read('PID-5.2')).toBe('FIONA');
     const latin = Hl7Message.parse('MSH|^~\\&|LAB|GHH|PONT|FAC|20240116120000||ADT^A08^ADT_A01|C2|P|2.5.1||||||8859/1\rPID|1||1^^^A||REN\\XE9\\^A');
     expect(unescapeV2(latin.getSegment('PID')!.getField(5).getComponent(1), latin)).toBe('RENÉ'.replace('É', 'é'));
+  });
+  it('MSH-18: UTF-8, ASCII, Latin-1 and Latin-9 are read (\\XA4\\ is € in 8859/15, ¤ in 8859/1); any other character set is AR naming MSH-18, not stored wrong', () => {
+    const withCharset = (charset: string, pid = 'PID|1||1^^^A||MOREAU^ZO\\XA4\\') => Hl7Message.parse(`MSH|^~\\&|LAB|GHH|PONT|FAC|20240116120000||ADT^A08^ADT_A01|C3|P|2.5.1||||||${charset}\r${pid}`);
+    const given = (m: Hl7Message) => unescapeV2(m.getSegment('PID')!.getField(5).getComponent(2), m);
+    expect(given(withCharset('8859/15'))).toBe('ZO€');
+    expect(given(withCharset('8859/1'))).toBe('ZO¤');
+    expect(['', 'ASCII', 'UNICODE UTF-8', '8859/1', '8859/15', '8859/5', 'UNICODE', 'ISO IR87'].map((c) => v2Charset(c))).toEqual(['utf-8', 'utf-8', 'utf-8', 'iso-8859-1', 'iso-8859-15', undefined, undefined, undefined]);
+    const refused = translate(withCharset('8859/5', 'PID|1||1^^^A||IVANOV^IVAN'), loadMappings());
+    expect(refused).toMatchObject({ ok: false, ack: 'AR', error: { location: 'MSH-18' } });
+    expect(translate(withCharset('8859/15', 'PID|1||1^^^A||IVANOV^IVAN'), loadMappings()).ok).toBe(true);
   });
   it('key, low, high, range_text', () => {
     const m = message(MSH, 'PID|1||12 34^^^GH/H&1.2.3&ISO', 'OBX|1|NM|X||1|u|3.5 - 5.1', 'OBX|2|NM|Y||1|u|see note');

@@ -11,6 +11,7 @@ import type { Patient } from '@medplum/fhirtypes';
 import { MappingHolder, type ReloadOutcome } from '../mapping/holder';
 import { defaultMappingsDir } from '../mapping/index';
 import { storedReference } from '../mapping/runtime';
+import { v2Charset } from '../mapping/v2-path';
 import { buildAck, wantsApplicationAck, type AckCode } from './ack';
 import type { AgentConfig } from './config';
 import { startMllpServer, stopMllpServer, type Frame, type Later } from './mllp';
@@ -403,10 +404,17 @@ function merges(resource: unknown): boolean {
   return patient.resourceType === 'Patient' && !!patient.link?.some((l) => l.type === 'replaces');
 }
 
-/** UTF-8 unless MSH-18 says ISO 8859-1 (the character sets the agent reads). */
+/**
+ * UTF-8 unless MSH-18 names ISO 8859-1 or 8859-15 (v2Charset) and the bytes are not UTF-8 (a sender may name Latin-1
+ * and send UTF-8).
+ */
 function decode(bytes: Buffer): string {
   let text = bytes.toString('utf8');
-  if (text.includes('\uFFFD') && /\|8859\/1(\||\r|$)/.test(text.slice(0, text.search(/[\r\n]/) >>> 0))) text = bytes.toString('latin1');
+  if (text.includes('\uFFFD')) {
+    const msh = text.slice(0, text.search(/[\r\n]/) >>> 0);
+    const charset = msh.startsWith('MSH') ? v2Charset(msh.split(msh[3] ?? '|')[17] ?? '') : undefined;
+    if (charset && charset !== 'utf-8') text = new TextDecoder(charset).decode(bytes);
+  }
   return text.replace(/^[\r\n\s]+/, '').replace(/[\r\n]+$/, '');
 }
 

@@ -5,7 +5,7 @@
  */
 import { Hl7Message, type Hl7Segment } from '@medplum/core';
 import { MappingValueError, type CompiledMap, type MappingSet } from '../mapping/index';
-import type { V2Scope } from '../mapping/v2-path';
+import { v2Charset, type V2Scope } from '../mapping/v2-path';
 
 /** HL7 table 0357 (message error condition codes) as the ERR segment carries them. */
 export const ErrorCondition = {
@@ -86,6 +86,7 @@ export function translate(message: Hl7Message, maps: MappingSet, length = Infini
   if (!SUPPORTED_VERSION.test(version)) return refuse('AR', 'MSH-12', ErrorCondition.unsupportedVersion, `HL7 version ${JSON.stringify(version)} is not supported: 2.3 to 2.8`);
   if (!HANDLED[type]) return refuse('AR', 'MSH-9', ErrorCondition.unsupportedMessageType, `message type ${JSON.stringify(type)} is not handled (${Object.entries(HANDLED).map(([t, e]) => `${t}^${e.join('/')}`).join(', ')})`);
   if (!HANDLED[type]!.includes(event)) return refuse('AR', 'MSH-9.2', ErrorCondition.unsupportedEvent, `${type}^${event} is not handled (${type}^${HANDLED[type]!.join('/')})`);
+  if (!v2Charset(message)) return refuse('AR', 'MSH-18', ErrorCondition.internal, `character set ${JSON.stringify(message.getSegment('MSH')?.getField(18)?.toString())} is not read (UTF-8, ASCII, 8859/1, 8859/15): its text would be stored wrong`);
   if (!controlId) return refuse('AE', 'MSH-10', ErrorCondition.requiredFieldMissing, 'MSH-10 (message control id) is empty: it is what makes a resend change nothing');
   if (!message.getSegment('PID')) return refuse('AE', 'PID', ErrorCondition.segmentSequence, `${type}^${event} without a PID segment`);
   try {

@@ -195,12 +195,20 @@ export function unescapeV2(text: string, message: Hl7Message): string {
       case '.br': return '\n';
       case 'H': case 'N': return ''; // highlighting on/off: no meaning in FHIR text
     }
-    if (/^X([0-9A-Fa-f]{2})+$/.test(seq)) return Buffer.from(seq.slice(1), 'hex').toString(isLatin1(message) ? 'latin1' : 'utf8');
+    if (/^X([0-9A-Fa-f]{2})+$/.test(seq)) return new TextDecoder(v2Charset(message) ?? 'utf-8').decode(Buffer.from(seq.slice(1), 'hex'));
     return ''; // an unknown sequence is dropped, not shown as escape characters
   });
 }
 
-/** Whether the message says its characters are ISO 8859-1 (MSH-18 `8859/1`): its `\\Xhh\\` bytes are then Latin-1. */
-const isLatin1 = (message: Hl7Message) => message.getSegment('MSH')?.getField(18)?.toString() === '8859/1';
+/**
+ * The character set MSH-18 names, as a TextDecoder label (`\\Xhh\\` bytes and the message's own are read in it): none,
+ * `ASCII` or `UNICODE UTF-8` is UTF-8; `8859/1` Latin-1; `8859/15` Latin-9 (Latin-1 with €, Š, Œ…). Undefined for
+ * any other (`8859/5`, `UNICODE`, `ISO IR87`…), which the agent refuses rather than read wrong.
+ */
+export function v2Charset(message: Hl7Message | string): 'utf-8' | 'iso-8859-1' | 'iso-8859-15' | undefined {
+  const named = (typeof message === 'string' ? message : message.getSegment('MSH')?.getField(18)?.toString() ?? '').trim().toUpperCase();
+  return V2_CHARSETS.get(named);
+}
+const V2_CHARSETS = new Map<string, 'utf-8' | 'iso-8859-1' | 'iso-8859-15'>([['', 'utf-8'], ['ASCII', 'utf-8'], ['UNICODE UTF-8', 'utf-8'], ['8859/1', 'iso-8859-1'], ['8859/15', 'iso-8859-15']]);
 
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
