@@ -352,6 +352,24 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect(ack(await client.sendAndWait(v2(msh('ADT^A08^ADT_A01', 'AFTER-BIG'), PID))).code).toBe('AA');
   });
 
+  it('raw bytes in the character set MSH-18 names: Latin-9 (8859/15) read as such (0xA6 is Š); a set the agent does not read (8859/5) is AR naming MSH-18', async () => {
+    const socket = connect(agent.port, '127.0.0.1');
+    await once(socket, 'connect');
+    let received = '';
+    socket.on('data', (d) => (received += d.toString('latin1')));
+    // Written as Latin-1 bytes: '\u00a6' is the byte 0xA6, which Latin-9 reads as Š (and Latin-1 as ¦).
+    const latin9 = [msh('ADT^A04^ADT_A01', 'L9-1', '2.5.1', '||||||8859/15'), 'PID|1||PAT-L9^^^GHH^MR||\u00a6KODA^MAR\u00e9E^^^^^L||19700101|F'].join('\r');
+    const cyrillic = [msh('ADT^A04^ADT_A01', 'L9-2', '2.5.1', '||||||8859/5'), 'PID|1||PAT-L9B^^^GHH^MR||\u00b8\u00d2\u00d0\u00dd\u00de\u00d2^\u00b8||19700101|M'].join('\r');
+    socket.write(Buffer.concat([Buffer.from([0x0b]), Buffer.from(latin9, 'latin1'), Buffer.from([0x1c, 0x0d, 0x0b]), Buffer.from(cyrillic, 'latin1'), Buffer.from([0x1c, 0x0d])]));
+    await eventually(() => expect(received.split('\x1c\r').filter(Boolean)).toHaveLength(2));
+    const acks = received.split('\x1c\r').filter(Boolean);
+    expect(/MSA\|(\w+)\|L9-1/.exec(acks.find((f) => f.includes('L9-1'))!)![1]).toBe('AA');
+    expect(acks.find((f) => f.includes('L9-2')), JSON.stringify(acks)).toMatch(/MSA\|AR\|L9-2[\s\S]*ERR\|\|MSH\^1\^18/);
+    socket.destroy();
+    await eventually(async () => expect((await readOk('Patient', 'GHH-PAT-L9')).name[0]).toMatchObject({ family: 'ŠKODA', given: ['MARéE'] }));
+    expect((await read('Patient', 'GHH-PAT-L9B')).status).toBe(404);
+  });
+
   it('enhanced mode: MSH-15 says which accept acknowledgements come (AL, NE, ER, SU); MSH-16 which application acknowledgements, AA once the message is in Pont', async () => {
     const reply = await client.sendAndWait(v2(msh('ADT^A08^ADT_A01', 'ENH-1', '2.5.1', '|||AL|NE'), PID));
     expect(ack(reply).code).toBe('CA');
