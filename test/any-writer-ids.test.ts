@@ -355,6 +355,25 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
     expect(records.prescriptions.find((r: any) => r.id === 'rx-hold')).toMatchObject({ status: 'on_hold', status_reason: 'scheduled for surgery' });
   });
 
+  it('an organisation without rights learns nothing from the encounter push’s new refusals: a period backwards or a source no type has is the same 422 for a registered and an unknown Health ID, and nothing is written', async () => {
+    const stranger = await createTestClient(pont, ['encounters:write', 'labs:write'], { organizationId: 'org-stranger-2' });
+    const { checkDigits } = await import('../src/healthid/healthid');
+    const unknown = `${healthId.slice(0, 2)}${'7'.repeat(healthId.length - 3)}`;
+    const unregistered = `${unknown}${checkDigits(unknown)}`;
+    const count = async () => (await call(operator, '/api/fhir/R4/Encounter?subject=Patient/123&_summary=count')).body.total;
+    const before = await count();
+    const lab = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1`)).body.records.lab_results[0];
+    const answers = async (id: string) =>
+      Promise.all([
+        call(stranger, '/api/v1/sdk/records/encounters', { method: 'POST', json: { health_id: id, encounter_type: 'consultation', started_at: '2026-02-01T10:00:00Z', ended_at: '2026-02-01T09:00:00Z' } }),
+        call(stranger, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: id, record: { ...lab, source: 'bogus' } } }),
+      ]).then((res) => res.map((r) => [r.status, r.body.error_code, r.body.message]));
+    const known = await answers(healthId);
+    expect(known.map(([status]) => status)).toEqual([422, 422]);
+    expect(await answers(unregistered)).toEqual(known);
+    expect(await count()).toBe(before);
+  });
+
   it('a pushed record whose source no source of its type has is refused naming it, not written as the first source', async () => {
     const record = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1`)).body.records.lab_results[0];
     const bogus = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record: { ...record, source: 'bogus' } } });
