@@ -26,7 +26,8 @@ import { filedPatients, withFiledPatients } from './store/filed';
 import { hashKey } from '../core/hash';
 import { namesPatient, parseSearch, type ParsedSearch, type QueryParams } from './search/parse';
 import { everythingBundle, historyBundle, missing, readOneVersion, readReferenced, readVersion, readVersions, type EverythingParams, type FoundVersion } from './store/history';
-import { checkSearchReach, searchPages, searchResources, type SearchOptions } from './store/search';
+import { checkSearchReach, pagesStatement, readPages, searchResources, type SearchOptions } from './store/search';
+import type { PageShapes, PatientSearch } from './store/page-shapes';
 import { bundleJson } from './store/stored-json';
 import { checkType, versionTag, type RowFilter } from './store/types';
 import { writeMany, type WriteItem, type WriteResult } from './store/writes';
@@ -100,6 +101,8 @@ export interface RepositoryDeps {
   readLimits: ReadLimits;
   /** The writes' check of required bindings to loaded value sets (src/fhir/term/lookup.ts); absent: none. */
   bindings?: Pick<TerminologyLookup, 'refusals'>;
+  /** The statements of searchPages kept by shape (src/fhir/store/page-shapes.ts). */
+  pageShapes: PageShapes;
 }
 
 /** A table that follows the resources of one type (architecture §9: "registry tables follow the FHIR resources"). */
@@ -188,8 +191,14 @@ export class FhirRepository {
     const principal = context.principal;
     const org = principal.kind === 'client' || principal.kind === 'bridge-agent' || principal.kind === 'portal-user' ? principal.organizationId : undefined;
     const kinds = org ? deps.readLimits.known(org) : undefined;
-    this.access = accessPolicyFor(principal, context.channel, context.emergencyReason, context.purpose, kinds?.limited !== false, kinds?.scoped !== false);
+    const inputs = [principal, context.channel, context.emergencyReason, context.purpose, kinds?.limited !== false, kinds?.scoped !== false] as const;
+    this.access = accessPolicyFor(...inputs);
+    // accessPolicyFor is a function of these alone: the same inputs, the same policy (and SQL of it).
+    this.policyKey = () => JSON.stringify([...inputs, this.baseUrl]);
   }
+
+  /** Every input of the caller's policy, and the FHIR base searches read references under, as text (PageShapes' key). */
+  private readonly policyKey: () => string;
 
   get baseUrl(): string {
     return this.deps.baseUrl();
@@ -399,14 +408,11 @@ export class FhirRepository {
    * found as search() finds it; not audited: for a translation layer, which audits what it shows. `patientId`: the
    * patient every search names (break-glass opens on them).
    */
-  async searchPages(patientId: string, searches: Array<{ type: string; query: QueryParams; offset: number }>): Promise<Array<{ resources: Resource[]; more: boolean }>> {
-    const pages = [];
-    for (const { type, query, offset } of searches) {
-      await this.checkReadable(type, query);
-      pages.push({ search: parseSearch(type, query, this.baseUrl), offset });
-    }
+  async searchPages(patientId: string, searches: PatientSearch[]): Promise<Array<{ resources: Resource[]; more: boolean }>> {
+    for (const { type, query } of searches) await this.checkReadable(type, query);
     await this.emergencyFor(async () => [patientId]);
-    return searchPages(this.sql, pages, this.access);
+    const build = (these: PatientSearch[]) => pagesStatement(these.map(({ type, query, offset }) => ({ search: parseSearch(type, query, this.baseUrl), offset })), this.access);
+    return readPages(this.sql, this.deps.pageShapes.statement(this.policyKey(), patientId, searches, build));
   }
 
   /** The matches of a search (no includes), every page up to the search's `_count`. */

@@ -5,6 +5,7 @@ import type { MappingSet } from '../mapping/index';
 import { matchKey } from '../healthid/matching';
 import { AuditTrail } from './audit-trail';
 import { FhirRepository, type DerivedTable, type RepositoryDeps, type RequestContext } from './repository';
+import { PageShapes } from './store/page-shapes';
 import { purgeResources, purgeResourcesById } from './store/purge';
 import type { ReadLimits } from '../policy/read-limits';
 import { TerminologyLookup } from './term/lookup';
@@ -56,6 +57,7 @@ export class FhirService {
       readAs: (map, resource, fields) => mappings.get(map).readFhir(resource, {}, fields).connect,
       // Writes refuse a code outside a loaded value set its element is bound to, required (docs/fhir.md "Terminology").
       bindings: this.terminology,
+      pageShapes: new PageShapes(),
       ...extensions,
       now: () => this.now(),
     };

@@ -208,13 +208,20 @@ function sortedPageSql(search: ParsedSearch, where: Sql, offset: number, columns
   return sql`SELECT ${columns} FROM fhir_resources r WHERE ${where} ORDER BY ${order} LIMIT ${search.count + 1} OFFSET ${offset}`;
 }
 
+/** The one statement of several sorted searches' pages (pagesStatement): its text, its values, each page's size. */
+export interface PagesStatement {
+  text: string;
+  values: unknown[];
+  /** The size of each page: a row beyond it says that more follow. */
+  counts: number[];
+}
+
 /**
  * Pages of several sorted searches read in one statement, each exactly as searchResources finds it (its filters,
  * the caller's access, its order, `offset` rows on): for a translation that needs many small pages at once (a
- * patient's records of every type). Matches only: no includes, totals or links. `more`: rows follow the page.
+ * patient's records of every type). Matches only: no includes, totals or links. Run by readPages.
  */
-export async function searchPages(db: Queryable, pages: Array<{ search: ParsedSearch; offset: number }>, access: SearchAccess): Promise<Array<{ resources: Resource[]; more: boolean }>> {
-  if (!pages.length) return [];
+export function pagesStatement(pages: Array<{ search: ParsedSearch; offset: number }>, access: SearchAccess): PagesStatement {
   for (const { search } of pages) {
     checkSearchReach(search, access);
     if (!search.sort.length || search.include.length || search.revinclude.length || search.total !== 'none' || search.elements || search.summary)
@@ -222,12 +229,18 @@ export async function searchPages(db: Queryable, pages: Array<{ search: ParsedSe
   }
   // Each branch numbers its rows in its own order; the outer ORDER BY keeps them so (UNION ALL alone promises no order).
   const branches = pages.map(({ search, offset }, i) => sql`SELECT ${i}::int AS q, row_number() OVER () AS n, p.content FROM (${sortedPageSql(search, searchWhere(search, access), offset)}) p`);
-  const { text, values } = sql`${join(branches, ' UNION ALL ')} ORDER BY q, n`.render();
-  const { rows } = await db.query<{ q: number; content: Resource }>(text, values);
-  const out = pages.map(() => ({ resources: [] as Resource[], more: false }));
+  const { text, values } = pages.length ? sql`${join(branches, ' UNION ALL ')} ORDER BY q, n`.render() : { text: '', values: [] };
+  return { text, values, counts: pages.map(({ search }) => search.count) };
+}
+
+/** The pages of pagesStatement's statement. `more`: rows follow the page. */
+export async function readPages(db: Queryable, statement: PagesStatement): Promise<Array<{ resources: Resource[]; more: boolean }>> {
+  if (!statement.counts.length) return [];
+  const { rows } = await db.query<{ q: number; content: Resource }>(statement.text, statement.values);
+  const out = statement.counts.map(() => ({ resources: [] as Resource[], more: false }));
   for (const row of rows) {
     const page = out[row.q]!;
-    if (page.resources.length < pages[row.q]!.search.count) page.resources.push(row.content);
+    if (page.resources.length < statement.counts[row.q]!) page.resources.push(row.content);
     else page.more = true;
   }
   return out;
