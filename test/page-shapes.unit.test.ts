@@ -85,6 +85,14 @@ describe('statements kept by shape', () => {
     }
   });
 
+  it('build later pages (a cursor) every time: each offset would be a shape of its own', () => {
+    const shapes = new PageShapes();
+    const built = { count: 0 };
+    const build = builder('org-a', built);
+    for (const offset of [100, 100]) shapes.statement('org-a', 'p', [{ type: 'Condition', query: { patient: 'Patient/p', _sort: '-recorded-date', _count: '100', _total: 'none' }, offset }], build);
+    expect(built.count).toBe(2);
+  });
+
   it('keep at most the most recently used shapes', () => {
     const shapes = new PageShapes(2);
     const built = { count: 0 };

@@ -13,7 +13,8 @@ import type { PagesStatement } from './search';
  * the patient and for the marker, and kept only when the two are the same text and the same values once the marker is
  * replaced by the patient's id (a value derived from the id, such as a hash of it, would differ: such a shape is never
  * kept, and is built every time). Searches whose SQL reads the clock when built (`ap` dates, whose margin is a share of
- * their distance from now) or that name an instant a request chose (`_lastUpdated`: records `since`) are not kept.
+ * their distance from now) or that name an instant a request chose (`_lastUpdated`: records `since`) are not kept, nor
+ * later pages (offsets other than 0), which would each be a shape of their own.
  */
 
 /** What stands for the patient's id in a kept statement: a FHIR id (so the searches parse) that no data has. */
@@ -39,7 +40,8 @@ export class PageShapes {
    * the caller's policy), built by `build` or bound from the shape's kept statement.
    */
   statement(policyKey: string, patientId: string, searches: PatientSearch[], build: (searches: PatientSearch[]) => PagesStatement): PagesStatement {
-    if (patientId === MARKER || searches.some(readsClock)) return build(searches);
+    // Later pages (a cursor's offsets) are one type's few searches, each offset a shape of its own: built every time.
+    if (patientId === MARKER || searches.some((s) => s.offset !== 0 || readsClock(s))) return build(searches);
     const marked = searches.map((s) => ({ ...s, query: replaced(s, patientId, MARKER) }));
     const key = `${policyKey}\n${JSON.stringify(marked)}`;
     const kept = this.kept.get(key);
