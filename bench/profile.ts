@@ -247,6 +247,8 @@ async function main() {
         }
         const wall = performance.now() - started;
         const profile = values['no-profiler'] ? { nodes: [], startTime: 0, endTime: 0 } : (await session.post('Profiler.stop')).profile;
+        // PROFILE_SAVE=DIR keeps each kind's profile (DIR/<kind>.cpuprofile) for a closer look (Chrome's DevTools, speedscope).
+        if (process.env.PROFILE_SAVE && !values['no-profiler']) writeFileSync(join(process.env.PROFILE_SAVE, `${name.replace(/[^A-Za-z0-9]+/g, '-')}.cpuprofile`), JSON.stringify(profile));
         const cpu = attribute(profile);
         delete cpu['(idle)'];
         const perRequest = Object.fromEntries(

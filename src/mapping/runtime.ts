@@ -613,7 +613,12 @@ function answerText(answer: Obj, terminology: ReadTerminology | undefined): stri
 /** Every value of the expression: those of its first alternative that gives any. */
 export function readAll(scope: Scope, expression: CompiledExpression): unknown[] {
   let start: unknown[] | undefined; // walk reads its items, never changes them: one array for the alternatives
+  const root = scope.focus ?? scope.resource;
   for (const alternative of expression.alternatives) {
+    // Most alternatives find nothing at their first step (a Quantity's Observation has no valueCodeableConcept): an
+    // element the root lacks gives nothing, whatever follows and however it finishes, so it is passed over unwalked.
+    const first = alternative.steps[0];
+    if (!alternative.from && first && !first.codingDisplay && isJsonObject(root) && (root[first.json] === undefined || root[first.json] === null)) continue;
     let values = walk(scope, alternative.from ? letValues(scope, alternative.from) : (start ??= [scope.focus ?? scope.resource]), alternative.steps);
     if (alternative.finish?.kind === 'join') {
       const texts = values.map((v) => textOf(v, scope.terminology)).filter((v) => v !== undefined);
