@@ -14,7 +14,8 @@
  *                   comparing two trees' p50
  *   --explain       also print PostgreSQL's plan (EXPLAIN ANALYZE, BUFFERS) of each kind's costliest statements (up to
  *                   three that every request runs; PROFILE_SQL=1 prints their text too), run
- *                   once more with the values of its last execution
+ *                   once more with the values of its last execution (PROFILE_GENERIC=1: its generic plan, which a
+ *                   prepared statement settles on)
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Session, type Profiler } from 'node:inspector/promises';
@@ -136,7 +137,16 @@ async function explained(url: string, text: string, values: unknown[]): Promise<
   await client.connect();
   try {
     await client.query('BEGIN');
-    return await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) ${text}`, values);
+    // PROFILE_GENERIC=1: the plan a prepared statement settles on (generic, as the server's run once a text is
+    // prepared and PostgreSQL finds the generic plan as cheap), not the custom plan of these values.
+    if (!process.env.PROFILE_GENERIC) return await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) ${text}`, values);
+    await client.query('SET LOCAL plan_cache_mode = force_generic_plan');
+    await client.query(`PREPARE profiled_generic AS ${text}`);
+    // EXECUTE takes no bind parameters: the values as literals, as the driver would send them.
+    const asText = (v: unknown): string =>
+      Array.isArray(v) ? `{${v.map((x) => (x === null ? 'NULL' : `"${asText(x).replace(/[\\"]/g, '\\$&')}"`)).join(',')}}` : v instanceof Date ? v.toISOString() : typeof v === 'object' ? JSON.stringify(v) : String(v);
+    const literal = (v: unknown) => (v === null || v === undefined ? 'NULL' : client.escapeLiteral(asText(v)));
+    return await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) EXECUTE profiled_generic(${values.map(literal).join(', ')})`);
   } finally {
     await client.query('ROLLBACK');
     await client.end();
