@@ -348,6 +348,25 @@ describe('break-glass', () => {
   });
 });
 
+describe('break-glass through Connect and the SDK', () => {
+  it('records of every type and the summary open one window and audit it once, though their reads run at once', async () => {
+    const glass = await createTestClient(pont, ['health_id:verify', 'patients:read', 'labs:read', 'prescriptions:read', 'patient:diagnostics:read', 'emergency:access'], { organizationId: 'org-glass' });
+    const reason = { 'x-emergency-reason': 'found unconscious' };
+    const records = await connect(glass, `/patient/${healthId}/records?type=all`);
+    expect(records.status).toBe(403); // no consent, no reason: refused
+    const glassed = await connect(glass, `/patient/${healthId}/records?type=all`, { headers: reason });
+    expect(glassed.status, JSON.stringify(glassed.body)).toBe(200);
+    expect(glassed.body.records.lab_results.map((r: any) => r.id)).toEqual([observationId]);
+    const summary = await pont.json(`/api/v1/sdk/patients/${healthId}/summary`, { headers: { ...glass.headers, ...reason } });
+    expect(summary.status).toBe(200);
+    expect(summary.body.recent_labs.map((r: any) => r.id)).toEqual([observationId]);
+    const { rows: windows } = await pont.services.db.query<{ n: number }>("SELECT count(*)::int AS n FROM emergency_access WHERE organization_id = 'org-glass' AND patient_id = $1", [patientId]);
+    expect(windows[0]!.n).toBe(1);
+    const { rows: opened } = await pont.services.db.query<{ n: number }>("SELECT count(*)::int AS n FROM audit_log WHERE organization_id = 'org-glass' AND operation = 'breakGlass'");
+    expect(opened[0]!.n).toBe(1);
+  });
+});
+
 describe('webhooks follow consent', () => {
   it('patient events reach a consented organisation; consent.revoked reaches the one that lost access, then nothing more', async () => {
     const { startReceiver, pendingDeliveries } = await import('./webhooks-support');

@@ -178,6 +178,8 @@ export class FhirRepository {
   readonly access: AccessPolicy;
   /** The patient this request's break-glass names (a request opens emergency access on one patient only). */
   private emergencyPatient?: string;
+  /** Its window, once opened (emergencyFor). */
+  private emergencyOpened?: Promise<void>;
 
   constructor(
     private readonly deps: RepositoryDeps,
@@ -519,6 +521,12 @@ export class FhirRepository {
       throw new ApiError(403, ErrorCode.forbidden, 'Break-glass reads the data of one patient: name one patient (a resource of one patient, a search by patient, or $everything), the same in every entry of a batch');
     const patientId = patients[0]!;
     this.emergencyPatient = patientId;
+    // Opened once per request: the reads of one request may run at once (records' refusals beside their pages).
+    await (this.emergencyOpened ??= this.openEmergency(org, patientId, reason));
+  }
+
+  /** The window of break-glass on `patientId`, opened unless one is open, and its audit record. */
+  private async openEmergency(org: string, patientId: string, reason: string): Promise<void> {
     const principal = this.context.principal as { clientId?: string };
     await this.transaction(async (sql) => {
       const { rowCount } = await sql.query(

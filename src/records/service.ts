@@ -143,22 +143,19 @@ export class RecordsService {
       const single = query.types.length === 1;
       const types = new Map(query.types.map((t) => [t, this.type(t)]));
       const classOf = (t: string) => types.get(t)!.dataClass;
-      const refused = new Set(await repo.refusedClasses(patient.patientId, [...new Set(query.types.map(classOf))]));
+      const offsets = (type: string) => (single && query.cursor !== undefined ? decodeRecordsCursor(query.cursor, types.get(type)!) : this.start(type));
+      // The classes no consent covers, asked beside the pages (another connection, one round trip fewer): the pages
+      // are read under the same rule, so a refused type's is empty, and it is left out all the same.
+      const [refusedClasses, { pages: read }] = await Promise.all([
+        repo.refusedClasses(patient.patientId, [...new Set(query.types.map(classOf))]),
+        this.pages(repo, sql, patient.patientId, query.types.map((type) => ({ type, limit: query.limit, since: query.since, offsets: offsets(type) }))),
+      ]);
+      const refused = new Set(refusedClasses);
       const readable = query.types.filter((t) => !refused.has(classOf(t)));
       // A single type, or none of several, that no consent covers: the refusal of the access rule (403, audited).
       if (!readable.length) await repo.requirePatientAccess(patient.patientId, [...refused]);
+      const pages = read.filter((_, i) => !refused.has(classOf(query.types[i]!)));
       const answer: RecordsAnswer = { health_id: healthId, records: {} };
-      const { pages } = await this.pages(
-        repo,
-        sql,
-        patient.patientId,
-        readable.map((type) => ({
-          type,
-          limit: query.limit,
-          since: query.since,
-          offsets: single && query.cursor !== undefined ? decodeRecordsCursor(query.cursor, types.get(type)!) : this.start(type),
-        })),
-      );
       readable.forEach((type, i) => {
         const page = pages[i]!;
         answer.records[type] = page.records;
@@ -181,25 +178,27 @@ export class RecordsService {
       // Each section's class is its record type's (the maps'), asked in one statement with patients:read, the
       // patient's own, which the summary requires (refused: the access rule's 403, audited).
       const classes = new Set(['patients:read', ...SUMMARY_SECTIONS.map((s) => this.type(s.type).dataClass), ...WITHHELD_IN_SUMMARY]);
-      const refused = new Set(await repo.refusedClasses(patient.patientId, [...classes]));
-      if (refused.has('patients:read')) await repo.requirePatientAccess(patient.patientId, ['patients:read']);
-      // Every section the caller may see, read together, and the Patient with them.
-      const sections = SUMMARY_SECTIONS.filter((s) => !refused.has(this.type(s.type).dataClass));
-      const labs = !refused.has('labs:read');
       const patientRef = `Patient/${patient.patientId}`;
       const searches: Array<{ type: string; query: Record<string, string> }> = [
         { type: 'Encounter', query: { patient: patientRef, _sort: '-date', _count: String(SUMMARY_SIZES.recent_visits), _total: 'none' } },
-        ...(labs ? [{ type: 'Observation', query: { patient: patientRef, code: BLOOD_GROUP_CODES, status: RESULTS_THAT_STAND, _sort: '-date', _count: '20', _total: 'none' } }] : []),
+        { type: 'Observation', query: { patient: patientRef, code: BLOOD_GROUP_CODES, status: RESULTS_THAT_STAND, _sort: '-date', _count: '20', _total: 'none' } },
       ];
-      const { pages, searched, terminology, patient: found } = await this.pages(
-        repo,
-        sql,
-        patient.patientId,
-        sections.map(({ type, size, query }) => ({ type, limit: size, offsets: this.start(type), query })),
-        { readPatient: true, searches },
-      );
+      // The refusals beside every section's page, the searches and the Patient (another connection, one round trip
+      // fewer): all are read under the same rule, so what a refused class would show is empty, and it is left out
+      // all the same.
+      const [refusedClasses, found] = await Promise.all([
+        repo.refusedClasses(patient.patientId, [...classes]),
+        this.pages(repo, sql, patient.patientId, SUMMARY_SECTIONS.map(({ type, size, query }) => ({ type, limit: size, offsets: this.start(type), query })), { readPatient: true, searches }),
+      ]);
+      const refused = new Set(refusedClasses);
+      if (refused.has('patients:read')) await repo.requirePatientAccess(patient.patientId, ['patients:read']);
+      const sections = SUMMARY_SECTIONS.filter((s) => !refused.has(this.type(s.type).dataClass));
+      const pages = found.pages.filter((_, i) => sections.includes(SUMMARY_SECTIONS[i]!));
+      const labs = !refused.has('labs:read');
+      const { terminology } = found;
+      const searched = labs ? found.searched : [found.searched[0]!, []];
       // Not found with the rest (not readable, deleted): the read's own answer (403, 404, 410).
-      const fhirPatient = found ?? (await repo.read('Patient', patient.patientId, { audit: false }));
+      const fhirPatient = found.patient ?? (await repo.read('Patient', patient.patientId, { audit: false }));
       // The block is the summary map's fields (mappings/patient-summary.map.yaml), each null when the Patient lacks it.
       const shown = this.mappings.get('patient-summary');
       const fields = shown.readFhir(fhirPatient).connect;
