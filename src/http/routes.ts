@@ -184,11 +184,13 @@ export function mountRoutes(router: Router, routes: readonly RouteSpec[], option
             await repo().transaction((sql) => runIdempotent(sql, { clientId: caller, key, hash: requestHash(ctx, body) }, options.idempotency, handle, route.secretFields))
           : await handle();
       if (!result) return;
+      const text = result.body === undefined || typeof result.body === 'string' || Buffer.isBuffer(result.body) ? result.body : JSON.stringify(result.body);
+      await result.settles;
       if (result.headers) ctx.set(result.headers);
       ctx.status = result.status ?? 200;
-      if (result.body !== undefined) {
+      if (text !== undefined) {
         ctx.type = result.contentType ?? 'application/json';
-        ctx.body = typeof result.body === 'string' || Buffer.isBuffer(result.body) ? result.body : JSON.stringify(result.body);
+        ctx.body = text;
       } else if (ctx.status !== 204 && ctx.status !== 304) ctx.body = ''; // no body (e.g. Prefer: return=minimal), not koa's status text
     });
   }

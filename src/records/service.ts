@@ -20,6 +20,12 @@ export interface RecordsQuery {
   cursor?: string;
 }
 
+/** An answer and its audit record, under way (HandlerResult.settles): the answer may be sent once that is kept. */
+export interface Audited<T> {
+  answer: T;
+  audited: Promise<void>;
+}
+
 export interface RecordsAnswer {
   health_id: string;
   records: Record<string, ConnectRecord[]>;
@@ -137,7 +143,7 @@ export class RecordsService {
   ) {}
 
   /** GET …/patient/{health_id}/records: the types asked for, newest first, one audit record for the request. */
-  async records(repo: FhirRepository, healthId: string, query: RecordsQuery): Promise<RecordsAnswer> {
+  async records(repo: FhirRepository, healthId: string, query: RecordsQuery): Promise<Audited<RecordsAnswer>> {
     return repo.reading(async (sql) => {
       const patient = await registeredPatient(sql, healthId);
       const single = query.types.length === 1;
@@ -166,13 +172,12 @@ export class RecordsService {
         answer.truncated ??= [];
         answer.withheld = query.types.filter((t) => refused.has(classOf(t)));
       }
-      await this.auditRead(repo, patient, pages.flatMap((p) => p.resources), `records ${readable.join(', ')}`);
-      return answer;
+      return { answer, audited: this.auditRead(repo, patient, pages.flatMap((p) => p.resources), `records ${readable.join(', ')}`) };
     });
   }
 
   /** GET /api/v1/sdk/patients/{health_id}/summary (docs/integrators.md "The SDK patient summary"): the patient, then what of their record consent covers. */
-  async summary(repo: FhirRepository, healthId: string): Promise<Record<string, unknown>> {
+  async summary(repo: FhirRepository, healthId: string): Promise<Audited<Record<string, unknown>>> {
     return repo.reading(async (sql) => {
       const patient = await registeredPatient(sql, healthId);
       // Each section's class is its record type's (the maps'), asked in one statement with patients:read, the
@@ -217,8 +222,7 @@ export class RecordsService {
         if (section.key === 'recent_labs') summary.recent_visits = encounters.map((r) => this.mappings.get('visit').readFhir(r, { terminology, localBase: repo.baseUrl }).connect);
       }
       summary.withheld = WITHHELD_IN_SUMMARY.filter((c) => refused.has(c));
-      await this.auditRead(repo, patient, read, 'patient summary');
-      return summary;
+      return { answer: summary, audited: this.auditRead(repo, patient, read, 'patient summary') };
     });
   }
 
@@ -525,9 +529,13 @@ export class RecordsService {
     return written(() => this.mappings.get(map).toFhir(connect));
   }
 
-  /** One audit record for a Connect or SDK read: what was read, of which patient, by whom and why. */
-  private async auditRead(repo: FhirRepository, patient: HealthIdRecord, read: Resource[], what: string): Promise<void> {
-    await repo.audit({
+  /**
+   * One audit record for a Connect or SDK read: what was read, of which patient, by whom and why. Begun, not awaited:
+   * the route serialises the answer meanwhile and sends it once the record is kept (HandlerResult.settles); a
+   * consent's limit on how often it reads (429) refuses it then.
+   */
+  private auditRead(repo: FhirRepository, patient: HealthIdRecord, read: Resource[], what: string): Promise<void> {
+    const audited = repo.audit({
       operation: repo.context.operation ?? 'readRecords',
       action: 'R',
       outcome: 'success',
@@ -537,6 +545,9 @@ export class RecordsService {
       externalReference: repo.context.externalReference,
       dataTypes: [...new Set(read.map((r) => r.resourceType))],
     });
+    // Awaited by the route; marked handled here, as it may fail before the route reaches it.
+    audited.catch(() => undefined);
+    return audited;
   }
 }
 

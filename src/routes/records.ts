@@ -263,8 +263,8 @@ export function recordRoutes(services: Services): RouteSpec[] {
       async handler({ params, query, repo }) {
         if (query.cursor && query.type === 'all') throw invalidFields([{ field: 'query.cursor', message: 'a cursor pages one type: ask for that type' }]);
         const asked = query.type === 'all' ? live().typeNames : [query.type];
-        const answer = await records.records(repo, params.health_id, { types: asked, limit: query.limit, cursor: query.cursor, since: query.since });
-        return { body: { type: query.type, ...answer } };
+        const { answer, audited } = await records.records(repo, params.health_id, { types: asked, limit: query.limit, cursor: query.cursor, since: query.since });
+        return { body: { type: query.type, ...answer }, settles: audited };
       },
     }),
     defineRoute({
@@ -280,7 +280,8 @@ export function recordRoutes(services: Services): RouteSpec[] {
         return { 200: { description: 'The summary', schema: live().Summary }, ...errors };
       },
       async handler({ params, repo }) {
-        return { body: await records.summary(repo, params.health_id) };
+        const { answer, audited } = await records.summary(repo, params.health_id);
+        return { body: answer, settles: audited };
       },
     }),
     defineRoute({
