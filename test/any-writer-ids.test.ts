@@ -494,3 +494,38 @@ describe('references followed under the policy (issue 38 item 3)', () => {
     expect(JSON.stringify(labs)).not.toMatch(/Secret serum|Belongs to someone else/);
   });
 });
+
+describe('what an outside probe of stop 67 found (IPS, UK Core, ABDM, AU Base writers)', () => {
+  const summary = async () => (await call(sdk, `/api/v1/sdk/patients/${healthId}/summary`)).body;
+
+  it('a result entered in error, or cancelled, is no recent lab of the summary (a critical potassium that never was); its record still says so', async () => {
+    const K = { coding: [{ system: 'http://loinc.org', code: '2823-3', display: 'Potassium' }] };
+    const HH = [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation', code: 'HH' }] }];
+    await put({ resourceType: 'Observation', id: 'k-ok', status: 'final', category: [LAB], code: K, subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-11-26T08:00:00Z', valueQuantity: { value: 4.1, unit: 'mmol/L' } });
+    await put({ resourceType: 'Observation', id: 'k-eie', status: 'entered-in-error', category: [LAB], code: K, subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-11-26T09:00:00Z', valueQuantity: { value: 7.9, unit: 'mmol/L' }, interpretation: HH });
+    await put({ resourceType: 'Observation', id: 'k-cancelled', status: 'cancelled', category: [LAB], code: K, subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-11-26T10:00:00Z', dataAbsentReason: { text: 'Haemolysed' } });
+    const recent = (await summary()).recent_labs.map((r: any) => r.id);
+    expect(recent).toContain('k-ok');
+    expect(recent).not.toContain('k-eie');
+    expect(recent).not.toContain('k-cancelled');
+    const labs = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`)).body.records.lab_results;
+    expect(labs.find((r: any) => r.id === 'k-eie')).toMatchObject({ status: 'entered-in-error' });
+  });
+
+  it('a prescription not to give (doNotPerform) says so, and is no active medication of the summary: aspirin forbidden is not aspirin ordered', async () => {
+    await put({
+      resourceType: 'MedicationRequest', id: 'rx-dnp', status: 'active', intent: 'order', doNotPerform: true, subject: { reference: 'Patient/123' }, authoredOn: '2026-11-26',
+      medicationCodeableConcept: { coding: [{ system: 'http://snomed.info/sct', code: '387458008', display: 'Aspirin' }] }, reasonCode: [{ text: 'Active GI bleed' }],
+    });
+    await put({
+      resourceType: 'MedicationRequest', id: 'rx-give', status: 'active', intent: 'order', subject: { reference: 'Patient/123' }, authoredOn: '2026-11-26',
+      medicationCodeableConcept: { coding: [{ system: 'http://snomed.info/sct', code: '387517004', display: 'Paracetamol' }] },
+    });
+    const rx = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=prescriptions&limit=1000`)).body.records.prescriptions;
+    expect(rx.find((r: any) => r.id === 'rx-dnp')).toMatchObject({ medication: 'Aspirin', do_not_perform: true });
+    expect(rx.find((r: any) => r.id === 'rx-give')).toMatchObject({ medication: 'Paracetamol', do_not_perform: null });
+    const active = (await summary()).active_medications.map((r: any) => r.id);
+    expect(active).toContain('rx-give');
+    expect(active).not.toContain('rx-dnp');
+  });
+});

@@ -71,15 +71,23 @@ interface RecordPage {
 
 /**
  * The summary's sections of record types, in its order (recent_visits, after recent_labs, is the visit map's reading
- * of the newest Encounters): medications and allergies that are active, care plans going on, goals agreed or pursued,
- * procedures done or under way. Devices: the active Devices (an implant, with its UDI) and active use statements;
+ * of the newest Encounters): medications and allergies that are active, results that stand or may yet, care plans
+ * going on, goals agreed or pursued, procedures done or under way. Devices: the active Devices (an implant, with its UDI) and active use statements;
  * the statements have no status search parameter, so a page of twice the size is read and filtered, that a few
  * ended uses do not crowd out the current ones.
  */
 const SUMMARY_SECTIONS: Array<{ key: string; type: string; size: number; query?: Record<string, string>; pick?: (page: RecordPage) => Omit<RecordPage, 'next'> }> = [
-  { key: 'active_medications', type: 'prescriptions', size: SUMMARY_SIZES.active_medications, query: { status: 'active' } },
+  // An active order not to give a medication (doNotPerform) is no medication of the patient's (FHIR has no search for it).
+  {
+    key: 'active_medications',
+    type: 'prescriptions',
+    size: SUMMARY_SIZES.active_medications,
+    query: { status: 'active' },
+    pick: (page) => picked(page, (record) => record.do_not_perform !== true),
+  },
   { key: 'active_allergies', type: 'allergies', size: SUMMARY_SIZES.active_allergies, query: { 'clinical-status': 'active' } },
-  { key: 'recent_labs', type: 'lab_results', size: SUMMARY_SIZES.recent_labs },
+  // A result entered in error never was the patient's, a cancelled one gave none: neither is a recent lab (their records say so).
+  { key: 'recent_labs', type: 'lab_results', size: SUMMARY_SIZES.recent_labs, query: { 'status:not': 'entered-in-error,cancelled' } },
   { key: 'active_care_plans', type: 'care_plans', size: SUMMARY_SIZES.active_care_plans, query: { status: 'active' } },
   { key: 'active_goals', type: 'goals', size: SUMMARY_SIZES.active_goals, query: { 'lifecycle-status': 'active,accepted' } },
   { key: 'recent_procedures', type: 'procedures', size: SUMMARY_SIZES.recent_procedures, query: { status: 'completed,in-progress' } },
@@ -87,13 +95,15 @@ const SUMMARY_SECTIONS: Array<{ key: string; type: string; size: number; query?:
     key: 'active_devices',
     type: 'devices',
     size: 2 * SUMMARY_SIZES.active_devices,
-    pick: ({ records, resources }) => {
-      const active = records.map((record, i) => ({ record, i })).filter(({ record }) => (record.source === 'device' ? record.device_status : record.status) === 'active');
-      const shown = active.slice(0, SUMMARY_SIZES.active_devices);
-      return { records: shown.map((s) => s.record), resources: shown.map((s) => resources[s.i]!) };
-    },
+    pick: (page) => picked(page, (record) => (record.source === 'device' ? record.device_status : record.status) === 'active', SUMMARY_SIZES.active_devices),
   },
 ];
+
+/** The records of a page that `keep` keeps (at most `size`), with their resources. */
+function picked({ records, resources }: RecordPage, keep: (record: ConnectRecord) => boolean, size = records.length): Omit<RecordPage, 'next'> {
+  const kept = records.map((record, i) => ({ record, i })).filter(({ record }) => keep(record)).slice(0, size);
+  return { records: kept.map((k) => k.record), resources: kept.map((k) => resources[k.i]!) };
+}
 
 /** The classes the summary's `withheld` names when no consent covers them (docs/integrators.md "The SDK patient summary"). */
 const WITHHELD_IN_SUMMARY = ['prescriptions:read', 'labs:read'];

@@ -964,6 +964,7 @@ class Prescription(TypedDict):
     medication_code: Optional[str]
     code_system: Optional[str]
     status_reason: Optional[str]
+    do_not_perform: Optional[bool]
     status: Optional[Literal['active', 'on_hold', 'cancelled', 'completed', 'entered_in_error', 'stopped', 'draft', 'unknown']]
     intent: Optional[Literal['proposal', 'plan', 'order', 'original-order', 'reflex-order', 'filler-order', 'instance-order', 'option']]
     dosage_text: Optional[str]

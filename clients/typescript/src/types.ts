@@ -1578,6 +1578,7 @@ export type Prescription = {
   medication_code: string | null;
   code_system: string | null;
   status_reason: string | null;
+  do_not_perform: boolean | null;
   status: "active" | "on_hold" | "cancelled" | "completed" | "entered_in_error" | "stopped" | "draft" | "unknown" | null;
   intent: "proposal" | "plan" | "order" | "original-order" | "reflex-order" | "filler-order" | "instance-order" | "option" | null;
   dosage_text: string | null;
