@@ -529,3 +529,25 @@ describe('what an outside probe of stop 67 found (IPS, UK Core, ABDM, AU Base wr
     expect(active).not.toContain('rx-dnp');
   });
 });
+
+describe('what an outside probe of stop 67 found, in a result’s reference range', () => {
+  it('a range only in another unit is no range of the value: 250 mg/dL is shown without 3.9–5.6 mmol/L, a unitless range or value keeps its range', async () => {
+    const U = 'http://unitsofmeasure.org';
+    const glucose = { coding: [{ system: 'http://loinc.org', code: '2345-7' }] };
+    const mmol = { low: { value: 3.9, unit: 'mmol/L', system: U, code: 'mmol/L' }, high: { value: 5.6, unit: 'mmol/L', system: U, code: 'mmol/L' } };
+    const result = (id: string, value: Record<string, unknown>, referenceRange: unknown[], category = [LAB]) => put({
+      resourceType: 'Observation', id, status: 'final', category, code: glucose, subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-11-20T08:00:00Z', ...value, referenceRange,
+    });
+    await result('glu-mg', { valueQuantity: { value: 250, unit: 'mg/dL', system: U, code: 'mg/dL' } }, [mmol]);
+    await result('glu-nounit', { valueQuantity: { value: 5.1, unit: 'mmol/L', system: U, code: 'mmol/L' } }, [{ low: { value: 3.9 }, high: { value: 5.6 } }]);
+    await result('glu-text', { valueString: 'High' }, [mmol]);
+    await result('glu-obs', { valueQuantity: { value: 250, unit: 'mg/dL', system: U, code: 'mg/dL' } }, [mmol], [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'exam' }] }]);
+    const records = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=all&limit=1000`)).body.records;
+    expect(records.lab_results.find((r: any) => r.id === 'glu-mg')).toMatchObject({ value_numeric: 250, unit: 'mg/dL', reference_low: null, reference_high: null, reference_range_unit: null });
+    expect(records.lab_results.find((r: any) => r.id === 'glu-nounit')).toMatchObject({ reference_low: 3.9, reference_high: 5.6 });
+    expect(records.lab_results.find((r: any) => r.id === 'glu-text')).toMatchObject({ value: 'High', reference_low: 3.9, reference_high: 5.6, reference_range_unit: 'mmol/L' });
+    expect(records.observations.find((r: any) => r.id === 'glu-obs')).toMatchObject({ reference_low: null, reference_high: null });
+    // The ranges are all kept in reference_ranges, whatever the unit, and a record pushed back writes its range first.
+    expect(records.lab_results.find((r: any) => r.id === 'glu-mg').reference_ranges).toHaveLength(1);
+  });
+});

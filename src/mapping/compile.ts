@@ -448,7 +448,7 @@ class RuleCompiler {
     const name = keyOf(pair);
     if (!/^[A-Za-z][A-Za-z0-9_]*$/.test(name)) this.source.problem(pair.key, `${show(name)}: a let name is letters, digits and _`);
     else if (name === 'resource' || name === 'patient' || name === 'age_years' || this.uris.has(name)) this.source.problem(pair.key, `${show(name)} is already a name (%resource, %patient, %age_years, or one of \`uris\`): choose another`);
-    const resolved = this.expression(pair.value);
+    const resolved = isScalar(pair.value) ? this.expression(pair.value) : this.readAndWrite(pair.value);
     if (!resolved) return;
     const types = new Set(resolved.alternatives.map((a) => a.path.leaf.type));
     if (types.size > 1) {
@@ -460,6 +460,24 @@ class RuleCompiler {
       return;
     }
     this.lets.set(name, resolved);
+  }
+
+  /**
+   * A let given as `{ read: EXPR, write: PATH }`: read by EXPR's alternatives alone, written at PATH. For a choice whose
+   * every plain alternative would also be read (`referenceRange.first()`, the only path writing can take, would read a
+   * range in another unit when no range in the value's is given).
+   */
+  private readAndWrite(node: Node | null): ResolvedExpression | undefined {
+    const pairs = this.source.mapping(node, 'a let: an expression, or `read:` and `write:`', ['read', 'write'], ['read', 'write']);
+    const part = (key: string) => pairs?.find((p) => keyOf(p) === key)?.value;
+    if (!pairs) return undefined;
+    const read = this.expression(part('read'), true);
+    const write = this.expression(part('write'));
+    if (!read || !write) return undefined;
+    if (write.alternatives.length > 1 || write.alternatives[0]!.finish) return write.at(0, 'a let is written at one path, without `|` or a function');
+    if (write.leaf.type !== read.leaf.type) return write.at(0, `writes a FHIR ${write.leaf.type}, where its \`read\` reaches ${read.leaf.type}`);
+    const { compiled, leaf, key, codes, elements } = write;
+    return { compiled, leaf, key, codes, elements, expression: { ...read.expression, write: write.expression.write, writeType: write.expression.writeType }, alternatives: read.alternatives, at: read.at };
   }
 
   fixedRule(pair: Pair<Scalar, Node | null>): FixedRule | undefined {

@@ -107,6 +107,15 @@ describe('mapping engine', () => {
       expect(error.problem).toMatch(/^`value` has several types: write one of .*`valueCode`/);
     });
 
+    it('a let given as read and write: the write path is one plain path of the type its read reaches, nothing else', () => {
+      let at = breakMap('lab-result.map.yaml', '    write: referenceRange.first()', '    write: referenceRange.first() | referenceRange[1]', 'referenceRange.first()');
+      expect(loadError(at.dir).problem).toBe('a let is written at one path, without `|` or a function');
+      at = breakMap('lab-result.map.yaml', '    write: referenceRange.first()', '    write: interpretation.first()', 'interpretation');
+      expect(loadError(at.dir).problem).toBe('writes a FHIR CodeableConcept, where its `read` reaches ObservationReferenceRange');
+      at = breakMap('lab-result.map.yaml', '    write: referenceRange.first()', '    written: referenceRange.first()', 'written');
+      expect(loadError(at.dir).problem).toMatch(/written/);
+    });
+
     it('unknown uris name, and a path that is not a path', () => {
       let at = breakMap('diagnosis.map.yaml', 'snomed_code: code.coding.where(system=%sct)', 'snomed_code: code.coding.where(system=%sctt)', '%sctt');
       expect(loadError(at.dir)).toMatchObject({ line: at.line, column: at.column, problem: 'unknown uris name %sctt (did you mean `sct`?): declare it under `uris`' });

@@ -337,7 +337,7 @@ fields:\n  id: id\n  low: '%range.low.value'\n  high: '%range.high.value'\n  tex
   });
 
   it('lab-result, observation and vital choose the range one way: the same let', () => {
-    const lets = ['lab-result', 'observation', 'vital'].map((m) => /\n {2}range: >-\n((?: {4}.*\n)+)/.exec(readFileSync(join(defaultMappingsDir, `${m}.map.yaml`), 'utf8'))?.[1]);
+    const lets = ['lab-result', 'observation', 'vital'].map((m) => /\n {2}range:\n((?: {4}.*\n)+)/.exec(readFileSync(join(defaultMappingsDir, `${m}.map.yaml`), 'utf8'))?.[1]);
     expect(lets[0]).toContain('%age_years');
     expect(lets[1]).toBe(lets[0]);
     expect(lets[2]).toBe(lets[0]);
