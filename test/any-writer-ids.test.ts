@@ -551,3 +551,25 @@ describe('what an outside probe of stop 67 found, in a result’s reference rang
     expect(records.lab_results.find((r: any) => r.id === 'glu-mg').reference_ranges).toHaveLength(1);
   });
 });
+
+describe('what an outside probe of stop 67 found, in a result’s interpretation', () => {
+  it('a result interpreted both normal and critically high is flagged by the gravest (HH), in its record as in the push’s answer, not by the first', async () => {
+    const V3 = 'http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation';
+    const wbc = { coding: [{ system: 'http://loinc.org', code: '6690-2' }] };
+    await put({
+      resourceType: 'Observation', id: 'wbc-2', status: 'final', category: [LAB], code: wbc, subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-11-19T08:00:00Z',
+      valueQuantity: { value: 25, unit: '10*3/uL' }, interpretation: [{ coding: [{ system: V3, code: 'N' }] }, { coding: [{ system: V3, code: 'HH' }] }],
+    });
+    await put({
+      resourceType: 'Observation', id: 'wbc-3', status: 'final', category: [LAB], code: wbc, subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-11-19T08:00:00Z',
+      valueQuantity: { value: 3, unit: '10*3/uL' }, interpretation: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0078', code: 'N' }, { system: V3, code: 'L' }] }],
+    });
+    const labs = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`)).body.records.lab_results;
+    const record = labs.find((r: any) => r.id === 'wbc-2');
+    expect(record).toMatchObject({ flag: 'HH', flag_level: 'critical_high' });
+    expect(labs.find((r: any) => r.id === 'wbc-3')).toMatchObject({ flag: 'L', flag_level: 'low' });
+    const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', headers: { 'idempotency-key': 'wbc-2-back' }, json: { health_id: healthId, record } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    expect(pushed.body).toMatchObject({ flagged: true, flag: 'HH' });
+  });
+});
