@@ -541,15 +541,21 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
     return a === undefined ? undefined : b === undefined ? a : units ? `${a} / ${b}` : `${a}:${b}`;
   }
   if ('start' in value || 'end' in value) return `${value.start ?? '…'} – ${value.end ?? '…'}`;
+  // Samples (SampledData): the data as written, and how to read them: "5.1 6.2 11.8 (origin 0 mmol/L, every 300000 ms)".
+  if (typeof value.data === 'string' && isJsonObject(value.origin) && typeof value.period === 'number') {
+    const how = [`origin ${quantityText(value.origin) ?? '?'}`, typeof value.factor === 'number' && value.factor !== 1 ? `factor ${value.factor}` : undefined, `every ${value.period} ms`, typeof value.dimensions === 'number' && value.dimensions > 1 ? `${value.dimensions} dimensions` : undefined];
+    return `${value.data} (${how.filter((h) => h !== undefined).join(', ')})`;
+  }
   if (typeof value.div === 'string') return narrativeToText(value);
   // A document's section: "Title: its narrative".
   if (isJsonObject(value.text) && ('title' in value || 'code' in value)) return `${textOf(value.title ?? value.code, terminology) ?? '?'}: ${narrativeToText(value.text) ?? ''}`;
   // A questionnaire's answered item: "question [linkId]: answer, answer"; a group, its items joined with "; ".
   if (typeof value.linkId === 'string') return answeredItemText(value, terminology);
-  // A planned activity or a request (CarePlan.activity.detail): what, and its status: "Stretching exercises (completed)".
+  // A planned activity or a request (CarePlan.activity.detail): what, and its status: "Stretching exercises (completed)";
+  // one not to be done says so: "Do not: Anticoagulation (scheduled)".
   if (typeof value.status === 'string' && (isJsonObject(value.code) || typeof value.description === 'string') && !('system' in value) && !('value' in value)) {
     const what = textOf(value.code, terminology) ?? (typeof value.description === 'string' ? value.description : undefined);
-    return what === undefined ? undefined : `${what} (${value.status})`;
+    return what === undefined ? undefined : `${value.doNotPerform === true ? 'Do not: ' : ''}${what} (${value.status})`;
   }
   // A relative's condition (FamilyMemberHistory.condition): what, its onset and outcome: "Heart attack (onset 74 a; Death)".
   if (isJsonObject(value.code) && Object.keys(value).some((k) => /^onset[A-Z]/.test(k) || k === 'outcome' || k === 'contributedToDeath')) {

@@ -30,6 +30,16 @@ describe('toText() of questionnaire answers, planned activities and relatives\' 
     expect(textOf({ description: 'Eve will review photos of high and low density foods', status: 'not-started' })).toBe('Eve will review photos of high and low density foods (not-started)');
   });
 
+  it('samples (SampledData): the data and how to read them', () => {
+    expect(textOf({ origin: { value: 0, unit: 'mmol/L' }, period: 300000, dimensions: 1, data: '5.1 6.2 11.8 14.2' })).toBe('5.1 6.2 11.8 14.2 (origin 0 mmol/L, every 300000 ms)');
+    expect(textOf({ origin: { value: 2048 }, period: 10, factor: 1.612, dimensions: 3, data: '2041 2043 E 2046 2040 2042' })).toBe('2041 2043 E 2046 2040 2042 (origin 2048, factor 1.612, every 10 ms, 3 dimensions)');
+  });
+
+  it('a planned activity NOT to be done (doNotPerform) says so: anticoagulation forbidden is not anticoagulation scheduled', () => {
+    expect(textOf({ status: 'scheduled', code: { text: 'Anticoagulation' }, doNotPerform: true })).toBe('Do not: Anticoagulation (scheduled)');
+    expect(textOf({ status: 'scheduled', code: { text: 'Anticoagulation' }, doNotPerform: false })).toBe('Anticoagulation (scheduled)');
+  });
+
   it("a relative's condition: what, its onset, its outcome, whether it contributed to death", () => {
     expect(textOf({ code: { text: 'Heart Attack' }, contributedToDeath: true, onsetAge: { value: 74, unit: 'yr' } })).toBe('Heart Attack (onset 74 yr; contributed to death)');
     expect(textOf({ code: { coding: [{ system: 'http://snomed.info/sct', code: '22298006' }] }, outcome: { text: 'Deceased' } })).toBe('22298006 (Deceased)');
