@@ -573,3 +573,32 @@ describe('what an outside probe of stop 67 found, in a result’s interpretation
     expect(pushed.body).toMatchObject({ flagged: true, flag: 'HH' });
   });
 });
+
+describe('what an outside probe of stop 67 found, in vitals and subjects', () => {
+  it('a blood pressure whose components are coded in SNOMED CT (UK Core, IPS) has its systolic and diastolic', async () => {
+    const SCT = 'http://snomed.info/sct';
+    const mmHg = (value: number) => ({ value, unit: 'mm[Hg]', system: 'http://unitsofmeasure.org', code: 'mm[Hg]' });
+    await put({
+      resourceType: 'Observation', id: 'bp-sct', status: 'final', subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-11-18T08:00:00Z',
+      category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }],
+      code: { coding: [{ system: SCT, code: '75367002', display: 'Blood pressure' }] },
+      component: [{ code: { coding: [{ system: SCT, code: '271649006' }] }, valueQuantity: mmHg(170) }, { code: { coding: [{ system: SCT, code: '271650006' }] }, valueQuantity: mmHg(95) }],
+    });
+    const vitals = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=vitals&limit=1000`)).body.records.vitals;
+    expect(vitals.find((r: any) => r.id === 'bp-sct')).toMatchObject({ systolic: 170, diastolic: 95, unit: 'mm[Hg]' });
+  });
+
+  it('a result whose patient is named only in words (subject.display) is refused as one named by identifier only is: stored, it would be in no patient’s record', async () => {
+    const writer = await createTestClient(pont, ['fhir:read', 'fhir:write'], { organizationId: 'org-reader' });
+    const res = await call(writer, '/api/fhir/R4/Observation', {
+      method: 'POST', json: { resourceType: 'Observation', status: 'final', category: [LAB], code: { text: 'Potassium' }, subject: { display: 'Probe patient' }, valueQuantity: { value: 6.9, unit: 'mmol/L' } },
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(422);
+    expect(res.body.issue[0].diagnostics).toMatch(/Observation\.subject names a patient by name only \(display\)/);
+    // Another subject given in words (a device, a location) is not a patient.
+    const device = await call(writer, '/api/fhir/R4/Observation', {
+      method: 'POST', json: { resourceType: 'Observation', status: 'final', code: { text: 'Room temperature' }, subject: { type: 'Location', display: 'Ward 7B' }, valueQuantity: { value: 21, unit: 'Cel' } },
+    });
+    expect(device.status, JSON.stringify(device.body)).toBe(201);
+  });
+});

@@ -39,7 +39,7 @@ function compartmentOf(resource: Resource, localBase: string): { patients: strin
       const target = typeof ref === 'string' ? referenceTarget(ref, localBase) : undefined;
       if (target?.[0] === 'Patient') ids.add(target[1]);
       else if (!foreign && value && typeof value === 'object' && namesForeignPatient(value as { reference?: unknown; identifier?: unknown; type?: unknown }, target, code))
-        foreign = `${resource.resourceType}.${code} names ${typeof ref === 'string' ? `"${ref.slice(0, 100)}"` : 'a target by identifier only'}, which is not a resource of this server: refer to the Patient here (Patient/{id}); a Health ID resolves to it through the Connect routes`;
+        foreign = `${resource.resourceType}.${code} names ${typeof ref === 'string' ? `"${ref.slice(0, 100)}"` : value.identifier !== undefined ? 'a target by identifier only' : 'a patient by name only (display)'}, which is not a resource of this server: refer to the Patient here (Patient/{id}); a Health ID resolves to it through the Connect routes`;
     }
   }
   return { patients: [...ids], foreign };
@@ -47,12 +47,14 @@ function compartmentOf(resource: Resource, localBase: string): { patients: strin
 
 /**
  * A compartment reference that names a patient Pont cannot place: a reference to a Patient that is not a resource
- * of this server, or a `subject`/`patient` (or a reference typed Patient) given by identifier only.
+ * of this server, or a `subject`/`patient` (or a reference typed Patient) given by identifier only, or by name only
+ * (`display`: a result stored so would be in no patient's record).
  */
-function namesForeignPatient(value: { reference?: unknown; identifier?: unknown; type?: unknown }, target: [string, string] | undefined, code: string): boolean {
+function namesForeignPatient(value: { reference?: unknown; identifier?: unknown; type?: unknown; display?: unknown }, target: [string, string] | undefined, code: string): boolean {
   const ref = value.reference;
   if (typeof ref === 'string') return !target && !ref.startsWith('#') ? /(^|[/:])Patient[/:]/.test(ref) || value.type === 'Patient' : target?.[0] === '' && /\/Patient\/[^/]+$/.test(ref);
-  return value.identifier !== undefined && (value.type === 'Patient' || code === 'subject' || code === 'patient');
+  const aPatient = value.type === 'Patient' || ((code === 'subject' || code === 'patient') && value.type === undefined);
+  return (value.identifier !== undefined && (aPatient || code === 'subject' || code === 'patient')) || (typeof value.display === 'string' && aPatient);
 }
 
 /** The patients of several resources, each once. */
