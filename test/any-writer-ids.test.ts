@@ -602,3 +602,17 @@ describe('what an outside probe of stop 67 found, in vitals and subjects', () =>
     expect(device.status, JSON.stringify(device.body)).toBe(201);
   });
 });
+
+describe('what an outside probe of stop 67 found, in documents', () => {
+  it('a document sent as XML and as its rendered PDF: the single fields are the first attachment’s (no PDF title on the XML), and every attachment is listed', async () => {
+    await put({
+      resourceType: 'DocumentReference', id: 'doc-2', status: 'current', subject: { reference: 'Patient/123' }, date: '2026-11-17T08:00:00Z', type: { text: 'Discharge summary' },
+      content: [{ attachment: { contentType: 'application/xml', url: 'https://ehr.example/docs/1.xml' } }, { attachment: { contentType: 'application/pdf', url: 'https://ehr.example/docs/1.pdf', title: 'Rendered PDF' } }],
+    });
+    const docs = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=documents&limit=1000`)).body.records.documents;
+    expect(docs.find((r: any) => r.id === 'doc-2')).toMatchObject({
+      title: null, content_type: 'application/xml', url: 'https://ehr.example/docs/1.xml',
+      contents: [{ content_type: 'application/xml', url: 'https://ehr.example/docs/1.xml', title: null, size: null }, { content_type: 'application/pdf', url: 'https://ehr.example/docs/1.pdf', title: 'Rendered PDF', size: null }],
+    });
+  });
+});

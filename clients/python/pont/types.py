@@ -819,6 +819,7 @@ class PatientDocument(TypedDict):
     language: Optional[str]
     url: Optional[str]
     size: Optional[int]
+    contents: Optional[List[Dict[str, Any]]]
     author: Optional[str]
     event: Optional[str]
     practice_setting: Optional[str]

@@ -1247,6 +1247,12 @@ export type PatientDocument = {
     language: string | null;
     url: string | null;
     size: number | null;
+    contents: Array<{
+        content_type: string | null;
+        url: string | null;
+        title: string | null;
+        size: number | null;
+    }> | null;
     author: string | null;
     event: string | null;
     practice_setting: string | null;
