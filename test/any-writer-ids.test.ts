@@ -616,3 +616,15 @@ describe('what an outside probe of stop 67 found, in documents', () => {
     });
   });
 });
+
+describe('what an outside probe of stop 67 found, in the summary’s patient', () => {
+  it('a name written as text alone (IPS, ABDM) is the summary’s full_name; first and last name stay null rather than guessed', async () => {
+    const patient = await put({ resourceType: 'Patient', id: 'ravi', name: [{ text: 'Ravi Kumar' }], gender: 'male', birthDate: '1980-02-02' });
+    const hid = patient.identifier.find((i: any) => i.system === HEALTH_ID_SYSTEM).value;
+    const expires_at = new Date(Date.now() + 365 * 86_400_000).toISOString();
+    expect((await call(reader, `/api/v1/connect/patient/${hid}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at } })).status).toBe(201);
+    const summary = (await call(sdk, `/api/v1/sdk/patients/${hid}/summary`)).body;
+    expect(summary.patient).toMatchObject({ full_name: 'Ravi Kumar', first_name: null, last_name: null });
+    expect((await call(sdk, `/api/v1/sdk/patients/${healthId}/summary`)).body.patient.full_name).toBe('Eyong Mbah');
+  });
+});

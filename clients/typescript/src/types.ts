@@ -1375,6 +1375,7 @@ export type PatientSummary = {
   patient: {
     first_name: string | null;
     last_name: string | null;
+    full_name: string | null;
     date_of_birth: string | null;
     sex: "male" | "female" | "other" | null;
     deceased: boolean | null;
