@@ -93,7 +93,7 @@ describe('with the repository maps, a shape agrees with the record of the same r
     expect((await w.record('lab_results', id)).value_coded).toBe('Blood group A Rh(D) positive');
     const summary = await w.call('reader', `/api/v1/sdk/patients/${w.healthId}/summary`);
     expect(summary.status, JSON.stringify(summary.body)).toBe(200);
-    expect(summary.body.patient).toEqual({ first_name: 'Ada', last_name: 'Okafor', date_of_birth: '1980-02-03', sex: 'female', deceased: null, deceased_at: null, blood_group: 'A+' });
+    expect(summary.body.patient).toEqual({ first_name: 'Ada', last_name: 'Okafor', full_name: 'Ada Ngozi Okafor', date_of_birth: '1980-02-03', sex: 'female', deceased: null, deceased_at: null, blood_group: 'A+' });
   });
 
   it("lab_result.released names the test as the lab record does (a first coding without a code: the next one's)", async () => {

@@ -260,7 +260,8 @@ describe('the SDK summary', () => {
     expect(res.status).toBe(200);
     const patient = data.find((r) => r.id === patientId) as any;
     const official = patient.name.find((n: any) => n.use === 'official');
-    expect(res.body.patient).toEqual({ first_name: official.given[0], last_name: official.family, date_of_birth: patient.birthDate, sex: patient.gender, deceased: null, deceased_at: null, blood_group: 'AB-' });
+    const whole = official.text ?? [...(official.prefix ?? []), ...(official.given ?? []), official.family, ...(official.suffix ?? [])].filter(Boolean).join(' ');
+    expect(res.body.patient).toEqual({ first_name: official.given[0], last_name: official.family, full_name: whole, date_of_birth: patient.birthDate, sex: patient.gender, deceased: null, deceased_at: null, blood_group: 'AB-' });
     const active = data.filter((r: any) => r.resourceType === 'MedicationRequest' && r.status === 'active' && of(patientId)(r.subject)).map((r) => r.id).sort();
     expect(res.body.active_medications.map((m: any) => m.id).sort()).toEqual(active.slice(0, 50));
     expect(res.body.recent_labs.length).toBeLessThanOrEqual(10);
