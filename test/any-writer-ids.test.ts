@@ -628,3 +628,19 @@ describe('what an outside probe of stop 67 found, in the summary’s patient', (
     expect((await call(sdk, `/api/v1/sdk/patients/${healthId}/summary`)).body.patient.full_name).toBe('Eyong Mbah');
   });
 });
+
+describe('what an outside probe of stop 67 found, in a push’s answer', () => {
+  it('a negative result pushed back is not flagged, in the push’s answer as in its lab_result.released event: one rule for both', async () => {
+    const V3 = 'http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation';
+    await put({
+      resourceType: 'Observation', id: 'covid-neg', status: 'final', category: [LAB], code: { coding: [{ system: 'http://loinc.org', code: '94500-6' }] }, subject: { reference: 'Patient/123' },
+      effectiveDateTime: '2026-11-16T08:00:00Z', valueCodeableConcept: { coding: [{ system: 'http://snomed.info/sct', code: '260385009', display: 'Negative' }] }, interpretation: [{ coding: [{ system: V3, code: 'NEG' }] }],
+    });
+    const labs = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`)).body.records.lab_results;
+    const record = labs.find((r: any) => r.id === 'covid-neg');
+    expect(record).toMatchObject({ flag: 'NEG' });
+    const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', headers: { 'idempotency-key': 'covid-neg-back' }, json: { health_id: healthId, record } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    expect(pushed.body).toMatchObject({ flag: 'NEG', flagged: false });
+  });
+});

@@ -1,4 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
+import { flagsResult } from '../core/lab-flags';
 import type { CodeableConcept, Resource } from '@medplum/fhirtypes';
 import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
 import { ORGANIZATION_ID_SYSTEM } from '../audit/audit';
@@ -85,9 +86,6 @@ function ids(change: ResourceChange, context: RuleContext, idName: string): Reco
   return { [idName]: r.id, patient_id: patientId ?? null, health_id: context.healthIdOf(patientId), status: statusOf(r) ?? null };
 }
 
-/** The lab record's `flag` codes that flag a result as outside the normal range (v3 ObservationInterpretation). */
-const ABNORMAL = new Set(['H', 'HH', 'HU', 'L', 'LL', 'LU', 'A', 'AA']);
-
 /** The demographics whose change is `patient.updated` (the Health ID is Pont's and never changes). */
 function demographics(p: Resource | undefined): unknown[] {
   const a = (p ?? {}) as AnyResource;
@@ -160,7 +158,7 @@ export const EVENT_RULES: Rule[] = [
         health_id: x.healthIdOf(patientIdOf(o)),
         lab_result_id: o.id,
         test_name: record.test_name ?? null,
-        flagged: ABNORMAL.has(record.flag as string),
+        flagged: typeof record.flag === 'string' && flagsResult(record.flag),
         facility_id: x.facilityId,
       };
     },

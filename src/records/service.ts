@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Observation, Resource } from '@medplum/fhirtypes';
 import type { FhirRepository } from '../fhir/repository';
 import { ApiError, ErrorCode, invalidFields } from '../core/errors';
+import { flagsResult } from '../core/lab-flags';
 import { registeredPatient, type HealthIdRecord } from '../healthid/registry';
 import { codingsWithoutDisplay, MappingValueError, type MappingSet, type ReadContext, type ReadTerminology, type TerminologyQuestions } from '../mapping/index';
 import type { Queryable } from '../db/database';
@@ -565,7 +566,7 @@ export const CDSS_ALERT = 'cdss_alert';
 
 /** What a lab push answers of the interpretation stored: its code, and whether it flags the result (null: none). */
 export function flagOf(flag: unknown): { flagged: boolean | null; flag: string | null } {
-  return typeof flag === 'string' ? { flagged: flag !== 'N', flag } : { flagged: null, flag: null };
+  return typeof flag === 'string' ? { flagged: flagsResult(flag), flag } : { flagged: null, flag: null };
 }
 
 /** A map's writing, a value it cannot take answered as 422 naming the field (`at`: where the fields sit in the body). */
