@@ -644,3 +644,26 @@ describe('what an outside probe of stop 67 found, in a push’s answer', () => {
     expect(pushed.body).toMatchObject({ flag: 'NEG', flagged: false });
   });
 });
+
+describe('what an outside probe of stop 67 found, in values pushed back', () => {
+  it('a yes/no, a time, an instant and a period are pushed back as the types they were, not as text (valueString "false")', async () => {
+    const values: Array<[string, Record<string, unknown>]> = [
+      ['v-bool', { valueBoolean: false }],
+      ['v-time', { valueTime: '07:30:00' }],
+      ['v-dt', { valueDateTime: '2026-04-30T08:15:00Z' }],
+      ['v-period', { valuePeriod: { start: '2026-04-30T08:00:00Z', end: '2026-05-01T08:00:00Z' } }],
+    ];
+    for (const [id, value] of values)
+      await put({ resourceType: 'Observation', id, status: 'final', category: [LAB], code: { text: id }, subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-11-15T08:00:00Z', ...value });
+    const labs = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`)).body.records.lab_results;
+    expect(labs.find((r: any) => r.id === 'v-bool')).toMatchObject({ value_boolean: false, value: 'false' });
+    for (const [id, value] of values) {
+      const record = labs.find((r: any) => r.id === id);
+      const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', headers: { 'idempotency-key': `${id}-back` }, json: { health_id: healthId, record } });
+      expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+      const written = (await call(operator, `/api/fhir/R4/Observation/${pushed.body.lab_result_id}`)).body;
+      expect(written, id).toMatchObject(value);
+      expect(written.valueString, id).toBeUndefined();
+    }
+  });
+});

@@ -191,6 +191,13 @@ export type ClinicalObservation = {
     name: string | null;
     loinc_code: string | null;
     snomed_code: string | null;
+    value_boolean: boolean | null;
+    value_time: string | null;
+    value_date_time: string | null;
+    value_period: {
+        start: string | null;
+        end: string | null;
+    } | null;
     value: string | null;
     value_numeric: number | null;
     comparator: "<" | "<=" | ">=" | ">" | null;
@@ -768,6 +775,13 @@ export type LabResult = {
     visit_id: FhirId | null;
     test_name: string | null;
     loinc_code: string | null;
+    value_boolean: boolean | null;
+    value_time: string | null;
+    value_date_time: string | null;
+    value_period: {
+        start: string | null;
+        end: string | null;
+    } | null;
     value: string | null;
     value_numeric: number | null;
     value_range: {
@@ -903,6 +917,13 @@ export type LabResultPush = {
         visit_id?: FhirId | null;
         test_name?: string | null;
         loinc_code?: string | null;
+        value_boolean?: boolean | null;
+        value_time?: string | null;
+        value_date_time?: string | null;
+        value_period?: {
+            start: string | null;
+            end: string | null;
+        } | null;
         value?: string | null;
         value_numeric?: number | null;
         value_range?: {
