@@ -667,3 +667,23 @@ describe('what an outside probe of stop 67 found, in values pushed back', () => 
     }
   });
 });
+
+describe('what an outside probe of stop 67 found, in a component without a value', () => {
+  it('a component’s coded reason for no value (data-absent-reason error) is read as its code and pushed back as that code, not as the word alone', async () => {
+    const DAR = 'http://terminology.hl7.org/CodeSystem/data-absent-reason';
+    await put({
+      resourceType: 'Observation', id: 'panel-dar', status: 'final', category: [LAB], code: { text: 'Lipid panel' }, subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-11-14T08:00:00Z',
+      component: [
+        { code: { coding: [{ system: 'http://loinc.org', code: '2093-3' }] }, valueQuantity: { value: 5.2, unit: 'mmol/L' } },
+        { code: { coding: [{ system: 'http://loinc.org', code: '2571-8' }] }, dataAbsentReason: { coding: [{ system: DAR, code: 'error' }] } },
+      ],
+    });
+    const labs = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`)).body.records.lab_results;
+    const record = labs.find((r: any) => r.id === 'panel-dar');
+    expect(record.component_list[1]).toMatchObject({ data_absent_code: 'error' });
+    const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', headers: { 'idempotency-key': 'panel-dar-back' }, json: { health_id: healthId, record } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    const written = (await call(operator, `/api/fhir/R4/Observation/${pushed.body.lab_result_id}`)).body;
+    expect(written.component[1].dataAbsentReason.coding).toEqual([{ system: DAR, code: 'error' }]);
+  });
+});

@@ -268,6 +268,7 @@ export type ClinicalObservation = {
             display: string | null;
         }> | null;
         data_absent_reason: string | null;
+        data_absent_code: string | null;
     }> | null;
     interpretations: Array<{
         system: string | null;
@@ -868,6 +869,7 @@ export type LabResult = {
             display: string | null;
         }> | null;
         data_absent_reason: string | null;
+        data_absent_code: string | null;
     }> | null;
     interpretations: Array<{
         system: string | null;
@@ -1010,6 +1012,7 @@ export type LabResultPush = {
                 display: string | null;
             }> | null;
             data_absent_reason: string | null;
+            data_absent_code: string | null;
         }> | null;
         interpretations?: Array<{
             system: string | null;
@@ -1841,6 +1844,7 @@ export type Vital = {
             display: string | null;
         }> | null;
         data_absent_reason: string | null;
+        data_absent_code: string | null;
     }> | null;
     interpretations: Array<{
         system: string | null;

@@ -283,6 +283,7 @@ export type ClinicalObservation = {
       display: string | null;
     }> | null;
     data_absent_reason: string | null;
+    data_absent_code: string | null;
   }> | null;
   interpretations: Array<{
     system: string | null;
@@ -912,6 +913,7 @@ export type LabResult = {
       display: string | null;
     }> | null;
     data_absent_reason: string | null;
+    data_absent_code: string | null;
   }> | null;
   interpretations: Array<{
     system: string | null;
@@ -1055,6 +1057,7 @@ export type LabResultPush = {
         display: string | null;
       }> | null;
       data_absent_reason: string | null;
+      data_absent_code: string | null;
     }> | null;
     interpretations?: Array<{
       system: string | null;
@@ -1926,6 +1929,7 @@ export type Vital = {
       display: string | null;
     }> | null;
     data_absent_reason: string | null;
+    data_absent_code: string | null;
   }> | null;
   interpretations: Array<{
     system: string | null;
