@@ -338,7 +338,7 @@ describe('FHIR written elsewhere reads back whole', () => {
       dispenseRequest: { quantity: { value: 20, unit: 'ampoule' }, numberOfRepeatsAllowed: 0 }, substitution: { allowedBoolean: false },
     });
     expect(await record('prescriptions', rx)).toMatchObject({
-      dosage_text: '1-2 mg IV every 4 h as needed; then 1 mg every 6 h', as_needed_reason: 'pain', route: 'Intravenous route', dose_range: '1–2 mg', max_dose: '12 mg / 1 d',
+      dosage_text: '1-2 mg IV every 4 h as needed; then 1 mg every 6 h', as_needed_reason: 'pain', route: 'Intravenous route', dose_range: '1–2 mg', max_dose: '12 mg / 1 day',
       duration: '3 days', reason: 'Post-operative pain', dispense_quantity: 20, dispense_unit: 'ampoule', refills: 0, substitution_allowed: false,
     });
     const visit = await post({

@@ -590,8 +590,17 @@ function attachmentText(attachment: Obj): string | undefined {
 function quantityText(q: unknown, withUnit = true): string | undefined {
   if (!isJsonObject(q) || typeof q.value !== 'number') return undefined;
   const unit = withUnit ? (q.unit ?? q.code) : undefined;
-  return `${typeof q.comparator === 'string' ? q.comparator : ''}${q.value}${typeof unit === 'string' ? ` ${unit}` : ''}`;
+  // A time given by its UCUM code alone (an age's `a`, as many writers put it in the unit too) reads in words.
+  const words = typeof unit === 'string' && (q.system === undefined || q.system === UCUM) && (q.code === undefined || q.code === unit) ? TIME_WORDS.get(unit) : undefined;
+  const shown = words ? (q.value === 1 ? words[0] : words[1]) : unit;
+  return `${typeof q.comparator === 'string' ? q.comparator : ''}${q.value}${typeof shown === 'string' ? ` ${shown}` : ''}`;
 }
+
+const UCUM = 'http://unitsofmeasure.org';
+/** The UCUM codes of time an age or a duration is written in, as words (one, several). */
+const TIME_WORDS = new Map<string, [string, string]>([
+  ['a', ['year', 'years']], ['mo', ['month', 'months']], ['wk', ['week', 'weeks']], ['d', ['day', 'days']], ['h', ['hour', 'hours']], ['min', ['minute', 'minutes']],
+]);
 
 /**
  * A QuestionnaireResponse item as text: `Little interest or pleasure in doing things [44250-9]: Several days`, its

@@ -30,6 +30,15 @@ describe('toText() of questionnaire answers, planned activities and relatives\' 
     expect(textOf({ description: 'Eve will review photos of high and low density foods', status: 'not-started' })).toBe('Eve will review photos of high and low density foods (not-started)');
   });
 
+  it('a time given by its UCUM code alone reads in words (an onset at 5 a: 5 years); another unit, or a code the unit does not repeat, as written', () => {
+    expect(textOf({ value: 5, unit: 'a', system: 'http://unitsofmeasure.org', code: 'a' })).toBe('5 years');
+    expect(textOf({ value: 1, system: 'http://unitsofmeasure.org', code: 'a' })).toBe('1 year');
+    expect(textOf({ value: 6, unit: 'mo' })).toBe('6 months');
+    expect(textOf({ value: 50, unit: 'yr', system: 'http://unitsofmeasure.org', code: 'a' })).toBe('50 yr');
+    expect(textOf({ value: 3, unit: 'd', system: 'http://example.org/units' })).toBe('3 d');
+    expect(textOf({ value: 2, unit: 'constructor' })).toBe('2 constructor');
+  });
+
   it('samples (SampledData): the data and how to read them', () => {
     expect(textOf({ origin: { value: 0, unit: 'mmol/L' }, period: 300000, dimensions: 1, data: '5.1 6.2 11.8 14.2' })).toBe('5.1 6.2 11.8 14.2 (origin 0 mmol/L, every 300000 ms)');
     expect(textOf({ origin: { value: 2048 }, period: 10, factor: 1.612, dimensions: 3, data: '2041 2043 E 2046 2040 2042' })).toBe('2041 2043 E 2046 2040 2042 (origin 2048, factor 1.612, every 10 ms, 3 dimensions)');
