@@ -297,10 +297,13 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     const a04 = (id: string, pid3: string, family: string) => v2(msh('ADT^A04^ADT_A01', id), `PID|1||${pid3}||${family}^ANN^^^^^L||19700101|F`);
     for (const [id, pid3, family] of [['OID-1', '12345^^^&1.2.840.10001&ISO', 'NORTH'], ['OID-2', '12345^^^&1.2.840.20002&ISO', 'SOUTH'], ['SEP-1', '00/77^^^GHH', 'SLASH'], ['SEP-2', '00 77^^^GHH', 'SPACE']])
       expect(ack(await client.sendAndWait(a04(id!, pid3!, family!))).code).toBe('AA');
-    await eventually(async () => expect((await readOk('Patient', '1.2.840.20002-12345')).name[0].family).toBe('SOUTH'));
+    // The agent forwards in order: once the last message's patient is in Pont, so are the others'.
+    await eventually(async () => {
+      const families = await pont.json(`/api/fhir/R4/Patient?family=SLASH,SPACE&_count=10`, { headers: operator.headers });
+      expect((families.body.entry ?? []).map((e: any) => e.resource.name[0].family).sort()).toEqual(['SLASH', 'SPACE']);
+    });
+    expect((await readOk('Patient', '1.2.840.20002-12345')).name[0].family).toBe('SOUTH');
     expect((await readOk('Patient', '1.2.840.10001-12345')).name[0].family).toBe('NORTH');
-    const families = await pont.json(`/api/fhir/R4/Patient?family=SLASH,SPACE&_count=10`, { headers: operator.headers });
-    expect(families.body.entry.map((e: any) => e.resource.name[0].family).sort()).toEqual(['SLASH', 'SPACE']);
   });
 
   it('the same MSH-10 from another sending system is another message (HL7: a control id is unique within its sender), both kept', async () => {
