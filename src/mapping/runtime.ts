@@ -634,7 +634,7 @@ export function readAll(scope: Scope, expression: CompiledExpression): unknown[]
     // element the root lacks gives nothing, whatever follows and however it finishes, so it is passed over unwalked.
     const first = alternative.steps[0];
     if (!alternative.from && first && !first.codingDisplay && isJsonObject(root) && (root[first.json] === undefined || root[first.json] === null)) continue;
-    let values = walk(scope, alternative.from ? letValues(scope, alternative.from) : (start ??= [scope.focus ?? scope.resource]), alternative.steps);
+    let values = walk(scope, alternative.from ? letValues(scope, alternative.from) : (start ??= [root]), alternative.steps);
     if (alternative.finish?.kind === 'join') {
       const texts = values.map((v) => textOf(v, scope.terminology)).filter((v) => v !== undefined);
       values = texts.length ? [texts.join(alternative.finish.separator)] : [];

@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import type { QueryParams } from '../search/parse';
 import type { PagesStatement } from './search';
 
@@ -52,7 +53,7 @@ export class PageShapes {
     }
     const real = build(searches);
     const template = builtOrNot(() => build(marked));
-    const same = !!template && template.text === real.text && sameValues(bound(template, patientId).values, real.values);
+    const same = !!template && template.text === real.text && isDeepStrictEqual(bound(template, patientId).values, real.values);
     this.kept.set(key, same ? template : null);
     if (this.kept.size > this.max) this.kept.delete(this.kept.keys().next().value!);
     return real;
@@ -93,9 +94,4 @@ function bind(value: unknown, patientId: string): unknown {
   if (typeof value === 'string') return value.includes(MARKER) ? value.replaceAll(MARKER, patientId) : value;
   if (Array.isArray(value)) return value.map((v) => bind(v, patientId));
   return value;
-}
-
-/** Values as the driver binds them: strings, numbers, booleans, null, arrays of them (compared as JSON). */
-function sameValues(a: unknown[], b: unknown[]): boolean {
-  return a.length === b.length && a.every((v, i) => v === b[i] || JSON.stringify(v) === JSON.stringify(b[i]));
 }
