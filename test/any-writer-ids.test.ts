@@ -687,3 +687,80 @@ describe('what an outside probe of stop 67 found, in a component without a value
     expect(written.component[1].dataAbsentReason.coding).toEqual([{ system: DAR, code: 'error' }]);
   });
 });
+
+describe('what an outside probe of stop 68 found (US Core exports, Epic- and Cerner-style writers)', () => {
+  const summary = async () => (await call(sdk, `/api/v1/sdk/patients/${healthId}/summary`)).body;
+  const subject = { reference: 'Patient/123' };
+  const VER = 'http://terminology.hl7.org/CodeSystem/allergyintolerance-verification';
+  const CLIN = 'http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical';
+
+  it('a refuted allergy is no active allergy of the summary (a disproven peanut allergy is not one); an unconfirmed one still is', async () => {
+    const allergy = (id: string, verification: string | undefined, text: string) =>
+      put({
+        resourceType: 'AllergyIntolerance', id, patient: subject, code: { text }, criticality: 'high', recordedDate: '2026-11-20',
+        clinicalStatus: { coding: [{ system: CLIN, code: 'active' }] },
+        ...(verification ? { verificationStatus: { coding: [{ system: VER, code: verification }] } } : {}),
+      });
+    await allergy('al-refuted', 'refuted', 'Peanut');
+    await allergy('al-unconfirmed', 'unconfirmed', 'Shellfish');
+    await allergy('al-confirmed', 'confirmed', 'Penicillin');
+    await allergy('al-unverified', undefined, 'Latex');
+    const active = (await summary()).active_allergies.map((r: any) => r.id);
+    expect(active).toEqual(expect.arrayContaining(['al-unconfirmed', 'al-confirmed', 'al-unverified']));
+    expect(active).not.toContain('al-refuted');
+    // The record says what it is.
+    const records = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=allergies&limit=1000`)).body.records.allergies;
+    expect(records.find((r: any) => r.id === 'al-refuted')).toMatchObject({ verification_status: 'refuted' });
+  });
+
+  it('a proposal (a suggestion nobody ordered) is no active medication or care plan of the summary; an order and a plan are', async () => {
+    const rx = (id: string, intent: string, text: string) =>
+      put({ resourceType: 'MedicationRequest', id, status: 'active', intent, subject, authoredOn: '2026-11-21', medicationCodeableConcept: { text } });
+    await rx('rx-proposal', 'proposal', 'Atorvastatin 40 mg (suggested)');
+    await rx('rx-option', 'option', 'Rosuvastatin 10 mg (one of two)');
+    await rx('rx-order', 'order', 'Metformin 500 mg');
+    await rx('rx-plan', 'plan', 'Lisinopril 10 mg (home medication)');
+    const plan = (id: string, intent: string) =>
+      put({ resourceType: 'CarePlan', id, status: 'active', intent, subject, title: `Plan ${id}`, period: { start: '2026-11-21' } });
+    await plan('cp-proposal', 'proposal');
+    await plan('cp-plan', 'plan');
+    const s = await summary();
+    const meds = s.active_medications.map((r: any) => r.id);
+    expect(meds).toEqual(expect.arrayContaining(['rx-order', 'rx-plan']));
+    expect(meds).not.toContain('rx-proposal');
+    expect(meds).not.toContain('rx-option');
+    const plans = s.active_care_plans.map((r: any) => r.id);
+    expect(plans).toContain('cp-plan');
+    expect(plans).not.toContain('cp-proposal');
+  });
+
+  it('a visit entered in error, cancelled or only planned is no recent visit of the summary (an emergency visit that never happened took one of five places)', async () => {
+    const visit = (id: string, status: string, start: string) =>
+      put({ resourceType: 'Encounter', id, status, class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'EMER' }, subject, period: { start } });
+    await visit('enc-done', 'finished', '2026-11-22T08:00:00Z');
+    await visit('enc-eie', 'entered-in-error', '2026-11-23T08:00:00Z');
+    await visit('enc-cancelled', 'cancelled', '2026-11-23T09:00:00Z');
+    await visit('enc-planned', 'planned', '2027-01-10T09:00:00Z');
+    const recent = (await summary()).recent_visits.map((r: any) => r.id);
+    expect(recent).toContain('enc-done');
+    for (const id of ['enc-eie', 'enc-cancelled', 'enc-planned']) expect(recent).not.toContain(id);
+  });
+
+  it('a visit’s provider is the name of its provider_id, whatever the other participants’ references give; every participant is listed with their name', async () => {
+    await put({ resourceType: 'Practitioner', id: 'pr-kumar', name: [{ prefix: ['Dr'], given: ['Anita'], family: 'Kumar' }] });
+    await put({
+      resourceType: 'Encounter', id: 'enc-inpt', status: 'finished', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'IMP' }, subject, period: { start: '2026-11-01T08:00:00Z', end: '2026-11-03T08:00:00Z' },
+      participant: [
+        { type: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ParticipationType', code: 'ATND', display: 'attender' }] }], individual: { reference: 'Practitioner/pr-kumar' } },
+        { individual: { display: 'Nurse Joy' } },
+      ],
+    });
+    const visits = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=visits&limit=1000`)).body.records.visits;
+    const record = visits.find((r: any) => r.id === 'enc-inpt');
+    expect(record).toMatchObject({ provider_id: 'pr-kumar', provider: 'Dr Anita Kumar' });
+    expect(record.participants).toEqual([
+      { provider_id: 'pr-kumar', name: 'Dr Anita Kumar', role: 'attender' },
+      { provider_id: null, name: 'Nurse Joy', role: null },
+    ]);
+  });
+});

@@ -77,19 +77,33 @@ interface RecordPage {
  * the statements have no status search parameter, so a page of twice the size is read and filtered, that a few
  * ended uses do not crowd out the current ones.
  */
+/**
+ * The intents of a request or plan that nobody means to carry out yet (R4 `intent` is a modifier): a proposal (a
+ * suggestion, decision support's say), an option (one of several to choose from). An order, a plan (a home
+ * medication list is written as plans) and the rest are meant to happen.
+ */
+const NOT_MEANT_TO_HAPPEN = 'proposal,option';
+
+/**
+ * The statuses of an Encounter that is no visit of the patient's: entered in error (it never was), cancelled (it never
+ * happened), planned (it has not happened yet).
+ */
+const NO_VISIT = 'entered-in-error,cancelled,planned';
+
 const SUMMARY_SECTIONS: Array<{ key: string; type: string; size: number; query?: Record<string, string>; pick?: (page: RecordPage) => Omit<RecordPage, 'next'> }> = [
   // An active order not to give a medication (doNotPerform) is no medication of the patient's (FHIR has no search for it).
   {
     key: 'active_medications',
     type: 'prescriptions',
     size: SUMMARY_SIZES.active_medications,
-    query: { status: 'active' },
+    query: { status: 'active', 'intent:not': NOT_MEANT_TO_HAPPEN },
     pick: (page) => picked(page, (record) => record.do_not_perform !== true),
   },
-  { key: 'active_allergies', type: 'allergies', size: SUMMARY_SIZES.active_allergies, query: { 'clinical-status': 'active' } },
+  // A refuted allergy was disproven (one entered in error has no clinical status: ait-2); an unconfirmed one still warns.
+  { key: 'active_allergies', type: 'allergies', size: SUMMARY_SIZES.active_allergies, query: { 'clinical-status': 'active', 'verification-status:not': 'refuted' } },
   // A result entered in error never was the patient's, a cancelled one gave none: neither is a recent lab (their records say so).
   { key: 'recent_labs', type: 'lab_results', size: SUMMARY_SIZES.recent_labs, query: { 'status:not': 'entered-in-error,cancelled' } },
-  { key: 'active_care_plans', type: 'care_plans', size: SUMMARY_SIZES.active_care_plans, query: { status: 'active' } },
+  { key: 'active_care_plans', type: 'care_plans', size: SUMMARY_SIZES.active_care_plans, query: { status: 'active', 'intent:not': NOT_MEANT_TO_HAPPEN } },
   { key: 'active_goals', type: 'goals', size: SUMMARY_SIZES.active_goals, query: { 'lifecycle-status': 'active,accepted' } },
   { key: 'recent_procedures', type: 'procedures', size: SUMMARY_SIZES.recent_procedures, query: { status: 'completed,in-progress' } },
   {
@@ -196,7 +210,7 @@ export class RecordsService {
       const classes = new Set(['patients:read', ...SUMMARY_SECTIONS.map((s) => this.type(s.type).dataClass), ...WITHHELD_IN_SUMMARY]);
       const patientRef = `Patient/${patient.patientId}`;
       const searches: Array<{ type: string; query: Record<string, string> }> = [
-        { type: 'Encounter', query: { patient: patientRef, _sort: '-date', _count: String(SUMMARY_SIZES.recent_visits), _total: 'none' } },
+        { type: 'Encounter', query: { patient: patientRef, 'status:not': NO_VISIT, _sort: '-date', _count: String(SUMMARY_SIZES.recent_visits), _total: 'none' } },
         { type: 'Observation', query: { patient: patientRef, code: BLOOD_GROUP_CODES, status: RESULTS_THAT_STAND, _sort: '-date', _count: '20', _total: 'none' } },
       ];
       // The refusals beside every section's page, the searches and the Patient (another connection, one round trip

@@ -538,6 +538,11 @@ export type EncounterPush = {
         provider_id?: FhirId | null;
         facility_id?: FhirId | null;
         provider?: string | null;
+        participants?: Array<{
+            provider_id: FhirId | null;
+            name: string | null;
+            role: string | null;
+        }> | null;
         facility?: string | null;
         started_at?: string | null;
         ended_at?: string | null;
@@ -1758,6 +1763,11 @@ export type Visit = {
     provider_id: FhirId | null;
     facility_id: FhirId | null;
     provider: string | null;
+    participants: Array<{
+        provider_id: FhirId | null;
+        name: string | null;
+        role: string | null;
+    }> | null;
     facility: string | null;
     started_at: string | null;
     ended_at: string | null;

@@ -567,6 +567,11 @@ export type EncounterPush = {
     provider_id?: FhirId | null;
     facility_id?: FhirId | null;
     provider?: string | null;
+    participants?: Array<{
+      provider_id: FhirId | null;
+      name: string | null;
+      role: string | null;
+    }> | null;
     facility?: string | null;
     started_at?: string | null;
     ended_at?: string | null;
@@ -1842,6 +1847,11 @@ export type Visit = {
   provider_id: FhirId | null;
   facility_id: FhirId | null;
   provider: string | null;
+  participants: Array<{
+    provider_id: FhirId | null;
+    name: string | null;
+    role: string | null;
+  }> | null;
   facility: string | null;
   started_at: string | null;
   ended_at: string | null;
