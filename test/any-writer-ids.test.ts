@@ -746,6 +746,30 @@ describe('what an outside probe of stop 68 found (US Core exports, Epic- and Cer
     for (const id of ['enc-eie', 'enc-cancelled', 'enc-planned']) expect(recent).not.toContain(id);
   });
 
+  it('a modifier extension Pont does not understand is refused on every write (FHIR R4 §2.4: it may negate what it is in), so no door shows a heparin “not given” as an active medication', async () => {
+    const notGiven = { url: 'http://ehr.example/fhir/StructureDefinition/not-given', valueBoolean: true };
+    const rx = { resourceType: 'MedicationRequest', id: 'rx-modext', status: 'active', intent: 'order', subject, authoredOn: '2026-11-24', medicationCodeableConcept: { text: 'Heparin 5000 units' } };
+    for (const resource of [
+      { ...rx, modifierExtension: [notGiven] },
+      // In an element (a dosage), and in a contained resource, as well.
+      { ...rx, dosageInstruction: [{ text: '5000 units SC', modifierExtension: [notGiven] }] },
+      { ...rx, contained: [{ resourceType: 'Medication', id: 'm1', code: { text: 'Heparin' }, modifierExtension: [notGiven] }], medicationCodeableConcept: undefined, medicationReference: { reference: '#m1' } },
+    ]) {
+      const res = await call(operator, '/api/fhir/R4/MedicationRequest/rx-modext', { method: 'PUT', json: resource });
+      expect(res.status, JSON.stringify(res.body)).toBe(400);
+      expect(res.body.resourceType).toBe('OperationOutcome');
+      expect(res.body.issue[0]).toMatchObject({ code: 'extension' });
+      expect(res.body.issue[0].details.text).toContain('http://ehr.example/fhir/StructureDefinition/not-given');
+    }
+    const bundle = await call(operator, '/api/fhir/R4', { method: 'POST', json: { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: { ...rx, id: undefined, modifierExtension: [notGiven] }, request: { method: 'POST', url: 'MedicationRequest' } }] } });
+    expect(bundle.status).toBe(400);
+    expect((await call(operator, '/api/fhir/R4/MedicationRequest/rx-modext')).status).toBe(404);
+    expect((await summary()).active_medications.map((r: any) => r.id)).not.toContain('rx-modext');
+    // An extension that is no modifier is kept, as ever.
+    await put({ ...rx, extension: [{ url: 'http://ehr.example/fhir/StructureDefinition/local-note', valueString: 'ward stock' }] });
+    expect((await summary()).active_medications.map((r: any) => r.id)).toContain('rx-modext');
+  });
+
   it('a visit’s provider is the name of its provider_id, whatever the other participants’ references give; every participant is listed with their name', async () => {
     await put({ resourceType: 'Practitioner', id: 'pr-kumar', name: [{ prefix: ['Dr'], given: ['Anita'], family: 'Kumar' }] });
     await put({

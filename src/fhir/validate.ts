@@ -40,7 +40,8 @@ export function validateFhirResource(resource: Resource): void {
 
 /**
  * R4 invariants the structural validator leaves out: narratives are safe XHTML with content (txt-1, txt-2), every
- * `#id` reference names a contained resource (ref-1), and a Period does not end before it starts (per-1).
+ * `#id` reference names a contained resource (ref-1), and a Period does not end before it starts (per-1); and no
+ * modifier extension Pont does not understand (UNDERSTOOD_MODIFIERS).
  */
 function invariantIssues(resource: Resource): OperationOutcomeIssue[] {
   const contained = new Set(((resource as { contained?: Resource[] }).contained ?? []).map((r) => r?.id).filter(Boolean));
@@ -73,11 +74,28 @@ function walkInvariants(walk: InvariantWalk, value: unknown): void {
     if (k === 'div' && typeof v === 'string') {
       const problem = narrativeProblem(v);
       if (problem) walkIssue(walk, problem, 'invariant');
+    } else if (k === 'modifierExtension' && unknownModifier(v) !== undefined) {
+      const url = unknownModifier(v)!;
+      walkIssue(walk, `the modifier extension ${url.slice(0, 300)} is not one Pont understands: it may change the meaning of what it is in (a medication "not given"), so Pont does not store it (FHIR R4 Extensibility: data with an unrecognised modifier is not processed). An extension that changes no meaning goes in \`extension\`.`, 'extension');
     } else if (k === 'reference' && typeof v === 'string' && v.startsWith('#') && v !== '#' && !walk.contained.has(v.slice(1))) {
       walkIssue(walk, `${v} names no contained resource (ref-1)`, 'invariant');
     } else walkInvariants(walk, v); // contained resources too: their narratives are shown as well
     at.pop();
   }
+}
+
+/**
+ * The modifier extensions Pont understands: the R5 SubscriptionTopic's status on the topics it publishes as Basic
+ * (src/subscriptions/topics.ts). Any other is refused (invariantIssues): Pont's search, Connect and the summary would
+ * read the resource without it, as if it said what it says without its modifier.
+ */
+const UNDERSTOOD_MODIFIERS = new Set(['http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.status']);
+
+/** The url of the first modifier extension of the list that Pont does not understand, if any. */
+function unknownModifier(list: unknown): string | undefined {
+  if (!Array.isArray(list)) return undefined;
+  const unknown = list.find((e) => !UNDERSTOOD_MODIFIERS.has((e as { url?: unknown })?.url as string)) as { url?: unknown } | undefined;
+  return unknown === undefined ? undefined : String(unknown?.url);
 }
 
 const PERIOD_KEYS = new Set(['id', 'extension', 'start', 'end']);
@@ -124,7 +142,7 @@ interface ShapeWalk {
 }
 
 /** An issue where the walk is: `structure` (the JSON or array shape) or `invariant`. */
-function walkIssue(walk: ShapeWalk, text: string, code: 'structure' | 'invariant' = 'structure'): void {
+function walkIssue(walk: ShapeWalk, text: string, code: 'structure' | 'invariant' | 'extension' = 'structure'): void {
   walk.issues.push({ severity: 'error', code, details: { text }, expression: [pathOf(walk.resourceType, walk.at)] });
 }
 
