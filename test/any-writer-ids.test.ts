@@ -770,6 +770,41 @@ describe('what an outside probe of stop 68 found (US Core exports, Epic- and Cer
     expect((await summary()).active_medications.map((r: any) => r.id)).toContain('rx-modext');
   });
 
+  it('a resource’s encounter is its own patient’s: a result of one patient filed in another’s visit is refused on every write, so no record shows that visit as its context', async () => {
+    const otherPatient = await put({ resourceType: 'Patient', id: 'a.b-c', name: [{ family: 'Other' }] });
+    const other = (id: string, encounter: string) => ({
+      resourceType: 'Observation', id, status: 'final', category: [LAB], code: { text: 'Glucose' }, subject: { reference: 'Patient/a.b-c' },
+      encounter: { reference: encounter }, effectiveDateTime: '2026-11-24T08:00:00Z', valueQuantity: { value: 5.1, unit: 'mmol/L' },
+    });
+    // enc.7 is Patient/123's, written absolute or relative.
+    for (const encounter of ['Encounter/enc.7', `${pont.url}/api/fhir/R4/Encounter/enc.7`]) {
+      const res = await call(operator, '/api/fhir/R4/Observation/obs-crossed', { method: 'PUT', json: other('obs-crossed', encounter) });
+      expect(res.status, JSON.stringify(res.body)).toBe(400);
+      expect(res.body.issue[0].diagnostics).toMatch(/Encounter\/enc\.7.*another patient/);
+      expect(res.body.issue[0].expression).toEqual(['Observation.encounter']);
+    }
+    // In a transaction too, and an encounter of the same bundle counts.
+    const tx = await call(operator, '/api/fhir/R4', { method: 'POST', json: { resourceType: 'Bundle', type: 'transaction', entry: [
+      { resource: other('obs-crossed', 'Encounter/enc.7'), request: { method: 'PUT', url: 'Observation/obs-crossed' } },
+    ] } });
+    expect(tx.status).toBe(400);
+    expect((await call(operator, '/api/fhir/R4/Observation/obs-crossed')).status).toBe(404);
+    const own = await call(operator, '/api/fhir/R4', { method: 'POST', json: { resourceType: 'Bundle', type: 'transaction', entry: [
+      { resource: { resourceType: 'Encounter', id: 'enc-abc', status: 'finished', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' }, subject: { reference: 'Patient/a.b-c' } }, request: { method: 'PUT', url: 'Encounter/enc-abc' } },
+      { resource: other('obs-own', 'Encounter/enc-abc'), request: { method: 'PUT', url: 'Observation/obs-own' } },
+    ] } });
+    expect(own.status, JSON.stringify(own.body)).toBe(200);
+    // A push naming another patient's visit is refused as well: one the pusher may not see does not exist, one it may
+    // (a consent of that patient's) is another patient's.
+    const otherHealthId = otherPatient.identifier.find((i: any) => i.system === HEALTH_ID_SYSTEM).value;
+    const expires_at = new Date(Date.now() + 365 * 86_400_000).toISOString();
+    expect((await call(reader, `/api/v1/connect/patient/${otherHealthId}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at } })).status).toBe(201);
+    const record = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1`)).body.records.lab_results[0];
+    const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', headers: { 'idempotency-key': 'crossed-visit' }, json: { health_id: healthId, record: { ...record, visit_id: 'enc-abc' } } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(400);
+    expect(pushed.body.message).toContain("Encounter/enc-abc, which is another patient's encounter");
+  });
+
   it('a visit’s provider is the name of its provider_id, whatever the other participants’ references give; every participant is listed with their name', async () => {
     await put({ resourceType: 'Practitioner', id: 'pr-kumar', name: [{ prefix: ['Dr'], given: ['Anita'], family: 'Kumar' }] });
     await put({

@@ -49,7 +49,8 @@ const observation = (id: string, value: number, patientRef = 'Patient/MRN-1001')
   category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }],
   code: { coding: [{ system: 'http://loinc.org', code: '8867-4' }], text: 'Heart rate' },
   subject: { reference: patientRef },
-  encounter: { reference: 'Encounter/ENC-1' },
+  // ENC-1 is MRN-1001's visit: another patient's result is in none of theirs.
+  ...(patientRef === 'Patient/MRN-1001' ? { encounter: { reference: 'Encounter/ENC-1' } } : {}),
   valueQuantity: { value, unit: '/min' },
 });
 

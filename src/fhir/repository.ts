@@ -21,7 +21,7 @@ import type { ReadLimits } from '../policy/read-limits';
 import { filterSql } from './search/sql';
 import { applyResourcePatch, type Patch } from './patch';
 import { validateFhirResource } from './validate';
-import { linksOf, patientsOf, unplacedReason } from './compartment';
+import { accessPatients, linksOf, patientsOf, unplacedReason } from './compartment';
 import { filedPatients, withFiledPatients } from './store/filed';
 import { hashKey } from '../core/hash';
 import { namesPatient, parseSearch, type ParsedSearch, type QueryParams } from './search/parse';
@@ -1132,6 +1132,9 @@ export async function checkReferences(sql: Queryable, base: string, items: Write
   if (unresolved && (!missing || unresolved.index <= missing.index))
     throw referenceError(400, `${label(unresolved.index)}${unresolved.path} refers to ${unresolved.reference}, which no entry of the Bundle defines`, unresolved.path);
   if (missing) throw referenceError(400, `${label(missing.index)}${missing.path} refers to ${missing.type}/${missing.id}, which does not exist`, missing.path);
+  const crossed = await anotherPatientsEncounter(sql, base, results, targets);
+  if (crossed)
+    throw referenceError(400, `${label(crossed.index)}${crossed.path} refers to Encounter/${crossed.id}, which is another patient's encounter: what happened in a visit is of that visit's patient`, crossed.path);
   if (deleted.length) {
     const { text, values } = SQL`SELECT l.target_type, l.target_id, s.resource_type, s.id, l.path, (${visible?.(ident('s')) ?? SQL`true`}) AS seen
        FROM unnest(${deleted.map((d) => d.type)}::text[], ${deleted.map((d) => d.id)}::text[]) AS k(t, i)
@@ -1150,6 +1153,26 @@ export async function checkReferences(sql: Queryable, base: string, items: Write
       );
     }
   }
+}
+
+/**
+ * The first reference, among `targets` (every one found, and visible to the writer), of a written resource to the
+ * Encounter it happened in (`…encounter`, `…context`) when that Encounter is another patient's: a result of one patient
+ * filed in another's visit would be shown as that visit's, and the visit's as theirs.
+ */
+async function anotherPatientsEncounter(sql: Queryable, base: string, results: WriteResult[], targets: Array<{ index: number; type: string; id: string; path: string }>) {
+  const context = targets.filter((t) => t.type === 'Encounter' && /\.(encounter|context)$/.test(t.path) && results[t.index]!.resource.resourceType !== 'Encounter');
+  const rows = context.flatMap((t, n) => {
+    const patients = accessPatients(results[t.index]!.resource, base);
+    return patients.length ? [[t.id, n, JSON.stringify(patients)] as const] : [];
+  });
+  if (!rows.length) return undefined;
+  const { text, values } = SQL`SELECT k.n FROM ${rowsOf('k', [['i', 'text'], ['n', 'int'], ['p', 'text']], paddedRows(rows))}
+     JOIN fhir_resources r ON r.resource_type = 'Encounter' AND r.id = k.i AND NOT r.deleted
+     WHERE cardinality(r.patients) > 0 AND NOT r.patients && ARRAY(SELECT jsonb_array_elements_text(k.p::jsonb))
+     ORDER BY k.n LIMIT 1`.render();
+  const { rows: found } = await sql.query<{ n: number }>(text, values);
+  return found[0] && context[found[0].n];
 }
 
 function referenceError(status: 400 | 409, message: string, path: string): ApiError {
