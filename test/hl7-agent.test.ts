@@ -519,7 +519,7 @@ describe('pont bridge-agent: two batches on their way at once, killed mid-burst'
  */
 async function holdingProxy() {
   const log: string[] = [];
-  const held: Array<{ batchId: string; let(): void; refuse(): void }> = [];
+  const held: Array<{ batchId: string; let(): void; refuse(): void; reject(): void; messages: number }> = [];
   const server = createHttpServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -537,6 +537,9 @@ async function holdingProxy() {
         batchId,
         let: () => (log.push(`answered ${batchId}`), void forward().catch(() => res.destroy())),
         refuse: () => (log.push(`refused ${batchId}`), res.writeHead(503, { 'content-type': 'application/json' }).end('{"message":"busy"}')),
+        // What Pont answers a request it would refuse whatever it is sent again (a body it cannot take).
+        reject: () => (log.push(`rejected ${batchId}`), res.writeHead(400, { 'content-type': 'application/json' }).end('{"message":"NUL characters are not allowed in the body"}')),
+        messages: (JSON.parse(body.toString('utf8')) as { resources: Array<{ resourceType: string; id: string }> }).resources.filter((r) => r.resourceType === 'Observation').length,
       });
     });
   });
@@ -616,6 +619,60 @@ describe('pont bridge-agent: two batches on their way, in order where it matters
       await client.close();
       await agent.kill();
       await proxy.close();
+    }
+  });
+});
+
+describe('pont bridge-agent: a batch Pont refuses whole (found by an outside probe: 153 messages acknowledged AA were lost)', () => {
+  const result = (id: string, value: number) =>
+    v2(msh('ORU^R01^ORU_R01', id), 'PID|1||WHOLE1^^^GHH^MR||WHOLE^ANN^^^^^L||19800101|F', `OBR|1|${id}^OE|${id}^LAB|24323-8^CMP^LN|||||||||||||||||||||F`, `OBX|1|NM|2345-7^Glucose^LN||${value}|mg/dL|70-99||||F`);
+
+  it('its messages go again one at a time: the others reach Pont, only the one Pont refuses alone is lost (and said)', async () => {
+    const proxy = await holdingProxy();
+    const agent = await startAgentProcess(await configFor('q-whole', { pont_url: proxy.url }), 'whole.json');
+    const client = new Hl7Client({ host: '127.0.0.1', port: agent.port });
+    try {
+      expect(ack(await client.sendAndWait(result('WHOLE-1', 91))).code).toBe('AA');
+      const first = await proxy.next(0);
+      // Held: the next three, of the same patient, wait for it, then go together.
+      for (const [n, id] of ['WHOLE-2', 'WHOLE-3', 'WHOLE-4'].entries()) expect(ack(await client.sendAndWait(result(id, 92 + n))).code).toBe('AA');
+      first.let();
+      const together = await proxy.next(1);
+      expect(together.messages).toBe(3);
+      together.reject();
+      // Each alone, in order: the second of them refused again, alone.
+      const two = await proxy.next(2);
+      expect(two.messages).toBe(1);
+      two.let();
+      const again = await proxy.next(3);
+      again.reject();
+      (await proxy.next(4)).let();
+      await eventually(async () => expect((await read('Observation', 'LAB-WHOLE-4-2345-7')).status).toBe(200));
+      expect((await read('Observation', 'LAB-WHOLE-2-2345-7')).status).toBe(200);
+      expect((await read('Observation', 'LAB-WHOLE-3-2345-7')).status).toBe(404);
+      expect(agent.output()).toMatch(/Pont refused a batch whole; its messages go again one at a time/);
+      expect(agent.output()).toMatch(/Pont refused a resource of a message.*WHOLE-3/);
+    } finally {
+      await client.close();
+      await agent.kill();
+      await proxy.close();
+    }
+  });
+
+  it('a message Pont would refuse for what it holds (a NUL character) is AE at once naming the field, never AA', async () => {
+    const agent = await startAgentProcess(await configFor('q-nul'), 'nul.json');
+    const client = new Hl7Client({ host: '127.0.0.1', port: agent.port });
+    try {
+      const a = ack(await client.sendAndWait(v2(msh('ADT^A04^ADT_A01', 'NUL-1'), 'PID|1||NUL1^^^GHH^MR||VER^VI\u0000C||19700101|M')));
+      expect(a.code).toBe('AE');
+      expect(a.err).toMatch(/PID\^1\^5/);
+      expect(a.err).toMatch(/NUL/);
+      expect(ack(await client.sendAndWait(v2(msh('ADT^A04^ADT_A01', 'NUL-2'), 'PID|1||NUL2^^^GHH^MR||VER^VIC||19700101|M'))).code).toBe('AA');
+      await eventually(async () => expect((await read('Patient', 'GHH-NUL2')).status).toBe(200));
+      expect((await read('Patient', 'GHH-NUL1')).status).toBe(404);
+    } finally {
+      await client.close();
+      await agent.kill();
     }
   });
 });

@@ -10,7 +10,8 @@ import { AgentConfigError, parseAgentConfig } from '../src/agent/config';
 import { MllpDeframer, startMllpServer, stopMllpServer, type Frame } from '../src/agent/mllp';
 import { eventually } from './eventually';
 import { DurableQueue } from '../src/agent/queue';
-import { beyondPont, ErrorCondition, translate } from '../src/agent/translate';
+import { batchOf } from '../src/agent/agent';
+import { beyondPont, ErrorCondition, MAX_BATCH_BYTES, nulAt, translate } from '../src/agent/translate';
 import { loadMappings } from '../src/mapping/index';
 import { evaluateV2, parseV2Expression, unescapeV2, v2Charset, V2PathError } from '../src/mapping/v2-path';
 import { fromV2Text } from '../src/mapping/v2';
@@ -120,6 +121,25 @@ describe('acknowledgements', () => {
     expect(buildAck({ message: with15('NE'), code: 'AA', now, controlId: 'A' })).toBeUndefined();
     expect(buildAck({ message: with15('ER'), code: 'AA', now, controlId: 'A' })).toBeUndefined();
     expect(buildAck({ message: with15('ER'), code: 'AR', now, controlId: 'A' })).toMatch(/MSA\|CR/);
+  });
+});
+
+describe('what Pont would refuse of a batch however often it is sent (found by an outside probe: batches refused whole, their messages lost)', () => {
+  it('a NUL character is found where it is, field by field (MSH counts its separator as MSH-1)', () => {
+    expect(nulAt('MSH|^~\\&|LAB\rPID|1||X||VE\u0000C')).toBe('PID-5');
+    expect(nulAt('MSH|^~\\&|LA\u0000B|FAC')).toBe('MSH-3');
+    expect(nulAt('MSH|^~\\&|LAB\rPID|1||X||VEC')).toBeUndefined();
+  });
+  it('a message whose FHIR is over MAX_BATCH_BYTES is refused; batches hold at most MAX_BATCH_BYTES of FHIR, a message never split', () => {
+    const obs = (id: string, size: number) => ({ resourceType: 'Observation', id, valueString: 'v'.repeat(size) });
+    expect(beyondPont([obs('a', 1_000_000), obs('b', 1_000_000), obs('c', 1_000_000), obs('d', 1_000_000), obs('e', 500_000)])).toMatchObject({ location: 'OBX-5', text: expect.stringMatching(/bytes of FHIR/) });
+    const messages = Array.from({ length: 20 }, (_, i) => ({ id: `M${i}`, type: 'ORU^R01', received_at: '', resources: [obs(`o${i}`, 900_000)] }));
+    const batch = batchOf(messages, false);
+    expect(batch.messages.length).toBe(4);
+    expect(batch.bytes).toBeLessThanOrEqual(MAX_BATCH_BYTES);
+    expect(Buffer.byteLength(JSON.stringify(batch.resources))).toBeLessThanOrEqual(MAX_BATCH_BYTES);
+    // Multi-byte text counts in bytes.
+    expect(batchOf(messages.map((m, i) => ({ ...m, resources: [{ resourceType: 'Observation', id: `u${i}`, valueString: 'é'.repeat(450_000) }] })), false).messages.length).toBe(4);
   });
 });
 

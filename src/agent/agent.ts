@@ -16,11 +16,11 @@ import { buildAck, wantsApplicationAck, type AckCode } from './ack';
 import type { AgentConfig } from './config';
 import { startMllpServer, stopMllpServer, type Frame, type Later } from './mllp';
 import { DurableQueue, type QueuedMessage } from './queue';
-import { ErrorCondition, header, MAX_BATCH_RESOURCES, messageKey, translate, type V2Error } from './translate';
+import { ErrorCondition, header, MAX_BATCH_BYTES, MAX_BATCH_RESOURCES, messageKey, translate, type V2Error } from './translate';
 
 export const AGENT_VERSION = '0.1.0';
 
-/** Messages per batch (and at most MAX_BATCH_RESOURCES resources, translate.ts). */
+/** Messages per batch (and at most MAX_BATCH_RESOURCES resources and MAX_BATCH_BYTES of FHIR, translate.ts). */
 const MAX_BATCH_MESSAGES = 200;
 /**
  * Batches on their way to Pont at once. Pont writes a batch in one transaction; while one is in PostgreSQL the next is
@@ -92,6 +92,12 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
   /** The next batch depends on one on its way: nothing to try until one is answered (every ACK asks the pump). */
   let waitingForAnswer = false;
   const confirmed = new ConfirmedContent(CONFIRMED_REMEMBERED);
+  /**
+   * Messages of a batch Pont refused whole (a request it would refuse again: 400, 413, 422), sent again one at a time:
+   * what one of them carries must not cost the others their place in Pont (an AA is a promise). Kept in memory: after
+   * a restart their batch goes once more as it was, is refused again, and is split again.
+   */
+  const alone = new Set<string>();
   /** The next batch to send now, or undefined: nothing to send, or it must wait for those on their way. */
   const nextBatch = (): Batch | undefined => {
     // The batches a crash or a failed send interrupted go again first, each as it was (same batch id), in the order
@@ -108,8 +114,11 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
       waitingForAnswer = true;
       return undefined;
     }
-    const candidates = queue.peek(MAX_BATCH_MESSAGES, sending.length);
-    if (!candidates.length) return undefined;
+    const peeked = queue.peek(MAX_BATCH_MESSAGES, sending.length);
+    if (!peeked.length) return undefined;
+    // A message to send alone goes by itself; the others go up to the next such one.
+    const single = peeked.findIndex((m) => alone.has(m.id));
+    const candidates = single === 0 ? peeked.slice(0, 1) : single > 0 ? peeked.slice(0, single) : peeked;
     const batch = batchOf(candidates, false);
     waitingForAnswer = !inFlight.every((other) => canGoBeside(batch, other, confirmed));
     return waitingForAnswer ? undefined : batch;
@@ -132,22 +141,8 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
       await queue.sending(batch.messages);
       const outcome = await pont.sync(batch).catch((err: Error) => ({ retry: true as const, reason: err.message }));
       if ('retry' in outcome) return retryLater(outcome.reason);
-      // The backoff starts again when the oldest batch goes through, not one beside a batch Pont keeps refusing.
-      if (queue.startsWith([batch.messages[0]!.id])) failures = 0;
-      for (const problem of outcome.problems) log('error', 'Pont refused a resource of a message', problem);
-      // What Pont holds now is known only when it took all of it; a merge changes what refers to the merged record.
-      // Said before the confirmation is written: Pont has it, whatever the queue's files do.
-      if (batch.resources.some(merges)) confirmed.clear();
-      else if (outcome.problems.length) confirmed.forget(batch);
-      else confirmed.remember(batch);
-      await queue.confirm(batch.messages);
-      if (applicationAcks.size) {
-        try {
-          acknowledgeApplication(batch.messages, outcome.problems);
-        } catch (err) {
-          log('error', 'application acknowledgements not sent', { error: (err as Error).message });
-        }
-      }
+      if (outcome.refusedWhole && batch.messages.length > 1) splitUp(batch, outcome.problems);
+      else await settled(batch, outcome.problems);
     } catch (err) {
       // The queue's files (sent.log): the batch is sent again, as it was, once they take writes.
       retryLater(`the queue: ${(err as Error).message}`);
@@ -156,6 +151,32 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
       waitingForAnswer = false;
     }
     pump();
+  };
+  /** A batch Pont refused whole: its messages go again, each alone (`alone`), so that only what Pont refuses is refused. */
+  const splitUp = (batch: Batch, problems: Problem[]) => {
+    log('warn', 'Pont refused a batch whole; its messages go again one at a time', { control_ids: batch.messages.map((m) => m.id), error: problems[0]?.error });
+    for (const m of batch.messages) alone.add(m.id);
+    queue.retract(batch.messages);
+  };
+  /** Pont answered for each resource of the batch: its messages leave the backlog, what it refused said. */
+  const settled = async (batch: Batch, problems: Problem[]) => {
+    // The backoff starts again when the oldest batch goes through, not one beside a batch Pont keeps refusing.
+    if (queue.startsWith([batch.messages[0]!.id])) failures = 0;
+    for (const problem of problems) log('error', 'Pont refused a resource of a message', problem);
+    // What Pont holds now is known only when it took all of it; a merge changes what refers to the merged record.
+    // Said before the confirmation is written: Pont has it, whatever the queue's files do.
+    if (batch.resources.some(merges)) confirmed.clear();
+    else if (problems.length) confirmed.forget(batch);
+    else confirmed.remember(batch);
+    await queue.confirm(batch.messages);
+    for (const m of batch.messages) alone.delete(m.id);
+    if (applicationAcks.size) {
+      try {
+        acknowledgeApplication(batch.messages, problems);
+      } catch (err) {
+        log('error', 'application acknowledgements not sent', { error: (err as Error).message });
+      }
+    }
   };
   const retryLater = (reason: string) => {
     if (closed) return;
@@ -207,7 +228,7 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
         }
         return ack(message, 'AA');
       }
-      const translation = translate(message, maps.current(), text.length);
+      const translation = translate(message, maps.current(), text);
       if (!translation.ok) {
         log('warn', `message answered ${translation.ack}`, { control_id: controlId, location: translation.error.location, error: translation.error.text });
         return ack(message, translation.ack, translation.error);
@@ -268,10 +289,12 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
 }
 
 /** What one Bridge sync request carries: its messages, their resources, and which message each resource came from. */
-interface Batch {
+export interface Batch {
   messages: QueuedMessage[];
   resources: unknown[];
   owners: string[];
+  /** The resources' JSON, in bytes (at most MAX_BATCH_BYTES, but for a batch of one message). */
+  bytes: number;
   /** Each resource (`Type/id`) with its content (JSON), and the stored resources its references name. */
   contents: Map<string, string>;
   references: Set<string>;
@@ -346,15 +369,16 @@ function referencesIn(value: unknown, out: Set<string>): void {
 }
 
 /**
- * The batch of these messages: as many as fit (at most MAX_BATCH_RESOURCES resources; a message is never split), or
+ * The batch of these messages: as many as fit (at most MAX_BATCH_RESOURCES resources and MAX_BATCH_BYTES of their
+ * JSON; a message is never split), or
  * all of them (`whole`: the batch a crash interrupted, sent again as it was). A resource repeated with the same
  * content (the patient of every result) goes once. A batch never holds two versions of one resource (a result and its
  * correction): the second starts the next batch, so each is written, in order, and Pont takes every batch in one
  * transaction. A message that repeats a resource with other content itself (two OBX of one code and no sub-id) goes
  * alone and as it is (Pont writes a batch with duplicates one item at a time). The same messages give the same batch.
  */
-function batchOf(candidates: QueuedMessage[], whole: boolean): Batch {
-  const batch: Batch = { messages: [], resources: [], owners: [], contents: new Map(), references: new Set(), alone: false };
+export function batchOf(candidates: QueuedMessage[], whole: boolean): Batch {
+  const batch: Batch = { messages: [], resources: [], owners: [], bytes: 0, contents: new Map(), references: new Set(), alone: false };
   const seen = batch.contents;
   for (const m of candidates) {
     const added = new Map<string, string>();
@@ -372,7 +396,8 @@ function batchOf(candidates: QueuedMessage[], whole: boolean): Batch {
       added.set(key, json);
       fresh.push(r);
     }
-    if (!whole && batch.messages.length && (conflict || batch.resources.length + fresh.length > MAX_BATCH_RESOURCES)) break;
+    const bytes = [...added.values()].reduce((n, json) => n + Buffer.byteLength(json), 0);
+    if (!whole && batch.messages.length && (conflict || batch.resources.length + fresh.length > MAX_BATCH_RESOURCES || batch.bytes + bytes > MAX_BATCH_BYTES)) break;
     if (conflict) {
       // As it is: every resource of every message, in order.
       batch.messages.push(...candidates.slice(batch.messages.length, whole ? undefined : batch.messages.length + 1));
@@ -382,6 +407,7 @@ function batchOf(candidates: QueuedMessage[], whole: boolean): Batch {
       return withDependencies(batch, true);
     }
     batch.messages.push(m);
+    batch.bytes += bytes;
     for (const r of fresh) {
       batch.resources.push(r);
       batch.owners.push(m.id);
@@ -427,7 +453,7 @@ function parseHead(head: Buffer): Hl7Message | undefined {
 
 /** What Pont refused of a batch: a resource of one message, or the whole batch. */
 type Problem = Record<string, unknown> & { control_id?: string; control_ids?: string[] };
-type SyncOutcome = { problems: Problem[] } | { retry: true; reason: string };
+type SyncOutcome = { problems: Problem[]; refusedWhole?: boolean } | { retry: true; reason: string };
 
 /** Pont's Bridge API, with the agent's headers (docs/integrators.md "Bridge Agent protocol"). */
 class PontClient {
@@ -460,7 +486,7 @@ class PontClient {
     // Pont away, overloaded, or the key refused (fixed by an operator): try again later; nothing is dropped.
     if (res.status >= 500 || res.status === 401 || res.status === 403 || res.status === 408 || res.status === 429) return { retry: true, reason: `${res.status} ${body?.message ?? ''}`.trim() };
     // Any other refusal of the whole batch would be refused again: said, and not retried forever.
-    return { problems: [{ control_ids: messages.map((m) => m.id), status: res.status, error: body?.message ?? 'refused' }] };
+    return { problems: [{ control_ids: messages.map((m) => m.id), status: res.status, error: body?.message ?? 'refused' }], refusedWhole: true };
   }
 
   /** The heartbeat; Pont's answer says how often to send it. */

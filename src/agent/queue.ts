@@ -281,6 +281,14 @@ export class DurableQueue {
     this.intents.push(ids);
   }
 
+  /**
+   * Their batch will not be sent again as it was (Pont refused it whole): forgotten as sent, in memory only (after a
+   * restart it goes once more as it was). Its messages stay in the backlog, to go in other batches.
+   */
+  retract(messages: QueuedMessage[]): void {
+    this.intents = this.intents.filter((ids) => ids[0] !== messages[0]!.id);
+  }
+
   /** Pont has them: they leave the backlog (a batch's messages follow one another in it, as peek gave them). */
   async confirm(messages: QueuedMessage[]): Promise<void> {
     if (!messages.length) return;

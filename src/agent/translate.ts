@@ -32,6 +32,12 @@ export type Translation =
 
 /** The most resources one Bridge sync batch may hold (Pont's MAX_BATCH_RESOURCES). */
 export const MAX_BATCH_RESOURCES = 1000;
+/**
+ * The most bytes of FHIR (as JSON) one batch carries: a quarter of Pont's default request body limit
+ * (PONT_MAX_BODY_BYTES, 16 MiB), so that a batch is never refused whole for its size (413); a message whose own FHIR
+ * is larger is refused at once (AR).
+ */
+export const MAX_BATCH_BYTES = 4 * 1024 * 1024;
 /** The longest string Pont takes in a resource (FHIR's 1 MiB, src/fhir/validate.ts). */
 const MAX_STRING = 1_048_576;
 
@@ -44,6 +50,8 @@ const MAX_STRING = 1_048_576;
 export function beyondPont(resources: Array<Record<string, unknown>>, length = Infinity): { location: string; text: string } | undefined {
   if (resources.length > MAX_BATCH_RESOURCES) return { location: 'OBX', text: `the message gives ${resources.length} resources; Pont takes at most ${MAX_BATCH_RESOURCES} at once: send it in parts` };
   if (length <= MAX_STRING) return undefined;
+  const bytes = Buffer.byteLength(JSON.stringify(resources));
+  if (bytes > MAX_BATCH_BYTES) return { location: 'OBX-5', text: `the message gives ${bytes} bytes of FHIR; the agent sends Pont at most ${MAX_BATCH_BYTES} at once: send it in parts` };
   const tooLong = (value: unknown): boolean =>
     typeof value === 'string' ? value.length > MAX_STRING : Array.isArray(value) ? value.some(tooLong) : !!value && typeof value === 'object' && Object.values(value).some(tooLong);
   const long = resources.find(tooLong);
@@ -80,8 +88,22 @@ export function messageKey(message: Hl7Message): string {
   return [msh?.getField(3)?.toString() ?? '', msh?.getField(4)?.toString() ?? '', header(message).controlId].join('|');
 }
 
-/** `length`: the message's text, in characters (beyondPont). */
-export function translate(message: Hl7Message, maps: MappingSet, length = Infinity): Translation {
+/**
+ * Where the first NUL character of a message is (`PID-5`), if it has one: Pont stores no NUL (PostgreSQL's text
+ * cannot hold it) and refuses a request that carries one, so such a message is refused at once (AE), not queued.
+ */
+export function nulAt(text: string): string | undefined {
+  const at = text.indexOf('\u0000');
+  if (at < 0) return undefined;
+  const segment = text.slice(0, at).split(/[\r\n]/).at(-1)!;
+  const separator = text[3] ?? '|';
+  const fields = segment.split(separator).length - 1;
+  const name = segment.slice(0, 3);
+  return `${name}-${name === 'MSH' ? fields + 1 : fields}`;
+}
+
+/** `text`: the message as received (its length for beyondPont, its NULs for nulAt). */
+export function translate(message: Hl7Message, maps: MappingSet, text?: string): Translation {
   const { type, event, controlId, version } = header(message);
   if (!SUPPORTED_VERSION.test(version)) return refuse('AR', 'MSH-12', ErrorCondition.unsupportedVersion, `HL7 version ${JSON.stringify(version)} is not supported: 2.3 to 2.8`);
   if (!HANDLED[type]) return refuse('AR', 'MSH-9', ErrorCondition.unsupportedMessageType, `message type ${JSON.stringify(type)} is not handled (${Object.entries(HANDLED).map(([t, e]) => `${t}^${e.join('/')}`).join(', ')})`);
@@ -89,9 +111,11 @@ export function translate(message: Hl7Message, maps: MappingSet, length = Infini
   if (!v2Charset(message)) return refuse('AR', 'MSH-18', ErrorCondition.internal, `character set ${JSON.stringify(message.getSegment('MSH')?.getField(18)?.toString())} is not read (UTF-8, ASCII, 8859/1, 8859/15): its text would be stored wrong`);
   if (!controlId) return refuse('AE', 'MSH-10', ErrorCondition.requiredFieldMissing, 'MSH-10 (message control id) is empty: it is what makes a resend change nothing');
   if (!message.getSegment('PID')) return refuse('AE', 'PID', ErrorCondition.segmentSequence, `${type}^${event} without a PID segment`);
+  const nul = text === undefined ? undefined : nulAt(text);
+  if (nul) return refuse('AE', nul, ErrorCondition.dataType, `${nul} holds a NUL character (0x00), which Pont does not store: send the message without it`);
   try {
     const resources = type === 'ORU' ? results(message, maps) : admission(message, event, maps);
-    const beyond = beyondPont(resources, length);
+    const beyond = beyondPont(resources, text?.length);
     if (beyond) return refuse('AR', beyond.location, ErrorCondition.internal, beyond.text);
     return { ok: true, controlId, type: `${type}^${event}`, resources };
   } catch (err) {
