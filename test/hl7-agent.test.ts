@@ -306,6 +306,21 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect((await readOk('Patient', '1.2.840.10001-12345')).name[0].family).toBe('NORTH');
   });
 
+  it('the patient is their medical record number whatever the order of PID-3’s repetitions (found by an outside probe: a result with SS~MR made a second patient)', async () => {
+    expect(ack(await client.sendAndWait(v2(msh('ADT^A04^ADT_A01', 'ORDER-1'), 'PID|1||D600^^^GHH^MR||DELTA^DIANA^^^^^L||19800202|F'))).code).toBe('AA');
+    const oru = v2(
+      msh('ORU^R01^ORU_R01', 'ORDER-2'),
+      'PID|1||111-22-3333^^^USSSA^SS~D600^^^GHH^MR||DELTA^DIANA||19800202|F',
+      'OBR|1|ORD2^OE|ORD2^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F',
+      'OBX|1|NM|2345-7^Glucose^LN||6.1|mmol/L|3.9-5.5|H|||F',
+    );
+    expect(ack(await client.sendAndWait(oru)).code).toBe('AA');
+    const result = await eventually(async () => readOk('Observation', 'LAB-ORD2-2345-7'));
+    const patient = await readOk('Patient', 'GHH-D600');
+    expect(result.subject.reference).toBe(`Patient/${patient.id}`);
+    expect((await read('Patient', 'USSSA-111-22-3333')).status).toBe(404);
+  });
+
   it('the same MSH-10 from another sending system is another message (HL7: a control id is unique within its sender), both kept', async () => {
     const from = (application: string, facility: string) => `MSH|^~\\&|${application}|${facility}|PONT|${FACILITY}|20240116120000||ADT^A04^ADT_A01|SHARED-1|P|2.5.1`;
     const patient = (id: string, family: string) => `PID|1||${id}^^^GHH^MR||${family}^ANN^^^^^L||19700101|F`;
