@@ -321,6 +321,30 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect((await read('Patient', 'USSSA-111-22-3333')).status).toBe(404);
   });
 
+  it('an admission without a visit number (PV1-19, optional in v2: the standard’s own A01 example) is AA: the patient, and a visit of its own message; a discharge without one changes the patient alone (found by an outside probe)', async () => {
+    const a01 = v2(msh('ADT^A01^ADT_A01', 'NOVISIT-1'), 'PID|1||NOVISIT1^^^GHH^MR||NOVISIT^NORA^^^^^L||19700101|F', 'PV1|1|I|2000^2012^01||||004777^ATTEND^AARON^A|||SUR||||ADM|A0');
+    expect(ack(await client.sendAndWait(a01)).code).toBe('AA');
+    const patient = await eventually(async () => readOk('Patient', 'GHH-NOVISIT1'));
+    const visit = await eventually(async () => readOk('Encounter', 'LAB-GHH-LAB-NOVISIT-1'));
+    expect(visit).toMatchObject({ status: 'in-progress', subject: { reference: `Patient/${patient.id}` } });
+    const a03 = v2(msh('ADT^A03^ADT_A03', 'NOVISIT-2'), 'PID|1||NOVISIT1^^^GHH^MR||NOVISIT^NORA^^^^^L||19700101|F|||1 NEW RD^^X^Y^1', 'PV1|1|I|2000^2012^01');
+    expect(ack(await client.sendAndWait(a03)).code).toBe('AA');
+    await eventually(async () => expect((await readOk('Patient', 'GHH-NOVISIT1')).address?.[0]?.line).toEqual(['1 NEW RD']));
+    expect((await read('Encounter', 'LAB-GHH-LAB-NOVISIT-2')).status).toBe(404);
+  });
+
+  it('every result status of table 0085 is taken as the v2-to-FHIR guide maps it: W (posted as wrong: another patient’s) retracts the result, R and S are preliminary, U final, N cancelled, O registered', async () => {
+    const send = (id: string, status: string) =>
+      client.sendAndWait(v2(msh('ORU^R01^ORU_R01', `${id}-${status}`), PID, `OBR|1|${id}^OE|${id}^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F`, `OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|3.9-5.5|N|||${status}`));
+    expect(ack(await send('STAT-W', 'F')).code).toBe('AA');
+    expect(ack(await send('STAT-W', 'W')).code).toBe('AA');
+    await eventually(async () => expect((await readOk('Observation', 'LAB-STAT-W-2345-7')).status).toBe('entered-in-error'));
+    for (const [status, fhir] of [['R', 'preliminary'], ['S', 'preliminary'], ['U', 'final'], ['N', 'cancelled'], ['O', 'registered']]) {
+      expect(ack(await send(`STAT-${status}`, status!)).code, status).toBe('AA');
+      await eventually(async () => expect((await readOk('Observation', `LAB-STAT-${status}-2345-7`)).status, status).toBe(fhir));
+    }
+  });
+
   it('the same MSH-10 from another sending system is another message (HL7: a control id is unique within its sender), both kept', async () => {
     const from = (application: string, facility: string) => `MSH|^~\\&|${application}|${facility}|PONT|${FACILITY}|20240116120000||ADT^A04^ADT_A01|SHARED-1|P|2.5.1`;
     const patient = (id: string, family: string) => `PID|1||${id}^^^GHH^MR||${family}^ANN^^^^^L||19700101|F`;

@@ -154,7 +154,11 @@ function apply(map: CompiledMap, scope: V2Scope): Record<string, unknown> {
 
 const reference = (resource: Record<string, unknown>) => `${resource.resourceType as string}/${resource.id as string}`;
 
-/** ADT: the patient (PID), its visit (PV1, when it has a visit number, or always but for an A08), an A40's merge (MRG). */
+/**
+ * ADT: the patient (PID), its visit (PV1) when it has a visit number (PV1-19), an A40's merge (MRG). An admission
+ * (A01, A04) without one (PV1-19 is optional in v2) is a visit of its own message (v2-encounter's key), which no
+ * later message names; a discharge or an update without one changes the patient alone.
+ */
 function admission(message: Hl7Message, event: string, maps: MappingSet): Array<Record<string, unknown>> {
   const scope = { message };
   const out = [apply(maps.get('v2-patient'), scope)];
@@ -164,7 +168,7 @@ function admission(message: Hl7Message, event: string, maps: MappingSet): Array<
     return out;
   }
   const pv1 = message.getSegment('PV1');
-  if (pv1 && (event !== 'A08' || pv1.getField(19)?.toString())) out.push(apply(maps.get('v2-encounter'), scope));
+  if (pv1 && (pv1.getField(19)?.toString() || event === 'A01' || event === 'A04')) out.push(apply(maps.get('v2-encounter'), scope));
   return out;
 }
 
