@@ -114,6 +114,26 @@ describe('acknowledgements', () => {
     const old = Hl7Message.parse('MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ADT^A01|C9|P|2.3');
     expect(buildAck({ message: old, code: 'AR', error: { location: 'MSH-12', condition: ErrorCondition.unsupportedVersion, text: 'x' }, now, controlId: 'A2' })!.split('\r')[2]).toBe('ERR|MSH^1^12^203&Unsupported version id&HL70357');
   });
+  it('ERR-2 names the segment of the error among those of its name (found by an outside probe: the second OBX was OBX^1)', () => {
+    const maps = loadMappings();
+    const oru = (version: string) =>
+      Hl7Message.parse(
+        [
+          `MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ORU^R01^ORU_R01|C9|P|${version}`,
+          'PID|1||P1^^^GHH^MR||DOE^JO',
+          'OBR|1|O1^OE|F1^LAB|24323-8^CMP^LN|||20240116093000||||||||||||||||||F',
+          'OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|3.9-5.5|N|||F',
+          'OBX|2|NM|2823-3^K^LN||4.1|mmol/L|3.5-5.0|N|||',
+        ].join('\r'),
+      );
+    for (const [version, err] of [['2.5.1', /^ERR\|\|OBX\^2\^11\|101/], ['2.3', /^ERR\|OBX\^2\^11\^101&/]] as const) {
+      const translation = translate(oru(version), maps);
+      expect(translation.ok).toBe(false);
+      if (translation.ok) continue;
+      expect(translation.error).toMatchObject({ location: 'OBX-11', sequence: 2 });
+      expect(buildAck({ message: oru(version), code: 'AE', error: translation.error, now, controlId: 'A3' })!.split('\r')[2]).toMatch(err);
+    }
+  });
   it('enhanced mode: CA/CE as MSH-15 asks; none for NE, none on success for ER', () => {
     const with15 = (v: string) => Hl7Message.parse(`MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ADT^A01|C9|P|2.5|||${v}|NE`);
     expect(buildAck({ message: with15('AL'), code: 'AA', now, controlId: 'A' })).toMatch(/\rMSA\|CA\|C9/);

@@ -69,8 +69,9 @@ function errSegment(error: V2Error, version: string, f: string, c: string, s: st
   const [segment, fieldNo, component] = [m?.[1] ?? '', m?.[2] ?? '', m?.[3] ?? ''];
   const [code, name] = error.condition;
   const text = escapeText(error.text, f, c, s, r, e);
-  if (/^2\.[34]/.test(version)) return ['ERR', [segment, '1', fieldNo, [code, name, 'HL70357'].join(s)].join(c)].join(f);
-  const location = [segment, '1', fieldNo, '', component].join(c).replace(new RegExp(`\\${c}+$`), '');
+  const sequence = String(error.sequence ?? 1);
+  if (/^2\.[34]/.test(version)) return ['ERR', [segment, sequence, fieldNo, [code, name, 'HL70357'].join(s)].join(c)].join(f);
+  const location = [segment, sequence, fieldNo, '', component].join(c).replace(new RegExp(`\\${c}+$`), '');
   return ['ERR', '', location, [code, name, 'HL70357'].join(c), 'E', '', '', '', text].join(f);
 }
 

@@ -22,6 +22,8 @@ export const ErrorCondition = {
 export interface V2Error {
   /** `PID-3`: segment and field (and component) the error is about. */
   location: string;
+  /** Which of the message's segments of that name (1: the first; ERR-2's ERL.2), when not the first. */
+  sequence?: number;
   condition: (typeof ErrorCondition)[keyof typeof ErrorCondition];
   text: string;
 }
@@ -65,7 +67,11 @@ export const SUPPORTED_VERSION = /^2\.(3|3\.1|4|5|5\.1|6|7|7\.1|8|8\.1|8\.2)$/;
 /** The message types the agent handles, and what their events are. */
 const HANDLED: Record<string, readonly string[]> = { ADT: ['A01', 'A03', 'A04', 'A08', 'A40'], ORU: ['R01'] };
 
-const refuse = (ack: 'AE' | 'AR', location: string, condition: V2Error['condition'], text: string): Translation => ({ ok: false, ack, error: { location, condition, text } });
+const refuse = (ack: 'AE' | 'AR', location: string, condition: V2Error['condition'], text: string, sequence?: number): Translation => ({
+  ok: false,
+  ack,
+  error: { location, condition, text, ...(sequence && sequence > 1 ? { sequence } : {}) },
+});
 
 /** The message's type and control id, read before anything else (the ACK needs them even for a refused message). */
 export function header(message: Hl7Message): { type: string; event: string; controlId: string; version: string } {
@@ -119,7 +125,7 @@ export function translate(message: Hl7Message, maps: MappingSet, text?: string):
     if (beyond) return refuse('AR', beyond.location, ErrorCondition.internal, beyond.text);
     return { ok: true, controlId, type: `${type}^${event}`, resources };
   } catch (err) {
-    if (err instanceof FieldError) return refuse('AE', err.location, err.condition, err.message);
+    if (err instanceof FieldError) return refuse('AE', err.location, err.condition, err.message, err.sequence);
     throw err;
   }
 }
@@ -129,8 +135,20 @@ class FieldError extends Error {
     readonly location: string,
     readonly condition: V2Error['condition'],
     message: string,
+    /** Which segment of that name (ERR-2's ERL.2): set where the segments are walked (results). */
+    public sequence?: number,
   ) {
     super(message);
+  }
+}
+
+/** `fn`, a FieldError it throws said of the `sequence`th segment of its name (the 2nd OBX, not the first). */
+function inSegment<T>(sequence: number, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof FieldError && err.sequence === undefined) err.sequence = sequence;
+    throw err;
   }
 }
 
@@ -226,23 +244,26 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
   const flush = () => {
     if (report) out.push(report);
   };
+  const seen = { OBR: 0, OBX: 0 };
   for (const segment of message.segments) {
     if (segment.name === 'OBR') {
       flush();
       obr = segment;
-      report = { ...apply(maps.get('v2-report'), { message, current: new Map([['OBR', segment]]) }), result: [] };
+      report = { ...inSegment(++seen.OBR, () => apply(maps.get('v2-report'), { message, current: new Map([['OBR', segment]]) })), result: [] };
     } else if (segment.name === 'OBX') {
+      const sequence = ++seen.OBX;
       if (!obr || !report) throw new FieldError('OBX', ErrorCondition.segmentSequence, 'an OBX before any OBR');
       // An SN of two numbers (a range ^10^-^20, a ratio ^1^:^128, SN-3 their separator) is no Quantity: refused
       // rather than stored as its first number, which would say another result.
       if (segment.getField(2)?.toString() === 'SN' && segment.getField(5)?.getComponent(3)) {
-        throw new FieldError('OBX-5', ErrorCondition.dataType, `OBX-5 ${JSON.stringify(segment.getField(5)!.toString())}: an SN range or ratio is not mapped (only a number with its comparator, <^5); send it as ST`);
+        throw new FieldError('OBX-5', ErrorCondition.dataType, `OBX-5 ${JSON.stringify(segment.getField(5)!.toString())}: an SN range or ratio is not mapped (only a number with its comparator, <^5); send it as ST`, sequence);
       }
-      const observation = apply(maps.get('v2-observation'), { message, current: new Map([['OBR', obr], ['OBX', segment]]) });
+      const current = new Map([['OBR', obr], ['OBX', segment]]);
+      const observation = inSegment(sequence, () => apply(maps.get('v2-observation'), { message, current }));
       const line = lineOf.get(segment);
       if (line) {
         observation.id = `${observation.id as string}-${line}`;
-        if ((observation.id as string).length > 64) throw new FieldError('OBX-4', ErrorCondition.requiredFieldMissing, `OBX-3 ${JSON.stringify(segment.getField(3)?.toString())} is given more than once under this OBR: give each its sub-id (OBX-4)`);
+        if ((observation.id as string).length > 64) throw new FieldError('OBX-4', ErrorCondition.requiredFieldMissing, `OBX-3 ${JSON.stringify(segment.getField(3)?.toString())} is given more than once under this OBR: give each its sub-id (OBX-4)`, sequence);
       }
       out.push(observation);
       (report.result as unknown[]).push({ reference: reference(observation) });
