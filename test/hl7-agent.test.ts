@@ -732,14 +732,14 @@ describe('pont bridge-agent: an informaticist adds a Z-segment field to a v2 map
           'OBX|2|NM|2951-2^Sodium^LN||140|mmol/L|135-145||||F',
           'ZLB|1|Central laboratory, bench 4',
         );
-      // The edit: the lab's bench (a Z-segment after the OBXs) as the Observation's note.
+      // The edit: the lab's bench (a Z-segment after the OBXs) as the Observation's performer, by name.
       const file = join(maps, 'v2-observation.map.yaml');
       writeFileSync(
         file,
         readFileSync(file, 'utf8')
           .replace('\nv2:\n', '\n  lab_bench: { type: string, nullable: true }\n\nv2:\n')
           .replace('\nfixed:\n', '\n  lab_bench: ZLB-2\n\nfixed:\n')
-          .replace(/\n$/, '\n  lab_bench: note[0].text\n'),
+          .replace(/\n$/, '\n  lab_bench: performer[0].display\n'),
       );
       const examples = join(maps, 'v2-observation.examples.yaml');
       writeFileSync(examples, readFileSync(examples, 'utf8').replace(/(\n    effective_at: .*)/g, '$1\n    lab_bench: null'));
@@ -747,13 +747,13 @@ describe('pont bridge-agent: an informaticist adds a Z-segment field to a v2 map
       expect(execFileSync(process.execPath, pontCommand('mappings', 'check', maps), { encoding: 'utf8' })).toMatch(/all good/);
 
       expect(ack(await client.sendAndWait(message('Z-1'))).code).toBe('AA');
-      await eventually(async () => expect((await readOk('Observation', 'LAB-Z1-2345-7')).note).toBeUndefined());
+      await eventually(async () => expect((await readOk('Observation', 'LAB-Z1-2345-7')).performer).toBeUndefined());
 
       agent.child.kill('SIGHUP');
       await eventually(() => expect(agent.output()).toMatch(/mappings reloaded/));
       expect(ack(await client.sendAndWait(message('Z-2'))).code).toBe('AA');
       for (const id of ['LAB-Z1-2345-7', 'LAB-Z1-2951-2']) {
-        await eventually(async () => expect((await readOk('Observation', id)).note).toEqual([{ text: 'Central laboratory, bench 4' }]));
+        await eventually(async () => expect((await readOk('Observation', id)).performer).toEqual([{ display: 'Central laboratory, bench 4' }]));
       }
     } finally {
       await client.close();

@@ -101,6 +101,34 @@ describe('the v2 path', () => {
   });
 });
 
+describe('what an ORU says beside its values (found by an outside probe: lost while the message got AA)', () => {
+  it('the NTEs after an OBX are its note, a line each, and no other OBX’s; a TX value’s repetitions are its lines', () => {
+    const translation = translate(
+      Hl7Message.parse(
+        [
+          'MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ORU^R01^ORU_R01|C9|P|2.5.1',
+          'PID|1||P1^^^GHH^MR||DOE^JO',
+          'OBR|1|O1^OE|F1^LAB|24323-8^CMP^LN|||20240116093000||||||||||||||||||F',
+          'NTE|1|L|Fasting sample',
+          'OBX|1|NM|2823-3^Potassium^LN||6.1|mmol/L|3.5-5.0|H|||F',
+          'NTE|1|L|Specimen hemolyzed; potassium may be falsely elevated',
+          'NTE|2|L|Repeat requested',
+          'OBX|2|TX|11529-5^Path^LN||Line one\\.br\\Line two~Second repetition~||||||F',
+          'OBX|3|NM|2345-7^Glucose^LN||5.5|mmol/L|3.9-5.5|N|||F',
+        ].join('\r'),
+      ),
+      loadMappings(),
+    );
+    expect(translation.ok).toBe(true);
+    if (!translation.ok) return;
+    const [k, path, glucose] = translation.resources.filter((r) => r.resourceType === 'Observation') as any[];
+    expect(k.note).toEqual([{ text: 'Specimen hemolyzed; potassium may be falsely elevated\nRepeat requested' }]);
+    expect(path.valueString).toBe('Line one\nLine two\nSecond repetition');
+    expect(path.note).toBeUndefined();
+    expect(glucose.note).toBeUndefined();
+  });
+});
+
 describe('acknowledgements', () => {
   const now = new Date('2024-01-16T12:00:00Z');
   it('in the message own encoding characters and version; ERR-2/3/8 from v2.5, ERR-1 before', () => {

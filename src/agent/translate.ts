@@ -3,7 +3,7 @@
  * refused, naming the v2 field for the ACK's ERR segment. What a message type gives is here (which maps, for
  * which segments); what each field becomes is in the maps, which informaticists edit.
  */
-import { Hl7Message, type Hl7Segment } from '@medplum/core';
+import { Hl7Message, Hl7Segment } from '@medplum/core';
 import { MappingValueError, type CompiledMap, type MappingSet } from '../mapping/index';
 import { v2Charset, type V2Scope } from '../mapping/v2-path';
 
@@ -229,6 +229,18 @@ function ifAbsent(resource: Record<string, unknown>): Record<string, unknown> {
 }
 
 /**
+ * The NTE segments that follow the segment at `at` (an OBX's notes, v2-to-FHIR's NTE[Observation.note]) as one NTE
+ * whose NTE-3 is their comments, a line each: what the map reads as `NTE-3`. Empty when none follows, so that the map
+ * never reads another OBX's note (a segment the scope lacks is the message's first of that name).
+ */
+function notesAfter(message: Hl7Message, at: number): Hl7Segment {
+  const lines: string[] = [];
+  for (let i = at + 1; message.segments[i]?.name === 'NTE'; i++) lines.push(message.segments[i]!.getField(3)?.toString() ?? '');
+  const e = message.context.escapeCharacter;
+  return new Hl7Segment(['NTE', '', '', lines.filter(Boolean).join(`${e}.br${e}`)], message.context);
+}
+
+/**
  * ORU^R01: the patient, their visit (PV1 with a visit number), then for each OBR its report and the Observation of
  * each OBX that follows it. The patient and the visit are created if Pont has no record of them yet, never updated:
  * an ORU's PID and PV1 name whom and which visit the results are about, often with little more than an identifier,
@@ -245,7 +257,7 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
     if (report) out.push(report);
   };
   const seen = { OBR: 0, OBX: 0 };
-  for (const segment of message.segments) {
+  for (const [at, segment] of message.segments.entries()) {
     if (segment.name === 'OBR') {
       flush();
       obr = segment;
@@ -258,7 +270,7 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
       if (segment.getField(2)?.toString() === 'SN' && segment.getField(5)?.getComponent(3)) {
         throw new FieldError('OBX-5', ErrorCondition.dataType, `OBX-5 ${JSON.stringify(segment.getField(5)!.toString())}: an SN range or ratio is not mapped (only a number with its comparator, <^5); send it as ST`, sequence);
       }
-      const current = new Map([['OBR', obr], ['OBX', segment]]);
+      const current = new Map([['OBR', obr], ['OBX', segment], ['NTE', notesAfter(message, at)]]);
       const observation = inSegment(sequence, () => apply(maps.get('v2-observation'), { message, current }));
       const line = lineOf.get(segment);
       if (line) {

@@ -38,7 +38,7 @@ export interface V2Expression {
   location: string;
 }
 
-const FUNCTIONS = ['key', 'low', 'high', 'range_text'] as const;
+const FUNCTIONS = ['key', 'low', 'high', 'range_text', 'lines'] as const;
 type V2Function = (typeof FUNCTIONS)[number];
 
 const PATH = /^([A-Z][A-Z0-9]{2})-(\d{1,3})(?:\.(\d{1,3})(?:\.(\d{1,3}))?)?$/;
@@ -117,7 +117,7 @@ export function evaluateV2(expression: V2Expression, scope: V2Scope): string | u
         const condition = readAt(scope, alt.where.path, sameField ? r : 0);
         if (alt.where.codes ? !alt.where.codes.includes(condition) : condition === '') continue;
       }
-      const value = alt.literal ?? apply(alt.fn, alt.args.map((a) => readAt(scope, a, r)));
+      const value = alt.literal ?? (alt.fn === 'lines' ? lines(scope, first!) : apply(alt.fn, alt.args.map((a) => readAt(scope, a, r))));
       if (value !== undefined && value !== '') return value;
       // The repetition the condition picked is the one meant (the legal name): an empty component of it is empty,
       // not one of another repetition's (a nickname's given name in the legal name).
@@ -125,6 +125,16 @@ export function evaluateV2(expression: V2Expression, scope: V2Scope): string | u
     }
   }
   return undefined;
+}
+
+/**
+ * Every repetition of the path, a line each (`lines(OBX-5)`: a TX or FT value's repetitions are its lines); the
+ * blank lines at its end left out.
+ */
+function lines(scope: V2Scope, l: V2Location): string {
+  const out = Array.from({ length: repetitions(scope, l) }, (_, r) => readAt(scope, l, r));
+  while (out.length && out.at(-1) === '') out.pop();
+  return out.join('\n');
 }
 
 /** `70-99`, `>60`, `<5`, `3.5 - 5.0`: the low and high limits; undefined when the text is not a range. */
