@@ -38,6 +38,7 @@ const TYPE_OF: Record<string, string> = {
   Specimen: 'specimens',
   MedicationDispense: 'dispenses',
   MedicationStatement: 'medication_statements',
+  MedicationAdministration: 'administrations',
   QuestionnaireResponse: 'assessments',
   Media: 'media',
 };
@@ -230,6 +231,8 @@ describe('records of every clinical resource (issue 39)', () => {
     });
     // A statement coded in two systems with no text: the RxNorm code (no display known) names it; a period's start.
     expect(await got('medication_statements', '12')).toMatchObject({ status: 'active', medication: '197361', medication_code: '197361', effective_at: '2023-01-10', effective_end: null, information_source: 'Peter Chalmers', information_source_reference: `Patient/${PATIENT}`, dose: 5, dose_unit: 'mg', frequency: 1, period: 1, period_unit: 'd' });
+    // A dose not given (found by an outside probe: no record type read it): why, coded only; who was to give it, by reference.
+    expect(await got('administrations', '13')).toMatchObject({ status: 'not-done', status_reason: 'Drug declined by patient', medication: '1361615', medication_code: '1361615', prescription_id: 'mr1', visit_id: 'e1', administered_at: '2024-03-12T08:00:00Z', performer_reference: 'Practitioner/p1', dose: 5000, dose_unit: 'U', route: 'Subcutaneous route' });
     // The content's place, type and size; never the bytes.
     expect(await got('media', '11')).toMatchObject({ status: 'completed', type_code: 'image', content_type: 'image/jpeg', url: 'https://images.example/wound-1.jpg', size: 183_422, inline: null });
   });
@@ -250,7 +253,7 @@ describe('records of every clinical resource (issue 39)', () => {
     const doc = (await pont.json('/api/openapi.json')).body;
     const type = doc.paths['/api/v1/connect/patient/{health_id}/records'].get.parameters.find((p: R) => p.name === 'type');
     expect(type.schema.enum).toEqual(expect.arrayContaining(NEW_TYPES));
-    for (const [name, shape] of Object.entries({ procedures: 'Procedure', care_plans: 'CarePlan', goals: 'Goal', orders: 'Order', family_history: 'FamilyHistory', devices: 'MedicalDevice', specimens: 'Specimen', dispenses: 'Dispense', medication_statements: 'MedicationUse', assessments: 'Assessment', media: 'MediaRecord' }))
+    for (const [name, shape] of Object.entries({ procedures: 'Procedure', care_plans: 'CarePlan', goals: 'Goal', orders: 'Order', family_history: 'FamilyHistory', devices: 'MedicalDevice', specimens: 'Specimen', dispenses: 'Dispense', medication_statements: 'MedicationUse', administrations: 'Administration', assessments: 'Assessment', media: 'MediaRecord' }))
       expect(doc.components.schemas.PatientRecords.properties.records.properties[name].items.$ref, name).toBe(`#/components/schemas/${shape}`);
     expect(Object.keys(doc.components.schemas.PatientSummary.properties)).toEqual(expect.arrayContaining(['active_care_plans', 'active_goals', 'recent_procedures', 'active_devices']));
   });
@@ -297,9 +300,10 @@ describe('records of every clinical resource (issue 39)', () => {
     const documents = await consented('org-documents', 'full_record', ['documents:read']);
     const docs = await records(documents, '?type=all&limit=1000');
     expect(NEW_TYPES.filter((t) => docs.body.records[t] !== undefined)).toEqual(['media']);
-    // The summary consent (patients:read, prescriptions:read): procedures, care plans, goals, family history, devices, dispenses.
+    // The summary consent (patients:read, prescriptions:read): procedures, care plans, goals, family history, devices,
+    // dispenses, medication statements and administrations.
     const summary = await consented('org-summary', 'summary');
     const got = await records(summary, '?type=all&limit=1000');
-    expect(NEW_TYPES.filter((t) => got.body.records[t] !== undefined).sort()).toEqual(['care_plans', 'devices', 'dispenses', 'family_history', 'goals', 'medication_statements', 'procedures']);
+    expect(NEW_TYPES.filter((t) => got.body.records[t] !== undefined).sort()).toEqual(['administrations', 'care_plans', 'devices', 'dispenses', 'family_history', 'goals', 'medication_statements', 'procedures']);
   });
 });

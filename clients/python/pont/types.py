@@ -10,6 +10,30 @@ class AccessLog(TypedDict):
     next_cursor: Optional[str]
 
 
+class Administration(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
+    status: Optional[Literal['in-progress', 'not-done', 'on-hold', 'completed', 'entered-in-error', 'stopped', 'unknown']]
+    status_reason: Optional[str]
+    medication: Optional[str]
+    medication_code: Optional[str]
+    code_system: Optional[str]
+    prescription_id: Optional['FhirId']
+    administered_at: Optional[str]
+    administered_end: Optional[str]
+    performer: Optional[str]
+    performer_reference: Optional[str]
+    reason: Optional[str]
+    dosage_text: Optional[str]
+    dose: Optional[float]
+    dose_unit: Optional[str]
+    route: Optional[str]
+    site: Optional[str]
+    rate: Optional[str]
+    note: Optional[str]
+
+
 class AllergyRecord(TypedDict):
     id: 'FhirId'
     patient_id: Optional['FhirId']

@@ -19,6 +19,30 @@ export type AccessLog = {
   next_cursor: string | null;
 };
 
+export type Administration = {
+  id: FhirId;
+  patient_id: FhirId | null;
+  visit_id: FhirId | null;
+  status: "in-progress" | "not-done" | "on-hold" | "completed" | "entered-in-error" | "stopped" | "unknown" | null;
+  status_reason: string | null;
+  medication: string | null;
+  medication_code: string | null;
+  code_system: string | null;
+  prescription_id: FhirId | null;
+  administered_at: string | null;
+  administered_end: string | null;
+  performer: string | null;
+  performer_reference: string | null;
+  reason: string | null;
+  dosage_text: string | null;
+  dose: number | null;
+  dose_unit: string | null;
+  route: string | null;
+  site: string | null;
+  rate: string | null;
+  note: string | null;
+};
+
 export type AllergyRecord = {
   id: FhirId;
   patient_id: FhirId | null;
@@ -1366,6 +1390,7 @@ export type PatientRecords = {
   type: string;
   /** Only the types asked for, newest first */
   records: {
+    administrations?: Array<Administration>;
     alerts?: Array<CdssAlert>;
     allergies?: Array<AllergyRecord>;
     assessments?: Array<Assessment>;
