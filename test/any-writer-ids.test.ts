@@ -805,6 +805,25 @@ describe('what an outside probe of stop 68 found (US Core exports, Epic- and Cer
     expect(pushed.body.message).toContain("Encounter/enc-abc, which is another patient's encounter");
   });
 
+  it('a panel is its members: a CBC pushed back keeps them (it was written empty), and a vital signs panel lists them as a lab panel does', async () => {
+    const obs = (id: string, code: string, extra: Record<string, unknown>) =>
+      put({ resourceType: 'Observation', id, status: 'final', subject, effectiveDateTime: '2026-11-24T07:00:00Z', code: { coding: [{ system: 'http://loinc.org', code }] }, ...extra });
+    await obs('hgb-1', '718-7', { category: [LAB], valueQuantity: { value: 13.2, unit: 'g/dL' } });
+    await obs('wbc-1', '6690-2', { category: [LAB], valueQuantity: { value: 6.1, unit: '10*3/uL' } });
+    await obs('cbc-1', '58410-2', { category: [LAB], hasMember: [{ reference: 'Observation/hgb-1' }, { reference: 'Observation/wbc-1' }] });
+    const VS = [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }];
+    await obs('hr-1', '8867-4', { category: VS, valueQuantity: { value: 72, unit: '/min' } });
+    await obs('vs-1', '85353-1', { category: VS, hasMember: [{ reference: 'Observation/hr-1' }] });
+    const records = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=all&limit=1000`)).body.records;
+    const cbc = records.lab_results.find((r: any) => r.id === 'cbc-1');
+    expect(cbc.member_ids).toEqual(['hgb-1', 'wbc-1']);
+    expect(records.vitals.find((r: any) => r.id === 'vs-1').member_ids).toEqual(['hr-1']);
+    const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', headers: { 'idempotency-key': 'cbc-1-back' }, json: { health_id: healthId, record: cbc } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    const written = (await call(operator, `/api/fhir/R4/Observation/${pushed.body.lab_result_id}`)).body;
+    expect(written.hasMember).toEqual([{ reference: 'Observation/hgb-1' }, { reference: 'Observation/wbc-1' }]);
+  });
+
   it('a visit’s provider is the name of its provider_id, whatever the other participants’ references give; every participant is listed with their name', async () => {
     await put({ resourceType: 'Practitioner', id: 'pr-kumar', name: [{ prefix: ['Dr'], given: ['Anita'], family: 'Kumar' }] });
     await put({

@@ -1171,6 +1171,7 @@ class Vital(TypedDict):
     recorded_end: Optional[str]
     performer: Optional[str]
     note: Optional[str]
+    member_ids: Optional[List['FhirId']]
     codings: Optional[List[Dict[str, Any]]]
     categories: Optional[List[Dict[str, Any]]]
     component_list: Optional[List[Dict[str, Any]]]

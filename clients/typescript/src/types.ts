@@ -1925,6 +1925,7 @@ export type Vital = {
   recorded_end: string | null;
   performer: string | null;
   note: string | null;
+  member_ids: Array<FhirId> | null;
   codings: Array<{
     system: string | null;
     code: string | null;
