@@ -556,9 +556,10 @@ describe('pont bridge-agent: two batches on their way at once, killed mid-burst'
  * Pont behind a proxy that holds each Bridge sync until the test lets it through (or answers it 503): which batches
  * the agent has on their way at once, under which batch id, in which order. Every other request goes straight through.
  */
-async function holdingProxy() {
+/** `answer`: what to do with each sync request as it comes (default: hold it until the test says). */
+async function holdingProxy(answer?: (held: { let(): void; refuse(): void; reject(): void; tooMany(seconds: number): void }, n: number) => void) {
   const log: string[] = [];
-  const held: Array<{ batchId: string; let(): void; refuse(): void; reject(): void; messages: number }> = [];
+  const held: Array<{ batchId: string; let(): void; refuse(): void; reject(): void; messages: number; tooMany(seconds: number): void; at: number }> = [];
   const server = createHttpServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -574,12 +575,15 @@ async function holdingProxy() {
       log.push(`sent ${batchId}`);
       held.push({
         batchId,
+        at: performance.now(),
         let: () => (log.push(`answered ${batchId}`), void forward().catch(() => res.destroy())),
         refuse: () => (log.push(`refused ${batchId}`), res.writeHead(503, { 'content-type': 'application/json' }).end('{"message":"busy"}')),
         // What Pont answers a request it would refuse whatever it is sent again (a body it cannot take).
         reject: () => (log.push(`rejected ${batchId}`), res.writeHead(400, { 'content-type': 'application/json' }).end('{"message":"NUL characters are not allowed in the body"}')),
         messages: (JSON.parse(body.toString('utf8')) as { resources: Array<{ resourceType: string; id: string }> }).resources.filter((r) => r.resourceType === 'Observation').length,
+        tooMany: (seconds: number) => (log.push(`429 ${batchId}`), res.writeHead(429, { 'content-type': 'application/json', 'retry-after': String(seconds) }).end('{"message":"Rate limit"}')),
       });
+      answer?.(held.at(-1)!, held.length - 1);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -631,9 +635,13 @@ describe('pont bridge-agent: two batches on their way, in order where it matters
         (await proxy.next(n)).let();
       }
       await eventually(async () => readOk('Patient', 'GHH-HELDB'));
+      // Each sent once the one before is on its way (the agent sends at most every 125 ms: sooner, they would be one batch).
+      expect(ack(await client.sendAndWait(result('HELD-3', 'HELDA', 'KIM'))).code).toBe('AA');
+      const third = await proxy.next(2);
+      expect(ack(await client.sendAndWait(result('HELD-4', 'HELDB', 'KIM'))).code).toBe('AA');
+      const fourth = await proxy.next(3);
       // HELD-5 of a third patient: independent of HELD-3, but queued behind the two on their way.
-      for (const [id, mrn] of [['HELD-3', 'HELDA'], ['HELD-4', 'HELDB'], ['HELD-5', 'HELDC']]) expect(ack(await client.sendAndWait(result(id!, mrn!, 'KIM'))).code).toBe('AA');
-      const [third, fourth] = [await proxy.next(2), await proxy.next(3)];
+      expect(ack(await client.sendAndWait(result('HELD-5', 'HELDC', 'KIM'))).code).toBe('AA');
       expect(proxy.log.slice(-2)).toEqual([`sent ${third.batchId}`, `sent ${fourth.batchId}`]); // both on their way
       await client.close();
       await agent.kill('SIGKILL');
@@ -712,6 +720,37 @@ describe('pont bridge-agent: a batch Pont refuses whole (found by an outside pro
     } finally {
       await client.close();
       await agent.kill();
+    }
+  });
+});
+
+describe('pont bridge-agent: Pont’s rate limit (found by an outside probe: a steady trickle spent it, and the backlog stalled a minute)', () => {
+  const result = (id: string) =>
+    v2(msh('ORU^R01^ORU_R01', id), 'PID|1||PACE1^^^GHH^MR||PACE^PAM^^^^^L||19800101|F', `OBR|1|${id}^OE|${id}^LAB|24323-8^CMP^LN|||||||||||||||||||||F`, 'OBX|1|NM|2345-7^Glucose^LN||90|mg/dL|70-99||||F');
+
+  it('messages one after another go in batches, at most 8 sends a second; a 429 is retried when its Retry-After says, not sooner', async () => {
+    let first = true;
+    const proxy = await holdingProxy((held) => {
+      if (first) return void ((first = false), held.tooMany(2));
+      held.let();
+    });
+    const agent = await startAgentProcess(await configFor('q-pace', { pont_url: proxy.url }), 'pace.json');
+    const client = new Hl7Client({ host: '127.0.0.1', port: agent.port });
+    try {
+      const started = performance.now();
+      for (let i = 0; i < 30; i++) expect(ack(await client.sendAndWait(result(`PACE-${i}`))).code).toBe('AA');
+      await eventually(async () => expect((await read('Observation', 'LAB-PACE-29-2345-7')).status).toBe(200), { timeoutMs: 20_000 });
+      const elapsed = performance.now() - started;
+      // The first send was refused for 2 s: the next came no sooner.
+      expect(proxy.held[1]!.at - proxy.held[0]!.at).toBeGreaterThanOrEqual(1_900);
+      // Never more than one send per 125 ms (and the 30 messages in far fewer sends than 30).
+      expect(proxy.held.length).toBeLessThanOrEqual(Math.ceil(elapsed / 125) + 1);
+      for (let i = 1; i < proxy.held.length; i++) expect(proxy.held[i]!.at - proxy.held[i - 1]!.at).toBeGreaterThanOrEqual(120);
+      for (let i = 0; i < 30; i++) expect((await read('Observation', `LAB-PACE-${i}-2345-7`)).status).toBe(200);
+    } finally {
+      await client.close();
+      await agent.kill();
+      await proxy.close();
     }
   });
 });

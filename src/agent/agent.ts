@@ -29,6 +29,13 @@ const MAX_BATCH_MESSAGES = 200;
  */
 const BATCHES_IN_FLIGHT = 2;
 /**
+ * The least time between two sends: at most 8 requests a second (480 a minute, under Pont's default limit of 600 a
+ * minute a caller, PONT_RATE_LIMITS). Messages that arrive meanwhile go in the next batch: under a steady trickle a
+ * send per message would spend the limit, and every send be refused for the rest of the minute (found by an outside
+ * probe: a backlog stalled about a minute).
+ */
+const MIN_SEND_INTERVAL_MS = 125;
+/**
  * Resources Pont has confirmed, with their content, that later batches may carry unchanged beside one on its way: the
  * context results share (their Patient, their Encounter), not the results, which no other message repeats.
  */
@@ -123,11 +130,20 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
     waitingForAnswer = !inFlight.every((other) => canGoBeside(batch, other, confirmed));
     return waitingForAnswer ? undefined : batch;
   };
+  /** When the last batch was sent (performance.now()), and the timer of a send held back by MIN_SEND_INTERVAL_MS. */
+  let lastSent = -Infinity;
+  let paceTimer: NodeJS.Timeout | undefined;
   const pump = () => {
     try {
       while (!closed && !awaitingRetry && !waitingForAnswer && inFlight.length < BATCHES_IN_FLIGHT) {
+        const wait = lastSent + MIN_SEND_INTERVAL_MS - performance.now();
+        if (wait > 0) {
+          paceTimer ??= setTimeout(() => ((paceTimer = undefined), pump()), wait);
+          return;
+        }
         const batch = nextBatch();
         if (!batch) return;
+        lastSent = performance.now();
         inFlight.push(batch);
         void forward(batch);
       }
@@ -139,8 +155,8 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
   const forward = async (batch: Batch) => {
     try {
       await queue.sending(batch.messages);
-      const outcome = await pont.sync(batch).catch((err: Error) => ({ retry: true as const, reason: err.message }));
-      if ('retry' in outcome) return retryLater(outcome.reason);
+      const outcome: SyncOutcome = await pont.sync(batch).catch((err: Error) => ({ retry: true as const, reason: err.message }));
+      if ('retry' in outcome) return retryLater(outcome.reason, outcome.afterSeconds);
       if (outcome.refusedWhole && batch.messages.length > 1) splitUp(batch, outcome.problems);
       else await settled(batch, outcome.problems);
     } catch (err) {
@@ -178,11 +194,12 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
       }
     }
   };
-  const retryLater = (reason: string) => {
+  /** `afterSeconds`: when Pont said to come back (a rate limit's Retry-After), else a backoff of at most 5 s. */
+  const retryLater = (reason: string, afterSeconds?: number) => {
     if (closed) return;
     failures++;
     // At most 5 s: once Pont is back, the backlog is readable within seconds.
-    const delay = Math.min(5_000, 250 * 2 ** Math.min(failures, 5));
+    const delay = afterSeconds !== undefined ? afterSeconds * 1000 : Math.min(5_000, 250 * 2 ** Math.min(failures, 5));
     log('warn', 'forwarding to Pont failed; retrying', { reason, backlog: queue.size, retry_in_ms: delay });
     clearTimeout(retryTimer);
     awaitingRetry = true;
@@ -279,6 +296,7 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
     async close() {
       closed = true;
       clearTimeout(retryTimer);
+      clearTimeout(paceTimer);
       clearTimeout(heartbeatTimer);
       await stopMllpServer(server);
       // The batches on their way are confirmed (or left for the next start) before the files close.
@@ -453,7 +471,7 @@ function parseHead(head: Buffer): Hl7Message | undefined {
 
 /** What Pont refused of a batch: a resource of one message, or the whole batch. */
 type Problem = Record<string, unknown> & { control_id?: string; control_ids?: string[] };
-type SyncOutcome = { problems: Problem[]; refusedWhole?: boolean } | { retry: true; reason: string };
+type SyncOutcome = { problems: Problem[]; refusedWhole?: boolean } | { retry: true; reason: string; afterSeconds?: number };
 
 /** Pont's Bridge API, with the agent's headers (docs/integrators.md "Bridge Agent protocol"). */
 class PontClient {
@@ -484,7 +502,11 @@ class PontClient {
       return { problems: (body?.results ?? []).filter((r) => r.status === 'failed').map((r) => ({ control_id: owners[r.index as number], resource_type: r.resource_type, source_id: r.source_id, error: r.error })) };
     }
     // Pont away, overloaded, or the key refused (fixed by an operator): try again later; nothing is dropped.
-    if (res.status >= 500 || res.status === 401 || res.status === 403 || res.status === 408 || res.status === 429) return { retry: true, reason: `${res.status} ${body?.message ?? ''}`.trim() };
+    if (res.status >= 500 || res.status === 401 || res.status === 403 || res.status === 408 || res.status === 429) {
+      // A rate limit says when its window ends: sooner would only be refused again.
+      const after = res.status === 429 ? Number(res.headers.get('retry-after')) : NaN;
+      return { retry: true, reason: `${res.status} ${body?.message ?? ''}`.trim(), ...(after > 0 && after <= 3600 ? { afterSeconds: after } : {}) };
+    }
     // Any other refusal of the whole batch would be refused again: said, and not retried forever.
     return { problems: [{ control_ids: messages.map((m) => m.id), status: res.status, error: body?.message ?? 'refused' }], refusedWhole: true };
   }
