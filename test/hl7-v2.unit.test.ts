@@ -239,6 +239,33 @@ describe('MLLP framing', () => {
   });
 });
 
+describe('MLLP connections that hold on (found by an outside probe: slowloris sockets and a never-ending frame stayed open)', () => {
+  it('a frame begun and then silent is given up with its connection; a connection idle between frames stays; beyond the most connections, a new one is closed', async () => {
+    const server = await startMllpServer('127.0.0.1', 0, 1000, async (f) => (f.kind === 'message' ? 'MSA|AA' : undefined), () => {}, { stallMs: 300, maxConnections: 3 });
+    const port = (server.address() as { port: number }).port;
+    const open = async () => {
+      const socket = connect(port, '127.0.0.1');
+      await once(socket, 'connect');
+      return socket;
+    };
+    const idle = await open();
+    let idleClosed = false;
+    idle.on('close', () => (idleClosed = true));
+    idle.write(Buffer.from('\x0bMSH|1\x1c\r', 'latin1')); // one whole frame, then nothing
+    const stalled = await open();
+    stalled.write(Buffer.from('\x0bMSH|never ends', 'latin1'));
+    await once(stalled, 'close');
+    expect(idleClosed).toBe(false);
+    // Three open (the idle one and two more): the fourth is closed at once.
+    const second = await open();
+    const third = await open();
+    const fourth = connect(port, '127.0.0.1');
+    await once(fourth, 'close');
+    for (const s of [idle, second, third]) s.destroy();
+    await stopMllpServer(server);
+  });
+});
+
 /** `test` with a queue directory of its own, removed after. */
 async function withQueueDir(test: (dir: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'pont-queue-'));

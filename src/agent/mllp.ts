@@ -12,6 +12,13 @@ const FS = 0x1c;
 const CR = 0x0d;
 /** What is kept of a frame too large to take: enough for its MSH, to answer in its own encoding and version. */
 const HEAD_BYTES = 4096;
+/**
+ * A frame begun and then silent this long is given up, and its connection closed (a sender that died mid-frame, or one
+ * holding connections open a byte at a time); a connection idle between frames stays open, as senders keep theirs.
+ */
+const FRAME_STALL_MS = 60_000;
+/** Connections open at once at most: beyond, a new one is closed at once (what a facility's systems need is a few). */
+const MAX_CONNECTIONS = 256;
 
 export type Frame = { kind: 'message'; bytes: Buffer } | { kind: 'too-large'; head: Buffer; size: number };
 
@@ -23,13 +30,21 @@ export type FrameHandler = (frame: Frame, later: Later) => Promise<string | unde
 
 const connections = new WeakMap<Server, Set<Socket>>();
 
-export function startMllpServer(host: string, port: number, maxBytes: number, handle: FrameHandler, onError: (err: Error) => void): Promise<Server> {
+export function startMllpServer(
+  host: string,
+  port: number,
+  maxBytes: number,
+  handle: FrameHandler,
+  onError: (err: Error) => void,
+  limits: { stallMs?: number; maxConnections?: number } = {},
+): Promise<Server> {
   const open = new Set<Socket>();
   const server = createServer((socket) => {
     open.add(socket);
     socket.once('close', () => open.delete(socket));
-    serveConnection(socket, maxBytes, handle, onError);
+    serveConnection(socket, maxBytes, handle, onError, limits.stallMs ?? FRAME_STALL_MS);
   });
+  server.maxConnections = limits.maxConnections ?? MAX_CONNECTIONS;
   connections.set(server, open);
   return new Promise((resolve, reject) => {
     server.once('error', reject);
@@ -52,8 +67,11 @@ export function frame(text: string): Buffer {
   return Buffer.concat([Buffer.from([VT]), body, Buffer.from([FS, CR])]);
 }
 
-function serveConnection(socket: Socket, maxBytes: number, handle: FrameHandler, onError: (err: Error) => void): void {
+function serveConnection(socket: Socket, maxBytes: number, handle: FrameHandler, onError: (err: Error) => void, stallMs: number): void {
   const deframer = new MllpDeframer(maxBytes);
+  socket.setTimeout(stallMs, () => {
+    if (deframer.midFrame) socket.destroy();
+  });
   // Answers go out in the order the frames came, whatever order their handling ends in.
   let chain: Promise<void> = Promise.resolve();
   const later: Later = (text) => {
@@ -87,6 +105,11 @@ export class MllpDeframer {
   private pendingFs = false;
 
   constructor(private readonly maxBytes: number) {}
+
+  /** A frame has begun and not ended. */
+  get midFrame(): boolean {
+    return this.inFrame;
+  }
 
   push(data: Buffer): Frame[] {
     const out: Frame[] = [];
