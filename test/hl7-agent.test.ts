@@ -321,15 +321,18 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect((await read('Patient', 'USSSA-111-22-3333')).status).toBe(404);
   });
 
-  it('an admission without a visit number (PV1-19, optional in v2: the standard’s own A01 example) is AA: the patient, and a visit of its own message; a discharge without one changes the patient alone (found by an outside probe)', async () => {
+  it('an admission without a visit number (PV1-19, optional in v2: the standard’s own A01 example) is AA: the patient, and a visit of its own message; a discharge without one, with a thin PID, changes nothing (found by an outside probe)', async () => {
     const a01 = v2(msh('ADT^A01^ADT_A01', 'NOVISIT-1'), 'PID|1||NOVISIT1^^^GHH^MR||NOVISIT^NORA^^^^^L||19700101|F', 'PV1|1|I|2000^2012^01||||004777^ATTEND^AARON^A|||SUR||||ADM|A0');
     expect(ack(await client.sendAndWait(a01)).code).toBe('AA');
     const patient = await eventually(async () => readOk('Patient', 'GHH-NOVISIT1'));
     const visit = await eventually(async () => readOk('Encounter', 'LAB-GHH-LAB-NOVISIT-1'));
     expect(visit).toMatchObject({ status: 'in-progress', subject: { reference: `Patient/${patient.id}` } });
-    const a03 = v2(msh('ADT^A03^ADT_A03', 'NOVISIT-2'), 'PID|1||NOVISIT1^^^GHH^MR||NOVISIT^NORA^^^^^L||19700101|F|||1 NEW RD^^X^Y^1', 'PV1|1|I|2000^2012^01');
+    const a03 = v2(msh('ADT^A03^ADT_A03', 'NOVISIT-2'), 'PID|1||NOVISIT1^^^GHH^MR', 'PV1|1|I|2000^2012^01');
     expect(ack(await client.sendAndWait(a03)).code).toBe('AA');
-    await eventually(async () => expect((await readOk('Patient', 'GHH-NOVISIT1')).address?.[0]?.line).toEqual(['1 NEW RD']));
+    // A later message's patient is in Pont once the A03's is: the A03 changed nothing of hers (a thin PID empties nothing).
+    expect(ack(await client.sendAndWait(v2(msh('ADT^A04^ADT_A01', 'NOVISIT-3'), 'PID|1||NOVISIT3^^^GHH^MR||LATER^LIL^^^^^L||19700101|F'))).code).toBe('AA');
+    await eventually(async () => readOk('Patient', 'GHH-NOVISIT3'));
+    expect(await readOk('Patient', 'GHH-NOVISIT1')).toMatchObject({ name: [{ family: 'NOVISIT', given: ['NORA'] }], birthDate: '1970-01-01', gender: 'female' });
     expect((await read('Encounter', 'LAB-GHH-LAB-NOVISIT-2')).status).toBe(404);
   });
 

@@ -173,13 +173,18 @@ function apply(map: CompiledMap, scope: V2Scope): Record<string, unknown> {
 const reference = (resource: Record<string, unknown>) => `${resource.resourceType as string}/${resource.id as string}`;
 
 /**
- * ADT: the patient (PID), its visit (PV1) when it has a visit number (PV1-19), an A40's merge (MRG). An admission
+ * ADT: the patient (PID; an A03's only if Pont has none), its visit (PV1) when it has a visit number (PV1-19), an
+ * A40's merge (MRG). An admission
  * (A01, A04) without one (PV1-19 is optional in v2) is a visit of its own message (v2-encounter's key), which no
  * later message names; a discharge or an update without one changes the patient alone.
  */
 function admission(message: Hl7Message, event: string, maps: MappingSet): Array<Record<string, unknown>> {
   const scope = { message };
-  const out = [apply(maps.get('v2-patient'), scope)];
+  // A discharge names its patient and changes nothing of them (created if Pont has no record yet), as a result does:
+  // its PID is often thin, and the agent writes a Patient whole, so an empty PID-11 would empty the address (HL7 v2
+  // means an empty field as "no change"). The demographics are the admissions' and the updates' (A01, A04, A08).
+  const patient = apply(maps.get('v2-patient'), scope);
+  const out = [event === 'A03' ? ifAbsent(patient) : patient];
   if (event === 'A40') {
     if (!message.getSegment('MRG')) throw new FieldError('MRG', ErrorCondition.segmentSequence, 'ADT^A40 without an MRG segment: which record is merged away?');
     out.push(apply(maps.get('v2-merged-patient'), scope));
