@@ -415,6 +415,23 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect((await read('Patient', 'GHH-PAT-L9B')).status).toBe(404);
   });
 
+  it('bytes that are not UTF-8 in a message that says it is (MSH-18 empty) are AE naming the field, never stored as U+FFFD (found by an outside probe)', async () => {
+    const socket = connect(agent.port, '127.0.0.1');
+    await once(socket, 'connect');
+    let received = '';
+    socket.on('data', (d) => (received += d.toString('latin1')));
+    // 0xE9 alone (Latin-1 é) is no UTF-8.
+    const bad = [msh('ADT^A04^ADT_A01', 'U8-1'), 'PID|1||PAT-U8^^^GHH^MR||VER\u00e9N^ANA^^^^^L||19700101|F'].join('\r');
+    socket.write(Buffer.concat([Buffer.from([0x0b]), Buffer.from(bad, 'latin1'), Buffer.from([0x1c, 0x0d])]));
+    await eventually(() => expect(received).toContain('U8-1'));
+    expect(received).toMatch(/MSA\|AE\|U8-1[\s\S]*ERR\|\|PID\^1\^5\|102/);
+    socket.destroy();
+    // A genuine U+FFFD, sent as UTF-8, is a character like any other.
+    expect(ack(await client.sendAndWait(v2(msh('ADT^A04^ADT_A01', 'U8-2'), 'PID|1||PAT-U8B^^^GHH^MR||REPL\uFFFDCHAR^ANA^^^^^L||19700101|F'))).code).toBe('AA');
+    await eventually(async () => expect((await readOk('Patient', 'GHH-PAT-U8B')).name[0].family).toBe('REPL\uFFFDCHAR'));
+    expect((await read('Patient', 'GHH-PAT-U8')).status).toBe(404);
+  });
+
   it('enhanced mode: MSH-15 says which accept acknowledgements come (AL, NE, ER, SU); MSH-16 which application acknowledgements, AA once the message is in Pont', async () => {
     const reply = await client.sendAndWait(v2(msh('ADT^A08^ADT_A01', 'ENH-1', '2.5.1', '|||AL|NE'), PID));
     expect(ack(reply).code).toBe('CA');

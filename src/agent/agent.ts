@@ -4,6 +4,7 @@
  * directory Pont reads), keeps what it acknowledged in a durable queue, and forwards it to Pont through the Bridge
  * API with its agent key, as any installed agent would: it never opens Pont's database or imports its repository.
  */
+import { isUtf8 } from 'node:buffer';
 import { createHash, randomBytes } from 'node:crypto';
 import type { Server } from 'node:net';
 import { Hl7Message } from '@medplum/core';
@@ -16,7 +17,7 @@ import { buildAck, wantsApplicationAck, type AckCode } from './ack';
 import type { AgentConfig } from './config';
 import { startMllpServer, stopMllpServer, type Frame, type Later } from './mllp';
 import { DurableQueue, type QueuedMessage } from './queue';
-import { ErrorCondition, header, MAX_BATCH_BYTES, MAX_BATCH_RESOURCES, messageKey, translate, type V2Error } from './translate';
+import { ErrorCondition, fieldAt, header, MAX_BATCH_BYTES, MAX_BATCH_RESOURCES, messageKey, translate, type V2Error } from './translate';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -227,6 +228,13 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
       return ack(undefined, 'AR', { location: 'MSH', condition: ErrorCondition.segmentSequence, text: 'the frame does not start with an MSH segment' });
     }
     const message = Hl7Message.parse(text);
+    // Bytes that are not UTF-8 in a message that says it is (MSH-18 empty, ASCII or UTF-8): its text would be stored
+    // wrong (U+FFFD where a letter was), so it is refused naming the field, as a character set the agent does not read is.
+    if (v2Charset(message) === 'utf-8' && !isUtf8(frame.bytes)) {
+      const location = fieldAt(text, text.indexOf('\uFFFD'));
+      log('warn', 'message answered AE', { control_id: header(message).controlId, location, error: 'not UTF-8' });
+      return ack(message, 'AE', { location, condition: ErrorCondition.dataType, text: `${location} holds bytes that are not UTF-8, which MSH-18 (empty: UTF-8) says the message is: name its character set in MSH-18 (8859/1, 8859/15) or send UTF-8` });
+    }
     try {
       const { controlId } = header(message);
       const key = messageKey(message);

@@ -100,7 +100,11 @@ export function messageKey(message: Hl7Message): string {
  */
 export function nulAt(text: string): string | undefined {
   const at = text.indexOf('\u0000');
-  if (at < 0) return undefined;
+  return at < 0 ? undefined : fieldAt(text, at);
+}
+
+/** The field (`PID-5`) of the character at `at` in a message's text. */
+export function fieldAt(text: string, at: number): string {
   const segment = text.slice(0, at).split(/[\r\n]/).at(-1)!;
   const separator = text[3] ?? '|';
   const fields = segment.split(separator).length - 1;
