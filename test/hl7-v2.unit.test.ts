@@ -129,6 +129,15 @@ describe('what an ORU says beside its values (found by an outside probe: lost wh
   });
 });
 
+describe('an A40 that merges a record into itself (found by an outside probe: it replaced itself)', () => {
+  it('is AE naming MRG-1', () => {
+    const a40 = (mrg: string) =>
+      translate(Hl7Message.parse(['MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A40^ADT_A39|C9|P|2.5.1', 'PID|1||P1^^^GHH^MR||DOE^JO', `MRG|${mrg}`].join('\r')), loadMappings());
+    expect(a40('P1^^^GHH^MR')).toMatchObject({ ok: false, ack: 'AE', error: { location: 'MRG-1' } });
+    expect(a40('P0^^^GHH^MR').ok).toBe(true);
+  });
+});
+
 describe('acknowledgements', () => {
   const now = new Date('2024-01-16T12:00:00Z');
   it('in the message own encoding characters and version; ERR-2/3/8 from v2.5, ERR-1 before', () => {

@@ -191,7 +191,10 @@ function admission(message: Hl7Message, event: string, maps: MappingSet): Array<
   const out = [event === 'A03' ? ifAbsent(patient) : patient];
   if (event === 'A40') {
     if (!message.getSegment('MRG')) throw new FieldError('MRG', ErrorCondition.segmentSequence, 'ADT^A40 without an MRG segment: which record is merged away?');
-    out.push(apply(maps.get('v2-merged-patient'), scope));
+    const merged = apply(maps.get('v2-merged-patient'), scope);
+    // A record merged into itself would replace itself and be replaced by itself.
+    if (merged.id === patient.id) throw new FieldError('MRG-1', ErrorCondition.tableValue, 'MRG-1 names the record PID-3 names: a record is not merged into itself');
+    out.push(merged);
     return out;
   }
   const pv1 = message.getSegment('PV1');
