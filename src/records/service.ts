@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import type { Observation, Resource } from '@medplum/fhirtypes';
 import type { FhirRepository } from '../fhir/repository';
@@ -362,7 +363,7 @@ export class RecordsService {
    * through the map it was read with (its source's tag names the map), as a new resource of the patient of the
    * Health ID, the pushing organisation its author. `written`: the record read back from what was written.
    */
-  async pushRecord(repo: FhirRepository, healthId: string, type: string, pushed: ConnectRecord): Promise<{ id: string; createdAt: string; written: ConnectRecord }> {
+  async pushRecord(repo: FhirRepository, healthId: string, type: string, pushed: ConnectRecord): Promise<{ id: string; createdAt: string; written: ConnectRecord; notWritten: string[] }> {
     const { sources } = this.type(type);
     const tags = tagNames(this.type(type));
     const source = sources.find((s) => tags.every((t) => pushed[t] == null || pushed[t] === s.tag?.[t]));
@@ -388,7 +389,11 @@ export class RecordsService {
         if (err instanceof ApiError && err.status === 400 && err.code === ErrorCode.validationFailed) throw invalidFields([{ field: 'record', message: err.message }]);
         throw err;
       }
-      return { id, createdAt: new Date().toISOString(), written: map.readFhir(resource).connect };
+      const readBack = map.readFhir(resource).connect;
+      // What the record gave that the FHIR written does not hold as given (a field read only: a name Pont reads from
+      // another resource, a code system's words): said, so that a record pushed back is not taken as written whole.
+      const notWritten = Object.keys(fields).filter((f) => f !== 'id' && f !== 'patient_id' && given(fields[f]) && !isDeepStrictEqual(fields[f], readBack[f] ?? null));
+      return { id, createdAt: new Date().toISOString(), written: readBack, notWritten };
     });
   }
 
@@ -575,6 +580,9 @@ export class RecordsService {
     return audited;
   }
 }
+
+/** A value a record gives: not null, not an empty list. */
+const given = (value: unknown) => value !== null && value !== undefined && !(Array.isArray(value) && value.length === 0);
 
 export const CDSS_ALERT = 'cdss_alert';
 

@@ -103,6 +103,8 @@ const encounterPush = (maps: MappingSet, record: z.ZodObject) =>
     })
     .meta({ id: 'EncounterPush' });
 
+const NotWritten = z.array(z.string()).optional().describe("For a pushed `record`: its fields with a value that the FHIR written does not hold as given (a field read only, such as a name Pont reads from another resource or a visit's admission source), so read the record back for what was kept; empty when all was written");
+
 const EncounterPushed = z
   .object({
     health_id: z.string(),
@@ -110,6 +112,7 @@ const EncounterPushed = z
     detected_issue_id: z.string().nullable().describe(`The FHIR DetectedIssue of a ${CDSS_ALERT}, else null`),
     organization_id: z.string().nullable().describe('Recorded as the author'),
     created_at: z.string(),
+    not_written: NotWritten,
   })
   .meta({ id: 'EncounterPushed' });
 
@@ -152,6 +155,7 @@ const LabResultPushed = z
     flagged: z.boolean().nullable().describe('Whether an interpretation other than normal was stored; null when none was'),
     flag: z.string().nullable().describe('The interpretation code stored, null when none'),
     created_at: z.string(),
+    not_written: NotWritten,
   })
   .meta({ id: 'LabResultPushed' });
 
@@ -299,8 +303,8 @@ export function recordRoutes(services: Services): RouteSpec[] {
       responses: { 201: { description: 'Created', schema: EncounterPushed, headers: idempotencyHeader }, ...pushErrors },
       async handler({ body, repo }) {
         if (body.record) {
-          const { id, createdAt } = await records.pushRecord(repo, body.health_id, 'visits', body.record);
-          return { status: 201, body: { health_id: body.health_id, encounter_id: id, detected_issue_id: null, organization_id: organizationOf(repo), created_at: createdAt } };
+          const { id, createdAt, notWritten } = await records.pushRecord(repo, body.health_id, 'visits', body.record);
+          return { status: 201, body: { health_id: body.health_id, encounter_id: id, detected_issue_id: null, organization_id: organizationOf(repo), created_at: createdAt, not_written: notWritten } };
         }
         return { status: 201, body: await records.pushEncounter(repo, body as EncounterPush) };
       },
@@ -320,8 +324,8 @@ export function recordRoutes(services: Services): RouteSpec[] {
       responses: { 201: { description: 'Created', schema: LabResultPushed, headers: idempotencyHeader }, ...pushErrors },
       async handler({ body, repo }) {
         if (body.record) {
-          const { id, createdAt, written } = await records.pushRecord(repo, body.health_id, 'lab_results', body.record);
-          return { status: 201, body: { health_id: body.health_id, lab_result_id: id, diagnostic_report_id: null, ...flagOf(written.flag), created_at: createdAt } };
+          const { id, createdAt, written, notWritten } = await records.pushRecord(repo, body.health_id, 'lab_results', body.record);
+          return { status: 201, body: { health_id: body.health_id, lab_result_id: id, diagnostic_report_id: null, ...flagOf(written.flag), created_at: createdAt, not_written: notWritten } };
         }
         return { status: 201, body: await records.pushLabResult(repo, body as LabResultPush) };
       },

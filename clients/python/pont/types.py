@@ -390,12 +390,16 @@ class Dispense(TypedDict):
 
 EncounterPush = TypedDict('EncounterPush', {'health_id': str, 'record': Dict[str, Any], 'encounter_type': str, 'clinical_note': str, 'status': Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled'], 'class': Literal['AMB', 'EMER', 'IMP', 'VR', 'HH'], 'reason': str, 'started_at': str, 'ended_at': str, 'alert_type': str, 'severity': Literal['high', 'moderate', 'low'], 'cdss_rule_id': str}, total=False)
 
-class EncounterPushed(TypedDict):
+class _EncounterPushedRequired(TypedDict):
     health_id: str
     encounter_id: str
     detected_issue_id: Optional[str]
     organization_id: Optional[str]
     created_at: str
+
+
+class EncounterPushed(_EncounterPushedRequired, total=False):
+    not_written: List[str]
 
 
 class Error(TypedDict):
@@ -648,13 +652,17 @@ class LabResultPush(_LabResultPushRequired, total=False):
     effective_at: str
 
 
-class LabResultPushed(TypedDict):
+class _LabResultPushedRequired(TypedDict):
     health_id: str
     lab_result_id: str
     diagnostic_report_id: Optional[str]
     flagged: Optional[bool]
     flag: Optional[str]
     created_at: str
+
+
+class LabResultPushed(_LabResultPushedRequired, total=False):
+    not_written: List[str]
 
 
 class MediaRecord(TypedDict):

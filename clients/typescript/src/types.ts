@@ -647,6 +647,8 @@ export type EncounterPushed = {
   /** Recorded as the author */
   organization_id: string | null;
   created_at: string;
+  /** For a pushed `record`: its fields with a value that the FHIR written does not hold as given (a field read only, such as a name Pont reads from another resource or a visit's admission source), so read the record back for what was kept; empty when all was written */
+  not_written?: Array<string>;
 };
 
 /** Error shape of every non-FHIR route (section 2.9). */
@@ -1157,6 +1159,8 @@ export type LabResultPushed = {
   /** The interpretation code stored, null when none */
   flag: string | null;
   created_at: string;
+  /** For a pushed `record`: its fields with a value that the FHIR written does not hold as given (a field read only, such as a name Pont reads from another resource or a visit's admission source), so read the record back for what was kept; empty when all was written */
+  not_written?: Array<string>;
 };
 
 export type MediaRecord = {
