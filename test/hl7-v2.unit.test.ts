@@ -138,6 +138,28 @@ describe('an A40 that merges a record into itself (found by an outside probe: it
   });
 });
 
+describe('a numeric result without its number (found by an outside probe: `""` gave a Quantity of a unit alone)', () => {
+  it('has no value at all, not a valueQuantity of its unit', () => {
+    const translation = translate(
+      Hl7Message.parse(
+        [
+          'MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ORU^R01^ORU_R01|C9|P|2.5.1',
+          'PID|1||P1^^^GHH^MR||DOE^JO',
+          'OBR|1|O1^OE|F1^LAB|24323-8^CMP^LN|||20240116093000||||||||||||||||||F',
+          'OBX|1|NM|718-7^Hemoglobin^LN||""|g/dL|12-16||||F',
+          'OBX|2|NM|2345-7^Glucose^LN||5.5|mmol/L|3.9-5.5|N|||F',
+        ].join('\r'),
+      ),
+      loadMappings(),
+    );
+    expect(translation.ok).toBe(true);
+    if (!translation.ok) return;
+    const [hb, glucose] = translation.resources.filter((r) => r.resourceType === 'Observation') as any[];
+    expect(hb.valueQuantity).toBeUndefined();
+    expect(glucose.valueQuantity).toMatchObject({ value: 5.5, unit: 'mmol/L' });
+  });
+});
+
 describe('acknowledgements', () => {
   const now = new Date('2024-01-16T12:00:00Z');
   it('in the message own encoding characters and version; ERR-2/3/8 from v2.5, ERR-1 before', () => {

@@ -284,6 +284,9 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
       }
       const current = new Map([['OBR', obr], ['OBX', segment], ['NTE', notesAfter(message, at)]]);
       const observation = inSegment(sequence, () => apply(maps.get('v2-observation'), { message, current }));
+      // A number sent empty (`""`, or nothing) with its unit: no value, not a Quantity of a unit alone.
+      const quantity = observation.valueQuantity as { value?: number } | undefined;
+      if (quantity && quantity.value === undefined) delete observation.valueQuantity;
       const line = lineOf.get(segment);
       if (line) {
         observation.id = `${observation.id as string}-${line}`;
