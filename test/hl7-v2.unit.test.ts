@@ -160,6 +160,18 @@ describe('a numeric result without its number (found by an outside probe: `""` g
   });
 });
 
+describe('an address of two lines (found by an outside probe: the apartment was lost)', () => {
+  it('PID-11.2 is the second line', () => {
+    const translation = translate(
+      Hl7Message.parse(['MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A04^ADT_A01|C9|P|2.5.1', 'PID|1||P1^^^GHH^MR||DOE^JO||19700101|F|||12 MAIN ST^APT 5^SPRINGFIELD^IL^62701^USA'].join('\r')),
+      loadMappings(),
+    );
+    expect(translation.ok).toBe(true);
+    if (!translation.ok) return;
+    expect((translation.resources[0] as any).address).toEqual([{ line: ['12 MAIN ST', 'APT 5'], city: 'SPRINGFIELD', state: 'IL', postalCode: '62701', country: 'USA' }]);
+  });
+});
+
 describe('acknowledgements', () => {
   const now = new Date('2024-01-16T12:00:00Z');
   it('in the message own encoding characters and version; ERR-2/3/8 from v2.5, ERR-1 before', () => {
