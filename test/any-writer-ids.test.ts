@@ -847,6 +847,18 @@ describe('what an outside probe of stop 68 found (US Core exports, Epic- and Cer
     expect(plain.body.not_written).toEqual([]);
   });
 
+  it('a body site coded only (SNOMED CT) is pushed back with its coding, not as its code in words', async () => {
+    const SCT = 'http://snomed.info/sct';
+    await put({ resourceType: 'Observation', id: 'hb-site', status: 'final', category: [LAB], code: { coding: [{ system: 'http://loinc.org', code: '718-7' }] }, subject, effectiveDateTime: '2026-11-24T07:00:00Z', valueQuantity: { value: 13.1, unit: 'g/dL' }, bodySite: { coding: [{ system: SCT, code: '368208006' }] } });
+    const labs = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`)).body.records.lab_results;
+    const record = labs.find((r: any) => r.id === 'hb-site');
+    expect(record.body_site_codings).toEqual([{ system: SCT, code: '368208006', display: null }]);
+    const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', headers: { 'idempotency-key': 'hb-site-back' }, json: { health_id: healthId, record } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    const written = (await call(operator, `/api/fhir/R4/Observation/${pushed.body.lab_result_id}`)).body;
+    expect(written.bodySite.coding).toEqual([{ system: SCT, code: '368208006' }]);
+  });
+
   it('a visit’s provider is the name of its provider_id, whatever the other participants’ references give; every participant is listed with their name', async () => {
     await put({ resourceType: 'Practitioner', id: 'pr-kumar', name: [{ prefix: ['Dr'], given: ['Anita'], family: 'Kumar' }] });
     await put({

@@ -239,6 +239,11 @@ export type ClinicalObservation = {
     data_absent_code: string | null;
     interpretation: string | null;
     body_site: string | null;
+    body_site_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     method: string | null;
     note: string | null;
     member_ids: Array<FhirId> | null;
@@ -849,6 +854,11 @@ export type LabResult = {
     issued_at: string | null;
     method: string | null;
     body_site: string | null;
+    body_site_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     specimen: string | null;
     specimen_note: string | null;
     performer: string | null;
@@ -992,6 +1002,11 @@ export type LabResultPush = {
         issued_at?: string | null;
         method?: string | null;
         body_site?: string | null;
+        body_site_codings?: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
         specimen?: string | null;
         specimen_note?: string | null;
         performer?: string | null;
