@@ -761,6 +761,10 @@ describe('what an outside probe of stop 68 found (US Core exports, Epic- and Cer
       expect(res.body.issue[0]).toMatchObject({ code: 'extension' });
       expect(res.body.issue[0].details.text).toContain('http://ehr.example/fhir/StructureDefinition/not-given');
     }
+    // The one modifier Pont understands (a topic's status, on the Basic it publishes a topic as) is understood there only.
+    const topicStatus = { url: 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.status', valueCode: 'retired' };
+    const elsewhere = await call(operator, '/api/fhir/R4/MedicationRequest/rx-modext', { method: 'PUT', json: { ...rx, modifierExtension: [topicStatus] } });
+    expect(elsewhere.status, JSON.stringify(elsewhere.body)).toBe(400);
     const bundle = await call(operator, '/api/fhir/R4', { method: 'POST', json: { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: { ...rx, id: undefined, modifierExtension: [notGiven] }, request: { method: 'POST', url: 'MedicationRequest' } }] } });
     expect(bundle.status).toBe(400);
     expect((await call(operator, '/api/fhir/R4/MedicationRequest/rx-modext')).status).toBe(404);

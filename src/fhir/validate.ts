@@ -74,8 +74,8 @@ function walkInvariants(walk: InvariantWalk, value: unknown): void {
     if (k === 'div' && typeof v === 'string') {
       const problem = narrativeProblem(v);
       if (problem) walkIssue(walk, problem, 'invariant');
-    } else if (k === 'modifierExtension' && unknownModifier(v) !== undefined) {
-      const url = unknownModifier(v)!;
+    } else if (k === 'modifierExtension' && unknownModifier(v, walk) !== undefined) {
+      const url = unknownModifier(v, walk)!;
       walkIssue(walk, `the modifier extension ${url.slice(0, 300)} is not one Pont understands: it may change the meaning of what it is in (a medication "not given"), so Pont does not store it (FHIR R4 Extensibility: data with an unrecognised modifier is not processed). An extension that changes no meaning goes in \`extension\`.`, 'extension');
     } else if (k === 'reference' && typeof v === 'string' && v.startsWith('#') && v !== '#' && !walk.contained.has(v.slice(1))) {
       walkIssue(walk, `${v} names no contained resource (ref-1)`, 'invariant');
@@ -85,18 +85,24 @@ function walkInvariants(walk: InvariantWalk, value: unknown): void {
 }
 
 /**
- * The modifier extensions Pont understands: the R5 SubscriptionTopic's status on the topics it publishes as Basic
- * (src/subscriptions/topics.ts). Any other is refused (invariantIssues): Pont's search, Connect and the summary would
+ * The modifier extensions Pont understands, on a Basic only: the R5 SubscriptionTopic's status on the topics it
+ * publishes as Basic (src/subscriptions/topics.ts). Any other is refused (invariantIssues): Pont's search, Connect and the summary would
  * read the resource without it, as if it said what it says without its modifier.
  */
 const UNDERSTOOD_MODIFIERS = new Set(['http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.status']);
 
-/** The url of the first modifier extension of the list that Pont does not understand, if any. */
-function unknownModifier(list: unknown): string | undefined {
+/**
+ * The url of the first modifier extension of the list that Pont does not understand where it is, if any: those of
+ * UNDERSTOOD_MODIFIERS only on a Basic, at its top level (a topic's status says nothing of a MedicationRequest).
+ */
+function unknownModifier(list: unknown, walk: InvariantWalk): string | undefined {
   if (!Array.isArray(list)) return undefined;
-  const unknown = list.find((e) => !UNDERSTOOD_MODIFIERS.has((e as { url?: unknown })?.url as string)) as { url?: unknown } | undefined;
-  return unknown === undefined ? undefined : String(unknown?.url);
+  const understood = walk.resourceType === 'Basic' && walk.at.length === 1 ? UNDERSTOOD_MODIFIERS : NONE_UNDERSTOOD;
+  const unknown = list.find((e) => !understood.has((e as { url?: unknown })?.url as string)) as { url?: unknown } | undefined;
+  if (unknown === undefined) return undefined;
+  return typeof unknown?.url === 'string' ? unknown.url : `(a url that is no string: ${JSON.stringify(unknown?.url ?? null).slice(0, 100)})`;
 }
+const NONE_UNDERSTOOD = new Set<string>();
 
 const PERIOD_KEYS = new Set(['id', 'extension', 'start', 'end']);
 const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
