@@ -787,6 +787,11 @@ describe('what an outside probe of stop 68 found (US Core exports, Epic- and Cer
       expect(res.body.issue[0].diagnostics).toMatch(/Encounter\/enc\.7.*another patient/);
       expect(res.body.issue[0].expression).toEqual(['Observation.encounter']);
     }
+    // Naming the visit's patient beside (an attacker's review: focus, performer) makes it no less another patient's visit.
+    for (const extra of [{ focus: [{ reference: 'Patient/123' }] }, { performer: [{ reference: 'Patient/123' }] }]) {
+      const res = await call(operator, '/api/fhir/R4/Observation/obs-crossed', { method: 'PUT', json: { ...other('obs-crossed', 'Encounter/enc.7'), ...extra } });
+      expect(res.status, JSON.stringify(res.body)).toBe(400);
+    }
     // In a transaction too, and an encounter of the same bundle counts.
     const tx = await call(operator, '/api/fhir/R4', { method: 'POST', json: { resourceType: 'Bundle', type: 'transaction', entry: [
       { resource: other('obs-crossed', 'Encounter/enc.7'), request: { method: 'PUT', url: 'Observation/obs-crossed' } },

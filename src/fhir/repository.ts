@@ -22,6 +22,7 @@ import { filterSql } from './search/sql';
 import { applyResourcePatch, type Patch } from './patch';
 import { validateFhirResource } from './validate';
 import { accessPatients, linksOf, patientsOf, unplacedReason } from './compartment';
+import { referenceTarget } from './indexer';
 import { filedPatients, withFiledPatients } from './store/filed';
 import { hashKey } from '../core/hash';
 import { namesPatient, parseSearch, type ParsedSearch, type QueryParams } from './search/parse';
@@ -1156,6 +1157,17 @@ export async function checkReferences(sql: Queryable, base: string, items: Write
 }
 
 /**
+ * The patient a resource is of by its `subject` (or `patient`), when that names one of ours: the patient whose visit
+ * its encounter must be, whoever else it names (an Observation's `focus` or `performer` may be another patient).
+ */
+function subjectOf(resource: Resource, base: string): string[] | undefined {
+  const { subject, patient } = resource as { subject?: { reference?: unknown }; patient?: { reference?: unknown } };
+  const reference = (subject ?? patient)?.reference;
+  const target = typeof reference === 'string' ? referenceTarget(reference, base) : undefined;
+  return target?.[0] === 'Patient' ? [target[1]] : undefined;
+}
+
+/**
  * The first reference, among `targets` (every one found, and visible to the writer), of a written resource to the
  * Encounter it happened in (`…encounter`, `…context`) when that Encounter is another patient's: a result of one patient
  * filed in another's visit would be shown as that visit's, and the visit's as theirs.
@@ -1163,7 +1175,7 @@ export async function checkReferences(sql: Queryable, base: string, items: Write
 async function anotherPatientsEncounter(sql: Queryable, base: string, results: WriteResult[], targets: Array<{ index: number; type: string; id: string; path: string }>) {
   const context = targets.filter((t) => t.type === 'Encounter' && /\.(encounter|context)$/.test(t.path) && results[t.index]!.resource.resourceType !== 'Encounter');
   const rows = context.flatMap((t, n) => {
-    const patients = accessPatients(results[t.index]!.resource, base);
+    const patients = subjectOf(results[t.index]!.resource, base) ?? accessPatients(results[t.index]!.resource, base);
     return patients.length ? [[t.id, n, JSON.stringify(patients)] as const] : [];
   });
   if (!rows.length) return undefined;
