@@ -221,6 +221,15 @@ describe('what Pont would refuse of a batch however often it is sent (found by a
     expect(nulAt('MSH|^~\\&|LA\u0000B|FAC')).toBe('MSH-3');
     expect(nulAt('MSH|^~\\&|LAB\rPID|1||X||VEC')).toBeUndefined();
   });
+  it('a NUL written as an escape (\\X00\\), or in MSH-12, is AE naming its field; a year 0000 is no date (an attacker’s review: AA, then refused by Pont and lost)', () => {
+    const maps = loadMappings();
+    const adt = (msh12: string, pid: string) => Hl7Message.parse([`MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A04^ADT_A01|C9|P|${msh12}`, pid].join('\r'));
+    expect(translate(adt('2.5.1', 'PID|1||P1^^^GHH^MR||A\\X00\\B^EVE'), maps, 'x')).toMatchObject({ ok: false, ack: 'AE', error: { location: 'PID-5.1' } });
+    const inVersion = 'MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A04^ADT_A01|C9|P|2.5\u0000.1\rPID|1||P1^^^GHH^MR';
+    expect(translate(Hl7Message.parse(inVersion), maps, inVersion)).toMatchObject({ ok: false, ack: 'AE', error: { location: 'MSH-12' } });
+    const oru = ['MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ORU^R01^ORU_R01|C9|P|2.5.1', 'PID|1||P1^^^GHH^MR', 'OBR|1|O1^OE|F1^LAB|24323-8^CMP^LN|||20240116093000||||||||||||||||||F', 'OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|||||F|||00000101'].join('\r');
+    expect(translate(Hl7Message.parse(oru), maps)).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-14' } });
+  });
   it('a message whose FHIR is over MAX_BATCH_BYTES is refused; batches hold at most MAX_BATCH_BYTES of FHIR, a message never split', () => {
     const obs = (id: string, size: number) => ({ resourceType: 'Observation', id, valueString: 'v'.repeat(size) });
     expect(beyondPont([obs('a', 1_000_000), obs('b', 1_000_000), obs('c', 1_000_000), obs('d', 1_000_000), obs('e', 500_000)])).toMatchObject({ location: 'OBX-5', text: expect.stringMatching(/bytes of FHIR/) });

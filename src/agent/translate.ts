@@ -115,14 +115,15 @@ export function fieldAt(text: string, at: number): string {
 /** `text`: the message as received (its length for beyondPont, its NULs for nulAt). */
 export function translate(message: Hl7Message, maps: MappingSet, text?: string): Translation {
   const { type, event, controlId, version } = header(message);
+  // Before anything is read of the message: a NUL anywhere is what is wrong with it, wherever it is (MSH-12 too).
+  const nul = text === undefined ? undefined : nulAt(text);
+  if (nul) return refuse('AE', nul, ErrorCondition.dataType, `${nul} holds a NUL character (0x00), which Pont does not store: send the message without it`);
   if (!SUPPORTED_VERSION.test(version)) return refuse('AR', 'MSH-12', ErrorCondition.unsupportedVersion, `HL7 version ${JSON.stringify(version)} is not supported: 2.3 to 2.8`);
   if (!HANDLED[type]) return refuse('AR', 'MSH-9', ErrorCondition.unsupportedMessageType, `message type ${JSON.stringify(type)} is not handled (${Object.entries(HANDLED).map(([t, e]) => `${t}^${e.join('/')}`).join(', ')})`);
   if (!HANDLED[type]!.includes(event)) return refuse('AR', 'MSH-9.2', ErrorCondition.unsupportedEvent, `${type}^${event} is not handled (${type}^${HANDLED[type]!.join('/')})`);
   if (!v2Charset(message)) return refuse('AR', 'MSH-18', ErrorCondition.internal, `character set ${JSON.stringify(message.getSegment('MSH')?.getField(18)?.toString())} is not read (UTF-8, ASCII, 8859/1, 8859/15): its text would be stored wrong`);
   if (!controlId) return refuse('AE', 'MSH-10', ErrorCondition.requiredFieldMissing, 'MSH-10 (message control id) is empty: it is what makes a resend change nothing');
   if (!message.getSegment('PID')) return refuse('AE', 'PID', ErrorCondition.segmentSequence, `${type}^${event} without a PID segment`);
-  const nul = text === undefined ? undefined : nulAt(text);
-  if (nul) return refuse('AE', nul, ErrorCondition.dataType, `${nul} holds a NUL character (0x00), which Pont does not store: send the message without it`);
   try {
     const resources = type === 'ORU' ? results(message, maps) : admission(message, event, maps);
     const beyond = beyondPont(resources, text?.length);

@@ -20,6 +20,11 @@ export function readV2(program: MapProgram, scope: V2Scope): { connect: Record<s
   for (const [name, expression] of program.v2 ?? []) {
     const text = evaluateV2(expression, scope);
     if (text === undefined) continue;
+    // A NUL written as an escape (\X00\): Pont stores none, so the message is refused naming the field.
+    if (text.includes('\u0000')) {
+      problems.push({ field: name, location: expression.location, message: `${expression.location} holds a NUL character (0x00), which Pont does not store` });
+      continue;
+    }
     const value = fromV2Text(text, declared.get(name)!.type);
     if (value === undefined) problems.push({ field: name, location: expression.location, message: `${expression.location} \`${text}\` is not a ${declared.get(name)!.type}` });
     else connect[name] = value;
@@ -56,7 +61,8 @@ export function fromV2Text(text: string, type: ConnectType): unknown {
  */
 function v2Date(text: string): string | undefined {
   const m = /^(\d{4})(\d{2})?(\d{2})?(?:(\d{2})(\d{2})?(\d{2})?(\.\d{1,4})?)?([+-]\d{4})?$/.exec(text.trim());
-  if (!m) return undefined;
+  // Year 0000 is no FHIR date (years run from 0001).
+  if (!m || m[1] === '0000') return undefined;
   const [, y, mo, d, h, mi, s, frac, tz] = m;
   if (!mo) return y;
   if (!d) return `${y}-${mo}`;
