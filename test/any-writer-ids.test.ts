@@ -868,6 +868,17 @@ describe('what an outside probe of stop 68 found (US Core exports, Epic- and Cer
     expect(written.bodySite.coding).toEqual([{ system: SCT, code: '368208006' }]);
   });
 
+  it('a push of thousands of unknown keys a kilobyte long is a bounded 422 (an attacker’s review: the answer echoed 30 MB)', async () => {
+    const junk = Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`${'k'.repeat(1500)}${i}`, 1]));
+    for (const json of [{ health_id: healthId, record: { source: 'observation', ...junk } }, { health_id: healthId, test_name: 'x', result_value: '1', ...junk }]) {
+      const res = await pont.fetch('/api/v1/sdk/records/lab-results', { method: 'POST', headers: { ...sdk.headers, 'content-type': 'application/json' }, body: JSON.stringify(json) });
+      const text = await res.text();
+      expect(res.status).toBe(422);
+      expect(text.length).toBeLessThan(20_000);
+      expect(JSON.parse(text).error_code).toBe('VALIDATION_FAILED');
+    }
+  });
+
   it('a visit’s provider is the name of its provider_id, whatever the other participants’ references give; every participant is listed with their name', async () => {
     await put({ resourceType: 'Practitioner', id: 'pr-kumar', name: [{ prefix: ['Dr'], given: ['Anita'], family: 'Kumar' }] });
     await put({

@@ -50,9 +50,20 @@ export const badRequest = (message: string, options?: ApiErrorOptions) =>
   new ApiError(400, ErrorCode.badRequest, message, options);
 export const validationFailed = (message: string, options?: ApiErrorOptions) =>
   new ApiError(422, ErrorCode.validationFailed, message, options);
-/** 422 naming the fields at fault, in the shape request validation uses (`details: [{field, message}]`). */
-export const invalidFields = (details: Array<{ field: string; message: string }>) =>
-  validationFailed(details.map((d) => `${d.field}: ${d.message}`).join('; '), { extra: { details } });
+/** The most fields one answer names, and the most characters of a field's name or message (a bounded answer to any request). */
+const MAX_DETAILS = 20;
+const MAX_DETAIL_CHARS = 300;
+const cut = (text: string) => (text.length > MAX_DETAIL_CHARS ? `${text.slice(0, MAX_DETAIL_CHARS)}…` : text);
+
+/**
+ * 422 naming the fields at fault, in the shape request validation uses (`details: [{field, message}]`): the first
+ * MAX_DETAILS, each cut short, and how many more there were (10,000 unknown keys of a megabyte each are not echoed).
+ */
+export const invalidFields = (all: Array<{ field: string; message: string }>) => {
+  const details = all.slice(0, MAX_DETAILS).map((d) => ({ field: cut(d.field), message: cut(d.message) }));
+  const more = all.length > MAX_DETAILS ? `; and ${all.length - MAX_DETAILS} more` : '';
+  return validationFailed(details.map((d) => `${d.field}: ${d.message}`).join('; ') + more, { extra: { details } });
+};
 export const notFound = (message: string) => new ApiError(404, ErrorCode.notFound, message);
 
 const issueCodeByStatus: Record<number, OperationOutcomeIssue['code']> = {
