@@ -291,15 +291,15 @@ describe('MLLP framing', () => {
   });
 });
 
-describe('MLLP connections that hold on (found by an outside probe: slowloris sockets and a never-ending frame stayed open)', () => {
-  it('a frame begun and then silent is given up with its connection; a connection idle between frames stays; beyond the most connections, a new one is closed', async () => {
-    const server = await startMllpServer('127.0.0.1', 0, 1000, async (f) => (f.kind === 'message' ? 'MSA|AA' : undefined), () => {}, { stallMs: 300, maxConnections: 3 });
-    const port = (server.address() as { port: number }).port;
-    const open = async () => {
-      const socket = connect(port, '127.0.0.1');
-      await once(socket, 'connect');
-      return socket;
-    };
+describe('MLLP connections that hold on (found by outside probes: slowloris sockets and a never-ending frame stayed open; 256 silent connections locked the sender out)', () => {
+  const opener = (port: number) => async () => {
+    const socket = connect(port, '127.0.0.1');
+    await once(socket, 'connect');
+    return socket;
+  };
+  it('a frame begun and then silent is given up with its connection; a connection idle between frames stays', async () => {
+    const server = await startMllpServer('127.0.0.1', 0, 1000, async (f) => (f.kind === 'message' ? 'MSA|AA' : undefined), () => {}, { stallMs: 300 });
+    const open = opener((server.address() as { port: number }).port);
     const idle = await open();
     let idleClosed = false;
     idle.on('close', () => (idleClosed = true));
@@ -308,12 +308,33 @@ describe('MLLP connections that hold on (found by an outside probe: slowloris so
     stalled.write(Buffer.from('\x0bMSH|never ends', 'latin1'));
     await once(stalled, 'close');
     expect(idleClosed).toBe(false);
-    // Three open (the idle one and two more): the fourth is closed at once.
+    idle.destroy();
+    await stopMllpServer(server);
+  });
+  it('beyond the most connections, a new one closes the one idle longest between frames (never one mid-frame), and is answered', async () => {
+    const server = await startMllpServer('127.0.0.1', 0, 1000, async (f) => (f.kind === 'message' ? 'MSA|AA' : undefined), () => {}, { maxConnections: 3 });
+    const open = opener((server.address() as { port: number }).port);
+    const first = await open();
+    let firstClosed = false;
+    first.on('close', () => (firstClosed = true));
+    // The oldest, but busy (a frame begun): never the one closed. Its answer to the whole frame before says the server has read it.
+    let firstReplies = '';
+    first.on('data', (d) => (firstReplies += d.toString('latin1')));
+    first.write(Buffer.from('\x0bMSH|0\x1c\r\x0bMSH|mid-frame', 'latin1'));
+    await eventually(() => expect(firstReplies).toBe('\x0bMSA|AA\x1c\r'));
     const second = await open();
+    second.on('error', () => {}); // closed by the server: a reset
     const third = await open();
-    const fourth = connect(port, '127.0.0.1');
-    await once(fourth, 'close');
-    for (const s of [idle, second, third]) s.destroy();
+    let secondClosed = false;
+    second.on('close', () => (secondClosed = true));
+    const fourth = await open();
+    await eventually(() => expect(secondClosed).toBe(true));
+    let replies = '';
+    fourth.on('data', (d) => (replies += d.toString('latin1')));
+    fourth.write(Buffer.from('\x0bMSH|4\x1c\r', 'latin1'));
+    await eventually(() => expect(replies).toBe('\x0bMSA|AA\x1c\r'));
+    expect(firstClosed).toBe(false);
+    for (const s of [first, third, fourth]) s.destroy();
     await stopMllpServer(server);
   });
 });

@@ -17,7 +17,11 @@ const HEAD_BYTES = 4096;
  * holding connections open a byte at a time); a connection idle between frames stays open, as senders keep theirs.
  */
 const FRAME_STALL_MS = 60_000;
-/** Connections open at once at most: beyond, a new one is closed at once (what a facility's systems need is a few). */
+/**
+ * Connections open at once at most (what a facility's systems need is a few): a new one beyond closes the one idle
+ * longest between frames, so that connections held open and silent cannot lock a sending system out; when every
+ * one is in the middle of a frame, the new one is closed.
+ */
 const MAX_CONNECTIONS = 256;
 
 export type Frame = { kind: 'message'; bytes: Buffer } | { kind: 'too-large'; head: Buffer; size: number };
@@ -39,12 +43,20 @@ export function startMllpServer(
   limits: { stallMs?: number; maxConnections?: number } = {},
 ): Promise<Server> {
   const open = new Set<Socket>();
+  const served = new Map<Socket, Served>();
+  const most = limits.maxConnections ?? MAX_CONNECTIONS;
   const server = createServer((socket) => {
+    if (served.size >= most) {
+      let idlest: [Socket, Served] | undefined;
+      for (const entry of served) if (!entry[1].busy() && (!idlest || entry[1].since < idlest[1].since)) idlest = entry;
+      if (!idlest) return void socket.destroy();
+      idlest[0].destroy();
+      served.delete(idlest[0]);
+    }
     open.add(socket);
-    socket.once('close', () => open.delete(socket));
-    serveConnection(socket, maxBytes, handle, onError, limits.stallMs ?? FRAME_STALL_MS);
+    socket.once('close', () => (open.delete(socket), served.delete(socket)));
+    served.set(socket, serveConnection(socket, maxBytes, handle, onError, limits.stallMs ?? FRAME_STALL_MS));
   });
-  server.maxConnections = limits.maxConnections ?? MAX_CONNECTIONS;
   connections.set(server, open);
   return new Promise((resolve, reject) => {
     server.once('error', reject);
@@ -67,8 +79,15 @@ export function frame(text: string): Buffer {
   return Buffer.concat([Buffer.from([VT]), body, Buffer.from([FS, CR])]);
 }
 
-function serveConnection(socket: Socket, maxBytes: number, handle: FrameHandler, onError: (err: Error) => void, stallMs: number): void {
+/** A connection being served: since when it has said nothing (performance.now()), and whether it is mid-frame. */
+interface Served {
+  since: number;
+  busy(): boolean;
+}
+
+function serveConnection(socket: Socket, maxBytes: number, handle: FrameHandler, onError: (err: Error) => void, stallMs: number): Served {
   const deframer = new MllpDeframer(maxBytes);
+  const served: Served = { since: performance.now(), busy: () => deframer.midFrame };
   socket.setTimeout(stallMs, () => {
     if (deframer.midFrame) socket.destroy();
   });
@@ -82,6 +101,7 @@ function serveConnection(socket: Socket, maxBytes: number, handle: FrameHandler,
     return true;
   };
   socket.on('data', (data: Buffer) => {
+    served.since = performance.now();
     for (const done of deframer.push(data)) {
       const answer = handle(done, later);
       chain = chain
@@ -93,6 +113,7 @@ function serveConnection(socket: Socket, maxBytes: number, handle: FrameHandler,
     }
   });
   socket.on('error', (err) => onError(err));
+  return served;
 }
 
 /** The frames of one connection's bytes, as they come in reads of any size. */
