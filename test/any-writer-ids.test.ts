@@ -810,8 +810,8 @@ describe('what an outside probe of stop 68 found (US Core exports, Epic- and Cer
     expect((await call(reader, `/api/v1/connect/patient/${otherHealthId}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at } })).status).toBe(201);
     const record = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1`)).body.records.lab_results[0];
     const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', headers: { 'idempotency-key': 'crossed-visit' }, json: { health_id: healthId, record: { ...record, visit_id: 'enc-abc' } } });
-    expect(pushed.status, JSON.stringify(pushed.body)).toBe(400);
-    expect(pushed.body.message).toContain("Encounter/enc-abc, which is another patient's encounter");
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(422);
+    expect(pushed.body.details).toEqual([{ field: 'record.visit_id', message: expect.stringContaining("Encounter/enc-abc, which is another patient's encounter") }]);
   });
 
   it('a panel is its members: a CBC pushed back keeps them (it was written empty), and a vital signs panel lists them as a lab panel does', async () => {

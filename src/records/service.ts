@@ -387,6 +387,11 @@ export class RecordsService {
         // The record makes FHIR that FHIR refuses (a period that ends before it starts): the record's fault, as a
         // field's would be (422), named by the FHIR it made.
         if (err instanceof ApiError && err.status === 400 && err.code === ErrorCode.validationFailed) throw invalidFields([{ field: 'record', message: err.message }]);
+        // A reference the record gives that names nothing the pusher may see, or another patient's visit: the field's
+        // fault too, named as the record names it (`record.visit_id`).
+        const named = err instanceof ApiError && err.status === 400 ? /refers to [A-Za-z]+\/([A-Za-z0-9\-.]{1,64})\b/.exec(err.message)?.[1] : undefined;
+        const field = named && Object.keys(fields).find((f) => f !== 'id' && fields[f] === named);
+        if (field) throw invalidFields([{ field: `record.${field}`, message: (err as ApiError).message }]);
         throw err;
       }
       const readBack = map.readFhir(resource).connect;
