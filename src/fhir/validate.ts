@@ -68,15 +68,15 @@ function walkInvariants(walk: InvariantWalk, value: unknown): void {
   }
   if (!value || typeof value !== 'object') return;
   if (endsBeforeStart(value as Record<string, unknown>)) return walkIssue(walk, 'the period ends before it starts (per-1)', 'invariant');
+  let unknown: string | undefined;
   for (const k of Object.keys(value)) {
     const v = (value as Record<string, unknown>)[k];
     at.push(k);
     if (k === 'div' && typeof v === 'string') {
       const problem = narrativeProblem(v);
       if (problem) walkIssue(walk, problem, 'invariant');
-    } else if (k === 'modifierExtension' && unknownModifier(v, walk) !== undefined) {
-      const url = unknownModifier(v, walk)!;
-      walkIssue(walk, `the modifier extension ${url.slice(0, 300)} is not one Pont understands: it may change the meaning of what it is in (a medication "not given"), so Pont does not store it (FHIR R4 Extensibility: data with an unrecognised modifier is not processed). An extension that changes no meaning goes in \`extension\`.`, 'extension');
+    } else if (k === 'modifierExtension' && (unknown = unknownModifier(v, walk)) !== undefined) {
+      walkIssue(walk, `the modifier extension ${unknown.slice(0, 300)} is not one Pont understands: it may change the meaning of what it is in (a medication "not given"), so Pont does not store it (FHIR R4 Extensibility: data with an unrecognised modifier is not processed). An extension that changes no meaning goes in \`extension\`.`, 'extension');
     } else if (k === 'reference' && typeof v === 'string' && v.startsWith('#') && v !== '#' && !walk.contained.has(v.slice(1))) {
       walkIssue(walk, `${v} names no contained resource (ref-1)`, 'invariant');
     } else walkInvariants(walk, v); // contained resources too: their narratives are shown as well
@@ -86,8 +86,8 @@ function walkInvariants(walk: InvariantWalk, value: unknown): void {
 
 /**
  * The modifier extensions Pont understands, on a Basic only: the R5 SubscriptionTopic's status on the topics it
- * publishes as Basic (src/subscriptions/topics.ts). Any other is refused (invariantIssues): Pont's search, Connect and the summary would
- * read the resource without it, as if it said what it says without its modifier.
+ * publishes as Basic (src/subscriptions/topics.ts). Any other is refused (invariantIssues): Pont's search, Connect
+ * and the summary would read the resource without it, as if it said what it says without its modifier.
  */
 const UNDERSTOOD_MODIFIERS = new Set(['http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.status']);
 
@@ -147,7 +147,7 @@ interface ShapeWalk {
   at: Array<string | number>;
 }
 
-/** An issue where the walk is: `structure` (the JSON or array shape) or `invariant`. */
+/** An issue where the walk is: `structure` (the JSON or array shape), `invariant`, or `extension` (a modifier not understood). */
 function walkIssue(walk: ShapeWalk, text: string, code: 'structure' | 'invariant' | 'extension' = 'structure'): void {
   walk.issues.push({ severity: 'error', code, details: { text }, expression: [pathOf(walk.resourceType, walk.at)] });
 }
