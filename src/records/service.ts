@@ -72,13 +72,6 @@ interface RecordPage {
 }
 
 /**
- * The summary's sections of record types, in its order (recent_visits, after recent_labs, is the visit map's reading
- * of the newest Encounters): medications and allergies that are active, results that stand or may yet, care plans
- * going on, goals agreed or pursued, procedures done or under way. Devices: the active Devices (an implant, with its UDI) and active use statements;
- * the statements have no status search parameter, so a page of twice the size is read and filtered, that a few
- * ended uses do not crowd out the current ones.
- */
-/**
  * The intents of a request or plan that nobody means to carry out yet (R4 `intent` is a modifier): a proposal (a
  * suggestion, decision support's say), an option (one of several to choose from). An order, a plan (a home
  * medication list is written as plans) and the rest are meant to happen.
@@ -91,6 +84,13 @@ const NOT_MEANT_TO_HAPPEN = 'proposal,option';
  */
 const NO_VISIT = 'entered-in-error,cancelled,planned';
 
+/**
+ * The summary's sections of record types, in its order (recent_visits, after recent_labs, is the visit map's reading
+ * of the newest Encounters): medications and allergies that are active, results that stand or may yet, care plans
+ * going on, goals agreed or pursued, procedures done or under way. Devices: the active Devices (an implant, with its UDI) and active use statements;
+ * the statements have no status search parameter, so a page of twice the size is read and filtered, that a few
+ * ended uses do not crowd out the current ones.
+ */
 const SUMMARY_SECTIONS: Array<{ key: string; type: string; size: number; query?: Record<string, string>; pick?: (page: RecordPage) => Omit<RecordPage, 'next'> }> = [
   // An active order not to give a medication (doNotPerform) is no medication of the patient's (FHIR has no search for it).
   {
@@ -389,7 +389,7 @@ export class RecordsService {
         if (err instanceof ApiError && err.status === 400 && err.code === ErrorCode.validationFailed) throw invalidFields([{ field: 'record', message: err.message }]);
         // A reference the record gives that names nothing the pusher may see, or another patient's visit: the field's
         // fault too, named as the record names it (`record.visit_id`).
-        const named = err instanceof ApiError && err.status === 400 ? /refers to [A-Za-z]+\/([A-Za-z0-9\-.]{1,64})\b/.exec(err.message)?.[1] : undefined;
+        const named = err instanceof ApiError && err.status === 400 ? /refers to [A-Za-z]+\/([A-Za-z0-9\-.]{1,64})/.exec(err.message)?.[1] : undefined;
         const field = named && Object.keys(fields).find((f) => f !== 'id' && fields[f] === named);
         if (field) throw invalidFields([{ field: `record.${field}`, message: (err as ApiError).message }]);
         throw err;
