@@ -32,7 +32,8 @@ export type Later = (text: string) => boolean;
 /** The answer to one frame, already framed by the server; undefined: no answer (enhanced mode may say so). */
 export type FrameHandler = (frame: Frame, later: Later) => Promise<string | undefined>;
 
-const connections = new WeakMap<Server, Set<Socket>>();
+/** Each server's connections, with what is known of each (for stopMllpServer, and the most connections). */
+const connections = new WeakMap<Server, Map<Socket, Served>>();
 
 export function startMllpServer(
   host: string,
@@ -42,7 +43,6 @@ export function startMllpServer(
   onError: (err: Error) => void,
   limits: { stallMs?: number; maxConnections?: number } = {},
 ): Promise<Server> {
-  const open = new Set<Socket>();
   const served = new Map<Socket, Served>();
   const most = limits.maxConnections ?? MAX_CONNECTIONS;
   const server = createServer((socket) => {
@@ -53,11 +53,10 @@ export function startMllpServer(
       idlest[0].destroy();
       served.delete(idlest[0]);
     }
-    open.add(socket);
-    socket.once('close', () => (open.delete(socket), served.delete(socket)));
+    socket.once('close', () => served.delete(socket));
     served.set(socket, serveConnection(socket, maxBytes, handle, onError, limits.stallMs ?? FRAME_STALL_MS));
   });
-  connections.set(server, open);
+  connections.set(server, served);
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
@@ -70,7 +69,7 @@ export function startMllpServer(
 /** Stops listening and closes every connection (a sender reconnects to the next run; what it was not answered, it resends). */
 export function stopMllpServer(server: Server): Promise<void> {
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-  for (const socket of connections.get(server) ?? []) socket.destroy();
+  for (const socket of connections.get(server)?.keys() ?? []) socket.destroy();
   return closed;
 }
 

@@ -179,9 +179,8 @@ const reference = (resource: Record<string, unknown>) => `${resource.resourceTyp
 
 /**
  * ADT: the patient (PID; an A03's only if Pont has none), its visit (PV1) when it has a visit number (PV1-19), an
- * A40's merge (MRG). An admission
- * (A01, A04) without one (PV1-19 is optional in v2) is a visit of its own message (v2-encounter's key), which no
- * later message names; a discharge or an update without one changes the patient alone.
+ * A40's merge (MRG). An admission (A01, A04) without one (PV1-19 is optional in v2) is a visit of its own message
+ * (v2-encounter's key), which no later message names; a discharge or an update without one changes the patient alone.
  */
 function admission(message: Hl7Message, event: string, maps: MappingSet): Array<Record<string, unknown>> {
   const scope = { message };
