@@ -806,10 +806,20 @@ describe('what an outside probe of stop 68 found (US Core exports, Epic- and Cer
     // A push naming another patient's visit is refused as well: one the pusher may not see does not exist, one it may
     // (a consent of that patient's) is another patient's.
     const otherHealthId = otherPatient.identifier.find((i: any) => i.system === HEALTH_ID_SYSTEM).value;
+    const record = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1`)).body.records.lab_results[0];
+    const pushWith = (visit_id: string, key: string) => call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', headers: { 'idempotency-key': key }, json: { health_id: healthId, record: { ...record, visit_id } } });
+    // Without a consent of that patient, their visit is answered as one that does not exist: the same answer, word for
+    // word but the id, nothing written.
+    const unseen = await pushWith('enc-abc', 'unseen-visit');
+    const none = await pushWith('enc-none', 'no-visit');
+    expect(unseen.status).toBe(422);
+    expect(unseen.body.details).toEqual([{ field: 'record.visit_id', message: none.body.details[0].message.replace('enc-none', 'enc-abc') }]);
+    const filed = await call(operator, `/api/fhir/R4/Observation?encounter=Encounter/enc-abc&subject=Patient/123`);
+    expect(filed.status).toBe(200);
+    expect((filed.body.entry ?? []).filter((e: any) => e.search?.mode === 'match')).toEqual([]);
     const expires_at = new Date(Date.now() + 365 * 86_400_000).toISOString();
     expect((await call(reader, `/api/v1/connect/patient/${otherHealthId}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at } })).status).toBe(201);
-    const record = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1`)).body.records.lab_results[0];
-    const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', headers: { 'idempotency-key': 'crossed-visit' }, json: { health_id: healthId, record: { ...record, visit_id: 'enc-abc' } } });
+    const pushed = await pushWith('enc-abc', 'crossed-visit');
     expect(pushed.status, JSON.stringify(pushed.body)).toBe(422);
     expect(pushed.body.details).toEqual([{ field: 'record.visit_id', message: expect.stringContaining("Encounter/enc-abc, which is another patient's encounter") }]);
   });
