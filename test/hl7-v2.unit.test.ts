@@ -101,27 +101,27 @@ describe('the v2 path', () => {
   });
 });
 
+/** An ORU^R01 of one patient and one OBR, the lines after the OBR given. */
+const oru = (...lines: string[]) =>
+  ['MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ORU^R01^ORU_R01|C9|P|2.5.1', 'PID|1||P1^^^GHH^MR||DOE^JO', 'OBR|1|O1^OE|F1^LAB|24323-8^CMP^LN|||20240116093000||||||||||||||||||F', ...lines].join('\r');
+
+/** The Observations an ORU of these lines gives (it must translate). */
+function observationsOf(...lines: string[]): any[] {
+  const translation = translate(Hl7Message.parse(oru(...lines)), loadMappings());
+  if (!translation.ok) throw new Error(`refused: ${JSON.stringify(translation.error)}`);
+  return translation.resources.filter((r) => r.resourceType === 'Observation');
+}
+
 describe('what an ORU says beside its values (found by an outside probe: lost while the message got AA)', () => {
   it('the NTEs after an OBX are its note, a line each, and no other OBX’s; a TX value’s repetitions are its lines', () => {
-    const translation = translate(
-      Hl7Message.parse(
-        [
-          'MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ORU^R01^ORU_R01|C9|P|2.5.1',
-          'PID|1||P1^^^GHH^MR||DOE^JO',
-          'OBR|1|O1^OE|F1^LAB|24323-8^CMP^LN|||20240116093000||||||||||||||||||F',
-          'NTE|1|L|Fasting sample',
-          'OBX|1|NM|2823-3^Potassium^LN||6.1|mmol/L|3.5-5.0|H|||F',
-          'NTE|1|L|Specimen hemolyzed; potassium may be falsely elevated',
-          'NTE|2|L|Repeat requested',
-          'OBX|2|TX|11529-5^Path^LN||Line one\\.br\\Line two~Second repetition~||||||F',
-          'OBX|3|NM|2345-7^Glucose^LN||5.5|mmol/L|3.9-5.5|N|||F',
-        ].join('\r'),
-      ),
-      loadMappings(),
+    const [k, path, glucose] = observationsOf(
+      'NTE|1|L|Fasting sample',
+      'OBX|1|NM|2823-3^Potassium^LN||6.1|mmol/L|3.5-5.0|H|||F',
+      'NTE|1|L|Specimen hemolyzed; potassium may be falsely elevated',
+      'NTE|2|L|Repeat requested',
+      'OBX|2|TX|11529-5^Path^LN||Line one\\.br\\Line two~Second repetition~||||||F',
+      'OBX|3|NM|2345-7^Glucose^LN||5.5|mmol/L|3.9-5.5|N|||F',
     );
-    expect(translation.ok).toBe(true);
-    if (!translation.ok) return;
-    const [k, path, glucose] = translation.resources.filter((r) => r.resourceType === 'Observation') as any[];
     expect(k.note).toEqual([{ text: 'Specimen hemolyzed; potassium may be falsely elevated\nRepeat requested' }]);
     expect(path.valueString).toBe('Line one\nLine two\nSecond repetition');
     expect(path.note).toBeUndefined();
@@ -140,21 +140,7 @@ describe('an A40 that merges a record into itself (found by an outside probe: it
 
 describe('a numeric result without its number (found by an outside probe: `""` gave a Quantity of a unit alone)', () => {
   it('has no value at all, not a valueQuantity of its unit', () => {
-    const translation = translate(
-      Hl7Message.parse(
-        [
-          'MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ORU^R01^ORU_R01|C9|P|2.5.1',
-          'PID|1||P1^^^GHH^MR||DOE^JO',
-          'OBR|1|O1^OE|F1^LAB|24323-8^CMP^LN|||20240116093000||||||||||||||||||F',
-          'OBX|1|NM|718-7^Hemoglobin^LN||""|g/dL|12-16||||F',
-          'OBX|2|NM|2345-7^Glucose^LN||5.5|mmol/L|3.9-5.5|N|||F',
-        ].join('\r'),
-      ),
-      loadMappings(),
-    );
-    expect(translation.ok).toBe(true);
-    if (!translation.ok) return;
-    const [hb, glucose] = translation.resources.filter((r) => r.resourceType === 'Observation') as any[];
+    const [hb, glucose] = observationsOf('OBX|1|NM|718-7^Hemoglobin^LN||""|g/dL|12-16||||F', 'OBX|2|NM|2345-7^Glucose^LN||5.5|mmol/L|3.9-5.5|N|||F');
     expect(hb.valueQuantity).toBeUndefined();
     expect(glucose.valueQuantity).toMatchObject({ value: 5.5, unit: 'mmol/L' });
   });
@@ -227,8 +213,7 @@ describe('what Pont would refuse of a batch however often it is sent (found by a
     expect(translate(adt('2.5.1', 'PID|1||P1^^^GHH^MR||A\\X00\\B^EVE'), maps, 'x')).toMatchObject({ ok: false, ack: 'AE', error: { location: 'PID-5.1' } });
     const inVersion = 'MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A04^ADT_A01|C9|P|2.5\u0000.1\rPID|1||P1^^^GHH^MR';
     expect(translate(Hl7Message.parse(inVersion), maps, inVersion)).toMatchObject({ ok: false, ack: 'AE', error: { location: 'MSH-12' } });
-    const oru = ['MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ORU^R01^ORU_R01|C9|P|2.5.1', 'PID|1||P1^^^GHH^MR', 'OBR|1|O1^OE|F1^LAB|24323-8^CMP^LN|||20240116093000||||||||||||||||||F', 'OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|||||F|||00000101'].join('\r');
-    expect(translate(Hl7Message.parse(oru), maps)).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-14' } });
+    expect(translate(Hl7Message.parse(oru('OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|||||F|||00000101')), maps)).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-14' } });
   });
   it('a message whose FHIR is over MAX_BATCH_BYTES is refused; batches hold at most MAX_BATCH_BYTES of FHIR, a message never split', () => {
     const obs = (id: string, size: number) => ({ resourceType: 'Observation', id, valueString: 'v'.repeat(size) });
