@@ -277,14 +277,19 @@ describe('MLLP framing', () => {
 });
 
 describe('MLLP connections that hold on (found by outside probes: slowloris sockets and a never-ending frame stayed open; 256 silent connections locked the sender out)', () => {
-  const opener = (port: number) => async () => {
-    const socket = connect(port, '127.0.0.1');
-    await once(socket, 'connect');
-    return socket;
+  /** A server answering each frame AA under these limits, and a way to open connections to it. */
+  const acking = async (limits: { stallMs?: number; maxConnections?: number }) => {
+    const server = await startMllpServer('127.0.0.1', 0, 1000, async (f) => (f.kind === 'message' ? 'MSA|AA' : undefined), () => {}, limits);
+    const port = (server.address() as { port: number }).port;
+    const open = async () => {
+      const socket = connect(port, '127.0.0.1');
+      await once(socket, 'connect');
+      return socket;
+    };
+    return { server, open };
   };
   it('a frame begun and then silent is given up with its connection; a connection idle between frames stays', async () => {
-    const server = await startMllpServer('127.0.0.1', 0, 1000, async (f) => (f.kind === 'message' ? 'MSA|AA' : undefined), () => {}, { stallMs: 300 });
-    const open = opener((server.address() as { port: number }).port);
+    const { server, open } = await acking({ stallMs: 300 });
     const idle = await open();
     let idleClosed = false;
     idle.on('close', () => (idleClosed = true));
@@ -297,8 +302,7 @@ describe('MLLP connections that hold on (found by outside probes: slowloris sock
     await stopMllpServer(server);
   });
   it('beyond the most connections, a new one closes the one idle longest between frames (never one mid-frame), and is answered', async () => {
-    const server = await startMllpServer('127.0.0.1', 0, 1000, async (f) => (f.kind === 'message' ? 'MSA|AA' : undefined), () => {}, { maxConnections: 3 });
-    const open = opener((server.address() as { port: number }).port);
+    const { server, open } = await acking({ maxConnections: 3 });
     const first = await open();
     let firstClosed = false;
     first.on('close', () => (firstClosed = true));
