@@ -2,7 +2,7 @@
  * The laboratory system of `npm run bench:hl7`, in a process of its own (so that Pont's work in the bench's process
  * does not delay reading the ACKs): BENCH_CONNECTIONS @medplum/hl7 MLLP clients, each sending ORU^R01 messages with
  * 5 OBX one after the other. Arguments: port, count, run (the control ids' prefix). Prints one JSON line: seconds,
- * every ACK's latency in ms, the ACK codes.
+ * every ACK's latency in ms, the ACK codes, its CPU time in ms.
  */
 import { Hl7Message } from '@medplum/core';
 import { Hl7Client } from '@medplum/hl7';
@@ -25,7 +25,7 @@ function oru(n: number, run: string): Hl7Message {
   );
 }
 
-async function burst(port: number, count: number, run: string): Promise<{ seconds: number; latencies: number[]; codes: Record<string, number> }> {
+async function burst(port: number, count: number, run: string): Promise<{ seconds: number; latencies: number[]; codes: Record<string, number>; cpuMs: number }> {
   const latencies: number[] = [];
   const codes: Record<string, number> = {};
   let next = 0;
@@ -46,7 +46,8 @@ async function burst(port: number, count: number, run: string): Promise<{ second
       }
     }),
   );
-  return { seconds: (performance.now() - started) / 1000, latencies, codes };
+  const cpu = process.cpuUsage();
+  return { seconds: (performance.now() - started) / 1000, latencies, codes, cpuMs: (cpu.user + cpu.system) / 1000 };
 }
 
 const [port, count, run] = process.argv.slice(2);

@@ -45,7 +45,17 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-async function startAgentProcess(config: Record<string, unknown>, dir: string): Promise<{ child: ChildProcess; port: number; rssKiB(): number; peakKiB(): number; stop(): Promise<void> }> {
+/**
+ * The CPU time (user + system, ms) a process of this machine has used: /proc/PID/stat's utime and stime, in clock
+ * ticks (100 a second on Linux). What each process costs a message, which the machine's other load does not change
+ * as much as it changes the rates.
+ */
+function cpuMsOf(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+async function startAgentProcess(config: Record<string, unknown>, dir: string): Promise<{ child: ChildProcess; port: number; rssKiB(): number; peakKiB(): number; cpuMs(): number; stop(): Promise<void> }> {
   const file = join(dir, `agent-${config.mllp_port}.json`);
   writeFileSync(file, JSON.stringify(config));
   chmodSync(file, 0o600);
@@ -66,6 +76,7 @@ async function startAgentProcess(config: Record<string, unknown>, dir: string): 
     port: config.mllp_port as number,
     rssKiB: () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? NaN),
     peakKiB: () => Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? NaN),
+    cpuMs: () => cpuMsOf(child.pid!),
     async stop() {
       const exited = once(child, 'exit');
       child.kill('SIGTERM');
@@ -75,7 +86,7 @@ async function startAgentProcess(config: Record<string, unknown>, dir: string): 
 }
 
 /** The laboratory (bench/hl7-lab.ts) sending `count` messages; every ACK's latency. */
-async function burst(port: number, count: number, run: string): Promise<{ seconds: number; latencies: number[]; codes: Record<string, number> }> {
+async function burst(port: number, count: number, run: string): Promise<{ seconds: number; latencies: number[]; codes: Record<string, number>; cpuMs: number }> {
   const lab = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'bench/hl7-lab.ts'), String(port), String(count), run], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   lab.stdout!.on('data', (c) => (out += c));
@@ -101,6 +112,8 @@ async function main() {
     const agent = await startAgentProcess({ ...base, pont_url: pont.url, mllp_port: await freePort(), queue_dir: join(dir, 'q1') }, dir);
     const reports = async () => Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM fhir_resources WHERE resource_type = 'DiagnosticReport' AND NOT deleted")).rows[0]!.n);
     const started = performance.now();
+    const agentCpuBefore = agent.cpuMs();
+    const pontCpuBefore = process.cpuUsage();
     const sent = await burst(agent.port, MESSAGES, 'R');
     console.log(`acknowledged: ${JSON.stringify(sent.codes)} in ${sent.seconds.toFixed(1)} s`);
     for (let last = -1, n = await reports(); n < MESSAGES; n = await reports()) {
@@ -109,6 +122,10 @@ async function main() {
       await new Promise((r) => setTimeout(r, 500));
     }
     const throughSeconds = (performance.now() - started) / 1000;
+    // CPU a message cost each process (Pont's only when it runs in this process; PostgreSQL's is not counted).
+    const pontCpu = process.cpuUsage(pontCpuBefore);
+    const perMessage = (ms: number) => Math.round((ms / MESSAGES) * 1000) / 1000;
+    const cpuMsPerMessage = { agent: perMessage(agent.cpuMs() - agentCpuBefore), laboratory: perMessage(sent.cpuMs), ...(WORKERS ? {} : { pont: perMessage((pontCpu.user + pontCpu.system) / 1000) }) };
     const ack = stats(sent.latencies);
     const rssAfterRun = agent.rssKiB();
     const peakAfterRun = agent.peakKiB();
@@ -124,6 +141,7 @@ async function main() {
       seconds_until_all_in_pont: Math.round(throughSeconds * 10) / 10,
       agent_rss_mib: Math.round(rssAfterRun / 1024),
       agent_peak_rss_mib: Math.round(peakAfterRun / 1024),
+      cpu_ms_per_message: cpuMsPerMessage,
     };
     console.log(`through to Pont: ${JSON.stringify(through)}`);
 

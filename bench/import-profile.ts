@@ -110,7 +110,8 @@ function printProfile(profile: Profiler.Profile): void {
       .slice(0, k)
       .map(([name, n]) => `  ${((100 * n) / total).toFixed(1).padStart(5)}%  ${(n * msPer).toFixed(0).padStart(7)} ms  ${name}`)
       .join('\n');
-  // Inclusive time of our own functions (src/, bench/): a sample counts once per function on its stack.
+  // Inclusive time of our own functions (src/, and dist/ of a process run from the build, such as the agent): a sample
+  // counts once per function on its stack.
   const parent = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
   const ours = new Map<string, number>();
@@ -126,7 +127,7 @@ function printProfile(profile: Profiler.Profile): void {
     for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
       const { callFrame } = byId.get(at)!;
       const url = callFrame.url.replace(/^file:\/\//, '');
-      if (!url.startsWith(repoRoot + '/src/')) continue;
+      if (!url.startsWith(repoRoot + '/src/') && !url.startsWith(repoRoot + '/dist/')) continue;
       const name = `${callFrame.functionName || '(anonymous)'}  ${url.replace(repoRoot + '/', '')}`;
       if (seen.has(name)) continue;
       seen.add(name);
