@@ -1,30 +1,17 @@
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { commands } from '../src/cli';
+import { files, guides, root, shellBlocks, text } from './doc-blocks';
+import { LOCAL_CODE_EDITS } from './local-code-table';
 
 /**
  * The documentation a new user walks (README.md, docs/, mappings/README.md, the client libraries' READMEs): every
  * relative link and #anchor resolves, the README stays short, each guide has a table of contents that lists its
  * sections, and the commands of its shell blocks name commands, options and scripts that exist. The shell blocks a
- * reader pastes whole are run as written by test/readme.test.ts; the generated tables are checked by
+ * reader pastes are run as written by test/doc-blocks.test.ts; the generated tables are checked by
  * test/readme-blocks.unit.test.ts.
  */
-
-const root = fileURLToPath(new URL('..', import.meta.url));
-const markdownUnder = (dir: string): string[] =>
-  readdirSync(join(root, dir)).flatMap((name) => {
-    const path = join(dir, name);
-    if (statSync(join(root, path)).isDirectory()) return markdownUnder(path);
-    return name.endsWith('.md') ? [path] : [];
-  });
-const clientReadmes = readdirSync(join(root, 'clients'))
-  .map((dir) => `clients/${dir}/README.md`)
-  .filter((file) => existsSync(join(root, file)));
-const guides = [...markdownUnder('docs'), 'mappings/README.md'];
-const files = ['README.md', ...guides, ...clientReadmes];
-const text = (file: string) => readFileSync(join(root, file), 'utf8');
 
 /** The text outside fenced code blocks, line numbers kept (fenced lines blanked). */
 function prose(markdown: string): string {
@@ -39,21 +26,6 @@ function prose(markdown: string): string {
       return fenced ? '' : line;
     })
     .join('\n');
-}
-
-/** The fenced blocks of a language, with the line each starts on. */
-function fencedBlocks(markdown: string, languages: string[]): Array<{ line: number; body: string }> {
-  const blocks: Array<{ line: number; body: string }> = [];
-  const lines = markdown.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const open = /^\s*```(\w*)\s*$/.exec(lines[i]!);
-    if (!open) continue;
-    const start = i;
-    const body: string[] = [];
-    while (++i < lines.length && !/^\s*```\s*$/.test(lines[i]!)) body.push(lines[i]!);
-    if (languages.includes(open[1]!)) blocks.push({ line: start + 1, body: body.join('\n') });
-  }
-  return blocks;
 }
 
 /** The anchor GitHub gives a heading (github-slugger): lower case, punctuation dropped, spaces to hyphens. */
@@ -132,7 +104,7 @@ describe('the documentation', () => {
     const scripts = Object.keys(JSON.parse(text('package.json')).scripts as Record<string, string>);
     const problems: string[] = [];
     for (const file of files.filter((f) => !f.startsWith('clients/'))) {
-      for (const block of fencedBlocks(text(file), ['sh', 'bash', 'shell'])) {
+      for (const block of shellBlocks(file)) {
         // Commands, without comments and with continued lines joined.
         const script = block.body.replace(/\\\n/g, ' ');
         for (const [n, line] of script.split('\n').entries()) {
@@ -155,5 +127,67 @@ describe('the documentation', () => {
       }
     }
     expect(problems).toEqual([]);
+  });
+
+  it('a shell block a test does not run says why, and names the file that runs its commands instead', () => {
+    const problems: string[] = [];
+    for (const file of files.filter((f) => !f.startsWith('clients/')))
+      for (const { line, notRun } of shellBlocks(file)) {
+        if (notRun === undefined) continue;
+        const named = [...notRun.matchAll(/\b((?:test|bench|scripts|\.ci)\/[\w./-]+\w)/g)].map((m) => m[1]!);
+        if (!named.length) problems.push(`${file}:${line}: "not run: ${notRun}" names no test/, bench/, scripts/ or .ci/ file that runs it`);
+        for (const path of named) if (!existsSync(join(root, path))) problems.push(`${file}:${line}: ${path} does not exist`);
+      }
+    expect(problems).toEqual([]);
+  });
+
+  it('a file of the code that points to a section of the docs (`docs/fhir.md "Terminology"`) names a heading of it', () => {
+    const code = (dir: string): string[] =>
+      readdirSync(join(root, dir), { withFileTypes: true }).flatMap((e) => {
+        const path = join(dir, e.name);
+        if (e.isDirectory()) return e.name === 'node_modules' || e.name === 'vendor' ? [] : code(path);
+        return /\.(ts|mjs|py|php)$/.test(e.name) ? [path] : [];
+      });
+    // A section: a heading, or a paragraph that opens with its name in bold (`**Adding an event type**:`).
+    const sections = (file: string) => [...prose(text(file)).matchAll(/^(?:#{1,6}\s+(.+?)\s*|\*\*(.+?)\*\*.*)$/gm)].map((m) => (m[1] ?? m[2]!).replace(/`/g, ''));
+    // Named as written or by its first words: "Record types" is `### Record types (\`record:\`)`.
+    const names = (section: string, heading: string) => heading === section || heading.startsWith(`${section}:`) || heading.startsWith(`${section} (`);
+    const problems: string[] = [];
+    for (const file of ['src', 'test', 'bench', 'scripts', 'clients'].flatMap(code))
+      for (const m of text(file).matchAll(/((?:docs\/[a-z0-9-]+|mappings\/README|README)\.md) "([^"]+)"/g)) {
+        const [, doc, written] = m as unknown as [string, string, string];
+        // A name a comment wrapped: its words, without the comment's leading `*`, `//` or `#`.
+        const section = written.replace(/\s*\n\s*(?:\*|\/\/|#)?\s*/g, ' ');
+        if (!existsSync(join(root, doc)) || !sections(doc).some((heading) => names(section, heading))) problems.push(`${file}: ${doc} "${section}" is no section of ${doc}`);
+      }
+    expect(problems).toEqual([]);
+  });
+
+  it('no table is cut in two by a blank line (the rows after it would show as text)', () => {
+    const cut: string[] = [];
+    for (const file of files) {
+      const lines = prose(text(file)).split('\n');
+      for (let i = 1; i + 2 < lines.length; i++) {
+        const tableGoesOn = lines[i - 1]!.startsWith('|') && lines[i]!.trim() === '' && lines[i + 1]!.startsWith('|') && !/^\|[\s|:-]+\|\s*$/.test(lines[i + 2]!);
+        if (tableGoesOn) cut.push(`${file}:${i + 1}`);
+      }
+    }
+    expect(cut).toEqual([]);
+  });
+
+  it("mappings/README.md's local-code table is the one the tests add (test/local-code-table.ts), and the shipped lab map has none, as it says", () => {
+    const readme = text('mappings/README.md');
+    expect(readme).toMatch(/The shipped `lab-result.map.yaml` has no such table/);
+    expect(text('mappings/lab-result.map.yaml')).not.toMatch(/local_code|local-lab/);
+    // The rule as written, without comments and blank lines: the README's yaml block and the tests' edit.
+    const rule = (yaml: string) =>
+      /^ {2}local_code:\n(?: {4}.*\n)+/m
+        .exec(`${yaml}\n`)![0]
+        .split('\n')
+        .map((line) => line.replace(/\s+#.*$/, '').trimEnd())
+        .filter(Boolean);
+    const block = /### A local-code table[\s\S]*?```yaml\n([\s\S]*?)```/.exec(readme)![1]!;
+    const edit = LOCAL_CODE_EDITS.map(([, to]) => to).find((to) => to.includes('  local_code:\n'))!;
+    expect(rule(block)).toEqual(rule(edit.replace(/^ {2}#.*\n/gm, '')));
   });
 });

@@ -1,5 +1,5 @@
 /**
- * The `v2:` section of a map (mappings/README.md "HL7 v2 maps"): a Connect field's value read from an HL7 v2
+ * The `v2:` section of a map (docs/hl7-v2.md "The v2 path"): a Connect field's value read from an HL7 v2
  * message by a path such as `PID-5.1`, `OBX-5`, `ZLB-2`. The message is parsed by @medplum/core's Hl7Message
  * (the encoding characters are the message's own); this module reads values out of it and un-escapes them.
  *
