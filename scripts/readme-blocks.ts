@@ -61,6 +61,7 @@ export function documentationBlocks(root: string): Array<{ file: string; name: s
 // a gap the statement starts declaring without an entry here makes `npm run docs` fail, so that it is described).
 const REFUSALS: Record<string, string> = {
   'conditional delete': '`DELETE {type}?criteria`: 405; in a `transaction` or `batch` entry: 400',
+  'conditional delete in a bundle': 'a conditional delete in a `transaction` or `batch` entry: 400',
   'search-system': 'system-wide search, `GET /api/fhir/R4?…`: 405',
   'history-system': 'system-wide history, `GET /api/fhir/R4/_history`: 404',
   xml: 'XML: an `Accept` or `_format` asking for it, 406; an XML body, 415',
@@ -85,7 +86,8 @@ export function fhirSupportTable(): string {
   const missingType = TYPE_INTERACTIONS.filter((i) => !all.has(i));
   const system = codes(rest.interaction);
   const missing = [...missingType, ...SYSTEM_INTERACTIONS.filter((i) => !system.includes(i))];
-  if (resources.some((r) => r.conditionalDelete === 'not-supported' || r.conditionalDelete === undefined)) missing.push('conditional delete');
+  const conditionalDelete = resources.some((r) => r.conditionalDelete === 'single' || r.conditionalDelete === 'multiple');
+  missing.push(conditionalDelete ? 'conditional delete in a bundle' : 'conditional delete');
   if (!(statement.format ?? []).some((f) => /xml/.test(f))) missing.push('xml');
   const undescribed = missing.filter((m) => !(m in REFUSALS));
   if (undescribed.length) throw new Error(`scripts/readme-blocks.ts: say how the server answers ${undescribed.join(', ')} (REFUSALS)`);
@@ -93,6 +95,7 @@ export function fhirSupportTable(): string {
     resources.some((r) => r.conditionalCreate) && 'create (`If-None-Exist`)',
     resources.some((r) => r.conditionalUpdate) && 'update (`PUT {type}?criteria`)',
     resources.some((r) => r.conditionalRead === 'full-support') && 'read (`If-None-Match`, `If-Modified-Since`)',
+    conditionalDelete && `delete (\`DELETE {type}?criteria\`: ${resources.some((r) => r.conditionalDelete === 'multiple') ? 'every match' : 'the one match; several: 412'})`,
   ].filter(Boolean);
   const operations = new Map<string, Set<string>>();
   for (const op of rest.operation ?? []) operations.set(op.name!, new Set(['the system']));
@@ -123,7 +126,7 @@ export function fhirSupportTable(): string {
     '| | Supported: what `GET metadata` declares | Not supported |',
     '|---|---|---|',
     `| Interactions | ${TYPE_INTERACTIONS.filter((i) => all.has(i)).map((i) => `\`${i}\``).join(' ')} on every type (${readOnly.join(' and ')}: no \`create\`, \`update\`, \`patch\` or \`delete\`); ${system.map((i) => `\`${i}\``).join(' ')} | ${[...missingType, ...SYSTEM_INTERACTIONS.filter((i) => !system.includes(i))].map((m) => REFUSALS[m]).join('; ') || 'none'} |`,
-    `| Conditional interactions | ${conditional.join(', ')} | ${missing.includes('conditional delete') ? REFUSALS['conditional delete'] : 'none'} |`,
+    `| Conditional interactions | ${conditional.join(', ')} | ${REFUSALS[missing.find((m) => m.startsWith('conditional delete'))!]} |`,
     `| Operations | ${operationText} | any other: 404 (405 to a POST) |`,
     `| Formats | ${(statement.format ?? []).map((f) => `\`${f}\``).join(', ')} | ${missing.includes('xml') ? REFUSALS.xml : 'none'} |`,
     `| Search parameters | those each type lists in \`searchParam\`, with \`_id\` and \`_lastUpdated\` | ${refusedControls.map((p) => `\`${p}\``).join(', ')}; composite and special parameters (${[...refusedTypes.keys()].sort().map(example).join('; ')}): 400 |`,

@@ -67,7 +67,7 @@ export function capabilityStatement(publicUrl: string, topics: readonly string[]
       conditionalCreate: writable,
       conditionalUpdate: writable,
       conditionalRead: 'full-support',
-      conditionalDelete: 'not-supported',
+      conditionalDelete: writable ? 'single' : 'not-supported',
       referencePolicy: ['literal', 'local', 'enforced'],
       searchInclude: references.map((p) => `${type}:${p.code}`),
       searchRevInclude: revIncludes,

@@ -175,6 +175,10 @@ const MANAGED_TYPES: Record<string, Channel[]> = { AuditEvent: ['system'], Conse
  * together. `transaction()` composes several calls into one transaction; calls made inside it (and
  * nested `transaction()` calls) join it.
  */
+/** The search parameters that shape a result rather than select: no criteria of a conditional write on their own. */
+const RESULT_PARAMETERS = new Set(['_count', '_sort', '_summary', '_elements', '_include', '_revinclude', '_total', '_format', '_pretty', '_offset', '_contained', '_containedType']);
+const RESULT_PARAMETERS_TEXT = [...RESULT_PARAMETERS].join(', ');
+
 export class FhirRepository {
   readonly access: AccessPolicy;
   /** The patient this request's break-glass names (a request opens emergency access on one patient only). */
@@ -602,6 +606,19 @@ export class FhirRepository {
   }
 
   /**
+   * Conditional delete (`DELETE Type?criteria`, `conditionalDelete: single`): the one match the caller may see, deleted
+   * as `delete` deletes it (the owner rule, If-Match, references to it); none: nothing to delete (as a delete of what is
+   * absent); several: 412, nothing deleted. The match is found under matchOne's lock, so a burst deletes once.
+   */
+  async conditionalDelete(type: string, criteria: string, options: { ifMatch?: string } = {}): Promise<void> {
+    checkType(type);
+    await this.transaction(async () => {
+      const match = await this.matchOne(type, criteria, 'Conditional delete');
+      if (match) await this.delete(type, match.id!, options);
+    });
+  }
+
+  /**
    * PATCH (JSON Patch or FHIRPath Patch, src/fhir/patch.ts): the current version changed by `patch`, written as an
    * update of that version, so the owner rule, validation, references, events and audit are the update's.
    */
@@ -687,7 +704,8 @@ export class FhirRepository {
     await this.checkReadable(type);
     const query = new URLSearchParams(criteria.replace(/^[^?]*\?/, ''));
     const pairs = [...query].sort(([a, x], [b, y]) => (a === b ? (x < y ? -1 : x > y ? 1 : 0) : a < b ? -1 : 1));
-    if (!pairs.length) throw badRequest(`${what}: the search criteria are empty`);
+    // Parameters that shape a result select nothing: `_count=1` alone would make any one resource the match.
+    if (!pairs.some(([name]) => !RESULT_PARAMETERS.has(name))) throw badRequest(`${what}: the search criteria are empty (${RESULT_PARAMETERS_TEXT} select nothing)`);
     await this.sql.query('SELECT pg_advisory_xact_lock($1::bigint)', [hashKey('conditional-write', type, JSON.stringify(pairs))]);
     const params: QueryParams = {};
     for (const [k, v] of pairs) params[k] = params[k] === undefined ? v : ([] as string[]).concat(params[k]!, v);

@@ -546,6 +546,25 @@ export function fhirRoutes(services: Services): RouteSpec[] {
       },
     }),
     defineRoute({
+      method: 'delete',
+      path: `${FHIR_BASE}/{type}`,
+      operationId: 'fhirConditionalDelete',
+      summary: 'Conditional delete: DELETE Type?criteria deletes the one match (none: nothing deleted, 204; several: 412)',
+      description: 'The criteria are FHIR search parameters in the query string, evaluated over what the caller may read; at least one must select (`_count`, `_sort` and the like alone are a 400). The match is deleted as DELETE Type/id deletes it (If-Match honoured). Concurrent conditional deletes with the same criteria delete once.',
+      tags: ['FHIR'],
+      fhir: true,
+      security: { kind: 'client', scope: FHIR_WRITE_SCOPE },
+      group: 'fhir',
+      params: z.object({ type: TypeParam }),
+      responses: { 204: { description: 'Deleted, or nothing matched' }, 412: ok('The criteria matched several resources, or version conflict', {}) },
+      handler: async ({ ctx, params, repo }) => {
+        checkType(params.type);
+        if (!ctx.querystring) throw badRequest('A conditional delete needs search criteria in the query string (DELETE Type?criteria), or use DELETE Type/id');
+        await repo.conditionalDelete(params.type, ctx.querystring, { ifMatch: ctx.get('if-match') || undefined });
+        return { status: 204 };
+      },
+    }),
+    defineRoute({
       method: 'get',
       path: `${FHIR_BASE}/{type}/{id}/_history`,
       operationId: 'fhirInstanceHistory',

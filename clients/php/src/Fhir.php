@@ -208,6 +208,18 @@ final class Fhir extends Module
     }
 
     /**
+     * DELETE /{type}?params: deletes the one resource the search matches (none: nothing deleted; several: 412).
+     *
+     * @param array<string, mixed> $params
+     * @param RequestOptions $options
+     */
+    public function conditionalDelete(string $resourceType, array $params, array $options = []): void
+    {
+        self::required('fhir->conditionalDelete', ['resourceType' => $resourceType, 'params' => $params]);
+        $this->fhir('DELETE', self::BASE . '/' . self::segment($resourceType), $params, options: $options);
+    }
+
+    /**
      * A transaction (all or nothing) or batch Bundle.
      *
      * @param array{resourceType: 'Bundle', type: 'transaction'|'batch', entry: list<array<string, mixed>>} $bundle

@@ -1111,11 +1111,19 @@ final class ClientTest extends TestCase
         self::assertNotEmpty($pont->fhir->history('Organization', null, ['_count' => 5])['entry']);
         self::assertSame('Clinique du Lac', $pont->fhir->vread('Organization', $org['id'], $org['meta']['versionId'])['name']);
         $ident = 'cond-' . bin2hex(random_bytes(6));
-        $pont->fhir->conditionalUpdate(['resourceType' => 'Organization', 'name' => 'Cond', 'identifier' => [['system' => 'urn:x', 'value' => $ident]]], ['identifier' => "urn:x|$ident"]);
+        $cond = $pont->fhir->conditionalUpdate(['resourceType' => 'Organization', 'name' => 'Cond', 'identifier' => [['system' => 'urn:x', 'value' => $ident]]], ['identifier' => "urn:x|$ident"]);
         self::assertSame(201, $pont->lastResponse()->status);
         $result = $pont->fhir->transaction(['resourceType' => 'Bundle', 'type' => 'transaction', 'entry' => [
             ['resource' => ['resourceType' => 'Organization', 'name' => 'In a bundle'], 'request' => ['method' => 'POST', 'url' => 'Organization']]]]);
         self::assertSame('transaction-response', $result['type']);
+        $pont->fhir->conditionalDelete('Organization', ['identifier' => "urn:x|$ident"]);
+        self::assertSame(204, $pont->lastResponse()->status);
+        try {
+            $pont->fhir->read('Organization', $cond['id']);
+            self::fail('a conditionally deleted resource is still read');
+        } catch (\Pont\PontError $e) {
+            self::assertSame(410, $e->status);
+        }
         $pont->fhir->delete('Organization', $org['id']);
         self::assertSame(204, $pont->lastResponse()->status);
 

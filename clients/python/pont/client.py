@@ -338,6 +338,11 @@ class Fhir(_Module):
         headers = {"If-Match": if_match} if if_match else None
         return self._fhir("DELETE", f"{FHIR}/{_q(resource_type)}/{_q(id)}", options=options, headers=headers)
 
+    def conditional_delete(self, resource_type: str, params: Mapping[str, Any], **options: Unpack[RequestOptions]) -> ApiDict:
+        """DELETE /{type}?params: deletes the one resource the search matches (none: nothing deleted; several: 412)."""
+        _required("fhir.conditional_delete", resource_type=resource_type, params=params)
+        return self._fhir("DELETE", f"{FHIR}/{_q(resource_type)}", params, options=options)
+
     def transaction(self, bundle: Json, **options: Unpack[RequestOptions]) -> Json:
         """A ``transaction`` (all or nothing) or ``batch`` Bundle."""
         _required("fhir.transaction", bundle=bundle)

@@ -766,6 +766,8 @@ class LiveScenario(unittest.TestCase):
         result = p.fhir.transaction({"resourceType": "Bundle", "type": "transaction", "entry": [
             {"resource": {"resourceType": "Organization", "name": "In a bundle"}, "request": {"method": "POST", "url": "Organization"}}]})
         self.assertEqual(result["type"], "transaction-response")
+        self.assertEqual(p.fhir.conditional_delete("Organization", {"identifier": f"urn:x|{ident}"}).status, 204)
+        self.assertRaises(pont.PontError, p.fhir.read, "Organization", cond["id"])
         self.assertEqual(p.fhir.delete("Organization", org["id"]).status, 204)
 
         def delivery_of(lab_result_id):

@@ -232,6 +232,8 @@ export declare class Pont {
         }) => Promise<WithResponse<OperationOutcome>>;
         /** Deletes a resource (deleting one already gone succeeds, so a caller's idempotencyKey makes it retried safely). */
         delete: (type: ResourceType, id: string, call?: CallOptions) => Promise<WithResponse<Record<string, unknown>>>;
+        /** Deletes the one resource the search matches (none: nothing deleted; several: 412, nothing deleted). */
+        conditionalDelete: (type: ResourceType, params: Query, call?: CallOptions) => Promise<WithResponse<Record<string, unknown>>>;
         /** A transaction (all or nothing) or batch Bundle. */
         transaction: (bundle: Bundle, call?: CallOptions) => Promise<WithResponse<Bundle<Resource>>>;
     };

@@ -312,6 +312,12 @@ export class Pont {
                 required('fhir.delete', { id });
                 return fhirSend({ method: 'DELETE', path: `${FHIR}/${type}/${enc(id)}` }, call);
             },
+            /** Deletes the one resource the search matches (none: nothing deleted; several: 412, nothing deleted). */
+            conditionalDelete: (type, params, call) => {
+                fhirType('fhir.conditionalDelete', type);
+                required('fhir.conditionalDelete', { params });
+                return fhirSend({ method: 'DELETE', path: `${FHIR}/${type}`, query: params }, call);
+            },
             /** A transaction (all or nothing) or batch Bundle. */
             transaction: (bundle, call) => {
                 required('fhir.transaction', { resourceType: bundle?.resourceType, type: bundle?.type });

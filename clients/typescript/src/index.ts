@@ -402,6 +402,12 @@ export class Pont {
         required('fhir.delete', { id });
         return fhirSend<Record<string, unknown>>({ method: 'DELETE', path: `${FHIR}/${type}/${enc(id)}` }, call);
       },
+      /** Deletes the one resource the search matches (none: nothing deleted; several: 412, nothing deleted). */
+      conditionalDelete: (type: ResourceType, params: Query, call?: CallOptions) => {
+        fhirType('fhir.conditionalDelete', type);
+        required('fhir.conditionalDelete', { params });
+        return fhirSend<Record<string, unknown>>({ method: 'DELETE', path: `${FHIR}/${type}`, query: params }, call);
+      },
       /** A transaction (all or nothing) or batch Bundle. */
       transaction: (bundle: Bundle, call?: CallOptions) => {
         required('fhir.transaction', { resourceType: bundle?.resourceType, type: bundle?.type });

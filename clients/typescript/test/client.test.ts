@@ -607,6 +607,8 @@ describe('against a real Pont, through the fault proxy', () => {
     expect(upserted.id).toBeTruthy();
     const tx = await pont.fhir.transaction({ resourceType: 'Bundle', type: 'transaction', entry: [{ resource: { resourceType: 'Practitioner', name: [{ family: 'InTx' }] }, request: { method: 'POST', url: 'Practitioner' } }] });
     expect(tx.type).toBe('transaction-response');
+    await pont.fhir.conditionalDelete('Practitioner', { identifier });
+    await expect(pont.fhir.read('Practitioner', upserted.id!)).rejects.toBeInstanceOf(client.PontError);
     await pont.fhir.delete('Practitioner', practitioner.id!);
     await expect(pont.fhir.read('Practitioner', practitioner.id!)).rejects.toBeInstanceOf(client.PontError);
 
