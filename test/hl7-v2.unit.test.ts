@@ -191,6 +191,17 @@ describe('acknowledgements', () => {
       expect(buildAck({ message: oru(version), code: 'AE', error: translation.error, now, controlId: 'A3' })!.split('\r')[2]).toMatch(err);
     }
   });
+  it('a NUL in MSH-10 (or any field the ACK echoes) never reaches the ACK: it is escaped \\X00\\ (found by an outside probe: MSA-2 carried it raw)', () => {
+    const text = 'MSH|^~\\&|LAB\u0000|GHH|PONT|FAC|20240116||ADT^A04^ADT_A01|C\u00009|P|2.5.1\rPID|1||P1^^^GHH^MR||DOE^JO';
+    const m = Hl7Message.parse(text);
+    const translation = translate(m, loadMappings(), text);
+    expect(translation).toMatchObject({ ok: false, ack: 'AE', error: { location: 'MSH-3' } });
+    if (translation.ok) return;
+    const ack = buildAck({ message: m, code: 'AE', error: translation.error, now, controlId: 'A4' })!;
+    expect(ack).not.toContain('\u0000');
+    expect(ack.split('\r')[0]).toBe('MSH|^~\\&|PONT|FAC|LAB\\X00\\|GHH|20240116120000+0000||ACK^A04^ACK|A4|P|2.5.1');
+    expect(ack.split('\r')[1]).toBe('MSA|AE|C\\X00\\9|Application error');
+  });
   it('enhanced mode: CA/CE as MSH-15 asks; none for NE, none on success for ER', () => {
     const with15 = (v: string) => Hl7Message.parse(`MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ADT^A01|C9|P|2.5|||${v}|NE`);
     expect(buildAck({ message: with15('AL'), code: 'AA', now, controlId: 'A' })).toMatch(/\rMSA\|CA\|C9/);
