@@ -158,6 +158,28 @@ describe('an address of two lines (found by an outside probe: the apartment was 
   });
 });
 
+/** An ADT^A04 of this PID (its other segments none), translated. */
+const a04 = (pid: string) => translate(Hl7Message.parse(['MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A04^ADT_A01|C9|P|2.5.1', pid].join('\r')), loadMappings());
+const patientOf = (pid: string): any => {
+  const translation = a04(pid);
+  if (!translation.ok) throw new Error(`refused: ${JSON.stringify(translation.error)}`);
+  return translation.resources.find((r) => r.resourceType === 'Patient');
+};
+
+describe('a birth date of a year, or a year and month (found by an outside laboratory integrator: refused or lost)', () => {
+  it('PID-7 keeps the precision given; a birth time is its date', () => {
+    const born = (pid7: string) => patientOf(`PID|1||P1^^^GHH^MR||DOE^JO||${pid7}|F`).birthDate;
+    expect(born('1980')).toBe('1980');
+    expect(born('198005')).toBe('1980-05');
+    expect(born('19800515')).toBe('1980-05-15');
+    expect(born('198005150830+0100')).toBe('1980-05-15');
+    expect(a04('PID|1||P1^^^GHH^MR||DOE^JO||1980-05|F')).toMatchObject({ ok: false, ack: 'AE', error: { location: 'PID-7' } });
+    expect(a04('PID|1||P1^^^GHH^MR||DOE^JO||198013|F')).toMatchObject({ ok: false, ack: 'AE', error: { location: 'PID-7', condition: ErrorCondition.dataType } });
+    // A map that copied a birth time into birthDate (a FHIR date) is refused, never written as invalid FHIR.
+    expect(() => loadMappings().get('v2-patient').toFhir({ id: 'P1', mrn: 'P1', birth_date: '1980-05-15T08:30:00+01:00' })).toThrow(/has a time/);
+  });
+});
+
 describe('acknowledgements', () => {
   const now = new Date('2024-01-16T12:00:00Z');
   it('in the message own encoding characters and version; ERR-2/3/8 from v2.5, ERR-1 before', () => {

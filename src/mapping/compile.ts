@@ -52,7 +52,8 @@ const COPY_COMPATIBLE: Record<ConnectType, string[]> = {
   string: ['string', 'markdown', 'code', 'uri', 'url', 'canonical', 'id', 'oid', 'time'],
   id: ['id', 'string'],
   date: ['date', 'dateTime'],
-  'date-time': ['dateTime', 'instant'],
+  // Into a FHIR date (a birthDate) only a date, month or year alone: the runtime refuses a value with a time there.
+  'date-time': ['dateTime', 'instant', 'date'],
   boolean: ['boolean'],
   integer: ['integer', 'positiveInt', 'unsignedInt', 'decimal'],
   number: ['decimal'],

@@ -935,6 +935,10 @@ function writeFields(program: MapProgram, root: Obj, connect: Record<string, unk
       if (target.writeType === 'instant' && !FULL_DATE_TIME.test(String(cells[i]))) {
         throw new MappingValueError(program.name, name, `${show(cells[i])} is not a full date-time (with seconds and a zone), as FHIR needs here`);
       }
+      // A FHIR date (a birthDate) holds no time: a date-time field written there gives its date, month or year alone.
+      if (target.writeType === 'date' && String(cells[i]).includes('T')) {
+        throw new MappingValueError(program.name, name, `${show(cells[i])} has a time, which a FHIR date does not hold: give the date, month or year alone`);
+      }
       const written = toFhirValue(rule.conversion, cells[i]);
       // What a fallback already reads from other fields' elements is not written twice (a blood pressure's unit is its components').
       if (rule.conversion.kind === 'copy' && walk({ resource: root }, [root], target.write)[0] === undefined && readPath({ resource: root }, target) === written) return;

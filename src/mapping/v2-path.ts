@@ -7,7 +7,7 @@
  *   alternative := value (' where ' path (' = ' code(,code)*)?)?  only when the condition holds (no codes: has a value)
  *   value       := path | fn '(' path (', ' path)* ')' | 'text'
  *   path        := SEG-F[.C[.S]]                               field F, component C (default 1), subcomponent S
- *   fn          := key | low | high | range_text
+ *   fn          := key | low | high | range_text | lines | date
  *
  * A condition on the same field as the value picks the repetition (`PID-5.1 where PID-5.7 = L`: the family name
  * of the legal name), and then the value is that repetition's, empty or not (the next alternative counts only when
@@ -38,7 +38,7 @@ export interface V2Expression {
   location: string;
 }
 
-const FUNCTIONS = ['key', 'low', 'high', 'range_text', 'lines'] as const;
+const FUNCTIONS = ['key', 'low', 'high', 'range_text', 'lines', 'date'] as const;
 type V2Function = (typeof FUNCTIONS)[number];
 
 const PATH = /^([A-Z][A-Z0-9]{2})-(\d{1,3})(?:\.(\d{1,3})(?:\.(\d{1,3}))?)?$/;
@@ -162,7 +162,19 @@ function apply(fn: V2Function | undefined, values: string[]): string | undefined
       return parseRange(values[0]!)?.high?.toString();
     case 'range_text':
       return values[0] && !parseRange(values[0]) ? values[0] : undefined;
+    case 'date':
+      return v2DatePart(values[0]!);
   }
+}
+
+/**
+ * The date of a v2 DT or DTM, to the precision given (`date(PID-7)`: `19800515083000+0100` -> `19800515`, `198005`
+ * stays `198005`, `1980` stays `1980`): what a FHIR date (a birthDate) may hold. A value that is no v2 date is left
+ * as it is, for the field's type to refuse naming it.
+ */
+function v2DatePart(text: string): string {
+  const m = /^\s*(\d{4}(?:\d{2}(?:\d{2})?)?)(?:\d{2,}(?:\.\d{1,4})?)?(?:[+-]\d{4})?\s*$/.exec(text);
+  return m && (m[1]!.length === 8 || text.trim().length === m[1]!.length) ? m[1]! : text;
 }
 
 /**

@@ -62,7 +62,7 @@ export function fromV2Text(text: string, type: ConnectType): unknown {
 function v2Date(text: string): string | undefined {
   const m = /^(\d{4})(\d{2})?(\d{2})?(?:(\d{2})(\d{2})?(\d{2})?(\.\d{1,4})?)?([+-]\d{4})?$/.exec(text.trim());
   // Year 0000 is no FHIR date (years run from 0001).
-  if (!m || m[1] === '0000') return undefined;
+  if (!m || m[1] === '0000' || (m[2] && !/^(0[1-9]|1[0-2])$/.test(m[2]))) return undefined;
   const [, y, mo, d, h, mi, s, frac, tz] = m;
   if (!mo) return y;
   if (!d) return `${y}-${mo}`;
