@@ -9,11 +9,12 @@ import { buildAck } from '../src/agent/ack';
 import { AgentConfigError, parseAgentConfig } from '../src/agent/config';
 import { MllpDeframer, startMllpServer, stopMllpServer, type Frame } from '../src/agent/mllp';
 import { eventually } from './eventually';
+import { mapBreaker } from './break-map';
 import { DurableQueue } from '../src/agent/queue';
 import { batchOf } from '../src/agent/agent';
 import { beyondPont, ErrorCondition, MAX_BATCH_BYTES, nulAt, translate } from '../src/agent/translate';
 import { loadMappings } from '../src/mapping/index';
-import { evaluateV2, parseV2Expression, unescapeV2, v2Charset, V2PathError } from '../src/mapping/v2-path';
+import { evaluateV2, evaluateV2Each, parseV2Expression, parseV2Objects, unescapeV2, v2Charset, V2PathError } from '../src/mapping/v2-path';
 import { fromV2Text } from '../src/mapping/v2';
 
 /** The HL7 v2 agent's pieces without a Pont: framing, the v2 path, ACKs, the queue's files, the config's checks. */
@@ -126,6 +127,39 @@ describe('what an ORU says beside its values (found by an outside probe: lost wh
     expect(path.valueString).toBe('Line one\nLine two\nSecond repetition');
     expect(path.note).toBeUndefined();
     expect(glucose.note).toBeUndefined();
+  });
+});
+
+describe('abnormal flags of several repetitions (found by an outside laboratory integrator: only the first was kept)', () => {
+  it('each OBX-8 repetition is an interpretation of its own, in order; a code outside table 0078 is AE naming OBX-8', () => {
+    const V3 = 'http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation';
+    const [high, low, none] = observationsOf(
+      'OBX|1|NM|2345-7^Glucose^LN||182|mg/dL|70-99|H~A|||F',
+      'OBX|2|NM|2823-3^Potassium^LN||2.1|mmol/L|3.5-5.0|L~LL|||F',
+      'OBX|3|NM|718-7^Hemoglobin^LN||14|g/dL|12-16||||F',
+    );
+    expect(high.interpretation).toEqual([{ coding: [{ system: V3, code: 'H' }] }, { coding: [{ system: V3, code: 'A' }] }]);
+    expect(low.interpretation).toEqual([{ coding: [{ system: V3, code: 'L' }] }, { coding: [{ system: V3, code: 'LL' }] }]);
+    expect(none.interpretation).toBeUndefined();
+    const refused = translate(Hl7Message.parse(oru('OBX|1|NM|2345-7^Glucose^LN||182|mg/dL|70-99|H~ZZ|||F')), loadMappings());
+    expect(refused).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-8', condition: ErrorCondition.tableValue } });
+  });
+  it('a list field of a v2 map takes a value of each repetition of the field it reads', () => {
+    const m = message(MSH, 'PID|1||1^^^A||DOE^JO||||||||^PRN^PH^^^555^5551234~^NET^Internet^jo@example.org~(555)555-9999');
+    expect(evaluateV2Each(parseV2Expression('PID-13.4 where PID-13.3 = Internet,X.400'), { message: m })).toEqual(['jo@example.org']);
+    expect(evaluateV2Each(parseV2Expression('PID-13.6'), { message: m })).toEqual(['555']);
+    expect(evaluateV2Each(parseV2Expression('PID-13.3'), { message: message(MSH, 'PID|1||1^^^A') })).toEqual([]);
+  });
+  it('an object list of a v2 map reads one field, an object of each repetition; a field it lacks, or paths of two fields, are refused, named', () => {
+    const scratch: string[] = [];
+    try {
+      const at = mapBreaker(scratch)('v2-observation.map.yaml', '    flag: OBX-8\n', '    flag: OBX-8\n    other: OBX-8\n');
+      expect(() => loadMappings(at.dir)).toThrow(/`other` is not a field of `interpretations`/);
+    } finally {
+      scratch.forEach((dir) => rmSync(dir, { recursive: true, force: true }));
+    }
+    expect(parseV2Objects(new Map([['a', parseV2Expression('PID-13.4')], ['b', parseV2Expression("'x' where PID-13.3 = Internet | PID-13.1")]])).location).toBe('PID-13');
+    expect(() => parseV2Objects(new Map([['a', parseV2Expression('PID-13.4')], ['b', parseV2Expression('PID-14.1')]]))).toThrow(/one field: `PID-14.1` reads PID-14, `PID-13.4` PID-13/);
   });
 });
 

@@ -165,7 +165,8 @@ function apply(map: CompiledMap, scope: V2Scope): Record<string, unknown> {
     return map.toFhir(connect) as unknown as Record<string, unknown>;
   } catch (err) {
     if (!(err instanceof MappingValueError)) throw err;
-    const location = map.v2?.get(err.field)?.location ?? err.field;
+    // An object's field (`interpretations[1].flag`) is read from its list's v2 field (OBX-8).
+    const location = map.v2?.get(err.field.replace(/[[.].*$/, ''))?.location ?? err.field;
     const missing = /is required/.test(err.message);
     throw new FieldError(
       location,

@@ -22,7 +22,7 @@ import {
 import { readRecordSection } from './record';
 import { didYouMean } from './suggest';
 import { codeSystemCodes, expandValueSet } from './terminology';
-import { parseV2Expression, V2PathError, type V2Expression } from './v2-path';
+import { parseV2Expression, parseV2Objects, V2PathError, type V2Expression, type V2Objects } from './v2-path';
 import { keyOf, YamlSource } from './yaml-source';
 
 /** toText(), and join() of elements that are not text (components, quantities): read as text, never written. */
@@ -165,18 +165,51 @@ function requireFhirRequired(source: YamlSource, program: MapProgram, fields: Fi
   }
 }
 
-/** The `v2:` section: a declared Connect field -> the v2 path it is read from (src/mapping/v2-path.ts). */
+/**
+ * The `v2:` section: a declared Connect field -> the v2 path it is read from (src/mapping/v2-path.ts); an object list
+ * field -> its fields' paths, which read one field, an object of each repetition.
+ */
 function readV2Section(source: YamlSource, node: Node, fields: FieldMap): MapProgram['v2'] {
-  const v2 = new Map<string, V2Expression>();
+  const v2 = new Map<string, V2Expression | V2Objects>();
+  const expression = (value: Node | null, what: string): V2Expression | undefined => {
+    const text = source.text(value, what);
+    if (text === undefined) return undefined;
+    try {
+      return parseV2Expression(text);
+    } catch (err) {
+      if (!(err instanceof V2PathError)) throw err;
+      source.problem(value, err.message);
+      return undefined;
+    }
+  };
   for (const pair of source.mapping(node, '`v2`') ?? []) {
     const name = keyOf(pair);
-    const declared = fields.get(name)?.declared;
-    if (!declared) source.problem(pair.key, `${show(name)} is not a field declared under \`connect\`${didYouMean(name, fields.keys())}: declare it there too`);
-    else if (declared.type === 'object' || declared.list) source.problem(pair.key, `${show(name)} is ${declared.type === 'object' ? 'an object' : 'a list'}: a v2 path gives one value`);
-    const text = source.text(pair.value, `the v2 path of ${show(name)}`);
-    if (text === undefined || !declared) continue;
+    const known = fields.get(name);
+    const declared = known?.declared;
+    if (!declared) {
+      source.problem(pair.key, `${show(name)} is not a field declared under \`connect\`${didYouMean(name, fields.keys())}: declare it there too`);
+      continue;
+    }
+    if (declared.type !== 'object') {
+      const read = expression(pair.value as Node | null, `the v2 path of ${show(name)}`);
+      if (read) v2.set(name, read);
+      continue;
+    }
+    if (!declared.list || isScalar(pair.value)) {
+      source.problem(pair.value ?? pair.key, `${show(name)} is ${declared.list ? 'a list of objects: give the v2 path of each of its fields (`field: PATH`), read in each repetition' : 'an object: a v2 map fills a list of objects (`list: true`), one of each repetition of a field'}`);
+      continue;
+    }
+    const subs = new Map<string, V2Expression>();
+    for (const sub of source.mapping(pair.value, `the v2 paths of ${show(name)}`) ?? []) {
+      const subName = keyOf(sub);
+      if (!known.fields?.has(subName)) source.problem(sub.key, `${show(subName)} is not a field of ${show(name)}${didYouMean(subName, known.fields?.keys() ?? [])}`);
+      else {
+        const read = expression(sub.value as Node | null, `the v2 path of ${show(`${name}.${subName}`)}`);
+        if (read) subs.set(subName, read);
+      }
+    }
     try {
-      v2.set(name, parseV2Expression(text));
+      v2.set(name, parseV2Objects(subs));
     } catch (err) {
       if (!(err instanceof V2PathError)) throw err;
       source.problem(pair.value, err.message);

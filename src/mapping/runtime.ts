@@ -4,7 +4,7 @@ import { MappingValueError } from './errors';
 import { inFhirOrder } from './fhir-types';
 import type { Comparison, Literal, Outside } from './path';
 import type { RecordDeclaration } from './record-declaration';
-import type { V2Expression } from './v2-path';
+import type { V2Expression, V2Objects } from './v2-path';
 import { codeDisplay } from './terminology';
 
 /** A path checked against the FHIR definitions: JSON property names, ready to read and write. */
@@ -129,7 +129,7 @@ export interface MapProgram {
   /** The Connect record type this map reads (its `record:` section), if any. */
   record?: RecordDeclaration;
   /** Its `v2:` section: the Connect fields read from an HL7 v2 message, and where (src/mapping/v2-path.ts). */
-  v2?: ReadonlyMap<string, V2Expression>;
+  v2?: ReadonlyMap<string, V2Expression | V2Objects>;
 }
 
 // ---- reading and writing one path -------------------------------------------------------------------------

@@ -3,7 +3,7 @@ import type { z } from 'zod';
 import type { RecordDeclaration } from './record-declaration';
 import type { ConnectField, ReadContext, TerminologyQuestions } from './runtime';
 import type { V2Problem } from './v2';
-import type { V2Expression, V2Scope } from './v2-path';
+import type { V2Expression, V2Objects, V2Scope } from './v2-path';
 
 // What a compiled map offers (src/mapping/index.ts builds them): apart, so that the checks the loader runs
 // (examples.ts, project.ts) and the modules that are handed maps need not import the loader.
@@ -44,7 +44,7 @@ export interface CompiledMap {
    */
   terminologyOf(resource: Resource, context?: ReadContext, into?: TerminologyQuestions): TerminologyQuestions;
   /** Its `v2:` section (Connect field -> v2 path), when it reads HL7 v2 messages. */
-  v2?: ReadonlyMap<string, V2Expression>;
+  v2?: ReadonlyMap<string, V2Expression | V2Objects>;
   /**
    * The Connect values its `v2:` section reads from a message (then `toFhir`); `problems` name the v2 field
    * (`PID-7`) of each value that does not fit its Connect type, for the ACK's ERR segment.

@@ -7,11 +7,12 @@
  *   alternative := value (' where ' path (' = ' code(,code)*)?)?  only when the condition holds (no codes: has a value)
  *   value       := path | fn '(' path (', ' path)* ')' | 'text'
  *   path        := SEG-F[.C[.S]]                               field F, component C (default 1), subcomponent S
- *   fn          := key | low | high | range_text | lines | date
+ *   fn          := key | low | high | range_text | lines | date | join
  *
  * A condition on the same field as the value picks the repetition (`PID-5.1 where PID-5.7 = L`: the family name
  * of the legal name), and then the value is that repetition's, empty or not (the next alternative counts only when
- * no repetition meets the condition); otherwise values come from the field's first repetition.
+ * no repetition meets the condition); otherwise values come from the field's first repetition. A list field (`list:
+ * true`) takes a value of each repetition (evaluateV2Each).
  */
 import type { Hl7Message, Hl7Segment } from '@medplum/core';
 
@@ -36,9 +37,22 @@ export interface V2Expression {
   alternatives: V2Alternative[];
   /** The field an error about this value names in ERR-2 (`PID-3`): the first path's. */
   location: string;
+  /** That field (its segment and number): the one whose repetitions a list field reads. */
+  field: V2Location;
 }
 
-const FUNCTIONS = ['key', 'low', 'high', 'range_text', 'lines', 'date'] as const;
+/**
+ * An object list field's `v2:` entry (`telecom: { system: …, value: … }`): an object per repetition of one field
+ * (PID-13), each of its fields an expression read in that repetition.
+ */
+export interface V2Objects {
+  /** The field every expression reads (`PID-13`), for ERR-2. */
+  location: string;
+  field: V2Location;
+  fields: ReadonlyMap<string, V2Expression>;
+}
+
+const FUNCTIONS = ['key', 'low', 'high', 'range_text', 'lines', 'date', 'join'] as const;
 type V2Function = (typeof FUNCTIONS)[number];
 
 const PATH = /^([A-Z][A-Z0-9]{2})-(\d{1,3})(?:\.(\d{1,3})(?:\.(\d{1,3}))?)?$/;
@@ -77,7 +91,16 @@ export function parseV2Expression(text: string): V2Expression {
   const alt = alternatives[0]!;
   const first = alt.fn === 'key' ? { ...alt.args.at(-1)!, component: undefined, subcomponent: undefined } : alt.args[0] ?? alt.where?.path;
   if (!first) throw new V2PathError(`\`${text}\` reads nothing of the message: a constant needs a condition (\`'finished' where MSH-9.2 = A03\`)`);
-  return { text, alternatives, location: locationText(first) };
+  return { text, alternatives, location: locationText(first), field: { segment: first.segment, field: first.field } };
+}
+
+/** An object list field's entry: its fields' expressions, which must all read one field (its repetitions). */
+export function parseV2Objects(fields: ReadonlyMap<string, V2Expression>): V2Objects {
+  const [first, ...rest] = [...fields.values()];
+  if (!first) throw new V2PathError('an object of a v2 map reads at least one field: `field: PATH`');
+  const other = rest.find((e) => e.field.segment !== first.field.segment || e.field.field !== first.field.field);
+  if (other) throw new V2PathError(`an object is made of each repetition of one field: \`${other.text}\` reads ${locationText(other.field)}, \`${first.text}\` ${locationText(first.field)}`);
+  return { location: locationText(first.field), field: first.field, fields };
 }
 
 /** Where values are read: the segments the value is about (this OBX, its OBR), else the message's first of that name. */
@@ -128,6 +151,43 @@ export function evaluateV2(expression: V2Expression, scope: V2Scope): string | u
 }
 
 /**
+ * The values of a list field (`flags: OBX-8`, `emails: PID-13.4 where PID-13.3 = Internet,X.400`): the expression
+ * read in each repetition of the field it names (its location, `OBX-8`), in order, a value per repetition that gives
+ * one. Every path of that field (a condition on it too) is read in that repetition; a path of another field in its
+ * first.
+ */
+export function evaluateV2Each(expression: V2Expression, scope: V2Scope): string[] {
+  const out: string[] = [];
+  for (let r = 0; r < repetitions(scope, expression.field); r++) {
+    const value = evaluateAt(expression, scope, expression.field, r);
+    if (value !== undefined) out.push(value);
+  }
+  return out;
+}
+
+/** The repetitions of a field that hold something (`~~` gives none), by their index. */
+export function filledRepetitions(scope: V2Scope, field: V2Location): number[] {
+  const f = segmentOf(scope, field.segment)?.getField(field.field);
+  const out: number[] = [];
+  for (let r = 0; r < (f?.components.length ?? 0); r++) if (f!.components[r]!.some((c) => c !== '' && c !== '""')) out.push(r);
+  return out;
+}
+
+/** The expression read in repetition `r` of `field` (its other fields' paths in their first); undefined when empty. */
+export function evaluateAt(expression: V2Expression, scope: V2Scope, field: V2Location, r: number): string | undefined {
+  const at = (l: V2Location) => readAt(scope, l, l.segment === field.segment && l.field === field.field ? r : 0);
+  for (const alt of expression.alternatives) {
+    if (alt.where) {
+      const condition = at(alt.where.path);
+      if (alt.where.codes ? !alt.where.codes.includes(condition) : condition === '') continue;
+    }
+    const value = alt.literal ?? apply(alt.fn === 'lines' ? undefined : alt.fn, alt.args.map(at));
+    if (value !== undefined && value !== '') return value;
+  }
+  return undefined;
+}
+
+/**
  * Every repetition of the path, a line each (`lines(OBX-5)`: a TX or FT value's repetitions are its lines); the
  * blank lines at its end left out.
  */
@@ -164,6 +224,9 @@ function apply(fn: V2Function | undefined, values: string[]): string | undefined
       return values[0] && !parseRange(values[0]) ? values[0] : undefined;
     case 'date':
       return v2DatePart(values[0]!);
+    case 'join':
+      // The parts given, as written, a space between (`join(PID-13.6, PID-13.7)`: area code and local number).
+      return values.filter(Boolean).join(' ') || undefined;
   }
 }
 

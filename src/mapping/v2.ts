@@ -2,8 +2,8 @@
  * A map's `v2:` section at work: the Connect values of one HL7 v2 message (or one OBX of it), each converted from
  * v2's data type to its declared Connect type. What is then written is the map's ordinary `toFhir`.
  */
-import type { ConnectType, MapProgram } from './runtime';
-import { evaluateV2, type V2Scope } from './v2-path';
+import type { ConnectField, ConnectType, MapProgram } from './runtime';
+import { evaluateAt, evaluateV2, evaluateV2Each, filledRepetitions, type V2Scope } from './v2-path';
 
 export interface V2Problem {
   /** The Connect field. */
@@ -17,17 +17,39 @@ export function readV2(program: MapProgram, scope: V2Scope): { connect: Record<s
   const connect: Record<string, unknown> = {};
   const problems: V2Problem[] = [];
   const declared = new Map(program.fields.map((f) => [f.field.name, f.field]));
-  for (const [name, expression] of program.v2 ?? []) {
-    const text = evaluateV2(expression, scope);
-    if (text === undefined) continue;
+  /** A value read from the message as its Connect field's type; undefined (and a problem said) when it does not fit. */
+  const convert = (field: ConnectField, name: string, location: string, text: string): unknown => {
     // A NUL written as an escape (\X00\): Pont stores none, so the message is refused naming the field.
-    if (text.includes('\u0000')) {
-      problems.push({ field: name, location: expression.location, message: `${expression.location} holds a NUL character (0x00), which Pont does not store` });
+    if (text.includes('\u0000')) return void problems.push({ field: name, location, message: `${location} holds a NUL character (0x00), which Pont does not store` });
+    const value = fromV2Text(text, field.type);
+    if (value === undefined) problems.push({ field: name, location, message: `${location} \`${text}\` is not a ${field.type}` });
+    return value;
+  };
+  for (const [name, entry] of program.v2 ?? []) {
+    const field = declared.get(name)!;
+    if ('fields' in entry) {
+      // An object per repetition of the field (each PID-13 a ContactPoint), unless it lacks a field the object
+      // requires (a phone repetition without its number): there is nothing to write of it.
+      const objects: Array<Record<string, unknown>> = [];
+      for (const r of filledRepetitions(scope, entry.field)) {
+        const object: Record<string, unknown> = {};
+        for (const sub of field.fields ?? []) {
+          const expression = entry.fields.get(sub.name);
+          const text = expression && evaluateAt(expression, scope, entry.field, r);
+          if (text === undefined) continue;
+          const value = convert(sub, name, entry.location, text);
+          if (value !== undefined) object[sub.name] = value;
+        }
+        if ((field.fields ?? []).every((sub) => !sub.required || object[sub.name] !== undefined)) objects.push(object);
+      }
+      connect[name] = objects;
       continue;
     }
-    const value = fromV2Text(text, declared.get(name)!.type);
-    if (value === undefined) problems.push({ field: name, location: expression.location, message: `${expression.location} \`${text}\` is not a ${declared.get(name)!.type}` });
-    else connect[name] = value;
+    // A list field: a value of each repetition of the v2 field, [] when none.
+    const texts = field.list ? evaluateV2Each(entry, scope) : [evaluateV2(entry, scope)].filter((t) => t !== undefined);
+    const values = texts.map((text) => convert(field, name, entry.location, text)).filter((v) => v !== undefined);
+    if (field.list) connect[name] = values;
+    else if (values.length) connect[name] = values[0];
   }
   return { connect, problems };
 }
