@@ -214,6 +214,30 @@ describe('a birth date of a year, or a year and month (found by an outside labor
   });
 });
 
+describe('phones and emails (found by an outside laboratory integrator: a number in components, an email, a second one were lost)', () => {
+  it('PID-13 (home) and PID-14 (work): every repetition a telecom, the number as written, an email from XTN-4', () => {
+    const patient = patientOf(
+      'PID|1||P1^^^GHH^MR||DOE^JO||19700101|F|||||' +
+        '^PRN^PH^^^555^5551234~^NET^Internet^jo@example.org~(555)555-9999~^PRN^CP^^^^^^^^^+15555550100~~^PRN^PH|' +
+        '(555)555-2000~^WPN^X.400^jo.work@example.org',
+    );
+    expect(patient.telecom).toEqual([
+      { system: 'phone', value: '555 5551234', use: 'home' },
+      { system: 'email', value: 'jo@example.org', use: 'home' },
+      { system: 'phone', value: '(555)555-9999', use: 'home' },
+      { system: 'phone', value: '+15555550100', use: 'home' },
+      { system: 'phone', value: '(555)555-2000', use: 'work' },
+      { system: 'email', value: 'jo.work@example.org', use: 'work' },
+    ]);
+    expect(patientOf('PID|1||P1^^^GHH^MR||DOE^JO||19700101|F').telecom).toBeUndefined();
+    // A fax and a pager are what they are, not a phone.
+    expect(patientOf('PID|1||P1^^^GHH^MR||DOE^JO||19700101|F|||||^PRN^FX^^^555^5550000~^PRN^BP^^^^^^^^^5551111').telecom).toEqual([
+      { system: 'fax', value: '555 5550000', use: 'home' },
+      { system: 'pager', value: '5551111', use: 'home' },
+    ]);
+  });
+});
+
 describe('acknowledgements', () => {
   const now = new Date('2024-01-16T12:00:00Z');
   it('in the message own encoding characters and version; ERR-2/3/8 from v2.5, ERR-1 before', () => {
