@@ -284,13 +284,16 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect(ack(await client.sendAndWait(v2(msh('ADT^A08^ADT_A01', 'AFTER-MANY'), PID))).code).toBe('AA');
   });
 
-  it('an SN range or ratio (^10^-^20, ^1^:^128) is AE naming OBX-5, never stored as its first number', async () => {
-    for (const [id, sn] of [['SN-1', '^10^-^20'], ['SN-2', '^1^:^128']]) {
-      const a = ack(await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', id!), PID, `OBR|1|${id}^OE|${id}^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F`, `OBX|1|SN|5196-1^HBsAg^LN||${sn}|||A|||F`)));
-      expect(a.code, id).toBe('AE');
-      expect(a.err, id).toMatch(/OBX\^1\^5/);
-    }
-    expect((await read('Observation', 'LAB-SN-1-5196-1')).status).toBe(404);
+  it('an SN range or ratio (^10^-^20, ^1^:^128) reaches Pont as a Range or a Ratio, =^5 as 5; a form FHIR has no value for (^2^+) is AE naming OBX-5, never stored as its first number', async () => {
+    const sn = (id: string, value: string, unit = '') => v2(msh('ORU^R01^ORU_R01', id), PID, `OBR|1|${id}^OE|${id}^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F`, `OBX|1|SN|5196-1^HBsAg^LN||${value}|${unit}||A|||F`);
+    for (const [id, value, unit] of [['SN-1', '^10^-^20', 'mg/dL'], ['SN-2', '^1^:^128', ''], ['SN-3', '=^5', 'mg/dL']]) expect(ack(await client.sendAndWait(sn(id!, value!, unit))).code, id).toBe('AA');
+    const a = ack(await client.sendAndWait(sn('SN-4', '^2^+')));
+    expect(a.code).toBe('AE');
+    expect(a.err).toMatch(/OBX\^1\^5/);
+    expect(await eventually(() => readOk('Observation', 'LAB-SN-3-5196-1'))).toMatchObject({ valueQuantity: { value: 5, unit: 'mg/dL' } });
+    expect(await readOk('Observation', 'LAB-SN-1-5196-1')).toMatchObject({ valueRange: { low: { value: 10, unit: 'mg/dL' }, high: { value: 20, unit: 'mg/dL' } } });
+    expect((await readOk('Observation', 'LAB-SN-2-5196-1')).valueRatio).toEqual({ numerator: { value: 1 }, denominator: { value: 128 } });
+    expect((await read('Observation', 'LAB-SN-4-5196-1')).status).toBe(404);
   });
 
   it('two authorities known only by their OIDs are two patients, and so are numbers that differ only in a slash or a space', async () => {

@@ -163,6 +163,35 @@ describe('abnormal flags of several repetitions (found by an outside laboratory 
   });
 });
 
+describe('structured numeric results (found by an outside laboratory integrator: `=^5` was not the number 5)', () => {
+  const value = (sn: string, unit = 'mg/dL') => {
+    const [o] = observationsOf(`OBX|1|SN|2345-7^Glucose^LN||${sn}|${unit}|||||F`);
+    return { valueQuantity: o.valueQuantity, valueRange: o.valueRange, valueRatio: o.valueRatio };
+  };
+  const refusal = (sn: string) => translate(Hl7Message.parse(oru(`OBX|1|SN|2345-7^Glucose^LN||${sn}|mg/dL|||||F`)), loadMappings());
+  it('a comparator and a number: = is the number itself; <, >=, … its comparator', () => {
+    expect(value('=^5')).toEqual({ valueQuantity: { value: 5, unit: 'mg/dL' } });
+    expect(value('^5')).toEqual({ valueQuantity: { value: 5, unit: 'mg/dL' } });
+    expect(value('<^5')).toEqual({ valueQuantity: { value: 5, comparator: '<', unit: 'mg/dL' } });
+    expect(value('>=^200')).toEqual({ valueQuantity: { value: 200, comparator: '>=', unit: 'mg/dL' } });
+    expect(value('<=^0.5^^', 'mg/dL^^UCUM')).toEqual({ valueQuantity: { value: 0.5, comparator: '<=', unit: 'mg/dL', system: 'http://unitsofmeasure.org', code: 'mg/dL' } });
+  });
+  it('two numbers: a range (-) is a valueRange in the unit, a ratio (: or /) a valueRatio', () => {
+    expect(value('^10^-^20')).toEqual({ valueRange: { low: { value: 10, unit: 'mg/dL' }, high: { value: 20, unit: 'mg/dL' } } });
+    expect(value('^10^-^20', 'mg/dL^^UCUM').valueRange).toEqual({
+      low: { value: 10, unit: 'mg/dL', system: 'http://unitsofmeasure.org', code: 'mg/dL' },
+      high: { value: 20, unit: 'mg/dL', system: 'http://unitsofmeasure.org', code: 'mg/dL' },
+    });
+    expect(value('^1^:^128', '')).toEqual({ valueRatio: { numerator: { value: 1 }, denominator: { value: 128 } } });
+    expect(value('^1^/^2', '')).toEqual({ valueRatio: { numerator: { value: 1 }, denominator: { value: 2 } } });
+  });
+  it('what FHIR has no value for is AE naming OBX-5, never a number that says something else', () => {
+    for (const sn of ['<>^5', '>^10^-^20', '^2^+', '^10^-', '^10^-^abc', '^1^.^5']) {
+      expect(refusal(sn), sn).toMatchObject({ ok: false, ack: 'AE', error: { location: expect.stringMatching(/^OBX-5(\.\d)?$/) } });
+    }
+  });
+});
+
 describe('an A40 that merges a record into itself (found by an outside probe: it replaced itself)', () => {
   it('is AE naming MRG-1', () => {
     const a40 = (mrg: string) =>

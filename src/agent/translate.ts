@@ -278,10 +278,19 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
     } else if (segment.name === 'OBX') {
       const sequence = ++seen.OBX;
       if (!obr || !report) throw new FieldError('OBX', ErrorCondition.segmentSequence, 'an OBX before any OBR');
-      // An SN of two numbers (a range ^10^-^20, a ratio ^1^:^128, SN-3 their separator) is no Quantity: refused
-      // rather than stored as its first number, which would say another result.
-      if (segment.getField(2)?.toString() === 'SN' && segment.getField(5)?.getComponent(3)) {
-        throw new FieldError('OBX-5', ErrorCondition.dataType, `OBX-5 ${JSON.stringify(segment.getField(5)!.toString())}: an SN range or ratio is not mapped (only a number with its comparator, <^5); send it as ST`, sequence);
+      // An SN whose form FHIR has no value for is refused rather than stored as a number that says another result:
+      // a comparator FHIR lacks (`<>^5`, not equal), a separator or suffix other than a range's `-` and a ratio's `:` or `/` (`^2^+`), two numbers with a
+      // comparator (`>^10^-^20`), or a range or ratio without its second number. The forms FHIR has are the map's.
+      if (segment.getField(2)?.toString() === 'SN') {
+        const sn = segment.getField(5);
+        const [comparator, , separator, second] = [1, 2, 3, 4].map((c) => sn?.getComponent(c) ?? '');
+        const problem = !['', '=', '<', '>', '<=', '>='].includes(comparator) ? `the comparator ${JSON.stringify(comparator)} is none FHIR has (<, <=, >=, >; = or none for the number itself)`
+          : !separator ? undefined
+          : !['-', ':', '/'].includes(separator) ? `the separator or suffix ${JSON.stringify(separator)} is not mapped (a range ^10^-^20, a ratio ^1^:^128)`
+          : comparator && comparator !== '=' ? `a comparator beside two numbers (${JSON.stringify(comparator)}) says no range or ratio FHIR has`
+          : !second ? `a ${separator === '-' ? 'range' : 'ratio'} without its second number`
+          : undefined;
+        if (problem) throw new FieldError('OBX-5', ErrorCondition.dataType, `OBX-5 ${JSON.stringify(sn!.toString())}: ${problem}; send it as ST`, sequence);
       }
       const current = new Map([['OBR', obr], ['OBX', segment], ['NTE', notesAfter(message, at)]]);
       const observation = inSegment(sequence, () => apply(maps.get('v2-observation'), { message, current }));

@@ -4,7 +4,8 @@
  * (the encoding characters are the message's own); this module reads values out of it and un-escapes them.
  *
  *   expression  := alternative (' | ' alternative)*           the first that gives a value
- *   alternative := value (' where ' path (' = ' code(,code)*)?)?  only when the condition holds (no codes: has a value)
+ *   alternative := value (' where ' condition (' and ' condition)*)?  only when every condition holds
+ *   condition   := path (' = ' code(,code)*)? | 'not ' path   one of the codes (no codes: has a value); has no value
  *   value       := path | fn '(' path (', ' path)* ')' | 'text'
  *   path        := SEG-F[.C[.S]]                               field F, component C (default 1), subcomponent S
  *   fn          := key | low | high | range_text | lines | date | join
@@ -23,13 +24,19 @@ export interface V2Location {
   subcomponent?: number;
 }
 
+interface V2Condition {
+  path: V2Location;
+  codes?: string[];
+  not?: boolean;
+}
+
 interface V2Alternative {
   fn?: V2Function;
   args: V2Location[];
   /** A constant (`'finished'`) instead of a value of the message. */
   literal?: string;
-  /** No codes: the condition is that the path has a value. */
-  where?: { path: V2Location; codes?: string[] };
+  /** Every condition must hold. No codes: the path has a value; `not`: it has none. */
+  where?: V2Condition[];
 }
 
 export interface V2Expression {
@@ -75,8 +82,12 @@ export function parseV2Expression(text: string): V2Expression {
     const [valueText, whereText] = alt.split(' where ');
     let where: V2Alternative['where'];
     if (whereText !== undefined) {
-      const [p, codes] = whereText.split(' = ');
-      where = { path: parsePath(p!), codes: codes?.split(',').map((c) => c.trim()) };
+      where = whereText.split(' and ').map((condition): V2Condition => {
+        const not = /^\s*not\s+(.*)$/.exec(condition);
+        if (not) return { path: parsePath(not[1]!), not: true };
+        const [p, codes] = condition.split(' = ');
+        return { path: parsePath(p!), codes: codes?.split(',').map((c) => c.trim()) };
+      });
     }
     const literal = /^\s*'([^']*)'\s*$/.exec(valueText!);
     if (literal) return { args: [], literal: literal[1], where };
@@ -89,7 +100,7 @@ export function parseV2Expression(text: string): V2Expression {
   });
   // A key names the field that holds the number (its last part, PID-3 of key(PID-3.4.1, PID-3.1)).
   const alt = alternatives[0]!;
-  const first = alt.fn === 'key' ? { ...alt.args.at(-1)!, component: undefined, subcomponent: undefined } : alt.args[0] ?? alt.where?.path;
+  const first = alt.fn === 'key' ? { ...alt.args.at(-1)!, component: undefined, subcomponent: undefined } : alt.args[0] ?? alt.where?.[0]?.path;
   if (!first) throw new V2PathError(`\`${text}\` reads nothing of the message: a constant needs a condition (\`'finished' where MSH-9.2 = A03\`)`);
   return { text, alternatives, location: locationText(first), field: { segment: first.segment, field: first.field } };
 }
@@ -133,13 +144,10 @@ function repetitions(scope: V2Scope, l: V2Location): number {
 export function evaluateV2(expression: V2Expression, scope: V2Scope): string | undefined {
   for (const alt of expression.alternatives) {
     const first = alt.args[0];
-    const sameField = first && alt.where && alt.where.path.segment === first.segment && alt.where.path.field === first.field;
+    const sameField = first && alt.where && alt.where[0]!.path.segment === first.segment && alt.where[0]!.path.field === first.field;
     const reps = sameField ? repetitions(scope, first) : 1;
     for (let r = 0; r < reps; r++) {
-      if (alt.where) {
-        const condition = readAt(scope, alt.where.path, sameField ? r : 0);
-        if (alt.where.codes ? !alt.where.codes.includes(condition) : condition === '') continue;
-      }
+      if (alt.where && !holds(alt.where, (l) => readAt(scope, l, sameField && l.segment === first.segment && l.field === first.field ? r : 0))) continue;
       const value = alt.literal ?? (alt.fn === 'lines' ? lines(scope, first!) : apply(alt.fn, alt.args.map((a) => readAt(scope, a, r))));
       if (value !== undefined && value !== '') return value;
       // The repetition the condition picked is the one meant (the legal name): an empty component of it is empty,
@@ -177,14 +185,19 @@ export function filledRepetitions(scope: V2Scope, field: V2Location): number[] {
 export function evaluateAt(expression: V2Expression, scope: V2Scope, field: V2Location, r: number): string | undefined {
   const at = (l: V2Location) => readAt(scope, l, l.segment === field.segment && l.field === field.field ? r : 0);
   for (const alt of expression.alternatives) {
-    if (alt.where) {
-      const condition = at(alt.where.path);
-      if (alt.where.codes ? !alt.where.codes.includes(condition) : condition === '') continue;
-    }
+    if (alt.where && !holds(alt.where, at)) continue;
     const value = alt.literal ?? apply(alt.fn === 'lines' ? undefined : alt.fn, alt.args.map(at));
     if (value !== undefined && value !== '') return value;
   }
   return undefined;
+}
+
+/** Whether every condition holds, each path read by `read`. */
+function holds(conditions: V2Condition[], read: (l: V2Location) => string): boolean {
+  return conditions.every((c) => {
+    const value = read(c.path);
+    return c.not ? value === '' : c.codes ? c.codes.includes(value) : value !== '';
+  });
 }
 
 /**
