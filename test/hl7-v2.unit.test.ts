@@ -192,6 +192,26 @@ describe('structured numeric results (found by an outside laboratory integrator:
   });
 });
 
+describe('a date or a date-time result (found by an outside laboratory integrator: OBX-2 DT and TS were lost)', () => {
+  it('is a valueDateTime to the precision given, with its offset', () => {
+    const [ts, tsUtc, dt, month, dtm] = observationsOf(
+      'OBX|1|TS|11778-8^Delivery date^LN|1|20261127083000+0100||||||F',
+      'OBX|2|TS|11778-8^Delivery date^LN|2|202611270830||||||F',
+      'OBX|3|DT|11778-8^Delivery date^LN|3|20261127||||||F',
+      'OBX|4|DT|11778-8^Delivery date^LN|4|202611||||||F',
+      'OBX|5|DTM|11778-8^Delivery date^LN|5|2026||||||F',
+    );
+    expect(ts.valueDateTime).toBe('2026-11-27T08:30:00+01:00');
+    expect(tsUtc.valueDateTime).toBe('2026-11-27T08:30:00Z');
+    expect(dt.valueDateTime).toBe('2026-11-27');
+    expect(month.valueDateTime).toBe('2026-11');
+    expect(dtm.valueDateTime).toBe('2026');
+    for (const o of [ts, dt]) expect(o.valueQuantity ?? o.valueString).toBeUndefined();
+    const refused = translate(Hl7Message.parse(oru('OBX|1|DT|11778-8^Delivery date^LN||2026-11-27||||||F')), loadMappings());
+    expect(refused).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-5.1', condition: ErrorCondition.dataType } });
+  });
+});
+
 describe('an A40 that merges a record into itself (found by an outside probe: it replaced itself)', () => {
   it('is AE naming MRG-1', () => {
     const a40 = (mrg: string) =>
