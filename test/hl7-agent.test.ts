@@ -296,6 +296,25 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect((await read('Observation', 'LAB-SN-4-5196-1')).status).toBe(404);
   });
 
+  it('what an outside laboratory integrator found lost reaches Pont: a birth month, phones and an email, two flags, a date-time result', async () => {
+    const pid = 'PID|1||PAT-LOST^^^GHH^MR||LOST^LENA^^^^^L||198005|F|||||^PRN^PH^^^555^5551234~^NET^Internet^lena@example.org|^WPN^PH^^^^^^^^^5552000';
+    expect(ack(await client.sendAndWait(v2(msh('ADT^A04^ADT_A01', 'LOST-1'), pid))).code).toBe('AA');
+    const obr = 'OBR|1|LOST1^OE|LOST1^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F';
+    const obx = ['OBX|1|NM|2345-7^Glucose^LN||182|mg/dL|70-99|H~A|||F', 'OBX|2|TS|11778-8^Delivery date^LN||20261127083000+0100||||||F'];
+    expect(ack(await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', 'LOST-2'), pid, obr, ...obx))).code).toBe('AA');
+    const glucose = await eventually(() => readOk('Observation', 'LAB-LOST1-2345-7'));
+    expect(glucose.interpretation.map((i: any) => i.coding[0].code)).toEqual(['H', 'A']);
+    expect((await readOk('Observation', 'LAB-LOST1-11778-8')).valueDateTime).toBe('2026-11-27T08:30:00+01:00');
+    expect(await readOk('Patient', 'GHH-PAT-LOST')).toMatchObject({
+      birthDate: '1980-05',
+      telecom: [
+        { system: 'phone', value: '555 5551234', use: 'home' },
+        { system: 'email', value: 'lena@example.org', use: 'home' },
+        { system: 'phone', value: '5552000', use: 'work' },
+      ],
+    });
+  });
+
   it('two authorities known only by their OIDs are two patients, and so are numbers that differ only in a slash or a space', async () => {
     const a04 = (id: string, pid3: string, family: string) => v2(msh('ADT^A04^ADT_A01', id), `PID|1||${pid3}||${family}^ANN^^^^^L||19700101|F`);
     for (const [id, pid3, family] of [['OID-1', '12345^^^&1.2.840.10001&ISO', 'NORTH'], ['OID-2', '12345^^^&1.2.840.20002&ISO', 'SOUTH'], ['SEP-1', '00/77^^^GHH', 'SLASH'], ['SEP-2', '00 77^^^GHH', 'SPACE']])
