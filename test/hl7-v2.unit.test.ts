@@ -366,6 +366,20 @@ describe('what Pont would refuse of a batch however often it is sent (found by a
     // Multi-byte text counts in bytes.
     expect(batchOf(messages.map((m, i) => ({ ...m, resources: [{ resourceType: 'Observation', id: `u${i}`, valueString: 'é'.repeat(450_000) }] })), false).messages.length).toBe(4);
   });
+  it("a batch's texts (the request's body) are its resources' JSON, in order: a patient repeated unchanged once, a message that repeats one changed as it is", () => {
+    const patient = { resourceType: 'Patient', id: 'p1', name: [{ family: 'Ngozi' }] };
+    const result = (id: string, value: string) => ({ resourceType: 'Observation', id, valueString: value, subject: { reference: 'Patient/p1' } });
+    const message = (id: string, resources: unknown[]) => ({ id, type: 'ORU^R01', received_at: '', resources });
+    for (const [messages, whole] of [
+      [[message('A', [patient, result('o1', 'x')]), message('B', [patient, result('o2', 'y\ud800')])], false],
+      [[message('C', [patient, result('o3', '1'), result('o3', '2')])], false],
+      [[message('D', [patient]), message('E', [{ ...patient, gender: 'female' }])], true],
+    ] as const) {
+      const batch = batchOf([...messages], whole);
+      expect(batch.texts).toEqual(batch.resources.map((r) => JSON.stringify(r)));
+      expect(JSON.parse(`[${batch.texts.join(',')}]`)).toEqual(batch.resources);
+    }
+  });
 });
 
 describe('what Pont would refuse of a message however often it is sent', () => {

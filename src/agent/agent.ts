@@ -318,6 +318,8 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
 export interface Batch {
   messages: QueuedMessage[];
   resources: unknown[];
+  /** Each resource's JSON, as batchOf made it to compare them: the request's body is made of these. */
+  texts: string[];
   owners: string[];
   /** The resources' JSON, in bytes (at most MAX_BATCH_BYTES, but for a batch of one message). */
   bytes: number;
@@ -404,7 +406,7 @@ function referencesIn(value: unknown, out: Set<string>): void {
  * alone and as it is (Pont writes a batch with duplicates one item at a time). The same messages give the same batch.
  */
 export function batchOf(candidates: QueuedMessage[], whole: boolean): Batch {
-  const batch: Batch = { messages: [], resources: [], owners: [], bytes: 0, contents: new Map(), references: new Set(), alone: false };
+  const batch: Batch = { messages: [], resources: [], texts: [], owners: [], bytes: 0, contents: new Map(), references: new Set(), alone: false };
   const seen = batch.contents;
   for (const m of candidates) {
     const added = new Map<string, string>();
@@ -428,6 +430,7 @@ export function batchOf(candidates: QueuedMessage[], whole: boolean): Batch {
       // As it is: every resource of every message, in order.
       batch.messages.push(...candidates.slice(batch.messages.length, whole ? undefined : batch.messages.length + 1));
       batch.resources = batch.messages.flatMap((x) => x.resources);
+      batch.texts = batch.resources.map((r) => JSON.stringify(r));
       batch.owners = batch.messages.flatMap((x) => x.resources.map(() => x.id));
       for (const r of batch.resources as Array<{ resourceType: string; id: string }>) seen.set(`${r.resourceType}/${r.id}`, JSON.stringify(r));
       return withDependencies(batch, true);
@@ -436,6 +439,7 @@ export function batchOf(candidates: QueuedMessage[], whole: boolean): Batch {
     batch.bytes += bytes;
     for (const r of fresh) {
       batch.resources.push(r);
+      batch.texts.push(added.get(`${(r as { resourceType: string }).resourceType}/${(r as { id: string }).id}`)!);
       batch.owners.push(m.id);
     }
     for (const [key, json] of added) seen.set(key, json);
@@ -497,14 +501,16 @@ class PontClient {
     };
   }
 
-  private post(path: string, body: unknown): Promise<Response> {
-    return fetch(new URL(path, this.config.pont_url), { method: 'POST', headers: this.headers(), body: JSON.stringify(body), signal: AbortSignal.timeout(30_000) });
+  /** `body`: JSON text, sent as its UTF-8 bytes (a string body is re-checked character by character on its way). */
+  private post(path: string, body: string): Promise<Response> {
+    return fetch(new URL(path, this.config.pont_url), { method: 'POST', headers: this.headers(), body: Buffer.from(body), signal: AbortSignal.timeout(30_000) });
   }
 
   /** The batch under an id made of its messages' control ids: a resend after a lost answer gets the first answer. */
-  async sync({ messages, resources, owners }: Batch): Promise<SyncOutcome> {
+  async sync({ messages, texts, owners }: Batch): Promise<SyncOutcome> {
     const batchId = `hl7-${createHash('sha256').update(messages.map((m) => m.id).join('\n')).digest('hex').slice(0, 40)}`;
-    const res = await this.post('/api/v1/bridge/sync', { batch_id: batchId, resources });
+    // The resources' JSON as batchOf made it, not the batch made into JSON once more.
+    const res = await this.post('/api/v1/bridge/sync', `{"batch_id":${JSON.stringify(batchId)},"resources":[${texts.join(',')}]}`);
     const body = (await res.json().catch(() => undefined)) as { results?: Array<Record<string, unknown>>; message?: string } | undefined;
     if (res.status === 200) {
       return { problems: (body?.results ?? []).filter((r) => r.status === 'failed').map((r) => ({ control_id: owners[r.index as number], resource_type: r.resource_type, source_id: r.source_id, error: r.error })) };
@@ -521,7 +527,7 @@ class PontClient {
 
   /** The heartbeat; Pont's answer says how often to send it. */
   async heartbeat(version: string): Promise<number | undefined> {
-    const res = await this.post('/api/v1/bridge/heartbeat', { agent_id: this.config.agent_id, facility_id: this.config.facility_id, version: version.slice(0, 64) });
+    const res = await this.post('/api/v1/bridge/heartbeat', JSON.stringify({ agent_id: this.config.agent_id, facility_id: this.config.facility_id, version: version.slice(0, 64) }));
     if (res.status !== 200) throw new Error(`heartbeat answered ${res.status}`);
     const body = (await res.json()) as { config?: { heartbeat_interval_seconds?: number } };
     return body.config?.heartbeat_interval_seconds;
