@@ -1,4 +1,4 @@
-import { loadConfig } from './config';
+import { loadConfig, mappingsDirectory } from './config';
 import { openMigratedDatabase } from './db/open';
 import { withDatabase } from './db/command';
 import { commandHelp, EXIT_CODES, groupHelp, parseCommand, suggest, UsageError, wantsHelp, type CommandSpec, type OptionSpec } from './cli-args';
@@ -77,7 +77,7 @@ export const commands: CommandSpec[] = [
       const concurrency = values.concurrency === undefined ? [] : ['--concurrency', String(values.concurrency)];
       return importCommand([...(args.PATH as string[]), ...concurrency], (run) => {
         const config = loadConfig();
-        return withDatabase((db) => run(createFhirService(db, config, loadMappings(config.mappingsDir)), db));
+        return withDatabase((db) => run(createFhirService(db, config, loadMappings(mappingsDirectory(config))), db));
       });
     },
   },
@@ -246,7 +246,7 @@ export const commands: CommandSpec[] = [
       const [{ retentionRunCommand }, { createFhirService }, { loadMappings }] = await Promise.all([import('./retention/cli'), import('./services'), import('./mapping/index')]);
       const config = loadConfig();
       return retentionRunCommand(values['dry-run'] === true, (db) => {
-        const fhir = createFhirService(db, config, loadMappings(config.mappingsDir));
+        const fhir = createFhirService(db, config, loadMappings(mappingsDirectory(config)));
         return (sql, type, ids) => fhir.purgeById(sql, type, ids);
       });
     },

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import ipaddr from 'ipaddr.js';
@@ -335,6 +336,32 @@ export class ConfigError extends Error {
     super(`Invalid configuration (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${problems.map((p) => `  ${p}`).join('\n')}`);
   }
 }
+
+/**
+ * A variable whose value is well formed but does not work on this machine, found when it is used (a directory that
+ * cannot be made, a port in use, a database that does not answer): a ConfigError of one line, `fix` by default the
+ * variable's own.
+ */
+export function configProblem(name: ConfigVariable, problem: string, fix: string = FIXES[name]): ConfigError {
+  return new ConfigError([`${name}: ${problem}; fix: ${fix}`]);
+}
+
+/** PONT_MAPPINGS_DIR, when set: a directory, or its ConfigError (unset: the repository's mappings/, undefined here). */
+export function mappingsDirectory(config: Pick<Config, 'mappingsDir'>): string | undefined {
+  const dir = config.mappingsDir;
+  if (dir === undefined) return undefined;
+  let problem: string | undefined;
+  try {
+    if (!statSync(dir).isDirectory()) problem = 'is a file, not a directory';
+  } catch (err) {
+    problem = (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'does not exist (ENOENT)' : `cannot be read (${errorCode(err)})`;
+  }
+  if (problem) throw configProblem('PONT_MAPPINGS_DIR', `${resolve(dir)} ${problem}`);
+  return dir;
+}
+
+/** `ENOENT`, or the error's message when it has no code. */
+export const errorCode = (err: unknown): string => (err as NodeJS.ErrnoException)?.code ?? (err instanceof Error ? err.message : String(err));
 
 /**
  * Reads and validates the environment once. Every bad or missing variable is reported in one error (ConfigError),

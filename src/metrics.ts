@@ -4,6 +4,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import client from 'prom-client';
 import type { MetricsEndpoint } from './core/settings';
+import { ConfigError } from './config';
+import { listenProblem } from './core/listen';
 
 /**
  * Operators' metrics in Prometheus text format (prom-client), served by `serveMetrics` on a port of their own
@@ -142,7 +144,10 @@ export async function serveMetrics(endpoint: MetricsEndpoint, scrape: () => Prom
     );
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err) => {
+      const problem = listenProblem(err, { port: 'METRICS_PORT', host: 'METRICS_HOST' }, endpoint.host, endpoint.port);
+      reject(problem ? new ConfigError([problem]) : err);
+    });
     server.listen(endpoint.port, endpoint.host, () => resolve());
   });
   return server;

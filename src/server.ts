@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import { createApp, verifiedRoutes } from './app';
-import type { Config } from './config';
+import { ConfigError, type Config } from './config';
+import { listenProblem } from './core/listen';
 import { openMigratedDatabase } from './db/open';
 import { shareDatabase } from './db/pglite-share';
 import { checkListening } from './db/listen-check';
@@ -60,7 +61,10 @@ export async function startPont(config: Config): Promise<RunningPont> {
     const server = await new Promise<Server>((resolve, reject) => {
       const s = app.listen(config.port, config.host, () => resolve(s));
       graceful = gracefulStop(s);
-      s.once('error', reject);
+      s.once('error', (err) => {
+        const problem = listenProblem(err, { port: 'PORT', host: 'HOST' }, config.host, config.port);
+        reject(problem ? new ConfigError([problem]) : err);
+      });
     });
     server.requestTimeout = 120_000;
     // Longer than the usual load-balancer idle timeout (60 s), so the proxy closes idle connections first.

@@ -1,4 +1,4 @@
-import type { Config } from './config';
+import { mappingsDirectory, type Config } from './config';
 import type { Database } from './db/database';
 import type { Logger } from './log';
 import type { Services } from './http/services';
@@ -59,7 +59,7 @@ export function createFhirService(db: Database, config: Pick<Config, 'publicUrl'
 }
 
 /** The maps the service runs, compiled and checked: a bad map throws a MappingError naming file:line:column. */
-export const loadServiceMappings = (config: Pick<Config, 'mappingsDir'>): MappingHolder => new MappingHolder(config.mappingsDir, { searchProblem });
+export const loadServiceMappings = (config: Pick<Config, 'mappingsDir'>): MappingHolder => new MappingHolder(mappingsDirectory(config), { searchProblem });
 
 /** `mappings`: the maps already loaded (startPont loads them before it opens the database, so a bad map stops the start at once). */
 export async function createServices(config: Config, db: Database, log: Logger, mappings = loadServiceMappings(config)): Promise<Composition> {

@@ -3,10 +3,11 @@
  * problem and how to fix it, so one failed start is enough to find them all.
  */
 import { execFile } from 'node:child_process';
+import { createServer, type Server } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../src/config';
-import { pontCommand } from './harness';
+import { commandDatabase, freePort, pontCommand } from './harness';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 const KEY = Buffer.alloc(32, 7).toString('base64');
@@ -109,4 +110,70 @@ describe('configuration errors, all at once', () => {
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(/^Invalid configuration \(3 problems\):\n {2}PORT: .*\n {2}PONT_WEBHOOK_SECRET_KEY: .*\n {2}PONT_MATCH_KEY_SECRET: .*\n$/);
   }, 120_000);
+});
+
+/** `pont ARGS…` with `env` over this process's environment (LOG_LEVEL=error): its exit code and stderr; killed after `ms`. */
+function pontFails(env: Record<string, string | undefined>, args: string[], ms = 90_000): Promise<{ code: number | string; stderr: string }> {
+  const merged: Record<string, string | undefined> = { ...process.env, LOG_LEVEL: 'error', HOST: '127.0.0.1', ...env };
+  for (const [name, value] of Object.entries(merged)) if (value === undefined) delete merged[name];
+  return new Promise((resolve) =>
+    execFile(process.execPath, pontCommand(...args), { cwd: repo, env: merged, timeout: ms, killSignal: 'SIGKILL' }, (err, _out, stderr) =>
+      resolve({ code: err ? ((err as { killed?: boolean }).killed ? 'killed: no answer' : Number((err as { code?: number }).code)) : 0, stderr }),
+    ),
+  );
+}
+
+/** One line `VARIABLE: problem; fix: how` under the heading, nothing else (no stack, no raw error alone). */
+const oneProblem = (variable: string) => new RegExp(`^Invalid configuration \\(1 problem\\):\n {2}${variable}: [^\n]+; fix: [^\n]+\n$`);
+
+// Found by an outside review: these stopped the start with a raw error (ENOENT, getaddrinfo, EADDRINUSE, ECONNREFUSED)
+// and no fix, or (PONT_DATA_DIR under /proc) never stopped at all.
+describe('what the configuration names does not work here: the variable, the problem and the fix', () => {
+  it('PONT_DATA_DIR that cannot be made a directory (under /proc, under a file) stops the start at once', async () => {
+    const file = fileURLToPath(new URL('../package.json', import.meta.url));
+    const paths = [`${file}/data`, ...(process.platform === 'linux' ? ['/proc/pont-test/data'] : [])];
+    for (const dir of paths) {
+      const result = await pontFails({ PONT_DATA_DIR: dir, DATABASE_URL: undefined, PORT: '0' }, ['serve'], 60_000);
+      expect(result.code, `${dir}: ${result.stderr}`).toBe(1);
+      expect(result.stderr).toMatch(oneProblem('PONT_DATA_DIR'));
+      expect(result.stderr).toContain(dir);
+    }
+  }, 180_000);
+
+  it('PONT_MAPPINGS_DIR that is not a directory', async () => {
+    const result = await pontFails({ PONT_MAPPINGS_DIR: '/nonexistent-pont-maps', PORT: '0' }, ['serve']);
+    expect(result.code, result.stderr).toBe(1);
+    expect(result.stderr).toMatch(oneProblem('PONT_MAPPINGS_DIR'));
+    expect(result.stderr).toContain('/nonexistent-pont-maps');
+  }, 120_000);
+
+  it('DATABASE_URL where nothing answers', async () => {
+    const port = await freePort();
+    const result = await pontFails({ DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/pont`, PORT: '0' }, ['migrate']);
+    expect(result.code, result.stderr).toBe(1);
+    expect(result.stderr).toMatch(oneProblem('DATABASE_URL'));
+    expect(result.stderr).toContain(`127.0.0.1:${port}`);
+  }, 120_000);
+
+  it('PORT in use, METRICS_HOST that does not resolve', async () => {
+    const database = await commandDatabase();
+    const taken: Server = createServer();
+    const port = await freePort();
+    await new Promise<void>((resolve) => taken.listen(port, '127.0.0.1', resolve));
+    try {
+      const [inUse, metrics] = await Promise.all([
+        pontFails({ ...database.env, PORT: String(port) }, ['serve']),
+        pontFails({ ...database.env, PORT: '0', METRICS_PORT: '0', METRICS_HOST: 'nosuchhost.invalid', METRICS_TOKEN: 'a'.repeat(32) }, ['serve']),
+      ]);
+      expect(inUse.code, inUse.stderr).toBe(1);
+      expect(inUse.stderr).toMatch(oneProblem('PORT'));
+      expect(inUse.stderr).toMatch(new RegExp(`PORT: 127\\.0\\.0\\.1:${port} is in use.*; fix: .*another PORT.*stop`));
+      expect(metrics.code, metrics.stderr).toBe(1);
+      expect(metrics.stderr).toMatch(oneProblem('METRICS_HOST'));
+      expect(metrics.stderr).toContain('nosuchhost.invalid');
+    } finally {
+      taken.close();
+      await database.cleanup();
+    }
+  }, 240_000);
 });

@@ -80,8 +80,8 @@ const RULES: Rule[] = [
   },
   {
     name: 'agent-standalone',
-    why: 'the HL7 v2 Bridge agent (src/agent) is a process a facility installs: it reaches Pont only through the Bridge API, and imports the maps alone',
-    forbidden: (i) => i.from.startsWith('src/agent/') && !i.to.startsWith('src/agent/') && !i.to.startsWith('src/mapping/'),
+    why: 'the HL7 v2 Bridge agent (src/agent) is a process a facility installs: it reaches Pont only through the Bridge API, and imports the maps and the core helpers (src/core) alone',
+    forbidden: (i) => i.from.startsWith('src/agent/') && !i.to.startsWith('src/agent/') && !i.to.startsWith('src/mapping/') && !i.to.startsWith('src/core/'),
   },
   {
     name: 'composition-opens-database',

@@ -121,6 +121,25 @@ describe('pont bridge-agent: the config file', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/others may read it .*chmod 600/);
   });
+
+  // Found by an outside review: a port in use was `cannot start: listen EADDRINUSE: …`, naming no key and no fix.
+  it('an mllp_port in use, a queue_dir that cannot be made: exit 1 naming the key and the fix', async () => {
+    const good = await configFor('q-in-use');
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(good.mllp_port, '127.0.0.1', resolve));
+    try {
+      const r = await runPont({}, 'bridge-agent', '--config', writeConfig('in-use.json', good));
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe(`pont bridge-agent: cannot start: mllp_port: 127.0.0.1:${good.mllp_port} is in use by another process (EADDRINUSE); fix: set another mllp_port, or stop what listens there\n`);
+    } finally {
+      taken.close();
+    }
+    const file = join(work, 'a-file');
+    writeFileSync(file, '');
+    const r = await runPont({}, 'bridge-agent', '--config', writeConfig('queue.json', { ...good, queue_dir: join(file, 'queue') }));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^pont bridge-agent: cannot start: queue_dir: cannot make the directory .*a-file\/queue or write in it \(E[A-Z]+\); fix: [^\n]+\n$/);
+  });
 });
 
 describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {

@@ -7,6 +7,7 @@
 import { isUtf8 } from 'node:buffer';
 import { createHash, randomBytes } from 'node:crypto';
 import type { Server } from 'node:net';
+import { resolve } from 'node:path';
 import { Hl7Message } from '@medplum/core';
 import type { Patient } from '@medplum/fhirtypes';
 import { MappingHolder, type ReloadOutcome } from '../mapping/holder';
@@ -68,7 +69,14 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
   const now = options.now ?? (() => new Date());
   const log = options.log ?? jsonLog;
   const maps = new MappingHolder(options.mappingsDir ?? process.env.PONT_MAPPINGS_DIR ?? defaultMappingsDir);
-  const queue = new DurableQueue(config.queue_dir);
+  let queue: DurableQueue;
+  try {
+    queue = new DurableQueue(config.queue_dir);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (!code) throw err;
+    throw new Error(`queue_dir: cannot make the directory ${resolve(config.queue_dir)} or write in it (${code}); fix: set a directory this user may create and write, e.g. /var/lib/pont-agent/queue`);
+  }
   const pont = new PontClient(config, now);
   let closed = false;
 

@@ -1,4 +1,5 @@
 /** `pont bridge-agent --config FILE`: runs the HL7 v2 Bridge agent until SIGINT/SIGTERM; SIGHUP reloads the maps. */
+import { listenProblem } from '../core/listen';
 import { startAgent } from './agent';
 import { AgentConfigError, loadAgentConfig } from './config';
 
@@ -15,8 +16,9 @@ export async function bridgeAgentCommand(configFile: string): Promise<number> {
   try {
     agent = await startAgent(config);
   } catch (err) {
-    // A map that does not compile, a port in use, a queue directory it cannot write.
-    console.error(`pont bridge-agent: cannot start: ${(err as Error).message}`);
+    // A map that does not compile, a port in use (named by its key), a queue directory it cannot write.
+    const problem = listenProblem(err, { port: 'mllp_port', host: 'mllp_host' }, config.mllp_host, config.mllp_port);
+    console.error(`pont bridge-agent: cannot start: ${problem ?? (err as Error).message}`);
     return 1;
   }
   const log = (msg: string, data: Record<string, unknown>) => process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'info', msg, ...data })}\n`);

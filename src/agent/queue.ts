@@ -14,8 +14,9 @@
  * crash (never synced, so never acknowledged) is cut off. MSH-10 is the key: a control id seen before is not queued
  * again. When nothing is pending and the log has grown, the ids are kept in `ids.log` and both logs start empty.
  */
-import { closeSync, existsSync, fdatasync, fsyncSync, ftruncateSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, write, writeSync } from 'node:fs';
+import { closeSync, existsSync, fdatasync, fsyncSync, ftruncateSync, fstatSync, openSync, readFileSync, readSync, renameSync, write, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { makeDirectorySync } from '../core/directories';
 import { promisify } from 'node:util';
 
 const fdatasyncAsync = promisify(fdatasync);
@@ -140,7 +141,7 @@ export class DurableQueue {
   private sentWrites: Promise<void> = Promise.resolve();
 
   constructor(readonly dir: string) {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    makeDirectorySync(dir, 0o700);
     this.messagesFile = join(dir, 'messages.log');
     this.sentFile = join(dir, 'sent.log');
     this.idsFile = join(dir, 'ids.log');

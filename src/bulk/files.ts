@@ -1,6 +1,7 @@
 import { createReadStream, type ReadStream } from 'node:fs';
-import { mkdir, open, readdir, rm, stat, type FileHandle } from 'node:fs/promises';
+import { open, readdir, rm, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
+import { makeDirectory } from '../core/directories';
 
 /** A part being written: lines are appended, then `finish` makes it durable (or `discard` removes it). */
 export interface PartWriter {
@@ -34,7 +35,7 @@ export class ExportFiles {
   async writer(jobId: string, part: number | string): Promise<PartWriter> {
     const path = this.path(jobId, part);
     const jobDir = this.jobDir(jobId);
-    await mkdir(jobDir, { recursive: true, mode: 0o700 });
+    await makeDirectory(jobDir, 0o700);
     // 'wx': a part number is used once (a sequence), so an existing file is a bug, not something to overwrite.
     const file: FileHandle = await open(path, 'wx', 0o600);
     let closed = false;

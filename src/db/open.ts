@@ -1,5 +1,7 @@
-import { chmodSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { chmodSync, existsSync, readdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { configProblem, errorCode } from '../config';
+import { makeDirectorySync } from '../core/directories';
 import { connectSharedDatabase, holderOf, lockDataDir } from './pglite-share';
 import type { Database, ReadDatabase } from './database';
 import { openPglite } from './pglite';
@@ -52,7 +54,7 @@ async function open(config: DatabaseConfig, initialise: boolean): Promise<{ db: 
   if (!config.databaseReadUrl) return { db, applied: backend.applied };
   let reader: ReadDatabase;
   try {
-    reader = instrumented(await openPostgres(config.databaseReadUrl, undefined, { prepare: config.preparedStatements, readOnly: true }));
+    reader = instrumented(await reached('DATABASE_READ_URL', config.databaseReadUrl, (url) => openPostgres(url, undefined, { prepare: config.preparedStatements, readOnly: true })));
   } catch (err) {
     await db.close();
     throw err;
@@ -61,12 +63,13 @@ async function open(config: DatabaseConfig, initialise: boolean): Promise<{ db: 
 }
 
 async function openBackend(config: DatabaseConfig, initialise: boolean): Promise<{ db: Database; applied: string[] }> {
-  if (config.databaseUrl) return { db: await openPostgres(config.databaseUrl, undefined, { listenUrl: config.databaseListenUrl, prepare: config.preparedStatements }), applied: [] };
+  if (config.databaseUrl) {
+    const db = await reached('DATABASE_URL', config.databaseUrl, (url) => openPostgres(url, undefined, { listenUrl: config.databaseListenUrl, prepare: config.preparedStatements }));
+    return { db, applied: [] };
+  }
   if (!config.dataDir) return { db: await openPglite(undefined, config.embeddedImage), applied: [] };
-  ownerOnly(config.dataDir);
-  const release = lockDataDir(config.dataDir);
+  const release = dataDirectory(config.dataDir);
   try {
-    restrict(config.dataDir); // a data directory of an older install
     const applied = initialise ? await initialiseDataDir(config.dataDir) : [];
     const db = await openPglite(config.dataDir);
     restrict(config.dataDir); // the files a first start's initdb made (PGlite writes them world-readable)
@@ -74,6 +77,60 @@ async function openBackend(config: DatabaseConfig, initialise: boolean): Promise
   } catch (err) {
     release();
     throw err;
+  }
+}
+
+/** Why a PostgreSQL server could not be used, in words, by the error's code (a socket's, or the server's SQLSTATE). */
+const UNREACHABLE: Record<string, string> = {
+  ECONNREFUSED: 'nothing listens there',
+  ENOTFOUND: 'the host name does not resolve',
+  EAI_AGAIN: 'the host name does not resolve (yet)',
+  ETIMEDOUT: 'no answer',
+  EHOSTUNREACH: 'the host cannot be reached',
+  ENETUNREACH: 'the network cannot be reached',
+  ECONNRESET: 'the connection was cut',
+  '28P01': 'the password was refused',
+  '28000': 'the server refuses this user (pg_hba.conf, or no such role)',
+  '3D000': 'the database does not exist',
+};
+
+/** `open(url)`; a server that cannot be reached or refuses us is `variable`'s problem, named with its host, port and database (never the password). */
+async function reached<T>(variable: 'DATABASE_URL' | 'DATABASE_READ_URL', url: string, open: (url: string) => Promise<T>): Promise<T> {
+  try {
+    return await open(url);
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    const why = code === undefined ? undefined : UNREACHABLE[code];
+    if (!code || !why) throw err;
+    const { hostname, port, pathname } = new URL(url);
+    const where = `${hostname || 'localhost'}:${port || 5432}${pathname || '/'}`;
+    const fix =
+      code === '3D000'
+        ? `create it (createdb ${pathname.slice(1)}), or set ${variable} to a database that exists`
+        : code.startsWith('28')
+          ? `set the user and password PostgreSQL knows in ${variable} (postgres://USER:PASSWORD@HOST:PORT/DATABASE)`
+          : `start PostgreSQL there, or set ${variable} to where it listens (postgres://USER:PASSWORD@HOST:PORT/DATABASE)`;
+    throw configProblem(variable, `cannot use the PostgreSQL server at ${where}: ${why} (${code})`, fix);
+  }
+}
+
+/** Makes (ownerOnly), takes (lockDataDir) and restricts the data directory; what stops it is PONT_DATA_DIR's problem. */
+function dataDirectory(dataDir: string): () => void {
+  const fix = "set a directory this user may create and write, e.g. ./data or /var/lib/pont (or unset it for ./data)";
+  try {
+    ownerOnly(dataDir);
+  } catch (err) {
+    throw configProblem('PONT_DATA_DIR', `cannot make the directory ${resolve(dataDir)} (${errorCode(err)})`, fix);
+  }
+  let release: (() => void) | undefined;
+  try {
+    release = lockDataDir(dataDir);
+    restrict(dataDir); // a data directory of an older install
+    return release;
+  } catch (err) {
+    release?.();
+    if (!(err as NodeJS.ErrnoException).code) throw err; // in use by another process: said so
+    throw configProblem('PONT_DATA_DIR', `cannot write in ${resolve(dataDir)} (${errorCode(err)})`, fix);
   }
 }
 
@@ -90,7 +147,7 @@ function ownerOnly(dataDir: string): void {
   } catch {
     /* a worker thread */
   }
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  makeDirectorySync(dataDir, 0o700);
 }
 
 /** chmod 0700 for `dir` and the directories under it, 0600 for its files (symbolic links are left alone). */

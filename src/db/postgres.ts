@@ -18,7 +18,10 @@ export async function openPostgres(connectionString: string, maxConnections = 10
   const pool = new pg.Pool({ connectionString, max: maxConnections, options: settings });
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on('error', () => {});
-  await pool.query('SELECT 1');
+  await pool.query('SELECT 1').catch(async (err) => {
+    await pool.end().catch(() => undefined);
+    throw err;
+  });
 
   const statements = new PreparedStatements();
   const prepare = options.prepare ?? true;

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
+import { open, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { gunzip, gzip } from 'node:zlib';
@@ -10,6 +10,7 @@ import type { AuditRecord } from '../audit/audit';
 import { writeMany } from '../fhir/store/writes';
 import { storedIds } from '../fhir/store/purge';
 import { monthRange, type Month } from '../core/period';
+import { makeDirectory } from '../core/directories';
 import { monthPartitions, PARTITIONED } from './partitions';
 
 const gzipAsync = promisify(gzip);
@@ -168,7 +169,7 @@ export async function archiveMonth(db: Queryable, dir: string, month: Month, par
   // A month's rows do not change once it has ended: a sound archive that differs is not overwritten (nor dropped).
   if (existing) throw new ArchiveError(`the archive of ${month} in ${directory} holds ${existing.rows} rows, the database ${rows}: move it away to archive the month again`);
 
-  await mkdir(directory, { recursive: true, mode: 0o700 });
+  await makeDirectory(directory, 0o700);
   await rm(join(directory, MANIFEST), { force: true }); // from here until the new manifest, the month is not archived
   for (const name of await readdir(directory)) await rm(join(directory, name), { force: true });
   const files: ArchiveFile[] = [];
