@@ -3,6 +3,8 @@
  * made from that declaration, so the help cannot drift from what the parser accepts.
  */
 
+import type { z } from 'zod';
+
 /** A command line the CLI cannot accept (unknown command or option, missing or invalid value): exit code 2. */
 export class UsageError extends Error {}
 
@@ -48,6 +50,12 @@ export interface CommandSpec {
   args?: ArgSpec[];
   options?: Record<string, OptionSpec>;
   examples: string[];
+  /**
+   * What the values mean (a scope Pont knows, a file it can read), checked before the command runs and beside the
+   * parser's problems, so that one answer names them all: given every value the parser took (one missing or refused
+   * is undefined), it returns a problem a line, each naming its flag and the value (flagProblems).
+   */
+  check?(input: { values: Values; args: Args }): string[] | Promise<string[]>;
   run(input: { values: Values; args: Args }): Promise<number>;
 }
 
@@ -62,6 +70,21 @@ const OPTION_WORD = /^--[a-z][a-z0-9-]*(=|$)/;
  * one UsageError, so that one failed attempt shows all there is to fix.
  */
 export function parseCommand(spec: CommandSpec, argv: string[]): { values: Values; args: Args } {
+  const { values, args, problems } = readCommand(spec, argv);
+  if (problems.length) throw new UsageError(problems.join('\n'));
+  return { values, args };
+}
+
+/** parseCommand, then the command's own check of the values (CommandSpec.check): every problem in one UsageError. */
+export async function parseAndCheckCommand(spec: CommandSpec, argv: string[]): Promise<{ values: Values; args: Args }> {
+  const { values, args, problems } = readCommand(spec, argv);
+  if (spec.check) problems.push(...(await spec.check({ values, args })));
+  if (problems.length) throw new UsageError(problems.join('\n'));
+  return { values, args };
+}
+
+/** What parseCommand reads, and its problems (not thrown). */
+function readCommand(spec: CommandSpec, argv: string[]): { values: Values; args: Args; problems: string[] } {
   const options = spec.options ?? {};
   const problems: string[] = [];
   const values: Values = {};
@@ -131,8 +154,47 @@ export function parseCommand(spec: CommandSpec, argv: string[]): { values: Value
     args[arg.name] = arg.variadic ? taken : taken[0];
   }
   problems.push(...positionals.map((p) => `Unexpected argument "${p}"`));
-  if (problems.length) throw new UsageError(problems.join('\n'));
-  return { values, args };
+  return { values, args, problems };
+}
+
+/** A value as a problem quotes it: at most 60 characters. */
+export const quoted = (value: string) => JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value);
+
+/**
+ * The problems of flags' values by their schemas (each value given; undefined ones are skipped), in words that name
+ * the flag and the value: `--scopes: "bogus" is not a scope Pont knows (one of: …)`, `--name: must not be empty`.
+ * A schema's own message is kept when it is written for people (a custom one); zod's defaults ("Invalid option:
+ * expected one of …", "Too small: expected string to have >=1 characters") are said again in words. `what` names a
+ * value of an enumeration (default "an allowed value"); an array's issues are its item's.
+ */
+export async function flagProblems(checks: Array<{ flag: string; value: unknown; schema: z.ZodType; what?: string }>): Promise<string[]> {
+  const problems: string[] = [];
+  for (const { flag, value, schema, what } of checks) {
+    if (value === undefined) continue;
+    const result = await schema.safeParseAsync(value);
+    if (!result.success) problems.push(...result.error.issues.map((issue) => `${flag}: ${inWords(issue, value, what)}`));
+  }
+  return problems;
+}
+
+/** A ZodError of a command's input, in words (flagProblems), each issue named by the flag of its field (`flags`). */
+export function issueProblems(error: z.ZodError, flags: Record<string, string>): string[] {
+  return error.issues.map((issue) => `${flags[String(issue.path[0])] ?? 'input'}: ${inWords({ ...issue, path: issue.path.slice(1) } as z.core.$ZodIssue, undefined)}`);
+}
+
+function inWords(issue: z.core.$ZodIssue, input: unknown, what = 'an allowed value'): string {
+  const at = issue.path.length && Array.isArray(input) ? input[Number(issue.path[0])] : input;
+  const shown = typeof at === 'string' ? quoted(at) : undefined;
+  const own = !/^(Invalid|Too (small|big)|Expected)\b/.test(issue.message);
+  if (typeof at === 'string' && !at.trim()) return 'must not be empty';
+  if (issue.code === 'invalid_value') return `${shown ?? 'the value'} is not ${what} (one of: ${issue.values.join(', ')})`;
+  if (own) return shown === undefined ? issue.message : /^must\b/.test(issue.message) ? `${shown} ${issue.message}` : `${shown} is not valid: ${issue.message}`;
+  if (issue.code === 'too_small' && issue.origin === 'string')
+    return Number(issue.minimum) <= 1 ? 'must not be empty' : `must be at least ${issue.minimum} characters, not ${String(at).length}`;
+  if (issue.code === 'too_big' && issue.origin === 'string') return `must be at most ${issue.maximum} characters, not ${String(at).length}`;
+  if (issue.code === 'too_small') return `give at least ${issue.minimum}`;
+  if (issue.code === 'too_big') return `give at most ${issue.maximum}`;
+  return shown === undefined ? 'is not valid' : `${shown} is not valid`;
 }
 
 function integerProblem(flag: string, text: string, option: OptionSpec): string | undefined {

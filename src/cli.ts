@@ -1,7 +1,7 @@
 import { loadConfig, mappingsDirectory } from './config';
 import { openMigratedDatabase } from './db/open';
 import { withDatabase } from './db/command';
-import { commandHelp, EXIT_CODES, groupHelp, parseCommand, suggest, UsageError, wantsHelp, type CommandSpec, type OptionSpec } from './cli-args';
+import { commandHelp, EXIT_CODES, groupHelp, parseAndCheckCommand, suggest, UsageError, wantsHelp, type CommandSpec, type OptionSpec } from './cli-args';
 
 export { withDatabase } from './db/command';
 
@@ -105,6 +105,15 @@ export const commands: CommandSpec[] = [
       'pont clients create --name "Our EHR" --org org-institution --scopes "fhir:read fhir:write" --all-patients',
       'pont clients create --name "Bulk app" --org org-clinique-a --scopes "fhir:read" --jwks-uri https://app.example.org/jwks.json',
     ],
+    check: async ({ values }) =>
+      (await access()).checkClientFlags({
+        name: values.name as string | undefined,
+        org: values.org as string | undefined,
+        facility: values.facility as string | undefined,
+        scopes: values.scopes as string | undefined,
+        jwks: values.jwks as string | undefined,
+        jwksUri: values['jwks-uri'] as string | undefined,
+      }),
     run: async ({ values }) =>
       (await access()).createClientCommand({
         name: str(values.name),
@@ -135,6 +144,7 @@ export const commands: CommandSpec[] = [
     args: [{ name: 'ID', description: 'The client id (cli_…)' }],
     options: { overlap: OVERLAP },
     examples: ['pont clients rotate-secret cli_0123456789abcdef01234567', 'pont clients rotate-secret cli_0123456789abcdef01234567 --overlap 0'],
+    check: async ({ values }) => (await access()).checkOverlap(values.overlap as string | undefined),
     run: async ({ values, args }) => (await access()).rotateSecretCommand(str(args.ID), values.overlap as string | undefined),
   },
   {
@@ -164,6 +174,7 @@ export const commands: CommandSpec[] = [
       facility: { type: 'string', value: 'FACILITY', required: true, description: 'The facility the agent runs at: 1-64 letters, digits, . _ : -' },
     },
     examples: ['pont agents create --org org-1 --facility fac-1'],
+    check: async ({ values }) => (await access()).checkAgentFlags({ org: values.org as string | undefined, facility: values.facility as string | undefined }),
     run: async ({ values }) => (await access()).createAgentCommand({ org: str(values.org), facility: str(values.facility) }),
   },
   {
@@ -215,6 +226,8 @@ export const commands: CommandSpec[] = [
       role: { type: 'string', value: 'ROLE', default: 'developer', description: 'admin (everything, invites users), developer (all but users) or viewer (read only)' },
     },
     examples: ['pont portal-users create --org org-1 --email ana@example.org --role admin'],
+    check: async ({ values }) =>
+      (await import('./portal/cli')).checkPortalUserFlags({ org: values.org as string | undefined, email: values.email as string | undefined, role: values.role as string | undefined }),
     run: async ({ values }) =>
       (await import('./portal/cli')).createPortalUserCommand({ org: str(values.org), email: str(values.email), role: values.role as string | undefined }),
   },
@@ -361,7 +374,7 @@ export async function runCli(argv: string[]): Promise<number> {
       console.log(commandHelp(command));
       return 0;
     }
-    return await command.run(parseCommand(command, rest));
+    return await command.run(await parseAndCheckCommand(command, rest));
   } catch (err) {
     if (err instanceof UsageError) {
       console.error(`${err.message}\n${hint}`);

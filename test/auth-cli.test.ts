@@ -153,7 +153,7 @@ describe('pont clients, agents and keys', () => {
     expect(agentWithoutOrg.stderr).toMatch(/--org is required/);
     const badOrg = await pont('agents', 'create', '--org', 'org 1', '--facility', 'fac-1');
     expect(badOrg.code).toBe(2);
-    expect(badOrg.stderr).toMatch(/--org: use 1-64 letters/);
+    expect(badOrg.stderr).toMatch(/^--org: "org 1" is not valid: use 1-64 letters/);
   }, SLOW);
 
   // Issue 42: a client of signed assertions was answered "No active client with a secret", which reads as "not active".

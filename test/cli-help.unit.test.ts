@@ -120,6 +120,71 @@ describe('pont --help (runCli, in process)', () => {
     expect(lines(webhooks!)).toEqual(['Unknown option --bogus', 'SWITCH: give on or off, not "maybe"', expect.any(String)]);
   });
 
+  // Found by an outside review: the values were checked by the command only once every flag was there and well
+  // formed (--scopes bogus was not named beside a missing --org), one check at a time (--jwks hid --jwks-uri).
+  it('names what is wrong with each value beside what is missing or malformed, in one answer, for every command', async () => {
+    const [missing, noValue, keys, agents, portal] = await each([
+      ['clients', 'create', '--name', 'x', '--scopes', 'bogus'],
+      ['clients', 'create', '--name', 'x', '--scopes', 'bogus:scope', '--org'],
+      ['clients', 'create', '--name', 'x', '--org', 'org-x', '--scopes', 'labs:read', '--jwks', '/nonexistent-pont.json', '--jwks-uri', 'notaurl'],
+      ['agents', 'create', '--org', 'o!', '--facility', ''],
+      ['portal-users', 'create', '--org', 'org-1', '--email', 'nope', '--role', 'boss'],
+    ]);
+    const lines = (r: { stderr: string }) => r.stderr.trimEnd().split('\n');
+    for (const r of [missing, noValue, keys, agents, portal]) expect(r!.code, r!.stderr).toBe(2);
+    expect(lines(missing!)).toEqual([
+      expect.stringMatching(/^--org is required\. /),
+      expect.stringMatching(/^--scopes: "bogus" is not a scope Pont knows \(one of: health_id:verify, patients:read, .*\)$/),
+      "Run 'pont clients create --help' for usage.",
+    ]);
+    expect(lines(noValue!)).toEqual([
+      '--org needs a value: --org <ORG>',
+      expect.stringMatching(/^--scopes: "bogus:scope" is not a scope Pont knows/),
+      expect.any(String),
+    ]);
+    expect(lines(keys!)).toEqual([
+      expect.stringMatching(/^--jwks: cannot read \/nonexistent-pont\.json \(ENOENT\)$/),
+      expect.stringMatching(/^--jwks-uri: "notaurl" must be an absolute URL/),
+      '--jwks, --jwks-uri: give the public keys either inline (--jwks) or by URL (--jwks-uri), not both',
+      expect.any(String),
+    ]);
+    expect(lines(agents!)).toEqual([
+      '--org: "o!" is not valid: use 1-64 letters, digits, . _ : -',
+      '--facility: must not be empty',
+      expect.any(String),
+    ]);
+    expect(lines(portal!)).toEqual([
+      '--email: "nope" is not valid: give an e-mail address such as ana@example.org',
+      '--role: "boss" is not a role (one of: admin, developer, viewer)',
+      expect.any(String),
+    ]);
+  });
+
+  it('says what is wrong with a value in words, naming the flag and the value, never the validator\'s own message', async () => {
+    const answers = await each([
+      ['clients', 'create', '--name', '', '--org', 'org-x', '--scopes', 'labs:read'],
+      ['clients', 'create', '--name', '   ', '--org', 'org-x', '--scopes', ','],
+      ['clients', 'create', '--name', 'n'.repeat(201), '--org', 'o'.repeat(65), '--scopes', 'labs:read', '--facility', 'f f'],
+      ['clients', 'rotate-secret', 'cli_x', '--overlap', 'forever'],
+      ['audit', 'archive', '--month', '2025-13'],
+    ]);
+    for (const r of answers) {
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).not.toMatch(/Invalid (option|input)|Too (small|big)|expected (string|one of)|>=|<=/);
+    }
+    const lines = answers.map((r) => r.stderr.trimEnd().split('\n'));
+    expect(lines[0]).toEqual(['--name: must not be empty', expect.any(String)]);
+    expect(lines[1]).toEqual(['--name: must not be empty', '--scopes: give at least one scope', expect.any(String)]);
+    expect(lines[2]).toEqual([
+      '--name: must be at most 200 characters, not 201',
+      `--org: "${'o'.repeat(60)}…" is not valid: use 1-64 letters, digits, . _ : -`,
+      '--facility: "f f" is not valid: use 1-64 letters, digits, . _ : -',
+      expect.any(String),
+    ]);
+    expect(lines[3]![0]).toBe('--overlap: give 0 or a duration such as 90s, 15m, 1h, 7d (at most 30d), not "forever"');
+    expect(lines[4]![0]).toBe('--month must be a month as YYYY-MM (e.g. 2025-01), not "2025-13"');
+  });
+
   it('help --help, help help and help COMMAND answer the help, exit 0', async () => {
     const [helpHelp, helpH, helpHelpWord, helpCommand, helpGroup, helpUnknown] = await each(
       [['help', '--help'], ['help', '-h'], ['help', 'help'], ['help', 'clients', 'rotate-secret'], ['help', 'keys'], ['help', 'nothing']],

@@ -2,11 +2,12 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { withDatabase } from '../db/command';
 import { loadConfig } from '../config';
-import { UsageError } from '../cli-args';
+import { flagProblems, issueProblems, UsageError } from '../cli-args';
 import { createAgent, listAgents, revokeAgent } from './agents';
 import {
   createClient,
   createKeyClient,
+  EntityId,
   keyClientInput,
   DEFAULT_SECRET_OVERLAP_SECONDS,
   findClient,
@@ -35,9 +36,7 @@ async function printed(work: () => Promise<unknown>): Promise<number> {
     print(await work());
     return 0;
   } catch (err) {
-    if (err instanceof z.ZodError) {
-      throw new UsageError(err.issues.map((i) => `${FLAGS[String(i.path[0])] ?? 'input'}: ${i.message}`).join('\n'));
-    }
+    if (err instanceof z.ZodError) throw new UsageError(issueProblems(err, FLAGS).join('\n'));
     throw err;
   }
 }
@@ -53,18 +52,74 @@ export function parseOverlap(text: string | undefined): number {
   return seconds;
 }
 
-/** The JSON of `--jwks FILE`. */
-function readJwksFile(file: string): unknown {
+/** The JSON of `--jwks FILE`, or why it cannot be had. */
+function jwksOfFile(file: string): { json: unknown } | { problem: string } {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new UsageError(`--jwks: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+    return { problem: `--jwks: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? String(err)})` };
   }
   try {
-    return JSON.parse(text);
+    return { json: JSON.parse(text) };
   } catch {
-    throw new UsageError(`--jwks: ${file} is not JSON (give a JWK Set: {"keys": [...]})`);
+    return { problem: `--jwks: ${file} is not JSON (give a JWK Set: {"keys": [...]})` };
+  }
+}
+
+function readJwksFile(file: string): unknown {
+  const read = jwksOfFile(file);
+  if ('problem' in read) throw new UsageError(read.problem);
+  return read.json;
+}
+
+type ClientFlags = { name?: string; org?: string; facility?: string; scopes?: string; jwks?: string; jwksUri?: string };
+
+const scopeList = (text: string) => text.split(/[\s,]+/).filter(Boolean);
+
+/**
+ * `pont clients create`'s values, every one (src/cli.ts runs it beside the parser, before the command): a scope Pont
+ * does not know, an id it cannot take, a key file it cannot read, a jwks_uri it would refuse.
+ */
+export async function checkClientFlags(o: ClientFlags): Promise<string[]> {
+  const { shape } = NewClientInput;
+  const problems = await flagProblems([
+    { flag: '--name', value: o.name, schema: shape.name },
+    { flag: '--org', value: o.org, schema: shape.organizationId },
+    { flag: '--facility', value: o.facility, schema: EntityId },
+    { flag: '--scopes', value: o.scopes === undefined ? undefined : scopeList(o.scopes), schema: shape.scopes, what: 'a scope Pont knows' },
+  ]);
+  const read = o.jwks === undefined ? undefined : jwksOfFile(o.jwks);
+  if (read && 'problem' in read) problems.push(read.problem);
+  const jwks = read && 'json' in read ? read.json : undefined;
+  if (jwks !== undefined || o.jwksUri !== undefined) {
+    const keys = keyClientInput(loadConfig().environment === 'development').shape;
+    problems.push(
+      ...(await flagProblems([
+        { flag: '--jwks', value: jwks, schema: keys.jwks },
+        { flag: '--jwks-uri', value: o.jwksUri, schema: keys.jwksUri },
+      ])),
+    );
+  }
+  if (o.jwks !== undefined && o.jwksUri !== undefined) problems.push('--jwks, --jwks-uri: give the public keys either inline (--jwks) or by URL (--jwks-uri), not both');
+  return problems;
+}
+
+/** `pont agents create`'s values. */
+export const checkAgentFlags = (o: { org?: string; facility?: string }) =>
+  flagProblems([
+    { flag: '--org', value: o.org, schema: EntityId },
+    { flag: '--facility', value: o.facility, schema: EntityId },
+  ]);
+
+/** `pont clients rotate-secret`'s --overlap. */
+export function checkOverlap(text: string | undefined): string[] {
+  try {
+    parseOverlap(text);
+    return [];
+  } catch (err) {
+    if (err instanceof UsageError) return [err.message];
+    throw err;
   }
 }
 
@@ -74,7 +129,7 @@ export const createClientCommand = (o: { name: string; org: string; facility?: s
       name: o.name,
       organizationId: o.org,
       facilityId: o.facility,
-      scopes: o.scopes.split(/[\s,]+/).filter(Boolean),
+      scopes: scopeList(o.scopes),
       allPatients: o.allPatients,
     });
     if (o.jwks === undefined && o.jwksUri === undefined) return withDatabase((db) => createClient(db, input));

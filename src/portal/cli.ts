@@ -1,12 +1,20 @@
 import { z } from 'zod';
 import { loadConfig } from '../config';
 import { withDatabase } from '../db/command';
-import { UsageError } from '../cli-args';
-import { PortalAccounts, setPasswordLink, type PortalUser } from '../auth/portal-accounts';
+import { flagProblems, issueProblems, UsageError } from '../cli-args';
+import { NewPortalUser, PortalAccounts, setPasswordLink, type PortalUser } from '../auth/portal-accounts';
 
 export { setPasswordLink };
 
 const FLAGS: Record<string, string> = { organizationId: '--org', email: '--email', role: '--role' };
+
+/** `pont portal-users create`'s values (src/cli.ts checks them beside the parser, before the command runs). */
+export const checkPortalUserFlags = (o: { org?: string; email?: string; role?: string }) =>
+  flagProblems([
+    { flag: '--org', value: o.org, schema: NewPortalUser.shape.organizationId },
+    { flag: '--email', value: o.email, schema: NewPortalUser.shape.email },
+    { flag: '--role', value: o.role, schema: NewPortalUser.shape.role, what: 'a role' },
+  ]);
 
 /** `pont portal-users create`: the person, and their one-time set-password link (valid 24 h), as JSON. */
 export async function createPortalUserCommand(o: { org: string; email: string; role?: string }): Promise<number> {
@@ -15,7 +23,7 @@ export async function createPortalUserCommand(o: { org: string; email: string; r
   try {
     created = await withDatabase((db) => new PortalAccounts(db).create({ organizationId: o.org, email: o.email, role: o.role as never }));
   } catch (err) {
-    if (err instanceof z.ZodError) throw new UsageError(err.issues.map((i) => `${FLAGS[String(i.path[0])] ?? 'input'}: ${i.message}`).join('\n'));
+    if (err instanceof z.ZodError) throw new UsageError(issueProblems(err, FLAGS).join('\n'));
     throw err;
   }
   if (created === 'exists') throw new Error(`A portal user with the e-mail ${o.email} exists already`);
