@@ -3,7 +3,24 @@
  * made from that declaration, so the help cannot drift from what the parser accepts.
  */
 
+import { basename, isAbsolute, relative } from 'node:path';
 import type { z } from 'zod';
+
+/**
+ * The command as the person ran it, for what they are told to run next (`Run 'node bin/pont.js clients create
+ * --help'`): `pont` is on the PATH only where it was installed as a binary. Through `npm run pont`: `npm run -s pont
+ * --` (-s: without npm's banner); `npx pont`: that; the installed binary (a link named pont): `pont`; else `node` and
+ * the script as a path from the working directory (`node bin/pont.js` in a checkout, `node dist/bin.js` in the image),
+ * absolute when that is shorter than climbing out of the working directory.
+ */
+export function invokedAs(script: string | undefined = process.argv[1], env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): string {
+  if (env.npm_lifecycle_event === 'pont' && script?.endsWith('pont.js')) return 'npm run -s pont --';
+  if (!script) return 'pont';
+  if (basename(script) === 'pont') return env.npm_command === 'exec' ? 'npx pont' : 'pont';
+  const fromHere = relative(cwd, script);
+  const path = fromHere.startsWith('..') && isAbsolute(script) && script.length <= fromHere.length ? script : fromHere;
+  return `node ${/^[\w./@%+=:,-]+$/.test(path) ? path : `'${path.replace(/'/g, `'\\''`)}'`}`;
+}
 
 /** A command line the CLI cannot accept (unknown command or option, missing or invalid value): exit code 2. */
 export class UsageError extends Error {}
@@ -56,7 +73,8 @@ export interface CommandSpec {
    * is undefined), it returns a problem a line, each naming its flag and the value (flagProblems).
    */
   check?(input: { values: Values; args: Args }): string[] | Promise<string[]>;
-  run(input: { values: Values; args: Args }): Promise<number>;
+  /** `program`: the command as it was run (invokedAs), for the commands a message tells to run. */
+  run(input: { values: Values; args: Args; program: string }): Promise<number>;
 }
 
 const HELP_OPTION = '-h, --help';
@@ -283,8 +301,8 @@ export function commandHelp(spec: CommandSpec): string {
   return lines.join('\n');
 }
 
-/** The help of a group of subcommands (`pont clients --help`). */
-export function groupHelp(group: string, summary: string, specs: CommandSpec[]): string {
+/** The help of a group of subcommands (`pont clients --help`); `program`: the command as it was run (invokedAs). */
+export function groupHelp(group: string, summary: string, specs: CommandSpec[], program = 'pont'): string {
   return [
     `Usage: pont ${group} <subcommand> [options]`,
     '',
@@ -293,7 +311,7 @@ export function groupHelp(group: string, summary: string, specs: CommandSpec[]):
     'Subcommands:',
     ...table(specs.map((s) => [s.name.slice(group.length + 1), s.summary])),
     '',
-    `Run 'pont ${group} <subcommand> --help' for its options and examples.`,
+    `Run '${program} ${group} <subcommand> --help' for its options and examples.`,
     '',
     EXIT_CODES,
   ].join('\n');

@@ -1,7 +1,7 @@
 import { loadConfig, mappingsDirectory } from './config';
 import { openMigratedDatabase } from './db/open';
 import { withDatabase } from './db/command';
-import { commandHelp, EXIT_CODES, groupHelp, parseAndCheckCommand, suggest, UsageError, wantsHelp, type CommandSpec, type OptionSpec } from './cli-args';
+import { commandHelp, EXIT_CODES, groupHelp, invokedAs, parseAndCheckCommand, suggest, UsageError, wantsHelp, type CommandSpec, type OptionSpec } from './cli-args';
 
 export { withDatabase } from './db/command';
 
@@ -145,7 +145,7 @@ export const commands: CommandSpec[] = [
     options: { overlap: OVERLAP },
     examples: ['pont clients rotate-secret cli_0123456789abcdef01234567', 'pont clients rotate-secret cli_0123456789abcdef01234567 --overlap 0'],
     check: async ({ values }) => (await access()).checkOverlap(values.overlap as string | undefined),
-    run: async ({ values, args }) => (await access()).rotateSecretCommand(str(args.ID), values.overlap as string | undefined),
+    run: async ({ values, args, program }) => (await access()).rotateSecretCommand(str(args.ID), values.overlap as string | undefined, program),
   },
   {
     name: 'keys rotate',
@@ -298,7 +298,7 @@ export const commands: CommandSpec[] = [
 const byName = new Map(commands.map((c) => [c.name, c]));
 const groupCommands = (group: string) => commands.filter((c) => c.name.startsWith(`${group} `));
 
-function help(): string {
+function help(program: string): string {
   const rows = commands.map((c) => [c.name, c.summary] as const);
   const width = Math.max(...rows.map(([name]) => name.length));
   return [
@@ -313,9 +313,9 @@ function help(): string {
     '',
     'Commands:',
     ...rows.map(([name, summary]) => `  ${name.padEnd(width)}  ${summary}`),
-    `  ${'help [COMMAND]'.padEnd(width)}  This help, or a command's (also: pont COMMAND --help)`,
+    `  ${'help [COMMAND]'.padEnd(width)}  This help, or a command's (also: ${program} COMMAND --help)`,
     '',
-    "Run 'pont <command> --help' for a command's options and examples.",
+    `Run '${program} <command> --help' for a command's options and examples.`,
     '',
     EXIT_CODES,
   ].join('\n');
@@ -324,7 +324,7 @@ function help(): string {
 type Resolved = { command: CommandSpec; rest: string[] } | { group: string; rest: string[] };
 
 /** Finds the command (or the bare group) `argv` names; a name it does not know is a usage error with a suggestion. */
-function resolve(argv: string[]): Resolved {
+function resolve(argv: string[], program: string): Resolved {
   const [first = '', second, ...rest] = argv;
   if (GROUPS[first]) {
     if (second === undefined || second.startsWith('-')) return { group: first, rest: second === undefined ? [] : [second, ...rest] };
@@ -332,7 +332,7 @@ function resolve(argv: string[]): Resolved {
     if (!command) {
       const names = groupCommands(first).map((c) => c.name.slice(first.length + 1));
       throw new UsageError(
-        `Unknown command: pont ${first} ${second}${suggest(second, names, (n) => `pont ${first} ${n}`)}\nSubcommands of pont ${first}: ${names.join(', ')}`,
+        `Unknown command: ${program} ${first} ${second}${suggest(second, names, (n) => `${program} ${first} ${n}`)}\nSubcommands of ${program} ${first}: ${names.join(', ')}`,
       );
     }
     return { command, rest };
@@ -340,41 +340,44 @@ function resolve(argv: string[]): Resolved {
   const command = byName.get(first);
   if (command) return { command, rest: argv.slice(1) };
   const names = [...new Set(commands.map((c) => c.name.split(' ')[0]!)), 'help'];
-  throw new UsageError(`Unknown command: ${first}${suggest(first, names, (n) => `pont ${n}`)}`);
+  throw new UsageError(`Unknown command: ${first}${suggest(first, names, (n) => `${program} ${n}`)}`);
 }
 
-/** `pont …`: returns the exit code (0 success, 1 the command failed, 2 usage error). */
-export async function runCli(argv: string[]): Promise<number> {
-  let hint = "Run 'pont --help' for usage.";
+/**
+ * `pont …`: returns the exit code (0 success, 1 the command failed, 2 usage error). `program`: the command as it was
+ * run, named so in every command a message tells to run (invokedAs: `node bin/pont.js` in a checkout).
+ */
+export async function runCli(argv: string[], program = invokedAs()): Promise<number> {
+  let hint = `Run '${program} --help' for usage.`;
   try {
     if (!argv.length) {
-      console.error(help());
+      console.error(help(program));
       return 2;
     }
     // `pont help`, `pont help --help`, `pont help help`: the help of the CLI itself.
     const words = argv[0] === 'help' ? argv.slice(1).filter((a) => a !== '--help' && a !== '-h') : argv;
     if (argv[0] === '--help' || argv[0] === '-h' || (argv[0] === 'help' && (!words.length || (words.length === 1 && words[0] === 'help')))) {
-      console.log(help());
+      console.log(help(program));
       return 0;
     }
-    if (GROUPS[words[0]!]) hint = `Run 'pont ${words[0]} --help' for usage.`;
-    const asked = resolve(words);
+    if (GROUPS[words[0]!]) hint = `Run '${program} ${words[0]} --help' for usage.`;
+    const asked = resolve(words, program);
     if ('group' in asked) {
-      const text = groupHelp(asked.group, GROUPS[asked.group]!, groupCommands(asked.group));
+      const text = groupHelp(asked.group, GROUPS[asked.group]!, groupCommands(asked.group), program);
       if (argv[0] === 'help' || wantsHelp(asked.rest)) {
         console.log(text);
         return 0;
       }
-      console.error(`pont ${asked.group} needs a subcommand.\n\n${text}`);
+      console.error(`${program} ${asked.group} needs a subcommand.\n\n${text}`);
       return 2;
     }
     const { command, rest } = asked;
-    hint = `Run 'pont ${command.name} --help' for usage.`;
+    hint = `Run '${program} ${command.name} --help' for usage.`;
     if (argv[0] === 'help' || wantsHelp(rest)) {
       console.log(commandHelp(command));
       return 0;
     }
-    return await command.run(await parseAndCheckCommand(command, rest));
+    return await command.run({ ...(await parseAndCheckCommand(command, rest)), program });
   } catch (err) {
     if (err instanceof UsageError) {
       console.error(`${err.message}\n${hint}`);

@@ -9,7 +9,8 @@ import { createLocalJWKSet, decodeProtectedHeader, exportJWK, generateKeyPair, j
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config';
 import { startPont, type RunningPont } from '../src/server';
-import { commandDatabase, runPont } from './harness';
+import { invokedAs } from '../src/cli-args';
+import { commandDatabase, pontCommand, runPont } from './harness';
 
 /** Each CLI call is a fresh process (the build's start, database open): generous on a busy machine. */
 const SLOW = 300_000;
@@ -175,8 +176,11 @@ describe('pont clients, agents and keys', () => {
       expect(rotateInline.code).toBe(1);
       expect(rotateInline.stderr).not.toMatch(/active/);
       expect(rotateInline.stderr).toContain(`Client ${id} is registered with a key set (inline JWKS), not a secret: it has no secret to rotate.`);
-      expect(rotateInline.stderr).toContain('pont clients create --name "Bulk app" --org org-keys --scopes "labs:read" --jwks FILE');
-      expect(rotateInline.stderr).toContain(`pont clients revoke ${id}`);
+      // The commands it tells to run name the command as it was run (here `node` and the build's bin.js).
+      const program = invokedAs(pontCommand().at(-1), process.env, process.cwd());
+      expect(program).toMatch(/^node /);
+      expect(rotateInline.stderr).toContain(`${program} clients create --name "Bulk app" --org org-keys --scopes "labs:read" --jwks FILE`);
+      expect(rotateInline.stderr).toContain(`then revoke this one: ${program} clients revoke ${id}`);
 
       const rotateUrl = await pont('clients', 'rotate-secret', byUrl.json.client_id);
       expect(rotateUrl.code).toBe(1);
@@ -186,6 +190,7 @@ describe('pont clients, agents and keys', () => {
       const rotateRevoked = await pont('clients', 'rotate-secret', secret.json.client_id);
       expect(rotateRevoked.code).toBe(1);
       expect(rotateRevoked.stderr).toMatch(new RegExp(`^Client ${secret.json.client_id} was revoked at \\d{4}-`));
+      expect(rotateRevoked.stderr).toContain(`Create another with ${program} clients create.`);
       const rotateUnknown = await pont('clients', 'rotate-secret', 'cli_nobody');
       expect(rotateUnknown.code).toBe(1);
       expect(rotateUnknown.stderr).toMatch(/^No client cli_nobody$/m);

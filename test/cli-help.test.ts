@@ -12,7 +12,8 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { commands } from '../src/cli';
-import { cliInProcess } from './cli-in-process';
+import { invokedAs } from '../src/cli-args';
+import { cliInProcessAs } from './cli-in-process';
 import { pontCommand } from './harness';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
@@ -64,8 +65,10 @@ describe('pont --help (real processes)', () => {
       [],
     ];
     const real = await inBatches(lines, 4, (args) => pont(...args));
+    // What it tells to run names the command as it was run: node and the build's bin.js.
+    const program = invokedAs(pontCommand().at(-1), process.env, repo);
     for (const [i, args] of lines.entries()) {
-      const inProcess = await cliInProcess(...args);
+      const inProcess = await cliInProcessAs(program, ...args);
       expect(inProcess.stdout + inProcess.stderr, `pont ${args.join(' ')}`).not.toBe('');
       expect(real[i], `pont ${args.join(' ')}`).toEqual(inProcess);
     }
@@ -78,6 +81,10 @@ describe('pont --help (real processes)', () => {
     expect(code).toBe(0);
     for (const command of commands) expect(stdout).toMatch(new RegExp(`^  ${escape(command.name)}  `, 'm'));
     expect(stdout).toContain('node bin/pont.js <command>');
+    expect(stdout).toContain("Run 'node bin/pont.js <command> --help' for a command's options and examples.");
+    const usage = await launcher('clients', 'create', '--name', 'x');
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain("Run 'node bin/pont.js clients create --help' for usage.");
     expect(stdout).toContain('npm run -s pont -- <command>');
     // The project's .npmrc, whatever the person's own npm configuration (a HOME without one).
     const home = mkdtempSync(join(tmpdir(), 'pont-home-'));

@@ -5,9 +5,9 @@
  * and exit code); test/cli-help.test.ts checks that the compiled command, a real process, answers the same.
  */
 import { describe, expect, it } from 'vitest';
-import { parseCommand, UsageError, type CommandSpec } from '../src/cli-args';
+import { invokedAs, parseCommand, UsageError, type CommandSpec } from '../src/cli-args';
 import { commands } from '../src/cli';
-import { cliInProcess as cli } from './cli-in-process';
+import { cliInProcess as cli, cliInProcessAs } from './cli-in-process';
 
 /** Each command line in turn (runCli swaps console.log and console.error while it runs: one at a time). */
 async function each(argvs: string[][]): Promise<Array<{ code: number; stdout: string; stderr: string }>> {
@@ -199,6 +199,33 @@ describe('pont --help (runCli, in process)', () => {
     expect(helpGroup!.stdout).toMatch(/^Usage: pont keys <subcommand>/);
     expect(helpUnknown!.code).toBe(2);
     expect(helpUnknown!.stderr).toContain('Unknown command: nothing');
+  });
+});
+
+// Found by an outside review: the messages named a bare `pont`, which is not on the PATH of a checkout.
+describe('the command is named as it was run', () => {
+  it('invokedAs: node and the script relative to the working directory, pont as the installed binary, npm run -s pont -- through npm', () => {
+    expect(invokedAs('/srv/pont/bin/pont.js', {}, '/srv/pont')).toBe('node bin/pont.js');
+    expect(invokedAs('/app/dist/bin.js', {}, '/app')).toBe('node dist/bin.js');
+    expect(invokedAs('/srv/pont/bin/pont.js', {}, '/srv/pont/docs')).toBe('node ../bin/pont.js');
+    expect(invokedAs('/srv/pont/bin/pont.js', {}, '/home/ana/work/elsewhere')).toBe('node /srv/pont/bin/pont.js');
+    expect(invokedAs('/srv/my pont/bin/pont.js', {}, '/home')).toBe("node '/srv/my pont/bin/pont.js'");
+    expect(invokedAs('/usr/local/bin/pont', {}, '/srv')).toBe('pont');
+    expect(invokedAs('/srv/pont/bin/pont.js', { npm_lifecycle_event: 'pont' }, '/srv/pont')).toBe('npm run -s pont --');
+    expect(invokedAs('/srv/pont/node_modules/.bin/pont', { npm_command: 'exec', npm_lifecycle_event: 'npx' }, '/srv/pont')).toBe('npx pont');
+  });
+
+  it('every command it tells to run names it so: the usage hint, the help, a group\'s help, a suggestion', async () => {
+    const as = (...args: string[]) => cliInProcessAs('node bin/pont.js', ...args);
+    const usage = await as('clients', 'create', '--name', 'x');
+    expect(usage.stderr).toContain("Run 'node bin/pont.js clients create --help' for usage.");
+    expect((await as('--help')).stdout).toContain("Run 'node bin/pont.js <command> --help' for a command's options and examples.");
+    expect((await as('keys', '--help')).stdout).toContain("Run 'node bin/pont.js keys <subcommand> --help' for its options and examples.");
+    expect((await as('keys')).stderr).toMatch(/^node bin\/pont\.js keys needs a subcommand\./);
+    expect((await as('client', 'list')).stderr).toContain('Unknown command: client; did you mean node bin/pont.js clients?');
+    expect((await as('keys', 'revok')).stderr).toContain('did you mean node bin/pont.js keys revoke?');
+    expect((await as('nothing')).stderr).toContain("Run 'node bin/pont.js --help' for usage.");
+    expect(usage.stderr + (await as('--help')).stdout).not.toMatch(/'pont /);
   });
 });
 

@@ -8,14 +8,17 @@ import { runCli } from '../src/cli';
  * start, more on a busy machine) told nothing more, the start being the same for every command line; one real
  * process each for a sample of them checks that the compiled command answers the same (test/cli-help.test.ts).
  */
-export async function cliInProcess(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+export const cliInProcess = (...args: string[]) => cliInProcessAs('pont', ...args);
+
+/** cliInProcess, the command named `program` in what it tells to run (as runCli names it after how it was run: invokedAs). */
+export async function cliInProcessAs(program: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const { log, error } = console;
   let stdout = '';
   let stderr = '';
   console.log = (...parts: unknown[]) => void (stdout += `${format(...parts)}\n`);
   console.error = (...parts: unknown[]) => void (stderr += `${format(...parts)}\n`);
   try {
-    const code = await runCli(args);
+    const code = await runCli(args, program);
     return { code, stdout, stderr };
   } finally {
     console.log = log;

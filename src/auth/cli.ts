@@ -143,24 +143,25 @@ export const listClientsCommand = () => printed(() => withDatabase(listClients))
 
 export const revokeClientCommand = (id: string) => printed(() => withDatabase(async (db) => (await revokeClient(db, id)) ?? notFound('client', id)));
 
-export const rotateSecretCommand = (id: string, overlapText: string | undefined) =>
+/** `program`: the command as it was run (invokedAs), in the commands the answer tells to run. */
+export const rotateSecretCommand = (id: string, overlapText: string | undefined, program = 'pont') =>
   printed(() => {
     const overlap = parseOverlap(overlapText);
     return withDatabase(async (db) => {
       const rotated = await rotateClientSecret(db, id, overlap);
-      if (!rotated) throw new Error(whyNoSecret(id, await findClient(db, id)));
+      if (!rotated) throw new Error(whyNoSecret(id, await findClient(db, id), program));
       await db.listenersCaughtUp(); // this process's own caches, as revokeClient does
       return rotated;
     });
   });
 
 /** Why a client has no secret to rotate, and what to do instead, as true of it as can be said. */
-function whyNoSecret(id: string, client: ClientRecord | undefined): string {
+function whyNoSecret(id: string, client: ClientRecord | undefined, program: string): string {
   if (!client) return `No client ${id}`;
-  if (client.revoked_at) return `Client ${id} was revoked at ${client.revoked_at}: it takes no new secret. Create another with pont clients create.`;
+  if (client.revoked_at) return `Client ${id} was revoked at ${client.revoked_at}: it takes no new secret. Create another with ${program} clients create.`;
   const quoted = (text: string) => (/^[A-Za-z0-9._:@/-]+$/.test(text) ? text : `"${text.replace(/(["\\$`])/g, '\\$1')}"`);
   const create = [
-    'pont clients create --name',
+    `${program} clients create --name`,
     quoted(client.name),
     '--org',
     client.organization_id,
@@ -170,7 +171,7 @@ function whyNoSecret(id: string, client: ClientRecord | undefined): string {
     ...(client.all_patients ? ['--all-patients'] : []),
     '--jwks FILE',
   ].join(' ');
-  const registerAgain = `register it again with the new public keys in FILE: ${create}; give the new client id to its owner, then revoke this one: pont clients revoke ${id}`;
+  const registerAgain = `register it again with the new public keys in FILE: ${create}; give the new client id to its owner, then revoke this one: ${program} clients revoke ${id}`;
   return noSecretToRotate(client, registerAgain) ?? `Client ${id} changed while its secret was being rotated: try again`;
 }
 
