@@ -205,7 +205,8 @@ function inWords(issue: z.core.$ZodIssue, input: unknown, what = 'an allowed val
   const shown = typeof at === 'string' ? quoted(at) : undefined;
   const own = !/^(Invalid|Too (small|big)|Expected)\b/.test(issue.message);
   if (typeof at === 'string' && !at.trim()) return 'must not be empty';
-  if (issue.code === 'invalid_value') return `${shown ?? 'the value'} is not ${what} (one of: ${issue.values.join(', ')})`;
+  if (issue.code === 'invalid_value')
+    return `${shown ?? 'the value'} is not ${what} (one of: ${issue.values.join(', ')})${typeof at === 'string' ? suggest(at, issue.values.map(String)) : ''}`;
   if (own) return shown === undefined ? issue.message : /^must\b/.test(issue.message) ? `${shown} ${issue.message}` : `${shown} is not valid: ${issue.message}`;
   if (issue.code === 'too_small' && issue.origin === 'string')
     return Number(issue.minimum) <= 1 ? 'must not be empty' : `must be at least ${issue.minimum} characters, not ${String(at).length}`;

@@ -181,6 +181,8 @@ describe('pont --help (runCli, in process)', () => {
       '--facility: "f f" is not valid: use 1-64 letters, digits, . _ : -',
       expect.any(String),
     ]);
+    const [nearly] = await each([['clients', 'create', '--name', 'x', '--org', 'org-x', '--scopes', 'patients:read lab:read']]);
+    expect(nearly!.stderr).toMatch(/^--scopes: "lab:read" is not a scope Pont knows \(one of: .*\); did you mean labs:read\?\n/);
     expect(lines[3]![0]).toBe('--overlap: give 0 or a duration such as 90s, 15m, 1h, 7d (at most 30d), not "forever"');
     expect(lines[4]![0]).toBe('--month must be a month as YYYY-MM (e.g. 2025-01), not "2025-13"');
   });
