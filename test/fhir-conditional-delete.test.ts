@@ -41,7 +41,10 @@ describe('DELETE Type?criteria', () => {
 
   it('needs criteria: no query, or only control parameters, is a 400; an unknown parameter is the 400 of a search', async () => {
     const p = await patient(a, 'kept');
-    for (const query of ['', '?', '?_count=1', '?_sort=-_lastUpdated', '?nonsense=1', '?identifier=urn:cd|kept&nonsense=1']) {
+    // An empty or bare value selects nothing either (an attacker's review: `?name=` deleted a caller's only Location),
+    // nor do the parameters that page or shape an answer (`_include:iterate`, `_cursor`, `_summary`).
+    const only = ['?name=', '?identifier', '?=', '?_id=', '?name=&_count=1', '?_include:iterate=Patient:link', '?_revinclude:iterate=Encounter:subject', '?_summary=count', '?_cursor=eyJhZnRlclJpZCI6IjAifQ'];
+    for (const query of ['', '?', '?_count=1', '?_sort=-_lastUpdated', '?nonsense=1', '?identifier=urn:cd|kept&nonsense=1', ...only]) {
       const res = await remove(a, query);
       expect(res.status, query).toBe(400);
       expect(res.body.resourceType, query).toBe('OperationOutcome');
@@ -51,6 +54,30 @@ describe('DELETE Type?criteria', () => {
     const update = await fhir(a, '/Patient?_count=1', { method: 'PUT', json: { resourceType: 'Patient', name: [{ family: 'Overwritten' }] } });
     expect(update.status).toBe(400);
     expect((await fhir(a, `/Patient/${p.id}`)).body.name[0].family).toBe('Delete');
+  });
+
+  it('a cursor or _summary beside the criteria changes nothing of what they select: several stay a 412 (audited), a match stays a match', async () => {
+    const [x, y] = [await patient(a, 'paged'), await patient(a, 'paged')];
+    const page = await fhir(a, '/Patient?identifier=urn:cd|paged&_count=1');
+    const next = new URL(page.body.link.find((l: { relation: string }) => l.relation === 'next').url).searchParams.get('_cursor')!;
+    const before = await pont.services.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM audit_log WHERE organization_id = 'org-a' AND action = 'R'`);
+    expect((await remove(a, `?identifier=urn:cd|paged&_cursor=${encodeURIComponent(next)}`)).status).toBe(412);
+    expect((await remove(a, '?identifier=urn:cd|paged&_count=1&_sort=_id')).status).toBe(412);
+    expect([await status(x.id), await status(y.id)]).toEqual([200, 200]);
+    const after = await pont.services.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM audit_log WHERE organization_id = 'org-a' AND action = 'R'`);
+    expect(after.rows[0]!.n).toBeGreaterThan(before.rows[0]!.n);
+    const one = await patient(a, 'counted');
+    expect((await remove(a, '?identifier=urn:cd|counted&_summary=count')).status).toBe(204);
+    expect(await status(one.id)).toBe(410);
+  });
+
+  it('criteria written differently but selecting alike are one lock: a burst of conditional updates creates once', async () => {
+    const spellings = ['', '&_pretty=true', '&_format=json', '&_count=1', '&_total=none', '&_elements=id', '&name=', '&_summary=true'];
+    const answers = await Promise.all(
+      spellings.map((extra) => fhir(a, `/Patient?identifier=urn:cd|spelled${extra}`, { method: 'PUT', json: { resourceType: 'Patient', identifier: [{ system: 'urn:cd', value: 'spelled' }] } })),
+    );
+    expect(answers.map((r) => r.status).sort()).toEqual([200, 200, 200, 200, 200, 200, 200, 201]);
+    expect((await fhir(a, '/Patient?identifier=urn:cd|spelled')).body.entry).toHaveLength(1);
   });
 
   it('honours If-Match: another version is a 412 and deletes nothing', async () => {
@@ -72,6 +99,14 @@ describe('DELETE Type?criteria', () => {
     expect(conditional.status).toBe(direct.status);
     expect(conditional.status).toBeGreaterThanOrEqual(400);
     expect((await fhir(a, `/Organization/${org.body.id}`)).status).toBe(200);
+  });
+
+  it('a type no client writes (Consent, AuditEvent) is a 403 whether or not something matches', async () => {
+    for (const type of ['Consent', 'AuditEvent']) {
+      const res = await fhir(b, `/${type}?_id=none-such`, { method: 'DELETE' });
+      expect(res.status, type).toBe(403);
+      expect(res.body.resourceType).toBe('OperationOutcome');
+    }
   });
 
   it('needs fhir:write', async () => {

@@ -25,7 +25,7 @@ import { accessPatients, linksOf, patientsOf, unplacedReason } from './compartme
 import { referenceTarget } from './indexer';
 import { filedPatients, withFiledPatients } from './store/filed';
 import { hashKey } from '../core/hash';
-import { namesPatient, parseSearch, type ParsedSearch, type QueryParams } from './search/parse';
+import { isResultParameter, namesPatient, parseSearch, type ParsedSearch, type QueryParams } from './search/parse';
 import { everythingBundle, historyBundle, missing, readOneVersion, readReferenced, readVersion, readVersions, type EverythingParams, type FoundVersion } from './store/history';
 import { checkSearchReach, pagesStatement, readPages, searchResources, type SearchOptions } from './store/search';
 import type { PageShapes, PatientSearch } from './store/page-shapes';
@@ -175,9 +175,6 @@ const MANAGED_TYPES: Record<string, Channel[]> = { AuditEvent: ['system'], Conse
  * together. `transaction()` composes several calls into one transaction; calls made inside it (and
  * nested `transaction()` calls) join it.
  */
-/** The search parameters that shape a result rather than select: no criteria of a conditional write on their own. */
-const RESULT_PARAMETERS = new Set(['_count', '_sort', '_summary', '_elements', '_include', '_revinclude', '_total', '_format', '_pretty', '_offset', '_contained', '_containedType']);
-const RESULT_PARAMETERS_TEXT = [...RESULT_PARAMETERS].join(', ');
 
 export class FhirRepository {
   readonly access: AccessPolicy;
@@ -612,6 +609,8 @@ export class FhirRepository {
    */
   async conditionalDelete(type: string, criteria: string, options: { ifMatch?: string } = {}): Promise<void> {
     checkType(type);
+    // A type no client deletes (Consent, AuditEvent) is refused before any search: its 403 whether or not one matches.
+    this.checkWritable(type);
     await this.transaction(async () => {
       const match = await this.matchOne(type, criteria, 'Conditional delete');
       if (match) await this.delete(type, match.id!, options);
@@ -703,16 +702,27 @@ export class FhirRepository {
     // match), so a conditional write never reveals, returns or counts another organisation's data.
     await this.checkReadable(type);
     const query = new URLSearchParams(criteria.replace(/^[^?]*\?/, ''));
-    const pairs = [...query].sort(([a, x], [b, y]) => (a === b ? (x < y ? -1 : x > y ? 1 : 0) : a < b ? -1 : 1));
-    // Parameters that shape a result select nothing: `_count=1` alone would make any one resource the match.
-    if (!pairs.some(([name]) => !RESULT_PARAMETERS.has(name))) throw badRequest(`${what}: the search criteria are empty (${RESULT_PARAMETERS_TEXT} select nothing)`);
+    // The criteria are what selects. A result parameter (_count, _sort, _summary, _cursor, _include…) shapes a search's
+    // answer, not what matches, and is left out: `_count=1` alone would make any one resource the match, a cursor
+    // would page past the 412, `_summary=count` would match nothing. An empty value selects nothing (FHIR: ignored).
+    // The lock is taken on what is left, so criteria written differently but selecting alike wait for each other.
+    const pairs = [...query]
+      .filter(([name, value]) => value !== '' && !isResultParameter(name))
+      .sort(([a, x], [b, y]) => (a === b ? (x < y ? -1 : x > y ? 1 : 0) : a < b ? -1 : 1));
+    const none = () => badRequest(`${what}: no search criteria select anything (an empty value selects nothing, nor do _count, _sort, _summary, _cursor and the other result parameters)`);
+    if (!pairs.length) throw none();
     await this.sql.query('SELECT pg_advisory_xact_lock($1::bigint)', [hashKey('conditional-write', type, JSON.stringify(pairs))]);
     const params: QueryParams = {};
     for (const [k, v] of pairs) params[k] = params[k] === undefined ? v : ([] as string[]).concat(params[k]!, v);
     const parsed = parseSearch(type, params, this.baseUrl);
+    if (!parsed.filters.length) throw none();
     const matches = await searchResources<T>(this.sql, this.baseUrl, { ...parsed, count: 2, total: 'none' }, params, this.access);
     const found = (matches.entry ?? []).filter((e) => e.search?.mode === 'match').map((e) => e.resource as T);
-    if (found.length > 1) throw new ApiError(412, ErrorCode.preconditionFailed, `${what} matched more than one resource`);
+    if (found.length > 1) {
+      // The answer tells the caller that several it may see match: audited as the search it amounts to.
+      await this.auditAccess('read', 'R', found);
+      throw new ApiError(412, ErrorCode.preconditionFailed, `${what} matched more than one resource`);
+    }
     // The match is shown to the caller (conditional create returns it, in a bundle too): audited as a read.
     if (found[0]) await this.auditAccess('read', 'R', [found[0]]);
     return found[0];

@@ -107,6 +107,8 @@ export const MAX_COUNT = 1000;
 
 /** Result and control parameters; everything else must be a SearchParameter of the type. */
 const RESULT_PARAMS = new Set(['_count', '_sort', '_include', '_revinclude', '_total', '_summary', '_elements', '_format', '_pretty', '_cursor']);
+/** A parameter that shapes a search's answer (its size, order, page, form, what is added), not which resources match. */
+export const isResultParameter = (key: string) => RESULT_PARAMS.has(key) || key.startsWith('_include') || key.startsWith('_revinclude');
 const UNSUPPORTED = new Set(['_text', '_content', '_list', '_filter', '_query', '_type', '_contained', '_containedType', '_offset']);
 
 /** Splits on commas not escaped with a backslash, then unescapes `\,` `\|` `\$` `\\`. */
@@ -174,7 +176,7 @@ export function searchProblem(resourceType: string, query: QueryParams): string 
 export function parseSearch(resourceType: string, query: QueryParams, localBase: string): ParsedSearch {
   const search: ParsedSearch = { resourceType, filters: [], count: DEFAULT_COUNT, total: 'accurate', sort: [], include: [], revinclude: [] };
   for (const [key, raw] of entries(query)) {
-    if (RESULT_PARAMS.has(key) || key.startsWith('_include') || key.startsWith('_revinclude')) {
+    if (isResultParameter(key)) {
       parseResultParam(search, key, raw);
       continue;
     }
