@@ -1,3 +1,4 @@
+import { validateFhirResource } from '../src/fhir/validate';
 import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { once } from 'node:events';
@@ -189,6 +190,28 @@ describe('structured numeric results (found by an outside laboratory integrator:
     for (const sn of ['<>^5', '>^10^-^20', '^2^+', '^10^-', '^10^-^abc', '^1^.^5']) {
       expect(refusal(sn), sn).toMatchObject({ ok: false, ack: 'AE', error: { location: expect.stringMatching(/^OBX-5(\.\d)?$/) } });
     }
+  });
+  it('an attacker\'s review: a half-given SN, a second repetition, OBX-2 with components, or a number JavaScript reads and v2 does not is AE, never a value that says something else', () => {
+    // Half a value: a comparator with no number, a range or ratio without its first number, a second number with no separator.
+    for (const sn of ['<^', '<', '^^-^20', '^^:^128', '^5^^7', '^5~^6', '^0x10', '^1e3']) {
+      expect(refusal(sn), sn).toMatchObject({ ok: false, ack: 'AE', error: { location: expect.stringMatching(/^OBX-5(\.\d)?$/) } });
+    }
+    // OBX-2's type is its first component: `SN^Structured` and `SN~NM` are SNs, `<>^5` ("not 5") refused there too;
+    // `SN&x` is no type the maps read (OBX-2).
+    for (const [type, location] of [['SN^Structured', 'OBX-5'], ['SN~NM', 'OBX-5'], ['SN&x', 'OBX-2']]) {
+      const translation = translate(Hl7Message.parse(oru(`OBX|1|${type}|2345-7^Glucose^LN||<>^5|mg/dL|||||F`)), loadMappings());
+      expect(translation, type).toMatchObject({ ok: false, ack: 'AE', error: { location } });
+    }
+    for (const nm of ['0x10', '0b11', '1e3', 'Infinity', '5~6', '1,5']) {
+      const translation = translate(Hl7Message.parse(oru(`OBX|1|NM|2345-7^Glucose^LN||${nm}|mg/dL|||||F`)), loadMappings());
+      expect(translation, nm).toMatchObject({ ok: false, ack: 'AE', error: { location: expect.stringMatching(/^OBX-5(\.\d)?$/) } });
+    }
+    // A type the maps read no value of, its value given: AE naming OBX-2, not an Observation without its value.
+    for (const type of ['ZZ', 'ED', 'RP']) {
+      const translation = translate(Hl7Message.parse(oru(`OBX|1|${type}|2345-7^Glucose^LN||^TEXT^^A^Zm9v||||||F`)), loadMappings());
+      expect(translation, type).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-2' } });
+    }
+    for (const [nm, value] of [['+5', 5], ['-0.5', -0.5], ['.5', 0.5], ['5.', 5], [' 12 ', 12]] as const) expect(observationsOf(`OBX|1|NM|2345-7^Glucose^LN||${nm}|mg/dL|||||F`)[0].valueQuantity.value, nm).toBe(value);
   });
 });
 
@@ -593,5 +616,27 @@ describe('the config file', () => {
     expect(key({ ...good, pont_url: 'ftp://x' })).toBe('pont_url');
     expect(key({ ...good, max_message_bytes: 10 })).toBe('max_message_bytes');
     expect(key({ ...good, queue: '/q' })).toBe('queue');
+  });
+});
+
+describe('a value of spaces alone (an attacker\'s review: AA, then FHIR Pont refuses, and the message lost)', () => {
+  it('is no value, and what the maps write is valid FHIR; spaces around a value are padding', () => {
+    const message = [
+      'MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ORU^R01^ORU_R01|C9|P|2.5.1',
+      'PID|1||P1^^^GHH^MR|| ^ ||19800101|F|||   |||  ~ 555 1234 ',
+      'OBR|1|O1^OE|F1^LAB|24323-8^CMP^LN|||20240116093000||||||||||||||||||F',
+      'OBX|1|NM|2345-7^ ^LN||5.5| |  |  |||F',
+      'NTE|1|| ',
+      'OBX|2|ST|5778-6^Color^LN||  ||||||F',
+    ].join('\r');
+    const translation = translate(Hl7Message.parse(message), loadMappings());
+    if (!translation.ok) throw new Error(JSON.stringify(translation.error));
+    for (const resource of translation.resources) expect(() => validateFhirResource(resource as never), JSON.stringify(resource)).not.toThrow();
+    const patient = translation.resources.find((r) => r.resourceType === 'Patient') as any;
+    expect(patient.telecom).toEqual([{ system: 'phone', value: '555 1234', use: 'work' }]); // PID-14
+    const [glucose, color] = translation.resources.filter((r) => r.resourceType === 'Observation') as any[];
+    expect(glucose.valueQuantity).toEqual({ value: 5.5 });
+    expect(glucose.note).toBeUndefined();
+    expect(color.valueString).toBeUndefined();
   });
 });

@@ -281,10 +281,19 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
       // An SN whose form FHIR has no value for is refused rather than stored as a number that says another result:
       // a comparator FHIR lacks (`<>^5`, not equal), a separator or suffix other than a range's `-` and a ratio's `:` or `/` (`^2^+`), two numbers with a
       // comparator (`>^10^-^20`), or a range or ratio without its second number. The forms FHIR has are the map's.
-      if (segment.getField(2)?.toString() === 'SN') {
+      // The value's type is OBX-2's first component (the map's): `SN^Structured` is an SN too.
+      const valueType = segment.getField(2)?.getComponent(1) ?? '';
+      // A number result is one value: a second repetition (`5~6`) would be dropped.
+      if ((valueType === 'NM' || valueType === 'SN') && (segment.getField(5)?.toString() ?? '').includes(message.context.repetitionSeparator)) {
+        throw new FieldError('OBX-5', ErrorCondition.dataType, `OBX-5 ${JSON.stringify(segment.getField(5)!.toString())}: an ${valueType} result is one value, not several: send each in an OBX of its own`, sequence);
+      }
+      if (valueType === 'SN') {
         const sn = segment.getField(5);
-        const [comparator, , separator, second] = [1, 2, 3, 4].map((c) => sn?.getComponent(c) ?? '');
+        const [comparator, first, separator, second] = [1, 2, 3, 4].map((c) => sn?.getComponent(c) ?? '');
+        const given = [comparator, first, separator, second].some(Boolean);
         const problem = !['', '=', '<', '>', '<=', '>='].includes(comparator) ? `the comparator ${JSON.stringify(comparator)} is none FHIR has (<, <=, >=, >; = or none for the number itself)`
+          : given && !first ? 'the number (SN-2) is missing'
+          : !separator && second ? `a second number (${JSON.stringify(second)}) without a separator (SN-3: - for a range, : or / for a ratio)`
           : !separator ? undefined
           : !['-', ':', '/'].includes(separator) ? `the separator or suffix ${JSON.stringify(separator)} is not mapped (a range ^10^-^20, a ratio ^1^:^128)`
           : comparator && comparator !== '=' ? `a comparator beside two numbers (${JSON.stringify(comparator)}) says no range or ratio FHIR has`
@@ -297,6 +306,12 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
       // A number sent empty (`""`, or nothing) with its unit: no value, not a Quantity of a unit alone.
       const quantity = observation.valueQuantity as { value?: number } | undefined;
       if (quantity && quantity.value === undefined) delete observation.valueQuantity;
+      // A value given that the maps wrote nothing of (an OBX-2 they do not read: ED, RP, a type with a subcomponent)
+      // would be lost under an AA: refused, naming the type, so that the sender sends it as one they read.
+      const given = (segment.getField(5)?.toString() ?? '').trim();
+      if (given && given !== '""' && !Object.keys(observation).some((k) => k.startsWith('value'))) {
+        throw new FieldError('OBX-2', ErrorCondition.tableValue, `OBX-2 ${JSON.stringify(segment.getField(2)?.toString() ?? '')}: the maps read no value of this type, so OBX-5 would be lost: send it as a type they read (NM, SN, ST, TX, FT, CE, CWE, DT, TS, DTM)`, sequence);
+      }
       const line = lineOf.get(segment);
       if (line) {
         observation.id = `${observation.id as string}-${line}`;

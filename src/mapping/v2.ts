@@ -18,9 +18,13 @@ export function readV2(program: MapProgram, scope: V2Scope): { connect: Record<s
   const problems: V2Problem[] = [];
   const declared = new Map(program.fields.map((f) => [f.field.name, f.field]));
   /** A value read from the message as its Connect field's type; undefined (and a problem said) when it does not fit. */
-  const convert = (field: ConnectField, name: string, location: string, text: string): unknown => {
+  const convert = (field: ConnectField, name: string, location: string, given: string): unknown => {
     // A NUL written as an escape (\X00\): Pont stores none, so the message is refused naming the field.
-    if (text.includes('\u0000')) return void problems.push({ field: name, location, message: `${location} holds a NUL character (0x00), which Pont does not store` });
+    if (given.includes('\u0000')) return void problems.push({ field: name, location, message: `${location} holds a NUL character (0x00), which Pont does not store` });
+    // Spaces around a value are a sender's padding (fixed-width systems), and a value of spaces alone is no value:
+    // FHIR refuses a string of whitespace, which would lose a message acknowledged AA.
+    const text = given.trim();
+    if (!text) return undefined;
     const value = fromV2Text(text, field.type);
     if (value === undefined) problems.push({ field: name, location, message: `${location} \`${text}\` is not a ${field.type}` });
     return value;
@@ -54,6 +58,8 @@ export function readV2(program: MapProgram, scope: V2Scope): { connect: Record<s
   return { connect, problems };
 }
 
+const V2_NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)$/;
+
 /** A v2 value as the Connect type wants it (DTM `20240115083000+0100` -> ISO 8601); undefined when it does not fit. */
 export function fromV2Text(text: string, type: ConnectType): unknown {
   switch (type) {
@@ -63,8 +69,10 @@ export function fromV2Text(text: string, type: ConnectType): unknown {
       return text.replace(/[^A-Za-z0-9.-]+/g, '-').slice(0, 64);
     case 'number':
     case 'integer': {
+      // v2 NM: an optional sign, digits and an optional decimal point (not JavaScript's 0x10, 1e3 or Infinity).
+      if (!V2_NUMBER.test(text.trim())) return undefined;
       const n = Number(text.trim());
-      return text.trim() !== '' && Number.isFinite(n) && (type === 'number' || Number.isInteger(n)) ? n : undefined;
+      return Number.isFinite(n) && (type === 'number' || Number.isInteger(n)) ? n : undefined;
     }
     case 'boolean':
       return text === 'Y' ? true : text === 'N' ? false : undefined;
