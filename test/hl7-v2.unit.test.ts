@@ -353,6 +353,9 @@ describe('acknowledgements', () => {
     expect(ack).not.toContain('\u0000');
     expect(ack.split('\r')[0]).toBe('MSH|^~\\&|PONT|FAC|LAB\\X00\\|GHH|20240116120000+0000||ACK^A04^ACK|A4|P|2.5.1');
     expect(ack.split('\r')[1]).toBe('MSA|AE|C\\X00\\9|Application error');
+    // A NUL as the escape character itself (MSH-2) leaves no way to write one: the ACK drops it (an attacker's review).
+    const nulEscape = 'MSH|^~\u0000&|LAB|GHH|PONT|FAC|20240116||ADT^A04^ADT_A01|C\u00009|P|2.5.1\rPID|1||P1^^^GHH^MR||DOE^JO';
+    expect(buildAck({ message: Hl7Message.parse(nulEscape), code: 'AE', now, controlId: 'A5' })).not.toContain('\u0000');
   });
   it('enhanced mode: CA/CE as MSH-15 asks; none for NE, none on success for ER', () => {
     const with15 = (v: string) => Hl7Message.parse(`MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ADT^A01|C9|P|2.5|||${v}|NE`);

@@ -63,7 +63,8 @@ export function buildAck({ message, code, error, now, controlId, application = f
   // A NUL the message carried (MSA-2 echoes MSH-10, the MSH echoes MSH-3 to MSH-6) is escaped as \X00\, never
   // sent raw: the ACK holds no NUL byte, and MSA-2 un-escaped is still the sender's control id, so it can match the
   // ACK to its message. (Without an escape character, which Hl7Message always supplies, it would be dropped.)
-  return segments.join('\r').replace(/\u0000/g, e ? `${e}X00${e}` : '');
+  // A message whose escape character is itself a NUL (MSH-2) has no way to write one: dropped.
+  return segments.join('\r').replace(/\u0000/g, e && e !== '\u0000' ? `${e}X00${e}` : '');
 }
 
 /** ERR in the message's version: ERR-1 (ELD) before v2.5, ERR-2/3/4/8 from v2.5 on. Text in it is escaped. */
