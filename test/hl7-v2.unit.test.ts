@@ -307,6 +307,11 @@ describe('phones and emails (found by an outside laboratory integrator: a number
       { system: 'fax', value: '555 5550000', use: 'home' },
       { system: 'pager', value: '5551111', use: 'home' },
     ]);
+    // Its country code (XTN-5) and extension (XTN-8) are the number's too (an attacker's review: both were dropped).
+    expect(patientOf('PID|1||P1^^^GHH^MR||DOE^JO||19700101|F|||||^PRN^PH^^1^555^3334444|^WPN^PH^^^555^1234567^42').telecom).toEqual([
+      { system: 'phone', value: '+1 555 3334444', use: 'home' },
+      { system: 'phone', value: '555 1234567 ext. 42', use: 'work' },
+    ]);
   });
 });
 

@@ -8,7 +8,7 @@
  *   condition   := path (' = ' code(,code)*)? | 'not ' path   one of the codes (no codes: has a value); has no value
  *   value       := path | fn '(' path (', ' path)* ')' | 'text'
  *   path        := SEG-F[.C[.S]]                               field F, component C (default 1), subcomponent S
- *   fn          := key | low | high | range_text | lines | date | join
+ *   fn          := key | low | high | range_text | lines | date | join | phone
  *
  * A condition on the same field as the value picks the repetition (`PID-5.1 where PID-5.7 = L`: the family name
  * of the legal name), and then the value is that repetition's, empty or not (the next alternative counts only when
@@ -59,7 +59,7 @@ export interface V2Objects {
   fields: ReadonlyMap<string, V2Expression>;
 }
 
-const FUNCTIONS = ['key', 'low', 'high', 'range_text', 'lines', 'date', 'join'] as const;
+const FUNCTIONS = ['key', 'low', 'high', 'range_text', 'lines', 'date', 'join', 'phone'] as const;
 type V2Function = (typeof FUNCTIONS)[number];
 
 const PATH = /^([A-Z][A-Z0-9]{2})-(\d{1,3})(?:\.(\d{1,3})(?:\.(\d{1,3}))?)?$/;
@@ -240,6 +240,13 @@ function apply(fn: V2Function | undefined, values: string[]): string | undefined
     case 'join':
       // The parts given, as written, a space between (`join(PID-13.6, PID-13.7)`: area code and local number).
       return values.filter(Boolean).join(' ') || undefined;
+    case 'phone': {
+      // An XTN's number from its parts (`phone(PID-13.5, PID-13.6, PID-13.7, PID-13.8)`: country code, area code, local
+      // number, extension), as the v2-to-FHIR guide writes ContactPoint.value: `+1 555 3334444 ext. 42`.
+      const [country, area, local, extension] = values;
+      if (!local) return undefined;
+      return [country && `+${country.replace(/^\+/, '')}`, area, local, extension && `ext. ${extension}`].filter(Boolean).join(' ');
+    }
   }
 }
 
