@@ -8,12 +8,11 @@ import { clientAddressMiddleware } from './http/client-address';
 import { isContention, sqlState } from './db/database';
 import { buildOpenApi } from './http/openapi';
 import { prepareDocument, type PreparedDocument } from './http/prepared-document';
-import { mountRoutes, type RouteSpec } from './http/routes';
+import { allowedMethods, mountRoutes, type RouteSpec } from './http/routes';
 import type { Services } from './http/services';
 import { systemRoutes } from './routes/system';
 import { fhirRoutes } from './routes/fhir';
 import { FHIR_BASE_PATH } from './fhir/service';
-import { isResourceType } from './core/fhir-definitions';
 import { authRoutes } from './routes/auth';
 import { patientRoutes } from './routes/patients';
 import { webhookRoutes } from './routes/webhooks';
@@ -207,21 +206,3 @@ export function createApp(services: Services): Koa {
   return app;
 }
 
-interface MatchedLayer {
-  methods: string[];
-  captures(path: string): string[];
-  params(path: string, captures: string[]): Record<string, string>;
-}
-
-/**
- * The methods the path answers, for a 405's Allow: those of the routes it matched, less the FHIR routes whose
- * `{type}` is no resource type (`/metadata` also matches `/{type}`, but POST there is no create).
- */
-function allowedMethods(ctx: Koa.Context): string {
-  const layers = ((ctx as { matched?: MatchedLayer[] }).matched ?? []).filter((l) => l.methods.length);
-  const typed = layers.filter((l) => {
-    const type = l.params(ctx.path, l.captures(ctx.path)).type;
-    return type === undefined || isResourceType(type);
-  });
-  return [...new Set((typed.length ? typed : layers).flatMap((l) => l.methods))].join(', ');
-}

@@ -5,6 +5,7 @@ import type { AccessControl, Principal, Security } from '../core/principal';
 import type { Channel } from '../policy/index';
 import type { FhirRepository } from '../fhir/repository';
 import type { FhirService } from '../fhir/service';
+import { isResourceType } from '../core/fhir-definitions';
 import { readBody } from './body';
 import { ApiError, ErrorCode, invalidFields } from './errors';
 import type { HandlerResult } from './result';
@@ -155,6 +156,13 @@ export function mountRoutes(router: Router, routes: readonly RouteSpec[], option
   for (const route of routes) {
     router[route.method](koaPath(route.path), async (ctx) => {
       if (route.fhir) ctx.state.fhir = true;
+      // `{type}` that is no resource type, on a path that has routes of its own (`DELETE /metadata` matches `DELETE
+      // /{type}`): the 405 of that path's methods, before any authentication, as if this route did not match.
+      const type = (ctx.params as Record<string, string>).type;
+      if (type !== undefined && !isResourceType(type)) {
+        const allow = allowedMethods(ctx);
+        if (allow && !allow.split(', ').includes(ctx.method)) throw new ApiError(405, ErrorCode.methodNotAllowed, 'Method not allowed on this path', { headers: { Allow: allow } });
+      }
       const principal = await options.access.authorize(ctx, route.security, route.group ?? route.tags[0] ?? 'default');
       ctx.state.principal = principal;
       const params = parse(route.params, ctx.params, 'path');
@@ -194,4 +202,23 @@ export function mountRoutes(router: Router, routes: readonly RouteSpec[], option
       } else if (ctx.status !== 204 && ctx.status !== 304) ctx.body = ''; // no body (e.g. Prefer: return=minimal), not koa's status text
     });
   }
+}
+
+interface MatchedLayer {
+  methods: string[];
+  captures(path: string): string[];
+  params(path: string, captures: string[]): Record<string, string>;
+}
+
+/**
+ * The methods the path answers, for a 405's Allow: those of the routes it matched, less the FHIR routes whose
+ * `{type}` is no resource type (`/metadata` also matches `/{type}`, but POST there is no create).
+ */
+export function allowedMethods(ctx: Context): string {
+  const layers = ((ctx as { matched?: MatchedLayer[] }).matched ?? []).filter((l) => l.methods.length);
+  const typed = layers.filter((l) => {
+    const type = l.params(ctx.path, l.captures(ctx.path)).type;
+    return type === undefined || isResourceType(type);
+  });
+  return [...new Set((typed.length ? typed : layers).flatMap((l) => l.methods))].join(', ');
 }
