@@ -158,7 +158,7 @@ export function mountRoutes(router: Router, routes: readonly RouteSpec[], option
       if (route.fhir) ctx.state.fhir = true;
       // `{type}` that is no resource type, on a path that has routes of its own (`DELETE /metadata` matches `DELETE
       // /{type}`): the 405 of that path's methods, before any authentication, as if this route did not match.
-      const type = (ctx.params as Record<string, string>).type;
+      const type = route.fhir ? (ctx.params as Record<string, string>).type : undefined;
       if (type !== undefined && !isResourceType(type)) {
         const allow = allowedMethods(ctx);
         if (allow && !allow.split(', ').includes(ctx.method)) throw new ApiError(405, ErrorCode.methodNotAllowed, 'Method not allowed on this path', { headers: { Allow: allow } });
