@@ -709,13 +709,12 @@ export class FhirRepository {
     const pairs = [...query]
       .filter(([name, value]) => value !== '' && !isResultParameter(name))
       .sort(([a, x], [b, y]) => (a === b ? (x < y ? -1 : x > y ? 1 : 0) : a < b ? -1 : 1));
-    const none = () => badRequest(`${what}: no search criteria select anything (an empty value selects nothing, nor do _count, _sort, _summary, _cursor and the other result parameters)`);
-    if (!pairs.length) throw none();
+    // Each pair left is a filter (or a parameter the parser refuses): a search of none would match everything.
+    if (!pairs.length) throw badRequest(`${what}: no search criteria select anything (an empty value selects nothing, nor do _count, _sort, _summary, _cursor and the other result parameters)`);
     await this.sql.query('SELECT pg_advisory_xact_lock($1::bigint)', [hashKey('conditional-write', type, JSON.stringify(pairs))]);
     const params: QueryParams = {};
     for (const [k, v] of pairs) params[k] = params[k] === undefined ? v : ([] as string[]).concat(params[k]!, v);
     const parsed = parseSearch(type, params, this.baseUrl);
-    if (!parsed.filters.length) throw none();
     const matches = await searchResources<T>(this.sql, this.baseUrl, { ...parsed, count: 2, total: 'none' }, params, this.access);
     const found = (matches.entry ?? []).filter((e) => e.search?.mode === 'match').map((e) => e.resource as T);
     if (found.length > 1) {
