@@ -418,7 +418,8 @@ export function batchOf(candidates: QueuedMessage[], whole: boolean): Batch {
   const seen = batch.contents;
   for (const m of candidates) {
     const added = new Map<string, string>();
-    const fresh: unknown[] = [];
+    /** The resources this message adds, each with its JSON. */
+    const fresh: Array<{ resource: unknown; json: string }> = [];
     let conflict = false;
     for (const r of m.resources as Array<{ resourceType: string; id: string }>) {
       const key = `${r.resourceType}/${r.id}`;
@@ -430,7 +431,7 @@ export function batchOf(candidates: QueuedMessage[], whole: boolean): Batch {
         break;
       }
       added.set(key, json);
-      fresh.push(r);
+      fresh.push({ resource: r, json });
     }
     const bytes = [...added.values()].reduce((n, json) => n + Buffer.byteLength(json), 0);
     if (!whole && batch.messages.length && (conflict || batch.resources.length + fresh.length > MAX_BATCH_RESOURCES || batch.bytes + bytes > MAX_BATCH_BYTES)) break;
@@ -440,14 +441,14 @@ export function batchOf(candidates: QueuedMessage[], whole: boolean): Batch {
       batch.resources = batch.messages.flatMap((x) => x.resources);
       batch.texts = batch.resources.map((r) => JSON.stringify(r));
       batch.owners = batch.messages.flatMap((x) => x.resources.map(() => x.id));
-      for (const r of batch.resources as Array<{ resourceType: string; id: string }>) seen.set(`${r.resourceType}/${r.id}`, JSON.stringify(r));
+      (batch.resources as Array<{ resourceType: string; id: string }>).forEach((r, i) => seen.set(`${r.resourceType}/${r.id}`, batch.texts[i]!));
       return withDependencies(batch, true);
     }
     batch.messages.push(m);
     batch.bytes += bytes;
-    for (const r of fresh) {
-      batch.resources.push(r);
-      batch.texts.push(added.get(`${(r as { resourceType: string }).resourceType}/${(r as { id: string }).id}`)!);
+    for (const { resource, json } of fresh) {
+      batch.resources.push(resource);
+      batch.texts.push(json);
       batch.owners.push(m.id);
     }
     for (const [key, json] of added) seen.set(key, json);
