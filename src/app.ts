@@ -201,7 +201,7 @@ export function createApp(services: Services): Koa {
     await methodCheck(ctx as Parameters<typeof methodCheck>[0], next);
     if (ctx.status !== 405 && ctx.status !== 501) return;
     const message = ctx.status === 405 ? 'Method not allowed on this path' : 'Method not supported';
-    throw new ApiError(405, ErrorCode.methodNotAllowed, message, { headers: { Allow: allowedMethods(ctx) } });
+    throw new ApiError(405, ErrorCode.methodNotAllowed, message, { headers: { Allow: allowedMethods(ctx).join(', ') } });
   });
   return app;
 }

@@ -161,7 +161,7 @@ export function mountRoutes(router: Router, routes: readonly RouteSpec[], option
       const type = route.fhir ? (ctx.params as Record<string, string>).type : undefined;
       if (type !== undefined && !isResourceType(type)) {
         const allow = allowedMethods(ctx);
-        if (allow && !allow.split(', ').includes(ctx.method)) throw new ApiError(405, ErrorCode.methodNotAllowed, 'Method not allowed on this path', { headers: { Allow: allow } });
+        if (allow.length && !allow.includes(ctx.method)) throw new ApiError(405, ErrorCode.methodNotAllowed, 'Method not allowed on this path', { headers: { Allow: allow.join(', ') } });
       }
       const principal = await options.access.authorize(ctx, route.security, route.group ?? route.tags[0] ?? 'default');
       ctx.state.principal = principal;
@@ -214,11 +214,11 @@ interface MatchedLayer {
  * The methods the path answers, for a 405's Allow: those of the routes it matched, less the FHIR routes whose
  * `{type}` is no resource type (`/metadata` also matches `/{type}`, but POST there is no create).
  */
-export function allowedMethods(ctx: Context): string {
+export function allowedMethods(ctx: Context): string[] {
   const layers = ((ctx as { matched?: MatchedLayer[] }).matched ?? []).filter((l) => l.methods.length);
   const typed = layers.filter((l) => {
     const type = l.params(ctx.path, l.captures(ctx.path)).type;
     return type === undefined || isResourceType(type);
   });
-  return [...new Set((typed.length ? typed : layers).flatMap((l) => l.methods))].join(', ');
+  return [...new Set((typed.length ? typed : layers).flatMap((l) => l.methods))];
 }
