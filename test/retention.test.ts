@@ -20,7 +20,7 @@ import { openDatabase } from '../src/db/open';
 import { validateFhirResource } from '../src/fhir/validate';
 import { archiveMonth, ArchiveError, monthDirectory, restoreMonth, verifyArchive, type Manifest } from '../src/retention/audit-archive';
 import { claimJob, releaseJob, runRetention, type PurgeById, type RetentionConfig } from '../src/retention/job';
-import { monthPartitions, partitionName, PARTITIONED } from '../src/retention/partitions';
+import { ensurePartitions, monthPartitions, partitionName, PARTITIONED, type PartitionedTable } from '../src/retention/partitions';
 import { monthOf, monthStart, parseRetention, type Month } from '../src/core/period';
 import { startPont, type RunningPont } from '../src/server';
 import { eventually } from './eventually';
@@ -305,6 +305,41 @@ describe(`retention (${backend})`, () => {
     const current = await pont.json('/api/fhir/R4/Organization/org-retention', { headers: writer.headers });
     expect(current.body.name).toBe('Third');
     expect((await pont.json('/api/fhir/R4/Organization/org-retention/_history/1', { headers: writer.headers })).status).toBe(404);
+  });
+
+  // Found by the PHP client's suite in CI: an event replayed at once was then 404 to its deliveries' listing, read
+  // while the first retention pass moved the month's rows out of the default partition. A statement planned with the
+  // partitions as they were scanned the default partition after the move, and not the new one: the row was in neither.
+  // On a table of the test's own, shaped as the partitioned ones are, where PostgreSQL 15 shows it every time.
+  it.runIf(backend === 'postgres')('a row moved out of the default partition is read by a query made during the move', async () => {
+    const t = { table: 'test_moved', column: 'created_at' } as unknown as PartitionedTable;
+    const at = new Date('2031-03-10T12:00:00Z');
+    // The move pauses once the partition is attached, until the test lets it go: an event trigger waits on an
+    // advisory lock the test holds.
+    await db.exec(`CREATE TABLE test_moved (id text, created_at timestamptz NOT NULL, PRIMARY KEY (id, created_at)) PARTITION BY RANGE (created_at);
+      CREATE TABLE test_moved_default PARTITION OF test_moved DEFAULT;
+      CREATE FUNCTION test_attach_pause() RETURNS event_trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_advisory_xact_lock_shared(4242); END $$;
+      CREATE EVENT TRIGGER test_attach_pause ON ddl_command_end WHEN TAG IN ('ALTER TABLE') EXECUTE FUNCTION test_attach_pause()`);
+    await db.query('INSERT INTO test_moved (id, created_at) VALUES ($1, $2)', ['moved', at.toISOString()]);
+    const holder = new pg.Client({ connectionString: pont.config.databaseUrl });
+    const reader = new pg.Client({ connectionString: pont.config.databaseUrl });
+    await Promise.all([holder.connect(), reader.connect()]);
+    try {
+      const [{ pid }] = (await reader.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows as [{ pid: number }];
+      await holder.query('SELECT pg_advisory_lock(4242)');
+      const made = ensurePartitions(db, t, at);
+      await eventually(async () => expect((await db.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`)).rows).toHaveLength(1));
+      let answered = false;
+      const read = reader.query('SELECT id FROM test_moved WHERE id = $1', ['moved']).finally(() => (answered = true));
+      const waitsOnLock = async () => (await db.query<{ w: string }>('SELECT wait_event_type AS w FROM pg_stat_activity WHERE pid = $1', [pid])).rows[0]?.w === 'Lock';
+      await eventually(async () => expect(answered || (await waitsOnLock())).toBe(true));
+      await holder.query('SELECT pg_advisory_unlock(4242)');
+      expect(await made).toContain('2031-03');
+      expect((await read).rows).toEqual([{ id: 'moved' }]);
+    } finally {
+      await Promise.all([holder.end(), reader.end()]);
+      await db.exec('DROP EVENT TRIGGER test_attach_pause; DROP FUNCTION test_attach_pause(); DROP TABLE test_moved');
+    }
   });
 
   it('lets one process at a time claim the job', async () => {
