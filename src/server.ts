@@ -18,6 +18,8 @@ import { watch, type FSWatcher } from 'node:fs';
 import { MappingHolder, mappingsVersion, type ReloadOutcome } from './mapping/holder';
 import { gracefulStop } from './http/graceful';
 import { buildOpenApi } from './http/openapi';
+import { answerClientErrors } from './http/client-errors';
+import { FHIR_BASE_PATH } from './fhir/service';
 
 export interface RunningPont {
   /** Base URL the server listens on (http://host:port). */
@@ -66,6 +68,7 @@ export async function startPont(config: Config): Promise<RunningPont> {
         reject(problem ? new ConfigError([problem]) : err);
       });
     });
+    answerClientErrors(server, FHIR_BASE_PATH);
     server.requestTimeout = 120_000;
     // Longer than the usual load-balancer idle timeout (60 s), so the proxy closes idle connections first.
     server.keepAliveTimeout = 65_000;

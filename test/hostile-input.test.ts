@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAgent } from '../src/auth/agents';
 import { SCOPES } from '../src/core/scopes';
@@ -285,6 +286,32 @@ describe('forged cursors', () => {
       expect(res.status, forged).toBeGreaterThanOrEqual(400);
       expect(res.status, forged).toBeLessThan(500);
     }
+  });
+});
+
+describe('a request the HTTP parser refuses', () => {
+  /** What the server answers to these bytes, sent over one connection it then closes. */
+  const raw = (bytes: string) =>
+    new Promise<{ status: number; type: string | undefined; body: any }>((resolve, reject) => {
+      const socket = connect(Number(new URL(pont.url).port), '127.0.0.1', () => socket.end(bytes));
+      const chunks: Buffer[] = [];
+      socket.on('data', (c) => chunks.push(c)).on('error', reject);
+      socket.on('close', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        const [head, body] = [text.slice(0, text.indexOf('\r\n\r\n')), text.slice(text.indexOf('\r\n\r\n') + 4)];
+        resolve({ status: Number(head.split(' ')[1]), type: /content-type: ([^;\r]+)/i.exec(head)?.[1], body: body ? JSON.parse(body) : undefined });
+      });
+    });
+  const long = 'x'.repeat(20_000);
+
+  it('is answered in the documented shape, never a bare status line: an OperationOutcome on FHIR routes', async () => {
+    const search = await raw(`GET /api/fhir/R4/Observation?code=${long} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    expect(search).toMatchObject({ status: 431, type: 'application/fhir+json', body: { resourceType: 'OperationOutcome', issue: [{ code: 'too-long' }] } });
+    expect(search.body.issue[0].diagnostics).toMatch(/POST \[type\]\/_search/);
+    expect(await raw(`GET /api/v1/connect/records?health_id=${long} HTTP/1.1\r\nHost: x\r\n\r\n`)).toMatchObject({ status: 431, type: 'application/json', body: { status: 'error', error_code: 'BAD_REQUEST' } });
+    expect(await raw(`GET /api/fhir/R4/Patient HTTP/1.1\r\nHost: x\r\nX-Long: ${long}\r\n\r\n`)).toMatchObject({ status: 431, body: { resourceType: 'OperationOutcome' } });
+    expect(await raw('GET /api/fhir/R4/Patient HTTP/1.1\r\nBad Header\r\n\r\n')).toMatchObject({ status: 400, type: 'application/fhir+json', body: { resourceType: 'OperationOutcome', issue: [{ code: 'invalid' }] } });
+    expect(await raw('NONSENSE\r\n\r\n')).toMatchObject({ status: 400, body: { status: 'error', error_code: 'BAD_REQUEST' } });
   });
 });
 
