@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAgent } from '../src/auth/agents';
 import { HEALTH_ID_SYSTEM } from '../src/healthid/healthid';
+import { syncedId } from '../src/bridge/sync';
 import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
 import { startReceiver, verifySignature, type Receiver } from './webhooks-support';
 
@@ -32,11 +33,11 @@ afterAll(async () => {
   await pont?.close();
 });
 
-const sync = (batch_id: string, resources: unknown[]) =>
+const sync = (batch_id: string, resources: unknown[], groups?: unknown) =>
   pont.json('/api/v1/bridge/sync', {
     method: 'POST',
     headers: { 'x-bridge-agent-id': agent.agent_id, 'x-bridge-agent-key': agent.agent_key, 'x-bridge-timestamp': String(Math.floor(Date.now() / 1000)) },
-    json: { batch_id, resources },
+    json: { batch_id, resources, ...(groups !== undefined && { groups }) },
   });
 const read = (type: string, id: string) => pont.json(`/api/fhir/R4/${type}/${id}`, { headers: operator.headers });
 
@@ -121,6 +122,42 @@ describe('bridge sync', () => {
     expect(delivery.body.data).toEqual({ agent_id: agent.agent_id, facility_id: 'fac-ward-1', batch_id: 'batch-3', counts: { created: 1, updated: 0, unchanged: 0, failed: 4 } });
     const { rows } = await pont.services.db.query<{ data: any }>(`SELECT data FROM events WHERE type = 'bridge_agent.sync_failed'`);
     expect(rows[0]!.data.first_errors.map((e: any) => e.index)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('a group is written whole or not at all: one refused, the others of its group fail with it, the rest of the batch is written', async () => {
+    const report = (id: string, results: string[]) => ({ resourceType: 'DiagnosticReport', id, status: 'final', code: { text: 'panel' }, subject: { reference: 'Patient/MRN-1001' }, result: results.map((r) => ({ reference: `Observation/${r}` })) });
+    const res = await sync('batch-groups-1', [observation('OBS-G1', 70), report('DR-G1', ['OBS-G1', 'OBS-G2']), observation('OBS-G2', 71, 'Patient/MRN-NOBODY'), observation('OBS-G3', 72)], [[0, 1, 2]]);
+    expect(res.status).toBe(200);
+    expect(res.body.results.map((r: any) => r.status)).toEqual(['failed', 'failed', 'failed', 'created']);
+    expect(res.body.results[0].error).toMatch(/^not written with its group: the group was refused: .*subject/);
+    for (const id of ['OBS-G1', 'OBS-G2']) expect((await read('Observation', syncedId('fac-ward-1', 'Observation', id))).status).toBe(404);
+    expect((await read('DiagnosticReport', syncedId('fac-ward-1', 'DiagnosticReport', 'DR-G1'))).status).toBe(404);
+    // Sent again with the patient: the group goes through; the same batch under its id with other groups is 409.
+    const again = await sync('batch-groups-2', [observation('OBS-G1', 70), report('DR-G1', ['OBS-G1', 'OBS-G2']), observation('OBS-G2', 71)], [[2, 0, 1]]);
+    expect(again.body.results.map((r: any) => r.status)).toEqual(['created', 'created', 'created']);
+    expect((await sync('batch-groups-2', [observation('OBS-G1', 70), report('DR-G1', ['OBS-G1', 'OBS-G2']), observation('OBS-G2', 71)], [[0, 1]])).status).toBe(409);
+    // A group that names one resource twice (a result and its correction): in batch order, in one transaction.
+    const corrected = await sync('batch-groups-3', [observation('OBS-G4', 60), observation('OBS-G4', 61), 'not a resource'], [[0, 1, 2]]);
+    expect(corrected.body.results.map((r: any) => r.status)).toEqual(['failed', 'failed', 'failed']);
+    expect(corrected.body.results[0].error).toMatch(/^not written with its group: resources\[2\] was refused: not a FHIR resource/);
+    const twice = await sync('batch-groups-4', [observation('OBS-G4', 60), observation('OBS-G4', 61)], [[0, 1]]);
+    expect(twice.body.results.map((r: any) => r.status)).toEqual(['created', 'updated']);
+    expect((await read('Observation', twice.body.results[1].id)).body.valueQuantity.value).toBe(61);
+  });
+
+  it('groups that name no resource, or one twice, are a 422 naming them, and nothing is written', async () => {
+    for (const [groups, path] of [
+      [[[0, 5]], 'groups.0.1'],
+      [[[0, 1], [1, 0]], 'groups.1.0'],
+      [[[0]], 'groups.0'],
+      [[['0', 1]], 'groups.0.0'],
+      ['all', 'groups'],
+    ] as const) {
+      const res = await sync(`batch-bad-groups-${path}-${JSON.stringify(groups).length}`, [observation('OBS-BG1', 1), observation('OBS-BG2', 2)], groups);
+      expect(res.status, JSON.stringify(groups)).toBe(422);
+      expect(res.body.details[0].field).toBe(`body.${path}`);
+    }
+    expect((await read('Observation', syncedId('fac-ward-1', 'Observation', 'OBS-BG1'))).status).toBe(404);
   });
 
   it('a gap is filled later: the patient comes in a later batch, then the resource that failed goes through', async () => {

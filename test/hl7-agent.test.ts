@@ -286,6 +286,22 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect((await readOk('Encounter', 'GHH-V1001')).meta.versionId).toBe(admitted.meta.versionId);
   });
 
+  it('a message is written whole or not at all: a result naming another patient\'s visit writes none of the message (found by an outside probe: half of it was written)', async () => {
+    // V9001 is PAT-OWN-1's admission; the result is PAT-OTHER-1's. Pont refuses what names the visit of another patient.
+    expect(ack(await client.sendAndWait(v2(msh('ADT^A01^ADT_A01', 'XPAT-ADT'), 'EVN|A01|20240115083000', 'PID|1||PAT-OWN-1^^^GHH^MR||OWN^ODA^^^^^L||19750101|F', 'PV1|1|I|2000^2012^01||||||||||||||||V9001^^^GHH'))).code).toBe('AA');
+    await eventually(() => readOk('Encounter', 'GHH-V9001'));
+    const other = v2(msh('ORU^R01^ORU_R01', 'XPAT-1'), 'PID|1||PAT-OTHER-1^^^GHH^MR||OTHER^OTTO^^^^^L||19700101|M', 'PV1|1|O|||||||||||||||||V9001^^^GHH', 'OBR|1|XP1^OE|XP1^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F', 'OBX|1|NM|2345-7^Glucose^LN||90|mg/dL|70-99|N|||F', 'OBX|2|NM|2951-2^Sodium^LN||140|mmol/L|135-145|N|||F');
+    expect(ack(await client.sendAndWait(other)).code).toBe('AA');
+    // A message after it reaches Pont after it (the backlog goes in order): by then it has been answered.
+    const after = v2(msh('ORU^R01^ORU_R01', 'XPAT-2'), 'PID|1||PAT-OWN-1^^^GHH^MR', 'OBR|1|XP2^OE|XP2^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F', 'OBX|1|NM|2345-7^Glucose^LN||91|mg/dL|70-99|N|||F');
+    expect(ack(await client.sendAndWait(after)).code).toBe('AA');
+    await eventually(() => readOk('DiagnosticReport', 'LAB-XP2'));
+    const written = await Promise.all([read('Patient', 'GHH-PAT-OTHER-1'), read('DiagnosticReport', 'LAB-XP1'), read('Observation', 'LAB-XP1-2345-7'), read('Observation', 'LAB-XP1-2951-2')]);
+    expect(written.map((r) => r.status)).toEqual([404, 404, 404, 404]);
+    // Said by the agent once Pont's answer reaches it (Pont may show the next message before).
+    await eventually(() => expect(agent.output()).toMatch(/Pont refused a resource of a message.*XPAT-1/));
+  });
+
   it('lines of one code without a sub-id (a narrative, a culture) are each an Observation, told apart by their set id; a code given once keeps its id', async () => {
     const lines = ['OBX|1|TX|664-3^Gram stain^LN||Gram positive cocci||||||F', 'OBX|2|TX|664-3^Gram stain^LN||in clusters||||||F', 'OBX|3|TX|664-3^Gram stain^LN||few white cells||||||F', 'OBX|4|NM|2345-7^Glucose^LN||99|mg/dL|70-99|N|||F'];
     expect(ack(await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', 'NARR-1'), PID, 'OBR|1|N1^OE|N1^LAB|664-3^Gram stain^LN|||20240116093000+0100||||||||||||||||||F', ...lines))).code).toBe('AA');

@@ -518,8 +518,17 @@ class PontClient {
   /** The batch under an id made of its messages' control ids: a resend after a lost answer gets the first answer. */
   async sync({ messages, texts, owners }: Batch): Promise<SyncOutcome> {
     const batchId = `hl7-${createHash('sha256').update(messages.map((m) => m.id).join('\n')).digest('hex').slice(0, 40)}`;
+    // Each message's resources are a group, written whole or not at all (a result naming another patient's visit
+    // would else leave its report without it).
+    const byMessage = new Map<string, number[]>();
+    for (const [index, owner] of owners.entries()) {
+      const group = byMessage.get(owner);
+      if (group) group.push(index);
+      else byMessage.set(owner, [index]);
+    }
+    const groups = [...byMessage.values()].filter((group) => group.length > 1);
     // The resources' JSON as batchOf made it, not the batch made into JSON once more.
-    const res = await this.post('/api/v1/bridge/sync', `{"batch_id":${JSON.stringify(batchId)},"resources":[${texts.join(',')}]}`);
+    const res = await this.post('/api/v1/bridge/sync', `{"batch_id":${JSON.stringify(batchId)},"resources":[${texts.join(',')}],"groups":${JSON.stringify(groups)}}`);
     const body = (await res.json().catch(() => undefined)) as { results?: Array<Record<string, unknown>>; message?: string } | undefined;
     if (res.status === 200) {
       return { problems: (body?.results ?? []).filter((r) => r.status === 'failed').map((r) => ({ control_id: owners[r.index as number], resource_type: r.resource_type, source_id: r.source_id, error: r.error })) };

@@ -77,18 +77,20 @@ function translate(resource: Resource, agent: AgentPrincipal): Resource {
   } as Resource;
 }
 
-export function batchHash(resources: unknown[]): string {
-  return createHash('sha256').update(JSON.stringify(resources)).digest('hex');
+/** What makes a batch the same batch again: its resources, and its groups when it has any (the hash before groups were). */
+export function batchHash(resources: unknown[], groups: number[][] = []): string {
+  const hash = createHash('sha256').update(JSON.stringify(resources));
+  return (groups.length ? hash.update(JSON.stringify(groups)) : hash).digest('hex');
 }
 
 /**
  * POST /api/v1/bridge/sync (docs/integrators.md "Bridge Agent protocol"): each resource of a batch is written on its own
- * (one failure fails that item only, never half of it), under Pont's id for the agent's id, so a resend updates
+ * (one failure fails that item only, never half of it), or with its group (`groups`: all of it or none), under Pont's id for the agent's id, so a resend updates
  * instead of duplicating and an identical resend changes nothing. The answer is kept per (agent, batch id): the
  * same batch again gets it back; another batch under a used id is 409.
  */
-export async function syncBatch(repo: FhirRepository, agent: AgentPrincipal, batchId: string, resources: unknown[]): Promise<{ answer: SyncAnswer; replayed: boolean }> {
-  const hash = batchHash(resources);
+export async function syncBatch(repo: FhirRepository, agent: AgentPrincipal, batchId: string, resources: unknown[], groups: number[][] = []): Promise<{ answer: SyncAnswer; replayed: boolean }> {
+  const hash = batchHash(resources, groups);
   const kept = () => repo.transaction((sql) => storedAnswer(sql, agent.agentId, batchId, hash));
   const stored = await kept();
   if (stored) {
@@ -97,11 +99,16 @@ export async function syncBatch(repo: FhirRepository, agent: AgentPrincipal, bat
   }
 
   const items = resources.map((item, index) => prepare(agent, index, item));
-  // Fast path: the whole batch in one transaction. Any item refused: each item on its own, so that only it fails.
-  const results = (await writeTogether(repo, items).catch((err: unknown) => {
+  // Fast path: the whole batch in one transaction. Any item refused: each unit (a group, or an item in none) on its
+  // own, so that only it fails.
+  let results = await writeTogether(repo, items).catch((err: unknown) => {
     if (err instanceof ApiError && err.status < 500) return undefined;
     throw err;
-  })) ?? (await writeOneByOne(repo, items));
+  });
+  if (!results) {
+    results = [];
+    for (const unit of unitsOf(items, groups)) for (const r of await writeUnit(repo, unit)) results[r.index] = r;
+  }
   await moveMergedReferences(repo, items, results);
   const counts = { created: 0, updated: 0, unchanged: 0, failed: 0 };
   for (const r of results) counts[r.status]++;
@@ -219,19 +226,41 @@ async function writeTogether(repo: FhirRepository, items: PreparedItem[]): Promi
   });
 }
 
-async function writeOneByOne(repo: FhirRepository, items: PreparedItem[]): Promise<SyncItemResult[]> {
-  const out: SyncItemResult[] = [];
-  for (const item of items) out.push(await writeAlone(repo, item));
-  return out;
+/**
+ * The batch's units of writing, in the order of their first resource: each group (its resources in batch order: a
+ * result before its correction), and each resource in none.
+ */
+function unitsOf(items: PreparedItem[], groups: number[][]): PreparedItem[][] {
+  const groupOf = new Map<number, number[]>();
+  for (const group of groups) for (const index of group) groupOf.set(index, group);
+  const placed = new Set<number>();
+  const units: PreparedItem[][] = [];
+  for (const item of items) {
+    if (placed.has(item.index)) continue;
+    const unit = [...(groupOf.get(item.index) ?? [item.index])].sort((a, b) => a - b).map((index) => items[index]!);
+    for (const member of unit) placed.add(member.index);
+    units.push(unit);
+  }
+  return units;
 }
 
-/** One item in its own transaction: it is written whole or not at all. */
-async function writeAlone(repo: FhirRepository, item: PreparedItem): Promise<SyncItemResult> {
-  if (!item.stored) return result(item, 'failed', item.problem);
+/** A unit (a group, or one resource) in one transaction: it is written whole or not at all. */
+async function writeUnit(repo: FhirRepository, unit: PreparedItem[]): Promise<SyncItemResult[]> {
+  const refusedWith = (error: string, culprit?: PreparedItem) =>
+    unit.map((item) => result(item, 'failed', unit.length === 1 || item === culprit ? error : `not written with its group: ${culprit ? `resources[${culprit.index}]` : 'the group'} was refused: ${error}`));
+  const unprepared = unit.find((item) => !item.stored);
+  if (unprepared) return refusedWith(unprepared.problem!, unprepared);
   try {
-    return (await writeTogether(repo, [item]))![0]!;
+    return await repo.transaction(async () => {
+      const together = await writeTogether(repo, unit);
+      if (together) return together;
+      // The same resource twice (a result and its correction): one after the other, in the group's transaction.
+      const out: SyncItemResult[] = [];
+      for (const item of unit) out.push(...(await writeTogether(repo, [item]))!);
+      return out;
+    });
   } catch (err) {
-    if (err instanceof ApiError && err.status < 500) return result(item, 'failed', err.message);
+    if (err instanceof ApiError && err.status < 500) return refusedWith(err.message);
     throw err;
   }
 }

@@ -39,8 +39,25 @@ const SyncBatch = z
   .object({
     batch_id: z.string().regex(/^[\x21-\x7e]{1,128}$/, 'must be 1-128 printable ASCII characters').describe("The agent's id of the batch: a resend under the same id gets the same answer"),
     resources: z.array(z.unknown()).min(1).describe(`FHIR R4 resources, each with the facility system's id; at most ${MAX_BATCH_RESOURCES}`),
+    groups: z
+      .array(z.array(z.number().int().min(0).max(MAX_BATCH_RESOURCES - 1)).min(2).max(MAX_BATCH_RESOURCES))
+      .max(MAX_BATCH_RESOURCES)
+      .optional()
+      .describe(
+        'Resources written together or not at all, as lists of their indexes in `resources` (an HL7 message\'s resources): ' +
+          'when one of a group is refused, the others are `failed` too. An index is in one group at most; a resource in none is written on its own.',
+      ),
   })
   .strict()
+  .superRefine((batch, ctx) => {
+    const seen = new Set<number>();
+    for (const [g, group] of (batch.groups ?? []).entries())
+      for (const [n, index] of group.entries()) {
+        const problem = index >= batch.resources.length ? `is past the last resource (${batch.resources.length - 1})` : seen.has(index) ? 'is in another group already' : undefined;
+        if (problem) ctx.addIssue({ code: 'custom', path: ['groups', g, n], message: `resources[${index}] ${problem}` });
+        seen.add(index);
+      }
+  })
   .meta({ id: 'BridgeSyncBatch' });
 
 const SyncResult = z
@@ -106,7 +123,7 @@ export function bridgeRoutes(services: Services): RouteSpec[] {
       operationId: 'bridgeSync',
       summary: "Sync a batch of FHIR resources from the agent's facility",
       description:
-        "docs/integrators.md \"Bridge Agent protocol\". Each resource is validated and written on its own, under Pont's id for its facility id; an identical resend changes nothing. 200 with one result per resource, failures included (they raise bridge_agent.sync_failed). The same batch_id with the same resources answers the first answer again (Idempotent-Replayed: true); with others, 409.",
+        "docs/integrators.md \"Bridge Agent protocol\". Each resource is validated and written on its own (or with its group, all or nothing), under Pont's id for its facility id; an identical resend changes nothing. 200 with one result per resource, failures included (they raise bridge_agent.sync_failed). The same batch_id with the same resources answers the first answer again (Idempotent-Replayed: true); with others, 409.",
       tags: ['Bridge'],
       security: { kind: 'bridge-agent' },
       body: SyncBatch,
@@ -120,7 +137,7 @@ export function bridgeRoutes(services: Services): RouteSpec[] {
           throw new ApiError(413, ErrorCode.payloadTooLarge, `A batch holds at most ${MAX_BATCH_RESOURCES} resources; this one has ${body.resources.length}: split it`);
         const agent = principal as AgentPrincipal;
         if (!agent.organizationId) throw new ApiError(403, ErrorCode.forbidden, 'This agent belongs to no organisation: create a new one with `pont agents create --org ORG --facility FAC`');
-        const { answer, replayed } = await syncBatch(repo, agent, body.batch_id, body.resources);
+        const { answer, replayed } = await syncBatch(repo, agent, body.batch_id, body.resources, body.groups);
         return { body: answer, headers: replayed ? { 'Idempotent-Replayed': 'true' } : ({} as Record<string, string>) };
       },
     }),

@@ -54,19 +54,25 @@ final class BridgeAgent
 
     /**
      * Sends a batch (at most 1000 resources). $batchId (a new one by default; keep it until the answer is stored) is
-     * also sent as the Idempotency-Key: a resend after a lost answer gets the first answer.
+     * also sent as the Idempotency-Key: a resend after a lost answer gets the first answer. $groups: lists of indexes
+     * in $resources written together or not at all (an HL7 message's resources).
      *
      * @param list<array<string, mixed>> $resources
      * @param RequestOptions $options
+     * @param list<list<int>>|null $groups
      * @return BridgeSyncResult
      */
-    public function sync(array $resources, ?string $batchId = null, array $options = []): array
+    public function sync(array $resources, ?string $batchId = null, array $options = [], ?array $groups = null): array
     {
         if ($resources === []) {
             throw new ValidationError('BridgeAgent->sync: resources is required');
         }
         $batchId ??= $options['idempotency_key'] ?? bin2hex(random_bytes(16));
-        return $this->http->request('POST', '/api/v1/bridge/sync', body: ['batch_id' => $batchId, 'resources' => array_values($resources)], options: ['idempotency_key' => $batchId] + $options);
+        $body = ['batch_id' => $batchId, 'resources' => array_values($resources)];
+        if ($groups !== null) {
+            $body['groups'] = array_map(static fn (array $group) => array_values($group), array_values($groups));
+        }
+        return $this->http->request('POST', '/api/v1/bridge/sync', body: $body, options: ['idempotency_key' => $batchId] + $options);
     }
 
     public function lastResponse(): ?Response

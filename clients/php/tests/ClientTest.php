@@ -180,8 +180,9 @@ final class ClientTest extends TestCase
         self::assertSame('code=x', $calls[3]['body']);
         $agent = new BridgeAgent(agentId: 'agt_1', agentKey: 'k', facilityId: 'fac-1', baseUrl: 'http://pont.invalid', settings: ['sender' => self::fakeSender($answers, $calls), 'sleep' => static fn () => null]);
         $agent->heartbeat('1.0');
-        $agent->sync([['resourceType' => 'Patient', 'id' => 'p1']], 'batch-7');
+        $agent->sync([['resourceType' => 'Patient', 'id' => 'p1'], ['resourceType' => 'Encounter', 'id' => 'e1']], 'batch-7', [], [[0, 1]]);
         self::assertSame([null, null, 'batch-7', 'batch-7'], array_map(static fn ($c) => $c['headers']['Idempotency-Key'] ?? null, array_slice($calls, 4)));
+        self::assertSame([[0, 1]], json_decode($calls[7]['body'], true)['groups']);
         self::assertSame('k', $calls[4]['headers']['X-Bridge-Agent-Key']);
         self::assertCount(8, $calls);
     }

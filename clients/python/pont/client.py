@@ -633,12 +633,15 @@ class BridgeAgent(_Client):
         body = {"agent_id": self.agent_id, "facility_id": self.facility_id, "version": version}
         return self._http.request("POST", "/api/v1/bridge/heartbeat", body=body, options=options, repeatable=True)
 
-    def sync(self, resources: List[Resource], batch_id: Optional[str] = None, **options: Unpack[RequestOptions]) -> BridgeSyncResult:
+    def sync(self, resources: List[Resource], batch_id: Optional[str] = None, groups: Optional[List[List[int]]] = None, **options: Unpack[RequestOptions]) -> BridgeSyncResult:
         """Sends a batch (at most 1000 resources). ``batch_id`` (a new one by default; keep it until the answer is
-        stored) is also sent as the Idempotency-Key: a resend after a lost answer gets the first answer."""
+        stored) is also sent as the Idempotency-Key: a resend after a lost answer gets the first answer. ``groups``:
+        lists of indexes in ``resources`` written together or not at all (an HL7 message's resources)."""
         _required("bridge.sync", resources=resources)
         batch_id = batch_id or options.get("idempotency_key") or str(uuid.uuid4())
-        body = {"batch_id": batch_id, "resources": list(resources)}
+        body: Dict[str, Any] = {"batch_id": batch_id, "resources": list(resources)}
+        if groups is not None:
+            body["groups"] = [list(group) for group in groups]
         return self._http.request("POST", "/api/v1/bridge/sync", body=body, options={**options, "idempotency_key": batch_id})
 
 

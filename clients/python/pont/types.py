@@ -94,9 +94,13 @@ class BridgeHeartbeatAck(TypedDict):
     config: Dict[str, Any]
 
 
-class BridgeSyncBatch(TypedDict):
+class _BridgeSyncBatchRequired(TypedDict):
     batch_id: str
     resources: List[Any]
+
+
+class BridgeSyncBatch(_BridgeSyncBatchRequired, total=False):
+    groups: List[List[int]]
 
 
 class BridgeSyncResult(TypedDict):

@@ -138,8 +138,9 @@ class Vectors(unittest.TestCase):
         self.assertEqual(server.calls[-1]["body"], b"code=x")
         agent = BridgeAgent(agent_id="agt_1", agent_key="k", facility_id="fac-1", base_url="http://pont.invalid", sender=server, sleep=lambda s: None)
         agent.heartbeat("1.0")
-        agent.sync([{"resourceType": "Patient", "id": "p1"}], batch_id="batch-7")
+        agent.sync([{"resourceType": "Patient", "id": "p1"}, {"resourceType": "Encounter", "id": "e1"}], batch_id="batch-7", groups=[[0, 1]])
         self.assertEqual([c["headers"].get("Idempotency-Key") for c in server.calls[-4:]], [None, None, "batch-7", "batch-7"])
+        self.assertEqual(json.loads(server.calls[-1]["body"])["groups"], [[0, 1]])
         self.assertEqual(len(server.calls), 8)
 
     def test_bulk_export_kick_off_poll_files_cancel(self):
