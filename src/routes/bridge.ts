@@ -41,7 +41,7 @@ const SyncBatch = z
     resources: z.array(z.unknown()).min(1).describe(`FHIR R4 resources, each with the facility system's id; at most ${MAX_BATCH_RESOURCES}`),
     groups: z
       .array(z.array(z.number().int().min(0).max(MAX_BATCH_RESOURCES - 1)).min(2).max(MAX_BATCH_RESOURCES))
-      .max(MAX_BATCH_RESOURCES)
+      .max(MAX_BATCH_RESOURCES / 2) // two resources a group at least, each in one
       .optional()
       .describe(
         'Resources written together or not at all, as lists of their indexes in `resources` (an HL7 message\'s resources): ' +
