@@ -2,8 +2,8 @@
  * vitest globalSetup of the postgres project: the scratch databases of this run (test/harness.ts) are named with a
  * prefix of the run's own and dropped here, together, when the run ends, instead of one by one as each test server
  * closes. A `DROP DATABASE` waits for a checkpoint of the whole cluster, which under the other test files' writes
- * took up to 30 s, and its checkpoint's writes slowed those files in turn; at the end of the run, alone, each takes
- * a fraction of a second. Leftovers of runs that did not reach their end (killed) are dropped when the next starts.
+ * took up to 30 s, and its checkpoint's writes slowed those files in turn; at the end of the run, alone, they are
+ * dropped several at once (dropAll). Leftovers of runs that did not reach their end (killed) are dropped when the next starts.
  */
 import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -48,9 +48,19 @@ function runIsAlive(name: string): boolean {
   }
 }
 
+/**
+ * Several at once: each `DROP DATABASE` waits for a checkpoint, and drops waiting together share one. One after the
+ * other, ~100 drops took 5-6 minutes at the end of a run on the 2-core machine (1.9-3.3 s each); together, seconds.
+ */
+const DROPS_AT_ONCE = 16;
+
 async function dropAll(names: string[]): Promise<void> {
-  if (names.length === 0) return;
-  await withAdmin(async (admin) => {
-    for (const name of names) await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  });
+  const left = [...names];
+  await Promise.all(
+    Array.from({ length: Math.min(DROPS_AT_ONCE, left.length) }, () =>
+      withAdmin(async (admin) => {
+        for (let name = left.pop(); name !== undefined; name = left.pop()) await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      }),
+    ),
+  );
 }
