@@ -6,6 +6,7 @@ import { checkJsonDepth, decodeUtf8, parseJsonText } from '../src/core/body-text
 import { ApiError } from '../src/http/errors';
 import { MAX_BODY_DEPTH } from '../src/core/limits';
 import { createTestClient, startTestServer, type TestServer } from './harness';
+import { eventually } from './eventually';
 
 /**
  * Hostile inputs of the security review (issue 20): bodies nested deeper than any stack, invalid UTF-8, a
@@ -312,6 +313,21 @@ describe('a request the HTTP parser refuses', () => {
     expect(await raw(`GET /api/fhir/R4/Patient HTTP/1.1\r\nHost: x\r\nX-Long: ${long}\r\n\r\n`)).toMatchObject({ status: 431, body: { resourceType: 'OperationOutcome' } });
     expect(await raw('GET /api/fhir/R4/Patient HTTP/1.1\r\nBad Header\r\n\r\n')).toMatchObject({ status: 400, type: 'application/fhir+json', body: { resourceType: 'OperationOutcome', issue: [{ code: 'invalid' }] } });
     expect(await raw('NONSENSE\r\n\r\n')).toMatchObject({ status: 400, body: { status: 'error', error_code: 'BAD_REQUEST' } });
+    // The request refused is the last one begun (found by an outside review: a pipelined one took the first's shape),
+    // its target in absolute form too.
+    expect(await raw(`GET /api/v1/nothing HTTP/1.1\r\nHost: x\r\n\r\nGET /api/fhir/R4/Patient?name=${long} HTTP/1.1\r\nHost: x\r\n\r\n`)).toMatchObject({ body: { resourceType: 'OperationOutcome' } });
+    expect(await raw(`GET http://x/api/fhir/R4/Patient?name=${long} HTTP/1.1\r\nHost: x\r\n\r\n`)).toMatchObject({ status: 431, body: { resourceType: 'OperationOutcome' } });
+  });
+
+  it('closes the connection once it has answered, even when the client keeps its side open', async () => {
+    const count = () => new Promise<number>((resolve, reject) => pont.server.getConnections((err, n) => (err ? reject(err) : resolve(n))));
+    const before = await count();
+    const socket = connect({ port: Number(new URL(pont.url).port), host: '127.0.0.1', allowHalfOpen: true });
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write('GET /api/fhir/R4/Patient HTTP/1.1\r\nBad Header\r\n\r\n');
+    await new Promise((resolve) => socket.once('end', resolve).resume());
+    await eventually(async () => expect(await count()).toBe(before));
+    socket.destroy();
   });
 });
 
