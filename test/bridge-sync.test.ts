@@ -129,13 +129,17 @@ describe('bridge sync', () => {
     const res = await sync('batch-groups-1', [observation('OBS-G1', 70), report('DR-G1', ['OBS-G1', 'OBS-G2']), observation('OBS-G2', 71, 'Patient/MRN-NOBODY'), observation('OBS-G3', 72)], [[0, 1, 2]]);
     expect(res.status).toBe(200);
     expect(res.body.results.map((r: any) => r.status)).toEqual(['failed', 'failed', 'failed', 'created']);
-    expect(res.body.results[0].error).toMatch(/^not written with its group: the group was refused: .*subject/);
+    expect(res.body.results[0].error).toMatch(/^not written with its group: resources\[2\] was refused: .*subject/);
+    expect(res.body.results[2].error).toMatch(/^resources\[2\]: .*subject/);
     for (const id of ['OBS-G1', 'OBS-G2']) expect((await read('Observation', syncedId('fac-ward-1', 'Observation', id))).status).toBe(404);
     expect((await read('DiagnosticReport', syncedId('fac-ward-1', 'DiagnosticReport', 'DR-G1'))).status).toBe(404);
     // Sent again with the patient: the group goes through; the same batch under its id with other groups is 409.
     const again = await sync('batch-groups-2', [observation('OBS-G1', 70), report('DR-G1', ['OBS-G1', 'OBS-G2']), observation('OBS-G2', 71)], [[2, 0, 1]]);
     expect(again.body.results.map((r: any) => r.status)).toEqual(['created', 'created', 'created']);
     expect((await sync('batch-groups-2', [observation('OBS-G1', 70), report('DR-G1', ['OBS-G1', 'OBS-G2']), observation('OBS-G2', 71)], [[0, 1]])).status).toBe(409);
+    // The same groups given in another order are the same batch.
+    const replayed = await sync('batch-groups-2', [observation('OBS-G1', 70), report('DR-G1', ['OBS-G1', 'OBS-G2']), observation('OBS-G2', 71)], [[1, 2, 0]]);
+    expect([replayed.status, replayed.headers.get('idempotent-replayed')]).toEqual([200, 'true']);
     // A group that names one resource twice (a result and its correction): in batch order, in one transaction.
     const corrected = await sync('batch-groups-3', [observation('OBS-G4', 60), observation('OBS-G4', 61), 'not a resource'], [[0, 1, 2]]);
     expect(corrected.body.results.map((r: any) => r.status)).toEqual(['failed', 'failed', 'failed']);
@@ -149,6 +153,7 @@ describe('bridge sync', () => {
     for (const [groups, path] of [
       [[[0, 5]], 'groups.0.1'],
       [[[0, 1], [1, 0]], 'groups.1.0'],
+      [[[0, 0]], 'groups.0.1'],
       [[[0]], 'groups.0'],
       [[['0', 1]], 'groups.0.0'],
       ['all', 'groups'],
@@ -158,6 +163,12 @@ describe('bridge sync', () => {
       expect(res.body.details[0].field).toBe(`body.${path}`);
     }
     expect((await read('Observation', syncedId('fac-ward-1', 'Observation', 'OBS-BG1'))).status).toBe(404);
+    // A group is a run of consecutive resources: another between two of its own (a later version of one of them,
+    // written before the group's last) would be written out of the batch's order (found by an outside review).
+    const interleaved = await sync('batch-bad-groups-run', [observation('OBS-BG1', 1), observation('OBS-BG2', 2), observation('OBS-BG1', 3)], [[0, 2]]);
+    expect(interleaved.status).toBe(422);
+    expect(interleaved.body.details).toEqual([{ field: 'body.groups.0', message: 'is not a run of consecutive resources (a group is one, in any order)' }]);
+    expect((await sync('batch-twice-zero', [observation('OBS-BG1', 1), observation('OBS-BG2', 2)], [[0, 0]])).body.details[0].message).toBe('resources[0] is in this group twice');
   });
 
   it('a gap is filled later: the patient comes in a later batch, then the resource that failed goes through', async () => {

@@ -783,6 +783,33 @@ describe('pont bridge-agent: a batch Pont refuses whole (found by an outside pro
     }
   });
 
+  it('a batch Pont takes in part is one group, refused whole, then sent a message at a time: a message whose patient an earlier one of the batch carried is written (found by an outside review: it was lost)', async () => {
+    // The first batch held; every later one goes through at once.
+    const proxy = await holdingProxy((held, n) => n > 0 && held.let());
+    const agent = await startAgentProcess(await configFor('q-part', { pont_url: proxy.url }), 'part.json');
+    const client = new Hl7Client({ host: '127.0.0.1', port: agent.port });
+    const oru = (id: string, pv1: string[]) => v2(msh('ORU^R01^ORU_R01', id), 'PID|1||PART-NEW^^^GHH^MR||NEW^NED^^^^^L||19810101|M', ...pv1, `OBR|1|${id}^OE|${id}^LAB|24323-8^CMP^LN|||||||||||||||||||||F`, 'OBX|1|NM|2345-7^Glucose^LN||95|mg/dL|70-99||||F');
+    try {
+      expect(ack(await client.sendAndWait(v2(msh('ADT^A01^ADT_A01', 'PART-ADT'), 'EVN|A01|20240115083000', 'PID|1||PART-OWN^^^GHH^MR||OWN^OLE^^^^^L||19750101|F', 'PV1|1|I|2000^2012^01||||||||||||||||V9102^^^GHH'))).code).toBe('AA');
+      const first = await proxy.next(0);
+      // Both together, after it: the first names PART-OWN's visit (refused), the second only its patient, whom the first carries.
+      expect(ack(await client.sendAndWait(oru('PART-1', ['PV1|1|O|||||||||||||||||V9102^^^GHH']))).code).toBe('AA');
+      expect(ack(await client.sendAndWait(oru('PART-2', []))).code).toBe('AA');
+      first.let();
+      expect((await proxy.next(1)).messages).toBe(2);
+      await eventually(async () => expect((await read('DiagnosticReport', 'LAB-PART-2')).status).toBe(200));
+      expect((await read('Observation', 'LAB-PART-2-2345-7')).status).toBe(200);
+      expect((await read('Patient', 'GHH-PART-NEW')).status).toBe(200);
+      for (const [type, id] of [['DiagnosticReport', 'LAB-PART-1'], ['Observation', 'LAB-PART-1-2345-7']]) expect((await read(type!, id!)).status).toBe(404);
+      await eventually(() => expect(agent.output()).toMatch(/Pont refused a resource of a message.*PART-1/));
+      expect(agent.output()).not.toMatch(/Pont refused a resource of a message.*PART-2/);
+    } finally {
+      await client.close();
+      await agent.kill();
+      await proxy.close();
+    }
+  });
+
   it('a message Pont would refuse for what it holds (a NUL character) is AE at once naming the field, never AA', async () => {
     const agent = await startAgentProcess(await configFor('q-nul'), 'nul.json');
     const client = new Hl7Client({ host: '127.0.0.1', port: agent.port });

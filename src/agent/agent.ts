@@ -177,7 +177,10 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
     }
     pump();
   };
-  /** A batch Pont refused whole: its messages go again, each alone (`alone`), so that only what Pont refuses is refused. */
+  /**
+   * A batch Pont refused whole (a request it would refuse again, or one of its resources refused, writing none: it is
+   * one group): its messages go again, each alone (`alone`), so that only what Pont refuses is refused.
+   */
   const splitUp = (batch: Batch, problems: Problem[]) => {
     log('warn', 'Pont refused a batch whole; its messages go again one at a time', { control_ids: batch.messages.map((m) => m.id), error: problems[0]?.error });
     for (const m of batch.messages) alone.add(m.id);
@@ -515,23 +518,31 @@ class PontClient {
     return fetch(new URL(path, this.config.pont_url), { method: 'POST', headers: this.headers(), body: Buffer.from(body), signal: AbortSignal.timeout(30_000) });
   }
 
-  /** The batch under an id made of its messages' control ids: a resend after a lost answer gets the first answer. */
-  async sync({ messages, texts, owners }: Batch): Promise<SyncOutcome> {
+  /** Whether Pont takes a batch's `groups`: until one answers that it does not (an older Pont: 422 naming the key). */
+  private groupsTaken = true;
+
+  /**
+   * The batch under an id made of its messages' control ids: a resend after a lost answer gets the first answer. It is
+   * one group, written whole or not at all: a message's resources are in the batch once, even when an earlier message
+   * of it carried them (its patient), so a message's own resources are no group of their own. A batch of several
+   * messages Pont refuses in part is sent again a message at a time (`refusedWhole`: splitUp), and only the message
+   * Pont refuses then is not written, none of it.
+   */
+  async sync(batch: Batch): Promise<SyncOutcome> {
+    const { messages, texts, owners } = batch;
     const batchId = `hl7-${createHash('sha256').update(messages.map((m) => m.id).join('\n')).digest('hex').slice(0, 40)}`;
-    // Each message's resources are a group, written whole or not at all (a result naming another patient's visit
-    // would else leave its report without it).
-    const byMessage = new Map<string, number[]>();
-    for (const [index, owner] of owners.entries()) {
-      const group = byMessage.get(owner);
-      if (group) group.push(index);
-      else byMessage.set(owner, [index]);
-    }
-    const groups = [...byMessage.values()].filter((group) => group.length > 1);
+    const grouped = this.groupsTaken && texts.length > 1;
+    const groups = grouped ? `,"groups":[[${texts.map((_, i) => i).join(',')}]]` : '';
     // The resources' JSON as batchOf made it, not the batch made into JSON once more.
-    const res = await this.post('/api/v1/bridge/sync', `{"batch_id":${JSON.stringify(batchId)},"resources":[${texts.join(',')}],"groups":${JSON.stringify(groups)}}`);
-    const body = (await res.json().catch(() => undefined)) as { results?: Array<Record<string, unknown>>; message?: string } | undefined;
+    const res = await this.post('/api/v1/bridge/sync', `{"batch_id":${JSON.stringify(batchId)},"resources":[${texts.join(',')}]${groups}}`);
+    const body = (await res.json().catch(() => undefined)) as { results?: Array<Record<string, unknown>>; message?: string; details?: unknown } | undefined;
+    if (res.status === 422 && grouped && JSON.stringify(body?.details ?? '').includes('groups')) {
+      this.groupsTaken = false;
+      return this.sync(batch);
+    }
     if (res.status === 200) {
-      return { problems: (body?.results ?? []).filter((r) => r.status === 'failed').map((r) => ({ control_id: owners[r.index as number], resource_type: r.resource_type, source_id: r.source_id, error: r.error })) };
+      const problems = (body?.results ?? []).filter((r) => r.status === 'failed').map((r) => ({ control_id: owners[r.index as number], resource_type: r.resource_type, source_id: r.source_id, error: r.error }));
+      return { problems, ...(grouped && problems.length > 0 && { refusedWhole: true }) };
     }
     // Pont away, overloaded, or the key refused (fixed by an operator): try again later; nothing is dropped.
     if (res.status >= 500 || res.status === 401 || res.status === 403 || res.status === 408 || res.status === 429) {

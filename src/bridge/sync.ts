@@ -89,7 +89,9 @@ export function batchHash(resources: unknown[], groups: number[][] = []): string
  * instead of duplicating and an identical resend changes nothing. The answer is kept per (agent, batch id): the
  * same batch again gets it back; another batch under a used id is 409.
  */
-export async function syncBatch(repo: FhirRepository, agent: AgentPrincipal, batchId: string, resources: unknown[], groups: number[][] = []): Promise<{ answer: SyncAnswer; replayed: boolean }> {
+export async function syncBatch(repo: FhirRepository, agent: AgentPrincipal, batchId: string, resources: unknown[], given: number[][] = []): Promise<{ answer: SyncAnswer; replayed: boolean }> {
+  // The same groups, whatever the order they and their indexes are given in (the same batch again).
+  const groups = given.map((group) => [...group].sort((a, b) => a - b)).sort((a, b) => a[0]! - b[0]!);
   const hash = batchHash(resources, groups);
   const kept = () => repo.transaction((sql) => storedAnswer(sql, agent.agentId, batchId, hash));
   const stored = await kept();
@@ -227,8 +229,8 @@ async function writeTogether(repo: FhirRepository, items: PreparedItem[]): Promi
 }
 
 /**
- * The batch's units of writing, in the order of their first resource: each group (its resources in batch order: a
- * result before its correction), and each resource in none.
+ * The batch's units of writing, in batch order: each group (a run of consecutive resources, sorted: a result before
+ * its correction), and each resource in none.
  */
 function unitsOf(items: PreparedItem[], groups: number[][]): PreparedItem[][] {
   const groupOf = new Map<number, number[]>();
@@ -237,7 +239,7 @@ function unitsOf(items: PreparedItem[], groups: number[][]): PreparedItem[][] {
   const units: PreparedItem[][] = [];
   for (const item of items) {
     if (placed.has(item.index)) continue;
-    const unit = [...(groupOf.get(item.index) ?? [item.index])].sort((a, b) => a - b).map((index) => items[index]!);
+    const unit = (groupOf.get(item.index) ?? [item.index]).map((index) => items[index]!);
     for (const member of unit) placed.add(member.index);
     units.push(unit);
   }
@@ -260,7 +262,9 @@ async function writeUnit(repo: FhirRepository, unit: PreparedItem[]): Promise<Sy
       return out;
     });
   } catch (err) {
-    if (err instanceof ApiError && err.status < 500) return refusedWith(err.message);
+    // The write names the resource it refused (`resources[i]: …`, its label).
+    const culprit = err instanceof ApiError ? unit.find((item) => err.message.startsWith(`resources[${item.index}]`)) : undefined;
+    if (err instanceof ApiError && err.status < 500) return refusedWith(err.message, culprit);
     throw err;
   }
 }

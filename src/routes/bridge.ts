@@ -44,19 +44,14 @@ const SyncBatch = z
       .max(MAX_BATCH_RESOURCES / 2) // two resources a group at least, each in one
       .optional()
       .describe(
-        'Resources written together or not at all, as lists of their indexes in `resources` (an HL7 message\'s resources): ' +
-          'when one of a group is refused, the others are `failed` too. An index is in one group at most; a resource in none is written on its own.',
+        'Resources written together or not at all, each group a run of consecutive indexes in `resources` (an HL7 message\'s ' +
+          'resources): when one of a group is refused, the others are `failed` too. An index is in one group at most; a resource in none is written on its own.',
       ),
   })
   .strict()
   .superRefine((batch, ctx) => {
-    const seen = new Set<number>();
-    for (const [g, group] of (batch.groups ?? []).entries())
-      for (const [n, index] of group.entries()) {
-        const problem = index >= batch.resources.length ? `is past the last resource (${batch.resources.length - 1})` : seen.has(index) ? 'is in another group already' : undefined;
-        if (problem) ctx.addIssue({ code: 'custom', path: ['groups', g, n], message: `resources[${index}] ${problem}` });
-        seen.add(index);
-      }
+    const problem = groupsProblem(batch.groups ?? [], batch.resources.length);
+    if (problem) ctx.addIssue({ code: 'custom', path: ['groups', ...problem.path], message: problem.message });
   })
   .meta({ id: 'BridgeSyncBatch' });
 
@@ -78,6 +73,25 @@ const SyncResult = z
     ),
   })
   .meta({ id: 'BridgeSyncResult' });
+
+/**
+ * The first thing wrong with a batch's groups, if any: each must name resources of the batch, each once, in a run of
+ * consecutive indexes (so that writing a group where its first resource is keeps the batch's order for every other
+ * resource: two versions of one resource, one inside a group and one outside it, are written in the order sent).
+ */
+function groupsProblem(groups: number[][], resources: number): { path: number[]; message: string } | undefined {
+  const grouped = new Set<number>();
+  for (const [g, group] of groups.entries()) {
+    for (const [n, index] of group.entries()) {
+      if (index >= resources) return { path: [g, n], message: `resources[${index}] is past the last resource (${resources - 1})` };
+      if (group.indexOf(index) !== n) return { path: [g, n], message: `resources[${index}] is in this group twice` };
+      if (grouped.has(index)) return { path: [g, n], message: `resources[${index}] is in another group already` };
+      grouped.add(index);
+    }
+    if (Math.max(...group) - Math.min(...group) + 1 !== group.length) return { path: [g], message: 'is not a run of consecutive resources (a group is one, in any order)' };
+  }
+  return undefined;
+}
 
 export function bridgeRoutes(services: Services): RouteSpec[] {
   return [
