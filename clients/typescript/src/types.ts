@@ -137,7 +137,7 @@ export type BridgeSyncBatch = {
   batch_id: string;
   /** FHIR R4 resources, each with the facility system's id; at most 1000 */
   resources: Array<unknown>;
-  /** Resources written together or not at all, as lists of their indexes in `resources` (an HL7 message's resources): when one of a group is refused, the others are `failed` too. An index is in one group at most; a resource in none is written on its own. */
+  /** Resources written together or not at all, each group a run of consecutive indexes in `resources` (an HL7 message's resources): when one of a group is refused, the others are `failed` too. An index is in one group at most; a resource in none is written on its own. */
   groups?: Array<Array<number>>;
 };
 
