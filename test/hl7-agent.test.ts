@@ -810,6 +810,33 @@ describe('pont bridge-agent: a batch Pont refuses whole (found by an outside pro
     }
   });
 
+  it('a Pont older than groups (422 naming the key) is sent batches without them, and takes them', async () => {
+    // What a Pont before groups answers a batch that has them; the others go through to this one.
+    const older = createHttpServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c)).on('end', async () => {
+        const body = Buffer.concat(chunks);
+        if (req.url?.endsWith('/bridge/sync') && 'groups' in JSON.parse(body.toString('utf8')))
+          return void res.writeHead(422, { 'content-type': 'application/json' }).end('{"status":"error","error_code":"VALIDATION_FAILED","message":"Invalid request","details":[{"field":"body","message":"Unrecognized key: \\"groups\\""}]}');
+        const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => !['host', 'content-length', 'connection'].includes(k))) as Record<string, string>;
+        const answer = await fetch(pont.url + req.url, { method: req.method, headers, body: req.method === 'POST' ? body : undefined });
+        res.writeHead(answer.status, { 'content-type': 'application/json' }).end(Buffer.from(await answer.arrayBuffer()));
+      });
+    });
+    await new Promise<void>((resolve) => older.listen(0, '127.0.0.1', resolve));
+    const agent = await startAgentProcess(await configFor('q-older', { pont_url: `http://127.0.0.1:${(older.address() as { port: number }).port}` }), 'older.json');
+    const client = new Hl7Client({ host: '127.0.0.1', port: agent.port });
+    try {
+      expect(ack(await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', 'OLDER-1'), 'PID|1||OLDER1^^^GHH^MR||OLD^OLA^^^^^L||19800101|F', 'OBR|1|OLDER-1^OE|OLDER-1^LAB|24323-8^CMP^LN|||||||||||||||||||||F', 'OBX|1|NM|2345-7^Glucose^LN||90|mg/dL|70-99||||F'))).code).toBe('AA');
+      await eventually(async () => expect((await read('Observation', 'LAB-OLDER-1-2345-7')).status).toBe(200));
+      expect(agent.output()).not.toMatch(/Pont refused/);
+    } finally {
+      await client.close();
+      await agent.kill();
+      await new Promise((resolve) => (older.closeAllConnections(), older.close(resolve)));
+    }
+  });
+
   it('a message Pont would refuse for what it holds (a NUL character) is AE at once naming the field, never AA', async () => {
     const agent = await startAgentProcess(await configFor('q-nul'), 'nul.json');
     const client = new Hl7Client({ host: '127.0.0.1', port: agent.port });
