@@ -342,6 +342,21 @@ describe(`retention (${backend})`, () => {
     }
   });
 
+  it.runIf(backend === 'postgres')('a month made ahead moves nothing and waits for no reader of the table (an outside review: every read of the table queued behind it)', async () => {
+    const reader = new pg.Client({ connectionString: pont.config.databaseUrl });
+    await reader.connect();
+    try {
+      // A transaction that has read this month's events (its partition alone) and goes on.
+      await ensurePartitions(db, PARTITIONED.events, new Date());
+      await reader.query('BEGIN');
+      await reader.query('SELECT count(*) FROM events WHERE created_at >= $1 AND created_at < $2', [new Date(Date.now() - 3_600_000).toISOString(), new Date().toISOString()]);
+      expect(await ensurePartitions(db, PARTITIONED.events, new Date('2034-06-10T12:00:00Z'))).toEqual(['2034-06', '2034-07', '2034-08']);
+    } finally {
+      await reader.query('COMMIT');
+      await reader.end();
+    }
+  });
+
   it('lets one process at a time claim the job', async () => {
     const now = new Date('2030-01-01T00:00:00Z');
     const until = day(now, 1);
