@@ -85,9 +85,9 @@ export function batchHash(resources: unknown[], groups: number[][] = []): string
 
 /**
  * POST /api/v1/bridge/sync (docs/integrators.md "Bridge Agent protocol"): each resource of a batch is written on its own
- * (one failure fails that item only, never half of it), or with its group (`groups`: all of it or none), under Pont's id for the agent's id, so a resend updates
- * instead of duplicating and an identical resend changes nothing. The answer is kept per (agent, batch id): the
- * same batch again gets it back; another batch under a used id is 409.
+ * (one failure fails that item only, never half of it) or with its group (`groups`: all of it or none), under Pont's
+ * id for the agent's id, so a resend updates instead of duplicating and an identical resend changes nothing. The
+ * answer is kept per (agent, batch id): the same batch again gets it back; another batch under a used id is 409.
  */
 export async function syncBatch(repo: FhirRepository, agent: AgentPrincipal, batchId: string, resources: unknown[], given: number[][] = []): Promise<{ answer: SyncAnswer; replayed: boolean }> {
   // The same groups, whatever the order they and their indexes are given in (the same batch again).
