@@ -149,6 +149,19 @@ describe('bridge sync', () => {
     expect((await read('Observation', twice.body.results[1].id)).body.valueQuantity.value).toBe(61);
   });
 
+  it('a resource given again as it was, in each group that needs it, is written once; a group refused does not take it from the others', async () => {
+    const newcomer = { resourceType: 'Patient', id: 'MRN-REPEAT', name: [{ family: 'Repeat' }], gender: 'male', birthDate: '1970-01-01' };
+    const mine = (id: string, value: number) => observation(id, value, 'Patient/MRN-REPEAT');
+    const ok = await sync('batch-repeat-1', [newcomer, mine('OBS-R1', 1), newcomer, mine('OBS-R2', 2)], [[0, 1], [2, 3]]);
+    expect(ok.body.results.map((r: any) => r.status)).toEqual(['created', 'created', 'unchanged', 'created']);
+    // The first group refused (its result names a visit of another patient): the second still brings the patient.
+    const another = { ...newcomer, id: 'MRN-REPEAT-2' };
+    const theirs = (id: string) => ({ ...observation(id, 3, 'Patient/MRN-REPEAT-2'), encounter: { reference: 'Encounter/ENC-1' } });
+    const part = await sync('batch-repeat-2', [another, theirs('OBS-R3'), another, observation('OBS-R4', 4, 'Patient/MRN-REPEAT-2')], [[0, 1], [2, 3]]);
+    expect(part.body.results.map((r: any) => r.status)).toEqual(['failed', 'failed', 'created', 'created']);
+    expect((await read('Patient', part.body.results[2].id)).status).toBe(200);
+  });
+
   it('groups that name no resource, or one twice, are a 422 naming them, and nothing is written', async () => {
     for (const [groups, path] of [
       [[[0, 5]], 'groups.0.1'],

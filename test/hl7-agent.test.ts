@@ -783,7 +783,7 @@ describe('pont bridge-agent: a batch Pont refuses whole (found by an outside pro
     }
   });
 
-  it('a batch Pont takes in part is one group, refused whole, then sent a message at a time: a message whose patient an earlier one of the batch carried is written (found by an outside review: it was lost)', async () => {
+  it('a message refused takes nothing of another message of its batch with it: one whose patient an earlier message also gave is written (found by an outside review: it was lost)', async () => {
     // The first batch held; every later one goes through at once.
     const proxy = await holdingProxy((held, n) => n > 0 && held.let());
     const agent = await startAgentProcess(await configFor('q-part', { pont_url: proxy.url }), 'part.json');

@@ -397,7 +397,7 @@ describe('what Pont would refuse of a batch however often it is sent (found by a
     // Multi-byte text counts in bytes.
     expect(batchOf(messages.map((m, i) => ({ ...m, resources: [{ resourceType: 'Observation', id: `u${i}`, valueString: 'é'.repeat(450_000) }] })), false).messages.length).toBe(4);
   });
-  it("a batch's texts (the request's body) are its resources' JSON, in order: a patient repeated unchanged once, a message that repeats one changed as it is", () => {
+  it("a batch's texts (the request's body) are its resources' JSON, in order: a patient repeated unchanged in each message (each message a group of its own), a message that repeats one changed as it is", () => {
     const patient = { resourceType: 'Patient', id: 'p1', name: [{ family: 'Ngozi' }] };
     const result = (id: string, value: string) => ({ resourceType: 'Observation', id, valueString: value, subject: { reference: 'Patient/p1' } });
     const message = (id: string, resources: unknown[]) => ({ id, type: 'ORU^R01', received_at: '', resources });
@@ -410,6 +410,10 @@ describe('what Pont would refuse of a batch however often it is sent (found by a
       expect(batch.texts).toEqual(batch.resources.map((r) => JSON.stringify(r)));
       expect(JSON.parse(`[${batch.texts.join(',')}]`)).toEqual(batch.resources);
     }
+    // Each message whole, its resources one after the other: A's patient and result, then B's.
+    const both = batchOf([message('A', [patient, result('o1', 'x')]), message('B', [patient, result('o2', 'y')])], false);
+    expect(both.resources.map((r) => `${(r as { resourceType: string }).resourceType}/${(r as { id: string }).id}`)).toEqual(['Patient/p1', 'Observation/o1', 'Patient/p1', 'Observation/o2']);
+    expect(both.owners).toEqual(['A', 'A', 'B', 'B']);
   });
 });
 

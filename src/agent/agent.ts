@@ -177,10 +177,7 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
     }
     pump();
   };
-  /**
-   * A batch Pont refused whole (a request it would refuse again, or one of its resources refused, writing none: it is
-   * one group): its messages go again, each alone (`alone`), so that only what Pont refuses is refused.
-   */
+  /** A batch Pont refused whole: its messages go again, each alone (`alone`), so that only what Pont refuses is refused. */
   const splitUp = (batch: Batch, problems: Problem[]) => {
     log('warn', 'Pont refused a batch whole; its messages go again one at a time', { control_ids: batch.messages.map((m) => m.id), error: problems[0]?.error });
     for (const m of batch.messages) alone.add(m.id);
@@ -410,8 +407,10 @@ function referencesIn(value: unknown, out: Set<string>): void {
 /**
  * The batch of these messages: as many as fit (at most MAX_BATCH_RESOURCES resources and MAX_BATCH_BYTES of their
  * JSON; a message is never split), or
- * all of them (`whole`: the batch a crash interrupted, sent again as it was). A resource repeated with the same
- * content (the patient of every result) goes once. A batch never holds two versions of one resource (a result and its
+ * all of them (`whole`: the batch a crash interrupted, sent again as it was). Each message's resources are all in it,
+ * a resource an earlier message gave with the same content (the patient of every result) too: each message is a group
+ * Pont writes whole or not at all (PontClient.sync), and one refused must not take another's patient with it; Pont
+ * writes such a repeat once. A batch never holds two versions of one resource (a result and its
  * correction): the second starts the next batch, so each is written, in order, and Pont takes every batch in one
  * transaction. A message that repeats a resource with other content itself (two OBX of one code and no sub-id) goes
  * alone and as it is (Pont writes a batch with duplicates one item at a time). The same messages give the same batch.
@@ -428,15 +427,15 @@ export function batchOf(candidates: QueuedMessage[], whole: boolean): Batch {
       const key = `${r.resourceType}/${r.id}`;
       const json = JSON.stringify(r);
       const before = added.get(key) ?? seen.get(key);
-      if (before === json) continue;
-      if (before !== undefined) {
+      if (before !== undefined && before !== json) {
         conflict = true;
         break;
       }
+      if (added.get(key) === json) continue; // repeated within the message: once
       added.set(key, json);
       fresh.push({ resource: r, json });
     }
-    const bytes = [...added.values()].reduce((n, json) => n + Buffer.byteLength(json), 0);
+    const bytes = fresh.reduce((n, { json }) => n + Buffer.byteLength(json), 0);
     if (!whole && batch.messages.length && (conflict || batch.resources.length + fresh.length > MAX_BATCH_RESOURCES || batch.bytes + bytes > MAX_BATCH_BYTES)) break;
     if (conflict) {
       // As it is: every resource of every message, in order.
@@ -457,6 +456,13 @@ export function batchOf(candidates: QueuedMessage[], whole: boolean): Batch {
     for (const [key, json] of added) seen.set(key, json);
   }
   return withDependencies(batch, false);
+}
+
+/** The groups of a batch: each message's resources (consecutive, as batchOf put them), where it gives two or more. */
+function groupsOf(owners: string[]): number[][] {
+  const groups: number[][] = [];
+  owners.forEach((owner, index) => (index > 0 && owners[index - 1] === owner ? groups.at(-1)!.push(index) : groups.push([index])));
+  return groups.filter((group) => group.length > 1);
 }
 
 /** `batch` with the references its resources make, and whether it must go alone (it merges, or holds a resource twice). */
@@ -522,27 +528,22 @@ class PontClient {
   private groupsTaken = true;
 
   /**
-   * The batch under an id made of its messages' control ids: a resend after a lost answer gets the first answer. It is
-   * one group, written whole or not at all: a message's resources are in the batch once, even when an earlier message
-   * of it carried them (its patient), so a message's own resources are no group of their own. A batch of several
-   * messages Pont refuses in part is sent again a message at a time (`refusedWhole`: splitUp), and only the message
-   * Pont refuses then is not written, none of it.
+   * The batch under an id made of its messages' control ids: a resend after a lost answer gets the first answer. Each
+   * message's resources are a group, written whole or not at all (batchOf puts all of them in).
    */
   async sync(batch: Batch): Promise<SyncOutcome> {
     const { messages, texts, owners } = batch;
     const batchId = `hl7-${createHash('sha256').update(messages.map((m) => m.id).join('\n')).digest('hex').slice(0, 40)}`;
-    const grouped = this.groupsTaken && texts.length > 1;
-    const groups = grouped ? `,"groups":[[${texts.map((_, i) => i).join(',')}]]` : '';
+    const groups = this.groupsTaken ? `,"groups":${JSON.stringify(groupsOf(owners))}` : '';
     // The resources' JSON as batchOf made it, not the batch made into JSON once more.
     const res = await this.post('/api/v1/bridge/sync', `{"batch_id":${JSON.stringify(batchId)},"resources":[${texts.join(',')}]${groups}}`);
     const body = (await res.json().catch(() => undefined)) as { results?: Array<Record<string, unknown>>; message?: string; details?: unknown } | undefined;
-    if (res.status === 422 && grouped && JSON.stringify(body?.details ?? '').includes('groups')) {
+    if (res.status === 422 && groups && JSON.stringify(body?.details ?? '').includes('groups')) {
       this.groupsTaken = false;
       return this.sync(batch);
     }
     if (res.status === 200) {
-      const problems = (body?.results ?? []).filter((r) => r.status === 'failed').map((r) => ({ control_id: owners[r.index as number], resource_type: r.resource_type, source_id: r.source_id, error: r.error }));
-      return { problems, ...(grouped && problems.length > 0 && { refusedWhole: true }) };
+      return { problems: (body?.results ?? []).filter((r) => r.status === 'failed').map((r) => ({ control_id: owners[r.index as number], resource_type: r.resource_type, source_id: r.source_id, error: r.error })) };
     }
     // Pont away, overloaded, or the key refused (fixed by an operator): try again later; nothing is dropped.
     if (res.status >= 500 || res.status === 401 || res.status === 403 || res.status === 408 || res.status === 429) {

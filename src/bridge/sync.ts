@@ -202,11 +202,24 @@ function withMergeLinks(before: Resource | undefined, stored: Resource): Resourc
   return kept.length ? { ...stored, link: [...kept, ...(stored.link ?? [])] } : stored;
 }
 
-/** Every item in one transaction (one write for all that changed); throws the first refusal. */
-async function writeTogether(repo: FhirRepository, items: PreparedItem[]): Promise<SyncItemResult[] | undefined> {
-  // A failed item, or the same resource twice (in order, one by one): not together.
-  if (items.some((i) => !i.stored) || new Set(items.map((i) => `${i.type}/${i.stored!.id}`)).size !== items.length) return undefined;
-  return repo.transaction(async (sql) => {
+/**
+ * Every item in one transaction (one write for all that changed); throws the first refusal. A resource given again
+ * as it was (the patient of each HL7 message, each its group) is written once: its repeats are `unchanged`.
+ */
+async function writeTogether(repo: FhirRepository, given: PreparedItem[]): Promise<SyncItemResult[] | undefined> {
+  // A failed item, or the same resource twice with other content (in order, one by one): not together.
+  if (given.some((i) => !i.stored)) return undefined;
+  const first = new Map<string, PreparedItem>();
+  const repeats = new Set<PreparedItem>();
+  for (const item of given) {
+    const key = `${item.type}/${item.stored!.id}`;
+    const earlier = first.get(key);
+    if (!earlier) first.set(key, item);
+    else if (earlier.ifAbsent === item.ifAbsent && isDeepStrictEqual(earlier.stored, item.stored)) repeats.add(item);
+    else return undefined;
+  }
+  const items = repeats.size ? given.filter((item) => !repeats.has(item)) : given;
+  const written = await repo.transaction(async (sql) => {
     const stored = items.map((i) => i.stored!);
     // Only what the agent's organisation owns is compared: another organisation's resource is never read here
     // (the write below is then refused by the policy as if it did not exist).
@@ -226,6 +239,9 @@ async function writeTogether(repo: FhirRepository, items: PreparedItem[]): Promi
     if (changed.length) await repo.writeItems(changed.map((i) => ({ resource: i.stored!, method: 'PUT' as const, label: `resources[${i.index}]` })), 'bridgeSync');
     return items.map((item, n) => result(item, status[n]!));
   });
+  if (!repeats.size) return written;
+  const byIndex = new Map(written.map((r) => [r.index, r]));
+  return given.map((item) => byIndex.get(item.index) ?? result(item, 'unchanged'));
 }
 
 /**
