@@ -67,8 +67,12 @@ describe('pont clients, agents and keys', () => {
     expect(listed.json).toEqual([expect.objectContaining({ client_id: clientId, revoked_at: null })]);
     expect(JSON.stringify(listed.json)).not.toContain(secret); // shown once, never again
 
-    const agent = await pont('agents', 'create', '--org', 'org-1', '--facility', 'fac-1');
-    expect(agent.json).toEqual({ agent_id: expect.stringMatching(/^agt_/), agent_key: expect.stringMatching(/^pak_/), facility_id: 'fac-1', organization_id: 'org-1' });
+    const agent = await pont('agents', 'create', '--org', 'org-clinique-a', '--facility', 'fac-1');
+    expect(agent.json).toEqual({ agent_id: expect.stringMatching(/^agt_/), agent_key: expect.stringMatching(/^pak_/), facility_id: 'fac-1', organization_id: 'org-clinique-a' });
+    // The facility is org-clinique-a's: another organisation's agent there would make the same Pont ids (an outside review).
+    const elsewhere = await pont('agents', 'create', '--org', 'org-1', '--facility', 'fac-1');
+    expect(elsewhere.code).toBe(1);
+    expect(elsewhere.stderr).toMatch(/Facility fac-1 is bound to another organisation .*; fix: /);
 
     const first = await withService(async (url) => {
       const issued = await token(url, clientId, secret);

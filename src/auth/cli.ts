@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { withDatabase } from '../db/command';
 import { loadConfig } from '../config';
 import { flagProblems, issueProblems, UsageError } from '../cli-args';
-import { createAgent, listAgents, revokeAgent } from './agents';
+import { createAgent, facilityTakenByAnother, listAgents, revokeAgent } from './agents';
 import {
   createClient,
   createKeyClient,
@@ -181,8 +181,20 @@ export const listKeysCommand = () => printed(() => withDatabase(listSigningKeys)
 
 export const revokeKeyCommand = (kid: string) => printed(() => withDatabase(async (db) => (await revokeSigningKey(db, kid)) ?? notFound('signing key', kid)));
 
+/**
+ * A facility is one organisation's (its agents' and clients'), as the portal keeps it: an agent of another there would
+ * make the same Pont ids for the same facility ids, and learn from its answers which of the first one's exist.
+ */
 export const createAgentCommand = (o: { org: string; facility: string }) =>
-  printed(() => withDatabase((db) => createAgent(db, { facilityId: o.facility, organizationId: o.org })));
+  printed(() =>
+    withDatabase((db) =>
+      db.transaction(async (tx) => {
+        if (await facilityTakenByAnother(tx, o.facility, o.org))
+          throw new Error(`Facility ${o.facility} is bound to another organisation (its agents or clients); fix: give this agent a facility id of ${o.org}'s own`);
+        return createAgent(tx, { facilityId: o.facility, organizationId: o.org });
+      }),
+    ),
+  );
 
 export const listAgentsCommand = () => printed(() => withDatabase(listAgents));
 
