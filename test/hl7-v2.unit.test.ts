@@ -213,6 +213,15 @@ describe('structured numeric results (found by an outside laboratory integrator:
     }
     for (const [nm, value] of [['+5', 5], ['-0.5', -0.5], ['.5', 0.5], ['5.', 5], [' 12 ', 12]] as const) expect(observationsOf(`OBX|1|NM|2345-7^Glucose^LN||${nm}|mg/dL|||||F`)[0].valueQuantity.value, nm).toBe(value);
   });
+  it('a number with more significant digits than a double keeps (15) is AE naming OBX-5, never stored rounded (an attacker\'s review: 23 digits became another number)', () => {
+    for (const [nm, type] of [['12345678901234567890123', 'NM'], ['0.1234567890123456', 'NM'], ['^1234567890123456^:^2', 'SN'], ['^1^/^1234567890.1234567', 'SN']]) {
+      const translation = translate(Hl7Message.parse(oru(`OBX|1|${type}|2345-7^Glucose^LN||${nm}|mg/dL|||||F`)), loadMappings());
+      expect(translation, nm).toMatchObject({ ok: false, ack: 'AE', error: { location: expect.stringMatching(/^OBX-5(\.\d)?$/), text: expect.stringMatching(/significant digits/) } });
+    }
+    // Fifteen, and zeros that only place the point, are kept exactly.
+    for (const [nm, value] of [['123456789012345', 123456789012345], ['0.000123456789012345', 0.000123456789012345], ['1200000000000000000000', 1.2e21], ['-1.50000000000000000', -1.5]] as const)
+      expect(observationsOf(`OBX|1|NM|2345-7^Glucose^LN||${nm}|mg/dL|||||F`)[0].valueQuantity.value, nm).toBe(value);
+  });
 });
 
 describe('a date or a date-time result (found by an outside laboratory integrator: OBX-2 DT and TS were lost)', () => {

@@ -26,7 +26,11 @@ export function readV2(program: MapProgram, scope: V2Scope): { connect: Record<s
     const text = given.trim();
     if (!text) return undefined;
     const value = fromV2Text(text, field.type);
-    if (value === undefined) problems.push({ field: name, location, message: `${location} \`${text}\` is not a ${field.type}` });
+    if (value === undefined) {
+      const digits = V2_NUMBER.test(text) ? significantDigits(text) : 0;
+      const why = digits > EXACT_DIGITS ? `has ${digits} significant digits, more than a number keeps exactly (${EXACT_DIGITS}): send it as ST` : `is not a ${field.type}`;
+      problems.push({ field: name, location, message: `${location} \`${text}\` ${why}` });
+    }
     return value;
   };
   for (const [name, entry] of program.v2 ?? []) {
@@ -59,6 +63,10 @@ export function readV2(program: MapProgram, scope: V2Scope): { connect: Record<s
 }
 
 const V2_NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)$/;
+/** The significant digits a double keeps whatever they are (DBL_DIG): a result with more would be stored as another. */
+const EXACT_DIGITS = 15;
+/** A v2 NM's significant digits: its digits without sign, point, leading zeros and the zeros that end them. */
+const significantDigits = (text: string) => text.replace(/^[+-]/, '').replace('.', '').replace(/^0+/, '').replace(/0+$/, '').length;
 
 /** A v2 value as the Connect type wants it (DTM `20240115083000+0100` -> ISO 8601); undefined when it does not fit. */
 export function fromV2Text(text: string, type: ConnectType): unknown {
@@ -70,7 +78,7 @@ export function fromV2Text(text: string, type: ConnectType): unknown {
     case 'number':
     case 'integer': {
       // v2 NM: an optional sign, digits and an optional decimal point (not JavaScript's 0x10, 1e3 or Infinity).
-      if (!V2_NUMBER.test(text.trim())) return undefined;
+      if (!V2_NUMBER.test(text.trim()) || significantDigits(text.trim()) > EXACT_DIGITS) return undefined;
       const n = Number(text.trim());
       return Number.isFinite(n) && (type === 'number' || Number.isInteger(n)) ? n : undefined;
     }
