@@ -876,7 +876,9 @@ describe('pont bridge-agent: Pont’s rate limit (found by an outside probe: a s
       expect(proxy.held[1]!.at - proxy.held[0]!.at).toBeGreaterThanOrEqual(1_900);
       // Never more than one send per 125 ms (and the 30 messages in far fewer sends than 30).
       expect(proxy.held.length).toBeLessThanOrEqual(Math.ceil(elapsed / 125) + 1);
-      for (let i = 1; i < proxy.held.length; i++) expect(proxy.held[i]!.at - proxy.held[i - 1]!.at).toBeGreaterThanOrEqual(120);
+      // Measured where they arrive, not where they leave: one send's way can be slower than the next's by some
+      // milliseconds under load (a full run saw 116.5 ms between two arrivals); without the pacing they come 1-10 ms apart.
+      for (let i = 1; i < proxy.held.length; i++) expect(proxy.held[i]!.at - proxy.held[i - 1]!.at).toBeGreaterThanOrEqual(100);
       for (let i = 0; i < 30; i++) expect((await read('Observation', `LAB-PACE-${i}-2345-7`)).status).toBe(200);
     } finally {
       await client.close();
