@@ -187,7 +187,7 @@ describe('structured numeric results (found by an outside laboratory integrator:
     expect(value('^1^/^2', '')).toEqual({ valueRatio: { numerator: { value: 1 }, denominator: { value: 2 } } });
   });
   it('what FHIR has no value for is AE naming OBX-5, never a number that says something else', () => {
-    for (const sn of ['<>^5', '>^10^-^20', '^2^+', '^10^-', '^10^-^abc', '^1^.^5']) {
+    for (const sn of ['<>^5', '>^10^-^20', '^2^+', '^10^-', '^10^-^abc', '^1^.^5', '^1^:^0', '^1^/^0.0']) {
       expect(refusal(sn), sn).toMatchObject({ ok: false, ack: 'AE', error: { location: expect.stringMatching(/^OBX-5(\.\d)?$/) } });
     }
   });

@@ -298,6 +298,7 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
           : !['-', ':', '/'].includes(separator) ? `the separator or suffix ${JSON.stringify(separator)} is not mapped (a range ^10^-^20, a ratio ^1^:^128)`
           : comparator && comparator !== '=' ? `a comparator beside two numbers (${JSON.stringify(comparator)}) says no range or ratio FHIR has`
           : !second ? `a ${separator === '-' ? 'range' : 'ratio'} without its second number`
+          : separator !== '-' && Number(second) === 0 ? 'a ratio whose denominator is 0 says no value'
           : undefined;
         if (problem) throw new FieldError('OBX-5', ErrorCondition.dataType, `OBX-5 ${JSON.stringify(sn!.toString())}: ${problem}; send it as ST`, sequence);
       }
