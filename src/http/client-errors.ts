@@ -35,7 +35,7 @@ export function answerClientErrors(server: Server, fhirBase: string): void {
     if (err.code === 'ECONNRESET' || !socket.writable) return void socket.destroy();
     const error = refusal(err.code);
     const target = requestTarget(err.rawPacket);
-    const fhir = target === fhirBase || ['/', '?'].some((next) => target.startsWith(fhirBase + next));
+    const fhir = target.startsWith(fhirBase); // as the error middleware tells FHIR routes (src/app.ts)
     const body = JSON.stringify(fhir ? operationOutcome(error) : errorBody(error));
     // Closed once written, as Node's own answer is: the client may never close its side.
     socket.end(

@@ -59,20 +59,20 @@ export async function monthPartitions(sql: Queryable, t: PartitionedTable): Prom
  * - Against writers, always: an insert routes its row when it starts, so one that began before the new partition and
  *   waited on the default partition's lock would then break its narrowed constraint ("new row for relation
  *   audit_log_default violates partition constraint": a bundle import failed so when a retention pass ran during it).
- * - Against readers too when rows move (`moving`, or rows found under the lock): a statement whose plan predates the
- *   new partition scans the default one without it, after the move: its rows are in neither (an event replayed, then
- *   not found for its deliveries' listing, in the PHP client's suite; test/retention.test.ts). Waiting on the table,
- *   a reader is planned afresh once the new partition is in. A month made ahead moves nothing, and readers go on.
+ * - Against readers too when rows move (found under the first lock, which holds writers off): a statement whose plan
+ *   predates the new partition scans the default one without it, after the move: its rows are in neither (an event
+ *   replayed, then not found for its deliveries' listing, in the PHP client's suite; test/retention.test.ts). Waiting
+ *   on the table, a reader is planned afresh once the new partition is in. A month made ahead moves nothing, and
+ *   readers go on.
  */
-async function createPartition(db: Database, t: PartitionedTable, month: Month, moving: boolean): Promise<void> {
+async function createPartition(db: Database, t: PartitionedTable, month: Month): Promise<void> {
   const name = partitionName(t, month);
   const { from, to } = monthRange(month);
   const inMonth = `${t.column} >= ${literal(from)} AND ${t.column} < ${literal(to)}`;
   await ddl(db, async (tx) => {
-    await tx.query(`LOCK TABLE ${t.table} IN ${moving ? 'ACCESS EXCLUSIVE' : 'SHARE ROW EXCLUSIVE'} MODE`);
+    await tx.query(`LOCK TABLE ${t.table} IN SHARE ROW EXCLUSIVE MODE`);
     if ((await monthPartitions(tx, t)).some((p) => p.name === name)) return; // another process made it meanwhile
-    // Rows of the month written since it was looked at (writers wait now): readers are locked out too.
-    if (!moving && (await tx.query(`SELECT 1 FROM ${defaultPartition(t)} WHERE ${inMonth} LIMIT 1`)).rows.length) await tx.query(`LOCK TABLE ${t.table} IN ACCESS EXCLUSIVE MODE`);
+    if ((await tx.query(`SELECT 1 FROM ${defaultPartition(t)} WHERE ${inMonth} LIMIT 1`)).rows.length) await tx.query(`LOCK TABLE ${t.table} IN ACCESS EXCLUSIVE MODE`);
     await tx.query(`LOCK TABLE ${defaultPartition(t)} IN ACCESS EXCLUSIVE MODE`);
     await tx.query(`CREATE TABLE ${name} (LIKE ${t.table} INCLUDING DEFAULTS)`);
     await tx.query(`WITH moved AS (DELETE FROM ${defaultPartition(t)} WHERE ${inMonth} RETURNING *) INSERT INTO ${name} SELECT * FROM moved`);
@@ -86,13 +86,12 @@ async function createPartition(db: Database, t: PartitionedTable, month: Month, 
  */
 export async function ensurePartitions(db: Database, t: PartitionedTable, now: Date): Promise<Month[]> {
   const { rows } = await db.query<{ month: Month }>(`SELECT DISTINCT to_char(${t.column} AT TIME ZONE 'UTC', 'YYYY-MM') AS month FROM ${defaultPartition(t)}`);
-  const waiting = new Set(rows.map((r) => r.month));
-  const wanted = new Set([...waiting, ...Array.from({ length: MONTHS_AHEAD + 1 }, (_, i) => monthOf(now, i))]);
+  const wanted = new Set([...rows.map((r) => r.month), ...Array.from({ length: MONTHS_AHEAD + 1 }, (_, i) => monthOf(now, i))]);
   const existing = new Set((await monthPartitions(db, t)).map((p) => p.month));
   const made: Month[] = [];
   for (const month of [...wanted].sort()) {
     if (existing.has(month)) continue;
-    await createPartition(db, t, month, waiting.has(month));
+    await createPartition(db, t, month);
     made.push(month);
   }
   return made;
