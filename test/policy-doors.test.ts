@@ -566,11 +566,12 @@ describe('pairing and Bridge sync, by organisations without rights', () => {
     const { createAgent } = await import('../src/auth/agents');
     const agentOf = (org: string) => createAgent(pont.services.db, { organizationId: org, facilityId: 'fac-shared' });
     const [ours, theirs] = [await agentOf('org-a'), await agentOf('org-c')];
-    const sync = (agent: typeof ours, batch: string, value: number) =>
+    const shared = (value: number) => ({ resourceType: 'Observation', id: 'OBS-SHARED', status: 'final', code: { text: 'Ward scale calibration' }, valueQuantity: { value, unit: 'kg' } });
+    const sync = (agent: typeof ours, batch: string, value: number, extra: { groups?: number[][]; repeat?: boolean } = {}) =>
       pont.json('/api/v1/bridge/sync', {
         method: 'POST',
         headers: { 'x-bridge-agent-id': agent.agent_id, 'x-bridge-agent-key': agent.agent_key, 'x-bridge-timestamp': String(Math.floor(Date.now() / 1000)) },
-        json: { batch_id: batch, resources: [{ resourceType: 'Observation', id: 'OBS-SHARED', status: 'final', code: { text: 'Ward scale calibration' }, valueQuantity: { value, unit: 'kg' } }] },
+        json: { batch_id: batch, resources: extra.repeat ? [shared(value), shared(value)] : [shared(value)], ...(extra.groups && { groups: extra.groups }) },
       });
     const first = await sync(ours, 'shared-1', 70);
     expect(first.body.results[0].status, JSON.stringify(first.body)).toBe('created');
@@ -582,6 +583,13 @@ describe('pairing and Bridge sync, by organisations without rights', () => {
       expect(attempt.body.results[0].status).toBe('failed');
       expect(attempt.body.counts).toMatchObject({ failed: 1, unchanged: 0, updated: 0 });
       expect(attempt.body.results[0].error).toMatch(/not found/);
+    }
+    // As a group, the resource given twice (a repeat is written once): both fail alike, whatever A holds.
+    for (const [batch, value] of [['shared-4', 70], ['shared-5', 99]] as const) {
+      const grouped = await sync(theirs, batch, value, { groups: [[0, 1]], repeat: true });
+      expect(grouped.body.results.map((r: any) => r.status)).toEqual(['failed', 'failed']);
+      expect(grouped.body.counts).toMatchObject({ failed: 2, unchanged: 0, updated: 0 });
+      expect(grouped.body.results[0].error).toMatch(/not found/);
     }
     const kept = await stored('Observation', id);
     expect(kept.valueQuantity.value).toBe(70);
