@@ -224,6 +224,23 @@ describe('structured numeric results (found by an outside laboratory integrator:
   });
 });
 
+describe('a result written with trailing zeros (found in a review of the v2 maps: NM `1.10` was stored as 1.1, which says less)', () => {
+  const PRECISION = 'http://hl7.org/fhir/StructureDefinition/quantity-precision';
+  const quantity = (type: string, value: string) => observationsOf(`OBX|1|${type}|2345-7^Glucose^LN||${value}|mg/dL|||||F`)[0].valueQuantity;
+  it('keeps its decimal places in FHIR\'s quantity-precision extension; a number that shows them itself has none', () => {
+    for (const [type, given, value, places] of [['NM', '1.10', 1.1, 2], ['NM', '10.0', 10, 1], ['NM', '-0.050', -0.05, 3], ['SN', '<^5.00', 5, 2], ['SN', '^0.10', 0.1, 2]] as const) {
+      expect(quantity(type, given), given).toMatchObject({ value, _value: { extension: [{ url: PRECISION, valueInteger: places }] } });
+    }
+    for (const [type, given] of [['NM', '1.1'], ['NM', '182'], ['NM', '5.'], ['NM', '100'], ['SN', '<^5']]) expect(quantity(type, given), given).not.toHaveProperty('_value');
+  });
+  it('the Observation it gives is valid FHIR, and a lab result read through Connect shows the places (value_precision)', () => {
+    const [o] = observationsOf('OBX|1|NM|2345-7^Glucose^LN||1.10|mg/dL|||||F');
+    expect(() => validateFhirResource(o)).not.toThrow();
+    const { connect } = loadMappings().get('lab-result').readFhir(o, {});
+    expect(connect).toMatchObject({ value_numeric: 1.1, value_precision: 2 });
+  });
+});
+
 describe('a date or a date-time result (found by an outside laboratory integrator: OBX-2 DT and TS were lost)', () => {
   it('is a valueDateTime to the precision given, with its offset', () => {
     const [ts, tsUtc, dt, month, dtm] = observationsOf(

@@ -8,7 +8,7 @@
  *   condition   := path (' = ' code(,code)*)? | 'not ' path   one of the codes (no codes: has a value); has no value
  *   value       := path | fn '(' path (', ' path)* ')' | 'text'
  *   path        := SEG-F[.C[.S]]                               field F, component C (default 1), subcomponent S
- *   fn          := key | low | high | range_text | lines | date | join | phone
+ *   fn          := key | low | high | range_text | lines | date | join | phone | decimals
  *
  * A condition on the same field as the value picks the repetition (`PID-5.1 where PID-5.7 = L`: the family name
  * of the legal name), and then the value is that repetition's, empty or not (the next alternative counts only when
@@ -59,7 +59,7 @@ export interface V2Objects {
   fields: ReadonlyMap<string, V2Expression>;
 }
 
-const FUNCTIONS = ['key', 'low', 'high', 'range_text', 'lines', 'date', 'join', 'phone'] as const;
+const FUNCTIONS = ['key', 'low', 'high', 'range_text', 'lines', 'date', 'join', 'phone', 'decimals'] as const;
 type V2Function = (typeof FUNCTIONS)[number];
 
 const PATH = /^([A-Z][A-Z0-9]{2})-(\d{1,3})(?:\.(\d{1,3})(?:\.(\d{1,3}))?)?$/;
@@ -237,6 +237,12 @@ function apply(fn: V2Function | undefined, values: string[]): string | undefined
       return values[0] && !parseRange(values[0]) ? values[0] : undefined;
     case 'date':
       return v2DatePart(values[0]!);
+    case 'decimals': {
+      // The decimal places of a number written with trailing zeros (`1.10`: 2), which a JSON number drops (1.1): FHIR
+      // keeps them in the quantity-precision extension. None for a number that shows its own (`1.1`, `182`, `5.`).
+      const m = /^\s*[+-]?\d*\.(\d*0)\s*$/.exec(values[0] ?? '');
+      return m ? String(m[1]!.length) : undefined;
+    }
     case 'join':
       // The parts given, as written, a space between (`join(PID-13.6, PID-13.7)`: area code and local number).
       return values.filter(Boolean).join(' ') || undefined;
