@@ -241,6 +241,23 @@ describe('a result written with trailing zeros (found in a review of the v2 maps
   });
 });
 
+describe("the report's diagnostic service section (found in a review of the v2 maps: OBR-24 MB, a microbiology report, was written as LAB)", () => {
+  const V2_0074 = 'http://terminology.hl7.org/CodeSystem/v2-0074';
+  const translated = (section: string) =>
+    translate(Hl7Message.parse(oru('OBX|1|ST|600-7^Blood culture^LN||No growth||||||F').replace('||||||||||||||||||F', `${'|'.repeat(17)}${section}|F`)), loadMappings());
+  it('OBR-24 is the DiagnosticReport category (table 0074), LAB when the message gives none', () => {
+    for (const [section, code] of [['MB', 'MB'], ['HM', 'HM'], ['', 'LAB'], ['""', 'LAB']]) {
+      const translation = translated(section);
+      if (!translation.ok) throw new Error(`${section}: ${JSON.stringify(translation.error)}`);
+      const report = translation.resources.find((r) => r.resourceType === 'DiagnosticReport') as any;
+      expect(report.category, section).toEqual([{ coding: [{ system: V2_0074, code }] }]);
+    }
+  });
+  it('a code outside table 0074 is AE naming OBR-24, never written as another section', () => {
+    expect(translated('ZZZ')).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBR-24', condition: ErrorCondition.tableValue } });
+  });
+});
+
 describe('a date or a date-time result (found by an outside laboratory integrator: OBX-2 DT and TS were lost)', () => {
   it('is a valueDateTime to the precision given, with its offset', () => {
     const [ts, tsUtc, dt, month, dtm] = observationsOf(
