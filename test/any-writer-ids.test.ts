@@ -866,6 +866,28 @@ describe('what an outside probe of stop 68 found (US Core exports, Epic- and Cer
     expect(plain.body.not_written).toEqual([]);
   });
 
+  it('a report-only result of another laboratory section (MB, microbiology) reads with its section and is pushed back with it, not as LAB (found in a review: it read without its section and was written back as LAB)', async () => {
+    const V2_0074 = 'http://terminology.hl7.org/CodeSystem/v2-0074';
+    for (const section of ['MB', 'LAB']) {
+      await put({ resourceType: 'DiagnosticReport', id: `culture-${section}`, status: 'final', category: [{ coding: [{ system: V2_0074, code: section }] }], code: { text: 'Blood culture' }, subject, effectiveDateTime: '2026-11-20T07:00:00Z', conclusion: 'No growth after 5 days' });
+    }
+    const labs = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`)).body.records.lab_results;
+    for (const section of ['MB', 'LAB']) {
+      const record = labs.find((r: any) => r.id === `culture-${section}`);
+      expect(record, section).toMatchObject({ source: 'report', categories: [{ system: V2_0074, code: section, display: null }] });
+      const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', headers: { 'idempotency-key': `culture-${section}-back` }, json: { health_id: healthId, record } });
+      expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+      expect(pushed.body.not_written, section).toEqual([]);
+      const written = (await call(operator, `/api/fhir/R4/DiagnosticReport/${pushed.body.lab_result_id}`)).body;
+      expect(written.category, section).toEqual([{ coding: [{ system: V2_0074, code: section }] }]);
+    }
+    // A report-only record pushed without a section of table 0074 is a laboratory report (LAB), as the SDK writes one.
+    const record = { ...labs.find((r: any) => r.id === 'culture-MB'), categories: [] };
+    const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', headers: { 'idempotency-key': 'culture-none-back' }, json: { health_id: healthId, record } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    expect((await call(operator, `/api/fhir/R4/DiagnosticReport/${pushed.body.lab_result_id}`)).body.category).toEqual([{ coding: [{ system: V2_0074, code: 'LAB' }] }]);
+  });
+
   it('a body site coded only (SNOMED CT) is pushed back with its coding, not as its code in words', async () => {
     const SCT = 'http://snomed.info/sct';
     await put({ resourceType: 'Observation', id: 'hb-site', status: 'final', category: [LAB], code: { coding: [{ system: 'http://loinc.org', code: '718-7' }] }, subject, effectiveDateTime: '2026-11-24T07:00:00Z', valueQuantity: { value: 13.1, unit: 'g/dL' }, bodySite: { coding: [{ system: SCT, code: '368208006' }] } });

@@ -39,7 +39,7 @@ const OUTSIDE_TYPE: Partial<Record<Outside, string>> = { patient: 'Patient' };
 const QUANTITY_TYPES = ['Quantity', 'SimpleQuantity', 'Age', 'Duration', 'Count', 'Distance'];
 
 /** The keys of the map format, one list per level: anything else is reported as unknown. */
-const TOP_KEYS = ['map', 'resource', 'record', 'description', 'uris', 'let', 'connect', 'v2', 'fixed', 'fields'] as const;
+const TOP_KEYS = ['map', 'resource', 'record', 'description', 'uris', 'let', 'connect', 'v2', 'fixed', 'defaults', 'fields'] as const;
 const FIELD_KEYS = ['type', 'values', 'required', 'nullable', 'list', 'default', 'fields', 'description'] as const;
 const RULE_KEYS = ['fhir', 'values', 'read', 'otherwise', 'also', 'reference', 'narrative', 'write', 'fields', 'description'] as const;
 /** What a rule of an object field may not have: its fields' rules have them. */
@@ -143,25 +143,31 @@ export function compileMap(source: YamlSource): MapProgram | undefined {
     const rule = compiler.fixedRule(pair);
     if (rule) program.fixed.push(rule);
   }
+  // A default shares its element with the field that may write it (a report's own category): it claims nothing.
+  const defaultsNode = section('defaults');
+  for (const pair of (defaultsNode && source.mapping(defaultsNode, '`defaults`')) ?? []) {
+    const rule = compiler.fixedRule(pair, false);
+    if (rule) (program.defaults ??= []).push(rule);
+  }
   if (source.ok) requireFhirRequired(source, program, fields, top.find((p) => keyOf(p) === 'fields')?.key ?? source.root);
   return source.ok ? program : undefined;
 }
 
 /**
  * FHIR refuses a resource without its required elements (Composition.date, Encounter.class): each must be
- * written by a required Connect field or a fixed value, or the map could emit invalid FHIR.
+ * written by a required Connect field, a fixed value or a default, or the map could emit invalid FHIR.
  */
 function requireFhirRequired(source: YamlSource, program: MapProgram, fields: FieldMap, at: Node | Pair | null): void {
   const writes = (path: CompiledPath, element: string) => path[0]?.json === element || (element.endsWith('[x]') && path[0]?.json.startsWith(element.slice(0, -3)));
   for (const [element, definition] of Object.entries(getDataType(program.resourceType).elements)) {
     if ((definition.min ?? 0) < 1 || element === 'resourceType') continue;
-    if (program.fixed.some((f) => writes(f.target, element))) continue;
+    if ([...program.fixed, ...(program.defaults ?? [])].some((f) => writes(f.target, element))) continue;
     const rules = program.fields.filter((r) => r.targets.some((t) => writes(t.write, element)));
     if (rules.some((r) => r.field.required)) continue;
     const name = `${program.resourceType}.${element}`;
     if (rules.length) {
       for (const r of rules) source.problem(fields.get(r.field.name)?.node, `FHIR requires ${name}, which ${show(r.field.name)} writes: make it \`required: true\` (a record read back may still lack it)`);
-    } else source.problem(at, `FHIR requires ${name}: map a required Connect field or a \`fixed\` value to it`);
+    } else source.problem(at, `FHIR requires ${name}: map a required Connect field, a \`fixed\` value or a \`defaults\` value to it`);
   }
 }
 
@@ -514,7 +520,8 @@ class RuleCompiler {
     return { compiled, leaf, key, codes, elements, expression: { ...read.expression, write: write.expression.write, writeType: write.expression.writeType }, alternatives: read.alternatives, at: read.at };
   }
 
-  fixedRule(pair: Pair<Scalar, Node | null>): FixedRule | undefined {
+  /** A `fixed` (or `also`) value, which claims its element; a `defaults` value (`claims` false) shares it. */
+  fixedRule(pair: Pair<Scalar, Node | null>, claims = true): FixedRule | undefined {
     const target = this.expression(pair.key);
     if (!target) return undefined;
     if (target.alternatives.length > 1 || target.alternatives[0]!.finish) {
@@ -526,7 +533,7 @@ class RuleCompiler {
       return undefined;
     }
     const value = this.literal(pair.value, target);
-    this.claim(target, pair.key);
+    if (claims) this.claim(target, pair.key);
     return value !== undefined && this.checkValue(value, target, pair.value!) ? { target: target.compiled, value } : undefined;
   }
 

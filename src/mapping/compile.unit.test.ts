@@ -375,4 +375,26 @@ describe('mapping engine', () => {
       });
     });
   });
+
+  describe('`defaults`: written where the fields wrote nothing', () => {
+    const V2_0074 = 'http://terminology.hl7.org/CodeSystem/v2-0074';
+    const report = (categories?: unknown) =>
+      mappings.get('lab-report').toFhir({ id: 'r1', patient_id: 'p1', test_name: 'Blood culture', status: 'final', result_ids: [], ...(categories === undefined ? {} : { categories }) }) as { category?: unknown };
+    it("a report's section is the record's own (MB), else LAB; a category of another system keeps LAB beside it", () => {
+      expect(report([{ system: V2_0074, code: 'MB', display: null }]).category).toEqual([{ coding: [{ system: V2_0074, code: 'MB' }] }]);
+      expect(report().category).toEqual([{ coding: [{ system: V2_0074, code: 'LAB' }] }]);
+      expect(report([]).category).toEqual([{ coding: [{ system: V2_0074, code: 'LAB' }] }]);
+      expect(report([{ system: 'http://loinc.org', code: 'LP7839-6', display: null }]).category).toEqual([
+        { coding: [{ system: 'http://loinc.org', code: 'LP7839-6' }, { system: V2_0074, code: 'LAB' }] },
+      ]);
+    });
+    it('a default writes an element FHIR requires, as a fixed value does; without either the map is refused', () => {
+      const withDefault = breakMap('clinical-note.map.yaml', '\nfixed:\n', '\ndefaults:\n');
+      const [example] = (parse(readFileSync(join(withDefault.dir, 'clinical-note.examples.yaml'), 'utf8')) as Example[]).filter((e) => e.only !== 'read');
+      const note = loadMappings(withDefault.dir).get('clinical-note').toFhir(example!.connect) as { title?: string };
+      expect(note.title).toBe('Clinical note');
+      const without = breakMap('clinical-note.map.yaml', '  title: Clinical note\n', '');
+      expect(loadError(without.dir).message).toMatch(/FHIR requires Composition\.title/);
+    });
+  });
 });

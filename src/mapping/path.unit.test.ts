@@ -212,7 +212,7 @@ fields:\n  id: id\n  a: valueQuantity.value | component.join(',')\n  b: code.tex
     writeFileSync(join(dir, 'probe.map.yaml'), `map: probe\nresource: Observation\nconnect:\n  id: { type: string, required: true }\n  status: { type: string, nullable: true }\nfields:\n  id: id\n  status: status\n`);
     expect(problemsOf(dir).map((p) => p.replace(join(dir, 'probe.map.yaml'), 'F'))).toEqual([
       'F:5:3: FHIR requires Observation.status, which `status` writes: make it `required: true` (a record read back may still lack it)',
-      'F:6:1: FHIR requires Observation.code: map a required Connect field or a `fixed` value to it',
+      'F:6:1: FHIR requires Observation.code: map a required Connect field, a `fixed` value or a `defaults` value to it',
     ]);
   });
 

@@ -126,6 +126,8 @@ export interface MapProgram {
   resourceType: string;
   fields: FieldRule[];
   fixed: FixedRule[];
+  /** Written where the fields wrote nothing at their path (the `defaults` section): a report's LAB section, unless it gives its own. */
+  defaults?: FixedRule[];
   /** The Connect record type this map reads (its `record:` section), if any. */
   record?: RecordDeclaration;
   /** Its `v2:` section: the Connect fields read from an HL7 v2 message, and where (src/mapping/v2-path.ts). */
@@ -871,6 +873,9 @@ function checkConnectValue(map: string, field: ConnectField, value: unknown): vo
 export function runToFhir(program: MapProgram, connect: Record<string, unknown>): Resource {
   const root: Obj = { resourceType: program.resourceType };
   writeFields(program, root, connect, '');
+  for (const given of program.defaults ?? []) {
+    if (!walk({ resource: root }, [root], given.target).length) writePath(root, given.target, given.value);
+  }
   for (const fixed of program.fixed) writePath(root, fixed.target, fixed.value);
   periodsWhole(root);
   return inFhirOrder(prune(root), program.resourceType) as Resource;
