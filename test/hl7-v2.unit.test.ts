@@ -241,6 +241,22 @@ describe('a result written with trailing zeros (found in a review of the v2 maps
   });
 });
 
+describe("a test's alternate code (found in a review of the v2 maps: a laboratory's local code with LOINC as the alternate, OBX-3.4-6, lost the LOINC)", () => {
+  const LOINC = 'http://loinc.org';
+  it('OBX-3 and OBR-4 give a coding of each identifier, the alternate second; a lab result read through Connect finds its LOINC code', () => {
+    const translation = translate(Hl7Message.parse(oru('OBX|1|NM|GLU^Glucose^L^2345-7^Glucose [Mass/volume] in Serum^LN||182|mg/dL|||||F').replace('24323-8^CMP^LN', 'CMP^Chem panel^L^24323-8^Comprehensive metabolic panel^LN')), loadMappings());
+    if (!translation.ok) throw new Error(JSON.stringify(translation.error));
+    const observation = translation.resources.find((r) => r.resourceType === 'Observation') as any;
+    expect(observation.code).toEqual({ coding: [{ code: 'GLU' }, { system: LOINC, code: '2345-7', display: 'Glucose [Mass/volume] in Serum' }], text: 'Glucose' });
+    const report = translation.resources.find((r) => r.resourceType === 'DiagnosticReport') as any;
+    expect(report.code).toEqual({ coding: [{ code: 'CMP' }, { system: LOINC, code: '24323-8', display: 'Comprehensive metabolic panel' }], text: 'Chem panel' });
+    expect(loadMappings().get('lab-result').readFhir(observation, {}).connect).toMatchObject({ loinc_code: '2345-7', test_name: 'Glucose' });
+    // LOINC first and the local code as the alternate: the same two codings, LOINC's first.
+    const [swapped] = observationsOf('OBX|1|NM|2345-7^Glucose^LN^GLU^Glucose^L||182|mg/dL|||||F');
+    expect(swapped.code).toEqual({ coding: [{ system: LOINC, code: '2345-7' }, { code: 'GLU', display: 'Glucose' }], text: 'Glucose' });
+  });
+});
+
 describe("the report's diagnostic service section (found in a review of the v2 maps: OBR-24 MB, a microbiology report, was written as LAB)", () => {
   const V2_0074 = 'http://terminology.hl7.org/CodeSystem/v2-0074';
   const translated = (section: string) =>
