@@ -711,3 +711,35 @@ describe('a value of spaces alone (an attacker\'s review: AA, then FHIR Pont ref
     expect(color.valueString).toBeUndefined();
   });
 });
+
+describe('facts an ORU or an ADT states, lost under AA (found by a laboratory integrator\'s review of the v2 maps, stop 71)', () => {
+  it('every comment of an OBX is its note: an NTE-3 of several repetitions, and the NTEs after it, a line each', () => {
+    const [hb] = observationsOf('OBX|1|NM|718-7^Hgb^LN||13.2|g/dL|12-16||||F', 'NTE|1|L|Specimen received 14:02~Repeat analysis confirmed', 'NTE|2|L|Critical value phoned to Dr Smith 14:30');
+    expect(hb.note).toEqual([{ text: 'Specimen received 14:02\nRepeat analysis confirmed\nCritical value phoned to Dr Smith 14:30' }]);
+  });
+  it('a coded result keeps its alternate code (CWE-4..6) and its original text (CWE-9); one of them alone is a value, not AE; a second repetition is AE naming OBX-5', () => {
+    const SCT = 'http://snomed.info/sct';
+    const [mrsa] = observationsOf('OBX|1|CWE|600-7^Culture^LN||L3092^Staph aureus^99LAB^3092008^Staphylococcus aureus^SCT^^^Staphylococcus aureus (MRSA)||||||F');
+    expect(mrsa.valueCodeableConcept).toEqual({ coding: [{ code: 'L3092', display: 'Staph aureus' }, { system: SCT, code: '3092008', display: 'Staphylococcus aureus' }], text: 'Staphylococcus aureus (MRSA)' });
+    const [textOnly] = observationsOf('OBX|1|CWE|5196-1^HBsAg^LN||^^^^^^^^Positive, confirmed by neutralisation||||||F');
+    expect(textOnly.valueCodeableConcept).toEqual({ text: 'Positive, confirmed by neutralisation' });
+    const [altOnly] = observationsOf('OBX|1|CE|600-7^Culture^LN||^^^3092008^Staphylococcus aureus^SCT||||||F');
+    expect(altOnly.valueCodeableConcept.coding).toContainEqual({ system: SCT, code: '3092008', display: 'Staphylococcus aureus' });
+    const two = translate(Hl7Message.parse(oru('OBX|1|CWE|600-7^Culture^LN|1|3092008^Staphylococcus aureus^SCT~112283007^Escherichia coli^SCT||||||F')), loadMappings());
+    expect(two).toMatchObject({ ok: false, ack: 'AE', error: { location: expect.stringMatching(/^OBX-5/) } });
+  });
+  it('a unit given as text only (OBX-6.2) is the unit; a UCUM code given as the alternate (OBX-6.4, 6.6 UCUM) is its code', () => {
+    expect(observationsOf('OBX|1|NM|2823-3^K^LN||4.1|^mmol/L|||||F')[0].valueQuantity).toEqual({ value: 4.1, unit: 'mmol/L' });
+    expect(observationsOf('OBX|1|NM|2345-7^Glucose^LN||95|MGDL^mg/dL^L^mg/dL^^UCUM|||||F')[0].valueQuantity).toEqual({ value: 95, unit: 'MGDL', system: 'http://unitsofmeasure.org', code: 'mg/dL' });
+  });
+  it('PID-29 and PID-30: the patient died (deceasedDateTime, else deceasedBoolean)', () => {
+    expect(patientOf(`PID|1||D1^^^GHH^MR||SMITH^JOHN||19620320|M${'|'.repeat(21)}20240115073000+0100|Y`)).toMatchObject({ deceasedDateTime: '2024-01-15T07:30:00+01:00' });
+    expect(patientOf(`PID|1||D2^^^GHH^MR||SMITH^JOHN||19620320|M${'|'.repeat(22)}Y`)).toMatchObject({ deceasedBoolean: true });
+    expect(patientOf('PID|1||D3^^^GHH^MR||SMITH^JOHN||19620320|M')).not.toHaveProperty('deceasedBoolean');
+  });
+  it('PID-11: the home address (type H), else one without a type; never the birthplace (BDL) as where the patient lives', () => {
+    const patient = patientOf('PID|1||D4^^^GHH^MR||SMITH^JOHN^^^^^L||19620320|M|||^^Paris^^^FRA^BDL~12 Rue de Rivoli^Apt 4^Lyon^^69001^FRA^H');
+    expect(patient.address).toEqual([{ line: ['12 Rue de Rivoli', 'Apt 4'], city: 'Lyon', postalCode: '69001', country: 'FRA' }]);
+    expect(patientOf('PID|1||D5^^^GHH^MR||SMITH^JOHN||19620320|M|||^^Paris^^^FRA^BDL').address).toBeUndefined();
+  });
+});

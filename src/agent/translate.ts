@@ -8,6 +8,9 @@ import { MappingValueError, type CompiledMap, type MappingSet } from '../mapping
 import { v2Charset, type V2Scope } from '../mapping/v2-path';
 
 /** HL7 table 0357 (message error condition codes) as the ERR segment carries them. */
+
+/** OBX-2 types whose OBX-5 is one value (NM, SN, a code, a date): a repetition is refused, never dropped. */
+const ONE_VALUE_TYPES = ['NM', 'SN', 'CE', 'CWE', 'DT', 'TS', 'DTM'];
 export const ErrorCondition = {
   segmentSequence: ['100', 'Segment sequence error'],
   requiredFieldMissing: ['101', 'Required field missing'],
@@ -283,8 +286,9 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
       // comparator (`>^10^-^20`), or a range or ratio without its second number. The forms FHIR has are the map's.
       // The value's type is OBX-2's first component (the map's): `SN^Structured` is an SN too.
       const valueType = segment.getField(2)?.getComponent(1) ?? '';
-      // A number result is one value: a second repetition (`5~6`) would be dropped.
-      if ((valueType === 'NM' || valueType === 'SN') && (segment.getField(5)?.toString() ?? '').includes(message.context.repetitionSeparator)) {
+      // A number, a code or a date is one value: a second repetition (`5~6`, two organisms) would be dropped. (A text's
+      // repetitions are its lines.)
+      if (ONE_VALUE_TYPES.includes(valueType) && (segment.getField(5)?.toString() ?? '').includes(message.context.repetitionSeparator)) {
         throw new FieldError('OBX-5', ErrorCondition.dataType, `OBX-5 ${JSON.stringify(segment.getField(5)!.toString())}: an ${valueType} result is one value, not several: send each in an OBX of its own`, sequence);
       }
       if (valueType === 'SN') {
