@@ -7,10 +7,10 @@ import { Hl7Message, Hl7Segment } from '@medplum/core';
 import { MappingValueError, type CompiledMap, type MappingSet } from '../mapping/index';
 import { v2Charset, type V2Scope } from '../mapping/v2-path';
 
-/** HL7 table 0357 (message error condition codes) as the ERR segment carries them. */
-
 /** OBX-2 types whose OBX-5 is one value (NM, SN, a code, a date): a repetition is refused, never dropped. */
 const ONE_VALUE_TYPES = ['NM', 'SN', 'CE', 'CWE', 'DT', 'TS', 'DTM'];
+
+/** HL7 table 0357 (message error condition codes) as the ERR segment carries them. */
 export const ErrorCondition = {
   segmentSequence: ['100', 'Segment sequence error'],
   requiredFieldMissing: ['101', 'Required field missing'],
