@@ -184,6 +184,31 @@ describe('bridge sync', () => {
     expect((await sync('batch-twice-zero', [observation('OBS-BG1', 1), observation('OBS-BG2', 2)], [[0, 0]])).body.details[0].message).toBe('resources[0] is in this group twice');
   });
 
+  it('a grouped batch from a caller that is no Bridge agent (a client with the sync scope, with or without an agent id; a patient token) is 401: nothing written, nothing said of the resources', async () => {
+    const client = await createTestClient(pont, ['bridge_agent:sync', 'fhir:write'], { organizationId: 'org-hospital' });
+    const registrar = await createTestClient(pont, ['health_id:verify', 'consents:write'], { organizationId: 'org-hospital' });
+    const resolved = await pont.json('/api/v1/connect/patients/resolve', { method: 'POST', headers: registrar.headers, json: { first_name: 'Door', last_name: 'Patient', date_of_birth: '1991-02-03', sex: 'female' } });
+    expect(resolved.status).toBe(201);
+    const code = await pont.json(`/api/v1/connect/patient/${resolved.body.health_id}/mobile/pairing-code`, { method: 'POST', headers: registrar.headers });
+    expect(code.status).toBe(201);
+    const token = await pont.json('/api/v1/mobile/auth/token', { method: 'POST', json: { health_id: resolved.body.health_id, code: code.body.code } });
+    expect(token.body.access_token).toMatch(/^pat_/);
+    const callers: Array<[string, Record<string, string>]> = [
+      ['a client token with bridge_agent:sync', client.headers],
+      ['a client token naming the agent', { ...client.headers, 'x-bridge-agent-id': agent.agent_id, 'x-bridge-timestamp': String(Math.floor(Date.now() / 1000)) }],
+      ["a patient's token", { authorization: `Bearer ${token.body.access_token}` }],
+    ];
+    for (const [who, headers] of callers) {
+      const res = await pont.json('/api/v1/bridge/sync', { method: 'POST', headers, json: { batch_id: 'batch-door', resources: [observation('OBS-DOOR1', 1), observation('OBS-DOOR2', 2)], groups: [[0, 1]] } });
+      expect(`${who}: ${res.status}`).toBe(`${who}: 401`);
+      expect(res.body).toMatchObject({ status: 'error', error_code: 'UNAUTHENTICATED' });
+      expect(JSON.stringify(res.body)).not.toMatch(/OBS-DOOR|results/);
+    }
+    for (const id of ['OBS-DOOR1', 'OBS-DOOR2']) expect((await read('Observation', syncedId('fac-ward-1', 'Observation', id))).status).toBe(404);
+    // The agent's own batch of that id was never taken: sent now, it is written, not answered as a replay.
+    expect((await sync('batch-door', [patient, encounter, observation('OBS-DOOR1', 1), observation('OBS-DOOR2', 2)], [[2, 3]])).body.results.map((r: any) => r.status)).not.toContain('failed');
+  });
+
   it('a gap is filled later: the patient comes in a later batch, then the resource that failed goes through', async () => {
     const later = { ...patient, id: 'MRN-LATER', identifier: [{ system: 'urn:ward-1:mrn', value: 'LATER' }], name: [{ use: 'official', family: 'Later', given: ['Bob'] }] };
     const res = await sync('batch-4', [later, observation('OBS-4', 66, 'Patient/MRN-LATER')]);
