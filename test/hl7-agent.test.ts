@@ -350,6 +350,18 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     });
   });
 
+  it("what a report says of itself and who made its results reaches Pont: its comment, numbers, issue time and interpreter; each result's performers, method, amended status and a range with its unit", async () => {
+    const obr = 'OBR|1|845439^GHH OE|REP1^GHH LAB|24323-8^CMP^LN|||20240116093000+0100|||||||||||||||20240116143000+0100|||F|||||||D456&JONES&ROBERT';
+    const obx = 'OBX|1|NM|2823-3^Potassium^LN||4.1|mmol/L|3.5-5.0 mmol/L||||A|||20240116093000+0100||D123^SMITH^JANE|ISE^Ion-selective electrode^99MTH||||||GHH Central Laboratory^L^^^^CLIA&2.16.840.1.113883.4.7&ISO^XX^^^05D0897628';
+    expect(ack(await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', 'REP-1'), PID, obr, 'NTE|1|L|Specimen hemolysed', obx))).code).toBe('AA');
+    const report = await eventually(() => readOk('DiagnosticReport', 'GHH-LAB-REP1'));
+    expect(report).toMatchObject({ conclusion: 'Specimen hemolysed', issued: '2024-01-16T14:30:00+01:00', resultsInterpreter: [{ display: 'ROBERT JONES', identifier: { value: 'D456' } }] });
+    expect(report.identifier.map((i: any) => [i.type.coding[0].code, i.value])).toEqual([['PLAC', '845439'], ['FILL', 'REP1']]);
+    const k = await readOk('Observation', 'GHH-LAB-REP1-2823-3');
+    expect(k).toMatchObject({ status: 'amended', method: { coding: [{ code: 'ISE' }] }, referenceRange: [{ low: { value: 3.5 }, high: { value: 5 }, text: '3.5-5.0 mmol/L' }] });
+    expect(k.performer.map((p: any) => p.display)).toEqual(['GHH Central Laboratory', 'JANE SMITH']);
+  });
+
   it('two authorities known only by their OIDs are two patients, and so are numbers that differ only in a slash or a space', async () => {
     const a04 = (id: string, pid3: string, family: string) => v2(msh('ADT^A04^ADT_A01', id), `PID|1||${pid3}||${family}^ANN^^^^^L||19700101|F`);
     for (const [id, pid3, family] of [['OID-1', '12345^^^&1.2.840.10001&ISO', 'NORTH'], ['OID-2', '12345^^^&1.2.840.20002&ISO', 'SOUTH'], ['SEP-1', '00/77^^^GHH', 'SLASH'], ['SEP-2', '00 77^^^GHH', 'SPACE']])

@@ -743,3 +743,88 @@ describe('facts an ORU or an ADT states, lost under AA (found by a laboratory in
     expect(patientOf('PID|1||D5^^^GHH^MR||SMITH^JOHN||19620320|M|||^^Paris^^^FRA^BDL').address).toBeUndefined();
   });
 });
+
+/** A segment from its fields by number (`seg('OBX', { 1: '1', 5: '5.5' })`), the fields between empty. */
+const seg = (name: string, fields: Record<number, string>) => {
+  const last = Math.max(...Object.keys(fields).map(Number));
+  return [name, ...Array.from({ length: last }, (_, i) => fields[i + 1] ?? '')].join('|');
+};
+
+/** The resources a message of these segments gives (it must translate). */
+function resourcesOf(...segments: string[]): any[] {
+  const translation = translate(Hl7Message.parse(segments.join('\r')), loadMappings());
+  if (!translation.ok) throw new Error(`refused: ${JSON.stringify(translation.error)}`);
+  for (const resource of translation.resources) expect(() => validateFhirResource(resource as never), JSON.stringify(resource)).not.toThrow();
+  return translation.resources;
+}
+
+describe('what a report says of itself and who made its results (found by a laboratory integrator\'s review of the v2 maps, stop 71)', () => {
+  const MSH_ORU = 'MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ORU^R01^ORU_R01|C9|P|2.5.1';
+  const PID = 'PID|1||P1^^^GHH^MR||DOE^JO';
+  const obr = (fields: Record<number, string>) => seg('OBR', { 1: '1', 2: 'O1^OE', 3: 'F1^LAB', 4: '24323-8^CMP^LN', 7: '20240116093000', 25: 'F', ...fields });
+  const K = 'OBX|1|NM|2823-3^Potassium^LN||6.1|mmol/L|3.5-5.1|H|||F';
+
+  it("the NTEs after an OBR are its report's conclusion (a hemolysed specimen, a cancellation's reason), a line each; never another report's, never an OBX's", () => {
+    const resources = resourcesOf(MSH_ORU, PID,
+      obr({}), 'NTE|1|L|Specimen hemolysed~potassium may be falsely high', 'NTE|2|L|Recollection advised', K, 'NTE|1||Repeated: same value',
+      obr({ 1: '2', 3: 'F2^LAB', 4: '2951-2^Sodium^LN', 25: 'X' }), 'NTE|1|L|Test cancelled: specimen lost in transit',
+      obr({ 1: '3', 3: 'F3^LAB', 4: '2345-7^Glucose^LN' }), 'OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|||||F');
+    const [first, cancelled, plain] = resources.filter((r) => r.resourceType === 'DiagnosticReport');
+    expect(first.conclusion).toBe('Specimen hemolysed\npotassium may be falsely high\nRecollection advised');
+    expect(cancelled).toMatchObject({ status: 'cancelled', conclusion: 'Test cancelled: specimen lost in transit' });
+    expect(plain.conclusion).toBeUndefined();
+    const [k, glucose] = resources.filter((r) => r.resourceType === 'Observation');
+    expect(k.note).toEqual([{ text: 'Repeated: same value' }]);
+    expect(glucose.note).toBeUndefined();
+  });
+
+  it('who performed a result: the performing laboratory (OBX-23, else the producer OBX-15) and the responsible observer (OBX-16), by name and id; the method (OBX-17); the report\'s interpreter (OBR-32)', () => {
+    const resources = resourcesOf(MSH_ORU, PID,
+      obr({ 32: 'D456&JONES&ROBERT' }),
+      seg('OBX', { 1: '1', 2: 'NM', 3: '2823-3^Potassium^LN', 5: '4.1', 6: 'mmol/L', 11: 'F', 16: 'D123^SMITH^JANE^^^DR', 17: 'ISE^Ion-selective electrode^99MTH', 23: 'GHH Central Laboratory^L^^^^CLIA&2.16.840.1.113883.4.7&ISO^XX^^^05D0897628' }),
+      seg('OBX', { 1: '2', 2: 'NM', 3: '2951-2^Sodium^LN', 5: '140', 6: 'mmol/L', 11: 'F', 15: 'GHHLAB^GHH Laboratory^99LAB' }));
+    const report = resources.find((r) => r.resourceType === 'DiagnosticReport');
+    expect(report.resultsInterpreter).toEqual([{ type: 'Practitioner', display: 'ROBERT JONES', identifier: { value: 'D456' } }]);
+    const [k, na] = resources.filter((r) => r.resourceType === 'Observation');
+    expect(k.performer).toEqual(expect.arrayContaining([
+      { type: 'Organization', display: 'GHH Central Laboratory', identifier: { value: '05D0897628' } },
+      { type: 'Practitioner', display: 'JANE SMITH', identifier: { value: 'D123' } },
+    ]));
+    expect(k.performer).toHaveLength(2);
+    expect(k.method).toEqual({ coding: [{ code: 'ISE', display: 'Ion-selective electrode' }] });
+    expect(na.performer).toEqual([{ type: 'Organization', display: 'GHH Laboratory', identifier: { value: 'GHHLAB' } }]);
+    expect(na.method).toBeUndefined();
+  });
+
+  it("OBR-22 is when the report was issued, an instant: given with a time it is `issued`; a date alone is not written (an instant needs the time), and the message is not refused for it", () => {
+    const reportOf = (issued: string) => resourcesOf(MSH_ORU, PID, obr({ 22: issued }), K).find((r) => r.resourceType === 'DiagnosticReport');
+    expect(reportOf('20240116143000+0100').issued).toBe('2024-01-16T14:30:00+01:00');
+    expect(reportOf('202401161430').issued).toBe('2024-01-16T14:30:00Z');
+    expect(reportOf('20240116')).not.toHaveProperty('issued');
+    expect(reportOf('')).not.toHaveProperty('issued');
+  });
+
+  it('the order numbers: OBR-2 (placer) and OBR-3 (filler) are the report\'s identifiers, typed PLAC and FILL, their namespace the assigner', () => {
+    const report = resourcesOf(MSH_ORU, PID, obr({ 2: '845439^GHH OE', 3: '1045813^GHH LAB' }), K).find((r) => r.resourceType === 'DiagnosticReport');
+    const v2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
+    expect(report.identifier).toEqual(expect.arrayContaining([
+      { type: { coding: [{ system: v2_0203, code: 'PLAC' }] }, value: '845439', assigner: { display: 'GHH OE' } },
+      { type: { coding: [{ system: v2_0203, code: 'FILL' }] }, value: '1045813', assigner: { display: 'GHH LAB' } },
+    ]));
+    expect(report.identifier).toHaveLength(2);
+    const fillerOnly = resourcesOf(MSH_ORU, PID, obr({ 2: '', 3: '1045813^GHH LAB' }), K).find((r) => r.resourceType === 'DiagnosticReport');
+    expect(fillerOnly.identifier).toEqual([{ type: { coding: [{ system: v2_0203, code: 'FILL' }] }, value: '1045813', assigner: { display: 'GHH LAB' } }]);
+  });
+
+  it('a reference range with its unit (`3.5-5.0 mmol/L`) keeps its low and high, and its text as written', () => {
+    const [k] = observationsOf('OBX|1|NM|2823-3^Potassium^LN||4.1|mmol/L|3.5-5.0 mmol/L||||F');
+    expect(k.referenceRange).toEqual([{ low: { value: 3.5 }, high: { value: 5 }, text: '3.5-5.0 mmol/L' }]);
+    const [plain] = observationsOf('OBX|1|NM|2823-3^Potassium^LN||4.1|mmol/L|3.5-5.0||||F');
+    expect(plain.referenceRange).toEqual([{ low: { value: 3.5 }, high: { value: 5 } }]);
+  });
+
+  it('OBX-11 A and B (v2.7: amended, appended) are an amended result, not AE', () => {
+    expect(observationsOf('OBX|1|NM|2823-3^Potassium^LN||4.1|mmol/L|||||A')[0].status).toBe('amended');
+    expect(observationsOf('OBX|1|NM|2823-3^Potassium^LN||4.1|mmol/L|||||B')[0].status).toBe('amended');
+  });
+});

@@ -245,7 +245,8 @@ function ifAbsent(resource: Record<string, unknown>): Record<string, unknown> {
 }
 
 /**
- * The NTE segments that follow the segment at `at` (an OBX's notes, v2-to-FHIR's NTE[Observation.note]) as one NTE
+ * The NTE segments that follow the segment at `at` (an OBX's notes, v2-to-FHIR's NTE[Observation.note]; an OBR's, its
+ * report's conclusion) as one NTE
  * whose NTE-3 is their comments, a line each: what the map reads as `NTE-3`. Empty when none follows, so that the map
  * never reads another OBX's note (a segment the scope lacks is the message's first of that name).
  */
@@ -277,7 +278,7 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
     if (segment.name === 'OBR') {
       flush();
       obr = segment;
-      report = { ...inSegment(++seen.OBR, () => apply(maps.get('v2-report'), { message, current: new Map([['OBR', segment]]) })), result: [] };
+      report = { ...inSegment(++seen.OBR, () => apply(maps.get('v2-report'), { message, current: new Map([['OBR', segment], ['NTE', notesAfter(message, at)]]) })), result: [] };
     } else if (segment.name === 'OBX') {
       const sequence = ++seen.OBX;
       if (!obr || !report) throw new FieldError('OBX', ErrorCondition.segmentSequence, 'an OBX before any OBR');

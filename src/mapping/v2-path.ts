@@ -8,7 +8,7 @@
  *   condition   := path (' = ' code(,code)*)? | 'not ' path   one of the codes (no codes: has a value); has no value
  *   value       := path | fn '(' path (', ' path)* ')' | 'text'
  *   path        := SEG-F[.C[.S]]                               field F, component C (default 1), subcomponent S
- *   fn          := key | low | high | range_text | lines | date | join | phone | decimals
+ *   fn          := key | low | high | range_text | lines | date | instant | join | phone | decimals
  *
  * A condition on the same field as the value picks the repetition (`PID-5.1 where PID-5.7 = L`: the family name
  * of the legal name), and then the value is that repetition's, empty or not (the next alternative counts only when
@@ -59,7 +59,7 @@ export interface V2Objects {
   fields: ReadonlyMap<string, V2Expression>;
 }
 
-const FUNCTIONS = ['key', 'low', 'high', 'range_text', 'lines', 'date', 'join', 'phone', 'decimals'] as const;
+const FUNCTIONS = ['key', 'low', 'high', 'range_text', 'lines', 'date', 'instant', 'join', 'phone', 'decimals'] as const;
 type V2Function = (typeof FUNCTIONS)[number];
 
 const PATH = /^([A-Z][A-Z0-9]{2})-(\d{1,3})(?:\.(\d{1,3})(?:\.(\d{1,3}))?)?$/;
@@ -210,15 +210,19 @@ function lines(scope: V2Scope, l: V2Location): string {
   return out.join('\n');
 }
 
-/** `70-99`, `>60`, `<5`, `3.5 - 5.0`: the low and high limits; undefined when the text is not a range. */
-export function parseRange(text: string): { low?: number; high?: number } | undefined {
+/**
+ * `70-99`, `>60`, `<5`, `3.5 - 5.0`: the low and high limits; undefined when the text is not a range. `withUnit`: a
+ * unit after it (`3.5-5.0 mmol/L`, one word) is allowed; the text is then not a bare range, and is kept (range_text).
+ */
+export function parseRange(text: string, withUnit = false): { low?: number; high?: number } | undefined {
   const t = text.trim();
   const num = '([-+]?\\d+(?:\\.\\d+)?)';
-  let m = new RegExp(`^${num}\\s*-\\s*${num}$`).exec(t);
+  const unit = withUnit ? '(?:\\s*[^\\d\\s.+-]\\S*)?' : '';
+  let m = new RegExp(`^${num}\\s*-\\s*${num}${unit}$`).exec(t);
   if (m) return { low: Number(m[1]), high: Number(m[2]) };
-  m = new RegExp(`^(>=?)\\s*${num}$`).exec(t);
+  m = new RegExp(`^(>=?)\\s*${num}${unit}$`).exec(t);
   if (m) return { low: Number(m[2]) };
-  m = new RegExp(`^(<=?)\\s*${num}$`).exec(t);
+  m = new RegExp(`^(<=?)\\s*${num}${unit}$`).exec(t);
   if (m) return { high: Number(m[2]) };
   return undefined;
 }
@@ -230,13 +234,17 @@ function apply(fn: V2Function | undefined, values: string[]): string | undefined
     case 'key':
       return sourceKey(values);
     case 'low':
-      return parseRange(values[0]!)?.low?.toString();
+      return parseRange(values[0]!, true)?.low?.toString();
     case 'high':
-      return parseRange(values[0]!)?.high?.toString();
+      return parseRange(values[0]!, true)?.high?.toString();
     case 'range_text':
       return values[0] && !parseRange(values[0]) ? values[0] : undefined;
     case 'date':
       return v2DatePart(values[0]!);
+    case 'instant':
+      // A DTM that gives a time of day (to the hour at least): what a FHIR instant (a report's `issued`) can hold. A
+      // date alone gives nothing, rather than a made-up midnight or a message refused for a field it may leave out.
+      return /^\s*\d{10}/.test(values[0]!) ? values[0] : undefined;
     case 'decimals': {
       // The decimal places of a number written with trailing zeros (`1.10`: 2), which a JSON number drops (1.1): FHIR
       // keeps them in the quantity-precision extension. None for a number that shows its own (`1.1`, `182`, `5.`).
