@@ -163,6 +163,9 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect(patient.gender).toBe('female');
     const encounter = await eventually(() => readOk('Encounter', 'GHH-V1001'));
     expect(encounter).toMatchObject({ status: 'in-progress', class: { code: 'IMP' }, subject: { reference: `Patient/${patient.id}` } });
+    // Where and who, as PV1-3 and PV1-7 say: point of care, room and bed; the attending doctor by name and id.
+    expect(encounter.location.map((l: any) => [l.physicalType.coding[0].code, l.location.display])).toEqual([['wa', '2000'], ['ro', '2012'], ['bd', '01']]);
+    expect(encounter.participant).toEqual([expect.objectContaining({ individual: { display: 'AARON ATTEND', identifier: { value: '004777' } } })]);
   });
 
   it('ADT^A03 finishes the A01 Encounter; A08 replaces the demographics', async () => {

@@ -828,3 +828,41 @@ describe('what a report says of itself and who made its results (found by a labo
     expect(observationsOf('OBX|1|NM|2823-3^Potassium^LN||4.1|mmol/L|||||B')[0].status).toBe('amended');
   });
 });
+
+describe('what an admission says of its visit (found by a laboratory integrator\'s review of the v2 maps, stop 71: lost under AA)', () => {
+  const encounterOf = (pv1: string, event = 'A01') =>
+    resourcesOf(`MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^${event}^ADT_A01|C9|P|2.5.1`, 'PID|1||P1^^^GHH^MR||DOE^JO', pv1).find((r) => r.resourceType === 'Encounter');
+  const LPT = 'http://terminology.hl7.org/CodeSystem/location-physical-type';
+  const PT = 'http://terminology.hl7.org/CodeSystem/v3-ParticipationType';
+
+  it('the place (PV1-3): its point of care, room and bed, each a location of its physical type', () => {
+    expect(encounterOf(seg('PV1', { 1: '1', 2: 'I', 3: '2000^2012^01', 19: 'V1^^^GHH' })).location).toEqual([
+      { location: { display: '2000' }, physicalType: { coding: [{ system: LPT, code: 'wa' }] } },
+      { location: { display: '2012' }, physicalType: { coding: [{ system: LPT, code: 'ro' }] } },
+      { location: { display: '01' }, physicalType: { coding: [{ system: LPT, code: 'bd' }] } },
+    ]);
+    expect(encounterOf(seg('PV1', { 1: '1', 2: 'O', 3: 'CLINIC7', 19: 'V2^^^GHH' })).location).toEqual([{ location: { display: 'CLINIC7' }, physicalType: { coding: [{ system: LPT, code: 'wa' }] } }]);
+  });
+
+  it('the doctors, each by name and id in their role: attending (PV1-7), referring (PV1-8), consulting (PV1-9), admitting (PV1-17)', () => {
+    const encounter = encounterOf(seg('PV1', { 1: '1', 2: 'I', 7: '004777^ATTEND^AARON^A', 8: '005555^REFER^RITA', 9: '006666^CONSULT^CARL', 17: '007777^ADMIT^ADA', 19: 'V3^^^GHH' }));
+    const role = (code: string, display: string) => [{ coding: [{ system: PT, code, display }] }];
+    expect(encounter.participant).toEqual([
+      { type: role('ATND', 'attender'), individual: { display: 'AARON ATTEND', identifier: { value: '004777' } } },
+      { type: role('REF', 'referrer'), individual: { display: 'RITA REFER', identifier: { value: '005555' } } },
+      { type: role('CON', 'consultant'), individual: { display: 'CARL CONSULT', identifier: { value: '006666' } } },
+      { type: role('ADM', 'admitter'), individual: { display: 'ADA ADMIT', identifier: { value: '007777' } } },
+    ]);
+  });
+
+  it('the admission type (PV1-4), hospital service (PV1-10), admit source (PV1-14) and discharge disposition (PV1-36), each a code of its table, with its name where v2.7 gives one', () => {
+    const encounter = encounterOf(seg('PV1', { 1: '1', 2: 'I', 4: 'E', 10: 'MED^Medicine^HL70069', 14: '7', 19: 'V4^^^GHH', 36: '01^Discharged home', 45: '20240118093000+0100' }), 'A03');
+    const code = (table: string, c: string, display?: string) => ({ coding: [{ system: `http://terminology.hl7.org/CodeSystem/v2-${table}`, code: c, ...(display ? { display } : {}) }] });
+    expect(encounter).toMatchObject({
+      status: 'finished',
+      type: [code('0007', 'E')],
+      serviceType: code('0069', 'MED', 'Medicine'),
+      hospitalization: { admitSource: code('0023', '7'), dischargeDisposition: code('0112', '01', 'Discharged home') },
+    });
+  });
+});
