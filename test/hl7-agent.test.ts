@@ -123,7 +123,7 @@ describe('pont bridge-agent: the config file', () => {
   });
 
   // Found by an outside review: a port in use was `cannot start: listen EADDRINUSE: …`, naming no key and no fix.
-  it('an mllp_port in use, a queue_dir that cannot be made: exit 1 naming the key and the fix', async () => {
+  it('an mllp_port in use, a queue_dir that cannot be made, a maps directory without a v2 map: exit 1 naming the key (or the map) and the fix', async () => {
     const good = await configFor('q-in-use');
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(good.mllp_port, '127.0.0.1', resolve));
@@ -139,6 +139,14 @@ describe('pont bridge-agent: the config file', () => {
     const r = await runPont({}, 'bridge-agent', '--config', writeConfig('queue.json', { ...good, queue_dir: join(file, 'queue') }));
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^pont bridge-agent: cannot start: queue_dir: cannot make the directory .*a-file\/queue or write in it \(E[A-Z]+\); fix: [^\n]+\n$/);
+    // A facility's own copy of mappings/ from before a v2 map was added: refused at start, naming it, not AE later.
+    const maps = join(work, 'old-maps');
+    cpSync(join(repoRoot, 'mappings'), maps, { recursive: true });
+    rmSync(join(maps, 'v2-specimen.map.yaml'));
+    rmSync(join(maps, 'v2-specimen.examples.yaml'));
+    const old = await runPont({ PONT_MAPPINGS_DIR: maps }, 'bridge-agent', '--config', writeConfig('old-maps.json', good));
+    expect(old.code).toBe(1);
+    expect(old.stderr).toMatch(/^pont bridge-agent: cannot start: the maps directory .*old-maps has no v2-specimen\.map\.yaml, which the agent reads: copy it from Pont's mappings\/\n$/);
   });
 });
 
@@ -356,13 +364,23 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
   it("what a report says of itself and who made its results reaches Pont: its comment, numbers, issue time and interpreter; each result's performers, method, amended status and a range with its unit", async () => {
     const obr = 'OBR|1|845439^GHH OE|REP1^GHH LAB|24323-8^CMP^LN|||20240116093000+0100|||||||||||||||20240116143000+0100|||F|||||||D456&JONES&ROBERT';
     const obx = 'OBX|1|NM|2823-3^Potassium^LN||4.1|mmol/L|3.5-5.0 mmol/L||||A|||20240116093000+0100||D123^SMITH^JANE|ISE^Ion-selective electrode^99MTH||||||GHH Central Laboratory^L^^^^CLIA&2.16.840.1.113883.4.7&ISO^XX^^^05D0897628';
-    expect(ack(await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', 'REP-1'), PID, obr, 'NTE|1|L|Specimen hemolysed', obx))).code).toBe('AA');
+    const spm = 'SPM|1|^AC123&GHH LAB||119297000^Blood specimen^SCT|||||||||||||20240116080000+0100|||||||HEM^Hemolyzed^HL70493';
+    const volume = 'OBX|1|NM|9999-1^Specimen volume^LN||5|mL|||||F';
+    expect(ack(await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', 'REP-1'), PID, obr, 'NTE|1|L|Specimen hemolysed', obx, spm, volume))).code).toBe('AA');
     const report = await eventually(() => readOk('DiagnosticReport', 'GHH-LAB-REP1'));
     expect(report).toMatchObject({ conclusion: 'Specimen hemolysed', issued: '2024-01-16T14:30:00+01:00', resultsInterpreter: [{ display: 'ROBERT JONES', identifier: { value: 'D456' } }] });
     expect(report.identifier.map((i: any) => [i.type.coding[0].code, i.value])).toEqual([['PLAC', '845439'], ['FILL', 'REP1']]);
     const k = await readOk('Observation', 'GHH-LAB-REP1-2823-3');
     expect(k).toMatchObject({ status: 'amended', method: { coding: [{ code: 'ISE' }] }, referenceRange: [{ low: { value: 3.5 }, high: { value: 5 }, text: '3.5-5.0 mmol/L' }] });
     expect(k.performer.map((p: any) => p.display)).toEqual(['GHH Central Laboratory', 'JANE SMITH']);
+    // The specimen (SPM): a Specimen the report and the result name, in Pont's ids; the OBX after it a fact of it, none of the report's results.
+    const specimen = await readOk('Specimen', 'GHH-LAB-AC123');
+    expect(specimen).toMatchObject({ type: { coding: [{ code: '119297000' }] }, collection: { collectedDateTime: '2024-01-16T08:00:00+01:00' }, condition: [{ coding: [{ code: 'HEM' }] }] });
+    expect(report.specimen).toEqual([{ reference: `Specimen/${specimen.id}` }]);
+    expect(k.specimen).toEqual({ reference: `Specimen/${specimen.id}` });
+    const fact = await readOk('Observation', 'GHH-LAB-REP1-9999-1');
+    expect(fact).toMatchObject({ focus: [{ reference: `Specimen/${specimen.id}` }], specimen: { reference: `Specimen/${specimen.id}` } });
+    expect(report.result).toHaveLength(1);
   });
 
   it('two authorities known only by their OIDs are two patients, and so are numbers that differ only in a slash or a space', async () => {
@@ -917,30 +935,30 @@ describe('pont bridge-agent: an informaticist adds a Z-segment field to a v2 map
           'OBR|1|Z^OE|Z1^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F',
           'OBX|1|NM|2345-7^Glucose^LN||90|mg/dL|70-99||||F',
           'OBX|2|NM|2951-2^Sodium^LN||140|mmol/L|135-145||||F',
-          'ZLB|1|Central laboratory, bench 4',
+          'ZLB|1|Cobas 8000, module 4',
         );
-      // The edit: the lab's bench (a Z-segment after the OBXs) as the Observation's performer, by name.
+      // The edit: the analyser (a Z-segment after the OBXs) as the Observation's device, by name.
       const file = join(maps, 'v2-observation.map.yaml');
       writeFileSync(
         file,
         readFileSync(file, 'utf8')
-          .replace('\nv2:\n', '\n  lab_bench: { type: string, nullable: true }\n\nv2:\n')
-          .replace('\nfixed:\n', '\n  lab_bench: ZLB-2\n\nfixed:\n')
-          .replace(/\n$/, '\n  lab_bench: performer[0].display\n'),
+          .replace('\nv2:\n', '\n  analyser: { type: string, nullable: true }\n\nv2:\n')
+          .replace('\nfixed:\n', '\n  analyser: ZLB-2\n\nfixed:\n')
+          .replace(/\n$/, '\n  analyser: device.display\n'),
       );
       const examples = join(maps, 'v2-observation.examples.yaml');
-      writeFileSync(examples, readFileSync(examples, 'utf8').replace(/(\n    effective_at: .*)/g, '$1\n    lab_bench: null'));
+      writeFileSync(examples, readFileSync(examples, 'utf8').replace(/(\n    effective_at: .*)/g, '$1\n    analyser: null'));
       // What the informaticist runs before the reload: it passes (it throws otherwise).
       expect(execFileSync(process.execPath, pontCommand('mappings', 'check', maps), { encoding: 'utf8' })).toMatch(/all good/);
 
       expect(ack(await client.sendAndWait(message('Z-1'))).code).toBe('AA');
-      await eventually(async () => expect((await readOk('Observation', 'LAB-Z1-2345-7')).performer).toBeUndefined());
+      await eventually(async () => expect((await readOk('Observation', 'LAB-Z1-2345-7')).device).toBeUndefined());
 
       agent.child.kill('SIGHUP');
       await eventually(() => expect(agent.output()).toMatch(/mappings reloaded/));
       expect(ack(await client.sendAndWait(message('Z-2'))).code).toBe('AA');
       for (const id of ['LAB-Z1-2345-7', 'LAB-Z1-2951-2']) {
-        await eventually(async () => expect((await readOk('Observation', id)).performer).toEqual([{ display: 'Central laboratory, bench 4' }]));
+        await eventually(async () => expect((await readOk('Observation', id)).device).toEqual({ display: 'Cobas 8000, module 4' }));
       }
     } finally {
       await client.close();

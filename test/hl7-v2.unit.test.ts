@@ -866,3 +866,66 @@ describe('what an admission says of its visit (found by a laboratory integrator\
     });
   });
 });
+
+describe('the specimen of a result (SPM; found by a laboratory integrator\'s review of the v2 maps, stop 71: its type and collection time lost, its OBXs written as the patient\'s results)', () => {
+  const MSH_ORU = 'MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ORU^R01^ORU_R01|C9|P|2.5.1';
+  const PID = 'PID|1||P1^^^GHH^MR||DOE^JO';
+  const obr = (filler: string) => seg('OBR', { 1: '1', 2: 'O1^OE', 3: `${filler}^LAB`, 4: '24323-8^CMP^LN', 7: '20240116093000', 25: 'F' });
+  const SPM = seg('SPM', {
+    1: '1', 2: 'SP001&GHH OE^AC123&GHH LAB', 4: '119297000^Blood specimen^SCT^BLD^Blood^HL70487', 7: 'VENIP^Venipuncture^HL70488', 8: 'LACF^Left antecubital fossa^HL70163',
+    12: '5^mL', 17: '20240116080000+0100', 18: '20240116090000+0100', 24: 'HEM^Hemolyzed^HL70493',
+  });
+  const table = (n: string) => `http://terminology.hl7.org/CodeSystem/v2-${n}`;
+
+  it('is a Specimen: its accession (SPM-2), type (SPM-4, both codings), collection (method, site, amount, time), receipt and condition', () => {
+    const resources = resourcesOf(MSH_ORU, PID, obr('F1'), 'OBX|1|NM|2823-3^Potassium^LN||6.1|mmol/L|||||F', SPM);
+    const specimen = resources.find((r) => r.resourceType === 'Specimen');
+    expect(specimen).toEqual({
+      resourceType: 'Specimen',
+      id: 'GHH-LAB-AC123',
+      subject: { reference: 'Patient/GHH-P1' },
+      accessionIdentifier: { value: 'AC123', assigner: { display: 'GHH LAB' } },
+      identifier: [{ type: { coding: [{ system: table('0203'), code: 'PLAC' }] }, value: 'SP001', assigner: { display: 'GHH OE' } }],
+      type: { coding: [{ system: 'http://snomed.info/sct', code: '119297000', display: 'Blood specimen' }, { system: table('0487'), code: 'BLD', display: 'Blood' }] },
+      collection: {
+        collectedDateTime: '2024-01-16T08:00:00+01:00',
+        method: { coding: [{ system: table('0488'), code: 'VENIP', display: 'Venipuncture' }] },
+        bodySite: { coding: [{ system: table('0163'), code: 'LACF', display: 'Left antecubital fossa' }] },
+        quantity: { value: 5, unit: 'mL' },
+      },
+      receivedTime: '2024-01-16T09:00:00+01:00',
+      condition: [{ coding: [{ system: table('0493'), code: 'HEM', display: 'Hemolyzed' }] }],
+    });
+  });
+
+  it("the report and its results name their OBR's specimen; an OBX after the SPM is a fact of the specimen (its focus), not one of the report's results; another OBR's results name none", () => {
+    const resources = resourcesOf(MSH_ORU, PID,
+      obr('F1'), 'OBX|1|NM|2823-3^Potassium^LN||6.1|mmol/L|||||F', SPM, 'OBX|1|NM|9999-1^Specimen volume^LN||5|mL|||||F',
+      obr('F2'), 'OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|||||F');
+    const ref = { reference: 'Specimen/GHH-LAB-AC123' };
+    const [first, second] = resources.filter((r) => r.resourceType === 'DiagnosticReport');
+    const [k, volume, glucose] = resources.filter((r) => r.resourceType === 'Observation');
+    expect(first.specimen).toEqual([ref]);
+    expect(first.result).toEqual([{ reference: `Observation/${k.id}` }]);
+    expect(k.specimen).toEqual(ref);
+    expect(volume).toMatchObject({ specimen: ref, focus: [ref], valueQuantity: { value: 5, unit: 'mL' } });
+    expect(second.specimen).toBeUndefined();
+    expect(glucose.specimen).toBeUndefined();
+    expect(resources.filter((r) => r.resourceType === 'Specimen')).toHaveLength(1);
+  });
+
+  it('two specimens under one OBR: the report names both; a result, which names at most one, names neither rather than a guess; a collection over a period (SPM-17 start and end) is a period', () => {
+    const two = seg('SPM', { 1: '2', 2: '^AC124&GHH LAB', 4: '122575003^Urine specimen^SCT', 17: '20240115080000+0100^20240116080000+0100' });
+    const resources = resourcesOf(MSH_ORU, PID, obr('F1'), 'OBX|1|NM|2823-3^Potassium^LN||6.1|mmol/L|||||F', SPM, two);
+    const report = resources.find((r) => r.resourceType === 'DiagnosticReport');
+    expect(report.specimen).toEqual([{ reference: 'Specimen/GHH-LAB-AC123' }, { reference: 'Specimen/GHH-LAB-AC124' }]);
+    expect(resources.find((r) => r.resourceType === 'Observation').specimen).toBeUndefined();
+    expect(resources.find((r) => r.id === 'GHH-LAB-AC124').collection).toEqual({ collectedPeriod: { start: '2024-01-15T08:00:00+01:00', end: '2024-01-16T08:00:00+01:00' } });
+  });
+
+  it('a specimen without an accession number is its OBR\'s (filler order number and SPM-1); one rejected (SPM-21) is unsatisfactory, its reason a condition', () => {
+    const rejected = seg('SPM', { 1: '1', 4: '119297000^Blood specimen^SCT', 21: 'RH^Hemolysis^HL70490' });
+    const specimen = resourcesOf(MSH_ORU, PID, obr('F1'), 'OBX|1|NM|2823-3^Potassium^LN||6.1|mmol/L|||||X', rejected).find((r) => r.resourceType === 'Specimen');
+    expect(specimen).toMatchObject({ id: 'LAB-F1-1', status: 'unsatisfactory', condition: [{ coding: [{ system: table('0490'), code: 'RH', display: 'Hemolysis' }] }] });
+  });
+});

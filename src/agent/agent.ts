@@ -18,7 +18,7 @@ import { buildAck, wantsApplicationAck, type AckCode } from './ack';
 import type { AgentConfig } from './config';
 import { startMllpServer, stopMllpServer, type Frame, type Later } from './mllp';
 import { DurableQueue, type QueuedMessage } from './queue';
-import { ErrorCondition, fieldAt, header, MAX_BATCH_BYTES, MAX_BATCH_RESOURCES, messageKey, translate, type V2Error } from './translate';
+import { ErrorCondition, fieldAt, header, MAX_BATCH_BYTES, MAX_BATCH_RESOURCES, messageKey, translate, V2_MAPS, type V2Error } from './translate';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -69,6 +69,8 @@ export async function startAgent(config: AgentConfig, options: AgentOptions = {}
   const now = options.now ?? (() => new Date());
   const log = options.log ?? jsonLog;
   const maps = new MappingHolder(options.mappingsDir ?? process.env.PONT_MAPPINGS_DIR ?? defaultMappingsDir);
+  const missing = V2_MAPS.filter((name) => !maps.current().names().includes(name));
+  if (missing.length) throw new Error(`the maps directory ${maps.dir} has no ${missing.map((m) => `${m}.map.yaml`).join(', ')}, which the agent reads: copy ${missing.length > 1 ? 'them' : 'it'} from Pont's mappings/`);
   let queue: DurableQueue;
   try {
     queue = new DurableQueue(config.queue_dir);

@@ -67,6 +67,9 @@ export function beyondPont(resources: Array<Record<string, unknown>>, length = I
 /** v2.3 to v2.8 (and their dot releases). */
 export const SUPPORTED_VERSION = /^2\.(3|3\.1|4|5|5\.1|6|7|7\.1|8|8\.1|8\.2)$/;
 
+/** The maps translate reads: the agent starts only with all of them (an older copy of mappings/ may lack one). */
+export const V2_MAPS = ['v2-patient', 'v2-merged-patient', 'v2-encounter', 'v2-report', 'v2-observation', 'v2-specimen'] as const;
+
 /** The message types the agent handles, and what their events are. */
 const HANDLED: Record<string, readonly string[]> = { ADT: ['A01', 'A03', 'A04', 'A08', 'A40'], ORU: ['R01'] };
 
@@ -258,8 +261,11 @@ function notesAfter(message: Hl7Message, at: number): Hl7Segment {
 }
 
 /**
- * ORU^R01: the patient, their visit (PV1 with a visit number), then for each OBR its report and the Observation of
- * each OBX that follows it. The patient and the visit are created if Pont has no record of them yet, never updated:
+ * ORU^R01: the patient, their visit (PV1 with a visit number), then for each OBR its specimens (SPM), its report and
+ * the Observation of each OBX that follows it. The report names its specimens, and each result names its OBR's
+ * specimen when there is one only (an Observation names at most one: of two, none rather than a guess). The OBXs
+ * after an SPM (the v2.5 SPECIMEN group's) are facts of that specimen: each names it as its focus, and is none of the
+ * report's results. The patient and the visit are created if Pont has no record of them yet, never updated:
  * an ORU's PID and PV1 name whom and which visit the results are about, often with little more than an identifier,
  * and a result is no admission (an A08 replaces the demographics). Without the visit, the results' reference to it
  * would name nothing and Pont would refuse the message it had acknowledged.
@@ -273,12 +279,35 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
   const flush = () => {
     if (report) out.push(report);
   };
-  const seen = { OBR: 0, OBX: 0 };
+  const seen = { OBR: 0, OBX: 0, SPM: 0 };
+  const specimens = new Map<Hl7Segment, { reference: string }>();
+  const written = new Set<string>();
+  /** The Observation's specimen: the one whose SPM it follows (a fact of it), else its OBR's only one. */
+  let factOf: { reference: string } | undefined;
+  let sole: { reference: string } | undefined;
   for (const [at, segment] of message.segments.entries()) {
     if (segment.name === 'OBR') {
       flush();
       obr = segment;
       report = { ...inSegment(++seen.OBR, () => apply(maps.get('v2-report'), { message, current: new Map([['OBR', segment], ['NTE', notesAfter(message, at)]]) })), result: [] };
+      // The OBR's specimens come after its results: read first, so that its results can name them. One specimen
+      // under two OBRs (the same accession number) is one Specimen.
+      const named = new Set<string>();
+      for (let i = at + 1; i < message.segments.length && message.segments[i]!.name !== 'OBR'; i++) {
+        const spm = message.segments[i]!;
+        if (spm.name !== 'SPM') continue;
+        const specimen = inSegment(++seen.SPM, () => apply(maps.get('v2-specimen'), { message, current: new Map([['OBR', segment], ['SPM', spm]]) }));
+        const ref = reference(specimen);
+        specimens.set(spm, { reference: ref });
+        if (!written.has(ref)) out.push(specimen);
+        written.add(ref);
+        named.add(ref);
+      }
+      if (named.size) report.specimen = [...named].map((r) => ({ reference: r }));
+      sole = named.size === 1 ? { reference: [...named][0]! } : undefined;
+      factOf = undefined;
+    } else if (segment.name === 'SPM') {
+      factOf = specimens.get(segment);
     } else if (segment.name === 'OBX') {
       const sequence = ++seen.OBX;
       if (!obr || !report) throw new FieldError('OBX', ErrorCondition.segmentSequence, 'an OBX before any OBR');
@@ -324,7 +353,13 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
         if ((observation.id as string).length > 64) throw new FieldError('OBX-4', ErrorCondition.requiredFieldMissing, `OBX-3 ${JSON.stringify(segment.getField(3)?.toString())} is given more than once under this OBR: give each its sub-id (OBX-4)`, sequence);
       }
       out.push(observation);
-      (report.result as unknown[]).push({ reference: reference(observation) });
+      if (factOf) {
+        observation.specimen = factOf;
+        observation.focus = [factOf];
+      } else {
+        if (sole) observation.specimen = sole;
+        (report.result as unknown[]).push({ reference: reference(observation) });
+      }
     }
   }
   if (!report) throw new FieldError('OBR', ErrorCondition.segmentSequence, 'ORU^R01 without an OBR segment');
