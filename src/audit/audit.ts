@@ -275,7 +275,7 @@ export async function insertAuditRows(sql: Queryable, rows: AuditRow[], asyncCom
   // folds the lookup away and a generic plan keeps it: priced higher, the generic plan never won, and every write's
   // audit row was planned anew (~0.6 ms).
   const record = rows.some((r) => r.record.purposeFromConsent === true)
-    ? SQL`CASE WHEN u.consent_purpose THEN coalesce(u.record || (SELECT jsonb_build_object('purposeCode', p) FROM ${CONSENT_PURPOSE} AS c(p) WHERE p IS NOT NULL), u.record) ELSE u.record END`
+    ? SQL`CASE WHEN u.consent_purpose THEN u.record || jsonb_strip_nulls(jsonb_build_object('purposeCode', ${CONSENT_PURPOSE})) ELSE u.record END`
     : SQL`u.record`;
   const { text, values: bound } = SQL`INSERT INTO audit_log (${ROW_COLUMNS})
      SELECT u.id, u.recorded, u.action, u.outcome, u.operation, u.actor, u.org, u.patient_ids, u.purpose, u.request_id, ${record}
