@@ -440,7 +440,7 @@ describe('what Pont would refuse of a batch however often it is sent (found by a
   it('a NUL written as an escape (\\X00\\), or in MSH-12, is AE naming its field; a year 0000 is no date (an attacker’s review: AA, then refused by Pont and lost)', () => {
     const maps = loadMappings();
     const adt = (msh12: string, pid: string) => Hl7Message.parse([`MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A04^ADT_A01|C9|P|${msh12}`, pid].join('\r'));
-    expect(translate(adt('2.5.1', 'PID|1||P1^^^GHH^MR||A\\X00\\B^EVE'), maps, 'x')).toMatchObject({ ok: false, ack: 'AE', error: { location: 'PID-5.1' } });
+    expect(translate(adt('2.5.1', 'PID|1||P1^^^GHH^MR||A\\X00\\B^EVE'), maps, 'x')).toMatchObject({ ok: false, ack: 'AE', error: { location: 'PID-5.1.1' } });
     const inVersion = 'MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A04^ADT_A01|C9|P|2.5\u0000.1\rPID|1||P1^^^GHH^MR';
     expect(translate(Hl7Message.parse(inVersion), maps, inVersion)).toMatchObject({ ok: false, ack: 'AE', error: { location: 'MSH-12' } });
     expect(translate(Hl7Message.parse(oru('OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|||||F|||00000101')), maps)).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-14' } });
@@ -818,7 +818,7 @@ describe('what a report says of itself and who made its results (found by a labo
 
   it('a reference range with its unit (`3.5-5.0 mmol/L`) keeps its low and high, and its text as written', () => {
     const [k] = observationsOf('OBX|1|NM|2823-3^Potassium^LN||4.1|mmol/L|3.5-5.0 mmol/L||||F');
-    expect(k.referenceRange).toEqual([{ low: { value: 3.5 }, high: { value: 5 }, text: '3.5-5.0 mmol/L' }]);
+    expect(k.referenceRange).toEqual([{ low: { value: 3.5, unit: 'mmol/L' }, high: { value: 5, unit: 'mmol/L' }, text: '3.5-5.0 mmol/L' }]);
     const [plain] = observationsOf('OBX|1|NM|2823-3^Potassium^LN||4.1|mmol/L|3.5-5.0||||F');
     expect(plain.referenceRange).toEqual([{ low: { value: 3.5 }, high: { value: 5 } }]);
   });
@@ -835,13 +835,13 @@ describe('what an admission says of its visit (found by a laboratory integrator\
   const LPT = 'http://terminology.hl7.org/CodeSystem/location-physical-type';
   const PT = 'http://terminology.hl7.org/CodeSystem/v3-ParticipationType';
 
-  it('the place (PV1-3): its point of care, room and bed, each a location of its physical type', () => {
+  it('the place (PV1-3): its point of care, room and bed, the room and the bed of their physical types', () => {
     expect(encounterOf(seg('PV1', { 1: '1', 2: 'I', 3: '2000^2012^01', 19: 'V1^^^GHH' })).location).toEqual([
-      { location: { display: '2000' }, physicalType: { coding: [{ system: LPT, code: 'wa' }] } },
+      { location: { display: '2000' } },
       { location: { display: '2012' }, physicalType: { coding: [{ system: LPT, code: 'ro' }] } },
       { location: { display: '01' }, physicalType: { coding: [{ system: LPT, code: 'bd' }] } },
     ]);
-    expect(encounterOf(seg('PV1', { 1: '1', 2: 'O', 3: 'CLINIC7', 19: 'V2^^^GHH' })).location).toEqual([{ location: { display: 'CLINIC7' }, physicalType: { coding: [{ system: LPT, code: 'wa' }] } }]);
+    expect(encounterOf(seg('PV1', { 1: '1', 2: 'O', 3: 'CLINIC7', 19: 'V2^^^GHH' })).location).toEqual([{ location: { display: 'CLINIC7' } }]);
   });
 
   it('the doctors, each by name and id in their role: attending (PV1-7), referring (PV1-8), consulting (PV1-9), admitting (PV1-17)', () => {
@@ -855,14 +855,14 @@ describe('what an admission says of its visit (found by a laboratory integrator\
     ]);
   });
 
-  it('the admission type (PV1-4), hospital service (PV1-10), admit source (PV1-14) and discharge disposition (PV1-36), each a code of its table, with its name where v2.7 gives one', () => {
+  it('the admission type (PV1-4), hospital service (PV1-10), admit source (PV1-14) and discharge disposition (PV1-36), each a code of the facility\'s table, with its name where v2.7 gives one', () => {
     const encounter = encounterOf(seg('PV1', { 1: '1', 2: 'I', 4: 'E', 10: 'MED^Medicine^HL70069', 14: '7', 19: 'V4^^^GHH', 36: '01^Discharged home', 45: '20240118093000+0100' }), 'A03');
-    const code = (table: string, c: string, display?: string) => ({ coding: [{ system: `http://terminology.hl7.org/CodeSystem/v2-${table}`, code: c, ...(display ? { display } : {}) }] });
+    const code = (c: string, display?: string) => ({ coding: [{ code: c, ...(display ? { display } : {}) }] });
     expect(encounter).toMatchObject({
       status: 'finished',
-      type: [code('0007', 'E')],
-      serviceType: code('0069', 'MED', 'Medicine'),
-      hospitalization: { admitSource: code('0023', '7'), dischargeDisposition: code('0112', '01', 'Discharged home') },
+      type: [code('E')],
+      serviceType: code('MED', 'Medicine'),
+      hospitalization: { admitSource: code('7'), dischargeDisposition: code('01', 'Discharged home') },
     });
   });
 });
@@ -927,5 +927,116 @@ describe('the specimen of a result (SPM; found by a laboratory integrator\'s rev
     const rejected = seg('SPM', { 1: '1', 4: '119297000^Blood specimen^SCT', 21: 'RH^Hemolysis^HL70490' });
     const specimen = resourcesOf(MSH_ORU, PID, obr('F1'), 'OBX|1|NM|2823-3^Potassium^LN||6.1|mmol/L|||||X', rejected).find((r) => r.resourceType === 'Specimen');
     expect(specimen).toMatchObject({ id: 'LAB-F1-1', status: 'unsatisfactory', condition: [{ coding: [{ system: table('0490'), code: 'RH', display: 'Hemolysis' }] }] });
+  });
+});
+
+describe("found by a laboratory integrator's second review of the v2 maps (stop 72)", () => {
+  const MSH_ORU = (version = '2.5.1') => `MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ORU^R01^ORU_R01|C9|P|${version}`;
+  const obr = (fields: Record<number, string>) => seg('OBR', { 1: '1', 2: 'O1^OE', 3: 'F1^LAB', 4: '24323-8^CMP^LN', 7: '20240116093000', 25: 'F', ...fields });
+  const refusal = (...segments: string[]) => translate(Hl7Message.parse(segments.join('\r')), loadMappings());
+
+  it('each PID of an ORU (a PATIENT_RESULT group) is the patient of the reports and results that follow it, with its own visit; never the first patient\'s', () => {
+    const resources = resourcesOf(MSH_ORU(),
+      'PID|1||P1^^^GHH^MR||DOE^JO', 'PV1|1|O|||||||||||||||||V1^^^GHH', obr({ 3: 'FL1^LAB' }), 'OBX|1|NM|2345-7^Glucose^LN||5.6|mmol/L|||||F',
+      'PID|2||P2^^^GHH^MR||ROE^ANN', obr({ 3: 'FL2^LAB' }), 'OBX|1|NM|2345-7^Glucose^LN||12.0|mmol/L||HH|||F');
+    expect(resources.filter((r) => r.resourceType === 'Patient').map((p) => p.id)).toEqual(['GHH-P1', 'GHH-P2']);
+    const [first, second] = resources.filter((r) => r.resourceType === 'DiagnosticReport');
+    const [a, b] = resources.filter((r) => r.resourceType === 'Observation');
+    expect([first.subject, a.subject, a.encounter]).toEqual([{ reference: 'Patient/GHH-P1' }, { reference: 'Patient/GHH-P1' }, { reference: 'Encounter/GHH-V1' }]);
+    expect([second.subject, b.subject]).toEqual([{ reference: 'Patient/GHH-P2' }, { reference: 'Patient/GHH-P2' }]);
+    expect(b.encounter).toBeUndefined();
+    expect(second.encounter).toBeUndefined();
+  });
+
+  it('two OBRs of one message with the same filler order number are AE naming the second OBR-3 (one would replace the other), not AA', () => {
+    const t = refusal(MSH_ORU(), 'PID|1||P1^^^GHH^MR||DOE^JO', obr({ 3: 'ACC123^LAB', 4: '58410-2^CBC^LN' }), 'OBX|1|NM|718-7^Hgb^LN||13|g/dL|||||F', obr({ 1: '2', 3: 'ACC123^LAB' }), 'OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|||||F');
+    expect(t).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBR-3', sequence: 2, condition: ErrorCondition.duplicateKey } });
+  });
+
+  it('an order or specimen number whose authority is given only as an OID (EI-3) keeps it: two laboratories\' FL1 are two reports', () => {
+    const reportOf = (oid: string) => resourcesOf(MSH_ORU(), 'PID|1||P1^^^GHH^MR||DOE^JO', obr({ 2: '', 3: `FL1^^${oid}^ISO` }), 'OBX|1|NM|2345-7^Glucose^LN||5.6|mmol/L|||||F', seg('SPM', { 1: '1', 2: `^SP1&&${oid}&ISO`, 4: '119297000^Blood^SCT' }));
+    const [one, two] = [reportOf('2.16.840.1.113883.19.4.6'), reportOf('2.16.840.1.113883.19.4.7')];
+    const ids = (rs: any[]) => rs.filter((r) => r.resourceType !== 'Patient').map((r) => `${r.resourceType}/${r.id}`);
+    expect(ids(one)).toEqual(['Specimen/2.16.840.1.113883.19.4.6-SP1', 'Observation/2.16.840.1.113883.19.4.6-FL1-2345-7', 'DiagnosticReport/2.16.840.1.113883.19.4.6-FL1']);
+    expect(ids(two).some((id) => ids(one).includes(id))).toBe(false);
+    expect(one.find((r) => r.resourceType === 'DiagnosticReport').identifier[0]).toMatchObject({ value: 'FL1', assigner: { display: '2.16.840.1.113883.19.4.6' } });
+    // With a namespace, the id is as before (no id changes for a sender that gives one).
+    expect(resourcesOf(MSH_ORU(), 'PID|1||P1^^^GHH^MR||DOE^JO', obr({ 3: 'FL1^LAB^2.16.840.1.113883.19.4.6^ISO' })).find((r) => r.resourceType === 'DiagnosticReport').id).toBe('LAB-FL1');
+  });
+
+  it('v2.7: the NTEs after an OBX (or an OBR) that a PRT segment comes between are still its notes', () => {
+    const resources = resourcesOf(MSH_ORU('2.7'), 'PID|1||P1^^^GHH^MR||DOE^JO', obr({}), 'PRT|1|AD||PO^Performing Organization^HL70912', 'NTE|1||Report comment',
+      'OBX|1|NM|2823-3^K^LN||6.1|mmol/L|||||F', 'PRT|1|AD||RO^Responsible Observer^HL70912|9876^Jones^Mary', 'NTE|1||Hemolysed sample: potassium may be falsely elevated');
+    expect(resources.find((r) => r.resourceType === 'Observation').note).toEqual([{ text: 'Hemolysed sample: potassium may be falsely elevated' }]);
+    expect(resources.find((r) => r.resourceType === 'DiagnosticReport').conclusion).toBe('Report comment');
+  });
+
+  it('a titre range (<1:40, <1/80) is text, never a high limit of 1; a range in another unit than the value\'s keeps its unit on its limits', () => {
+    for (const range of ['<1:40', '<1/80', '1:10-1:40']) {
+      const [ana] = observationsOf(`OBX|1|SN|5048-4^ANA titer^LN||^1^:^160||${range}|H|||F`);
+      expect(ana.referenceRange, range).toEqual([{ text: range }]);
+    }
+    const [glucose] = observationsOf('OBX|1|NM|2345-7^Glucose^LN||110|mg/dL|3.9-5.5 mmol/L|H|||F');
+    expect(glucose.referenceRange).toEqual([{ low: { value: 3.9, unit: 'mmol/L' }, high: { value: 5.5, unit: 'mmol/L' }, text: '3.9-5.5 mmol/L' }]);
+    const [gfr] = observationsOf('OBX|1|NM|33914-3^eGFR^LN||75|mL/min|>60 mL/min||||F');
+    expect(gfr.referenceRange).toEqual([{ low: { value: 60, unit: 'mL/min' }, text: '>60 mL/min' }]);
+  });
+
+  it('a family name sent with its FN subcomponents (Jansen&de&Jansen) is its surname, not the subcomponents joined by &', () => {
+    const [k] = observationsOf(seg('OBX', { 1: '1', 2: 'NM', 3: '2823-3^K^LN', 5: '4.1', 11: 'F', 16: '9876^Jansen&de&Jansen^Piet' }));
+    expect(k.performer).toEqual([{ type: 'Practitioner', display: 'Piet Jansen', identifier: { value: '9876' } }]);
+    expect(patientOf('PID|1||D9^^^GHH^MR||Vries&de&Vries^Jan^^^^^L').name[0].family).toBe('Vries');
+    const encounter = resourcesOf('MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A01^ADT_A01|C9|P|2.5.1', 'PID|1||P1^^^GHH^MR||DOE^JO', seg('PV1', { 1: '1', 2: 'I', 7: '1111^Berg&van den&Berg^Anna', 19: 'V5^^^GHH' })).find((r) => r.resourceType === 'Encounter');
+    expect(encounter.participant[0].individual.display).toBe('Anna Berg');
+  });
+
+  it('every repetition of OBX-16 (observers), PV1-7/8/9/17 (doctors), SPM-24 (conditions) and SPM-21 (reasons) is kept; OBX-17\'s method keeps its SNOMED CT system', () => {
+    const [k] = observationsOf(seg('OBX', { 1: '1', 2: 'NM', 3: '2823-3^K^LN', 5: '4.1', 11: 'F', 16: '9876^Jones^Mary~5432^Brown^Bob', 17: '702659008^Automated count^SCT' }));
+    expect(k.performer.map((p: any) => p.display)).toEqual(['Mary Jones', 'Bob Brown']);
+    expect(k.method).toEqual({ coding: [{ system: 'http://snomed.info/sct', code: '702659008', display: 'Automated count' }] });
+    const encounter = resourcesOf('MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A01^ADT_A01|C9|P|2.5.1', 'PID|1||P1^^^GHH^MR||DOE^JO', seg('PV1', { 1: '1', 2: 'I', 7: '1111^Adams^Alice~2222^Baker^Bob', 9: '4444^Dunn^Dora~5555^Eve^Ed', 19: 'V6^^^GHH' })).find((r) => r.resourceType === 'Encounter');
+    expect(encounter.participant.map((p: any) => [p.type[0].coding[0].code, p.individual.display])).toEqual([['ATND', 'Alice Adams'], ['ATND', 'Bob Baker'], ['CON', 'Dora Dunn'], ['CON', 'Ed Eve']]);
+    const specimen = resourcesOf(MSH_ORU(), 'PID|1||P1^^^GHH^MR||DOE^JO', obr({}), seg('SPM', { 1: '1', 4: '119297000^Blood^SCT', 21: 'RC^Clotting^HL70490~RB^Broken container^HL70490', 24: 'HEM^Hemolyzed^HL70493~LIP^Lipemic^HL70493' })).find((r) => r.resourceType === 'Specimen');
+    expect(specimen.condition.map((c: any) => c.coding[0].code)).toEqual(['RC', 'RB', 'HEM', 'LIP']);
+  });
+
+  it('PV1-3: the point of care is a location of no physical type (a clinic is no ward); its facility (PL-4), building (PL-7) and floor (PL-8) are locations of their types', () => {
+    const encounterOf = (pv1: string) => resourcesOf('MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A01^ADT_A01|C9|P|2.5.1', 'PID|1||P1^^^GHH^MR||DOE^JO', pv1).find((r) => r.resourceType === 'Encounter');
+    const LPT = 'http://terminology.hl7.org/CodeSystem/location-physical-type';
+    const typed = (code: string, display: string) => ({ location: { display }, physicalType: { coding: [{ system: LPT, code }] } });
+    expect(encounterOf(seg('PV1', { 1: '1', 2: 'I', 3: '4E^401^1^NORTH^^N^B2^4', 19: 'V7^^^GHH' })).location).toEqual([
+      { location: { display: '4E' } }, typed('ro', '401'), typed('bd', '1'), typed('si', 'NORTH'), typed('bu', 'B2'), typed('lvl', '4'),
+    ]);
+    expect(encounterOf(seg('PV1', { 1: '1', 2: 'O', 3: '^^^GHH', 19: 'V8^^^GHH' })).location).toEqual([typed('si', 'GHH')]);
+  });
+
+  it('a pre-admission (PV1-2 P) is a planned visit, not one in progress', () => {
+    const encounter = resourcesOf('MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A04^ADT_A01|C9|P|2.5.1', 'PID|1||P1^^^GHH^MR||DOE^JO', seg('PV1', { 1: '1', 2: 'P', 19: 'V9^^^GHH' })).find((r) => r.resourceType === 'Encounter');
+    expect(encounter.status).toBe('planned');
+  });
+
+  it('an SPM before any OBR is AE (as an OBX is); the NTEs after an SPM and its description (SPM-14) are its note; SPM-20 N is unavailable; an SPM without SPM-1 or SPM-2 is its OBR\'s specimen, not AE', () => {
+    expect(refusal(MSH_ORU(), 'PID|1||P1^^^GHH^MR||DOE^JO', 'SPM|1|^AC1&LAB||119297000^Blood^SCT', obr({}))).toMatchObject({ ok: false, ack: 'AE', error: { location: 'SPM', condition: ErrorCondition.segmentSequence } });
+    const specimen = resourcesOf(MSH_ORU(), 'PID|1||P1^^^GHH^MR||DOE^JO', obr({}), seg('SPM', { 2: '^AC1&LAB', 4: '119297000^Blood^SCT', 14: 'Drawn above the IV line', 20: 'N' }), 'NTE|1||Received warm').find((r) => r.resourceType === 'Specimen');
+    expect(specimen).toMatchObject({ status: 'unavailable', note: [{ text: 'Drawn above the IV line\nReceived warm' }] });
+    const bare = resourcesOf(MSH_ORU(), 'PID|1||P1^^^GHH^MR||DOE^JO', obr({}), 'SPM||||119297000^Blood^SCT').find((r) => r.resourceType === 'Specimen');
+    expect(bare.id).toBe('LAB-F1');
+  });
+
+  it("a user-defined table's code (PV1-4, 10, 14, 36) is the facility's: written without HL7's code system, whose example meanings would read as its own", () => {
+    const encounter = resourcesOf('MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A01^ADT_A01|C9|P|2.5.1', 'PID|1||P1^^^GHH^MR||DOE^JO', seg('PV1', { 1: '1', 2: 'I', 4: 'E', 10: 'MED', 14: '1^Ambulance', 19: 'V10^^^GHH' })).find((r) => r.resourceType === 'Encounter');
+    expect(encounter).toMatchObject({ type: [{ coding: [{ code: 'E' }] }], serviceType: { coding: [{ code: 'MED' }] }, hospitalization: { admitSource: { coding: [{ code: '1', display: 'Ambulance' }] } } });
+    expect(JSON.stringify(encounter)).not.toMatch(/v2-0007|v2-0069|v2-0023/);
+  });
+
+  it('cosmetic: an NTE of "" or spaces is no line; OBR-32 flat (v2.3: 12345^Smith^John) keeps the name; OBX-23\'s id in XON-3; OBR-8 ends the report\'s period', () => {
+    const resources = resourcesOf(MSH_ORU('2.3'), 'PID|1||P1^^^GHH^MR||DOE^JO', obr({ 8: '20240116100000', 32: '12345^Smith^John' }), 'NTE|1||""', 'NTE|2||  ', 'NTE|3||Kept',
+      seg('OBX', { 1: '1', 2: 'NM', 3: '2823-3^K^LN', 5: '4.1', 11: 'F', 23: 'Central Lab^^CL77' }));
+    const report = resources.find((r) => r.resourceType === 'DiagnosticReport');
+    expect(report.conclusion).toBe('Kept');
+    expect(report.resultsInterpreter).toEqual([{ type: 'Practitioner', display: 'John Smith', identifier: { value: '12345' } }]);
+    expect(report.effectivePeriod).toEqual({ start: '2024-01-16T09:30:00Z', end: '2024-01-16T10:00:00Z' });
+    expect(report.effectiveDateTime).toBeUndefined();
+    expect(resources.find((r) => r.resourceType === 'Observation').performer).toEqual([{ type: 'Organization', display: 'Central Lab', identifier: { value: 'CL77' } }]);
   });
 });

@@ -16,6 +16,7 @@ export const ErrorCondition = {
   requiredFieldMissing: ['101', 'Required field missing'],
   dataType: ['102', 'Data type error'],
   tableValue: ['103', 'Table value not found'],
+  duplicateKey: ['205', 'Duplicate key identifier'],
   unsupportedMessageType: ['200', 'Unsupported message type'],
   unsupportedEvent: ['201', 'Unsupported event code'],
   unsupportedVersion: ['203', 'Unsupported version id'],
@@ -249,68 +250,105 @@ function ifAbsent(resource: Record<string, unknown>): Record<string, unknown> {
 
 /**
  * The NTE segments that follow the segment at `at` (an OBX's notes, v2-to-FHIR's NTE[Observation.note]; an OBR's, its
- * report's conclusion) as one NTE
- * whose NTE-3 is their comments, a line each: what the map reads as `NTE-3`. Empty when none follows, so that the map
- * never reads another OBX's note (a segment the scope lacks is the message's first of that name).
+ * report's conclusion; an SPM's, its specimen's note), past the PRT segments v2.7 puts between, as one NTE whose NTE-3
+ * is their comments, a line each (a comment of `""` or of spaces is none): what the map reads as `NTE-3`. Empty when
+ * none follows, so that the map never reads another segment's note (a segment the scope lacks is the message's first
+ * of that name).
  */
 function notesAfter(message: Hl7Message, at: number): Hl7Segment {
   const lines: string[] = [];
-  for (let i = at + 1; message.segments[i]?.name === 'NTE'; i++) lines.push(message.segments[i]!.getField(3)?.toString() ?? '');
+  for (let i = at + 1; ['NTE', 'PRT'].includes(message.segments[i]?.name ?? ''); i++) {
+    const nte = message.segments[i]!;
+    if (nte.name !== 'NTE') continue;
+    const r = message.context.repetitionSeparator;
+    for (const line of (nte.getField(3)?.toString() ?? '').split(r)) if (line.trim() && line.trim() !== '""') lines.push(line);
+  }
   const e = message.context.escapeCharacter;
-  return new Hl7Segment(['NTE', '', '', lines.filter(Boolean).join(`${e}.br${e}`)], message.context);
+  return new Hl7Segment(['NTE', '', '', lines.join(`${e}.br${e}`)], message.context);
+}
+
+/** The `name` segment of the group the segment at `at` begins (a PID's PV1): before the next PID, ORC or OBR. */
+function groupSegment(message: Hl7Message, at: number, name: string): Hl7Segment | undefined {
+  for (let i = at + 1; i < message.segments.length && !['PID', 'ORC', 'OBR'].includes(message.segments[i]!.name); i++) if (message.segments[i]!.name === name) return message.segments[i];
+  return undefined;
 }
 
 /**
- * ORU^R01: the patient, their visit (PV1 with a visit number), then for each OBR its specimens (SPM), its report and
- * the Observation of each OBX that follows it. The report names its specimens, and each result names its OBR's
- * specimen when there is one only (an Observation names at most one: of two, none rather than a guess). The OBXs
- * after an SPM (the v2.5 SPECIMEN group's) are facts of that specimen: each names it as its focus, and is none of the
- * report's results. The patient and the visit are created if Pont has no record of them yet, never updated:
- * an ORU's PID and PV1 name whom and which visit the results are about, often with little more than an identifier,
- * and a result is no admission (an A08 replaces the demographics). Without the visit, the results' reference to it
- * would name nothing and Pont would refuse the message it had acknowledged.
+ * ORU^R01: for each patient (a PATIENT_RESULT group: its PID, and its PV1 with a visit number), then for each OBR that
+ * follows, its specimens (SPM), its report and the Observation of each OBX that follows it; a later PID is the patient
+ * of what follows it, never the first's. The report names its specimens, and each result names its OBR's specimen
+ * when there is one only (an Observation names at most one: of two, none rather than a guess). The OBXs after an SPM
+ * (the v2.5 SPECIMEN group's) are facts of that specimen: each names it as its focus, and is none of the report's
+ * results. The patient and the visit are created if Pont has no record of them yet, never updated: an ORU's PID and
+ * PV1 name whom and which visit the results are about, often with little more than an identifier, and a result is no
+ * admission (an A08 replaces the demographics). Without the visit, the results' reference to it would name nothing and
+ * Pont would refuse the message it had acknowledged.
  */
 function results(message: Hl7Message, maps: MappingSet): Array<Record<string, unknown>> {
-  const out = [ifAbsent(apply(maps.get('v2-patient'), { message }))];
-  if (message.getSegment('PV1')?.getField(19)?.toString()) out.push(ifAbsent(apply(maps.get('v2-encounter'), { message })));
+  const out: Array<Record<string, unknown>> = [];
+  /** What this message gives already, by reference: a patient named twice, a specimen under two OBRs, is written once. */
+  const written = new Set<string>();
+  const add = (resource: Record<string, unknown>) => {
+    if (!written.has(reference(resource))) out.push(resource);
+    written.add(reference(resource));
+  };
   const lineOf = repeatedLines(message);
+  /** The segments every map reads in this patient's group: its PID and its PV1 (an empty one when it has none). */
+  let group: Map<string, Hl7Segment> | undefined;
   let obr: Hl7Segment | undefined;
   let report: Record<string, unknown> | undefined;
   const flush = () => {
     if (report) out.push(report);
+    report = undefined;
   };
-  const seen = { OBR: 0, OBX: 0, SPM: 0 };
+  const seen = { PID: 0, OBR: 0, OBX: 0, SPM: 0 };
   const specimens = new Map<Hl7Segment, { reference: string }>();
-  const written = new Set<string>();
   /** The Observation's specimen: the one whose SPM it follows (a fact of it), else its OBR's only one. */
   let factOf: { reference: string } | undefined;
   let sole: { reference: string } | undefined;
   for (const [at, segment] of message.segments.entries()) {
-    if (segment.name === 'OBR') {
+    if (segment.name === 'PID') {
+      flush();
+      obr = undefined;
+      const sequence = ++seen.PID;
+      const pv1 = groupSegment(message, at, 'PV1');
+      group = new Map([['PID', segment], ['PV1', pv1 ?? new Hl7Segment(['PV1'], message.context)]]);
+      const current = group;
+      add(ifAbsent(inSegment(sequence, () => apply(maps.get('v2-patient'), { message, current }))));
+      if (pv1?.getField(19)?.toString()) add(ifAbsent(apply(maps.get('v2-encounter'), { message, current })));
+    } else if (segment.name === 'OBR') {
       flush();
       obr = segment;
-      report = { ...inSegment(++seen.OBR, () => apply(maps.get('v2-report'), { message, current: new Map([['OBR', segment], ['NTE', notesAfter(message, at)]]) })), result: [] };
+      const sequence = ++seen.OBR;
+      if (!group) throw new FieldError('OBR', ErrorCondition.segmentSequence, 'an OBR before its patient (PID)', sequence);
+      const inOrder = new Map([...group, ['OBR', segment]]);
+      report = { ...inSegment(sequence, () => apply(maps.get('v2-report'), { message, current: new Map([...inOrder, ['NTE', notesAfter(message, at)]]) })), result: [] };
+      // One report of each filler order number: a second would replace the first in Pont, with its results.
+      if (written.has(reference(report))) {
+        throw new FieldError('OBR-3', ErrorCondition.duplicateKey, `OBR-3 ${JSON.stringify(segment.getField(3)?.toString() ?? '')} is the filler order number of an earlier OBR of this message, and one report would replace the other: give each order its own (or key the v2-report and v2-observation maps by OBR-4 too)`, sequence);
+      }
+      written.add(reference(report));
       // The OBR's specimens come after its results: read first, so that its results can name them. One specimen
       // under two OBRs (the same accession number) is one Specimen.
       const named = new Set<string>();
-      for (let i = at + 1; i < message.segments.length && message.segments[i]!.name !== 'OBR'; i++) {
+      for (let i = at + 1; i < message.segments.length && !['OBR', 'PID'].includes(message.segments[i]!.name); i++) {
         const spm = message.segments[i]!;
         if (spm.name !== 'SPM') continue;
-        const specimen = inSegment(++seen.SPM, () => apply(maps.get('v2-specimen'), { message, current: new Map([['OBR', segment], ['SPM', spm]]) }));
-        const ref = reference(specimen);
-        specimens.set(spm, { reference: ref });
-        if (!written.has(ref)) out.push(specimen);
-        written.add(ref);
-        named.add(ref);
+        const current = new Map([...inOrder, ['SPM', spm], ['NTE', notesAfter(message, i)]]);
+        const specimen = inSegment(++seen.SPM, () => apply(maps.get('v2-specimen'), { message, current }));
+        specimens.set(spm, { reference: reference(specimen) });
+        add(specimen);
+        named.add(reference(specimen));
       }
       if (named.size) report.specimen = [...named].map((r) => ({ reference: r }));
       sole = named.size === 1 ? { reference: [...named][0]! } : undefined;
       factOf = undefined;
     } else if (segment.name === 'SPM') {
       factOf = specimens.get(segment);
+      if (!factOf) throw new FieldError('SPM', ErrorCondition.segmentSequence, 'an SPM before any OBR: a specimen is of an order', seen.SPM + 1);
     } else if (segment.name === 'OBX') {
       const sequence = ++seen.OBX;
-      if (!obr || !report) throw new FieldError('OBX', ErrorCondition.segmentSequence, 'an OBX before any OBR');
+      if (!obr || !report || !group) throw new FieldError('OBX', ErrorCondition.segmentSequence, 'an OBX before any OBR', sequence);
       // An SN whose form FHIR has no value for is refused rather than stored as a number that says another result:
       // a comparator FHIR lacks (`<>^5`, not equal), a separator or suffix other than a range's `-` and a ratio's `:` or `/` (`^2^+`), two numbers with a
       // comparator (`>^10^-^20`), or a range or ratio without its second number. The forms FHIR has are the map's.
@@ -336,7 +374,7 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
           : undefined;
         if (problem) throw new FieldError('OBX-5', ErrorCondition.dataType, `OBX-5 ${JSON.stringify(sn!.toString())}: ${problem}; send it as ST`, sequence);
       }
-      const current = new Map([['OBR', obr], ['OBX', segment], ['NTE', notesAfter(message, at)]]);
+      const current = new Map([...group, ['OBR', obr], ['OBX', segment], ['NTE', notesAfter(message, at)]]);
       const observation = inSegment(sequence, () => apply(maps.get('v2-observation'), { message, current }));
       // A number sent empty (`""`, or nothing) with its unit: no value, not a Quantity of a unit alone.
       const quantity = observation.valueQuantity as { value?: number } | undefined;
@@ -362,7 +400,7 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
       }
     }
   }
-  if (!report) throw new FieldError('OBR', ErrorCondition.segmentSequence, 'ORU^R01 without an OBR segment');
+  if (!seen.OBR) throw new FieldError('OBR', ErrorCondition.segmentSequence, 'ORU^R01 without an OBR segment');
   flush();
   for (const r of out) if (Array.isArray(r.result) && !r.result.length) delete r.result;
   return out;

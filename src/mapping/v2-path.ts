@@ -8,7 +8,7 @@
  *   condition   := path (' = ' code(,code)*)? | 'not ' path   one of the codes (no codes: has a value); has no value
  *   value       := path | fn '(' path (', ' path)* ')' | 'text'
  *   path        := SEG-F[.C[.S]]                               field F, component C (default 1), subcomponent S
- *   fn          := key | low | high | range_text | lines | date | instant | join | phone | decimals
+ *   fn          := key | low | high | low_unit | high_unit | range_text | lines | date | instant | join | phone | decimals
  *
  * A condition on the same field as the value picks the repetition (`PID-5.1 where PID-5.7 = L`: the family name
  * of the legal name), and then the value is that repetition's, empty or not (the next alternative counts only when
@@ -59,7 +59,7 @@ export interface V2Objects {
   fields: ReadonlyMap<string, V2Expression>;
 }
 
-const FUNCTIONS = ['key', 'low', 'high', 'range_text', 'lines', 'date', 'instant', 'join', 'phone', 'decimals'] as const;
+const FUNCTIONS = ['key', 'low', 'high', 'low_unit', 'high_unit', 'range_text', 'lines', 'date', 'instant', 'join', 'phone', 'decimals'] as const;
 type V2Function = (typeof FUNCTIONS)[number];
 
 const PATH = /^([A-Z][A-Z0-9]{2})-(\d{1,3})(?:\.(\d{1,3})(?:\.(\d{1,3}))?)?$/;
@@ -148,7 +148,7 @@ export function evaluateV2(expression: V2Expression, scope: V2Scope): string | u
     const reps = sameField ? repetitions(scope, first) : 1;
     for (let r = 0; r < reps; r++) {
       if (alt.where && !holds(alt.where, (l) => readAt(scope, l, sameField && l.segment === first.segment && l.field === first.field ? r : 0))) continue;
-      const value = alt.literal ?? (alt.fn === 'lines' ? lines(scope, first!) : apply(alt.fn, alt.args.map((a) => readAt(scope, a, r))));
+      const value = alt.literal ?? (alt.fn === 'lines' ? lines(scope, alt.args) : apply(alt.fn, alt.args.map((a) => readAt(scope, a, r))));
       if (value !== undefined && value !== '') return value;
       // The repetition the condition picked is the one meant (the legal name): an empty component of it is empty,
       // not one of another repetition's (a nickname's given name in the legal name).
@@ -201,29 +201,31 @@ function holds(conditions: V2Condition[], read: (l: V2Location) => string): bool
 }
 
 /**
- * Every repetition of the path, a line each (`lines(OBX-5)`: a TX or FT value's repetitions are its lines); the
- * blank lines at its end left out.
+ * Every repetition of each path, a line each (`lines(OBX-5)`: a TX or FT value's repetitions are its lines;
+ * `lines(SPM-14, NTE-3)`: a description, then comments); the blank lines at its end left out.
  */
-function lines(scope: V2Scope, l: V2Location): string {
-  const out = Array.from({ length: repetitions(scope, l) }, (_, r) => readAt(scope, l, r));
+function lines(scope: V2Scope, paths: V2Location[]): string {
+  const out = paths.flatMap((l) => Array.from({ length: repetitions(scope, l) }, (_, r) => readAt(scope, l, r)));
   while (out.length && out.at(-1) === '') out.pop();
   return out.join('\n');
 }
 
 /**
  * `70-99`, `>60`, `<5`, `3.5 - 5.0`: the low and high limits; undefined when the text is not a range. `withUnit`: a
- * unit after it (`3.5-5.0 mmol/L`, one word) is allowed; the text is then not a bare range, and is kept (range_text).
+ * unit after it (`3.5-5.0 mmol/L`, one word) is allowed, and given; the text is then not a bare range, and is kept
+ * (range_text).
  */
-export function parseRange(text: string, withUnit = false): { low?: number; high?: number } | undefined {
+export function parseRange(text: string, withUnit = false): { low?: number; high?: number; unit?: string } | undefined {
   const t = text.trim();
   const num = '([-+]?\\d+(?:\\.\\d+)?)';
-  const unit = withUnit ? '(?:\\s*[^\\d\\s.+-]\\S*)?' : '';
+  // A unit begins with a letter (mmol/L), µ or % (never `:` or `/`: `<1:40` is a titre, no range up to 1).
+  const unit = withUnit ? '(?:\\s*([A-Za-z%µμ°\\[]\\S*))?' : '()';
   let m = new RegExp(`^${num}\\s*-\\s*${num}${unit}$`).exec(t);
-  if (m) return { low: Number(m[1]), high: Number(m[2]) };
+  if (m) return { low: Number(m[1]), high: Number(m[2]), unit: m[3] || undefined };
   m = new RegExp(`^(>=?)\\s*${num}${unit}$`).exec(t);
-  if (m) return { low: Number(m[2]) };
+  if (m) return { low: Number(m[2]), unit: m[3] || undefined };
   m = new RegExp(`^(<=?)\\s*${num}${unit}$`).exec(t);
-  if (m) return { high: Number(m[2]) };
+  if (m) return { high: Number(m[2]), unit: m[3] || undefined };
   return undefined;
 }
 
@@ -237,6 +239,12 @@ function apply(fn: V2Function | undefined, values: string[]): string | undefined
       return parseRange(values[0]!, true)?.low?.toString();
     case 'high':
       return parseRange(values[0]!, true)?.high?.toString();
+    case 'low_unit':
+    case 'high_unit': {
+      // The unit of a limit the range gives (`>60 mL/min` has a low only).
+      const range = parseRange(values[0]!, true);
+      return range?.[fn === 'low_unit' ? 'low' : 'high'] === undefined ? undefined : range?.unit;
+    }
     case 'range_text':
       return values[0] && !parseRange(values[0]) ? values[0] : undefined;
     case 'date':
