@@ -383,6 +383,16 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect(report.result).toHaveLength(1);
   });
 
+  it('an ORU of two patients (two PATIENT_RESULT groups): each result reaches Pont under its own patient (found by a review: all were filed under the first)', async () => {
+    const group = (n: number, value: string) => [`PID|${n}||TWO-${n}^^^GHH^MR||TWO^PAT${n}^^^^^L||1980010${n}|F`, `OBR|1|TWO${n}^OE|TWO${n}^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F`, `OBX|1|NM|2345-7^Glucose^LN||${value}|mmol/L|||||F`];
+    expect(ack(await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', 'TWO-1'), ...group(1, '5.6'), ...group(2, '12.0')))).code).toBe('AA');
+    for (const n of [1, 2]) {
+      const patient = await eventually(() => readOk('Patient', `GHH-TWO-${n}`));
+      const result = await readOk('Observation', `LAB-TWO${n}-2345-7`);
+      expect(result.subject).toEqual({ reference: `Patient/${patient.id}` });
+    }
+  });
+
   it('two authorities known only by their OIDs are two patients, and so are numbers that differ only in a slash or a space', async () => {
     const a04 = (id: string, pid3: string, family: string) => v2(msh('ADT^A04^ADT_A01', id), `PID|1||${pid3}||${family}^ANN^^^^^L||19700101|F`);
     for (const [id, pid3, family] of [['OID-1', '12345^^^&1.2.840.10001&ISO', 'NORTH'], ['OID-2', '12345^^^&1.2.840.20002&ISO', 'SOUTH'], ['SEP-1', '00/77^^^GHH', 'SLASH'], ['SEP-2', '00 77^^^GHH', 'SPACE']])
