@@ -543,6 +543,7 @@ export type EncounterPush = {
         id?: FhirId;
         patient_id?: FhirId | null;
         type?: string | null;
+        service?: string | null;
         class?: string | null;
         class_coding?: {
             system: string | null;
@@ -1783,6 +1784,7 @@ export type Visit = {
     id: FhirId;
     patient_id: FhirId | null;
     type: string | null;
+    service: string | null;
     class: string | null;
     class_coding: {
         system: string | null;

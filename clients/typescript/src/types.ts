@@ -573,6 +573,7 @@ export type EncounterPush = {
     id?: FhirId;
     patient_id?: FhirId | null;
     type?: string | null;
+    service?: string | null;
     class?: string | null;
     class_coding?: {
       system: string | null;
@@ -1868,6 +1869,7 @@ export type Visit = {
   id: FhirId;
   patient_id: FhirId | null;
   type: string | null;
+  service: string | null;
   class: string | null;
   class_coding: {
     system: string | null;
