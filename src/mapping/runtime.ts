@@ -922,7 +922,7 @@ function writeFields(program: MapProgram, root: Obj, connect: Record<string, unk
     // A value that reading already gives from what the objects wrote is not written again (code_system `other`
     // read from an ICD-10-CM coding of `codings` does not turn it into Pont's local system); nor are the fields of a
     // let that one of the elements the objects wrote gives (the range that applies, among `reference_ranges`).
-    if (objectsWritten && !rule.field.list) {
+    if (objectsWritten && !rule.field.list && mayReadBack(rule, root)) {
       settled ??= settledByLets(program, root, connect);
       if (settled.has(rule) || readsBack(program, rule, root, value)) continue;
     }
@@ -997,6 +997,30 @@ function settledByLets(program: MapProgram, root: Obj, connect: Record<string, u
     }
   }
   return settled;
+}
+
+/**
+ * The elements of the resource where reading `rule` starts (the first step of each alternative, through its lets),
+ * or undefined when one starts elsewhere. Found once per rule.
+ */
+const READ_ROOTS = new WeakMap<FieldRule, string[] | undefined>();
+function readRoots(rule: FieldRule): string[] | undefined {
+  if (READ_ROOTS.has(rule)) return READ_ROOTS.get(rule);
+  const roots = (expression: CompiledExpression): Array<string | undefined> => expression.alternatives.flatMap((a) => (a.from ? roots(a.from) : [a.steps[0]?.json]));
+  const all = rule.targets.flatMap(roots);
+  const found = all.every((r) => r !== undefined) ? [...new Set(all as string[])] : undefined;
+  READ_ROOTS.set(rule, found);
+  return found;
+}
+
+/**
+ * Can reading `rule` from `root` as written so far give anything (readsBack)? Not when none of the elements where its
+ * reading starts is written yet: a v2 result's status or value, beside its performers (an object list), is not read
+ * back (~0.3 ms of a message's 2 ms translation, bench:hl7).
+ */
+function mayReadBack(rule: FieldRule, root: Obj): boolean {
+  const roots = readRoots(rule);
+  return roots === undefined || roots.some((r) => root[r] !== undefined);
 }
 
 /** Does reading `rule` from `root` as written so far give `value` (`lets`: a let's part, given)? */

@@ -217,17 +217,25 @@ function lines(scope: V2Scope, paths: V2Location[]): string {
  */
 export function parseRange(text: string, withUnit = false): { low?: number; high?: number; unit?: string } | undefined {
   const t = text.trim();
-  const num = '([-+]?\\d+(?:\\.\\d+)?)';
-  // A unit begins with a letter (mmol/L), µ or % (never `:` or `/`: `<1:40` is a titre, no range up to 1).
-  const unit = withUnit ? '(?:\\s*([A-Za-z%µμ°\\[]\\S*))?' : '()';
-  let m = new RegExp(`^${num}\\s*-\\s*${num}${unit}$`).exec(t);
+  const [between, above, below] = withUnit ? RANGE_WITH_UNIT : RANGE;
+  let m = between.exec(t);
   if (m) return { low: Number(m[1]), high: Number(m[2]), unit: m[3] || undefined };
-  m = new RegExp(`^(>=?)\\s*${num}${unit}$`).exec(t);
+  m = above.exec(t);
   if (m) return { low: Number(m[2]), unit: m[3] || undefined };
-  m = new RegExp(`^(<=?)\\s*${num}${unit}$`).exec(t);
+  m = below.exec(t);
   if (m) return { high: Number(m[2]), unit: m[3] || undefined };
   return undefined;
 }
+
+/** parseRange's forms (`70-99`, `>60`, `<5`), without and with a unit after them: compiled once (five reads an OBX-7). */
+function rangeForms(withUnit: boolean): [RegExp, RegExp, RegExp] {
+  const num = '([-+]?\\d+(?:\\.\\d+)?)';
+  // A unit begins with a letter (mmol/L), µ or % (never `:` or `/`: `<1:40` is a titre, no range up to 1).
+  const unit = withUnit ? '(?:\\s*([A-Za-z%µμ°\\[]\\S*))?' : '()';
+  return [new RegExp(`^${num}\\s*-\\s*${num}${unit}$`), new RegExp(`^(>=?)\\s*${num}${unit}$`), new RegExp(`^(<=?)\\s*${num}${unit}$`)];
+}
+const RANGE = rangeForms(false);
+const RANGE_WITH_UNIT = rangeForms(true);
 
 function apply(fn: V2Function | undefined, values: string[]): string | undefined {
   switch (fn) {
