@@ -1040,3 +1040,20 @@ describe("found by a laboratory integrator's second review of the v2 maps (stop 
     expect(resources.find((r) => r.resourceType === 'Observation').performer).toEqual([{ type: 'Organization', display: 'Central Lab', identifier: { value: 'CL77' } }]);
   });
 });
+
+describe('what Pont\'s validation would refuse is AE at once, never AA and then lost (found while reviewing OBR-8)', () => {
+  const MSH_ORU = 'MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ORU^R01^ORU_R01|C9|P|2.5.1';
+  const PID = 'PID|1||P1^^^GHH^MR||DOE^JO';
+  const obr = (fields: Record<number, string>) => seg('OBR', { 1: '1', 2: 'O1^OE', 3: 'F1^LAB', 4: '24323-8^CMP^LN', 7: '20240116093000', 25: 'F', ...fields });
+  const t = (...segments: string[]) => translate(Hl7Message.parse(segments.join('\r')), loadMappings());
+
+  it('a period that ends before it starts (OBR-8 before OBR-7, SPM-17, PV1-45 before PV1-44) is AE naming its segment', () => {
+    expect(t(MSH_ORU, PID, obr({ 8: '20240116080000' }), 'OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|||||F')).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBR', condition: ErrorCondition.dataType, text: expect.stringMatching(/ends before it starts/) } });
+    expect(t(MSH_ORU, PID, obr({}), 'OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|||||F', seg('SPM', { 1: '1', 4: '119297000^Blood^SCT', 17: '20240116080000^20240115080000' }))).toMatchObject({ ok: false, ack: 'AE', error: { location: 'SPM' } });
+    expect(t('MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A03^ADT_A03|C9|P|2.5.1', PID, seg('PV1', { 1: '1', 2: 'I', 19: 'V1^^^GHH', 44: '20240118093000', 45: '20240115083000' }))).toMatchObject({ ok: false, ack: 'AE', error: { location: 'PV1' } });
+  });
+
+  it('an SN range whose low is above its high (^20^-^10) is AE naming OBX-5 of its OBX, by its place among the OBXs', () => {
+    expect(t(MSH_ORU, PID, obr({}), 'OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|||||F', 'OBX|2|SN|5048-4^Titer^LN||^20^-^10||||||F')).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-5', sequence: 2, text: expect.stringMatching(/low is never above its high/) } });
+  });
+});

@@ -4,6 +4,9 @@
  * which segments); what each field becomes is in the maps, which informaticists edit.
  */
 import { Hl7Message, Hl7Segment } from '@medplum/core';
+import type { Resource } from '@medplum/fhirtypes';
+import { ApiError } from '../core/errors';
+import { validateFhirResource } from '../fhir/validate';
 import { MappingValueError, type CompiledMap, type MappingSet } from '../mapping/index';
 import { v2Charset, type V2Scope } from '../mapping/v2-path';
 
@@ -135,6 +138,17 @@ export function translate(message: Hl7Message, maps: MappingSet, text?: string):
     const resources = type === 'ORU' ? results(message, maps) : admission(message, event, maps);
     const beyond = beyondPont(resources, text?.length);
     if (beyond) return refuse('AR', beyond.location, ErrorCondition.internal, beyond.text);
+    // What Pont's validation would refuse (a period that ends before it starts, a range upside down) is refused here,
+    // naming the segment it came from: acknowledged AA, it would reach Pont and be refused there, and be lost.
+    for (const resource of resources) {
+      try {
+        validateFhirResource(resource as unknown as Resource);
+      } catch (err) {
+        if (!(err instanceof ApiError)) throw err;
+        const from = ORIGIN.get(resource);
+        return refuse('AE', from?.segment ?? 'MSH', ErrorCondition.dataType, `${err.message}: Pont would refuse it; correct ${from?.segment ?? 'the message'} and send it again`, from?.sequence);
+      }
+    }
     return { ok: true, controlId, type: `${type}^${event}`, resources };
   } catch (err) {
     if (err instanceof FieldError) return refuse('AE', err.location, err.condition, err.message, err.sequence);
@@ -185,6 +199,13 @@ function apply(map: CompiledMap, scope: V2Scope): Record<string, unknown> {
 
 const reference = (resource: Record<string, unknown>) => `${resource.resourceType as string}/${resource.id as string}`;
 
+/** The segment each resource of a translation was made of (the 2nd OBX: `{ segment: 'OBX', sequence: 2 }`), for ERR-2. */
+const ORIGIN = new WeakMap<Record<string, unknown>, { segment: string; sequence?: number }>();
+function madeOf<T extends Record<string, unknown>>(resource: T, segment: string, sequence?: number): T {
+  ORIGIN.set(resource, { segment, ...(sequence && sequence > 1 ? { sequence } : {}) });
+  return resource;
+}
+
 /**
  * ADT: the patient (PID; an A03's only if Pont has none), its visit (PV1) when it has a visit number (PV1-19), an
  * A40's merge (MRG). An admission (A01, A04) without one (PV1-19 is optional in v2) is a visit of its own message
@@ -196,17 +217,17 @@ function admission(message: Hl7Message, event: string, maps: MappingSet): Array<
   // its PID is often thin, and the agent writes a Patient whole, so an empty PID-11 would empty the address (HL7 v2
   // means an empty field as "no change"). The demographics are the admissions' and the updates' (A01, A04, A08).
   const patient = apply(maps.get('v2-patient'), scope);
-  const out = [event === 'A03' ? ifAbsent(patient) : patient];
+  const out = [madeOf(event === 'A03' ? ifAbsent(patient) : patient, 'PID')];
   if (event === 'A40') {
     if (!message.getSegment('MRG')) throw new FieldError('MRG', ErrorCondition.segmentSequence, 'ADT^A40 without an MRG segment: which record is merged away?');
     const merged = apply(maps.get('v2-merged-patient'), scope);
     // A record merged into itself would replace itself and be replaced by itself.
     if (merged.id === patient.id) throw new FieldError('MRG-1', ErrorCondition.tableValue, 'MRG-1 names the record PID-3 names: a record is not merged into itself');
-    out.push(merged);
+    out.push(madeOf(merged, 'MRG'));
     return out;
   }
   const pv1 = message.getSegment('PV1');
-  if (pv1 && (pv1.getField(19)?.toString() || event === 'A01' || event === 'A04')) out.push(apply(maps.get('v2-encounter'), scope));
+  if (pv1 && (pv1.getField(19)?.toString() || event === 'A01' || event === 'A04')) out.push(madeOf(apply(maps.get('v2-encounter'), scope), 'PV1'));
   return out;
 }
 
@@ -314,15 +335,15 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
       const pv1 = groupSegment(message, at, 'PV1');
       group = new Map([['PID', segment], ['PV1', pv1 ?? new Hl7Segment(['PV1'], message.context)]]);
       const current = group;
-      add(ifAbsent(inSegment(sequence, () => apply(maps.get('v2-patient'), { message, current }))));
-      if (pv1?.getField(19)?.toString()) add(ifAbsent(apply(maps.get('v2-encounter'), { message, current })));
+      add(madeOf(ifAbsent(inSegment(sequence, () => apply(maps.get('v2-patient'), { message, current }))), 'PID', sequence));
+      if (pv1?.getField(19)?.toString()) add(madeOf(ifAbsent(apply(maps.get('v2-encounter'), { message, current })), 'PV1', sequence));
     } else if (segment.name === 'OBR') {
       flush();
       obr = segment;
       const sequence = ++seen.OBR;
       if (!group) throw new FieldError('OBR', ErrorCondition.segmentSequence, 'an OBR before its patient (PID)', sequence);
       const inOrder = new Map([...group, ['OBR', segment]]);
-      report = { ...inSegment(sequence, () => apply(maps.get('v2-report'), { message, current: new Map([...inOrder, ['NTE', notesAfter(message, at)]]) })), result: [] };
+      report = madeOf({ ...inSegment(sequence, () => apply(maps.get('v2-report'), { message, current: new Map([...inOrder, ['NTE', notesAfter(message, at)]]) })), result: [] }, 'OBR', sequence);
       // One report of each filler order number: a second would replace the first in Pont, with its results.
       if (written.has(reference(report))) {
         throw new FieldError('OBR-3', ErrorCondition.duplicateKey, `OBR-3 ${JSON.stringify(segment.getField(3)?.toString() ?? '')} is the filler order number of an earlier OBR of this message, and one report would replace the other: give each order its own (or key the v2-report and v2-observation maps by OBR-4 too)`, sequence);
@@ -335,7 +356,7 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
         const spm = message.segments[i]!;
         if (spm.name !== 'SPM') continue;
         const current = new Map([...inOrder, ['SPM', spm], ['NTE', notesAfter(message, i)]]);
-        const specimen = inSegment(++seen.SPM, () => apply(maps.get('v2-specimen'), { message, current }));
+        const specimen = madeOf(inSegment(++seen.SPM, () => apply(maps.get('v2-specimen'), { message, current })), 'SPM', seen.SPM);
         specimens.set(spm, { reference: reference(specimen) });
         add(specimen);
         named.add(reference(specimen));
@@ -371,11 +392,12 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
           : comparator && comparator !== '=' ? `a comparator beside two numbers (${JSON.stringify(comparator)}) says no range or ratio FHIR has`
           : !second ? `a ${separator === '-' ? 'range' : 'ratio'} without its second number`
           : separator !== '-' && Number(second) === 0 ? 'a ratio whose denominator is 0 says no value'
+          : separator === '-' && Number(first) > Number(second) ? `a range from ${first} down to ${second} (FHIR's low is never above its high)`
           : undefined;
         if (problem) throw new FieldError('OBX-5', ErrorCondition.dataType, `OBX-5 ${JSON.stringify(sn!.toString())}: ${problem}; send it as ST`, sequence);
       }
       const current = new Map([...group, ['OBR', obr], ['OBX', segment], ['NTE', notesAfter(message, at)]]);
-      const observation = inSegment(sequence, () => apply(maps.get('v2-observation'), { message, current }));
+      const observation = madeOf(inSegment(sequence, () => apply(maps.get('v2-observation'), { message, current })), 'OBX', sequence);
       // A number sent empty (`""`, or nothing) with its unit: no value, not a Quantity of a unit alone.
       const quantity = observation.valueQuantity as { value?: number } | undefined;
       if (quantity && quantity.value === undefined) delete observation.valueQuantity;
