@@ -378,7 +378,7 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     expect(specimen).toMatchObject({ type: { coding: [{ code: '119297000' }] }, collection: { collectedDateTime: '2024-01-16T08:00:00+01:00' }, condition: [{ coding: [{ code: 'HEM' }] }] });
     expect(report.specimen).toEqual([{ reference: `Specimen/${specimen.id}` }]);
     expect(k.specimen).toEqual({ reference: `Specimen/${specimen.id}` });
-    const fact = await readOk('Observation', 'GHH-LAB-REP1-9999-1');
+    const fact = await readOk('Observation', 'GHH-LAB-REP1-9999-1-S1');
     expect(fact).toMatchObject({ focus: [{ reference: `Specimen/${specimen.id}` }], specimen: { reference: `Specimen/${specimen.id}` } });
     expect(report.result).toHaveLength(1);
   });

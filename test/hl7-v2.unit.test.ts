@@ -1057,3 +1057,51 @@ describe('what Pont\'s validation would refuse is AE at once, never AA and then 
     expect(t(MSH_ORU, PID, obr({}), 'OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|||||F', 'OBX|2|SN|5048-4^Titer^LN||^20^-^10||||||F')).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-5', sequence: 2, text: expect.stringMatching(/low is never above its high/) } });
   });
 });
+
+describe("found by an attacker's review of the v2 agent (stop 72)", () => {
+  const MSH = (type = 'ORU^R01^ORU_R01') => `MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||${type}|C9|P|2.5.1`;
+  const obr = (filler = 'F1') => seg('OBR', { 1: '1', 2: 'O1^OE', 3: `${filler}^LAB`, 4: '24323-8^CMP^LN', 7: '20240116093000', 25: 'F' });
+  const t = (...segments: string[]) => translate(Hl7Message.parse(segments.join('\r')), loadMappings(), segments.join('\r'));
+
+  it('an MRG outside an A40 merges nothing: no Patient of an ORU or an A08 replaces the record it names', () => {
+    const oru = resourcesOf(MSH(), 'PID|1||P1^^^GHH^MR||DOE^JO', obr(), 'OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|||||F', 'MRG|OTHER^^^GHH^MR');
+    const a08 = resourcesOf(MSH('ADT^A08^ADT_A01'), 'PID|1||P1^^^GHH^MR||DOE^JO', 'MRG|OTHER^^^GHH^MR');
+    for (const patient of [...oru, ...a08].filter((r) => r.resourceType === 'Patient')) expect(patient.link).toBeUndefined();
+  });
+
+  it('two resources of one id with different content in one message are AE 205, never one silently kept: one visit number for two patients, one accession for two specimens', () => {
+    const visit = t(MSH(), 'PID|1||P1^^^GHH^MR||DOE^JO', 'PV1|1|O|||||||||||||||||V1^^^GHH', obr('F1'), 'OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|||||F',
+      'PID|2||P2^^^GHH^MR||ROE^ANN', 'PV1|1|O|||||||||||||||||V1^^^GHH', obr('F2'), 'OBX|1|NM|2345-7^Glucose^LN||6.5|mmol/L|||||F');
+    expect(visit).toMatchObject({ ok: false, ack: 'AE', error: { location: 'PV1', sequence: 2, condition: ErrorCondition.duplicateKey } });
+    const specimens = t(MSH(), 'PID|1||P1^^^GHH^MR||DOE^JO', obr(), 'OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|||||F', 'SPM|1|^S1&LAB||119297000^Blood^SCT', 'SPM|2|^S1&LAB||122575003^Urine^SCT');
+    expect(specimens).toMatchObject({ ok: false, ack: 'AE', error: { location: 'SPM', sequence: 2, condition: ErrorCondition.duplicateKey } });
+    // Results whose keys fold together (F1 with sub-id 1, F1-1 without): AE, not one replacing the other.
+    const folded = t(MSH(), 'PID|1||P1^^^GHH^MR||DOE^JO', obr('F1'), 'OBX|1|NM|GLU^Glucose^L|1|5.5|mmol/L|||||F', obr('F1-1'), 'OBX|1|NM|GLU^Glucose^L||6.5|mmol/L|||||F');
+    expect(folded).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX', sequence: 2, condition: ErrorCondition.duplicateKey } });
+    // The same specimen named under two OBRs, identically, is one Specimen (no refusal).
+    expect(resourcesOf(MSH(), 'PID|1||P1^^^GHH^MR||DOE^JO', obr('F1'), 'SPM|1|^S1&LAB||119297000^Blood^SCT', obr('F2'), 'SPM|1|^S1&LAB||119297000^Blood^SCT').filter((r) => r.resourceType === 'Specimen')).toHaveLength(1);
+  });
+
+  it("each specimen's facts are its own Observations, though their set ids start again at 1 under each SPM", () => {
+    const resources = resourcesOf(MSH(), 'PID|1||P1^^^GHH^MR||DOE^JO', obr(), 'SPM|1|^S1&LAB||119297000^Blood^SCT', 'OBX|1|NM|VOL^Volume^L||5|mL|||||F', 'SPM|2|^S2&LAB||119297000^Blood^SCT', 'OBX|1|NM|VOL^Volume^L||9|mL|||||F');
+    const facts = resources.filter((r) => r.resourceType === 'Observation');
+    expect(facts.map((f) => [f.focus[0].reference, f.valueQuantity.value])).toEqual([['Specimen/LAB-S1', 5], ['Specimen/LAB-S2', 9]]);
+    expect(new Set(facts.map((f) => f.id)).size).toBe(2);
+  });
+
+  it('a message of at most 1 MiB whose FHIR is over what a batch carries (repetitions multiplied) is AR, not AA and then refused by Pont', () => {
+    const flags = Array.from({ length: 3000 }, () => 'H').join('~');
+    const obx = Array.from({ length: 40 }, (_, i) => `OBX|${i + 1}|NM|C${i}^Test^L||5|mmol/L||${flags}|||F`);
+    const r = t(MSH(), 'PID|1||P1^^^GHH^MR||DOE^JO', obr(), ...obx);
+    expect(r).toMatchObject({ ok: false, ack: 'AR' });
+  });
+
+  it('a segment name that is no v2 name (pid, lower case) is AE naming it, never a result filed under the patient before it', () => {
+    expect(t(MSH(), 'PID|1||P1^^^GHH^MR||DOE^JO', obr('F1'), 'OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|||||F', 'pid|2||P2^^^GHH^MR||ROE^ANN', obr('F2'), 'OBX|1|NM|2345-7^Glucose^LN||6.5|mmol/L|||||F'))
+      .toMatchObject({ ok: false, ack: 'AE', error: { location: 'pid', condition: ErrorCondition.segmentSequence } });
+  });
+
+  it('a message type named like an object property (constructor, __proto__) is AR 200, never an exception', () => {
+    for (const type of ['constructor', '__proto__', 'toString']) expect(t(MSH(`${type}^R01`), 'PID|1||P1^^^GHH^MR||DOE^JO')).toMatchObject({ ok: false, ack: 'AR', error: { location: 'MSH-9' } });
+  });
+});

@@ -58,9 +58,10 @@ const MAX_STRING = 1_048_576;
  */
 export function beyondPont(resources: Array<Record<string, unknown>>, length = Infinity): { location: string; text: string } | undefined {
   if (resources.length > MAX_BATCH_RESOURCES) return { location: 'OBX', text: `the message gives ${resources.length} resources; Pont takes at most ${MAX_BATCH_RESOURCES} at once: send it in parts` };
-  if (length <= MAX_STRING) return undefined;
+  // Whatever the message's length: its repetitions may multiply (5,000 flags an OBX, each an interpretation).
   const bytes = Buffer.byteLength(JSON.stringify(resources));
   if (bytes > MAX_BATCH_BYTES) return { location: 'OBX-5', text: `the message gives ${bytes} bytes of FHIR; the agent sends Pont at most ${MAX_BATCH_BYTES} at once: send it in parts` };
+  if (length <= MAX_STRING) return undefined;
   const tooLong = (value: unknown): boolean =>
     typeof value === 'string' ? value.length > MAX_STRING : Array.isArray(value) ? value.some(tooLong) : !!value && typeof value === 'object' && Object.values(value).some(tooLong);
   const long = resources.find(tooLong);
@@ -73,6 +74,9 @@ export const SUPPORTED_VERSION = /^2\.(3|3\.1|4|5|5\.1|6|7|7\.1|8|8\.1|8\.2)$/;
 
 /** The maps translate reads: the agent starts only with all of them (an older copy of mappings/ may lack one). */
 export const V2_MAPS = ['v2-patient', 'v2-merged-patient', 'v2-encounter', 'v2-report', 'v2-observation', 'v2-specimen'] as const;
+
+/** A v2 segment's name: three capital letters or digits, the first a letter (PID, OBX, ZLB). */
+const SEGMENT_NAME = /^[A-Z][A-Z0-9]{2}$/;
 
 /** The message types the agent handles, and what their events are. */
 const HANDLED: Record<string, readonly string[]> = { ADT: ['A01', 'A03', 'A04', 'A08', 'A40'], ORU: ['R01'] };
@@ -129,10 +133,14 @@ export function translate(message: Hl7Message, maps: MappingSet, text?: string):
   const nul = text === undefined ? undefined : nulAt(text);
   if (nul) return refuse('AE', nul, ErrorCondition.dataType, `${nul} holds a NUL character (0x00), which Pont does not store: send the message without it`);
   if (!SUPPORTED_VERSION.test(version)) return refuse('AR', 'MSH-12', ErrorCondition.unsupportedVersion, `HL7 version ${JSON.stringify(version)} is not supported: 2.3 to 2.8`);
-  if (!HANDLED[type]) return refuse('AR', 'MSH-9', ErrorCondition.unsupportedMessageType, `message type ${JSON.stringify(type)} is not handled (${Object.entries(HANDLED).map(([t, e]) => `${t}^${e.join('/')}`).join(', ')})`);
+  if (!Object.hasOwn(HANDLED, type)) return refuse('AR', 'MSH-9', ErrorCondition.unsupportedMessageType, `message type ${JSON.stringify(type)} is not handled (${Object.entries(HANDLED).map(([t, e]) => `${t}^${e.join('/')}`).join(', ')})`);
   if (!HANDLED[type]!.includes(event)) return refuse('AR', 'MSH-9.2', ErrorCondition.unsupportedEvent, `${type}^${event} is not handled (${type}^${HANDLED[type]!.join('/')})`);
   if (!v2Charset(message)) return refuse('AR', 'MSH-18', ErrorCondition.internal, `character set ${JSON.stringify(message.getSegment('MSH')?.getField(18)?.toString())} is not read (UTF-8, ASCII, 8859/1, 8859/15): its text would be stored wrong`);
   if (!controlId) return refuse('AE', 'MSH-10', ErrorCondition.requiredFieldMissing, 'MSH-10 (message control id) is empty: it is what makes a resend change nothing');
+  // A name that is no v2 segment's (`pid`, in lower case) would be passed over, and what follows it read as the
+  // segment before's: a result filed under the patient of the PID before.
+  const misnamed = message.segments.find((s) => !SEGMENT_NAME.test(s.name));
+  if (misnamed) return refuse('AE', misnamed.name.slice(0, 20) || '?', ErrorCondition.segmentSequence, `${JSON.stringify(misnamed.name.slice(0, 20))} is no segment name (three capital letters or digits, PID, OBX, ZLB): the message cannot be read whole`);
   if (!message.getSegment('PID')) return refuse('AE', 'PID', ErrorCondition.segmentSequence, `${type}^${event} without a PID segment`);
   try {
     const resources = type === 'ORU' ? results(message, maps) : admission(message, event, maps);
@@ -240,7 +248,8 @@ function admission(message: Hl7Message, event: string, maps: MappingSet): Array<
 function repeatedLines(message: Hl7Message): Map<Hl7Segment, string> {
   const groups: Hl7Segment[][] = [];
   for (const segment of message.segments) {
-    if (segment.name === 'OBR') groups.push([]);
+    // An SPM's facts (the OBXs after it) are a group of their own: their set ids start again under each specimen.
+    if (segment.name === 'OBR' || segment.name === 'SPM') groups.push([]);
     else if (segment.name === 'OBX' && groups.length && !segment.getField(4)?.toString()) groups.at(-1)!.push(segment);
   }
   const out = new Map<Hl7Segment, string>();
@@ -288,6 +297,12 @@ function notesAfter(message: Hl7Message, at: number): Hl7Segment {
   return new Hl7Segment(['NTE', '', '', lines.join(`${e}.br${e}`)], message.context);
 }
 
+/** What tells the facts of one specimen of an OBR from another's: `S` and its set id (SPM-1), else its place. */
+function specimenSuffix(spm: Hl7Segment, place: number): string {
+  const setId = spm.getField(1)?.toString() ?? '';
+  return `S${/^[A-Za-z0-9.]{1,10}$/.test(setId) ? setId : place}`;
+}
+
 /** The `name` segment of the group the segment at `at` begins (a PID's PV1): before the next PID, ORC or OBR. */
 function groupSegment(message: Hl7Message, at: number, name: string): Hl7Segment | undefined {
   for (let i = at + 1; i < message.segments.length && !['PID', 'ORC', 'OBR'].includes(message.segments[i]!.name); i++) if (message.segments[i]!.name === name) return message.segments[i];
@@ -307,11 +322,21 @@ function groupSegment(message: Hl7Message, at: number, name: string): Hl7Segment
  */
 function results(message: Hl7Message, maps: MappingSet): Array<Record<string, unknown>> {
   const out: Array<Record<string, unknown>> = [];
-  /** What this message gives already, by reference: a patient named twice, a specimen under two OBRs, is written once. */
-  const written = new Set<string>();
-  const add = (resource: Record<string, unknown>) => {
-    if (!written.has(reference(resource))) out.push(resource);
-    written.add(reference(resource));
+  /**
+   * What this message gives already, by reference: a patient named twice, a specimen under two OBRs, is written once;
+   * one id given twice with other content (one visit number for two patients, two results whose keys fold together)
+   * is AE 205 at the second, which Pont would otherwise write over the first, or refuse whole.
+   */
+  const written = new Map<string, Record<string, unknown>>();
+  const add = (resource: Record<string, unknown>, segment: string, sequence?: number) => {
+    const ref = reference(resource);
+    const before = written.get(ref);
+    if (!before) {
+      written.set(ref, resource);
+      out.push(resource);
+    } else if (JSON.stringify(before) !== JSON.stringify(resource)) {
+      throw new FieldError(segment, ErrorCondition.duplicateKey, `${segment} gives ${ref} a second time, other than the first (a key two of the message's ${resource.resourceType as string}s share): give each its own`, sequence);
+    }
   };
   const lineOf = repeatedLines(message);
   /** The segments every map reads in this patient's group: its PID and its PV1 (an empty one when it has none). */
@@ -323,9 +348,10 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
     report = undefined;
   };
   const seen = { PID: 0, OBR: 0, OBX: 0, SPM: 0 };
-  const specimens = new Map<Hl7Segment, { reference: string }>();
+  /** Each SPM's Specimen, and what tells its facts' ids from another specimen's (its set id). */
+  const specimens = new Map<Hl7Segment, { reference: string; suffix: string }>();
   /** The Observation's specimen: the one whose SPM it follows (a fact of it), else its OBR's only one. */
-  let factOf: { reference: string } | undefined;
+  let factOf: { reference: string; suffix: string } | undefined;
   let sole: { reference: string } | undefined;
   for (const [at, segment] of message.segments.entries()) {
     if (segment.name === 'PID') {
@@ -335,8 +361,8 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
       const pv1 = groupSegment(message, at, 'PV1');
       group = new Map([['PID', segment], ['PV1', pv1 ?? new Hl7Segment(['PV1'], message.context)]]);
       const current = group;
-      add(madeOf(ifAbsent(inSegment(sequence, () => apply(maps.get('v2-patient'), { message, current }))), 'PID', sequence));
-      if (pv1?.getField(19)?.toString()) add(madeOf(ifAbsent(apply(maps.get('v2-encounter'), { message, current })), 'PV1', sequence));
+      add(madeOf(ifAbsent(inSegment(sequence, () => apply(maps.get('v2-patient'), { message, current }))), 'PID', sequence), 'PID', sequence);
+      if (pv1?.getField(19)?.toString()) add(madeOf(ifAbsent(apply(maps.get('v2-encounter'), { message, current })), 'PV1', sequence), 'PV1', sequence);
     } else if (segment.name === 'OBR') {
       flush();
       obr = segment;
@@ -345,10 +371,10 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
       const inOrder = new Map([...group, ['OBR', segment]]);
       report = madeOf({ ...inSegment(sequence, () => apply(maps.get('v2-report'), { message, current: new Map([...inOrder, ['NTE', notesAfter(message, at)]]) })), result: [] }, 'OBR', sequence);
       // One report of each filler order number: a second would replace the first in Pont, with its results.
-      if (written.has(reference(report))) {
+      if (written.has(reference(report!))) {
         throw new FieldError('OBR-3', ErrorCondition.duplicateKey, `OBR-3 ${JSON.stringify(segment.getField(3)?.toString() ?? '')} is the filler order number of an earlier OBR of this message, and one report would replace the other: give each order its own (or key the v2-report and v2-observation maps by OBR-4 too)`, sequence);
       }
-      written.add(reference(report));
+      written.set(reference(report!), report!);
       // The OBR's specimens come after its results: read first, so that its results can name them. One specimen
       // under two OBRs (the same accession number) is one Specimen.
       const named = new Set<string>();
@@ -357,8 +383,8 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
         if (spm.name !== 'SPM') continue;
         const current = new Map([...inOrder, ['SPM', spm], ['NTE', notesAfter(message, i)]]);
         const specimen = madeOf(inSegment(++seen.SPM, () => apply(maps.get('v2-specimen'), { message, current })), 'SPM', seen.SPM);
-        specimens.set(spm, { reference: reference(specimen) });
-        add(specimen);
+        specimens.set(spm, { reference: reference(specimen), suffix: specimenSuffix(spm, named.size + 1) });
+        add(specimen, 'SPM', seen.SPM);
         named.add(reference(specimen));
       }
       if (named.size) report.specimen = [...named].map((r) => ({ reference: r }));
@@ -412,14 +438,17 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
         observation.id = `${observation.id as string}-${line}`;
         if ((observation.id as string).length > 64) throw new FieldError('OBX-4', ErrorCondition.requiredFieldMissing, `OBX-3 ${JSON.stringify(segment.getField(3)?.toString())} is given more than once under this OBR: give each its sub-id (OBX-4)`, sequence);
       }
-      out.push(observation);
       if (factOf) {
-        observation.specimen = factOf;
-        observation.focus = [factOf];
+        // A fact of a specimen: its id says whose (facts of two specimens may give the same code and set id).
+        observation.id = `${observation.id as string}-${factOf.suffix}`;
+        if ((observation.id as string).length > 64) throw new FieldError('SPM-1', ErrorCondition.requiredFieldMissing, `the id of a fact of specimen ${factOf.suffix} is over 64 characters: shorten OBR-3 or OBX-3`, sequence);
+        observation.specimen = { reference: factOf.reference };
+        observation.focus = [{ reference: factOf.reference }];
       } else {
         if (sole) observation.specimen = sole;
         (report.result as unknown[]).push({ reference: reference(observation) });
       }
+      add(observation, 'OBX', sequence);
     }
   }
   if (!seen.OBR) throw new FieldError('OBR', ErrorCondition.segmentSequence, 'ORU^R01 without an OBR segment');
