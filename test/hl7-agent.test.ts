@@ -326,7 +326,7 @@ describe('pont bridge-agent: MLLP in, FHIR in Pont', () => {
     const obx = Array.from({ length: 1200 }, (_, i) => `OBX|${i + 1}|NM|X${i}^Analyte ${i}^L||${i}|mg/dL|||||F`);
     const a = ack(await client.sendAndWait(v2(msh('ORU^R01^ORU_R01', 'MANY-1'), PID, 'OBR|1|M1^OE|MANY1^LAB|24323-8^CMP^LN|||20240116093000+0100||||||||||||||||||F', ...obx), { timeoutMs: 30_000 }));
     expect(a.code).toBe('AR');
-    expect(a.err).toMatch(/at most 1000/);
+    expect(a.err).toMatch(/more than 1000 resources/);
     expect(ack(await client.sendAndWait(v2(msh('ADT^A08^ADT_A01', 'AFTER-MANY'), PID))).code).toBe('AA');
   });
 

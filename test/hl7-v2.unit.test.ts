@@ -480,7 +480,7 @@ describe('what Pont would refuse of a message however often it is sent', () => {
   it('more resources than a batch holds, or a string over 1 MiB (located at OBX-5 in a result); nothing else', () => {
     const obs = (value: string) => ({ resourceType: 'Observation', valueString: value });
     expect(beyondPont([obs('x')])).toBeUndefined();
-    expect(beyondPont(Array.from({ length: 1001 }, () => obs('x')))?.text).toMatch(/1001 resources/);
+    expect(beyondPont(Array.from({ length: 1001 }, () => obs('x')))?.text).toMatch(/more than 1000 resources/);
     expect(beyondPont(Array.from({ length: 1000 }, () => obs('x')))).toBeUndefined();
     expect(beyondPont([{ resourceType: 'Patient' }, obs('y'.repeat(1_048_577))])).toMatchObject({ location: 'OBX-5' });
     expect(beyondPont([{ resourceType: 'Patient', name: [{ text: 'z'.repeat(1_048_577) }] }])).toMatchObject({ location: 'MSH' });

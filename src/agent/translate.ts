@@ -57,7 +57,7 @@ const MAX_STRING = 1_048_576;
  * lengthens one), and its resources are not walked (~15 µs of every message's translation).
  */
 export function beyondPont(resources: Array<Record<string, unknown>>, length = Infinity): { location: string; text: string } | undefined {
-  if (resources.length > MAX_BATCH_RESOURCES) return { location: 'OBX', text: `the message gives ${resources.length} resources; Pont takes at most ${MAX_BATCH_RESOURCES} at once: send it in parts` };
+  if (resources.length > MAX_BATCH_RESOURCES) return { location: 'OBX', text: `the message gives more than ${MAX_BATCH_RESOURCES} resources, the most Pont takes at once: send it in parts` };
   // Whatever the message's length: its repetitions may multiply (5,000 flags an OBX, each an interpretation).
   const bytes = Buffer.byteLength(JSON.stringify(resources));
   if (bytes > MAX_BATCH_BYTES) return { location: 'OBX-5', text: `the message gives ${bytes} bytes of FHIR; the agent sends Pont at most ${MAX_BATCH_BYTES} at once: send it in parts` };
@@ -354,6 +354,8 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
   let factOf: { reference: string; suffix: string } | undefined;
   let sole: { reference: string } | undefined;
   for (const [at, segment] of message.segments.entries()) {
+    // More than a batch holds is refused whole (beyondPont): the rest is not worth translating.
+    if (out.length > MAX_BATCH_RESOURCES) return out;
     if (segment.name === 'PID') {
       flush();
       obr = undefined;
