@@ -51,8 +51,8 @@ export const MAX_BATCH_BYTES = 4 * 1024 * 1024;
 const MAX_STRING = 1_048_576;
 
 /**
- * What Pont would refuse of a message however often it is sent (more resources than a batch holds, a string over
- * 1 MiB): refused at once (AR), so that the sender learns it, instead of an AA for what never reaches Pont.
+ * What Pont would refuse of a message however often it is sent (more resources or bytes of FHIR than a batch holds, a
+ * string over 1 MiB): refused at once (AR), so that the sender learns it, instead of an AA for what never reaches Pont.
  * `length`: the message's, in characters; a message no longer than 1 MiB has no longer value (un-escaping never
  * lengthens one), and its resources are not walked (~15 µs of every message's translation).
  */
@@ -287,10 +287,10 @@ function ifAbsent(resource: Record<string, unknown>): Record<string, unknown> {
  */
 function notesAfter(message: Hl7Message, at: number): Hl7Segment {
   const lines: string[] = [];
+  const r = message.context.repetitionSeparator;
   for (let i = at + 1; ['NTE', 'PRT'].includes(message.segments[i]?.name ?? ''); i++) {
     const nte = message.segments[i]!;
     if (nte.name !== 'NTE') continue;
-    const r = message.context.repetitionSeparator;
     for (const line of (nte.getField(3)?.toString() ?? '').split(r)) if (line.trim() && line.trim() !== '""') lines.push(line);
   }
   const e = message.context.escapeCharacter;
@@ -329,6 +329,7 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
    */
   const written = new Map<string, Record<string, unknown>>();
   const add = (resource: Record<string, unknown>, segment: string, sequence?: number) => {
+    madeOf(resource, segment, sequence);
     const ref = reference(resource);
     const before = written.get(ref);
     if (!before) {
@@ -363,8 +364,8 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
       const pv1 = groupSegment(message, at, 'PV1');
       group = new Map([['PID', segment], ['PV1', pv1 ?? new Hl7Segment(['PV1'], message.context)]]);
       const current = group;
-      add(madeOf(ifAbsent(inSegment(sequence, () => apply(maps.get('v2-patient'), { message, current }))), 'PID', sequence), 'PID', sequence);
-      if (pv1?.getField(19)?.toString()) add(madeOf(ifAbsent(apply(maps.get('v2-encounter'), { message, current })), 'PV1', sequence), 'PV1', sequence);
+      add(ifAbsent(inSegment(sequence, () => apply(maps.get('v2-patient'), { message, current }))), 'PID', sequence);
+      if (pv1?.getField(19)?.toString()) add(ifAbsent(apply(maps.get('v2-encounter'), { message, current })), 'PV1', sequence);
     } else if (segment.name === 'OBR') {
       flush();
       obr = segment;
@@ -373,10 +374,10 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
       const inOrder = new Map([...group, ['OBR', segment]]);
       report = madeOf({ ...inSegment(sequence, () => apply(maps.get('v2-report'), { message, current: new Map([...inOrder, ['NTE', notesAfter(message, at)]]) })), result: [] }, 'OBR', sequence);
       // One report of each filler order number: a second would replace the first in Pont, with its results.
-      if (written.has(reference(report!))) {
+      if (written.has(reference(report))) {
         throw new FieldError('OBR-3', ErrorCondition.duplicateKey, `OBR-3 ${JSON.stringify(segment.getField(3)?.toString() ?? '')} is the filler order number of an earlier OBR of this message, and one report would replace the other: give each order its own (or key the v2-report and v2-observation maps by OBR-4 too)`, sequence);
       }
-      written.set(reference(report!), report!);
+      written.set(reference(report), report);
       // The OBR's specimens come after its results: read first, so that its results can name them. One specimen
       // under two OBRs (the same accession number) is one Specimen.
       const named = new Set<string>();
@@ -384,7 +385,7 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
         const spm = message.segments[i]!;
         if (spm.name !== 'SPM') continue;
         const current = new Map([...inOrder, ['SPM', spm], ['NTE', notesAfter(message, i)]]);
-        const specimen = madeOf(inSegment(++seen.SPM, () => apply(maps.get('v2-specimen'), { message, current })), 'SPM', seen.SPM);
+        const specimen = inSegment(++seen.SPM, () => apply(maps.get('v2-specimen'), { message, current }));
         specimens.set(spm, { reference: reference(specimen), suffix: specimenSuffix(spm, named.size + 1) });
         add(specimen, 'SPM', seen.SPM);
         named.add(reference(specimen));
@@ -425,7 +426,7 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
         if (problem) throw new FieldError('OBX-5', ErrorCondition.dataType, `OBX-5 ${JSON.stringify(sn!.toString())}: ${problem}; send it as ST`, sequence);
       }
       const current = new Map([...group, ['OBR', obr], ['OBX', segment], ['NTE', notesAfter(message, at)]]);
-      const observation = madeOf(inSegment(sequence, () => apply(maps.get('v2-observation'), { message, current })), 'OBX', sequence);
+      const observation = inSegment(sequence, () => apply(maps.get('v2-observation'), { message, current }));
       // A number sent empty (`""`, or nothing) with its unit: no value, not a Quantity of a unit alone.
       const quantity = observation.valueQuantity as { value?: number } | undefined;
       if (quantity && quantity.value === undefined) delete observation.valueQuantity;
@@ -435,15 +436,16 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
       if (given && given !== '""' && !Object.keys(observation).some((k) => k.startsWith('value'))) {
         throw new FieldError('OBX-2', ErrorCondition.tableValue, `OBX-2 ${JSON.stringify(segment.getField(2)?.toString() ?? '')}: the maps read no value of this type, so OBX-5 would be lost: send it as a type they read (NM, SN, ST, TX, FT, CE, CWE, DT, TS, DTM)`, sequence);
       }
+      /** The id told apart from another's by `part`, within the 64 characters of an id (else the FieldError of `location`). */
+      const suffix = (part: string, location: string, text: string) => {
+        observation.id = `${observation.id as string}-${part}`;
+        if ((observation.id as string).length > 64) throw new FieldError(location, ErrorCondition.requiredFieldMissing, text, sequence);
+      };
       const line = lineOf.get(segment);
-      if (line) {
-        observation.id = `${observation.id as string}-${line}`;
-        if ((observation.id as string).length > 64) throw new FieldError('OBX-4', ErrorCondition.requiredFieldMissing, `OBX-3 ${JSON.stringify(segment.getField(3)?.toString())} is given more than once under this OBR: give each its sub-id (OBX-4)`, sequence);
-      }
+      if (line) suffix(line, 'OBX-4', `OBX-3 ${JSON.stringify(segment.getField(3)?.toString())} is given more than once under this OBR: give each its sub-id (OBX-4)`);
       if (factOf) {
         // A fact of a specimen: its id says whose (facts of two specimens may give the same code and set id).
-        observation.id = `${observation.id as string}-${factOf.suffix}`;
-        if ((observation.id as string).length > 64) throw new FieldError('SPM-1', ErrorCondition.requiredFieldMissing, `the id of a fact of specimen ${factOf.suffix} is over 64 characters: shorten OBR-3 or OBX-3`, sequence);
+        suffix(factOf.suffix, 'SPM-1', `the id of a fact of specimen ${factOf.suffix} is over 64 characters: shorten OBR-3 or OBX-3`);
         observation.specimen = { reference: factOf.reference };
         observation.focus = [{ reference: factOf.reference }];
       } else {
