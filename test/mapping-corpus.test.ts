@@ -128,6 +128,11 @@ function losses(type: string, r: R, rec: R): string[] {
       need('loinc_code' in rec ? 'loinc_code' : 'type', !hasCode(r.code, LOINC) || rec.loinc_code !== null || rec.type !== null);
       need('interpretation', !(r.interpretation ?? []).some(named) || rec.interpretation !== null || rec.flag !== null);
       need('status', rec.status !== null);
+      // What an Observation is about when not the patient (a fetus, a specimen): a reading of the patient's own otherwise.
+      if (r.resourceType === 'Observation') {
+        need('focus_references', refs(r.focus) === rec.focus_references.length);
+        need('focus', !displays(r.focus) || rec.focus !== null);
+      }
       break;
     }
     case 'diagnoses':

@@ -211,6 +211,8 @@ describe('records of every clinical resource (issue 39)', () => {
     // The v2 table gives the code's display when the writer gave none.
     expect(await got('specimens', '5')).toMatchObject({ type_code: 'BLD', type_system: 'http://terminology.hl7.org/CodeSystem/v2-0487', collected_at: '2024-03-12T09:00:00Z', collector_reference: 'Practitioner/p1', note: 'Specimen hemolyzed. Results may be affected.' });
     expect((await got('specimens', '5')).condition).not.toBeNull();
+    // A fact of the specimen (FHIR's focus), not of the patient: the record says what it is about.
+    expect(await got('observations', '14')).toMatchObject({ name: 'Temperature of specimen on arrival', value_numeric: 4, focus_references: ['Specimen/5'], focus: 'Whole blood' });
     expect(await got('family_history', '6')).toMatchObject({ status: 'completed', relationship_code: 'FTH', relationship_system: 'http://terminology.hl7.org/CodeSystem/v3-RoleCode', conditions: ['22298006 (onset 52 years)'] });
     const devices = await records(reader, '?type=devices&limit=1000');
     expect(devices.body.records.devices.find((r: R) => r.id === '7')).toMatchObject({ source: 'device', patient_id: PATIENT, device: 'Cardiac pacemaker', device_status: 'active', device_type_code: '14106009', udi_carrier: '(01)09504000059118(17)141120(10)7654321D(21)10987654d321', udi_device_identifier: '09504000059118', serial_number: '10987654d321', lot_number: '7654321D' });

@@ -275,6 +275,8 @@ export type ClinicalObservation = {
   based_on_system: string | null;
   specimen: string | null;
   specimen_note: string | null;
+  focus: string | null;
+  focus_references: Array<string> | null;
   codings: Array<{
     system: string | null;
     code: string | null;
@@ -916,6 +918,8 @@ export type LabResult = {
   specimen_reference: string | null;
   based_on_references: Array<string> | null;
   performer_references: Array<string> | null;
+  focus: string | null;
+  focus_references: Array<string> | null;
   member_ids: Array<FhirId> | null;
   note: string | null;
   codings: Array<{
@@ -1065,6 +1069,8 @@ export type LabResultPush = {
     specimen_reference?: string | null;
     based_on_references?: Array<string> | null;
     performer_references?: Array<string> | null;
+    focus?: string | null;
+    focus_references?: Array<string> | null;
     member_ids?: Array<FhirId> | null;
     note?: string | null;
     codings?: Array<{
@@ -1947,6 +1953,8 @@ export type Vital = {
   recorded_at: string | null;
   recorded_end: string | null;
   performer: string | null;
+  focus: string | null;
+  focus_references: Array<string> | null;
   note: string | null;
   member_ids: Array<FhirId> | null;
   codings: Array<{
