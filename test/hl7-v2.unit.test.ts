@@ -145,6 +145,12 @@ describe('abnormal flags of several repetitions (found by an outside laboratory 
     const refused = translate(Hl7Message.parse(oru('OBX|1|NM|2345-7^Glucose^LN||182|mg/dL|70-99|H~ZZ|||F')), loadMappings());
     expect(refused).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-8', condition: ErrorCondition.tableValue } });
   });
+  it('a field of more repetitions than a resource may list is refused before its FHIR is built (100,000 flags took a second of the agent)', () => {
+    const many = (n: number) => translate(Hl7Message.parse(oru(`OBX|1|NM|2345-7^Glucose^LN||182|mg/dL|70-99|${Array(n).fill('H').join('~')}|||F`)), loadMappings());
+    expect(many(10_001)).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-8', text: expect.stringContaining('10001 repetitions') } });
+    const doctors = translate(Hl7Message.parse(['MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A01^ADT_A01|C9|P|2.5.1', 'PID|1||P1^^^GHH^MR||DOE^JO', `PV1|1|I|||||${Array(20_000).fill('D1^SMITH^J').join('~')}||||||||||||V1`].join('\r')), loadMappings());
+    expect(doctors).toMatchObject({ ok: false, ack: 'AE', error: { location: expect.stringMatching(/^PV1-7/) } });
+  });
   it('a list field of a v2 map takes a value of each repetition of the field it reads', () => {
     const m = message(MSH, 'PID|1||1^^^A||DOE^JO||||||||^PRN^PH^^^555^5551234~^NET^Internet^jo@example.org~(555)555-9999');
     expect(evaluateV2Each(parseV2Expression('PID-13.4 where PID-13.3 = Internet,X.400'), { message: m })).toEqual(['jo@example.org']);

@@ -12,3 +12,9 @@ export const MAX_RESOURCE_DEPTH = 64;
 
 /** How deep a request body may nest: a resource and its envelopes (a Bundle entry adds 3 levels, a Bridge batch 2). */
 export const MAX_BODY_DEPTH = MAX_RESOURCE_DEPTH + 8;
+
+/**
+ * The most items one array of a resource may hold: far above real resources, so that no input dimension is unbounded
+ * (src/fhir/validate.ts refuses a longer one; the Bridge agent refuses the v2 field that would make one).
+ */
+export const MAX_RESOURCE_ARRAY = 10_000;

@@ -3,6 +3,7 @@ import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
 import { ApiError, ErrorCode, badRequest } from '../core/errors';
 import { isResourceType } from '../core/fhir-definitions';
 import { isJsonObject } from '../core/json';
+import { MAX_RESOURCE_ARRAY } from '../core/limits';
 import { passesBaseDefinitions } from './base-validity';
 import { narrativeProblem } from './narrative';
 import { checkRequiredBindings } from './terminology';
@@ -278,7 +279,6 @@ function withLargeDataChecked(resource: Resource, issues: OperationOutcomeIssue[
 /** Deeper than any real resource (contained resources and extensions included). */
 const MAX_DEPTH = 64;
 /** Bounds of one resource's JSON, far above real resources, so that no input dimension is unbounded. */
-const MAX_ARRAY = 10_000;
 const MAX_KEYS = 500;
 /** FHIR strings SHALL be under 1 MB; a base64Binary attachment (`data`) may be larger (the body limit bounds it). */
 const MAX_STRING = 1_048_576;
@@ -309,7 +309,7 @@ function walkJson(walk: JsonWalk, value: unknown, depth: number, inArray: boolea
   if (Array.isArray(value)) {
     if (inArray) return walkIssue(walk, 'An array inside an array');
     if (value.length === 0) return walkIssue(walk, 'An empty array (leave the element out instead)');
-    if (value.length > MAX_ARRAY) return walkIssue(walk, `An array of more than ${MAX_ARRAY} items`);
+    if (value.length > MAX_RESOURCE_ARRAY) return walkIssue(walk, `An array of more than ${MAX_RESOURCE_ARRAY} items`);
     for (let i = 0; i < value.length; i++) {
       at.push(i);
       walkJson(walk, value[i], depth + 1, true);

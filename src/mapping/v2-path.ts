@@ -136,8 +136,12 @@ function readAt(scope: V2Scope, l: V2Location, repetition = 0): string {
 }
 
 function repetitions(scope: V2Scope, l: V2Location): number {
-  const field = segmentOf(scope, l.segment)?.getField(l.field);
-  return Math.max(1, field?.components.length ?? 1);
+  return Math.max(1, repetitionCount(scope, l));
+}
+
+/** How many repetitions the field has (empty ones too), 0 when absent. */
+export function repetitionCount(scope: V2Scope, l: V2Location): number {
+  return segmentOf(scope, l.segment)?.getField(l.field)?.components.length ?? 0;
 }
 
 /** The value of an expression, as text; undefined when no alternative gives one. */

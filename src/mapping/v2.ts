@@ -2,8 +2,9 @@
  * A map's `v2:` section at work: the Connect values of one HL7 v2 message (or one OBX of it), each converted from
  * v2's data type to its declared Connect type. What is then written is the map's ordinary `toFhir`.
  */
+import { MAX_RESOURCE_ARRAY } from '../core/limits';
 import type { ConnectField, ConnectType, MapProgram } from './runtime';
-import { evaluateAt, evaluateV2, evaluateV2Each, filledRepetitions, type V2Scope } from './v2-path';
+import { evaluateAt, evaluateV2, evaluateV2Each, filledRepetitions, repetitionCount, type V2Scope } from './v2-path';
 
 export interface V2Problem {
   /** The Connect field. */
@@ -35,6 +36,13 @@ export function readV2(program: MapProgram, scope: V2Scope): { connect: Record<s
   };
   for (const [name, entry] of program.v2 ?? []) {
     const field = declared.get(name)!;
+    // A field read as a list (or objects) longer than a resource's array may be: refused before it is built (100,000
+    // repetitions of OBX-8 took a second of the agent's, which serves every connection, to build 10 MB of FHIR).
+    const reps = field.list ? repetitionCount(scope, entry.field) : 0;
+    if (reps > MAX_RESOURCE_ARRAY) {
+      problems.push({ field: name, location: entry.location, message: `${entry.location} has ${reps} repetitions; Pont keeps at most ${MAX_RESOURCE_ARRAY} in one list` });
+      continue;
+    }
     if ('fields' in entry) {
       // An object per repetition of the field (each PID-13 a ContactPoint), unless it lacks a field the object
       // requires (a phone repetition without its number): there is nothing to write of it.
