@@ -451,6 +451,61 @@ describe('the SDK lab push keeps what it is given', () => {
     }
   });
 
+  it('19. a vendor’s codes and words (review of stop 73): every coding kept, words beside the code they name, the STU3 category system, activities and sections of any shape', async () => {
+    const RXNORM = 'http://www.nlm.nih.gov/research/umls/rxnorm';
+    const NDC = 'http://hl7.org/fhir/sid/ndc';
+    // Every coding of a dispensed medication (NDC first, as pharmacy systems write it) and of a procedure (CPT first).
+    const dispense = await post({
+      resourceType: 'MedicationDispense', status: 'completed', contained: [{ resourceType: 'Medication', id: 'm1', code: { coding: [{ system: NDC, code: '0406-0552-01' }, { system: RXNORM, code: '1049621', display: 'oxycodone hydrochloride 5 MG Oral Tablet' }] } }],
+      medicationReference: { reference: '#m1' }, whenHandedOver: '2024-03-12T10:00:00Z',
+    });
+    expect((await record('dispenses', dispense)).medication_codings).toEqual([{ system: NDC, code: '0406-0552-01', display: null }, { system: RXNORM, code: '1049621', display: 'oxycodone hydrochloride 5 MG Oral Tablet' }]);
+    const procedure = await post({ resourceType: 'Procedure', status: 'completed', code: { coding: [{ system: 'http://www.ama-assn.org/go/cpt', code: '44970' }, { system: SCT, code: '6025007', display: 'Laparoscopic appendectomy' }] }, performedDateTime: '2024-03-12T09:00:00Z' });
+    expect((await record('procedures', procedure)).codings.map((c: any) => c.code)).toEqual(['44970', '6025007']);
+    // Several reasons: every one in words, the code the first's; a report's coded conclusion names its first concept.
+    const prescription = await post({
+      resourceType: 'MedicationRequest', status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Amlodipine 5 mg' },
+      reasonCode: [{ coding: [{ system: SCT, code: '59621000', display: 'Essential hypertension' }] }, { text: "also for Raynaud's" }],
+    });
+    expect(await record('prescriptions', prescription)).toMatchObject({ reason: "Essential hypertension; also for Raynaud's" });
+    const report = await post({
+      resourceType: 'DiagnosticReport', status: 'final', category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0074', code: 'MB' }] }], code: { text: 'Wound culture' },
+      conclusionCode: [{ coding: [{ system: SCT, code: '115329001', display: 'Methicillin resistant Staphylococcus aureus' }] }, { text: 'Heavy growth' }],
+    });
+    expect(await record('reports', report)).toMatchObject({ conclusion_code: 'Methicillin resistant Staphylococcus aureus' });
+    // A lab result and a vital sign categorised in the system STU3 named are a lab result and a vital sign.
+    const OLD = 'http://hl7.org/fhir/observation-category';
+    const lab = await post({ resourceType: 'Observation', status: 'final', category: [{ coding: [{ system: OLD, code: 'laboratory' }] }], code: { coding: [{ system: LOINC, code: '2345-7' }] }, valueQuantity: { value: 182, unit: 'mg/dL' } });
+    const pulse = await post({ resourceType: 'Observation', status: 'final', category: [{ coding: [{ system: OLD, code: 'vital-signs' }] }], code: { coding: [{ system: LOINC, code: '8867-4' }] }, valueQuantity: { value: 112, unit: '/min' } });
+    expect(await record('lab_results', lab)).toMatchObject({ value_numeric: 182 });
+    expect(await record('vitals', pulse)).toMatchObject({ value: 112 });
+    const observations = await call(reader, `/api/v1/connect/patient/${healthId}/records?type=observations&limit=1000`);
+    expect(observations.body.records.observations.map((r: any) => r.id)).not.toContain(lab);
+    // Activities without a code (a product not to be given, an appointment) and a note's sections of sections and of entries.
+    const plan = await post({
+      resourceType: 'CarePlan', status: 'active', intent: 'plan',
+      activity: [
+        { detail: { kind: 'MedicationRequest', productCodeableConcept: { coding: [{ system: SCT, code: '372665008', display: 'Non-steroidal anti-inflammatory agent' }] }, status: 'scheduled', doNotPerform: true } },
+        { detail: { kind: 'Appointment', status: 'scheduled', scheduledPeriod: { start: '2024-06-01' }, location: { display: 'Surgical clinic' } } },
+        { detail: { code: { text: 'Exercise' }, description: '30 min brisk walk', status: 'in-progress', scheduledTiming: { repeat: { frequency: 3, period: 1, periodUnit: 'wk' } } } },
+      ],
+    });
+    expect((await record('care_plans', plan)).activities).toEqual([
+      'Do not: Non-steroidal anti-inflammatory agent (scheduled)',
+      'Appointment, 2024-06-01 – …, at Surgical clinic (scheduled)',
+      'Exercise: 30 min brisk walk, 3 per 1 wk (in-progress)',
+    ]);
+    const div = (text: string) => ({ status: 'generated', div: `<div xmlns="http://www.w3.org/1999/xhtml">${text}</div>` });
+    const note = await post({
+      resourceType: 'Composition', status: 'final', type: { coding: [{ system: LOINC, code: '18842-5', display: 'Discharge summary' }] }, date: '2024-03-14T12:00:00Z', author: [{ display: 'Dr. Mei Chen' }], title: 'Discharge summary',
+      section: [
+        { title: 'Clinical course', section: [{ title: 'Operation', text: div('Laparoscopic appendectomy') }, { title: 'Post-op', text: div('Wound infection day 2, started flucloxacillin') }] },
+        { title: 'Medications on discharge', entry: [{ display: 'Flucloxacillin 500 mg' }] },
+      ],
+    });
+    expect((await record('clinical_notes', note)).sections).toBe('Clinical course: Operation: Laparoscopic appendectomy\nPost-op: Wound infection day 2, started flucloxacillin\n\nMedications on discharge: Flucloxacillin 500 mg');
+  });
+
   it('12. the summary’s blood group and the lab record of the same coded-only Observation agree', async () => {
     const id = await post({
       resourceType: 'Observation', status: 'final', category: [LAB], code: { coding: [{ system: LOINC, code: '882-1', display: 'ABO and Rh group [Type] in Blood' }] },

@@ -549,15 +549,31 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
     return `${value.data} (${how.filter((h) => h !== undefined).join(', ')})`;
   }
   if (typeof value.div === 'string') return narrativeToText(value);
-  // A document's section: "Title: its narrative".
-  if (isJsonObject(value.text) && ('title' in value || 'code' in value)) return `${textOf(value.title ?? value.code, terminology) ?? '?'}: ${narrativeToText(value.text) ?? ''}`;
+  // A document's section: "Title: its narrative", then what it lists (the entries' names, else their references) and
+  // its own sections, a line each: a section may hold only sub-sections or only entries.
+  if (('title' in value || 'code' in value) && (isJsonObject(value.text) || Array.isArray(value.section) || Array.isArray(value.entry)) && !('resourceType' in value)) {
+    const entries = (Array.isArray(value.entry) ? value.entry : []).map((e) => (isJsonObject(e) ? (textOf(e.display, terminology) ?? (typeof e.reference === 'string' ? e.reference : undefined)) : undefined)).filter((t) => t !== undefined);
+    const lines = [
+      isJsonObject(value.text) ? narrativeToText(value.text) : undefined,
+      entries.length ? entries.join('; ') : undefined,
+      ...(Array.isArray(value.section) ? value.section : []).map((s) => textOf(s, terminology)),
+    ].filter((t) => t !== undefined && t !== '');
+    return `${textOf(value.title ?? value.code, terminology) ?? '?'}: ${lines.join('\n')}`;
+  }
   // A questionnaire's answered item: "question [linkId]: answer, answer"; a group, its items joined with "; ".
   if (typeof value.linkId === 'string') return answeredItemText(value, terminology);
-  // A planned activity or a request (CarePlan.activity.detail): what, and its status: "Stretching exercises (completed)";
-  // one not to be done says so: "Do not: Anticoagulation (scheduled)".
-  if (typeof value.status === 'string' && (isJsonObject(value.code) || typeof value.description === 'string') && !('system' in value) && !('value' in value)) {
-    const what = textOf(value.code, terminology) ?? (typeof value.description === 'string' ? value.description : undefined);
-    return what === undefined ? undefined : `${value.doNotPerform === true ? 'Do not: ' : ''}${what} (${value.status})`;
+  // A planned activity or a request (CarePlan.activity.detail): what (its code, its description beside it, else the
+  // product, else its kind), when and where, and its status: "Stretching exercises: 30 min brisk walk, 3 per 1 wk
+  // (in-progress)"; one not to be done says so: "Do not: Anticoagulation (scheduled)".
+  const product = typeof value.status === 'string' ? (value.productCodeableConcept ?? (isJsonObject(value.productReference) ? value.productReference.display : undefined)) : undefined;
+  if (typeof value.status === 'string' && (isJsonObject(value.code) || typeof value.description === 'string' || product !== undefined || typeof value.kind === 'string') && !('system' in value) && !('value' in value)) {
+    const description = typeof value.description === 'string' ? value.description : undefined;
+    const named = textOf(value.code, terminology) ?? textOf(product, terminology);
+    const what = named !== undefined && description !== undefined ? `${named}: ${description}` : (named ?? description ?? (value.kind as string));
+    const when = textOf(value.scheduledString ?? value.scheduledPeriod, terminology) ?? timingText(value.scheduledTiming, terminology);
+    const where = isJsonObject(value.location) ? textOf(value.location.display, terminology) : undefined;
+    const details = [when, where && `at ${where}`].filter((d) => d !== undefined);
+    return `${value.doNotPerform === true ? 'Do not: ' : ''}${what}${details.length ? `, ${details.join(', ')}` : ''} (${value.status})`;
   }
   // A relative's condition (FamilyMemberHistory.condition): what, its onset and outcome: "Heart attack (onset 74 a; Death)".
   if (isJsonObject(value.code) && Object.keys(value).some((k) => /^onset[A-Z]/.test(k) || k === 'outcome' || k === 'contributedToDeath')) {
@@ -578,6 +594,16 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
     return textOf(value.display ?? named ?? value.code, terminology);
   }
   return undefined;
+}
+
+/** A Timing in words: its code ("BID"), else how often ("3 per 1 wk"); undefined when it says neither. */
+function timingText(timing: unknown, terminology: ReadTerminology | undefined): string | undefined {
+  if (!isJsonObject(timing)) return undefined;
+  const code = textOf(timing.code, terminology);
+  if (code !== undefined) return code;
+  const repeat = isJsonObject(timing.repeat) ? timing.repeat : undefined;
+  if (typeof repeat?.frequency !== 'number' || typeof repeat.period !== 'number') return undefined;
+  return `${repeat.frequency} per ${repeat.period} ${typeof repeat.periodUnit === 'string' ? repeat.periodUnit : ''}`.trim();
 }
 
 /** An Attachment's inline content when it is plain text (`text/plain`, UTF-8 or ASCII): undefined for anything else. */

@@ -24,6 +24,11 @@ export type Administration = {
     medication: string | null;
     medication_code: string | null;
     code_system: string | null;
+    medication_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     prescription_id: FhirId | null;
     administered_at: string | null;
     administered_end: string | null;
@@ -522,6 +527,11 @@ export type Dispense = {
     medication: string | null;
     medication_code: string | null;
     code_system: string | null;
+    medication_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     prescription_ids: Array<FhirId> | null;
     type: string | null;
     quantity: number | null;
@@ -1203,6 +1213,11 @@ export type MedicationUse = {
     medication: string | null;
     medication_code: string | null;
     code_system: string | null;
+    medication_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     effective_at: string | null;
     effective_end: string | null;
     asserted_at: string | null;
@@ -1274,6 +1289,11 @@ export type Order = {
     name: string | null;
     code: string | null;
     code_system: string | null;
+    codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     order_detail: string | null;
     occurrence_at: string | null;
     occurrence_end: string | null;
@@ -1686,6 +1706,11 @@ export type Procedure = {
     name: string | null;
     code: string | null;
     code_system: string | null;
+    codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     performed_at: string | null;
     performed_end: string | null;
     performed_text: string | null;
