@@ -503,6 +503,12 @@ describe('the SDK lab push keeps what it is given', () => {
         { title: 'Medications on discharge', entry: [{ display: 'Flucloxacillin 500 mg' }] },
       ],
     });
+    // A document held inline without its size says it is inline, beside the one at a url.
+    const document = await post({
+      resourceType: 'DocumentReference', status: 'current', type: { text: 'Discharge letter' },
+      content: [{ attachment: { contentType: 'text/plain', data: Buffer.from('Discharged home.').toString('base64') } }, { attachment: { contentType: 'application/pdf', url: 'https://ehr.example/docs/1.pdf' } }],
+    });
+    expect(await record('documents', document)).toMatchObject({ inline: true, contents: [{ content_type: 'text/plain', inline: true, size: null }, { url: 'https://ehr.example/docs/1.pdf', inline: null }] });
     expect((await record('clinical_notes', note)).sections).toBe('Clinical course: Operation: Laparoscopic appendectomy\nPost-op: Wound infection day 2, started flucloxacillin\n\nMedications on discharge: Flucloxacillin 500 mg');
   });
 

@@ -41,7 +41,8 @@ export function validateFhirResource(resource: Resource): void {
 
 /**
  * R4 invariants the structural validator leaves out: narratives are safe XHTML with content (txt-1, txt-2), every
- * `#id` reference names a contained resource (ref-1), and a Period does not end before it starts (per-1); and no
+ * `#id` reference names a contained resource (ref-1), a Period does not end before it starts (per-1) and a Range's low
+ * is not above its high (rng-2); and no
  * modifier extension Pont does not understand (UNDERSTOOD_MODIFIERS).
  */
 function invariantIssues(resource: Resource): OperationOutcomeIssue[] {
@@ -69,6 +70,7 @@ function walkInvariants(walk: InvariantWalk, value: unknown): void {
   }
   if (!value || typeof value !== 'object') return;
   if (endsBeforeStart(value as Record<string, unknown>)) return walkIssue(walk, 'the period ends before it starts (per-1)', 'invariant');
+  if (lowAboveHigh(value as Record<string, unknown>)) return walkIssue(walk, 'the range\'s low is above its high (rng-2)', 'invariant');
   let unknown: string | undefined;
   for (const k of Object.keys(value)) {
     const v = (value as Record<string, unknown>)[k];
@@ -104,6 +106,20 @@ function unknownModifier(list: unknown, walk: InvariantWalk): string | undefined
   return typeof unknown?.url === 'string' ? unknown.url : `(a url that is no string: ${JSON.stringify(unknown?.url ?? null).slice(0, 100)})`;
 }
 const NONE_UNDERSTOOD = new Set<string>();
+
+const RANGE_KEYS = new Set(['id', 'extension', 'low', 'high']);
+
+/**
+ * A Range (an object of low and high, and only Element's own keys) whose low is above its high, as FHIRPath compares
+ * two quantities: only in one unit (the same code, else the same unit, or neither); others cannot be compared and pass.
+ */
+function lowAboveHigh(value: Record<string, unknown>): boolean {
+  const { low, high } = value as { low?: Record<string, unknown>; high?: Record<string, unknown> };
+  if (!low || !high || typeof low !== 'object' || typeof high !== 'object' || typeof low.value !== 'number' || typeof high.value !== 'number') return false;
+  for (const k in value) if (!RANGE_KEYS.has(k)) return false;
+  const sameUnit = low.code !== undefined || high.code !== undefined ? low.code === high.code && low.system === high.system : low.unit === high.unit;
+  return sameUnit && low.value > high.value;
+}
 
 const PERIOD_KEYS = new Set(['id', 'extension', 'start', 'end']);
 const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;

@@ -49,6 +49,18 @@ describe("an invalid resource's first issue names where it is", () => {
     expect(firstIssue(encounter({ start: '2027', end: '2026' })).text).toMatch(/per-1/);
   });
 
+  it('a range whose low is above its high is refused (rng-2), as FHIR compares quantities: in one unit only', () => {
+    const range = (low: Record<string, unknown>, high: Record<string, unknown>) => observation({ valueRange: { low, high } });
+    expect(firstIssue(range({ value: 5, unit: 'mg' }, { value: 2, unit: 'mg' }))).toEqual({ text: expect.stringMatching(/rng-2/), at: 'Observation.valueRange' });
+    expect(firstIssue(range({ value: 5, system: 'http://unitsofmeasure.org', code: 'mg' }, { value: 2, system: 'http://unitsofmeasure.org', code: 'mg' })).text).toMatch(/rng-2/);
+    expect(firstIssue(observation({ component: [{ code: { text: 'c' }, valueRange: { low: { value: 3 }, high: { value: 1 } } }] })).at).toBe('Observation.component[0].valueRange');
+    expect(firstIssue(range({ value: 2, unit: 'mg' }, { value: 5, unit: 'mg' }))).toEqual({});
+    expect(firstIssue(range({ value: 2, unit: 'mg' }, { value: 2, unit: 'mg' }))).toEqual({});
+    // 5 g against 2 mg: another unit, which FHIR's comparison does not convert here; and a reference range is no Range.
+    expect(firstIssue(range({ value: 5, unit: 'g' }, { value: 2, unit: 'mg' }))).toEqual({});
+    expect(firstIssue(observation({ referenceRange: [{ low: { value: 5 }, high: { value: 2 }, text: 'as written' }] }))).toEqual({});
+  });
+
   it('a valid resource has none, and its input is left as it was', () => {
     const resource = observation({ subject: { reference: 'Patient/1' }, component: [{ code: { text: 'c' }, valueQuantity: { value: 1 } }], performer: [{ reference: '#p' }], contained: [{ resourceType: 'Practitioner', id: 'p' }] });
     const before = JSON.stringify(resource);

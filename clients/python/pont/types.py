@@ -873,6 +873,7 @@ class PatientDocument(TypedDict):
     language: Optional[str]
     url: Optional[str]
     size: Optional[int]
+    inline: Optional[bool]
     contents: Optional[List[Dict[str, Any]]]
     author: Optional[str]
     event: Optional[str]

@@ -1347,11 +1347,13 @@ export type PatientDocument = {
     language: string | null;
     url: string | null;
     size: number | null;
+    inline: boolean | null;
     contents: Array<{
         content_type: string | null;
         url: string | null;
         title: string | null;
         size: number | null;
+        inline: boolean | null;
     }> | null;
     author: string | null;
     event: string | null;
