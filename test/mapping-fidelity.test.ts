@@ -503,6 +503,18 @@ describe('the SDK lab push keeps what it is given', () => {
         { title: 'Medications on discharge', entry: [{ display: 'Flucloxacillin 500 mg' }] },
       ],
     });
+    // Each reaction of an allergy apart: what, how severe, when, in whose words, by which route.
+    const allergy = await post({
+      resourceType: 'AllergyIntolerance', clinicalStatus: ACTIVE_ALLERGY, code: { coding: [{ system: SCT, code: '256349002', display: 'Peanut' }] },
+      reaction: [
+        { manifestation: [{ coding: [{ system: SCT, code: '39579001', display: 'Anaphylaxis' }] }, { text: 'Hives' }], severity: 'severe', onset: '2001-06-01', exposureRoute: { text: 'Oral' }, description: 'Throat closing within minutes' },
+        { manifestation: [{ coding: [{ system: SCT, code: '271807003' }] }], severity: 'mild' },
+      ],
+    });
+    expect((await record('allergies', allergy)).reaction_list).toEqual([
+      { manifestations: 'Anaphylaxis, Hives', severity: 'severe', onset_at: '2001-06-01', description: 'Throat closing within minutes', exposure_route: 'Oral', substance: null },
+      { manifestations: '271807003', severity: 'mild', onset_at: null, description: null, exposure_route: null, substance: null },
+    ]);
     // A document held inline without its size says it is inline, beside the one at a url.
     const document = await post({
       resourceType: 'DocumentReference', status: 'current', type: { text: 'Discharge letter' },

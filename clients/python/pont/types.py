@@ -49,6 +49,7 @@ class AllergyRecord(TypedDict):
     code: Optional[str]
     code_system: Optional[str]
     reactions: Optional[str]
+    reaction_list: Optional[List[Dict[str, Any]]]
     onset_at: Optional[str]
     onset_text: Optional[str]
     note: Optional[str]

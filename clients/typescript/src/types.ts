@@ -62,6 +62,14 @@ export type AllergyRecord = {
   code: string | null;
   code_system: string | null;
   reactions: string | null;
+  reaction_list: Array<{
+    manifestations: string | null;
+    severity: "mild" | "moderate" | "severe" | null;
+    onset_at: string | null;
+    description: string | null;
+    exposure_route: string | null;
+    substance: string | null;
+  }> | null;
   onset_at: string | null;
   onset_text: string | null;
   note: string | null;
