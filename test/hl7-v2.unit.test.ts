@@ -300,6 +300,43 @@ describe('a date or a date-time result (found by an outside laboratory integrato
   });
 });
 
+describe("whose results they are, as vendors write identifiers (found by a review with vendors' messages: results filed on another patient or on a duplicate, under AA)", () => {
+  const ids = (text: string, type: string) => {
+    const translation = translate(Hl7Message.parse(text), loadMappings());
+    if (!translation.ok) throw new Error(`refused: ${JSON.stringify(translation.error)}`);
+    return translation.resources.filter((r) => r.resourceType === type).map((r) => r.id);
+  };
+  const oruFrom = (facility: string, pid3: string, ...lines: string[]) => [`MSH|^~\\&|LIS|${facility}|PONT|PONT|20261127160000||ORU^R01|M9-0001|P|2.3.1`, `PID|1||${pid3}||Alpha^Alice||19600101|F`, ...lines].join('\r');
+  const k = 'OBX|1|NM|K^Potassium^L||4.1|mmol/L|||||F';
+  it('a number without its authority (an MRN, an accession number) is the sending facility’s: two senders’ 12345 and 1001 are two patients and two reports', () => {
+    const a = oruFrom('HOSP A', '12345', 'OBR|1||1001|K^Potassium^L|||20261127100000||||||||||||||||||F', k);
+    const b = oruFrom('OUTREACH B', '12345', 'OBR|1||1001|PSA^PSA^L|||20261127110000||||||||||||||||||F', 'OBX|1|NM|PSA^PSA^L||9.5|ng/mL||H|||F');
+    expect(ids(a, 'Patient')).toEqual(['HOSP-A-12345']);
+    expect(ids(b, 'Patient')).toEqual(['OUTREACH-B-12345']);
+    expect(ids(a, 'DiagnosticReport')).not.toEqual(ids(b, 'DiagnosticReport'));
+    // Without a facility (MSH-4), the sending application (MSH-3) is the authority.
+    expect(ids(oruFrom('', '12345', 'OBR|1||1001|K^Potassium^L|||20261127100000||||||||||||||||||F', k), 'Patient')).toEqual(['LIS-12345']);
+  });
+  it('an authority given with its OID, or by its OID alone after its namespace, is one: the namespace names it, else the OID', () => {
+    const obr = 'OBR|1||BK-1^BEAKER|K^Potassium^L|||20261127100000||||||||||||||||||F';
+    expect(ids(oruFrom('SMC', '900100^^^SMC&2.16.840.1.113883.19.5&ISO^MR', obr, k), 'Patient')).toEqual(['SMC-900100']);
+    expect(ids(oruFrom('SMC', '900100^^^SMC^MR', obr, k), 'Patient')).toEqual(['SMC-900100']);
+    expect(ids(oruFrom('SMC', '900100^^^&2.16.840.1.113883.19.5&ISO^MR', obr, k), 'Patient')).toEqual(['2.16.840.1.113883.19.5-900100']);
+  });
+  it('the medical record number (MR) identifies the patient before a patient identifier (PI) listed first', () => {
+    const obr = 'OBR|1||RLACC-1^REFLAB|HBA1C^HbA1c^L|||20261127100000||||||||||||||||||F';
+    expect(ids(oruFrom('QUESTX', 'RL-55501^^^REFLAB^PI~900100^^^SMC^MR', obr, 'OBX|1|NM|4548-4^Hemoglobin A1c^LN||7.9|%|4.0-5.6|H|||F'), 'Patient')).toEqual(['SMC-900100']);
+    expect(ids(oruFrom('QUESTX', 'RL-55501^^^REFLAB^PI~111^^^SSA^SS', obr, 'OBX|1|NM|4548-4^Hemoglobin A1c^LN||7.9|%|4.0-5.6|H|||F'), 'Patient')).toEqual(['REFLAB-RL-55501']);
+  });
+  it('the filler order number in ORC-3 alone is the report’s, and each OBR reads its own ORC', () => {
+    const text = oruFrom('SMC', '667788^^^SMC^MR',
+      'ORC|RE|PL-1^CERNER|FL-777^PATHNET', 'OBR|1|PL-1^CERNER||TSH^TSH^L|||20261127100000||||||||||||||||||F', 'OBX|1|NM|3016-3^TSH^LN||2.1|mIU/L|||||F',
+      'OBR|2|PL-2^CERNER|FL-778^PATHNET|T4^T4^L|||20261127100000||||||||||||||||||F', 'OBX|1|NM|3024-7^T4^LN||1.2|ng/dL|||||F');
+    expect(ids(text, 'DiagnosticReport')).toEqual(['PATHNET-FL-777', 'PATHNET-FL-778']);
+    expect(ids(text, 'Observation')).toEqual(['PATHNET-FL-777-3016-3', 'PATHNET-FL-778-3024-7']);
+  });
+});
+
 describe('an A40 that merges a record into itself (found by an outside probe: it replaced itself)', () => {
   it('is AE naming MRG-1', () => {
     const a40 = (mrg: string) =>

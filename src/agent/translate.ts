@@ -343,6 +343,8 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
   /** The segments every map reads in this patient's group: its PID and its PV1 (an empty one when it has none). */
   let group: Map<string, Hl7Segment> | undefined;
   let obr: Hl7Segment | undefined;
+  /** The OBR's ORC (the segment before it), else an empty one: ORC-3 may carry the filler order number instead of OBR-3. */
+  let orc: Hl7Segment | undefined;
   let report: Record<string, unknown> | undefined;
   const flush = () => {
     if (report) out.push(report);
@@ -371,11 +373,12 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
       obr = segment;
       const sequence = ++seen.OBR;
       if (!group) throw new FieldError('OBR', ErrorCondition.segmentSequence, 'an OBR before its patient (PID)', sequence);
-      const inOrder = new Map([...group, ['OBR', segment]]);
+      orc = message.segments[at - 1]?.name === 'ORC' ? message.segments[at - 1]! : new Hl7Segment(['ORC'], message.context);
+      const inOrder = new Map([...group, ['ORC', orc], ['OBR', segment]]);
       report = madeOf({ ...inSegment(sequence, () => apply(maps.get('v2-report'), { message, current: new Map([...inOrder, ['NTE', notesAfter(message, at)]]) })), result: [] }, 'OBR', sequence);
       // One report of each filler order number: a second would replace the first in Pont, with its results.
       if (written.has(reference(report))) {
-        throw new FieldError('OBR-3', ErrorCondition.duplicateKey, `OBR-3 ${JSON.stringify(segment.getField(3)?.toString() ?? '')} is the filler order number of an earlier OBR of this message, and one report would replace the other: give each order its own (or key the v2-report and v2-observation maps by OBR-4 too)`, sequence);
+        throw new FieldError('OBR-3', ErrorCondition.duplicateKey, `OBR-3 ${JSON.stringify(segment.getField(3)?.toString() ?? '')} is the filler order number of an earlier OBR of this message (or of its ORC-3), and one report would replace the other: give each order its own (or key the v2-report and v2-observation maps by OBR-4 too)`, sequence);
       }
       written.set(reference(report), report);
       // The OBR's specimens come after its results: read first, so that its results can name them. One specimen
@@ -425,7 +428,7 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
           : undefined;
         if (problem) throw new FieldError('OBX-5', ErrorCondition.dataType, `OBX-5 ${JSON.stringify(sn!.toString())}: ${problem}; send it as ST`, sequence);
       }
-      const current = new Map([...group, ['OBR', obr], ['OBX', segment], ['NTE', notesAfter(message, at)]]);
+      const current = new Map([...group, ['ORC', orc!], ['OBR', obr], ['OBX', segment], ['NTE', notesAfter(message, at)]]);
       const observation = inSegment(sequence, () => apply(maps.get('v2-observation'), { message, current }));
       // A number sent empty (`""`, or nothing) with its unit: no value, not a Quantity of a unit alone.
       const quantity = observation.valueQuantity as { value?: number } | undefined;

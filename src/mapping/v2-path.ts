@@ -59,7 +59,7 @@ export interface V2Objects {
   fields: ReadonlyMap<string, V2Expression>;
 }
 
-const FUNCTIONS = ['key', 'low', 'high', 'low_unit', 'high_unit', 'range_text', 'lines', 'date', 'instant', 'join', 'phone', 'decimals'] as const;
+const FUNCTIONS = ['key', 'idkey', 'low', 'high', 'low_unit', 'high_unit', 'range_text', 'lines', 'date', 'instant', 'join', 'phone', 'decimals'] as const;
 type V2Function = (typeof FUNCTIONS)[number];
 
 const PATH = /^([A-Z][A-Z0-9]{2})-(\d{1,3})(?:\.(\d{1,3})(?:\.(\d{1,3}))?)?$/;
@@ -98,11 +98,20 @@ export function parseV2Expression(text: string): V2Expression {
     }
     return { args: [parsePath(valueText!)], where };
   });
-  // A key names the field that holds the number (its last part, PID-3 of key(PID-3.4.1, PID-3.1)).
+  // A key names the field that holds the number (PID-3 of key(PID-3.4.1, PID-3.1) and of idkey(…, PID-3.1)).
   const alt = alternatives[0]!;
-  const first = alt.fn === 'key' ? { ...alt.args.at(-1)!, component: undefined, subcomponent: undefined } : alt.args[0] ?? alt.where?.[0]?.path;
+  const number = numberOf(alt);
+  const first = number ? { ...number, component: undefined, subcomponent: undefined } : alt.args[0] ?? alt.where?.[0]?.path;
   if (!first) throw new V2PathError(`\`${text}\` reads nothing of the message: a constant needs a condition (\`'finished' where MSH-9.2 = A03\`)`);
   return { text, alternatives, location: locationText(first), field: { segment: first.segment, field: first.field } };
+}
+
+/**
+ * The path of the number a key is made of: a key's last part; an idkey's fifth, after the four that may name its
+ * authority (idkey(PID-3.4.1, PID-3.4.2, MSH-4.1, MSH-3.1, PID-3.1)). Undefined for anything but a key.
+ */
+function numberOf(alt: V2Alternative): V2Location | undefined {
+  return alt.fn === 'key' ? alt.args.at(-1) : alt.fn === 'idkey' ? alt.args[4] : undefined;
 }
 
 /** An object list field's entry: its fields' expressions, which must all read one field (its repetitions). */
@@ -147,12 +156,15 @@ export function repetitionCount(scope: V2Scope, l: V2Location): number {
 /** The value of an expression, as text; undefined when no alternative gives one. */
 export function evaluateV2(expression: V2Expression, scope: V2Scope): string | undefined {
   for (const alt of expression.alternatives) {
-    const first = alt.args[0];
+    // The repetitions searched are those of the field the value is read from (a key's, its number's): a condition on
+    // it picks the repetition (the MR of PID-3), read in it with every path of that field; other fields in their first.
+    const first = numberOf(alt) ?? alt.args[0];
     const sameField = first && alt.where && alt.where[0]!.path.segment === first.segment && alt.where[0]!.path.field === first.field;
     const reps = sameField ? repetitions(scope, first) : 1;
     for (let r = 0; r < reps; r++) {
-      if (alt.where && !holds(alt.where, (l) => readAt(scope, l, sameField && l.segment === first.segment && l.field === first.field ? r : 0))) continue;
-      const value = alt.literal ?? (alt.fn === 'lines' ? lines(scope, alt.args) : apply(alt.fn, alt.args.map((a) => readAt(scope, a, r))));
+      const at = (l: V2Location) => readAt(scope, l, sameField && l.segment === first.segment && l.field === first.field ? r : 0);
+      if (alt.where && !holds(alt.where, at)) continue;
+      const value = alt.literal ?? (alt.fn === 'lines' ? lines(scope, alt.args) : apply(alt.fn, alt.args.map(at)));
       if (value !== undefined && value !== '') return value;
       // The repetition the condition picked is the one meant (the legal name): an empty component of it is empty,
       // not one of another repetition's (a nickname's given name in the legal name).
@@ -247,6 +259,12 @@ function apply(fn: V2Function | undefined, values: string[]): string | undefined
       return values[0];
     case 'key':
       return sourceKey(values);
+    case 'idkey': {
+      // A number's key with one authority, the first given of: its namespace, its OID, the sending facility, the
+      // sending application. A number given with and without its OID is one, and a bare one is the sender's own.
+      const [namespace, oid, facility, application, ...parts] = values;
+      return parts[0] ? sourceKey([namespace || oid || facility || application || '', ...parts]) : undefined;
+    }
     case 'low':
       return parseRange(values[0]!, true)?.low?.toString();
     case 'high':
