@@ -953,7 +953,7 @@ describe('pont bridge-agent: an informaticist adds a Z-segment field to a v2 map
         file,
         readFileSync(file, 'utf8')
           .replace('\nv2:\n', '\n  analyser: { type: string, nullable: true }\n\nv2:\n')
-          .replace('\nfixed:\n', '\n  analyser: ZLB-2\n\nfixed:\n')
+          .replace('\nfields:\n', '\n  analyser: ZLB-2\n\nfields:\n')
           .replace(/\n$/, '\n  analyser: device.display\n'),
       );
       const examples = join(maps, 'v2-observation.examples.yaml');

@@ -213,10 +213,13 @@ describe('structured numeric results (found by an outside laboratory integrator:
       expect(translation, nm).toMatchObject({ ok: false, ack: 'AE', error: { location: expect.stringMatching(/^OBX-5(\.\d)?$/) } });
     }
     // A type the maps read no value of, its value given: AE naming OBX-2, not an Observation without its value.
-    for (const type of ['ZZ', 'ED', 'RP']) {
+    for (const type of ['ZZ', 'RP']) {
       const translation = translate(Hl7Message.parse(oru(`OBX|1|${type}|2345-7^Glucose^LN||^TEXT^^A^Zm9v||||||F`)), loadMappings());
       expect(translation, type).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-2' } });
     }
+    // (An ED is the report as presented, its text as given: no Observation.)
+    const ed = translate(Hl7Message.parse(oru('OBX|1|ED|2345-7^Glucose^LN||^TEXT^^A^Zm9v||||||F')), loadMappings());
+    expect(ed.ok && ed.resources.find((r) => r.resourceType === 'DiagnosticReport')).toMatchObject({ presentedForm: [{ contentType: 'text/plain', data: Buffer.from('Zm9v').toString('base64'), title: 'Glucose' }] });
     for (const [nm, value] of [['+5', 5], ['-0.5', -0.5], ['.5', 0.5], ['5.', 5], [' 12 ', 12]] as const) expect(observationsOf(`OBX|1|NM|2345-7^Glucose^LN||${nm}|mg/dL|||||F`)[0].valueQuantity.value, nm).toBe(value);
   });
   it('a number with more significant digits than a double keeps (15) is AE naming OBX-5, never stored rounded (an attacker\'s review: 23 digits became another number)', () => {
@@ -334,6 +337,51 @@ describe("whose results they are, as vendors write identifiers (found by a revie
       'OBR|2|PL-2^CERNER|FL-778^PATHNET|T4^T4^L|||20261127100000||||||||||||||||||F', 'OBX|1|NM|3024-7^T4^LN||1.2|ng/dL|||||F');
     expect(ids(text, 'DiagnosticReport')).toEqual(['PATHNET-FL-777', 'PATHNET-FL-778']);
     expect(ids(text, 'Observation')).toEqual(['PATHNET-FL-777-3016-3', 'PATHNET-FL-778-3024-7']);
+  });
+});
+
+describe("what vendors' messages say of times, forms and kinds of result (found by the same review: shifted, dropped, refused or misfiled)", () => {
+  const translated = (...lines: string[]) => {
+    const translation = translate(Hl7Message.parse(lines.join('\r')), loadMappings());
+    if (!translation.ok) throw new Error(`refused: ${JSON.stringify(translation.error)}`);
+    return translation.resources as any[];
+  };
+  const msh = (sent: string, version = '2.3.1') => `MSH|^~\\&|MEDITECH|GENHOSP|PONT|PONT|${sent}||ORU^R01|T1|P|${version}`;
+  const pid = 'PID|1||P5001^^^GENHOSP^MR||Prelim^Pat||19600101|M';
+  it("a time without an offset is in the sender's, as MSH-7 gives it (before: read as UTC, five hours off); without one there either, UTC", () => {
+    const obr = 'OBR|1||R1^LAB|CXR^CHEST XRAY|||20261127061500||||||||||||||||||F';
+    const obx = 'OBX|1|NM|K^Potassium^L||4.1|mmol/L|||||F|||20261127063000';
+    const of = (type: string, resources: any[]) => resources.find((r) => r.resourceType === type);
+    const resources = translated(msh('20261127160000-0500'), pid, obr, obx);
+    expect(of('DiagnosticReport', resources).effectiveDateTime).toBe('2026-11-27T06:15:00-05:00');
+    expect(of('Observation', resources).effectiveDateTime).toBe('2026-11-27T06:30:00-05:00');
+    expect(of('DiagnosticReport', translated(msh('20261127160000-0500'), pid, obr.replace('20261127061500', '20261127061500+0100'), obx)).effectiveDateTime).toBe('2026-11-27T06:15:00+01:00');
+    expect(of('DiagnosticReport', translated(msh('20261127160000'), pid, obr, obx)).effectiveDateTime).toBe('2026-11-27T06:15:00Z');
+  });
+  it("FT's formatting: a skipped line is a blank line, skipped spaces are spaces, and no count writes more than 10", () => {
+    const result = translated(msh('20261127160000'), pid, 'OBR|1||R2^LAB|IMP^IMPRESSION|||20261127061500||||||||||||||||||F', 'OBX|1|FT|IMP^IMPRESSION||\\H\\IMPRESSION:\\N\\\\.br\\1. Normal chest.\\.sp2\\\\.in+4\\Signed\\.sk3\\electronically.\\.sp99999999\\End||||||F').find((r) => r.resourceType === 'Observation');
+    expect(result.valueString).toBe(`IMPRESSION:\n1. Normal chest.\n\n\nSigned   electronically.\n${'\n'.repeat(10)}End`);
+  });
+  it('an encapsulated PDF (OBX ED) is the report as presented, beside its text results; an ED without data it can read is AE naming OBX-5', () => {
+    const lines = [msh('20261127160000+0530', '2.5.1'), 'PID|1||445567^^^NWH^MR||Das^Ravi||19800101|M', 'OBR|1||SP-26-100^BEAKER|88305^Surgical pathology^C4|||20261120100000+0530||||||||||||||||||F', 'OBX|1|TX|22634-0^Pathology report.final diagnosis^LN||Benign colonic mucosa.||||||F'];
+    const resources = translated(...lines, 'OBX|2|ED|PDF^Pathology report PDF^L||BEAKER^AP^PDF^Base64^JVBERi0xLjQKJcfsj6IKNSAwIG9iago=||||||F');
+    const report = resources.find((r) => r.resourceType === 'DiagnosticReport');
+    expect(report.presentedForm).toEqual([{ contentType: 'application/pdf', data: 'JVBERi0xLjQKJcfsj6IKNSAwIG9iago=', title: 'Pathology report PDF' }]);
+    expect(resources.filter((r) => r.resourceType === 'Observation').map((o) => o.valueString)).toEqual(['Benign colonic mucosa.']);
+    expect(report.result).toHaveLength(1);
+    const refused = translate(Hl7Message.parse([...lines, 'OBX|2|ED|PDF^Pathology report PDF^L||BEAKER^AP^PDF^UUENCODE^begin 644||||||F'].join('\r')), loadMappings());
+    expect(refused).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-5' } });
+  });
+  it("a radiology report's findings are imaging, an ECG's a procedure, and a section without a kind of its own laboratory", () => {
+    const category = (section: string) => translated(msh('20261127160000'), pid, `OBR|1||R3^LAB|CXR^CHEST XRAY|||20261127061500|||||||||||||||||${section}|F`, 'OBX|1|TX|CXR^CHEST XRAY||No acute disease.||||||F').find((r) => r.resourceType === 'Observation').category[0].coding[0].code;
+    expect(category('RAD')).toBe('imaging');
+    expect(category('EC')).toBe('procedure');
+    expect(category('CH')).toBe('laboratory');
+    expect(category('')).toBe('laboratory');
+  });
+  it("PID-11's home address is written as home", () => {
+    const [patient] = translated(msh('20261127160000'), 'PID|1||P5001^^^GENHOSP^MR||Prelim^Pat||19600101|M|||55 Oak Ave^Apt 2^Austin^TX^73301^USA^H', 'OBR|1||R4^LAB|K^K|||20261127061500||||||||||||||||||F', 'OBX|1|NM|K^Potassium^L||4.1|mmol/L|||||F');
+    expect(patient.address).toEqual([{ use: 'home', line: ['55 Oak Ave', 'Apt 2'], city: 'Austin', state: 'TX', postalCode: '73301', country: 'USA' }]);
   });
 });
 

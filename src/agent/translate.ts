@@ -8,7 +8,7 @@ import type { Resource } from '@medplum/fhirtypes';
 import { ApiError } from '../core/errors';
 import { validateFhirResource } from '../fhir/validate';
 import { MappingValueError, type CompiledMap, type MappingSet } from '../mapping/index';
-import { v2Charset, type V2Scope } from '../mapping/v2-path';
+import { unescapeV2, v2Charset, type V2Scope } from '../mapping/v2-path';
 
 /** OBX-2 types whose OBX-5 is one value (NM, SN, a code, a date): a repetition is refused, never dropped. */
 const ONE_VALUE_TYPES = ['NM', 'SN', 'CE', 'CWE', 'DT', 'TS', 'DTM'];
@@ -303,6 +303,29 @@ function specimenSuffix(spm: Hl7Segment, place: number): string {
   return `S${/^[A-Za-z0-9.]{1,10}$/.test(setId) ? setId : place}`;
 }
 
+/** The MIME type of an ED's data subtype (table 0291, and what vendors write). */
+const ED_TYPES: Record<string, string> = { PDF: 'application/pdf', JPEG: 'image/jpeg', JPG: 'image/jpeg', PNG: 'image/png', GIF: 'image/gif', TIFF: 'image/tiff', TIF: 'image/tiff', RTF: 'application/rtf', HTML: 'text/html', XML: 'application/xml', TEXT: 'text/plain', PLAIN: 'text/plain', OCTET_STREAM: 'application/octet-stream' };
+
+/**
+ * An OBX of type ED (`^AP^PDF^Base64^JVBERi0…`: source, type of data, subtype, encoding, data) as an Attachment: its
+ * data in base64 (Base64 as given, Hex converted, A as its text), its MIME type from the subtype (else the type TEXT's
+ * text/plain), its title the test's name. An ED without data, or of another encoding, is AE naming OBX-5.
+ */
+function presentedForm(segment: Hl7Segment, message: Hl7Message, sequence: number): Record<string, unknown> {
+  const field = segment.getField(5);
+  const [type, subtype, encoding, data] = [2, 3, 4, 5].map((c) => (field?.getComponent(c) ?? '').trim());
+  const base64 = /^base64$/i.test(encoding!) ? data!.replace(/\s+/g, '')
+    : /^hex$/i.test(encoding!) && /^([0-9A-Fa-f]{2})+$/.test(data!) ? Buffer.from(data!, 'hex').toString('base64')
+    : /^a$/i.test(encoding!) ? Buffer.from(unescapeV2(data!, message), 'utf8').toString('base64')
+    : undefined;
+  if (!base64 || !/^[A-Za-z0-9+/]+={0,2}$/.test(base64)) {
+    throw new FieldError('OBX-5', ErrorCondition.dataType, `OBX-5: an ED needs its data (ED-5) in an encoding the agent reads (ED-4 Base64, Hex or A), got ${JSON.stringify(encoding)}${base64 === '' ? ' and no data' : ''}`, sequence);
+  }
+  const contentType = ED_TYPES[subtype!.toUpperCase()] ?? (type!.toUpperCase() === 'TEXT' ? 'text/plain' : 'application/octet-stream');
+  const title = unescapeV2(segment.getField(3)?.getComponent(2) || segment.getField(3)?.getComponent(1) || '', message).trim();
+  return { contentType, data: base64, ...(title ? { title } : {}) };
+}
+
 /** The `name` segment of the group the segment at `at` begins (a PID's PV1): before the next PID, ORC or OBR. */
 function groupSegment(message: Hl7Message, at: number, name: string): Hl7Segment | undefined {
   for (let i = at + 1; i < message.segments.length && !['PID', 'ORC', 'OBR'].includes(message.segments[i]!.name); i++) if (message.segments[i]!.name === name) return message.segments[i];
@@ -407,6 +430,12 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
       // comparator (`>^10^-^20`), or a range or ratio without its second number. The forms FHIR has are the map's.
       // The value's type is OBX-2's first component (the map's): `SN^Structured` is an SN too.
       const valueType = segment.getField(2)?.getComponent(1) ?? '';
+      // An encapsulated document (ED: a PDF of the report, an image) is a form of the report, as R4 keeps one
+      // (DiagnosticReport.presentedForm), not a result: an Observation has no value of its kind.
+      if (valueType === 'ED') {
+        ((report.presentedForm ??= []) as unknown[]).push(presentedForm(segment, message, sequence));
+        continue;
+      }
       // A number, a code or a date is one value: a second repetition (`5~6`, two organisms) would be dropped. (A text's
       // repetitions are its lines.)
       if (ONE_VALUE_TYPES.includes(valueType) && (segment.getField(5)?.toString() ?? '').includes(message.context.repetitionSeparator)) {

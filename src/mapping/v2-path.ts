@@ -353,6 +353,12 @@ export function unescapeV2(text: string, message: Hl7Message): string {
       case 'H': case 'N': return ''; // highlighting on/off: no meaning in FHIR text
     }
     if (/^X([0-9A-Fa-f]{2})+$/.test(seq)) return new TextDecoder(v2Charset(message) ?? 'utf-8').decode(Buffer.from(seq.slice(1), 'hex'));
+    // FT's formatting (v2 2.7.6): `.sp n` ends the line and skips n lines (1 without n), `.sk n` skips n spaces, `.ce`
+    // ends the line (the next centred); indents and fill modes (`.in`, `.ti`, `.fi`, `.nf`) have no meaning in FHIR
+    // text. A count is at most 10: `\.sp99999999\` is no reason to write a megabyte of blank lines.
+    const format = /^\.(sp|sk)\s*\+?(\d*)$/.exec(seq);
+    if (format) return (format[1] === 'sp' ? '\n' : '') + (format[1] === 'sp' ? '\n' : ' ').repeat(Math.min(10, Number(format[2] || 1)));
+    if (seq === '.ce') return '\n';
     return ''; // an unknown sequence is dropped, not shown as escape characters
   });
 }

@@ -18,6 +18,7 @@ export function readV2(program: MapProgram, scope: V2Scope): { connect: Record<s
   const connect: Record<string, unknown> = {};
   const problems: V2Problem[] = [];
   const declared = new Map(program.fields.map((f) => [f.field.name, f.field]));
+  const offset = senderOffset(scope);
   /** A value read from the message as its Connect field's type; undefined (and a problem said) when it does not fit. */
   const convert = (field: ConnectField, name: string, location: string, given: string): unknown => {
     // A NUL written as an escape (\X00\): Pont stores none, so the message is refused naming the field.
@@ -26,7 +27,7 @@ export function readV2(program: MapProgram, scope: V2Scope): { connect: Record<s
     // FHIR refuses a string of whitespace, which would lose a message acknowledged AA.
     const text = given.trim();
     if (!text) return undefined;
-    const value = fromV2Text(text, field.type);
+    const value = fromV2Text(text, field.type, offset);
     if (value === undefined) {
       const digits = V2_NUMBER.test(text) ? significantDigits(text) : 0;
       const why = digits > EXACT_DIGITS ? `has ${digits} significant digits, more than a number keeps exactly (${EXACT_DIGITS}): send it as ST` : `is not a ${field.type}`;
@@ -76,8 +77,20 @@ const EXACT_DIGITS = 15;
 /** A v2 NM's significant digits: its digits without sign, point, leading zeros and the zeros that end them. */
 const significantDigits = (text: string) => text.replace(/^[+-]/, '').replace('.', '').replace(/^0+/, '').replace(/0+$/, '').length;
 
-/** A v2 value as the Connect type wants it (DTM `20240115083000+0100` -> ISO 8601); undefined when it does not fit. */
-export function fromV2Text(text: string, type: ConnectType): unknown {
+/**
+ * The sender's offset from UTC (`-0500`), as the message's own time gives it (MSH-7): v2 reads a time written without
+ * an offset as the sender's local time. Undefined when MSH-7 gives none.
+ */
+function senderOffset(scope: V2Scope): string | undefined {
+  const sent = scope.message.getSegment('MSH')?.getField(7)?.get(0) ?? '';
+  return /^\s*\d{4,14}(?:\.\d{1,4})?([+-](?:0\d|1[0-4])[0-5]\d)\s*$/.exec(sent)?.[1];
+}
+
+/**
+ * A v2 value as the Connect type wants it (DTM `20240115083000+0100` -> ISO 8601); undefined when it does not fit.
+ * `offset`: the sender's (`-0500`), for a time written without one (else it is read as UTC).
+ */
+export function fromV2Text(text: string, type: ConnectType, offset?: string): unknown {
   switch (type) {
     case 'string':
       return text;
@@ -95,17 +108,17 @@ export function fromV2Text(text: string, type: ConnectType): unknown {
     case 'date':
       return v2Date(text)?.slice(0, 10);
     case 'date-time':
-      return v2Date(text);
+      return v2Date(text, offset);
     default:
       return undefined;
   }
 }
 
 /**
- * v2 DT/DTM (`YYYY[MM[DD[HH[MM[SS[.S+]]]]]][+/-ZZZZ]`) as FHIR dateTime. A time without an offset is read as UTC
- * (docs/hl7-v2.md: a facility whose systems send local time without offset says so in its map or system).
+ * v2 DT/DTM (`YYYY[MM[DD[HH[MM[SS[.S+]]]]]][+/-ZZZZ]`) as FHIR dateTime. A time without an offset is in the sender's
+ * (`senderOffset`, MSH-7's), else read as UTC (docs/hl7-v2.md).
  */
-function v2Date(text: string): string | undefined {
+function v2Date(text: string, senderOffset?: string): string | undefined {
   const m = /^(\d{4})(\d{2})?(\d{2})?(?:(\d{2})(\d{2})?(\d{2})?(\.\d{1,4})?)?([+-]\d{4})?$/.exec(text.trim());
   // Year 0000 is no FHIR date (years run from 0001).
   if (!m || m[1] === '0000' || (m[2] && !/^(0[1-9]|1[0-2])$/.test(m[2]))) return undefined;
@@ -116,6 +129,7 @@ function v2Date(text: string): string | undefined {
   // A day the month does not have (20240230) is no date.
   if (Number.isNaN(Date.parse(date)) || new Date(`${date}T00:00:00Z`).toISOString().slice(0, 10) !== date) return undefined;
   if (!h) return date;
-  const offset = tz ? `${tz.slice(0, 3)}:${tz.slice(3)}` : 'Z';
+  const zone = tz ?? senderOffset;
+  const offset = zone ? `${zone.slice(0, 3)}:${zone.slice(3)}` : 'Z';
   return `${date}T${h}:${mi ?? '00'}:${s ?? '00'}${frac ?? ''}${offset}`;
 }
