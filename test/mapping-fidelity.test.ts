@@ -475,9 +475,13 @@ describe('the SDK lab push keeps what it is given', () => {
     expect(await record('reports', report)).toMatchObject({ conclusion_code: 'Methicillin resistant Staphylococcus aureus' });
     // A lab result and a vital sign categorised in the system STU3 named are a lab result and a vital sign.
     const OLD = 'http://hl7.org/fhir/observation-category';
-    const lab = await post({ resourceType: 'Observation', status: 'final', category: [{ coding: [{ system: OLD, code: 'laboratory' }] }], code: { coding: [{ system: LOINC, code: '2345-7' }] }, valueQuantity: { value: 182, unit: 'mg/dL' } });
+    const lab = await post({
+      resourceType: 'Observation', status: 'final', category: [{ coding: [{ system: OLD, code: 'laboratory' }] }], code: { coding: [{ system: LOINC, code: '2345-7' }] }, valueQuantity: { value: 182, unit: 'mg/dL' },
+      identifier: [{ system: 'urn:oid:1.2.840.114350.1.13.0.1.7.3.798268', value: 'ACC-24-5521', type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }] } }],
+    });
     const pulse = await post({ resourceType: 'Observation', status: 'final', category: [{ coding: [{ system: OLD, code: 'vital-signs' }] }], code: { coding: [{ system: LOINC, code: '8867-4' }] }, valueQuantity: { value: 112, unit: '/min' } });
-    expect(await record('lab_results', lab)).toMatchObject({ value_numeric: 182 });
+    // Its accession number, for reconciling with the laboratory's records.
+    expect(await record('lab_results', lab)).toMatchObject({ value_numeric: 182, identifiers: [{ system: 'urn:oid:1.2.840.114350.1.13.0.1.7.3.798268', value: 'ACC-24-5521', type: 'ACSN' }] });
     expect(await record('vitals', pulse)).toMatchObject({ value: 112 });
     const observations = await call(reader, `/api/v1/connect/patient/${healthId}/records?type=observations&limit=1000`);
     expect(observations.body.records.observations.map((r: any) => r.id)).not.toContain(lab);

@@ -369,6 +369,7 @@ class DiagnosticReportRecord(TypedDict):
     form_text: Optional[str]
     effective_at: Optional[str]
     issued_at: Optional[str]
+    identifiers: Optional[List[Dict[str, Any]]]
 
 
 class Dispense(TypedDict):
@@ -396,6 +397,7 @@ class Dispense(TypedDict):
     was_substituted: Optional[bool]
     substitution: Optional[str]
     note: Optional[str]
+    identifiers: Optional[List[Dict[str, Any]]]
 
 
 EncounterPush = TypedDict('EncounterPush', {'health_id': str, 'record': Dict[str, Any], 'encounter_type': str, 'clinical_note': str, 'status': Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled'], 'class': Literal['AMB', 'EMER', 'IMP', 'VR', 'HH'], 'reason': str, 'started_at': str, 'ended_at': str, 'alert_type': str, 'severity': Literal['high', 'moderate', 'low'], 'cdss_rule_id': str}, total=False)
@@ -643,6 +645,7 @@ class LabResult(TypedDict):
     interpretations: Optional[List[Dict[str, Any]]]
     reference_ranges: Optional[List[Dict[str, Any]]]
     value_codings: Optional[List[Dict[str, Any]]]
+    identifiers: Optional[List[Dict[str, Any]]]
     source: str
 
 
@@ -841,6 +844,7 @@ class Order(TypedDict):
     based_on_references: Optional[List[str]]
     patient_instruction: Optional[str]
     note: Optional[str]
+    identifiers: Optional[List[Dict[str, Any]]]
 
 
 class PairingCode(TypedDict):
@@ -1064,6 +1068,7 @@ class Prescription(TypedDict):
     valid_until: Optional[str]
     medication_codings: Optional[List[Dict[str, Any]]]
     dosage_instructions: Optional[List[Dict[str, Any]]]
+    identifiers: Optional[List[Dict[str, Any]]]
 
 
 class Procedure(TypedDict):
@@ -1147,6 +1152,7 @@ class Specimen(TypedDict):
     parent_references: Optional[List[str]]
     request_references: Optional[List[str]]
     note: Optional[str]
+    identifiers: Optional[List[Dict[str, Any]]]
 
 
 class _TokenRequestRequired(TypedDict):
@@ -1169,7 +1175,7 @@ class TokenResponse(TypedDict):
     scope: str
 
 
-Visit = TypedDict('Visit', {'id': 'FhirId', 'patient_id': Optional['FhirId'], 'type': Optional[str], 'service': Optional[str], 'class': Optional[str], 'class_coding': Optional[Dict[str, Any]], 'status': Optional[Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled', 'entered-in-error', 'unknown']], 'reason': Optional[str], 'reason_codings': Optional[List[Dict[str, Any]]], 'reasons': Optional[List[Dict[str, Any]]], 'reason_references': Optional[List[str]], 'provider_id': Optional['FhirId'], 'facility_id': Optional['FhirId'], 'provider': Optional[str], 'participants': Optional[List[Dict[str, Any]]], 'facility': Optional[str], 'started_at': Optional[str], 'ended_at': Optional[str], 'note': Optional[str], 'priority': Optional[str], 'location': Optional[str], 'length': Optional[str], 'admit_source': Optional[str], 'admit_source_code': Optional[str], 'admit_source_system': Optional[str], 'discharge_disposition': Optional[str], 'discharge_disposition_code': Optional[str], 'discharge_disposition_system': Optional[str], 'origin': Optional[str], 'destination': Optional[str], 'diagnosis_ids': Optional[List['FhirId']], 'types': Optional[List[Dict[str, Any]]]}, total=False)
+Visit = TypedDict('Visit', {'id': 'FhirId', 'patient_id': Optional['FhirId'], 'type': Optional[str], 'service': Optional[str], 'class': Optional[str], 'class_coding': Optional[Dict[str, Any]], 'status': Optional[Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled', 'entered-in-error', 'unknown']], 'reason': Optional[str], 'reason_codings': Optional[List[Dict[str, Any]]], 'reasons': Optional[List[Dict[str, Any]]], 'reason_references': Optional[List[str]], 'provider_id': Optional['FhirId'], 'facility_id': Optional['FhirId'], 'provider': Optional[str], 'participants': Optional[List[Dict[str, Any]]], 'facility': Optional[str], 'started_at': Optional[str], 'ended_at': Optional[str], 'note': Optional[str], 'priority': Optional[str], 'location': Optional[str], 'length': Optional[str], 'admit_source': Optional[str], 'admit_source_code': Optional[str], 'admit_source_system': Optional[str], 'discharge_disposition': Optional[str], 'discharge_disposition_code': Optional[str], 'discharge_disposition_system': Optional[str], 'origin': Optional[str], 'destination': Optional[str], 'diagnosis_ids': Optional[List['FhirId']], 'types': Optional[List[Dict[str, Any]]], 'identifiers': Optional[List[Dict[str, Any]]]}, total=False)
 
 class Vital(TypedDict):
     id: 'FhirId'

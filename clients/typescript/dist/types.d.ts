@@ -524,6 +524,11 @@ export type DiagnosticReportRecord = {
     form_text: string | null;
     effective_at: string | null;
     issued_at: string | null;
+    identifiers: Array<{
+        system: string | null;
+        value: string | null;
+        type: string | null;
+    }> | null;
 };
 export type Dispense = {
     id: FhirId;
@@ -554,6 +559,11 @@ export type Dispense = {
     was_substituted: boolean | null;
     substitution: string | null;
     note: string | null;
+    identifiers: Array<{
+        system: string | null;
+        value: string | null;
+        type: string | null;
+    }> | null;
 };
 export type EncounterPush = {
     /** Health ID (see resolve) */
@@ -614,6 +624,11 @@ export type EncounterPush = {
             system: string | null;
             code: string | null;
             display: string | null;
+        }> | null;
+        identifiers?: Array<{
+            system: string | null;
+            value: string | null;
+            type: string | null;
         }> | null;
     };
     /** What kind of encounter, e.g. consultation, or cdss_alert for a decision-support alert (required without `record`) */
@@ -972,6 +987,11 @@ export type LabResult = {
         code: string | null;
         display: string | null;
     }> | null;
+    identifiers: Array<{
+        system: string | null;
+        value: string | null;
+        type: string | null;
+    }> | null;
     source: string;
 };
 export type LabResultPush = {
@@ -1121,6 +1141,11 @@ export type LabResultPush = {
             system: string | null;
             code: string | null;
             display: string | null;
+        }> | null;
+        identifiers?: Array<{
+            system: string | null;
+            value: string | null;
+            type: string | null;
         }> | null;
         source?: string;
     };
@@ -1321,6 +1346,11 @@ export type Order = {
     based_on_references: Array<string> | null;
     patient_instruction: string | null;
     note: string | null;
+    identifiers: Array<{
+        system: string | null;
+        value: string | null;
+        type: string | null;
+    }> | null;
 };
 export type PairingCode = {
     code: string;
@@ -1705,6 +1735,11 @@ export type Prescription = {
         additional_instructions: string | null;
         patient_instruction: string | null;
     }> | null;
+    identifiers: Array<{
+        system: string | null;
+        value: string | null;
+        type: string | null;
+    }> | null;
 };
 export type Procedure = {
     id: FhirId;
@@ -1797,6 +1832,11 @@ export type Specimen = {
     parent_references: Array<string> | null;
     request_references: Array<string> | null;
     note: string | null;
+    identifiers: Array<{
+        system: string | null;
+        value: string | null;
+        type: string | null;
+    }> | null;
 };
 /** Section 2.4. Also accepted form-encoded (SMART clients send it so), with the client credentials in HTTP Basic (RFC 6749 §2.3.1), or a client assertion (RFC 7523, SMART Backend Services). */
 export type TokenRequest = {
@@ -1876,6 +1916,11 @@ export type Visit = {
         system: string | null;
         code: string | null;
         display: string | null;
+    }> | null;
+    identifiers: Array<{
+        system: string | null;
+        value: string | null;
+        type: string | null;
     }> | null;
 };
 export type Vital = {

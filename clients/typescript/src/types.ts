@@ -552,6 +552,11 @@ export type DiagnosticReportRecord = {
   form_text: string | null;
   effective_at: string | null;
   issued_at: string | null;
+  identifiers: Array<{
+    system: string | null;
+    value: string | null;
+    type: string | null;
+  }> | null;
 };
 
 export type Dispense = {
@@ -583,6 +588,11 @@ export type Dispense = {
   was_substituted: boolean | null;
   substitution: string | null;
   note: string | null;
+  identifiers: Array<{
+    system: string | null;
+    value: string | null;
+    type: string | null;
+  }> | null;
 };
 
 export type EncounterPush = {
@@ -644,6 +654,11 @@ export type EncounterPush = {
       system: string | null;
       code: string | null;
       display: string | null;
+    }> | null;
+    identifiers?: Array<{
+      system: string | null;
+      value: string | null;
+      type: string | null;
     }> | null;
   };
   /** What kind of encounter, e.g. consultation, or cdss_alert for a decision-support alert (required without `record`) */
@@ -1017,6 +1032,11 @@ export type LabResult = {
     code: string | null;
     display: string | null;
   }> | null;
+  identifiers: Array<{
+    system: string | null;
+    value: string | null;
+    type: string | null;
+  }> | null;
   source: string;
 };
 
@@ -1167,6 +1187,11 @@ export type LabResultPush = {
       system: string | null;
       code: string | null;
       display: string | null;
+    }> | null;
+    identifiers?: Array<{
+      system: string | null;
+      value: string | null;
+      type: string | null;
     }> | null;
     source?: string;
   };
@@ -1378,6 +1403,11 @@ export type Order = {
   based_on_references: Array<string> | null;
   patient_instruction: string | null;
   note: string | null;
+  identifiers: Array<{
+    system: string | null;
+    value: string | null;
+    type: string | null;
+  }> | null;
 };
 
 export type PairingCode = {
@@ -1780,6 +1810,11 @@ export type Prescription = {
     additional_instructions: string | null;
     patient_instruction: string | null;
   }> | null;
+  identifiers: Array<{
+    system: string | null;
+    value: string | null;
+    type: string | null;
+  }> | null;
 };
 
 export type Procedure = {
@@ -1879,6 +1914,11 @@ export type Specimen = {
   parent_references: Array<string> | null;
   request_references: Array<string> | null;
   note: string | null;
+  identifiers: Array<{
+    system: string | null;
+    value: string | null;
+    type: string | null;
+  }> | null;
 };
 
 /** Section 2.4. Also accepted form-encoded (SMART clients send it so), with the client credentials in HTTP Basic (RFC 6749 §2.3.1), or a client assertion (RFC 7523, SMART Backend Services). */
@@ -1961,6 +2001,11 @@ export type Visit = {
     system: string | null;
     code: string | null;
     display: string | null;
+  }> | null;
+  identifiers: Array<{
+    system: string | null;
+    value: string | null;
+    type: string | null;
   }> | null;
 };
 
