@@ -369,6 +369,10 @@ describe("what vendors' messages say of times, forms and kinds of result (found 
     expect(report.presentedForm).toEqual([{ contentType: 'application/pdf', data: 'JVBERi0xLjQKJcfsj6IKNSAwIG9iago=', title: 'Pathology report PDF' }]);
     expect(resources.filter((r) => r.resourceType === 'Observation').map((o) => o.valueString)).toEqual(['Benign colonic mucosa.']);
     expect(report.result).toHaveLength(1);
+    // A PDF over 1 MiB (the longest string Pont keeps but an attachment's data) is taken, as Pont takes it.
+    const large = 'A'.repeat(1_200_000);
+    const big = translate(Hl7Message.parse([...lines, `OBX|2|ED|PDF^Pathology report PDF^L||BEAKER^AP^PDF^Base64^${large}||||||F`].join('\r')), loadMappings());
+    expect(big.ok && (big.resources.find((r) => r.resourceType === 'DiagnosticReport') as any).presentedForm[0].data.length).toBe(large.length);
     const refused = translate(Hl7Message.parse([...lines, 'OBX|2|ED|PDF^Pathology report PDF^L||BEAKER^AP^PDF^UUENCODE^begin 644||||||F'].join('\r')), loadMappings());
     expect(refused).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-5' } });
   });

@@ -62,8 +62,9 @@ export function beyondPont(resources: Array<Record<string, unknown>>, length = I
   const bytes = Buffer.byteLength(JSON.stringify(resources));
   if (bytes > MAX_BATCH_BYTES) return { location: 'OBX-5', text: `the message gives ${bytes} bytes of FHIR; the agent sends Pont at most ${MAX_BATCH_BYTES} at once: send it in parts` };
   if (length <= MAX_STRING) return undefined;
+  // An attachment's `data` (an ED's PDF) may be longer, as Pont takes it (its body limit bounds it).
   const tooLong = (value: unknown): boolean =>
-    typeof value === 'string' ? value.length > MAX_STRING : Array.isArray(value) ? value.some(tooLong) : !!value && typeof value === 'object' && Object.values(value).some(tooLong);
+    typeof value === 'string' ? value.length > MAX_STRING : Array.isArray(value) ? value.some(tooLong) : !!value && typeof value === 'object' && Object.entries(value).some(([k, v]) => k !== 'data' && tooLong(v));
   const long = resources.find(tooLong);
   if (long) return { location: long.resourceType === 'Observation' ? 'OBX-5' : 'MSH', text: `a value of the ${long.resourceType as string} is over ${MAX_STRING} characters, the most Pont keeps in one` };
   return undefined;
