@@ -6,6 +6,7 @@
 import { Hl7Message, Hl7Segment } from '@medplum/core';
 import type { Resource } from '@medplum/fhirtypes';
 import { ApiError } from '../core/errors';
+import { MAX_RESOURCE_STRING } from '../core/limits';
 import { validateFhirResource } from '../fhir/validate';
 import { MappingValueError, type CompiledMap, type MappingSet } from '../mapping/index';
 import { unescapeV2, v2Charset, type V2Scope } from '../mapping/v2-path';
@@ -47,8 +48,6 @@ export const MAX_BATCH_RESOURCES = 1000;
  * is larger is refused at once (AR).
  */
 export const MAX_BATCH_BYTES = 4 * 1024 * 1024;
-/** The longest string Pont takes in a resource (FHIR's 1 MiB, src/fhir/validate.ts). */
-const MAX_STRING = 1_048_576;
 
 /**
  * What Pont would refuse of a message however often it is sent (more resources or bytes of FHIR than a batch holds, a
@@ -61,12 +60,12 @@ export function beyondPont(resources: Array<Record<string, unknown>>, length = I
   // Whatever the message's length: its repetitions may multiply (5,000 flags an OBX, each an interpretation).
   const bytes = Buffer.byteLength(JSON.stringify(resources));
   if (bytes > MAX_BATCH_BYTES) return { location: 'OBX-5', text: `the message gives ${bytes} bytes of FHIR; the agent sends Pont at most ${MAX_BATCH_BYTES} at once: send it in parts` };
-  if (length <= MAX_STRING) return undefined;
+  if (length <= MAX_RESOURCE_STRING) return undefined;
   // An attachment's `data` (an ED's PDF) may be longer, as Pont takes it (its body limit bounds it).
   const tooLong = (value: unknown): boolean =>
-    typeof value === 'string' ? value.length > MAX_STRING : Array.isArray(value) ? value.some(tooLong) : !!value && typeof value === 'object' && Object.entries(value).some(([k, v]) => k !== 'data' && tooLong(v));
+    typeof value === 'string' ? value.length > MAX_RESOURCE_STRING : Array.isArray(value) ? value.some(tooLong) : !!value && typeof value === 'object' && Object.entries(value).some(([k, v]) => k !== 'data' && tooLong(v));
   const long = resources.find(tooLong);
-  if (long) return { location: long.resourceType === 'Observation' ? 'OBX-5' : 'MSH', text: `a value of the ${long.resourceType as string} is over ${MAX_STRING} characters, the most Pont keeps in one` };
+  if (long) return { location: long.resourceType === 'Observation' ? 'OBX-5' : 'MSH', text: `a value of the ${long.resourceType as string} is over ${MAX_RESOURCE_STRING} characters, the most Pont keeps in one` };
   return undefined;
 }
 

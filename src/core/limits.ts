@@ -18,3 +18,9 @@ export const MAX_BODY_DEPTH = MAX_RESOURCE_DEPTH + 8;
  * (src/fhir/validate.ts refuses a longer one; the Bridge agent refuses the v2 field that would make one).
  */
 export const MAX_RESOURCE_ARRAY = 10_000;
+
+/**
+ * The longest string a resource may hold: FHIR's strings SHALL be under 1 MB. An attachment's `data` (base64Binary)
+ * may be longer (the body limit bounds it): src/fhir/validate.ts checks it apart, and the Bridge agent lets it through.
+ */
+export const MAX_RESOURCE_STRING = 1_048_576;

@@ -1,6 +1,7 @@
 import { evalFhirPathTyped, parseFhirPath, toTypedValue, tryGetDataType, type FhirPathAtom, type InternalSchemaElement, type TypedValue } from '@medplum/core';
 import type { Resource } from '@medplum/fhirtypes';
 import { isResourceType } from '../core/fhir-definitions';
+import { MAX_RESOURCE_STRING } from '../core/limits';
 
 /**
  * A fast answer to "would @medplum/core's validateResource find no error in this resource?", for the common case.
@@ -122,7 +123,6 @@ const FORMAT: Record<string, RegExp> = {
   url: /^\S*$/,
   uuid: /^urn:uuid:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/,
 };
-const MAX_STRING = 1024 * 1024;
 const UCUM = toTypedValue('http://unitsofmeasure.org');
 
 /** Each type's definition compiled once; null: one this check does not take (slices, fixed or pattern values). */
@@ -226,7 +226,7 @@ function primitivePasses(v: unknown, type: string, jsonType: 'string' | 'number'
   if (typeof v !== jsonType) return false;
   if (jsonType === 'string') {
     const s = v as string;
-    if (!s.trim() || s.length > MAX_STRING) return false;
+    if (!s.trim() || s.length > MAX_RESOURCE_STRING) return false;
     const format = FORMAT[type];
     return !format || format.test(s);
   }

@@ -3,7 +3,7 @@ import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
 import { ApiError, ErrorCode, badRequest } from '../core/errors';
 import { isResourceType } from '../core/fhir-definitions';
 import { isJsonObject } from '../core/json';
-import { MAX_RESOURCE_ARRAY } from '../core/limits';
+import { MAX_RESOURCE_ARRAY, MAX_RESOURCE_STRING } from '../core/limits';
 import { passesBaseDefinitions } from './base-validity';
 import { narrativeProblem } from './narrative';
 import { checkRequiredBindings } from './terminology';
@@ -273,7 +273,7 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4}|\s)*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=
 function withLargeDataChecked(resource: Resource, issues: OperationOutcomeIssue[]): Resource {
   const swap = (value: unknown, path: string): unknown => {
     if (typeof value === 'string') {
-      if (value.length <= MAX_STRING || !path.endsWith('.data')) return value;
+      if (value.length <= MAX_RESOURCE_STRING || !path.endsWith('.data')) return value;
       if (!BASE64.test(value)) issues.push({ severity: 'error', code: 'structure', details: { text: 'Invalid base64Binary format' }, expression: [path] });
       return 'AA==';
     }
@@ -296,8 +296,6 @@ function withLargeDataChecked(resource: Resource, issues: OperationOutcomeIssue[
 const MAX_DEPTH = 64;
 /** Bounds of one resource's JSON, far above real resources, so that no input dimension is unbounded. */
 const MAX_KEYS = 500;
-/** FHIR strings SHALL be under 1 MB; a base64Binary attachment (`data`) may be larger (the body limit bounds it). */
-const MAX_STRING = 1_048_576;
 
 /**
  * FHIR JSON rules the structural validator of @medplum/core lets through: no empty strings, arrays or
@@ -310,7 +308,7 @@ function jsonShapeIssues(resource: Resource, largeData: () => void): OperationOu
 }
 
 interface JsonWalk extends ShapeWalk {
-  /** Called for a string over MAX_STRING at an element named `data` (an attachment's, checked apart). */
+  /** Called for a string over MAX_RESOURCE_STRING at an element named `data` (an attachment's, checked apart). */
   largeData: () => void;
 }
 
@@ -319,8 +317,8 @@ function walkJson(walk: JsonWalk, value: unknown, depth: number, inArray: boolea
   if (issues.length) return;
   if (depth > MAX_DEPTH) return walkIssue(walk, `Nested more than ${MAX_DEPTH} levels deep`);
   if (value === '') return walkIssue(walk, 'An empty string (leave the element out instead)');
-  if (typeof value === 'string' && value.length > MAX_STRING) {
-    return at[at.length - 1] === 'data' ? walk.largeData() : walkIssue(walk, `A string longer than ${MAX_STRING} characters`);
+  if (typeof value === 'string' && value.length > MAX_RESOURCE_STRING) {
+    return at[at.length - 1] === 'data' ? walk.largeData() : walkIssue(walk, `A string longer than ${MAX_RESOURCE_STRING} characters`);
   }
   if (Array.isArray(value)) {
     if (inArray) return walkIssue(walk, 'An array inside an array');

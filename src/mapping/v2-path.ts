@@ -357,7 +357,10 @@ export function unescapeV2(text: string, message: Hl7Message): string {
     // ends the line (the next centred); indents and fill modes (`.in`, `.ti`, `.fi`, `.nf`) have no meaning in FHIR
     // text. A count is at most 10: `\.sp99999999\` is no reason to write a megabyte of blank lines.
     const format = /^\.(sp|sk)\s*\+?(\d*)$/.exec(seq);
-    if (format) return (format[1] === 'sp' ? '\n' : '') + (format[1] === 'sp' ? '\n' : ' ').repeat(Math.min(10, Number(format[2] || 1)));
+    if (format) {
+      const count = Math.min(10, Number(format[2] || 1));
+      return format[1] === 'sp' ? '\n'.repeat(count + 1) : ' '.repeat(count);
+    }
     if (seq === '.ce') return '\n';
     return ''; // an unknown sequence is dropped, not shown as escape characters
   });
