@@ -19,6 +19,7 @@ import {
   type MapProgram,
   type ValueTable,
 } from './runtime';
+import { inOneShape } from './one-shape';
 import { readRecordSection } from './record';
 import { didYouMean } from './suggest';
 import { codeSystemCodes, expandValueSet } from './terminology';
@@ -150,7 +151,7 @@ export function compileMap(source: YamlSource): MapProgram | undefined {
     if (rule) (program.defaults ??= []).push(rule);
   }
   if (source.ok) requireFhirRequired(source, program, fields, top.find((p) => keyOf(p) === 'fields')?.key ?? source.root);
-  return source.ok ? program : undefined;
+  return source.ok ? inOneShape(program) : undefined;
 }
 
 /**
