@@ -41,6 +41,7 @@ const TYPE_OF: Record<string, string> = {
   MedicationAdministration: 'administrations',
   QuestionnaireResponse: 'assessments',
   Media: 'media',
+  Appointment: 'appointments',
 };
 const NEW_TYPES = [...new Set(Object.values(TYPE_OF))];
 /**
@@ -190,6 +191,24 @@ describe('records of every clinical resource (issue 39)', () => {
       performer: 'Kwame Osei',
       reason_references: ['Condition/c1'],
     });
+    // The patient named second, after the practitioner; the reason given by reference only: the Condition's code read.
+    expect(await got('appointments', '15')).toMatchObject({
+      patient_id: PATIENT,
+      status: 'booked',
+      reason: '44054006',
+      reason_references: ['Condition/c1'],
+      specialty: '394579002',
+      specialty_codings: [{ system: SCT, code: '394579002', display: null }],
+      appointment_type_code: 'FOLLOWUP',
+      start: '2025-03-04T09:30:00-05:00',
+      minutes_duration: 20,
+      identifiers: [{ system: 'urn:oid:1.2.840.114350.1.13.861.1.7.3.698084.8', value: '40001233', type: null }],
+      participants: [
+        { reference: 'Practitioner/p1', name: 'Kwame Osei', role: null, required: 'required', status: 'accepted' },
+        { reference: `Patient/${PATIENT}`, name: 'Peter Chalmers', role: null, required: null, status: 'accepted' },
+      ],
+    });
+    expect(await got('appointments', '16')).toMatchObject({ patient_id: PATIENT, status: 'cancelled', requested_periods: [{ start: '2025-04-01', end: '2025-04-15' }] });
     expect(await got('care_plans', '2')).toMatchObject({ status: 'active', intent: 'plan', category: null, addresses_references: ['Condition/c1'], goal_references: ['Goal/3'], activities: ['Diabetic diet (in-progress)'], activity_references: ['MedicationRequest/mr1'] });
     // A coding without display reads as its code; the target keeps its comparator.
     expect(await got('goals', '3')).toMatchObject({ lifecycle_status: 'active', description: '281262007', description_code: '281262007', description_code_system: SCT, target_measure: '4548-4', target_value: 7, target_comparator: '<', target_unit: '%' });

@@ -475,21 +475,34 @@ function resolvedPaths(program: MapProgram): Array<{ from?: CompiledExpression; 
   if (!paths) {
     paths = [];
     const seen = new Set<string>();
-    const visit = (expression: CompiledExpression) => {
+    // `under`: the path to the element an object field's rules read from (their paths go on from it).
+    const visit = (expression: CompiledExpression, under?: { from?: CompiledExpression; steps: CompiledPath }) => {
       for (const alternative of expression.alternatives) {
         if (alternative.from) visit(alternative.from);
-        alternative.steps.forEach((step, i) => {
-          if (!step.resolve) return;
-          const steps = [...alternative.steps.slice(0, i), { ...step, resolve: false }];
+        const base = alternative.from || !under ? { from: alternative.from, steps: [] } : under;
+        const all = [...base.steps, ...alternative.steps];
+        all.forEach((step, i) => {
+          if (i < base.steps.length || !step.resolve) return;
+          const steps = [...all.slice(0, i), { ...step, resolve: false }];
           // The same path in several fields is read once (a path from a let is the let's own, so kept apart).
-          const key = alternative.from ? undefined : JSON.stringify(steps);
+          const key = base.from ? undefined : JSON.stringify(steps);
           if (key !== undefined && seen.has(key)) return;
           if (key !== undefined) seen.add(key);
-          paths!.push({ from: alternative.from, steps });
+          paths!.push({ from: base.from, steps });
         });
       }
     };
-    for (const rule of program.fields) rule.targets.forEach(visit);
+    // An object field's rules too (an appointment participant's name: `actor.resolve()` under `participant`).
+    const rules = (fields: FieldRule[], under?: { from?: CompiledExpression; steps: CompiledPath }) => {
+      for (const rule of fields) {
+        rule.targets.forEach((target) => visit(target, under));
+        if (!rule.object) continue;
+        for (const alternative of rule.targets[0]!.alternatives) {
+          rules(rule.object.fields, alternative.from || !under ? { from: alternative.from, steps: alternative.steps } : { from: under.from, steps: [...under.steps, ...alternative.steps] });
+        }
+      }
+    };
+    rules(program.fields);
     RESOLVED_PATHS.set(program, paths);
   }
   return paths;
@@ -1197,6 +1210,20 @@ function sharedElements(program: MapProgram): Array<{ table: FieldRule; cell: nu
   return shared;
 }
 
+/**
+ * The value of a single field of one path: its first value; for a reference, the first that refers to a resource of
+ * its type, as a list of references keeps those (an appointment's patient among its participants, whoever comes first).
+ */
+function readOne(rule: FieldRule, scope: Scope): unknown {
+  const target = rule.targets[0]!;
+  if (rule.conversion.kind !== 'reference') return fromFhirValue(rule.conversion, readPath(scope, target), scope);
+  for (const value of readAll(scope, target)) {
+    const id = fromFhirValue(rule.conversion, value, scope);
+    if (id !== undefined) return id;
+  }
+  return undefined;
+}
+
 function readField(program: MapProgram, rule: FieldRule, scope: Scope, connect: Record<string, unknown>, prefix = ''): void {
   if (rule.field.list) {
     // A reference to another type (a visit's diagnosis may be a Procedure) is not one of this list's ids.
@@ -1207,7 +1234,7 @@ function readField(program: MapProgram, rule: FieldRule, scope: Scope, connect: 
   // One path without a value table (most fields): its value, read alone.
   const found = rule.targets.length === 1 && !rule.table ? undefined : rule.targets.map((target) => fromFhirValue(rule.conversion, readPath(scope, target), scope));
   // Several paths without a value table (each written the value): the first that has one.
-  let value: unknown = !found ? fromFhirValue(rule.conversion, readPath(scope, rule.targets[0]!), scope) : rule.table ? found[0] : found.find((v) => v !== undefined);
+  let value: unknown = !found ? readOne(rule, scope) : rule.table ? found[0] : found.find((v) => v !== undefined);
   if (rule.table && found!.some((v) => v !== undefined)) {
     const cells = found!;
     const key = JSON.stringify(cells.map((v) => v ?? null));

@@ -60,6 +60,37 @@ class AllergyRecord(TypedDict):
     reaction_codings: Optional[List[Dict[str, Any]]]
 
 
+class Appointment(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    status: Optional[Literal['proposed', 'pending', 'booked', 'arrived', 'fulfilled', 'cancelled', 'noshow', 'entered-in-error', 'checked-in', 'waitlist']]
+    cancelation_reason: Optional[str]
+    service_category: Optional[str]
+    service_category_codings: Optional[List[Dict[str, Any]]]
+    service_type: Optional[str]
+    service_type_codings: Optional[List[Dict[str, Any]]]
+    specialty: Optional[str]
+    specialty_codings: Optional[List[Dict[str, Any]]]
+    appointment_type: Optional[str]
+    appointment_type_code: Optional[str]
+    appointment_type_system: Optional[str]
+    reason: Optional[str]
+    reasons: Optional[List[Dict[str, Any]]]
+    reason_references: Optional[List[str]]
+    priority: Optional[int]
+    description: Optional[str]
+    start: Optional[str]
+    end: Optional[str]
+    minutes_duration: Optional[int]
+    created: Optional[str]
+    comment: Optional[str]
+    patient_instruction: Optional[str]
+    based_on_references: Optional[List[str]]
+    requested_periods: Optional[List[Dict[str, Any]]]
+    identifiers: Optional[List[Dict[str, Any]]]
+    participants: Optional[List[Dict[str, Any]]]
+
+
 class Assessment(TypedDict):
     id: 'FhirId'
     patient_id: Optional['FhirId']

@@ -82,6 +82,68 @@ export type AllergyRecord = {
         display: string | null;
     }> | null;
 };
+export type Appointment = {
+    id: FhirId;
+    patient_id: FhirId | null;
+    status: "proposed" | "pending" | "booked" | "arrived" | "fulfilled" | "cancelled" | "noshow" | "entered-in-error" | "checked-in" | "waitlist" | null;
+    cancelation_reason: string | null;
+    service_category: string | null;
+    service_category_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    service_type: string | null;
+    service_type_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    specialty: string | null;
+    specialty_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    appointment_type: string | null;
+    appointment_type_code: string | null;
+    appointment_type_system: string | null;
+    reason: string | null;
+    reasons: Array<{
+        text: string | null;
+        codings: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+    }> | null;
+    reason_references: Array<string> | null;
+    priority: number | null;
+    description: string | null;
+    start: string | null;
+    end: string | null;
+    minutes_duration: number | null;
+    created: string | null;
+    comment: string | null;
+    patient_instruction: string | null;
+    based_on_references: Array<string> | null;
+    requested_periods: Array<{
+        start: string | null;
+        end: string | null;
+    }> | null;
+    identifiers: Array<{
+        system: string | null;
+        value: string | null;
+        type: string | null;
+    }> | null;
+    participants: Array<{
+        reference: string | null;
+        name: string | null;
+        role: string | null;
+        required: "required" | "optional" | "information-only" | null;
+        status: "accepted" | "declined" | "tentative" | "needs-action" | null;
+    }> | null;
+};
 export type Assessment = {
     id: FhirId;
     patient_id: FhirId | null;
@@ -1419,6 +1481,7 @@ export type PatientRecords = {
         administrations?: Array<Administration>;
         alerts?: Array<CdssAlert>;
         allergies?: Array<AllergyRecord>;
+        appointments?: Array<Appointment>;
         assessments?: Array<Assessment>;
         care_plans?: Array<CarePlan>;
         clinical_notes?: Array<ClinicalNote>;
