@@ -24,7 +24,7 @@ import { schemaProblems } from './published-schema';
 const samples = fileURLToPath(new URL('../samples', import.meta.url));
 const CLINICAL = ['Observation', 'Condition', 'AllergyIntolerance', 'MedicationRequest', 'DiagnosticReport', 'Encounter', 'Immunization', 'DocumentReference'];
 /** Issue 39: the clinical types read since (procedures, care plans, goals, orders, family history, devices, specimens, dispenses, assessments, media). */
-const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyMemberHistory', 'Device', 'DeviceUseStatement', 'Specimen', 'MedicationDispense', 'MedicationStatement', 'QuestionnaireResponse', 'Media', 'Appointment'];
+const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyMemberHistory', 'Device', 'DeviceUseStatement', 'Specimen', 'MedicationDispense', 'MedicationStatement', 'QuestionnaireResponse', 'Media', 'Appointment', 'Flag'];
 /** The archives of samples/ and the types read from each (the bulk export: only the new types, as ndjson). */
 const ARCHIVES: Array<[string, string[]]> = [
   ['r4-spec-examples.tar.gz', [...CLINICAL, ...CLINICAL_39]],
@@ -326,6 +326,15 @@ function losses(type: string, r: R, rec: R): string[] {
       date('end', r.end);
       break;
     }
+    case 'flags':
+      need('status', r.status === rec.status);
+      need('text', !named(r.code) || rec.text !== null);
+      need('codings', (r.code?.coding ?? []).length === rec.codings.length);
+      need('category', !(r.category ?? []).some(named) || rec.category !== null);
+      need('author_reference', (r.author?.reference ?? null) === rec.author_reference);
+      date('start', r.period?.start);
+      date('end', r.period?.end);
+      break;
     case 'visits':
       need('reason', !(r.reasonCode ?? []).some(named) || rec.reason !== null);
       need('type', !(r.type ?? []).some(named) || rec.type !== null);

@@ -42,6 +42,7 @@ const TYPE_OF: Record<string, string> = {
   QuestionnaireResponse: 'assessments',
   Media: 'media',
   Appointment: 'appointments',
+  Flag: 'flags',
 };
 const NEW_TYPES = [...new Set(Object.values(TYPE_OF))];
 /**
@@ -208,6 +209,9 @@ describe('records of every clinical resource (issue 39)', () => {
         { reference: `Patient/${PATIENT}`, name: 'Peter Chalmers', role: null, required: null, status: 'accepted' },
       ],
     });
+    // A flag coded only, raised by an organisation named by reference: the code as its words, the organisation's name.
+    expect(await got('flags', '17')).toMatchObject({ patient_id: PATIENT, status: 'active', text: '129839007', codings: [{ system: SCT, code: '129839007', display: null }], category_code: 'clinical', start: '2025-01-20', visit_id: 'e1', author_reference: 'Organization/lab1' });
+    expect((await got('flags', '17')).author).not.toBeNull();
     expect(await got('appointments', '16')).toMatchObject({ patient_id: PATIENT, status: 'cancelled', requested_periods: [{ start: '2025-04-01', end: '2025-04-15' }] });
     expect(await got('care_plans', '2')).toMatchObject({ status: 'active', intent: 'plan', category: null, addresses_references: ['Condition/c1'], goal_references: ['Goal/3'], activities: ['Diabetic diet (in-progress)'], activity_references: ['MedicationRequest/mr1'] });
     // A coding without display reads as its code; the target keeps its comparator.

@@ -227,7 +227,7 @@ describe('consent gates records by type', () => {
     expect(all.status).toBe(200);
     expect(Object.keys(all.body.records).sort()).toEqual(['allergies', 'care_plans', 'devices', 'diagnoses', 'family_history', 'goals', 'immunizations', 'procedures', 'visits']);
     expect(all.body.withheld.sort()).toEqual([
-      'administrations', 'alerts', 'appointments', 'assessments', 'clinical_notes', 'dispenses', 'documents', 'lab_results', 'media', 'medication_statements', 'observations', 'orders', 'prescriptions', 'reports', 'specimens', 'vitals',
+      'administrations', 'alerts', 'appointments', 'assessments', 'clinical_notes', 'dispenses', 'documents', 'flags', 'lab_results', 'media', 'medication_statements', 'observations', 'orders', 'prescriptions', 'reports', 'specimens', 'vitals',
     ]);
   });
 

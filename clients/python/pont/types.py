@@ -475,6 +475,23 @@ class FamilyHistory(TypedDict):
 
 FhirId = str
 
+class Flag(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    status: Optional[Literal['active', 'inactive', 'entered-in-error']]
+    text: Optional[str]
+    codings: Optional[List[Dict[str, Any]]]
+    category: Optional[str]
+    category_code: Optional[str]
+    category_system: Optional[str]
+    start: Optional[str]
+    end: Optional[str]
+    visit_id: Optional['FhirId']
+    author: Optional[str]
+    author_reference: Optional[str]
+    identifiers: Optional[List[Dict[str, Any]]]
+
+
 class Goal(TypedDict):
     id: 'FhirId'
     patient_id: Optional['FhirId']

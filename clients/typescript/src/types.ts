@@ -791,6 +791,31 @@ export type FamilyHistory = {
 /** A FHIR resource id: 1-64 of A-Z a-z 0-9 - and . (ids Pont generates are UUIDs; a resource another system wrote keeps its own id, e.g. 123) */
 export type FhirId = string;
 
+export type Flag = {
+  id: FhirId;
+  patient_id: FhirId | null;
+  status: "active" | "inactive" | "entered-in-error" | null;
+  text: string | null;
+  codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
+  category: string | null;
+  category_code: string | null;
+  category_system: string | null;
+  start: string | null;
+  end: string | null;
+  visit_id: FhirId | null;
+  author: string | null;
+  author_reference: string | null;
+  identifiers: Array<{
+    system: string | null;
+    value: string | null;
+    type: string | null;
+  }> | null;
+};
+
 export type Goal = {
   id: FhirId;
   patient_id: FhirId | null;
@@ -1553,6 +1578,7 @@ export type PatientRecords = {
     dispenses?: Array<Dispense>;
     documents?: Array<PatientDocument>;
     family_history?: Array<FamilyHistory>;
+    flags?: Array<Flag>;
     goals?: Array<Goal>;
     immunizations?: Array<Immunization>;
     lab_results?: Array<LabResult>;
