@@ -1,3 +1,4 @@
+import type { Encounter } from '@medplum/fhirtypes';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HEALTH_ID_SYSTEM } from '../src/healthid/healthid';
 import { schemaProblems } from './published-schema';
@@ -348,7 +349,10 @@ describe('FHIR written elsewhere reads back whole', () => {
       hospitalization: { admitSource: { text: 'Emergency department' }, dischargeDisposition: { text: 'Home' } },
       diagnosis: [{ condition: { reference: `Condition/${dx}` }, rank: 1 }],
     });
-    expect(await record('visits', visit)).toMatchObject({ priority: 'emergency', length: '5 days', location: 'Ward 3', admit_source: 'Emergency department', discharge_disposition: 'Home', diagnosis_ids: [dx] });
+    const visitRecord = await record('visits', visit);
+    expect(visitRecord).toMatchObject({ priority: 'emergency', priority_code: 'EM', priority_system: 'http://terminology.hl7.org/CodeSystem/v3-ActPriority', length: '5 days', location: 'Ward 3', admit_source: 'Emergency department', discharge_disposition: 'Home', diagnosis_ids: [dx] });
+    // Written back, the visit keeps its coded priority (it was read only: the write-back dropped it).
+    expect((pont.services.mappings.get('visit').toFhir(visitRecord) as Encounter).priority?.coding).toEqual([{ system: 'http://terminology.hl7.org/CodeSystem/v3-ActPriority', code: 'EM' }]);
     const note = await post({
       resourceType: 'Composition', status: 'entered-in-error', type: { coding: [{ system: LOINC, code: '18842-5', display: 'Discharge summary' }] }, date: '2024-03-12T10:00:00Z',
       author: [{ display: 'Dr Mensah' }], title: 'Discharge summary',

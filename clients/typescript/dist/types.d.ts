@@ -671,6 +671,8 @@ export type EncounterPush = {
         ended_at?: string | null;
         note?: string | null;
         priority?: string | null;
+        priority_code?: string | null;
+        priority_system?: string | null;
         location?: string | null;
         length?: string | null;
         admit_source?: string | null;
@@ -1989,6 +1991,8 @@ export type Visit = {
     ended_at: string | null;
     note: string | null;
     priority: string | null;
+    priority_code: string | null;
+    priority_system: string | null;
     location: string | null;
     length: string | null;
     admit_source: string | null;
