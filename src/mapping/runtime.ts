@@ -475,31 +475,32 @@ function resolvedPaths(program: MapProgram): Array<{ from?: CompiledExpression; 
   if (!paths) {
     paths = [];
     const seen = new Set<string>();
-    // `under`: the path to the element an object field's rules read from (their paths go on from it).
-    const visit = (expression: CompiledExpression, under?: { from?: CompiledExpression; steps: CompiledPath }) => {
+    type Rooted = { from?: CompiledExpression; steps: CompiledPath };
+    // An alternative's whole path: from its let, else on from `under` (the element an object field's rules read
+    // from), else from the resource.
+    const rooted = (alternative: CompiledAlternative, under?: Rooted): Rooted =>
+      alternative.from || !under ? { from: alternative.from, steps: alternative.steps } : { from: under.from, steps: [...under.steps, ...alternative.steps] };
+    const visit = (expression: CompiledExpression, under?: Rooted) => {
       for (const alternative of expression.alternatives) {
         if (alternative.from) visit(alternative.from);
-        const base = alternative.from || !under ? { from: alternative.from, steps: [] } : under;
-        const all = [...base.steps, ...alternative.steps];
+        const { from, steps: all } = rooted(alternative, under);
+        const start = all.length - alternative.steps.length;
         all.forEach((step, i) => {
-          if (i < base.steps.length || !step.resolve) return;
+          if (i < start || !step.resolve) return;
           const steps = [...all.slice(0, i), { ...step, resolve: false }];
           // The same path in several fields is read once (a path from a let is the let's own, so kept apart).
-          const key = base.from ? undefined : JSON.stringify(steps);
+          const key = from ? undefined : JSON.stringify(steps);
           if (key !== undefined && seen.has(key)) return;
           if (key !== undefined) seen.add(key);
-          paths!.push({ from: base.from, steps });
+          paths!.push({ from, steps });
         });
       }
     };
     // An object field's rules too (an appointment participant's name: `actor.resolve()` under `participant`).
-    const rules = (fields: FieldRule[], under?: { from?: CompiledExpression; steps: CompiledPath }) => {
+    const rules = (fields: FieldRule[], under?: Rooted) => {
       for (const rule of fields) {
         rule.targets.forEach((target) => visit(target, under));
-        if (!rule.object) continue;
-        for (const alternative of rule.targets[0]!.alternatives) {
-          rules(rule.object.fields, alternative.from || !under ? { from: alternative.from, steps: alternative.steps } : { from: under.from, steps: [...under.steps, ...alternative.steps] });
-        }
+        if (rule.object) for (const alternative of rule.targets[0]!.alternatives) rules(rule.object.fields, rooted(alternative, under));
       }
     };
     rules(program.fields);
