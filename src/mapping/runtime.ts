@@ -1212,14 +1212,13 @@ function sharedElements(program: MapProgram): Array<{ table: FieldRule; cell: nu
 }
 
 /**
- * The value of a single field of one path: its first value; for a reference, the first that refers to a resource of
+ * The value one path of a single field gives: its first value; for a reference, the first that refers to a resource of
  * its type, as a list of references keeps those (an appointment's patient among its participants, whoever comes first).
  */
-function readOne(rule: FieldRule, scope: Scope): unknown {
-  const target = rule.targets[0]!;
-  if (rule.conversion.kind !== 'reference') return fromFhirValue(rule.conversion, readPath(scope, target), scope);
+function readOne(conversion: Conversion, target: CompiledExpression, scope: Scope): unknown {
+  if (conversion.kind !== 'reference') return fromFhirValue(conversion, readPath(scope, target), scope);
   for (const value of readAll(scope, target)) {
-    const id = fromFhirValue(rule.conversion, value, scope);
+    const id = fromFhirValue(conversion, value, scope);
     if (id !== undefined) return id;
   }
   return undefined;
@@ -1233,9 +1232,9 @@ function readField(program: MapProgram, rule: FieldRule, scope: Scope, connect: 
     return;
   }
   // One path without a value table (most fields): its value, read alone.
-  const found = rule.targets.length === 1 && !rule.table ? undefined : rule.targets.map((target) => fromFhirValue(rule.conversion, readPath(scope, target), scope));
+  const found = rule.targets.length === 1 && !rule.table ? undefined : rule.targets.map((target) => readOne(rule.conversion, target, scope));
   // Several paths without a value table (each written the value): the first that has one.
-  let value: unknown = !found ? readOne(rule, scope) : rule.table ? found[0] : found.find((v) => v !== undefined);
+  let value: unknown = !found ? readOne(rule.conversion, rule.targets[0]!, scope) : rule.table ? found[0] : found.find((v) => v !== undefined);
   if (rule.table && found!.some((v) => v !== undefined)) {
     const cells = found!;
     const key = JSON.stringify(cells.map((v) => v ?? null));
