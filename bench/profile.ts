@@ -12,6 +12,8 @@
  *   --only TEXT     only the kinds whose name contains TEXT (e.g. records)
  *   --no-profiler   latency and statements only, without V8's CPU profiler (whose sampling slows every request): for
  *                   comparing two trees' p50
+ *   --keep          keep the scratch database and, with --explain, the statements explained (text and values, as JSON
+ *                   files beside the dataset), for trying a statement's variants by hand; drop them when done
  *   --explain       also print PostgreSQL's plan (EXPLAIN ANALYZE, BUFFERS) of each kind's costliest statements (up to
  *                   three that every request runs; PROFILE_SQL=1 prints their text too), run
  *                   once more with the values of its last execution (PROFILE_GENERIC=1: its generic plan, which a
@@ -180,7 +182,7 @@ async function preparedCosts(url: string, text: string, values: unknown[]): Prom
 }
 
 async function main() {
-  const { values } = parseArgs({ options: { resources: { type: 'string', default: '20000' }, requests: { type: 'string', default: '200' }, only: { type: 'string' }, explain: { type: 'boolean' }, 'no-profiler': { type: 'boolean' } } });
+  const { values } = parseArgs({ options: { resources: { type: 'string', default: '20000' }, requests: { type: 'string', default: '200' }, only: { type: 'string' }, explain: { type: 'boolean' }, 'no-profiler': { type: 'boolean' }, keep: { type: 'boolean' } } });
   const n = Number(values.requests);
   const dir = mkdtempSync(join(tmpdir(), 'pont-profile-'));
   const scratch = await createScratchDatabase();
@@ -288,6 +290,7 @@ async function main() {
             console.log(`  the plan of ${key.slice(0, 40)}…:\n${plan.rows.map((r) => `    ${r['QUERY PLAN']}`).join('\n')}`);
             console.log(`  as a prepared statement, 10 executions each: ${await preparedCosts(scratch.url, text, params)}`);
             if (process.env.PROFILE_SQL) console.log(`  its text: ${text}\n  its values: ${JSON.stringify(params)}`);
+            if (values.keep) writeFileSync(join(dir, `${name.replace(/\W+/g, '-')}-${key.slice(0, 12).replace(/\W+/g, '-')}.json`), JSON.stringify({ text, values: params }));
           } catch (err) {
             // A write that cannot run twice with the same values (a unique key): no plan.
             console.log(`  its plan: not shown, it cannot run again with the same values (${(err as Error).message})`);
@@ -303,8 +306,11 @@ async function main() {
     }
   } finally {
     session.disconnect();
-    await scratch.drop();
-    rmSync(dir, { recursive: true, force: true });
+    if (values.keep) console.log(`\nkept: the database ${scratch.url} and ${dir} (the statements explained, as JSON); drop them when done`);
+    else {
+      await scratch.drop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   }
 }
 
