@@ -145,6 +145,20 @@ describe('abnormal flags of several repetitions (found by an outside laboratory 
     const refused = translate(Hl7Message.parse(oru('OBX|1|NM|2345-7^Glucose^LN||182|mg/dL|70-99|H~ZZ|||F')), loadMappings());
     expect(refused).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-8', condition: ErrorCondition.tableValue } });
   });
+  it("a laboratory's own flag (C, critical) is an informaticist's edit of the map, as docs/hl7-v2.md shows: one alternative, read per repetition", () => {
+    const V3 = 'http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation';
+    const line = 'OBX|1|NM|2345-7^Glucose^LN||450|mg/dL|70-99|HH~C|||F';
+    expect(translate(Hl7Message.parse(oru(line)), loadMappings())).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-8', condition: ErrorCondition.tableValue } });
+    const scratch: string[] = [];
+    try {
+      const { dir } = mapBreaker(scratch)('v2-observation.map.yaml', '    flag: OBX-8\n', `    flag: "'AA' where OBX-8 = C | OBX-8"\n`);
+      const edited = translate(Hl7Message.parse(oru(line)), loadMappings(dir));
+      if (!edited.ok) throw new Error(JSON.stringify(edited.error));
+      expect(edited.resources.find((r) => r.resourceType === 'Observation')!.interpretation).toEqual([{ coding: [{ system: V3, code: 'HH' }] }, { coding: [{ system: V3, code: 'AA' }] }]);
+    } finally {
+      scratch.forEach((dir) => rmSync(dir, { recursive: true, force: true }));
+    }
+  });
   it('a field of more repetitions than a resource may list is refused before its FHIR is built (100,000 flags took a second of the agent)', () => {
     const many = (n: number) => translate(Hl7Message.parse(oru(`OBX|1|NM|2345-7^Glucose^LN||182|mg/dL|70-99|${Array(n).fill('H').join('~')}|||F`)), loadMappings());
     expect(many(10_001)).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-8', text: expect.stringContaining('10001 repetitions') } });
@@ -233,6 +247,25 @@ describe('structured numeric results (found by an outside laboratory integrator:
   });
 });
 
+describe("a numeric result beyond what the analyser measures, in NM as laboratories write it (found in a review of the agent's leftovers: `<5` and `>=200` were AE, their results never in Pont)", () => {
+  const nm = (value: string) => observationsOf(`OBX|1|NM|2345-7^Glucose^LN||${value}|mg/dL|||||F`)[0].valueQuantity;
+  it('a leading comparator is the Quantity\'s, as SN `<^5` gives it; `=5` is the number itself', () => {
+    expect(nm('<5')).toEqual({ value: 5, comparator: '<', unit: 'mg/dL' });
+    expect(nm('>=200')).toEqual({ value: 200, comparator: '>=', unit: 'mg/dL' });
+    expect(nm('> 1000')).toEqual({ value: 1000, comparator: '>', unit: 'mg/dL' });
+    expect(nm('<=0.5')).toEqual({ value: 0.5, comparator: '<=', unit: 'mg/dL' });
+    expect(nm('=5')).toEqual({ value: 5, unit: 'mg/dL' });
+    // Its decimal places are kept as a plain number's are.
+    expect(nm('<0.50')).toEqual({ value: 0.5, _value: { extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/quantity-precision', valueInteger: 2 }] }, comparator: '<', unit: 'mg/dL' });
+  });
+  it('what is no comparator and a number stays AE naming OBX-5: not equal (FHIR has no <>), two comparators, a comparator alone, a number after words', () => {
+    for (const value of ['<>5', '<<5', '<', '>=', '< 5 6', '<five', 'approx 5']) {
+      const translation = translate(Hl7Message.parse(oru(`OBX|1|NM|2345-7^Glucose^LN||${value}|mg/dL|||||F`)), loadMappings());
+      expect(translation, value).toMatchObject({ ok: false, ack: 'AE', error: { location: expect.stringMatching(/^OBX-5(\.\d)?$/) } });
+    }
+  });
+});
+
 describe('a result written with trailing zeros (found in a review of the v2 maps: NM `1.10` was stored as 1.1, which says less)', () => {
   const PRECISION = 'http://hl7.org/fhir/StructureDefinition/quantity-precision';
   const quantity = (type: string, value: string) => observationsOf(`OBX|1|${type}|2345-7^Glucose^LN||${value}|mg/dL|||||F`)[0].valueQuantity;
@@ -263,6 +296,20 @@ describe("a test's alternate code (found in a review of the v2 maps: a laborator
     // LOINC first and the local code as the alternate: the same two codings, LOINC's first.
     const [swapped] = observationsOf('OBX|1|NM|2345-7^Glucose^LN^GLU^Glucose^L||182|mg/dL|||||F');
     expect(swapped.code).toEqual({ coding: [{ system: LOINC, code: '2345-7' }, { code: 'GLU', display: 'Glucose' }], text: 'Glucose' });
+  });
+});
+
+describe("a report whose OBR-25 is empty (found in a review of the agent's leftovers: AE, though v2 makes the result status optional in OBR)", () => {
+  it('is a DiagnosticReport of status unknown, its results with their own (OBX-11); a status outside table 0123 is still AE naming OBR-25', () => {
+    const translated = (status: string) => translate(Hl7Message.parse(oru('OBX|1|NM|2345-7^Glucose^LN||182|mg/dL|||||F').replace(/\|F(\r|$)/, `|${status}$1`)), loadMappings());
+    const empty = translated('');
+    if (!empty.ok) throw new Error(JSON.stringify(empty.error));
+    const report = empty.resources.find((r) => r.resourceType === 'DiagnosticReport') as any;
+    expect(report.status).toBe('unknown');
+    expect(validateFhirResource(report)).toBeUndefined();
+    expect(empty.resources.find((r) => r.resourceType === 'Observation')).toMatchObject({ status: 'final' });
+    expect(loadMappings().get('diagnostic-report').readFhir(report, {}).connect).toMatchObject({ status: 'unknown' });
+    expect(translated('Q')).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBR-25' } });
   });
 });
 
@@ -481,6 +528,17 @@ describe('acknowledgements', () => {
     ]);
     const old = Hl7Message.parse('MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ADT^A01|C9|P|2.3');
     expect(buildAck({ message: old, code: 'AR', error: { location: 'MSH-12', condition: ErrorCondition.unsupportedVersion, text: 'x' }, now, controlId: 'A2' })!.split('\r')[2]).toBe('ERR|MSH^1^12^203&Unsupported version id&HL70357');
+  });
+  it("before v2.5, whose ERR has no text, MSA-3 says what is wrong (found in a review of the agent's leftovers: a v2.3 sender got only `Application error`)", () => {
+    const old = Hl7Message.parse('MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ORU^R01|C9|P|2.3');
+    const text = 'OBX-5.1 `abc` is not a number | and a separator, then more words than MSA-3 holds in v2.3: eighty at most';
+    const [, msa, err] = buildAck({ message: old, code: 'AE', error: { location: 'OBX-5.1', condition: ErrorCondition.dataType, text }, now, controlId: 'A3' })!.split('\r');
+    // Its first 80 characters (MSA-3's length in v2.3 and v2.4), a separator in them escaped.
+    expect(msa).toBe('MSA|AE|C9|OBX-5.1 `abc` is not a number \\F\\ and a separator, then more words than MSA-3 hold');
+    expect(err).toBe('ERR|OBX^1^5^102&Data type error&HL70357');
+    // From v2.5 the text is ERR-8's, whole, and MSA-3 (deprecated) keeps its word.
+    const current = Hl7Message.parse('MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ORU^R01|C9|P|2.5.1');
+    expect(buildAck({ message: current, code: 'AE', error: { location: 'OBX-5.1', condition: ErrorCondition.dataType, text }, now, controlId: 'A4' })!.split('\r')[1]).toBe('MSA|AE|C9|Application error');
   });
   it('ERR-2 names the segment of the error among those of its name (found by an outside probe: the second OBX was OBX^1)', () => {
     const maps = loadMappings();

@@ -57,7 +57,7 @@ export function buildAck({ message, code, error, now, controlId, application = f
   const type = event ? `ACK${c}${event}${c}ACK` : 'ACK';
   const segments = [
     ['MSH', context.getMsh2(), field(5), field(6), field(3), field(4), hl7Time(now), '', type, controlId, field(11) || 'P', version].join(f),
-    ['MSA', ackCode, field(10), TEXT[ackCode]].join(f),
+    ['MSA', ackCode, field(10), error && OLD_ERR.test(version) ? escapeText(error.text.slice(0, MSA_TEXT_LENGTH).trimEnd(), f, c, s, r, e) : TEXT[ackCode]].join(f),
   ];
   if (error) segments.push(errSegment(error, version, f, c, s, r, e));
   // A NUL the message carried (MSA-2 echoes MSH-10, the MSH echoes MSH-3 to MSH-6) is escaped as \X00\, never
@@ -67,6 +67,10 @@ export function buildAck({ message, code, error, now, controlId, application = f
   return segments.join('\r').replace(/\u0000/g, e && e !== '\u0000' ? `${e}X00${e}` : '');
 }
 
+/** Versions whose ERR is ERR-1 (ELD) alone, with no room for text: the text is MSA-3's (at most its length, 80). */
+const OLD_ERR = /^2\.[34]/;
+const MSA_TEXT_LENGTH = 80;
+
 /** ERR in the message's version: ERR-1 (ELD) before v2.5, ERR-2/3/4/8 from v2.5 on. Text in it is escaped. */
 function errSegment(error: V2Error, version: string, f: string, c: string, s: string, r: string, e: string): string {
   const m = /^([A-Z][A-Z0-9]{2})(?:-(\d+))?(?:\.(\d+))?/.exec(error.location);
@@ -74,7 +78,7 @@ function errSegment(error: V2Error, version: string, f: string, c: string, s: st
   const [code, name] = error.condition;
   const text = escapeText(error.text, f, c, s, r, e);
   const sequence = String(error.sequence ?? 1);
-  if (/^2\.[34]/.test(version)) return ['ERR', [segment, sequence, fieldNo, [code, name, 'HL70357'].join(s)].join(c)].join(f);
+  if (OLD_ERR.test(version)) return ['ERR', [segment, sequence, fieldNo, [code, name, 'HL70357'].join(s)].join(c)].join(f);
   const location = [segment, sequence, fieldNo, '', component].join(c).replace(new RegExp(`\\${c}+$`), '');
   return ['ERR', '', location, [code, name, 'HL70357'].join(c), 'E', '', '', '', text].join(f);
 }

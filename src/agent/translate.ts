@@ -439,7 +439,7 @@ function results(message: Hl7Message, maps: MappingSet): Array<Record<string, un
       // A number, a code or a date is one value: a second repetition (`5~6`, two organisms) would be dropped. (A text's
       // repetitions are its lines.)
       if (ONE_VALUE_TYPES.includes(valueType) && (segment.getField(5)?.toString() ?? '').includes(message.context.repetitionSeparator)) {
-        throw new FieldError('OBX-5', ErrorCondition.dataType, `OBX-5 ${JSON.stringify(segment.getField(5)!.toString())}: an ${valueType} result is one value, not several: send each in an OBX of its own`, sequence);
+        throw new FieldError('OBX-5', ErrorCondition.dataType, `OBX-5 ${JSON.stringify(segment.getField(5)!.toString())}: a result of type ${valueType} is one value, not several: send each in an OBX of its own`, sequence);
       }
       if (valueType === 'SN') {
         const sn = segment.getField(5);

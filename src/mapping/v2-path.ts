@@ -8,7 +8,7 @@
  *   condition   := path (' = ' code(,code)*)? | 'not ' path   one of the codes (no codes: has a value); has no value
  *   value       := path | fn '(' path (', ' path)* ')' | 'text'
  *   path        := SEG-F[.C[.S]]                               field F, component C (default 1), subcomponent S
- *   fn          := key | low | high | low_unit | high_unit | range_text | lines | date | instant | join | phone | decimals
+ *   fn          := key | idkey | low | high | low_unit | high_unit | range_text | lines | date | instant | join | phone | decimals | number | comparator
  *
  * A condition on the same field as the value picks the repetition (`PID-5.1 where PID-5.7 = L`: the family name
  * of the legal name), and then the value is that repetition's, empty or not (the next alternative counts only when
@@ -59,7 +59,7 @@ export interface V2Objects {
   fields: ReadonlyMap<string, V2Expression>;
 }
 
-const FUNCTIONS = ['key', 'idkey', 'low', 'high', 'low_unit', 'high_unit', 'range_text', 'lines', 'date', 'instant', 'join', 'phone', 'decimals'] as const;
+const FUNCTIONS = ['key', 'idkey', 'low', 'high', 'low_unit', 'high_unit', 'range_text', 'lines', 'date', 'instant', 'join', 'phone', 'decimals', 'number', 'comparator'] as const;
 type V2Function = (typeof FUNCTIONS)[number];
 
 const PATH = /^([A-Z][A-Z0-9]{2})-(\d{1,3})(?:\.(\d{1,3})(?:\.(\d{1,3}))?)?$/;
@@ -286,9 +286,15 @@ function apply(fn: V2Function | undefined, values: string[]): string | undefined
     case 'decimals': {
       // The decimal places of a number written with trailing zeros (`1.10`: 2), which a JSON number drops (1.1): FHIR
       // keeps them in the quantity-precision extension. None for a number that shows its own (`1.1`, `182`, `5.`).
-      const m = /^\s*[+-]?\d*\.(\d*0)\s*$/.exec(values[0] ?? '');
+      const m = /^\s*[+-]?\d*\.(\d*0)\s*$/.exec(compared(values[0] ?? '').number);
       return m ? String(m[1]!.length) : undefined;
     }
+    case 'number':
+      // An NM written with a comparator (`<5`, `>=200`), as laboratories write a result beyond what the analyser
+      // measures: its number. Any other text as given, for the field's type to refuse (`<>5`, `<` alone: no number).
+      return compared(values[0] ?? '').number || values[0] || undefined;
+    case 'comparator':
+      return compared(values[0] ?? '').comparator;
     case 'join':
       // The parts given, as written, a space between (`join(PID-13.6, PID-13.7)`: area code and local number).
       return values.filter(Boolean).join(' ') || undefined;
@@ -300,6 +306,17 @@ function apply(fn: V2Function | undefined, values: string[]): string | undefined
       return [country && `+${country.replace(/^\+/, '')}`, area, local, extension && `ext. ${extension}`].filter(Boolean).join(' ');
     }
   }
+}
+
+/**
+ * A value and the comparator written before it (`<5`: `<` and `5`; `>= 200`: `>=` and `200`); `=` is none (`=5` is
+ * 5). Without one, the text as it is. `<>` (not equal, which FHIR cannot say) leaves `>5` as the number, which is
+ * none, so such a value is refused as one.
+ */
+function compared(text: string): { comparator?: string; number: string } {
+  const m = /^\s*(<=|>=|<|>|=)\s*(.*?)\s*$/.exec(text);
+  if (!m) return { number: text };
+  return { comparator: m[1] === '=' ? undefined : m[1], number: m[2]! };
 }
 
 /**
