@@ -184,6 +184,34 @@ describe('abnormal flags of several repetitions (found by an outside laboratory 
   });
 });
 
+describe("a resource's key made one way in every v2 map (found in a review of the agent's leftovers: the patient key is written in six maps, and an edit of one split a patient in two)", () => {
+  const PI_FIRST = 'idkey(PID-3.4.1, PID-3.4.2, MSH-4.1, MSH-3.1, PID-3.1) where PID-3.5 = PI | idkey(PID-3.4.1, PID-3.4.2, MSH-4.1, MSH-3.1, PID-3.1) where PID-3.5 = MR |';
+  const MR_FIRST = 'idkey(PID-3.4.1, PID-3.4.2, MSH-4.1, MSH-3.1, PID-3.1) where PID-3.5 = MR | idkey(PID-3.4.1, PID-3.4.2, MSH-4.1, MSH-3.1, PID-3.1) where PID-3.5 = PI |';
+  it("a result's patient key made otherwise than the patient's own id is refused at load, naming the field, where results were filed on a second Patient", () => {
+    const scratch: string[] = [];
+    try {
+      const edited = mapBreaker(scratch)('v2-observation.map.yaml', `  patient_id: ${MR_FIRST}`, `  patient_id: ${PI_FIRST}`, 'patient_id');
+      // Before: the message was AA, and its Observation named a Patient no admission of hers had made.
+      const message = oru('OBX|1|NM|2345-7^Glucose^LN||182|mg/dL|||||F').replace('PID|1||P1^^^GHH^MR', 'PID|1||P1^^^GHH^MR~9^^^SSA^PI');
+      const ok = translate(Hl7Message.parse(message), loadMappings());
+      expect(ok.ok && ok.resources.filter((r) => r.resourceType !== 'Patient').map((r) => (r.subject as { reference: string }).reference)).toEqual(['Patient/GHH-P1', 'Patient/GHH-P1']);
+      expect(() => loadMappings(edited.dir)).toThrow(new RegExp(`v2-observation\\.map\\.yaml:${edited.line}:\\d+: v2-observation's \`patient_id\` makes a Patient's key of PID-3 otherwise than v2-(merged-)?patient's \`id\``));
+    } finally {
+      scratch.forEach((dir) => rmSync(dir, { recursive: true, force: true }));
+    }
+  });
+  it("the same key of another field (an A40's MRG-1) is made alike; a condition on another field (MSH-9.2 = A40) says when, not how, and is no difference", () => {
+    const scratch: string[] = [];
+    try {
+      const merged = mapBreaker(scratch)('v2-merged-patient.map.yaml', `  id: ${MR_FIRST.replaceAll('PID-3', 'MRG-1')}`, `  id: ${PI_FIRST.replaceAll('PID-3', 'MRG-1')}`, 'id');
+      expect(() => loadMappings(merged.dir)).toThrow(/v2-merged-patient's `id` makes a Patient's key of MRG-1 otherwise than v2-patient's `id` makes it of PID-3/);
+    } finally {
+      scratch.forEach((dir) => rmSync(dir, { recursive: true, force: true }));
+    }
+    expect(() => loadMappings()).not.toThrow();
+  });
+});
+
 describe('structured numeric results (found by an outside laboratory integrator: `=^5` was not the number 5)', () => {
   const value = (sn: string, unit = 'mg/dL') => {
     const [o] = observationsOf(`OBX|1|SN|2345-7^Glucose^LN||${sn}|${unit}|||||F`);

@@ -11,7 +11,8 @@ import { compileMap, MAP_SUFFIX } from './compile';
 import { readV2 } from './v2';
 import { MappingError } from './errors';
 import { EXAMPLES_SUFFIX, runExamples } from './examples';
-import { checkGenerated, checkProject, connectPositions, type CheckedMap, type GeneratedDocs } from './project';
+import { checkGenerated, checkProject, sectionPositions, type CheckedMap, type GeneratedDocs } from './project';
+import { checkV2Keys, type V2MapSource } from './v2-keys';
 import { checkRecordTypes } from './record';
 import { codeDisplay } from './terminology';
 import { z } from 'zod';
@@ -114,13 +115,17 @@ function compileDirectory(dir: string): CompiledDirectory {
     return { maps, problems };
   }
   const files = readdirSync(dir).sort();
+  const v2Maps: V2MapSource[] = [];
   for (const name of files) {
     const file = displayPath(resolve(dir, name));
     if (name.endsWith(MAP_SUFFIX)) {
       const source = new YamlSource(file);
       const program = compileMap(source);
       problems.push(...source.problems);
-      if (program) maps.set(program.name, { map: compiledMap(program), file, connect: connectPositions(source) });
+      if (program) {
+        maps.set(program.name, { map: compiledMap(program), file, connect: sectionPositions(source, 'connect') });
+        if (program.v2) v2Maps.push({ file, program, v2: sectionPositions(source, 'v2').fields });
+      }
     } else if (name.endsWith(EXAMPLES_SUFFIX)) {
       if (!files.includes(name.slice(0, -EXAMPLES_SUFFIX.length) + MAP_SUFFIX)) {
         problems.push(new MappingError(file, 1, 1, `examples without a map: expected ${name.slice(0, -EXAMPLES_SUFFIX.length)}${MAP_SUFFIX} beside it`));
@@ -130,6 +135,7 @@ function compileDirectory(dir: string): CompiledDirectory {
     }
   }
   problems.push(...checkRecordTypes([...maps.values()].map((m) => m.map)));
+  problems.push(...checkV2Keys(v2Maps));
   if (!problems.length && !maps.size) problems.push(new MappingError(shown, 1, 1, `no *${MAP_SUFFIX} files in this directory`));
   return { maps, problems };
 }

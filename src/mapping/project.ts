@@ -17,11 +17,11 @@ export interface CheckedMap {
   connect: { at: Position; fields: Map<string, Position> };
 }
 
-/** The positions of CheckedMap's `connect`, from the source of a map that compiled. */
-export function connectPositions(source: YamlSource): CheckedMap['connect'] {
-  const connect = isMap(source.root) ? source.root.items.find((p) => isScalar(p.key) && p.key.value === 'connect') : undefined;
-  const fields = isMap(connect?.value) ? connect.value.items : [];
-  return { at: source.position(connect), fields: new Map(fields.map((f) => [String(isScalar(f.key) ? f.key.value : ''), source.position(f)])) };
+/** Where a top-level section of a map that compiled (`connect`, `v2`) is written, and each field under it. */
+export function sectionPositions(source: YamlSource, section: string): CheckedMap['connect'] {
+  const found = isMap(source.root) ? source.root.items.find((p) => isScalar(p.key) && p.key.value === section) : undefined;
+  const fields = isMap(found?.value) ? found.value.items : [];
+  return { at: source.position(found), fields: new Map(fields.map((f) => [String(isScalar(f.key) ? f.key.value : ''), source.position(f)])) };
 }
 
 /** Files generated from the maps (`npm run docs`), which `pont mappings check` compares with them. */

@@ -114,6 +114,31 @@ function numberOf(alt: V2Alternative): V2Location | undefined {
   return alt.fn === 'key' ? alt.args.at(-1) : alt.fn === 'idkey' ? alt.args[4] : undefined;
 }
 
+/**
+ * How an expression makes a key, the field it is made of aside: the field (`PID-3`), and the scheme, its alternatives
+ * that make a key of that field (the first key's), each its function and arguments with conditions on the field itself,
+ * the field written `KEY` (`idkey(KEY.4.1, KEY.4.2, MSH-4.1, MSH-3.1, KEY.1) where KEY.5 = MR`). Conditions on other
+ * fields (an A40's `MSH-9.2 = A40`) say when a key is made, not how. Undefined when the expression makes no key.
+ */
+export function keyScheme(expression: V2Expression): { field: string; scheme: string } | undefined {
+  const keys = expression.alternatives.flatMap((alt) => {
+    const number = numberOf(alt);
+    return number ? [{ alt, number }] : [];
+  });
+  const of = keys[0]?.number;
+  if (!of) return undefined;
+  const isKey = (l: V2Location) => l.segment === of.segment && l.field === of.field;
+  const shown = (l: V2Location) => (isKey(l) ? `KEY${l.component ? `.${l.component}` : ''}${l.subcomponent ? `.${l.subcomponent}` : ''}` : locationText(l));
+  const scheme = keys
+    .filter(({ number }) => isKey(number))
+    .map(({ alt }) => {
+      const conditions = (alt.where ?? []).filter((c) => isKey(c.path)).map((c) => `${c.not ? 'not ' : ''}${shown(c.path)}${c.codes ? ` = ${c.codes.join(',')}` : ''}`);
+      return `${alt.fn}(${alt.args.map(shown).join(', ')})${conditions.length ? ` where ${conditions.join(' and ')}` : ''}`;
+    })
+    .join(' | ');
+  return { field: `${of.segment}-${of.field}`, scheme };
+}
+
 /** An object list field's entry: its fields' expressions, which must all read one field (its repetitions). */
 export function parseV2Objects(fields: ReadonlyMap<string, V2Expression>): V2Objects {
   const [first, ...rest] = [...fields.values()];
