@@ -20,6 +20,8 @@ import { fromV2Text } from '../src/mapping/v2';
 
 /** The HL7 v2 agent's pieces without a Pont: framing, the v2 path, ACKs, the queue's files, the config's checks. */
 
+/** The shipped maps, compiled once for the file (each loadMappings() compiles every map again). */
+const MAPS = loadMappings();
 const message = (...segments: string[]) => Hl7Message.parse(segments.join('\r'));
 const MSH = 'MSH|^~\\&|LAB|GHH|PONT|FAC|20240116120000||ORU^R01^ORU_R01|C1|P|2.5.1';
 
@@ -61,9 +63,9 @@ describe('the v2 path', () => {
     expect(given(withCharset('8859/15'))).toBe('ZO€');
     expect(given(withCharset('8859/1'))).toBe('ZO¤');
     expect(['', 'ASCII', 'UNICODE UTF-8', '8859/1', '8859/15', '8859/5', 'UNICODE', 'ISO IR87'].map((c) => v2Charset(c))).toEqual(['utf-8', 'utf-8', 'utf-8', 'iso-8859-1', 'iso-8859-15', undefined, undefined, undefined]);
-    const refused = translate(withCharset('8859/5', 'PID|1||1^^^A||IVANOV^IVAN'), loadMappings());
+    const refused = translate(withCharset('8859/5', 'PID|1||1^^^A||IVANOV^IVAN'), MAPS);
     expect(refused).toMatchObject({ ok: false, ack: 'AR', error: { location: 'MSH-18' } });
-    expect(translate(withCharset('8859/15', 'PID|1||1^^^A||IVANOV^IVAN'), loadMappings()).ok).toBe(true);
+    expect(translate(withCharset('8859/15', 'PID|1||1^^^A||IVANOV^IVAN'), MAPS).ok).toBe(true);
   });
   it('key, low, high, range_text', () => {
     const m = message(MSH, 'PID|1||12 34^^^GH/H&1.2.3&ISO', 'OBX|1|NM|X||1|u|3.5 - 5.1', 'OBX|2|NM|Y||1|u|see note');
@@ -109,7 +111,7 @@ const oru = (...lines: string[]) =>
 
 /** The Observations an ORU of these lines gives (it must translate). */
 function observationsOf(...lines: string[]): any[] {
-  const translation = translate(Hl7Message.parse(oru(...lines)), loadMappings());
+  const translation = translate(Hl7Message.parse(oru(...lines)), MAPS);
   if (!translation.ok) throw new Error(`refused: ${JSON.stringify(translation.error)}`);
   return translation.resources.filter((r) => r.resourceType === 'Observation');
 }
@@ -142,13 +144,13 @@ describe('abnormal flags of several repetitions (found by an outside laboratory 
     expect(high.interpretation).toEqual([{ coding: [{ system: V3, code: 'H' }] }, { coding: [{ system: V3, code: 'A' }] }]);
     expect(low.interpretation).toEqual([{ coding: [{ system: V3, code: 'L' }] }, { coding: [{ system: V3, code: 'LL' }] }]);
     expect(none.interpretation).toBeUndefined();
-    const refused = translate(Hl7Message.parse(oru('OBX|1|NM|2345-7^Glucose^LN||182|mg/dL|70-99|H~ZZ|||F')), loadMappings());
+    const refused = translate(Hl7Message.parse(oru('OBX|1|NM|2345-7^Glucose^LN||182|mg/dL|70-99|H~ZZ|||F')), MAPS);
     expect(refused).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-8', condition: ErrorCondition.tableValue } });
   });
   it("a laboratory's own flag (C, critical) is an informaticist's edit of the map, as docs/hl7-v2.md shows: one alternative, read per repetition", () => {
     const V3 = 'http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation';
     const line = 'OBX|1|NM|2345-7^Glucose^LN||450|mg/dL|70-99|HH~C|||F';
-    expect(translate(Hl7Message.parse(oru(line)), loadMappings())).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-8', condition: ErrorCondition.tableValue } });
+    expect(translate(Hl7Message.parse(oru(line)), MAPS)).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-8', condition: ErrorCondition.tableValue } });
     const scratch: string[] = [];
     try {
       const { dir } = mapBreaker(scratch)('v2-observation.map.yaml', '    flag: OBX-8\n', `    flag: "'AA' where OBX-8 = C | OBX-8"\n`);
@@ -160,9 +162,9 @@ describe('abnormal flags of several repetitions (found by an outside laboratory 
     }
   });
   it('a field of more repetitions than a resource may list is refused before its FHIR is built (100,000 flags took a second of the agent)', () => {
-    const many = (n: number) => translate(Hl7Message.parse(oru(`OBX|1|NM|2345-7^Glucose^LN||182|mg/dL|70-99|${Array(n).fill('H').join('~')}|||F`)), loadMappings());
+    const many = (n: number) => translate(Hl7Message.parse(oru(`OBX|1|NM|2345-7^Glucose^LN||182|mg/dL|70-99|${Array(n).fill('H').join('~')}|||F`)), MAPS);
     expect(many(10_001)).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-8', text: expect.stringContaining('10001 repetitions') } });
-    const doctors = translate(Hl7Message.parse(['MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A01^ADT_A01|C9|P|2.5.1', 'PID|1||P1^^^GHH^MR||DOE^JO', `PV1|1|I|||||${Array(20_000).fill('D1^SMITH^J').join('~')}||||||||||||V1`].join('\r')), loadMappings());
+    const doctors = translate(Hl7Message.parse(['MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A01^ADT_A01|C9|P|2.5.1', 'PID|1||P1^^^GHH^MR||DOE^JO', `PV1|1|I|||||${Array(20_000).fill('D1^SMITH^J').join('~')}||||||||||||V1`].join('\r')), MAPS);
     expect(doctors).toMatchObject({ ok: false, ack: 'AE', error: { location: expect.stringMatching(/^PV1-7/) } });
   });
   it('a list field of a v2 map takes a value of each repetition of the field it reads', () => {
@@ -193,7 +195,7 @@ describe("a resource's key made one way in every v2 map (found in a review of th
       const edited = mapBreaker(scratch)('v2-observation.map.yaml', `  patient_id: ${MR_FIRST}`, `  patient_id: ${PI_FIRST}`, 'patient_id');
       // Before: the message was AA, and its Observation named a Patient no admission of hers had made.
       const message = oru('OBX|1|NM|2345-7^Glucose^LN||182|mg/dL|||||F').replace('PID|1||P1^^^GHH^MR', 'PID|1||P1^^^GHH^MR~9^^^SSA^PI');
-      const ok = translate(Hl7Message.parse(message), loadMappings());
+      const ok = translate(Hl7Message.parse(message), MAPS);
       expect(ok.ok && ok.resources.filter((r) => r.resourceType !== 'Patient').map((r) => (r.subject as { reference: string }).reference)).toEqual(['Patient/GHH-P1', 'Patient/GHH-P1']);
       expect(() => loadMappings(edited.dir)).toThrow(new RegExp(`v2-observation\\.map\\.yaml:${edited.line}:\\d+: v2-observation's \`patient_id\` makes a Patient's key of PID-3 otherwise than v2-(merged-)?patient's \`id\``));
     } finally {
@@ -217,7 +219,7 @@ describe('structured numeric results (found by an outside laboratory integrator:
     const [o] = observationsOf(`OBX|1|SN|2345-7^Glucose^LN||${sn}|${unit}|||||F`);
     return { valueQuantity: o.valueQuantity, valueRange: o.valueRange, valueRatio: o.valueRatio };
   };
-  const refusal = (sn: string) => translate(Hl7Message.parse(oru(`OBX|1|SN|2345-7^Glucose^LN||${sn}|mg/dL|||||F`)), loadMappings());
+  const refusal = (sn: string) => translate(Hl7Message.parse(oru(`OBX|1|SN|2345-7^Glucose^LN||${sn}|mg/dL|||||F`)), MAPS);
   it('a comparator and a number: = is the number itself; <, >=, … its comparator', () => {
     expect(value('=^5')).toEqual({ valueQuantity: { value: 5, unit: 'mg/dL' } });
     expect(value('^5')).toEqual({ valueQuantity: { value: 5, unit: 'mg/dL' } });
@@ -247,26 +249,26 @@ describe('structured numeric results (found by an outside laboratory integrator:
     // OBX-2's type is its first component: `SN^Structured` and `SN~NM` are SNs, `<>^5` ("not 5") refused there too;
     // `SN&x` is no type the maps read (OBX-2).
     for (const [type, location] of [['SN^Structured', 'OBX-5'], ['SN~NM', 'OBX-5'], ['SN&x', 'OBX-2']]) {
-      const translation = translate(Hl7Message.parse(oru(`OBX|1|${type}|2345-7^Glucose^LN||<>^5|mg/dL|||||F`)), loadMappings());
+      const translation = translate(Hl7Message.parse(oru(`OBX|1|${type}|2345-7^Glucose^LN||<>^5|mg/dL|||||F`)), MAPS);
       expect(translation, type).toMatchObject({ ok: false, ack: 'AE', error: { location } });
     }
     for (const nm of ['0x10', '0b11', '1e3', 'Infinity', '5~6', '1,5']) {
-      const translation = translate(Hl7Message.parse(oru(`OBX|1|NM|2345-7^Glucose^LN||${nm}|mg/dL|||||F`)), loadMappings());
+      const translation = translate(Hl7Message.parse(oru(`OBX|1|NM|2345-7^Glucose^LN||${nm}|mg/dL|||||F`)), MAPS);
       expect(translation, nm).toMatchObject({ ok: false, ack: 'AE', error: { location: expect.stringMatching(/^OBX-5(\.\d)?$/) } });
     }
     // A type the maps read no value of, its value given: AE naming OBX-2, not an Observation without its value.
     for (const type of ['ZZ', 'RP']) {
-      const translation = translate(Hl7Message.parse(oru(`OBX|1|${type}|2345-7^Glucose^LN||^TEXT^^A^Zm9v||||||F`)), loadMappings());
+      const translation = translate(Hl7Message.parse(oru(`OBX|1|${type}|2345-7^Glucose^LN||^TEXT^^A^Zm9v||||||F`)), MAPS);
       expect(translation, type).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-2' } });
     }
     // (An ED is the report as presented, its text as given: no Observation.)
-    const ed = translate(Hl7Message.parse(oru('OBX|1|ED|2345-7^Glucose^LN||^TEXT^^A^Zm9v||||||F')), loadMappings());
+    const ed = translate(Hl7Message.parse(oru('OBX|1|ED|2345-7^Glucose^LN||^TEXT^^A^Zm9v||||||F')), MAPS);
     expect(ed.ok && ed.resources.find((r) => r.resourceType === 'DiagnosticReport')).toMatchObject({ presentedForm: [{ contentType: 'text/plain', data: Buffer.from('Zm9v').toString('base64'), title: 'Glucose' }] });
     for (const [nm, value] of [['+5', 5], ['-0.5', -0.5], ['.5', 0.5], ['5.', 5], [' 12 ', 12]] as const) expect(observationsOf(`OBX|1|NM|2345-7^Glucose^LN||${nm}|mg/dL|||||F`)[0].valueQuantity.value, nm).toBe(value);
   });
   it('a number with more significant digits than a double keeps (15) is AE naming OBX-5, never stored rounded (an attacker\'s review: 23 digits became another number)', () => {
     for (const [nm, type] of [['12345678901234567890123', 'NM'], ['0.1234567890123456', 'NM'], ['^1234567890123456^:^2', 'SN'], ['^1^/^1234567890.1234567', 'SN']]) {
-      const translation = translate(Hl7Message.parse(oru(`OBX|1|${type}|2345-7^Glucose^LN||${nm}|mg/dL|||||F`)), loadMappings());
+      const translation = translate(Hl7Message.parse(oru(`OBX|1|${type}|2345-7^Glucose^LN||${nm}|mg/dL|||||F`)), MAPS);
       expect(translation, nm).toMatchObject({ ok: false, ack: 'AE', error: { location: expect.stringMatching(/^OBX-5(\.\d)?$/), text: expect.stringMatching(/significant digits/) } });
     }
     // Fifteen, and zeros that only place the point, are kept exactly.
@@ -288,7 +290,7 @@ describe("a numeric result beyond what the analyser measures, in NM as laborator
   });
   it('what is no comparator and a number stays AE naming OBX-5: not equal (FHIR has no <>), two comparators, a comparator alone, a number after words', () => {
     for (const value of ['<>5', '<<5', '<', '>=', '< 5 6', '<five', 'approx 5']) {
-      const translation = translate(Hl7Message.parse(oru(`OBX|1|NM|2345-7^Glucose^LN||${value}|mg/dL|||||F`)), loadMappings());
+      const translation = translate(Hl7Message.parse(oru(`OBX|1|NM|2345-7^Glucose^LN||${value}|mg/dL|||||F`)), MAPS);
       expect(translation, value).toMatchObject({ ok: false, ack: 'AE', error: { location: expect.stringMatching(/^OBX-5(\.\d)?$/) } });
     }
   });
@@ -306,7 +308,7 @@ describe('a result written with trailing zeros (found in a review of the v2 maps
   it('the Observation it gives is valid FHIR, and a lab result read through Connect shows the places (value_precision)', () => {
     const [o] = observationsOf('OBX|1|NM|2345-7^Glucose^LN||1.10|mg/dL|||||F');
     expect(() => validateFhirResource(o)).not.toThrow();
-    const { connect } = loadMappings().get('lab-result').readFhir(o, {});
+    const { connect } = MAPS.get('lab-result').readFhir(o, {});
     expect(connect).toMatchObject({ value_numeric: 1.1, value_precision: 2 });
   });
 });
@@ -314,13 +316,13 @@ describe('a result written with trailing zeros (found in a review of the v2 maps
 describe("a test's alternate code (found in a review of the v2 maps: a laboratory's local code with LOINC as the alternate, OBX-3.4-6, lost the LOINC)", () => {
   const LOINC = 'http://loinc.org';
   it('OBX-3 and OBR-4 give a coding of each identifier, the alternate second; a lab result read through Connect finds its LOINC code', () => {
-    const translation = translate(Hl7Message.parse(oru('OBX|1|NM|GLU^Glucose^L^2345-7^Glucose [Mass/volume] in Serum^LN||182|mg/dL|||||F').replace('24323-8^CMP^LN', 'CMP^Chem panel^L^24323-8^Comprehensive metabolic panel^LN')), loadMappings());
+    const translation = translate(Hl7Message.parse(oru('OBX|1|NM|GLU^Glucose^L^2345-7^Glucose [Mass/volume] in Serum^LN||182|mg/dL|||||F').replace('24323-8^CMP^LN', 'CMP^Chem panel^L^24323-8^Comprehensive metabolic panel^LN')), MAPS);
     if (!translation.ok) throw new Error(JSON.stringify(translation.error));
     const observation = translation.resources.find((r) => r.resourceType === 'Observation') as any;
     expect(observation.code).toEqual({ coding: [{ code: 'GLU' }, { system: LOINC, code: '2345-7', display: 'Glucose [Mass/volume] in Serum' }], text: 'Glucose' });
     const report = translation.resources.find((r) => r.resourceType === 'DiagnosticReport') as any;
     expect(report.code).toEqual({ coding: [{ code: 'CMP' }, { system: LOINC, code: '24323-8', display: 'Comprehensive metabolic panel' }], text: 'Chem panel' });
-    expect(loadMappings().get('lab-result').readFhir(observation, {}).connect).toMatchObject({ loinc_code: '2345-7', test_name: 'Glucose' });
+    expect(MAPS.get('lab-result').readFhir(observation, {}).connect).toMatchObject({ loinc_code: '2345-7', test_name: 'Glucose' });
     // LOINC first and the local code as the alternate: the same two codings, LOINC's first.
     const [swapped] = observationsOf('OBX|1|NM|2345-7^Glucose^LN^GLU^Glucose^L||182|mg/dL|||||F');
     expect(swapped.code).toEqual({ coding: [{ system: LOINC, code: '2345-7' }, { code: 'GLU', display: 'Glucose' }], text: 'Glucose' });
@@ -329,14 +331,14 @@ describe("a test's alternate code (found in a review of the v2 maps: a laborator
 
 describe("a report whose OBR-25 is empty (found in a review of the agent's leftovers: AE, though v2 makes the result status optional in OBR)", () => {
   it('is a DiagnosticReport of status unknown, its results with their own (OBX-11); a status outside table 0123 is still AE naming OBR-25', () => {
-    const translated = (status: string) => translate(Hl7Message.parse(oru('OBX|1|NM|2345-7^Glucose^LN||182|mg/dL|||||F').replace(/\|F(\r|$)/, `|${status}$1`)), loadMappings());
+    const translated = (status: string) => translate(Hl7Message.parse(oru('OBX|1|NM|2345-7^Glucose^LN||182|mg/dL|||||F').replace(/\|F(\r|$)/, `|${status}$1`)), MAPS);
     const empty = translated('');
     if (!empty.ok) throw new Error(JSON.stringify(empty.error));
     const report = empty.resources.find((r) => r.resourceType === 'DiagnosticReport') as any;
     expect(report.status).toBe('unknown');
     expect(validateFhirResource(report)).toBeUndefined();
     expect(empty.resources.find((r) => r.resourceType === 'Observation')).toMatchObject({ status: 'final' });
-    expect(loadMappings().get('diagnostic-report').readFhir(report, {}).connect).toMatchObject({ status: 'unknown' });
+    expect(MAPS.get('diagnostic-report').readFhir(report, {}).connect).toMatchObject({ status: 'unknown' });
     expect(translated('Q')).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBR-25' } });
   });
 });
@@ -344,7 +346,7 @@ describe("a report whose OBR-25 is empty (found in a review of the agent's lefto
 describe("the report's diagnostic service section (found in a review of the v2 maps: OBR-24 MB, a microbiology report, was written as LAB)", () => {
   const V2_0074 = 'http://terminology.hl7.org/CodeSystem/v2-0074';
   const translated = (section: string) =>
-    translate(Hl7Message.parse(oru('OBX|1|ST|600-7^Blood culture^LN||No growth||||||F').replace('||||||||||||||||||F', `${'|'.repeat(17)}${section}|F`)), loadMappings());
+    translate(Hl7Message.parse(oru('OBX|1|ST|600-7^Blood culture^LN||No growth||||||F').replace('||||||||||||||||||F', `${'|'.repeat(17)}${section}|F`)), MAPS);
   it('OBR-24 is the DiagnosticReport category (table 0074), LAB when the message gives none', () => {
     for (const [section, code] of [['MB', 'MB'], ['HM', 'HM'], ['', 'LAB'], ['""', 'LAB']]) {
       const translation = translated(section);
@@ -373,14 +375,14 @@ describe('a date or a date-time result (found by an outside laboratory integrato
     expect(month.valueDateTime).toBe('2026-11');
     expect(dtm.valueDateTime).toBe('2026');
     for (const o of [ts, dt]) expect(o.valueQuantity ?? o.valueString).toBeUndefined();
-    const refused = translate(Hl7Message.parse(oru('OBX|1|DT|11778-8^Delivery date^LN||2026-11-27||||||F')), loadMappings());
+    const refused = translate(Hl7Message.parse(oru('OBX|1|DT|11778-8^Delivery date^LN||2026-11-27||||||F')), MAPS);
     expect(refused).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-5.1', condition: ErrorCondition.dataType } });
   });
 });
 
 describe("whose results they are, as vendors write identifiers (found by a review with vendors' messages: results filed on another patient or on a duplicate, under AA)", () => {
   const ids = (text: string, type: string) => {
-    const translation = translate(Hl7Message.parse(text), loadMappings());
+    const translation = translate(Hl7Message.parse(text), MAPS);
     if (!translation.ok) throw new Error(`refused: ${JSON.stringify(translation.error)}`);
     return translation.resources.filter((r) => r.resourceType === type).map((r) => r.id);
   };
@@ -417,7 +419,7 @@ describe("whose results they are, as vendors write identifiers (found by a revie
 
 describe("what vendors' messages say of times, forms and kinds of result (found by the same review: shifted, dropped, refused or misfiled)", () => {
   const translated = (...lines: string[]) => {
-    const translation = translate(Hl7Message.parse(lines.join('\r')), loadMappings());
+    const translation = translate(Hl7Message.parse(lines.join('\r')), MAPS);
     if (!translation.ok) throw new Error(`refused: ${JSON.stringify(translation.error)}`);
     return translation.resources as any[];
   };
@@ -446,9 +448,9 @@ describe("what vendors' messages say of times, forms and kinds of result (found 
     expect(report.result).toHaveLength(1);
     // A PDF over 1 MiB (the longest string Pont keeps but an attachment's data) is taken, as Pont takes it.
     const large = 'A'.repeat(1_200_000);
-    const big = translate(Hl7Message.parse([...lines, `OBX|2|ED|PDF^Pathology report PDF^L||BEAKER^AP^PDF^Base64^${large}||||||F`].join('\r')), loadMappings());
+    const big = translate(Hl7Message.parse([...lines, `OBX|2|ED|PDF^Pathology report PDF^L||BEAKER^AP^PDF^Base64^${large}||||||F`].join('\r')), MAPS);
     expect(big.ok && (big.resources.find((r) => r.resourceType === 'DiagnosticReport') as any).presentedForm[0].data.length).toBe(large.length);
-    const refused = translate(Hl7Message.parse([...lines, 'OBX|2|ED|PDF^Pathology report PDF^L||BEAKER^AP^PDF^UUENCODE^begin 644||||||F'].join('\r')), loadMappings());
+    const refused = translate(Hl7Message.parse([...lines, 'OBX|2|ED|PDF^Pathology report PDF^L||BEAKER^AP^PDF^UUENCODE^begin 644||||||F'].join('\r')), MAPS);
     expect(refused).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBX-5' } });
   });
   it("a radiology report's findings are imaging, an ECG's a procedure, and a section without a kind of its own laboratory", () => {
@@ -467,7 +469,7 @@ describe("what vendors' messages say of times, forms and kinds of result (found 
 describe('an A40 that merges a record into itself (found by an outside probe: it replaced itself)', () => {
   it('is AE naming MRG-1', () => {
     const a40 = (mrg: string) =>
-      translate(Hl7Message.parse(['MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A40^ADT_A39|C9|P|2.5.1', 'PID|1||P1^^^GHH^MR||DOE^JO', `MRG|${mrg}`].join('\r')), loadMappings());
+      translate(Hl7Message.parse(['MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A40^ADT_A39|C9|P|2.5.1', 'PID|1||P1^^^GHH^MR||DOE^JO', `MRG|${mrg}`].join('\r')), MAPS);
     expect(a40('P1^^^GHH^MR')).toMatchObject({ ok: false, ack: 'AE', error: { location: 'MRG-1' } });
     expect(a40('P0^^^GHH^MR').ok).toBe(true);
   });
@@ -485,7 +487,7 @@ describe('an address of two lines (found by an outside probe: the apartment was 
   it('PID-11.2 is the second line', () => {
     const translation = translate(
       Hl7Message.parse(['MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A04^ADT_A01|C9|P|2.5.1', 'PID|1||P1^^^GHH^MR||DOE^JO||19700101|F|||12 MAIN ST^APT 5^SPRINGFIELD^IL^62701^USA'].join('\r')),
-      loadMappings(),
+      MAPS,
     );
     expect(translation.ok).toBe(true);
     if (!translation.ok) return;
@@ -494,7 +496,7 @@ describe('an address of two lines (found by an outside probe: the apartment was 
 });
 
 /** An ADT^A04 of this PID (its other segments none), translated. */
-const a04 = (pid: string) => translate(Hl7Message.parse(['MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A04^ADT_A01|C9|P|2.5.1', pid].join('\r')), loadMappings());
+const a04 = (pid: string) => translate(Hl7Message.parse(['MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A04^ADT_A01|C9|P|2.5.1', pid].join('\r')), MAPS);
 const patientOf = (pid: string): any => {
   const translation = a04(pid);
   if (!translation.ok) throw new Error(`refused: ${JSON.stringify(translation.error)}`);
@@ -511,7 +513,7 @@ describe('a birth date of a year, or a year and month (found by an outside labor
     expect(a04('PID|1||P1^^^GHH^MR||DOE^JO||1980-05|F')).toMatchObject({ ok: false, ack: 'AE', error: { location: 'PID-7' } });
     expect(a04('PID|1||P1^^^GHH^MR||DOE^JO||198013|F')).toMatchObject({ ok: false, ack: 'AE', error: { location: 'PID-7', condition: ErrorCondition.dataType } });
     // A map that copied a birth time into birthDate (a FHIR date) is refused, never written as invalid FHIR.
-    expect(() => loadMappings().get('v2-patient').toFhir({ id: 'P1', mrn: 'P1', birth_date: '1980-05-15T08:30:00+01:00' })).toThrow(/has a time/);
+    expect(() => MAPS.get('v2-patient').toFhir({ id: 'P1', mrn: 'P1', birth_date: '1980-05-15T08:30:00+01:00' })).toThrow(/has a time/);
   });
 });
 
@@ -569,7 +571,7 @@ describe('acknowledgements', () => {
     expect(buildAck({ message: current, code: 'AE', error: { location: 'OBX-5.1', condition: ErrorCondition.dataType, text }, now, controlId: 'A4' })!.split('\r')[1]).toBe('MSA|AE|C9|Application error');
   });
   it('ERR-2 names the segment of the error among those of its name (found by an outside probe: the second OBX was OBX^1)', () => {
-    const maps = loadMappings();
+    const maps = MAPS;
     const oru = (version: string) =>
       Hl7Message.parse(
         [
@@ -591,7 +593,7 @@ describe('acknowledgements', () => {
   it('a NUL in MSH-10 (or any field the ACK echoes) never reaches the ACK: it is escaped \\X00\\ (found by an outside probe: MSA-2 carried it raw)', () => {
     const text = 'MSH|^~\\&|LAB\u0000|GHH|PONT|FAC|20240116||ADT^A04^ADT_A01|C\u00009|P|2.5.1\rPID|1||P1^^^GHH^MR||DOE^JO';
     const m = Hl7Message.parse(text);
-    const translation = translate(m, loadMappings(), text);
+    const translation = translate(m, MAPS, text);
     expect(translation).toMatchObject({ ok: false, ack: 'AE', error: { location: 'MSH-3' } });
     if (translation.ok) return;
     const ack = buildAck({ message: m, code: 'AE', error: translation.error, now, controlId: 'A4' })!;
@@ -619,7 +621,7 @@ describe('what Pont would refuse of a batch however often it is sent (found by a
     expect(nulAt('MSH|^~\\&|LAB\rPID|1||X||VEC')).toBeUndefined();
   });
   it('a NUL written as an escape (\\X00\\), or in MSH-12, is AE naming its field; a year 0000 is no date (an attacker’s review: AA, then refused by Pont and lost)', () => {
-    const maps = loadMappings();
+    const maps = MAPS;
     const adt = (msh12: string, pid: string) => Hl7Message.parse([`MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A04^ADT_A01|C9|P|${msh12}`, pid].join('\r'));
     expect(translate(adt('2.5.1', 'PID|1||P1^^^GHH^MR||A\\X00\\B^EVE'), maps, 'x')).toMatchObject({ ok: false, ack: 'AE', error: { location: 'PID-5.1.1' } });
     const inVersion = 'MSH|^~\\&|ADT|GHH|PONT|FAC|20240116||ADT^A04^ADT_A01|C9|P|2.5\u0000.1\rPID|1||P1^^^GHH^MR';
@@ -881,7 +883,7 @@ describe('a value of spaces alone (an attacker\'s review: AA, then FHIR Pont ref
       'NTE|1|| ',
       'OBX|2|ST|5778-6^Color^LN||  ||||||F',
     ].join('\r');
-    const translation = translate(Hl7Message.parse(message), loadMappings());
+    const translation = translate(Hl7Message.parse(message), MAPS);
     if (!translation.ok) throw new Error(JSON.stringify(translation.error));
     for (const resource of translation.resources) expect(() => validateFhirResource(resource as never), JSON.stringify(resource)).not.toThrow();
     const patient = translation.resources.find((r) => r.resourceType === 'Patient') as any;
@@ -906,7 +908,7 @@ describe('facts an ORU or an ADT states, lost under AA (found by a laboratory in
     expect(textOnly.valueCodeableConcept).toEqual({ text: 'Positive, confirmed by neutralisation' });
     const [altOnly] = observationsOf('OBX|1|CE|600-7^Culture^LN||^^^3092008^Staphylococcus aureus^SCT||||||F');
     expect(altOnly.valueCodeableConcept.coding).toContainEqual({ system: SCT, code: '3092008', display: 'Staphylococcus aureus' });
-    const two = translate(Hl7Message.parse(oru('OBX|1|CWE|600-7^Culture^LN|1|3092008^Staphylococcus aureus^SCT~112283007^Escherichia coli^SCT||||||F')), loadMappings());
+    const two = translate(Hl7Message.parse(oru('OBX|1|CWE|600-7^Culture^LN|1|3092008^Staphylococcus aureus^SCT~112283007^Escherichia coli^SCT||||||F')), MAPS);
     expect(two).toMatchObject({ ok: false, ack: 'AE', error: { location: expect.stringMatching(/^OBX-5/) } });
   });
   it('a unit given as text only (OBX-6.2) is the unit; a UCUM code given as the alternate (OBX-6.4, 6.6 UCUM) is its code', () => {
@@ -933,7 +935,7 @@ const seg = (name: string, fields: Record<number, string>) => {
 
 /** The resources a message of these segments gives (it must translate). */
 function resourcesOf(...segments: string[]): any[] {
-  const translation = translate(Hl7Message.parse(segments.join('\r')), loadMappings());
+  const translation = translate(Hl7Message.parse(segments.join('\r')), MAPS);
   if (!translation.ok) throw new Error(`refused: ${JSON.stringify(translation.error)}`);
   for (const resource of translation.resources) expect(() => validateFhirResource(resource as never), JSON.stringify(resource)).not.toThrow();
   return translation.resources;
@@ -1114,7 +1116,7 @@ describe('the specimen of a result (SPM; found by a laboratory integrator\'s rev
 describe("found by a laboratory integrator's second review of the v2 maps (stop 72)", () => {
   const MSH_ORU = (version = '2.5.1') => `MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ORU^R01^ORU_R01|C9|P|${version}`;
   const obr = (fields: Record<number, string>) => seg('OBR', { 1: '1', 2: 'O1^OE', 3: 'F1^LAB', 4: '24323-8^CMP^LN', 7: '20240116093000', 25: 'F', ...fields });
-  const refusal = (...segments: string[]) => translate(Hl7Message.parse(segments.join('\r')), loadMappings());
+  const refusal = (...segments: string[]) => translate(Hl7Message.parse(segments.join('\r')), MAPS);
 
   it('each PID of an ORU (a PATIENT_RESULT group) is the patient of the reports and results that follow it, with its own visit; never the first patient\'s', () => {
     const resources = resourcesOf(MSH_ORU(),
@@ -1226,7 +1228,7 @@ describe('what Pont\'s validation would refuse is AE at once, never AA and then 
   const MSH_ORU = 'MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||ORU^R01^ORU_R01|C9|P|2.5.1';
   const PID = 'PID|1||P1^^^GHH^MR||DOE^JO';
   const obr = (fields: Record<number, string>) => seg('OBR', { 1: '1', 2: 'O1^OE', 3: 'F1^LAB', 4: '24323-8^CMP^LN', 7: '20240116093000', 25: 'F', ...fields });
-  const t = (...segments: string[]) => translate(Hl7Message.parse(segments.join('\r')), loadMappings());
+  const t = (...segments: string[]) => translate(Hl7Message.parse(segments.join('\r')), MAPS);
 
   it('a period that ends before it starts (OBR-8 before OBR-7, SPM-17, PV1-45 before PV1-44) is AE naming its segment', () => {
     expect(t(MSH_ORU, PID, obr({ 8: '20240116080000' }), 'OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|||||F')).toMatchObject({ ok: false, ack: 'AE', error: { location: 'OBR', condition: ErrorCondition.dataType, text: expect.stringMatching(/ends before it starts/) } });
@@ -1242,7 +1244,7 @@ describe('what Pont\'s validation would refuse is AE at once, never AA and then 
 describe("found by an attacker's review of the v2 agent (stop 72)", () => {
   const MSH = (type = 'ORU^R01^ORU_R01') => `MSH|^~\\&|LAB|GHH|PONT|FAC|20240116||${type}|C9|P|2.5.1`;
   const obr = (filler = 'F1') => seg('OBR', { 1: '1', 2: 'O1^OE', 3: `${filler}^LAB`, 4: '24323-8^CMP^LN', 7: '20240116093000', 25: 'F' });
-  const t = (...segments: string[]) => translate(Hl7Message.parse(segments.join('\r')), loadMappings(), segments.join('\r'));
+  const t = (...segments: string[]) => translate(Hl7Message.parse(segments.join('\r')), MAPS, segments.join('\r'));
 
   it('an MRG outside an A40 merges nothing: no Patient of an ORU or an A08 replaces the record it names', () => {
     const oru = resourcesOf(MSH(), 'PID|1||P1^^^GHH^MR||DOE^JO', obr(), 'OBX|1|NM|2345-7^Glucose^LN||5.5|mmol/L|||||F', 'MRG|OTHER^^^GHH^MR');

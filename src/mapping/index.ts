@@ -141,8 +141,9 @@ function compileDirectory(dir: string): CompiledDirectory {
 }
 
 /**
- * Compiles every `*.map.yaml` of `dir` (default: the repository's `mappings/`), once. A bad map throws a
- * MappingError naming the first problem's file, line and column; its message lists every problem, one per line.
+ * Compiles every `*.map.yaml` of `dir` (default: the repository's `mappings/`), anew at each call: a caller that
+ * reads them often keeps the set. A bad map throws a MappingError naming the first problem's file, line and column;
+ * its message lists every problem, one per line.
  */
 export function loadMappings(dir: string = defaultMappingsDir): MappingSet {
   const { maps, problems } = compileDirectory(dir);
