@@ -139,6 +139,36 @@ describe('transaction bundles', () => {
     expect(found.entry[0].resource.name[0].family).toBe('Second');
   });
 
+  it("resolves a conditional reference (Patient?identifier=…) to the one resource it matches; none or several fail the transaction; outside a transaction it is a 400 (found by another vendor's writer: stored as written, the data was no patient's)", async () => {
+    const patient = await api.call('/Patient', { method: 'POST', json: { resourceType: 'Patient', identifier: [{ system: 'urn:t', value: 'condref-1' }] } });
+    expect(patient.status).toBe(201);
+    const observation = (subject: string, code = 'condref') => ({ resource: { resourceType: 'Observation', status: 'final', code: { text: code }, subject: { reference: subject } }, request: { method: 'POST', url: 'Observation' } });
+    const ok = await post({ resourceType: 'Bundle', type: 'transaction', entry: [observation('Patient?identifier=urn:t|condref-1'), observation('Patient?identifier=urn:t%7Ccondref-1', 'condref-2')] });
+    expect(ok.status).toBe(200);
+    for (const entry of ok.body.entry) {
+      const stored = (await api.call(new URL(entry.response.location).pathname.replace(/^.*\/R4/, '').replace(/\/_history\/\d+$/, ''))).body;
+      expect(stored.subject).toEqual({ reference: `Patient/${patient.body.id}` });
+    }
+    expect(await count(`/Observation?patient=Patient/${patient.body.id}`)).toBe(2);
+    // No match, or several: the transaction fails and writes nothing.
+    const before = await count('/Observation?code:text=condref-none');
+    const none = await post({ resourceType: 'Bundle', type: 'transaction', entry: [observation('Patient?identifier=urn:t|nobody', 'condref-none')] });
+    expect(none.status).toBe(400);
+    expect(none.body.issue[0].diagnostics).toMatch(/entry\[0\].*Patient\?identifier=urn:t\|nobody.*no Patient/);
+    await api.call('/Patient', { method: 'POST', json: { resourceType: 'Patient', identifier: [{ system: 'urn:t', value: 'condref-twice' }] } });
+    await api.call('/Patient', { method: 'POST', json: { resourceType: 'Patient', identifier: [{ system: 'urn:t', value: 'condref-twice' }] } });
+    const several = await post({ resourceType: 'Bundle', type: 'transaction', entry: [observation('Patient?identifier=urn:t|condref-twice', 'condref-none')] });
+    expect(several.status).toBe(412);
+    expect(await count('/Observation?code:text=condref-none')).toBe(before);
+    // Anywhere else (a plain create, an update, a batch's entry) a conditional reference is refused, never stored as a string.
+    const plain = await api.call('/Observation', { method: 'POST', json: observation('Patient?identifier=urn:t|condref-1', 'condref-none').resource });
+    expect(plain.status).toBe(400);
+    expect(plain.body.issue[0].diagnostics).toMatch(/Observation\.subject refers to Patient\?identifier=urn:t\|condref-1, a conditional reference.*transaction/);
+    const batch = await post({ resourceType: 'Bundle', type: 'batch', entry: [observation('Patient?identifier=urn:t|condref-1', 'condref-none')] });
+    expect(batch.body.entry[0].response.status).toMatch(/^400/);
+    expect(await count('/Observation?code:text=condref-none')).toBe(before);
+  });
+
   it('refuses malformed bundles with 400', async () => {
     for (const body of [
       { resourceType: 'Patient' },

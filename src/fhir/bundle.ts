@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Bundle, BundleEntry, BundleEntryResponse, OperationOutcome, Resource } from '@medplum/fhirtypes';
 import { ApiError, ErrorCode, badRequest, operationOutcome } from '../core/errors';
+import { CONDITIONAL_REFERENCE } from './compartment';
 import { patchOfEntry, type Patch } from './patch';
 import type { FhirRepository } from './repository';
 import { checkType, ID_PATTERN } from './store/types';
@@ -75,7 +76,19 @@ function parseEntry(entry: BundleEntry, index: number, base: string): ParsedEntr
   return parsed;
 }
 
-/** Replaces references to bundle-local fullUrls (urn:uuid:…, or ours) with the ids they were given. */
+/** The conditional references (`Type?search`) anywhere in `value`, contained resources too, each once. */
+function conditionalReferences(value: unknown, out = new Set<string>()): Set<string> {
+  if (Array.isArray(value)) for (const v of value) conditionalReferences(v, out);
+  else if (value && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) {
+      if (k === 'reference' && typeof v === 'string' && CONDITIONAL_REFERENCE.test(v)) out.add(v);
+      else conditionalReferences(v, out);
+    }
+  }
+  return out;
+}
+
+/** Replaces references to bundle-local fullUrls (urn:uuid:…, or ours) and resolved conditional references with the ids they were given. */
 function rewriteReferences(value: unknown, ids: Map<string, string>): unknown {
   if (Array.isArray(value)) return value.map((v) => rewriteReferences(v, ids));
   if (value && typeof value === 'object') {
@@ -111,7 +124,8 @@ export interface BundleOptions {
   returnResources: boolean;
   /**
    * Check the references of the written resources later, all at once (`pont import`: files may refer to
-   * each other in any order). Everything else checks them in the write's transaction.
+   * each other in any order), and resolve no conditional reference (stored as written). Everything else checks them
+   * in the write's transaction.
    */
   deferReferenceCheck?: boolean;
 }
@@ -168,6 +182,24 @@ async function processTransaction(repo: FhirRepository, entries: BundleEntry[], 
         throw errorAt(p.index, err);
       }
       if (p.fullUrl && p.id && p.method !== 'GET' && p.method !== 'DELETE') ids.set(p.fullUrl, `${p.resourceType}/${p.id}`);
+    }
+    // 1b. Conditional references (`Patient?identifier=…`): each the one resource its search matches before any write,
+    // as the caller may see it (FHIR http.html "Transactions"); none, or several (412), fail the transaction. An import
+    // (its references checked once it is done: files in any order) resolves none, as a later file may load the match:
+    // they are stored as written, as before.
+    for (const p of options.deferReferenceCheck ? [] : parsed) {
+      if (p.method === 'GET' || p.method === 'DELETE' || skip.has(p.index)) continue;
+      for (const reference of conditionalReferences(p.resource)) {
+        if (ids.has(reference)) continue;
+        try {
+          const [, type, criteria] = CONDITIONAL_REFERENCE.exec(reference)!;
+          const match = await repo.matchOne(type!, criteria!, `the conditional reference ${reference}`);
+          if (!match) throw badRequest(`the conditional reference ${reference} matches no ${type} the caller may see: it must match exactly one`);
+          ids.set(reference, `${type}/${match.id}`);
+        } catch (err) {
+          throw errorAt(p.index, err);
+        }
+      }
     }
     // 2. Every write in one batch, references rewritten; then reads, which see the writes.
     const writes = parsed.filter((p) => p.method !== 'GET' && !skip.has(p.index));

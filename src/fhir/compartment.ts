@@ -73,10 +73,16 @@ export interface Link {
 }
 
 /**
+ * A conditional reference (`Patient?identifier=http://hospital.example|123`): a search, which only a transaction
+ * resolves, to the one resource it matches (src/fhir/bundle.ts; FHIR http.html "Transactions").
+ */
+export const CONDITIONAL_REFERENCE = /^([A-Z][A-Za-z]*)\?(.+)$/;
+
+/**
  * Every reference of `resource` to a resource on this server (`Type/id`, `Type/id/_history/n`, or an
  * absolute URL under `localBase`), wherever it is: not only where a SearchParameter looks. Contained
  * (`#id`), external and `urn:` references are not links; `unresolved` lists the `urn:uuid:` ones (meaningful
- * only inside the Bundle that defined them).
+ * only inside the Bundle that defined them) and the conditional ones (only a transaction resolves them).
  */
 export function linksOf(resource: Resource, localBase: string): { links: Link[]; unresolved: Link[] } {
   const links: Link[] = [];
@@ -89,7 +95,7 @@ export function linksOf(resource: Resource, localBase: string): { links: Link[];
     } else if (value !== null && typeof value === 'object') {
       for (const [key, v] of Object.entries(value)) {
         if (key === 'reference' && typeof v === 'string') {
-          if (v.startsWith('urn:uuid:')) unresolved.push({ targetType: '', targetId: v, path });
+          if (v.startsWith('urn:uuid:') || CONDITIONAL_REFERENCE.test(v)) unresolved.push({ targetType: '', targetId: v, path });
           const target = referenceTarget(v, localBase);
           if (target && target[0] !== '') links.push({ targetType: target[0], targetId: target[1], path });
         } else if (key !== 'contained') {

@@ -21,7 +21,7 @@ import type { ReadLimits } from '../policy/read-limits';
 import { filterSql } from './search/sql';
 import { applyResourcePatch, type Patch } from './patch';
 import { validateFhirResource } from './validate';
-import { accessPatients, linksOf, patientsOf, unplacedReason } from './compartment';
+import { accessPatients, CONDITIONAL_REFERENCE, linksOf, patientsOf, unplacedReason } from './compartment';
 import { referenceTarget } from './indexer';
 import { filedPatients, withFiledPatients } from './store/filed';
 import { hashKey } from '../core/hash';
@@ -1158,7 +1158,13 @@ export async function checkReferences(sql: Queryable, base: string, items: Write
   }
   // The first offending entry is the one named, whichever kind of problem it has.
   if (unresolved && (!missing || unresolved.index <= missing.index))
-    throw referenceError(400, `${label(unresolved.index)}${unresolved.path} refers to ${unresolved.reference}, which no entry of the Bundle defines`, unresolved.path);
+    throw referenceError(
+      400,
+      CONDITIONAL_REFERENCE.test(unresolved.reference)
+        ? `${label(unresolved.index)}${unresolved.path} refers to ${unresolved.reference}, a conditional reference: only a transaction resolves one (to the one resource its search matches); elsewhere refer to the resource by its id`
+        : `${label(unresolved.index)}${unresolved.path} refers to ${unresolved.reference}, which no entry of the Bundle defines`,
+      unresolved.path,
+    );
   if (missing) throw referenceError(400, `${label(missing.index)}${missing.path} refers to ${missing.type}/${missing.id}, which does not exist`, missing.path);
   const crossed = await anotherPatientsEncounter(sql, base, results, targets);
   if (crossed)
