@@ -878,6 +878,9 @@ describe('what an outside probe of stop 68 found (US Core exports, Epic- and Cer
       const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', headers: { 'idempotency-key': `culture-${section}-back` }, json: { health_id: healthId, record } });
       expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
       expect(pushed.body.not_written, section).toEqual([]);
+      // The answer says what was written: a report, which is also the report that issues it (found by another vendor's
+      // writer: `diagnostic_report_id: null` beside the report's id).
+      expect(pushed.body.diagnostic_report_id, section).toBe(pushed.body.lab_result_id);
       const written = (await call(operator, `/api/fhir/R4/DiagnosticReport/${pushed.body.lab_result_id}`)).body;
       expect(written.category, section).toEqual([{ coding: [{ system: V2_0074, code: section }] }]);
     }

@@ -363,7 +363,7 @@ export class RecordsService {
    * through the map it was read with (its source's tag names the map), as a new resource of the patient of the
    * Health ID, the pushing organisation its author. `written`: the record read back from what was written.
    */
-  async pushRecord(repo: FhirRepository, healthId: string, type: string, pushed: ConnectRecord): Promise<{ id: string; createdAt: string; written: ConnectRecord; notWritten: string[] }> {
+  async pushRecord(repo: FhirRepository, healthId: string, type: string, pushed: ConnectRecord): Promise<{ id: string; resourceType: string; createdAt: string; written: ConnectRecord; notWritten: string[] }> {
     const { sources } = this.type(type);
     const tags = tagNames(this.type(type));
     const source = sources.find((s) => tags.every((t) => pushed[t] == null || pushed[t] === s.tag?.[t]));
@@ -398,7 +398,7 @@ export class RecordsService {
       // What the record gave that the FHIR written does not hold as given (a field read only: a name Pont reads from
       // another resource, a code system's words): said, so that a record pushed back is not taken as written whole.
       const notWritten = Object.keys(fields).filter((f) => f !== 'id' && f !== 'patient_id' && given(fields[f]) && !isDeepStrictEqual(fields[f], readBack[f] ?? null));
-      return { id, createdAt: new Date().toISOString(), written: readBack, notWritten };
+      return { id, resourceType: resource.resourceType, createdAt: new Date().toISOString(), written: readBack, notWritten };
     });
   }
 

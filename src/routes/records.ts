@@ -151,7 +151,7 @@ const LabResultPushed = z
   .object({
     health_id: z.string(),
     lab_result_id: z.string().describe('The FHIR resource written: the Observation (a record from a report: its DiagnosticReport)'),
-    diagnostic_report_id: z.string().nullable().describe('The FHIR DiagnosticReport that issues it (none for a pushed `record` of an Observation)'),
+    diagnostic_report_id: z.string().nullable().describe('The FHIR DiagnosticReport that issues it (a pushed `record` from a report: that report, also lab_result_id; of an Observation: none)'),
     flagged: z.boolean().nullable().describe('Whether an interpretation other than normal was stored; null when none was'),
     flag: z.string().nullable().describe('The interpretation code stored, null when none'),
     created_at: z.string(),
@@ -324,8 +324,10 @@ export function recordRoutes(services: Services): RouteSpec[] {
       responses: { 201: { description: 'Created', schema: LabResultPushed, headers: idempotencyHeader }, ...pushErrors },
       async handler({ body, repo }) {
         if (body.record) {
-          const { id, createdAt, written, notWritten } = await records.pushRecord(repo, body.health_id, 'lab_results', body.record);
-          return { status: 201, body: { health_id: body.health_id, lab_result_id: id, diagnostic_report_id: null, ...flagOf(written.flag), created_at: createdAt, not_written: notWritten } };
+          const { id, resourceType, createdAt, written, notWritten } = await records.pushRecord(repo, body.health_id, 'lab_results', body.record);
+          // A record read from a report is written as the report: the result is the report that issues it.
+          const report = resourceType === 'DiagnosticReport' ? id : null;
+          return { status: 201, body: { health_id: body.health_id, lab_result_id: id, diagnostic_report_id: report, ...flagOf(written.flag), created_at: createdAt, not_written: notWritten } };
         }
         return { status: 201, body: await records.pushLabResult(repo, body as LabResultPush) };
       },

@@ -1260,7 +1260,7 @@ export type LabResultPushed = {
     health_id: string;
     /** The FHIR resource written: the Observation (a record from a report: its DiagnosticReport) */
     lab_result_id: string;
-    /** The FHIR DiagnosticReport that issues it (none for a pushed `record` of an Observation) */
+    /** The FHIR DiagnosticReport that issues it (a pushed `record` from a report: that report, also lab_result_id; of an Observation: none) */
     diagnostic_report_id: string | null;
     /** Whether an interpretation other than normal was stored; null when none was */
     flagged: boolean | null;
