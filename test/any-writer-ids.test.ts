@@ -315,6 +315,20 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
     }
   });
 
+  it("a visit of two types (SNOMED CT's check-up and the hospital's own Office Visit) is pushed back as two, never one concept of both codings (found by another vendor's writer: the hospital's code came to mean check-up)", async () => {
+    const type = [
+      { coding: [{ system: 'http://snomed.info/sct', code: '185349003' }], text: 'Check-up' },
+      { coding: [{ system: 'urn:oid:1.2.840.114350.1.13.0.1.7.10.698084.30', code: '101' }], text: 'Office Visit' },
+    ];
+    await put({ resourceType: 'Encounter', id: 'two-types', status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/123' }, type, period: { start: '2026-03-02T09:00:00Z', end: '2026-03-02T09:30:00Z' } });
+    const record = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=visits&limit=1000`)).body.records.visits.find((r: any) => r.id === 'two-types');
+    expect(record.type_concepts).toEqual(type.map((t) => ({ text: t.text, codings: t.coding.map((c) => ({ ...c, display: null })) })));
+    const pushed = await call(sdk, '/api/v1/sdk/records/encounters', { method: 'POST', headers: { 'idempotency-key': 'two-types-back' }, json: { health_id: healthId, record } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    expect(pushed.body.not_written).toEqual(expect.not.arrayContaining(['type', 'types', 'type_concepts']));
+    expect((await call(operator, `/api/fhir/R4/Encounter/${pushed.body.encounter_id}`)).body.type).toEqual(type);
+  });
+
   it('a visit that ends before it starts is refused on every door (per-1): FHIR PUT, the push’s own fields, a pushed record', async () => {
     const period = { start: '2026-02-01T10:00:00Z', end: '2026-02-01T09:00:00Z' };
     const res = await call(operator, '/api/fhir/R4/Encounter/backwards', { method: 'PUT', json: { resourceType: 'Encounter', id: 'backwards', status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/123' }, period } });

@@ -689,6 +689,14 @@ export type EncounterPush = {
             code: string | null;
             display: string | null;
         }> | null;
+        type_concepts?: Array<{
+            text: string | null;
+            codings: Array<{
+                system: string | null;
+                code: string | null;
+                display: string | null;
+            }> | null;
+        }> | null;
         identifiers?: Array<{
             system: string | null;
             value: string | null;
@@ -2008,6 +2016,14 @@ export type Visit = {
         system: string | null;
         code: string | null;
         display: string | null;
+    }> | null;
+    type_concepts: Array<{
+        text: string | null;
+        codings: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
     }> | null;
     identifiers: Array<{
         system: string | null;
