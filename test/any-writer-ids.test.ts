@@ -315,6 +315,18 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
     }
   });
 
+  it("a prescriber or requester given as a PractitionerRole (US Core's pattern) is read as the practitioner it names (found by another vendor's writer: null)", async () => {
+    await put({ resourceType: 'Practitioner', id: 'dr-123', name: [{ family: 'Osler', given: ['William'], prefix: ['Dr'] }] });
+    await put({ resourceType: 'PractitionerRole', id: 'pr.55', practitioner: { reference: 'Practitioner/dr-123' }, code: [{ text: 'Attending physician' }] });
+    await put({ resourceType: 'PractitionerRole', id: 'pr.56', practitioner: { reference: 'https://other.example.org/fhir/Practitioner/9', display: 'Dr Jane Roe' } });
+    const request = (id: string, role: string) => ({ resourceType: 'MedicationRequest', id, status: 'active', intent: 'order', medicationCodeableConcept: { text: 'Amoxicillin 500 mg' }, subject: { reference: 'Patient/123' }, authoredOn: '2026-03-01', requester: { reference: `PractitionerRole/${role}` } });
+    await put(request('mr-role', 'pr.55'));
+    await put(request('mr-role-display', 'pr.56'));
+    const prescriptions = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=prescriptions&limit=1000`)).body.records.prescriptions;
+    expect(prescriptions.find((r: any) => r.id === 'mr-role').prescriber).toBe('Dr William Osler');
+    expect(prescriptions.find((r: any) => r.id === 'mr-role-display').prescriber).toBe('Dr Jane Roe');
+  });
+
   it("a visit of two types (SNOMED CT's check-up and the hospital's own Office Visit) is pushed back as two, never one concept of both codings (found by another vendor's writer: the hospital's code came to mean check-up)", async () => {
     const type = [
       { coding: [{ system: 'http://snomed.info/sct', code: '185349003' }], text: 'Check-up' },

@@ -25,7 +25,7 @@ export { DATE_TIME } from './runtime';
 
 export type { CompiledMap, MappingSet } from './types';
 export type { ReadContext, ReadTerminology, TerminologyQuestions } from './runtime';
-export { codingsWithoutDisplay } from './runtime';
+export { codingsWithoutDisplay, storedReference, textOf } from './runtime';
 
 /** The repository's `mappings/` directory. */
 export const defaultMappingsDir = fileURLToPath(new URL('../../mappings/', import.meta.url));

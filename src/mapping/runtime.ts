@@ -529,10 +529,13 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
   if ('value' in value) return quantityText(value);
   // An attachment held inline as plain text (a report sent as its form): the text; any other attachment has none here.
   if (typeof value.contentType === 'string' && ('data' in value || 'url' in value)) return attachmentText(value);
-  // A resource a reference led to (resolve()): what names it, a person's name, else its code or type.
+  // A resource a reference led to (resolve()): what names it, a person's name, else its code or type. A
+  // PractitionerRole (US Core's requester and performer) is the person in the role: its practitioner's name, as the
+  // reference gives it (the records layer gives it the name of the Practitioner it names when it gives none).
   if (typeof value.resourceType === 'string') {
     const name = Array.isArray(value.name) ? value.name.map((v) => textOf(v, terminology)).find((t) => t !== undefined) : textOf(value.name, terminology);
-    return name ?? textOf(value.code ?? value.type, terminology);
+    const person = value.resourceType === 'PractitionerRole' && isJsonObject(value.practitioner) ? textOf(value.practitioner.display, terminology) : undefined;
+    return name ?? person ?? textOf(value.code ?? value.type, terminology);
   }
   // A HumanName without text: prefix, given names, family, suffix.
   if (('family' in value || 'given' in value) && typeof value.text !== 'string') {

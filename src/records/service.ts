@@ -1,11 +1,11 @@
 import { isDeepStrictEqual } from 'node:util';
 import { randomUUID } from 'node:crypto';
-import type { Observation, Resource } from '@medplum/fhirtypes';
+import type { Observation, PractitionerRole, Resource } from '@medplum/fhirtypes';
 import type { FhirRepository } from '../fhir/repository';
 import { ApiError, ErrorCode, invalidFields } from '../core/errors';
 import { flagsResult } from '../core/lab-flags';
 import { registeredPatient, type HealthIdRecord } from '../healthid/registry';
-import { codingsWithoutDisplay, MappingValueError, type MappingSet, type ReadContext, type ReadTerminology, type TerminologyQuestions } from '../mapping/index';
+import { codingsWithoutDisplay, MappingValueError, storedReference, textOf, type MappingSet, type ReadContext, type ReadTerminology, type TerminologyQuestions } from '../mapping/index';
 import type { Queryable } from '../db/database';
 import type { TerminologyService } from '../fhir/term/service';
 import type { WrittenBy } from '../mapping/uses';
@@ -438,7 +438,7 @@ export class RecordsService {
       }),
     );
     const wanted = [...new Set(bySource.flat().flatMap((s) => s.refs.flat()))];
-    const resolved = wanted.length ? await repo.resolveReferences(wanted, patientId) : undefined;
+    const resolved = wanted.length ? await this.withTheirPractitioners(repo, await repo.resolveReferences(wanted, patientId), patientId, localBase) : undefined;
     const searched = found.slice(at, at + searches.length).map((f) => f.resources);
     // What the page's maps ask of the loaded terminology, answered at once: the displays of the codings without one (in
     // the resources, what their references resolved to and the searches' matches), the codes memberOf() tests.
@@ -448,6 +448,27 @@ export class RecordsService {
     const terminology = await this.terminology?.forReading(sql, asked);
     const pages = plans.map(({ request, fields }, p) => this.merged(request, fields, bySource[p]!, { patient, resolved, terminology, localBase }));
     return { pages, searched, terminology, patient };
+  }
+
+  /**
+   * What references resolved to, each PractitionerRole whose practitioner is named by reference alone (no display)
+   * given the name of the Practitioner it names, read as the references were (one more statement, only when there
+   * is such a role): the maps read a role as the person in it (textOf), the name a reader wants of a prescriber.
+   */
+  private async withTheirPractitioners(repo: FhirRepository, resolved: Map<string, Resource>, patientId: string, localBase: string): Promise<Map<string, Resource>> {
+    const roles = [...resolved].flatMap(([ref, r]) => {
+      const person = r.resourceType === 'PractitionerRole' && !r.practitioner?.display && r.practitioner?.reference ? storedReference(r.practitioner.reference, localBase) : undefined;
+      return person ? [{ ref, role: r as PractitionerRole, person }] : [];
+    });
+    if (!roles.length) return resolved;
+    const missing = [...new Set(roles.map((r) => r.person))].filter((ref) => !resolved.has(ref));
+    const found = missing.length ? await repo.resolveReferences(missing, patientId) : undefined;
+    const out = new Map(resolved);
+    for (const { ref, role, person } of roles) {
+      const name = textOf(found?.get(person) ?? resolved.get(person));
+      if (name) out.set(ref, { ...role, practitioner: { ...role.practitioner, display: name } });
+    }
+    return out;
   }
 
   /**
