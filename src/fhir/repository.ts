@@ -1157,14 +1157,12 @@ export async function checkReferences(sql: Queryable, base: string, items: Write
     missing = rows[0] && targets[rows[0].n];
   }
   // The first offending entry is the one named, whichever kind of problem it has.
-  if (unresolved && (!missing || unresolved.index <= missing.index))
-    throw referenceError(
-      400,
-      CONDITIONAL_REFERENCE.test(unresolved.reference)
-        ? `${label(unresolved.index)}${unresolved.path} refers to ${unresolved.reference}, a conditional reference: only a transaction resolves one (to the one resource its search matches); elsewhere refer to the resource by its id`
-        : `${label(unresolved.index)}${unresolved.path} refers to ${unresolved.reference}, which no entry of the Bundle defines`,
-      unresolved.path,
-    );
+  if (unresolved && (!missing || unresolved.index <= missing.index)) {
+    const why = CONDITIONAL_REFERENCE.test(unresolved.reference)
+      ? 'a conditional reference: only a transaction resolves one (to the one resource its search matches); elsewhere refer to the resource by its id'
+      : 'which no entry of the Bundle defines';
+    throw referenceError(400, `${label(unresolved.index)}${unresolved.path} refers to ${unresolved.reference}, ${why}`, unresolved.path);
+  }
   if (missing) throw referenceError(400, `${label(missing.index)}${missing.path} refers to ${missing.type}/${missing.id}, which does not exist`, missing.path);
   const crossed = await anotherPatientsEncounter(sql, base, results, targets);
   if (crossed)
