@@ -473,6 +473,37 @@ describe('what other writers leave implicit (issue 38 items 2, 4, 6)', () => {
     expect(summary.body.recent_labs.map((r: any) => r.id)).toContain('glu-hh');
   });
 
+  it('a result or vital sign categorised only in the writer’s own code system is read as what a report or its code says, and is one record type, not an observation too', async () => {
+    // Epic-style: a category of the vendor's own (no HL7 code), read as if there were none, and no more.
+    const vendor = { coding: [{ system: 'urn:oid:1.2.840.114350.1.13.0.1.7.10.798268.30', code: 'Lab', display: 'Lab' }] };
+    const vendorVital = { coding: [{ system: 'urn:oid:1.2.840.114350.1.13.0.1.7.10.798268.30', code: 'Vitals' }] };
+    await put({
+      resourceType: 'Observation', id: 'k-vendor', status: 'final', category: [vendor], code: { coding: [{ system: 'http://loinc.org', code: '2823-3' }], text: 'Potassium' },
+      subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-11-21T06:00:00Z', valueQuantity: { value: 6.9, unit: 'mmol/L' },
+    });
+    await put({
+      resourceType: 'DiagnosticReport', id: 'rep-vendor', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '24323-8' }] }, subject: { reference: 'Patient/123' },
+      category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0074', code: 'LAB' }] }], result: [{ reference: 'Observation/k-vendor' }],
+    });
+    await put({
+      resourceType: 'Observation', id: 'wt-vendor', status: 'final', category: [vendorVital], code: { coding: [{ system: 'http://loinc.org', code: '29463-7' }] },
+      subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-11-21T06:00:00Z', valueQuantity: { value: 81, unit: 'kg' },
+    });
+    // A survey of the vendor's own category, listed by no report and coded as no vital sign: an observation.
+    await put({ resourceType: 'Observation', id: 'phq-vendor', status: 'final', category: [vendor], code: { text: 'PHQ-2' }, subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-11-21', valueInteger: 1 });
+    const all = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=all&limit=1000`)).body.records;
+    const ids = (type: string) => all[type].map((r: any) => r.id);
+    expect(ids('lab_results')).toContain('k-vendor');
+    expect(ids('vitals')).toContain('wt-vendor');
+    expect(ids('observations')).toContain('phq-vendor');
+    expect(ids('observations')).not.toContain('k-vendor');
+    expect(ids('observations')).not.toContain('wt-vendor');
+    // Read alone, observations leave out the same (as do their later pages: they are one search).
+    const alone = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=observations&limit=1000`)).body.records.observations.map((r: any) => r.id);
+    expect(alone).toEqual(ids('observations'));
+    for (const id of ['glu-hh', 'hr-nocat', 'k-vendor', 'wt-vendor']) expect(alone).not.toContain(id);
+  });
+
   it('an encounter class written without its system reads as the v3 code it names', async () => {
     await put({ resourceType: 'Encounter', id: 'enc-nosys', status: 'finished', class: { code: 'EMER' }, subject: { reference: 'Patient/123' } });
     const visits = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=visits`)).body.records.visits;

@@ -1025,6 +1025,16 @@ describe('issue 38: FHIR written by other systems, read through Connect and the 
     onlyKnownGaps(problems, 'problems', tags);
   });
 
+  it('each resource is one record type: a result without a category that a laboratory report lists, or a vital sign coded as one, is not an observation too', () => {
+    const problems = runs.flatMap((run) =>
+      [...run.readAs].flatMap(([k, as]) => {
+        const types = [...new Set(as.map(([t]) => t))];
+        return types.length > 1 ? [`${run.name} ${k}: read as ${types.join(' and ')}`] : [];
+      }),
+    );
+    none(problems, 'resources read as two record types');
+  });
+
   it('every resource of a type some map reads comes out in a record', () => {
     none(runs.flatMap((r) => r.notRead.map((k) => `${r.name} ${k}`)), 'resources not read');
   });

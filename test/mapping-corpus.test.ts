@@ -44,22 +44,26 @@ const named = (concept: R | undefined) => !!(concept?.text || (concept?.coding ?
 const refs = (references: R[] | undefined) => (references ?? []).filter((x) => x?.reference).length;
 const displays = (references: R[] | undefined) => (references ?? []).some((x) => x?.display);
 
-/** Whether a category (any coding) is one of the tokens (`system|code,…`). */
-const inTokens = (categories: R[], value: string) => {
+/** Whether a concept (any coding) is one of the tokens (`system|code,…`; `system|`: any code of the system). */
+const inTokens = (concepts: R[], value: string) => {
   const tokens = value.split(',').map((t) => t.split('|'));
-  return categories.some((c: R) => (c.coding ?? []).some((x: R) => tokens.some(([s, code]) => x.system === s && x.code === code)));
+  return concepts.some((c: R) => (c.coding ?? []).some((x: R) => tokens.some(([s, code]) => x.system === s && (code === '' || x.code === code))));
 };
 
 /**
- * Does the source's search select the resource? (category tokens, category:missing, result:missing, and
- * `_has:DiagnosticReport:result:category`, against `reports`, the corpus's DiagnosticReports: as records.test.ts reads them.)
+ * Does the source's search select the resource? (category and code tokens, category:missing, result:missing, and
+ * `_has:DiagnosticReport:result:category` or `:code`, against `reports`, the corpus's DiagnosticReports: as records.test.ts
+ * reads them; and none of what it excepts.)
  */
 function selects(source: RecordSource, resource: R, reports: R[]): boolean {
   if (resource.resourceType !== source.resourceType) return false;
+  if (source.except?.some((query) => selects({ ...source, query, except: undefined }, resource, reports))) return false;
   const categories: R[] = resource.category ? [resource.category].flat() : [];
   for (const [param, value] of Object.entries(source.query)) {
     if (param === 'category' || param === 'category:not') {
       if (inTokens(categories, value) !== (param === 'category')) return false;
+    } else if (param === 'code') {
+      if (!inTokens([resource.code].filter(Boolean), value)) return false;
     } else if (param === 'category:missing') {
       if ((categories.length === 0) !== (value === 'true')) return false;
     } else if (param === '_has:DiagnosticReport:result:category' || param === '_has:DiagnosticReport:result:code') {

@@ -241,4 +241,20 @@ describe('a record type declared wrongly fails `pont mappings check` at its line
       'D/immunization.map.yaml:9:9: record type `immunizations`: no map of it gives its `shape` (the name of its fields in the OpenAPI document)',
     ]);
   });
+
+  it('an `except` naming no record type, the type itself, a type that reads another resource, or one that excepts it back', () => {
+    const observations = (to: string) => problems(editMaps([['observation.map.yaml', '  except: [lab_results, vitals]', to]]));
+    const line = readFileSync(join(defaultMappingsDir, 'observation.map.yaml'), 'utf8').split('\n').findIndex((l) => l.startsWith('  except:')) + 1;
+    expect(observations('  except: [lab_result, observations, immunizations]')).toEqual([
+      `D/observation.map.yaml:${line}:12: no map declares the record type \`lab_result\` (did you mean \`lab_results\`?)`,
+      `D/observation.map.yaml:${line}:24: a record type cannot except itself`,
+      `D/observation.map.yaml:${line}:38: the record type \`immunizations\` reads no Observation: there is nothing of it to except`,
+    ]);
+    // vitals excepting observations, which except vitals: a blood pressure both select would be read by neither.
+    const cycle = problems(editMaps([['vital.map.yaml', '  date: { search: date, field: recorded_at }', '  except: observations\n  date: { search: date, field: recorded_at }']]));
+    expect(cycle).toEqual([
+      expect.stringMatching(/^D\/observation\.map\.yaml:\d+:\d+: `vitals` excepts `observations` \(through the types it excepts\): a resource both select would be read by neither$/),
+      expect.stringMatching(/^D\/vital\.map\.yaml:\d+:\d+: `observations` excepts `vitals` \(through the types it excepts\): a resource both select would be read by neither$/),
+    ]);
+  });
 });

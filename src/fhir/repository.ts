@@ -415,7 +415,8 @@ export class FhirRepository {
   async searchPages(patientId: string, searches: PatientSearch[]): Promise<Array<{ resources: Resource[]; more: boolean }>> {
     for (const { type, query } of searches) await this.checkReadable(type, query);
     await this.emergencyFor(async () => [patientId]);
-    const build = (these: PatientSearch[]) => pagesStatement(these.map(({ type, query, offset }) => ({ search: parseSearch(type, query, this.baseUrl), offset })), this.access);
+    const build = (these: PatientSearch[]) =>
+      pagesStatement(these.map(({ type, query, offset, except }) => ({ search: parseSearch(type, query, this.baseUrl), offset, except: except?.map((q) => parseSearch(type, q, this.baseUrl)) })), this.access);
     return readPages(this.sql, this.deps.pageShapes.statement(this.policyKey(), patientId, searches, build));
   }
 

@@ -20,6 +20,11 @@ export interface RecordDeclaration {
   /** The search parameter that dates them (newest first), and the Connect field it fills. */
   dateParam: string;
   dateField: string;
+  /**
+   * Record types (of the same resource) whose searches' selection this map does not read: observations are what
+   * neither lab_results nor vitals select, so that no resource is read as two record types.
+   */
+  except?: Array<{ type: string; at: { file: string; line: number; column: number } }>;
   /** Constant fields of the records read by this map (which source a record of a merged type came from). */
   tag?: Record<string, string>;
   /** Where `type:` is written, for problems about the type as a whole. */

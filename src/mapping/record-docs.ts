@@ -4,8 +4,16 @@ import { recordTypes, tagNames, type RecordSource } from './record-types';
 
 /** The table of record types of docs/integrators.md (kept in step by test/readme-blocks.unit.test.ts). */
 export function recordTypesTable(mappings: MappingSet): string {
-  const from = (s: RecordSource) => `${s.resourceType}${Object.entries(s.query).map(([k, v]) => ` ${k}=${v.split(',').map((one) => one.split('|').pop()).join(',')}`).join('')} (\`${s.map}.map.yaml\`)`;
-  const rows = [...recordTypes(mappings).values()].map((t) => `| \`${t.name}\` | ${t.shape} | ${t.sources.map(from).join('; ')} | \`${t.dataClass}\` |`);
+  // A code alone (`laboratory`), or its system's last part for any code of it (`observation-category\|`, escaped in a cell).
+  const value = (one: string) => (one.endsWith('|') ? `${one.slice(0, -1).split('/').pop()}\\|` : one.split('|').pop());
+  const query = (q: Record<string, string>) => Object.entries(q).map(([k, v]) => ` ${k}=${v.split(',').map(value).join(',')}`).join('');
+  const types = recordTypes(mappings);
+  const exceptOf = (s: RecordSource) => {
+    const names = [...types.values()].filter((t) => t.sources.some((o) => s.except?.includes(o.query))).map((t) => `\`${t.name}\``);
+    return names.length ? ` but what ${names.join(' and ')} select` : '';
+  };
+  const from = (s: RecordSource) => `${s.resourceType}${query(s.query)}${exceptOf(s)} (\`${s.map}.map.yaml\`)`;
+  const rows = [...types.values()].map((t) => `| \`${t.name}\` | ${t.shape} | ${t.sources.map(from).join('; ')} | \`${t.dataClass}\` |`);
   return ['| `type` | Shape | From (newest first) | Consent class |', '|---|---|---|---|', ...rows].join('\n');
 }
 

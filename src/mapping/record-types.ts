@@ -13,6 +13,8 @@ export interface RecordSource {
   dateParam: string;
   dateField: string;
   map: string;
+  /** Searches whose matches this source does not read (each a source of a record type its map excepts). */
+  except?: Array<Record<string, string>>;
   /** Constant fields of the records from this source (which source a merged type's record came from). */
   tag?: Record<string, string>;
 }
@@ -54,6 +56,12 @@ function declaredTypes(maps: CompiledMap[]): Map<string, RecordType> {
     const type = types.get(declared.type);
     if (type) type.sources.push(...sources);
     else types.set(declared.type, { name: declared.type, dataClass: declared.dataClass, shape: declared.shape ?? declared.type, sources });
+  }
+  // What a map excepts, once every type's sources are known: the queries of the excepted types' sources of its resource.
+  for (const map of maps) {
+    const excepted = map.record?.except?.flatMap((e) => types.get(e.type)?.sources.filter((s) => s.resourceType === map.resourceType) ?? []);
+    if (!excepted?.length) continue;
+    for (const source of types.get(map.record!.type)!.sources) if (source.map === map.name) source.except = excepted.map((s) => s.query);
   }
   return new Map([...types].sort(([a], [b]) => (a < b ? -1 : 1)));
 }

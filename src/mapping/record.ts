@@ -9,7 +9,8 @@ import type { RecordDeclaration } from './record-declaration';
 
 export type { RecordDeclaration } from './record-declaration';
 
-const RECORD_KEYS = ['type', 'shape', 'class', 'search', 'date', 'tag', 'description'] as const;
+const RECORD_KEYS = ['type', 'shape', 'class', 'search', 'except', 'date', 'tag', 'description'] as const;
+const TYPE_NAME = /^[a-z][a-z0-9_]{0,39}$/;
 const show = (v: string) => `\`${v}\``;
 
 /** Compiles the `record:` section; problems are reported on `source`. */
@@ -21,7 +22,7 @@ export function readRecordSection(source: YamlSource, node: Node, resourceType: 
 
   const typeNode = value('type');
   const type = typeNode && source.text(typeNode, '`type`');
-  if (type !== undefined && (!/^[a-z][a-z0-9_]{0,39}$/.test(type) || type === 'all')) {
+  if (type !== undefined && (!TYPE_NAME.test(type) || type === 'all')) {
     source.problem(typeNode, `record type ${show(type)}: lower-case letters, digits and _ (as in \`lab_results\`), and not \`all\``);
   }
   const shapeNode = value('shape');
@@ -60,6 +61,16 @@ export function readRecordSection(source: YamlSource, node: Node, resourceType: 
     return query;
   });
 
+  // Record types whose selection this map's does not read (checkRecordTypes: they exist, read this resource type, and
+  // none excepts back): what another type's search selects is that type's record, not this one's as well.
+  const exceptNode = value('except');
+  const exceptNodes = exceptNode && isSeq(exceptNode) ? (exceptNode.items as Node[]) : exceptNode ? [exceptNode] : [];
+  const except = exceptNodes.flatMap((n) => {
+    const name = source.text(n, 'a record type under `except`');
+    if (name !== undefined && !TYPE_NAME.test(name)) source.problem(n, `${show(name)} is no record type's name (lower-case letters, digits and _, as in \`lab_results\`)`);
+    return name === undefined ? [] : [{ type: name, at: source.position(n) }];
+  });
+
   let dateParam: string | undefined;
   let dateField: string | undefined;
   const datePairs = source.mapping(value('date'), '`date`', ['search', 'field'], ['search', 'field']) ?? [];
@@ -89,17 +100,21 @@ export function readRecordSection(source: YamlSource, node: Node, resourceType: 
 
   if (source.problems.length > before || !type || !dataClass || !dateParam || !dateField) return undefined;
   const [line, column] = source.position(typeNode);
-  return { type, shape, dataClass, queries, dateParam, dateField, tag, at: { file: source.file, line, column } };
+  return {
+    type, shape, dataClass, queries, dateParam, dateField, tag,
+    ...(except.length ? { except: except.map((e) => ({ type: e.type, at: { file: source.file, line: e.at[0], column: e.at[1] } })) } : {}),
+    at: { file: source.file, line, column },
+  };
 }
 
 /**
  * What no single map can check: each record type has one map naming its shape, shape names are unique, and the
  * other maps of a type fit it (same tags; a date field of the shape, by which the merged list is ordered).
  */
-export function checkRecordTypes(maps: Iterable<{ name: string; fields: string[]; declared: readonly ConnectField[]; record?: RecordDeclaration }>): MappingError[] {
+export function checkRecordTypes(maps: Iterable<{ name: string; resourceType: string; fields: string[]; declared: readonly ConnectField[]; record?: RecordDeclaration }>): MappingError[] {
   const problems: MappingError[] = [];
   const at = (d: RecordDeclaration, problem: string) => problems.push(new MappingError(d.at.file, d.at.line, d.at.column, problem));
-  const byType = new Map<string, Array<{ name: string; fields: string[]; declared: readonly ConnectField[]; record: RecordDeclaration }>>();
+  const byType = new Map<string, Array<{ name: string; resourceType: string; fields: string[]; declared: readonly ConnectField[]; record: RecordDeclaration }>>();
   for (const m of maps) if (m.record) byType.set(m.record.type, [...(byType.get(m.record.type) ?? []), { ...m, record: m.record }]);
   const shapes = new Map<string, string>();
   for (const [type, declared] of byType) {
@@ -128,5 +143,31 @@ export function checkRecordTypes(maps: Iterable<{ name: string; fields: string[]
       }
     }
   }
+  problems.push(...checkExcepts(byType));
+  return problems;
+}
+
+/**
+ * Each `except` names another record type that reads the map's resource type, and no type excepts, through others,
+ * one that excepts it: a resource both select would then be read by neither.
+ */
+function checkExcepts(byType: Map<string, Array<{ name: string; resourceType: string; record: RecordDeclaration }>>): MappingError[] {
+  const problems: MappingError[] = [];
+  const excepted = (type: string) => (byType.get(type) ?? []).flatMap((m) => (m.record.except ?? []).map((e) => e.type));
+  for (const [type, declared] of byType)
+    for (const m of declared)
+      for (const e of m.record.except ?? []) {
+        const problem = (text: string) => problems.push(new MappingError(e.at.file, e.at.line, e.at.column, text));
+        const reads = byType.get(e.type);
+        if (!reads) problem(`no map declares the record type ${show(e.type)}${didYouMean(e.type, byType.keys())}`);
+        else if (e.type === type) problem(`a record type cannot except itself`);
+        else if (!reads.some((other) => other.resourceType === m.resourceType)) problem(`the record type ${show(e.type)} reads no ${m.resourceType}: there is nothing of it to except`);
+        else {
+          // Depth-first through the types e.type excepts: reaching this type is a cycle.
+          const seen = new Set<string>();
+          const reaches = (from: string): boolean => from === type || (!seen.has(from) && (seen.add(from), excepted(from).some(reaches)));
+          if (reaches(e.type)) problem(`${show(e.type)} excepts ${show(type)} (through the types it excepts): a resource both select would be read by neither`);
+        }
+      }
   return problems;
 }

@@ -425,7 +425,7 @@ export class RecordsService {
     const localBase = repo.baseUrl;
     const searches = options.searches ?? [];
     const found = await repo.searchPages(patientId, [
-      ...plans.flatMap(({ request, sources }) => sources.map((source, i) => ({ type: source.resourceType, query: sourceQuery(patientId, source, request), offset: request.offsets[i]! }))),
+      ...plans.flatMap(({ request, sources }) => sources.map((source, i) => ({ type: source.resourceType, query: sourceQuery(patientId, source, request), offset: request.offsets[i]!, except: source.except }))),
       ...searches.map((search) => ({ ...search, offset: 0 })),
       ...(readsPatient ? [{ type: 'Patient', query: { _id: patientId, _sort: '_id', _count: '1', _total: 'none' }, offset: 0 }] : []),
     ]);

@@ -28,6 +28,8 @@ export interface PatientSearch {
   type: string;
   query: QueryParams;
   offset: number;
+  /** Searches (of the same type, filters only) whose matches this one leaves out: another record type's. */
+  except?: QueryParams[];
 }
 
 export class PageShapes {

@@ -191,6 +191,16 @@ function patientSearched(filters: Filter[]): string | undefined {
   return undefined;
 }
 
+/**
+ * The rows of `fhir_resources r` an excepted search's filters do not select, as the caller would search them: what a
+ * filter reaches is seen through the caller's rule, and a search that reaches a type the caller may not read selects
+ * nothing for them, so it leaves nothing out.
+ */
+function noneOf(except: ParsedSearch, access: SearchAccess): Sql | undefined {
+  if ([...typesReached(except.filters)].some((type) => !access.canRead(type))) return undefined;
+  return sql`NOT (${and(...except.filters.map((f) => filterSql(f, R, access.rowFilter)))})`;
+}
+
 /** A match as read: its content parsed, or (as stored) its id and its content's text. */
 interface MatchRow<T> {
   rid: string;
@@ -221,14 +231,17 @@ export interface PagesStatement {
  * the caller's access, its order, `offset` rows on): for a translation that needs many small pages at once (a
  * patient's records of every type). Matches only: no includes, totals or links. Run by readPages.
  */
-export function pagesStatement(pages: Array<{ search: ParsedSearch; offset: number }>, access: SearchAccess): PagesStatement {
+export function pagesStatement(pages: Array<{ search: ParsedSearch; offset: number; except?: ParsedSearch[] }>, access: SearchAccess): PagesStatement {
   for (const { search } of pages) {
     checkSearchReach(search, access);
     if (!search.sort.length || search.include.length || search.revinclude.length || search.total !== 'none' || search.elements || search.summary)
       throw new Error(`searchPages reads sorted pages of matches only (${search.resourceType})`);
   }
   // Each branch numbers its rows in its own order; the outer ORDER BY keeps them so (UNION ALL alone promises no order).
-  const branches = pages.map(({ search, offset }, i) => sql`SELECT ${i}::int AS q, row_number() OVER () AS n, p.content FROM (${sortedPageSql(search, searchWhere(search, access), offset)}) p`);
+  const branches = pages.map(({ search, offset, except = [] }, i) => {
+    const where = and(searchWhere(search, access), ...except.map((e) => noneOf(e, access)));
+    return sql`SELECT ${i}::int AS q, row_number() OVER () AS n, p.content FROM (${sortedPageSql(search, where, offset)}) p`;
+  });
   const { text, values } = pages.length ? sql`${join(branches, ' UNION ALL ')} ORDER BY q, n`.render() : { text: '', values: [] };
   return { text, values, counts: pages.map(({ search }) => search.count) };
 }
