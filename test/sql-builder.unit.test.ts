@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { alias, and, arrayLiteral, constant, ident, join, literal, not, or, paddedRows, param, quoteIdentifier, rowsOf, sql } from '../src/db/sql';
 import { loadFhirDefinitions } from '../src/core/fhir-definitions';
 import { parseSearch } from '../src/fhir/search/parse';
-import { filterSql, sortSql } from '../src/fhir/search/sql';
+import { filterSql, notFilterSql, sortSql } from '../src/fhir/search/sql';
 import { accessPolicyFor } from '../src/policy/index';
 
 /** The SQL builder (src/db/sql.ts): what FHIR search and the access policy write their SQL with. */
@@ -109,6 +109,17 @@ describe('FHIR search and the policy write through it', () => {
     expect(text).not.toContain('DROP');
     expect(values.some((v) => typeof v === 'string' && v.includes('drop table'))).toBe(true); // normalised for the string index
     expect(text).toMatch(/\(SELECT max\("s\d+"\."high"\) FROM "fhir_idx_date" "s\d+"/);
+  }, 60_000);
+  it('a negated filter is a probe of the row, never NOT IN a set of the whole table (which PostgreSQL hashes whole)', () => {
+    const r = ident('r');
+    const search = parseSearch('Observation', { category: 'laboratory', 'code:not': 'x|1', 'value-quantity:missing': 'true', '_has:DiagnosticReport:result:category': 'LAB' }, 'http://x');
+    for (const f of search.filters) {
+      const { text } = notFilterSql(f, r).render();
+      // Correlated with the row (its rid, or its id for what refers to it), through the index tables' indexes.
+      expect(text, f.kind).toMatch(/^(NOT )?EXISTS \(SELECT 1 FROM "?fhir_idx_\w+"? "\w+"/);
+      expect(text, f.kind).toMatch(/= "r"\."(rid|id)"/);
+      expect(text).not.toMatch(/ IN \(SELECT/);
+    }
   }, 60_000);
   it("the organisation binds once in a row's access condition", () => {
     const policy = accessPolicyFor({ kind: 'client', clientId: 'c', organizationId: HOSTILE, scopes: ['fhir:read'] }, 'fhir');

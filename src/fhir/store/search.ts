@@ -3,8 +3,8 @@ import type { Queryable } from '../../db/database';
 import { ApiError, ErrorCode, badRequest } from '../../core/errors';
 import { present } from '../present';
 import { END_RID, encodeCursor, namesPatient, type Cursor, type Filter, type IncludeRule, type ParsedSearch, type QueryParams, type ReferenceValue } from '../search/parse';
-import { and, ident, join, sql, type Sql } from '../../db/sql';
-import { filterSql, indexProbeOf, indexProbesSql, ridCondition, sortSql } from '../search/sql';
+import { and, ident, join, or, sql, type Sql } from '../../db/sql';
+import { filterSql, indexProbeOf, indexProbesSql, notFilterSql, ridCondition, sortSql } from '../search/sql';
 import { checkTerminologyLoaded, checkTerminologyScope } from '../search/terminology';
 import type { RowFilter } from './types';
 import { filedPatients, withFiledPatients } from './filed';
@@ -192,13 +192,45 @@ function patientSearched(filters: Filter[]): string | undefined {
 }
 
 /**
- * The rows of `fhir_resources r` an excepted search's filters do not select, as the caller would search them: what a
+ * The rows of `fhir_resources r` that none of the excepted searches select, as the caller would search them: what a
  * filter reaches is seen through the caller's rule, and a search that reaches a type the caller may not read selects
- * nothing for them, so it leaves nothing out.
+ * nothing for them, so it leaves nothing out. Each row is probed as few times as the searches allow: searches of one
+ * token filter on the same parameter are one probe (the lab results' and the vital signs' categories), and searches
+ * that start with the same filter test it once (NOT (a AND b) AND NOT (a AND c) is NOT a OR (NOT b AND NOT c): whether
+ * the row has a category of HL7's, asked once for the three searches of what has none).
  */
-function noneOf(except: ParsedSearch, access: SearchAccess): Sql | undefined {
-  if ([...typesReached(except.filters)].some((type) => !access.canRead(type))) return undefined;
-  return sql`NOT (${and(...except.filters.map((f) => filterSql(f, R, access.rowFilter)))})`;
+function noneOf(excepts: ParsedSearch[], access: SearchAccess): Sql | undefined {
+  const visible = excepts.map((e) => e.filters).filter((filters) => [...typesReached(filters)].every((type) => access.canRead(type)));
+  if (!visible.length) return undefined;
+  const searches: Filter[][] = [];
+  const tokens = new Map<string, Filter & { kind: 'token' }>();
+  for (const filters of visible) {
+    const [only] = filters;
+    if (filters.length !== 1 || only?.kind !== 'token' || only.modifier) {
+      searches.push(filters);
+      continue;
+    }
+    const merged = tokens.get(only.param.hashIdentity);
+    if (merged) merged.values = [...merged.values, ...only.values];
+    else {
+      const copy = { ...only, values: [...only.values] };
+      tokens.set(only.param.hashIdentity, copy);
+      searches.push([copy]);
+    }
+  }
+  const keyOf = (f: Filter) => JSON.stringify(f, (k, v) => (k === 'param' ? v.hashIdentity : v));
+  const byFirst = new Map<string, Filter[][]>();
+  searches.forEach((filters, i) => {
+    const key = filters.length > 1 ? keyOf(filters[0]!) : `alone ${i}`;
+    byFirst.set(key, [...(byFirst.get(key) ?? []), filters]);
+  });
+  // NOT (a AND b) as (NOT a) OR (NOT b): each a probe of the row (notFilterSql).
+  const notAll = (filters: Filter[]) => or(...filters.map((f) => notFilterSql(f, R, access.rowFilter)));
+  return and(
+    ...[...byFirst.values()].map((group) =>
+      group.length === 1 ? notAll(group[0]!) : or(notFilterSql(group[0]![0]!, R, access.rowFilter), and(...group.map((filters) => notAll(filters.slice(1))))),
+    ),
+  );
 }
 
 /** A match as read: its content parsed, or (as stored) its id and its content's text. */
@@ -239,7 +271,7 @@ export function pagesStatement(pages: Array<{ search: ParsedSearch; offset: numb
   }
   // Each branch numbers its rows in its own order; the outer ORDER BY keeps them so (UNION ALL alone promises no order).
   const branches = pages.map(({ search, offset, except = [] }, i) => {
-    const where = and(searchWhere(search, access), ...except.map((e) => noneOf(e, access)));
+    const where = and(searchWhere(search, access), noneOf(except, access));
     return sql`SELECT ${i}::int AS q, row_number() OVER () AS n, p.content FROM (${sortedPageSql(search, where, offset)}) p`;
   });
   const { text, values } = pages.length ? sql`${join(branches, ' UNION ALL ')} ORDER BY q, n`.render() : { text: '', values: [] };
