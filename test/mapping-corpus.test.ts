@@ -29,7 +29,8 @@ const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyM
 const ARCHIVES: Array<[string, string[]]> = [
   ['r4-spec-examples.tar.gz', [...CLINICAL, ...CLINICAL_39]],
   ['r4-spec-examples-clinical.tar.gz', CLINICAL_39],
-  ['synthea-r4-50-patients.tar.gz', [...CLINICAL, ...CLINICAL_39]],
+  // Synthea writes imaging studies (a knee radiograph) too.
+  ['synthea-r4-50-patients.tar.gz', [...CLINICAL, ...CLINICAL_39, 'ImagingStudy']],
   ['synthea-bulk-10-patients-ndjson.tar.gz', CLINICAL_39],
 ];
 /** The element naming the patient a resource is about (one without is not patient data: the records route never reads it). */
@@ -330,6 +331,14 @@ function losses(type: string, r: R, rec: R): string[] {
       date('end', r.end);
       break;
     }
+    case 'imaging_studies':
+      need('status', r.status === rec.status);
+      date('started_at', r.started);
+      need('series', (r.series ?? []).length === rec.series.length && rec.series.every((x: R, i: number) => x.uid === r.series[i].uid && x.modality === (r.series[i].modality?.code ?? null)));
+      need('modalities', !(r.series ?? []).some((x: R) => x.modality?.code) || rec.modalities.length > 0);
+      need('study_uid', !(r.identifier ?? []).some((i: R) => /^urn:oid:/.test(i.value ?? '')) || rec.study_uid !== null);
+      need('body_site', (r.series ?? []).every((x: R, i: number) => !x.bodySite?.code || rec.series[i].body_site_code === x.bodySite.code));
+      break;
     case 'flags':
       need('status', r.status === rec.status);
       need('text', !named(r.code) || rec.text !== null);

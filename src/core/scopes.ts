@@ -75,6 +75,8 @@ export const FHIR_READ_SCOPES: Record<string, Scope> = {
   Procedure: 'patients:read',
   Immunization: 'patients:read',
   CarePlan: 'patients:read',
+  // Who cares for the patient (US Core's CareTeam): beside the plan of care.
+  CareTeam: 'patients:read',
   Goal: 'patients:read',
   FamilyMemberHistory: 'patients:read',
   Device: 'patients:read',
@@ -82,6 +84,8 @@ export const FHIR_READ_SCOPES: Record<string, Scope> = {
   Coverage: 'patients:read',
   Observation: 'labs:read',
   DiagnosticReport: 'labs:read',
+  // Imaging studies (DICOM series, as a PACS or Synthea writes them): diagnostics, with the reports that read them.
+  ImagingStudy: 'labs:read',
   ServiceRequest: 'labs:read',
   Specimen: 'labs:read',
   // Screening and assessment answers (PHQ-9, AUDIT-C): the class of the survey Observations that score them.

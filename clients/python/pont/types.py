@@ -168,6 +168,28 @@ class CarePlan(TypedDict):
     note: Optional[str]
 
 
+class CareTeam(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
+    status: Optional[Literal['proposed', 'active', 'suspended', 'inactive', 'entered-in-error']]
+    name: Optional[str]
+    category: Optional[str]
+    category_code: Optional[str]
+    category_system: Optional[str]
+    period_start: Optional[str]
+    period_end: Optional[str]
+    participants: Optional[List[Dict[str, Any]]]
+    reason: Optional[str]
+    reason_code: Optional[str]
+    reason_code_system: Optional[str]
+    reason_references: Optional[List[str]]
+    managing_organization: Optional[str]
+    managing_organization_references: Optional[List[str]]
+    note: Optional[str]
+    identifiers: Optional[List[Dict[str, Any]]]
+
+
 class CdssAlert(TypedDict):
     id: 'FhirId'
     patient_id: Optional['FhirId']
@@ -550,6 +572,35 @@ class HealthIdVerifyResponse(TypedDict):
 
 
 HiType = Literal['Prescription', 'DiagnosticReport', 'OPConsultation', 'DischargeSummary', 'ImmunizationRecord', 'HealthDocumentRecord', 'WellnessRecord']
+
+class ImagingStudy(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
+    status: Optional[Literal['registered', 'available', 'cancelled', 'entered-in-error', 'unknown']]
+    started_at: Optional[str]
+    description: Optional[str]
+    procedure: Optional[str]
+    procedure_code: Optional[str]
+    procedure_code_system: Optional[str]
+    modalities: Optional[List[str]]
+    study_uid: Optional[str]
+    accession_number: Optional[str]
+    number_of_series: Optional[int]
+    number_of_instances: Optional[int]
+    reason: Optional[str]
+    reason_code: Optional[str]
+    reason_code_system: Optional[str]
+    referrer: Optional[str]
+    referrer_reference: Optional[str]
+    interpreter: Optional[str]
+    location: Optional[str]
+    based_on_references: Optional[List[str]]
+    procedure_reference: Optional[str]
+    series: Optional[List[Dict[str, Any]]]
+    note: Optional[str]
+    identifiers: Optional[List[Dict[str, Any]]]
+
 
 class Immunization(TypedDict):
     id: 'FhirId'

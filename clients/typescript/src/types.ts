@@ -263,6 +263,42 @@ export type CarePlan = {
   note: string | null;
 };
 
+export type CareTeam = {
+  id: FhirId;
+  patient_id: FhirId | null;
+  visit_id: FhirId | null;
+  status: "proposed" | "active" | "suspended" | "inactive" | "entered-in-error" | null;
+  name: string | null;
+  category: string | null;
+  category_code: string | null;
+  category_system: string | null;
+  period_start: string | null;
+  period_end: string | null;
+  participants: Array<{
+    member_reference: string | null;
+    name: string | null;
+    role: string | null;
+    role_code: string | null;
+    role_system: string | null;
+    organization: string | null;
+    organization_reference: string | null;
+    period_start: string | null;
+    period_end: string | null;
+  }> | null;
+  reason: string | null;
+  reason_code: string | null;
+  reason_code_system: string | null;
+  reason_references: Array<string> | null;
+  managing_organization: string | null;
+  managing_organization_references: Array<string> | null;
+  note: string | null;
+  identifiers: Array<{
+    system: string | null;
+    value: string | null;
+    type: string | null;
+  }> | null;
+};
+
 export type CdssAlert = {
   id: FhirId;
   patient_id: FhirId | null;
@@ -896,6 +932,49 @@ export type HealthIdVerifyResponse = {
 
 /** A kind of record (mappings/tables/hi-types.yaml: its data classes and FHIR resource types) */
 export type HiType = "Prescription" | "DiagnosticReport" | "OPConsultation" | "DischargeSummary" | "ImmunizationRecord" | "HealthDocumentRecord" | "WellnessRecord";
+
+export type ImagingStudy = {
+  id: FhirId;
+  patient_id: FhirId | null;
+  visit_id: FhirId | null;
+  status: "registered" | "available" | "cancelled" | "entered-in-error" | "unknown" | null;
+  started_at: string | null;
+  description: string | null;
+  procedure: string | null;
+  procedure_code: string | null;
+  procedure_code_system: string | null;
+  modalities: Array<string> | null;
+  study_uid: string | null;
+  accession_number: string | null;
+  number_of_series: number | null;
+  number_of_instances: number | null;
+  reason: string | null;
+  reason_code: string | null;
+  reason_code_system: string | null;
+  referrer: string | null;
+  referrer_reference: string | null;
+  interpreter: string | null;
+  location: string | null;
+  based_on_references: Array<string> | null;
+  procedure_reference: string | null;
+  series: Array<{
+    uid: string | null;
+    number: number | null;
+    modality: string | null;
+    description: string | null;
+    body_site: string | null;
+    body_site_code: string | null;
+    laterality: string | null;
+    number_of_instances: number | null;
+    started_at: string | null;
+  }> | null;
+  note: string | null;
+  identifiers: Array<{
+    system: string | null;
+    value: string | null;
+    type: string | null;
+  }> | null;
+};
 
 export type Immunization = {
   id: FhirId;
@@ -1582,6 +1661,7 @@ export type PatientRecords = {
     appointments?: Array<Appointment>;
     assessments?: Array<Assessment>;
     care_plans?: Array<CarePlan>;
+    care_teams?: Array<CareTeam>;
     clinical_notes?: Array<ClinicalNote>;
     devices?: Array<MedicalDevice>;
     diagnoses?: Array<Diagnosis>;
@@ -1590,6 +1670,7 @@ export type PatientRecords = {
     family_history?: Array<FamilyHistory>;
     flags?: Array<Flag>;
     goals?: Array<Goal>;
+    imaging_studies?: Array<ImagingStudy>;
     immunizations?: Array<Immunization>;
     lab_results?: Array<LabResult>;
     media?: Array<MediaRecord>;
