@@ -503,7 +503,8 @@ function clinicalDifferences(original: R, written: R): string[] {
   if (original.resourceType === 'Observation') {
     sameCodings('code', original.code, written.code);
     sameQuantity('valueQuantity', original.valueQuantity, written.valueQuantity);
-    if (original.valueInteger !== undefined) need(`valueInteger ${original.valueInteger} → ${JSON.stringify(written.valueInteger ?? written.valueQuantity)}`, (written.valueInteger ?? written.valueQuantity?.value) === original.valueInteger);
+    // A whole number stays one: not a Quantity without a unit (found by another vendor's writer).
+    if (original.valueInteger !== undefined) need(`valueInteger ${original.valueInteger} → ${JSON.stringify(written.valueInteger ?? written.valueQuantity)}`, written.valueInteger === original.valueInteger && written.valueQuantity === undefined);
     if (original.valueString !== undefined) need(`valueString "${original.valueString}" → ${JSON.stringify(written.valueString)}`, original.valueString === written.valueString);
     if (original.valueCodeableConcept) {
       need(`valueCodeableConcept → ${JSON.stringify(written.valueCodeableConcept ?? written.valueString ?? null)}`, !!written.valueCodeableConcept);

@@ -698,6 +698,7 @@ class LabResult(TypedDict):
     value_date_time: Optional[str]
     value_period: Optional[Dict[str, Any]]
     value: Optional[str]
+    value_integer: Optional[int]
     value_numeric: Optional[float]
     value_range: Optional[Dict[str, Any]]
     value_ratio: Optional[Dict[str, Any]]

@@ -1030,6 +1030,7 @@ export type LabResult = {
         end: string | null;
     } | null;
     value: string | null;
+    value_integer: number | null;
     value_numeric: number | null;
     value_range: {
         low: number | null;
@@ -1185,6 +1186,7 @@ export type LabResultPush = {
             end: string | null;
         } | null;
         value?: string | null;
+        value_integer?: number | null;
         value_numeric?: number | null;
         value_range?: {
             low: number | null;

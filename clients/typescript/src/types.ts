@@ -1079,6 +1079,7 @@ export type LabResult = {
     end: string | null;
   } | null;
   value: string | null;
+  value_integer: number | null;
   value_numeric: number | null;
   value_range: {
     low: number | null;
@@ -1235,6 +1236,7 @@ export type LabResultPush = {
       end: string | null;
     } | null;
     value?: string | null;
+    value_integer?: number | null;
     value_numeric?: number | null;
     value_range?: {
       low: number | null;
