@@ -302,7 +302,9 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
   });
 
   it('a result that is a range or a ratio (cells per field, a titre) is pushed back as the range or ratio it was, not as text', async () => {
-    const hpf = { low: { value: 5, unit: '/[HPF]' }, high: { value: 10, unit: '/[HPF]' } };
+    // With its UCUM codes, which a range pushed back lost (found by another vendor's writer).
+    const ucum = { unit: '/[HPF]', system: 'http://unitsofmeasure.org', code: '/[HPF]' };
+    const hpf = { low: { value: 5, ...ucum }, high: { value: 10, ...ucum } };
     const titre = { numerator: { value: 1 }, denominator: { value: 64 } };
     for (const [id, value] of [['wbc-urine', { valueRange: hpf }], ['titre', { valueRatio: titre }]] as const) {
       await put({ resourceType: 'Observation', id, status: 'final', category: [LAB], code: { text: id }, subject: { reference: 'Patient/123' }, effectiveDateTime: '2026-05-01T08:00:00Z', ...value });

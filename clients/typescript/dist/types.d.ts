@@ -1036,6 +1036,7 @@ export type LabResult = {
         low: number | null;
         high: number | null;
         unit: string | null;
+        unit_code: string | null;
     } | null;
     value_ratio: {
         numerator: number | null;
@@ -1192,6 +1193,7 @@ export type LabResultPush = {
             low: number | null;
             high: number | null;
             unit: string | null;
+            unit_code: string | null;
         } | null;
         value_ratio?: {
             numerator: number | null;

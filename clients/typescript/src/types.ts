@@ -1085,6 +1085,7 @@ export type LabResult = {
     low: number | null;
     high: number | null;
     unit: string | null;
+    unit_code: string | null;
   } | null;
   value_ratio: {
     numerator: number | null;
@@ -1242,6 +1243,7 @@ export type LabResultPush = {
       low: number | null;
       high: number | null;
       unit: string | null;
+      unit_code: string | null;
     } | null;
     value_ratio?: {
       numerator: number | null;
