@@ -223,6 +223,8 @@ function losses(type: string, r: R, rec: R): string[] {
       date('start_date', r.startDate);
       need('target', !r.target?.length || rec.target_measure !== null || rec.target_value !== null || rec.target_text !== null || rec.target_due_date !== null);
       need('target_value', (r.target?.[0]?.detailQuantity?.value ?? r.target?.[0]?.detailInteger ?? null) === rec.target_value);
+      // When it is due: by a date, or within a time (dueDuration), every target.
+      need('targets', (r.target ?? []).every((t: R, i: number) => (!t.dueDate || rec.targets[i]?.due_date !== null) && (!t.dueDuration || rec.targets[i]?.due_in !== null)));
       need('addresses_references', refs(r.addresses) === rec.addresses_references.length);
       break;
     case 'orders':

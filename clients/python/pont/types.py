@@ -533,6 +533,7 @@ class Goal(TypedDict):
     target_unit: Optional[str]
     target_text: Optional[str]
     target_due_date: Optional[str]
+    target_due_in: Optional[str]
     targets: Optional[List[Dict[str, Any]]]
     status_date: Optional[str]
     status_reason: Optional[str]

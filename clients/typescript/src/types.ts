@@ -881,6 +881,7 @@ export type Goal = {
   target_unit: string | null;
   target_text: string | null;
   target_due_date: string | null;
+  target_due_in: string | null;
   targets: Array<{
     measure: string | null;
     value: number | null;
@@ -888,6 +889,7 @@ export type Goal = {
     unit: string | null;
     text: string | null;
     due_date: string | null;
+    due_in: string | null;
   }> | null;
   status_date: string | null;
   status_reason: string | null;
