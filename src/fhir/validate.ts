@@ -4,6 +4,7 @@ import { ApiError, ErrorCode, badRequest } from '../core/errors';
 import { isResourceType } from '../core/fhir-definitions';
 import { isJsonObject } from '../core/json';
 import { MAX_RESOURCE_ARRAY, MAX_RESOURCE_STRING } from '../core/limits';
+import { vacuousInvariant } from '../core/vacuous-invariant';
 import { passesBaseDefinitions } from './base-validity';
 import { narrativeProblem } from './narrative';
 import { checkRequiredBindings } from './terminology';
@@ -25,7 +26,7 @@ export function validateFhirResource(resource: Resource): void {
     if (err instanceof OperationOutcomeError) issues = err.outcome.issue ?? [];
     else throw badRequest(`Invalid resource: ${(err as Error).message}`);
   }
-  const errors = issues.filter((i) => i.severity === 'error' || i.severity === 'fatal');
+  const errors = issues.filter((i) => (i.severity === 'error' || i.severity === 'fatal') && !vacuousInvariant(i, resource));
   if (!errors.length) errors.push(...checkRequiredBindings(resource));
   if (errors.length) {
     const first = errors[0];

@@ -61,6 +61,14 @@ describe("an invalid resource's first issue names where it is", () => {
     expect(firstIssue(observation({ referenceRange: [{ low: { value: 5 }, high: { value: 2 }, text: 'as written' }] }))).toEqual({});
   });
 
+  it('an invariant on a choice element that is absent holds (ras-2: a prediction without a probability), and still refuses a value that breaks it', () => {
+    const risk = (prediction: Record<string, unknown>) => ({ resourceType: 'RiskAssessment', status: 'final', subject: { reference: 'Patient/1' }, prediction: [prediction] });
+    // The specification's RiskAssessment/prognosis: a qualitative risk, no probability (was refused: "ras-2 not met").
+    expect(firstIssue(risk({ outcome: { text: 'permanent weakness of the left arm' }, qualitativeRisk: { text: 'moderate' } }))).toEqual({});
+    expect(firstIssue(risk({ outcome: { text: 'x' }, probabilityDecimal: 0.02 }))).toEqual({});
+    expect(firstIssue(risk({ outcome: { text: 'x' }, probabilityDecimal: 150 }))).toEqual({ text: 'Constraint ras-2 not met: Must be <= 100', at: 'RiskAssessment.prediction[0]' });
+  });
+
   it('a valid resource has none, and its input is left as it was', () => {
     const resource = observation({ subject: { reference: 'Patient/1' }, component: [{ code: { text: 'c' }, valueQuantity: { value: 1 } }], performer: [{ reference: '#p' }], contained: [{ resourceType: 'Practitioner', id: 'p' }] });
     const before = JSON.stringify(resource);

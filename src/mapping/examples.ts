@@ -1,6 +1,7 @@
 import { Hl7Message, normalizeErrorString, OperationOutcomeError, validateResource } from '@medplum/core';
 import type { Resource } from '@medplum/fhirtypes';
 import { isJsonObject } from '../core/json';
+import { vacuousInvariant } from '../core/vacuous-invariant';
 import { isMap, isScalar, isSeq, type Node } from 'yaml';
 import type { ReadTerminology } from './runtime';
 import type { CompiledMap } from './types';
@@ -87,7 +88,8 @@ export function runExamples(map: CompiledMap, source: YamlSource): number {
       try {
         validateResource(resource);
       } catch (err) {
-        const issues = err instanceof OperationOutcomeError ? err.outcome.issue ?? [] : [];
+        const issues = err instanceof OperationOutcomeError ? (err.outcome.issue ?? []).filter((i) => !vacuousInvariant(i, resource)) : [];
+        if (err instanceof OperationOutcomeError && !issues.some((i) => i.severity === 'error' || i.severity === 'fatal')) continue;
         const text = issues.length
           ? issues.map((i) => `${i.details?.text ?? i.diagnostics}${i.expression?.length ? ` (${i.expression.join(', ')})` : ''}`).join('; ')
           : normalizeErrorString(err);
