@@ -506,7 +506,7 @@ describe('what other writers leave implicit (issue 38 items 2, 4, 6)', () => {
     for (const id of ['glu-hh', 'hr-nocat', 'k-vendor', 'wt-vendor']) expect(alone).not.toContain(id);
   });
 
-  it('a care team and an imaging study (US Core, Synthea) are records, members named from what they reference; each under its class’s consent', async () => {
+  it('a care team, an imaging study and a risk assessment (US Core, Synthea, the specification) are records, members named from what they reference; each under its class’s consent', async () => {
     await put({ resourceType: 'Practitioner', id: 'npi-1234567893', name: [{ family: 'Okafor', given: ['Chidi'], prefix: ['Dr.'] }] });
     await put({
       resourceType: 'CareTeam', id: 'ct-778', status: 'active', name: 'Primary care team', subject: { reference: 'Patient/123' }, period: { start: '2024-02-01' },
@@ -519,7 +519,16 @@ describe('what other writers leave implicit (issue 38 items 2, 4, 6)', () => {
       identifier: [{ system: 'urn:dicom:uid', value: 'urn:oid:1.2.840.113619.2.55.3.1' }], referrer: { reference: 'Practitioner/npi-1234567893' }, numberOfSeries: 1,
       series: [{ uid: '1.2.840.113619.2.55.3.2', modality: { system: 'http://dicom.nema.org/resources/ontology/DCM', code: 'CT' }, bodySite: { system: 'http://snomed.info/sct', code: '51185008' } }],
     });
+    // A fall risk with a qualitative risk and no probability (valid FHIR, which the validator refused: ras-2).
+    await put({
+      resourceType: 'RiskAssessment', id: 'fall-88', status: 'final', subject: { reference: 'Patient/123' }, occurrenceDateTime: '2026-03-04T10:00:00Z',
+      code: { coding: [{ system: 'http://loinc.org', code: '73830-2' }] }, performer: { reference: 'Practitioner/npi-1234567893' },
+      prediction: [{ outcome: { coding: [{ system: 'http://snomed.info/sct', code: '217082002', display: 'Accidental fall' }] }, qualitativeRisk: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/risk-probability', code: 'high' }] } }],
+    });
     const all = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=all&limit=1000`)).body;
+    expect(all.records.risk_assessments).toEqual([
+      expect.objectContaining({ id: 'fall-88', code: '73830-2', performer: 'Dr. Chidi Okafor', predictions: [expect.objectContaining({ outcome: 'Accidental fall', qualitative_risk_code: 'high', probability: null })] }),
+    ]);
     expect(all.records.care_teams).toEqual([
       expect.objectContaining({ id: 'ct-778', status: 'active', name: 'Primary care team', category_code: 'LA27975-4', reason: 'Diabetes', reason_code: '44054006',
         participants: [expect.objectContaining({ member_reference: 'Practitioner/npi-1234567893', name: 'Dr. Chidi Okafor', role_code: '207Q00000X', role_system: 'http://nucc.org/provider-taxonomy' })] }),
@@ -527,7 +536,7 @@ describe('what other writers leave implicit (issue 38 items 2, 4, 6)', () => {
     expect(all.records.imaging_studies).toEqual([
       expect.objectContaining({ id: 'is-2291', study_uid: 'urn:oid:1.2.840.113619.2.55.3.1', modalities: ['CT'], referrer: 'Dr. Chidi Okafor', series: [expect.objectContaining({ modality: 'CT', body_site: '51185008' })] }),
     ]);
-    for (const type of ['care_teams', 'imaging_studies']) expect(schemaProblems({ $ref: type === 'care_teams' ? 'CareTeam' : 'ImagingStudy' }, all.records[type][0], doc)).toEqual([]);
+    for (const [type, shape] of [['care_teams', 'CareTeam'], ['imaging_studies', 'ImagingStudy'], ['risk_assessments', 'RiskAssessment']]) expect(schemaProblems({ $ref: shape! }, all.records[type!][0], doc)).toEqual([]);
     // An organisation the patient allowed only the summary sees the care team, not the imaging study (diagnostics).
     const summaryOnly = await createTestClient(pont, ['consents:write', 'patient:diagnostics:read', 'patients:read', 'labs:read'], { organizationId: 'org-summary-only' });
     const expires_at = new Date(Date.now() + 365 * 86_400_000).toISOString();
@@ -537,7 +546,7 @@ describe('what other writers leave implicit (issue 38 items 2, 4, 6)', () => {
     const seen = seenRes.body;
     expect(seen.records.care_teams.map((r: any) => r.id)).toEqual(['ct-778']);
     expect(seen.records.imaging_studies).toBeUndefined();
-    expect(seen.withheld).toContain('imaging_studies');
+    expect(seen.withheld).toEqual(expect.arrayContaining(['imaging_studies', 'risk_assessments']));
     expect((await call(summaryOnly, `/api/v1/connect/patient/${healthId}/records?type=imaging_studies`)).status).toBe(403);
     // Nor through FHIR, where a resource it may not see is one it cannot tell exists.
     expect((await call(summaryOnly, '/api/fhir/R4/ImagingStudy/is-2291')).status).toBe(404);

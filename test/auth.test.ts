@@ -64,7 +64,7 @@ describe('discovery', () => {
 describe('documentation', () => {
   it('writes the FHIR scope of each resource type in the OpenAPI document and the integrators\' guide', async () => {
     const table = fhirScopeTable();
-    expect(table).toContain('| Observation, DiagnosticReport, ImagingStudy, ServiceRequest, Specimen, QuestionnaireResponse | `labs:read` or `fhir:read` |');
+    expect(table).toContain('| Observation, DiagnosticReport, ImagingStudy, ServiceRequest, Specimen, QuestionnaireResponse, RiskAssessment | `labs:read` or `fhir:read` |');
     const { body } = await pont.json('/api/openapi.json');
     expect(body.components.securitySchemes.BearerAuth.description).toContain(table);
     expect(body.paths['/api/v1/connect/auth/token'].post.requestBody.content).toHaveProperty('application/x-www-form-urlencoded');

@@ -227,7 +227,7 @@ describe('consent gates records by type', () => {
     expect(all.status).toBe(200);
     expect(Object.keys(all.body.records).sort()).toEqual(['allergies', 'care_plans', 'care_teams', 'devices', 'diagnoses', 'family_history', 'goals', 'immunizations', 'procedures', 'visits']);
     expect(all.body.withheld.sort()).toEqual([
-      'administrations', 'alerts', 'appointments', 'assessments', 'clinical_notes', 'dispenses', 'documents', 'flags', 'imaging_studies', 'lab_results', 'media', 'medication_statements', 'observations', 'orders', 'prescriptions', 'reports', 'specimens', 'vitals',
+      'administrations', 'alerts', 'appointments', 'assessments', 'clinical_notes', 'dispenses', 'documents', 'flags', 'imaging_studies', 'lab_results', 'media', 'medication_statements', 'observations', 'orders', 'prescriptions', 'reports', 'risk_assessments', 'specimens', 'vitals',
     ]);
   });
 

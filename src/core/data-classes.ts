@@ -28,7 +28,7 @@ export const CONSENT_TYPES: Record<string, { classes: readonly DataClass[]; desc
     classes: ['patients:read', 'prescriptions:read'],
     description: 'Demographics, allergies, conditions, encounters, procedures, immunizations, care plans, care teams and goals, family history, devices, coverage, and medications.',
   },
-  diagnostics: { classes: ['labs:read'], description: 'Observations (lab results and vital signs), diagnostic reports, imaging studies, orders, specimens, questionnaire responses (screening answers).' },
+  diagnostics: { classes: ['labs:read'], description: 'Observations (lab results and vital signs), diagnostic reports, imaging studies, orders, specimens, questionnaire responses (screening answers), risk assessments.' },
   prescriptions: { classes: ['prescriptions:read'], description: 'Medication requests, statements, administrations, dispenses and medications.' },
   documents: { classes: ['documents:read'], description: 'Clinical documents and notes (DocumentReference, Composition) and media (photos, scans, recordings).' },
 };

@@ -90,6 +90,8 @@ export const FHIR_READ_SCOPES: Record<string, Scope> = {
   Specimen: 'labs:read',
   // Screening and assessment answers (PHQ-9, AUDIT-C): the class of the survey Observations that score them.
   QuestionnaireResponse: 'labs:read',
+  // Predicted risks (a 10-year cardiovascular risk, a fall risk): the class of the scores and assessments they rest on.
+  RiskAssessment: 'labs:read',
   MedicationRequest: 'prescriptions:read',
   MedicationStatement: 'prescriptions:read',
   MedicationAdministration: 'prescriptions:read',

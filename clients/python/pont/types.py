@@ -1208,6 +1208,28 @@ class RevokedConsents(TypedDict):
     items: List[Dict[str, Any]]
 
 
+class RiskAssessment(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
+    status: Optional[Literal['registered', 'preliminary', 'final', 'amended', 'corrected', 'cancelled', 'entered-in-error', 'unknown']]
+    assessment: Optional[str]
+    code: Optional[str]
+    code_system: Optional[str]
+    method: Optional[str]
+    occurred_at: Optional[str]
+    occurred_end: Optional[str]
+    condition: Optional[str]
+    condition_reference: Optional[str]
+    performer: Optional[str]
+    performer_reference: Optional[str]
+    reason: Optional[str]
+    basis_references: Optional[List[str]]
+    predictions: Optional[List[Dict[str, Any]]]
+    mitigation: Optional[str]
+    note: Optional[str]
+
+
 class SdkTokenIntrospection(TypedDict):
     active: bool
     scopes: List[str]

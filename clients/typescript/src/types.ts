@@ -1686,6 +1686,7 @@ export type PatientRecords = {
     prescriptions?: Array<Prescription>;
     procedures?: Array<Procedure>;
     reports?: Array<DiagnosticReportRecord>;
+    risk_assessments?: Array<RiskAssessment>;
     specimens?: Array<Specimen>;
     visits?: Array<Visit>;
     vitals?: Array<Vital>;
@@ -2050,6 +2051,38 @@ export type RevokedConsents = {
     consent_id: string;
     revoked_at: string;
   }>;
+};
+
+export type RiskAssessment = {
+  id: FhirId;
+  patient_id: FhirId | null;
+  visit_id: FhirId | null;
+  status: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
+  assessment: string | null;
+  code: string | null;
+  code_system: string | null;
+  method: string | null;
+  occurred_at: string | null;
+  occurred_end: string | null;
+  condition: string | null;
+  condition_reference: string | null;
+  performer: string | null;
+  performer_reference: string | null;
+  reason: string | null;
+  basis_references: Array<string> | null;
+  predictions: Array<{
+    outcome: string | null;
+    outcome_code: string | null;
+    probability: number | null;
+    probability_range: string | null;
+    qualitative_risk: string | null;
+    qualitative_risk_code: string | null;
+    relative_risk: number | null;
+    when: string | null;
+    rationale: string | null;
+  }> | null;
+  mitigation: string | null;
+  note: string | null;
 };
 
 export type SdkTokenIntrospection = {
