@@ -125,12 +125,8 @@ export function filterSql(f: Filter, r: Identifier, access?: RowFilter): Sql {
         WHERE ${ref.col('hash_identity')} = ${f.param.hashIdentity} AND ${or(...perType)})`;
     }
     case 'has': {
-      // The resources of another type referring to this one, that match the inner filter and that the caller may see.
-      const ref = alias('ref');
-      const h = alias('h');
-      return sql`${r.col('id')} IN (SELECT ${ref.col('target_id')} FROM fhir_idx_reference ${ref}
-        JOIN fhir_resources ${h} ON ${and(sql`${h.col('rid')} = ${ref.col('rid')} AND NOT ${h.col('deleted')}`, access?.(h, f.param.resourceType))}
-        WHERE ${ref.col('hash_identity')} = ${f.param.hashIdentity} AND ${ref.col('target_type')} = ${f.targetType} AND ${filterSql(f.inner, h, access)})`;
+      const { ref, rows } = referringRows(f, access, (h) => filterSql(f.inner, h, access));
+      return sql`${r.col('id')} IN (SELECT ${ref.col('target_id')} FROM ${rows})`;
     }
   }
 }
@@ -144,16 +140,28 @@ export function filterSql(f: Filter, r: Identifier, access?: RowFilter): Sql {
 export function notFilterSql(f: Filter, r: Identifier, access?: RowFilter): Sql {
   if (f.kind === 'missing') return ridCondition({ ...f, missing: !f.missing })!(r);
   if (f.kind === 'has') {
-    const ref = alias('ref');
-    const h = alias('h');
-    return sql`NOT EXISTS (SELECT 1 FROM fhir_idx_reference ${ref}
-      JOIN fhir_resources ${h} ON ${and(sql`${h.col('rid')} = ${ref.col('rid')} AND NOT ${h.col('deleted')}`, access?.(h, f.param.resourceType))}
-      WHERE ${ref.col('hash_identity')} = ${f.param.hashIdentity} AND ${ref.col('target_type')} = ${f.targetType} AND ${ref.col('target_id')} = ${r.col('id')} AND ${rowTestSql(f.inner, h, access)})`;
+    const { ref, rows } = referringRows(f, access, (h) => rowTestSql(f.inner, h, access));
+    return sql`NOT EXISTS (SELECT 1 FROM ${rows} AND ${ref.col('target_id')} = ${r.col('id')})`;
   }
   const index = indexConditionsOf(f);
   if (!index) return sql`NOT (${filterSql(f, r, access)})`;
   // The row has an entry that matches (the negation of :not), or has none.
   return negated(f) ? hasEntry(r, index[0], index[1]) : inIndex(r, index[0], index[1], true);
+}
+
+/**
+ * `_has`: the FROM and WHERE of the resources of another type that refer to a resource of the target type through the
+ * parameter (`ref`: their reference rows), each as the caller may see it and meeting `inner`, the inner filter.
+ */
+function referringRows(f: Filter & { kind: 'has' }, access: RowFilter | undefined, inner: (h: Identifier) => Sql): { ref: Identifier; rows: Sql } {
+  const ref = alias('ref');
+  const h = alias('h');
+  return {
+    ref,
+    rows: sql`fhir_idx_reference ${ref}
+      JOIN fhir_resources ${h} ON ${and(sql`${h.col('rid')} = ${ref.col('rid')} AND NOT ${h.col('deleted')}`, access?.(h, f.param.resourceType))}
+      WHERE ${ref.col('hash_identity')} = ${f.param.hashIdentity} AND ${ref.col('target_type')} = ${f.targetType} AND ${inner(h)}`,
+  };
 }
 
 /** filterSql(f) as a test of the row itself: an index filter probed by the row's rid (EXISTS), not a set of rids. */
