@@ -43,6 +43,22 @@ function nodeAt(node: Node, path: Array<string | number>): Node {
  * Runs every `{connect, fhir}` pair of an examples file both ways through the map, and checks that the `fhir`
  * side is valid FHIR R4. Problems go to `source`, at the example (or the exact value) that is wrong.
  */
+/**
+ * Why `resource` is not valid R4 to @medplum/core's validator (its issues, where they are), or undefined when it is:
+ * the invariants the validator misjudges where their element is absent hold (src/core/vacuous-invariant.ts).
+ */
+export function r4Problem(resource: Resource): string | undefined {
+  try {
+    validateResource(resource);
+    return undefined;
+  } catch (err) {
+    if (!(err instanceof OperationOutcomeError)) return normalizeErrorString(err);
+    const issues = (err.outcome.issue ?? []).filter((i) => !vacuousInvariant(i, resource));
+    if (!issues.some((i) => i.severity === 'error' || i.severity === 'fatal')) return undefined;
+    return issues.map((i) => `${i.details?.text ?? i.diagnostics}${i.expression?.length ? ` (${i.expression.join(', ')})` : ''}`).join('; ');
+  }
+}
+
 export function runExamples(map: CompiledMap, source: YamlSource): number {
   // An empty file (or comments only) lists no examples: not malformed; the loader says that a map needs some.
   if (!source.ok || source.root === null) return 0;
@@ -85,16 +101,8 @@ export function runExamples(map: CompiledMap, source: YamlSource): number {
 
     const others = [...referenced.map((r, i) => [r, (referencedNode as { items: Node[] }).items[i]!, 'referenced resource'] as const), ...(patient ? [[patient, patientNode!, 'patient'] as const] : [])];
     for (const [resource, node, what] of [[fhir, fhirNode, 'fhir'], ...others] as const) {
-      try {
-        validateResource(resource);
-      } catch (err) {
-        const issues = err instanceof OperationOutcomeError ? (err.outcome.issue ?? []).filter((i) => !vacuousInvariant(i, resource)) : [];
-        if (err instanceof OperationOutcomeError && !issues.some((i) => i.severity === 'error' || i.severity === 'fatal')) continue;
-        const text = issues.length
-          ? issues.map((i) => `${i.details?.text ?? i.diagnostics}${i.expression?.length ? ` (${i.expression.join(', ')})` : ''}`).join('; ')
-          : normalizeErrorString(err);
-        source.problem(node, `the example's ${what} is not valid FHIR R4: ${text}`);
-      }
+      const problem = r4Problem(resource);
+      if (problem) source.problem(node, `the example's ${what} is not valid FHIR R4: ${problem}`);
     }
     // `only: read`: FHIR as another system wrote it (what read-only fields read), checked one way, FHIR -> Connect.
     const onlyNode = pairs?.find((p) => keyOf(p) === 'only')?.value;
