@@ -68,7 +68,9 @@ export function readRecordSection(source: YamlSource, node: Node, resourceType: 
   const except = exceptNodes.flatMap((n) => {
     const name = source.text(n, 'a record type under `except`');
     if (name !== undefined && !TYPE_NAME.test(name)) source.problem(n, `${show(name)} is no record type's name (lower-case letters, digits and _, as in \`lab_results\`)`);
-    return name === undefined ? [] : [{ type: name, at: source.position(n) }];
+    if (name === undefined) return [];
+    const [line, column] = source.position(n);
+    return [{ type: name, at: { file: source.file, line, column } }];
   });
 
   let dateParam: string | undefined;
@@ -102,7 +104,7 @@ export function readRecordSection(source: YamlSource, node: Node, resourceType: 
   const [line, column] = source.position(typeNode);
   return {
     type, shape, dataClass, queries, dateParam, dateField, tag,
-    ...(except.length ? { except: except.map((e) => ({ type: e.type, at: { file: source.file, line: e.at[0], column: e.at[1] } })) } : {}),
+    ...(except.length ? { except } : {}),
     at: { file: source.file, line, column },
   };
 }
