@@ -198,7 +198,9 @@ export function mountRoutes(router: Router, routes: readonly RouteSpec[], option
       ctx.status = result.status ?? 200;
       if (text !== undefined) {
         ctx.type = result.contentType ?? 'application/json';
-        ctx.body = text;
+        // Encoded once: koa would measure a string's bytes for Content-Length and Node measure and encode it again
+        // as it writes (three passes over a records answer's ~300 KB, ~1 ms).
+        ctx.body = typeof text === 'string' ? Buffer.from(text) : text;
       } else if (ctx.status !== 204 && ctx.status !== 304) ctx.body = ''; // no body (e.g. Prefer: return=minimal), not koa's status text
     });
   }
