@@ -4,6 +4,7 @@ import { alias, and, arrayLiteral, constant, ident, join, literal, not, or, padd
 import { loadFhirDefinitions } from '../src/core/fhir-definitions';
 import { parseSearch } from '../src/fhir/search/parse';
 import { filterSql, notFilterSql, sortSql } from '../src/fhir/search/sql';
+import { pagesStatement } from '../src/fhir/store/search';
 import { accessPolicyFor } from '../src/policy/index';
 
 /** The SQL builder (src/db/sql.ts): what FHIR search and the access policy write their SQL with. */
@@ -121,6 +122,29 @@ describe('FHIR search and the policy write through it', () => {
       expect(text).not.toMatch(/ IN \(SELECT/);
     }
   }, 60_000);
+  it("the pages of one patient's resources of one type read them once, and test their tokens in what was read", () => {
+    const access = accessPolicyFor({ kind: 'client', clientId: 'c', organizationId: 'org-a', scopes: ['fhir:read', 'labs:read', 'patients:read'] }, 'connect');
+    const page = (type: string, query: Record<string, string>) => ({ search: parseSearch(type, { patient: 'Patient/p1', _sort: '-date', _count: '10', _total: 'none', ...query }, 'http://x'), offset: 0 });
+    const { text } = pagesStatement(
+      [
+        page('Observation', { category: 'laboratory' }),
+        page('Observation', { 'category:missing': 'true', '_has:DiagnosticReport:result:category': 'LAB' }),
+        page('Encounter', {}),
+      ],
+      access,
+    );
+    // One walk: the patient's Observations under the caller's rule, each with its token entries.
+    expect(text.match(/MATERIALIZED/g)).toHaveLength(1);
+    expect(text).toMatch(/^WITH "walk\d+" AS MATERIALIZED \(SELECT r\.rid, r\.id, r\.last_updated, ARRAY\(SELECT t FROM fhir_idx_token t WHERE t\.rid = r\.rid\) AS token_entries FROM fhir_resources r WHERE \(\(r\.resource_type = \$\d+\) AND \(NOT r\.deleted\) AND \("r"\."rid" IN \(SELECT rid FROM "fhir_idx_reference"/);
+    // Both Observation pages read the walk; their category tests read the entries, with no probe of the token index;
+    // what refers to a row is probed by its id.
+    expect(text.match(/FROM "walk\d+" "w\d+"/g)).toHaveLength(2);
+    expect(text.match(/EXISTS \(SELECT 1 FROM unnest\("w\d+"\."token_entries"\) "x\d+" WHERE/g)).toHaveLength(2);
+    expect(text).not.toMatch(/"fhir_idx_token" "x\d+" WHERE "x\d+"\."rid" = "w/);
+    expect(text).toMatch(/AND "ref\d+"\."target_id" = "w\d+"\."id"\)/);
+    // A type one page reads is read as before, from the table.
+    expect(text).toMatch(/FROM fhir_resources r WHERE \(\(r\.resource_type = \$\d+\) AND \(NOT r\.deleted\)/);
+  });
   it("the organisation binds once in a row's access condition", () => {
     const policy = accessPolicyFor({ kind: 'client', clientId: 'c', organizationId: HOSTILE, scopes: ['fhir:read'] }, 'fhir');
     const { text, values } = policy.rowFilter!(ident('r'))!.render();

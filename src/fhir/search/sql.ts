@@ -26,6 +26,7 @@ const TABLE = {
  */
 function inIndex(row: Identifier, table: Identifier, conditions: Sql[], negate = false): Sql {
   if (negate) return sql`NOT ${hasEntry(row, table, conditions)}`;
+  if (WALKED.has(row)) return hasEntry(row, table, conditions);
   return sql`${row.col('rid')} IN (SELECT rid FROM ${table} WHERE ${or(...conditions)})`;
 }
 
@@ -139,10 +140,7 @@ export function filterSql(f: Filter, r: Identifier, access?: RowFilter): Sql {
  */
 export function notFilterSql(f: Filter, r: Identifier, access?: RowFilter): Sql {
   if (f.kind === 'missing') return ridCondition({ ...f, missing: !f.missing })!(r);
-  if (f.kind === 'has') {
-    const { ref, rows } = referringRows(f, access, (h) => rowTestSql(f.inner, h, access));
-    return sql`NOT EXISTS (SELECT 1 FROM ${rows} AND ${ref.col('target_id')} = ${r.col('id')})`;
-  }
+  if (f.kind === 'has') return sql`NOT ${referredByProbe(f, r, access)}`;
   const index = indexConditionsOf(f);
   if (!index) return sql`NOT (${filterSql(f, r, access)})`;
   // The row has an entry that matches (the negation of :not), or has none.
@@ -164,16 +162,48 @@ function referringRows(f: Filter & { kind: 'has' }, access: RowFilter | undefine
   };
 }
 
-/** filterSql(f) as a test of the row itself: an index filter probed by the row's rid (EXISTS), not a set of rids. */
-function rowTestSql(f: Filter, r: Identifier, access?: RowFilter): Sql {
+/** `_has` as a probe of the row: a resource that refers to it by its id, meeting the inner filter. */
+function referredByProbe(f: Filter & { kind: 'has' }, r: Identifier, access?: RowFilter): Sql {
+  const { ref, rows } = referringRows(f, access, (h) => rowTestSql(f.inner, h, access));
+  return sql`EXISTS (SELECT 1 FROM ${rows} AND ${ref.col('target_id')} = ${r.col('id')})`;
+}
+
+/**
+ * filterSql(f) as a test of the row itself: an index filter probed by the row's rid (EXISTS), `_has` by the
+ * references to its id, not a set of rids or ids that the planner may build whole for every patient.
+ */
+export function rowTestSql(f: Filter, r: Identifier, access?: RowFilter): Sql {
+  if (f.kind === 'has') return referredByProbe(f, r, access);
   const index = indexProbeOf(f);
   return index ? hasEntry(r, index[0], index[1]) : filterSql(f, r, access);
 }
 
-/** The row has an entry of `table` meeting any of `conditions`, probed through the table's (rid, …) index. */
-function hasEntry(row: Identifier, table: Identifier, conditions: Sql[]): Sql {
+/**
+ * Rows read with their token entries beside them, as an array of fhir_idx_token rows in a `token_entries` column
+ * (WALK_TOKENS): pagesStatement reads a patient's resources of one type once for all the pages that search them, and
+ * each page's tests of their tokens (a category, a code, a category of no system of HL7's) read that array instead of
+ * probing the index again for every page.
+ */
+const WALKED = new WeakSet<Identifier>();
+
+/** A new alias of a row read with its token entries (WALK_TOKENS). */
+export function walkedRow(prefix: string): Identifier {
+  const row = alias(prefix);
+  WALKED.add(row);
+  return row;
+}
+
+/** The column of a walk of `fhir_resources r` that holds each row's token entries (walkedRow). */
+export const WALK_TOKENS = sql`ARRAY(SELECT t FROM fhir_idx_token t WHERE t.rid = r.rid) AS token_entries`;
+
+/**
+ * The row has an entry of `table` meeting any of `conditions`, probed through the table's (rid, …) index, or read
+ * from the entries read with the row (walkedRow). `fence`: kept a filter on the rows (OFFSET 0, ridCondition).
+ */
+function hasEntry(row: Identifier, table: Identifier, conditions: Sql[], fence = false): Sql {
   const x = alias('x');
-  return sql`EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x.col('rid')} = ${row.col('rid')} AND (${or(...conditions)}))`;
+  if (table === TABLE.token && WALKED.has(row)) return sql`EXISTS (SELECT 1 FROM unnest(${row.col('token_entries')}) ${x} WHERE ${or(...conditions)})`;
+  return sql`EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x.col('rid')} = ${row.col('rid')} AND (${or(...conditions)})${fence ? sql` OFFSET 0` : sql``})`;
 }
 
 /** A token filter that selects the rows with no matching index entry (:not, :not-in). */
@@ -190,8 +220,7 @@ export function ridCondition(f: Filter): ((row: Identifier) => Sql) | undefined 
     // after costlier ones; a records page's branch for results written without a category probed every
     // observation's reports before finding that each had a category).
     return (row) => {
-      const m = alias('m');
-      const exists = sql`EXISTS (SELECT 1 FROM ${TABLE[f.param.type]} ${m} WHERE ${m.col('rid')} = ${row.col('rid')} AND ${m.col('hash_identity')} = ${f.param.hashIdentity} OFFSET 0)`;
+      const exists = hasEntry(row, TABLE[f.param.type], [sql`hash_identity = ${f.param.hashIdentity}`], true);
       return f.missing ? sql`NOT ${exists}` : exists;
     };
   }

@@ -3,8 +3,8 @@ import type { Queryable } from '../../db/database';
 import { ApiError, ErrorCode, badRequest } from '../../core/errors';
 import { present } from '../present';
 import { END_RID, encodeCursor, namesPatient, type Cursor, type Filter, type IncludeRule, type ParsedSearch, type QueryParams, type ReferenceValue } from '../search/parse';
-import { and, ident, join, or, sql, type Sql } from '../../db/sql';
-import { filterSql, indexProbeOf, indexProbesSql, notFilterSql, ridCondition, sortSql } from '../search/sql';
+import { alias, and, ident, join, or, sql, type Identifier, type Sql } from '../../db/sql';
+import { filterSql, indexProbeOf, indexProbesSql, notFilterSql, ridCondition, rowTestSql, sortSql, WALK_TOKENS, walkedRow } from '../search/sql';
 import { checkTerminologyLoaded, checkTerminologyScope } from '../search/terminology';
 import type { RowFilter } from './types';
 import { filedPatients, withFiledPatients } from './filed';
@@ -183,13 +183,17 @@ function searchWhere(search: ParsedSearch, access: SearchAccess, compartmentPati
 
 /** The Patient a search names as the one its matches refer to (`patient=Patient/x`, `subject=Patient/x`), if one. */
 function patientSearched(filters: Filter[]): string | undefined {
-  for (const f of filters) {
-    if (f.kind !== 'reference' || f.values.length !== 1) continue;
-    const [value] = f.values as [ReferenceValue];
-    if (namesPatient(f.param, value)) return value.id;
-  }
-  return undefined;
+  const f = filters[patientFilterAt(filters)];
+  return f?.kind === 'reference' ? (f.values[0] as ReferenceValue).id : undefined;
 }
+
+/** Where in `filters` is the one that names the Patient the matches refer to (patientSearched); -1 if none. */
+function patientFilterAt(filters: Filter[]): number {
+  return filters.findIndex((f) => f.kind === 'reference' && f.values.length === 1 && namesPatient(f.param, f.values[0] as ReferenceValue));
+}
+
+/** A filter as text, its parameter by its identity: two filters of the same text select the same rows. */
+const filterKey = (f: Filter) => JSON.stringify(f, (k, v) => (k === 'param' ? v.hashIdentity : v));
 
 /**
  * The rows of `fhir_resources r` that none of the excepted searches select, as the caller would search them: what a
@@ -199,7 +203,7 @@ function patientSearched(filters: Filter[]): string | undefined {
  * that start with the same filter test it once (NOT (a AND b) AND NOT (a AND c) is NOT a OR (NOT b AND NOT c): whether
  * the row has a category of HL7's, asked once for the three searches of what has none).
  */
-function noneOf(excepts: ParsedSearch[], access: SearchAccess): Sql | undefined {
+function noneOf(excepts: ParsedSearch[], access: SearchAccess, row: Identifier = R): Sql | undefined {
   const visible = excepts.map((e) => e.filters).filter((filters) => [...typesReached(filters)].every((type) => access.canRead(type)));
   if (!visible.length) return undefined;
   const searches: Filter[][] = [];
@@ -218,17 +222,16 @@ function noneOf(excepts: ParsedSearch[], access: SearchAccess): Sql | undefined 
       searches.push([copy]);
     }
   }
-  const keyOf = (f: Filter) => JSON.stringify(f, (k, v) => (k === 'param' ? v.hashIdentity : v));
   const byFirst = new Map<string, Filter[][]>();
   searches.forEach((filters, i) => {
-    const key = filters.length > 1 ? keyOf(filters[0]!) : `alone ${i}`;
+    const key = filters.length > 1 ? filterKey(filters[0]!) : `alone ${i}`;
     byFirst.set(key, [...(byFirst.get(key) ?? []), filters]);
   });
   // NOT (a AND b) as (NOT a) OR (NOT b): each a probe of the row (notFilterSql).
-  const notAll = (filters: Filter[]) => or(...filters.map((f) => notFilterSql(f, R, access.rowFilter)));
+  const notAll = (filters: Filter[]) => or(...filters.map((f) => notFilterSql(f, row, access.rowFilter)));
   return and(
     ...[...byFirst.values()].map((group) =>
-      group.length === 1 ? notAll(group[0]!) : or(notFilterSql(group[0]![0]!, R, access.rowFilter), and(...group.map((filters) => notAll(filters.slice(1))))),
+      group.length === 1 ? notAll(group[0]!) : or(notFilterSql(group[0]![0]!, row, access.rowFilter), and(...group.map((filters) => notAll(filters.slice(1))))),
     ),
   );
 }
@@ -244,10 +247,15 @@ interface MatchRow<T> {
 const PARSED_COLUMNS = sql`r.rid, r.content, r.patients`;
 const STORED_COLUMNS = sql`r.rid, r.id, r.content::text AS text, r.patients`;
 
-/** One page (and one row more, to tell whether another follows) of a sorted search: `columns` of `fhir_resources r`. */
-function sortedPageSql(search: ParsedSearch, where: Sql, offset: number, columns = PARSED_COLUMNS): Sql {
-  const order = join([...search.sort.map((s) => sortSql(s, R)), sql`r.rid`], ', ');
-  return sql`SELECT ${columns} FROM fhir_resources r WHERE ${where} ORDER BY ${order} LIMIT ${search.count + 1} OFFSET ${offset}`;
+/**
+ * One page (and one row more, to tell whether another follows) of a sorted search: `columns` of `fhir_resources r`,
+ * or of `walk`, a walk of them (pagesStatement), as `row`.
+ */
+function sortedPageSql(search: ParsedSearch, where: Sql, offset: number, columns = PARSED_COLUMNS, walk?: { name: Identifier; row: Identifier }): Sql {
+  const row = walk?.row ?? R;
+  const order = join([...search.sort.map((s) => sortSql(s, row)), row.col('rid')], ', ');
+  const from = walk ? sql`${walk.name} ${row}` : sql`fhir_resources r`;
+  return sql`SELECT ${columns} FROM ${from} WHERE ${where} ORDER BY ${order} LIMIT ${search.count + 1} OFFSET ${offset}`;
 }
 
 /** The one statement of several sorted searches' pages (pagesStatement): its text, its values, each page's size. */
@@ -269,12 +277,39 @@ export function pagesStatement(pages: Array<{ search: ParsedSearch; offset: numb
     if (!search.sort.length || search.include.length || search.revinclude.length || search.total !== 'none' || search.elements || search.summary)
       throw new Error(`searchPages reads sorted pages of matches only (${search.resourceType})`);
   }
+  // The pages of one resource type of one patient (a records page's six sources of Observations) read the patient's
+  // resources of that type once, under the caller's rule, with their token entries (walkedRow): each page tests the
+  // rows of that walk, where each walked them itself and probed the index again for its category or code.
+  const walkKey = (search: ParsedSearch) => {
+    const at = patientFilterAt(search.filters);
+    return at < 0 ? undefined : `${search.resourceType} ${filterKey(search.filters[at]!)}`;
+  };
+  const searchesOf = new Map<string, ParsedSearch[]>();
+  for (const { search } of pages) {
+    const key = walkKey(search);
+    if (key !== undefined) searchesOf.set(key, [...(searchesOf.get(key) ?? []), search]);
+  }
+  const walks = new Map<string, { name: Identifier; sql: Sql }>();
+  for (const [key, [search, second]] of searchesOf) {
+    if (!second) continue;
+    const name = alias('walk');
+    // What the search of the patient alone selects; the columns a row test or an order reads (filterSql, sortSql),
+    // and the content only of the rows a page keeps.
+    const where = searchWhere({ ...search!, filters: [search!.filters[patientFilterAt(search!.filters)]!] }, access);
+    walks.set(key, { name, sql: sql`${name} AS MATERIALIZED (SELECT r.rid, r.id, r.last_updated, ${WALK_TOKENS} FROM fhir_resources r WHERE ${where})` });
+  }
   // Each branch numbers its rows in its own order; the outer ORDER BY keeps them so (UNION ALL alone promises no order).
   const branches = pages.map(({ search, offset, except = [] }, i) => {
-    const where = and(searchWhere(search, access), noneOf(except, access));
-    return sql`SELECT ${i}::int AS q, row_number() OVER () AS n, p.content FROM (${sortedPageSql(search, where, offset)}) p`;
+    const walk = walks.get(walkKey(search) ?? '');
+    if (!walk) return sql`SELECT ${i}::int AS q, row_number() OVER () AS n, p.content FROM (${sortedPageSql(search, and(searchWhere(search, access), noneOf(except, access)), offset)}) p`;
+    const row = walkedRow('w');
+    const at = patientFilterAt(search.filters);
+    const where = and(...search.filters.filter((_, k) => k !== at).map((f) => rowTestSql(f, row, access.rowFilter)), noneOf(except, access, row));
+    const page = sortedPageSql(search, where, offset, row.col('rid'), { name: walk.name, row });
+    return sql`SELECT ${i}::int AS q, row_number() OVER () AS n, (SELECT c.content FROM fhir_resources c WHERE c.rid = p.rid) AS content FROM (${page}) p`;
   });
-  const { text, values } = pages.length ? sql`${join(branches, ' UNION ALL ')} ORDER BY q, n`.render() : { text: '', values: [] };
+  const withs = walks.size ? sql`WITH ${join([...walks.values()].map((w) => w.sql), ', ')} ` : sql``;
+  const { text, values } = pages.length ? sql`${withs}${join(branches, ' UNION ALL ')} ORDER BY q, n`.render() : { text: '', values: [] };
   return { text, values, counts: pages.map(({ search }) => search.count) };
 }
 
