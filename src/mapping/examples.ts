@@ -40,10 +40,6 @@ function nodeAt(node: Node, path: Array<string | number>): Node {
 }
 
 /**
- * Runs every `{connect, fhir}` pair of an examples file both ways through the map, and checks that the `fhir`
- * side is valid FHIR R4. Problems go to `source`, at the example (or the exact value) that is wrong.
- */
-/**
  * Why `resource` is not valid R4 to @medplum/core's validator (its issues, where they are), or undefined when it is:
  * the invariants the validator misjudges where their element is absent hold (src/core/vacuous-invariant.ts).
  */
@@ -59,6 +55,10 @@ export function r4Problem(resource: Resource): string | undefined {
   }
 }
 
+/**
+ * Runs every `{connect, fhir}` pair of an examples file both ways through the map, and checks that the `fhir`
+ * side is valid FHIR R4. Problems go to `source`, at the example (or the exact value) that is wrong.
+ */
 export function runExamples(map: CompiledMap, source: YamlSource): number {
   // An empty file (or comments only) lists no examples: not malformed; the loader says that a map needs some.
   if (!source.ok || source.root === null) return 0;

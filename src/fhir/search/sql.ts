@@ -26,7 +26,6 @@ const TABLE = {
  */
 function inIndex(row: Identifier, table: Identifier, conditions: Sql[], negate = false): Sql {
   if (negate) return sql`NOT ${hasEntry(row, table, conditions)}`;
-  if (WALKED.has(row)) return hasEntry(row, table, conditions);
   return sql`${row.col('rid')} IN (SELECT rid FROM ${table} WHERE ${or(...conditions)})`;
 }
 

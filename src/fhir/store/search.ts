@@ -280,31 +280,26 @@ export function pagesStatement(pages: Array<{ search: ParsedSearch; offset: numb
   // The pages of one resource type of one patient (a records page's six sources of Observations) read the patient's
   // resources of that type once, under the caller's rule, with their token entries (walkedRow): each page tests the
   // rows of that walk, where each walked them itself and probed the index again for its category or code.
-  const walkKey = (search: ParsedSearch) => {
-    const at = patientFilterAt(search.filters);
-    return at < 0 ? undefined : `${search.resourceType} ${filterKey(search.filters[at]!)}`;
-  };
-  const searchesOf = new Map<string, ParsedSearch[]>();
-  for (const { search } of pages) {
-    const key = walkKey(search);
-    if (key !== undefined) searchesOf.set(key, [...(searchesOf.get(key) ?? []), search]);
-  }
+  const patientAt = pages.map(({ search }) => patientFilterAt(search.filters));
+  const walkKeys = pages.map(({ search }, i) => (patientAt[i]! < 0 ? undefined : `${search.resourceType} ${filterKey(search.filters[patientAt[i]!]!)}`));
+  const shared = new Set(walkKeys.filter((key, i) => key !== undefined && walkKeys.indexOf(key) !== i));
   const walks = new Map<string, { name: Identifier; sql: Sql }>();
-  for (const [key, [search, second]] of searchesOf) {
-    if (!second) continue;
+  pages.forEach(({ search }, i) => {
+    const key = walkKeys[i];
+    if (key === undefined || !shared.has(key) || walks.has(key)) return;
     const name = alias('walk');
     // What the search of the patient alone selects; the columns a row test or an order reads (filterSql, sortSql),
     // and the content only of the rows a page keeps.
-    const where = searchWhere({ ...search!, filters: [search!.filters[patientFilterAt(search!.filters)]!] }, access);
+    const where = searchWhere({ ...search, filters: [search.filters[patientAt[i]!]!] }, access);
     walks.set(key, { name, sql: sql`${name} AS MATERIALIZED (SELECT r.rid, r.id, r.last_updated, ${WALK_TOKENS} FROM fhir_resources r WHERE ${where})` });
-  }
+  });
   // Each branch numbers its rows in its own order; the outer ORDER BY keeps them so (UNION ALL alone promises no order).
   const branches = pages.map(({ search, offset, except = [] }, i) => {
-    const walk = walks.get(walkKey(search) ?? '');
+    const key = walkKeys[i];
+    const walk = key === undefined ? undefined : walks.get(key);
     if (!walk) return sql`SELECT ${i}::int AS q, row_number() OVER () AS n, p.content FROM (${sortedPageSql(search, and(searchWhere(search, access), noneOf(except, access)), offset)}) p`;
     const row = walkedRow('w');
-    const at = patientFilterAt(search.filters);
-    const where = and(...search.filters.filter((_, k) => k !== at).map((f) => rowTestSql(f, row, access.rowFilter)), noneOf(except, access, row));
+    const where = and(...search.filters.filter((_, k) => k !== patientAt[i]).map((f) => rowTestSql(f, row, access.rowFilter)), noneOf(except, access, row));
     const page = sortedPageSql(search, where, offset, row.col('rid'), { name: walk.name, row });
     return sql`SELECT ${i}::int AS q, row_number() OVER () AS n, (SELECT c.content FROM fhir_resources c WHERE c.rid = p.rid) AS content FROM (${page}) p`;
   });
