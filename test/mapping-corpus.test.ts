@@ -24,7 +24,7 @@ import { schemaProblems } from './published-schema';
 const samples = fileURLToPath(new URL('../samples', import.meta.url));
 const CLINICAL = ['Observation', 'Condition', 'AllergyIntolerance', 'MedicationRequest', 'DiagnosticReport', 'Encounter', 'Immunization', 'DocumentReference'];
 /** Issue 39: the clinical types read since (procedures, care plans, goals, orders, family history, devices, specimens, dispenses, assessments, media). */
-const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyMemberHistory', 'Device', 'DeviceUseStatement', 'Specimen', 'MedicationDispense', 'MedicationStatement', 'QuestionnaireResponse', 'Media', 'Appointment', 'Flag'];
+const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyMemberHistory', 'Device', 'DeviceUseStatement', 'Specimen', 'MedicationDispense', 'MedicationStatement', 'QuestionnaireResponse', 'Media', 'Appointment', 'Flag', 'AdverseEvent', 'ClinicalImpression', 'Communication', 'DeviceRequest', 'NutritionOrder'];
 /** The archives of samples/ and the types read from each (the bulk export: only the new types, as ndjson). */
 const ARCHIVES: Array<[string, string[]]> = [
   ['r4-spec-examples.tar.gz', [...CLINICAL, ...CLINICAL_39]],
@@ -34,7 +34,7 @@ const ARCHIVES: Array<[string, string[]]> = [
   ['synthea-bulk-10-patients-ndjson.tar.gz', CLINICAL_39],
 ];
 /** The element naming the patient a resource is about (one without is not patient data: the records route never reads it). */
-const PATIENT_OF: Record<string, string> = { Device: 'patient', FamilyMemberHistory: 'patient', Appointment: 'participant' };
+const PATIENT_OF: Record<string, string> = { Device: 'patient', FamilyMemberHistory: 'patient', Appointment: 'participant', NutritionOrder: 'patient' };
 const LOINC = 'http://loinc.org';
 const SCT = 'http://snomed.info/sct';
 
@@ -340,6 +340,64 @@ function losses(type: string, r: R, rec: R): string[] {
       need('modalities', !(r.series ?? []).some((x: R) => x.modality?.code) || rec.modalities.length > 0);
       need('study_uid', !(r.identifier ?? []).some((i: R) => /^urn:oid:/.test(i.value ?? '')) || rec.study_uid !== null);
       need('body_site', (r.series ?? []).every((x: R, i: number) => !x.bodySite?.code || rec.series[i].body_site_code === x.bodySite.code));
+      break;
+    case 'adverse_events':
+      need('actuality', r.actuality === rec.actuality);
+      need('event', !named(r.event) || rec.event !== null);
+      need('seriousness', !named(r.seriousness) || rec.seriousness !== null);
+      need('severity', !named(r.severity) || rec.severity !== null);
+      need('outcome', !named(r.outcome) || rec.outcome !== null);
+      need('resulting_condition_references', refs(r.resultingCondition) === rec.resulting_condition_references.length);
+      need('suspects', (r.suspectEntity ?? []).length === rec.suspects.length && rec.suspects.every((x: R, i: number) => x.reference === (r.suspectEntity[i].instance?.reference ?? null)));
+      need('recorder_reference', (r.recorder?.reference ?? null) === rec.recorder_reference);
+      date('date', r.date);
+      break;
+    case 'communications': {
+      need('status', r.status === rec.status);
+      need('category', !(r.category ?? []).some(named) || rec.category !== null);
+      need('recipient_references', refs(r.recipient) === rec.recipient_references.length);
+      need('sender_reference', (r.sender?.reference ?? null) === rec.sender_reference);
+      // Every payload, whatever its kind: its text, an attachment described (never its bytes), a reference.
+      const payloads: R[] = r.payload ?? [];
+      need('texts', payloads.filter((x) => x.contentString !== undefined).every((x) => rec.texts.includes(x.contentString)));
+      need('attachments', payloads.filter((x) => x.contentAttachment).length === rec.attachments.length && rec.attachments.every((a: R) => !('data' in a)));
+      need('resources', payloads.filter((x) => x.contentReference?.reference).every((x) => rec.resources.some((y: R) => y.reference === x.contentReference.reference)));
+      date('sent', r.sent);
+      date('received', r.received);
+      break;
+    }
+    case 'clinical_impressions':
+      need('status', r.status === rec.status);
+      need('assessment', !named(r.code) || rec.assessment !== null);
+      need('problem_references', refs(r.problem) === rec.problem_references.length);
+      need('findings', (r.finding ?? []).length === rec.findings.length && rec.findings.every((f: R, i: number) => f.reference === (r.finding[i].itemReference?.reference ?? null) && (!named(r.finding[i].itemCodeableConcept) || f.name !== null)));
+      need('investigations', (r.investigation ?? []).length === rec.investigations.length);
+      need('summary', (r.summary ?? null) === rec.summary);
+      need('prognosis', !(r.prognosisCodeableConcept ?? []).some(named) || rec.prognosis !== null);
+      need('assessor_reference', (r.assessor?.reference ?? null) === rec.assessor_reference);
+      date('effective_at', r.effectiveDateTime ?? r.effectivePeriod?.start);
+      date('date', r.date);
+      break;
+    case 'device_requests':
+      need('status', (r.status ?? null) === rec.status);
+      need('intent', r.intent === rec.intent);
+      need('device', !named(r.codeCodeableConcept) || rec.device !== null);
+      need('device_reference', (r.codeReference?.reference ?? null) === rec.device_reference);
+      need('parameters', (r.parameter ?? []).length === rec.parameters.length);
+      need('requester_reference', (r.requester?.reference ?? null) === rec.requester_reference);
+      need('reason_references', refs(r.reasonReference) === rec.reason_references.length);
+      date('authored_on', r.authoredOn);
+      break;
+    case 'nutrition_orders':
+      need('status', r.status === rec.status);
+      need('intent', r.intent === rec.intent);
+      need('orderer_reference', (r.orderer?.reference ?? null) === rec.orderer_reference);
+      need('exclude_foods', (r.excludeFoodModifier ?? []).filter(named).length === rec.exclude_foods.length);
+      need('oral_diet', !r.oralDiet || rec.oral_diet !== null);
+      need('oral_diet.nutrients', (r.oralDiet?.nutrient ?? []).length === (rec.oral_diet?.nutrients ?? []).length);
+      need('supplements', (r.supplement ?? []).length === rec.supplements.length);
+      need('enteral_formula', !r.enteralFormula || rec.enteral_formula !== null);
+      date('ordered_at', r.dateTime);
       break;
     case 'flags':
       need('status', r.status === rec.status);

@@ -20,7 +20,7 @@ let sources: RecordSource[] | undefined;
 function recordsSearches(patientId: string): PatientSearch[] {
   sources ??= [...recordTypes(loadMappings()).values()].flatMap((t) => t.sources);
   return [
-    ...sources.map((s) => ({ type: s.resourceType, query: { ...s.query, patient: `Patient/${patientId}`, _sort: `-${s.dateParam}`, _count: '100', _total: 'none' }, offset: 0 })),
+    ...sources.map((s) => ({ type: s.resourceType, query: { ...s.query, [s.patientParam]: `Patient/${patientId}`, _sort: `-${s.dateParam}`, _count: '100', _total: 'none' }, offset: 0 })),
     { type: 'Patient', query: { _id: patientId, _sort: '_id', _count: '1', _total: 'none' }, offset: 0 },
   ];
 }

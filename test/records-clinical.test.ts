@@ -43,6 +43,11 @@ const TYPE_OF: Record<string, string> = {
   Media: 'media',
   Appointment: 'appointments',
   Flag: 'flags',
+  AdverseEvent: 'adverse_events',
+  ClinicalImpression: 'clinical_impressions',
+  Communication: 'communications',
+  DeviceRequest: 'device_requests',
+  NutritionOrder: 'nutrition_orders',
 };
 const NEW_TYPES = [...new Set(Object.values(TYPE_OF))];
 /**
@@ -212,6 +217,136 @@ describe('records of every clinical resource (issue 39)', () => {
     // A flag coded only, raised by an organisation named by reference: the code as its words, the organisation's name.
     expect(await got('flags', '17')).toMatchObject({ patient_id: PATIENT, status: 'active', text: '129839007', codings: [{ system: SCT, code: '129839007', display: null }], category_code: 'clinical', start: '2025-01-20', visit_id: 'e1', author_reference: 'Organization/lab1' });
     expect((await got('flags', '17')).author).not.toBeNull();
+    // Harm from a medication the patient takes, coded only and named by references: the suspect by its medication's code, the recorder's name.
+    expect(await got('adverse_events', '18')).toMatchObject({
+      patient_id: PATIENT,
+      actuality: 'actual',
+      event: '271807003',
+      event_code: '271807003',
+      date: '2025-02-10T14:00:00Z',
+      visit_id: 'e1',
+      seriousness_code: 'Non-serious',
+      severity_code: 'moderate',
+      outcome_code: 'resolved',
+      resulting_condition_references: ['Condition/c1'],
+      resulting_conditions: '44054006',
+      recorder: 'Kwame Osei',
+      recorder_reference: 'Practitioner/p1',
+      suspects: [{ name: '197361', reference: 'MedicationStatement/12', causality: 'Probably/Likely', causality_method: null }],
+    });
+    // A laboratory's notification to the GP, coded only and named by references: the codes of HL7's code systems as
+    // the names Pont ships, the LOINC topic as its code, the reason by its Condition's code; the PDF described, not held.
+    expect(await got('communications', '20')).toMatchObject({
+      patient_id: PATIENT,
+      status: 'completed',
+      category: 'Notification',
+      category_code: 'notification',
+      category_system: 'http://terminology.hl7.org/CodeSystem/communication-category',
+      priority: 'urgent',
+      medium: 'electronic data',
+      topic: '4548-4',
+      visit_id: 'e1',
+      sent: '2025-03-15T10:20:00Z',
+      received: '2025-03-15T10:21:30Z',
+      // Given by reference only: the organisation's name, read from Organization/lab1.
+      sender: 'Northside Laboratory',
+      sender_reference: 'Organization/lab1',
+      recipient_references: ['Practitioner/p1'],
+      recipients: 'Kwame Osei',
+      reason: '44054006',
+      reason_code: null,
+      reason_references: ['Condition/c1'],
+      about_references: ['MedicationRequest/mr1'],
+      texts: ["HbA1c 8.1 % (65 mmol/mol), above the patient's target. Please review the diabetes treatment."],
+      attachments: [{ content_type: 'application/pdf', url: 'https://lab.example/reports/20/hba1c.pdf', title: 'HbA1c report.pdf', size: 48213, inline: null }],
+      resources: [],
+    });
+    // A device ordered by code only, its setting coded only with a quantity, named by references without display: the
+    // code as its words, the setting's code and value in words, the condition's code as the reason.
+    expect(await got('device_requests', '21')).toMatchObject({
+      patient_id: PATIENT,
+      status: 'active',
+      intent: 'order',
+      priority: 'routine',
+      device: '337414009',
+      device_code: '337414009',
+      device_system: SCT,
+      device_reference: null,
+      parameters: [{ name: 'STRIPS', value: '100 strips' }],
+      visit_id: 'e1',
+      occurrence_at: '2024-03-14',
+      occurrence_end: null,
+      authored_on: '2024-03-12T10:15:00Z',
+      requester: 'Kwame Osei',
+      requester_reference: 'Practitioner/p1',
+      performer: 'Northside Laboratory',
+      performer_reference: 'Organization/lab1',
+      reason: '44054006',
+      reason_references: ['Condition/c1'],
+      based_on_references: [],
+      identifiers: [{ system: 'urn:oid:1.2.840.114350.1.13.861.1.7.2.798268', value: '981276', type: null }],
+    });
+    // A diabetic diet coded only: every concept as its code, the nutrient's unit from its UCUM code, the supplement's
+    // timing code (BID) in words; no tube feeding.
+    expect(await got('nutrition_orders', '22')).toMatchObject({
+      patient_id: PATIENT,
+      status: 'active',
+      intent: 'order',
+      ordered_at: '2024-03-12T11:00:00Z',
+      visit_id: 'e1',
+      orderer: 'Kwame Osei',
+      orderer_reference: 'Practitioner/p1',
+      allergy_intolerance_references: [],
+      food_preference_modifiers: [],
+      exclude_foods: ['227493005'],
+      oral_diet: {
+        types: ['160670007'],
+        frequency: 3,
+        period: 1,
+        period_unit: 'd',
+        nutrients: [{ nutrient: '2331003', amount: 75, unit: 'g' }],
+        textures: [],
+        fluid_consistency: ['439021000124105'],
+      },
+      supplements: [{ type: '442971000124100', product_name: null, quantity: 237, quantity_unit: 'mL', schedule: 'BID' }],
+      enteral_formula: null,
+      identifiers: [{ system: 'urn:oid:1.2.840.114350.1.13.861.1.7.2.798269', value: '981277', type: null }],
+    });
+    // A consultant's review coded only and named by references without display: the kind, the examination, the
+    // prognosis and a finding as their codes, the assessor's name read from Practitioner/p1, the problem and the
+    // finding given by reference as the Condition's code, the period's end kept.
+    expect(await got('clinical_impressions', '19')).toMatchObject({
+      patient_id: PATIENT,
+      visit_id: 'e1',
+      status: 'completed',
+      status_reason: null,
+      assessment: '11429006',
+      code: '11429006',
+      code_system: SCT,
+      description: null,
+      effective_at: '2024-03-12T09:00:00Z',
+      effective_end: '2024-03-12T09:30:00Z',
+      date: '2024-03-12T10:05:00Z',
+      assessor: 'Kwame Osei',
+      assessor_reference: 'Practitioner/p1',
+      previous_id: null,
+      problem_references: ['Condition/c1'],
+      problems: '44054006',
+      investigations: [{ name: '5880005', code: '5880005', system: SCT, items: null, item_references: [] }],
+      summary: 'Diabetes not at target on metformin; blood pressure above target.',
+      findings: [
+        { name: '44054006', code: null, system: null, reference: 'Condition/c1', basis: 'HbA1c 8.1 % (65 mmol/mol)' },
+        { name: '38341003', code: '38341003', system: SCT, reference: null, basis: null },
+      ],
+      prognosis: '65872000',
+      prognosis_code: '65872000',
+      prognosis_system: SCT,
+      prognosis_references: [],
+      supporting_info_references: ['MedicationRequest/mr1'],
+      protocols: [],
+      note: 'Increase metformin to 1 g twice daily; recheck HbA1c in three months.',
+      identifiers: [{ system: 'urn:oid:1.2.840.114350.1.13.861.1.7.2.798273', value: '730046', type: null }],
+    });
     expect(await got('appointments', '16')).toMatchObject({ patient_id: PATIENT, status: 'cancelled', requested_periods: [{ start: '2025-04-01', end: '2025-04-15' }] });
     expect(await got('care_plans', '2')).toMatchObject({ status: 'active', intent: 'plan', category: null, addresses_references: ['Condition/c1'], goal_references: ['Goal/3'], activities: ['Diabetic diet (in-progress)'], activity_references: ['MedicationRequest/mr1'] });
     // A coding without display reads as its code; the target keeps its comparator.
@@ -321,14 +456,16 @@ describe('records of every clinical resource (issue 39)', () => {
         expect((await records(labs, `?type=${type}`)).status, type).toBe(403);
       }
     }
-    // A full record narrowed to documents:read: only media.
+    // A full record narrowed to documents:read: only media and communications.
     const documents = await consented('org-documents', 'full_record', ['documents:read']);
     const docs = await records(documents, '?type=all&limit=1000');
-    expect(NEW_TYPES.filter((t) => docs.body.records[t] !== undefined)).toEqual(['media']);
+    expect(NEW_TYPES.filter((t) => docs.body.records[t] !== undefined).sort()).toEqual(['communications', 'media']);
     // The summary consent (patients:read, prescriptions:read): procedures, care plans, goals, family history, devices,
-    // dispenses, medication statements and administrations.
+    // adverse events, clinical impressions, device and nutrition orders, dispenses, medication statements and administrations.
     const summary = await consented('org-summary', 'summary');
     const got = await records(summary, '?type=all&limit=1000');
-    expect(NEW_TYPES.filter((t) => got.body.records[t] !== undefined).sort()).toEqual(['administrations', 'care_plans', 'devices', 'dispenses', 'family_history', 'goals', 'medication_statements', 'procedures']);
+    expect(NEW_TYPES.filter((t) => got.body.records[t] !== undefined).sort()).toEqual([
+      'administrations', 'adverse_events', 'care_plans', 'clinical_impressions', 'device_requests', 'devices', 'dispenses', 'family_history', 'goals', 'medication_statements', 'nutrition_orders', 'procedures',
+    ]);
   });
 });

@@ -50,17 +50,21 @@ export const badRequest = (message: string, options?: ApiErrorOptions) =>
   new ApiError(400, ErrorCode.badRequest, message, options);
 export const validationFailed = (message: string, options?: ApiErrorOptions) =>
   new ApiError(422, ErrorCode.validationFailed, message, options);
-/** The most fields one answer names, and the most characters of a field's name or message (a bounded answer to any request). */
+/**
+ * The most fields one answer names, and the most characters of a field's name and of its message (a bounded answer to
+ * any request); a message may list every choice of its field whole (the 45 record types of `type`: ~700 characters).
+ */
 const MAX_DETAILS = 20;
-const MAX_DETAIL_CHARS = 300;
-const cut = (text: string) => (text.length > MAX_DETAIL_CHARS ? `${text.slice(0, MAX_DETAIL_CHARS)}…` : text);
+const MAX_FIELD_CHARS = 300;
+const MAX_MESSAGE_CHARS = 1000;
+const cut = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)}…` : text);
 
 /**
  * 422 naming the fields at fault, in the shape request validation uses (`details: [{field, message}]`): the first
  * MAX_DETAILS, each cut short, and how many more there were (10,000 unknown keys of a megabyte each are not echoed).
  */
 export const invalidFields = (all: Array<{ field: string; message: string }>) => {
-  const details = all.slice(0, MAX_DETAILS).map((d) => ({ field: cut(d.field), message: cut(d.message) }));
+  const details = all.slice(0, MAX_DETAILS).map((d) => ({ field: cut(d.field, MAX_FIELD_CHARS), message: cut(d.message, MAX_MESSAGE_CHARS) }));
   const more = all.length > MAX_DETAILS ? `; and ${all.length - MAX_DETAILS} more` : '';
   return validationFailed(details.map((d) => `${d.field}: ${d.message}`).join('; ') + more, { extra: { details } });
 };

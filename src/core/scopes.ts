@@ -82,6 +82,13 @@ export const FHIR_READ_SCOPES: Record<string, Scope> = {
   Device: 'patients:read',
   DeviceUseStatement: 'patients:read',
   Coverage: 'patients:read',
+  // Harm from care (a drug reaction, a fall on the ward): beside the allergies and conditions it may add.
+  AdverseEvent: 'patients:read',
+  // A clinician's assessment of the patient's problems (findings, prognosis): beside the conditions it weighs.
+  ClinicalImpression: 'patients:read',
+  // Orders for a device (a wheelchair, home oxygen) or a diet: beside the devices and the plan of care.
+  DeviceRequest: 'patients:read',
+  NutritionOrder: 'patients:read',
   Observation: 'labs:read',
   DiagnosticReport: 'labs:read',
   // Imaging studies (DICOM series, as a PACS or Synthea writes them): diagnostics, with the reports that read them.
@@ -101,6 +108,8 @@ export const FHIR_READ_SCOPES: Record<string, Scope> = {
   Composition: 'documents:read',
   // Photos, scans, recordings of the patient: held and shared like documents.
   Media: 'documents:read',
+  // Messages about the patient (a result sent to the GP, a reminder to the patient): held and shared like documents.
+  Communication: 'documents:read',
   Consent: 'consents:read',
   Appointment: 'appointments:read',
   BiologicallyDerivedProduct: 'blood:inventory:read',

@@ -42,7 +42,7 @@ describe('mapping engine', () => {
     const files = readdirSync(defaultMappingsDir).filter((f) => f.endsWith('.examples.yaml'));
     it('every map has examples', () => {
       expect(mappings.names().sort()).toEqual([
-        'allergy-record', 'appointment', 'assessment', 'blood-unit', 'care-plan', 'care-team', 'cdss-alert', 'clinical-note', 'consent', 'device', 'device-use', 'diagnosis', 'diagnostic-report', 'dispense', 'document', 'family-history', 'flag', 'goal', 'imaging-study', 'immunization', 'lab-report', 'lab-result', 'media', 'medication-administration', 'medication-statement', 'observation', 'order', 'patient-demographics', 'patient-profile', 'patient-summary', 'payment', 'pharmacy-stock', 'prescription', 'procedure', 'risk-assessment', 'specimen', 'v2-encounter', 'v2-merged-patient', 'v2-observation', 'v2-patient', 'v2-report', 'v2-specimen', 'visit', 'vital',
+        'adverse-event', 'allergy-record', 'appointment', 'assessment', 'blood-unit', 'care-plan', 'care-team', 'cdss-alert', 'clinical-impression', 'clinical-note', 'communication', 'consent', 'device', 'device-request', 'device-use', 'diagnosis', 'diagnostic-report', 'dispense', 'document', 'family-history', 'flag', 'goal', 'imaging-study', 'immunization', 'lab-report', 'lab-result', 'media', 'medication-administration', 'medication-statement', 'nutrition-order', 'observation', 'order', 'patient-demographics', 'patient-profile', 'patient-summary', 'payment', 'pharmacy-stock', 'prescription', 'procedure', 'risk-assessment', 'specimen', 'v2-encounter', 'v2-merged-patient', 'v2-observation', 'v2-patient', 'v2-report', 'v2-specimen', 'visit', 'vital',
       ]);
       expect(files.map((f) => f.replace('.examples.yaml', '')).sort()).toEqual(mappings.names().sort());
     });

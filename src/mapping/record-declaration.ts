@@ -17,6 +17,8 @@ export interface RecordDeclaration {
    * of its own. In each, a parameter's list of values is OR (`a,b`).
    */
   queries: Array<Record<string, string>>;
+  /** The search parameter that names the patient: `patient`, or `subject` where the type has no `patient` (AdverseEvent). */
+  patientParam: 'patient' | 'subject';
   /** The search parameter that dates them (newest first), and the Connect field it fills. */
   dateParam: string;
   dateField: string;

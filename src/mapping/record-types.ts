@@ -7,8 +7,9 @@ import type { CompiledMap, MappingSet } from './types';
  */
 export interface RecordSource {
   resourceType: string;
-  /** FHIR search parameters that select the type's resources (the patient is added). */
+  /** FHIR search parameters that select the type's resources (the patient is added, as `patientParam`). */
   query: Record<string, string>;
+  patientParam: 'patient' | 'subject';
   /** The search parameter that dates them (newest first), and the record field it fills. */
   dateParam: string;
   dateField: string;
@@ -52,7 +53,7 @@ function declaredTypes(maps: CompiledMap[]): Map<string, RecordType> {
   for (const map of maps) {
     const declared = map.record;
     if (!declared) continue;
-    const sources: RecordSource[] = declared.queries.map((query) => ({ resourceType: map.resourceType, query, dateParam: declared.dateParam, dateField: declared.dateField, map: map.name, ...(declared.tag ? { tag: declared.tag } : {}) }));
+    const sources: RecordSource[] = declared.queries.map((query) => ({ resourceType: map.resourceType, query, patientParam: declared.patientParam, dateParam: declared.dateParam, dateField: declared.dateField, map: map.name, ...(declared.tag ? { tag: declared.tag } : {}) }));
     const type = types.get(declared.type);
     if (type) type.sources.push(...sources);
     else types.set(declared.type, { name: declared.type, dataClass: declared.dataClass, shape: declared.shape ?? declared.type, sources });

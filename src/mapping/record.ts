@@ -39,6 +39,8 @@ export function readRecordSection(source: YamlSource, node: Node, resourceType: 
   }
 
   const params = getSearchParameters(resourceType) ?? {};
+  const patientParam = params.patient ? 'patient' : params.subject ? 'subject' : undefined;
+  if (!patientParam) source.problem(node, `${resourceType} has no search parameter \`patient\` or \`subject\`: its records cannot be found by the patient`);
   // One query, or a list of them: the resources any of them selects (lab results by their category, or by the
   // laboratory report that lists them). Each is a source of its own, merged by date: write them so none overlap.
   const searchNode = value('search');
@@ -100,10 +102,10 @@ export function readRecordSection(source: YamlSource, node: Node, resourceType: 
     if (text !== undefined) (tag ??= {})[keyOf(pair)] = text;
   }
 
-  if (source.problems.length > before || !type || !dataClass || !dateParam || !dateField) return undefined;
+  if (source.problems.length > before || !type || !dataClass || !patientParam || !dateParam || !dateField) return undefined;
   const [line, column] = source.position(typeNode);
   return {
-    type, shape, dataClass, queries, dateParam, dateField, tag,
+    type, shape, dataClass, queries, patientParam, dateParam, dateField, tag,
     ...(except.length ? { except } : {}),
     at: { file: source.file, line, column },
   };

@@ -126,7 +126,7 @@ const WITHHELD_IN_SUMMARY = ['prescriptions:read', 'labs:read'];
 
 /** A record type's source's search for one page of the patient's records, newest first. */
 function sourceQuery(patientId: string, source: RecordSource, request: PageRequest): Record<string, string> {
-  const query: Record<string, string> = { ...source.query, ...request.query, patient: `Patient/${patientId}`, _sort: `-${source.dateParam}`, _count: String(request.limit), _total: 'none' };
+  const query: Record<string, string> = { ...source.query, ...request.query, [source.patientParam]: `Patient/${patientId}`, _sort: `-${source.dateParam}`, _count: String(request.limit), _total: 'none' };
   if (request.since) query._lastUpdated = `gt${request.since}`;
   return query;
 }

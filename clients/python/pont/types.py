@@ -35,6 +35,39 @@ class Administration(TypedDict):
     note: Optional[str]
 
 
+class AdverseEvent(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    actuality: Optional[Literal['actual', 'potential']]
+    event: Optional[str]
+    event_code: Optional[str]
+    event_system: Optional[str]
+    category: Optional[str]
+    category_code: Optional[str]
+    category_system: Optional[str]
+    date: Optional[str]
+    detected: Optional[str]
+    recorded_date: Optional[str]
+    visit_id: Optional['FhirId']
+    location: Optional[str]
+    location_reference: Optional[str]
+    seriousness: Optional[str]
+    seriousness_code: Optional[str]
+    severity: Optional[str]
+    severity_code: Optional[str]
+    outcome: Optional[str]
+    outcome_code: Optional[str]
+    resulting_condition_references: Optional[List[str]]
+    resulting_conditions: Optional[str]
+    recorder: Optional[str]
+    recorder_reference: Optional[str]
+    contributor_references: Optional[List[str]]
+    suspects: Optional[List[Dict[str, Any]]]
+    medical_history_references: Optional[List[str]]
+    identifier_system: Optional[str]
+    identifier_value: Optional[str]
+
+
 class AllergyRecord(TypedDict):
     id: 'FhirId'
     patient_id: Optional['FhirId']
@@ -208,6 +241,37 @@ class ClientSecretRotation(TypedDict):
     previous_secret_expires_at: Optional[str]
 
 
+class ClinicalImpression(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
+    status: Optional[Literal['in-progress', 'completed', 'entered-in-error']]
+    status_reason: Optional[str]
+    code: Optional[str]
+    code_system: Optional[str]
+    assessment: Optional[str]
+    description: Optional[str]
+    effective_at: Optional[str]
+    effective_end: Optional[str]
+    date: Optional[str]
+    assessor: Optional[str]
+    assessor_reference: Optional[str]
+    previous_id: Optional['FhirId']
+    problem_references: Optional[List[str]]
+    problems: Optional[str]
+    investigations: Optional[List[Dict[str, Any]]]
+    summary: Optional[str]
+    findings: Optional[List[Dict[str, Any]]]
+    prognosis_code: Optional[str]
+    prognosis_system: Optional[str]
+    prognosis: Optional[str]
+    prognosis_references: Optional[List[str]]
+    supporting_info_references: Optional[List[str]]
+    protocols: Optional[List[str]]
+    note: Optional[str]
+    identifiers: Optional[List[Dict[str, Any]]]
+
+
 class ClinicalNote(TypedDict):
     id: 'FhirId'
     patient_id: Optional['FhirId']
@@ -277,6 +341,39 @@ class ClinicalObservation(TypedDict):
     interpretations: Optional[List[Dict[str, Any]]]
     reference_ranges: Optional[List[Dict[str, Any]]]
     value_codings: Optional[List[Dict[str, Any]]]
+
+
+class Communication(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    status: Optional[Literal['preparation', 'in-progress', 'not-done', 'on-hold', 'stopped', 'completed', 'entered-in-error', 'unknown']]
+    status_reason: Optional[str]
+    category: Optional[str]
+    category_code: Optional[str]
+    category_system: Optional[str]
+    priority: Optional[Literal['routine', 'urgent', 'asap', 'stat']]
+    medium: Optional[str]
+    topic: Optional[str]
+    visit_id: Optional['FhirId']
+    sent: Optional[str]
+    received: Optional[str]
+    sender: Optional[str]
+    sender_reference: Optional[str]
+    recipient_references: Optional[List[str]]
+    recipients: Optional[str]
+    reason: Optional[str]
+    reason_code: Optional[str]
+    reason_system: Optional[str]
+    reason_references: Optional[List[str]]
+    based_on_references: Optional[List[str]]
+    part_of_references: Optional[List[str]]
+    about_references: Optional[List[str]]
+    in_response_to_ids: Optional[List['FhirId']]
+    texts: Optional[List[str]]
+    attachments: Optional[List[Dict[str, Any]]]
+    resources: Optional[List[Dict[str, Any]]]
+    note: Optional[str]
+    identifiers: Optional[List[Dict[str, Any]]]
 
 
 class ConsentApproval(TypedDict, total=False):
@@ -365,6 +462,36 @@ class ConsentStatus(TypedDict):
 
 
 ConsentType = Literal['full_record', 'summary', 'diagnostics', 'prescriptions', 'documents']
+
+class DeviceRequest(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
+    status: Optional[Literal['draft', 'active', 'on-hold', 'revoked', 'completed', 'entered-in-error', 'unknown']]
+    intent: Optional[Literal['proposal', 'plan', 'directive', 'order', 'original-order', 'reflex-order', 'filler-order', 'instance-order', 'option']]
+    priority: Optional[Literal['routine', 'urgent', 'asap', 'stat']]
+    device: Optional[str]
+    device_code: Optional[str]
+    device_system: Optional[str]
+    device_reference: Optional[str]
+    parameters: Optional[List[Dict[str, Any]]]
+    occurrence_at: Optional[str]
+    occurrence_end: Optional[str]
+    occurrence_timing: Optional[str]
+    authored_on: Optional[str]
+    requester: Optional[str]
+    requester_reference: Optional[str]
+    performer_type: Optional[str]
+    performer: Optional[str]
+    performer_reference: Optional[str]
+    reason: Optional[str]
+    reason_code: Optional[str]
+    reason_system: Optional[str]
+    reason_references: Optional[List[str]]
+    based_on_references: Optional[List[str]]
+    note: Optional[str]
+    identifiers: Optional[List[Dict[str, Any]]]
+
 
 class Diagnosis(TypedDict):
     id: 'FhirId'
@@ -885,6 +1012,26 @@ class MobileTokenResponse(TypedDict):
 
 class MyConsents(TypedDict):
     items: List['ConsentStatus']
+
+
+class NutritionOrder(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
+    status: Optional[Literal['draft', 'active', 'on-hold', 'revoked', 'completed', 'entered-in-error', 'unknown']]
+    intent: Optional[Literal['proposal', 'plan', 'directive', 'order', 'original-order', 'reflex-order', 'filler-order', 'instance-order', 'option']]
+    ordered_at: Optional[str]
+    orderer: Optional[str]
+    orderer_reference: Optional[str]
+    allergy_intolerance_references: Optional[List[str]]
+    allergy_intolerances: Optional[str]
+    food_preference_modifiers: Optional[List[str]]
+    exclude_foods: Optional[List[str]]
+    oral_diet: Optional[Dict[str, Any]]
+    supplements: Optional[List[Dict[str, Any]]]
+    enteral_formula: Optional[Dict[str, Any]]
+    note: Optional[str]
+    identifiers: Optional[List[Dict[str, Any]]]
 
 
 class OAuthError(TypedDict):

@@ -48,6 +48,44 @@ export type Administration = {
   note: string | null;
 };
 
+export type AdverseEvent = {
+  id: FhirId;
+  patient_id: FhirId | null;
+  actuality: "actual" | "potential" | null;
+  event: string | null;
+  event_code: string | null;
+  event_system: string | null;
+  category: string | null;
+  category_code: string | null;
+  category_system: string | null;
+  date: string | null;
+  detected: string | null;
+  recorded_date: string | null;
+  visit_id: FhirId | null;
+  location: string | null;
+  location_reference: string | null;
+  seriousness: string | null;
+  seriousness_code: string | null;
+  severity: string | null;
+  severity_code: string | null;
+  outcome: string | null;
+  outcome_code: string | null;
+  resulting_condition_references: Array<string> | null;
+  resulting_conditions: string | null;
+  recorder: string | null;
+  recorder_reference: string | null;
+  contributor_references: Array<string> | null;
+  suspects: Array<{
+    name: string | null;
+    reference: string | null;
+    causality: string | null;
+    causality_method: string | null;
+  }> | null;
+  medical_history_references: Array<string> | null;
+  identifier_system: string | null;
+  identifier_value: string | null;
+};
+
 export type AllergyRecord = {
   id: FhirId;
   patient_id: FhirId | null;
@@ -319,6 +357,53 @@ export type ClientSecretRotation = {
   previous_secret_expires_at: string | null;
 };
 
+export type ClinicalImpression = {
+  id: FhirId;
+  patient_id: FhirId | null;
+  visit_id: FhirId | null;
+  status: "in-progress" | "completed" | "entered-in-error" | null;
+  status_reason: string | null;
+  code: string | null;
+  code_system: string | null;
+  assessment: string | null;
+  description: string | null;
+  effective_at: string | null;
+  effective_end: string | null;
+  date: string | null;
+  assessor: string | null;
+  assessor_reference: string | null;
+  previous_id: FhirId | null;
+  problem_references: Array<string> | null;
+  problems: string | null;
+  investigations: Array<{
+    name: string | null;
+    code: string | null;
+    system: string | null;
+    items: string | null;
+    item_references: Array<string> | null;
+  }> | null;
+  summary: string | null;
+  findings: Array<{
+    name: string | null;
+    code: string | null;
+    system: string | null;
+    reference: string | null;
+    basis: string | null;
+  }> | null;
+  prognosis_code: string | null;
+  prognosis_system: string | null;
+  prognosis: string | null;
+  prognosis_references: Array<string> | null;
+  supporting_info_references: Array<string> | null;
+  protocols: Array<string> | null;
+  note: string | null;
+  identifiers: Array<{
+    system: string | null;
+    value: string | null;
+    type: string | null;
+  }> | null;
+};
+
 export type ClinicalNote = {
   id: FhirId;
   patient_id: FhirId | null;
@@ -468,6 +553,52 @@ export type ClinicalObservation = {
   }> | null;
 };
 
+export type Communication = {
+  id: FhirId;
+  patient_id: FhirId | null;
+  status: "preparation" | "in-progress" | "not-done" | "on-hold" | "stopped" | "completed" | "entered-in-error" | "unknown" | null;
+  status_reason: string | null;
+  category: string | null;
+  category_code: string | null;
+  category_system: string | null;
+  priority: "routine" | "urgent" | "asap" | "stat" | null;
+  medium: string | null;
+  topic: string | null;
+  visit_id: FhirId | null;
+  sent: string | null;
+  received: string | null;
+  sender: string | null;
+  sender_reference: string | null;
+  recipient_references: Array<string> | null;
+  recipients: string | null;
+  reason: string | null;
+  reason_code: string | null;
+  reason_system: string | null;
+  reason_references: Array<string> | null;
+  based_on_references: Array<string> | null;
+  part_of_references: Array<string> | null;
+  about_references: Array<string> | null;
+  in_response_to_ids: Array<FhirId> | null;
+  texts: Array<string> | null;
+  attachments: Array<{
+    content_type: string | null;
+    url: string | null;
+    title: string | null;
+    size: number | null;
+    inline: boolean | null;
+  }> | null;
+  resources: Array<{
+    reference: string | null;
+    name: string | null;
+  }> | null;
+  note: string | null;
+  identifiers: Array<{
+    system: string | null;
+    value: string | null;
+    type: string | null;
+  }> | null;
+};
+
 export type ConsentApproval = {
   /** The kinds of record it covers (narrows the classes; absent: every kind of its classes) */
   hi_types?: Array<HiType>;
@@ -578,6 +709,43 @@ export type ConsentStatus = {
 
 /** docs/integrators.md "Consent": the classes each covers */
 export type ConsentType = "full_record" | "summary" | "diagnostics" | "prescriptions" | "documents";
+
+export type DeviceRequest = {
+  id: FhirId;
+  patient_id: FhirId | null;
+  visit_id: FhirId | null;
+  status: "draft" | "active" | "on-hold" | "revoked" | "completed" | "entered-in-error" | "unknown" | null;
+  intent: "proposal" | "plan" | "directive" | "order" | "original-order" | "reflex-order" | "filler-order" | "instance-order" | "option" | null;
+  priority: "routine" | "urgent" | "asap" | "stat" | null;
+  device: string | null;
+  device_code: string | null;
+  device_system: string | null;
+  device_reference: string | null;
+  parameters: Array<{
+    name: string | null;
+    value: string | null;
+  }> | null;
+  occurrence_at: string | null;
+  occurrence_end: string | null;
+  occurrence_timing: string | null;
+  authored_on: string | null;
+  requester: string | null;
+  requester_reference: string | null;
+  performer_type: string | null;
+  performer: string | null;
+  performer_reference: string | null;
+  reason: string | null;
+  reason_code: string | null;
+  reason_system: string | null;
+  reason_references: Array<string> | null;
+  based_on_references: Array<string> | null;
+  note: string | null;
+  identifiers: Array<{
+    system: string | null;
+    value: string | null;
+    type: string | null;
+  }> | null;
+};
 
 export type Diagnosis = {
   id: FhirId;
@@ -1522,6 +1690,71 @@ export type MyConsents = {
   items: Array<ConsentStatus>;
 };
 
+export type NutritionOrder = {
+  id: FhirId;
+  patient_id: FhirId | null;
+  visit_id: FhirId | null;
+  status: "draft" | "active" | "on-hold" | "revoked" | "completed" | "entered-in-error" | "unknown" | null;
+  intent: "proposal" | "plan" | "directive" | "order" | "original-order" | "reflex-order" | "filler-order" | "instance-order" | "option" | null;
+  ordered_at: string | null;
+  orderer: string | null;
+  orderer_reference: string | null;
+  allergy_intolerance_references: Array<string> | null;
+  allergy_intolerances: string | null;
+  food_preference_modifiers: Array<string> | null;
+  exclude_foods: Array<string> | null;
+  oral_diet: {
+    types: Array<string> | null;
+    schedule: string | null;
+    frequency: number | null;
+    period: number | null;
+    period_unit: "s" | "min" | "h" | "d" | "wk" | "mo" | "a" | null;
+    start: string | null;
+    nutrients: Array<{
+      nutrient: string | null;
+      amount: number | null;
+      unit: string | null;
+    }> | null;
+    textures: Array<{
+      texture: string | null;
+      food_type: string | null;
+    }> | null;
+    fluid_consistency: Array<string> | null;
+    instruction: string | null;
+  } | null;
+  supplements: Array<{
+    type: string | null;
+    product_name: string | null;
+    quantity: number | null;
+    quantity_unit: string | null;
+    schedule: string | null;
+    frequency: number | null;
+    period: number | null;
+    period_unit: "s" | "min" | "h" | "d" | "wk" | "mo" | "a" | null;
+    start: string | null;
+    instruction: string | null;
+  }> | null;
+  enteral_formula: {
+    base_formula: string | null;
+    base_formula_product: string | null;
+    additive: string | null;
+    additive_product: string | null;
+    caloric_density: number | null;
+    caloric_density_unit: string | null;
+    route: string | null;
+    rate: string | null;
+    volume: string | null;
+    max_volume: string | null;
+    instruction: string | null;
+  } | null;
+  note: string | null;
+  identifiers: Array<{
+    system: string | null;
+    value: string | null;
+    type: string | null;
+  }> | null;
+};
+
 /** The Error shape, with the RFC 6749 fields OAuth libraries read. */
 export type OAuthError = {
   status: "error";
@@ -1662,13 +1895,17 @@ export type PatientRecords = {
   /** Only the types asked for, newest first */
   records: {
     administrations?: Array<Administration>;
+    adverse_events?: Array<AdverseEvent>;
     alerts?: Array<CdssAlert>;
     allergies?: Array<AllergyRecord>;
     appointments?: Array<Appointment>;
     assessments?: Array<Assessment>;
     care_plans?: Array<CarePlan>;
     care_teams?: Array<CareTeam>;
+    clinical_impressions?: Array<ClinicalImpression>;
     clinical_notes?: Array<ClinicalNote>;
+    communications?: Array<Communication>;
+    device_requests?: Array<DeviceRequest>;
     devices?: Array<MedicalDevice>;
     diagnoses?: Array<Diagnosis>;
     dispenses?: Array<Dispense>;
@@ -1681,6 +1918,7 @@ export type PatientRecords = {
     lab_results?: Array<LabResult>;
     media?: Array<MediaRecord>;
     medication_statements?: Array<MedicationUse>;
+    nutrition_orders?: Array<NutritionOrder>;
     observations?: Array<ClinicalObservation>;
     orders?: Array<Order>;
     prescriptions?: Array<Prescription>;
