@@ -288,9 +288,9 @@ export const commands: CommandSpec[] = [
     args: [{ name: 'DIR', required: false, description: 'The mappings directory (default: PONT_MAPPINGS_DIR, else mappings/)' }],
     examples: ['pont mappings check', 'pont mappings check ./my-mappings'],
     run: async ({ args }) => {
-      const [{ mappingsCommand }, { searchProblem }, { verifyMappings }] = await Promise.all([import('./mapping/cli'), import('./fhir/search/parse'), import('./server')]);
+      const [{ mappingsCommand }, { searchProblem }, { fhirResourceProblem }, { verifyMappings }] = await Promise.all([import('./mapping/cli'), import('./fhir/search/parse'), import('./fhir/validate'), import('./server')]);
       // What the start checks of the maps, the store's and the routes' share included.
-      return mappingsCommand(['check', ...(args.DIR ? [str(args.DIR)] : [])], { searchProblem, verify: (dir) => verifyMappings(loadConfig(), dir) });
+      return mappingsCommand(['check', ...(args.DIR ? [str(args.DIR)] : [])], { searchProblem, fhirProblem: fhirResourceProblem, verify: (dir) => verifyMappings(loadConfig(), dir) });
     },
   },
 ];

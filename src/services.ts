@@ -15,6 +15,7 @@ import { createIdempotencyJanitor } from './http/idempotency';
 import { createAccessControl } from './auth/access';
 import { MappingHolder } from './mapping/holder';
 import { searchProblem } from './fhir/search/parse';
+import { fhirResourceProblem } from './fhir/validate';
 import type { MappingSet } from './mapping/types';
 import type { BackgroundWorker } from './jobs';
 import { bloodStockClock, bloodUnitsTable } from './inventory/blood';
@@ -59,7 +60,7 @@ export function createFhirService(db: Database, config: Pick<Config, 'publicUrl'
 }
 
 /** The maps the service runs, compiled and checked: a bad map throws a MappingError naming file:line:column. */
-export const loadServiceMappings = (config: Pick<Config, 'mappingsDir'>): MappingHolder => new MappingHolder(mappingsDirectory(config), { searchProblem });
+export const loadServiceMappings = (config: Pick<Config, 'mappingsDir'>): MappingHolder => new MappingHolder(mappingsDirectory(config), { searchProblem, fhirProblem: fhirResourceProblem });
 
 /** `mappings`: the maps already loaded (startPont loads them before it opens the database, so a bad map stops the start at once). */
 export async function createServices(config: Config, db: Database, log: Logger, mappings = loadServiceMappings(config)): Promise<Composition> {

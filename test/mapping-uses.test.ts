@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadFhirDefinitions } from '../src/core/fhir-definitions';
 import { checkMappings, defaultMappingsDir, loadCheckedMappings, loadMappings } from '../src/mapping/index';
 import { CODE_MAPS } from '../src/mapping/uses';
+import { fhirResourceProblem } from '../src/fhir/validate';
 
 /** Issue 26 item 6: `pont mappings check` fails for what would fail at start, at run time or in CI. */
 describe('pont mappings check is the whole truth', () => {
@@ -72,6 +73,22 @@ describe('pont mappings check is the whole truth', () => {
     expect(() => loadMappings(dir)).not.toThrow();
     expect(problems(dir)).toEqual([
       `${join('D', 'patient-summary.map.yaml')}:${lineOf(join(dir, 'patient-summary.map.yaml'), 'connect:')}:1: the code reads the Connect field \`blood_group\` of this map (src/mapping/uses.ts), which does not declare it: it would always be null`,
+    ]);
+  });
+
+  it("an example whose FHIR the store would refuse, though @medplum/core's validator takes it: a `#id` naming nothing contained, a reference to a type the element does not allow", () => {
+    const dir = copy();
+    const orders = join(dir, 'order.examples.yaml');
+    for (let i = 0; i < 2; i++) edit(orders, 'Specimen/serum', '"#serum"');
+    const events = join(dir, 'adverse-event.examples.yaml');
+    for (let i = 0; i < 2; i++) edit(events, 'MedicationStatement/ms1', 'MedicationRequest/ms1');
+    edit(events, '- resourceType: MedicationStatement\n      id: ms1\n      status: active\n', '- resourceType: MedicationRequest\n      id: ms1\n      status: active\n      intent: order\n');
+    expect(checkMappings(dir).problems.filter((p) => /not valid FHIR/.test(p.message))).toEqual([]);
+    // The service and `pont mappings check` check examples as the store checks a write (src/cli.ts, src/services.ts).
+    const found = checkMappings(dir, { fhirProblem: fhirResourceProblem }).problems.map((p) => p.message.replace(dir, 'D'));
+    expect(found).toEqual([
+      expect.stringMatching(/^D\/adverse-event\.examples\.yaml:\d+:\d+: the example's fhir is not valid FHIR R4: AdverseEvent\.suspectEntity\[0\]\.instance may refer to .*, not MedicationRequest/),
+      expect.stringMatching(/^D\/order\.examples\.yaml:\d+:\d+: the example's fhir is not valid FHIR R4: #serum names no contained resource \(ref-1\)/),
     ]);
   });
 

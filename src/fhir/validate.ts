@@ -40,6 +40,18 @@ export function validateFhirResource(resource: Resource): void {
   }
 }
 
+/** Why the store would refuse `resource` (validateFhirResource), its issues as one text; undefined when it would not. */
+export function fhirResourceProblem(resource: Resource): string | undefined {
+  try {
+    validateFhirResource(resource);
+    return undefined;
+  } catch (err) {
+    if (!(err instanceof ApiError)) throw err;
+    const issues = err.options.issues ?? [];
+    return issues.length ? issues.map((i) => `${i.details?.text ?? i.diagnostics}${i.expression?.length ? ` (${i.expression.join(', ')})` : ''}`).join('; ') : err.message;
+  }
+}
+
 /**
  * R4 invariants the structural validator leaves out: narratives are safe XHTML with content (txt-1, txt-2), every
  * `#id` reference names a contained resource (ref-1), a Period does not end before it starts (per-1) and a Range's low

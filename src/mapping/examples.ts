@@ -57,9 +57,9 @@ export function r4Problem(resource: Resource): string | undefined {
 
 /**
  * Runs every `{connect, fhir}` pair of an examples file both ways through the map, and checks that the `fhir`
- * side is valid FHIR R4. Problems go to `source`, at the example (or the exact value) that is wrong.
+ * side is valid FHIR R4 (to `fhirProblem`: the service and `pont mappings check` give the store's own validation). Problems go to `source`, at the example (or the exact value) that is wrong.
  */
-export function runExamples(map: CompiledMap, source: YamlSource): number {
+export function runExamples(map: CompiledMap, source: YamlSource, fhirProblem: (resource: Resource) => string | undefined = r4Problem): number {
   // An empty file (or comments only) lists no examples: not malformed; the loader says that a map needs some.
   if (!source.ok || source.root === null) return 0;
   if (!isSeq(source.root)) {
@@ -101,7 +101,7 @@ export function runExamples(map: CompiledMap, source: YamlSource): number {
 
     const others = [...referenced.map((r, i) => [r, (referencedNode as { items: Node[] }).items[i]!, 'referenced resource'] as const), ...(patient ? [[patient, patientNode!, 'patient'] as const] : [])];
     for (const [resource, node, what] of [[fhir, fhirNode, 'fhir'], ...others] as const) {
-      const problem = r4Problem(resource);
+      const problem = fhirProblem(resource);
       if (problem) source.problem(node, `the example's ${what} is not valid FHIR R4: ${problem}`);
     }
     // `only: read`: FHIR as another system wrote it (what read-only fields read), checked one way, FHIR -> Connect.

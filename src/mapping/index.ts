@@ -17,6 +17,7 @@ import { checkRecordTypes } from './record';
 import { codeDisplay } from './terminology';
 import { z } from 'zod';
 import { DATE_TIME, FHIR_ID, referencesToResolve, runFromFhir, readsPatient, runReadFhir, runToFhir, terminologyAsked, type ConnectField, type MapProgram } from './runtime';
+import type { Resource } from '@medplum/fhirtypes';
 import type { CompiledMap, MappingSet } from './types';
 import { YamlSource } from './yaml-source';
 
@@ -232,6 +233,11 @@ export function declaredValues(map: CompiledMap, field: string): string[] {
  */
 export interface ServiceChecks {
   searchProblem?: (resourceType: string, query: Record<string, string>) => string | undefined;
+  /**
+   * Why an example's FHIR would not be stored (src/fhir/validate.ts: the reference types each element allows, `#id`
+   * references to what is contained, required bindings), beside what @medplum/core's validator checks (r4Problem).
+   */
+  fhirProblem?: (resource: Resource) => string | undefined;
   verify?: (dir: string) => void;
 }
 
@@ -242,7 +248,7 @@ function checkDirectory(dir: string, checks: ServiceChecks): CompiledDirectory &
   for (const [name, { map, file }] of maps) {
     const examplesFile = join(dir, name + EXAMPLES_SUFFIX);
     const source = existsSync(examplesFile) ? new YamlSource(displayPath(resolve(examplesFile))) : undefined;
-    const run = source ? runExamples(map, source) : 0;
+    const run = source ? runExamples(map, source, checks.fhirProblem) : 0;
     problems.push(...(source?.problems ?? []));
     // The examples pin a map down (mappings/README.md): none, for want of the file or in an empty one, is refused.
     if (!run && !source?.problems.length) {
