@@ -356,6 +356,27 @@ function displays(codings: unknown[], terminology: ReadTerminology): unknown[] {
   return out;
 }
 
+/** Each path ending in `resolve()` as it reaches the References themselves (namedReferences). */
+const UNRESOLVED = new WeakMap<CompiledPath, CompiledPath>();
+
+/**
+ * `X.resolve().join(sep)`: each Reference named on its own, by its display, else by what it resolves to (a
+ * reference named by neither is left out). Resolving the list as a whole would name some and drop the others while
+ * a display-first alternative (`X.display.join(sep) | …`) would name only those with a display: a performer given by
+ * display beside one given by reference alone read as the first only.
+ */
+function namedReferences(scope: Scope, from: unknown[], path: CompiledPath): unknown[] {
+  let steps = UNRESOLVED.get(path);
+  if (!steps) UNRESOLVED.set(path, (steps = [...path.slice(0, -1), { ...path.at(-1)!, resolve: false }]));
+  const named: unknown[] = [];
+  for (const ref of walk(scope, from, steps)) {
+    const display = isJsonObject(ref) ? ref.display : undefined;
+    const name = typeof display === 'string' && display !== '' ? display : resolveReference(scope, ref)[0];
+    if (name !== undefined) named.push(name);
+  }
+  return named;
+}
+
 /** The resource a Reference points to: in the resource's `contained` (`#id`), else among those the reader resolved. */
 function resolveReference(scope: Scope, ref: unknown): unknown[] {
   const reference = isJsonObject(ref) && typeof ref.reference === 'string' ? ref.reference : undefined;
@@ -603,6 +624,8 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
     const what = textOf(value.code, terminology) ?? '?';
     return parts.length ? `${what} (${parts.join('; ')})` : what;
   }
+  // A Timing (a schedule: a code, how often, when in the day).
+  if (isJsonObject(value.repeat) || (Array.isArray(value.event) && !('resourceType' in value))) return timingText(value, terminology);
   if ('text' in value && typeof value.text === 'string') return value.text;
   if (Array.isArray(value.coding)) return value.coding.map((v) => textOf(v, terminology)).find((t) => t !== undefined);
   // A coding: its display, else the one its code system gives the code (codingDisplay: a category HM reads Hematology), else its code.
@@ -613,14 +636,21 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
   return undefined;
 }
 
-/** A Timing in words: its code ("BID"), else how often ("3 per 1 wk"); undefined when it says neither. */
+/**
+ * A Timing in words: its code ("BID"), else how often ("3 per 1 wk") and when in the day ("at 22:00:00", "CM": the
+ * codes of event-timing, with a meal), else its events; undefined when it says none of these.
+ */
 function timingText(timing: unknown, terminology: ReadTerminology | undefined): string | undefined {
   if (!isJsonObject(timing)) return undefined;
   const code = textOf(timing.code, terminology);
   if (code !== undefined) return code;
-  const repeat = isJsonObject(timing.repeat) ? timing.repeat : undefined;
-  if (typeof repeat?.frequency !== 'number' || typeof repeat.period !== 'number') return undefined;
-  return `${repeat.frequency} per ${repeat.period} ${typeof repeat.periodUnit === 'string' ? repeat.periodUnit : ''}`.trim();
+  const repeat = isJsonObject(timing.repeat) ? timing.repeat : {};
+  const often = typeof repeat.frequency === 'number' && typeof repeat.period === 'number' ? `${repeat.frequency} per ${repeat.period} ${typeof repeat.periodUnit === 'string' ? repeat.periodUnit : ''}`.trim() : undefined;
+  const strings = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
+  const at = [...strings(repeat.when), ...strings(repeat.timeOfDay).map((t) => `at ${t}`)];
+  const events = strings(timing.event);
+  const parts = [often, ...at, ...(often || at.length ? [] : events)].filter((p) => p !== undefined);
+  return parts.length ? parts.join(' ') : undefined;
 }
 
 /** An Attachment's inline content when it is plain text (`text/plain`, UTF-8 or ASCII): undefined for anything else. */
@@ -679,7 +709,8 @@ export function readAll(scope: Scope, expression: CompiledExpression): unknown[]
     // element the root lacks gives nothing, whatever follows and however it finishes, so it is passed over unwalked.
     const first = alternative.steps[0];
     if (!alternative.from && first && !first.codingDisplay && isJsonObject(root) && (root[first.json] === undefined || root[first.json] === null)) continue;
-    let values = walk(scope, alternative.from ? letValues(scope, alternative.from) : (start ??= [root]), alternative.steps);
+    const from = alternative.from ? letValues(scope, alternative.from) : (start ??= [root]);
+    let values = alternative.finish?.kind === 'join' && alternative.steps.at(-1)?.resolve ? namedReferences(scope, from, alternative.steps) : walk(scope, from, alternative.steps);
     if (alternative.finish?.kind === 'join') {
       const texts = values.map((v) => textOf(v, scope.terminology)).filter((v) => v !== undefined);
       values = texts.length ? [texts.join(alternative.finish.separator)] : [];
