@@ -24,7 +24,7 @@ import { schemaProblems } from './published-schema';
 const samples = fileURLToPath(new URL('../samples', import.meta.url));
 const CLINICAL = ['Observation', 'Condition', 'AllergyIntolerance', 'MedicationRequest', 'DiagnosticReport', 'Encounter', 'Immunization', 'DocumentReference'];
 /** Issue 39: the clinical types read since (procedures, care plans, goals, orders, family history, devices, specimens, dispenses, assessments, media). */
-const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyMemberHistory', 'Device', 'DeviceUseStatement', 'Specimen', 'MedicationDispense', 'MedicationStatement', 'QuestionnaireResponse', 'Media', 'Appointment', 'Flag', 'AdverseEvent', 'ClinicalImpression', 'Communication', 'DeviceRequest', 'NutritionOrder'];
+const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyMemberHistory', 'Device', 'DeviceUseStatement', 'Specimen', 'MedicationDispense', 'MedicationStatement', 'QuestionnaireResponse', 'Media', 'Appointment', 'Flag', 'AdverseEvent', 'ClinicalImpression', 'Communication', 'DeviceRequest', 'NutritionOrder', 'ImmunizationRecommendation'];
 /** The archives of samples/ and the types read from each (the bulk export: only the new types, as ndjson). */
 const ARCHIVES: Array<[string, string[]]> = [
   ['r4-spec-examples.tar.gz', [...CLINICAL, ...CLINICAL_39]],
@@ -34,7 +34,7 @@ const ARCHIVES: Array<[string, string[]]> = [
   ['synthea-bulk-10-patients-ndjson.tar.gz', CLINICAL_39],
 ];
 /** The element naming the patient a resource is about (one without is not patient data: the records route never reads it). */
-const PATIENT_OF: Record<string, string> = { Device: 'patient', FamilyMemberHistory: 'patient', Appointment: 'participant', NutritionOrder: 'patient' };
+const PATIENT_OF: Record<string, string> = { Device: 'patient', FamilyMemberHistory: 'patient', Appointment: 'participant', NutritionOrder: 'patient', ImmunizationRecommendation: 'patient' };
 const LOINC = 'http://loinc.org';
 const SCT = 'http://snomed.info/sct';
 
@@ -376,6 +376,14 @@ function losses(type: string, r: R, rec: R): string[] {
       need('prognosis', !(r.prognosisCodeableConcept ?? []).some(named) || rec.prognosis !== null);
       need('assessor_reference', (r.assessor?.reference ?? null) === rec.assessor_reference);
       date('effective_at', r.effectiveDateTime ?? r.effectivePeriod?.start);
+      date('date', r.date);
+      break;
+    case 'immunization_recommendations':
+      need('recommendations', (r.recommendation ?? []).length === rec.recommendations.length);
+      need('forecast_status', (r.recommendation ?? []).every((x: R, i: number) => !named(x.forecastStatus) || rec.recommendations[i].forecast_status !== null));
+      need('vaccine', (r.recommendation ?? []).every((x: R, i: number) => !(x.vaccineCode ?? []).some(named) || rec.recommendations[i].vaccine !== null));
+      need('date_criteria', (r.recommendation ?? []).every((x: R, i: number) => (x.dateCriterion ?? []).length === rec.recommendations[i].date_criteria.length));
+      need('authority_reference', (r.authority?.reference ?? null) === rec.authority_reference);
       date('date', r.date);
       break;
     case 'device_requests':

@@ -48,6 +48,7 @@ const TYPE_OF: Record<string, string> = {
   Communication: 'communications',
   DeviceRequest: 'device_requests',
   NutritionOrder: 'nutrition_orders',
+  ImmunizationRecommendation: 'immunization_recommendations',
 };
 const NEW_TYPES = [...new Set(Object.values(TYPE_OF))];
 /**
@@ -347,6 +348,75 @@ describe('records of every clinical resource (issue 39)', () => {
       note: 'Increase metformin to 1 g twice daily; recheck HbA1c in three months.',
       identifiers: [{ system: 'urn:oid:1.2.840.114350.1.13.861.1.7.2.798273', value: '730046', type: null }],
     });
+    // A registry's forecast, coded only, from an organisation named by reference: each vaccine's status in words (HL7's
+    // code system), its LOINC dates, a contraindication's reason.
+    expect(await got('immunization_recommendations', '23')).toMatchObject({
+      id: '23',
+      patient_id: '123',
+      date: '2025-08-20T10:00:00Z',
+      authority: 'Northside Laboratory',
+      authority_reference: 'Organization/lab1',
+      vaccine: '150',
+      forecast_status: 'Due',
+      forecast_status_code: 'due',
+      due_date: '2025-10-01',
+      recommendations: [
+        {
+          vaccine: '150',
+          vaccine_code: '150',
+          vaccine_system: 'http://hl7.org/fhir/sid/cvx',
+          target_disease: null,
+          target_disease_code: null,
+          target_disease_system: null,
+          contraindicated_vaccines: null,
+          forecast_status: 'Due',
+          forecast_status_code: 'due',
+          forecast_reason: null,
+          due_date: '2025-10-01',
+          earliest_date: '2025-09-01',
+          latest_date: null,
+          overdue_date: null,
+          date_criteria: [
+            { code: '30980-7', system: 'http://loinc.org', name: '30980-7', value: '2025-10-01' },
+            { code: '30981-5', system: 'http://loinc.org', name: '30981-5', value: '2025-09-01' },
+          ],
+          description: null,
+          series: null,
+          dose_number: 1,
+          dose_number_text: null,
+          series_doses: 1,
+          series_doses_text: null,
+          supporting_immunization_references: [],
+          supporting_patient_information_references: [],
+        },
+        {
+          vaccine: '08',
+          vaccine_code: '08',
+          vaccine_system: 'http://hl7.org/fhir/sid/cvx',
+          target_disease: null,
+          target_disease_code: null,
+          target_disease_system: null,
+          contraindicated_vaccines: null,
+          forecast_status: 'Contraindicated',
+          forecast_status_code: 'contraindicated',
+          forecast_reason: 'Anaphylaxis to a previous dose',
+          due_date: null,
+          earliest_date: null,
+          latest_date: null,
+          overdue_date: null,
+          date_criteria: [],
+          description: null,
+          series: null,
+          dose_number: null,
+          dose_number_text: null,
+          series_doses: null,
+          series_doses_text: null,
+          supporting_immunization_references: [],
+          supporting_patient_information_references: [],
+        },
+      ],
+      identifiers: [{ system: 'urn:oid:2.16.840.1.113883.3.72.5.9.1', value: 'F-23', type: null }],
+    });
     expect(await got('appointments', '16')).toMatchObject({ patient_id: PATIENT, status: 'cancelled', requested_periods: [{ start: '2025-04-01', end: '2025-04-15' }] });
     expect(await got('care_plans', '2')).toMatchObject({ status: 'active', intent: 'plan', category: null, addresses_references: ['Condition/c1'], goal_references: ['Goal/3'], activities: ['Diabetic diet (in-progress)'], activity_references: ['MedicationRequest/mr1'] });
     // A coding without display reads as its code; the target keeps its comparator.
@@ -465,7 +535,7 @@ describe('records of every clinical resource (issue 39)', () => {
     const summary = await consented('org-summary', 'summary');
     const got = await records(summary, '?type=all&limit=1000');
     expect(NEW_TYPES.filter((t) => got.body.records[t] !== undefined).sort()).toEqual([
-      'administrations', 'adverse_events', 'care_plans', 'clinical_impressions', 'device_requests', 'devices', 'dispenses', 'family_history', 'goals', 'medication_statements', 'nutrition_orders', 'procedures',
+      'administrations', 'adverse_events', 'care_plans', 'clinical_impressions', 'device_requests', 'devices', 'dispenses', 'family_history', 'goals', 'immunization_recommendations', 'medication_statements', 'nutrition_orders', 'procedures',
     ]);
   });
 });

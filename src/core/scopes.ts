@@ -72,8 +72,12 @@ export const FHIR_READ_SCOPES: Record<string, Scope> = {
   AllergyIntolerance: 'patients:read',
   Condition: 'patients:read',
   Encounter: 'patients:read',
+  // A spell of care (a pregnancy, a course of treatment) that groups encounters: beside them.
+  EpisodeOfCare: 'patients:read',
   Procedure: 'patients:read',
   Immunization: 'patients:read',
+  // The doses due next (a registry's forecast): beside the immunizations given.
+  ImmunizationRecommendation: 'patients:read',
   CarePlan: 'patients:read',
   // Who cares for the patient (US Core's CareTeam): beside the plan of care.
   CareTeam: 'patients:read',

@@ -775,6 +775,20 @@ class Immunization(TypedDict):
     vaccine_codings: Optional[List[Dict[str, Any]]]
 
 
+class ImmunizationRecommendation(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    date: Optional[str]
+    authority: Optional[str]
+    authority_reference: Optional[str]
+    vaccine: Optional[str]
+    forecast_status: Optional[str]
+    forecast_status_code: Optional[str]
+    due_date: Optional[str]
+    recommendations: Optional[List[Dict[str, Any]]]
+    identifiers: Optional[List[Dict[str, Any]]]
+
+
 class _IntrospectionRequestRequired(TypedDict):
     token: str
 

@@ -1199,6 +1199,53 @@ export type Immunization = {
   }> | null;
 };
 
+export type ImmunizationRecommendation = {
+  id: FhirId;
+  patient_id: FhirId | null;
+  date: string | null;
+  authority: string | null;
+  authority_reference: string | null;
+  vaccine: string | null;
+  forecast_status: string | null;
+  forecast_status_code: string | null;
+  due_date: string | null;
+  recommendations: Array<{
+    vaccine: string | null;
+    vaccine_code: string | null;
+    vaccine_system: string | null;
+    target_disease: string | null;
+    target_disease_code: string | null;
+    target_disease_system: string | null;
+    contraindicated_vaccines: string | null;
+    forecast_status: string | null;
+    forecast_status_code: "due" | "overdue" | "immune" | "contraindicated" | "complete" | null;
+    forecast_reason: string | null;
+    due_date: string | null;
+    earliest_date: string | null;
+    latest_date: string | null;
+    overdue_date: string | null;
+    date_criteria: Array<{
+      code: string | null;
+      system: string | null;
+      name: string | null;
+      value: string | null;
+    }> | null;
+    description: string | null;
+    series: string | null;
+    dose_number: number | null;
+    dose_number_text: string | null;
+    series_doses: number | null;
+    series_doses_text: string | null;
+    supporting_immunization_references: Array<string> | null;
+    supporting_patient_information_references: Array<string> | null;
+  }> | null;
+  identifiers: Array<{
+    system: string | null;
+    value: string | null;
+    type: string | null;
+  }> | null;
+};
+
 export type IntrospectionRequest = {
   /** The access token to introspect */
   token: string;
@@ -1914,6 +1961,7 @@ export type PatientRecords = {
     flags?: Array<Flag>;
     goals?: Array<Goal>;
     imaging_studies?: Array<ImagingStudy>;
+    immunization_recommendations?: Array<ImmunizationRecommendation>;
     immunizations?: Array<Immunization>;
     lab_results?: Array<LabResult>;
     media?: Array<MediaRecord>;
