@@ -24,7 +24,7 @@ import { schemaProblems } from './published-schema';
 const samples = fileURLToPath(new URL('../samples', import.meta.url));
 const CLINICAL = ['Observation', 'Condition', 'AllergyIntolerance', 'MedicationRequest', 'DiagnosticReport', 'Encounter', 'Immunization', 'DocumentReference'];
 /** Issue 39: the clinical types read since (procedures, care plans, goals, orders, family history, devices, specimens, dispenses, assessments, media). */
-const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyMemberHistory', 'Device', 'DeviceUseStatement', 'Specimen', 'MedicationDispense', 'MedicationStatement', 'QuestionnaireResponse', 'Media', 'Appointment', 'Flag', 'AdverseEvent', 'ClinicalImpression', 'Communication', 'DeviceRequest', 'NutritionOrder', 'ImmunizationRecommendation'];
+const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyMemberHistory', 'Device', 'DeviceUseStatement', 'Specimen', 'MedicationDispense', 'MedicationStatement', 'QuestionnaireResponse', 'Media', 'Appointment', 'Flag', 'AdverseEvent', 'ClinicalImpression', 'Communication', 'DeviceRequest', 'NutritionOrder', 'ImmunizationRecommendation', 'EpisodeOfCare'];
 /** The archives of samples/ and the types read from each (the bulk export: only the new types, as ndjson). */
 const ARCHIVES: Array<[string, string[]]> = [
   ['r4-spec-examples.tar.gz', [...CLINICAL, ...CLINICAL_39]],
@@ -34,7 +34,7 @@ const ARCHIVES: Array<[string, string[]]> = [
   ['synthea-bulk-10-patients-ndjson.tar.gz', CLINICAL_39],
 ];
 /** The element naming the patient a resource is about (one without is not patient data: the records route never reads it). */
-const PATIENT_OF: Record<string, string> = { Device: 'patient', FamilyMemberHistory: 'patient', Appointment: 'participant', NutritionOrder: 'patient', ImmunizationRecommendation: 'patient' };
+const PATIENT_OF: Record<string, string> = { Device: 'patient', FamilyMemberHistory: 'patient', Appointment: 'participant', NutritionOrder: 'patient', ImmunizationRecommendation: 'patient', EpisodeOfCare: 'patient' };
 const LOINC = 'http://loinc.org';
 const SCT = 'http://snomed.info/sct';
 
@@ -385,6 +385,16 @@ function losses(type: string, r: R, rec: R): string[] {
       need('date_criteria', (r.recommendation ?? []).every((x: R, i: number) => (x.dateCriterion ?? []).length === rec.recommendations[i].date_criteria.length));
       need('authority_reference', (r.authority?.reference ?? null) === rec.authority_reference);
       date('date', r.date);
+      break;
+    case 'episodes_of_care':
+      need('status', r.status === rec.status);
+      need('status_history', (r.statusHistory ?? []).length === rec.status_history.length);
+      need('type', !(r.type ?? []).some(named) || rec.type !== null);
+      need('diagnoses', (r.diagnosis ?? []).length === rec.diagnoses.length && rec.diagnoses.every((x: R, i: number) => x.condition_reference === (r.diagnosis[i].condition?.reference ?? null)));
+      need('managing_organization_reference', (r.managingOrganization?.reference ?? null) === rec.managing_organization_reference);
+      need('care_manager_reference', (r.careManager?.reference ?? null) === rec.care_manager_reference);
+      date('start', r.period?.start);
+      date('end', r.period?.end);
       break;
     case 'device_requests':
       need('status', (r.status ?? null) === rec.status);

@@ -49,6 +49,7 @@ const TYPE_OF: Record<string, string> = {
   DeviceRequest: 'device_requests',
   NutritionOrder: 'nutrition_orders',
   ImmunizationRecommendation: 'immunization_recommendations',
+  EpisodeOfCare: 'episodes_of_care',
 };
 const NEW_TYPES = [...new Set(Object.values(TYPE_OF))];
 /**
@@ -417,6 +418,30 @@ describe('records of every clinical resource (issue 39)', () => {
       ],
       identifiers: [{ system: 'urn:oid:2.16.840.1.113883.3.72.5.9.1', value: 'F-23', type: null }],
     });
+    // A programme of care from another system: its type and the diagnosis role coded only, read as the names HL7's code
+    // systems give them; the organisation, care manager and condition named by what they refer to.
+    expect(await got('episodes_of_care', '24')).toMatchObject({
+      id: '24',
+      patient_id: '123',
+      status: 'active',
+      status_history: [{ status: 'planned', start: '2025-01-06', end: '2025-01-20' }],
+      type: 'Post coordinated diabetes program',
+      type_code: 'diab',
+      type_system: 'http://terminology.hl7.org/CodeSystem/episodeofcare-type',
+      diagnoses: [
+        { condition_reference: 'Condition/c1', condition: '44054006', role: 'Chief complaint', role_code: 'CC', rank: 1 },
+      ],
+      start: '2025-01-20',
+      end: null,
+      managing_organization: 'Northside Laboratory',
+      managing_organization_reference: 'Organization/lab1',
+      care_manager: 'Kwame Osei',
+      care_manager_reference: 'Practitioner/p1',
+      team_references: [],
+      referral_request_references: [],
+      account_references: [],
+      identifiers: [{ system: 'http://northside.example.org/fhir/episodes', value: 'EOC-0024', type: null }],
+    });
     expect(await got('appointments', '16')).toMatchObject({ patient_id: PATIENT, status: 'cancelled', requested_periods: [{ start: '2025-04-01', end: '2025-04-15' }] });
     expect(await got('care_plans', '2')).toMatchObject({ status: 'active', intent: 'plan', category: null, addresses_references: ['Condition/c1'], goal_references: ['Goal/3'], activities: ['Diabetic diet (in-progress)'], activity_references: ['MedicationRequest/mr1'] });
     // A coding without display reads as its code; the target keeps its comparator.
@@ -535,7 +560,7 @@ describe('records of every clinical resource (issue 39)', () => {
     const summary = await consented('org-summary', 'summary');
     const got = await records(summary, '?type=all&limit=1000');
     expect(NEW_TYPES.filter((t) => got.body.records[t] !== undefined).sort()).toEqual([
-      'administrations', 'adverse_events', 'care_plans', 'clinical_impressions', 'device_requests', 'devices', 'dispenses', 'family_history', 'goals', 'immunization_recommendations', 'medication_statements', 'nutrition_orders', 'procedures',
+      'administrations', 'adverse_events', 'care_plans', 'clinical_impressions', 'device_requests', 'devices', 'dispenses', 'episodes_of_care', 'family_history', 'goals', 'immunization_recommendations', 'medication_statements', 'nutrition_orders', 'procedures',
     ]);
   });
 });

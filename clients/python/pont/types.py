@@ -594,6 +594,27 @@ class EncounterPushed(_EncounterPushedRequired, total=False):
     not_written: List[str]
 
 
+class EpisodeOfCare(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    status: Optional[Literal['planned', 'waitlist', 'active', 'onhold', 'finished', 'cancelled', 'entered-in-error']]
+    status_history: Optional[List[Dict[str, Any]]]
+    type: Optional[str]
+    type_code: Optional[str]
+    type_system: Optional[str]
+    diagnoses: Optional[List[Dict[str, Any]]]
+    start: Optional[str]
+    end: Optional[str]
+    managing_organization: Optional[str]
+    managing_organization_reference: Optional[str]
+    care_manager: Optional[str]
+    care_manager_reference: Optional[str]
+    team_references: Optional[List[str]]
+    referral_request_references: Optional[List[str]]
+    account_references: Optional[List[str]]
+    identifiers: Optional[List[Dict[str, Any]]]
+
+
 class Error(TypedDict):
     """Error shape of every non-FHIR route (section 2.9)."""
     status: Literal['error']

@@ -933,6 +933,40 @@ export type EncounterPushed = {
     /** For a pushed `record`: its fields with a value that the FHIR written does not hold as given (a field read only, such as a name Pont reads from another resource or a visit's admission source), so read the record back for what was kept; empty when all was written */
     not_written?: Array<string>;
 };
+export type EpisodeOfCare = {
+    id: FhirId;
+    patient_id: FhirId | null;
+    status: "planned" | "waitlist" | "active" | "onhold" | "finished" | "cancelled" | "entered-in-error" | null;
+    status_history: Array<{
+        status: "planned" | "waitlist" | "active" | "onhold" | "finished" | "cancelled" | "entered-in-error" | null;
+        start: string | null;
+        end: string | null;
+    }> | null;
+    type: string | null;
+    type_code: string | null;
+    type_system: string | null;
+    diagnoses: Array<{
+        condition_reference: string | null;
+        condition: string | null;
+        role: string | null;
+        role_code: string | null;
+        rank: number | null;
+    }> | null;
+    start: string | null;
+    end: string | null;
+    managing_organization: string | null;
+    managing_organization_reference: string | null;
+    care_manager: string | null;
+    care_manager_reference: string | null;
+    team_references: Array<string> | null;
+    referral_request_references: Array<string> | null;
+    account_references: Array<string> | null;
+    identifiers: Array<{
+        system: string | null;
+        value: string | null;
+        type: string | null;
+    }> | null;
+};
 /** Error shape of every non-FHIR route (section 2.9). */
 export type Error = {
     status: "error";
@@ -1885,6 +1919,7 @@ export type PatientRecords = {
         diagnoses?: Array<Diagnosis>;
         dispenses?: Array<Dispense>;
         documents?: Array<PatientDocument>;
+        episodes_of_care?: Array<EpisodeOfCare>;
         family_history?: Array<FamilyHistory>;
         flags?: Array<Flag>;
         goals?: Array<Goal>;
