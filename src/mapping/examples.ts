@@ -57,7 +57,8 @@ export function r4Problem(resource: Resource): string | undefined {
 
 /**
  * Runs every `{connect, fhir}` pair of an examples file both ways through the map, and checks that the `fhir`
- * side is valid FHIR R4 (to `fhirProblem`: the service and `pont mappings check` give the store's own validation). Problems go to `source`, at the example (or the exact value) that is wrong.
+ * side is valid FHIR R4 (to `fhirProblem`: the service and `pont mappings check` give the store's own validation).
+ * Problems go to `source`, at the example (or the exact value) that is wrong.
  */
 export function runExamples(map: CompiledMap, source: YamlSource, fhirProblem: (resource: Resource) => string | undefined = r4Problem): number {
   // An empty file (or comments only) lists no examples: not malformed; the loader says that a map needs some.
