@@ -59,6 +59,10 @@ const MAX_FIELD_CHARS = 300;
 const MAX_MESSAGE_CHARS = 1000;
 const cut = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)}…` : text);
 
+/** FHIR issues as one line of text, each with where it is: `Observation.status is required (Observation.status); …`. */
+export const issuesText = (issues: OperationOutcomeIssue[]): string =>
+  issues.map((i) => `${i.details?.text ?? i.diagnostics}${i.expression?.length ? ` (${i.expression.join(', ')})` : ''}`).join('; ');
+
 /**
  * 422 naming the fields at fault, in the shape request validation uses (`details: [{field, message}]`): the first
  * MAX_DETAILS, each cut short, and how many more there were (10,000 unknown keys of a megabyte each are not echoed).

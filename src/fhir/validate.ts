@@ -1,6 +1,6 @@
 import { OperationOutcomeError, tryGetDataType, validateResource } from '@medplum/core';
 import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
-import { ApiError, ErrorCode, badRequest } from '../core/errors';
+import { ApiError, ErrorCode, badRequest, issuesText } from '../core/errors';
 import { isResourceType } from '../core/fhir-definitions';
 import { isJsonObject } from '../core/json';
 import { MAX_RESOURCE_ARRAY, MAX_RESOURCE_STRING } from '../core/limits';
@@ -48,7 +48,7 @@ export function fhirResourceProblem(resource: Resource): string | undefined {
   } catch (err) {
     if (!(err instanceof ApiError)) throw err;
     const issues = err.options.issues ?? [];
-    return issues.length ? issues.map((i) => `${i.details?.text ?? i.diagnostics}${i.expression?.length ? ` (${i.expression.join(', ')})` : ''}`).join('; ') : err.message;
+    return issues.length ? issuesText(issues) : err.message;
   }
 }
 

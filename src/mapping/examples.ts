@@ -1,5 +1,6 @@
 import { Hl7Message, normalizeErrorString, OperationOutcomeError, validateResource } from '@medplum/core';
 import type { Resource } from '@medplum/fhirtypes';
+import { issuesText } from '../core/errors';
 import { isJsonObject } from '../core/json';
 import { vacuousInvariant } from '../core/vacuous-invariant';
 import { isMap, isScalar, isSeq, type Node } from 'yaml';
@@ -51,7 +52,7 @@ export function r4Problem(resource: Resource): string | undefined {
     if (!(err instanceof OperationOutcomeError)) return normalizeErrorString(err);
     const issues = (err.outcome.issue ?? []).filter((i) => !vacuousInvariant(i, resource));
     if (!issues.some((i) => i.severity === 'error' || i.severity === 'fatal')) return undefined;
-    return issues.map((i) => `${i.details?.text ?? i.diagnostics}${i.expression?.length ? ` (${i.expression.join(', ')})` : ''}`).join('; ');
+    return issuesText(issues);
   }
 }
 
