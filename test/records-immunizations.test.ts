@@ -218,7 +218,8 @@ describe('a record type declared wrongly fails `pont mappings check` at its line
       ['lab-report.map.yaml', '      preliminary: preliminary\n', '      preliminary: preliminary\n      partial: partial\n'],
     ]);
     const line = readFileSync(join(defaultMappingsDir, 'lab-report.map.yaml'), 'utf8').split('\n').findIndex((l) => l.startsWith('  type: lab_results')) + 1;
-    expect(problems(dir)).toEqual([
+    // The map's problem (its examples of a partial report, read as preliminary before the edit, differ too).
+    expect(problems(dir).filter((p) => p.includes('.map.yaml'))).toEqual([
       `D/lab-report.map.yaml:${line}:9: \`status\` may be \`partial\`, which the shape \`LabResult\` (map \`lab-result\`) does not allow: read them as its values (\`read\`) or add them there`,
     ]);
   });

@@ -11,6 +11,7 @@ import {
   type CompiledCondition,
   type CompiledExpression,
   type CompiledPath,
+  type CompiledStep,
   type ConnectField,
   type ConnectType,
   type Conversion,
@@ -104,6 +105,13 @@ interface ResolvedExpression extends ResolvedPath {
 }
 
 const show = (v: unknown) => (typeof v === 'string' ? `\`${v}\`` : JSON.stringify(v));
+
+/**
+ * A step through a repeating element that nothing narrows to one (no position, where() or first(); the caller also
+ * counts a where() further on: `category.coding.where(system=…)`). A concept's codings (the same concept in other
+ * code systems) and extensions (found by their url) are not counted.
+ */
+const readsFirstUnsaid = (step: CompiledStep) => step.isArray && step.index === undefined && !step.first && !step.where.length && step.json !== 'coding' && step.json !== 'extension';
 
 /** Compiles one `*.map.yaml`; problems are reported on `source` (all of them, not only the first). */
 export function compileMap(source: YamlSource): MapProgram | undefined {
@@ -552,6 +560,13 @@ class RuleCompiler {
       // Whether the element is there (asNeededCodeableConcept means as needed): for a Connect boolean, never written.
       if (field.type === 'boolean' && !hasTable && conversion.kind === 'copy') return true;
       return target.at(alternative.finish.at, `exists() reads whether an element is there: ${field.name} is a ${field.type}${hasTable ? ' with a value table' : ''}, not a boolean`) ?? false;
+    }
+    // One value read through a repeating element that the path does not narrow is the first the path finds: the
+    // rest are lost, and a field beside it (a code, its words) may read another element's (a care plan's category
+    // in words from its second category, its code from its first). A reference field takes the first of its type.
+    const unsaid = field.list || conversion.kind === 'reference' || alternative.finish?.kind === 'join' ? undefined : alternative.compiled.steps.find((step, i, steps) => readsFirstUnsaid(step) && !steps.slice(i + 1).some((later) => later.where.length));
+    if (unsaid) {
+      return problem(`${field.name} is one value, and \`${unsaid.json}\` repeats: the path reads the first it finds. Say which (\`${unsaid.json}[0]\`, \`${unsaid.json}.where(…)\`) or read them all (\`….join('; ')\`, a list field)`);
     }
     if (readsAsText(alternative.finish, leaf.type)) {
       // Any element reads as text (a Range as "1–3 mg/L", components joined): for a Connect string, never written.

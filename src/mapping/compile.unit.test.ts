@@ -257,6 +257,18 @@ describe('mapping engine', () => {
       expect(loadError(at.dir)).toMatchObject({ line: at.line, column: at.column, problem: 'subject cannot refer to a Practitioner; it refers to Patient, Group' });
     });
 
+    it('a field of one value read through a repeating element must say which, or read them all', () => {
+      const refused = "category is one value, and `category` repeats: the path reads the first it finds. Say which (`category[0]`, `category.where(…)`) or read them all (`….join('; ')`, a list field)";
+      let at = breakMap('flag.map.yaml', "  category_code: category[0].coding[0].code", '  category_code: category.coding[0].code', 'category.coding');
+      expect(loadError(at.dir)).toMatchObject({ line: at.line, column: at.column, problem: refused.replaceAll('category is', 'category_code is') });
+      at = breakMap('flag.map.yaml', "  category: category.join('; ') | category.text.join('; ')", "  category: category.join('; ') | category.text", 'category.text');
+      expect(loadError(at.dir)).toMatchObject({ line: at.line, column: at.column, problem: refused });
+      // Said: a position, where(), first(); a concept's codings and a reference field are not counted.
+      for (const said of ['category[0].text', "category.where(text='x').text", 'category.first().text', "category.join('; ') | category[0].text", 'code.coding.display']) {
+        expect(() => loadMappings(breakMap('flag.map.yaml', "  category: category.join('; ') | category.text.join('; ')", `  category: ${said}`).dir)).not.toThrow();
+      }
+    });
+
     it('every problem of a file is reported, not only the first', () => {
       let dir = breakMap('clinical-note.map.yaml', '      amended: amended', '      amended: final').dir;
       writeFileSync(join(dir, 'diagnosis.map.yaml'), readFileSync(join(dir, 'diagnosis.map.yaml'), 'utf8').replace('code.text', 'code.txt'));

@@ -177,7 +177,7 @@ fields:
     write: false
     fields:
       name: code.text
-      flag: interpretation.coding.code
+      flag: interpretation[0].coding.code
 `),
     ).get('probe');
     const o = { resourceType: 'Observation', id: 'a', status: 'final', code: { text: 'x' }, component: [{ code: { text: 'A' }, interpretation: [{ coding: [{ code: 'HH' }] }] }, { code: { text: 'B' }, interpretation: [{ coding: [{ code: 'H' }] }] }] } as Observation;

@@ -72,7 +72,7 @@ fields:\n  id: id\n  low: '%range.low.value'\n`);
   it('toText() reads any element as text, and join() joins elements as text; neither is written', () => {
     const map = loadMappings(
       probe(`connect:\n  id: { type: string, required: true }\n  value: { type: string, nullable: true }\n  parts: { type: string, nullable: true }
-fields:\n  id: id\n  value: valueString | valueRange.toText() | valueRatio.toText() | valueQuantity.toText() | valuePeriod.toText() | valueBoolean.toText() | valueCodeableConcept.toText()\n  parts: note.text | component.join('; ')\n`),
+fields:\n  id: id\n  value: valueString | valueRange.toText() | valueRatio.toText() | valueQuantity.toText() | valuePeriod.toText() | valueBoolean.toText() | valueCodeableConcept.toText()\n  parts: note[0].text | component.join('; ')\n`),
     ).get('probe');
     const value = (v: object) => map.fromFhir({ ...obs, id: 'a', ...v } as any).value;
     expect(value({ valueRange: { low: { value: 1, unit: 'mg/L' }, high: { value: 3, unit: 'mg/L' } } })).toBe('1–3 mg/L');
@@ -84,7 +84,9 @@ fields:\n  id: id\n  value: valueString | valueRange.toText() | valueRatio.toTex
     expect(value({ valueQuantity: { value: 5, comparator: '<', unit: 'mg/L' } })).toBe('<5 mg/L');
     expect(value({ valuePeriod: { start: '2024-01-01' } })).toBe('2024-01-01 – …');
     expect(value({ valueBoolean: false })).toBe('false');
-    expect(value({ valueCodeableConcept: { coding: [{ code: 'x' }, { code: 'y', display: 'Why' }] } })).toBe('x');
+    // A concept without text: the first coding with words, else the first code.
+    expect(value({ valueCodeableConcept: { coding: [{ code: 'x' }, { code: 'y', display: 'Why' }] } })).toBe('Why');
+    expect(value({ valueCodeableConcept: { coding: [{ code: 'x' }, { code: 'y' }] } })).toBe('x');
     // A coding without a display reads as the display its code system gives (HL7 v2/v3 and FHIR code systems).
     expect(value({ valueCodeableConcept: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0074', code: 'HM' }] } })).toBe('Hematology');
     expect(value({ valueCodeableConcept: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation', code: 'H' }] } })).toBe('High');

@@ -371,10 +371,23 @@ function namedReferences(scope: Scope, from: unknown[], path: CompiledPath): unk
   const named: unknown[] = [];
   for (const ref of walk(scope, from, steps)) {
     const display = isJsonObject(ref) ? ref.display : undefined;
-    const name = typeof display === 'string' && display !== '' ? display : resolveReference(scope, ref)[0];
+    const name = typeof display === 'string' && display !== '' ? display : (textOf(resolveReference(scope, ref)[0], scope.terminology) ?? identifierName(ref, scope.terminology));
     if (name !== undefined) named.push(name);
   }
   return named;
+}
+
+/**
+ * A reference known by its identifier (an NPI, a device's UDI, a product's lot: a logical reference, or one whose
+ * resource the reader cannot read): its type in words, its value, its system ("NPI 9876543213", "1234567893
+ * (http://hl7.org/fhir/sid/us-npi)"). Undefined without a value.
+ */
+function identifierName(ref: unknown, terminology?: ReadTerminology): string | undefined {
+  const identifier = isJsonObject(ref) && isJsonObject(ref.identifier) ? ref.identifier : undefined;
+  if (typeof identifier?.value !== 'string' || identifier.value === '') return undefined;
+  const type = textOf(identifier.type, terminology);
+  if (type !== undefined) return `${type} ${identifier.value}`;
+  return typeof identifier.system === 'string' ? `${identifier.value} (${identifier.system})` : identifier.value;
 }
 
 /** The resource a Reference points to: in the resource's `contained` (`#id`), else among those the reader resolved. */
@@ -627,13 +640,21 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
   // A Timing (a schedule: a code, how often, when in the day).
   if (isJsonObject(value.repeat) || (Array.isArray(value.event) && !('resourceType' in value))) return timingText(value, terminology);
   if ('text' in value && typeof value.text === 'string') return value.text;
-  if (Array.isArray(value.coding)) return value.coding.map((v) => textOf(v, terminology)).find((t) => t !== undefined);
-  // A coding: its display, else the one its code system gives the code (codingDisplay: a category HM reads Hematology), else its code.
-  if ('display' in value || 'code' in value) {
-    const named = (value.display === undefined || value.display === null) && typeof value.system === 'string' && typeof value.code === 'string' ? codingDisplay(terminology, value.system, value.code) : undefined;
-    return textOf(value.display ?? named ?? value.code, terminology);
+  // A concept without text: the first coding with words (its display, or the loaded code system's), else the first code:
+  // a local code given bare before the SNOMED CT coding that names it reads as that name.
+  if (Array.isArray(value.coding)) {
+    const codings = value.coding.filter(isJsonObject);
+    return codings.map((c) => codingWords(c, terminology)).find((t) => t !== undefined) ?? codings.map((c) => textOf(c.code, terminology)).find((t) => t !== undefined);
   }
+  // A coding: its display, else the one its code system gives the code (codingDisplay: a category HM reads Hematology), else its code.
+  if ('display' in value || 'code' in value) return codingWords(value, terminology) ?? textOf(value.code, terminology);
   return undefined;
+}
+
+/** A coding's words: its display, else the one the loaded code system gives its code. */
+function codingWords(coding: Obj, terminology?: ReadTerminology): string | undefined {
+  if (coding.display !== undefined && coding.display !== null) return textOf(coding.display, terminology);
+  return typeof coding.system === 'string' && typeof coding.code === 'string' ? codingDisplay(terminology, coding.system, coding.code) : undefined;
 }
 
 /**

@@ -57,6 +57,9 @@ describe('toText() of questionnaire answers, planned activities and relatives\' 
   it('leaves the other kinds as they were: a coding, a concept, a component', () => {
     expect(textOf({ system: 'http://snomed.info/sct', code: '1', display: 'One' })).toBe('One');
     expect(textOf({ coding: [{ code: 'A' }], text: 'Concept' })).toBe('Concept');
+    // A concept without text: the first coding with words, before a local code given bare.
+    expect(textOf({ coding: [{ system: 'urn:local', code: '101' }, { system: 'http://snomed.info/sct', code: '185349003', display: 'Encounter for check up' }] })).toBe('Encounter for check up');
+    expect(textOf({ coding: [{ system: 'urn:local', code: '101' }, { system: 'urn:other', code: 'X' }] })).toBe('101');
     expect(textOf({ code: { text: 'Systolic' }, valueQuantity: { value: 120, unit: 'mm[Hg]' } })).toBe('Systolic: 120 mm[Hg]');
   });
 });
@@ -147,5 +150,23 @@ describe('toText() of an attachment', () => {
     expect(textOf({ contentType: 'text/plain', url: 'https://lab.example/r/1.txt', title: 'Report' })).toBeUndefined();
     expect(textOf({ contentType: 'text/html', data: data('<p>x</p>') })).toBeUndefined();
     expect(textOf({ contentType: 'text/plain; charset=ISO-8859-1', data: data('x') })).toBeUndefined();
+  });
+});
+
+describe('a reference given by its identifier alone (an NPI, a UDI, a lot), with no display and nothing stored to resolve', () => {
+  const maps = loadMappings();
+  const NPI = 'http://hl7.org/fhir/sid/us-npi';
+  const result = (performer: unknown[]): Resource =>
+    ({ resourceType: 'Observation', id: 'o1', status: 'final', code: { text: 'Hemoglobin' }, subject: { reference: 'Patient/p1' }, performer } as Resource);
+  const resolved = new Map<string, Resource>([['Practitioner/12', { resourceType: 'Practitioner', id: '12', name: [{ family: 'Lee', given: ['Ann'] }] }]]);
+
+  it('is named by its identifier, in its place among the others: its type in words, its value, its system', () => {
+    const performer = [{ reference: 'Practitioner/12' }, { identifier: { system: NPI, value: '1234567893' } }, { display: 'Dr Who' }, { identifier: { type: { text: 'NPI' }, value: '9876543213' } }];
+    expect(maps.get('lab-result').readFhir(result(performer), { resolved }).connect.performer).toBe(`Ann Lee, 1234567893 (${NPI}), Dr Who, NPI 9876543213`);
+  });
+
+  it('a reference whose resource cannot be read is named by its identifier when it has one, and by nothing else', () => {
+    const performer = [{ reference: 'Practitioner/99', identifier: { system: NPI, value: '1234567893' } }, { reference: 'Organization/hidden' }];
+    expect(maps.get('lab-result').readFhir(result(performer), { resolved }).connect.performer).toBe(`1234567893 (${NPI})`);
   });
 });

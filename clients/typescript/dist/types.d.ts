@@ -35,6 +35,7 @@ export type Administration = {
     performer: string | null;
     performer_reference: string | null;
     reason: string | null;
+    reason_references: Array<string> | null;
     dosage_text: string | null;
     dose: number | null;
     dose_unit: string | null;
@@ -274,6 +275,11 @@ export type CarePlan = {
     category: string | null;
     category_code: string | null;
     category_system: string | null;
+    categories: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     period_start: string | null;
     period_end: string | null;
     created_at: string | null;
@@ -295,6 +301,11 @@ export type CareTeam = {
     category: string | null;
     category_code: string | null;
     category_system: string | null;
+    categories: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     period_start: string | null;
     period_end: string | null;
     participants: Array<{
@@ -303,6 +314,11 @@ export type CareTeam = {
         role: string | null;
         role_code: string | null;
         role_system: string | null;
+        role_codings: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
         organization: string | null;
         organization_reference: string | null;
         period_start: string | null;
@@ -311,6 +327,11 @@ export type CareTeam = {
     reason: string | null;
     reason_code: string | null;
     reason_code_system: string | null;
+    reason_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     reason_references: Array<string> | null;
     managing_organization: string | null;
     managing_organization_references: Array<string> | null;
@@ -736,7 +757,17 @@ export type Diagnosis = {
     abatement_text: string | null;
     severity: string | null;
     body_site: string | null;
+    body_site_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     stage: string | null;
+    stage_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     category: string | null;
     note: string | null;
     evidence: string | null;
@@ -993,6 +1024,7 @@ export type FamilyHistory = {
     deceased: boolean | null;
     deceased_text: string | null;
     reason: string | null;
+    reason_references: Array<string> | null;
     conditions: Array<string> | null;
     note: string | null;
 };
@@ -1029,6 +1061,11 @@ export type Goal = {
     achievement_status: string | null;
     achievement_code: string | null;
     category: string | null;
+    categories: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     priority: string | null;
     priority_code: "high-priority" | "medium-priority" | "low-priority" | null;
     description: string | null;
@@ -1100,6 +1137,11 @@ export type ImagingStudy = {
     procedure: string | null;
     procedure_code: string | null;
     procedure_code_system: string | null;
+    procedure_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     modalities: Array<string> | null;
     study_uid: string | null;
     accession_number: string | null;
@@ -1108,6 +1150,12 @@ export type ImagingStudy = {
     reason: string | null;
     reason_code: string | null;
     reason_code_system: string | null;
+    reason_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    reason_references: Array<string> | null;
     referrer: string | null;
     referrer_reference: string | null;
     interpreter: string | null;
@@ -1644,6 +1692,12 @@ export type MedicalDevice = {
     device_type_system: string | null;
     udi_carrier: string | null;
     udi_device_identifier: string | null;
+    udi_carriers: Array<{
+        device_identifier: string | null;
+        carrier_hrf: string | null;
+        issuer: string | null;
+        jurisdiction: string | null;
+    }> | null;
     distinct_identifier: string | null;
     serial_number: string | null;
     lot_number: string | null;
@@ -1653,6 +1707,7 @@ export type MedicalDevice = {
     expiration_date: string | null;
     body_site: string | null;
     reason: string | null;
+    reason_references: Array<string> | null;
     used_from: string | null;
     used_until: string | null;
     recorded_at: string | null;
@@ -1806,6 +1861,11 @@ export type Order = {
     category: string | null;
     category_code: string | null;
     category_system: string | null;
+    categories: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     name: string | null;
     code: string | null;
     code_system: string | null;
@@ -1829,6 +1889,11 @@ export type Order = {
     reason_references: Array<string> | null;
     specimen_references: Array<string> | null;
     body_site: string | null;
+    body_site_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     requisition: string | null;
     based_on_references: Array<string> | null;
     patient_instruction: string | null;
@@ -1882,6 +1947,11 @@ export type PatientDocument = {
     }> | null;
     author: string | null;
     event: string | null;
+    event_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     practice_setting: string | null;
     period_start: string | null;
     period_end: string | null;
@@ -2183,6 +2253,7 @@ export type Prescription = {
     additional_instructions: string | null;
     patient_instruction: string | null;
     reason: string | null;
+    reason_references: Array<string> | null;
     dispense_quantity: number | null;
     dispense_unit: string | null;
     refills: number | null;
@@ -2270,6 +2341,11 @@ export type Procedure = {
         display: string | null;
     }> | null;
     body_site: string | null;
+    body_site_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     outcome: string | null;
     complications: string | null;
     follow_up: string | null;
@@ -2301,6 +2377,7 @@ export type RiskAssessment = {
     performer: string | null;
     performer_reference: string | null;
     reason: string | null;
+    reason_references: Array<string> | null;
     basis_references: Array<string> | null;
     predictions: Array<{
         outcome: string | null;
@@ -2359,6 +2436,11 @@ export type Specimen = {
     condition: string | null;
     processing: string | null;
     container: string | null;
+    container_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     parent_references: Array<string> | null;
     request_references: Array<string> | null;
     note: string | null;

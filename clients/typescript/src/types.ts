@@ -39,6 +39,7 @@ export type Administration = {
   performer: string | null;
   performer_reference: string | null;
   reason: string | null;
+  reason_references: Array<string> | null;
   dosage_text: string | null;
   dose: number | null;
   dose_unit: string | null;
@@ -288,6 +289,11 @@ export type CarePlan = {
   category: string | null;
   category_code: string | null;
   category_system: string | null;
+  categories: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   period_start: string | null;
   period_end: string | null;
   created_at: string | null;
@@ -310,6 +316,11 @@ export type CareTeam = {
   category: string | null;
   category_code: string | null;
   category_system: string | null;
+  categories: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   period_start: string | null;
   period_end: string | null;
   participants: Array<{
@@ -318,6 +329,11 @@ export type CareTeam = {
     role: string | null;
     role_code: string | null;
     role_system: string | null;
+    role_codings: Array<{
+      system: string | null;
+      code: string | null;
+      display: string | null;
+    }> | null;
     organization: string | null;
     organization_reference: string | null;
     period_start: string | null;
@@ -326,6 +342,11 @@ export type CareTeam = {
   reason: string | null;
   reason_code: string | null;
   reason_code_system: string | null;
+  reason_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   reason_references: Array<string> | null;
   managing_organization: string | null;
   managing_organization_references: Array<string> | null;
@@ -769,7 +790,17 @@ export type Diagnosis = {
   abatement_text: string | null;
   severity: string | null;
   body_site: string | null;
+  body_site_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   stage: string | null;
+  stage_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   category: string | null;
   note: string | null;
   evidence: string | null;
@@ -1033,6 +1064,7 @@ export type FamilyHistory = {
   deceased: boolean | null;
   deceased_text: string | null;
   reason: string | null;
+  reason_references: Array<string> | null;
   conditions: Array<string> | null;
   note: string | null;
 };
@@ -1072,6 +1104,11 @@ export type Goal = {
   achievement_status: string | null;
   achievement_code: string | null;
   category: string | null;
+  categories: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   priority: string | null;
   priority_code: "high-priority" | "medium-priority" | "low-priority" | null;
   description: string | null;
@@ -1148,6 +1185,11 @@ export type ImagingStudy = {
   procedure: string | null;
   procedure_code: string | null;
   procedure_code_system: string | null;
+  procedure_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   modalities: Array<string> | null;
   study_uid: string | null;
   accession_number: string | null;
@@ -1156,6 +1198,12 @@ export type ImagingStudy = {
   reason: string | null;
   reason_code: string | null;
   reason_code_system: string | null;
+  reason_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
+  reason_references: Array<string> | null;
   referrer: string | null;
   referrer_reference: string | null;
   interpreter: string | null;
@@ -1703,6 +1751,12 @@ export type MedicalDevice = {
   device_type_system: string | null;
   udi_carrier: string | null;
   udi_device_identifier: string | null;
+  udi_carriers: Array<{
+    device_identifier: string | null;
+    carrier_hrf: string | null;
+    issuer: string | null;
+    jurisdiction: string | null;
+  }> | null;
   distinct_identifier: string | null;
   serial_number: string | null;
   lot_number: string | null;
@@ -1712,6 +1766,7 @@ export type MedicalDevice = {
   expiration_date: string | null;
   body_site: string | null;
   reason: string | null;
+  reason_references: Array<string> | null;
   used_from: string | null;
   used_until: string | null;
   recorded_at: string | null;
@@ -1874,6 +1929,11 @@ export type Order = {
   category: string | null;
   category_code: string | null;
   category_system: string | null;
+  categories: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   name: string | null;
   code: string | null;
   code_system: string | null;
@@ -1897,6 +1957,11 @@ export type Order = {
   reason_references: Array<string> | null;
   specimen_references: Array<string> | null;
   body_site: string | null;
+  body_site_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   requisition: string | null;
   based_on_references: Array<string> | null;
   patient_instruction: string | null;
@@ -1953,6 +2018,11 @@ export type PatientDocument = {
   }> | null;
   author: string | null;
   event: string | null;
+  event_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   practice_setting: string | null;
   period_start: string | null;
   period_end: string | null;
@@ -2269,6 +2339,7 @@ export type Prescription = {
   additional_instructions: string | null;
   patient_instruction: string | null;
   reason: string | null;
+  reason_references: Array<string> | null;
   dispense_quantity: number | null;
   dispense_unit: string | null;
   refills: number | null;
@@ -2357,6 +2428,11 @@ export type Procedure = {
     display: string | null;
   }> | null;
   body_site: string | null;
+  body_site_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   outcome: string | null;
   complications: string | null;
   follow_up: string | null;
@@ -2391,6 +2467,7 @@ export type RiskAssessment = {
   performer: string | null;
   performer_reference: string | null;
   reason: string | null;
+  reason_references: Array<string> | null;
   basis_references: Array<string> | null;
   predictions: Array<{
     outcome: string | null;
@@ -2453,6 +2530,11 @@ export type Specimen = {
   condition: string | null;
   processing: string | null;
   container: string | null;
+  container_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   parent_references: Array<string> | null;
   request_references: Array<string> | null;
   note: string | null;
