@@ -107,11 +107,22 @@ interface ResolvedExpression extends ResolvedPath {
 const show = (v: unknown) => (typeof v === 'string' ? `\`${v}\`` : JSON.stringify(v));
 
 /**
- * A step through a repeating element that nothing narrows to one (no position, where() or first(); the caller also
- * counts a where() further on: `category.coding.where(system=…)`). A concept's codings (the same concept in other
- * code systems) and extensions (found by their url) are not counted.
+ * The first step of `steps` through a repeating element that nothing narrows to one: no position, where() or first()
+ * of its own, and no where() further on among its own elements (`category.coding.where(system=…)`,
+ * `extension.valueCoding.where(…)`; in `contact.telecom.where(…)` the where() narrows the telecoms, not the contacts).
+ * A concept's codings (the same concept in other code systems) are not counted.
  */
-const readsFirstUnsaid = (step: CompiledStep) => step.isArray && step.index === undefined && !step.first && !step.where.length && step.json !== 'coding' && step.json !== 'extension';
+function firstUnsaid(steps: CompiledPath): CompiledStep | undefined {
+  const repeats = (step: CompiledStep) => step.isArray && step.json !== 'coding';
+  return steps.find((step, i) => {
+    if (!repeats(step) || step.index !== undefined || step.first || step.where.length) return false;
+    for (const later of steps.slice(i + 1)) {
+      if (repeats(later)) return true;
+      if (later.where.length) return false;
+    }
+    return true;
+  });
+}
 
 /** Compiles one `*.map.yaml`; problems are reported on `source` (all of them, not only the first). */
 export function compileMap(source: YamlSource): MapProgram | undefined {
@@ -564,9 +575,15 @@ class RuleCompiler {
     // One value read through a repeating element that the path does not narrow is the first the path finds: the
     // rest are lost, and a field beside it (a code, its words) may read another element's (a care plan's category
     // in words from its second category, its code from its first). A reference field takes the first of its type.
-    const unsaid = field.list || conversion.kind === 'reference' || alternative.finish?.kind === 'join' ? undefined : alternative.compiled.steps.find((step, i, steps) => readsFirstUnsaid(step) && !steps.slice(i + 1).some((later) => later.where.length));
+    // A let's own path counts as the start of the path (`let: { cat: category }` then `%cat.text`).
+    const unsaid =
+      field.list || conversion.kind === 'reference' || alternative.finish?.kind === 'join'
+        ? undefined
+        : (alternative.compiled.from?.alternatives ?? [{ steps: [] }]).map((start) => firstUnsaid([...start.steps, ...alternative.compiled.steps])).find((step) => step !== undefined);
     if (unsaid) {
-      return problem(`${field.name} is one value, and \`${unsaid.json}\` repeats: the path reads the first it finds. Say which (\`${unsaid.json}[0]\`, \`${unsaid.json}.where(…)\`) or read them all (\`….join('; ')\`, a list field)`);
+      return problem(
+        `${field.name} is one value, and \`${unsaid.json}\` repeats: the path reads the first it finds. Say which, right after it (\`${unsaid.json}[0]\`, \`${unsaid.json}.first()\`, \`${unsaid.json}.where(…)\`) or read them all (\`….join('; ')\`, a list field)`,
+      );
     }
     if (readsAsText(alternative.finish, leaf.type)) {
       // Any element reads as text (a Range as "1–3 mg/L", components joined): for a Connect string, never written.

@@ -258,13 +258,22 @@ describe('mapping engine', () => {
     });
 
     it('a field of one value read through a repeating element must say which, or read them all', () => {
-      const refused = "category is one value, and `category` repeats: the path reads the first it finds. Say which (`category[0]`, `category.where(…)`) or read them all (`….join('; ')`, a list field)";
+      const refused = "category is one value, and `category` repeats: the path reads the first it finds. Say which, right after it (`category[0]`, `category.first()`, `category.where(…)`) or read them all (`….join('; ')`, a list field)";
       let at = breakMap('flag.map.yaml', "  category_code: category[0].coding[0].code", '  category_code: category.coding[0].code', 'category.coding');
       expect(loadError(at.dir)).toMatchObject({ line: at.line, column: at.column, problem: refused.replaceAll('category is', 'category_code is') });
       at = breakMap('flag.map.yaml', "  category: category.join('; ') | category.text.join('; ')", "  category: category.join('; ') | category.text", 'category.text');
       expect(loadError(at.dir)).toMatchObject({ line: at.line, column: at.column, problem: refused });
+      // Through a let: its path is the start of the field's.
+      at = breakMap('flag.map.yaml', "  category: category.join('; ') | category.text.join('; ')", "  category: '%cat.text'", '%cat.text');
+      const withLet = readFileSync(at.path, 'utf8').replace('\nconnect:', '\nlet:\n  cat: category\n\nconnect:');
+      writeFileSync(at.path, withLet);
+      expect(loadError(at.dir).problem).toBe(refused);
+      // A where() further on narrows the element only when it is on that element's own (a concept's coding, a value):
+      // the phones of every contact are not the first contact's.
+      expect(loadError(breakMap('patient-profile.map.yaml', "  phone_number: telecom.where(system='phone').value", "  phone_number: contact.telecom.where(system='phone').value").dir).problem).toMatch(/`contact` repeats/);
+      expect(loadError(breakMap('flag.map.yaml', "  category: category.join('; ') | category.text.join('; ')", '  category: extension.valueString').dir).problem).toMatch(/`extension` repeats/);
       // Said: a position, where(), first(); a concept's codings and a reference field are not counted.
-      for (const said of ['category[0].text', "category.where(text='x').text", 'category.first().text', "category.join('; ') | category[0].text", 'code.coding.display']) {
+      for (const said of ['category[0].text', "category.where(text='x').text", 'category.first().text', "category.join('; ') | category[0].text", 'code.coding.display', "category.coding.where(system='urn:x').code", "extension.where(url='urn:x').valueString"]) {
         expect(() => loadMappings(breakMap('flag.map.yaml', "  category: category.join('; ') | category.text.join('; ')", `  category: ${said}`).dir)).not.toThrow();
       }
     });
