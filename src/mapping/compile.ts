@@ -124,6 +124,13 @@ function firstUnsaid(steps: CompiledPath): CompiledStep | undefined {
   });
 }
 
+/** Does the path end in the texts of a repeating CodeableConcept, none chosen (`category.text`, `bodySite.text`)? */
+function conceptTexts({ elements, compiled }: ResolvedPath): boolean {
+  const [owner, leaf] = elements.slice(-2);
+  const step = compiled.at(-2);
+  return leaf?.json === 'text' && owner?.type === 'CodeableConcept' && owner.isArray && step?.index === undefined && !step?.where.length && !step?.first;
+}
+
 /** Compiles one `*.map.yaml`; problems are reported on `source` (all of them, not only the first). */
 export function compileMap(source: YamlSource): MapProgram | undefined {
   if (!source.ok) return undefined;
@@ -792,9 +799,10 @@ class RuleCompiler {
     }
     const written = alternatives.find((a) => a.writable) ?? (readOnly ? alternatives[0] : undefined);
     if (!written) return at(0, `writing needs one alternative of ${show(text)} without %resource or resolve(): add one (e.g. \`| referenceRange.first()\`)`);
+    const writeEach = written.finish?.kind === 'join' && conceptTexts(written.path) ? written.finish.separator : undefined;
     return {
       ...written.path,
-      expression: { alternatives: alternatives.map((a) => a.compiled), write: written.path.compiled, writeType: written.path.leaf.type },
+      expression: { alternatives: alternatives.map((a) => a.compiled), write: written.path.compiled, writeType: written.path.leaf.type, ...(writeEach ? { writeEach } : {}) },
       alternatives,
       at,
     };

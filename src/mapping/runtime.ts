@@ -64,6 +64,11 @@ export interface CompiledExpression {
   /** The whole path writing uses (a `let` spelt out); the FHIR type at its end. */
   write: CompiledPath;
   writeType: string;
+  /**
+   * Written one element per item, split at this separator: the texts of a list of concepts read joined
+   * (`category.text.join('; ')`), so that two categories written back stay two, the first with the first's code.
+   */
+  writeEach?: string;
 }
 
 export type ConnectType = 'string' | 'id' | 'date' | 'date-time' | 'boolean' | 'integer' | 'number' | 'object';
@@ -782,6 +787,11 @@ export function writeList(root: Obj, path: CompiledPath, values: unknown[]): voi
   }
 }
 
+/** Each value at the path with its repeating element (the one before the last step) at position 0, 1, …. */
+function writeEach(root: Obj, path: CompiledPath, values: string[]): void {
+  values.forEach((value, index) => value !== '' && writePath(root, [...path.slice(0, -2), { ...path.at(-2)!, index }, path.at(-1)!], value));
+}
+
 /**
  * Sets the value at the path, creating what is missing: `where(...)` finds the matching element or adds one
  * that satisfies it, `[n]` addresses position n, a list without either means its first element.
@@ -1031,6 +1041,7 @@ function writeFields(program: MapProgram, root: Obj, connect: Record<string, unk
     const cells = rule.table ? rule.table.toFhir.get(value as Literal)! : rule.targets.map(() => value as Literal);
     rule.targets.forEach((target, i) => {
       if (cells[i] === null) return;
+      if (target.writeEach !== undefined && typeof cells[i] === 'string') return writeEach(root, target.write, (cells[i] as string).split(target.writeEach));
       // An instant (e.g. `issued`) needs the time: a date-time of a lower precision does not fit it.
       if (target.writeType === 'instant' && !FULL_DATE_TIME.test(String(cells[i]))) {
         throw new MappingValueError(program.name, name, `${show(cells[i])} is not a full date-time (with seconds and a zone), as FHIR needs here`);

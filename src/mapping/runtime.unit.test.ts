@@ -170,3 +170,29 @@ describe('a reference given by its identifier alone (an NPI, a UDI, a lot), with
     expect(maps.get('lab-result').readFhir(result(performer), { resolved }).connect.performer).toBe(`1234567893 (${NPI})`);
   });
 });
+
+describe('a list of concepts read in words, written back', () => {
+  const maps = loadMappings();
+  it("is one concept per item, the first with the first's code: two categories do not become one whose words and code disagree", () => {
+    const plan = {
+      resourceType: 'CarePlan',
+      id: 'x',
+      status: 'active',
+      intent: 'plan',
+      subject: { reference: 'Patient/p' },
+      category: [
+        { coding: [{ system: 'http://hl7.org/fhir/us/core/CodeSystem/careplan-category', code: 'assess-plan' }] },
+        { coding: [{ system: 'http://snomed.info/sct', code: '698360004', display: 'Diabetes self management plan' }], text: 'Diabetes self management plan' },
+      ],
+    } as Resource;
+    const record = maps.get('care-plan').readFhir(plan).connect;
+    expect(record.category).toBe('assess-plan; Diabetes self management plan');
+    const written = maps.get('care-plan').toFhir(record) as { category?: unknown };
+    expect(written.category).toEqual([
+      { coding: [{ system: 'http://hl7.org/fhir/us/core/CodeSystem/careplan-category', code: 'assess-plan' }], text: 'assess-plan' },
+      { text: 'Diabetes self management plan' },
+    ]);
+    // Read again, the words are the same.
+    expect(maps.get('care-plan').readFhir(written as Resource).connect.category).toBe(record.category);
+  });
+});
