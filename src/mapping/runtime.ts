@@ -382,6 +382,13 @@ function namedReferences(scope: Scope, from: unknown[], path: CompiledPath): unk
   return named;
 }
 
+/** Names in use first: an official or usual one, then any other but an old one or one with an end date, then those. */
+function namesInUseFirst(names: unknown[]): unknown[] {
+  const ended = (n: unknown) => isJsonObject(n) && (n.use === 'old' || (isJsonObject(n.period) && typeof n.period.end === 'string'));
+  const rank = (n: unknown) => (ended(n) ? 2 : isJsonObject(n) && (n.use === 'official' || n.use === 'usual') ? 0 : 1);
+  return [...names].sort((a, b) => rank(a) - rank(b));
+}
+
 /**
  * A reference known by its identifier (an NPI, a device's UDI, a product's lot: a logical reference, or one whose
  * resource the reader cannot read): its type in words, its value, its system ("NPI 9876543213", "1234567893
@@ -572,9 +579,20 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
   // PractitionerRole (US Core's requester and performer) is the person in the role: its practitioner's name, as the
   // reference gives it (the records layer gives it the name of the Practitioner it names when it gives none).
   if (typeof value.resourceType === 'string') {
-    const name = Array.isArray(value.name) ? value.name.map((v) => textOf(v, terminology)).find((t) => t !== undefined) : textOf(value.name, terminology);
+    const name = Array.isArray(value.name) ? namesInUseFirst(value.name).map((v) => textOf(v, terminology)).find((t) => t !== undefined) : textOf(value.name, terminology);
     const person = value.resourceType === 'PractitionerRole' && isJsonObject(value.practitioner) ? textOf(value.practitioner.display, terminology) : undefined;
-    return name ?? person ?? textOf(value.code ?? value.type, terminology);
+    // Else a device's name, an organisation's or location's alias, its kind (a role's code, a relative's
+    // relationship), else its identifier: a resource that exists is not named as nothing.
+    const first = (v: unknown) => (Array.isArray(v) ? v[0] : v);
+    return (
+      name ??
+      person ??
+      textOf(first(value.deviceName)?.name, terminology) ??
+      textOf(first(value.alias), terminology) ??
+      textOf(first(value.code ?? value.type), terminology) ??
+      textOf(first(value.relationship), terminology) ??
+      identifierName({ identifier: first(value.identifier) }, terminology)
+    );
   }
   // A HumanName without text: prefix, given names, family, suffix.
   if (('family' in value || 'given' in value) && typeof value.text !== 'string') {

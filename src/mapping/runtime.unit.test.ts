@@ -196,3 +196,16 @@ describe('a list of concepts read in words, written back', () => {
     expect(maps.get('care-plan').readFhir(written as Resource).connect.category).toBe(record.category);
   });
 });
+
+describe('a resource a reference leads to, named (toText(), resolve().join())', () => {
+  it('by the name in use (not an old one), else a device\'s name, an alias, a role or relationship, else its identifier', () => {
+    expect(textOf({ resourceType: 'Practitioner', name: [{ use: 'old', family: 'Maiden' }, { use: 'official', family: 'Lee', given: ['Ann'] }] })).toBe('Ann Lee');
+    expect(textOf({ resourceType: 'Practitioner', name: [{ family: 'Lee', period: { end: '2001-01-01' } }, { family: 'Shaw' }] })).toBe('Shaw');
+    expect(textOf({ resourceType: 'Device', deviceName: [{ name: 'Acme knee implant', type: 'user-friendly-name' }] })).toBe('Acme knee implant');
+    expect(textOf({ resourceType: 'Organization', alias: ['Acme Cardiology'] })).toBe('Acme Cardiology');
+    expect(textOf({ resourceType: 'PractitionerRole', code: [{ text: 'Nurse' }] })).toBe('Nurse');
+    expect(textOf({ resourceType: 'RelatedPerson', relationship: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-RoleCode', code: 'MTH', display: 'mother' }] }] })).toBe('mother');
+    expect(textOf({ resourceType: 'Practitioner', identifier: [{ system: 'http://hl7.org/fhir/sid/us-npi', value: '1234567893' }] })).toBe('1234567893 (http://hl7.org/fhir/sid/us-npi)');
+    expect(textOf({ resourceType: 'Practitioner' })).toBeUndefined();
+  });
+});
