@@ -1796,6 +1796,11 @@ export type MedicationUse = {
   information_source_reference: string | null;
   based_on_references: Array<string> | null;
   reason: string | null;
+  reason_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   reason_references: Array<string> | null;
   dosage_text: string | null;
   dose: number | null;
@@ -1954,6 +1959,11 @@ export type Order = {
   performer: string | null;
   location: string | null;
   reason: string | null;
+  reason_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   reason_references: Array<string> | null;
   specimen_references: Array<string> | null;
   body_site: string | null;
