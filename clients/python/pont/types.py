@@ -1329,6 +1329,8 @@ class Prescription(TypedDict):
     do_not_perform: Optional[bool]
     status: Optional[Literal['active', 'on_hold', 'cancelled', 'completed', 'entered_in_error', 'stopped', 'draft', 'unknown']]
     intent: Optional[Literal['proposal', 'plan', 'order', 'original-order', 'reflex-order', 'filler-order', 'instance-order', 'option']]
+    category: Optional[str]
+    categories: Optional[List[Dict[str, Any]]]
     dosage_text: Optional[str]
     dose: Optional[float]
     dose_unit: Optional[str]

@@ -2320,6 +2320,12 @@ export type Prescription = {
   do_not_perform: boolean | null;
   status: "active" | "on_hold" | "cancelled" | "completed" | "entered_in_error" | "stopped" | "draft" | "unknown" | null;
   intent: "proposal" | "plan" | "order" | "original-order" | "reflex-order" | "filler-order" | "instance-order" | "option" | null;
+  category: string | null;
+  categories: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   dosage_text: string | null;
   dose: number | null;
   dose_unit: string | null;
