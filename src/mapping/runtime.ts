@@ -807,7 +807,7 @@ export function writeList(root: Obj, path: CompiledPath, values: unknown[]): voi
 
 /** Each value at the path with its repeating element (the one before the last step) at position 0, 1, …. */
 function writeEach(root: Obj, path: CompiledPath, values: string[]): void {
-  values.forEach((value, index) => value !== '' && writePath(root, [...path.slice(0, -2), { ...path.at(-2)!, index }, path.at(-1)!], value));
+  values.filter((value) => value !== '').forEach((value, index) => writePath(root, [...path.slice(0, -2), { ...path.at(-2)!, index }, path.at(-1)!], value));
 }
 
 /**
