@@ -376,7 +376,7 @@ function namedReferences(scope: Scope, from: unknown[], path: CompiledPath): unk
   const named: unknown[] = [];
   for (const ref of walk(scope, from, steps)) {
     const display = isJsonObject(ref) ? ref.display : undefined;
-    const name = typeof display === 'string' && display !== '' ? display : (textOf(resolveReference(scope, ref)[0], scope.terminology) ?? identifierName(ref, scope.terminology));
+    const name = typeof display === 'string' && display !== '' ? display : (textOf(resolveReference(scope, ref)[0], scope.terminology) ?? identifierName(isJsonObject(ref) ? ref.identifier : undefined, scope.terminology));
     if (name !== undefined) named.push(name);
   }
   return named;
@@ -390,13 +390,12 @@ function namesInUseFirst(names: unknown[]): unknown[] {
 }
 
 /**
- * A reference known by its identifier (an NPI, a device's UDI, a product's lot: a logical reference, or one whose
- * resource the reader cannot read): its type in words, its value, its system ("NPI 9876543213", "1234567893
- * (http://hl7.org/fhir/sid/us-npi)"). Undefined without a value.
+ * What names a thing known by its identifier (a reference's: an NPI, a device's UDI, a product's lot, a logical
+ * reference or one whose resource the reader cannot read; a resource's own): its type in words, its value, its
+ * system ("NPI 9876543213", "1234567893 (http://hl7.org/fhir/sid/us-npi)"). Undefined without a value.
  */
-function identifierName(ref: unknown, terminology?: ReadTerminology): string | undefined {
-  const identifier = isJsonObject(ref) && isJsonObject(ref.identifier) ? ref.identifier : undefined;
-  if (typeof identifier?.value !== 'string' || identifier.value === '') return undefined;
+function identifierName(identifier: unknown, terminology?: ReadTerminology): string | undefined {
+  if (!isJsonObject(identifier) || typeof identifier.value !== 'string' || identifier.value === '') return undefined;
   const type = textOf(identifier.type, terminology);
   if (type !== undefined) return `${type} ${identifier.value}`;
   return typeof identifier.system === 'string' ? `${identifier.value} (${identifier.system})` : identifier.value;
@@ -591,7 +590,7 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
       textOf(first(value.alias), terminology) ??
       textOf(first(value.code ?? value.type), terminology) ??
       textOf(first(value.relationship), terminology) ??
-      identifierName({ identifier: first(value.identifier) }, terminology)
+      identifierName(first(value.identifier), terminology)
     );
   }
   // A HumanName without text: prefix, given names, family, suffix.
