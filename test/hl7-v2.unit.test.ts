@@ -1288,3 +1288,68 @@ describe("found by an attacker's review of the v2 agent (stop 72)", () => {
     for (const type of ['constructor', '__proto__', 'toString']) expect(t(MSH(`${type}^R01`), 'PID|1||P1^^^GHH^MR||DOE^JO')).toMatchObject({ ok: false, ack: 'AR', error: { location: 'MSH-9' } });
   });
 });
+
+describe("the ADT events a facility's feed sends beside the five (found in a review of the agent's leftovers: a transfer, a cancelled admission and a person update were AR, the visit left as it was)", () => {
+  const msh = (event: string, id = 'E1') => `MSH|^~\\&|ADT|GHH|PONT|FAC|20240116120000||ADT^${event}^ADT_A01|${id}|P|2.5.1`;
+  const PID = 'PID|1||P1^^^GHH^MR||DOE^JO||19620320|F';
+  const visit = (fields: Record<number, string> = {}) => seg('PV1', { 1: '1', 2: 'I', 3: '2000^2012^01', 19: 'V1^^^GHH', 44: '20240115083000+0100', ...fields });
+  const IF_ABSENT = { system: 'https://pont.health/fhir/CodeSystem/bridge-write', code: 'if-absent' };
+  const byType = (resources: any[]) => Object.fromEntries(resources.map((r) => [r.resourceType, r]));
+  const writtenWhole = (patient: any) => !(patient.meta?.tag ?? []).some((t: any) => t.code === IF_ABSENT.code);
+
+  it('a transfer (A02) moves the visit, in progress; the patient is named, not rewritten', () => {
+    const { Patient, Encounter } = byType(resourcesOf(msh('A02'), PID, visit({ 3: '3000^3104^02', 6: '2000^2012^01' })));
+    expect(Encounter).toMatchObject({ id: 'GHH-V1', status: 'in-progress', location: [{ location: { display: '3000' } }, { location: { display: '3104' } }, { location: { display: '02' } }] });
+    expect(Patient.meta.tag).toContainEqual(IF_ABSENT);
+  });
+
+  it('a cancelled admission (A11) is a cancelled visit; a cancelled discharge (A13) is in progress again, without the end its PV1-45 still gives', () => {
+    expect(byType(resourcesOf(msh('A11'), PID, visit())).Encounter.status).toBe('cancelled');
+    const { Encounter } = byType(resourcesOf(msh('A13'), PID, visit({ 45: '20240118093000+0100' })));
+    expect(Encounter.status).toBe('in-progress');
+    expect(Encounter.period).toEqual({ start: '2024-01-15T08:30:00+01:00' });
+    // The discharge it cancels: finished, with its end.
+    expect(byType(resourcesOf(msh('A03'), PID, visit({ 45: '20240118093000+0100' }))).Encounter).toMatchObject({ status: 'finished', period: { end: '2024-01-18T09:30:00+01:00' } });
+  });
+
+  it('a pre-admission (A05) is planned, a visit of its own message without a visit number; a change of class (A06, A07) is the class PV1-2 gives', () => {
+    const { Encounter } = byType(resourcesOf(msh('A05', 'PRE-1'), PID, visit({ 19: '' })));
+    expect(Encounter).toMatchObject({ id: 'ADT-GHH-PRE-1', status: 'planned' });
+    expect(byType(resourcesOf(msh('A06'), PID, visit({ 2: 'I' }))).Encounter.class.code).toBe('IMP');
+    expect(byType(resourcesOf(msh('A07'), PID, visit({ 2: 'O' }))).Encounter.class.code).toBe('AMB');
+  });
+
+  it("a person's events (A28 add, A31 update) write the demographics whole and no visit, whatever their PV1 says", () => {
+    for (const event of ['A28', 'A31']) {
+      const resources = resourcesOf(msh(event), 'PID|1||P1^^^GHH^MR||DOE^JOANNA||19620320|F', seg('PV1', { 1: '1', 2: 'N', 19: 'V9^^^GHH' }));
+      expect(resources.map((r) => r.resourceType), event).toEqual(['Patient']);
+      expect(resources[0].name[0].given, event).toEqual(['JOANNA']);
+      expect(writtenWhole(resources[0]), event).toBe(true);
+    }
+  });
+
+  it('a visit event without a visit number (PV1-19) changes the patient alone; the demographics are the admissions\' and updates\' only', () => {
+    for (const event of ['A02', 'A03', 'A06', 'A07', 'A11', 'A13']) {
+      const resources = resourcesOf(msh(event), PID, visit({ 19: '' }));
+      expect(resources.map((r) => r.resourceType), event).toEqual(['Patient']);
+      expect(writtenWhole(resources[0]), event).toBe(false);
+    }
+    for (const event of ['A01', 'A04', 'A05', 'A08']) expect(writtenWhole(byType(resourcesOf(msh(event), PID, visit())).Patient), event).toBe(true);
+  });
+
+  it('an event still not handled (A17 swap, A12 cancel transfer) is AR naming MSH-9.2, and lists those that are', () => {
+    for (const event of ['A17', 'A12']) {
+      const refused = translate(Hl7Message.parse([msh(event), PID, visit()].join('\r')), MAPS);
+      expect(refused, event).toMatchObject({ ok: false, ack: 'AR', error: { location: 'MSH-9.2', condition: ErrorCondition.unsupportedEvent } });
+      expect((refused as any).error.text).toContain('ADT^A01/A02/A03/A04/A05/A06/A07/A08/A11/A13/A28/A31/A40');
+    }
+  });
+
+  it('the v2 path: `not PATH = codes` holds when the field is none of them, empty included', () => {
+    const scope = { message: Hl7Message.parse([msh('A13'), PID].join('\r')) };
+    expect(evaluateV2(parseV2Expression("'yes' where not MSH-9.2 = A13,A03 | 'no'"), scope)).toBe('no');
+    expect(evaluateV2(parseV2Expression("'yes' where not MSH-9.2 = A03 | 'no'"), scope)).toBe('yes');
+    expect(evaluateV2(parseV2Expression("'yes' where not PID-30 = Y | 'no'"), scope)).toBe('yes');
+    expect(evaluateV2(parseV2Expression("'yes' where not PID-8 | 'no'"), scope)).toBe('no');
+  });
+});

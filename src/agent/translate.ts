@@ -78,8 +78,20 @@ export const V2_MAPS = ['v2-patient', 'v2-merged-patient', 'v2-encounter', 'v2-r
 /** A v2 segment's name: three capital letters or digits, the first a letter (PID, OBX, ZLB). */
 const SEGMENT_NAME = /^[A-Z][A-Z0-9]{2}$/;
 
+/**
+ * ADT events by what they say of the patient and the visit (v2 table 0003). The demographics are the admissions', the
+ * registrations' and the updates' (their PID written whole); the visit's own events (a transfer, a discharge, a change
+ * of class, a cancellation) name their patient and change nothing of them, as a result does. The person's events (A28
+ * add, A31 update) have a PV1 because v2 requires one, of no visit: the patient alone.
+ */
+const DEMOGRAPHICS = ['A01', 'A04', 'A05', 'A08', 'A28', 'A31'];
+const VISIT_EVENTS = ['A02', 'A03', 'A06', 'A07', 'A11', 'A13'];
+const PERSON_EVENTS = ['A28', 'A31'];
+/** Events that begin a visit: one without a visit number (PV1-19) is a visit of its own message. */
+const BEGINS_VISIT = ['A01', 'A04', 'A05'];
+
 /** The message types the agent handles, and what their events are. */
-const HANDLED: Record<string, readonly string[]> = { ADT: ['A01', 'A03', 'A04', 'A08', 'A40'], ORU: ['R01'] };
+const HANDLED: Record<string, readonly string[]> = { ADT: [...DEMOGRAPHICS, ...VISIT_EVENTS, 'A40'].sort(), ORU: ['R01'] };
 
 const refuse = (ack: 'AE' | 'AR', location: string, condition: V2Error['condition'], text: string, sequence?: number): Translation => ({
   ok: false,
@@ -215,17 +227,19 @@ function madeOf<T extends Record<string, unknown>>(resource: T, segment: string,
 }
 
 /**
- * ADT: the patient (PID; an A03's only if Pont has none), its visit (PV1) when it has a visit number (PV1-19), an
- * A40's merge (MRG). An admission (A01, A04) without one (PV1-19 is optional in v2) is a visit of its own message
- * (v2-encounter's key), which no later message names; a discharge or an update without one changes the patient alone.
+ * ADT: the patient (PID; written whole by the events of DEMOGRAPHICS, else only if Pont has none), its visit (PV1) when
+ * it has a visit number (PV1-19), an A40's merge (MRG). An event that begins a visit (A01, A04, A05) without one
+ * (PV1-19 is optional in v2) is a visit of its own message (v2-encounter's key), which no later message names; any
+ * other event without one changes the patient alone, and a person's event (A28, A31) never has a visit.
  */
 function admission(message: Hl7Message, event: string, maps: MappingSet): Array<Record<string, unknown>> {
   const scope = { message };
   // A discharge names its patient and changes nothing of them (created if Pont has no record yet), as a result does:
   // its PID is often thin, and the agent writes a Patient whole, so an empty PID-11 would empty the address (HL7 v2
-  // means an empty field as "no change"). The demographics are the admissions' and the updates' (A01, A04, A08).
+  // means an empty field as "no change").
   const patient = apply(maps.get('v2-patient'), scope);
-  const out = [madeOf(event === 'A03' ? ifAbsent(patient) : patient, 'PID')];
+  // A merge's survivor is written whole: it carries the link to the record it replaces.
+  const out = [madeOf(DEMOGRAPHICS.includes(event) || event === 'A40' ? patient : ifAbsent(patient), 'PID')];
   if (event === 'A40') {
     if (!message.getSegment('MRG')) throw new FieldError('MRG', ErrorCondition.segmentSequence, 'ADT^A40 without an MRG segment: which record is merged away?');
     const merged = apply(maps.get('v2-merged-patient'), scope);
@@ -235,7 +249,7 @@ function admission(message: Hl7Message, event: string, maps: MappingSet): Array<
     return out;
   }
   const pv1 = message.getSegment('PV1');
-  if (pv1 && (pv1.getField(19)?.toString() || event === 'A01' || event === 'A04')) out.push(madeOf(apply(maps.get('v2-encounter'), scope), 'PV1'));
+  if (pv1 && !PERSON_EVENTS.includes(event) && (pv1.getField(19)?.toString() || BEGINS_VISIT.includes(event))) out.push(madeOf(apply(maps.get('v2-encounter'), scope), 'PV1'));
   return out;
 }
 

@@ -5,7 +5,7 @@
  *
  *   expression  := alternative (' | ' alternative)*           the first that gives a value
  *   alternative := value (' where ' condition (' and ' condition)*)?  only when every condition holds
- *   condition   := path (' = ' code(,code)*)? | 'not ' path   one of the codes (no codes: has a value); has no value
+ *   condition   := 'not '? path (' = ' code(,code)*)?   one of the codes (no codes: has a value); with not, the opposite
  *   value       := path | fn '(' path (', ' path)* ')' | 'text'
  *   path        := SEG-F[.C[.S]]                               field F, component C (default 1), subcomponent S
  *   fn          := key | idkey | low | high | low_unit | high_unit | range_text | lines | date | instant | join | phone | decimals | number | comparator
@@ -35,7 +35,7 @@ interface V2Alternative {
   args: V2Location[];
   /** A constant (`'finished'`) instead of a value of the message. */
   literal?: string;
-  /** Every condition must hold. No codes: the path has a value; `not`: it has none. */
+  /** Every condition must hold. No codes: the path has a value; `not`: the opposite (no value; none of the codes). */
   where?: V2Condition[];
 }
 
@@ -84,9 +84,8 @@ export function parseV2Expression(text: string): V2Expression {
     if (whereText !== undefined) {
       where = whereText.split(' and ').map((condition): V2Condition => {
         const not = /^\s*not\s+(.*)$/.exec(condition);
-        if (not) return { path: parsePath(not[1]!), not: true };
-        const [p, codes] = condition.split(' = ');
-        return { path: parsePath(p!), codes: codes?.split(',').map((c) => c.trim()) };
+        const [p, codes] = (not ? not[1]! : condition).split(' = ');
+        return { path: parsePath(p!), codes: codes?.split(',').map((c) => c.trim()), ...(not ? { not: true } : {}) };
       });
     }
     const literal = /^\s*'([^']*)'\s*$/.exec(valueText!);
@@ -237,7 +236,8 @@ export function evaluateAt(expression: V2Expression, scope: V2Scope, field: V2Lo
 function holds(conditions: V2Condition[], read: (l: V2Location) => string): boolean {
   return conditions.every((c) => {
     const value = read(c.path);
-    return c.not ? value === '' : c.codes ? c.codes.includes(value) : value !== '';
+    const meets = c.codes ? c.codes.includes(value) : value !== '';
+    return c.not ? !meets : meets;
   });
 }
 
