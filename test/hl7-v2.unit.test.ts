@@ -1303,13 +1303,9 @@ describe("the ADT events a facility's feed sends beside the five (found in a rev
     expect(Patient.meta.tag).toContainEqual(IF_ABSENT);
   });
 
-  it('a cancelled admission (A11) is a cancelled visit; a cancelled discharge (A13) is in progress again, without the end its PV1-45 still gives', () => {
+  it('a cancelled admission (A11) is a cancelled visit, whatever its PV1-45 says', () => {
     expect(byType(resourcesOf(msh('A11'), PID, visit())).Encounter.status).toBe('cancelled');
-    const { Encounter } = byType(resourcesOf(msh('A13'), PID, visit({ 45: '20240118093000+0100' })));
-    expect(Encounter.status).toBe('in-progress');
-    expect(Encounter.period).toEqual({ start: '2024-01-15T08:30:00+01:00' });
-    // The discharge it cancels: finished, with its end.
-    expect(byType(resourcesOf(msh('A03'), PID, visit({ 45: '20240118093000+0100' }))).Encounter).toMatchObject({ status: 'finished', period: { end: '2024-01-18T09:30:00+01:00' } });
+    expect(byType(resourcesOf(msh('A11'), PID, visit({ 45: '20240118093000+0100' }))).Encounter.status).toBe('cancelled');
   });
 
   it('a pre-admission (A05) is planned, a visit of its own message without a visit number; a change of class (A06, A07) is the class PV1-2 gives', () => {
@@ -1329,7 +1325,7 @@ describe("the ADT events a facility's feed sends beside the five (found in a rev
   });
 
   it('a visit event without a visit number (PV1-19) changes the patient alone; the demographics are the admissions\' and updates\' only', () => {
-    for (const event of ['A02', 'A03', 'A06', 'A07', 'A11', 'A13']) {
+    for (const event of ['A02', 'A03', 'A06', 'A07', 'A11']) {
       const resources = resourcesOf(msh(event), PID, visit({ 19: '' }));
       expect(resources.map((r) => r.resourceType), event).toEqual(['Patient']);
       expect(writtenWhole(resources[0]), event).toBe(false);
@@ -1337,11 +1333,11 @@ describe("the ADT events a facility's feed sends beside the five (found in a rev
     for (const event of ['A01', 'A04', 'A05', 'A08']) expect(writtenWhole(byType(resourcesOf(msh(event), PID, visit())).Patient), event).toBe(true);
   });
 
-  it('an event still not handled (A17 swap, A12 cancel transfer) is AR naming MSH-9.2, and lists those that are', () => {
-    for (const event of ['A17', 'A12']) {
+  it('an event still not handled (A17 swap, A12 cancel transfer, A13 cancel discharge: a thin PV1 written whole would empty the visit it reopens) is AR naming MSH-9.2, and lists those that are', () => {
+    for (const event of ['A17', 'A12', 'A13']) {
       const refused = translate(Hl7Message.parse([msh(event), PID, visit()].join('\r')), MAPS);
       expect(refused, event).toMatchObject({ ok: false, ack: 'AR', error: { location: 'MSH-9.2', condition: ErrorCondition.unsupportedEvent } });
-      expect((refused as any).error.text).toContain('ADT^A01/A02/A03/A04/A05/A06/A07/A08/A11/A13/A28/A31/A40');
+      expect((refused as any).error.text).toContain('ADT^A01/A02/A03/A04/A05/A06/A07/A08/A11/A28/A31/A40');
     }
   });
 

@@ -85,7 +85,10 @@ const SEGMENT_NAME = /^[A-Z][A-Z0-9]{2}$/;
  * add, A31 update) have a PV1 because v2 requires one, of no visit: the patient alone.
  */
 const DEMOGRAPHICS = ['A01', 'A04', 'A05', 'A08', 'A28', 'A31'];
-const VISIT_EVENTS = ['A02', 'A03', 'A06', 'A07', 'A11', 'A13'];
+// Not A13 (cancel discharge): its PV1 may carry the visit number alone (v2 asks only what is pertinent to the
+// event), and the agent writes an Encounter whole, so it would empty the visit it reopens; it is AR until Pont takes
+// an update of some elements from an agent.
+const VISIT_EVENTS = ['A02', 'A03', 'A06', 'A07', 'A11'];
 const PERSON_EVENTS = ['A28', 'A31'];
 /** Events that begin a visit: one without a visit number (PV1-19) is a visit of its own message. */
 const BEGINS_VISIT = ['A01', 'A04', 'A05'];
