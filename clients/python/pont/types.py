@@ -799,6 +799,7 @@ class Immunization(TypedDict):
     expiration_date: Optional[str]
     manufacturer: Optional[str]
     reason: Optional[str]
+    reason_references: Optional[List[str]]
     is_subpotent: Optional[bool]
     subpotent_reason: Optional[str]
     site: Optional[str]

@@ -1270,6 +1270,7 @@ export type Immunization = {
   expiration_date: string | null;
   manufacturer: string | null;
   reason: string | null;
+  reason_references: Array<string> | null;
   is_subpotent: boolean | null;
   subpotent_reason: string | null;
   site: string | null;
