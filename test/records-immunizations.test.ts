@@ -86,6 +86,7 @@ describe('immunizations, a record type declared by its map', () => {
           report_origin_code: null,
           report_origin_system: null,
           performer: null,
+          performers: [],
           location: null,
           lot_number: 'X12',
           dose_number: 1,
