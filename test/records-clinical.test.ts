@@ -498,7 +498,7 @@ describe('records of every clinical resource (issue 39)', () => {
     expect(all.procedures.find((r: R) => r.id === 'example-implant')).toMatchObject({ name: 'Implant Pacemaker', code: '25267002', device_references: ['Device/example-pacemaker'], performer_references: ['Practitioner/example'], performer: 'Dr Cecil Surgeon', follow_up: 'ROS 5 days  - 2013-04-10' });
     expect(all.family_history.find((r: R) => r.id === 'father')).toMatchObject({ relationship: 'father', conditions: ['Heart Attack (onset 74 yr; contributed to death)'] });
     expect(all.assessments.find((r: R) => r.id === 'gcs').answers).toEqual(['[1.1]: Confused', '[1.2]: Localizing pain', '[1.3]: Eyes open spontaneously']);
-    expect(all.care_plans.find((r: R) => r.id === 'f201').activities).toEqual(['Potassium supplementation, daily (completed)', 'Echography of kidney (completed)']);
+    expect(all.care_plans.find((r: R) => r.id === 'f201').activities).toEqual(['Potassium supplementation, daily, 80 mmol a day (completed)', 'Echography of kidney (completed)']);
     expect(all.specimens.find((r: R) => r.id === '101')).toMatchObject({ accession: 'X352356', type_code: '122555007' });
     // A Media whose bytes are inline says so; the bytes are read through FHIR.
     for (const media of all.media) expect(JSON.stringify(media)).not.toMatch(/R0lGOD|"data"/);

@@ -636,7 +636,7 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
   // A questionnaire's answered item: "question [linkId]: answer, answer"; a group, its items joined with "; ".
   if (typeof value.linkId === 'string') return answeredItemText(value, terminology);
   // A planned activity or a request (CarePlan.activity.detail): what (its code, its description beside it, else the
-  // product, else its kind), when and where, and its status: "Stretching exercises: 30 min brisk walk, 3 per 1 wk
+  // product, else its kind), when, how much and where, and its status: "Stretching exercises: 30 min brisk walk, 3 per 1 wk
   // (in-progress)"; one not to be done says so: "Do not: Anticoagulation (scheduled)".
   const product = typeof value.status === 'string' ? (value.productCodeableConcept ?? (isJsonObject(value.productReference) ? value.productReference.display : undefined)) : undefined;
   if (typeof value.status === 'string' && (isJsonObject(value.code) || typeof value.description === 'string' || product !== undefined || typeof value.kind === 'string') && !('system' in value) && !('value' in value)) {
@@ -645,7 +645,10 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
     const what = named !== undefined && description !== undefined ? `${named}: ${description}` : (named ?? description ?? (value.kind as string));
     const when = textOf(value.scheduledString ?? value.scheduledPeriod, terminology) ?? timingText(value.scheduledTiming, terminology);
     const where = isJsonObject(value.location) ? textOf(value.location.display, terminology) : undefined;
-    const details = [when, where && `at ${where}`].filter((d) => d !== undefined);
+    // How much: a day's amount (2 tablets a day) and the whole of it (30 tablets in all).
+    const daily = quantityText(value.dailyAmount);
+    const whole = quantityText(value.quantity);
+    const details = [when, daily && `${daily} a day`, whole && `${whole} in all`, where && `at ${where}`].filter((d) => d !== undefined);
     return `${value.doNotPerform === true ? 'Do not: ' : ''}${what}${details.length ? `, ${details.join(', ')}` : ''} (${value.status})`;
   }
   // A relative's condition (FamilyMemberHistory.condition): what, its onset and outcome: "Heart attack (onset 74 a; Death)".
@@ -680,20 +683,36 @@ function codingWords(coding: Obj, terminology?: ReadTerminology): string | undef
 }
 
 /**
- * A Timing in words: its code ("BID"), else how often ("3 per 1 wk") and when in the day ("at 22:00:00", "CM": the
- * codes of event-timing, with a meal), else its events; undefined when it says none of these.
+ * A Timing in words, as a reader would write it, with every part it gives: how often ("1-2 per 4-6 h"), on which days
+ * ("on mon, wed, fri"), when in the day ("30 min AC", "at 08:00"), for how long each time ("30 min each"), how many
+ * times, and within what bounds ("for 6 wk", "2024-01-01 – 2024-02-11"). Its code alone when it has one (BID is the
+ * whole of it). A schedule read without its days would say daily for three days a week.
  */
 function timingText(timing: unknown, terminology: ReadTerminology | undefined): string | undefined {
   if (!isJsonObject(timing)) return undefined;
   const code = textOf(timing.code, terminology);
   if (code !== undefined) return code;
   const repeat = isJsonObject(timing.repeat) ? timing.repeat : {};
-  const often = typeof repeat.frequency === 'number' && typeof repeat.period === 'number' ? `${repeat.frequency} per ${repeat.period} ${typeof repeat.periodUnit === 'string' ? repeat.periodUnit : ''}`.trim() : undefined;
+  const num = (v: unknown) => (typeof v === 'number' ? v : undefined);
+  const upTo = (low: unknown, high: unknown) => (num(low) === undefined ? undefined : num(high) !== undefined && num(high) !== num(low) ? `${num(low)}-${num(high)}` : `${num(low)}`);
+  const unit = (v: unknown) => (typeof v === 'string' ? ` ${v}` : '');
   const strings = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
-  const at = [...strings(repeat.when), ...strings(repeat.timeOfDay).map((t) => `at ${t}`)];
+  const frequency = upTo(repeat.frequency, repeat.frequencyMax);
+  const period = upTo(repeat.period, repeat.periodMax);
+  const often = frequency !== undefined && period !== undefined ? `${frequency} per ${period}${unit(repeat.periodUnit)}` : undefined;
+  const days = strings(repeat.dayOfWeek);
+  const offset = num(repeat.offset);
+  const at = [...strings(repeat.when).map((w) => (offset ? `${offset} min ${w}` : w)), ...strings(repeat.timeOfDay).map((t) => `at ${t}`)];
+  const duration = upTo(repeat.duration, repeat.durationMax);
+  const count = upTo(repeat.count, repeat.countMax);
+  const bounds = isJsonObject(repeat.boundsDuration) ? `for ${quantityText(repeat.boundsDuration)}` : textOf(repeat.boundsRange ?? repeat.boundsPeriod, terminology);
   const events = strings(timing.event);
-  const parts = [often, ...at, ...(often || at.length ? [] : events)].filter((p) => p !== undefined);
-  return parts.length ? parts.join(' ') : undefined;
+  // How often, on which days and when in the day read as one phrase ("1 per 1 d on mon, wed, fri at 08:00"); the
+  // rest after it ("30 min each, for 6 wk"). Its events (dates) when it says neither how often nor when.
+  const phrase = [often, days.length ? `on ${days.join(', ')}` : undefined, ...at, ...(often || at.length ? [] : events)].filter((p) => p !== undefined).join(' ');
+  const rest = [duration !== undefined ? `${duration}${unit(repeat.durationUnit)} each` : undefined, count !== undefined ? `${count} ${count === '1' ? 'time' : 'times'}` : undefined, bounds].filter((p) => p !== undefined);
+  const parts = [phrase || undefined, ...rest].filter((p) => p !== undefined);
+  return parts.length ? parts.join(', ') : undefined;
 }
 
 /** An Attachment's inline content when it is plain text (`text/plain`, UTF-8 or ASCII): undefined for anything else. */
