@@ -819,6 +819,20 @@ describe('what an outside probe of stop 68 found (US Core exports, Epic- and Cer
     expect(records.find((r: any) => r.id === 'al-refuted')).toMatchObject({ verification_status: 'refuted' });
   });
 
+  it("a statement that the patient has no known allergy, or that nothing is known (IPS's absent-unknown codes, SNOMED CT's), is no active allergy of the summary; its record says what it is (found by a write-back probe: \"No information about allergies\" listed as an allergy)", async () => {
+    const statement = (id: string, coding: { system: string; code: string; display: string }) =>
+      put({ resourceType: 'AllergyIntolerance', id, patient: subject, code: { coding: [coding] }, recordedDate: '2026-11-22', clinicalStatus: { coding: [{ system: CLIN, code: 'active' }] } });
+    await statement('al-ips-none', { system: 'http://hl7.org/fhir/uv/ips/CodeSystem/absent-unknown-uv-ips', code: 'no-allergy-info', display: 'No information about allergies' });
+    await statement('al-ips-nka', { system: 'http://hl7.org/fhir/uv/ips/CodeSystem/absent-unknown-uv-ips', code: 'no-known-allergies', display: 'No known allergies' });
+    await statement('al-sct-nkda', { system: 'http://snomed.info/sct', code: '409137002', display: 'No known history of drug allergy' });
+    await put({ resourceType: 'AllergyIntolerance', id: 'al-sulfa', patient: subject, code: { coding: [{ system: 'http://snomed.info/sct', code: '387406002', display: 'Sulfonamide' }] }, recordedDate: '2026-11-22', clinicalStatus: { coding: [{ system: CLIN, code: 'active' }] } });
+    const active = (await summary()).active_allergies.map((r: any) => r.id);
+    expect(active).toContain('al-sulfa');
+    for (const id of ['al-ips-none', 'al-ips-nka', 'al-sct-nkda']) expect(active, id).not.toContain(id);
+    const records = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=allergies&limit=1000`)).body.records.allergies;
+    expect(records.find((r: any) => r.id === 'al-ips-nka')).toMatchObject({ substance: 'No known allergies', code: 'no-known-allergies', code_system: 'http://hl7.org/fhir/uv/ips/CodeSystem/absent-unknown-uv-ips' });
+  });
+
   it('a proposal (a suggestion nobody ordered) is no active medication or care plan of the summary; an order and a plan are', async () => {
     const rx = (id: string, intent: string, text: string) =>
       put({ resourceType: 'MedicationRequest', id, status: 'active', intent, subject, authoredOn: '2026-11-21', medicationCodeableConcept: { text } });

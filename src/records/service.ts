@@ -79,6 +79,19 @@ interface RecordPage {
 const NOT_MEANT_TO_HAPPEN = 'proposal,option';
 
 /**
+ * Codes of an AllergyIntolerance that says the patient has none, or that nothing is known (the IPS's absent-unknown
+ * codes, SNOMED CT's "no known … allergy"): a statement about allergies, not an allergy, so no active allergy of the
+ * summary (its record, under records?type=allergies, says what it is).
+ */
+const IPS_ABSENT = 'http://hl7.org/fhir/uv/ips/CodeSystem/absent-unknown-uv-ips';
+const SNOMED = 'http://snomed.info/sct';
+const NO_ALLERGY_STATEMENTS = [
+  ...['no-allergy-info', 'no-known-allergies', 'no-known-medication-allergies', 'no-known-food-allergies', 'no-known-environmental-allergies'].map((c) => `${IPS_ABSENT}|${c}`),
+  // No known allergy (and its older concept), drug allergy, food allergy, environmental allergy.
+  ...['716186003', '160244002', '409137002', '429625007', '428607008'].map((c) => `${SNOMED}|${c}`),
+].join(',');
+
+/**
  * The statuses of an Encounter that is no visit of the patient's: entered in error (it never was), cancelled (it never
  * happened), planned (it has not happened yet).
  */
@@ -101,7 +114,8 @@ const SUMMARY_SECTIONS: Array<{ key: string; type: string; size: number; query?:
     pick: (page) => picked(page, (record) => record.do_not_perform !== true),
   },
   // A refuted allergy was disproven (one entered in error has no clinical status: ait-2); an unconfirmed one still warns.
-  { key: 'active_allergies', type: 'allergies', size: SUMMARY_SIZES.active_allergies, query: { 'clinical-status': 'active', 'verification-status:not': 'refuted' } },
+  // Nor is a statement that there is none ("no known allergies").
+  { key: 'active_allergies', type: 'allergies', size: SUMMARY_SIZES.active_allergies, query: { 'clinical-status': 'active', 'verification-status:not': 'refuted', 'code:not': NO_ALLERGY_STATEMENTS } },
   // A result entered in error never was the patient's, a cancelled one gave none: neither is a recent lab (their records say so).
   { key: 'recent_labs', type: 'lab_results', size: SUMMARY_SIZES.recent_labs, query: { 'status:not': 'entered-in-error,cancelled' } },
   { key: 'active_care_plans', type: 'care_plans', size: SUMMARY_SIZES.active_care_plans, query: { status: 'active', 'intent:not': NOT_MEANT_TO_HAPPEN } },
