@@ -105,6 +105,7 @@ export type AllergyRecord = {
     }> | null;
     onset_at: string | null;
     onset_text: string | null;
+    last_occurrence_at: string | null;
     note: string | null;
     created_at: string | null;
     substance_codings: Array<{
@@ -768,6 +769,14 @@ export type Diagnosis = {
         code: string | null;
         display: string | null;
     }> | null;
+    stages: Array<{
+        summary: string | null;
+        type: string | null;
+        type_code: string | null;
+        type_system: string | null;
+        assessment: string | null;
+        assessment_references: Array<string> | null;
+    }> | null;
     category: string | null;
     note: string | null;
     evidence: string | null;
@@ -914,6 +923,19 @@ export type EncounterPush = {
         origin?: string | null;
         destination?: string | null;
         diagnosis_ids?: Array<FhirId> | null;
+        diagnoses?: Array<{
+            condition_id: FhirId | null;
+            condition: string | null;
+            use: string | null;
+            use_code: string | null;
+            use_system: string | null;
+            rank: number | null;
+        }> | null;
+        primary_diagnosis_id?: FhirId | null;
+        primary_diagnosis?: string | null;
+        readmission?: string | null;
+        special_arrangements?: string | null;
+        diet_preferences?: string | null;
         types?: Array<{
             system: string | null;
             code: string | null;
@@ -1199,6 +1221,13 @@ export type Immunization = {
     report_origin_code: string | null;
     report_origin_system: string | null;
     performer: string | null;
+    performers: Array<{
+        reference: string | null;
+        name: string | null;
+        function: string | null;
+        function_code: string | null;
+        function_system: string | null;
+    }> | null;
     location: string | null;
     lot_number: string | null;
     dose_number: number | null;
@@ -1883,7 +1912,12 @@ export type Order = {
     order_detail: string | null;
     occurrence_at: string | null;
     occurrence_end: string | null;
+    occurrence_timing: string | null;
+    occurrence_duration: string | null;
+    occurrence_count: number | null;
+    as_needed_reason: string | null;
     as_needed: boolean | null;
+    quantity: string | null;
     requested_at: string | null;
     requester: string | null;
     requester_reference: string | null;
@@ -1955,8 +1989,13 @@ export type PatientDocument = {
         title: string | null;
         size: number | null;
         inline: boolean | null;
+        language: string | null;
     }> | null;
     author: string | null;
+    authenticator: string | null;
+    authenticator_reference: string | null;
+    custodian: string | null;
+    custodian_reference: string | null;
     event: string | null;
     event_codings: Array<{
         system: string | null;
@@ -1964,6 +2003,9 @@ export type PatientDocument = {
         display: string | null;
     }> | null;
     practice_setting: string | null;
+    facility_type: string | null;
+    facility_type_code: string | null;
+    facility_type_system: string | null;
     period_start: string | null;
     period_end: string | null;
     replaces_document_id: FhirId | null;
@@ -2235,6 +2277,10 @@ export type Prescription = {
     do_not_perform: boolean | null;
     status: "active" | "on_hold" | "cancelled" | "completed" | "entered_in_error" | "stopped" | "draft" | "unknown" | null;
     intent: "proposal" | "plan" | "order" | "original-order" | "reflex-order" | "filler-order" | "instance-order" | "option" | null;
+    priority: "routine" | "urgent" | "asap" | "stat" | null;
+    course_of_therapy: string | null;
+    course_of_therapy_code: string | null;
+    course_of_therapy_system: string | null;
     category: string | null;
     categories: Array<{
         system: string | null;
@@ -2274,7 +2320,12 @@ export type Prescription = {
     dispense_quantity: number | null;
     dispense_unit: string | null;
     refills: number | null;
+    expected_supply_duration: string | null;
     substitution_allowed: boolean | null;
+    substitution: string | null;
+    substitution_code: string | null;
+    substitution_system: string | null;
+    substitution_reason: string | null;
     note: string | null;
     authored_at: string | null;
     reported: boolean | null;
@@ -2321,6 +2372,12 @@ export type Prescription = {
         max_dose_per_administration: string | null;
         additional_instructions: string | null;
         patient_instruction: string | null;
+        doses_and_rates: Array<{
+            type: string | null;
+            type_code: string | null;
+            dose: string | null;
+            rate: string | null;
+        }> | null;
     }> | null;
     identifiers: Array<{
         system: string | null;
@@ -2348,6 +2405,15 @@ export type Procedure = {
     performed_text: string | null;
     performer_references: Array<string> | null;
     performer: string | null;
+    performers: Array<{
+        reference: string | null;
+        name: string | null;
+        function: string | null;
+        function_code: string | null;
+        function_system: string | null;
+        on_behalf_of: string | null;
+        on_behalf_of_reference: string | null;
+    }> | null;
     location: string | null;
     location_reference: string | null;
     reason: string | null;
@@ -2366,6 +2432,10 @@ export type Procedure = {
     outcome: string | null;
     complications: string | null;
     follow_up: string | null;
+    used: string | null;
+    used_code: string | null;
+    used_code_system: string | null;
+    used_references: Array<string> | null;
     device_references: Array<string> | null;
     based_on_references: Array<string> | null;
     note: string | null;
@@ -2543,6 +2613,19 @@ export type Visit = {
     origin: string | null;
     destination: string | null;
     diagnosis_ids: Array<FhirId> | null;
+    diagnoses: Array<{
+        condition_id: FhirId | null;
+        condition: string | null;
+        use: string | null;
+        use_code: string | null;
+        use_system: string | null;
+        rank: number | null;
+    }> | null;
+    primary_diagnosis_id: FhirId | null;
+    primary_diagnosis: string | null;
+    readmission: string | null;
+    special_arrangements: string | null;
+    diet_preferences: string | null;
     types: Array<{
         system: string | null;
         code: string | null;
