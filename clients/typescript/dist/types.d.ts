@@ -2348,6 +2348,7 @@ export type Prescription = {
         times_of_day: Array<string> | null;
         events: Array<string> | null;
         when: Array<string> | null;
+        offset: number | null;
         count: number | null;
         duration: number | null;
         duration_unit: "s" | "min" | "h" | "d" | "wk" | "mo" | "a" | null;
