@@ -8,6 +8,7 @@ import { registeredPatient, type HealthIdRecord } from '../healthid/registry';
 import { codingsWithoutDisplay, MappingValueError, storedReference, textOf, type MappingSet, type ReadContext, type ReadTerminology, type TerminologyQuestions } from '../mapping/index';
 import type { Queryable } from '../db/database';
 import type { TerminologyService } from '../fhir/term/service';
+import { LOINC, SNOMED } from '../fhir/term/release';
 import type { WrittenBy } from '../mapping/uses';
 import { recordFields, recordType, tagNames, type RecordSource, type RecordType } from '../mapping/record-types';
 
@@ -44,7 +45,6 @@ export const SUMMARY_SIZES = { active_medications: 50, active_allergies: 100, re
 
 /** LOINC codes of a blood group: ABO and Rh together, or ABO and Rh apart. */
 const BLOOD_GROUP_LOINC = { both: '882-1', abo: '883-9', rh: '10331-7' };
-const LOINC = 'http://loinc.org';
 const BLOOD_GROUP_CODES = Object.values(BLOOD_GROUP_LOINC).map((c) => `${LOINC}|${c}`).join(',');
 /**
  * The statuses of a result that stands (R4 ObservationStatus): what the summary's blood group is read from. Not one
@@ -84,7 +84,6 @@ const NOT_MEANT_TO_HAPPEN = 'proposal,option';
  * summary (its record, under records?type=allergies, says what it is).
  */
 const IPS_ABSENT = 'http://hl7.org/fhir/uv/ips/CodeSystem/absent-unknown-uv-ips';
-const SNOMED = 'http://snomed.info/sct';
 const NO_ALLERGY_STATEMENTS = [
   ...['no-allergy-info', 'no-known-allergies', 'no-known-medication-allergies', 'no-known-food-allergies', 'no-known-environmental-allergies'].map((c) => `${IPS_ABSENT}|${c}`),
   // No known allergy (and its older concept), drug allergy, food allergy, environmental allergy.
