@@ -561,6 +561,11 @@ export function readsPatient(program: MapProgram): boolean {
   return program.fields.some((rule) => rule.targets.some(inExpression) || (!!rule.object && readsPatient(rule.object)));
 }
 
+/** The first of a list, or the value itself when it is none. */
+function first(value: unknown): unknown {
+  return Array.isArray(value) ? value[0] : value;
+}
+
 /**
  * A FHIR value as a reader would write it (toText()): a Quantity `<5 mg/L`, a Range `1–3 mg/L` (`>=1 mg/L` with a
  * low limit only), a Ratio `1:128` (`5 mg / 1 mL` with units), a Period `2024-01-01 – 2024-01-05`, a concept its
@@ -582,11 +587,10 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
     const person = value.resourceType === 'PractitionerRole' && isJsonObject(value.practitioner) ? textOf(value.practitioner.display, terminology) : undefined;
     // Else a device's name, an organisation's or location's alias, its kind (a role's code, a relative's
     // relationship), else its identifier: a resource that exists is not named as nothing.
-    const first = (v: unknown) => (Array.isArray(v) ? v[0] : v);
     return (
       name ??
       person ??
-      textOf(first(value.deviceName)?.name, terminology) ??
+      textOf((first(value.deviceName) as Obj | undefined)?.name, terminology) ??
       textOf(first(value.alias), terminology) ??
       textOf(first(value.code ?? value.type), terminology) ??
       textOf(first(value.relationship), terminology) ??
@@ -711,7 +715,7 @@ function timingText(timing: unknown, terminology: ReadTerminology | undefined): 
   // rest after it ("30 min each, for 6 wk"). Its events (dates) when it says neither how often nor when.
   const phrase = [often, days.length ? `on ${days.join(', ')}` : undefined, ...at, ...(often || at.length ? [] : events)].filter((p) => p !== undefined).join(' ');
   const rest = [duration !== undefined ? `${duration}${unit(repeat.durationUnit)} each` : undefined, count !== undefined ? `${count} ${count === '1' ? 'time' : 'times'}` : undefined, bounds].filter((p) => p !== undefined);
-  const parts = [phrase || undefined, ...rest].filter((p) => p !== undefined);
+  const parts = phrase ? [phrase, ...rest] : rest;
   return parts.length ? parts.join(', ') : undefined;
 }
 
