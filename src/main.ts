@@ -76,14 +76,26 @@ async function supervise(config: Config, workers: number): Promise<void> {
   const metricsServer = config.metrics ? await serveMetrics(config.metrics, clusterScrape()) : undefined;
   let stopping = false;
   let listening = 0;
+  // The live workers, counted here: cluster.workers drops a worker only once both its process has exited and its
+  // IPC channel has closed, in either order, so on 'exit' it may still list one that is gone (and the supervisor,
+  // waiting for an empty list, would never exit 0).
+  const live = new Set<number>();
+  let failed = false; // a worker whose shutdown failed: the supervisor says so in its exit code
+  const exitWhenAllStopped = () => stopping && live.size === 0 && process.exit(failed ? 1 : 0);
   const fork = () => {
+    if (stopping) return; // a restart timer that fires after the signal
     const started = Date.now();
     const worker = cluster.fork();
+    live.add(worker.id);
     worker.on('message', (m: { listening?: string; mappingsVersion?: string }) => {
       if (m.listening && ++listening === workers) announce(config, m.listening, workers, m.mappingsVersion!, metricsServer && listeningUrl(metricsServer, config.metrics!.host));
     });
     worker.on('exit', (code, signal) => {
-      if (stopping) return;
+      live.delete(worker.id);
+      if (stopping) {
+        failed ||= code !== 0;
+        return void exitWhenAllStopped();
+      }
       const quick = Date.now() - started < 10_000;
       log.warn('worker process ended; starting another', { worker_pid: worker.process.pid, exit: signal ?? code });
       setTimeout(fork, quick ? RESTART_MS * 5 : RESTART_MS);
@@ -95,10 +107,8 @@ async function supervise(config: Config, workers: number): Promise<void> {
     stopping = true;
     console.log(`${signal}: shutting down ${workers} workers`);
     metricsServer?.close();
-    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill(signal);
-    const left = () => Object.keys(cluster.workers ?? {}).length;
-    cluster.on('exit', () => left() === 0 && process.exit(0));
-    if (left() === 0) process.exit(0);
+    for (const worker of Object.values(cluster.workers ?? {})) if (worker && live.has(worker.id)) worker.process.kill(signal);
+    exitWhenAllStopped();
   };
   process.once('SIGINT', () => stop('SIGINT'));
   process.once('SIGTERM', () => stop('SIGTERM'));
