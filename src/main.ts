@@ -75,6 +75,7 @@ async function supervise(config: Config, workers: number): Promise<void> {
   // GET /metrics: every worker's metrics, aggregated here (the workers serve none themselves).
   const metricsServer = config.metrics ? await serveMetrics(config.metrics, clusterScrape()) : undefined;
   let stopping = false;
+  let stopSignal: NodeJS.Signals | undefined;
   let listening = 0;
   // The live workers, counted here: cluster.workers drops a worker only once both its process has exited and its
   // IPC channel has closed, in either order, so on 'exit' it may still list one that is gone (and the supervisor,
@@ -93,7 +94,8 @@ async function supervise(config: Config, workers: number): Promise<void> {
     worker.on('exit', (code, signal) => {
       live.delete(worker.id);
       if (stopping) {
-        failed ||= code !== 0;
+        // A worker still starting has no handler yet, and the signal ends it: stopped as asked, not failed.
+        failed ||= signal ? signal !== stopSignal : code !== 0;
         return void exitWhenAllStopped();
       }
       const quick = Date.now() - started < 10_000;
@@ -105,6 +107,7 @@ async function supervise(config: Config, workers: number): Promise<void> {
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
+    stopSignal = signal;
     console.log(`${signal}: shutting down ${workers} workers`);
     metricsServer?.close();
     for (const worker of Object.values(cluster.workers ?? {})) if (worker && live.has(worker.id)) worker.process.kill(signal);
