@@ -59,16 +59,17 @@ export function fhirResourceProblem(resource: Resource): string | undefined {
  * modifier extension Pont does not understand (UNDERSTOOD_MODIFIERS).
  */
 function invariantIssues(resource: Resource): OperationOutcomeIssue[] {
-  const contained = new Set(((resource as { contained?: Resource[] }).contained ?? []).map((r) => r?.id).filter(Boolean));
-  const walk: InvariantWalk = { resourceType: resource.resourceType, issues: [], at: [], contained };
+  const walk: InvariantWalk = { resourceType: resource.resourceType, issues: [], at: [], contained: containedIds(resource) };
   walkInvariants(walk, resource);
   return walk.issues;
 }
 
 interface InvariantWalk extends ShapeWalk {
-  /** The ids of the resource's contained resources, which `#id` references name. */
+  /** The ids of the contained resources of the resource being walked, which its `#id` references name. */
   contained: Set<string | undefined>;
 }
+
+const containedIds = (resource: object) => new Set(((resource as { contained?: Resource[] }).contained ?? []).map((r) => r?.id).filter(Boolean));
 
 function walkInvariants(walk: InvariantWalk, value: unknown): void {
   if (walk.issues.length) return;
@@ -95,6 +96,13 @@ function walkInvariants(walk: InvariantWalk, value: unknown): void {
       walkIssue(walk, `the modifier extension ${unknown.slice(0, 300)} is not one Pont understands: it may change the meaning of what it is in (a medication "not given"), so Pont does not store it (FHIR R4 Extensibility: data with an unrecognised modifier is not processed). An extension that changes no meaning goes in \`extension\`.`, 'extension');
     } else if (k === 'reference' && typeof v === 'string' && v.startsWith('#') && v !== '#' && !walk.contained.has(v.slice(1))) {
       walkIssue(walk, `${v} names no contained resource (ref-1)`, 'invariant');
+    } else if ((k === 'resource' || k === 'outcome') && typeof (v as { resourceType?: unknown } | null)?.resourceType === 'string') {
+      // A resource inside this one that it does not contain (a Bundle entry's, its response's outcome, a Parameters
+      // part's): its `#id` references name its own contained resources (ref-1's %rootResource), not the outer one's.
+      const outer = walk.contained;
+      walk.contained = containedIds(v as object);
+      walkInvariants(walk, v);
+      walk.contained = outer;
     } else walkInvariants(walk, v); // contained resources too: their narratives are shown as well
     at.pop();
   }

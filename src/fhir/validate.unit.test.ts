@@ -69,6 +69,16 @@ describe("an invalid resource's first issue names where it is", () => {
     expect(firstIssue(risk({ outcome: { text: 'x' }, probabilityDecimal: 150 }))).toEqual({ text: 'Constraint ras-2 not met: Must be <= 100', at: 'RiskAssessment.prediction[0]' });
   });
 
+  it("a Bundle's entry names its own contained resources (ref-1's root is the entry's resource), never another entry's or the Bundle's (found by an outside probe: a collection of another writer's FHIR was refused)", () => {
+    const withLocum = observation({ contained: [{ resourceType: 'Practitioner', id: 'locum1' }], performer: [{ reference: '#locum1' }] });
+    const bundle = (...entries: Array<Record<string, unknown>>) => ({ resourceType: 'Bundle', type: 'collection', entry: entries.map((resource, i) => ({ fullUrl: `urn:uuid:1b0e8a2c-0000-4a7b-8c9d-0e1f2a3b4c5${i}`, resource })) });
+    expect(firstIssue(bundle(withLocum, observation({})))).toEqual({});
+    // Another entry's contained Practitioner is not this entry's.
+    expect(firstIssue(bundle(withLocum, observation({ performer: [{ reference: '#locum1' }] })))).toEqual({ text: expect.stringMatching(/ref-1/), at: 'Bundle.entry[1].resource.performer[0].reference' });
+    // A contained resource's `#id` names a sibling: its root is the resource that contains it.
+    expect(firstIssue(observation({ contained: [{ resourceType: 'Practitioner', id: 'p' }, { resourceType: 'PractitionerRole', id: 'r', practitioner: { reference: '#p' } }], performer: [{ reference: '#r' }] }))).toEqual({});
+  });
+
   it('a valid resource has none, and its input is left as it was', () => {
     const resource = observation({ subject: { reference: 'Patient/1' }, component: [{ code: { text: 'c' }, valueQuantity: { value: 1 } }], performer: [{ reference: '#p' }], contained: [{ resourceType: 'Practitioner', id: 'p' }] });
     const before = JSON.stringify(resource);
