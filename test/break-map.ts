@@ -2,6 +2,7 @@ import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
+import { parse, stringify } from 'yaml';
 import { defaultMappingsDir } from '../src/mapping/index';
 
 /**
@@ -39,4 +40,17 @@ export function mapEditor(scratch: string[]) {
     }
     return dir;
   };
+}
+
+/**
+ * Leaves out of a copy's examples file those whose FHIR names its `code` by a coding's display alone (no text). The
+ * reload and shapes tests edit a map to read a code before its display, which reads those examples otherwise (an
+ * informaticist making the edit would record them anew); without this, each shipped example of another writer's
+ * coded-only concept broke those tests.
+ */
+export function dropCodedOnlyExamples(dir: string, file: string): void {
+  const path = join(dir, file);
+  const examples = parse(readFileSync(path, 'utf8')) as Array<{ fhir?: { code?: { text?: string; coding?: Array<{ display?: string }> } } }>;
+  const codedOnly = (e: (typeof examples)[number]) => e.fhir?.code !== undefined && e.fhir.code.text === undefined && (e.fhir.code.coding ?? []).some((c) => c.display !== undefined);
+  writeFileSync(path, stringify(examples.filter((e) => !codedOnly(e))));
 }

@@ -2,7 +2,7 @@ import type { Consent } from '@medplum/fhirtypes';
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HEALTH_ID_SYSTEM } from '../src/healthid/healthid';
-import { mapEditor } from './break-map';
+import { dropCodedOnlyExamples, mapEditor } from './break-map';
 import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
 
 /**
@@ -169,6 +169,7 @@ describe('with maps an informaticist edited, the shapes follow them (no TypeScri
       ['consent.examples.yaml', '    expires_at: 2027-11-02T09:30:00Z\n', '    expires_at: 2027-11-02T09:30:00Z\n    note: null\n'],
       ['consent.examples.yaml', '    expires_at: 2027-05-01T00:00:00Z\n', '    expires_at: 2027-05-01T00:00:00Z\n    note: null\n'],
     ]);
+    dropCodedOnlyExamples(dir, 'lab-result.examples.yaml');
     w = await world({ PONT_MAPPINGS_DIR: dir });
   }, 120_000);
   afterAll(async () => {
