@@ -104,6 +104,15 @@ describe('search index: member paths read without the FHIRPath evaluator', () =>
         let want = evalFhirPathTyped(getSearchParameterDetails(resource.resourceType, param.definition).parsedExpression, [typed], { '%resource': typed });
         // Where the evaluator types an absolute URL by its scheme, the index reads it as FHIR does (below).
         if (resource.id === 'ref-0' && param.definition.expression?.includes('resolve() is Patient')) want = [{ type: 'Reference', value: (resource as any).subject }];
+        // So for another writer's reference to another server (`https://other.example/fhir/Practitioner/9` among an
+        // Encounter's participants): a Practitioner for FHIR, which the evaluator leaves out. Every reference the path
+        // reaches, in order, that the evaluator keeps or that is such an absolute URL of the type asked for.
+        const is = param.definition.expression?.match(/^([\w.]+)\.where\(resolve\(\) is (\w+)\)$/);
+        if (is && resource.id !== 'ref-0') {
+          const kept = new Set(want.map((v) => JSON.stringify(v)));
+          const absolute = new RegExp(`^https?://[^?#]+/${is[2]}/[A-Za-z0-9\\-.]{1,64}$`);
+          want = evalFhirPathTyped(is[1]!, [typed], { '%resource': typed }).filter((v) => kept.has(JSON.stringify(v)) || absolute.test((v.value as { reference?: string })?.reference ?? ''));
+        }
         evaluated++;
         if (JSON.stringify(param.evaluate(typed)) !== JSON.stringify(want)) wrong.push(`${resource.resourceType}/${resource.id} ${param.code}: ${param.definition.expression}`);
       }

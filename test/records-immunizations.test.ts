@@ -105,6 +105,7 @@ describe('immunizations, a record type declared by its map', () => {
           expiration_date: null,
           manufacturer: null,
           reason: null,
+          reason_codings: [],
           reason_references: [],
           is_subpotent: null,
           subpotent_reason: null,

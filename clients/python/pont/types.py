@@ -328,6 +328,7 @@ class ClinicalObservation(TypedDict):
     method: Optional[str]
     note: Optional[str]
     member_ids: Optional[List['FhirId']]
+    derived_from_ids: Optional[List['FhirId']]
     status: Optional[Literal['registered', 'preliminary', 'final', 'amended', 'corrected', 'cancelled', 'entered-in-error', 'unknown']]
     effective_at: Optional[str]
     effective_end: Optional[str]
@@ -519,6 +520,8 @@ class Diagnosis(TypedDict):
     abated_at: Optional[str]
     abatement_text: Optional[str]
     severity: Optional[str]
+    severity_code: Optional[str]
+    severity_system: Optional[str]
     body_site: Optional[str]
     body_site_codings: Optional[List[Dict[str, Any]]]
     stage: Optional[str]
@@ -541,6 +544,7 @@ class DiagnosticReportRecord(TypedDict):
     categories: Optional[List[Dict[str, Any]]]
     name: Optional[str]
     loinc_code: Optional[str]
+    codings: Optional[List[Dict[str, Any]]]
     status: Optional[Literal['registered', 'partial', 'preliminary', 'final', 'amended', 'corrected', 'appended', 'cancelled', 'entered-in-error', 'unknown']]
     conclusion: Optional[str]
     conclusion_code: Optional[str]
@@ -551,6 +555,8 @@ class DiagnosticReportRecord(TypedDict):
     specimen: Optional[str]
     specimen_note: Optional[str]
     based_on: Optional[str]
+    based_on_code: Optional[str]
+    based_on_system: Optional[str]
     form_content_type: Optional[str]
     form_url: Optional[str]
     form_title: Optional[str]
@@ -649,6 +655,7 @@ class FamilyHistory(TypedDict):
     reason: Optional[str]
     reason_references: Optional[List[str]]
     conditions: Optional[List[str]]
+    condition_list: Optional[List[Dict[str, Any]]]
     note: Optional[str]
 
 
@@ -803,6 +810,7 @@ class Immunization(TypedDict):
     manufacturer: Optional[str]
     reason: Optional[str]
     reason_references: Optional[List[str]]
+    reason_codings: Optional[List[Dict[str, Any]]]
     is_subpotent: Optional[bool]
     subpotent_reason: Optional[str]
     site: Optional[str]
@@ -916,6 +924,7 @@ class LabResult(TypedDict):
     focus: Optional[str]
     focus_references: Optional[List[str]]
     member_ids: Optional[List['FhirId']]
+    derived_from_ids: Optional[List['FhirId']]
     note: Optional[str]
     codings: Optional[List[Dict[str, Any]]]
     categories: Optional[List[Dict[str, Any]]]
@@ -1179,6 +1188,7 @@ class PatientDocument(TypedDict):
     doc_status: Optional[Literal['preliminary', 'final', 'amended', 'entered-in-error']]
     type: Optional[str]
     loinc_code: Optional[str]
+    type_codings: Optional[List[Dict[str, Any]]]
     category: Optional[str]
     categories: Optional[List[Dict[str, Any]]]
     description: Optional[str]
@@ -1534,7 +1544,7 @@ class TokenResponse(TypedDict):
     scope: str
 
 
-Visit = TypedDict('Visit', {'id': 'FhirId', 'patient_id': Optional['FhirId'], 'type': Optional[str], 'service': Optional[str], 'class': Optional[str], 'class_coding': Optional[Dict[str, Any]], 'status': Optional[Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled', 'entered-in-error', 'unknown']], 'reason': Optional[str], 'reason_codings': Optional[List[Dict[str, Any]]], 'reasons': Optional[List[Dict[str, Any]]], 'reason_references': Optional[List[str]], 'provider_id': Optional['FhirId'], 'facility_id': Optional['FhirId'], 'provider': Optional[str], 'participants': Optional[List[Dict[str, Any]]], 'facility': Optional[str], 'started_at': Optional[str], 'ended_at': Optional[str], 'note': Optional[str], 'priority': Optional[str], 'priority_code': Optional[str], 'priority_system': Optional[str], 'location': Optional[str], 'length': Optional[str], 'admit_source': Optional[str], 'admit_source_code': Optional[str], 'admit_source_system': Optional[str], 'discharge_disposition': Optional[str], 'discharge_disposition_code': Optional[str], 'discharge_disposition_system': Optional[str], 'origin': Optional[str], 'destination': Optional[str], 'diagnosis_ids': Optional[List['FhirId']], 'diagnoses': Optional[List[Dict[str, Any]]], 'primary_diagnosis_id': Optional['FhirId'], 'primary_diagnosis': Optional[str], 'readmission': Optional[str], 'special_arrangements': Optional[str], 'diet_preferences': Optional[str], 'types': Optional[List[Dict[str, Any]]], 'type_concepts': Optional[List[Dict[str, Any]]], 'identifiers': Optional[List[Dict[str, Any]]]}, total=False)
+Visit = TypedDict('Visit', {'id': 'FhirId', 'patient_id': Optional['FhirId'], 'type': Optional[str], 'service': Optional[str], 'class': Optional[str], 'class_coding': Optional[Dict[str, Any]], 'status': Optional[Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled', 'entered-in-error', 'unknown']], 'reason': Optional[str], 'reason_codings': Optional[List[Dict[str, Any]]], 'reasons': Optional[List[Dict[str, Any]]], 'reason_references': Optional[List[str]], 'provider_id': Optional['FhirId'], 'facility_id': Optional['FhirId'], 'provider': Optional[str], 'participants': Optional[List[Dict[str, Any]]], 'facility': Optional[str], 'started_at': Optional[str], 'ended_at': Optional[str], 'note': Optional[str], 'priority': Optional[str], 'priority_code': Optional[str], 'priority_system': Optional[str], 'location': Optional[str], 'length': Optional[str], 'admit_source': Optional[str], 'admit_source_code': Optional[str], 'admit_source_system': Optional[str], 'discharge_disposition': Optional[str], 'discharge_disposition_code': Optional[str], 'discharge_disposition_system': Optional[str], 'origin': Optional[str], 'destination': Optional[str], 'participant_references': Optional[List[str]], 'episode_of_care_references': Optional[List[str]], 'diagnosis_ids': Optional[List['FhirId']], 'diagnoses': Optional[List[Dict[str, Any]]], 'primary_diagnosis_id': Optional['FhirId'], 'primary_diagnosis': Optional[str], 'readmission': Optional[str], 'special_arrangements': Optional[str], 'diet_preferences': Optional[str], 'types': Optional[List[Dict[str, Any]]], 'type_concepts': Optional[List[Dict[str, Any]]], 'identifiers': Optional[List[Dict[str, Any]]]}, total=False)
 
 class Vital(TypedDict):
     id: 'FhirId'

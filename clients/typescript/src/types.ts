@@ -484,6 +484,7 @@ export type ClinicalObservation = {
   method: string | null;
   note: string | null;
   member_ids: Array<FhirId> | null;
+  derived_from_ids: Array<FhirId> | null;
   status: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
   effective_at: string | null;
   effective_end: string | null;
@@ -790,6 +791,8 @@ export type Diagnosis = {
   abated_at: string | null;
   abatement_text: string | null;
   severity: string | null;
+  severity_code: string | null;
+  severity_system: string | null;
   body_site: string | null;
   body_site_codings: Array<{
     system: string | null;
@@ -839,6 +842,11 @@ export type DiagnosticReportRecord = {
   }> | null;
   name: string | null;
   loinc_code: string | null;
+  codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   status: "registered" | "partial" | "preliminary" | "final" | "amended" | "corrected" | "appended" | "cancelled" | "entered-in-error" | "unknown" | null;
   conclusion: string | null;
   conclusion_code: string | null;
@@ -853,6 +861,8 @@ export type DiagnosticReportRecord = {
   specimen: string | null;
   specimen_note: string | null;
   based_on: string | null;
+  based_on_code: string | null;
+  based_on_system: string | null;
   form_content_type: string | null;
   form_url: string | null;
   form_title: string | null;
@@ -958,6 +968,8 @@ export type EncounterPush = {
     discharge_disposition_system?: string | null;
     origin?: string | null;
     destination?: string | null;
+    participant_references?: Array<string> | null;
+    episode_of_care_references?: Array<string> | null;
     diagnosis_ids?: Array<FhirId> | null;
     diagnoses?: Array<{
       condition_id: FhirId | null;
@@ -1088,6 +1100,18 @@ export type FamilyHistory = {
   reason: string | null;
   reason_references: Array<string> | null;
   conditions: Array<string> | null;
+  condition_list: Array<{
+    name: string | null;
+    codings: Array<{
+      system: string | null;
+      code: string | null;
+      display: string | null;
+    }> | null;
+    onset: string | null;
+    outcome: string | null;
+    contributed_to_death: boolean | null;
+    note: string | null;
+  }> | null;
   note: string | null;
 };
 
@@ -1300,6 +1324,11 @@ export type Immunization = {
   manufacturer: string | null;
   reason: string | null;
   reason_references: Array<string> | null;
+  reason_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   is_subpotent: boolean | null;
   subpotent_reason: string | null;
   site: string | null;
@@ -1463,6 +1492,7 @@ export type LabResult = {
   focus: string | null;
   focus_references: Array<string> | null;
   member_ids: Array<FhirId> | null;
+  derived_from_ids: Array<FhirId> | null;
   note: string | null;
   codings: Array<{
     system: string | null;
@@ -1621,6 +1651,7 @@ export type LabResultPush = {
     focus?: string | null;
     focus_references?: Array<string> | null;
     member_ids?: Array<FhirId> | null;
+    derived_from_ids?: Array<FhirId> | null;
     note?: string | null;
     codings?: Array<{
       system: string | null;
@@ -2041,6 +2072,11 @@ export type PatientDocument = {
   doc_status: "preliminary" | "final" | "amended" | "entered-in-error" | null;
   type: string | null;
   loinc_code: string | null;
+  type_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   category: string | null;
   categories: Array<{
     system: string | null;
@@ -2710,6 +2746,8 @@ export type Visit = {
   discharge_disposition_system: string | null;
   origin: string | null;
   destination: string | null;
+  participant_references: Array<string> | null;
+  episode_of_care_references: Array<string> | null;
   diagnosis_ids: Array<FhirId> | null;
   diagnoses: Array<{
     condition_id: FhirId | null;
