@@ -304,6 +304,11 @@ export type CarePlan = {
   addresses: string | null;
   goal_references: Array<string> | null;
   activities: Array<string> | null;
+  activity_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   activity_references: Array<string> | null;
   note: string | null;
 };
@@ -1162,6 +1167,8 @@ export type Goal = {
   description_code_system: string | null;
   start_date: string | null;
   target_measure: string | null;
+  target_measure_code: string | null;
+  target_measure_system: string | null;
   target_value: number | null;
   target_comparator: "<" | "<=" | ">=" | ">" | null;
   target_unit: string | null;
@@ -1170,6 +1177,8 @@ export type Goal = {
   target_due_in: string | null;
   targets: Array<{
     measure: string | null;
+    measure_code: string | null;
+    measure_system: string | null;
     value: number | null;
     comparator: "<" | "<=" | ">=" | ">" | null;
     unit: string | null;
@@ -2647,7 +2656,11 @@ export type Specimen = {
   collector: string | null;
   collector_reference: string | null;
   collection_method: string | null;
+  collection_method_code: string | null;
+  collection_method_system: string | null;
   body_site: string | null;
+  body_site_code: string | null;
+  body_site_system: string | null;
   quantity: number | null;
   quantity_unit: string | null;
   fasting_status: string | null;
