@@ -1,6 +1,6 @@
 import { validateFhirResource } from '../src/fhir/validate';
 import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -88,6 +88,12 @@ describe('the v2 path', () => {
     expect(key('12345^^^&1.2.840.10001&ISO')).toBe('1.2.840.10001-12345');
     expect(key('12345^^^&1.2.840.20002&ISO')).toBe('1.2.840.20002-12345');
     expect(key('12345^^^GHH&1.2.840.10001&ISO')).toBe('GHH-1.2.840.10001-12345');
+    // Authorities whose names differ only in letters outside ASCII are two (an attack review: one patient's
+    // demographics overwrote the other's); one in ASCII keeps its readable key.
+    const nordic = ['100^^^ÅLESUND^MR', '100^^^ØLESUND^MR'].map(key);
+    expect(new Set(nordic).size).toBe(2);
+    expect(nordic[0]).toMatch(/^-LESUND-100-[0-9a-f]{16}$/);
+    expect(key('100^^^ALESUND^MR')).toBe('ALESUND-100');
   });
   it('refuses what is not a path, naming it', () => {
     expect(() => parseV2Expression('PID5')).toThrow(V2PathError);
@@ -755,6 +761,30 @@ describe('MLLP connections that hold on (found by outside probes: slowloris sock
     await eventually(() => expect(replies).toBe('\x0bMSA|AA\x1c\r'));
     expect(firstClosed).toBe(false);
     for (const s of [first, third, fourth]) s.destroy();
+    await stopMllpServer(server);
+  });
+  it('when every connection is mid-frame (frames begun and fed a byte at a time), a new one closes the one whose frame began first, and is answered (an attack review: 256 such locked every sender out)', async () => {
+    const { server, open } = await acking({ maxConnections: 3 });
+    const begun: Socket[] = [];
+    const closed = [false, false, false];
+    for (let i = 0; i < 3; i++) {
+      const socket = await open();
+      socket.on('error', () => {}); // closed by the server: a reset
+      socket.on('close', () => (closed[i] = true));
+      // A whole frame, then one begun: the answer to the first says the server has read them, in this order.
+      let replies = '';
+      socket.on('data', (d) => (replies += d.toString('latin1')));
+      socket.write(Buffer.from(`\x0bMSH|${i}\x1c\r\x0bMSH|begun ${i}`, 'latin1'));
+      await eventually(() => expect(replies).toBe('\x0bMSA|AA\x1c\r'));
+      begun.push(socket);
+    }
+    const fourth = await open();
+    let replies = '';
+    fourth.on('data', (d) => (replies += d.toString('latin1')));
+    fourth.write(Buffer.from('\x0bMSH|4\x1c\r', 'latin1'));
+    await eventually(() => expect(replies).toBe('\x0bMSA|AA\x1c\r'));
+    await eventually(() => expect(closed).toEqual([true, false, false]));
+    for (const s of [...begun, fourth]) s.destroy();
     await stopMllpServer(server);
   });
 });

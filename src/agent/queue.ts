@@ -59,7 +59,7 @@ interface Pending {
 
 const COMPACT_BYTES = 64 * 1024 * 1024;
 const SCAN_CHUNK = 1024 * 1024;
-/** Enough of a line's start to hold `{"id":"<MSH-10>"` (MSH-10 is at most 199 characters, escaped). */
+/** Enough of a line's start to hold `{"id":"<MSH-3|MSH-4|MSH-10>"` as senders write them; a longer one is read from its whole line (idOf). */
 const HEAD_BYTES = 1024;
 const ID_AT_START = /^\{"id":("(?:[^"\\]|\\.)*")/;
 
@@ -149,7 +149,8 @@ export class DurableQueue {
     const sent = new Set<string>();
     const intents: string[][] = [];
     for (const line of readLines(this.sentFile)) {
-      if (!line.startsWith('>')) sent.add(line);
+      if (line.startsWith('=')) sent.add(confirmedId(line));
+      else if (!line.startsWith('>')) sent.add(line);
       else {
         // A list cut short by a failed write and followed by the next one is no list: that batch is made again.
         const ids = parseIds(line.slice(1));
@@ -158,7 +159,7 @@ export class DurableQueue {
     }
     this.intents = intents.filter((ids) => ids.some((id) => !sent.has(id)));
     scanLines(this.messagesFile, (offset, length, head) => {
-      const id = idOf(head);
+      const id = idOf(head, this.messagesFile, offset, length);
       this.seen.add(id);
       if (!sent.has(id)) this.backlog.push({ id, offset, length });
     });
@@ -293,7 +294,7 @@ export class DurableQueue {
   /** Pont has them: they leave the backlog (a batch's messages follow one another in it, as peek gave them). */
   async confirm(messages: QueuedMessage[]): Promise<void> {
     if (!messages.length) return;
-    await this.appendSent(messages.map((m) => `${m.id}\n`).join(''));
+    await this.appendSent(messages.map((m) => `${confirmedLine(m.id)}\n`).join(''));
     const at = this.backlog.findIndex((p) => p.id === messages[0]!.id);
     if (at >= 0) this.backlog.splice(at, messages.length);
     this.intents = this.intents.filter((ids) => ids[0] !== messages[0]!.id);
@@ -309,7 +310,7 @@ export class DurableQueue {
   /** Everything is confirmed and nothing is being written: keep the ids, start both logs again (synchronous: no accept comes between). */
   private compact(): void {
     const ids: string[] = [];
-    scanLines(this.messagesFile, (_offset, _length, head) => ids.push(idOf(head)));
+    scanLines(this.messagesFile, (offset, length, head) => ids.push(idOf(head, this.messagesFile, offset, length)));
     const fd = openSync(this.idsFile, 'a', 0o600);
     writeSync(fd, ids.map((id) => `${id}\n`).join(''));
     fsyncSync(fd);
@@ -334,6 +335,25 @@ export class DurableQueue {
   }
 }
 
+/**
+ * sent.log's line of a confirmed id: the id itself, unless it starts as a batch's line does (`>`, a sender's MSH-3
+ * `>SYS`) or as this form does (`=`): then `=` and the id as JSON, which a restart reads back as the id (not as a batch
+ * whose list does not parse, which left the message unconfirmed and sent it again, undoing what came after it).
+ */
+function confirmedLine(id: string): string {
+  return id.startsWith('>') || id.startsWith('=') ? `=${JSON.stringify(id)}` : id;
+}
+
+function confirmedId(line: string): string {
+  try {
+    const id: unknown = JSON.parse(line.slice(1));
+    if (typeof id === 'string') return id;
+  } catch {
+    // an id of an earlier agent that started with `=`, written as it was
+  }
+  return line;
+}
+
 function parseIds(text: string): string[] | undefined {
   try {
     const ids: unknown = JSON.parse(text);
@@ -343,8 +363,21 @@ function parseIds(text: string): string[] | undefined {
   }
 }
 
-function idOf(head: Buffer): string {
+function idOf(head: Buffer, file?: string, offset = 0, length = 0): string {
   const m = ID_AT_START.exec(head.toString('utf8'));
+  // A key longer than the head (a sender's MSH-3, MSH-4 or MSH-10 of a thousand characters, which the agent took):
+  // read from its whole line, so that one message cannot keep the agent from starting again.
+  if (!m && file && head.length >= HEAD_BYTES) {
+    const fd = openSync(file, 'r');
+    try {
+      const line = Buffer.allocUnsafe(length);
+      readSync(fd, line, 0, length, offset);
+      const id: unknown = (JSON.parse(line.toString('utf8')) as { id?: unknown }).id;
+      if (typeof id === 'string') return id;
+    } finally {
+      closeSync(fd);
+    }
+  }
   if (!m) throw new Error(`messages.log: a line does not start with its control id: ${head.toString('utf8', 0, 80)}`);
   return JSON.parse(m[1]!) as string;
 }

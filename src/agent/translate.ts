@@ -237,6 +237,13 @@ function madeOf<T extends Record<string, unknown>>(resource: T, segment: string,
  */
 function admission(message: Hl7Message, event: string, maps: MappingSet): Array<Record<string, unknown>> {
   const scope = { message };
+  // The maps read the first PID (and MRG): a second (an A40 of several merges, which ADT_A39 allows, or two patients
+  // in one admission) would be passed over under an AA. Refused, naming it, so that each is sent in a message of its own.
+  for (const name of ['PID', 'MRG', 'PV1']) {
+    if (message.getAllSegments(name).length > 1) {
+      throw new FieldError(name, ErrorCondition.segmentSequence, `ADT^${event} gives a second ${name}, which the agent would pass over: send each ${event === 'A40' ? 'merge' : 'patient'} in a message of its own`, 2);
+    }
+  }
   // A discharge names its patient and changes nothing of them (created if Pont has no record yet), as a result does:
   // its PID is often thin, and the agent writes a Patient whole, so an empty PID-11 would empty the address (HL7 v2
   // means an empty field as "no change").

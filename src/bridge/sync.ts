@@ -198,8 +198,14 @@ function comparable(resource: Resource): unknown {
 function withMergeLinks(before: Resource | undefined, stored: Resource): Resource {
   if (before?.resourceType !== 'Patient' || stored.resourceType !== 'Patient' || !before.link?.length) return stored;
   const same = (a: PatientLink, b: PatientLink) => a.type === b.type && a.other?.reference === b.other?.reference;
-  const kept = before.link.filter((l) => (l.type === 'replaces' || l.type === 'replaced-by') && !stored.link?.some((n) => same(l, n)));
-  return kept.length ? { ...stored, link: [...kept, ...(stored.link ?? [])] } : stored;
+  // A merge the other way round (an A40 of Y into X after one of X into Y) ends the earlier one: X no longer
+  // `replaced-by` Y, Y no longer `replaces` X (else each record is replaced by the other, and neither is the patient).
+  const reversed = (a: PatientLink, b: PatientLink) => a.other?.reference === b.other?.reference && a.type !== b.type;
+  const kept = before.link.filter((l) => (l.type === 'replaces' || l.type === 'replaced-by') && !stored.link?.some((n) => same(l, n) || reversed(l, n)));
+  if (!kept.length) return stored;
+  // A record merged away stays inactive when its demographics are sent again (an A08 under its old number).
+  const stillMerged = before.active === false && stored.active === undefined && kept.some((l) => l.type === 'replaced-by');
+  return { ...stored, ...(stillMerged && { active: false }), link: [...kept, ...(stored.link ?? [])] };
 }
 
 /**
@@ -229,6 +235,7 @@ async function writeTogether(repo: FhirRepository, given: PreparedItem[]): Promi
     const { rows } = await sql.query<{ resource_type: string; id: string; content: Resource }>(text, values);
     const current = new Map(rows.map((r) => [`${r.resource_type}/${r.id}`, r.content]));
     for (const item of items) item.stored = withMergeLinks(current.get(`${item.type}/${item.stored!.id}`), item.stored!);
+    await keepVisitsPatients(sql, items, current);
     const status = items.map((item): SyncItemResult['status'] => {
       const before = current.get(`${item.type}/${item.stored!.id}`);
       if (!before) return 'created';
@@ -242,6 +249,38 @@ async function writeTogether(repo: FhirRepository, given: PreparedItem[]): Promi
   if (!repeats.size) return written;
   const byIndex = new Map(written.map((r) => [r.index, r]));
   return given.map((item) => byIndex.get(item.index) ?? result(item, 'unchanged'));
+}
+
+/**
+ * A visit is its patient's: an Encounter an agent gives again with another subject (an HL7 A02, A03, A11 naming by its
+ * visit number, PV1-19, the visit of another patient) would move it to that patient, and with it what happened in it
+ * (the first patient's results would name another patient's visit). Only a merge moves a visit: given under the
+ * survivor of the record it is filed under, it moves (as the merge moves it); given under a record merged into the
+ * survivor that holds it (a late message under the old number), it stays the survivor's. Anything else is refused,
+ * naming the visit, so that the message is written not at all.
+ */
+async function keepVisitsPatients(sql: Queryable, items: PreparedItem[], current: Map<string, Resource>): Promise<void> {
+  const subject = (r: Resource | undefined) => (r as { subject?: { reference?: string } } | undefined)?.subject?.reference;
+  const moved = items.filter((item) => {
+    const before = current.get(`Encounter/${item.stored!.id}`);
+    return item.type === 'Encounter' && !item.ifAbsent && before && subject(before) && subject(before) !== subject(item.stored);
+  });
+  if (!moved.length) return;
+  const ids = moved.flatMap((item) => [subject(current.get(`Encounter/${item.stored!.id}`)), subject(item.stored)]).flatMap((r) => /^Patient\/(.+)$/.exec(r ?? '')?.[1] ?? []);
+  const { rows } = await sql.query<{ id: string; content: Resource }>(`SELECT id, content FROM fhir_resources WHERE resource_type = 'Patient' AND id = ANY($1::text[]) AND NOT deleted`, [ids]);
+  const links = new Map(rows.map((r) => [`Patient/${r.id}`, (r.content as { link?: PatientLink[] }).link ?? []]));
+  const replacedBy = (patient: string, by: string) => (links.get(patient) ?? []).some((l) => l.type === 'replaced-by' && l.other?.reference === by);
+  for (const item of moved) {
+    const before = current.get(`Encounter/${item.stored!.id}`)!;
+    const was = subject(before)!;
+    const now = subject(item.stored) ?? '(none)';
+    if (replacedBy(was, now)) continue;
+    if (replacedBy(now, was)) {
+      item.stored = { ...item.stored!, subject: (before as { subject?: unknown }).subject } as Resource;
+      continue;
+    }
+    throw new ApiError(400, ErrorCode.badRequest, `resources[${item.index}]: Encounter ${item.sourceId} is the visit of another patient (${was}), not of ${now}: a visit's patient is not changed by an update of it (a merge moves it)`);
+  }
 }
 
 /**
@@ -300,7 +339,10 @@ async function moveMergedReferences(repo: FhirRepository, items: PreparedItem[],
       const owned = repo.access.ownerFilter?.(ident('r'));
       const { text, values } = SQL`SELECT r.content FROM fhir_resources r
         WHERE ${merged} = ANY(r.patients) AND r.resource_type <> 'Patient' AND NOT r.deleted${owned ? SQL` AND ${owned}` : SQL``}`.render();
-      const { rows } = await repo.transaction((sql) => sql.query<{ content: Resource }>(text, values));
+      const { rows: found } = await repo.transaction((sql) => sql.query<{ content: Resource }>(text, values));
+      // The visits first: a result moved before its Encounter would name another patient's visit (the merged
+      // record's), which the write refuses, and stay behind.
+      const rows = [...found.filter((r) => r.content.resourceType === 'Encounter'), ...found.filter((r) => r.content.resourceType !== 'Encounter')];
       const from = `Patient/${merged}`;
       const to = `Patient/${patient.id}`;
       for (const { content } of rows) {

@@ -359,14 +359,16 @@ function v2DatePart(text: string): string {
  * authority and number): what the Bridge API takes as a source id (1-64 of A-Z a-z 0-9 - .). Other characters
  * become `-` (an authority `GHH LAB` is `GHH-LAB`); but the number itself, the last part, is kept exact: since
  * `00 77`, `00/77` and `00-77` would read alike (and two patients become one), a number of other characters than
- * letters, digits, dots and single hyphens adds a digest of the parts as given. Undefined when the number is
- * empty: nothing identifies it.
+ * letters, digits, dots and single hyphens adds a digest of the parts as given, as does an authority with characters
+ * outside ASCII (`ÅLESUND`, `ØLESUND`). Undefined when the number is empty: nothing identifies it.
  */
 function sourceKey(parts: string[]): string | undefined {
   if (!parts[parts.length - 1]) return undefined;
   const given = parts.filter(Boolean);
   const joined = given.map((p) => p.replace(/[^A-Za-z0-9.]+/g, '-')).join('-');
-  const asGiven = /^[A-Za-z0-9.]+(?:-[A-Za-z0-9.]+)*$/.test(given.at(-1)!);
+  // An authority's letters outside ASCII would all read `-` (ÅLESUND and ØLESUND alike: two patients one): kept by the
+  // digest too. Its spaces and punctuation read `-` as before (`GHH LAB` is `GHH-LAB`).
+  const asGiven = /^[A-Za-z0-9.]+(?:-[A-Za-z0-9.]+)*$/.test(given.at(-1)!) && given.slice(0, -1).every((p) => /^[\x20-\x7e]*$/.test(p));
   if (asGiven && joined.length <= 64) return joined;
   // Too long for an id, or changed: a digest of it, the same for the same parts.
   return `${joined.slice(0, 46)}-${digest(asGiven ? joined : given.join('\u0000'))}`;
@@ -377,6 +379,13 @@ function digest(text: string): string {
   for (const c of text) { h1 = Math.imul(h1 ^ c.charCodeAt(0), 16777619) >>> 0; h2 = Math.imul(h2 ^ c.charCodeAt(0), 2246822519) >>> 0; }
   return `${h1.toString(16).padStart(8, '0')}${h2.toString(16).padStart(8, '0')}`;
 }
+
+/**
+ * What an escape `\\Xhh\\` of bytes that are no text in the message's character set becomes (a partial UTF-8
+ * character, `\\XC3\\`): NUL and U+FFFD, which the v2 reader refuses naming the field (a decoder's U+FFFD alone would
+ * be stored in the letter's place under an AA; a genuine U+FFFD sent as UTF-8 is a character like any other).
+ */
+export const UNREADABLE = '\u0000\uFFFD';
 
 /** HL7 v2 escape sequences (2.7 "Use of escape sequences in text fields") in the message's own escape character. */
 export function unescapeV2(text: string, message: Hl7Message): string {
@@ -394,7 +403,13 @@ export function unescapeV2(text: string, message: Hl7Message): string {
       case '.br': return '\n';
       case 'H': case 'N': return ''; // highlighting on/off: no meaning in FHIR text
     }
-    if (/^X([0-9A-Fa-f]{2})+$/.test(seq)) return new TextDecoder(v2Charset(message) ?? 'utf-8').decode(Buffer.from(seq.slice(1), 'hex'));
+    if (/^X([0-9A-Fa-f]{2})+$/.test(seq)) {
+      try {
+        return new TextDecoder(v2Charset(message) ?? 'utf-8', { fatal: true }).decode(Buffer.from(seq.slice(1), 'hex'));
+      } catch {
+        return UNREADABLE;
+      }
+    }
     // FT's formatting (v2 2.7.6): `.sp n` ends the line and skips n lines (1 without n), `.sk n` skips n spaces, `.ce`
     // ends the line (the next centred); indents and fill modes (`.in`, `.ti`, `.fi`, `.nf`) have no meaning in FHIR
     // text. A count is at most 10: `\.sp99999999\` is no reason to write a megabyte of blank lines.

@@ -4,7 +4,7 @@
  */
 import { MAX_RESOURCE_ARRAY } from '../core/limits';
 import type { ConnectField, ConnectType, MapProgram } from './runtime';
-import { evaluateAt, evaluateV2, evaluateV2Each, filledRepetitions, repetitionCount, type V2Scope } from './v2-path';
+import { evaluateAt, evaluateV2, evaluateV2Each, filledRepetitions, repetitionCount, UNREADABLE, type V2Scope } from './v2-path';
 
 export interface V2Problem {
   /** The Connect field. */
@@ -22,6 +22,8 @@ export function readV2(program: MapProgram, scope: V2Scope): { connect: Record<s
   /** A value read from the message as its Connect field's type; undefined (and a problem said) when it does not fit. */
   const convert = (field: ConnectField, name: string, location: string, given: string): unknown => {
     // A NUL written as an escape (\X00\): Pont stores none, so the message is refused naming the field.
+    // \Xhh\ bytes that are no text in the message's character set (`\XC3\` alone in UTF-8): unescapeV2's UNREADABLE.
+    if (given.includes(UNREADABLE)) return void problems.push({ field: name, location, message: `${location} holds an escape \\Xhh\\ of bytes that are no text in the message's character set (MSH-18): send the character itself, or all of its bytes` });
     if (given.includes('\u0000')) return void problems.push({ field: name, location, message: `${location} holds a NUL character (0x00), which Pont does not store` });
     // Spaces around a value are a sender's padding (fixed-width systems), and a value of spaces alone is no value:
     // FHIR refuses a string of whitespace, which would lose a message acknowledged AA.
