@@ -20,7 +20,8 @@ const FRAME_STALL_MS = 60_000;
 /**
  * Connections open at once at most (what a facility's systems need is a few): a new one beyond closes the one idle
  * longest between frames, so that connections held open and silent cannot lock a sending system out; when every
- * one is in the middle of a frame, the new one is closed.
+ * one is in the middle of a frame, the one whose frame began longest ago (a sender's frame takes milliseconds; 256
+ * frames begun and fed a byte a second, never stalled, locked every sender out).
  */
 const MAX_CONNECTIONS = 256;
 
@@ -48,10 +49,16 @@ export function startMllpServer(
   const server = createServer((socket) => {
     if (served.size >= most) {
       let idlest: [Socket, Served] | undefined;
-      for (const entry of served) if (!entry[1].busy() && (!idlest || entry[1].since < idlest[1].since)) idlest = entry;
-      if (!idlest) return void socket.destroy();
-      idlest[0].destroy();
-      served.delete(idlest[0]);
+      let slowest: [Socket, Served] | undefined;
+      for (const entry of served) {
+        const frameSince = entry[1].frameSince;
+        if (frameSince === undefined) {
+          if (!idlest || entry[1].since < idlest[1].since) idlest = entry;
+        } else if (!slowest || frameSince < slowest[1].frameSince!) slowest = entry;
+      }
+      const closed = (idlest ?? slowest)!;
+      closed[0].destroy();
+      served.delete(closed[0]);
     }
     socket.once('close', () => served.delete(socket));
     served.set(socket, serveConnection(socket, maxBytes, handle, onError, limits.stallMs ?? FRAME_STALL_MS));
@@ -78,15 +85,15 @@ export function frame(text: string): Buffer {
   return Buffer.concat([Buffer.from([VT]), body, Buffer.from([FS, CR])]);
 }
 
-/** A connection being served: since when it has said nothing (performance.now()), and whether it is mid-frame. */
+/** A connection being served: since when it has said nothing, and since when its frame in progress began (performance.now()). */
 interface Served {
   since: number;
-  busy(): boolean;
+  frameSince: number | undefined;
 }
 
 function serveConnection(socket: Socket, maxBytes: number, handle: FrameHandler, onError: (err: Error) => void, stallMs: number): Served {
   const deframer = new MllpDeframer(maxBytes);
-  const served: Served = { since: performance.now(), busy: () => deframer.midFrame };
+  const served: Served = { since: performance.now(), frameSince: undefined };
   socket.setTimeout(stallMs, () => {
     if (deframer.midFrame) socket.destroy();
   });
@@ -100,8 +107,12 @@ function serveConnection(socket: Socket, maxBytes: number, handle: FrameHandler,
     return true;
   };
   socket.on('data', (data: Buffer) => {
-    served.since = performance.now();
-    for (const done of deframer.push(data)) {
+    const now = (served.since = performance.now());
+    const wasMid = deframer.midFrame;
+    const frames = deframer.push(data);
+    // A frame begun in these bytes (after none, or after one they ended) began now; one carried on keeps its start.
+    served.frameSince = !deframer.midFrame ? undefined : wasMid && !frames.length ? served.frameSince : now;
+    for (const done of frames) {
       const answer = handle(done, later);
       chain = chain
         .then(() => answer)
