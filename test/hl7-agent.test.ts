@@ -1,4 +1,4 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import { chmodSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
@@ -11,6 +11,7 @@ import { Hl7Client, ReturnAckCategory } from '@medplum/hl7';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAgent, listAgents } from '../src/auth/agents';
 import { syncedId } from '../src/bridge/sync';
+import { spawnAgentProcess, type AgentProcess } from './agent-process';
 import { eventually } from './eventually';
 import { createTestClient, freePort, pontCommand, runPont, startTestServer, type TestClient, type TestServer } from './harness';
 
@@ -59,34 +60,8 @@ async function configFor(queueName: string, extra: Record<string, unknown> = {})
   };
 }
 
-interface AgentProcess {
-  child: ChildProcess;
-  port: number;
-  output: () => string;
-  kill(signal?: NodeJS.Signals): Promise<void>;
-}
-
 async function startAgentProcess(config: Record<string, unknown>, file = `agent-${config.mllp_port}.json`, env: Record<string, string> = {}): Promise<AgentProcess> {
-  const path = writeConfig(file, config);
-  const child = spawn(process.execPath, pontCommand('bridge-agent', '--config', path), { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-  let out = '';
-  child.stdout!.on('data', (c) => (out += c));
-  child.stderr!.on('data', (c) => (out += c));
-  await new Promise<void>((resolve, reject) => {
-    const timer = setInterval(() => /bridge agent listening/.test(out) && (clearInterval(timer), resolve()), 20);
-    child.once('exit', () => (clearInterval(timer), reject(new Error(`the agent exited: ${out}`))));
-  });
-  return {
-    child,
-    port: config.mllp_port as number,
-    output: () => out,
-    async kill(signal = 'SIGTERM') {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = once(child, 'exit');
-      child.kill(signal);
-      await exited;
-    },
-  };
+  return spawnAgentProcess(writeConfig(file, config), config.mllp_port as number, env);
 }
 
 const v2 = (...segments: string[]) => Hl7Message.parse(segments.join('\r'));

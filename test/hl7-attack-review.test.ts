@@ -1,23 +1,21 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Hl7Message } from '@medplum/core';
 import { Hl7Client } from '@medplum/hl7';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAgent } from '../src/auth/agents';
 import { syncedId } from '../src/bridge/sync';
+import { spawnAgentProcess, type AgentProcess } from './agent-process';
 import { eventually } from './eventually';
-import { createTestClient, freePort, pontCommand, startTestServer, type TestClient, type TestServer } from './harness';
+import { createTestClient, freePort, startTestServer, type TestClient, type TestServer } from './harness';
 
 /**
  * An attacker's review of the HL7 v2 Bridge agent (its ADT events A02, A05, A06/A07, A11, A28/A31 beside A01/A03/A04/A08/A40
  * and ORU^R01): MLLP over TCP into the real agent process, FHIR read back over HTTP. Each `it` is one finding or one probe
  * that held.
  */
-const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const FACILITY = 'fac-attack-1';
 
 let pont: TestServer;
@@ -33,13 +31,6 @@ afterAll(async () => {
   await pont?.close();
   if (work) rmSync(work, { recursive: true, force: true });
 });
-
-interface AgentProcess {
-  child: ChildProcess;
-  port: number;
-  output: () => string;
-  kill(): Promise<void>;
-}
 
 async function startAgent(org: string, facility: string, name: string): Promise<AgentProcess & { path: string }> {
   const credentials = await createAgent(pont.services.db, { organizationId: org, facilityId: facility });
@@ -61,26 +52,7 @@ async function startAgent(org: string, facility: string, name: string): Promise<
 
 /** The agent of this config file (started again on the queue it kept). */
 async function spawnAgent(path: string, port: number): Promise<AgentProcess & { path: string }> {
-  const child = spawn(process.execPath, pontCommand('bridge-agent', '--config', path), { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout!.on('data', (c) => (out += c));
-  child.stderr!.on('data', (c) => (out += c));
-  await new Promise<void>((resolve, reject) => {
-    const timer = setInterval(() => /bridge agent listening/.test(out) && (clearInterval(timer), resolve()), 20);
-    child.once('exit', () => (clearInterval(timer), reject(new Error(`the agent exited: ${out}`))));
-  });
-  return {
-    child,
-    path,
-    port,
-    output: () => out,
-    async kill() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      await exited;
-    },
-  };
+  return { ...(await spawnAgentProcess(path, port)), path };
 }
 
 const v2 = (...segments: string[]) => Hl7Message.parse(segments.join('\r'));
