@@ -4,7 +4,7 @@ import type { PatientLink, Resource } from '@medplum/fhirtypes';
 import type { AgentPrincipal } from '../core/principal';
 import type { Queryable } from '../db/database';
 import { uuidV5 } from '../core/hash';
-import { ident, sql as SQL } from '../db/sql';
+import { ident, sql as SQL, type Sql } from '../db/sql';
 import type { FhirRepository } from '../fhir/repository';
 import { HEALTH_ID_SYSTEM } from '../healthid/healthid';
 import { ApiError, ErrorCode } from '../core/errors';
@@ -235,7 +235,7 @@ async function writeTogether(repo: FhirRepository, given: PreparedItem[]): Promi
     const { rows } = await sql.query<{ resource_type: string; id: string; content: Resource }>(text, values);
     const current = new Map(rows.map((r) => [`${r.resource_type}/${r.id}`, r.content]));
     for (const item of items) item.stored = withMergeLinks(current.get(`${item.type}/${item.stored!.id}`), item.stored!);
-    await keepVisitsPatients(sql, items, current);
+    await keepVisitsPatients(sql, items, current, owned);
     const status = items.map((item): SyncItemResult['status'] => {
       const before = current.get(`${item.type}/${item.stored!.id}`);
       if (!before) return 'created';
@@ -259,7 +259,7 @@ async function writeTogether(repo: FhirRepository, given: PreparedItem[]): Promi
  * survivor that holds it (a late message under the old number), it stays the survivor's. Anything else is refused,
  * naming the visit, so that the message is written not at all.
  */
-async function keepVisitsPatients(sql: Queryable, items: PreparedItem[], current: Map<string, Resource>): Promise<void> {
+async function keepVisitsPatients(sql: Queryable, items: PreparedItem[], current: Map<string, Resource>, owned: Sql | undefined): Promise<void> {
   const subject = (r: Resource | undefined) => (r as { subject?: { reference?: string } } | undefined)?.subject?.reference;
   const moved = items.filter((item) => {
     const before = current.get(`Encounter/${item.stored!.id}`);
@@ -267,7 +267,10 @@ async function keepVisitsPatients(sql: Queryable, items: PreparedItem[], current
   });
   if (!moved.length) return;
   const ids = moved.flatMap((item) => [subject(current.get(`Encounter/${item.stored!.id}`)), subject(item.stored)]).flatMap((r) => /^Patient\/(.+)$/.exec(r ?? '')?.[1] ?? []);
-  const { rows } = await sql.query<{ id: string; content: Resource }>(`SELECT id, content FROM fhir_resources WHERE resource_type = 'Patient' AND id = ANY($1::text[]) AND NOT deleted`, [ids]);
+  // As the batch's own resources are read (writeTogether): only the organisation's.
+  const { text, values } = SQL`SELECT r.id, r.content FROM fhir_resources r
+     WHERE r.resource_type = 'Patient' AND r.id = ANY(${ids}::text[]) AND NOT r.deleted${owned ? SQL` AND ${owned}` : SQL``}`.render();
+  const { rows } = await sql.query<{ id: string; content: Resource }>(text, values);
   const links = new Map(rows.map((r) => [`Patient/${r.id}`, (r.content as { link?: PatientLink[] }).link ?? []]));
   const replacedBy = (patient: string, by: string) => (links.get(patient) ?? []).some((l) => l.type === 'replaced-by' && l.other?.reference === by);
   for (const item of moved) {
