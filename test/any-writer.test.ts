@@ -230,7 +230,8 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
     // identifier's value, or the URL, is what a reader has.
     if (!ref.reference && ref.identifier?.value) return add(tag, `${what} identifier ${ref.identifier.value}`, (v) => v.text(ref.identifier.value));
     if (/^https?:\/\//.test(ref.reference ?? '')) return add(tag, `${what} ${ref.reference}`, (v) => v.text(ref.reference));
-    const target = corpus.get(ref.reference);
+    // `#id`: a resource the resource contains (a Medication written inside its request).
+    const target = ref.reference?.startsWith('#') ? (r.contained ?? []).find((c: R) => `#${c.id}` === ref.reference) : corpus.get(ref.reference);
     if (!target) return;
     switch (target.resourceType) {
       case 'Practitioner': {
@@ -246,8 +247,16 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
         for (const n of target.note ?? []) add(tag, `${what} ${ref.reference} note "${n.text}"`, (v) => v.text(n.text));
         break;
       case 'ServiceRequest':
-      case 'Medication':
         concept(tag, `${what} ${ref.reference} code`, target.code, tag);
+        break;
+      case 'Medication':
+        // Its code, its dose form, and each ingredient's strength (500 mg / 1 tablet): what was given, not only its name.
+        concept(tag, `${what} ${ref.reference} code`, target.code, tag);
+        concept(tag, `${what} ${ref.reference} form`, target.form, tag);
+        (target.ingredient ?? []).forEach((x: R, i: number) => {
+          quantity(tag, `${what} ${ref.reference} ingredient[${i}].strength.numerator`, x.strength?.numerator);
+          quantity(tag, `${what} ${ref.reference} ingredient[${i}].strength.denominator`, x.strength?.denominator);
+        });
         break;
       case 'Condition': {
         const codes = (target.code?.coding ?? []).map((c: R) => c.code);
@@ -409,6 +418,15 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       encounter(r.encounter);
       break;
     }
+    case 'MedicationStatement': {
+      concept('codes', 'medicationCodeableConcept', r.medicationCodeableConcept);
+      reference('prescription', 'medicationReference', r.medicationReference);
+      status(r.status);
+      date('values', 'effectiveDateTime', r.effectiveDateTime ?? r.effectivePeriod?.start);
+      (r.dosage ?? []).forEach((d: R, i: number) => d.text && add(i === 0 ? 'values' : 'dosage', `dosage[${i}].text "${d.text}"`, (v) => v.text(d.text)));
+      notes('notes', r.note);
+      break;
+    }
     case 'Immunization': {
       concept('codes', 'vaccineCode', r.vaccineCode);
       status(r.status);
@@ -522,6 +540,20 @@ function clinicalDifferences(original: R, written: R): string[] {
     need(`${what}: UCUM code ${a.code} → ${b?.code}`, !a.code || (a.code === b?.code && a.system === b?.system));
     need(`${what}: comparator ${a.comparator} → ${b?.comparator}`, (a.comparator ?? null) === (b?.comparator ?? null));
   };
+  const sameRanges = (what: string, a: R, b: R) =>
+    (a.referenceRange ?? []).forEach((range: R, i: number) => {
+      // Its limits, words, ages, meaning (type) and whom it is for (appliesTo), codings and texts alike.
+      const match = (b.referenceRange ?? []).find(
+        (w: R) =>
+          (w.low?.value ?? null) === (range.low?.value ?? null) &&
+          (w.high?.value ?? null) === (range.high?.value ?? null) &&
+          (w.text ?? null) === (range.text ?? null) &&
+          canonical(w.age) === canonical(range.age) &&
+          canonical(w.type) === canonical(range.type) &&
+          canonical(w.appliesTo) === canonical(range.appliesTo),
+      );
+      need(`${what}referenceRange[${i}] ${JSON.stringify(range)} lost`, !!match);
+    });
   const sameDate = (what: string, a: string | undefined, b: string | undefined) =>
     need(`${what}: ${a ?? 'none'} → ${b ?? 'none'}`, a === b || (!!a && !!b && a.includes('T') && Date.parse(a) === Date.parse(b)));
   need(`status: ${original.status} → ${written.status}`, original.status === written.status);
@@ -538,23 +570,17 @@ function clinicalDifferences(original: R, written: R): string[] {
     const interp = (o: R) => (o.interpretation ?? []).flatMap((c: R) => codingsOf(c).map((x: string) => x.split('|')[1])).sort();
     need(`interpretation ${JSON.stringify(interp(original))} → ${JSON.stringify(interp(written))}`, JSON.stringify(interp(original)) === JSON.stringify(interp(written)));
     sameCodings('dataAbsentReason', original.dataAbsentReason, written.dataAbsentReason);
-    (original.referenceRange ?? []).forEach((range: R, i: number) => {
-      // Its limits, words, ages, meaning (type) and whom it is for (appliesTo), codings and texts alike.
-      const match = (written.referenceRange ?? []).find(
-        (w: R) =>
-          (w.low?.value ?? null) === (range.low?.value ?? null) &&
-          (w.high?.value ?? null) === (range.high?.value ?? null) &&
-          (w.text ?? null) === (range.text ?? null) &&
-          canonical(w.age) === canonical(range.age) &&
-          canonical(w.type) === canonical(range.type) &&
-          canonical(w.appliesTo) === canonical(range.appliesTo),
-      );
-      need(`referenceRange[${i}] ${JSON.stringify(range)} lost`, !!match);
-    });
+    sameRanges('', original, written);
     (original.component ?? []).forEach((c: R, i: number) => {
       const w = (written.component ?? []).find((x: R) => codingsOf(c.code).every((k: string) => codingsOf(x.code).includes(k)));
       need(`component[${i}] ${codingsOf(c.code).join(',')} lost${written.valueString ? ` (written as valueString "${written.valueString}")` : ''}`, !!w);
-      if (w) sameQuantity(`component[${i}]`, c.valueQuantity, w.valueQuantity);
+      if (!w) return;
+      // A part's value of any kind stays that kind (a whole number, a yes/no, a range), its digits and its own ranges.
+      sameQuantity(`component[${i}]`, c.valueQuantity, w.valueQuantity);
+      const kind = (x: R) => Object.keys(x).find((k) => k.startsWith('value'));
+      if (kind(c) !== 'valueQuantity') need(`component[${i}] ${kind(c)} ${JSON.stringify(c[kind(c)!])} → ${kind(w)} ${JSON.stringify(w[kind(w)!])}`, kind(c) === kind(w) && canonical(c[kind(c)!]) === canonical(w[kind(w)!]));
+      need(`component[${i}] precision ${canonical(c.valueQuantity?._value)} lost`, canonical(c.valueQuantity?._value) === canonical(w.valueQuantity?._value));
+      sameRanges(`component[${i}].`, c, w);
     });
     sameDate('effectiveDateTime', original.effectiveDateTime ?? original.effectivePeriod?.start, written.effectiveDateTime ?? written.effectivePeriod?.start);
     if (original.effectivePeriod?.end) sameDate('effectivePeriod.end', original.effectivePeriod.end, written.effectivePeriod?.end);

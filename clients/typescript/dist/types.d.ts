@@ -29,6 +29,16 @@ export type Administration = {
         code: string | null;
         display: string | null;
     }> | null;
+    medication_form: string | null;
+    medication_form_code: string | null;
+    medication_form_system: string | null;
+    medication_ingredients: Array<{
+        name: string | null;
+        code: string | null;
+        system: string | null;
+        strength: string | null;
+        active: boolean | null;
+    }> | null;
     prescription_id: FhirId | null;
     administered_at: string | null;
     administered_end: string | null;
@@ -861,6 +871,16 @@ export type Dispense = {
         code: string | null;
         display: string | null;
     }> | null;
+    medication_form: string | null;
+    medication_form_code: string | null;
+    medication_form_system: string | null;
+    medication_ingredients: Array<{
+        name: string | null;
+        code: string | null;
+        system: string | null;
+        strength: string | null;
+        active: boolean | null;
+    }> | null;
     prescription_ids: Array<FhirId> | null;
     type: string | null;
     quantity: number | null;
@@ -1469,6 +1489,27 @@ export type LabResult = {
             display: string | null;
         }> | null;
         value_numeric: number | null;
+        value_integer: number | null;
+        value_boolean: boolean | null;
+        value_time: string | null;
+        value_date_time: string | null;
+        value_period: {
+            start: string | null;
+            end: string | null;
+        } | null;
+        value_range: {
+            low: number | null;
+            high: number | null;
+            unit: string | null;
+            unit_code: string | null;
+        } | null;
+        value_ratio: {
+            numerator: number | null;
+            numerator_unit: string | null;
+            denominator: number | null;
+            denominator_unit: string | null;
+        } | null;
+        value_precision: number | null;
         comparator: "<" | "<=" | ">=" | ">" | null;
         unit: string | null;
         unit_code: string | null;
@@ -1488,6 +1529,32 @@ export type LabResult = {
         }> | null;
         data_absent_reason: string | null;
         data_absent_code: string | null;
+        reference_ranges: Array<{
+            low: number | null;
+            high: number | null;
+            unit: string | null;
+            unit_code: string | null;
+            text: string | null;
+            type: string | null;
+            type_codings: Array<{
+                system: string | null;
+                code: string | null;
+                display: string | null;
+            }> | null;
+            type_text: string | null;
+            applies_to: string | null;
+            applies_to_concepts: Array<{
+                text: string | null;
+                codings: Array<{
+                    system: string | null;
+                    code: string | null;
+                    display: string | null;
+                }> | null;
+            }> | null;
+            age_low: number | null;
+            age_high: number | null;
+            age_unit: string | null;
+        }> | null;
     }> | null;
     interpretations: Array<{
         system: string | null;
@@ -1627,6 +1694,27 @@ export type LabResultPush = {
                 display: string | null;
             }> | null;
             value_numeric: number | null;
+            value_integer: number | null;
+            value_boolean: boolean | null;
+            value_time: string | null;
+            value_date_time: string | null;
+            value_period: {
+                start: string | null;
+                end: string | null;
+            } | null;
+            value_range: {
+                low: number | null;
+                high: number | null;
+                unit: string | null;
+                unit_code: string | null;
+            } | null;
+            value_ratio: {
+                numerator: number | null;
+                numerator_unit: string | null;
+                denominator: number | null;
+                denominator_unit: string | null;
+            } | null;
+            value_precision: number | null;
             comparator: "<" | "<=" | ">=" | ">" | null;
             unit: string | null;
             unit_code: string | null;
@@ -1646,6 +1734,32 @@ export type LabResultPush = {
             }> | null;
             data_absent_reason: string | null;
             data_absent_code: string | null;
+            reference_ranges: Array<{
+                low: number | null;
+                high: number | null;
+                unit: string | null;
+                unit_code: string | null;
+                text: string | null;
+                type: string | null;
+                type_codings: Array<{
+                    system: string | null;
+                    code: string | null;
+                    display: string | null;
+                }> | null;
+                type_text: string | null;
+                applies_to: string | null;
+                applies_to_concepts: Array<{
+                    text: string | null;
+                    codings: Array<{
+                        system: string | null;
+                        code: string | null;
+                        display: string | null;
+                    }> | null;
+                }> | null;
+                age_low: number | null;
+                age_high: number | null;
+                age_unit: string | null;
+            }> | null;
         }> | null;
         interpretations?: Array<{
             system: string | null;
@@ -1798,6 +1912,16 @@ export type MedicationUse = {
         system: string | null;
         code: string | null;
         display: string | null;
+    }> | null;
+    medication_form: string | null;
+    medication_form_code: string | null;
+    medication_form_system: string | null;
+    medication_ingredients: Array<{
+        name: string | null;
+        code: string | null;
+        system: string | null;
+        strength: string | null;
+        active: boolean | null;
     }> | null;
     effective_at: string | null;
     effective_end: string | null;
@@ -2381,6 +2505,16 @@ export type Prescription = {
         code: string | null;
         display: string | null;
     }> | null;
+    medication_form: string | null;
+    medication_form_code: string | null;
+    medication_form_system: string | null;
+    medication_ingredients: Array<{
+        name: string | null;
+        code: string | null;
+        system: string | null;
+        strength: string | null;
+        active: boolean | null;
+    }> | null;
     dosage_instructions: Array<{
         sequence: number | null;
         text: string | null;
@@ -2725,6 +2859,7 @@ export type Vital = {
     focus_references: Array<string> | null;
     note: string | null;
     member_ids: Array<FhirId> | null;
+    derived_from_ids: Array<FhirId> | null;
     codings: Array<{
         system: string | null;
         code: string | null;
