@@ -451,7 +451,13 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       concepts('codes', 'type', r.type);
       period('period', r.period);
       (r.participant ?? []).forEach((p: R, i: number) => reference('context', `participant[${i}].individual`, p.individual));
-      (r.location ?? []).forEach((l: R, i: number) => reference('context', `location[${i}]`, l.location));
+      // Where the patient was, and when: each place of the stay with its period and status (the ward after the ED).
+      (r.location ?? []).forEach((l: R, i: number) => {
+        reference('context', `location[${i}]`, l.location);
+        date('periods', `location[${i}].period.start`, l.period?.start);
+        date('periods', `location[${i}].period.end`, l.period?.end);
+        if (l.status) add('periods', `location[${i}].status ${l.status}`, (v) => v.code(l.status));
+      });
       reference('context', 'serviceProvider', r.serviceProvider);
       references('context', 'episodeOfCare', r.episodeOfCare);
       concepts('values', 'reasonCode', r.reasonCode);

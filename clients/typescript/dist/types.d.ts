@@ -948,6 +948,14 @@ export type EncounterPush = {
         priority_code?: string | null;
         priority_system?: string | null;
         location?: string | null;
+        locations?: Array<{
+            location: string | null;
+            location_reference: string | null;
+            status: string | null;
+            physical_type: string | null;
+            start: string | null;
+            end: string | null;
+        }> | null;
         length?: string | null;
         admit_source?: string | null;
         admit_source_code?: string | null;
@@ -2787,6 +2795,14 @@ export type Visit = {
     priority_code: string | null;
     priority_system: string | null;
     location: string | null;
+    locations: Array<{
+        location: string | null;
+        location_reference: string | null;
+        status: string | null;
+        physical_type: string | null;
+        start: string | null;
+        end: string | null;
+    }> | null;
     length: string | null;
     admit_source: string | null;
     admit_source_code: string | null;
