@@ -25,9 +25,11 @@ export function normaliseName(name: string): string {
 
 /**
  * Version of the rule below; a change of rule gets a new version so old keys are never compared with
- * new ones (v1 was a bare SHA-256; v2 is keyed).
+ * new ones, and the stored ones are made again at start (src/fhir/store/backfill.ts): v1 was a bare SHA-256; v2 is
+ * keyed; v3 reads a stored name given only as text by its first and last words (mappings/patient-profile.map.yaml),
+ * where v2 gave such a patient no key, so that resolve created a second Health ID for them.
  */
-export const MATCH_RULE_VERSION = 2;
+export const MATCH_RULE_VERSION = 3;
 
 /**
  * The match rule: two resolve requests are the same person when their normalised first name,

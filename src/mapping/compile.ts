@@ -31,7 +31,8 @@ import { keyOf, YamlSource } from './yaml-source';
 const readsAsText = (finish: ParsedPath['finish'], leafType: string) =>
   finish?.kind === 'toText' || (finish?.kind === 'join' && !(isPrimitive(leafType) && jsonTypeOf(leafType) === 'string'));
 /** A finish that reads what cannot be written back: text of elements, exists(), or memberOf(). */
-const readOnlyFinish = (finish: ParsedPath['finish'], leafType: string) => readsAsText(finish, leafType) || finish?.kind === 'exists' || finish?.kind === 'memberOf';
+const readOnlyFinish = (finish: ParsedPath['finish'], leafType: string) =>
+  readsAsText(finish, leafType) || finish?.kind === 'exists' || finish?.kind === 'memberOf' || finish?.kind === 'firstWord' || finish?.kind === 'lastWord';
 /** The FHIR types memberOf() asks about: a code, a Coding, a concept's codings (FHIRPath's memberOf), a string as a code. */
 const CODED_TYPES = ['code', 'Coding', 'CodeableConcept', 'string'];
 
@@ -619,6 +620,12 @@ class RuleCompiler {
     const finish = alternative.finish;
     if (finish?.kind === 'join' && (field.type !== 'string' || jsonTypeOf(leaf.type) !== 'string' || hasTable)) {
       return target.at(finish.at, `join() makes text of text: ${field.name} is a ${field.type}${hasTable ? ' with a value table' : ''}, ${leaf.json} a FHIR ${leaf.type}`) ?? false;
+    }
+    if (finish?.kind === 'firstWord' || finish?.kind === 'lastWord') {
+      if (field.type !== 'string' || jsonTypeOf(leaf.type) !== 'string' || hasTable) {
+        return target.at(finish.at, `${finish.kind}() reads a word of a text into a Connect string: ${field.name} is a ${field.type}${hasTable ? ' with a value table' : ''}, ${leaf.json} a FHIR ${leaf.type}`) ?? false;
+      }
+      return true;
     }
     if (finish?.kind === 'toDate') {
       if (!['date', 'dateTime', 'instant'].includes(leaf.type) || field.type !== 'date') {

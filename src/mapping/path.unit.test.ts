@@ -34,6 +34,29 @@ fields:\n  id: id\n  codes: code.coding.code.join(', ')\n  day: effectiveDateTim
     expect(map.fromFhir(resource as any)).toEqual({ id: 'a', codes: 'x, y', day: '2024-03-12', second: 'p' });
   });
 
+  it('firstWord() and lastWord(): the first word of a text, and its last of two or more; read only, into a string', () => {
+    const map = loadMappings(
+      probe(`connect:\n  id: { type: string, required: true }\n  first: { type: string, nullable: true }\n  last: { type: string, nullable: true }
+fields:\n  id: id\n  first: { fhir: code.text.firstWord(), write: false }\n  last: code.text | code.text.lastWord()\n`),
+    ).get('probe');
+    const named = (text: string) => map.fromFhir({ ...obs, id: 'a', code: { ...obs.code, text } } as any);
+    expect(named('  Sunita Devi\tSharma ').first).toBe('Sunita');
+    expect(named('Madonna')).toEqual({ id: 'a', first: 'Madonna', last: 'Madonna' });
+    expect(map.fromFhir({ ...obs, id: 'a' } as any)).toEqual({ id: 'a', first: null, last: null });
+    // Writing uses the writable alternative; a word is never written.
+    expect((map.toFhir({ id: 'a', first: 'Sunita', last: 'Sharma' }) as any).code).toEqual({ coding: [{ system: 'http://loinc.org', code: '2345-7' }], text: 'Sharma' });
+    const words = loadMappings(
+      probe(`connect:\n  id: { type: string, required: true }\n  first: { type: string, nullable: true }\n  last: { type: string, nullable: true }
+fields:\n  id: id\n  first: { fhir: 'note[0].text.firstWord()', write: false }\n  last: { fhir: 'note[0].text.lastWord()', write: false }\n`),
+    ).get('probe');
+    const noted = (text: string) => words.fromFhir({ ...obs, id: 'a', note: [{ text }] } as any);
+    expect(noted('  Sunita Devi\tSharma ')).toEqual({ id: 'a', first: 'Sunita', last: 'Sharma' });
+    expect(noted('Madonna')).toEqual({ id: 'a', first: 'Madonna', last: null });
+    expect(noted('   ')).toEqual({ id: 'a', first: null, last: null });
+    const dir = probe(`connect:\n  id: { type: string, required: true }\n  n: { type: number, nullable: true }\nfields:\n  id: id\n  n: { fhir: code.text.lastWord(), write: false }\n`);
+    expect(problemsOf(dir)).toEqual([expect.stringContaining('lastWord() reads a word of a text into a Connect string: n is a number, text a FHIR string')]);
+  });
+
   it('a let chooses a part once; %resource compares with another element: the applicable reference range', () => {
     const map = loadMappings(
       probe(`let:
@@ -188,7 +211,7 @@ fields:\n  id: id\n  value: valueString | valueRange.toText() | valueRatio.toTex
 
   it('an unknown function is named, with a suggestion, at its file, line and column', () => {
     const dir = probe(`connect:\n  id: { type: string, required: true }\n  name: { type: string, nullable: true }\nfields:\n  id: id\n  name: code.coding.frist().display\n`);
-    expect(problemsOf(dir)).toEqual([`${join(dir, 'probe.map.yaml')}:13:21: malformed path \`code.coding.frist().display\`: unknown function 'frist', did you mean 'first'; functions: where(), first(), resolve(), join(), toDate(), toText(), exists(), memberOf()`]);
+    expect(problemsOf(dir)).toEqual([`${join(dir, 'probe.map.yaml')}:13:21: malformed path \`code.coding.frist().display\`: unknown function 'frist', did you mean 'first'; functions: where(), first(), resolve(), join(), toDate(), toText(), exists(), memberOf(), firstWord(), lastWord()`]);
     expect(() => parseExpression('code.text.joint(",")')).toThrow(/unknown function 'joint', did you mean 'join'/);
     expect(() => parseExpression('code.coding.count()')).toThrow(PathSyntaxError);
     // FHIRPath's escapes in quoted text; an unknown one is named.

@@ -56,7 +56,7 @@ export type CompiledPath = CompiledStep[];
 export interface CompiledAlternative {
   from?: CompiledExpression;
   steps: CompiledPath;
-  finish?: { kind: 'join'; separator: string } | { kind: 'toDate' | 'toText' | 'exists' } | { kind: 'memberOf'; valueSet: string };
+  finish?: { kind: 'join'; separator: string } | { kind: 'toDate' | 'toText' | 'exists' | 'firstWord' | 'lastWord' } | { kind: 'memberOf'; valueSet: string };
 }
 /** `a | b | …`: reading takes the first alternative that gives a value; writing follows `write`. */
 export interface CompiledExpression {
@@ -562,6 +562,13 @@ export function readsPatient(program: MapProgram): boolean {
 }
 
 /** The first of a list, or the value itself when it is none. */
+/** firstWord(), lastWord(): a text's first word, or its last of two or more (nothing of one word: no surname in "Madonna"). */
+function wordOf(value: unknown, last: boolean): string[] {
+  const words = typeof value === 'string' ? value.trim().split(/\s+/).filter(Boolean) : [];
+  if (last) return words.length > 1 ? [words.at(-1)!] : [];
+  return words.length ? [words[0]!] : [];
+}
+
 function first(value: unknown): unknown {
   return Array.isArray(value) ? value[0] : value;
 }
@@ -783,6 +790,8 @@ export function readAll(scope: Scope, expression: CompiledExpression): unknown[]
     }
     else if (alternative.finish?.kind === 'toDate') values = values.map((v) => (typeof v === 'string' ? v.slice(0, 10) : v));
     else if (alternative.finish?.kind === 'toText') values = values.map((v) => textOf(v, scope.terminology)).filter((v) => v !== undefined);
+    // A name written only as text ("Sunita Sharma"): its first word, and its last when it has more than one.
+    else if (alternative.finish?.kind === 'firstWord' || alternative.finish?.kind === 'lastWord') values = values.flatMap((v) => wordOf(v, alternative.finish!.kind === 'lastWord'));
     // exists(): true when there is a value, else nothing (the next alternative, or null: not false).
     else if (alternative.finish?.kind === 'exists') values = values.length ? [true] : [];
     // memberOf(): true or false when the value set is loaded and the values have codes, else nothing (null).
