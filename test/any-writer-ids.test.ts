@@ -253,6 +253,45 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
     expect(written.status).toBe('finished');
   });
 
+  it("a visit pushed back keeps its places, diagnoses, length, service and parent visit; none of them may name another patient's data or nothing", async () => {
+    await put({ resourceType: 'Location', id: 'ward-4', status: 'active', name: 'Ward 4' });
+    await put({ resourceType: 'Condition', id: 'cond.8', subject: { reference: 'Patient/123' }, code: { text: 'Pneumonia' } });
+    await put({
+      resourceType: 'Encounter', id: 'enc.8', status: 'finished', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'IMP' }, subject: { reference: 'Patient/123' },
+      partOf: { reference: 'Encounter/enc.7' }, serviceType: { coding: [{ system: 'http://snomed.info/sct', code: '394579002' }] }, length: { value: 46, unit: 'h', system: 'http://unitsofmeasure.org', code: 'h' },
+      diagnosis: [{ condition: { reference: 'Condition/cond.8' }, use: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/diagnosis-role', code: 'AD' }] }, rank: 1 }],
+      location: [{ location: { reference: 'Location/ward-4' }, status: 'completed', period: { start: '2026-01-05T08:00:00Z', end: '2026-01-07T06:00:00Z' } }],
+    });
+    const record = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=visits`)).body.records.visits.find((r: any) => r.id === 'enc.8');
+    const pushed = await call(sdk, '/api/v1/sdk/records/encounters', { method: 'POST', json: { health_id: healthId, record } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    const written = (await call(operator, `/api/fhir/R4/Encounter/${pushed.body.encounter_id}`)).body;
+    expect(written.partOf).toEqual({ reference: 'Encounter/enc.7' });
+    expect(written.serviceType.coding).toEqual([{ system: 'http://snomed.info/sct', code: '394579002' }]);
+    expect(written.length).toEqual({ value: 46, unit: 'h', system: 'http://unitsofmeasure.org', code: 'h' });
+    expect(written.diagnosis).toEqual([{ condition: { reference: 'Condition/cond.8', display: 'Pneumonia' }, use: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/diagnosis-role', code: 'AD' }] }, rank: 1 }]);
+    expect(written.location).toEqual([{ location: { reference: 'Location/ward-4', display: 'Ward 4' }, status: 'completed', period: { start: '2026-01-05T08:00:00Z', end: '2026-01-07T06:00:00Z' } }]);
+    // Another patient's visit and condition, and what does not exist: refused (422, the field named), nothing written.
+    const other = await put({ resourceType: 'Patient', id: '456', name: [{ family: 'Other', given: ['Ann'] }] });
+    expect(other.id).toBe('456');
+    await put({ resourceType: 'Encounter', id: 'enc.other', status: 'finished', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' }, subject: { reference: 'Patient/456' } });
+    await put({ resourceType: 'Condition', id: 'cond.other', subject: { reference: 'Patient/456' }, code: { text: 'Secret' } });
+    const before = (await call(operator, '/api/fhir/R4/Encounter?subject=Patient/123&_summary=count')).body.total;
+    for (const bad of [
+      { ...record, part_of_id: 'enc.other' },
+      { ...record, part_of_id: 'nothing-here' },
+      { ...record, diagnoses: [{ ...record.diagnoses[0], condition_reference: 'Condition/cond.other' }] },
+      { ...record, diagnoses: [{ ...record.diagnoses[0], condition_reference: 'Condition/nothing-here' }] },
+      { ...record, locations: [{ ...record.locations[0], location_reference: 'Location/nothing-here' }] },
+    ]) {
+      const res = await call(sdk, '/api/v1/sdk/records/encounters', { method: 'POST', json: { health_id: healthId, record: bad } });
+      expect(res.status, JSON.stringify(bad).slice(0, 300) + ' ' + JSON.stringify(res.body)).toBe(422);
+      expect(res.body.details?.[0]?.field).toMatch(/^record\.(part_of_id|diagnoses\[0\]\.condition_reference|locations\[0\]\.location_reference)$/);
+      expect(JSON.stringify(res.body)).not.toContain('Secret');
+    }
+    expect((await call(operator, '/api/fhir/R4/Encounter?subject=Patient/123&_summary=count')).body.total).toBe(before);
+  });
+
   it('the reference range is never another population’s when one for everyone is given: by sex written in words, by an age that is not the patient’s', async () => {
     const g = (value: number) => ({ value, unit: 'g/dL', system: 'http://unitsofmeasure.org', code: 'g/dL' });
     const u = (value: number) => ({ value, unit: 'ug/dL', system: 'http://unitsofmeasure.org', code: 'ug/dL' });
@@ -963,11 +1002,11 @@ describe('what an outside probe of stop 68 found (US Core exports, Epic- and Cer
     expect(written.hasMember).toEqual([{ reference: 'Observation/hgb-1' }, { reference: 'Observation/wbc-1' }]);
   });
 
-  it('a record pushed back says which of its fields the FHIR written does not hold (a visit’s location and people are read only; its admission source is written back): not a silent 201', async () => {
+  it('a record pushed back says which of its fields the FHIR written does not hold (a visit’s service provider is read only; its places and admission source are written back): not a silent 201', async () => {
     await put({
       resourceType: 'Encounter', id: 'enc-hosp', status: 'finished', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'IMP' }, subject, period: { start: '2026-11-05T08:00:00Z', end: '2026-11-07T08:00:00Z' },
       hospitalization: { admitSource: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/admit-source', code: 'emd' }] } },
-      location: [{ location: { display: 'Ward 3' } }],
+      location: [{ location: { display: 'Ward 3' } }], serviceProvider: { display: 'Mercy Hospital' },
     });
     const visits = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=visits&limit=1000`)).body.records.visits;
     const record = visits.find((r: any) => r.id === 'enc-hosp');
@@ -975,12 +1014,14 @@ describe('what an outside probe of stop 68 found (US Core exports, Epic- and Cer
     const sdkVisits = await createTestClient(pont, ['encounters:write', 'patients:read'], { organizationId: 'org-reader' });
     const pushed = await call(sdkVisits, '/api/v1/sdk/records/encounters', { method: 'POST', headers: { 'idempotency-key': 'enc-hosp-back' }, json: { health_id: healthId, record } });
     expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
-    expect(pushed.body.not_written).toContain('location');
+    expect(pushed.body.not_written).toContain('facility');
+    expect(pushed.body.not_written).not.toContain('location');
     expect(pushed.body.not_written).not.toContain('admit_source_code');
     expect(pushed.body.not_written).not.toContain('class');
     expect(pushed.body.not_written).not.toContain('started_at');
     const visit = (await call(operator, `/api/fhir/R4/Encounter/${pushed.body.encounter_id}`)).body;
     expect(visit.hospitalization?.admitSource?.coding).toEqual([{ system: 'http://terminology.hl7.org/CodeSystem/admit-source', code: 'emd' }]);
+    expect(visit.location).toEqual([{ location: { display: 'Ward 3' } }]);
     // A record whose fields are all written says so.
     await put({ resourceType: 'Observation', id: 'na-plain', status: 'final', category: [LAB], code: { coding: [{ system: 'http://loinc.org', code: '2345-7', display: 'Glucose' }] }, subject, effectiveDateTime: '2026-11-24T07:00:00Z', valueQuantity: { value: 5.2, unit: 'mmol/L', system: 'http://unitsofmeasure.org', code: 'mmol/L' } });
     const labs = (await call(reader, `/api/v1/connect/patient/${healthId}/records?type=lab_results&limit=1000`)).body.records.lab_results;

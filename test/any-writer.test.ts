@@ -9,7 +9,7 @@ import { createTestClient, startTestServer, type TestClient, type TestServer } f
 import { schemaProblems } from './published-schema';
 
 /**
- * Issue 38: FHIR written by other systems (test/corpus/other-writers/, three writers with their own conventions),
+ * Issue 38: FHIR written by other systems (test/corpus/other-writers/, four writers with their own conventions),
  * loaded as an operator would (`PUT /api/fhir/R4/{type}/{id}` with the writers' ids, in dependency order), then read
  * as a Connect integrator would (records of every type, `type=all`, the SDK summary) and compared field by field with
  * the source; every record is checked against the published OpenAPI shape; then every record that has a push is
@@ -29,6 +29,7 @@ const WRITERS = [
   { name: 'northbrook', file: 'northbrook-ehr.bundle.json' },
   { name: 'savanna', file: 'savanna-lab-network.ndjson' },
   { name: 'harbour', file: 'harbour-intl.bundle.json' },
+  { name: 'narmada', file: 'narmada-sakura.bundle.json' },
 ];
 const LOINC = 'http://loinc.org';
 const SCT = 'http://snomed.info/sct';
@@ -142,7 +143,8 @@ class Values {
   /** The text (a name, a note), as a value or inside one. */
   text(t: string): boolean {
     const n = norm(t);
-    return this.leaves.some((l) => typeof l.value === 'string' && (n.length < 3 ? norm(l.value) === n : norm(l.value).includes(n)));
+    // A short text (a two-character family name such as 佐藤) is matched whole, or as a word of a name.
+    return this.leaves.some((l) => typeof l.value === 'string' && (n.length < 3 ? norm(l.value) === n || norm(l.value).split(' ').includes(n) : norm(l.value).includes(n)));
   }
   /** A code (or status) as a value of its own, or a word of a text. */
   code(c: string): boolean {
@@ -237,8 +239,17 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       case 'Practitioner': {
         const name = target.name?.[0];
         if (name?.family) add(tag, `${what} ${ref.reference} name ${name.family}`, (v) => v.text(name.family));
+        // A name written as a text only (India's NRCeS profiles: `name: [{text: "Dr. …"}]`).
+        else if (name?.text) add(tag, `${what} ${ref.reference} name "${name.text}"`, (v) => v.text(name.text.replace(/^Dr\.?\s+/, '')));
         break;
       }
+      case 'Device':
+        concept(tag, `${what} ${ref.reference} type`, target.type, tag);
+        (target.udiCarrier ?? []).forEach((u: R) => u.deviceIdentifier && add(tag, `${what} ${ref.reference} UDI ${u.deviceIdentifier}`, (v) => v.text(u.deviceIdentifier)));
+        break;
+      case 'Media':
+        if (target.content?.url) add(tag, `${what} ${ref.reference} url ${target.content.url}`, (v) => v.unit(target.content.url) || v.code(target.id));
+        break;
       case 'Organization':
       case 'Location':
         if (target.name) add(tag, `${what} ${ref.reference} name "${target.name}"`, (v) => v.text(target.name));
@@ -269,13 +280,38 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       case 'Encounter':
       case 'DocumentReference':
       case 'EpisodeOfCare':
+      case 'Procedure':
+      case 'DiagnosticReport':
+      case 'MedicationRequest':
+      case 'Goal':
+      case 'CareTeam':
         add(tag, `${what} ${ref.reference}`, (v) => v.code(target.id) || v.text(ref.reference));
         break;
     }
   };
   /** Each reference of a list (`performer[0]`, `performer[1]`, …). */
   const references = (tag: string, what: string, list: R[] | undefined) => (list ?? []).forEach((ref, i) => reference(tag, `${what}[${i}]`, ref));
-  const notes = (tag: string, list: R[] | undefined) => (list ?? []).forEach((n, i) => add(tag, `note[${i}] "${n.text}"`, (v) => v.text(n.text)));
+  const notes = (tag: string, list: R[] | undefined) =>
+    (list ?? []).forEach((n, i) => {
+      add(tag, `note[${i}] "${n.text}"`, (v) => v.text(n.text));
+      // Who wrote it (the doctor told of a critical value, the DOTS centre): a note's author is part of the note.
+      if (n.authorString) add(tag, `note[${i}].authorString "${n.authorString}"`, (v) => v.text(n.authorString));
+      else reference(tag, `note[${i}].authorReference`, n.authorReference);
+    });
+  /** A Timing: its events, its code (BID), its repeat's bounds. */
+  const timing = (tag: string, what: string, t: R | undefined) => {
+    if (!t) return;
+    (t.event ?? []).forEach((e: string, i: number) => date(tag, `${what}.event[${i}]`, e));
+    concept(tag, `${what}.code`, t.code, tag);
+    date(tag, `${what}.repeat.boundsPeriod.start`, t.repeat?.boundsPeriod?.start);
+    date(tag, `${what}.repeat.boundsPeriod.end`, t.repeat?.boundsPeriod?.end);
+  };
+  /** A Ratio (a rate of 1000 U per 1 h). */
+  const ratio = (tag: string, what: string, r: R | undefined) => {
+    if (!r) return;
+    quantity(tag, `${what}.numerator`, r.numerator);
+    quantity(tag, `${what}.denominator`, r.denominator);
+  };
   const encounter = (ref: R | undefined) => ref && reference('context', 'encounter', ref);
 
   switch (r.resourceType) {
@@ -291,12 +327,26 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       quantity('values', 'valueQuantity', r.valueQuantity);
       if (r.valueInteger !== undefined) add('values', `valueInteger ${r.valueInteger}`, (v) => v.number(r.valueInteger));
       if (r.valueString) add('values', `valueString "${r.valueString}"`, (v) => v.text(r.valueString));
+      if (r.valueBoolean !== undefined) add('values', `valueBoolean ${r.valueBoolean}`, (v) => v.leaves.some((l) => l.value === r.valueBoolean || l.value === String(r.valueBoolean)));
+      if (r.valueTime) add('values', `valueTime ${r.valueTime}`, (v) => v.text(r.valueTime) || v.text(r.valueTime.replace(/:00$/, '')));
+      if (r.valueSampledData) {
+        const sd = r.valueSampledData;
+        add('values', `valueSampledData.data "${sd.data.slice(0, 20)}…"`, (v) => v.text(sd.data.slice(0, 20)));
+        add('values', `valueSampledData.period ${sd.period} ms`, (v) => v.number(sd.period));
+        if (sd.factor !== undefined) add('values', `valueSampledData.factor ${sd.factor}`, (v) => v.number(sd.factor));
+        add('values', `valueSampledData.origin ${sd.origin.value}`, (v) => v.number(sd.origin.value));
+      }
       concept('coded-values', 'valueCodeableConcept', r.valueCodeableConcept, 'coded-values');
       concept('values', 'dataAbsentReason', r.dataAbsentReason);
       concepts('values', 'interpretation', r.interpretation);
       date('values', 'effectiveDateTime', r.effectiveDateTime);
       period('effectivePeriod', r.effectivePeriod);
+      date('values', 'effectiveInstant', r.effectiveInstant);
+      timing('values', 'effectiveTiming', r.effectiveTiming);
       date('values', 'issued', r.issued);
+      concept('values', 'method', r.method, 'values');
+      concept('values', 'bodySite', r.bodySite, 'values');
+      if (r.device?.display) add('context', `device "${r.device.display}"`, (v) => v.text(r.device.display));
       const ranges: R[] = r.referenceRange ?? [];
       if (ranges.length) {
         // The range that applies: by the patient's age, else the band the value falls in, else the first.
@@ -341,6 +391,10 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       references('context', 'specimen', r.specimen);
       references('context', 'basedOn', r.basedOn);
       references('members', 'result', r.result);
+      (r.media ?? []).forEach((m: R, i: number) => {
+        if (m.comment) add('values', `media[${i}].comment "${m.comment}"`, (v) => v.text(m.comment));
+        reference('members', `media[${i}].link`, m.link);
+      });
       encounter(r.encounter);
       break;
     }
@@ -353,6 +407,11 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       if (verification) add('status', `verificationStatus ${verification}`, (v) => v.code(verification));
       concept('values', 'severity', r.severity);
       date('values', 'onsetDateTime', r.onsetDateTime);
+      date('values', 'onsetPeriod.start', r.onsetPeriod?.start);
+      date('periods', 'onsetPeriod.end', r.onsetPeriod?.end);
+      if (r.onsetRange) for (const end of ['low', 'high']) r.onsetRange[end] && add('values', `onsetRange.${end} ${r.onsetRange[end].value} ${r.onsetRange[end].unit}`, (v) => v.number(r.onsetRange[end].value));
+      if (r.onsetString) add('values', `onsetString "${r.onsetString}"`, (v) => v.text(r.onsetString));
+      concepts('values', 'bodySite', r.bodySite);
       if (r.onsetAge) add('values', `onsetAge ${r.onsetAge.value}`, (v) => v.number(r.onsetAge.value));
       date('values', 'abatementDateTime', r.abatementDateTime);
       if (r.abatementString) add('values', `abatementString "${r.abatementString}"`, (v) => v.text(r.abatementString));
@@ -379,9 +438,16 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       (r.reaction ?? []).forEach((x: R, i: number) => {
         concepts('values', `reaction[${i}].manifestation`, x.manifestation);
         if (x.severity) add('values', `reaction[${i}].severity ${x.severity}`, (v) => v.code(x.severity));
+        concept('values', `reaction[${i}].substance`, x.substance, 'values');
+        concept('values', `reaction[${i}].exposureRoute`, x.exposureRoute, 'values');
+        date('values', `reaction[${i}].onset`, x.onset);
+        if (x.description) add('values', `reaction[${i}].description "${x.description}"`, (v) => v.text(x.description));
       });
+      date('values', 'onsetDateTime', r.onsetDateTime);
+      date('values', 'lastOccurrence', r.lastOccurrence);
       date('values', 'recordedDate', r.recordedDate);
       reference('context', 'recorder', r.recorder);
+      notes('notes', r.note);
       break;
     }
     case 'MedicationRequest': {
@@ -409,7 +475,17 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
         quantity(tag, `dosageInstruction[${i}].doseQuantity`, d.doseAndRate?.[0]?.doseQuantity);
         concept(tag, `dosageInstruction[${i}].route`, d.route, tag);
         concept(tag, `dosageInstruction[${i}].asNeeded`, d.asNeededCodeableConcept, tag);
+        timing(tag, `dosageInstruction[${i}].timing`, d.timing);
+        quantity(tag, `dosageInstruction[${i}].rateQuantity`, d.doseAndRate?.[0]?.rateQuantity);
+        concepts(tag, `dosageInstruction[${i}].additionalInstruction`, d.additionalInstruction, tag);
       });
+      status(r.priority, 'priority');
+      concept('values', 'statusReason', r.statusReason);
+      concept('values', 'courseOfTherapyType', r.courseOfTherapyType);
+      if (r.dispenseRequest?.numberOfRepeatsAllowed !== undefined) add('values', `dispenseRequest.numberOfRepeatsAllowed ${r.dispenseRequest.numberOfRepeatsAllowed}`, (v) => v.number(r.dispenseRequest.numberOfRepeatsAllowed));
+      quantity('values', 'dispenseRequest.expectedSupplyDuration', r.dispenseRequest?.expectedSupplyDuration);
+      if (r.substitution?.allowedBoolean !== undefined) add('values', `substitution.allowedBoolean ${r.substitution.allowedBoolean}`, (v) => v.leaves.some((l) => /substitut/.test(l.key) && l.value === r.substitution.allowedBoolean));
+      concept('values', 'substitution.reason', r.substitution?.reason);
       const validity = r.dispenseRequest?.validityPeriod;
       date('dosage', 'dispenseRequest.validityPeriod.start', validity?.start);
       date('dosage', 'dispenseRequest.validityPeriod.end', validity?.end);
@@ -435,11 +511,20 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       if (r.primarySource !== undefined) add('values', `primarySource ${r.primarySource}`, (v) => v.leaves.some((l) => l.value === r.primarySource));
       concept('values', 'reportOrigin', r.reportOrigin);
       if (r.lotNumber) add('values', `lotNumber ${r.lotNumber}`, (v) => v.code(r.lotNumber));
+      date('values', 'expirationDate', r.expirationDate);
+      concept('values', 'site', r.site);
+      concept('values', 'route', r.route);
+      quantity('values', 'doseQuantity', r.doseQuantity);
+      reference('context', 'manufacturer', r.manufacturer);
+      if (r.isSubpotent !== undefined) add('values', `isSubpotent ${r.isSubpotent}`, (v) => v.leaves.some((l) => /subpotent/.test(l.key) && l.value === r.isSubpotent));
+      concepts('values', 'subpotentReason', r.subpotentReason);
+      notes('notes', r.note);
       (r.performer ?? []).forEach((p: R, i: number) => reference('performer', `performer[${i}].actor`, p.actor));
       reference('context', 'location', r.location);
       concepts('values', 'reasonCode', r.reasonCode);
       (r.protocolApplied ?? []).forEach((p: R, i: number) => {
         if (p.doseNumberPositiveInt) add('values', `protocolApplied[${i}].doseNumber ${p.doseNumberPositiveInt}`, (v) => v.number(p.doseNumberPositiveInt));
+        if (p.seriesDosesPositiveInt) add('values', `protocolApplied[${i}].seriesDoses ${p.seriesDosesPositiveInt}`, (v) => v.number(p.seriesDosesPositiveInt));
         concepts('values', `protocolApplied[${i}].targetDisease`, p.targetDisease);
       });
       encounter(r.encounter);
@@ -448,6 +533,17 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
     case 'Encounter': {
       status(r.status);
       if (r.class?.code) add('codes', `class ${r.class.system ?? '(no system)'}|${r.class.code}`, (v) => v.code(r.class.code));
+      // A class in a system of the writer's own (IPD/OPD) is that system's code, not the v3 one.
+      if (r.class?.system) add('every-coding', `class system ${r.class.system}`, (v) => v.text(r.class.system));
+      concept('codes', 'serviceType', r.serviceType);
+      concept('values', 'priority', r.priority);
+      quantity('values', 'length', r.length);
+      reference('context', 'partOf', r.partOf);
+      (r.diagnosis ?? []).forEach((d: R, i: number) => {
+        reference('context', `diagnosis[${i}].condition`, d.condition);
+        concept('values', `diagnosis[${i}].use`, d.use, 'values');
+      });
+      references('context', 'reasonReference', r.reasonReference);
       concepts('codes', 'type', r.type);
       period('period', r.period);
       (r.participant ?? []).forEach((p: R, i: number) => reference('context', `participant[${i}].individual`, p.individual));
@@ -468,6 +564,182 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
         concept('values', 'hospitalization.admitSource', h.admitSource);
         concept('values', 'hospitalization.dischargeDisposition', h.dischargeDisposition);
       }
+      break;
+    }
+    case 'MedicationDispense': {
+      concept('codes', 'medicationCodeableConcept', r.medicationCodeableConcept);
+      status(r.status);
+      concept('values', 'type', r.type);
+      quantity('values', 'quantity', r.quantity);
+      quantity('values', 'daysSupply', r.daysSupply);
+      date('values', 'whenPrepared', r.whenPrepared);
+      date('values', 'whenHandedOver', r.whenHandedOver);
+      references('prescription', 'authorizingPrescription', r.authorizingPrescription);
+      (r.performer ?? []).forEach((p: R, i: number) => reference('performer', `performer[${i}].actor`, p.actor));
+      (r.dosageInstruction ?? []).forEach((d: R, i: number) => {
+        if (d.text) add('values', `dosageInstruction[${i}].text "${d.text}"`, (v) => v.text(d.text));
+        timing('dosage', `dosageInstruction[${i}].timing`, d.timing);
+      });
+      if (r.substitution) {
+        add('values', `substitution.wasSubstituted ${r.substitution.wasSubstituted}`, (v) => v.leaves.some((l) => /substitut/.test(l.key) && l.value === r.substitution.wasSubstituted));
+        concept('values', 'substitution.type', r.substitution.type);
+        concepts('values', 'substitution.reason', r.substitution.reason);
+      }
+      break;
+    }
+    case 'MedicationAdministration': {
+      concept('codes', 'medicationCodeableConcept', r.medicationCodeableConcept);
+      status(r.status);
+      date('values', 'effectiveDateTime', r.effectiveDateTime);
+      period('effectivePeriod', r.effectivePeriod);
+      (r.performer ?? []).forEach((p: R, i: number) => reference('performer', `performer[${i}].actor`, p.actor));
+      reference('prescription', 'request', r.request);
+      references('prescription', 'reasonReference', r.reasonReference);
+      const d = r.dosage ?? {};
+      if (d.text) add('values', `dosage.text "${d.text}"`, (v) => v.text(d.text));
+      concept('values', 'dosage.route', d.route);
+      concept('values', 'dosage.site', d.site);
+      quantity('values', 'dosage.dose', d.dose);
+      ratio('dosage', 'dosage.rateRatio', d.rateRatio);
+      quantity('dosage', 'dosage.rateQuantity', d.rateQuantity);
+      notes('notes', r.note);
+      encounter(r.context);
+      break;
+    }
+    case 'Procedure': {
+      concept('codes', 'code', r.code);
+      concept('every-coding', 'category', r.category, 'every-coding');
+      status(r.status);
+      date('values', 'performedDateTime', r.performedDateTime);
+      period('performedPeriod', r.performedPeriod);
+      (r.performer ?? []).forEach((p: R, i: number) => {
+        reference('performer', `performer[${i}].actor`, p.actor);
+        concept('values', `performer[${i}].function`, p.function);
+      });
+      reference('context', 'location', r.location);
+      references('context', 'reasonReference', r.reasonReference);
+      concepts('values', 'bodySite', r.bodySite);
+      concept('values', 'outcome', r.outcome);
+      references('members', 'report', r.report);
+      (r.focalDevice ?? []).forEach((f: R, i: number) => {
+        concept('values', `focalDevice[${i}].action`, f.action);
+        reference('values', `focalDevice[${i}].manipulated`, f.manipulated);
+      });
+      concepts('values', 'usedCode', r.usedCode, 'values');
+      notes('notes', r.note);
+      encounter(r.encounter);
+      break;
+    }
+    case 'Device': {
+      concept('codes', 'type', r.type);
+      status(r.status);
+      (r.udiCarrier ?? []).forEach((u: R, i: number) => {
+        if (u.deviceIdentifier) add('values', `udiCarrier[${i}].deviceIdentifier ${u.deviceIdentifier}`, (v) => v.text(u.deviceIdentifier));
+        if (u.carrierHRF) add('values', `udiCarrier[${i}].carrierHRF ${u.carrierHRF}`, (v) => v.text(u.carrierHRF));
+      });
+      if (r.manufacturer) add('values', `manufacturer "${r.manufacturer}"`, (v) => v.text(r.manufacturer));
+      if (r.lotNumber) add('values', `lotNumber ${r.lotNumber}`, (v) => v.code(r.lotNumber));
+      date('values', 'expirationDate', r.expirationDate);
+      (r.deviceName ?? []).forEach((n: R, i: number) => add('values', `deviceName[${i}] "${n.name}"`, (v) => v.text(n.name)));
+      break;
+    }
+    case 'Media': {
+      status(r.status);
+      concept('codes', 'type', r.type);
+      concept('codes', 'modality', r.modality);
+      date('values', 'createdDateTime', r.createdDateTime);
+      concept('values', 'bodySite', r.bodySite);
+      if (r.content?.url) add('values', `content.url ${r.content.url}`, (v) => v.unit(r.content.url));
+      if (r.content?.title) add('values', `content.title "${r.content.title}"`, (v) => v.text(r.content.title));
+      if (r.content?.contentType) add('values', `content.contentType ${r.content.contentType}`, (v) => v.unit(r.content.contentType));
+      for (const k of ['height', 'width', 'frames']) if (r[k] !== undefined) add('values', `${k} ${r[k]}`, (v) => v.number(r[k]));
+      break;
+    }
+    case 'ServiceRequest': {
+      concept('codes', 'code', r.code);
+      concepts('codes', 'category', r.category);
+      status(r.status);
+      if (r.intent) add('values', `intent ${r.intent}`, (v) => v.code(r.intent));
+      status(r.priority, 'priority');
+      date('values', 'occurrenceDateTime', r.occurrenceDateTime);
+      date('values', 'authoredOn', r.authoredOn);
+      reference('context', 'requester', r.requester);
+      references('performer', 'performer', r.performer);
+      references('context', 'reasonReference', r.reasonReference);
+      references('context', 'specimen', r.specimen);
+      notes('notes', r.note);
+      encounter(r.encounter);
+      break;
+    }
+    case 'Specimen': {
+      concept('codes', 'type', r.type);
+      status(r.status);
+      date('values', 'receivedTime', r.receivedTime);
+      const c = r.collection ?? {};
+      date('values', 'collection.collectedDateTime', c.collectedDateTime);
+      quantity('values', 'collection.quantity', c.quantity);
+      concept('values', 'collection.method', c.method);
+      concept('values', 'collection.bodySite', c.bodySite);
+      reference('context', 'collection.collector', c.collector);
+      (r.container ?? []).forEach((x: R, i: number) => {
+        concept('values', `container[${i}].type`, x.type);
+        concept('values', `container[${i}].additive`, x.additiveCodeableConcept);
+        (x.identifier ?? []).forEach((id: R) => add('values', `container[${i}].identifier ${id.value}`, (v) => v.text(id.value)));
+      });
+      concepts('values', 'condition', r.condition);
+      notes('notes', r.note);
+      break;
+    }
+    case 'Goal': {
+      if (r.lifecycleStatus) add('values', `lifecycleStatus ${r.lifecycleStatus}`, (v) => v.code(r.lifecycleStatus));
+      concept('values', 'achievementStatus', r.achievementStatus);
+      concept('values', 'priority', r.priority);
+      concept('codes', 'description', r.description);
+      date('values', 'startDate', r.startDate);
+      (r.target ?? []).forEach((t: R, i: number) => {
+        concept('values', `target[${i}].measure`, t.measure);
+        quantity('values', `target[${i}].detailQuantity`, t.detailQuantity);
+        date('values', `target[${i}].dueDate`, t.dueDate);
+      });
+      references('context', 'addresses', r.addresses);
+      reference('context', 'expressedBy', r.expressedBy);
+      notes('notes', r.note);
+      break;
+    }
+    case 'CareTeam': {
+      status(r.status);
+      if (r.name) add('values', `name "${r.name}"`, (v) => v.text(r.name));
+      period('period', r.period);
+      (r.participant ?? []).forEach((p: R, i: number) => {
+        concepts('values', `participant[${i}].role`, p.role);
+        reference('context', `participant[${i}].member`, p.member);
+        date('periods', `participant[${i}].period.start`, p.period?.start);
+      });
+      references('context', 'reasonReference', r.reasonReference);
+      references('context', 'managingOrganization', r.managingOrganization);
+      break;
+    }
+    case 'CarePlan': {
+      status(r.status);
+      if (r.intent) add('values', `intent ${r.intent}`, (v) => v.code(r.intent));
+      concepts('codes', 'category', r.category);
+      if (r.title) add('values', `title "${r.title}"`, (v) => v.text(r.title));
+      period('period', r.period);
+      reference('context', 'author', r.author);
+      references('context', 'careTeam', r.careTeam);
+      references('context', 'addresses', r.addresses);
+      references('context', 'goal', r.goal);
+      (r.activity ?? []).forEach((a: R, i: number) => {
+        const d = a.detail ?? {};
+        concept('values', `activity[${i}].detail.code`, d.code);
+        if (d.status) add('values', `activity[${i}].detail.status ${d.status}`, (v) => v.code(d.status));
+        if (d.description) add('values', `activity[${i}].detail.description "${d.description}"`, (v) => v.text(d.description));
+        const rep = d.scheduledTiming?.repeat;
+        if (rep?.frequency !== undefined) add('dosage', `activity[${i}].detail.scheduledTiming ${rep.frequency} per ${rep.period} ${rep.periodUnit}`, (v) => v.number(rep.frequency) && (v.code(rep.periodUnit) || v.leaves.some((l) => typeof l.value === 'string' && tokens(l.value).includes(rep.periodUnit))));
+        quantity('dosage', `activity[${i}].detail.scheduledTiming.boundsDuration`, rep?.boundsDuration);
+        reference('context', `activity[${i}].detail.location`, d.location);
+      });
+      notes('notes', r.note);
       break;
     }
     case 'FamilyMemberHistory': {
@@ -497,6 +769,11 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
         add('context', `relatesTo[${i}] ${x.code} ${x.target?.reference}`, (v) => v.code(String(x.target?.reference).split('/')[1]) && v.code(x.code));
       });
       period('context.period', r.context?.period);
+      references('context', 'context.related', r.context?.related);
+      concept('values', 'context.facilityType', r.context?.facilityType);
+      concept('values', 'context.practiceSetting', r.context?.practiceSetting);
+      if (r.description) add('values', `description "${r.description}"`, (v) => v.text(r.description));
+      for (const c of r.content ?? []) if (c.attachment?.language) add('values', `attachment.language ${c.attachment.language}`, (v) => v.code(c.attachment.language));
       (r.context?.encounter ?? []).forEach((e: R) => encounter(e));
       break;
     }
@@ -512,6 +789,13 @@ function patientFacts(p: R): Fact[] {
   const name = p.name?.find((n: R) => n.use === 'official' && current(n)) ?? p.name?.find((n: R) => n.use === 'usual' && current(n)) ?? p.name?.find(current);
   if (name?.given?.[0]) add(`name.given ${name.given[0]} (use ${name.use})`, (v) => v.leaves.some((l) => l.key === 'first_name' && l.value === name.given[0]));
   if (name?.family) add(`name.family ${name.family} (use ${name.use})`, (v) => v.leaves.some((l) => l.key === 'last_name' && l.value === name.family));
+  // A name written as a text only (India's NRCeS profiles: `name: [{text: "…"}]`): the patient is still named.
+  if (name?.text && !name.family && !name.given?.length) add(`name.text "${name.text}" (no family, no given)`, (v) => {
+    // Whole, or split into a first and a last name that are both of its words.
+    const words = name.text.split(/\s+/);
+    const of = (k: string) => v.leaves.find((l) => l.key === k && typeof l.value === 'string' && l.value !== '')?.value as string | undefined;
+    return v.text(name.text) || (!!of('first_name') && !!of('last_name') && words.includes(of('first_name')!) && words.includes(of('last_name')!));
+  });
   const ext = (url: string) => (p.extension ?? []).find((e: R) => e.url === url);
   const birthSex = ext('http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex')?.valueCode;
   const national = (p.extension ?? []).find((e: R) => e.valueCoding?.system === 'http://hl7.org/fhir/administrative-gender')?.valueCoding?.code;
@@ -588,10 +872,32 @@ function clinicalDifferences(original: R, written: R): string[] {
       need(`component[${i}] precision ${canonical(c.valueQuantity?._value)} lost`, canonical(c.valueQuantity?._value) === canonical(w.valueQuantity?._value));
       sameRanges(`component[${i}].`, c, w);
     });
-    sameDate('effectiveDateTime', original.effectiveDateTime ?? original.effectivePeriod?.start, written.effectiveDateTime ?? written.effectivePeriod?.start);
+    // A yes/no, a time of day and a waveform stay what they were, not a text.
+    if (original.valueBoolean !== undefined) need(`valueBoolean ${original.valueBoolean} → ${JSON.stringify(written.valueBoolean ?? written.valueString ?? null)}`, written.valueBoolean === original.valueBoolean);
+    if (original.valueTime !== undefined) need(`valueTime ${original.valueTime} → ${JSON.stringify(written.valueTime ?? written.valueString ?? null)}`, written.valueTime === original.valueTime);
+    if (original.valueSampledData) need(`valueSampledData → ${JSON.stringify(written.valueSampledData ?? written.valueString ?? null).slice(0, 80)}`, canonical(written.valueSampledData) === canonical(original.valueSampledData));
+    // How and where it was measured, when it was issued, the notes and who wrote them.
+    sameCodings('method', original.method, written.method);
+    sameCodings('bodySite', original.bodySite, written.bodySite);
+    if (original.issued) sameDate('issued', original.issued, written.issued);
+    (original.note ?? []).forEach((n: R, i: number) => {
+      const w = (written.note ?? []).find((x: R) => x.text === n.text);
+      need(`note[${i}] "${n.text}" lost`, !!w);
+      if (w && (n.authorString || n.authorReference)) need(`note[${i}] author ${n.authorString ?? n.authorReference?.reference} lost`, canonical(w.authorString ?? w.authorReference) === canonical(n.authorString ?? n.authorReference));
+    });
+    if (original.effectiveTiming) need(`effectiveTiming ${JSON.stringify(original.effectiveTiming).slice(0, 80)} → ${JSON.stringify(written.effectiveTiming ?? written.effectiveDateTime ?? null).slice(0, 80)}`, canonical(written.effectiveTiming) === canonical(original.effectiveTiming));
+    sameDate('effectiveDateTime', original.effectiveDateTime ?? original.effectivePeriod?.start ?? original.effectiveInstant, written.effectiveDateTime ?? written.effectivePeriod?.start ?? written.effectiveInstant);
     if (original.effectivePeriod?.end) sameDate('effectivePeriod.end', original.effectivePeriod.end, written.effectivePeriod?.end);
   } else if (original.resourceType === 'Encounter') {
     need(`class ${original.class?.code} → ${written.class?.code}`, original.class?.code === written.class?.code);
+    // A class in the writer's own system (IPD) is not the v3 code it spells.
+    need(`class system ${original.class?.system} → ${written.class?.system}`, (original.class?.system ?? null) === (written.class?.system ?? null));
+    sameCodings('serviceType', original.serviceType, written.serviceType);
+    sameCodings('priority', original.priority, written.priority);
+    if (original.length) need(`length ${original.length.value} ${original.length.code} → ${JSON.stringify(written.length ?? null)}`, original.length.value === written.length?.value && original.length.code === written.length?.code);
+    if (original.partOf) need(`partOf ${original.partOf.reference} → ${written.partOf?.reference ?? 'none'}`, original.partOf.reference === written.partOf?.reference);
+    (original.diagnosis ?? []).forEach((d: R, i: number) => need(`diagnosis[${i}] ${d.condition?.reference} lost`, (written.diagnosis ?? []).some((w: R) => w.condition?.reference === d.condition?.reference)));
+    (original.location ?? []).forEach((l: R, i: number) => need(`location[${i}] ${l.location?.reference} lost`, (written.location ?? []).some((w: R) => w.location?.reference === l.location?.reference)));
     (original.type ?? []).forEach((t: R, i: number) => sameCodings(`type[${i}]`, t, (written.type ?? []).find((w: R) => codingsOf(t).some((k: string) => codingsOf(w).includes(k))) ?? written.type?.[i]));
     (original.reasonCode ?? []).forEach((t: R, i: number) => sameCodings(`reasonCode[${i}]`, t, written.reasonCode?.[i]));
     sameDate('period.start', original.period?.start, written.period?.start);
@@ -685,6 +991,18 @@ async function load(writer: { name: string; file: string }): Promise<WriterRun> 
     run.loaded.set(key(r), res.status);
     if (res.status !== 200 && res.status !== 201) run.loadErrors.push({ key: key(r), status: res.status, message: String(res.body?.message ?? res.body?.issue?.[0]?.details?.text ?? JSON.stringify(res.body)).slice(0, 200) });
     else if (r.resourceType === 'Patient') run.healthIds.set(r.id, res.body.identifier?.find((i: R) => i.system === HEALTH_ID_SYSTEM)?.value);
+  }
+  // Resources that refer to each other (an Encounter's reasonReference and its Condition's encounter, a Specimen's
+  // request and the order's specimen) cannot be PUT one at a time under referential integrity: as a writer would,
+  // those refused for a reference to one of the writer's own resources go in together, as one transaction.
+  const cyclic = run.loadErrors.filter((e) => /refers to (\S+), which does not exist/.test(e.message) && run.byKey.has(/refers to (\S+),/.exec(e.message)![1]!));
+  if (cyclic.length) {
+    const entry = cyclic.map((e) => run.byKey.get(e.key)!).map((r) => ({ resource: r, request: { method: 'PUT', url: key(r) } }));
+    const res = await call(operator, '/api/fhir/R4', { method: 'POST', json: { resourceType: 'Bundle', type: 'transaction', entry } });
+    if (res.status === 200) {
+      for (const e of cyclic) run.loaded.set(e.key, 200);
+      run.loadErrors = run.loadErrors.filter((e) => !cyclic.includes(e));
+    } else for (const e of cyclic) e.message = `(PUT: ${e.message}) transaction: ${res.status} ${String(res.body?.issue?.[0]?.details?.text ?? res.body?.message ?? '').slice(0, 200)}`;
   }
   // The integrator: a consent per patient, then every record type, type=all and the SDK summary.
   const expires_at = new Date(Date.now() + 365 * 86_400_000).toISOString();
@@ -870,11 +1188,14 @@ const line = (w: WriteBack, pred?: (d: string) => boolean) => `${w.writer} ${w.k
 const none = (lines: string[], what: string) => expect(lines.slice(0, SHOW), `${lines.length} ${what}`).toEqual([]);
 
 /**
- * What this corpus still loses, each named in issue 38's closing note: none now (the last, the reference ranges by
- * age that a write-back kept only one of, closed: lab-result writes reference_ranges with their ages). A loss not
- * listed fails; so does a listed one that no longer happens (take it off the list).
+ * What the corpora still lose, each said in a stop's closing note. A loss not listed fails; so does a listed one that
+ * no longer happens (take it off the list).
+ * - A procedure's device is named by reference (focal_devices[].device_reference, device_references): its kind and
+ *   UDI are read as the device's own record (type=devices), not copied into the procedure's.
  */
-const KNOWN_GAPS: string[] = [];
+const KNOWN_GAPS: string[] = [
+  'narmada Procedure/3f2a0086-9c1e-4b7a-8d2e-5a1b0c000086 as procedures [values]: focalDevice[0].manipulated Device/3f2a0085-9c1e-4b7a-8d2e-5a1b0c000085 ',
+];
 /** Only the known gaps among `lines` (each matched by its start), and every known gap of `tags` still there. */
 function onlyKnownGaps(lines: string[], what: string, tags?: string[]): void {
   const known = (l: string) => KNOWN_GAPS.some((k) => l.startsWith(k));
@@ -886,15 +1207,15 @@ function onlyKnownGaps(lines: string[], what: string, tags?: string[]): void {
 /* ------------------------------------------------------------------ the findings */
 
 describe('issue 38: FHIR written by other systems, read through Connect and the SDK and written back', () => {
-  it('the corpus: three writers, 100+ resources, every one valid FHIR R4, and each Bundle whole (the 1 MB attachment aside: that is finding 6h)', () => {
+  it('the corpus: four writers, 100+ resources, every one valid FHIR R4, and each Bundle whole (the 1 MB attachment aside: that is finding 6h)', () => {
     const all = runs.flatMap((r) => r.resources);
-    expect(runs.length).toBeGreaterThanOrEqual(3);
+    expect(runs.length).toBeGreaterThanOrEqual(4);
     expect(all.length).toBeGreaterThanOrEqual(100);
     const invalid: string[] = [];
     for (const r of all) {
       // R4's 1 MB limit is for string, not base64Binary: the attachment's data is checked by its own `it` (6h).
       const copy = JSON.parse(JSON.stringify(r));
-      for (const c of copy.content ?? []) if (c.attachment?.data?.length > 1_000_000) c.attachment.data = 'JVBERi0xLjQK';
+      for (const c of [copy.content ?? []].flat()) if (c.attachment?.data?.length > 1_000_000) c.attachment.data = 'JVBERi0xLjQK';
       try {
         validateFhirResource(copy);
       } catch (err) {
@@ -932,7 +1253,8 @@ describe('issue 38: FHIR written by other systems, read through Connect and the 
         const facts = patientFacts(p);
         // The fact's value: what follows its name, without the note in brackets ("name.family Ngo Biyong (use official)").
         const value = (re: RegExp) => facts.find((f) => re.test(f.what))?.what.replace(/^\S+ /, '').replace(/ \([^)]*\)$/, '');
-        const demographics = { first_name: value(/^name.given/), last_name: value(/^name.family/), date_of_birth: p.birthDate, sex: value(/^sex/), country_code: p.address?.[0]?.country === 'CM' ? 'CM' : undefined, purpose: 'issue 38 test' };
+        const text = value(/^name.text/)?.replace(/^"|"$/g, '').split(/\s+/);
+        const demographics = { first_name: value(/^name.given/) ?? text?.[0], last_name: value(/^name.family/) ?? text?.at(-1), date_of_birth: p.birthDate, sex: value(/^sex/), country_code: p.address?.[0]?.country === 'CM' ? 'CM' : undefined, purpose: 'issue 38 test' };
         const resolved = await call(consented, '/api/v1/connect/patients/resolve', { method: 'POST', json: JSON.parse(JSON.stringify(demographics)) });
         if (resolved.body?.status !== 'found' || resolved.body?.health_id !== healthId)
           problems.push(`${run.name} Patient/${p.id}: resolve ${JSON.stringify(demographics)} → ${resolved.status} ${resolved.body?.status} ${resolved.body?.health_id ?? JSON.stringify(resolved.body)} (the PUT gave ${healthId})`);

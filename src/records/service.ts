@@ -402,8 +402,8 @@ export class RecordsService {
         if (err instanceof ApiError && err.status === 400 && err.code === ErrorCode.validationFailed) throw invalidFields([{ field: 'record', message: err.message }]);
         // A reference the record gives that names nothing the pusher may see, or another patient's visit: the field's
         // fault too, named as the record names it (`record.visit_id`).
-        const named = err instanceof ApiError && err.status === 400 ? /refers to [A-Za-z]+\/([A-Za-z0-9\-.]{1,64})/.exec(err.message)?.[1] : undefined;
-        const field = named && Object.keys(fields).find((f) => f !== 'id' && fields[f] === named);
+        const named = err instanceof ApiError && err.status === 400 ? /refers to ([A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})/.exec(err.message) : undefined;
+        const field = named ? fieldNaming(fields, named[2]!, `${named[1]}/${named[2]}`) : undefined;
         if (field) throw invalidFields([{ field: `record.${field}`, message: (err as ApiError).message }]);
         throw err;
       }
@@ -626,6 +626,20 @@ const given = (value: unknown) => value !== null && value !== undefined && !(Arr
 export const CDSS_ALERT = 'cdss_alert';
 
 /** What a lab push answers of the interpretation stored: its code, and whether it flags the result (null: none). */
+/**
+ * Where a pushed record gives a reference the store refused: the field (`visit_id`, `diagnoses[0].condition_reference`)
+ * whose value is the id (an `_id` field) or the reference itself (a `_reference` field, in a list of objects too).
+ */
+function fieldNaming(fields: Record<string, unknown>, id: string, reference: string): string | undefined {
+  const walk = (value: unknown, at: string): string | undefined => {
+    if (value === reference || (value === id && !at.endsWith('.id') && at !== 'id')) return at;
+    if (Array.isArray(value)) return value.map((v, i) => walk(v, `${at}[${i}]`)).find((f) => f !== undefined);
+    if (value && typeof value === 'object') return Object.entries(value).map(([k, v]) => walk(v, `${at}.${k}`)).find((f) => f !== undefined);
+    return undefined;
+  };
+  return Object.entries(fields).map(([k, v]) => (k === 'id' ? undefined : walk(v, k))).find((f) => f !== undefined);
+}
+
 export function flagOf(flag: unknown): { flagged: boolean | null; flag: string | null } {
   return typeof flag === 'string' ? { flagged: flagsResult(flag), flag } : { flagged: null, flag: null };
 }

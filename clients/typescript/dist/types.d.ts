@@ -51,6 +51,7 @@ export type Administration = {
     dose_unit: string | null;
     route: string | null;
     site: string | null;
+    rate_unit_code: string | null;
     rate: string | null;
     note: string | null;
 };
@@ -111,11 +112,22 @@ export type AllergyRecord = {
         onset_at: string | null;
         description: string | null;
         exposure_route: string | null;
+        exposure_route_code: string | null;
+        exposure_route_system: string | null;
         substance: string | null;
+        substance_code: string | null;
+        substance_system: string | null;
     }> | null;
     onset_at: string | null;
     onset_text: string | null;
     last_occurrence_at: string | null;
+    notes: Array<{
+        text: string | null;
+        author: string | null;
+        author_string: string | null;
+        author_reference: string | null;
+        time: string | null;
+    }> | null;
     note: string | null;
     created_at: string | null;
     substance_codings: Array<{
@@ -299,6 +311,8 @@ export type CarePlan = {
     addresses_references: Array<string> | null;
     addresses: string | null;
     goal_references: Array<string> | null;
+    care_team_references: Array<string> | null;
+    activity_locations: Array<string> | null;
     activities: Array<string> | null;
     activity_codings: Array<{
         system: string | null;
@@ -477,10 +491,20 @@ export type ClinicalObservation = {
         display: string | null;
     }> | null;
     method: string | null;
+    notes: Array<{
+        text: string | null;
+        author: string | null;
+        author_string: string | null;
+        author_reference: string | null;
+        time: string | null;
+    }> | null;
     note: string | null;
     member_ids: Array<FhirId> | null;
     derived_from_ids: Array<FhirId> | null;
     status: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
+    effective_events: Array<string> | null;
+    effective_timing_code: string | null;
+    effective_timing_system: string | null;
     effective_at: string | null;
     effective_end: string | null;
     issued_at: string | null;
@@ -796,6 +820,13 @@ export type Diagnosis = {
         assessment_references: Array<string> | null;
     }> | null;
     category: string | null;
+    notes: Array<{
+        text: string | null;
+        author: string | null;
+        author_string: string | null;
+        author_reference: string | null;
+        time: string | null;
+    }> | null;
     note: string | null;
     evidence: string | null;
     evidence_ids: Array<FhirId> | null;
@@ -837,6 +868,10 @@ export type DiagnosticReportRecord = {
         display: string | null;
     }> | null;
     result_ids: Array<FhirId> | null;
+    media: Array<{
+        comment: string | null;
+        media_id: FhirId | null;
+    }> | null;
     performer: string | null;
     results_interpreter: string | null;
     specimen: string | null;
@@ -883,16 +918,27 @@ export type Dispense = {
     }> | null;
     prescription_ids: Array<FhirId> | null;
     type: string | null;
+    type_code: string | null;
+    type_system: string | null;
     quantity: number | null;
     quantity_unit: string | null;
     days_supply: number | null;
+    days_supply_unit: string | null;
     prepared_at: string | null;
     handed_over_at: string | null;
     performer_references: Array<string> | null;
     performer: string | null;
     location: string | null;
     dosage_text: string | null;
+    timing_code: string | null;
+    timing_system: string | null;
     was_substituted: boolean | null;
+    substitution_type: string | null;
+    substitution_type_code: string | null;
+    substitution_type_system: string | null;
+    substitution_reason: string | null;
+    substitution_reason_code: string | null;
+    substitution_reason_system: string | null;
     substitution: string | null;
     note: string | null;
     identifiers: Array<{
@@ -909,7 +955,13 @@ export type EncounterPush = {
         id?: FhirId;
         patient_id?: FhirId | null;
         type?: string | null;
+        service_codings?: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
         service?: string | null;
+        part_of_id?: FhirId | null;
         class?: string | null;
         class_coding?: {
             system: string | null;
@@ -957,6 +1009,12 @@ export type EncounterPush = {
             end: string | null;
         }> | null;
         length?: string | null;
+        length_quantity?: {
+            value: number | null;
+            unit: string | null;
+            system: string | null;
+            code: string | null;
+        } | null;
         admit_source?: string | null;
         admit_source_code?: string | null;
         admit_source_system?: string | null;
@@ -970,6 +1028,7 @@ export type EncounterPush = {
         diagnosis_ids?: Array<FhirId> | null;
         diagnoses?: Array<{
             condition_id: FhirId | null;
+            condition_reference: string | null;
             condition: string | null;
             use: string | null;
             use_code: string | null;
@@ -1139,6 +1198,7 @@ export type Goal = {
     lifecycle_status: "proposed" | "planned" | "accepted" | "active" | "on-hold" | "completed" | "cancelled" | "entered-in-error" | "rejected" | null;
     achievement_status: string | null;
     achievement_code: string | null;
+    achievement_system: string | null;
     category: string | null;
     categories: Array<{
         system: string | null;
@@ -1319,8 +1379,14 @@ export type Immunization = {
     }> | null;
     is_subpotent: boolean | null;
     subpotent_reason: string | null;
+    subpotent_reason_code: string | null;
+    subpotent_reason_system: string | null;
     site: string | null;
+    site_code: string | null;
+    site_system: string | null;
     route: string | null;
+    route_code: string | null;
+    route_system: string | null;
     note: string | null;
     vaccine_codings: Array<{
         system: string | null;
@@ -1452,9 +1518,17 @@ export type LabResult = {
     flag_level: "normal" | "abnormal" | "low" | "high" | "critical" | "critical_low" | "critical_high" | null;
     interpretation: string | null;
     status: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
+    effective_events: Array<string> | null;
+    effective_timing_code: string | null;
+    effective_timing_system: string | null;
     effective_at: string | null;
     effective_end: string | null;
     issued_at: string | null;
+    method_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     method: string | null;
     body_site: string | null;
     body_site_codings: Array<{
@@ -1468,13 +1542,27 @@ export type LabResult = {
     based_on: string | null;
     based_on_code: string | null;
     based_on_system: string | null;
+    based_on_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     specimen_reference: string | null;
     based_on_references: Array<string> | null;
     performer_references: Array<string> | null;
     focus: string | null;
     focus_references: Array<string> | null;
+    device: string | null;
+    device_reference: string | null;
     member_ids: Array<FhirId> | null;
     derived_from_ids: Array<FhirId> | null;
+    notes: Array<{
+        text: string | null;
+        author: string | null;
+        author_string: string | null;
+        author_reference: string | null;
+        time: string | null;
+    }> | null;
     note: string | null;
     codings: Array<{
         system: string | null;
@@ -1657,9 +1745,17 @@ export type LabResultPush = {
         flag_level?: "normal" | "abnormal" | "low" | "high" | "critical" | "critical_low" | "critical_high" | null;
         interpretation?: string | null;
         status?: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
+        effective_events?: Array<string> | null;
+        effective_timing_code?: string | null;
+        effective_timing_system?: string | null;
         effective_at?: string | null;
         effective_end?: string | null;
         issued_at?: string | null;
+        method_codings?: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
         method?: string | null;
         body_site?: string | null;
         body_site_codings?: Array<{
@@ -1673,13 +1769,27 @@ export type LabResultPush = {
         based_on?: string | null;
         based_on_code?: string | null;
         based_on_system?: string | null;
+        based_on_codings?: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
         specimen_reference?: string | null;
         based_on_references?: Array<string> | null;
         performer_references?: Array<string> | null;
         focus?: string | null;
         focus_references?: Array<string> | null;
+        device?: string | null;
+        device_reference?: string | null;
         member_ids?: Array<FhirId> | null;
         derived_from_ids?: Array<FhirId> | null;
+        notes?: Array<{
+            text: string | null;
+            author: string | null;
+            author_string: string | null;
+            author_reference: string | null;
+            time: string | null;
+        }> | null;
         note?: string | null;
         codings?: Array<{
             system: string | null;
@@ -1852,9 +1962,14 @@ export type MediaRecord = {
     status: "preparation" | "in-progress" | "not-done" | "on-hold" | "stopped" | "completed" | "entered-in-error" | "unknown" | null;
     type: string | null;
     type_code: string | null;
+    type_system: string | null;
     modality: string | null;
+    modality_code: string | null;
+    modality_system: string | null;
     view: string | null;
     body_site: string | null;
+    body_site_code: string | null;
+    body_site_system: string | null;
     reason: string | null;
     created_at: string | null;
     issued_at: string | null;
@@ -2105,6 +2220,7 @@ export type Order = {
     }> | null;
     reason_references: Array<string> | null;
     specimen_references: Array<string> | null;
+    specimen_note: string | null;
     body_site: string | null;
     body_site_codings: Array<{
         system: string | null;
@@ -2186,6 +2302,7 @@ export type PatientDocument = {
     period_start: string | null;
     period_end: string | null;
     replaces_document_id: FhirId | null;
+    related_references: Array<string> | null;
     relates_to: Array<{
         code: string | null;
         document_id: FhirId | null;
@@ -2451,6 +2568,8 @@ export type Prescription = {
     medication_code: string | null;
     code_system: string | null;
     status_reason: string | null;
+    status_reason_code: string | null;
+    status_reason_system: string | null;
     do_not_perform: boolean | null;
     status: "active" | "on_hold" | "cancelled" | "completed" | "entered_in_error" | "stopped" | "draft" | "unknown" | null;
     intent: "proposal" | "plan" | "order" | "original-order" | "reflex-order" | "filler-order" | "instance-order" | "option" | null;
@@ -2503,6 +2622,8 @@ export type Prescription = {
     substitution_code: string | null;
     substitution_system: string | null;
     substitution_reason: string | null;
+    substitution_reason_code: string | null;
+    substitution_reason_system: string | null;
     note: string | null;
     authored_at: string | null;
     reported: boolean | null;
@@ -2540,6 +2661,8 @@ export type Prescription = {
         duration: number | null;
         duration_unit: "s" | "min" | "h" | "d" | "wk" | "mo" | "a" | null;
         timing: string | null;
+        timing_code: string | null;
+        timing_system: string | null;
         bounds: string | null;
         as_needed_reason: string | null;
         as_needed: boolean | null;
@@ -2556,6 +2679,7 @@ export type Prescription = {
         dose_high: number | null;
         dose_range_unit: string | null;
         rate: string | null;
+        rate_unit_code: string | null;
         max_dose_per_period: string | null;
         max_dose_per_administration: string | null;
         additional_instructions: string | null;
@@ -2618,6 +2742,8 @@ export type Procedure = {
         display: string | null;
     }> | null;
     outcome: string | null;
+    outcome_code: string | null;
+    outcome_system: string | null;
     complications: string | null;
     follow_up: string | null;
     used: string | null;
@@ -2625,6 +2751,14 @@ export type Procedure = {
     used_code_system: string | null;
     used_references: Array<string> | null;
     device_references: Array<string> | null;
+    focal_devices: Array<{
+        action: string | null;
+        action_code: string | null;
+        action_system: string | null;
+        device: string | null;
+        device_reference: string | null;
+    }> | null;
+    report_references: Array<string> | null;
     based_on_references: Array<string> | null;
     note: string | null;
 };
@@ -2712,6 +2846,11 @@ export type Specimen = {
     quantity: number | null;
     quantity_unit: string | null;
     fasting_status: string | null;
+    condition_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     condition: string | null;
     processing: string | null;
     container: string | null;
@@ -2719,6 +2858,19 @@ export type Specimen = {
         system: string | null;
         code: string | null;
         display: string | null;
+    }> | null;
+    containers: Array<{
+        identifiers: Array<string> | null;
+        description: string | null;
+        type: string | null;
+        type_codings: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        additive: string | null;
+        additive_code: string | null;
+        additive_system: string | null;
     }> | null;
     parent_references: Array<string> | null;
     request_references: Array<string> | null;
@@ -2756,7 +2908,13 @@ export type Visit = {
     id: FhirId;
     patient_id: FhirId | null;
     type: string | null;
+    service_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     service: string | null;
+    part_of_id: FhirId | null;
     class: string | null;
     class_coding: {
         system: string | null;
@@ -2804,6 +2962,12 @@ export type Visit = {
         end: string | null;
     }> | null;
     length: string | null;
+    length_quantity: {
+        value: number | null;
+        unit: string | null;
+        system: string | null;
+        code: string | null;
+    } | null;
     admit_source: string | null;
     admit_source_code: string | null;
     admit_source_system: string | null;
@@ -2817,6 +2981,7 @@ export type Visit = {
     diagnosis_ids: Array<FhirId> | null;
     diagnoses: Array<{
         condition_id: FhirId | null;
+        condition_reference: string | null;
         condition: string | null;
         use: string | null;
         use_code: string | null;
@@ -2867,12 +3032,34 @@ export type Vital = {
     components: string | null;
     body_site: string | null;
     method: string | null;
+    body_site_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    method_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     status: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
+    effective_events: Array<string> | null;
+    effective_timing_code: string | null;
+    effective_timing_system: string | null;
     recorded_at: string | null;
     recorded_end: string | null;
     performer: string | null;
     focus: string | null;
     focus_references: Array<string> | null;
+    device: string | null;
+    device_reference: string | null;
+    notes: Array<{
+        text: string | null;
+        author: string | null;
+        author_string: string | null;
+        author_reference: string | null;
+        time: string | null;
+    }> | null;
     note: string | null;
     member_ids: Array<FhirId> | null;
     derived_from_ids: Array<FhirId> | null;
