@@ -201,6 +201,38 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
     expect(pushed).toMatchObject({ flag: 'RR', flagged: true });
   });
 
+  it("a result's notes keep their authors and a timing its times when pushed back; a note given two authors or an author that names nothing is a 422, never a 500", async () => {
+    await put({ resourceType: 'Practitioner', id: 'dr.9', name: [{ family: 'Deshpande', given: ['Anjali'] }] });
+    const original = {
+      resourceType: 'Observation', id: 'gluc-3', status: 'final', category: [LAB], code: { coding: [{ system: 'http://loinc.org', code: '2345-7' }] },
+      effectiveTiming: { event: ['2026-10-01T07:30:00+05:30', '2026-10-01T13:30:00+05:30'], code: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-GTSAbbreviation', code: 'BID' }] } },
+      valueQuantity: { value: 6.1, unit: 'mmol/L' },
+      note: [{ authorReference: { reference: 'Practitioner/dr.9' }, time: '2026-10-01T14:00:00+05:30', text: 'Told Dr Deshpande' }, { authorString: 'Ward nurse', text: 'Fasting' }],
+    };
+    const { record, written, pushed } = await roundTrip(original);
+    // The notes were written whole (their authors by reference): not said to be otherwise.
+    expect(pushed.not_written).not.toContain('notes');
+    expect(record.notes).toEqual([
+      { text: 'Told Dr Deshpande', author: 'Anjali Deshpande', author_string: null, author_reference: 'Practitioner/dr.9', time: '2026-10-01T14:00:00+05:30' },
+      { text: 'Fasting', author: 'Ward nurse', author_string: 'Ward nurse', author_reference: null, time: null },
+    ]);
+    expect(written.note).toEqual(original.note);
+    expect(written.effectiveTiming).toEqual(original.effectiveTiming);
+    expect(written.effectiveDateTime).toBeUndefined();
+    // Two authors for one note (FHIR allows one): the record's fault, said as FHIR says it.
+    const twoAuthors = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record: { ...record, notes: [{ ...record.notes[0], author_string: 'Someone else' }, record.notes[1]] } } });
+    expect(twoAuthors.status, JSON.stringify(twoAuthors.body)).toBe(422);
+    expect(twoAuthors.body.details[0].message).toContain('Only one author[x] may be given');
+    // An author that names nothing the pusher may see: the field named, nothing written.
+    const nobody = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record: { ...record, notes: [{ ...record.notes[0], author_reference: 'Patient/nobody-here' }, record.notes[1]] } } });
+    expect(nobody.status, JSON.stringify(nobody.body)).toBe(422);
+    expect(nobody.body.details[0].field).toBe('record.notes[0].author_reference');
+    // No time at all: a result without an effective time, as the push's own fields allow.
+    const untimed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record: { ...record, effective_events: [], effective_at: null, effective_timing_code: null, effective_timing_system: null } } });
+    expect(untimed.status, JSON.stringify(untimed.body)).toBe(201);
+    expect((await call(operator, `/api/fhir/R4/Observation/${untimed.body.lab_result_id}`)).body.effectiveTiming).toBeUndefined();
+  });
+
   it('a result without interpretation gets none (no invented N), and keeps its UCUM code', async () => {
     const original = {
       resourceType: 'Observation', id: 'k-3', status: 'amended', category: [LAB], code: { coding: [{ system: 'http://loinc.org', code: '2823-3' }] },

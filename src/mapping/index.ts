@@ -16,7 +16,7 @@ import { checkV2Keys, type V2MapSource } from './v2-keys';
 import { checkRecordTypes } from './record';
 import { codeDisplay } from './terminology';
 import { z } from 'zod';
-import { DATE_TIME, FHIR_ID, referencesToResolve, runFromFhir, readsPatient, runReadFhir, runToFhir, terminologyAsked, type ConnectField, type MapProgram } from './runtime';
+import { DATE_TIME, FHIR_ID, referencesToResolve, runFromFhir, readsPatient, runReadFhir, runToFhir, terminologyAsked, writtenPart, type ConnectField, type MapProgram } from './runtime';
 import type { Resource } from '@medplum/fhirtypes';
 import type { CompiledMap, MappingSet } from './types';
 import { YamlSource } from './yaml-source';
@@ -49,6 +49,7 @@ function compiledMap(program: MapProgram): CompiledMap {
     fromFhir: (resource, context) => runFromFhir(program, resource, context),
     readsPatient: readsPatient(program),
     readFhir: (resource, context, only) => runReadFhir(program, resource, context, only),
+    writtenPart: (field, value) => writtenPart(program, field, value),
     referencesOf: (resource, context) => referencesToResolve(program, resource, context),
     terminologyOf: (resource, context, into) => terminologyAsked(program, resource, context, into),
     v2: program.v2,

@@ -139,6 +139,23 @@ export interface MapProgram {
   v2?: ReadonlyMap<string, V2Expression | V2Objects>;
 }
 
+/**
+ * The part of a Connect field's value that writing puts into FHIR: an object's (or a list of objects') read-only
+ * fields left out (a note's author named through its reference: written as the reference, never as the name).
+ * Undefined for a field the map does not write at all.
+ */
+export function writtenPart(program: MapProgram, name: string, value: unknown): unknown {
+  const rule = program.fields.find((r) => r.field.name === name);
+  if (!rule || rule.readOnly) return undefined;
+  const object = rule.object;
+  if (!object) return value;
+  const part = (item: unknown) =>
+    item && typeof item === 'object' && !Array.isArray(item)
+      ? Object.fromEntries(Object.entries(item).flatMap(([k, v]) => { const w = writtenPart(object, k, v); return w === undefined ? [] : [[k, w]]; }))
+      : item;
+  return Array.isArray(value) ? value.map(part) : part(value);
+}
+
 // ---- reading and writing one path -------------------------------------------------------------------------
 
 type Obj = Record<string, unknown>;

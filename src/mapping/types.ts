@@ -36,6 +36,8 @@ export interface CompiledMap {
    * others are absent), for a reader that needs a few.
    */
   readFhir(resource: Resource, context?: ReadContext, only?: ReadonlySet<string>): { connect: Record<string, unknown>; unread: string[] };
+  /** What writing puts into FHIR of a field's value (its objects' read-only fields left out); undefined when not written. */
+  writtenPart(field: string, value: unknown): unknown;
   /** The stored resources (`Type/id`) this resource's `resolve()` paths follow: resolve them, then readFhir. */
   referencesOf(resource: Resource, context?: Pick<ReadContext, 'patient' | 'localBase'>): string[];
   /**

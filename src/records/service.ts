@@ -410,7 +410,8 @@ export class RecordsService {
       const readBack = map.readFhir(resource).connect;
       // What the record gave that the FHIR written does not hold as given (a field read only: a name Pont reads from
       // another resource, a code system's words): said, so that a record pushed back is not taken as written whole.
-      const notWritten = Object.keys(fields).filter((f) => f !== 'id' && f !== 'patient_id' && given(fields[f]) && !isDeepStrictEqual(fields[f], readBack[f] ?? null));
+      // An object's read-only parts (a note's author named through its reference) are not what the push writes.
+      const notWritten = Object.keys(fields).filter((f) => f !== 'id' && f !== 'patient_id' && given(fields[f]) && !isDeepStrictEqual(map.writtenPart(f, fields[f]) ?? fields[f], map.writtenPart(f, readBack[f] ?? null) ?? readBack[f] ?? null));
       return { id, resourceType: resource.resourceType, createdAt: new Date().toISOString(), written: readBack, notWritten };
     });
   }
