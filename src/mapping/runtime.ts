@@ -149,10 +149,13 @@ export function writtenPart(program: MapProgram, name: string, value: unknown): 
   if (!rule || rule.readOnly) return undefined;
   const object = rule.object;
   if (!object) return value;
-  const part = (item: unknown) =>
-    item && typeof item === 'object' && !Array.isArray(item)
-      ? Object.fromEntries(Object.entries(item).flatMap(([k, v]) => { const w = writtenPart(object, k, v); return w === undefined ? [] : [[k, w]]; }))
-      : item;
+  const part = (item: unknown) => {
+    if (!item || typeof item !== 'object' || Array.isArray(item)) return item;
+    return Object.fromEntries(Object.entries(item).flatMap(([k, v]) => {
+      const written = writtenPart(object, k, v);
+      return written === undefined ? [] : [[k, written]];
+    }));
+  };
   return Array.isArray(value) ? value.map(part) : part(value);
 }
 
@@ -578,7 +581,6 @@ export function readsPatient(program: MapProgram): boolean {
   return program.fields.some((rule) => rule.targets.some(inExpression) || (!!rule.object && readsPatient(rule.object)));
 }
 
-/** The first of a list, or the value itself when it is none. */
 /** firstWord(), lastWord(): a text's first word, or its last of two or more (nothing of one word: no surname in "Madonna"). */
 function wordOf(value: unknown, last: boolean): string[] {
   const words = typeof value === 'string' ? value.trim().split(/\s+/).filter(Boolean) : [];
@@ -586,6 +588,7 @@ function wordOf(value: unknown, last: boolean): string[] {
   return words.length ? [words[0]!] : [];
 }
 
+/** The first of a list, or the value itself when it is none. */
 function first(value: unknown): unknown {
   return Array.isArray(value) ? value[0] : value;
 }
