@@ -260,26 +260,27 @@ async function writeTogether(repo: FhirRepository, given: PreparedItem[]): Promi
  * naming the visit, so that the message is written not at all.
  */
 async function keepVisitsPatients(sql: Queryable, items: PreparedItem[], current: Map<string, Resource>, owned: Sql | undefined): Promise<void> {
-  const subject = (r: Resource | undefined) => (r as { subject?: { reference?: string } } | undefined)?.subject?.reference;
-  const moved = items.filter((item) => {
-    const before = current.get(`Encounter/${item.stored!.id}`);
-    return item.type === 'Encounter' && !item.ifAbsent && before && subject(before) && subject(before) !== subject(item.stored);
+  const subjectOf = (r: Resource | undefined) => (r as { subject?: { reference?: string } } | undefined)?.subject;
+  const subject = (r: Resource | undefined) => subjectOf(r)?.reference;
+  // Each visit given with another subject than the one stored, with the subject it had (as stored).
+  const moved = items.flatMap((item) => {
+    const had = item.type === 'Encounter' && !item.ifAbsent ? subjectOf(current.get(`Encounter/${item.stored!.id}`)) : undefined;
+    const was = had?.reference;
+    return was && was !== subject(item.stored) ? [{ item, had, was }] : [];
   });
   if (!moved.length) return;
-  const ids = moved.flatMap((item) => [subject(current.get(`Encounter/${item.stored!.id}`)), subject(item.stored)]).flatMap((r) => /^Patient\/(.+)$/.exec(r ?? '')?.[1] ?? []);
+  const ids = moved.flatMap(({ item, was }) => [was, subject(item.stored)]).flatMap((r) => /^Patient\/(.+)$/.exec(r ?? '')?.[1] ?? []);
   // As the batch's own resources are read (writeTogether): only the organisation's.
   const { text, values } = SQL`SELECT r.id, r.content FROM fhir_resources r
      WHERE r.resource_type = 'Patient' AND r.id = ANY(${ids}::text[]) AND NOT r.deleted${owned ? SQL` AND ${owned}` : SQL``}`.render();
   const { rows } = await sql.query<{ id: string; content: Resource }>(text, values);
   const links = new Map(rows.map((r) => [`Patient/${r.id}`, (r.content as { link?: PatientLink[] }).link ?? []]));
   const replacedBy = (patient: string, by: string) => (links.get(patient) ?? []).some((l) => l.type === 'replaced-by' && l.other?.reference === by);
-  for (const item of moved) {
-    const before = current.get(`Encounter/${item.stored!.id}`)!;
-    const was = subject(before)!;
+  for (const { item, had, was } of moved) {
     const now = subject(item.stored) ?? '(none)';
     if (replacedBy(was, now)) continue;
     if (replacedBy(now, was)) {
-      item.stored = { ...item.stored!, subject: (before as { subject?: unknown }).subject } as Resource;
+      item.stored = { ...item.stored!, subject: had } as Resource;
       continue;
     }
     throw new ApiError(400, ErrorCode.badRequest, `resources[${item.index}]: Encounter ${item.sourceId} is the visit of another patient (${was}), not of ${now}: a visit's patient is not changed by an update of it (a merge moves it)`);

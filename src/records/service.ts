@@ -633,7 +633,7 @@ export const CDSS_ALERT = 'cdss_alert';
  */
 function fieldNaming(fields: Record<string, unknown>, id: string, reference: string): string | undefined {
   const walk = (value: unknown, at: string): string | undefined => {
-    if (value === reference || (value === id && !at.endsWith('.id') && at !== 'id')) return at;
+    if (value === reference || (value === id && !at.endsWith('.id'))) return at;
     if (Array.isArray(value)) return value.map((v, i) => walk(v, `${at}[${i}]`)).find((f) => f !== undefined);
     if (value && typeof value === 'object') return Object.entries(value).map(([k, v]) => walk(v, `${at}.${k}`)).find((f) => f !== undefined);
     return undefined;
