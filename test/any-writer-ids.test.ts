@@ -315,6 +315,9 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
       { ...record, diagnoses: [{ ...record.diagnoses[0], condition_reference: 'Condition/cond.other' }] },
       { ...record, diagnoses: [{ ...record.diagnoses[0], condition_reference: 'Condition/nothing-here' }] },
       { ...record, locations: [{ ...record.locations[0], location_reference: 'Location/nothing-here' }] },
+      // Words where a reference goes: named as the field, not stored (it named nothing anyone could resolve).
+      { ...record, diagnoses: [{ ...record.diagnoses[0], condition_reference: 'the pneumonia above' }] },
+      { ...record, locations: [{ ...record.locations[0], location_reference: 'x'.repeat(20_000) }] },
     ]) {
       const res = await call(sdk, '/api/v1/sdk/records/encounters', { method: 'POST', json: { health_id: healthId, record: bad } });
       expect(res.status, JSON.stringify(bad).slice(0, 300) + ' ' + JSON.stringify(res.body)).toBe(422);

@@ -33,6 +33,17 @@ describe('refused with a 400 OperationOutcome, nothing stored', () => {
     ['a subject that is an Organization', 'Observation', observation({ subject: { reference: 'Organization/ORG' } }), /may refer to .*Patient.*not Organization/],
     ['an unresolved #contained reference', 'Observation', observation({ performer: [{ reference: '#nope' }] }), /ref-1/],
     ['a single value where an array is expected', 'Patient', { resourceType: 'Patient', name: { family: 'x' } }, /Expected an array/],
+    // A Reference.reference is a relative `Type/id`, an absolute URL or URN, or `#id`: text of any other form was stored
+    // (on every door: Connect's *_reference fields, the HL7 agent's) and named nothing anyone could resolve.
+    ['a reference that is free text', 'Observation', observation({ subject: { reference: 'Mrs Jones, bed 4' } }), /Observation.subject.reference.*not a reference/],
+    ['a reference of 100,000 characters and no form', 'Observation', observation({ performer: [{ reference: 'x'.repeat(100_000) }] }), /Observation.performer\[0\].reference.*not a reference/],
+    ['a relative reference without an id', 'Observation', observation({ subject: { reference: 'Patient/' } }), /not a reference/],
+    ['a relative reference whose id has a space', 'Observation', observation({ subject: { reference: 'Patient/a b' } }), /not a reference/],
+    ['a relative reference whose id is over 64 characters', 'Observation', observation({ subject: { reference: `Patient/${'a'.repeat(65)}` } }), /not a reference/],
+    ['a relative reference to a type FHIR R4 does not have', 'Observation', observation({ focus: [{ reference: 'Pateint/123' }] }), /Pateint is not a resource type/],
+    ['a reference with a path before the type', 'Observation', observation({ subject: { reference: 'fhir/Patient/123' } }), /not a reference/],
+    ['an absolute URL with a space', 'Observation', observation({ subject: { reference: 'https://other.example/fhir/Patient/1 2' } }), /not a reference/],
+    ['a reference inside a contained resource', 'Observation', observation({ contained: [{ resourceType: 'Specimen', id: 's', subject: { reference: 'see chart' } }], specimen: { reference: '#s' } }), /Observation.contained\[0\].subject.reference.*not a reference/],
   ];
   let orgId: string;
   beforeAll(async () => {
@@ -85,5 +96,22 @@ describe('valid extremes are stored and searchable', () => {
     const found = await api.call('/Observation?date=ge9999-12-31');
     expect(found.body.entry.map((e: any) => e.resource.id)).toEqual([late.body.id]);
     expect((await api.call('/Observation?date=lt0002-01-01')).body.entry.map((e: any) => e.resource.id)).toEqual([early.body.id]);
+  });
+
+  it('every form of reference R4 has: relative, versioned, absolute, a URN, a contained one and the container itself', async () => {
+    const forms = [
+      { subject: { reference: `Patient/${patientId}` } },
+      { subject: { reference: `Patient/${patientId}/_history/1` } },
+      { subject: { reference: 'https://other.example/fhir/Patient/123' }, focus: [{ reference: 'https://other.example/fhir/Group/g-1/_history/2' }] },
+      { focus: [{ reference: 'urn:oid:1.2.36.146.595.217.0.1' }] },
+      { focus: [{ reference: 'http://terminology.example/Questionnaire/intake|2.1' }] },
+      // A contained resource that names its container: `#` alone (R4 3.4.4.3).
+      { contained: [{ resourceType: 'Provenance', id: 'p1', target: [{ reference: '#' }], recorded: '2026-01-01T00:00:00Z', agent: [{ who: { display: 'Lab' } }] }] },
+      { subject: { display: 'A patient named only in words', identifier: { system: 'urn:oid:1.2.3', value: '42' } } },
+    ];
+    for (const form of forms) {
+      const res = await post('Observation', observation(form));
+      expect(res.status, JSON.stringify(form)).toBe(201);
+    }
   });
 });

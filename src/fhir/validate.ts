@@ -4,6 +4,7 @@ import { ApiError, ErrorCode, badRequest, issuesText } from '../core/errors';
 import { isResourceType } from '../core/fhir-definitions';
 import { isJsonObject } from '../core/json';
 import { MAX_RESOURCE_ARRAY, MAX_RESOURCE_STRING } from '../core/limits';
+import { referenceFormProblem } from '../core/reference-form';
 import { vacuousInvariant } from '../core/vacuous-invariant';
 import { passesBaseDefinitions } from './base-validity';
 import { narrativeProblem } from './narrative';
@@ -94,8 +95,10 @@ function walkInvariants(walk: InvariantWalk, value: unknown): void {
       if (problem) walkIssue(walk, problem, 'invariant');
     } else if (k === 'modifierExtension' && (unknown = unknownModifier(v, walk)) !== undefined) {
       walkIssue(walk, `the modifier extension ${unknown.slice(0, 300)} is not one Pont understands: it may change the meaning of what it is in (a medication "not given"), so Pont does not store it (FHIR R4 Extensibility: data with an unrecognised modifier is not processed). An extension that changes no meaning goes in \`extension\`.`, 'extension');
-    } else if (k === 'reference' && typeof v === 'string' && v.startsWith('#') && v !== '#' && !walk.contained.has(v.slice(1))) {
-      walkIssue(walk, `${v} names no contained resource (ref-1)`, 'invariant');
+    } else if (k === 'reference' && typeof v === 'string') {
+      const problem = referenceFormProblem(v);
+      if (problem) walkIssue(walk, `${pathOf(walk.resourceType, at)}: ${problem}`, 'value');
+      else if (v.startsWith('#') && v !== '#' && !walk.contained.has(v.slice(1))) walkIssue(walk, `${v} names no contained resource (ref-1)`, 'invariant');
     } else if ((k === 'resource' || k === 'outcome') && typeof (v as { resourceType?: unknown } | null)?.resourceType === 'string') {
       // A resource inside this one that it does not contain (a Bundle entry's, its response's outcome, a Parameters
       // part's): its `#id` references name its own contained resources (ref-1's %rootResource), not the outer one's.
@@ -185,8 +188,8 @@ interface ShapeWalk {
   at: Array<string | number>;
 }
 
-/** An issue where the walk is: `structure` (the JSON or array shape), `invariant`, or `extension` (a modifier not understood). */
-function walkIssue(walk: ShapeWalk, text: string, code: 'structure' | 'invariant' | 'extension' = 'structure'): void {
+/** An issue where the walk is: `structure` (the JSON or array shape), `invariant`, `extension` (a modifier not understood) or `value` (a text of no form its element has). */
+function walkIssue(walk: ShapeWalk, text: string, code: 'structure' | 'invariant' | 'extension' | 'value' = 'structure'): void {
   walk.issues.push({ severity: 'error', code, details: { text }, expression: [pathOf(walk.resourceType, walk.at)] });
 }
 

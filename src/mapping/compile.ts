@@ -125,6 +125,12 @@ function firstUnsaid(steps: CompiledPath): CompiledStep | undefined {
   });
 }
 
+/** Does the path end in a Reference's `reference` (`performer.reference`, `diagnosis.condition.reference`)? */
+function endsInReference({ elements }: ResolvedPath): boolean {
+  const [owner, leaf] = elements.slice(-2);
+  return leaf?.json === 'reference' && owner?.type === 'Reference';
+}
+
 /** Does the path end in the texts of a repeating CodeableConcept, none chosen (`category.text`, `bodySite.text`)? */
 function conceptTexts({ elements, compiled }: ResolvedPath): boolean {
   const [owner, leaf] = elements.slice(-2);
@@ -545,7 +551,7 @@ class RuleCompiler {
     if (write.alternatives.length > 1 || write.alternatives[0]!.finish) return write.at(0, 'a let is written at one path, without `|` or a function');
     if (write.leaf.type !== read.leaf.type) return write.at(0, `writes a FHIR ${write.leaf.type}, where its \`read\` reaches ${read.leaf.type}`);
     const { compiled, leaf, key, codes, elements } = write;
-    return { compiled, leaf, key, codes, elements, expression: { ...read.expression, write: write.expression.write, writeType: write.expression.writeType }, alternatives: read.alternatives, at: read.at };
+    return { compiled, leaf, key, codes, elements, expression: { ...read.expression, write: write.expression.write, writeType: write.expression.writeType, writesReference: write.expression.writesReference }, alternatives: read.alternatives, at: read.at };
   }
 
   /** A `fixed` (or `also`) value, which claims its element; a `defaults` value (`claims` false) shares it. */
@@ -809,7 +815,7 @@ class RuleCompiler {
     const writeEach = written.finish?.kind === 'join' && conceptTexts(written.path) ? written.finish.separator : undefined;
     return {
       ...written.path,
-      expression: { alternatives: alternatives.map((a) => a.compiled), write: written.path.compiled, writeType: written.path.leaf.type, ...(writeEach ? { writeEach } : {}) },
+      expression: { alternatives: alternatives.map((a) => a.compiled), write: written.path.compiled, writeType: written.path.leaf.type, writesReference: endsInReference(written.path), ...(writeEach ? { writeEach } : {}) },
       alternatives,
       at,
     };

@@ -1,5 +1,6 @@
 import type { Resource } from '@medplum/fhirtypes';
 import { isJsonObject } from '../core/json';
+import { referenceFormProblem } from '../core/reference-form';
 import { MappingValueError } from './errors';
 import { inFhirOrder } from './fhir-types';
 import type { Comparison, Literal, Outside } from './path';
@@ -64,6 +65,8 @@ export interface CompiledExpression {
   /** The whole path writing uses (a `let` spelt out); the FHIR type at its end. */
   write: CompiledPath;
   writeType: string;
+  /** Whether `write` ends in a Reference's `reference`: what is written there must have a reference's form. */
+  writesReference: boolean;
   /**
    * Written one element per item, split at this separator: the texts of a list of concepts read joined
    * (`category.text.join('; ')`), so that two categories written back stay two, the first with the first's code.
@@ -1070,6 +1073,12 @@ function periodsWhole(root: Obj): void {
   }
 }
 
+/** A value written into a Reference's `reference` that has no reference's form: the field's fault, named. */
+function checkReferenceForm(program: MapProgram, name: string, value: unknown): void {
+  const problem = typeof value === 'string' ? referenceFormProblem(value) : undefined;
+  if (problem) throw new MappingValueError(program.name, name, problem);
+}
+
 /**
  * Writes the Connect fields of `connect` into `root` (the resource, or the element of an object field). Object
  * fields first: the other fields then write into what they wrote, and must agree with it (`loinc_code` and the
@@ -1103,6 +1112,7 @@ function writeFields(program: MapProgram, root: Obj, connect: Record<string, unk
     if (rule.field.list) {
       const items = (value as Literal[]).map((item) => toFhirValue(rule.conversion, rule.table ? rule.table.toFhir.get(item)![0]! : item));
       if (rule.field.required && !items.length) throw new MappingValueError(program.name, name, 'is required (at least one value)');
+      if (rule.targets[0]!.writesReference) items.forEach((item, i) => checkReferenceForm(program, `${name}[${i}]`, item));
       writeList(root, rule.targets[0]!.write, items);
       continue;
     }
@@ -1120,6 +1130,7 @@ function writeFields(program: MapProgram, root: Obj, connect: Record<string, unk
         throw new MappingValueError(program.name, name, `${show(cells[i])} has a time, which a FHIR date does not hold: give the date, month or year alone`);
       }
       const written = toFhirValue(rule.conversion, cells[i]);
+      if (target.writesReference) checkReferenceForm(program, name, written);
       // What a fallback already reads from other fields' elements is not written twice (a blood pressure's unit is its components').
       if (rule.conversion.kind === 'copy' && walk({ resource: root }, [root], target.write)[0] === undefined && readPath({ resource: root }, target) === written) return;
       // Two fields may reach one element (SNOMED CT as the main code and as the equivalent): they must agree.
