@@ -15,7 +15,7 @@ export function referenceFormProblem(reference: string): string | undefined {
   return `"${shown}" is not a reference: name a resource as Type/id (an id of 1-64 letters, digits, '-' or '.'), by an absolute URL or URN, or as #id of a contained resource; words for a reader go in display`;
 }
 const RELATIVE_FORM = /^([A-Za-z]+)\/[A-Za-z0-9\-.]{1,64}(?:\/_history\/[A-Za-z0-9\-.]{1,64})?$/;
-const CONDITIONAL_FORM = /^([A-Za-z]+)\?\S+$/;
+const CONDITIONAL_FORM = /^([A-Za-z]+)\?.+$/;
 const CONTAINED_FORM = /^#[A-Za-z0-9\-.]{0,64}$/;
 /** A scheme (RFC 3986) and no white space: `https://…/Patient/1`, `urn:uuid:…`, `urn:oid:…`. */
 const ABSOLUTE_FORM = /^[A-Za-z][A-Za-z0-9+.\-]*:\S+$/;

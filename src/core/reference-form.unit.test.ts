@@ -17,6 +17,8 @@ describe('the form of a Reference.reference (referenceFormProblem)', () => {
     'urn:uuid:5a7c0e0c-2c5f-4d2e-9b59-8c1b5ad0e0a1',
     'urn:oid:1.2.36.146.595.217.0.1',
     'Patient?identifier=http://hospital.example/mrn|123',
+    // A writer's criteria as it wrote them (an MRN with a space): the transaction's search decides, not its form.
+    'Patient?identifier=urn:oid:1.2.3|MRN 123',
     '#med1',
     '#',
   ])('%s has a form', (reference) => expect(referenceFormProblem(reference)).toBeUndefined());
