@@ -364,6 +364,17 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
         concept('components', `component[${i}].code`, c.code, 'components');
         quantity('components', `component[${i}].valueQuantity`, c.valueQuantity);
         if (c.valueInteger !== undefined) add('components', `component[${i}].valueInteger ${c.valueInteger}`, (v) => v.number(c.valueInteger));
+        // A part's value of another kind read as that kind (a yes/no as a boolean, a range's limits as numbers), not
+        // only as its text: every record type that lists parts (lab results, vital signs, observations).
+        if (c.valueBoolean !== undefined) add('components', `component[${i}].valueBoolean ${c.valueBoolean}, as a yes/no`, (v) => v.leaves.some((l) => /^value/.test(l.key) && l.value === c.valueBoolean));
+        for (const [kind, ends] of [['valueRange', ['low', 'high']], ['valueRatio', ['numerator', 'denominator']]] as const)
+          for (const end of ends) {
+            const n = c[kind]?.[end]?.value;
+            if (n !== undefined) add('components', `component[${i}].${kind}.${end} ${n}, as a number`, (v) => v.leaves.some((l) => l.value === n));
+          }
+        date('components', `component[${i}].valueDateTime`, c.valueDateTime);
+        if (c.valueTime) add('components', `component[${i}].valueTime ${c.valueTime}`, (v) => v.text(c.valueTime));
+        date('components', `component[${i}].valuePeriod.start`, c.valuePeriod?.start);
         concepts('components', `component[${i}].interpretation`, c.interpretation, 'components');
       });
       notes('notes', r.note);

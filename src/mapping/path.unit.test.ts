@@ -368,6 +368,16 @@ fields:\n  id: id\n  low: '%range.low.value'\n  high: '%range.high.value'\n  tex
     expect(lets[2]).toBe(lets[0]);
   });
 
+  it("lab-result, observation and vital read a result's parts one way: the same component_list, declared and mapped", () => {
+    const blocks = ['lab-result', 'observation', 'vital'].map((m) =>
+      [...readFileSync(join(defaultMappingsDir, `${m}.map.yaml`), 'utf8').matchAll(/\n {2}component_list:\n((?: {4}.*\n|\n)+)/g)].map((b) => b[1]),
+    );
+    expect(blocks[0]).toHaveLength(2);
+    expect(blocks[0]![0]).toContain('value_boolean');
+    expect(blocks[1]).toEqual(blocks[0]);
+    expect(blocks[2]).toEqual(blocks[0]);
+  });
+
   it('the lab map: the range for a child by age; written back, every range with its ages, the single fields not again', () => {
     const maps = loadMappings();
     const lab = maps.get('lab-result');

@@ -557,6 +557,27 @@ export type ClinicalObservation = {
       display: string | null;
     }> | null;
     value_numeric: number | null;
+    value_integer: number | null;
+    value_boolean: boolean | null;
+    value_time: string | null;
+    value_date_time: string | null;
+    value_period: {
+      start: string | null;
+      end: string | null;
+    } | null;
+    value_range: {
+      low: number | null;
+      high: number | null;
+      unit: string | null;
+      unit_code: string | null;
+    } | null;
+    value_ratio: {
+      numerator: number | null;
+      numerator_unit: string | null;
+      denominator: number | null;
+      denominator_unit: string | null;
+    } | null;
+    value_precision: number | null;
     comparator: "<" | "<=" | ">=" | ">" | null;
     unit: string | null;
     unit_code: string | null;
@@ -576,6 +597,32 @@ export type ClinicalObservation = {
     }> | null;
     data_absent_reason: string | null;
     data_absent_code: string | null;
+    reference_ranges: Array<{
+      low: number | null;
+      high: number | null;
+      unit: string | null;
+      unit_code: string | null;
+      text: string | null;
+      type: string | null;
+      type_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+      }> | null;
+      type_text: string | null;
+      applies_to: string | null;
+      applies_to_concepts: Array<{
+        text: string | null;
+        codings: Array<{
+          system: string | null;
+          code: string | null;
+          display: string | null;
+        }> | null;
+      }> | null;
+      age_low: number | null;
+      age_high: number | null;
+      age_unit: string | null;
+    }> | null;
   }> | null;
   interpretations: Array<{
     system: string | null;
@@ -3182,6 +3229,27 @@ export type Vital = {
       display: string | null;
     }> | null;
     value_numeric: number | null;
+    value_integer: number | null;
+    value_boolean: boolean | null;
+    value_time: string | null;
+    value_date_time: string | null;
+    value_period: {
+      start: string | null;
+      end: string | null;
+    } | null;
+    value_range: {
+      low: number | null;
+      high: number | null;
+      unit: string | null;
+      unit_code: string | null;
+    } | null;
+    value_ratio: {
+      numerator: number | null;
+      numerator_unit: string | null;
+      denominator: number | null;
+      denominator_unit: string | null;
+    } | null;
+    value_precision: number | null;
     comparator: "<" | "<=" | ">=" | ">" | null;
     unit: string | null;
     unit_code: string | null;
@@ -3201,6 +3269,32 @@ export type Vital = {
     }> | null;
     data_absent_reason: string | null;
     data_absent_code: string | null;
+    reference_ranges: Array<{
+      low: number | null;
+      high: number | null;
+      unit: string | null;
+      unit_code: string | null;
+      text: string | null;
+      type: string | null;
+      type_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+      }> | null;
+      type_text: string | null;
+      applies_to: string | null;
+      applies_to_concepts: Array<{
+        text: string | null;
+        codings: Array<{
+          system: string | null;
+          code: string | null;
+          display: string | null;
+        }> | null;
+      }> | null;
+      age_low: number | null;
+      age_high: number | null;
+      age_unit: string | null;
+    }> | null;
   }> | null;
   interpretations: Array<{
     system: string | null;
