@@ -43,11 +43,16 @@ export interface SyncAnswer {
 /** Pont's id of an agent's resource: the same for the same facility, type and source id, whichever agent sends it. */
 export const syncedId = (facilityId: string, type: string, sourceId: string) => uuidV5('bridge-sync', `${facilityId}\u0000${type}\u0000${sourceId}`);
 
-const LOCAL_REFERENCE = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})$/;
+/**
+ * An agent's relative reference, versioned or not. Its version is the agent's system's, which Pont's versions of the
+ * synced resource do not follow: translated, it names the resource (left as it was, `Patient/MRN-7/_history/1` named
+ * Pont's own Patient/MRN-7, another person's when an app had registered one under that id).
+ */
+const LOCAL_REFERENCE = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/[A-Za-z0-9\-.]{1,64})?$/;
 
 /**
- * The resource as Pont stores it: its id and every relative reference `Type/id` translated from the agent's id
- * space to Pont's (syncedId), tagged with the facility and the agent. References to Health IDs or absolute URLs
+ * The resource as Pont stores it: its id and every relative reference `Type/id` (versioned too: LOCAL_REFERENCE)
+ * translated from the agent's id space to Pont's (syncedId), tagged with the facility and the agent. References to Health IDs or absolute URLs
  * are left alone.
  */
 function translate(resource: Resource, agent: AgentPrincipal): Resource {

@@ -74,6 +74,9 @@ export const invalidFields = (all: Array<{ field: string; message: string }>) =>
 };
 export const notFound = (message: string) => new ApiError(404, ErrorCode.notFound, message);
 
+/** A value a message names, bounded whatever the input: at most `max` characters of it, and its length when longer. */
+export const clipped = (text: string, max = 100): string => (text.length > max ? `${text.slice(0, max)}… (${text.length} characters)` : text);
+
 const issueCodeByStatus: Record<number, OperationOutcomeIssue['code']> = {
   400: 'invalid',
   401: 'login',

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadFhirDefinitions } from './fhir-definitions';
-import { referenceFormProblem } from './reference-form';
+import { referencedType, referenceFormProblem } from './reference-form';
 
 beforeAll(() => {
   loadFhirDefinitions();
@@ -39,7 +39,31 @@ describe('the form of a Reference.reference (referenceFormProblem)', () => {
     ['Pateint/1', /^Pateint is not a resource type of FHIR R4$/],
     ['patient/1', /^patient is not a resource type/],
     ['Patinet?identifier=1', /^Patinet is not a resource type/],
+    // Another scheme is no reference: nothing resolves it, and a reader's link to it could run a script.
+    ['javascript:alert(document.cookie)', /not a reference/],
+    ['data:text/html,<script>alert(1)</script>', /not a reference/],
+    ['MRN:12345', /not a reference/],
+    ['Patient:123', /not a reference/],
+    ['http://', /not a reference/],
+    ['https://other.example/Patient/1\u0001', /not a reference/],
+    // A conditional reference is a search's parameters, not words after a question mark.
+    ['Patient?Mrs Jones, bed 4', /not a reference/],
+    ['Patient?', /not a reference/],
+    ['Patient?name=a\nb', /not a reference/],
   ])('%j has none', (reference, problem) => expect(referenceFormProblem(reference)).toMatch(problem));
+
+  it('a conditional reference only where a transaction may resolve it (not in a map\'s push)', () => {
+    expect(referenceFormProblem('Condition?code=http://snomed.info/sct|233604007')).toBeUndefined();
+    expect(referenceFormProblem('Condition?code=http://snomed.info/sct|233604007', { conditional: false })).toMatch(/only a FHIR transaction resolves/);
+  });
+
+  it('the type a reference names by its form: relative, versioned, or a RESTful URL on any server', () => {
+    expect(referencedType('Organization/1')).toBe('Organization');
+    expect(referencedType('Organization/1/_history/2')).toBe('Organization');
+    expect(referencedType('https://other.example/fhir/Organization/1')).toBe('Organization');
+    expect(referencedType('http://localhost:8080/api/fhir/R4/Organization/1/_history/3')).toBe('Organization');
+    for (const none of ['urn:oid:1.2.3', '#p1', 'https://other.example/fhir/Widget/1', 'https://other.example/fhir/Organization', 'Patient?identifier=1', 'words']) expect(referencedType(none)).toBeUndefined();
+  });
 
   it('shows at most 100 characters of a long one, and its length', () => {
     const problem = referenceFormProblem('x'.repeat(100_000))!;

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Bundle, BundleEntry, BundleEntryResponse, OperationOutcome, Resource } from '@medplum/fhirtypes';
-import { ApiError, ErrorCode, badRequest, operationOutcome } from '../core/errors';
+import { ApiError, ErrorCode, badRequest, clipped, operationOutcome } from '../core/errors';
 import { CONDITIONAL_REFERENCE } from './compartment';
 import { patchOfEntry, type Patch } from './patch';
 import type { FhirRepository } from './repository';
@@ -193,8 +193,8 @@ async function processTransaction(repo: FhirRepository, entries: BundleEntry[], 
         if (ids.has(reference)) continue;
         try {
           const [, type, criteria] = CONDITIONAL_REFERENCE.exec(reference)!;
-          const match = await repo.matchOne(type!, criteria!, `the conditional reference ${reference}`);
-          if (!match) throw badRequest(`the conditional reference ${reference} matches no ${type} the caller may see: it must match exactly one`);
+          const match = await repo.matchOne(type!, criteria!, `the conditional reference ${clipped(reference)}`);
+          if (!match) throw badRequest(`the conditional reference ${clipped(reference)} matches no ${type} the caller may see: it must match exactly one`);
           ids.set(reference, `${type}/${match.id}`);
         } catch (err) {
           throw errorAt(p.index, err);

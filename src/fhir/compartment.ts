@@ -81,30 +81,32 @@ export const CONDITIONAL_REFERENCE = /^([A-Z][A-Za-z]*)\?(.+)$/;
 /**
  * Every reference of `resource` to a resource on this server (`Type/id`, `Type/id/_history/n`, or an
  * absolute URL under `localBase`), wherever it is: not only where a SearchParameter looks. Contained
- * (`#id`), external and `urn:` references are not links; `unresolved` lists the `urn:uuid:` ones (meaningful
- * only inside the Bundle that defined them) and the conditional ones (only a transaction resolves them).
+ * (`#id`), external and `urn:` references are not links, nor are contained resources' references; `unresolved` lists
+ * the `urn:uuid:` ones (meaningful only inside the Bundle that defined them: a stored Bundle's entries may name each
+ * other by their fullUrls) and the conditional ones (only a transaction resolves them), contained resources' too.
  */
 export function linksOf(resource: Resource, localBase: string): { links: Link[]; unresolved: Link[] } {
   const links: Link[] = [];
   const unresolved: Link[] = [];
   // The audit trail records what was accessed, including what was deleted since: it holds nothing up.
   if (resource.resourceType === 'AuditEvent') return { links, unresolved };
-  const visit = (value: unknown, path: string): void => {
+  const fullUrls = resource.resourceType === 'Bundle' ? new Set((resource.entry ?? []).map((e) => e.fullUrl)) : undefined;
+  const visit = (value: unknown, path: string, linking: boolean): void => {
     if (Array.isArray(value)) {
-      for (const v of value) visit(v, path);
+      for (const v of value) visit(v, path, linking);
     } else if (value !== null && typeof value === 'object') {
       for (const [key, v] of Object.entries(value)) {
         if (key === 'reference' && typeof v === 'string') {
-          if (v.startsWith('urn:uuid:') || CONDITIONAL_REFERENCE.test(v)) unresolved.push({ targetType: '', targetId: v, path });
-          const target = referenceTarget(v, localBase);
+          if ((v.startsWith('urn:uuid:') && !fullUrls?.has(v)) || CONDITIONAL_REFERENCE.test(v)) unresolved.push({ targetType: '', targetId: v, path });
+          const target = linking ? referenceTarget(v, localBase) : undefined;
           if (target && target[0] !== '') links.push({ targetType: target[0], targetId: target[1], path });
-        } else if (key !== 'contained') {
-          visit(v, `${path}.${key}`);
+        } else {
+          visit(v, `${path}.${key}`, linking && key !== 'contained');
         }
       }
     }
   };
-  visit(resource, resource.resourceType);
+  visit(resource, resource.resourceType, true);
   return { links, unresolved };
 }
 

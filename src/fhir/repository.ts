@@ -12,7 +12,7 @@ import { recordEvents, resourcesChanged, type NewEvent } from '../events/outbox'
 import { eventsOf, patientIdsOf, type ResourceChange } from '../events/rules';
 import type { EventType } from '../events/types';
 import { healthIdsByPatient, updateMatchKey, withHealthId, type Registered } from '../healthid/registry';
-import { ApiError, ErrorCode, badRequest } from '../core/errors';
+import { ApiError, ErrorCode, badRequest, clipped } from '../core/errors';
 import { accessPolicyFor, directoryRows, EMERGENCY_WINDOW_HOURS, rowsOfTypes, UNPLACED_PATIENT, type AccessPolicy, type Channel } from '../policy/index';
 import { DATA_CLASSES, dataClassOf } from '../core/data-classes';
 import { isResourceType } from '../core/fhir-definitions';
@@ -1162,7 +1162,7 @@ export async function checkReferences(sql: Queryable, base: string, items: Write
     const why = CONDITIONAL_REFERENCE.test(unresolved.reference)
       ? 'a conditional reference: only a transaction resolves one (to the one resource its search matches); elsewhere refer to the resource by its id'
       : 'which no entry of the Bundle defines';
-    throw referenceError(400, `${label(unresolved.index)}${unresolved.path} refers to ${unresolved.reference}, ${why}`, unresolved.path);
+    throw referenceError(400, `${label(unresolved.index)}${unresolved.path} refers to ${clipped(unresolved.reference)}, ${why}`, unresolved.path);
   }
   if (missing) throw referenceError(400, `${label(missing.index)}${missing.path} refers to ${missing.type}/${missing.id}, which does not exist`, missing.path);
   const crossed = await anotherPatientsEncounter(sql, base, results, targets);

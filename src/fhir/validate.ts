@@ -4,7 +4,7 @@ import { ApiError, ErrorCode, badRequest, issuesText } from '../core/errors';
 import { isResourceType } from '../core/fhir-definitions';
 import { isJsonObject } from '../core/json';
 import { MAX_RESOURCE_ARRAY, MAX_RESOURCE_STRING } from '../core/limits';
-import { referenceFormProblem } from '../core/reference-form';
+import { referencedType, referenceFormProblem } from '../core/reference-form';
 import { vacuousInvariant } from '../core/vacuous-invariant';
 import { passesBaseDefinitions } from './base-validity';
 import { narrativeProblem } from './narrative';
@@ -95,10 +95,8 @@ function walkInvariants(walk: InvariantWalk, value: unknown): void {
       if (problem) walkIssue(walk, problem, 'invariant');
     } else if (k === 'modifierExtension' && (unknown = unknownModifier(v, walk)) !== undefined) {
       walkIssue(walk, `the modifier extension ${unknown.slice(0, 300)} is not one Pont understands: it may change the meaning of what it is in (a medication "not given"), so Pont does not store it (FHIR R4 Extensibility: data with an unrecognised modifier is not processed). An extension that changes no meaning goes in \`extension\`.`, 'extension');
-    } else if (k === 'reference' && typeof v === 'string') {
-      const problem = referenceFormProblem(v);
-      if (problem) walkIssue(walk, `${pathOf(walk.resourceType, at)}: ${problem}`, 'value');
-      else if (v.startsWith('#') && v !== '#' && !walk.contained.has(v.slice(1))) walkIssue(walk, `${v} names no contained resource (ref-1)`, 'invariant');
+    } else if (k === 'reference' && typeof v === 'string' && v.startsWith('#') && v !== '#' && !walk.contained.has(v.slice(1))) {
+      walkIssue(walk, `${v.slice(0, 100)} names no contained resource (ref-1)`, 'invariant');
     } else if ((k === 'resource' || k === 'outcome') && typeof (v as { resourceType?: unknown } | null)?.resourceType === 'string') {
       // A resource inside this one that it does not contain (a Bundle entry's, its response's outcome, a Parameters
       // part's): its `#id` references name its own contained resources (ref-1's %rootResource), not the outer one's.
@@ -213,31 +211,38 @@ function walkShape(walk: ShapeWalk, value: Record<string, unknown>, type: string
       else if (!element.isArray && Array.isArray(v)) walkIssue(walk, 'Expected a single value, not an array');
       const facts = typeFacts(choice ? typesOf(element).get(key.slice(choice.length - 3).toLowerCase()) : element.type[0]);
       const items: unknown[] = Array.isArray(v) ? v : [v];
-      // A relative reference names a type the element allows (Observation.subject: not an Organization).
-      if (facts.targets)
+      // A Reference's `reference` has one of R4's forms, and names a type the element allows (Observation.subject: not
+      // an Organization), relative or by a RESTful URL. Other elements named `reference` are uris (DetectedIssue's).
+      if (facts.reference)
         for (let i = 0; i < items.length; i++) {
           const item = items[i];
-          const named = isJsonObject(item) && typeof item.reference === 'string' ? RELATIVE_REFERENCE.exec(item.reference)?.[1] : undefined;
-          if (named && !facts.targets.includes(named)) {
-            const text = `${pathOf(walk.resourceType, at)} may refer to ${facts.targets.join(', ')}, not ${named}`;
+          const reference = isJsonObject(item) && typeof item.reference === 'string' ? item.reference : undefined;
+          if (reference === undefined) continue;
+          const problem = referenceFormProblem(reference);
+          const named = problem ? undefined : referencedType(reference);
+          if (problem || (named && facts.targets && !facts.targets.includes(named))) {
+            const element = pathOf(walk.resourceType, at);
             if (Array.isArray(v)) at.push(i);
-            return walkIssue(walk, text);
+            if (!problem) return walkIssue(walk, `${element} may refer to ${facts.targets!.join(', ')}, not ${named}`);
+            at.push('reference');
+            return walkIssue(walk, `${pathOf(walk.resourceType, at)}: ${problem}`, 'value');
           }
         }
-      if (facts.walkInto)
+      if (facts.walkInto || facts.anyResource)
         for (let i = 0; i < items.length; i++) {
           const item = items[i];
           if (!isJsonObject(item)) continue;
+          // A resource inside this one (contained, a Bundle's entry, a Parameters part's) is walked as its own type.
+          const into = facts.walkInto ?? (typeof item.resourceType === 'string' && isResourceType(item.resourceType) ? item.resourceType : undefined);
+          if (into === undefined) continue;
           if (Array.isArray(v)) at.push(i);
-          walkShape(walk, item, facts.walkInto, depth + 1);
+          walkShape(walk, item, into, depth + 1);
           if (Array.isArray(v)) at.pop();
         }
     }
     at.pop();
   }
 }
-
-const RELATIVE_REFERENCE = /^([A-Z][A-Za-z]+)\/[^/]+$/;
 
 /** `Resource.a[2].b` from a resource type and the keys and indexes below it. */
 function pathOf(resourceType: string, at: ReadonlyArray<string | number>): string {
@@ -258,20 +263,29 @@ function typesOf(element: ElementTypes): Map<string, ElementType> {
 }
 
 /**
- * What arrayShapeIssues needs of an element's type, worked out once per type: the types a reference may name (none
- * when it may name any), and the complex type to walk into (none for primitives and contained resources).
+ * What arrayShapeIssues needs of an element's type, worked out once per type: whether it is a Reference, the types it
+ * may name (none when it may name any), and the complex type to walk into (none for primitives), or whether it holds
+ * a resource of any type (contained, a Bundle entry's), walked as the type it says it is.
  */
-const factsOfType = new WeakMap<object, { targets?: string[]; walkInto?: string }>();
-const NO_FACTS = {};
-function typeFacts(type: ElementType | undefined): { targets?: string[]; walkInto?: string } {
+interface TypeFacts {
+  reference?: true;
+  targets?: string[];
+  walkInto?: string;
+  anyResource?: true;
+}
+const factsOfType = new WeakMap<object, TypeFacts>();
+const NO_FACTS: TypeFacts = {};
+function typeFacts(type: ElementType | undefined): TypeFacts {
   if (!type) return NO_FACTS;
   let facts = factsOfType.get(type);
   if (!facts) {
     const code = type.code;
     const targets = code === 'Reference' ? (type.targetProfile ?? []).map((u) => u.split('/').pop()!) : [];
     facts = {
+      ...(code === 'Reference' ? { reference: true as const } : {}),
       ...(targets.length && !targets.includes('Resource') ? { targets } : {}),
       ...(code && !/^[a-z]/.test(code) && code !== 'Resource' ? { walkInto: code } : {}),
+      ...(code === 'Resource' ? { anyResource: true as const } : {}),
     };
     factsOfType.set(type, facts);
   }

@@ -1075,7 +1075,7 @@ function periodsWhole(root: Obj): void {
 
 /** A value written into a Reference's `reference` that has no reference's form: the field's fault, named. */
 function checkReferenceForm(program: MapProgram, name: string, value: unknown): void {
-  const problem = typeof value === 'string' ? referenceFormProblem(value) : undefined;
+  const problem = typeof value === 'string' ? referenceFormProblem(value, { conditional: false }) : undefined;
   if (problem) throw new MappingValueError(program.name, name, problem);
 }
 

@@ -403,7 +403,7 @@ export class RecordsService {
         // A reference the record gives that names nothing the pusher may see, or another patient's visit: the field's
         // fault too, named as the record names it (`record.visit_id`).
         const named = err instanceof ApiError && err.status === 400 ? /refers to ([A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})/.exec(err.message) : undefined;
-        const field = named ? fieldNaming(fields, named[2]!, `${named[1]}/${named[2]}`) : undefined;
+        const field = named ? fieldNaming(fields, named[2]!, `${named[1]}/${named[2]}`, repo.baseUrl) : undefined;
         if (field) throw invalidFields([{ field: `record.${field}`, message: (err as ApiError).message }]);
         throw err;
       }
@@ -631,9 +631,11 @@ export const CDSS_ALERT = 'cdss_alert';
  * Where a pushed record gives a reference the store refused: the field (`visit_id`, `diagnoses[0].condition_reference`)
  * whose value is the id (an `_id` field) or the reference itself (a `_reference` field, in a list of objects too).
  */
-function fieldNaming(fields: Record<string, unknown>, id: string, reference: string): string | undefined {
+function fieldNaming(fields: Record<string, unknown>, id: string, reference: string, localBase: string): string | undefined {
   const walk = (value: unknown, at: string): string | undefined => {
-    if (value === reference || (value === id && !at.endsWith('.id'))) return at;
+    if (value === id && !at.endsWith('.id')) return at;
+    // The reference as the record wrote it: `Type/id`, versioned, or under this server's own base.
+    if (typeof value === 'string' && storedReference(value, localBase) === reference) return at;
     if (Array.isArray(value)) return value.map((v, i) => walk(v, `${at}[${i}]`)).find((f) => f !== undefined);
     if (value && typeof value === 'object') return Object.entries(value).map(([k, v]) => walk(v, `${at}.${k}`)).find((f) => f !== undefined);
     return undefined;

@@ -176,6 +176,9 @@ export function searchProblem(resourceType: string, query: QueryParams): string 
 export function parseSearch(resourceType: string, query: QueryParams, localBase: string): ParsedSearch {
   const search: ParsedSearch = { resourceType, filters: [], count: DEFAULT_COUNT, total: 'accurate', sort: [], include: [], revinclude: [] };
   for (const [key, raw] of entries(query)) {
+    // PostgreSQL stores no NUL, and no name or value holds one: criteria decoded from a conditional reference or an
+    // ifNoneExist come here without the URL's check (src/app.ts).
+    if (key.includes('\u0000') || raw.includes('\u0000')) throw badRequest('NUL characters are not allowed in search parameters');
     if (isResultParameter(key)) {
       parseResultParam(search, key, raw);
       continue;
