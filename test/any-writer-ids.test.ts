@@ -1126,8 +1126,8 @@ describe('what an outside probe of stop 68 found (US Core exports, Epic- and Cer
     const record = visits.find((r: any) => r.id === 'enc-inpt');
     expect(record).toMatchObject({ provider_id: 'pr-kumar', provider: 'Dr Anita Kumar' });
     expect(record.participants).toEqual([
-      { provider_id: 'pr-kumar', name: 'Dr Anita Kumar', role: 'attender' },
-      { provider_id: null, name: 'Nurse Joy', role: null },
+      { provider_id: 'pr-kumar', name: 'Dr Anita Kumar', role: 'attender', role_code: 'ATND', role_system: 'http://terminology.hl7.org/CodeSystem/v3-ParticipationType' },
+      { provider_id: null, name: 'Nurse Joy', role: null, role_code: null, role_system: null },
     ]);
   });
 });

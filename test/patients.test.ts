@@ -181,6 +181,22 @@ describe(`resolve with demographics (${backend})`, () => {
     expect(await auditEvents(`altid=${caller.client_id}`)).toHaveLength(1);
   });
 
+  it('a birth date known only to the year or month is registered as such and matched at that precision', async () => {
+    const about = person({ date_of_birth: '1960' });
+    const created = await resolve(about);
+    expect(created.status).toBe(201);
+    expect(created.body.patient.date_of_birth).toBe('1960');
+    expect((await patientsHolding(created.body.health_id))[0]!.birthDate).toBe('1960');
+    const again = await resolve(about);
+    expect(again.body).toMatchObject({ status: 'found', health_id: created.body.health_id });
+    // A day is another date of birth: not this patient, whose day nobody knows.
+    expect((await resolve({ ...about, date_of_birth: '1960-07-01' })).body.health_id).not.toBe(created.body.health_id);
+    const month = person({ date_of_birth: '1975-03' });
+    const byMonth = await resolve(month);
+    expect(byMonth.status).toBe(201);
+    expect((await resolve(month)).body).toMatchObject({ status: 'found', health_id: byMonth.body.health_id });
+  });
+
   it('refuses bad input with 4xx in the Error shape', async () => {
     const cases: Array<[unknown, number]> = [
       [{}, 422],
@@ -192,6 +208,11 @@ describe(`resolve with demographics (${backend})`, () => {
       [person({ date_of_birth: '1990-02-30' }), 422],
       [person({ date_of_birth: '01/04/1990' }), 422],
       [person({ date_of_birth: '2999-01-01' }), 422],
+      [person({ date_of_birth: '2999' }), 422],
+      [person({ date_of_birth: '1879' }), 422],
+      [person({ date_of_birth: '1990-13' }), 422],
+      [person({ date_of_birth: '199' }), 422],
+      [person({ date_of_birth: '1990-1-5' }), 422],
       [person({ sex: 'unknown' }), 422],
       [person({ country_code: 'XX' }), 422],
       [person({ country_code: 'CMR' }), 422],

@@ -5,19 +5,16 @@ import { isResourceType } from './fhir-definitions';
  * Why `reference` (a Reference.reference) has no form R4 gives one (references.html): a relative `Type/id` or
  * `Type/id/_history/vid` of an R4 resource type and FHIR ids; an absolute `http(s)://` URL or a URN (`urn:uuid:`,
  * `urn:oid:`), without white space or control characters; `#id` of a contained resource or `#` of the container
- * (whether it names one is ref-1's, src/fhir/validate.ts); or, where `conditional` (FHIR writes: a transaction resolves
- * it, anywhere else it is refused as unresolved), `Type?name=value&…`. Text of any other form named nothing anyone
- * could resolve, and was stored on every door; another scheme (`javascript:`, `data:`, `MRN:12345`) is no reference
- * either. A map's push is no transaction: it gives `conditional: false`.
+ * (whether it names one is ref-1's, src/fhir/validate.ts); or a conditional `Type?name=value&…` (a transaction
+ * resolves it; anywhere else the store refuses it as unresolved, src/fhir/repository.ts checkReferences). Text of any
+ * other form named nothing anyone could resolve, and was stored on every door; another scheme (`javascript:`,
+ * `data:`, `MRN:12345`) is no reference either.
  */
-export function referenceFormProblem(reference: string, { conditional = true }: { conditional?: boolean } = {}): string | undefined {
+export function referenceFormProblem(reference: string): string | undefined {
   const relative = RELATIVE_FORM.exec(reference)?.[1];
   if (relative !== undefined) return isResourceType(relative) ? undefined : `${relative} is not a resource type of FHIR R4`;
   const criteria = CONDITIONAL_FORM.exec(reference)?.[1];
-  if (criteria !== undefined) {
-    if (!isResourceType(criteria)) return `${criteria} is not a resource type of FHIR R4`;
-    return conditional ? undefined : `${shown(reference)} is a conditional reference, which only a FHIR transaction resolves: name the resource as Type/id`;
-  }
+  if (criteria !== undefined) return isResourceType(criteria) ? undefined : `${criteria} is not a resource type of FHIR R4`;
   if (ABSOLUTE_FORM.test(reference) || CONTAINED_FORM.test(reference)) return undefined;
   return `${shown(reference)} is not a reference: name a resource as Type/id (an id of 1-64 letters, digits, '-' or '.'), by an http(s) URL or a URN, or as #id of a contained resource; words for a reader go in display`;
 }

@@ -52,11 +52,6 @@ describe('the form of a Reference.reference (referenceFormProblem)', () => {
     ['Patient?name=a\nb', /not a reference/],
   ])('%j has none', (reference, problem) => expect(referenceFormProblem(reference)).toMatch(problem));
 
-  it('a conditional reference only where a transaction may resolve it (not in a map\'s push)', () => {
-    expect(referenceFormProblem('Condition?code=http://snomed.info/sct|233604007')).toBeUndefined();
-    expect(referenceFormProblem('Condition?code=http://snomed.info/sct|233604007', { conditional: false })).toMatch(/only a FHIR transaction resolves/);
-  });
-
   it('the type a reference names by its form: relative, versioned, or a RESTful URL on any server', () => {
     expect(referencedType('Organization/1')).toBe('Organization');
     expect(referencedType('Organization/1/_history/2')).toBe('Organization');

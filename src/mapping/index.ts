@@ -16,13 +16,13 @@ import { checkV2Keys, type V2MapSource } from './v2-keys';
 import { checkRecordTypes } from './record';
 import { codeDisplay } from './terminology';
 import { z } from 'zod';
-import { DATE_TIME, FHIR_ID, referencesToResolve, runFromFhir, readsPatient, runReadFhir, runToFhir, terminologyAsked, writtenPart, type ConnectField, type MapProgram } from './runtime';
+import { DATE_TIME, FHIR_DATE, FHIR_ID, referencesToResolve, runFromFhir, readsPatient, runReadFhir, runToFhir, terminologyAsked, writtenPart, type ConnectField, type MapProgram } from './runtime';
 import type { Resource } from '@medplum/fhirtypes';
 import type { CompiledMap, MappingSet } from './types';
 import { YamlSource } from './yaml-source';
 
 export { MappingError, MappingValueError } from './errors';
-export { DATE_TIME } from './runtime';
+export { DATE_TIME, FHIR_DATE } from './runtime';
 
 export type { CompiledMap, MappingSet } from './types';
 export type { ReadContext, ReadTerminology, TerminologyQuestions } from './runtime';
@@ -79,7 +79,7 @@ function connectShape(fields: readonly ConnectField[], top = true): z.ZodObject 
       case 'id':
         return FhirId;
       case 'date':
-        return z.iso.date();
+        return z.string().regex(FHIR_DATE).describe('FHIR date: YYYY-MM-DD, or the month or year alone when that is all the source recorded');
       case 'date-time':
         return z.string().regex(DATE_TIME).describe('FHIR dateTime: to the second with a zone, or the date, month or year alone when that is all the source recorded');
       case 'boolean':

@@ -1010,12 +1010,15 @@ export const FHIR_ID = /^[A-Za-z0-9\-.]{1,64}$/;
 /** FHIR dateTime, any precision; FULL_DATE_TIME: to the second, with a zone (what an instant needs). */
 export const DATE_TIME = /^\d{4}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01])(T([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?(Z|[+-]((0\d|1[0-3]):[0-5]\d|14:00)))?)?)?$/;
 const FULL_DATE_TIME = /T.*(Z|[+-]\d{2}:\d{2})$/;
+/** FHIR date, any precision: `YYYY`, `YYYY-MM` or `YYYY-MM-DD`. */
+export const FHIR_DATE = /^\d{4}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$/;
 
 const CONNECT_FORMATS: Record<ConnectType, (v: unknown) => boolean> = {
   string: (v) => typeof v === 'string',
   // A FHIR id: ids Pont generates are UUIDs, another system's stay as it wrote them (`123`, `obs-1.a`).
   id: (v) => typeof v === 'string' && FHIR_ID.test(v),
-  date: (v) => typeof v === 'string' && /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$/.test(v),
+  // A FHIR date: the day, or the month or year alone when that is all the source recorded (born in 1987).
+  date: (v) => typeof v === 'string' && FHIR_DATE.test(v) && !Number.isNaN(Date.parse(v)),
   // A FHIR dateTime: seconds and a zone once a time is given, or a date, month or year alone (its precision).
   'date-time': (v) => typeof v === 'string' && DATE_TIME.test(v) && !Number.isNaN(Date.parse(v)),
   boolean: (v) => typeof v === 'boolean',
@@ -1075,7 +1078,7 @@ function periodsWhole(root: Obj): void {
 
 /** A value written into a Reference's `reference` that has no reference's form: the field's fault, named. */
 function checkReferenceForm(program: MapProgram, name: string, value: unknown): void {
-  const problem = typeof value === 'string' ? referenceFormProblem(value, { conditional: false }) : undefined;
+  const problem = typeof value === 'string' ? referenceFormProblem(value) : undefined;
   if (problem) throw new MappingValueError(program.name, name, problem);
 }
 

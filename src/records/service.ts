@@ -403,7 +403,9 @@ export class RecordsService {
         // A reference the record gives that names nothing the pusher may see, or another patient's visit: the field's
         // fault too, named as the record names it (`record.visit_id`).
         const named = err instanceof ApiError && err.status === 400 ? /refers to ([A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})/.exec(err.message) : undefined;
-        const field = named ? fieldNaming(fields, named[2]!, `${named[1]}/${named[2]}`, repo.baseUrl) : undefined;
+        // A conditional reference (`Condition?code=…`): a push is no transaction, so nothing resolves it.
+        const conditional = err instanceof ApiError && err.status === 400 ? /refers to (.+), a conditional reference: only a transaction/.exec(err.message)?.[1] : undefined;
+        const field = named ? fieldNaming(fields, named[2]!, `${named[1]}/${named[2]}`, repo.baseUrl) : conditional ? fieldNaming(fields, conditional, conditional, repo.baseUrl) : undefined;
         if (field) throw invalidFields([{ field: `record.${field}`, message: (err as ApiError).message }]);
         throw err;
       }

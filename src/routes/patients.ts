@@ -4,6 +4,7 @@ import { HEALTH_ID_LENGTH, HealthIdErrorCode } from '../healthid/healthid';
 import { defineRoute, type RouteSpec } from '../http/routes';
 import { ErrorSchema } from '../http/openapi';
 import type { Services } from '../http/services';
+import { FHIR_DATE } from '../mapping/index';
 import type { MappingSet } from '../mapping/types';
 import { normaliseName } from '../healthid/matching';
 import { PatientService, type Demographics, type StatedReason } from '../patients/service';
@@ -26,11 +27,15 @@ const Name = z
   .max(100)
   .refine((name) => normaliseName(name) !== '', 'must contain a letter or a digit');
 
-const DateOfBirth = z.iso
-  .date()
-  .refine((date) => date <= new Date().toISOString().slice(0, 10), 'must not be in the future')
-  .refine((date) => date >= '1880-01-01', 'must be after 1880')
-  .describe('YYYY-MM-DD');
+// The day, or the month or year alone when that is all anyone knows (born about 1960): matched at the precision
+// given, as the patient's birth date is recorded (docs/integrators.md "Patients").
+const DateOfBirth = z
+  .string()
+  .regex(FHIR_DATE, 'must be a date: YYYY-MM-DD, or YYYY-MM or YYYY when the day or month is not known')
+  .refine((date) => date.length < 10 || z.iso.date().safeParse(date).success, 'must be a date of the calendar')
+  .refine((date) => date <= new Date().toISOString().slice(0, date.length), 'must not be in the future')
+  .refine((date) => date >= '1880', 'must be after 1880')
+  .describe('YYYY-MM-DD, or YYYY-MM or YYYY when the day or month is not known');
 
 const Reason = {
   purpose: z.string().max(500).nullish().describe('Reason for the lookup; written to the audit trail'),

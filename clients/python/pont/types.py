@@ -238,6 +238,9 @@ class CareTeam(TypedDict):
 
 
 class CdssAlert(TypedDict):
+    codings: Optional[List[Dict[str, Any]]]
+    implicated_references: Optional[List[str]]
+    mitigations: Optional[List[Dict[str, Any]]]
     id: 'FhirId'
     patient_id: Optional['FhirId']
     encounter_id: Optional['FhirId']
@@ -287,6 +290,10 @@ class ClinicalImpression(TypedDict):
 
 
 class ClinicalNote(TypedDict):
+    note_type_codings: Optional[List[Dict[str, Any]]]
+    categories: Optional[List[Dict[str, Any]]]
+    authors: Optional[str]
+    attested_by: Optional[str]
     id: 'FhirId'
     patient_id: Optional['FhirId']
     visit_id: Optional['FhirId']
@@ -363,6 +370,7 @@ class ClinicalObservation(TypedDict):
 
 
 class Communication(TypedDict):
+    medium_codings: Optional[List[Dict[str, Any]]]
     id: 'FhirId'
     patient_id: Optional['FhirId']
     status: Optional[Literal['preparation', 'in-progress', 'not-done', 'on-hold', 'stopped', 'completed', 'entered-in-error', 'unknown']]
@@ -483,6 +491,8 @@ class ConsentStatus(TypedDict):
 ConsentType = Literal['full_record', 'summary', 'diagnostics', 'prescriptions', 'documents']
 
 class DeviceRequest(TypedDict):
+    device_type: Optional[str]
+    device_udi: Optional[str]
     id: 'FhirId'
     patient_id: Optional['FhirId']
     visit_id: Optional['FhirId']
@@ -513,6 +523,8 @@ class DeviceRequest(TypedDict):
 
 
 class Diagnosis(TypedDict):
+    asserted_by: Optional[str]
+    asserter_reference: Optional[str]
     id: 'FhirId'
     patient_id: Optional['FhirId']
     visit_id: Optional['FhirId']
@@ -551,6 +563,8 @@ class Diagnosis(TypedDict):
 
 
 class DiagnosticReportRecord(TypedDict):
+    forms: Optional[List[Dict[str, Any]]]
+    imaging_study_references: Optional[List[str]]
     id: 'FhirId'
     patient_id: Optional['FhirId']
     visit_id: Optional['FhirId']
@@ -805,6 +819,10 @@ class ImagingStudy(TypedDict):
 
 
 class Immunization(TypedDict):
+    funding_source: Optional[str]
+    funding_source_code: Optional[str]
+    funding_source_system: Optional[str]
+    program_eligibility: Optional[str]
     id: 'FhirId'
     patient_id: Optional['FhirId']
     visit_id: Optional['FhirId']
@@ -1133,6 +1151,10 @@ class MyConsents(TypedDict):
 
 
 class NutritionOrder(TypedDict):
+    food_preference_codings: Optional[List[Dict[str, Any]]]
+    oral_diet_type_codings: Optional[List[Dict[str, Any]]]
+    nutrient_codings: Optional[List[Dict[str, Any]]]
+    texture_codings: Optional[List[Dict[str, Any]]]
     id: 'FhirId'
     patient_id: Optional['FhirId']
     visit_id: Optional['FhirId']
@@ -1238,6 +1260,8 @@ class PatientDemographics(TypedDict):
 
 
 class PatientDocument(TypedDict):
+    security_label_codings: Optional[List[Dict[str, Any]]]
+    master_identifier: Optional[str]
     id: 'FhirId'
     patient_id: Optional['FhirId']
     visit_id: Optional['FhirId']
@@ -1401,6 +1425,10 @@ class PortalUser(TypedDict):
 
 
 class Prescription(TypedDict):
+    method_code: Optional[str]
+    method_system: Optional[str]
+    site_code: Optional[str]
+    site_system: Optional[str]
     id: 'FhirId'
     patient_id: Optional['FhirId']
     visit_id: Optional['FhirId']
@@ -1477,6 +1505,14 @@ class Prescription(TypedDict):
 
 
 class Procedure(TypedDict):
+    category_codings: Optional[List[Dict[str, Any]]]
+    status_reason_codings: Optional[List[Dict[str, Any]]]
+    complication_codings: Optional[List[Dict[str, Any]]]
+    follow_up_codings: Optional[List[Dict[str, Any]]]
+    recorded_by: Optional[str]
+    asserted_by: Optional[str]
+    complication_details: Optional[str]
+    complication_references: Optional[List[str]]
     id: 'FhirId'
     patient_id: Optional['FhirId']
     visit_id: Optional['FhirId']
@@ -1523,6 +1559,9 @@ class RevokedConsents(TypedDict):
 
 
 class RiskAssessment(TypedDict):
+    method_code: Optional[str]
+    method_system: Optional[str]
+    basis: Optional[str]
     id: 'FhirId'
     patient_id: Optional['FhirId']
     visit_id: Optional['FhirId']
@@ -1620,7 +1659,7 @@ class TokenResponse(TypedDict):
     scope: str
 
 
-Visit = TypedDict('Visit', {'id': 'FhirId', 'patient_id': Optional['FhirId'], 'type': Optional[str], 'service_codings': Optional[List[Dict[str, Any]]], 'service': Optional[str], 'part_of_id': Optional['FhirId'], 'class': Optional[str], 'class_coding': Optional[Dict[str, Any]], 'status': Optional[Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled', 'entered-in-error', 'unknown']], 'reason': Optional[str], 'reason_codings': Optional[List[Dict[str, Any]]], 'reasons': Optional[List[Dict[str, Any]]], 'reason_references': Optional[List[str]], 'provider_id': Optional['FhirId'], 'facility_id': Optional['FhirId'], 'provider': Optional[str], 'participants': Optional[List[Dict[str, Any]]], 'facility': Optional[str], 'started_at': Optional[str], 'ended_at': Optional[str], 'note': Optional[str], 'priority': Optional[str], 'priority_code': Optional[str], 'priority_system': Optional[str], 'location': Optional[str], 'locations': Optional[List[Dict[str, Any]]], 'length': Optional[str], 'length_quantity': Optional[Dict[str, Any]], 'admit_source': Optional[str], 'admit_source_code': Optional[str], 'admit_source_system': Optional[str], 'discharge_disposition': Optional[str], 'discharge_disposition_code': Optional[str], 'discharge_disposition_system': Optional[str], 'origin': Optional[str], 'destination': Optional[str], 'participant_references': Optional[List[str]], 'episode_of_care_references': Optional[List[str]], 'diagnosis_ids': Optional[List['FhirId']], 'diagnoses': Optional[List[Dict[str, Any]]], 'primary_diagnosis_id': Optional['FhirId'], 'primary_diagnosis': Optional[str], 'readmission': Optional[str], 'special_arrangements': Optional[str], 'diet_preferences': Optional[str], 'types': Optional[List[Dict[str, Any]]], 'type_concepts': Optional[List[Dict[str, Any]]], 'identifiers': Optional[List[Dict[str, Any]]]}, total=False)
+Visit = TypedDict('Visit', {'diet_preference_codings': Optional[List[Dict[str, Any]]], 'special_arrangement_codings': Optional[List[Dict[str, Any]]], 'status_history': Optional[List[Dict[str, Any]]], 'class_history': Optional[List[Dict[str, Any]]], 'id': 'FhirId', 'patient_id': Optional['FhirId'], 'type': Optional[str], 'service_codings': Optional[List[Dict[str, Any]]], 'service': Optional[str], 'part_of_id': Optional['FhirId'], 'class': Optional[str], 'class_coding': Optional[Dict[str, Any]], 'status': Optional[Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled', 'entered-in-error', 'unknown']], 'reason': Optional[str], 'reason_codings': Optional[List[Dict[str, Any]]], 'reasons': Optional[List[Dict[str, Any]]], 'reason_references': Optional[List[str]], 'provider_id': Optional['FhirId'], 'facility_id': Optional['FhirId'], 'provider': Optional[str], 'participants': Optional[List[Dict[str, Any]]], 'facility': Optional[str], 'started_at': Optional[str], 'ended_at': Optional[str], 'note': Optional[str], 'priority': Optional[str], 'priority_code': Optional[str], 'priority_system': Optional[str], 'location': Optional[str], 'locations': Optional[List[Dict[str, Any]]], 'length': Optional[str], 'length_quantity': Optional[Dict[str, Any]], 'admit_source': Optional[str], 'admit_source_code': Optional[str], 'admit_source_system': Optional[str], 'discharge_disposition': Optional[str], 'discharge_disposition_code': Optional[str], 'discharge_disposition_system': Optional[str], 'origin': Optional[str], 'destination': Optional[str], 'participant_references': Optional[List[str]], 'episode_of_care_references': Optional[List[str]], 'diagnosis_ids': Optional[List['FhirId']], 'diagnoses': Optional[List[Dict[str, Any]]], 'primary_diagnosis_id': Optional['FhirId'], 'primary_diagnosis': Optional[str], 'readmission': Optional[str], 'special_arrangements': Optional[str], 'diet_preferences': Optional[str], 'types': Optional[List[Dict[str, Any]]], 'type_concepts': Optional[List[Dict[str, Any]]], 'identifiers': Optional[List[Dict[str, Any]]]}, total=False)
 
 class Vital(TypedDict):
     id: 'FhirId'

@@ -87,6 +87,12 @@ export type AdverseEvent = {
         reference: string | null;
         causality: string | null;
         causality_method: string | null;
+        code: string | null;
+        code_system: string | null;
+        form: string | null;
+        form_code: string | null;
+        causality_code: string | null;
+        causality_system: string | null;
     }> | null;
     medical_history_references: Array<string> | null;
     identifier_system: string | null;
@@ -117,6 +123,7 @@ export type AllergyRecord = {
         substance: string | null;
         substance_code: string | null;
         substance_system: string | null;
+        note: string | null;
     }> | null;
     onset_at: string | null;
     onset_text: string | null;
@@ -201,6 +208,8 @@ export type Appointment = {
         reference: string | null;
         name: string | null;
         role: string | null;
+        role_code: string | null;
+        role_system: string | null;
         required: "required" | "optional" | "information-only" | null;
         status: "accepted" | "declined" | "tentative" | "needs-action" | null;
     }> | null;
@@ -373,6 +382,19 @@ export type CareTeam = {
     }> | null;
 };
 export type CdssAlert = {
+    codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    implicated_references: Array<string> | null;
+    mitigations: Array<{
+        action: string | null;
+        action_code: string | null;
+        action_system: string | null;
+        date: string | null;
+        author: string | null;
+    }> | null;
     id: FhirId;
     patient_id: FhirId | null;
     encounter_id: FhirId | null;
@@ -437,6 +459,19 @@ export type ClinicalImpression = {
     }> | null;
 };
 export type ClinicalNote = {
+    note_type_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    categories: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+        text: string | null;
+    }> | null;
+    authors: string | null;
+    attested_by: string | null;
     id: FhirId;
     patient_id: FhirId | null;
     visit_id: FhirId | null;
@@ -554,8 +589,10 @@ export type ClinicalObservation = {
         value_ratio: {
             numerator: number | null;
             numerator_unit: string | null;
+            numerator_unit_code: string | null;
             denominator: number | null;
             denominator_unit: string | null;
+            denominator_unit_code: string | null;
         } | null;
         value_precision: number | null;
         comparator: "<" | "<=" | ">=" | ">" | null;
@@ -602,6 +639,7 @@ export type ClinicalObservation = {
             age_low: number | null;
             age_high: number | null;
             age_unit: string | null;
+            age_unit_code: string | null;
         }> | null;
     }> | null;
     interpretations: Array<{
@@ -634,6 +672,7 @@ export type ClinicalObservation = {
         age_low: number | null;
         age_high: number | null;
         age_unit: string | null;
+        age_unit_code: string | null;
     }> | null;
     value_codings: Array<{
         system: string | null;
@@ -642,6 +681,11 @@ export type ClinicalObservation = {
     }> | null;
 };
 export type Communication = {
+    medium_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     id: FhirId;
     patient_id: FhirId | null;
     status: "preparation" | "in-progress" | "not-done" | "on-hold" | "stopped" | "completed" | "entered-in-error" | "unknown" | null;
@@ -788,6 +832,8 @@ export type ConsentStatus = {
 /** docs/integrators.md "Consent": the classes each covers */
 export type ConsentType = "full_record" | "summary" | "diagnostics" | "prescriptions" | "documents";
 export type DeviceRequest = {
+    device_type: string | null;
+    device_udi: string | null;
     id: FhirId;
     patient_id: FhirId | null;
     visit_id: FhirId | null;
@@ -801,6 +847,7 @@ export type DeviceRequest = {
     parameters: Array<{
         name: string | null;
         value: string | null;
+        unit_code: string | null;
     }> | null;
     occurrence_at: string | null;
     occurrence_end: string | null;
@@ -824,6 +871,8 @@ export type DeviceRequest = {
     }> | null;
 };
 export type Diagnosis = {
+    asserted_by: string | null;
+    asserter_reference: string | null;
     id: FhirId;
     patient_id: FhirId | null;
     visit_id: FhirId | null;
@@ -890,6 +939,14 @@ export type Diagnosis = {
     }> | null;
 };
 export type DiagnosticReportRecord = {
+    forms: Array<{
+        content_type: string | null;
+        title: string | null;
+        url: string | null;
+        language: string | null;
+        created_at: string | null;
+    }> | null;
+    imaging_study_references: Array<string> | null;
     id: FhirId;
     patient_id: FhirId | null;
     visit_id: FhirId | null;
@@ -999,6 +1056,27 @@ export type EncounterPush = {
     health_id: string;
     /** A visits record as records retrieval returns it, pushed back whole instead of the fields below (which must then be left out); `id` is ignored, a new resource is written */
     record?: {
+        diet_preference_codings?: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        special_arrangement_codings?: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
+        status_history?: Array<{
+            status: string | null;
+            start: string | null;
+            end: string | null;
+        }> | null;
+        class_history?: Array<{
+            class: string | null;
+            system: string | null;
+            start: string | null;
+            end: string | null;
+        }> | null;
         id?: FhirId;
         patient_id?: FhirId | null;
         type?: string | null;
@@ -1038,6 +1116,8 @@ export type EncounterPush = {
             provider_id: FhirId | null;
             name: string | null;
             role: string | null;
+            role_code: string | null;
+            role_system: string | null;
         }> | null;
         facility?: string | null;
         started_at?: string | null;
@@ -1371,6 +1451,10 @@ export type ImagingStudy = {
     }> | null;
 };
 export type Immunization = {
+    funding_source: string | null;
+    funding_source_code: string | null;
+    funding_source_system: string | null;
+    program_eligibility: string | null;
     id: FhirId;
     patient_id: FhirId | null;
     visit_id: FhirId | null;
@@ -1544,8 +1628,10 @@ export type LabResult = {
     value_ratio: {
         numerator: number | null;
         numerator_unit: string | null;
+        numerator_unit_code: string | null;
         denominator: number | null;
         denominator_unit: string | null;
+        denominator_unit_code: string | null;
     } | null;
     comparator: "<" | "<=" | ">=" | ">" | null;
     value_precision: number | null;
@@ -1649,8 +1735,10 @@ export type LabResult = {
         value_ratio: {
             numerator: number | null;
             numerator_unit: string | null;
+            numerator_unit_code: string | null;
             denominator: number | null;
             denominator_unit: string | null;
+            denominator_unit_code: string | null;
         } | null;
         value_precision: number | null;
         comparator: "<" | "<=" | ">=" | ">" | null;
@@ -1697,6 +1785,7 @@ export type LabResult = {
             age_low: number | null;
             age_high: number | null;
             age_unit: string | null;
+            age_unit_code: string | null;
         }> | null;
     }> | null;
     interpretations: Array<{
@@ -1729,6 +1818,7 @@ export type LabResult = {
         age_low: number | null;
         age_high: number | null;
         age_unit: string | null;
+        age_unit_code: string | null;
     }> | null;
     value_codings: Array<{
         system: string | null;
@@ -1771,8 +1861,10 @@ export type LabResultPush = {
         value_ratio?: {
             numerator: number | null;
             numerator_unit: string | null;
+            numerator_unit_code: string | null;
             denominator: number | null;
             denominator_unit: string | null;
+            denominator_unit_code: string | null;
         } | null;
         comparator?: "<" | "<=" | ">=" | ">" | null;
         value_precision?: number | null;
@@ -1876,8 +1968,10 @@ export type LabResultPush = {
             value_ratio: {
                 numerator: number | null;
                 numerator_unit: string | null;
+                numerator_unit_code: string | null;
                 denominator: number | null;
                 denominator_unit: string | null;
+                denominator_unit_code: string | null;
             } | null;
             value_precision: number | null;
             comparator: "<" | "<=" | ">=" | ">" | null;
@@ -1924,6 +2018,7 @@ export type LabResultPush = {
                 age_low: number | null;
                 age_high: number | null;
                 age_unit: string | null;
+                age_unit_code: string | null;
             }> | null;
         }> | null;
         interpretations?: Array<{
@@ -1956,6 +2051,7 @@ export type LabResultPush = {
             age_low: number | null;
             age_high: number | null;
             age_unit: string | null;
+            age_unit_code: string | null;
         }> | null;
         value_codings?: Array<{
             system: string | null;
@@ -2133,6 +2229,26 @@ export type MyConsents = {
     items: Array<ConsentStatus>;
 };
 export type NutritionOrder = {
+    food_preference_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    oral_diet_type_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    nutrient_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    texture_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     id: FhirId;
     patient_id: FhirId | null;
     visit_id: FhirId | null;
@@ -2298,6 +2414,12 @@ export type PatientDemographics = {
     country_code: string | null;
 };
 export type PatientDocument = {
+    security_label_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    master_identifier: string | null;
     id: FhirId;
     patient_id: FhirId | null;
     visit_id: FhirId | null;
@@ -2330,6 +2452,9 @@ export type PatientDocument = {
         size: number | null;
         inline: boolean | null;
         language: string | null;
+        format: string | null;
+        format_system: string | null;
+        created_at: string | null;
     }> | null;
     author: string | null;
     authenticator: string | null;
@@ -2606,6 +2731,10 @@ export type PortalUser = {
     created_at: string;
 };
 export type Prescription = {
+    method_code: string | null;
+    method_system: string | null;
+    site_code: string | null;
+    site_system: string | null;
     id: FhirId;
     patient_id: FhirId | null;
     visit_id: FhirId | null;
@@ -2745,6 +2874,30 @@ export type Prescription = {
     }> | null;
 };
 export type Procedure = {
+    category_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    status_reason_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    complication_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    follow_up_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    recorded_by: string | null;
+    asserted_by: string | null;
+    complication_details: string | null;
+    complication_references: Array<string> | null;
     id: FhirId;
     patient_id: FhirId | null;
     visit_id: FhirId | null;
@@ -2818,6 +2971,9 @@ export type RevokedConsents = {
     }>;
 };
 export type RiskAssessment = {
+    method_code: string | null;
+    method_system: string | null;
+    basis: string | null;
     id: FhirId;
     patient_id: FhirId | null;
     visit_id: FhirId | null;
@@ -2838,10 +2994,12 @@ export type RiskAssessment = {
     predictions: Array<{
         outcome: string | null;
         outcome_code: string | null;
+        outcome_system: string | null;
         probability: number | null;
         probability_range: string | null;
         qualitative_risk: string | null;
         qualitative_risk_code: string | null;
+        qualitative_risk_system: string | null;
         relative_risk: number | null;
         when: string | null;
         rationale: string | null;
@@ -2952,6 +3110,27 @@ export type TokenResponse = {
     scope: string;
 };
 export type Visit = {
+    diet_preference_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    special_arrangement_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    status_history: Array<{
+        status: string | null;
+        start: string | null;
+        end: string | null;
+    }> | null;
+    class_history: Array<{
+        class: string | null;
+        system: string | null;
+        start: string | null;
+        end: string | null;
+    }> | null;
     id: FhirId;
     patient_id: FhirId | null;
     type: string | null;
@@ -2991,6 +3170,8 @@ export type Visit = {
         provider_id: FhirId | null;
         name: string | null;
         role: string | null;
+        role_code: string | null;
+        role_system: string | null;
     }> | null;
     facility: string | null;
     started_at: string | null;
@@ -3148,8 +3329,10 @@ export type Vital = {
         value_ratio: {
             numerator: number | null;
             numerator_unit: string | null;
+            numerator_unit_code: string | null;
             denominator: number | null;
             denominator_unit: string | null;
+            denominator_unit_code: string | null;
         } | null;
         value_precision: number | null;
         comparator: "<" | "<=" | ">=" | ">" | null;
@@ -3196,6 +3379,7 @@ export type Vital = {
             age_low: number | null;
             age_high: number | null;
             age_unit: string | null;
+            age_unit_code: string | null;
         }> | null;
     }> | null;
     interpretations: Array<{
@@ -3228,6 +3412,7 @@ export type Vital = {
         age_low: number | null;
         age_high: number | null;
         age_unit: string | null;
+        age_unit_code: string | null;
     }> | null;
     value_codings: Array<{
         system: string | null;

@@ -92,6 +92,12 @@ export type AdverseEvent = {
     reference: string | null;
     causality: string | null;
     causality_method: string | null;
+    code: string | null;
+    code_system: string | null;
+    form: string | null;
+    form_code: string | null;
+    causality_code: string | null;
+    causality_system: string | null;
   }> | null;
   medical_history_references: Array<string> | null;
   identifier_system: string | null;
@@ -123,6 +129,7 @@ export type AllergyRecord = {
     substance: string | null;
     substance_code: string | null;
     substance_system: string | null;
+    note: string | null;
   }> | null;
   onset_at: string | null;
   onset_text: string | null;
@@ -208,6 +215,8 @@ export type Appointment = {
     reference: string | null;
     name: string | null;
     role: string | null;
+    role_code: string | null;
+    role_system: string | null;
     required: "required" | "optional" | "information-only" | null;
     status: "accepted" | "declined" | "tentative" | "needs-action" | null;
   }> | null;
@@ -389,6 +398,19 @@ export type CareTeam = {
 };
 
 export type CdssAlert = {
+  codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
+  implicated_references: Array<string> | null;
+  mitigations: Array<{
+    action: string | null;
+    action_code: string | null;
+    action_system: string | null;
+    date: string | null;
+    author: string | null;
+  }> | null;
   id: FhirId;
   patient_id: FhirId | null;
   encounter_id: FhirId | null;
@@ -456,6 +478,19 @@ export type ClinicalImpression = {
 };
 
 export type ClinicalNote = {
+  note_type_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
+  categories: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+    text: string | null;
+  }> | null;
+  authors: string | null;
+  attested_by: string | null;
   id: FhirId;
   patient_id: FhirId | null;
   visit_id: FhirId | null;
@@ -574,8 +609,10 @@ export type ClinicalObservation = {
     value_ratio: {
       numerator: number | null;
       numerator_unit: string | null;
+      numerator_unit_code: string | null;
       denominator: number | null;
       denominator_unit: string | null;
+      denominator_unit_code: string | null;
     } | null;
     value_precision: number | null;
     comparator: "<" | "<=" | ">=" | ">" | null;
@@ -622,6 +659,7 @@ export type ClinicalObservation = {
       age_low: number | null;
       age_high: number | null;
       age_unit: string | null;
+      age_unit_code: string | null;
     }> | null;
   }> | null;
   interpretations: Array<{
@@ -654,6 +692,7 @@ export type ClinicalObservation = {
     age_low: number | null;
     age_high: number | null;
     age_unit: string | null;
+    age_unit_code: string | null;
   }> | null;
   value_codings: Array<{
     system: string | null;
@@ -663,6 +702,11 @@ export type ClinicalObservation = {
 };
 
 export type Communication = {
+  medium_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   id: FhirId;
   patient_id: FhirId | null;
   status: "preparation" | "in-progress" | "not-done" | "on-hold" | "stopped" | "completed" | "entered-in-error" | "unknown" | null;
@@ -820,6 +864,8 @@ export type ConsentStatus = {
 export type ConsentType = "full_record" | "summary" | "diagnostics" | "prescriptions" | "documents";
 
 export type DeviceRequest = {
+  device_type: string | null;
+  device_udi: string | null;
   id: FhirId;
   patient_id: FhirId | null;
   visit_id: FhirId | null;
@@ -833,6 +879,7 @@ export type DeviceRequest = {
   parameters: Array<{
     name: string | null;
     value: string | null;
+    unit_code: string | null;
   }> | null;
   occurrence_at: string | null;
   occurrence_end: string | null;
@@ -857,6 +904,8 @@ export type DeviceRequest = {
 };
 
 export type Diagnosis = {
+  asserted_by: string | null;
+  asserter_reference: string | null;
   id: FhirId;
   patient_id: FhirId | null;
   visit_id: FhirId | null;
@@ -924,6 +973,14 @@ export type Diagnosis = {
 };
 
 export type DiagnosticReportRecord = {
+  forms: Array<{
+    content_type: string | null;
+    title: string | null;
+    url: string | null;
+    language: string | null;
+    created_at: string | null;
+  }> | null;
+  imaging_study_references: Array<string> | null;
   id: FhirId;
   patient_id: FhirId | null;
   visit_id: FhirId | null;
@@ -1035,6 +1092,27 @@ export type EncounterPush = {
   health_id: string;
   /** A visits record as records retrieval returns it, pushed back whole instead of the fields below (which must then be left out); `id` is ignored, a new resource is written */
   record?: {
+    diet_preference_codings?: Array<{
+      system: string | null;
+      code: string | null;
+      display: string | null;
+    }> | null;
+    special_arrangement_codings?: Array<{
+      system: string | null;
+      code: string | null;
+      display: string | null;
+    }> | null;
+    status_history?: Array<{
+      status: string | null;
+      start: string | null;
+      end: string | null;
+    }> | null;
+    class_history?: Array<{
+      class: string | null;
+      system: string | null;
+      start: string | null;
+      end: string | null;
+    }> | null;
     id?: FhirId;
     patient_id?: FhirId | null;
     type?: string | null;
@@ -1074,6 +1152,8 @@ export type EncounterPush = {
       provider_id: FhirId | null;
       name: string | null;
       role: string | null;
+      role_code: string | null;
+      role_system: string | null;
     }> | null;
     facility?: string | null;
     started_at?: string | null;
@@ -1420,6 +1500,10 @@ export type ImagingStudy = {
 };
 
 export type Immunization = {
+  funding_source: string | null;
+  funding_source_code: string | null;
+  funding_source_system: string | null;
+  program_eligibility: string | null;
   id: FhirId;
   patient_id: FhirId | null;
   visit_id: FhirId | null;
@@ -1599,8 +1683,10 @@ export type LabResult = {
   value_ratio: {
     numerator: number | null;
     numerator_unit: string | null;
+    numerator_unit_code: string | null;
     denominator: number | null;
     denominator_unit: string | null;
+    denominator_unit_code: string | null;
   } | null;
   comparator: "<" | "<=" | ">=" | ">" | null;
   value_precision: number | null;
@@ -1704,8 +1790,10 @@ export type LabResult = {
     value_ratio: {
       numerator: number | null;
       numerator_unit: string | null;
+      numerator_unit_code: string | null;
       denominator: number | null;
       denominator_unit: string | null;
+      denominator_unit_code: string | null;
     } | null;
     value_precision: number | null;
     comparator: "<" | "<=" | ">=" | ">" | null;
@@ -1752,6 +1840,7 @@ export type LabResult = {
       age_low: number | null;
       age_high: number | null;
       age_unit: string | null;
+      age_unit_code: string | null;
     }> | null;
   }> | null;
   interpretations: Array<{
@@ -1784,6 +1873,7 @@ export type LabResult = {
     age_low: number | null;
     age_high: number | null;
     age_unit: string | null;
+    age_unit_code: string | null;
   }> | null;
   value_codings: Array<{
     system: string | null;
@@ -1827,8 +1917,10 @@ export type LabResultPush = {
     value_ratio?: {
       numerator: number | null;
       numerator_unit: string | null;
+      numerator_unit_code: string | null;
       denominator: number | null;
       denominator_unit: string | null;
+      denominator_unit_code: string | null;
     } | null;
     comparator?: "<" | "<=" | ">=" | ">" | null;
     value_precision?: number | null;
@@ -1932,8 +2024,10 @@ export type LabResultPush = {
       value_ratio: {
         numerator: number | null;
         numerator_unit: string | null;
+        numerator_unit_code: string | null;
         denominator: number | null;
         denominator_unit: string | null;
+        denominator_unit_code: string | null;
       } | null;
       value_precision: number | null;
       comparator: "<" | "<=" | ">=" | ">" | null;
@@ -1980,6 +2074,7 @@ export type LabResultPush = {
         age_low: number | null;
         age_high: number | null;
         age_unit: string | null;
+        age_unit_code: string | null;
       }> | null;
     }> | null;
     interpretations?: Array<{
@@ -2012,6 +2107,7 @@ export type LabResultPush = {
       age_low: number | null;
       age_high: number | null;
       age_unit: string | null;
+      age_unit_code: string | null;
     }> | null;
     value_codings?: Array<{
       system: string | null;
@@ -2197,6 +2293,26 @@ export type MyConsents = {
 };
 
 export type NutritionOrder = {
+  food_preference_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
+  oral_diet_type_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
+  nutrient_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
+  texture_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   id: FhirId;
   patient_id: FhirId | null;
   visit_id: FhirId | null;
@@ -2369,6 +2485,12 @@ export type PatientDemographics = {
 };
 
 export type PatientDocument = {
+  security_label_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
+  master_identifier: string | null;
   id: FhirId;
   patient_id: FhirId | null;
   visit_id: FhirId | null;
@@ -2401,6 +2523,9 @@ export type PatientDocument = {
     size: number | null;
     inline: boolean | null;
     language: string | null;
+    format: string | null;
+    format_system: string | null;
+    created_at: string | null;
   }> | null;
   author: string | null;
   authenticator: string | null;
@@ -2692,6 +2817,10 @@ export type PortalUser = {
 };
 
 export type Prescription = {
+  method_code: string | null;
+  method_system: string | null;
+  site_code: string | null;
+  site_system: string | null;
   id: FhirId;
   patient_id: FhirId | null;
   visit_id: FhirId | null;
@@ -2832,6 +2961,30 @@ export type Prescription = {
 };
 
 export type Procedure = {
+  category_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
+  status_reason_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
+  complication_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
+  follow_up_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
+  recorded_by: string | null;
+  asserted_by: string | null;
+  complication_details: string | null;
+  complication_references: Array<string> | null;
   id: FhirId;
   patient_id: FhirId | null;
   visit_id: FhirId | null;
@@ -2908,6 +3061,9 @@ export type RevokedConsents = {
 };
 
 export type RiskAssessment = {
+  method_code: string | null;
+  method_system: string | null;
+  basis: string | null;
   id: FhirId;
   patient_id: FhirId | null;
   visit_id: FhirId | null;
@@ -2928,10 +3084,12 @@ export type RiskAssessment = {
   predictions: Array<{
     outcome: string | null;
     outcome_code: string | null;
+    outcome_system: string | null;
     probability: number | null;
     probability_range: string | null;
     qualitative_risk: string | null;
     qualitative_risk_code: string | null;
+    qualitative_risk_system: string | null;
     relative_risk: number | null;
     when: string | null;
     rationale: string | null;
@@ -3049,6 +3207,27 @@ export type TokenResponse = {
 };
 
 export type Visit = {
+  diet_preference_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
+  special_arrangement_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
+  status_history: Array<{
+    status: string | null;
+    start: string | null;
+    end: string | null;
+  }> | null;
+  class_history: Array<{
+    class: string | null;
+    system: string | null;
+    start: string | null;
+    end: string | null;
+  }> | null;
   id: FhirId;
   patient_id: FhirId | null;
   type: string | null;
@@ -3088,6 +3267,8 @@ export type Visit = {
     provider_id: FhirId | null;
     name: string | null;
     role: string | null;
+    role_code: string | null;
+    role_system: string | null;
   }> | null;
   facility: string | null;
   started_at: string | null;
@@ -3246,8 +3427,10 @@ export type Vital = {
     value_ratio: {
       numerator: number | null;
       numerator_unit: string | null;
+      numerator_unit_code: string | null;
       denominator: number | null;
       denominator_unit: string | null;
+      denominator_unit_code: string | null;
     } | null;
     value_precision: number | null;
     comparator: "<" | "<=" | ">=" | ">" | null;
@@ -3294,6 +3477,7 @@ export type Vital = {
       age_low: number | null;
       age_high: number | null;
       age_unit: string | null;
+      age_unit_code: string | null;
     }> | null;
   }> | null;
   interpretations: Array<{
@@ -3326,6 +3510,7 @@ export type Vital = {
     age_low: number | null;
     age_high: number | null;
     age_unit: string | null;
+    age_unit_code: string | null;
   }> | null;
   value_codings: Array<{
     system: string | null;
