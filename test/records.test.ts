@@ -307,7 +307,7 @@ describe('pushes', () => {
     expect(res.status, JSON.stringify(res.body)).toBe(201);
     expect(res.body).toMatchObject({ health_id: healthId, flagged: true, flag: 'AA' });
     const obs = (await call(operator, `/api/fhir/R4/Observation/${res.body.lab_result_id}`)).body;
-    expect(obs.valueQuantity).toEqual({ value: 6.1, unit: 'g/dL' });
+    expect(obs.valueQuantity).toEqual({ value: 6.1, unit: 'g/dL', system: 'http://unitsofmeasure.org', code: 'g/dL' });
     expect(obs.interpretation[0].coding[0].code).toBe('AA');
     expect(obs.subject.reference).toBe(`Patient/${patientId}`);
     const report = (await call(operator, `/api/fhir/R4/DiagnosticReport/${res.body.diagnostic_report_id}`)).body;

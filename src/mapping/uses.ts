@@ -23,8 +23,8 @@ export const CODE_MAPS = {
   'cdss-alert': { writes: ['id', 'patient_id', 'encounter_id', 'alert_type', 'status', 'severity', 'cdss_rule_id', 'detail', 'identified_at'] },
   'lab-result': {
     writes: [
-      'id', 'patient_id', 'visit_id', 'test_name', 'loinc_code', 'value', 'value_numeric', 'comparator', 'value_precision', 'unit', 'value_coded', 'reference_low', 'reference_high',
-      'reference_range_unit', 'reference_range_text', 'flag', 'flag_level', 'interpretation', 'status', 'effective_at', 'issued_at',
+      'id', 'patient_id', 'visit_id', 'test_name', 'loinc_code', 'value', 'value_numeric', 'comparator', 'value_precision', 'unit', 'unit_code', 'value_coded',
+      'reference_ranges', 'flag', 'flag_level', 'interpretation', 'status', 'effective_at', 'issued_at',
     ],
     // lab_result.released (src/events/rules.ts) and the summary's blood group (src/records/service.ts) read the
     // Observation as its lab record; the push's flag_level values are the table of `flag_level`.

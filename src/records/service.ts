@@ -2,6 +2,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import type { Observation, PractitionerRole, Resource } from '@medplum/fhirtypes';
 import type { FhirRepository } from '../fhir/repository';
+import { isUcum } from '../core/ucum';
 import { ApiError, ErrorCode, invalidFields } from '../core/errors';
 import { flagsResult } from '../core/lab-flags';
 import { registeredPatient, type HealthIdRecord } from '../healthid/registry';
@@ -285,8 +286,9 @@ export class RecordsService {
           reason: push.reason ?? null,
           provider_id: null,
           facility_id: null,
+          // A visit pushed with no time is taken as now; one given its start and no end has none (not the push's time).
           started_at: push.started_at ?? now,
-          ended_at: push.ended_at ?? ((push.status ?? 'finished') === 'finished' ? now : null),
+          ended_at: push.ended_at ?? (push.started_at === undefined && (push.status ?? 'finished') === 'finished' ? now : null),
           note: push.clinical_note ?? null,
         }),
       ];
@@ -327,6 +329,8 @@ export class RecordsService {
         throw invalidFields([{ field: 'result_value', message: `${JSON.stringify(push.result_value)} is not a number (e.g. 5.6, <5, >=200), which a result with a unit must be` }]);
       }
       const status = push.status ?? 'final';
+      // A unit that is UCUM is written as one (system and code: what FHIR readers compute with); any other stays words.
+      const unitCode = push.unit !== undefined && isUcum(push.unit) ? push.unit : null;
       const observation = this.toFhir('lab-result', {
         id: resultId,
         patient_id: patient.patientId,
@@ -338,12 +342,13 @@ export class RecordsService {
         comparator: numeric?.comparator ?? null,
         value_precision: numeric?.precision ?? null,
         unit: push.unit ?? null,
+        unit_code: unitCode,
         value_coded: null,
-        reference_low: push.reference_low ?? null,
-        reference_high: push.reference_high ?? null,
-        // The range is in the result's unit (written with the low limit, so only when there is one).
-        reference_range_unit: push.reference_low !== undefined ? (push.unit ?? null) : null,
-        reference_range_text: null,
+        // The range is in the result's unit, on each limit given (one limit alone too).
+        reference_ranges:
+          push.reference_low !== undefined || push.reference_high !== undefined
+            ? [{ low: push.reference_low ?? null, high: push.reference_high ?? null, unit: push.unit ?? null, unit_code: unitCode }]
+            : [],
         // The level's code is the map's (its `flag_level` table).
         flag: null,
         flag_level: flagLevel,

@@ -18,7 +18,6 @@ const HealthId = z.string().max(64).describe('Health ID (see resolve)');
 const Text = (max: number) => z.string().trim().min(1, 'must not be blank').max(max);
 const Instant = z.iso.datetime({ offset: true }).describe('ISO 8601 date-time with a zone');
 const notFuture = (v: string) => Date.parse(v) <= Date.now() + 5 * 60_000;
-const PastInstant = Instant.refine(notFuture, 'must not be in the future');
 /** A FHIR dateTime of any precision (`2026-03-12`, `2026-03`, or to the second with a zone), not in the future. */
 const PastDateTime = z
   .string()
@@ -83,8 +82,8 @@ const encounterPush = (maps: MappingSet, record: z.ZodObject) =>
       // The visit map declares no class values (it reads any v3 ActCode class): these are the push's own.
       class: z.enum(['AMB', 'EMER', 'IMP', 'VR', 'HH']).optional().describe('v3 ActCode: AMB ambulatory (default), EMER emergency, IMP inpatient, VR virtual, HH home health'),
       reason: Text(500).optional(),
-      started_at: PastInstant.optional().describe('Default now'),
-      ended_at: PastInstant.optional().describe('Default now for a finished encounter'),
+      started_at: PastDateTime.optional().describe('A FHIR dateTime (the day alone when that is all that is known); default now'),
+      ended_at: PastDateTime.optional().describe('Default now for a finished encounter pushed with no started_at; none when started_at is given'),
       alert_type: Text(64).optional().describe(`Required for ${CDSS_ALERT}: e.g. drug_interaction, duplicate_therapy, contraindication, dose_range, allergy_alert`),
       severity: z.enum(valuesOf(maps, 'cdss-alert', 'severity')).optional().describe(`Required for ${CDSS_ALERT}`),
       cdss_rule_id: Text(128).optional().describe('The decision-support rule that raised the alert'),
@@ -131,7 +130,7 @@ const labResultPush = (maps: MappingSet, record: z.ZodObject) =>
         .optional()
         .describe('How far out, each level an interpretation code (mappings/lab-result.map.yaml, `flag_level`); default abnormal when flagged, normal when not flagged, none without `flagged`'),
       interpretation: Text(2000).optional().describe("The result in words; the report's conclusion"),
-      unit: Text(50).optional().describe('UCUM unit of a numeric result, e.g. g/dL'),
+      unit: Text(50).optional().describe('Unit of a numeric result, e.g. g/dL: a UCUM unit is written as one (system and code), any other as words'),
       loinc_code: z.string().regex(/^\d{1,7}-\d$/, 'must be a LOINC code such as 718-7').optional(),
       reference_low: z.number().finite().optional(),
       reference_high: z.number().finite().optional(),

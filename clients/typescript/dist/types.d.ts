@@ -1194,9 +1194,9 @@ export type EncounterPush = {
     /** v3 ActCode: AMB ambulatory (default), EMER emergency, IMP inpatient, VR virtual, HH home health */
     class?: "AMB" | "EMER" | "IMP" | "VR" | "HH";
     reason?: string;
-    /** Default now */
+    /** A FHIR dateTime (the day alone when that is all that is known); default now */
     started_at?: string;
-    /** Default now for a finished encounter */
+    /** Default now for a finished encounter pushed with no started_at; none when started_at is given */
     ended_at?: string;
     /** Required for cdss_alert: e.g. drug_interaction, duplicate_therapy, contraindication, dose_range, allergy_alert */
     alert_type?: string;
@@ -2074,7 +2074,7 @@ export type LabResultPush = {
     flag_level?: "normal" | "abnormal" | "low" | "high" | "critical" | "critical_low" | "critical_high";
     /** The result in words; the report's conclusion */
     interpretation?: string;
-    /** UCUM unit of a numeric result, e.g. g/dL */
+    /** Unit of a numeric result, e.g. g/dL: a UCUM unit is written as one (system and code), any other as words */
     unit?: string;
     loinc_code?: string;
     reference_low?: number;
