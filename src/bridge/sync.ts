@@ -52,8 +52,8 @@ const LOCAL_REFERENCE = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(?:\/_history\
 
 /**
  * The resource as Pont stores it: its id and every relative reference `Type/id` (versioned too: LOCAL_REFERENCE)
- * translated from the agent's id space to Pont's (syncedId), tagged with the facility and the agent. References to Health IDs or absolute URLs
- * are left alone.
+ * translated from the agent's id space to Pont's (syncedId), tagged with the facility and the agent. References to
+ * Health IDs or absolute URLs are left alone.
  */
 function translate(resource: Resource, agent: AgentPrincipal): Resource {
   const walk = (value: unknown, key?: string): unknown => {
