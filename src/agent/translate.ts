@@ -347,6 +347,9 @@ function presentedForm(segment: Hl7Segment, message: Hl7Message, sequence: numbe
   }
   const contentType = ED_TYPES[subtype!.toUpperCase()] ?? (type!.toUpperCase() === 'TEXT' ? 'text/plain' : 'application/octet-stream');
   const title = unescapeV2(segment.getField(3)?.getComponent(2) || segment.getField(3)?.getComponent(1) || '', message).trim();
+  // No map reads the title (it is the test's name, read here): its NUL (`\X00\`, or unreadable bytes) is named here,
+  // not left for Pont to refuse as the report's.
+  if (title.includes('\u0000')) throw new FieldError('OBX-3', ErrorCondition.dataType, 'OBX-3: the test\'s name holds a NUL character (0x00) or escaped bytes that are no text, which Pont does not store', sequence);
   return { contentType, data: base64, ...(title ? { title } : {}) };
 }
 
