@@ -31,6 +31,8 @@ const WRITERS = [
   { name: 'harbour', file: 'harbour-intl.bundle.json' },
   { name: 'narmada', file: 'narmada-sakura.bundle.json' },
   { name: 'pampa', file: 'pampa-fjord.bundle.json' },
+  { name: 'openmrs', file: 'openmrs-fhir2.bundle.json' },
+  { name: 'sahel', file: 'sahel-labs.bundle.json' },
 ];
 const LOINC = 'http://loinc.org';
 const SCT = 'http://snomed.info/sct';
@@ -211,6 +213,9 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
     if (!c) return;
     (c.coding ?? []).forEach((x: R, i: number) => {
       if (x.code) add(i === 0 ? tag : restTag, `${what} ${x.system ?? '(no system)'}|${x.code}`, (v) => v.coding(x.system, x.code));
+      // A code without a system (OpenMRS's concept and encounter type UUIDs) says nothing by itself: in a concept
+      // without a text, its display is what it means.
+      if (x.code && !x.system && x.display && !c.text) add(i === 0 ? tag : restTag, `${what} (no system)|${x.code} display "${x.display}"`, (v) => v.text(x.display));
     });
     if (c.text) add(tag, `${what} text "${c.text}"`, (v) => v.text(c.text));
     if (!(c.coding ?? []).length && !c.text) return;
@@ -375,6 +380,14 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
         if (applies.low) add(tag, `referenceRange.low ${applies.low.value}`, (v) => v.number(applies.low.value));
         if (applies.high) add(tag, `referenceRange.high ${applies.high.value}`, (v) => v.number(applies.high.value));
         if (applies.text) add(tag, `referenceRange.text "${applies.text}"`, (v) => v.text(applies.text));
+        // Every other range too, with what it means (OpenMRS writes a concept's normal, critical and absolute
+        // ranges side by side: "transfuse below 7" is a treatment limit, not the normal range).
+        ranges.forEach((x, i) => {
+          if (x === applies) return;
+          if (x.text) add('ranges', `referenceRange[${i}].text "${x.text}"`, (v) => v.text(x.text));
+          for (const end of ['low', 'high'] as const) if (x[end]?.value !== undefined) add('ranges', `referenceRange[${i}].${end} ${x[end].value}`, (v) => v.number(x[end].value));
+          (x.type?.coding ?? []).forEach((c: R) => add('ranges', `referenceRange[${i}].type ${c.code}`, (v) => v.code(c.code)));
+        });
       }
       (r.component ?? []).forEach((c: R, i: number) => {
         concept('components', `component[${i}].code`, c.code, 'components');
@@ -768,6 +781,9 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       if (r.intent) add('values', `intent ${r.intent}`, (v) => v.code(r.intent));
       status(r.priority, 'priority');
       date('values', 'occurrenceDateTime', r.occurrenceDateTime);
+      // When it is to be done, as a period (an OpenMRS test order: from its activation to its fulfilment), and why.
+      period('occurrencePeriod', r.occurrencePeriod);
+      concepts('values', 'reasonCode', r.reasonCode);
       date('values', 'authoredOn', r.authoredOn);
       reference('context', 'requester', r.requester);
       references('performer', 'performer', r.performer);
@@ -1147,6 +1163,8 @@ function patientFacts(p: R): Fact[] {
   const name = p.name?.find((n: R) => n.use === 'official' && current(n)) ?? p.name?.find((n: R) => n.use === 'usual' && current(n)) ?? p.name?.find(current);
   if (name?.given?.[0]) add(`name.given ${name.given[0]} (use ${name.use})`, (v) => v.leaves.some((l) => l.key === 'first_name' && l.value === name.given[0]));
   if (name?.family) add(`name.family ${name.family} (use ${name.use})`, (v) => v.leaves.some((l) => l.key === 'last_name' && l.value === name.family));
+  // A middle name (OpenMRS writes it as the second given name): part of the name as written whole.
+  (name?.given ?? []).slice(1).forEach((g: string, i: number) => add(`name.given[${i + 1}] ${g} (a middle name)`, (v) => v.text(g)));
   // A name written as a text only (India's NRCeS profiles: `name: [{text: "…"}]`): the patient is still named.
   if (name?.text && !name.family && !name.given?.length) add(`name.text "${name.text}" (no family, no given)`, (v) => {
     // Whole, or split into a first and a last name that are both of its words.
@@ -1486,7 +1504,15 @@ beforeAll(async () => {
   sdkConsented = await createTestClient(pont, ['labs:write', 'encounters:write', 'labs:read', 'patients:read'], { organizationId: 'org-integrator' });
   readerAll = await createTestClient(pont, [...readScopes], { organizationId: 'org-integrator-all', allPatients: true });
   sdkAll = await createTestClient(pont, ['labs:write', 'encounters:write', 'labs:read', 'patients:read'], { organizationId: 'org-integrator-all', allPatients: true });
-  for (const writer of WRITERS) runs.push(await load(writer));
+  for (const writer of WRITERS) {
+    // The integrator's readers afresh for each writer: one client reading every record type of every writer's
+    // patients would pass Connect's rate limit (600 requests a minute) from the sixth writer on.
+    if (runs.length) {
+      consented = await createTestClient(pont, [...readScopes], { organizationId: 'org-integrator' });
+      readerAll = await createTestClient(pont, [...readScopes], { organizationId: 'org-integrator-all', allPatients: true });
+    }
+    runs.push(await load(writer));
+  }
   report();
 }, 600_000);
 afterAll(async () => {

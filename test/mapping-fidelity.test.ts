@@ -520,8 +520,8 @@ describe('the SDK lab push keeps what it is given', () => {
       ],
     });
     expect((await record('allergies', allergy)).reaction_list).toEqual([
-      { manifestations: 'Anaphylaxis, Hives', severity: 'severe', onset_at: '2001-06-01', description: 'Throat closing within minutes', exposure_route: 'Oral', exposure_route_code: null, exposure_route_system: null, substance: null, substance_code: null, substance_system: null, note: null },
-      { manifestations: '271807003', severity: 'mild', onset_at: null, description: null, exposure_route: null, exposure_route_code: null, exposure_route_system: null, substance: null, substance_code: null, substance_system: null, note: null },
+      { manifestations: 'Anaphylaxis, Hives', severity: 'severe', onset_at: '2001-06-01', description: 'Throat closing within minutes', exposure_route: 'Oral', exposure_route_code: null, exposure_route_system: null, substance: null, substance_code: null, substance_system: null, substance_codings: [], note: null },
+      { manifestations: '271807003', severity: 'mild', onset_at: null, description: null, exposure_route: null, exposure_route_code: null, exposure_route_system: null, substance: null, substance_code: null, substance_system: null, substance_codings: [], note: null },
     ]);
     // A document held inline without its size says it is inline, beside the one at a url.
     const document = await post({

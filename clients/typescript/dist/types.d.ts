@@ -123,6 +123,11 @@ export type AllergyRecord = {
         substance: string | null;
         substance_code: string | null;
         substance_system: string | null;
+        substance_codings: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
         note: string | null;
     }> | null;
     onset_at: string | null;
@@ -983,6 +988,11 @@ export type DiagnosticReportRecord = {
     based_on: string | null;
     based_on_code: string | null;
     based_on_system: string | null;
+    based_on_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     form_content_type: string | null;
     form_url: string | null;
     form_title: string | null;
@@ -1499,6 +1509,7 @@ export type Immunization = {
     target_disease_system: string | null;
     dose_quantity: number | null;
     dose_unit: string | null;
+    dose_unit_code: string | null;
     expiration_date: string | null;
     manufacturer: string | null;
     reason: string | null;
@@ -1518,6 +1529,11 @@ export type Immunization = {
     route: string | null;
     route_code: string | null;
     route_system: string | null;
+    route_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     note: string | null;
     vaccine_codings: Array<{
         system: string | null;
@@ -2839,12 +2855,22 @@ export type Prescription = {
         timing: string | null;
         timing_code: string | null;
         timing_system: string | null;
+        timing_codings: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
         bounds: string | null;
         as_needed_reason: string | null;
         as_needed: boolean | null;
         route: string | null;
         route_code: string | null;
         route_system: string | null;
+        route_codings: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
         as_needed_reason_code: string | null;
         as_needed_reason_system: string | null;
         method: string | null;
@@ -3251,6 +3277,7 @@ export type Vital = {
     systolic: number | null;
     diastolic: number | null;
     unit: string | null;
+    unit_code: string | null;
     value_text: string | null;
     value_coded: string | null;
     data_absent_reason: string | null;
