@@ -304,6 +304,23 @@ describe(`patient profile search (${backend})`, () => {
     expect(res.body).toMatchObject({ ...created.patient, phone_number: '+237 6 77 12 34 56' });
   });
 
+  it('a patient another system wrote, its country by name and its phone with no system (as OpenMRS does): the country as its ISO code, the phone read', async () => {
+    const writer = await createTestClient(pont, ['fhir:write', 'fhir:read'], { organizationId: 'org-clinic' });
+    for (const [country, code] of [['Kenya', 'KE'], ['Cameroun', 'CM'], ['Sénégal', 'SN'], ['ke', 'KE'], ['Ruritania', 'Ruritania']]) {
+      const id = `omrs-${code.toLowerCase()}-${counter++}`;
+      const written = await pont.json(`/api/fhir/R4/Patient/${id}`, {
+        ...as(writer),
+        method: 'PUT',
+        json: { resourceType: 'Patient', id, name: [{ family: 'Otieno', given: ['Akinyi', 'Grace'] }], gender: 'female', birthDate: '1988', telecom: [{ value: '+254 712 345678' }], address: [{ city: 'Kisumu', country }] },
+      });
+      expect(written.status, JSON.stringify(written.body)).toBe(201);
+      const healthId = written.body.identifier.find((i: { system: string }) => i.system === HEALTH_ID_SYSTEM).value;
+      const res = await profile(`?health_id=${healthId}`);
+      expect(res.body, country).toMatchObject({ country_code: code, phone_number: '+254 712 345678', date_of_birth: '1988' });
+      expect((await verify(healthId)).body.patient.country_code).toBe(code);
+    }
+  });
+
   it('404 when unknown, 422 when the query is missing or malformed', async () => {
     const unregistered = 'CM0000000000' + String(98 - Number(BigInt('1222000000000000') % 97n)).padStart(2, '0');
     expect((await profile(`?health_id=${unregistered}`)).status).toBe(404);

@@ -1,6 +1,6 @@
 import { randomInt } from 'node:crypto';
 import { ApiError } from '../core/errors';
-import { isCountryCode } from './countries';
+import { isCountryCode } from '../core/countries';
 
 /**
  * Health ID grammar:  CC DDDDDDDDDD KK

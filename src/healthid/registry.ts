@@ -3,7 +3,7 @@ import { SqlState, sqlState, type Queryable } from '../db/database';
 import { hashKey } from '../core/hash';
 import { ApiError, ErrorCode } from '../core/errors';
 import { MATCH_RULE_VERSION } from './matching';
-import { isCountryCode } from './countries';
+import { isCountryCode } from '../core/countries';
 import { generateHealthId, HEALTH_ID_SYSTEM, HealthIdErrorCode, healthIdProblem, invalidHealthId } from './healthid';
 
 /** A registered Health ID and the FHIR Patient carrying it. */

@@ -8,6 +8,7 @@
  *   step       = name ["[" index "]"] (".where(" condition (" and " condition)* ")" | ".first()")* [".resolve()"]
  *   finish     = "join(" 'text' ")" | "toDate()" | "toText()" | "exists()"   (conversions of the values at the end)
  *              | "firstWord()" | "lastWord()"        (a text's first word; its last, when it has two or more)
+ *              | "countryCode()"                      (a country as its ISO 3166 code, from the code or its name)
  *              | "memberOf(" (%alias | 'url') ")"    (whether the code, Coding or concept is in a loaded value set)
  *   condition  = (name | outside) ("." name)* (op literal | ".empty()" | ".exists()")
  *   op         = "=" | "<" | "<=" | ">" | ">="        (the comparisons compare numbers: an element without a
@@ -78,7 +79,7 @@ export interface PathStep extends PathName {
 
 export type PathFinish =
   | { kind: 'join'; separator: string; at: number }
-  | { kind: 'toDate' | 'toText' | 'exists' | 'firstWord' | 'lastWord'; at: number }
+  | { kind: 'toDate' | 'toText' | 'exists' | 'firstWord' | 'lastWord' | 'countryCode'; at: number }
   /** `memberOf(%alias)` or `memberOf('url')`: the value set's canonical URL (an alias the compiler resolves against `uris`). */
   | { kind: 'memberOf'; valueSet: string; alias?: boolean; valueAt: number; at: number };
 
@@ -101,7 +102,7 @@ export class PathSyntaxError extends Error {
 }
 
 /** The functions of the language, with what they take: the "did you mean" of an unknown one comes from here. */
-export const FUNCTIONS = { where: 'condition', first: 'nothing', resolve: 'nothing', join: 'separator', toDate: 'nothing', toText: 'nothing', exists: 'nothing', memberOf: 'value set', firstWord: 'nothing', lastWord: 'nothing' } as const;
+export const FUNCTIONS = { where: 'condition', first: 'nothing', resolve: 'nothing', join: 'separator', toDate: 'nothing', toText: 'nothing', exists: 'nothing', memberOf: 'value set', firstWord: 'nothing', lastWord: 'nothing', countryCode: 'nothing' } as const;
 
 const NAME = /[A-Za-z_][A-Za-z0-9_]*/y; // `_value`: a primitive's id and extensions in FHIR JSON
 const ALIAS = /[A-Za-z][A-Za-z0-9_-]*/y;
@@ -225,7 +226,7 @@ export function parseExpression(text: string): ParsedPath[] {
     pos++;
   };
 
-  /** join(), toDate(), toText(), exists(), firstWord(), lastWord() and memberOf() convert the values at the end: nothing may follow them. */
+  /** join(), toDate(), toText(), exists(), firstWord(), lastWord(), countryCode() and memberOf() convert the values at the end: nothing may follow them. */
   const finish = (parsed: ParsedPath, fn: PathName): ParsedPath => {
     if (fn.name === 'join') {
       skipSpaces();
@@ -239,7 +240,7 @@ export function parseExpression(text: string): ParsedPath[] {
         const alias = match(ALIAS) ?? fail('expected a uris name after % (the value set\'s canonical URL)');
         parsed.finish = { kind: 'memberOf', valueSet: alias, alias: true, valueAt, at: fn.at };
       } else fail(`memberOf() takes a value set: %name (one of \`uris\`) or its canonical URL in quotes, at ${rest()}`);
-    } else if (fn.name === 'toDate' || fn.name === 'toText' || fn.name === 'exists' || fn.name === 'firstWord' || fn.name === 'lastWord') parsed.finish = { kind: fn.name, at: fn.at };
+    } else if (fn.name === 'toDate' || fn.name === 'toText' || fn.name === 'exists' || fn.name === 'firstWord' || fn.name === 'lastWord' || fn.name === 'countryCode') parsed.finish = { kind: fn.name, at: fn.at };
     else fail(`${fn.name}() goes after an element name`, fn.at);
     close(fn.name);
     skipSpaces();

@@ -57,6 +57,20 @@ fields:\n  id: id\n  first: { fhir: 'note[0].text.firstWord()', write: false }\n
     expect(problemsOf(dir)).toEqual([expect.stringContaining('lastWord() reads a word of a text into a Connect string: n is a number, text a FHIR string')]);
   });
 
+  it('countryCode(): a country as its ISO 3166 code, from the code or its name; else the next alternative; read only, into a string', () => {
+    const map = loadMappings(
+      probe(`connect:\n  id: { type: string, required: true }\n  country: { type: string, nullable: true }
+fields:\n  id: id\n  country: code.text.countryCode() | code.text\n`),
+    ).get('probe');
+    const of = (text: string) => map.fromFhir({ ...obs, id: 'a', code: { ...obs.code, text } } as any).country;
+    expect(['Kenya', 'Cameroun', 'Cameroon', 'Sénégal', 'senegal', 'ke', 'CM', "Cote d'Ivoire", 'Ouganda'].map(of)).toEqual(['KE', 'CM', 'CM', 'SN', 'SN', 'KE', 'CM', 'CI', 'UG']);
+    // What it does not know is read as written, by the next alternative; writing writes the code as given.
+    expect(of('Ruritania')).toBe('Ruritania');
+    expect((map.toFhir({ id: 'a', country: 'KE' }) as any).code.text).toBe('KE');
+    const dir = probe(`connect:\n  id: { type: string, required: true }\n  n: { type: number, nullable: true }\nfields:\n  id: id\n  n: { fhir: code.text.countryCode(), write: false }\n`);
+    expect(problemsOf(dir)).toEqual([expect.stringContaining('countryCode() reads a country code of a text into a Connect string: n is a number')]);
+  });
+
   it('a let chooses a part once; %resource compares with another element: the applicable reference range', () => {
     const map = loadMappings(
       probe(`let:
@@ -211,7 +225,7 @@ fields:\n  id: id\n  value: valueString | valueRange.toText() | valueRatio.toTex
 
   it('an unknown function is named, with a suggestion, at its file, line and column', () => {
     const dir = probe(`connect:\n  id: { type: string, required: true }\n  name: { type: string, nullable: true }\nfields:\n  id: id\n  name: code.coding.frist().display\n`);
-    expect(problemsOf(dir)).toEqual([`${join(dir, 'probe.map.yaml')}:13:21: malformed path \`code.coding.frist().display\`: unknown function 'frist', did you mean 'first'; functions: where(), first(), resolve(), join(), toDate(), toText(), exists(), memberOf(), firstWord(), lastWord()`]);
+    expect(problemsOf(dir)).toEqual([`${join(dir, 'probe.map.yaml')}:13:21: malformed path \`code.coding.frist().display\`: unknown function 'frist', did you mean 'first'; functions: where(), first(), resolve(), join(), toDate(), toText(), exists(), memberOf(), firstWord(), lastWord(), countryCode()`]);
     expect(() => parseExpression('code.text.joint(",")')).toThrow(/unknown function 'joint', did you mean 'join'/);
     expect(() => parseExpression('code.coding.count()')).toThrow(PathSyntaxError);
     // FHIRPath's escapes in quoted text; an unknown one is named.

@@ -1,4 +1,5 @@
 import type { Resource } from '@medplum/fhirtypes';
+import { countryCodeOf } from '../core/countries';
 import { isJsonObject } from '../core/json';
 import { referenceFormProblem } from '../core/reference-form';
 import { MappingValueError } from './errors';
@@ -57,7 +58,7 @@ export type CompiledPath = CompiledStep[];
 export interface CompiledAlternative {
   from?: CompiledExpression;
   steps: CompiledPath;
-  finish?: { kind: 'join'; separator: string } | { kind: 'toDate' | 'toText' | 'exists' | 'firstWord' | 'lastWord' } | { kind: 'memberOf'; valueSet: string };
+  finish?: { kind: 'join'; separator: string } | { kind: 'toDate' | 'toText' | 'exists' | 'firstWord' | 'lastWord' | 'countryCode' } | { kind: 'memberOf'; valueSet: string };
 }
 /** `a | b | …`: reading takes the first alternative that gives a value; writing follows `write`. */
 export interface CompiledExpression {
@@ -815,6 +816,8 @@ export function readAll(scope: Scope, expression: CompiledExpression): unknown[]
     else if (alternative.finish?.kind === 'toText') values = values.map((v) => textOf(v, scope.terminology)).filter((v) => v !== undefined);
     // A name written only as text ("Sunita Sharma"): its first word, and its last when it has more than one.
     else if (alternative.finish?.kind === 'firstWord' || alternative.finish?.kind === 'lastWord') values = values.flatMap((v) => wordOf(v, alternative.finish!.kind === 'lastWord'));
+    // A country as a record writes it ("Kenya", "Cameroun", "ke"): its ISO 3166 code, else nothing (the next alternative).
+    else if (alternative.finish?.kind === 'countryCode') values = values.flatMap((v) => (typeof v === 'string' ? (countryCodeOf(v) ?? []) : []));
     // exists(): true when there is a value, else nothing (the next alternative, or null: not false).
     else if (alternative.finish?.kind === 'exists') values = values.length ? [true] : [];
     // memberOf(): true or false when the value set is loaded and the values have codes, else nothing (null).

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { isCountryCode } from '../healthid/countries';
+import { isCountryCode } from '../core/countries';
 import { HEALTH_ID_LENGTH, HealthIdErrorCode } from '../healthid/healthid';
 import { defineRoute, type RouteSpec } from '../http/routes';
 import { ErrorSchema } from '../http/openapi';
