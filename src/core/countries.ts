@@ -1,3 +1,5 @@
+import { normaliseName } from './normalise';
+
 /** ISO 3166-1 alpha-2 officially assigned codes: the possible Health ID prefixes and resolve `country_code`s. */
 const ISO_3166_ALPHA2 = new Set(
   (
@@ -17,7 +19,6 @@ export function isCountryCode(value: string): boolean {
 
 /** Names of the countries in the languages their records are written in around Pont's users, and in English. */
 const NAME_LANGUAGES = ['en', 'fr', 'es', 'pt', 'de', 'it', 'nl', 'sv', 'ar', 'sw'];
-const normalised = (text: string) => text.normalize('NFKD').replace(/\p{M}/gu, '').toLowerCase().replace(/[^\p{L}\p{N}]+/gu, ' ').trim();
 let byName: Map<string, string> | undefined;
 
 /**
@@ -34,9 +35,10 @@ export function countryCodeOf(text: string): string | undefined {
       const names = new Intl.DisplayNames([language], { type: 'region', fallback: 'none' });
       for (const iso of ISO_3166_ALPHA2) {
         const name = names.of(iso);
-        if (name && !byName.has(normalised(name))) byName.set(normalised(name), iso);
+        const key = name && normaliseName(name);
+        if (key && !byName.has(key)) byName.set(key, iso);
       }
     }
   }
-  return byName.get(normalised(text));
+  return byName.get(normaliseName(text));
 }

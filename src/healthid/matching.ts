@@ -1,4 +1,5 @@
 import { createHmac } from 'node:crypto';
+import { normaliseName } from '../core/normalise';
 
 /** The demographics a resolve request matches on. */
 export interface MatchDemographics {
@@ -8,20 +9,6 @@ export interface MatchDemographics {
   sex?: string;
 }
 
-/**
- * A name as compared: Unicode-decomposed with accents dropped, lower case, and every run of
- * anything that is not a letter or digit (spaces, hyphens, apostrophes, dots) made one space.
- * "Jean-Pierre  N'Dongo", "jean pierre n dongo" and "JEAN PIERRE NDÓNGO" differ only as shown:
- * the first two compare equal, the third is "jean pierre ndongo".
- */
-export function normaliseName(name: string): string {
-  return name
-    .normalize('NFKD')
-    .replace(/\p{M}/gu, '')
-    .toLowerCase()
-    .replace(/[^\p{L}\p{N}]+/gu, ' ')
-    .trim();
-}
 
 /**
  * Version of the rule below; a change of rule gets a new version so old keys are never compared with

@@ -633,7 +633,6 @@ const given = (value: unknown) => value !== null && value !== undefined && !(Arr
 
 export const CDSS_ALERT = 'cdss_alert';
 
-/** What a lab push answers of the interpretation stored: its code, and whether it flags the result (null: none). */
 /**
  * Where a pushed record gives a reference the store refused: the field (`visit_id`, `diagnoses[0].condition_reference`)
  * whose value is the id (an `_id` field) or the reference itself (a `_reference` field, in a list of objects too).
@@ -650,6 +649,7 @@ function fieldNaming(fields: Record<string, unknown>, id: string, reference: str
   return Object.entries(fields).map(([k, v]) => (k === 'id' ? undefined : walk(v, k))).find((f) => f !== undefined);
 }
 
+/** What a lab push answers of the interpretation stored: its code, and whether it flags the result (null: none). */
 export function flagOf(flag: unknown): { flagged: boolean | null; flag: string | null } {
   return typeof flag === 'string' ? { flagged: flagsResult(flag), flag } : { flagged: null, flag: null };
 }

@@ -6,7 +6,7 @@ import { ErrorSchema } from '../http/openapi';
 import type { Services } from '../http/services';
 import { FHIR_DATE } from '../mapping/index';
 import type { MappingSet } from '../mapping/types';
-import { normaliseName } from '../healthid/matching';
+import { normaliseName } from '../core/normalise';
 import { PatientService, type Demographics, type StatedReason } from '../patients/service';
 
 const CONNECT = '/api/v1/connect';
