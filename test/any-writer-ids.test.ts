@@ -268,6 +268,14 @@ describe('write-back keeps meaning (issue 38 item 5)', () => {
     expect(own.status).toBeGreaterThanOrEqual(400);
     expect([whole.status, whole.body.error_code]).toEqual([own.status, own.body.error_code]);
     expect(await count()).toBe(before);
+    // A visit too, given by its date alone (a form the push takes since stop 83): refused alike, nothing written, and
+    // the answer names nothing of the patient's.
+    const visits = async () => (await call(operator, '/api/fhir/R4/Encounter?subject=Patient/123&_summary=count')).body.total;
+    const visitsBefore = await visits();
+    const visit = await call(stranger, '/api/v1/sdk/records/encounters', { method: 'POST', json: { health_id: healthId, encounter_type: 'consultation', reason: 'Paludisme', started_at: '2026-11-20' } });
+    expect([visit.status, visit.body.error_code]).toEqual([own.status, own.body.error_code]);
+    expect(JSON.stringify(visit.body)).not.toMatch(/Patient\/123|Mbah|Eyong/);
+    expect(await visits()).toBe(visitsBefore);
   });
 
   it('an encounter record pushed back keeps its class, type codes and period, and gets no invented start', async () => {
