@@ -132,6 +132,25 @@ describe(`records retrieval of ${PATIENTS} Synthea patients (${backend})`, () =>
     // 50 patients × every type (22 since issue 39), each type=all read and some paged: longer than the default minute.
   }, 240_000);
 
+  it('many at once (more than the answers built together: src/records/service.ts ANSWERS_AT_ONCE) each get their own patient, as read alone', async () => {
+    const patients = [...healthIdOf.values()].slice(0, 6);
+    const alone = new Map<string, unknown>();
+    for (const healthId of patients) alone.set(healthId, (await records(reader, healthId, '?limit=20')).body);
+    const summaries = new Map<string, unknown>();
+    for (const healthId of patients) summaries.set(healthId, (await call(reader, `/api/v1/sdk/patients/${healthId}/summary`)).body);
+    // 24 records and 12 summaries at once, each patient's several times over, interleaved.
+    const asked: Array<{ healthId: string; kind: 'records' | 'summary' }> = [
+      ...[...patients, ...patients, ...patients, ...patients].map((healthId) => ({ healthId, kind: 'records' as const })),
+      ...[...patients, ...patients].map((healthId) => ({ healthId, kind: 'summary' as const })),
+    ];
+    const answers = await Promise.all(asked.map(({ healthId, kind }) => (kind === 'records' ? records(reader, healthId, '?limit=20') : call(reader, `/api/v1/sdk/patients/${healthId}/summary`))));
+    answers.forEach((res, i) => {
+      const { healthId, kind } = asked[i]!;
+      expect(res.status, `${kind} of ${healthId}`).toBe(200);
+      expect(res.body, `${kind} of ${healthId}`).toEqual((kind === 'records' ? alone : summaries).get(healthId));
+    });
+  });
+
   it('says what each record is: fields read from the FHIR resource', async () => {
     const byId = new Map(data.map((r) => [r.id, r as any]));
     // A patient with blood pressures among their vital signs.
