@@ -33,6 +33,7 @@ const WRITERS = [
   { name: 'pampa', file: 'pampa-fjord.bundle.json' },
   { name: 'openmrs', file: 'openmrs-fhir2.bundle.json' },
   { name: 'sahel', file: 'sahel-labs.bundle.json' },
+  { name: 'tidewell', file: 'tidewell-apps.bundle.json' },
 ];
 const LOINC = 'http://loinc.org';
 const SCT = 'http://snomed.info/sct';
@@ -257,7 +258,17 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       case 'Device':
         concept(tag, `${what} ${ref.reference} type`, target.type, tag);
         (target.udiCarrier ?? []).forEach((u: R) => u.deviceIdentifier && add(tag, `${what} ${ref.reference} UDI ${u.deviceIdentifier}`, (v) => v.text(u.deviceIdentifier)));
+        // A consumer device has no UDI (a wearable, a home cuff): its name is what tells it apart.
+        if (!(target.udiCarrier ?? []).length && target.deviceName?.[0]?.name) add(tag, `${what} ${ref.reference} deviceName "${target.deviceName[0].name}"`, (v) => v.text(target.deviceName[0].name));
         break;
+      // The patient (a reading they took, an answer they gave, a statement they made) or a relative (a carer on a
+      // video visit, in a care team): who it is, by name.
+      case 'Patient':
+      case 'RelatedPerson': {
+        const name = target.name?.[0];
+        if (name?.family) add(tag, `${what} ${ref.reference} name ${name.family}`, (v) => v.text(name.family));
+        break;
+      }
       case 'Media':
         if (target.content?.url) add(tag, `${what} ${ref.reference} url ${target.content.url}`, (v) => v.unit(target.content.url) || v.code(target.id));
         break;
@@ -299,6 +310,8 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       case 'AllergyIntolerance':
       case 'ImagingStudy':
       case 'Immunization':
+      case 'QuestionnaireResponse':
+      case 'MedicationStatement':
         add(tag, `${what} ${ref.reference}`, (v) => v.code(target.id) || v.text(ref.reference));
         break;
     }
@@ -349,6 +362,8 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
         add('values', `valueSampledData.period ${sd.period} ms`, (v) => v.number(sd.period));
         if (sd.factor !== undefined) add('values', `valueSampledData.factor ${sd.factor}`, (v) => v.number(sd.factor));
         add('values', `valueSampledData.origin ${sd.origin.value}`, (v) => v.number(sd.origin.value));
+        // The limits of detection: a CGM's 40 in the data is "40 or less", not 40.
+        for (const k of ['lowerLimit', 'upperLimit'] as const) if (sd[k] !== undefined) add('values', `valueSampledData.${k} ${sd[k]}`, (v) => v.number(sd[k]));
       }
       concept('coded-values', 'valueCodeableConcept', r.valueCodeableConcept, 'coded-values');
       // Values of the other kinds (a titre 1:640, a therapeutic range, a date, a period): each end as a number or date.
@@ -368,6 +383,7 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       concept('values', 'method', r.method, 'values');
       concept('values', 'bodySite', r.bodySite, 'values');
       if (r.device?.display) add('context', `device "${r.device.display}"`, (v) => v.text(r.device.display));
+      else reference('context', 'device', r.device);
       const ranges: R[] = r.referenceRange ?? [];
       if (ranges.length) {
         // The range that applies: by the patient's age, else the band the value falls in, else the first.
@@ -409,6 +425,14 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
         concept('components', `component[${i}].valueCodeableConcept`, c.valueCodeableConcept, 'components');
         if (c.valueString) add('components', `component[${i}].valueString "${c.valueString}"`, (v) => v.text(c.valueString));
         concept('components', `component[${i}].dataAbsentReason`, c.dataAbsentReason, 'components');
+        // A part that is a waveform (an ECG's lead I beside the heart rate): its samples, their period and scale.
+        if (c.valueSampledData) {
+          const sd = c.valueSampledData;
+          add('components', `component[${i}].valueSampledData.data "${sd.data.slice(0, 20)}…"`, (v) => v.text(sd.data.slice(0, 20)));
+          add('components', `component[${i}].valueSampledData.period ${sd.period} ms`, (v) => v.number(sd.period));
+          if (sd.factor !== undefined) add('components', `component[${i}].valueSampledData.factor ${sd.factor}`, (v) => v.number(sd.factor));
+          quantity('components', `component[${i}].valueSampledData.origin`, sd.origin);
+        }
       });
       notes('notes', r.note);
       references('performer', 'performer', r.performer);
@@ -583,6 +607,12 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       references('context', 'reasonReference', r.reasonReference);
       date('values', 'dateAsserted', r.dateAsserted);
       notes('notes', r.note);
+      // Until when (a medicine stopped), why not taken, who says so (the patient, a relative) and the order it follows.
+      date('periods', 'effectivePeriod.end', r.effectivePeriod?.end);
+      concepts('values', 'statusReason', r.statusReason);
+      reference('context', 'informationSource', r.informationSource);
+      references('prescription', 'basedOn', r.basedOn);
+      (r.dosage ?? []).forEach((d: R, i: number) => d.asNeededBoolean && add('dosage', `dosage[${i}].asNeededBoolean true`, (v) => v.leaves.some((l) => /as_needed|prn/.test(l.key) && l.value === true)));
       break;
     }
     case 'Immunization': {
@@ -760,6 +790,9 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       (r.deviceName ?? []).forEach((n: R, i: number) => add('values', `deviceName[${i}] "${n.name}"`, (v) => v.text(n.name)));
       if (r.serialNumber) add('values', `serialNumber ${r.serialNumber}`, (v) => v.text(r.serialNumber));
       if (r.modelNumber) add('values', `modelNumber ${r.modelNumber}`, (v) => v.text(r.modelNumber));
+      // Which firmware or algorithm measured (a wearable's ECG classifier, an app's version).
+      (r.version ?? []).forEach((x: R, i: number) => add('values', `version[${i}] ${x.value}`, (v) => v.text(x.value)));
+      notes('notes', r.note);
       break;
     }
     case 'Media': {
@@ -822,6 +855,11 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
         concept('values', `target[${i}].measure`, t.measure);
         quantity('values', `target[${i}].detailQuantity`, t.detailQuantity);
         date('values', `target[${i}].dueDate`, t.dueDate);
+        // A target as a range (PHQ-9 0–4, systolic under 130), as a concept (ex-smoker), due in a while (12 weeks).
+        quantity('values', `target[${i}].detailRange.low`, t.detailRange?.low);
+        quantity('values', `target[${i}].detailRange.high`, t.detailRange?.high);
+        concept('values', `target[${i}].detailCodeableConcept`, t.detailCodeableConcept, 'values');
+        quantity('values', `target[${i}].dueDuration`, t.dueDuration);
       });
       references('context', 'addresses', r.addresses);
       reference('context', 'expressedBy', r.expressedBy);
@@ -860,6 +898,16 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
         if (rep?.frequency !== undefined) add('dosage', `activity[${i}].detail.scheduledTiming ${rep.frequency} per ${rep.period} ${rep.periodUnit}`, (v) => v.number(rep.frequency) && (v.code(rep.periodUnit) || v.leaves.some((l) => typeof l.value === 'string' && tokens(l.value).includes(rep.periodUnit))));
         quantity('dosage', `activity[${i}].detail.scheduledTiming.boundsDuration`, rep?.boundsDuration);
         reference('context', `activity[${i}].detail.location`, d.location);
+        // What the activity is (kind, product, daily amount), the order it is (by reference), who does it, towards
+        // which goal, how it went (progress notes) and what it gave (the outcomes).
+        reference('context', `activity[${i}].reference`, a.reference);
+        if (d.kind) add('values', `activity[${i}].detail.kind ${d.kind}`, (v) => v.code(d.kind));
+        concept('values', `activity[${i}].detail.productCodeableConcept`, d.productCodeableConcept, 'values');
+        quantity('values', `activity[${i}].detail.dailyAmount`, d.dailyAmount);
+        references('context', `activity[${i}].detail.performer`, d.performer);
+        references('context', `activity[${i}].detail.goal`, d.goal);
+        (a.progress ?? []).forEach((n: R, j: number) => add('notes', `activity[${i}].progress[${j}] "${n.text}"`, (v) => v.text(n.text)));
+        references('members', `activity[${i}].outcomeReference`, a.outcomeReference);
       });
       notes('notes', r.note);
       break;
@@ -1141,14 +1189,24 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       status(r.status);
       if (r.questionnaire) add('codes', `questionnaire ${r.questionnaire}`, (v) => v.text(r.questionnaire) || v.text(r.questionnaire.split('|')[0]));
       date('values', 'authored', r.authored);
-      (r.item ?? []).forEach((x: R, i: number) =>
-        (x.answer ?? []).forEach((a: R, j: number) => {
-          const what = `item[${i}] (${x.linkId}).answer[${j}]`;
-          if (a.valueCoding) add('values', `${what} ${a.valueCoding.code}`, (v) => v.code(a.valueCoding.code) || (a.valueCoding.display && v.text(a.valueCoding.display)));
-          if (a.valueInteger !== undefined) add('values', `${what} ${a.valueInteger}`, (v) => v.number(a.valueInteger));
-          if (a.valueString) add('values', `${what} "${a.valueString}"`, (v) => v.text(a.valueString));
-        }),
-      );
+      // Every answer, in a group's items and under an answer (a follow-up question) too, of every type.
+      const items = (list: R[] | undefined, at: string): void =>
+        (list ?? []).forEach((x: R, i: number) => {
+          (x.answer ?? []).forEach((a: R, j: number) => {
+            const what = `${at}item[${i}] (${x.linkId}).answer[${j}]`;
+            if (a.valueCoding) add('values', `${what} ${a.valueCoding.code}`, (v) => v.code(a.valueCoding.code) || (a.valueCoding.display && v.text(a.valueCoding.display)));
+            if (a.valueInteger !== undefined) add('values', `${what} ${a.valueInteger}`, (v) => v.number(a.valueInteger));
+            if (a.valueDecimal !== undefined) add('values', `${what} ${a.valueDecimal}`, (v) => v.number(a.valueDecimal));
+            if (a.valueString) add('values', `${what} "${a.valueString}"`, (v) => v.text(a.valueString));
+            if (a.valueBoolean !== undefined) add('values', `${what} ${a.valueBoolean}, with its question`, (v) => v.leaves.some((l) => typeof l.value === 'string' && l.value.includes(x.linkId) && new RegExp(`\\b(${a.valueBoolean}|${a.valueBoolean ? 'yes' : 'no'})\\b`, 'i').test(l.value)));
+            date('values', `${what} valueDate`, a.valueDate);
+            date('values', `${what} valueDateTime`, a.valueDateTime);
+            quantity('values', `${what} valueQuantity`, a.valueQuantity);
+            items(a.item, `${what}.`);
+          });
+          items(x.item, `${at}item[${i}].`);
+        });
+      items(r.item, '');
       break;
     }
   }
@@ -1255,6 +1313,10 @@ function clinicalDifferences(original: R, written: R): string[] {
     for (const k of ['valueRatio', 'valueRange', 'valueDateTime', 'valuePeriod'] as const)
       if (original[k] !== undefined) need(`${k} ${JSON.stringify(original[k])} → ${JSON.stringify(written[k] ?? written.valueString ?? written.valueQuantity ?? null)}`, canonical(written[k]) === canonical(original[k]));
     (original.hasMember ?? []).forEach((m: R, i: number) => need(`hasMember[${i}] ${m.reference} lost`, (written.hasMember ?? []).some((w: R) => w.reference === m.reference)));
+    // What it was derived from (a CGM's readings), the device that measured it and who did (the patient at home).
+    (original.derivedFrom ?? []).forEach((m: R, i: number) => need(`derivedFrom[${i}] ${m.reference} lost`, (written.derivedFrom ?? []).some((w: R) => w.reference === m.reference)));
+    if (original.device?.reference) need(`device ${original.device.reference} → ${written.device?.reference ?? 'none'}`, written.device?.reference === original.device.reference);
+    (original.performer ?? []).forEach((m: R, i: number) => m.reference && need(`performer[${i}] ${m.reference} lost`, (written.performer ?? []).some((w: R) => w.reference === m.reference)));
     // A yes/no, a time of day and a waveform stay what they were, not a text.
     if (original.valueBoolean !== undefined) need(`valueBoolean ${original.valueBoolean} → ${JSON.stringify(written.valueBoolean ?? written.valueString ?? null)}`, written.valueBoolean === original.valueBoolean);
     if (original.valueTime !== undefined) need(`valueTime ${original.valueTime} → ${JSON.stringify(written.valueTime ?? written.valueString ?? null)}`, written.valueTime === original.valueTime);
@@ -1288,6 +1350,8 @@ function clinicalDifferences(original: R, written: R): string[] {
     // Where the patient came from and where they went (home, another hospital, died: `exp`).
     sameCodings('hospitalization.admitSource', original.hospitalization?.admitSource, written.hospitalization?.admitSource);
     sameCodings('hospitalization.dischargeDisposition', original.hospitalization?.dischargeDisposition, written.hospitalization?.dischargeDisposition);
+    // Who took part (the clinician, a carer on a video visit).
+    (original.participant ?? []).forEach((p: R, i: number) => p.individual?.reference && need(`participant[${i}] ${p.individual.reference} lost`, (written.participant ?? []).some((w: R) => w.individual?.reference === p.individual.reference)));
   }
   return diffs;
 }
