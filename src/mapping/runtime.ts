@@ -651,9 +651,17 @@ export function textOf(value: unknown, terminology?: ReadTerminology): string | 
     return a === undefined ? undefined : b === undefined ? a : units ? `${a} / ${b}` : `${a}:${b}`;
   }
   if ('start' in value || 'end' in value) return `${value.start ?? '…'} – ${value.end ?? '…'}`;
-  // Samples (SampledData): the data as written, and how to read them: "5.1 6.2 11.8 (origin 0 mmol/L, every 300000 ms)".
+  // Samples (SampledData): the data as written, and how to read them: "5.1 6.2 11.8 (origin 0 mmol/L, every 300000 ms)";
+  // the limits of detection too (a CGM's 40 is "40 or less": "lower limit 40, upper limit 400").
   if (typeof value.data === 'string' && isJsonObject(value.origin) && typeof value.period === 'number') {
-    const how = [`origin ${quantityText(value.origin) ?? '?'}`, typeof value.factor === 'number' && value.factor !== 1 ? `factor ${value.factor}` : undefined, `every ${value.period} ms`, typeof value.dimensions === 'number' && value.dimensions > 1 ? `${value.dimensions} dimensions` : undefined];
+    const how = [
+      `origin ${quantityText(value.origin) ?? '?'}`,
+      typeof value.factor === 'number' && value.factor !== 1 ? `factor ${value.factor}` : undefined,
+      `every ${value.period} ms`,
+      typeof value.dimensions === 'number' && value.dimensions > 1 ? `${value.dimensions} dimensions` : undefined,
+      typeof value.lowerLimit === 'number' ? `lower limit ${value.lowerLimit}` : undefined,
+      typeof value.upperLimit === 'number' ? `upper limit ${value.upperLimit}` : undefined,
+    ];
     return `${value.data} (${how.filter((h) => h !== undefined).join(', ')})`;
   }
   if (typeof value.div === 'string') return narrativeToText(value);

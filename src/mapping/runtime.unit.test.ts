@@ -41,6 +41,8 @@ describe('toText() of questionnaire answers, planned activities and relatives\' 
 
   it('samples (SampledData): the data and how to read them', () => {
     expect(textOf({ origin: { value: 0, unit: 'mmol/L' }, period: 300000, dimensions: 1, data: '5.1 6.2 11.8 14.2' })).toBe('5.1 6.2 11.8 14.2 (origin 0 mmol/L, every 300000 ms)');
+    // A CGM's limits of detection: its 40 is "40 or less".
+    expect(textOf({ origin: { value: 0, unit: 'mg/dL' }, period: 300000, dimensions: 1, lowerLimit: 40, upperLimit: 400, data: '40 52 118' })).toBe('40 52 118 (origin 0 mg/dL, every 300000 ms, lower limit 40, upper limit 400)');
     expect(textOf({ origin: { value: 2048 }, period: 10, factor: 1.612, dimensions: 3, data: '2041 2043 E 2046 2040 2042' })).toBe('2041 2043 E 2046 2040 2042 (origin 2048, factor 1.612, every 10 ms, 3 dimensions)');
   });
 

@@ -210,6 +210,12 @@ class CarePlan(TypedDict):
     activities: Optional[List[str]]
     activity_codings: Optional[List[Dict[str, Any]]]
     activity_references: Optional[List[str]]
+    activity_requests: Optional[str]
+    activity_request_codings: Optional[List[Dict[str, Any]]]
+    activity_kinds: Optional[List[str]]
+    activity_product_codings: Optional[List[Dict[str, Any]]]
+    activity_progress: Optional[List[str]]
+    activity_outcome_references: Optional[List[str]]
     note: Optional[str]
 
 
@@ -346,6 +352,7 @@ class ClinicalObservation(TypedDict):
     note: Optional[str]
     member_ids: Optional[List['FhirId']]
     derived_from_ids: Optional[List['FhirId']]
+    derived_from_references: Optional[List[str]]
     status: Optional[Literal['registered', 'preliminary', 'final', 'amended', 'corrected', 'cancelled', 'entered-in-error', 'unknown']]
     effective_events: Optional[List[str]]
     effective_timing_code: Optional[str]
@@ -354,6 +361,10 @@ class ClinicalObservation(TypedDict):
     effective_end: Optional[str]
     issued_at: Optional[str]
     performer: Optional[str]
+    device: Optional[str]
+    device_reference: Optional[str]
+    device_type: Optional[str]
+    device_type_codings: Optional[List[Dict[str, Any]]]
     based_on: Optional[str]
     based_on_code: Optional[str]
     based_on_system: Optional[str]
@@ -557,6 +568,7 @@ class Diagnosis(TypedDict):
     note: Optional[str]
     evidence: Optional[str]
     evidence_ids: Optional[List['FhirId']]
+    evidence_references: Optional[List[str]]
     created_at: Optional[str]
     codings: Optional[List[Dict[str, Any]]]
     categories: Optional[List[Dict[str, Any]]]
@@ -943,6 +955,7 @@ class LabResult(TypedDict):
     value_time: Optional[str]
     value_date_time: Optional[str]
     value_period: Optional[Dict[str, Any]]
+    value_sampled_data: Optional[Dict[str, Any]]
     value: Optional[str]
     value_integer: Optional[int]
     value_numeric: Optional[float]
@@ -990,6 +1003,8 @@ class LabResult(TypedDict):
     focus_references: Optional[List[str]]
     device: Optional[str]
     device_reference: Optional[str]
+    device_type: Optional[str]
+    device_type_codings: Optional[List[Dict[str, Any]]]
     member_ids: Optional[List['FhirId']]
     derived_from_ids: Optional[List['FhirId']]
     notes: Optional[List[Dict[str, Any]]]
@@ -1087,6 +1102,7 @@ class MedicalDevice(TypedDict):
     lot_number: Optional[str]
     manufacturer: Optional[str]
     model_number: Optional[str]
+    versions: Optional[List[Dict[str, Any]]]
     manufacture_date: Optional[str]
     expiration_date: Optional[str]
     body_site: Optional[str]
@@ -1105,6 +1121,7 @@ class MedicationUse(TypedDict):
     visit_id: Optional['FhirId']
     status: Optional[Literal['active', 'completed', 'entered-in-error', 'intended', 'stopped', 'on-hold', 'unknown', 'not-taken']]
     status_reason: Optional[str]
+    status_reason_codings: Optional[List[Dict[str, Any]]]
     category: Optional[str]
     medication: Optional[str]
     medication_code: Optional[str]
@@ -1284,6 +1301,8 @@ class PatientDocument(TypedDict):
     inline: Optional[bool]
     contents: Optional[List[Dict[str, Any]]]
     author: Optional[str]
+    author_type: Optional[str]
+    author_type_codings: Optional[List[Dict[str, Any]]]
     authenticator: Optional[str]
     authenticator_reference: Optional[str]
     custodian: Optional[str]
@@ -1662,7 +1681,7 @@ class TokenResponse(TypedDict):
     scope: str
 
 
-Visit = TypedDict('Visit', {'diet_preference_codings': Optional[List[Dict[str, Any]]], 'special_arrangement_codings': Optional[List[Dict[str, Any]]], 'status_history': Optional[List[Dict[str, Any]]], 'class_history': Optional[List[Dict[str, Any]]], 'id': 'FhirId', 'patient_id': Optional['FhirId'], 'type': Optional[str], 'service_codings': Optional[List[Dict[str, Any]]], 'service': Optional[str], 'part_of_id': Optional['FhirId'], 'class': Optional[str], 'class_coding': Optional[Dict[str, Any]], 'status': Optional[Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled', 'entered-in-error', 'unknown']], 'reason': Optional[str], 'reason_codings': Optional[List[Dict[str, Any]]], 'reasons': Optional[List[Dict[str, Any]]], 'reason_references': Optional[List[str]], 'provider_id': Optional['FhirId'], 'facility_id': Optional['FhirId'], 'provider': Optional[str], 'participants': Optional[List[Dict[str, Any]]], 'facility': Optional[str], 'started_at': Optional[str], 'ended_at': Optional[str], 'note': Optional[str], 'priority': Optional[str], 'priority_code': Optional[str], 'priority_system': Optional[str], 'location': Optional[str], 'locations': Optional[List[Dict[str, Any]]], 'length': Optional[str], 'length_quantity': Optional[Dict[str, Any]], 'admit_source': Optional[str], 'admit_source_code': Optional[str], 'admit_source_system': Optional[str], 'discharge_disposition': Optional[str], 'discharge_disposition_code': Optional[str], 'discharge_disposition_system': Optional[str], 'origin': Optional[str], 'destination': Optional[str], 'participant_references': Optional[List[str]], 'episode_of_care_references': Optional[List[str]], 'diagnosis_ids': Optional[List['FhirId']], 'diagnoses': Optional[List[Dict[str, Any]]], 'primary_diagnosis_id': Optional['FhirId'], 'primary_diagnosis': Optional[str], 'readmission': Optional[str], 'special_arrangements': Optional[str], 'diet_preferences': Optional[str], 'types': Optional[List[Dict[str, Any]]], 'type_concepts': Optional[List[Dict[str, Any]]], 'identifiers': Optional[List[Dict[str, Any]]]}, total=False)
+Visit = TypedDict('Visit', {'diet_preference_codings': Optional[List[Dict[str, Any]]], 'special_arrangement_codings': Optional[List[Dict[str, Any]]], 'status_history': Optional[List[Dict[str, Any]]], 'class_history': Optional[List[Dict[str, Any]]], 'id': 'FhirId', 'patient_id': Optional['FhirId'], 'type': Optional[str], 'service_codings': Optional[List[Dict[str, Any]]], 'service': Optional[str], 'part_of_id': Optional['FhirId'], 'class': Optional[str], 'class_coding': Optional[Dict[str, Any]], 'status': Optional[Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled', 'entered-in-error', 'unknown']], 'reason': Optional[str], 'reason_codings': Optional[List[Dict[str, Any]]], 'reasons': Optional[List[Dict[str, Any]]], 'reason_references': Optional[List[str]], 'reasons_referenced': Optional[str], 'provider_id': Optional['FhirId'], 'facility_id': Optional['FhirId'], 'provider': Optional[str], 'participants': Optional[List[Dict[str, Any]]], 'facility': Optional[str], 'started_at': Optional[str], 'ended_at': Optional[str], 'note': Optional[str], 'priority': Optional[str], 'priority_code': Optional[str], 'priority_system': Optional[str], 'location': Optional[str], 'locations': Optional[List[Dict[str, Any]]], 'length': Optional[str], 'length_quantity': Optional[Dict[str, Any]], 'admit_source': Optional[str], 'admit_source_code': Optional[str], 'admit_source_system': Optional[str], 'discharge_disposition': Optional[str], 'discharge_disposition_code': Optional[str], 'discharge_disposition_system': Optional[str], 'origin': Optional[str], 'destination': Optional[str], 'participant_references': Optional[List[str]], 'episode_of_care_references': Optional[List[str]], 'diagnosis_ids': Optional[List['FhirId']], 'diagnoses': Optional[List[Dict[str, Any]]], 'primary_diagnosis_id': Optional['FhirId'], 'primary_diagnosis': Optional[str], 'readmission': Optional[str], 'special_arrangements': Optional[str], 'diet_preferences': Optional[str], 'types': Optional[List[Dict[str, Any]]], 'type_concepts': Optional[List[Dict[str, Any]]], 'identifiers': Optional[List[Dict[str, Any]]]}, total=False)
 
 class Vital(TypedDict):
     id: 'FhirId'
@@ -1698,6 +1717,8 @@ class Vital(TypedDict):
     focus_references: Optional[List[str]]
     device: Optional[str]
     device_reference: Optional[str]
+    device_type: Optional[str]
+    device_type_codings: Optional[List[Dict[str, Any]]]
     notes: Optional[List[Dict[str, Any]]]
     note: Optional[str]
     member_ids: Optional[List['FhirId']]

@@ -334,6 +334,20 @@ export type CarePlan = {
         display: string | null;
     }> | null;
     activity_references: Array<string> | null;
+    activity_requests: string | null;
+    activity_request_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    activity_kinds: Array<string> | null;
+    activity_product_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    activity_progress: Array<string> | null;
+    activity_outcome_references: Array<string> | null;
     note: string | null;
 };
 export type CareTeam = {
@@ -541,6 +555,7 @@ export type ClinicalObservation = {
     note: string | null;
     member_ids: Array<FhirId> | null;
     derived_from_ids: Array<FhirId> | null;
+    derived_from_references: Array<string> | null;
     status: "registered" | "preliminary" | "final" | "amended" | "corrected" | "cancelled" | "entered-in-error" | "unknown" | null;
     effective_events: Array<string> | null;
     effective_timing_code: string | null;
@@ -549,6 +564,14 @@ export type ClinicalObservation = {
     effective_end: string | null;
     issued_at: string | null;
     performer: string | null;
+    device: string | null;
+    device_reference: string | null;
+    device_type: string | null;
+    device_type_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     based_on: string | null;
     based_on_code: string | null;
     based_on_system: string | null;
@@ -931,6 +954,7 @@ export type Diagnosis = {
     note: string | null;
     evidence: string | null;
     evidence_ids: Array<FhirId> | null;
+    evidence_references: Array<string> | null;
     created_at: string | null;
     codings: Array<{
         system: string | null;
@@ -1119,6 +1143,7 @@ export type EncounterPush = {
             }> | null;
         }> | null;
         reason_references?: Array<string> | null;
+        reasons_referenced?: string | null;
         provider_id?: FhirId | null;
         facility_id?: FhirId | null;
         provider?: string | null;
@@ -1365,8 +1390,15 @@ export type Goal = {
         comparator: "<" | "<=" | ">=" | ">" | null;
         unit: string | null;
         text: string | null;
+        unit_code: string | null;
+        codings: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
         due_date: string | null;
         due_in: string | null;
+        due_in_code: string | null;
     }> | null;
     status_date: string | null;
     status_reason: string | null;
@@ -1632,6 +1664,20 @@ export type LabResult = {
         start: string | null;
         end: string | null;
     } | null;
+    value_sampled_data: {
+        data: string | null;
+        origin: {
+            value: number | null;
+            unit: string | null;
+            system: string | null;
+            code: string | null;
+        } | null;
+        period: number | null;
+        factor: number | null;
+        lower_limit: number | null;
+        upper_limit: number | null;
+        dimensions: number | null;
+    } | null;
     value: string | null;
     value_integer: number | null;
     value_numeric: number | null;
@@ -1703,6 +1749,12 @@ export type LabResult = {
     focus_references: Array<string> | null;
     device: string | null;
     device_reference: string | null;
+    device_type: string | null;
+    device_type_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     member_ids: Array<FhirId> | null;
     derived_from_ids: Array<FhirId> | null;
     notes: Array<{
@@ -1865,6 +1917,20 @@ export type LabResultPush = {
             start: string | null;
             end: string | null;
         } | null;
+        value_sampled_data?: {
+            data: string | null;
+            origin: {
+                value: number | null;
+                unit: string | null;
+                system: string | null;
+                code: string | null;
+            } | null;
+            period: number | null;
+            factor: number | null;
+            lower_limit: number | null;
+            upper_limit: number | null;
+            dimensions: number | null;
+        } | null;
         value?: string | null;
         value_integer?: number | null;
         value_numeric?: number | null;
@@ -1936,6 +2002,12 @@ export type LabResultPush = {
         focus_references?: Array<string> | null;
         device?: string | null;
         device_reference?: string | null;
+        device_type?: string | null;
+        device_type_codings?: Array<{
+            system: string | null;
+            code: string | null;
+            display: string | null;
+        }> | null;
         member_ids?: Array<FhirId> | null;
         derived_from_ids?: Array<FhirId> | null;
         notes?: Array<{
@@ -2169,6 +2241,10 @@ export type MedicalDevice = {
     lot_number: string | null;
     manufacturer: string | null;
     model_number: string | null;
+    versions: Array<{
+        type: string | null;
+        value: string | null;
+    }> | null;
     manufacture_date: string | null;
     expiration_date: string | null;
     body_site: string | null;
@@ -2186,6 +2262,11 @@ export type MedicationUse = {
     visit_id: FhirId | null;
     status: "active" | "completed" | "entered-in-error" | "intended" | "stopped" | "on-hold" | "unknown" | "not-taken" | null;
     status_reason: string | null;
+    status_reason_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     category: string | null;
     medication: string | null;
     medication_code: string | null;
@@ -2473,6 +2554,12 @@ export type PatientDocument = {
         created_at: string | null;
     }> | null;
     author: string | null;
+    author_type: string | null;
+    author_type_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     authenticator: string | null;
     authenticator_reference: string | null;
     custodian: string | null;
@@ -3189,6 +3276,7 @@ export type Visit = {
         }> | null;
     }> | null;
     reason_references: Array<string> | null;
+    reasons_referenced: string | null;
     provider_id: FhirId | null;
     facility_id: FhirId | null;
     provider: string | null;
@@ -3308,6 +3396,12 @@ export type Vital = {
     focus_references: Array<string> | null;
     device: string | null;
     device_reference: string | null;
+    device_type: string | null;
+    device_type_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     notes: Array<{
         text: string | null;
         author: string | null;
