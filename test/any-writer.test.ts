@@ -383,6 +383,10 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       date('values', 'issued', r.issued);
       concept('values', 'method', r.method, 'values');
       concept('values', 'bodySite', r.bodySite, 'values');
+      // The position the patient was in (FHIR's core observation-bodyPosition extension: a blood pressure sitting,
+      // lying or standing, an orthostatic series).
+      const position = (r.extension ?? []).find((e: R) => e.url === 'http://hl7.org/fhir/StructureDefinition/observation-bodyPosition');
+      concept('values', 'extension observation-bodyPosition', position?.valueCodeableConcept, 'values');
       if (r.device?.display) add('context', `device "${r.device.display}"`, (v) => v.text(r.device.display));
       else reference('context', 'device', r.device);
       const ranges: R[] = r.referenceRange ?? [];

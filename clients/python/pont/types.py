@@ -1704,6 +1704,8 @@ class Vital(TypedDict):
     components: Optional[str]
     body_site: Optional[str]
     method: Optional[str]
+    body_position: Optional[str]
+    body_position_codings: Optional[List[Dict[str, Any]]]
     body_site_codings: Optional[List[Dict[str, Any]]]
     method_codings: Optional[List[Dict[str, Any]]]
     status: Optional[Literal['registered', 'preliminary', 'final', 'amended', 'corrected', 'cancelled', 'entered-in-error', 'unknown']]

@@ -3375,6 +3375,12 @@ export type Vital = {
     components: string | null;
     body_site: string | null;
     method: string | null;
+    body_position: string | null;
+    body_position_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
     body_site_codings: Array<{
         system: string | null;
         code: string | null;
