@@ -26,11 +26,11 @@ export const CONSENT_TYPES: Record<string, { classes: readonly DataClass[]; desc
   full_record: { classes: DATA_CLASSES, description: 'The whole record: every class of patient data.' },
   summary: {
     classes: ['patients:read', 'prescriptions:read'],
-    description: 'Demographics, allergies, conditions, encounters, procedures, immunizations, care plans, care teams and goals, family history, devices, coverage, and medications.',
+    description: 'Demographics, allergies, conditions, encounters and episodes of care, procedures, immunizations and the doses recommended next, care plans, care teams and goals, clinical assessments, adverse events, family history, devices and device orders, diet orders, coverage, and medications.',
   },
   diagnostics: { classes: ['labs:read'], description: 'Observations (lab results and vital signs), diagnostic reports, imaging studies, orders, specimens, questionnaire responses (screening answers), risk assessments.' },
   prescriptions: { classes: ['prescriptions:read'], description: 'Medication requests, statements, administrations, dispenses and medications.' },
-  documents: { classes: ['documents:read'], description: 'Clinical documents and notes (DocumentReference, Composition) and media (photos, scans, recordings).' },
+  documents: { classes: ['documents:read'], description: 'Clinical documents and notes (DocumentReference, Composition), media (photos, scans, recordings) and messages about the patient (Communication).' },
 };
 export const CONSENT_TYPE_NAMES = Object.keys(CONSENT_TYPES);
 
