@@ -24,7 +24,7 @@ import { schemaProblems } from './published-schema';
 const samples = fileURLToPath(new URL('../samples', import.meta.url));
 const CLINICAL = ['Observation', 'Condition', 'AllergyIntolerance', 'MedicationRequest', 'DiagnosticReport', 'Encounter', 'Immunization', 'DocumentReference'];
 /** Issue 39: the clinical types read since (procedures, care plans, goals, orders, family history, devices, specimens, dispenses, assessments, media). */
-const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyMemberHistory', 'Device', 'DeviceUseStatement', 'Specimen', 'MedicationDispense', 'MedicationStatement', 'QuestionnaireResponse', 'Media', 'Appointment', 'Flag', 'AdverseEvent', 'ClinicalImpression', 'Communication', 'DeviceRequest', 'NutritionOrder', 'ImmunizationRecommendation', 'EpisodeOfCare'];
+const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyMemberHistory', 'Device', 'DeviceUseStatement', 'Specimen', 'MedicationDispense', 'MedicationStatement', 'QuestionnaireResponse', 'Media', 'Appointment', 'Flag', 'AdverseEvent', 'ClinicalImpression', 'Communication', 'DeviceRequest', 'NutritionOrder', 'ImmunizationRecommendation', 'EpisodeOfCare', 'ImmunizationEvaluation'];
 /** The archives of samples/ and the types read from each (the bulk export: only the new types, as ndjson). */
 const ARCHIVES: Array<[string, string[]]> = [
   ['r4-spec-examples.tar.gz', [...CLINICAL, ...CLINICAL_39]],
@@ -34,7 +34,7 @@ const ARCHIVES: Array<[string, string[]]> = [
   ['synthea-bulk-10-patients-ndjson.tar.gz', CLINICAL_39],
 ];
 /** The element naming the patient a resource is about (one without is not patient data: the records route never reads it). */
-const PATIENT_OF: Record<string, string> = { Device: 'patient', FamilyMemberHistory: 'patient', Appointment: 'participant', NutritionOrder: 'patient', ImmunizationRecommendation: 'patient', EpisodeOfCare: 'patient' };
+const PATIENT_OF: Record<string, string> = { Device: 'patient', FamilyMemberHistory: 'patient', Appointment: 'participant', NutritionOrder: 'patient', ImmunizationRecommendation: 'patient', EpisodeOfCare: 'patient', ImmunizationEvaluation: 'patient' };
 const LOINC = 'http://loinc.org';
 const SCT = 'http://snomed.info/sct';
 
@@ -384,6 +384,16 @@ function losses(type: string, r: R, rec: R): string[] {
       need('vaccine', (r.recommendation ?? []).every((x: R, i: number) => !(x.vaccineCode ?? []).some(named) || rec.recommendations[i].vaccine !== null));
       need('date_criteria', (r.recommendation ?? []).every((x: R, i: number) => (x.dateCriterion ?? []).length === rec.recommendations[i].date_criteria.length));
       need('authority_reference', (r.authority?.reference ?? null) === rec.authority_reference);
+      date('date', r.date);
+      break;
+    case 'immunization_evaluations':
+      need('status', r.status === rec.status);
+      need('target_disease', !named(r.targetDisease) || rec.target_disease !== null);
+      need('dose_status', !named(r.doseStatus) || rec.dose_status !== null);
+      need('dose_status_reason', !(r.doseStatusReason ?? []).some(named) || rec.dose_status_reason !== null);
+      need('immunization_id', (r.immunizationEvent?.reference ?? null) === (rec.immunization_id === null ? null : `Immunization/${rec.immunization_id}`));
+      need('authority_reference', (r.authority?.reference ?? null) === rec.authority_reference);
+      need('dose_number', (r.doseNumberPositiveInt ?? null) === rec.dose_number && (r.doseNumberString ?? null) === rec.dose_number_text);
       date('date', r.date);
       break;
     case 'episodes_of_care':

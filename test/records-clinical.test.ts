@@ -50,6 +50,7 @@ const TYPE_OF: Record<string, string> = {
   NutritionOrder: 'nutrition_orders',
   ImmunizationRecommendation: 'immunization_recommendations',
   EpisodeOfCare: 'episodes_of_care',
+  ImmunizationEvaluation: 'immunization_evaluations',
 };
 const NEW_TYPES = [...new Set(Object.values(TYPE_OF))];
 /**
@@ -442,6 +443,31 @@ describe('records of every clinical resource (issue 39)', () => {
       account_references: [],
       identifiers: [{ system: 'http://northside.example.org/fhir/episodes', value: 'EOC-0024', type: null }],
     });
+    // A registry's judgement of a dose given too early, coded only by HL7's systems (read as the names Pont ships), from
+    // an organisation named by reference; the dose itself by its id.
+    expect(await got('immunization_evaluations', '25')).toMatchObject({
+      id: '25',
+      patient_id: '123',
+      status: 'completed',
+      date: '2025-02-21T08:00:00Z',
+      authority: 'Northside Laboratory',
+      authority_reference: 'Organization/lab1',
+      target_disease: '14189004',
+      target_disease_code: '14189004',
+      target_disease_system: SCT,
+      immunization_id: 'i1',
+      dose_status: 'Not valid',
+      dose_status_code: 'notvalid',
+      dose_status_reason: 'Administered outside recommended schedule',
+      dose_status_reason_code: 'outsidesched',
+      description: null,
+      series: null,
+      dose_number: 1,
+      dose_number_text: null,
+      series_doses: 2,
+      series_doses_text: null,
+      identifiers: [{ system: 'urn:oid:2.16.840.1.113883.3.72.5.9.1', value: 'E-25', type: null }],
+    });
     expect(await got('appointments', '16')).toMatchObject({ patient_id: PATIENT, status: 'cancelled', requested_periods: [{ start: '2025-04-01', end: '2025-04-15' }] });
     expect(await got('care_plans', '2')).toMatchObject({ status: 'active', intent: 'plan', category: null, addresses_references: ['Condition/c1'], goal_references: ['Goal/3'], activities: ['Diabetic diet (in-progress)'], activity_references: ['MedicationRequest/mr1'] });
     // A coding without display reads as its code; the target keeps its comparator.
@@ -560,7 +586,7 @@ describe('records of every clinical resource (issue 39)', () => {
     const summary = await consented('org-summary', 'summary');
     const got = await records(summary, '?type=all&limit=1000');
     expect(NEW_TYPES.filter((t) => got.body.records[t] !== undefined).sort()).toEqual([
-      'administrations', 'adverse_events', 'care_plans', 'clinical_impressions', 'device_requests', 'devices', 'dispenses', 'episodes_of_care', 'family_history', 'goals', 'immunization_recommendations', 'medication_statements', 'nutrition_orders', 'procedures',
+      'administrations', 'adverse_events', 'care_plans', 'clinical_impressions', 'device_requests', 'devices', 'dispenses', 'episodes_of_care', 'family_history', 'goals', 'immunization_evaluations', 'immunization_recommendations', 'medication_statements', 'nutrition_orders', 'procedures',
     ]);
   });
 });

@@ -78,6 +78,8 @@ export const FHIR_READ_SCOPES: Record<string, Scope> = {
   Immunization: 'patients:read',
   // The doses due next (a registry's forecast): beside the immunizations given.
   ImmunizationRecommendation: 'patients:read',
+  // Whether a dose given counts towards its series (a registry's judgement of an Immunization): beside it.
+  ImmunizationEvaluation: 'patients:read',
   CarePlan: 'patients:read',
   // Who cares for the patient (US Core's CareTeam): beside the plan of care.
   CareTeam: 'patients:read',

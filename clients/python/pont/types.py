@@ -891,6 +891,30 @@ class Immunization(TypedDict):
     vaccine_codings: Optional[List[Dict[str, Any]]]
 
 
+class ImmunizationEvaluation(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    status: Optional[Literal['completed', 'entered-in-error']]
+    date: Optional[str]
+    authority: Optional[str]
+    authority_reference: Optional[str]
+    target_disease: Optional[str]
+    target_disease_code: Optional[str]
+    target_disease_system: Optional[str]
+    immunization_id: Optional['FhirId']
+    dose_status: Optional[str]
+    dose_status_code: Optional[Literal['valid', 'notvalid']]
+    dose_status_reason: Optional[str]
+    dose_status_reason_code: Optional[str]
+    description: Optional[str]
+    series: Optional[str]
+    dose_number: Optional[int]
+    dose_number_text: Optional[str]
+    series_doses: Optional[int]
+    series_doses_text: Optional[str]
+    identifiers: Optional[List[Dict[str, Any]]]
+
+
 class ImmunizationRecommendation(TypedDict):
     id: 'FhirId'
     patient_id: Optional['FhirId']

@@ -1623,6 +1623,34 @@ export type Immunization = {
   }> | null;
 };
 
+export type ImmunizationEvaluation = {
+  id: FhirId;
+  patient_id: FhirId | null;
+  status: "completed" | "entered-in-error" | null;
+  date: string | null;
+  authority: string | null;
+  authority_reference: string | null;
+  target_disease: string | null;
+  target_disease_code: string | null;
+  target_disease_system: string | null;
+  immunization_id: FhirId | null;
+  dose_status: string | null;
+  dose_status_code: "valid" | "notvalid" | null;
+  dose_status_reason: string | null;
+  dose_status_reason_code: string | null;
+  description: string | null;
+  series: string | null;
+  dose_number: number | null;
+  dose_number_text: string | null;
+  series_doses: number | null;
+  series_doses_text: string | null;
+  identifiers: Array<{
+    system: string | null;
+    value: string | null;
+    type: string | null;
+  }> | null;
+};
+
 export type ImmunizationRecommendation = {
   id: FhirId;
   patient_id: FhirId | null;
@@ -2689,6 +2717,7 @@ export type PatientRecords = {
     flags?: Array<Flag>;
     goals?: Array<Goal>;
     imaging_studies?: Array<ImagingStudy>;
+    immunization_evaluations?: Array<ImmunizationEvaluation>;
     immunization_recommendations?: Array<ImmunizationRecommendation>;
     immunizations?: Array<Immunization>;
     lab_results?: Array<LabResult>;
