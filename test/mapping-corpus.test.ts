@@ -24,7 +24,7 @@ import { schemaProblems } from './published-schema';
 const samples = fileURLToPath(new URL('../samples', import.meta.url));
 const CLINICAL = ['Observation', 'Condition', 'AllergyIntolerance', 'MedicationRequest', 'DiagnosticReport', 'Encounter', 'Immunization', 'DocumentReference'];
 /** Issue 39: the clinical types read since (procedures, care plans, goals, orders, family history, devices, specimens, dispenses, assessments, media). */
-const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyMemberHistory', 'Device', 'DeviceUseStatement', 'Specimen', 'MedicationDispense', 'MedicationStatement', 'QuestionnaireResponse', 'Media', 'Appointment', 'Flag', 'AdverseEvent', 'ClinicalImpression', 'Communication', 'DeviceRequest', 'NutritionOrder', 'ImmunizationRecommendation', 'EpisodeOfCare', 'ImmunizationEvaluation'];
+const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyMemberHistory', 'Device', 'DeviceUseStatement', 'Specimen', 'MedicationDispense', 'MedicationStatement', 'QuestionnaireResponse', 'Media', 'Appointment', 'Flag', 'AdverseEvent', 'ClinicalImpression', 'Communication', 'DeviceRequest', 'NutritionOrder', 'ImmunizationRecommendation', 'EpisodeOfCare', 'ImmunizationEvaluation', 'VisionPrescription'];
 /** The archives of samples/ and the types read from each (the bulk export: only the new types, as ndjson). */
 const ARCHIVES: Array<[string, string[]]> = [
   ['r4-spec-examples.tar.gz', [...CLINICAL, ...CLINICAL_39]],
@@ -34,7 +34,7 @@ const ARCHIVES: Array<[string, string[]]> = [
   ['synthea-bulk-10-patients-ndjson.tar.gz', CLINICAL_39],
 ];
 /** The element naming the patient a resource is about (one without is not patient data: the records route never reads it). */
-const PATIENT_OF: Record<string, string> = { Device: 'patient', FamilyMemberHistory: 'patient', Appointment: 'participant', NutritionOrder: 'patient', ImmunizationRecommendation: 'patient', EpisodeOfCare: 'patient', ImmunizationEvaluation: 'patient' };
+const PATIENT_OF: Record<string, string> = { Device: 'patient', FamilyMemberHistory: 'patient', Appointment: 'participant', NutritionOrder: 'patient', ImmunizationRecommendation: 'patient', EpisodeOfCare: 'patient', ImmunizationEvaluation: 'patient', VisionPrescription: 'patient' };
 const LOINC = 'http://loinc.org';
 const SCT = 'http://snomed.info/sct';
 
@@ -395,6 +395,20 @@ function losses(type: string, r: R, rec: R): string[] {
       need('authority_reference', (r.authority?.reference ?? null) === rec.authority_reference);
       need('dose_number', (r.doseNumberPositiveInt ?? null) === rec.dose_number && (r.doseNumberString ?? null) === rec.dose_number_text);
       date('date', r.date);
+      break;
+    case 'vision_prescriptions':
+      need('status', r.status === rec.status);
+      need('prescriber_reference', (r.prescriber?.reference ?? null) === rec.prescriber_reference);
+      need('lenses', (r.lensSpecification ?? []).length === rec.lenses.length);
+      for (const [i, x] of (r.lensSpecification ?? []).entries()) {
+        const lens = rec.lenses[i] ?? {};
+        need(`lenses[${i}].eye`, x.eye === lens.eye);
+        need(`lenses[${i}].product`, !named(x.product) || lens.product !== null);
+        for (const [k, f] of [['sphere', 'sphere'], ['cylinder', 'cylinder'], ['axis', 'axis'], ['add', 'add'], ['power', 'power'], ['backCurve', 'back_curve'], ['diameter', 'diameter']])
+          need(`lenses[${i}].${f}`, (x[k] ?? null) === lens[f]);
+        need(`lenses[${i}].prisms`, (x.prism ?? []).length === (lens.prisms ?? []).length);
+      }
+      date('date_written', r.dateWritten);
       break;
     case 'episodes_of_care':
       need('status', r.status === rec.status);

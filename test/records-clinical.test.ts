@@ -51,6 +51,7 @@ const TYPE_OF: Record<string, string> = {
   ImmunizationRecommendation: 'immunization_recommendations',
   EpisodeOfCare: 'episodes_of_care',
   ImmunizationEvaluation: 'immunization_evaluations',
+  VisionPrescription: 'vision_prescriptions',
 };
 const NEW_TYPES = [...new Set(Object.values(TYPE_OF))];
 /**
@@ -468,6 +469,23 @@ describe('records of every clinical resource (issue 39)', () => {
       series_doses_text: null,
       identifiers: [{ system: 'urn:oid:2.16.840.1.113883.3.72.5.9.1', value: 'E-25', type: null }],
     });
+    // Spectacles from another eye clinic: the product coded only (HL7's example code read as its name), the prescriber by
+    // reference only (named by the Practitioner), one eye, no prism; the wear by its UCUM code alone.
+    expect(await got('vision_prescriptions', '26')).toMatchObject({
+      id: '26',
+      patient_id: PATIENT,
+      visit_id: 'e1',
+      status: 'draft',
+      date_written: '2025-05-06',
+      created: '2025-05-06T09:00:00+03:00',
+      prescriber: 'Kwame Osei',
+      prescriber_reference: 'Practitioner/p1',
+      lenses: [
+        { product: 'Lens', product_code: 'lens', eye: 'left', sphere: 1.25, cylinder: -0.75, axis: 95, add: null, prisms: [{ amount: 0.5, base: 'in' }], power: null, back_curve: null, diameter: null, duration_value: 12, duration_unit: 'mo', color: null, brand: null, note: null },
+        { product: 'Lens', product_code: 'lens', eye: 'right', sphere: 0.75, cylinder: null, axis: null, add: null, prisms: [], power: null, back_curve: null, diameter: null, duration_value: null, duration_unit: null, color: null, brand: null, note: null },
+      ],
+      identifiers: [{ system: 'urn:oid:1.2.840.114350.1.13.861.1.7.2.798276', value: 'RX-0026', type: null }],
+    });
     expect(await got('appointments', '16')).toMatchObject({ patient_id: PATIENT, status: 'cancelled', requested_periods: [{ start: '2025-04-01', end: '2025-04-15' }] });
     expect(await got('care_plans', '2')).toMatchObject({ status: 'active', intent: 'plan', category: null, addresses_references: ['Condition/c1'], goal_references: ['Goal/3'], activities: ['Diabetic diet (in-progress)'], activity_references: ['MedicationRequest/mr1'] });
     // A coding without display reads as its code; the target keeps its comparator.
@@ -586,7 +604,7 @@ describe('records of every clinical resource (issue 39)', () => {
     const summary = await consented('org-summary', 'summary');
     const got = await records(summary, '?type=all&limit=1000');
     expect(NEW_TYPES.filter((t) => got.body.records[t] !== undefined).sort()).toEqual([
-      'administrations', 'adverse_events', 'care_plans', 'clinical_impressions', 'device_requests', 'devices', 'dispenses', 'episodes_of_care', 'family_history', 'goals', 'immunization_evaluations', 'immunization_recommendations', 'medication_statements', 'nutrition_orders', 'procedures',
+      'administrations', 'adverse_events', 'care_plans', 'clinical_impressions', 'device_requests', 'devices', 'dispenses', 'episodes_of_care', 'family_history', 'goals', 'immunization_evaluations', 'immunization_recommendations', 'medication_statements', 'nutrition_orders', 'procedures', 'vision_prescriptions',
     ]);
   });
 });

@@ -95,6 +95,8 @@ export const FHIR_READ_SCOPES: Record<string, Scope> = {
   // Orders for a device (a wheelchair, home oxygen) or a diet: beside the devices and the plan of care.
   DeviceRequest: 'patients:read',
   NutritionOrder: 'patients:read',
+  // Spectacles or contact lenses prescribed: an order for a device, beside the device and diet orders (not a medication).
+  VisionPrescription: 'patients:read',
   Observation: 'labs:read',
   DiagnosticReport: 'labs:read',
   // Imaging studies (DICOM series, as a PACS or Synthea writes them): diagnostics, with the reports that read them.

@@ -1705,6 +1705,19 @@ class TokenResponse(TypedDict):
     scope: str
 
 
+class VisionPrescription(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    visit_id: Optional['FhirId']
+    status: Optional[Literal['active', 'cancelled', 'draft', 'entered-in-error']]
+    date_written: Optional[str]
+    created: Optional[str]
+    prescriber: Optional[str]
+    prescriber_reference: Optional[str]
+    lenses: Optional[List[Dict[str, Any]]]
+    identifiers: Optional[List[Dict[str, Any]]]
+
+
 Visit = TypedDict('Visit', {'diet_preference_codings': Optional[List[Dict[str, Any]]], 'special_arrangement_codings': Optional[List[Dict[str, Any]]], 'status_history': Optional[List[Dict[str, Any]]], 'class_history': Optional[List[Dict[str, Any]]], 'id': 'FhirId', 'patient_id': Optional['FhirId'], 'type': Optional[str], 'service_codings': Optional[List[Dict[str, Any]]], 'service': Optional[str], 'part_of_id': Optional['FhirId'], 'class': Optional[str], 'class_coding': Optional[Dict[str, Any]], 'status': Optional[Literal['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled', 'entered-in-error', 'unknown']], 'reason': Optional[str], 'reason_codings': Optional[List[Dict[str, Any]]], 'reasons': Optional[List[Dict[str, Any]]], 'reason_references': Optional[List[str]], 'reasons_referenced': Optional[str], 'provider_id': Optional['FhirId'], 'facility_id': Optional['FhirId'], 'provider': Optional[str], 'participants': Optional[List[Dict[str, Any]]], 'facility': Optional[str], 'started_at': Optional[str], 'ended_at': Optional[str], 'note': Optional[str], 'priority': Optional[str], 'priority_code': Optional[str], 'priority_system': Optional[str], 'location': Optional[str], 'locations': Optional[List[Dict[str, Any]]], 'length': Optional[str], 'length_quantity': Optional[Dict[str, Any]], 'admit_source': Optional[str], 'admit_source_code': Optional[str], 'admit_source_system': Optional[str], 'discharge_disposition': Optional[str], 'discharge_disposition_code': Optional[str], 'discharge_disposition_system': Optional[str], 'origin': Optional[str], 'destination': Optional[str], 'participant_references': Optional[List[str]], 'episode_of_care_references': Optional[List[str]], 'diagnosis_ids': Optional[List['FhirId']], 'diagnoses': Optional[List[Dict[str, Any]]], 'primary_diagnosis_id': Optional['FhirId'], 'primary_diagnosis': Optional[str], 'readmission': Optional[str], 'special_arrangements': Optional[str], 'diet_preferences': Optional[str], 'types': Optional[List[Dict[str, Any]]], 'type_concepts': Optional[List[Dict[str, Any]]], 'identifiers': Optional[List[Dict[str, Any]]]}, total=False)
 
 class Vital(TypedDict):

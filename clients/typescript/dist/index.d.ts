@@ -173,7 +173,7 @@ export declare class Pont {
             limit?: number;
             cursor?: string;
             since?: string;
-        }, call?: CallOptions) => PagePromise<WithResponse<T.PatientRecords>, T.Administration | T.AdverseEvent | T.AllergyRecord | T.Appointment | T.Assessment | T.CarePlan | T.CareTeam | T.CdssAlert | T.ClinicalImpression | T.ClinicalNote | T.ClinicalObservation | T.Communication | T.DeviceRequest | T.Diagnosis | T.DiagnosticReportRecord | T.Dispense | T.EpisodeOfCare | T.FamilyHistory | T.Flag | T.Goal | T.ImagingStudy | T.Immunization | T.ImmunizationEvaluation | T.ImmunizationRecommendation | T.LabResult | T.MediaRecord | T.MedicalDevice | T.MedicationUse | T.NutritionOrder | T.Order | T.PatientDocument | T.Prescription | T.Procedure | T.RiskAssessment | T.Specimen | T.Visit | T.Vital>;
+        }, call?: CallOptions) => PagePromise<WithResponse<T.PatientRecords>, T.Administration | T.AdverseEvent | T.AllergyRecord | T.Appointment | T.Assessment | T.CarePlan | T.CareTeam | T.CdssAlert | T.ClinicalImpression | T.ClinicalNote | T.ClinicalObservation | T.Communication | T.DeviceRequest | T.Diagnosis | T.DiagnosticReportRecord | T.Dispense | T.EpisodeOfCare | T.FamilyHistory | T.Flag | T.Goal | T.ImagingStudy | T.Immunization | T.ImmunizationEvaluation | T.ImmunizationRecommendation | T.LabResult | T.MediaRecord | T.MedicalDevice | T.MedicationUse | T.NutritionOrder | T.Order | T.PatientDocument | T.Prescription | T.Procedure | T.RiskAssessment | T.Specimen | T.VisionPrescription | T.Visit | T.Vital>;
         pushEncounter: (input: T.EncounterPush, call?: CallOptions) => Promise<WithResponse<T.EncounterPushed>>;
         pushLabResult: (input: T.LabResultPush, call?: CallOptions) => Promise<WithResponse<T.LabResultPushed>>;
     };

@@ -2657,6 +2657,7 @@ export type PatientRecords = {
         reports?: Array<DiagnosticReportRecord>;
         risk_assessments?: Array<RiskAssessment>;
         specimens?: Array<Specimen>;
+        vision_prescriptions?: Array<VisionPrescription>;
         visits?: Array<Visit>;
         vitals?: Array<Vital>;
     };
@@ -3249,6 +3250,42 @@ export type TokenResponse = {
     expires_in: number;
     /** Space-separated granted scopes */
     scope: string;
+};
+export type VisionPrescription = {
+    id: FhirId;
+    patient_id: FhirId | null;
+    visit_id: FhirId | null;
+    status: "active" | "cancelled" | "draft" | "entered-in-error" | null;
+    date_written: string | null;
+    created: string | null;
+    prescriber: string | null;
+    prescriber_reference: string | null;
+    lenses: Array<{
+        product: string | null;
+        product_code: string | null;
+        eye: "right" | "left" | null;
+        sphere: number | null;
+        cylinder: number | null;
+        axis: number | null;
+        add: number | null;
+        prisms: Array<{
+            amount: number | null;
+            base: "up" | "down" | "in" | "out" | null;
+        }> | null;
+        power: number | null;
+        back_curve: number | null;
+        diameter: number | null;
+        duration_value: number | null;
+        duration_unit: string | null;
+        color: string | null;
+        brand: string | null;
+        note: string | null;
+    }> | null;
+    identifiers: Array<{
+        system: string | null;
+        value: string | null;
+        type: string | null;
+    }> | null;
 };
 export type Visit = {
     diet_preference_codings: Array<{
