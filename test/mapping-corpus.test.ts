@@ -24,7 +24,7 @@ import { schemaProblems } from './published-schema';
 const samples = fileURLToPath(new URL('../samples', import.meta.url));
 const CLINICAL = ['Observation', 'Condition', 'AllergyIntolerance', 'MedicationRequest', 'DiagnosticReport', 'Encounter', 'Immunization', 'DocumentReference'];
 /** Issue 39: the clinical types read since (procedures, care plans, goals, orders, family history, devices, specimens, dispenses, assessments, media). */
-const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyMemberHistory', 'Device', 'DeviceUseStatement', 'Specimen', 'MedicationDispense', 'MedicationStatement', 'QuestionnaireResponse', 'Media', 'Appointment', 'Flag', 'AdverseEvent', 'ClinicalImpression', 'Communication', 'DeviceRequest', 'NutritionOrder', 'ImmunizationRecommendation', 'EpisodeOfCare', 'ImmunizationEvaluation', 'VisionPrescription'];
+const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyMemberHistory', 'Device', 'DeviceUseStatement', 'Specimen', 'MedicationDispense', 'MedicationStatement', 'QuestionnaireResponse', 'Media', 'Appointment', 'Flag', 'AdverseEvent', 'ClinicalImpression', 'Communication', 'DeviceRequest', 'NutritionOrder', 'ImmunizationRecommendation', 'EpisodeOfCare', 'ImmunizationEvaluation', 'VisionPrescription', 'BodyStructure'];
 /** The archives of samples/ and the types read from each (the bulk export: only the new types, as ndjson). */
 const ARCHIVES: Array<[string, string[]]> = [
   ['r4-spec-examples.tar.gz', [...CLINICAL, ...CLINICAL_39]],
@@ -34,7 +34,7 @@ const ARCHIVES: Array<[string, string[]]> = [
   ['synthea-bulk-10-patients-ndjson.tar.gz', CLINICAL_39],
 ];
 /** The element naming the patient a resource is about (one without is not patient data: the records route never reads it). */
-const PATIENT_OF: Record<string, string> = { Device: 'patient', FamilyMemberHistory: 'patient', Appointment: 'participant', NutritionOrder: 'patient', ImmunizationRecommendation: 'patient', EpisodeOfCare: 'patient', ImmunizationEvaluation: 'patient', VisionPrescription: 'patient' };
+const PATIENT_OF: Record<string, string> = { Device: 'patient', FamilyMemberHistory: 'patient', Appointment: 'participant', NutritionOrder: 'patient', ImmunizationRecommendation: 'patient', EpisodeOfCare: 'patient', ImmunizationEvaluation: 'patient', VisionPrescription: 'patient', BodyStructure: 'patient' };
 const LOINC = 'http://loinc.org';
 const SCT = 'http://snomed.info/sct';
 
@@ -409,6 +409,14 @@ function losses(type: string, r: R, rec: R): string[] {
         need(`lenses[${i}].prisms`, (x.prism ?? []).length === (lens.prisms ?? []).length);
       }
       date('date_written', r.dateWritten);
+      break;
+    case 'body_structures':
+      need('morphology', !named(r.morphology) || rec.morphology !== null);
+      need('location', !named(r.location) || rec.location !== null);
+      need('location_qualifiers', !(r.locationQualifier ?? []).some(named) || rec.location_qualifiers !== null);
+      need('description', (r.description ?? null) === rec.description);
+      need('images', (r.image ?? []).length === rec.images.length && rec.images.every((a: R) => !('data' in a)));
+      need('active', (r.active ?? null) === rec.active);
       break;
     case 'episodes_of_care':
       need('status', r.status === rec.status);

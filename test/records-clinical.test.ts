@@ -52,6 +52,7 @@ const TYPE_OF: Record<string, string> = {
   EpisodeOfCare: 'episodes_of_care',
   ImmunizationEvaluation: 'immunization_evaluations',
   VisionPrescription: 'vision_prescriptions',
+  BodyStructure: 'body_structures',
 };
 const NEW_TYPES = [...new Set(Object.values(TYPE_OF))];
 /**
@@ -486,6 +487,24 @@ describe('records of every clinical resource (issue 39)', () => {
       ],
       identifiers: [{ system: 'urn:oid:1.2.840.114350.1.13.861.1.7.2.798276', value: 'RX-0026', type: null }],
     });
+    // A lesion coded only (SNOMED CT without display: its codes as its words), its qualifiers coded only, no description.
+    expect(await got('body_structures', '27')).toMatchObject({
+      id: '27',
+      patient_id: PATIENT,
+      active: true,
+      morphology: '400096001',
+      morphology_code: '400096001',
+      morphology_system: SCT,
+      location: '14975008',
+      location_code: '14975008',
+      location_system: SCT,
+      location_qualifiers: '7771000; 255549009',
+      location_qualifier_codings: [{ system: SCT, code: '7771000', display: null }, { system: SCT, code: '255549009', display: null }],
+      description: null,
+      images: [],
+      identifiers: [{ system: 'urn:oid:1.2.840.114350.1.13.861.1.7.2.798277', value: 'L-27', type: null }],
+    });
+    expect((await got('body_structures', '27')).recorded_at).toMatch(/^\d{4}-\d{2}-\d{2}T/);
     expect(await got('appointments', '16')).toMatchObject({ patient_id: PATIENT, status: 'cancelled', requested_periods: [{ start: '2025-04-01', end: '2025-04-15' }] });
     expect(await got('care_plans', '2')).toMatchObject({ status: 'active', intent: 'plan', category: null, addresses_references: ['Condition/c1'], goal_references: ['Goal/3'], activities: ['Diabetic diet (in-progress)'], activity_references: ['MedicationRequest/mr1'] });
     // A coding without display reads as its code; the target keeps its comparator.
@@ -604,7 +623,7 @@ describe('records of every clinical resource (issue 39)', () => {
     const summary = await consented('org-summary', 'summary');
     const got = await records(summary, '?type=all&limit=1000');
     expect(NEW_TYPES.filter((t) => got.body.records[t] !== undefined).sort()).toEqual([
-      'administrations', 'adverse_events', 'care_plans', 'clinical_impressions', 'device_requests', 'devices', 'dispenses', 'episodes_of_care', 'family_history', 'goals', 'immunization_evaluations', 'immunization_recommendations', 'medication_statements', 'nutrition_orders', 'procedures', 'vision_prescriptions',
+      'administrations', 'adverse_events', 'body_structures', 'care_plans', 'clinical_impressions', 'device_requests', 'devices', 'dispenses', 'episodes_of_care', 'family_history', 'goals', 'immunization_evaluations', 'immunization_recommendations', 'medication_statements', 'nutrition_orders', 'procedures', 'vision_prescriptions',
     ]);
   });
 });

@@ -244,7 +244,7 @@ describe('consent gates records by type', () => {
     expect(refused.body.error_code).toBe('CONSENT_REQUIRED');
     const all = await records(narrow, healthId);
     expect(all.status).toBe(200);
-    expect(Object.keys(all.body.records).sort()).toEqual(['adverse_events', 'allergies', 'care_plans', 'care_teams', 'clinical_impressions', 'device_requests', 'devices', 'diagnoses', 'episodes_of_care', 'family_history', 'goals', 'immunization_evaluations', 'immunization_recommendations', 'immunizations', 'nutrition_orders', 'procedures', 'vision_prescriptions', 'visits']);
+    expect(Object.keys(all.body.records).sort()).toEqual(['adverse_events', 'allergies', 'body_structures', 'care_plans', 'care_teams', 'clinical_impressions', 'device_requests', 'devices', 'diagnoses', 'episodes_of_care', 'family_history', 'goals', 'immunization_evaluations', 'immunization_recommendations', 'immunizations', 'nutrition_orders', 'procedures', 'vision_prescriptions', 'visits']);
     expect(all.body.withheld.sort()).toEqual([
       'administrations', 'alerts', 'appointments', 'assessments', 'clinical_notes', 'communications', 'dispenses', 'documents', 'flags', 'imaging_studies', 'lab_results', 'media', 'medication_statements', 'observations', 'orders', 'prescriptions', 'reports', 'risk_assessments', 'specimens', 'vitals',
     ]);

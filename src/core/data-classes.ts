@@ -26,7 +26,7 @@ export const CONSENT_TYPES: Record<string, { classes: readonly DataClass[]; desc
   full_record: { classes: DATA_CLASSES, description: 'The whole record: every class of patient data.' },
   summary: {
     classes: ['patients:read', 'prescriptions:read'],
-    description: 'Demographics, allergies, conditions, encounters and episodes of care, procedures, immunizations (whether each dose counts, and the doses recommended next), care plans, care teams and goals, clinical assessments, adverse events, family history, devices and device orders, diet orders, spectacle and contact lens prescriptions, coverage, and medications.',
+    description: 'Demographics, allergies, conditions, encounters and episodes of care, procedures, body structures (a lesion, a tumour), immunizations (whether each dose counts, and the doses recommended next), care plans, care teams and goals, clinical assessments, adverse events, family history, devices and device orders, diet orders, spectacle and contact lens prescriptions, coverage, and medications.',
   },
   diagnostics: { classes: ['labs:read'], description: 'Observations (lab results and vital signs), diagnostic reports, imaging studies, orders, specimens, questionnaire responses (screening answers), risk assessments.' },
   prescriptions: { classes: ['prescriptions:read'], description: 'Medication requests, statements, administrations, dispenses and medications.' },

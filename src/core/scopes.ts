@@ -75,6 +75,9 @@ export const FHIR_READ_SCOPES: Record<string, Scope> = {
   // A spell of care (a pregnancy, a course of treatment) that groups encounters: beside them.
   EpisodeOfCare: 'patients:read',
   Procedure: 'patients:read',
+  // A part of the patient's body recorded on its own (a tumour, a lesion followed): beside the conditions and
+  // procedures it locates.
+  BodyStructure: 'patients:read',
   Immunization: 'patients:read',
   // The doses due next (a registry's forecast): beside the immunizations given.
   ImmunizationRecommendation: 'patients:read',

@@ -152,6 +152,24 @@ class BloodInventory(TypedDict):
     items: List[Dict[str, Any]]
 
 
+class BodyStructure(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    active: Optional[bool]
+    morphology: Optional[str]
+    morphology_code: Optional[str]
+    morphology_system: Optional[str]
+    location: Optional[str]
+    location_code: Optional[str]
+    location_system: Optional[str]
+    location_qualifiers: Optional[str]
+    location_qualifier_codings: Optional[List[Dict[str, Any]]]
+    description: Optional[str]
+    images: Optional[List[Dict[str, Any]]]
+    recorded_at: Optional[str]
+    identifiers: Optional[List[Dict[str, Any]]]
+
+
 class BridgeHeartbeat(TypedDict):
     agent_id: str
     facility_id: str

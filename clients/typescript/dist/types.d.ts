@@ -247,6 +247,37 @@ export type BloodInventory = {
         updated_at: string;
     }>;
 };
+export type BodyStructure = {
+    id: FhirId;
+    patient_id: FhirId | null;
+    active: boolean | null;
+    morphology: string | null;
+    morphology_code: string | null;
+    morphology_system: string | null;
+    location: string | null;
+    location_code: string | null;
+    location_system: string | null;
+    location_qualifiers: string | null;
+    location_qualifier_codings: Array<{
+        system: string | null;
+        code: string | null;
+        display: string | null;
+    }> | null;
+    description: string | null;
+    images: Array<{
+        content_type: string | null;
+        url: string | null;
+        title: string | null;
+        size: number | null;
+        inline: boolean | null;
+    }> | null;
+    recorded_at: string | null;
+    identifiers: Array<{
+        system: string | null;
+        value: string | null;
+        type: string | null;
+    }> | null;
+};
 export type BridgeHeartbeat = {
     agent_id: string;
     facility_id: string;
@@ -2628,6 +2659,7 @@ export type PatientRecords = {
         allergies?: Array<AllergyRecord>;
         appointments?: Array<Appointment>;
         assessments?: Array<Assessment>;
+        body_structures?: Array<BodyStructure>;
         care_plans?: Array<CarePlan>;
         care_teams?: Array<CareTeam>;
         clinical_impressions?: Array<ClinicalImpression>;
