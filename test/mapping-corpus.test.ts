@@ -24,7 +24,7 @@ import { schemaProblems } from './published-schema';
 const samples = fileURLToPath(new URL('../samples', import.meta.url));
 const CLINICAL = ['Observation', 'Condition', 'AllergyIntolerance', 'MedicationRequest', 'DiagnosticReport', 'Encounter', 'Immunization', 'DocumentReference'];
 /** Issue 39: the clinical types read since (procedures, care plans, goals, orders, family history, devices, specimens, dispenses, assessments, media). */
-const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyMemberHistory', 'Device', 'DeviceUseStatement', 'Specimen', 'MedicationDispense', 'MedicationStatement', 'QuestionnaireResponse', 'Media', 'Appointment', 'Flag', 'AdverseEvent', 'ClinicalImpression', 'Communication', 'DeviceRequest', 'NutritionOrder', 'ImmunizationRecommendation', 'EpisodeOfCare', 'ImmunizationEvaluation', 'VisionPrescription', 'BodyStructure'];
+const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyMemberHistory', 'Device', 'DeviceUseStatement', 'Specimen', 'MedicationDispense', 'MedicationStatement', 'QuestionnaireResponse', 'Media', 'Appointment', 'Flag', 'AdverseEvent', 'ClinicalImpression', 'Communication', 'DeviceRequest', 'NutritionOrder', 'ImmunizationRecommendation', 'EpisodeOfCare', 'ImmunizationEvaluation', 'VisionPrescription', 'BodyStructure', 'CommunicationRequest'];
 /** The archives of samples/ and the types read from each (the bulk export: only the new types, as ndjson). */
 const ARCHIVES: Array<[string, string[]]> = [
   ['r4-spec-examples.tar.gz', [...CLINICAL, ...CLINICAL_39]],
@@ -418,6 +418,22 @@ function losses(type: string, r: R, rec: R): string[] {
       need('images', (r.image ?? []).length === rec.images.length && rec.images.every((a: R) => !('data' in a)));
       need('active', (r.active ?? null) === rec.active);
       break;
+    case 'communication_requests': {
+      need('status', r.status === rec.status);
+      need('category', !(r.category ?? []).some(named) || rec.category !== null);
+      need('medium', !(r.medium ?? []).some(named) || rec.medium !== null);
+      need('recipient_references', refs(r.recipient) === rec.recipient_references.length);
+      need('requester_reference', (r.requester?.reference ?? null) === rec.requester_reference);
+      need('sender_reference', (r.sender?.reference ?? null) === rec.sender_reference);
+      need('reason_references', refs(r.reasonReference) === rec.reason_references.length);
+      const payloads: R[] = r.payload ?? [];
+      need('texts', payloads.filter((x) => x.contentString !== undefined).every((x) => rec.texts.includes(x.contentString)));
+      need('attachments', payloads.filter((x) => x.contentAttachment).length === rec.attachments.length && rec.attachments.every((a: R) => !('data' in a)));
+      need('resources', payloads.filter((x) => x.contentReference?.reference).every((x) => rec.resources.some((y: R) => y.reference === x.contentReference.reference)));
+      date('occurrence_at', r.occurrenceDateTime ?? r.occurrencePeriod?.start);
+      date('authored_on', r.authoredOn);
+      break;
+    }
     case 'episodes_of_care':
       need('status', r.status === rec.status);
       need('status_history', (r.statusHistory ?? []).length === rec.status_history.length);

@@ -53,6 +53,7 @@ const TYPE_OF: Record<string, string> = {
   ImmunizationEvaluation: 'immunization_evaluations',
   VisionPrescription: 'vision_prescriptions',
   BodyStructure: 'body_structures',
+  CommunicationRequest: 'communication_requests',
 };
 const NEW_TYPES = [...new Set(Object.values(TYPE_OF))];
 /**
@@ -505,6 +506,36 @@ describe('records of every clinical resource (issue 39)', () => {
       identifiers: [{ system: 'urn:oid:1.2.840.114350.1.13.861.1.7.2.798277', value: 'L-27', type: null }],
     });
     expect((await got('body_structures', '27')).recorded_at).toMatch(/^\d{4}-\d{2}-\d{2}T/);
+    // A reminder asked of the laboratory, coded only (HL7's category and v3's medium read as the names Pont ships), by
+    // references without display (named by what they refer to); what is to be said, in words; when, a period.
+    expect(await got('communication_requests', '28')).toMatchObject({
+      id: '28',
+      patient_id: PATIENT,
+      status: 'active',
+      category: 'Reminder',
+      category_code: 'reminder',
+      category_system: 'http://terminology.hl7.org/CodeSystem/communication-category',
+      priority: 'routine',
+      do_not_perform: null,
+      medium: 'written',
+      visit_id: 'e1',
+      occurrence_at: '2025-06-01',
+      occurrence_end: '2025-06-15',
+      authored_on: '2025-03-15T09:45:00Z',
+      requester: 'Kwame Osei',
+      requester_reference: 'Practitioner/p1',
+      sender: 'Northside Laboratory',
+      sender_reference: 'Organization/lab1',
+      recipient_references: [`Patient/${PATIENT}`],
+      recipients: 'Peter Chalmers',
+      reason: '44054006',
+      reason_references: ['Condition/c1'],
+      based_on_references: ['CarePlan/2'],
+      texts: ['Please book your HbA1c recheck.'],
+      attachments: [],
+      resources: [],
+      identifiers: [{ system: 'urn:oid:1.2.840.114350.1.13.861.1.7.2.798278', value: 'CR-28', type: null }],
+    });
     expect(await got('appointments', '16')).toMatchObject({ patient_id: PATIENT, status: 'cancelled', requested_periods: [{ start: '2025-04-01', end: '2025-04-15' }] });
     expect(await got('care_plans', '2')).toMatchObject({ status: 'active', intent: 'plan', category: null, addresses_references: ['Condition/c1'], goal_references: ['Goal/3'], activities: ['Diabetic diet (in-progress)'], activity_references: ['MedicationRequest/mr1'] });
     // A coding without display reads as its code; the target keeps its comparator.
@@ -614,10 +645,10 @@ describe('records of every clinical resource (issue 39)', () => {
         expect((await records(labs, `?type=${type}`)).status, type).toBe(403);
       }
     }
-    // A full record narrowed to documents:read: only media and communications.
+    // A full record narrowed to documents:read: only media, communications and communication requests.
     const documents = await consented('org-documents', 'full_record', ['documents:read']);
     const docs = await records(documents, '?type=all&limit=1000');
-    expect(NEW_TYPES.filter((t) => docs.body.records[t] !== undefined).sort()).toEqual(['communications', 'media']);
+    expect(NEW_TYPES.filter((t) => docs.body.records[t] !== undefined).sort()).toEqual(['communication_requests', 'communications', 'media']);
     // The summary consent (patients:read, prescriptions:read): procedures, care plans, goals, family history, devices,
     // adverse events, clinical impressions, device and nutrition orders, dispenses, medication statements and administrations.
     const summary = await consented('org-summary', 'summary');

@@ -30,7 +30,7 @@ export const CONSENT_TYPES: Record<string, { classes: readonly DataClass[]; desc
   },
   diagnostics: { classes: ['labs:read'], description: 'Observations (lab results and vital signs), diagnostic reports, imaging studies, orders, specimens, questionnaire responses (screening answers), risk assessments.' },
   prescriptions: { classes: ['prescriptions:read'], description: 'Medication requests, statements, administrations, dispenses and medications.' },
-  documents: { classes: ['documents:read'], description: 'Clinical documents and notes (DocumentReference, Composition), media (photos, scans, recordings) and messages about the patient (Communication).' },
+  documents: { classes: ['documents:read'], description: 'Clinical documents and notes (DocumentReference, Composition), media (photos, scans, recordings) and messages about the patient, sent or asked for (Communication, CommunicationRequest).' },
 };
 export const CONSENT_TYPE_NAMES = Object.keys(CONSENT_TYPES);
 

@@ -121,6 +121,8 @@ export const FHIR_READ_SCOPES: Record<string, Scope> = {
   Media: 'documents:read',
   // Messages about the patient (a result sent to the GP, a reminder to the patient): held and shared like documents.
   Communication: 'documents:read',
+  // A message asked for (a reminder to send, a letter requested): it says what is to be said, so held like the message.
+  CommunicationRequest: 'documents:read',
   Consent: 'consents:read',
   Appointment: 'appointments:read',
   BiologicallyDerivedProduct: 'blood:inventory:read',

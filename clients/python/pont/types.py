@@ -432,6 +432,42 @@ class Communication(TypedDict):
     identifiers: Optional[List[Dict[str, Any]]]
 
 
+class CommunicationRequest(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    status: Optional[Literal['draft', 'active', 'on-hold', 'revoked', 'completed', 'entered-in-error', 'unknown']]
+    status_reason: Optional[str]
+    category: Optional[str]
+    category_code: Optional[str]
+    category_system: Optional[str]
+    priority: Optional[Literal['routine', 'urgent', 'asap', 'stat']]
+    do_not_perform: Optional[bool]
+    medium: Optional[str]
+    visit_id: Optional['FhirId']
+    occurrence_at: Optional[str]
+    occurrence_end: Optional[str]
+    authored_on: Optional[str]
+    requester: Optional[str]
+    requester_reference: Optional[str]
+    sender: Optional[str]
+    sender_reference: Optional[str]
+    recipient_references: Optional[List[str]]
+    recipients: Optional[str]
+    reason: Optional[str]
+    reason_code: Optional[str]
+    reason_system: Optional[str]
+    reason_references: Optional[List[str]]
+    based_on_references: Optional[List[str]]
+    replaces_references: Optional[List[str]]
+    about_references: Optional[List[str]]
+    texts: Optional[List[str]]
+    attachments: Optional[List[Dict[str, Any]]]
+    resources: Optional[List[Dict[str, Any]]]
+    note: Optional[str]
+    identifiers: Optional[List[Dict[str, Any]]]
+    group_identifier: Optional[str]
+
+
 class ConsentApproval(TypedDict, total=False):
     hi_types: List['HiType']
     date_range: 'ConsentDateRange'

@@ -812,6 +812,55 @@ export type Communication = {
   }> | null;
 };
 
+export type CommunicationRequest = {
+  id: FhirId;
+  patient_id: FhirId | null;
+  status: "draft" | "active" | "on-hold" | "revoked" | "completed" | "entered-in-error" | "unknown" | null;
+  status_reason: string | null;
+  category: string | null;
+  category_code: string | null;
+  category_system: string | null;
+  priority: "routine" | "urgent" | "asap" | "stat" | null;
+  do_not_perform: boolean | null;
+  medium: string | null;
+  visit_id: FhirId | null;
+  occurrence_at: string | null;
+  occurrence_end: string | null;
+  authored_on: string | null;
+  requester: string | null;
+  requester_reference: string | null;
+  sender: string | null;
+  sender_reference: string | null;
+  recipient_references: Array<string> | null;
+  recipients: string | null;
+  reason: string | null;
+  reason_code: string | null;
+  reason_system: string | null;
+  reason_references: Array<string> | null;
+  based_on_references: Array<string> | null;
+  replaces_references: Array<string> | null;
+  about_references: Array<string> | null;
+  texts: Array<string> | null;
+  attachments: Array<{
+    content_type: string | null;
+    url: string | null;
+    title: string | null;
+    size: number | null;
+    inline: boolean | null;
+  }> | null;
+  resources: Array<{
+    reference: string | null;
+    name: string | null;
+  }> | null;
+  note: string | null;
+  identifiers: Array<{
+    system: string | null;
+    value: string | null;
+    type: string | null;
+  }> | null;
+  group_identifier: string | null;
+};
+
 export type ConsentApproval = {
   /** The kinds of record it covers (narrows the classes; absent: every kind of its classes) */
   hi_types?: Array<HiType>;
@@ -2739,6 +2788,7 @@ export type PatientRecords = {
     care_teams?: Array<CareTeam>;
     clinical_impressions?: Array<ClinicalImpression>;
     clinical_notes?: Array<ClinicalNote>;
+    communication_requests?: Array<CommunicationRequest>;
     communications?: Array<Communication>;
     device_requests?: Array<DeviceRequest>;
     devices?: Array<MedicalDevice>;
