@@ -24,7 +24,7 @@ import { schemaProblems } from './published-schema';
 const samples = fileURLToPath(new URL('../samples', import.meta.url));
 const CLINICAL = ['Observation', 'Condition', 'AllergyIntolerance', 'MedicationRequest', 'DiagnosticReport', 'Encounter', 'Immunization', 'DocumentReference'];
 /** Issue 39: the clinical types read since (procedures, care plans, goals, orders, family history, devices, specimens, dispenses, assessments, media). */
-const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyMemberHistory', 'Device', 'DeviceUseStatement', 'Specimen', 'MedicationDispense', 'MedicationStatement', 'QuestionnaireResponse', 'Media', 'Appointment', 'Flag', 'AdverseEvent', 'ClinicalImpression', 'Communication', 'DeviceRequest', 'NutritionOrder', 'ImmunizationRecommendation', 'EpisodeOfCare', 'ImmunizationEvaluation', 'VisionPrescription', 'BodyStructure', 'CommunicationRequest'];
+const CLINICAL_39 = ['Procedure', 'CarePlan', 'Goal', 'ServiceRequest', 'FamilyMemberHistory', 'Device', 'DeviceUseStatement', 'Specimen', 'MedicationDispense', 'MedicationStatement', 'QuestionnaireResponse', 'Media', 'Appointment', 'Flag', 'AdverseEvent', 'ClinicalImpression', 'Communication', 'DeviceRequest', 'NutritionOrder', 'ImmunizationRecommendation', 'EpisodeOfCare', 'ImmunizationEvaluation', 'VisionPrescription', 'BodyStructure', 'CommunicationRequest', 'Task'];
 /** The archives of samples/ and the types read from each (the bulk export: only the new types, as ndjson). */
 const ARCHIVES: Array<[string, string[]]> = [
   ['r4-spec-examples.tar.gz', [...CLINICAL, ...CLINICAL_39]],
@@ -34,7 +34,7 @@ const ARCHIVES: Array<[string, string[]]> = [
   ['synthea-bulk-10-patients-ndjson.tar.gz', CLINICAL_39],
 ];
 /** The element naming the patient a resource is about (one without is not patient data: the records route never reads it). */
-const PATIENT_OF: Record<string, string> = { Device: 'patient', FamilyMemberHistory: 'patient', Appointment: 'participant', NutritionOrder: 'patient', ImmunizationRecommendation: 'patient', EpisodeOfCare: 'patient', ImmunizationEvaluation: 'patient', VisionPrescription: 'patient', BodyStructure: 'patient' };
+const PATIENT_OF: Record<string, string> = { Device: 'patient', FamilyMemberHistory: 'patient', Appointment: 'participant', NutritionOrder: 'patient', ImmunizationRecommendation: 'patient', EpisodeOfCare: 'patient', ImmunizationEvaluation: 'patient', VisionPrescription: 'patient', BodyStructure: 'patient', Task: 'for' };
 const LOINC = 'http://loinc.org';
 const SCT = 'http://snomed.info/sct';
 
@@ -434,6 +434,20 @@ function losses(type: string, r: R, rec: R): string[] {
       date('authored_on', r.authoredOn);
       break;
     }
+    case 'tasks':
+      need('status', r.status === rec.status);
+      need('intent', r.intent === rec.intent);
+      need('business_status', !named(r.businessStatus) || rec.business_status !== null);
+      need('name', !named(r.code) || rec.name !== null);
+      need('focus_reference', (r.focus?.reference ?? null) === rec.focus_reference);
+      need('based_on_references', refs(r.basedOn) === rec.based_on_references.length);
+      need('requester_reference', (r.requester?.reference ?? null) === rec.requester_reference);
+      need('owner_reference', (r.owner?.reference ?? null) === rec.owner_reference);
+      need('inputs', (r.input ?? []).length === rec.inputs.length && rec.inputs.every((x: R, i: number) => x.reference === (r.input[i].valueReference?.reference ?? null)));
+      need('outputs', (r.output ?? []).length === rec.outputs.length && rec.outputs.every((x: R, i: number) => x.reference === (r.output[i].valueReference?.reference ?? null)));
+      date('authored_on', r.authoredOn);
+      date('execution_start', r.executionPeriod?.start);
+      break;
     case 'episodes_of_care':
       need('status', r.status === rec.status);
       need('status_history', (r.statusHistory ?? []).length === rec.status_history.length);

@@ -54,6 +54,7 @@ const TYPE_OF: Record<string, string> = {
   VisionPrescription: 'vision_prescriptions',
   BodyStructure: 'body_structures',
   CommunicationRequest: 'communication_requests',
+  Task: 'tasks',
 };
 const NEW_TYPES = [...new Set(Object.values(TYPE_OF))];
 /**
@@ -535,6 +536,37 @@ describe('records of every clinical resource (issue 39)', () => {
       attachments: [],
       resources: [],
       identifiers: [{ system: 'urn:oid:1.2.840.114350.1.13.861.1.7.2.798278', value: 'CR-28', type: null }],
+    });
+    // A laboratory's task fulfilling an order, as a LIMS writes it: references without display (named by what they
+    // refer to), the business status coded only, its specimen as an input and its result as an output by reference, each
+    // named by what it refers to.
+    expect(await got('tasks', '29')).toMatchObject({
+      id: '29',
+      patient_id: PATIENT,
+      status: 'completed',
+      business_status: 'RESULTED',
+      business_status_code: 'RESULTED',
+      intent: 'order',
+      priority: 'routine',
+      name: '26436-6',
+      code: '26436-6',
+      code_system: LOINC,
+      focus_reference: 'ServiceRequest/4',
+      based_on_references: ['ServiceRequest/4'],
+      visit_id: 'e1',
+      execution_start: '2025-03-12T09:00:00Z',
+      execution_end: '2025-03-13T15:30:00Z',
+      authored_on: '2025-03-12T08:45:00Z',
+      requester: 'Kwame Osei',
+      requester_reference: 'Practitioner/p1',
+      owner: 'Northside Laboratory',
+      owner_reference: 'Organization/lab1',
+      reason_reference: 'Condition/c1',
+      reason: '44054006',
+      inputs: [{ type: 'Specimen', value: 'Whole blood', reference: 'Specimen/5' }],
+      outputs: [{ type: 'Result', value: 'Temperature of specimen on arrival', reference: 'Observation/14' }],
+      identifiers: [{ system: 'urn:oid:1.2.840.114350.1.13.861.1.7.2.798279', value: 'LIMS-29', type: null }],
+      group_identifier: 'REQ-4',
     });
     expect(await got('appointments', '16')).toMatchObject({ patient_id: PATIENT, status: 'cancelled', requested_periods: [{ start: '2025-04-01', end: '2025-04-15' }] });
     expect(await got('care_plans', '2')).toMatchObject({ status: 'active', intent: 'plan', category: null, addresses_references: ['Condition/c1'], goal_references: ['Goal/3'], activities: ['Diabetic diet (in-progress)'], activity_references: ['MedicationRequest/mr1'] });

@@ -246,7 +246,7 @@ describe('consent gates records by type', () => {
     expect(all.status).toBe(200);
     expect(Object.keys(all.body.records).sort()).toEqual(['adverse_events', 'allergies', 'body_structures', 'care_plans', 'care_teams', 'clinical_impressions', 'device_requests', 'devices', 'diagnoses', 'episodes_of_care', 'family_history', 'goals', 'immunization_evaluations', 'immunization_recommendations', 'immunizations', 'nutrition_orders', 'procedures', 'vision_prescriptions', 'visits']);
     expect(all.body.withheld.sort()).toEqual([
-      'administrations', 'alerts', 'appointments', 'assessments', 'clinical_notes', 'communication_requests', 'communications', 'dispenses', 'documents', 'flags', 'imaging_studies', 'lab_results', 'media', 'medication_statements', 'observations', 'orders', 'prescriptions', 'reports', 'risk_assessments', 'specimens', 'vitals',
+      'administrations', 'alerts', 'appointments', 'assessments', 'clinical_notes', 'communication_requests', 'communications', 'dispenses', 'documents', 'flags', 'imaging_studies', 'lab_results', 'media', 'medication_statements', 'observations', 'orders', 'prescriptions', 'reports', 'risk_assessments', 'specimens', 'tasks', 'vitals',
     ]);
   });
 

@@ -68,6 +68,9 @@ export const SCOPE_RISK: Record<Scope, 'Low' | 'Medium' | 'High' | 'Critical'> =
 
 /** Read scope per FHIR resource type; types not listed need `fhir:read`. `fhir:read` also reads every type. */
 export const FHIR_READ_SCOPES: Record<string, Scope> = {
+  // Not listed, so fhir:read: Flag and DetectedIssue (warnings of any kind), and Task: a piece of work about anything
+  // (a lab order's fulfilment, a prescription, a document to sign) that names it in its code, focus, inputs and
+  // outputs, so no narrower class covers what it reveals.
   Patient: 'patients:read',
   AllergyIntolerance: 'patients:read',
   Condition: 'patients:read',

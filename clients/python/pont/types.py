@@ -1739,6 +1739,44 @@ class Specimen(TypedDict):
     identifiers: Optional[List[Dict[str, Any]]]
 
 
+class Task(TypedDict):
+    id: 'FhirId'
+    patient_id: Optional['FhirId']
+    status: Optional[Literal['draft', 'requested', 'received', 'accepted', 'rejected', 'ready', 'cancelled', 'in-progress', 'on-hold', 'failed', 'completed', 'entered-in-error']]
+    status_reason: Optional[str]
+    business_status: Optional[str]
+    business_status_code: Optional[str]
+    intent: Optional[Literal['unknown', 'proposal', 'plan', 'order', 'original-order', 'reflex-order', 'filler-order', 'instance-order', 'option']]
+    priority: Optional[Literal['routine', 'urgent', 'asap', 'stat']]
+    name: Optional[str]
+    code: Optional[str]
+    code_system: Optional[str]
+    description: Optional[str]
+    focus_reference: Optional[str]
+    focus: Optional[str]
+    based_on_references: Optional[List[str]]
+    part_of_references: Optional[List[str]]
+    visit_id: Optional['FhirId']
+    execution_start: Optional[str]
+    execution_end: Optional[str]
+    authored_on: Optional[str]
+    last_modified: Optional[str]
+    requester: Optional[str]
+    requester_reference: Optional[str]
+    owner: Optional[str]
+    owner_reference: Optional[str]
+    performer_type: Optional[str]
+    reason: Optional[str]
+    reason_code: Optional[str]
+    reason_system: Optional[str]
+    reason_reference: Optional[str]
+    note: Optional[str]
+    inputs: Optional[List[Dict[str, Any]]]
+    outputs: Optional[List[Dict[str, Any]]]
+    identifiers: Optional[List[Dict[str, Any]]]
+    group_identifier: Optional[str]
+
+
 class _TokenRequestRequired(TypedDict):
     grant_type: Literal['client_credentials']
 

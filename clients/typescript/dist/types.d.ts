@@ -2738,6 +2738,7 @@ export type PatientRecords = {
         reports?: Array<DiagnosticReportRecord>;
         risk_assessments?: Array<RiskAssessment>;
         specimens?: Array<Specimen>;
+        tasks?: Array<Task>;
         vision_prescriptions?: Array<VisionPrescription>;
         visits?: Array<Visit>;
         vitals?: Array<Vital>;
@@ -3308,6 +3309,55 @@ export type Specimen = {
         value: string | null;
         type: string | null;
     }> | null;
+};
+export type Task = {
+    id: FhirId;
+    patient_id: FhirId | null;
+    status: "draft" | "requested" | "received" | "accepted" | "rejected" | "ready" | "cancelled" | "in-progress" | "on-hold" | "failed" | "completed" | "entered-in-error" | null;
+    status_reason: string | null;
+    business_status: string | null;
+    business_status_code: string | null;
+    intent: "unknown" | "proposal" | "plan" | "order" | "original-order" | "reflex-order" | "filler-order" | "instance-order" | "option" | null;
+    priority: "routine" | "urgent" | "asap" | "stat" | null;
+    name: string | null;
+    code: string | null;
+    code_system: string | null;
+    description: string | null;
+    focus_reference: string | null;
+    focus: string | null;
+    based_on_references: Array<string> | null;
+    part_of_references: Array<string> | null;
+    visit_id: FhirId | null;
+    execution_start: string | null;
+    execution_end: string | null;
+    authored_on: string | null;
+    last_modified: string | null;
+    requester: string | null;
+    requester_reference: string | null;
+    owner: string | null;
+    owner_reference: string | null;
+    performer_type: string | null;
+    reason: string | null;
+    reason_code: string | null;
+    reason_system: string | null;
+    reason_reference: string | null;
+    note: string | null;
+    inputs: Array<{
+        type: string | null;
+        value: string | null;
+        reference: string | null;
+    }> | null;
+    outputs: Array<{
+        type: string | null;
+        value: string | null;
+        reference: string | null;
+    }> | null;
+    identifiers: Array<{
+        system: string | null;
+        value: string | null;
+        type: string | null;
+    }> | null;
+    group_identifier: string | null;
 };
 /** Section 2.4. Also accepted form-encoded (SMART clients send it so), with the client credentials in HTTP Basic (RFC 6749 §2.3.1), or a client assertion (RFC 7523, SMART Backend Services). */
 export type TokenRequest = {
