@@ -682,7 +682,9 @@ describe('records of every clinical resource (issue 39)', () => {
     const docs = await records(documents, '?type=all&limit=1000');
     expect(NEW_TYPES.filter((t) => docs.body.records[t] !== undefined).sort()).toEqual(['communication_requests', 'communications', 'media']);
     // The summary consent (patients:read, prescriptions:read): procedures, care plans, goals, family history, devices,
-    // adverse events, clinical impressions, device and nutrition orders, dispenses, medication statements and administrations.
+    // body structures, adverse events, clinical impressions, device, nutrition and vision orders, episodes of care,
+    // immunization recommendations and evaluations, dispenses, medication statements and administrations; never tasks
+    // (fhir:read) nor communication requests (documents:read).
     const summary = await consented('org-summary', 'summary');
     const got = await records(summary, '?type=all&limit=1000');
     expect(NEW_TYPES.filter((t) => got.body.records[t] !== undefined).sort()).toEqual([
