@@ -52,7 +52,7 @@ export const validationFailed = (message: string, options?: ApiErrorOptions) =>
   new ApiError(422, ErrorCode.validationFailed, message, options);
 /**
  * The most fields one answer names, and the most characters of a field's name and of its message (a bounded answer to
- * any request); a message may list every choice of its field whole (the 45 record types of `type`: ~700 characters).
+ * any request); a message may list every choice of its field whole (the 41 record types of `type` and `all`: ~750 characters).
  */
 const MAX_DETAILS = 20;
 const MAX_FIELD_CHARS = 300;
