@@ -39,9 +39,22 @@ const CLASS_OF: Record<string, string> = {
   Goal: 'patients:read',
   QuestionnaireResponse: 'labs:read',
   Media: 'documents:read',
+  // Stop 84: a Task names what it concerns in its code, focus, inputs and outputs, so only a full record covers it
+  // (fhir:read); a message asked for is a document's; a lens prescription is no medication's.
+  Task: 'fhir:read',
+  CommunicationRequest: 'documents:read',
+  VisionPrescription: 'patients:read',
 };
 /** The Connect record type of each of those (records?type=…). */
-const RECORD_TYPE_OF: Record<string, string> = { Procedure: 'procedures', Goal: 'goals', QuestionnaireResponse: 'assessments', Media: 'media' };
+const RECORD_TYPE_OF: Record<string, string> = {
+  Procedure: 'procedures',
+  Goal: 'goals',
+  QuestionnaireResponse: 'assessments',
+  Media: 'media',
+  Task: 'tasks',
+  CommunicationRequest: 'communication_requests',
+  VisionPrescription: 'vision_prescriptions',
+};
 
 let pont: TestServer;
 let writer: TestClient;
@@ -85,6 +98,17 @@ beforeAll(async () => {
       { resourceType: 'Goal', lifecycleStatus: 'active', description: { text: 'No night-time symptoms' }, subject },
       { resourceType: 'QuestionnaireResponse', status: 'completed', subject, item: [{ linkId: 'act-1', text: 'Asthma control', answer: [{ valueInteger: 19 }] }] },
       { resourceType: 'Media', status: 'completed', content: { contentType: 'image/jpeg', url: 'https://images.example/1.jpg' }, subject },
+      { resourceType: 'Task', status: 'in-progress', intent: 'order', code: { text: 'HIV viral load' }, for: subject, authoredOn: '2026-01-05T09:00:00Z' },
+      { resourceType: 'CommunicationRequest', status: 'active', subject, payload: [{ contentString: 'Call back about the results' }], authoredOn: '2026-01-05T10:00:00Z' },
+      {
+        resourceType: 'VisionPrescription',
+        status: 'active',
+        created: '2026-01-05T11:00:00Z',
+        patient: subject,
+        dateWritten: '2026-01-05T11:00:00Z',
+        prescriber: { display: 'Dr Optom' },
+        lensSpecification: [{ product: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/ex-visionprescriptionproduct', code: 'lens' }] }, eye: 'right', sphere: -2 }],
+      },
     ]) {
       const created = await pont.json(`/api/fhir/R4/${r.resourceType}`, { method: 'POST', json: r, headers: writer.headers });
       expect(created.status).toBe(201);
@@ -156,7 +180,8 @@ describe(`consent matrix (seed ${SEED}): ${ORGS.length} organisations × ${PATIE
         expect(historyIds, `${org} ${type} history`).toEqual(expected);
         if (type !== 'Patient')
           for (const p of patients) {
-            const mine = await fhir(reader, `/${type}?subject=Patient/${p.id}`);
+            // VisionPrescription has no subject, only its patient.
+            const mine = await fhir(reader, `/${type}?${type === 'VisionPrescription' ? 'patient' : 'subject'}=Patient/${p.id}`);
             expect(mine.body.total, `${org} ${type} of ${p.name}`).toBe(visible(org, p.id, type) ? 1 : 0);
           }
       }
