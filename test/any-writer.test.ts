@@ -34,6 +34,7 @@ const WRITERS = [
   { name: 'openmrs', file: 'openmrs-fhir2.bundle.json' },
   { name: 'sahel', file: 'sahel-labs.bundle.json' },
   { name: 'tidewell', file: 'tidewell-apps.bundle.json' },
+  { name: 'lakeshore', file: 'lakeshore-hie.bundle.json' },
 ];
 const LOINC = 'http://loinc.org';
 const SCT = 'http://snomed.info/sct';
@@ -472,6 +473,8 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
         if (a.language) add('values', `presentedForm[${i}].language ${a.language}`, (v) => v.code(a.language));
       });
       references('members', 'imagingStudy', r.imagingStudy);
+      // The order's placer and filler numbers (OBR-2, OBR-3: the accession a lab is called about), each with its kind.
+      (r.identifier ?? []).forEach((x: R, i: number) => x.value && add('values', `identifier[${i}] ${x.type?.coding?.[0]?.code ?? x.system ?? ''} ${x.value}`, (v) => v.text(x.value)));
       (r.media ?? []).forEach((m: R, i: number) => {
         if (m.comment) add('values', `media[${i}].comment "${m.comment}"`, (v) => v.text(m.comment));
         reference('members', `media[${i}].link`, m.link);
@@ -618,6 +621,19 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       reference('context', 'informationSource', r.informationSource);
       references('prescription', 'basedOn', r.basedOn);
       (r.dosage ?? []).forEach((d: R, i: number) => d.asNeededBoolean && add('dosage', `dosage[${i}].asNeededBoolean true`, (v) => v.leaves.some((l) => /as_needed|prn/.test(l.key) && l.value === true)));
+      // The dosage structured as a medications section gives it (C-CDA's PIVL_TS and doseQuantity as a converter
+      // writes them): how often (every 12 h, every 4 to 6 h, 3 a day), for how long, how much (a dose, 1–2 puffs), how.
+      (r.dosage ?? []).forEach((d: R, i: number) => {
+        const rep = d.timing?.repeat ?? {};
+        if (rep.frequency !== undefined) add('dosage', `dosage[${i}].timing.frequency ${rep.frequency}`, (v) => v.number(rep.frequency));
+        if (rep.period !== undefined) add('dosage', `dosage[${i}].timing.period ${rep.period} ${rep.periodUnit}`, (v) => v.number(rep.period) && v.code(rep.periodUnit));
+        if (rep.periodMax !== undefined) add('dosage', `dosage[${i}].timing.periodMax ${rep.periodMax}`, (v) => v.number(rep.periodMax));
+        quantity('dosage', `dosage[${i}].timing.boundsDuration`, rep.boundsDuration);
+        quantity('dosage', `dosage[${i}].doseQuantity`, d.doseAndRate?.[0]?.doseQuantity);
+        quantity('dosage', `dosage[${i}].doseRange.low`, d.doseAndRate?.[0]?.doseRange?.low);
+        quantity('dosage', `dosage[${i}].doseRange.high`, d.doseAndRate?.[0]?.doseRange?.high);
+        concept('dosage', `dosage[${i}].route`, d.route, 'dosage');
+      });
       break;
     }
     case 'Immunization': {
@@ -636,7 +652,11 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
       if (r.isSubpotent !== undefined) add('values', `isSubpotent ${r.isSubpotent}`, (v) => v.leaves.some((l) => /subpotent/.test(l.key) && l.value === r.isSubpotent));
       concepts('values', 'subpotentReason', r.subpotentReason);
       notes('notes', r.note);
-      (r.performer ?? []).forEach((p: R, i: number) => reference('performer', `performer[${i}].actor`, p.actor));
+      (r.performer ?? []).forEach((p: R, i: number) => {
+        reference('performer', `performer[${i}].actor`, p.actor);
+        // Who did what: gave the dose (AP) or ordered it (OP), v2 table 0443 as RXA-10 and ORC-12 are converted.
+        concept('performer', `performer[${i}].function`, p.function, 'performer');
+      });
       reference('context', 'location', r.location);
       concepts('values', 'reasonCode', r.reasonCode);
       (r.protocolApplied ?? []).forEach((p: R, i: number) => {
@@ -682,6 +702,8 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
         date('periods', `location[${i}].period.start`, l.period?.start);
         date('periods', `location[${i}].period.end`, l.period?.end);
         if (l.status) add('periods', `location[${i}].status ${l.status}`, (v) => v.code(l.status));
+        // What kind of place it was (a bed, a room: PV1-3's bed and room as a v2 converter writes them).
+        concept('values', `location[${i}].physicalType`, l.physicalType, 'values');
       });
       reference('context', 'serviceProvider', r.serviceProvider);
       references('context', 'episodeOfCare', r.episodeOfCare);
@@ -999,7 +1021,11 @@ function factsOf(r: R, corpus: Map<string, R>, patientAge?: number): Fact[] {
         if (x.title) add('values', `section[${i}].title "${x.title}"`, (v) => v.text(x.title));
         const words = String(x.text?.div ?? '').replace(/<[^>]+>/g, '').trim();
         if (words) add('values', `section[${i}].text "${words.slice(0, 40)}…"`, (v) => v.text(words));
+        // What the section lists (a CCD's allergies, medications, problems by reference): the entries themselves.
+        references('members', `section[${i}].entry`, x.entry);
       });
+      // Who keeps the original (a CCD's custodian).
+      reference('context', 'custodian', r.custodian);
       encounter(r.encounter);
       break;
     }
@@ -1348,6 +1374,15 @@ function clinicalDifferences(original: R, written: R): string[] {
     if (original.partOf) need(`partOf ${original.partOf.reference} → ${written.partOf?.reference ?? 'none'}`, original.partOf.reference === written.partOf?.reference);
     (original.diagnosis ?? []).forEach((d: R, i: number) => need(`diagnosis[${i}] ${d.condition?.reference} lost`, (written.diagnosis ?? []).some((w: R) => w.condition?.reference === d.condition?.reference)));
     (original.location ?? []).forEach((l: R, i: number) => need(`location[${i}] ${l.location?.reference} lost`, (written.location ?? []).some((w: R) => w.location?.reference === l.location?.reference)));
+    // Each place as it was: still there or left, when, and what kind of place (a bed, a room: PV1-3 converted).
+    (original.location ?? []).forEach((l: R, i: number) => {
+      const w = (written.location ?? []).find((x: R) => x.location?.reference === l.location?.reference);
+      if (!w) return;
+      need(`location[${i}].status ${l.status} → ${w.status}`, (l.status ?? null) === (w.status ?? null));
+      sameDate(`location[${i}].period.start`, l.period?.start, w.period?.start);
+      sameDate(`location[${i}].period.end`, l.period?.end, w.period?.end);
+      sameCodings(`location[${i}].physicalType`, l.physicalType, w.physicalType);
+    });
     (original.type ?? []).forEach((t: R, i: number) => sameCodings(`type[${i}]`, t, (written.type ?? []).find((w: R) => codingsOf(t).some((k: string) => codingsOf(w).includes(k))) ?? written.type?.[i]));
     (original.reasonCode ?? []).forEach((t: R, i: number) => sameCodings(`reasonCode[${i}]`, t, written.reasonCode?.[i]));
     sameDate('period.start', original.period?.start, written.period?.start);
