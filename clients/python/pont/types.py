@@ -318,6 +318,8 @@ class ClinicalNote(TypedDict):
     categories: Optional[List[Dict[str, Any]]]
     authors: Optional[str]
     attested_by: Optional[str]
+    custodian: Optional[str]
+    section_entries: Optional[List[Dict[str, Any]]]
     id: 'FhirId'
     patient_id: Optional['FhirId']
     visit_id: Optional['FhirId']
@@ -890,6 +892,7 @@ class Immunization(TypedDict):
     funding_source_code: Optional[str]
     funding_source_system: Optional[str]
     program_eligibility: Optional[str]
+    program_eligibility_codings: Optional[List[Dict[str, Any]]]
     id: 'FhirId'
     patient_id: Optional['FhirId']
     visit_id: Optional['FhirId']
@@ -1230,6 +1233,8 @@ class MedicationUse(TypedDict):
     as_needed_reason: Optional[str]
     as_needed: Optional[bool]
     route: Optional[str]
+    route_code: Optional[str]
+    route_system: Optional[str]
     note: Optional[str]
 
 

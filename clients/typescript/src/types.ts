@@ -542,6 +542,12 @@ export type ClinicalNote = {
   }> | null;
   authors: string | null;
   attested_by: string | null;
+  custodian: string | null;
+  section_entries: Array<{
+    section: string | null;
+    entries: string | null;
+    references: Array<string> | null;
+  }> | null;
   id: FhirId;
   patient_id: FhirId | null;
   visit_id: FhirId | null;
@@ -1284,6 +1290,8 @@ export type EncounterPush = {
       location_reference: string | null;
       status: string | null;
       physical_type: string | null;
+      physical_type_code: string | null;
+      physical_type_system: string | null;
       start: string | null;
       end: string | null;
     }> | null;
@@ -1627,6 +1635,11 @@ export type Immunization = {
   funding_source_code: string | null;
   funding_source_system: string | null;
   program_eligibility: string | null;
+  program_eligibility_codings: Array<{
+    system: string | null;
+    code: string | null;
+    display: string | null;
+  }> | null;
   id: FhirId;
   patient_id: FhirId | null;
   visit_id: FhirId | null;
@@ -2480,6 +2493,8 @@ export type MedicationUse = {
   as_needed_reason: string | null;
   as_needed: boolean | null;
   route: string | null;
+  route_code: string | null;
+  route_system: string | null;
   note: string | null;
 };
 
@@ -3598,6 +3613,8 @@ export type Visit = {
     location_reference: string | null;
     status: string | null;
     physical_type: string | null;
+    physical_type_code: string | null;
+    physical_type_system: string | null;
     start: string | null;
     end: string | null;
   }> | null;
