@@ -1254,6 +1254,9 @@ function patientFacts(p: R): Fact[] {
   if (name?.family) add(`name.family ${name.family} (use ${name.use})`, (v) => v.leaves.some((l) => l.key === 'last_name' && l.value === name.family));
   // A middle name (OpenMRS writes it as the second given name): part of the name as written whole.
   (name?.given ?? []).slice(1).forEach((g: string, i: number) => add(`name.given[${i + 1}] ${g} (a middle name)`, (v) => v.text(g)));
+  // A generational suffix (Jr., Sr., III: PID-5's suffix as a v2 converter writes it): Harold Whitcombe Jr. is not his
+  // father, who may be a patient of the same practice.
+  (name?.suffix ?? []).filter((x: string) => /^(jr|sr|i{2,3}|iv|v)\.?$/i.test(x)).forEach((x: string) => add(`name.suffix ${x} (use ${name.use})`, (v) => v.text(x)));
   // A name written as a text only (India's NRCeS profiles: `name: [{text: "…"}]`): the patient is still named.
   if (name?.text && !name.family && !name.given?.length) add(`name.text "${name.text}" (no family, no given)`, (v) => {
     // Whole, or split into a first and a last name that are both of its words.
@@ -1385,6 +1388,9 @@ function clinicalDifferences(original: R, written: R): string[] {
     });
     (original.type ?? []).forEach((t: R, i: number) => sameCodings(`type[${i}]`, t, (written.type ?? []).find((w: R) => codingsOf(t).some((k: string) => codingsOf(w).includes(k))) ?? written.type?.[i]));
     (original.reasonCode ?? []).forEach((t: R, i: number) => sameCodings(`reasonCode[${i}]`, t, written.reasonCode?.[i]));
+    // A reason or a type in words only (PV2-3's admit reason, as a v2 converter writes it: a text, no coding).
+    (original.reasonCode ?? []).forEach((t: R, i: number) => t.text && !(t.coding ?? []).length && need(`reasonCode[${i}] text "${t.text}" lost`, (written.reasonCode ?? []).some((w: R) => w.text === t.text)));
+    (original.type ?? []).forEach((t: R, i: number) => t.text && need(`type[${i}] text "${t.text}" lost`, (written.type ?? []).some((w: R) => w.text === t.text || (w.coding ?? []).some((c: R) => c.display === t.text))));
     sameDate('period.start', original.period?.start, written.period?.start);
     sameDate('period.end', original.period?.end, written.period?.end);
     // Where the patient came from and where they went (home, another hospital, died: `exp`).
