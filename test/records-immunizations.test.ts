@@ -124,6 +124,7 @@ describe('immunizations, a record type declared by its map', () => {
           funding_source_code: null,
           funding_source_system: null,
           program_eligibility: null,
+          program_eligibility_codings: [],
           vaccine_codings: [{ system: 'http://hl7.org/fhir/sid/cvx', code: '08', display: 'Hep B, adolescent or pediatric' }],
         },
       ],
