@@ -11,10 +11,8 @@ import { isResourceType } from './fhir-definitions';
  * `data:`, `MRN:12345`) is no reference either.
  */
 export function referenceFormProblem(reference: string): string | undefined {
-  const relative = RELATIVE_FORM.exec(reference)?.[1];
-  if (relative !== undefined) return isResourceType(relative) ? undefined : `${relative} is not a resource type of FHIR R4`;
-  const criteria = CONDITIONAL_FORM.exec(reference)?.[1];
-  if (criteria !== undefined) return isResourceType(criteria) ? undefined : `${criteria} is not a resource type of FHIR R4`;
+  const type = (RELATIVE_FORM.exec(reference) ?? CONDITIONAL_FORM.exec(reference))?.[1];
+  if (type !== undefined) return isResourceType(type) ? undefined : `${type} is not a resource type of FHIR R4`;
   if (ABSOLUTE_FORM.test(reference) || CONTAINED_FORM.test(reference)) return undefined;
   return `${shown(reference)} is not a reference: name a resource as Type/id (an id of 1-64 letters, digits, '-' or '.'), by an http(s) URL or a URN, or as #id of a contained resource; words for a reader go in display`;
 }
