@@ -1,6 +1,6 @@
 import { OperationOutcomeError, tryGetDataType, validateResource } from '@medplum/core';
 import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
-import { ApiError, ErrorCode, badRequest, issuesText } from '../core/errors';
+import { ApiError, ErrorCode, badRequest, clipped, issuesText } from '../core/errors';
 import { isResourceType } from '../core/fhir-definitions';
 import { isJsonObject } from '../core/json';
 import { MAX_RESOURCE_ARRAY, MAX_RESOURCE_STRING } from '../core/limits';
@@ -96,7 +96,7 @@ function walkInvariants(walk: InvariantWalk, value: unknown): void {
     } else if (k === 'modifierExtension' && (unknown = unknownModifier(v, walk)) !== undefined) {
       walkIssue(walk, `the modifier extension ${unknown.slice(0, 300)} is not one Pont understands: it may change the meaning of what it is in (a medication "not given"), so Pont does not store it (FHIR R4 Extensibility: data with an unrecognised modifier is not processed). An extension that changes no meaning goes in \`extension\`.`, 'extension');
     } else if (k === 'reference' && typeof v === 'string' && v.startsWith('#') && v !== '#' && !walk.contained.has(v.slice(1))) {
-      walkIssue(walk, `${v.slice(0, 100)} names no contained resource (ref-1)`, 'invariant');
+      walkIssue(walk, `${clipped(v)} names no contained resource (ref-1)`, 'invariant');
     } else if ((k === 'resource' || k === 'outcome') && typeof (v as { resourceType?: unknown } | null)?.resourceType === 'string') {
       // A resource inside this one that it does not contain (a Bundle entry's, its response's outcome, a Parameters
       // part's): its `#id` references name its own contained resources (ref-1's %rootResource), not the outer one's.
