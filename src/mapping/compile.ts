@@ -30,9 +30,11 @@ import { keyOf, YamlSource } from './yaml-source';
 /** toText(), and join() of elements that are not text (components, quantities): read as text, never written. */
 const readsAsText = (finish: ParsedPath['finish'], leafType: string) =>
   finish?.kind === 'toText' || (finish?.kind === 'join' && !(isPrimitive(leafType) && jsonTypeOf(leafType) === 'string'));
-/** A finish that reads what cannot be written back: text of elements, exists(), or memberOf(). */
+/** The finishes that read a Connect string out of a FHIR string: a word of it, or the country it names. */
+const readsOutOfText = (finish: ParsedPath['finish']) => finish?.kind === 'firstWord' || finish?.kind === 'lastWord' || finish?.kind === 'countryCode';
+/** A finish that reads what cannot be written back: text of elements, exists(), memberOf(), or readsOutOfText. */
 const readOnlyFinish = (finish: ParsedPath['finish'], leafType: string) =>
-  readsAsText(finish, leafType) || finish?.kind === 'exists' || finish?.kind === 'memberOf' || finish?.kind === 'firstWord' || finish?.kind === 'lastWord' || finish?.kind === 'countryCode';
+  readsAsText(finish, leafType) || finish?.kind === 'exists' || finish?.kind === 'memberOf' || readsOutOfText(finish);
 /** The FHIR types memberOf() asks about: a code, a Coding, a concept's codings (FHIRPath's memberOf), a string as a code. */
 const CODED_TYPES = ['code', 'Coding', 'CodeableConcept', 'string'];
 
@@ -627,7 +629,7 @@ class RuleCompiler {
     if (finish?.kind === 'join' && (field.type !== 'string' || jsonTypeOf(leaf.type) !== 'string' || hasTable)) {
       return target.at(finish.at, `join() makes text of text: ${field.name} is a ${field.type}${hasTable ? ' with a value table' : ''}, ${leaf.json} a FHIR ${leaf.type}`) ?? false;
     }
-    if (finish?.kind === 'firstWord' || finish?.kind === 'lastWord' || finish?.kind === 'countryCode') {
+    if (finish && readsOutOfText(finish)) {
       if (field.type !== 'string' || jsonTypeOf(leaf.type) !== 'string' || hasTable) {
         const what = finish.kind === 'countryCode' ? 'a country code of a text' : 'a word of a text';
         return target.at(finish.at, `${finish.kind}() reads ${what} into a Connect string: ${field.name} is a ${field.type}${hasTable ? ' with a value table' : ''}, ${leaf.json} a FHIR ${leaf.type}`) ?? false;
