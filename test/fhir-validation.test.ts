@@ -115,3 +115,56 @@ describe('valid extremes are stored and searchable', () => {
     }
   });
 });
+
+describe('dates are days of the calendar (R4 regex alone allows 2023-02-30; HAPI and Pont refuse it)', () => {
+  const put = (type: string, id: string, body: unknown) =>
+    api.call(`/${type}/${id}`, { method: 'PUT', body: JSON.stringify(body), headers: { 'content-type': 'application/fhir+json' } });
+  const refusal = (res: { status: number; body: any }, element: string) => {
+    expect(res.status, JSON.stringify(res.body)).toBe(400);
+    expect(res.body.resourceType).toBe('OperationOutcome');
+    expect(res.body.issue[0].expression).toEqual([element]);
+    expect(res.body.issue[0].details.text).toMatch(/not a day of the calendar/);
+  };
+
+  it.each([
+    ['Patient.birthDate 2023-02-30', 'Patient', { resourceType: 'Patient', birthDate: '2023-02-30' }, 'Patient.birthDate'],
+    ['Observation.effectiveDateTime on 29 February of 2023', 'Observation', observation({ effectiveDateTime: '2023-02-29T10:00:00Z' }), 'Observation.effectiveDateTime'],
+    ['an instant on 31 April', 'Observation', observation({ issued: '2023-04-31T10:00:00Z' }), 'Observation.issued'],
+    ['a date inside a complex element (Period.start)', 'Encounter', { resourceType: 'Encounter', status: 'finished', class: { code: 'AMB' }, period: { start: '1900-02-29' } }, 'Encounter.period.start'],
+    ['an extension value', 'Patient', { resourceType: 'Patient', extension: [{ url: 'http://example.org/x', valueDate: '2021-06-31' }] }, 'Patient.extension[0].valueDate'],
+  ])('POST with %s: 400 naming the element, nothing stored', async (_name, type, body, element) => {
+    const before = await count(type);
+    refusal(await post(type, body), element);
+    expect(await count(type)).toBe(before);
+  });
+
+  it('PUT of a stored Patient with birthDate 2023-02-30: 400, the stored version stays', async () => {
+    const created = await post('Patient', { resourceType: 'Patient', name: [{ family: 'Leap' }], birthDate: '2024-02-29' });
+    expect(created.status).toBe(201);
+    refusal(await put('Patient', created.body.id, { ...created.body, birthDate: '2023-02-30' }), 'Patient.birthDate');
+    const read = await api.call(`/Patient/${created.body.id}`);
+    expect(read.body.birthDate).toBe('2024-02-29');
+    expect(read.body.meta.versionId).toBe(created.body.meta.versionId);
+  });
+
+  it("R4's form exactly: a time with no zone or no seconds (which the validator's looser regex let through) is a 400 naming the element", async () => {
+    for (const effectiveDateTime of ['2020-01-01T10:00:00', '2020-01-01T10', '2020-01-01T10Z']) {
+      const res = await post('Observation', observation({ effectiveDateTime }));
+      expect(res.status, effectiveDateTime).toBe(400);
+      expect(res.body.issue[0]).toMatchObject({ expression: ['Observation.effectiveDateTime'], details: { text: expect.stringMatching(/is not a FHIR dateTime/) } });
+    }
+  });
+
+  it('29 February of a leap year (2024, 2000) is stored, as are partial dates and second 60', async () => {
+    for (const body of [
+      { resourceType: 'Patient', birthDate: '2000-02-29' },
+      { resourceType: 'Patient', birthDate: '1987' },
+      { resourceType: 'Patient', birthDate: '1987-02' },
+      observation({ effectiveDateTime: '2024-02-29T10:00:00Z' }),
+      observation({ effectiveDateTime: '2016-12-31T23:59:60Z', issued: '2024-02-29T23:00:00.123+14:00' }),
+    ]) {
+      const res = await post(body.resourceType as string, body);
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+    }
+  });
+});

@@ -197,6 +197,14 @@ describe(`resolve with demographics (${backend})`, () => {
     expect((await resolve(month)).body).toMatchObject({ status: 'found', health_id: byMonth.body.health_id });
   });
 
+  it('a birth date on 29 February of a leap year (2000, 2024) is registered', async () => {
+    for (const date_of_birth of ['2000-02-29', '2024-02-29']) {
+      const created = await resolve(person({ date_of_birth }));
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      expect((await patientsHolding(created.body.health_id))[0]!.birthDate).toBe(date_of_birth);
+    }
+  });
+
   it('refuses bad input with 4xx in the Error shape', async () => {
     const cases: Array<[unknown, number]> = [
       [{}, 422],
@@ -206,6 +214,8 @@ describe(`resolve with demographics (${backend})`, () => {
       [{ first_name: 'A'.repeat(101) }, 422],
       [{ first_name: 42 }, 422],
       [person({ date_of_birth: '1990-02-30' }), 422],
+      [person({ date_of_birth: '2023-02-29' }), 422],
+      [person({ date_of_birth: '1900-02-29' }), 422],
       [person({ date_of_birth: '01/04/1990' }), 422],
       [person({ date_of_birth: '2999-01-01' }), 422],
       [person({ date_of_birth: '2999' }), 422],

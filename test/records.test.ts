@@ -393,6 +393,26 @@ describe('pushes', () => {
     expect(alert.body.details.map((d: any) => d.field).sort()).toEqual(['body.alert_type', 'body.severity']);
   });
 
+  it('a date that is no day of the calendar is a 422 naming the field, on the push\'s fields and in a pushed record; 29 February 2024 is written', async () => {
+    const count = async () => (await call(operator, `/api/fhir/R4/Observation?patient=Patient/${patientId}&_summary=count`)).body.total;
+    const before = await count();
+    const own = await push('lab-results', { health_id: healthId, test_name: 'K', result_value: '4', flagged: false, effective_at: '2023-02-29T10:00:00Z' });
+    expect(own.status, JSON.stringify(own.body)).toBe(422);
+    expect(own.body.details).toEqual([expect.objectContaining({ field: 'body.effective_at', message: expect.stringMatching(/calendar/) })]);
+    const day = await push('lab-results', { health_id: healthId, test_name: 'K', result_value: '4', flagged: false, effective_at: '2023-02-30' });
+    expect(day.status).toBe(422);
+    expect(day.body.details.map((d: any) => d.field)).toEqual(['body.effective_at']);
+    const record = await push('lab-results', { health_id: healthId, record: { test_name: 'K', status: 'final', effective_at: '2023-02-29T10:00:00Z' } });
+    expect(record.status, JSON.stringify(record.body)).toBe(422);
+    expect(record.body.details).toEqual([expect.objectContaining({ field: 'body.record.effective_at', message: expect.stringMatching(/calendar/) })]);
+    expect(await count()).toBe(before);
+    const leap = await push('lab-results', { health_id: healthId, test_name: 'K', result_value: '4', flagged: false, effective_at: '2024-02-29T10:00:00Z' });
+    expect(leap.status, JSON.stringify(leap.body)).toBe(201);
+    expect((await call(operator, `/api/fhir/R4/Observation/${leap.body.lab_result_id}`)).body.effectiveDateTime).toBe('2024-02-29T10:00:00Z');
+    const leapRecord = await push('lab-results', { health_id: healthId, record: { test_name: 'K', status: 'final', effective_at: '2024-02-29T10:00:00Z' } });
+    expect(leapRecord.status, JSON.stringify(leapRecord.body)).toBe(201);
+  });
+
   it('needs a registered patient: 404 for an unknown Health ID, 422 for a malformed one', async () => {
     const valid = [...healthIdOf.values()][0]!;
     // Same country and a valid checksum but not registered: recompute the check digits of another body.

@@ -1,6 +1,7 @@
 import { OperationOutcomeError, tryGetDataType, validateResource } from '@medplum/core';
 import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
 import { ApiError, ErrorCode, badRequest, clipped, issuesText } from '../core/errors';
+import { fhirDateProblem, isFhirDateValue, type FhirDateType } from '../core/fhir-dates';
 import { isResourceType } from '../core/fhir-definitions';
 import { isJsonObject } from '../core/json';
 import { MAX_RESOURCE_ARRAY, MAX_RESOURCE_STRING } from '../core/limits';
@@ -228,6 +229,15 @@ function walkShape(walk: ShapeWalk, value: Record<string, unknown>, type: string
             return walkIssue(walk, `${pathOf(walk.resourceType, at)}: ${problem}`, 'value');
           }
         }
+      // A date, dateTime or instant is a day of the calendar (src/core/fhir-dates.ts): the validator's regex, as
+      // R4's, takes 2023-02-30, which every search and Connect read would then roll over or leave out.
+      if (facts.date)
+        for (let i = 0; i < items.length; i++) {
+          const item = items[i];
+          if (typeof item !== 'string' || isFhirDateValue(item, facts.date)) continue;
+          if (Array.isArray(v)) at.push(i);
+          return walkIssue(walk, `"${clipped(item)}" ${fhirDateProblem(item, facts.date)}`, 'value');
+        }
       if (facts.walkInto || facts.anyResource)
         for (let i = 0; i < items.length; i++) {
           const item = items[i];
@@ -269,6 +279,8 @@ function typesOf(element: ElementTypes): Map<string, ElementType> {
  */
 interface TypeFacts {
   reference?: true;
+  /** A date, dateTime or instant: checked to be a day of the calendar. */
+  date?: FhirDateType;
   targets?: string[];
   walkInto?: string;
   anyResource?: true;
@@ -283,6 +295,7 @@ function typeFacts(type: ElementType | undefined): TypeFacts {
     const targets = code === 'Reference' ? (type.targetProfile ?? []).map((u) => u.split('/').pop()!) : [];
     facts = {
       ...(code === 'Reference' ? { reference: true as const } : {}),
+      ...(code === 'date' || code === 'dateTime' || code === 'instant' ? { date: code } : {}),
       ...(targets.length && !targets.includes('Resource') ? { targets } : {}),
       ...(code && !/^[a-z]/.test(code) && code !== 'Resource' ? { walkInto: code } : {}),
       ...(code === 'Resource' ? { anyResource: true as const } : {}),

@@ -7,6 +7,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadFhirDefinitions } from '../core/fhir-definitions';
+import { isFhirDate, isFhirDateTime, NOT_A_CALENDAR_DAY } from '../core/fhir-dates';
 import { compileMap, MAP_SUFFIX } from './compile';
 import { readV2 } from './v2';
 import { MappingError } from './errors';
@@ -79,9 +80,9 @@ function connectShape(fields: readonly ConnectField[], top = true): z.ZodObject 
       case 'id':
         return FhirId;
       case 'date':
-        return z.string().regex(FHIR_DATE).describe('FHIR date: YYYY-MM-DD, or the month or year alone when that is all the source recorded');
+        return z.string().regex(FHIR_DATE).refine(isFhirDate, NOT_A_CALENDAR_DAY).describe('FHIR date: YYYY-MM-DD, or the month or year alone when that is all the source recorded');
       case 'date-time':
-        return z.string().regex(DATE_TIME).describe('FHIR dateTime: to the second with a zone, or the date, month or year alone when that is all the source recorded');
+        return z.string().regex(DATE_TIME).refine(isFhirDateTime, NOT_A_CALENDAR_DAY).describe('FHIR dateTime: to the second with a zone, or the date, month or year alone when that is all the source recorded');
       case 'boolean':
         return z.boolean();
       case 'integer':

@@ -1,5 +1,6 @@
 import type { Resource } from '@medplum/fhirtypes';
 import { countryCodeOf } from '../core/countries';
+import { isFhirDate, isFhirDateTime } from '../core/fhir-dates';
 import { isJsonObject } from '../core/json';
 import { referenceFormProblem } from '../core/reference-form';
 import { MappingValueError } from './errors';
@@ -1018,20 +1019,23 @@ function fromFhirValue(conversion: Conversion, value: unknown, scope: Scope): un
 /** A FHIR resource id (R4 `id`): 1-64 of A-Z a-z 0-9 - and . */
 export const FHIR_ID = /^[A-Za-z0-9\-.]{1,64}$/;
 
-/** FHIR dateTime, any precision; FULL_DATE_TIME: to the second, with a zone (what an instant needs). */
-export const DATE_TIME = /^\d{4}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01])(T([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?(Z|[+-]((0\d|1[0-3]):[0-5]\d|14:00)))?)?)?$/;
+/**
+ * FHIR dateTime and date, any precision: R4's forms (src/core/fhir-dates.ts), for a published pattern; a value is
+ * checked with isFhirDate / isFhirDateTime, which also want a real day. FULL_DATE_TIME: to the second, with a zone
+ * (what an instant needs).
+ */
+export { DATE_TIME, DATE as FHIR_DATE } from '../core/fhir-dates';
 const FULL_DATE_TIME = /T.*(Z|[+-]\d{2}:\d{2})$/;
-/** FHIR date, any precision: `YYYY`, `YYYY-MM` or `YYYY-MM-DD`. */
-export const FHIR_DATE = /^\d{4}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$/;
 
 const CONNECT_FORMATS: Record<ConnectType, (v: unknown) => boolean> = {
   string: (v) => typeof v === 'string',
   // A FHIR id: ids Pont generates are UUIDs, another system's stay as it wrote them (`123`, `obs-1.a`).
   id: (v) => typeof v === 'string' && FHIR_ID.test(v),
   // A FHIR date: the day, or the month or year alone when that is all the source recorded (born in 1987).
-  date: (v) => typeof v === 'string' && FHIR_DATE.test(v) && !Number.isNaN(Date.parse(v)),
+  // (A day of the calendar: Date.parse takes 2023-02-30 and rolls it over to 2 March.)
+  date: isFhirDate,
   // A FHIR dateTime: seconds and a zone once a time is given, or a date, month or year alone (its precision).
-  'date-time': (v) => typeof v === 'string' && DATE_TIME.test(v) && !Number.isNaN(Date.parse(v)),
+  'date-time': isFhirDateTime,
   boolean: (v) => typeof v === 'boolean',
   integer: (v) => Number.isInteger(v),
   number: (v) => typeof v === 'number' && Number.isFinite(v),

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isFhirDate } from '../core/fhir-dates';
 import { ErrorSchema } from '../http/openapi';
 import { defineRoute, type RouteSpec } from '../http/routes';
 import type { Services } from '../http/services';
@@ -11,7 +12,7 @@ const CONNECT = '/api/v1/connect';
 function CalendarDateOf() {
   return z
     .string()
-    .refine((d) => /^\d{4}-\d{2}-\d{2}$/.test(d) && d >= '0001-01-01' && !Number.isNaN(Date.parse(`${d}T00:00:00Z`)) && new Date(`${d}T00:00:00Z`).toISOString().startsWith(d), 'must be a real calendar date, YYYY-MM-DD')
+    .refine((d) => d.length === 10 && isFhirDate(d), 'must be a real calendar date, YYYY-MM-DD')
     .describe('YYYY-MM-DD');
 }
 const CalendarDate = CalendarDateOf();

@@ -8,6 +8,7 @@ import { registeredPatient } from '../healthid/registry';
 import type { Services } from '../http/services';
 import { CDSS_ALERT, flagOf, organizationOf, RecordsService, SUMMARY_SIZES, type EncounterPush, type LabResultPush } from '../records/service';
 import type { MappingSet } from '../mapping/types';
+import { isFhirDateTime, NOT_A_CALENDAR_DAY } from '../core/fhir-dates';
 import { DATE_TIME, declaredValues } from '../mapping/index';
 import { recordType, recordTypes, tagNames, type RecordType } from '../mapping/record-types';
 
@@ -22,6 +23,7 @@ const notFuture = (v: string) => Date.parse(v) <= Date.now() + 5 * 60_000;
 const PastDateTime = z
   .string()
   .regex(DATE_TIME, 'must be a FHIR dateTime: YYYY, YYYY-MM, YYYY-MM-DD or YYYY-MM-DDThh:mm:ss with a zone')
+  .refine(isFhirDateTime, NOT_A_CALENDAR_DAY)
   .refine(notFuture, 'must not be in the future');
 
 /** The per-patient FHIR helpers of the SDK's `fhir` module: the type and its default search. */
