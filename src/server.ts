@@ -52,7 +52,7 @@ export async function startPont(config: Config): Promise<RunningPont> {
     if (applied.length) log.info('migrations applied', { versions: applied });
     await checkListening(db);
     const services = await createServices(config, db, log, mappings);
-    const upgraded = await backfill(db, services.fhir);
+    const upgraded = await backfill(db, services.fhir, log);
     if (upgraded) log.info('data brought up to the current schema', { rows: upgraded });
     const app = createApp(services);
     collectProcessMetrics();

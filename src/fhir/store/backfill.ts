@@ -1,6 +1,8 @@
 import type { Patient, Resource } from '@medplum/fhirtypes';
+import { ApiError } from '../../core/errors';
 import type { Database } from '../../db/database';
 import { MATCH_RULE_VERSION } from '../../healthid/matching';
+import type { Logger } from '../../log';
 import { updateMatchKey } from '../../healthid/registry';
 import { accessPatients, linksOf } from '../compartment';
 import type { FhirService } from '../service';
@@ -12,9 +14,9 @@ const BATCH = 500;
  * Brings data written before the repository (migration 006) up to what it maintains on every write:
  * the access columns and links of each resource, a Health ID for every Patient, match keys under the
  * current rule. Idempotent and cheap when there is nothing to do; run at start, after the migrations.
- * Returns how many rows it touched.
+ * A Patient the store refuses is logged and left (it has no Health ID until corrected). Returns how many rows it touched.
  */
-export async function backfill(db: Database, fhir: FhirService): Promise<number> {
+export async function backfill(db: Database, fhir: FhirService, log: Logger): Promise<number> {
   let touched = 0;
   const base = fhir.baseUrl;
   for (;;) {
@@ -38,17 +40,45 @@ export async function backfill(db: Database, fhir: FhirService): Promise<number>
     touched += n;
     if (n < BATCH) break;
   }
-  // Patients stored before Health IDs followed every write: issue theirs through the repository.
+  // Patients stored before Health IDs followed every write: issue theirs through the repository, in batches, in
+  // the order of their ids. One the store now refuses (stored by an older version under looser rules, or by hand)
+  // must not stop the start: a refused batch is written again one Patient per transaction, and the refused ones are
+  // logged and left as they are. The next batch starts after the last id seen, so none is picked twice in a run.
   const repo = fhir.system('upgrade');
-  for (;;) {
-    const { rows } = await db.query<{ content: Patient }>(
-      `SELECT r.content FROM fhir_resources r WHERE r.resource_type = 'Patient' AND NOT r.deleted
-       AND NOT EXISTS (SELECT 1 FROM health_ids h WHERE h.patient_id = r.id) LIMIT $1`,
-      [BATCH],
+  const write = (patients: Patient[]) =>
+    repo.transaction(() => repo.writeItems(patients.map((resource) => ({ resource, method: 'PUT' as const })), 'upgrade', { deferReferenceCheck: true }));
+  for (let after = ''; ; ) {
+    const { rows } = await db.query<{ id: string; content: Patient }>(
+      `SELECT r.id, r.content FROM fhir_resources r WHERE r.resource_type = 'Patient' AND NOT r.deleted AND r.id > $1
+       AND NOT EXISTS (SELECT 1 FROM health_ids h WHERE h.patient_id = r.id) ORDER BY r.id LIMIT $2`,
+      [after, BATCH],
     );
     if (!rows.length) break;
-    await repo.transaction(() => repo.writeItems(rows.map((r) => ({ resource: r.content, method: 'PUT' as const })), 'upgrade', { deferReferenceCheck: true }));
-    touched += rows.length;
+    after = rows[rows.length - 1]!.id;
+    // Written under the row's id: a content that names another id would otherwise write that one instead.
+    const patients = rows.map((r) => ({ ...r.content, id: r.id }));
+    try {
+      await write(patients);
+      touched += patients.length;
+      continue;
+    } catch (err) {
+      if (!(err instanceof ApiError)) throw err;
+    }
+    for (const patient of patients)
+      try {
+        await write([patient]);
+        touched++;
+      } catch (err) {
+        if (!(err instanceof ApiError)) throw err;
+        // The element and the error code, not the message: a message quotes the values (patient data, src/log.ts).
+        const elements = (err.options.issues ?? []).flatMap((i) => i.expression ?? []);
+        log.warn('a Patient stored without a Health ID is refused by the store: left without one (correct it; the next start tries again)', {
+          resource_type: 'Patient',
+          id: patient.id,
+          status: err.status,
+          reason: `${err.code}${elements.length ? ` at ${elements.join(', ')}` : ''}`,
+        });
+      }
   }
   // Match keys of an earlier rule.
   for (;;) {
