@@ -106,6 +106,11 @@ describe('the v2 path', () => {
     expect(fromV2Text('20240115083000.25', 'date-time')).toBe('2024-01-15T08:30:00.25Z');
     expect(fromV2Text('1962-03-20', 'date')).toBeUndefined();
     expect(fromV2Text('20240230', 'date')).toBeUndefined();
+    // One calendar with FHIR's doors (src/core/fhir-dates.ts): 29 February in 2000 and 2024, not in 1900 or 2023.
+    expect(fromV2Text('20000229', 'date')).toBe('2000-02-29');
+    expect(fromV2Text('202402291000+0100', 'date-time')).toBe('2024-02-29T10:00:00+01:00');
+    expect(fromV2Text('19000229', 'date')).toBeUndefined();
+    expect(fromV2Text('202302291000', 'date-time')).toBeUndefined();
     expect(fromV2Text('7.5', 'number')).toBe(7.5);
     expect(fromV2Text('7.5', 'integer')).toBeUndefined();
   });

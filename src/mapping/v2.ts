@@ -3,6 +3,7 @@
  * v2's data type to its declared Connect type. What is then written is the map's ordinary `toFhir`.
  */
 import { MAX_RESOURCE_ARRAY } from '../core/limits';
+import { isFhirDate } from '../core/fhir-dates';
 import type { ConnectField, ConnectType, MapProgram } from './runtime';
 import { evaluateAt, evaluateV2, evaluateV2Each, filledRepetitions, repetitionCount, UNREADABLE, type V2Scope } from './v2-path';
 
@@ -129,7 +130,7 @@ function v2Date(text: string, senderOffset?: string): string | undefined {
   if (!d) return `${y}-${mo}`;
   const date = `${y}-${mo}-${d}`;
   // A day the month does not have (20240230) is no date.
-  if (Number.isNaN(Date.parse(date)) || new Date(`${date}T00:00:00Z`).toISOString().slice(0, 10) !== date) return undefined;
+  if (!isFhirDate(date)) return undefined;
   if (!h) return date;
   const zone = tz ?? senderOffset;
   const offset = zone ? `${zone.slice(0, 3)}:${zone.slice(3)}` : 'Z';
