@@ -57,8 +57,9 @@ describe('mapping engine', () => {
             expect(map.resourceType).toBe(example.fhir.resourceType);
             // `only: read`: FHIR another system wrote, read one way; `referenced`: the resources its references name;
             // `patient`: the Patient the reader knows (%patient, %age_years).
-            if (example.only !== 'read') expect(map.toFhir(example.connect)).toEqual(example.fhir);
+            // Written knowing the referenced resources too, as a push does (a reason that is the Condition's name is not written again).
             const resolved = new Map((example.referenced ?? []).map((r) => [`${r.resourceType}/${r.id}`, r]));
+            if (example.only !== 'read') expect(map.toFhir(example.connect, { resolved })).toEqual(example.fhir);
             expect(map.fromFhir(example.fhir, { resolved, ...(example.patient ? { patient: example.patient as Patient } : {}) })).toEqual(example.connect);
             expect(r4Problem(example.fhir)).toBeUndefined();
           });

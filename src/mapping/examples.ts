@@ -109,7 +109,8 @@ export function runExamples(map: CompiledMap, source: YamlSource, fhirProblem: (
     // `only: read`: FHIR as another system wrote it (what read-only fields read), checked one way, FHIR -> Connect.
     const onlyNode = pairs?.find((p) => keyOf(p) === 'only')?.value;
     if (onlyNode && !(isScalar(onlyNode) && onlyNode.value === 'read')) source.problem(onlyNode, '`only` is `read` (the example is checked FHIR -> Connect only) or left out');
-    if (!onlyNode) compare(source, `toFhir(connect)`, fhirNode, () => map.toFhir(connect), fhir);
+    // Written knowing the referenced resources too, as a push does (a reason that names the Condition referenced is not written again).
+    if (!onlyNode) compare(source, `toFhir(connect)`, fhirNode, () => map.toFhir(connect, { resolved }), fhir);
     compare(source, `fromFhir(fhir)`, connectNode, () => map.fromFhir(fhir, { resolved, ...(patient ? { patient } : {}), ...(terminology ? { terminology } : {}) }), connect);
     // `v2`: an HL7 v2 message (a segment a line) whose values the map's `v2:` section reads must be the example's connect.
     const v2Node = pairs?.find((p) => keyOf(p) === 'v2')?.value;

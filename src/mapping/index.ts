@@ -46,7 +46,7 @@ function compiledMap(program: MapProgram): CompiledMap {
     fields: program.fields.map((f) => f.field.name),
     declared: program.fields.map((f) => f.field),
     shape: () => connectShape(program.fields.map((f) => f.field)),
-    toFhir: (connect) => runToFhir(program, connect),
+    toFhir: (connect, context) => runToFhir(program, connect, context),
     fromFhir: (resource, context) => runFromFhir(program, resource, context),
     readsPatient: readsPatient(program),
     readFhir: (resource, context, only) => runReadFhir(program, resource, context, only),

@@ -25,6 +25,22 @@ fields:\n  id: id\n  name: code.text | code.coding.first().display\n  value: val
     expect(map.toFhir({ id: 'a', name: 'Glucose', value: 7 })).toEqual({ resourceType: 'Observation', id: 'a', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '2345-7' }], text: 'Glucose' }, valueQuantity: { value: 7 } });
   });
 
+  it('a value read through resolve() of a reference written elsewhere is not written again, knowing what it names; a reference\'s own display is', () => {
+    const map = loadMappings(
+      probe(`connect:\n  id: { type: string, required: true }\n  reason_references: { type: string, list: true }\n  reason: { type: string, nullable: true }\n  focus: { type: string, nullable: true }\n  focus_reference: { type: string, nullable: true }
+fields:\n  id: id\n  focus_reference: focus[0].reference\n  focus: focus[0].display | focus[0].resolve().toText()\n  reason_references: basedOn.reference\n  reason: note[0].text | basedOn[0].resolve().toText()\n`),
+    ).get('probe');
+    const resolved = new Map<string, unknown>([['ServiceRequest/sr', { resourceType: 'ServiceRequest', id: 'sr', code: { text: 'Check-up' } }], ['Specimen/sp', { resourceType: 'Specimen', id: 'sp', type: { text: 'Blood' } }]]);
+    const record = { id: 'a', reason_references: ['ServiceRequest/sr'], reason: 'Check-up', focus_reference: 'Specimen/sp', focus: 'Blood' };
+    const written = map.toFhir(record, { resolved });
+    expect((written as any).note).toBeUndefined();
+    expect((written as any).basedOn).toEqual([{ reference: 'ServiceRequest/sr' }]);
+    expect((written as any).focus).toEqual([{ reference: 'Specimen/sp', display: 'Blood' }]);
+    // Not knowing what it names (nothing resolved), or a reason of its own: written.
+    expect((map.toFhir(record) as any).note).toEqual([{ text: 'Check-up' }]);
+    expect((map.toFhir({ ...record, reason: 'Fasting' }, { resolved }) as any).note).toEqual([{ text: 'Fasting' }]);
+  });
+
   it('first(), join() and toDate()', () => {
     const map = loadMappings(
       probe(`connect:\n  id: { type: string, required: true }\n  codes: { type: string, nullable: true }\n  day: { type: date, nullable: true }\n  second: { type: string, nullable: true }

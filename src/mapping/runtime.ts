@@ -1065,9 +1065,19 @@ function checkConnectValue(map: string, field: ConnectField, value: unknown): vo
 
 // ---- the two directions --------------------------------------------------------------------------------------
 
-export function runToFhir(program: MapProgram, connect: Record<string, unknown>): Resource {
+/**
+ * What a writer may know besides the record: the stored resources its references point to (`Type/id`, as a reader's
+ * `resolved`), so that a field whose value a fallback reads through `resolve()` of what is written (a visit's
+ * reason, the name of the Condition its reason_references name) is not written again beside it.
+ */
+export interface WriteContext {
+  resolved?: ReadonlyMap<string, unknown>;
+  localBase?: string;
+}
+
+export function runToFhir(program: MapProgram, connect: Record<string, unknown>, context: WriteContext = {}): Resource {
   const root: Obj = { resourceType: program.resourceType };
-  writeFields(program, root, connect, '');
+  writeFields(program, root, connect, '', context);
   for (const given of program.defaults ?? []) {
     if (!walk({ resource: root }, [root], given.target).length) writePath(root, given.target, given.value);
   }
@@ -1102,7 +1112,7 @@ function checkReferenceForm(program: MapProgram, name: string, value: unknown): 
  * fields first: the other fields then write into what they wrote, and must agree with it (`loinc_code` and the
  * LOINC coding of `codings`), or add to it (a coding the list lacks). `prefix` names an object's fields in errors.
  */
-function writeFields(program: MapProgram, root: Obj, connect: Record<string, unknown>, prefix: string): void {
+function writeFields(program: MapProgram, root: Obj, connect: Record<string, unknown>, prefix: string, context: WriteContext = {}): void {
   const rules = [...program.fields.filter((r) => r.object), ...program.fields.filter((r) => !r.object)];
   let objectsWritten = false;
   let settled: Set<FieldRule> | undefined;
@@ -1116,7 +1126,7 @@ function writeFields(program: MapProgram, root: Obj, connect: Record<string, unk
     }
     checkConnectValue(program.name, { ...rule.field, name }, value);
     if (rule.object) {
-      writeObjects(program, rule, root, value, name);
+      writeObjects(program, rule, root, value, name, context);
       objectsWritten = true;
       continue;
     }
@@ -1150,7 +1160,13 @@ function writeFields(program: MapProgram, root: Obj, connect: Record<string, unk
       const written = toFhirValue(rule.conversion, cells[i]);
       if (target.writesReference) checkReferenceForm(program, name, written);
       // What a fallback already reads from other fields' elements is not written twice (a blood pressure's unit is its components').
-      if (rule.conversion.kind === 'copy' && walk({ resource: root }, [root], target.write)[0] === undefined && readPath({ resource: root }, target) === written) return;
+      if (rule.conversion.kind === 'copy' && walk({ resource: root }, [root], target.write)[0] === undefined) {
+        if (readPath({ resource: root }, target) === written) return;
+        // Through resolve() too, of what the writer resolved, of a reference written elsewhere than where this value
+        // goes: a visit's reason that is the name of the Condition its reason_references name is that one reason, not
+        // a second in words. A reference's own name (a diagnosis's condition, as its display) is still written with it.
+        if (context.resolved && readPath({ resource: root, ...context }, { ...target, alternatives: target.alternatives.filter((a) => !resolvesOwnReference(a, target.write)) }) === written) return;
+      }
       // Two fields may reach one element (SNOMED CT as the main code and as the equivalent): they must agree.
       const already = walk({ resource: root }, [root], target.write)[0];
       if (already !== undefined && !isJsonObject(already) && already !== written) {
@@ -1227,6 +1243,14 @@ function mayReadBack(rule: FieldRule, root: Obj): boolean {
   return roots === undefined || roots.some((r) => root[r] !== undefined);
 }
 
+/**
+ * Does `alternative` read through resolve() of the very reference `write` writes into (`condition.resolve()…` beside
+ * `condition.display`)? Then what it reads is that reference's name, written with it as its display.
+ */
+function resolvesOwnReference(alternative: CompiledAlternative, write: CompiledPath): boolean {
+  return alternative.steps.some((s) => s.resolve) && (!!alternative.from || alternative.steps[0]?.json === write[0]?.json);
+}
+
 /** Does reading `rule` from `root` as written so far give `value` (`lets`: a let's part, given)? */
 function readsBack(program: MapProgram, rule: FieldRule, root: Obj, value: unknown, lets?: Map<CompiledExpression, unknown[]>): boolean {
   const read: Record<string, unknown> = {};
@@ -1244,10 +1268,10 @@ function readsBack(program: MapProgram, rule: FieldRule, root: Obj, value: unkno
  * An object field: a list appends one element per object to the path's last element (in order, each meeting
  * its `where`, as writeList does); a single object is written into the element the path reaches.
  */
-function writeObjects(program: MapProgram, rule: FieldRule, root: Obj, value: unknown, name: string): void {
+function writeObjects(program: MapProgram, rule: FieldRule, root: Obj, value: unknown, name: string, context: WriteContext): void {
   const path = rule.targets[0]!.write;
   if (!rule.field.list) {
-    writeFields(rule.object!, reach(root, path), value as Record<string, unknown>, `${name}.`);
+    writeFields(rule.object!, reach(root, path), value as Record<string, unknown>, `${name}.`, context);
     return;
   }
   const objects = value as unknown[];
@@ -1258,7 +1282,7 @@ function writeObjects(program: MapProgram, rule: FieldRule, root: Obj, value: un
   objects.forEach((object, i) => {
     const element: Obj = {};
     writeConditions(element, step.where);
-    writeFields(rule.object!, element, object as Record<string, unknown>, `${name}[${i}].`);
+    writeFields(rule.object!, element, object as Record<string, unknown>, `${name}[${i}].`, context);
     list.push(element);
   });
 }

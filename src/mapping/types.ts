@@ -1,7 +1,7 @@
 import type { Resource } from '@medplum/fhirtypes';
 import type { z } from 'zod';
 import type { RecordDeclaration } from './record-declaration';
-import type { ConnectField, ReadContext, TerminologyQuestions } from './runtime';
+import type { ConnectField, ReadContext, TerminologyQuestions, WriteContext } from './runtime';
 import type { V2Problem } from './v2';
 import type { V2Expression, V2Objects, V2Scope } from './v2-path';
 
@@ -24,8 +24,13 @@ export interface CompiledMap {
    * declared types and values; every field but `id` may be null (data written elsewhere may lack it).
    */
   shape(): z.ZodObject;
-  /** Connect shape -> FHIR resource (not yet stored). Throws MappingValueError for a value the map cannot take. */
-  toFhir(connect: Record<string, unknown>): Resource;
+  /**
+   * Connect shape -> FHIR resource (not yet stored). Throws MappingValueError for a value the map cannot take.
+   * `context.resolved`: the stored resources the record's references point to (`referencesOf` of a first writing),
+   * so that a value a fallback reads through them (a reason that is the name of the Condition referenced) is not
+   * written again beside them.
+   */
+  toFhir(connect: Record<string, unknown>, context?: WriteContext): Resource;
   /** FHIR resource -> Connect shape: every mapped field, nullable ones as null when FHIR has nothing. */
   fromFhir(resource: Resource, context?: ReadContext): Record<string, unknown>;
   /**

@@ -417,7 +417,13 @@ export class RecordsService {
       const id = randomUUID();
       const fields = Object.fromEntries(Object.entries(pushed).filter(([k]) => !tags.includes(k)));
       const map = this.mappings.get(source.map);
-      const resource = written(() => map.toFhir({ ...fields, id, patient_id: patient.patientId }), 'record.');
+      const record = { ...fields, id, patient_id: patient.patientId };
+      // Written again knowing what its references name, as the pusher may read it: a value that is their name (a
+      // visit's reason given by reference alone, read as the Condition's name) is then not written beside them too.
+      const first = written(() => map.toFhir(record), 'record.');
+      const refs = map.referencesOf(first, { localBase: repo.baseUrl });
+      const resolved = refs.length ? await repo.resolveReferences(refs, patient.patientId) : undefined;
+      const resource = resolved?.size ? written(() => map.toFhir(record, { resolved, localBase: repo.baseUrl }), 'record.') : first;
       try {
         await repo.writeItems([{ resource, method: 'POST' }], 'create');
       } catch (err) {

@@ -181,6 +181,7 @@ export type Appointment = {
     appointment_type: string | null;
     appointment_type_code: string | null;
     appointment_type_system: string | null;
+    reason_references: Array<string> | null;
     reason: string | null;
     reasons: Array<{
         text: string | null;
@@ -190,7 +191,6 @@ export type Appointment = {
             display: string | null;
         }> | null;
     }> | null;
-    reason_references: Array<string> | null;
     priority: number | null;
     description: string | null;
     start: string | null;
@@ -1213,6 +1213,7 @@ export type EncounterPush = {
             display: string | null;
         } | null;
         status?: "planned" | "arrived" | "triaged" | "in-progress" | "onleave" | "finished" | "cancelled" | "entered-in-error" | "unknown" | null;
+        reason_references?: Array<string> | null;
         reason?: string | null;
         reason_codings?: Array<{
             system: string | null;
@@ -1227,7 +1228,6 @@ export type EncounterPush = {
                 display: string | null;
             }> | null;
         }> | null;
-        reason_references?: Array<string> | null;
         reasons_referenced?: string | null;
         provider_id?: FhirId | null;
         facility_id?: FhirId | null;
@@ -3472,6 +3472,7 @@ export type Visit = {
         display: string | null;
     } | null;
     status: "planned" | "arrived" | "triaged" | "in-progress" | "onleave" | "finished" | "cancelled" | "entered-in-error" | "unknown" | null;
+    reason_references: Array<string> | null;
     reason: string | null;
     reason_codings: Array<{
         system: string | null;
@@ -3486,7 +3487,6 @@ export type Visit = {
             display: string | null;
         }> | null;
     }> | null;
-    reason_references: Array<string> | null;
     reasons_referenced: string | null;
     provider_id: FhirId | null;
     facility_id: FhirId | null;

@@ -188,6 +188,7 @@ export type Appointment = {
   appointment_type: string | null;
   appointment_type_code: string | null;
   appointment_type_system: string | null;
+  reason_references: Array<string> | null;
   reason: string | null;
   reasons: Array<{
     text: string | null;
@@ -197,7 +198,6 @@ export type Appointment = {
       display: string | null;
     }> | null;
   }> | null;
-  reason_references: Array<string> | null;
   priority: number | null;
   description: string | null;
   start: string | null;
@@ -1251,6 +1251,7 @@ export type EncounterPush = {
       display: string | null;
     } | null;
     status?: "planned" | "arrived" | "triaged" | "in-progress" | "onleave" | "finished" | "cancelled" | "entered-in-error" | "unknown" | null;
+    reason_references?: Array<string> | null;
     reason?: string | null;
     reason_codings?: Array<{
       system: string | null;
@@ -1265,7 +1266,6 @@ export type EncounterPush = {
         display: string | null;
       }> | null;
     }> | null;
-    reason_references?: Array<string> | null;
     reasons_referenced?: string | null;
     provider_id?: FhirId | null;
     facility_id?: FhirId | null;
@@ -3574,6 +3574,7 @@ export type Visit = {
     display: string | null;
   } | null;
   status: "planned" | "arrived" | "triaged" | "in-progress" | "onleave" | "finished" | "cancelled" | "entered-in-error" | "unknown" | null;
+  reason_references: Array<string> | null;
   reason: string | null;
   reason_codings: Array<{
     system: string | null;
@@ -3588,7 +3589,6 @@ export type Visit = {
       display: string | null;
     }> | null;
   }> | null;
-  reason_references: Array<string> | null;
   reasons_referenced: string | null;
   provider_id: FhirId | null;
   facility_id: FhirId | null;

@@ -1,0 +1,87 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HEALTH_ID_SYSTEM } from '../src/healthid/healthid';
+import { createTestClient, startTestServer, type TestClient, type TestServer } from './harness';
+
+/**
+ * A record read from FHIR and pushed back through the map it was read with must not change meaning: a reason given by
+ * reference alone stays one reason. Through HTTP against the real app and store.
+ */
+let pont: TestServer;
+let operator: TestClient;
+let reader: TestClient;
+let sdk: TestClient;
+let healthId: string;
+
+const call = (client: TestClient, path: string, init: RequestInit & { json?: unknown } = {}) =>
+  pont.json(path, { ...init, headers: { ...client.headers, ...(init.headers as Record<string, string>) } });
+
+async function put(resource: Record<string, unknown>): Promise<Record<string, any>> {
+  const res = await call(operator, `/api/fhir/R4/${resource.resourceType}/${resource.id}`, { method: 'PUT', json: resource });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return res.body;
+}
+
+async function recordOf(type: string, id: string): Promise<Record<string, any>> {
+  const res = await call(reader, `/api/v1/connect/patient/${healthId}/records?type=${type}&limit=1000`);
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  const record = res.body.records[type].find((r: any) => r.id === id);
+  expect(record, `${id} is a ${type} record`).toBeDefined();
+  return record;
+}
+
+beforeAll(async () => {
+  pont = await startTestServer();
+  operator = await createTestClient(pont, ['fhir:read', 'fhir:write'], { organizationId: 'org-operator', allPatients: true });
+  reader = await createTestClient(pont, ['consents:write', 'patient:diagnostics:read', 'patients:read', 'labs:read'], { organizationId: 'org-reader' });
+  sdk = await createTestClient(pont, ['labs:write', 'encounters:write', 'labs:read', 'patients:read'], { organizationId: 'org-reader' });
+  const patient = await put({ resourceType: 'Patient', id: 'wb-1', name: [{ use: 'official', family: 'Otieno', given: ['Achieng'] }], gender: 'female', birthDate: '1980-02-01' });
+  healthId = patient.identifier.find((i: any) => i.system === HEALTH_ID_SYSTEM).value;
+  await put({ resourceType: 'Patient', id: 'wb-other', name: [{ family: 'Kamau' }], gender: 'male', birthDate: '1975-03-04' });
+  const expires_at = new Date(Date.now() + 365 * 86_400_000).toISOString();
+  expect((await call(reader, `/api/v1/connect/patient/${healthId}/consent/grant`, { method: 'POST', json: { consent_type: 'full_record', expires_at } })).status).toBe(201);
+}, 120_000);
+afterAll(async () => {
+  await pont?.close();
+});
+
+describe('a visit whose reason is given by reference alone', () => {
+  it('is pushed back with the one reason, its reference, not also the Condition’s name as a reason in words', async () => {
+    await put({ resourceType: 'Condition', id: 'wb-htn', subject: { reference: 'Patient/wb-1' }, code: { text: 'Hypertension' } });
+    await put({
+      resourceType: 'Encounter', id: 'wb-enc-1', status: 'finished', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' },
+      subject: { reference: 'Patient/wb-1' }, reasonReference: [{ reference: 'Condition/wb-htn' }],
+    });
+    const record = await recordOf('visits', 'wb-enc-1');
+    expect(record).toMatchObject({ reason: 'Hypertension', reasons: [], reason_references: ['Condition/wb-htn'], reasons_referenced: 'Hypertension' });
+    const pushed = await call(sdk, '/api/v1/sdk/records/encounters', { method: 'POST', json: { health_id: healthId, record } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    const written = (await call(operator, `/api/fhir/R4/Encounter/${pushed.body.encounter_id}`)).body;
+    expect(written.reasonReference).toEqual([{ reference: 'Condition/wb-htn' }]);
+    expect(written.reasonCode).toBeUndefined();
+    // The reason is held as the name of the Condition referenced, as read: said, as every name read from another
+    // resource is, not written as words of its own.
+    expect(pushed.body.not_written).toEqual(['reason', 'reasons_referenced']);
+    // Read again, the pushed visit is the record it was pushed from.
+    expect(await recordOf('visits', pushed.body.encounter_id)).toMatchObject({ reason: 'Hypertension', reasons: [], reason_references: ['Condition/wb-htn'] });
+  });
+
+  it('a reason in words beside a reference to something else is still written: two reasons stay two', async () => {
+    const pushed = await call(sdk, '/api/v1/sdk/records/encounters', {
+      method: 'POST',
+      json: { health_id: healthId, record: { class: 'AMB', status: 'finished', reason: 'chest pain', reason_references: ['Condition/wb-htn'] } },
+    });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    const written = (await call(operator, `/api/fhir/R4/Encounter/${pushed.body.encounter_id}`)).body;
+    expect(written.reasonCode).toEqual([{ text: 'chest pain' }]);
+    expect(written.reasonReference).toEqual([{ reference: 'Condition/wb-htn' }]);
+  });
+
+  it('a Connect integrator’s reason in words alone is written as the reason', async () => {
+    const pushed = await call(sdk, '/api/v1/sdk/records/encounters', { method: 'POST', json: { health_id: healthId, record: { class: 'AMB', status: 'finished', reason: 'chest pain' } } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    expect(pushed.body.not_written).toEqual([]);
+    const written = (await call(operator, `/api/fhir/R4/Encounter/${pushed.body.encounter_id}`)).body;
+    expect(written.reasonCode).toEqual([{ text: 'chest pain' }]);
+    expect(written.reasonReference).toBeUndefined();
+  });
+});
