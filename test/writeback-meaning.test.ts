@@ -4,7 +4,8 @@ import { createTestClient, startTestServer, type TestClient, type TestServer } f
 
 /**
  * A record read from FHIR and pushed back through the map it was read with must not change meaning: a reason given by
- * reference alone stays one reason. Through HTTP against the real app and store.
+ * reference alone stays one reason; an age range in a UCUM unit of time is written with its UCUM code. Through HTTP
+ * against the real app and store.
  */
 let pont: TestServer;
 let operator: TestClient;
@@ -83,5 +84,49 @@ describe('a visit whose reason is given by reference alone', () => {
     const written = (await call(operator, `/api/fhir/R4/Encounter/${pushed.body.encounter_id}`)).body;
     expect(written.reasonCode).toEqual([{ text: 'chest pain' }]);
     expect(written.reasonReference).toBeUndefined();
+  });
+});
+
+describe('a pushed reference range for an age, without age_unit_code', () => {
+  const UCUM = 'http://unitsofmeasure.org';
+  /** A reference range as the record shape has it (every field there, null when not said), with these values. */
+  const range = (given: Record<string, unknown>) => ({
+    low: null, high: null, unit: 'g/dL', unit_code: 'g/dL', text: null, type: null, type_codings: [], type_text: null, applies_to: null, applies_to_concepts: [],
+    age_low: null, age_high: null, age_unit: null, age_unit_code: null, ...given,
+  });
+  it('in a UCUM unit of time (a) is written with its UCUM code; in its words (years) keeps the words and gets the code; other words stay words', async () => {
+    const record = {
+      test_name: 'Hemoglobin', status: 'final', effective_at: '2026-10-01T08:00:00Z', value_numeric: 12.1, unit: 'g/dL', unit_code: 'g/dL',
+      reference_ranges: [
+        range({ low: 11.5, high: 15.5, age_low: 6, age_high: 12, age_unit: 'a' }),
+        range({ low: 12, high: 16, age_low: 12, age_high: 18, age_unit: 'years' }),
+        range({ low: 9.5, high: 13.5, age_low: 0, age_high: 6, age_unit: 'mo' }),
+        range({ low: 13, high: 17, age_low: 18, age_unit: 'yrs' }),
+      ],
+    };
+    const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    const written = (await call(operator, `/api/fhir/R4/Observation/${pushed.body.lab_result_id}`)).body;
+    expect(written.referenceRange.map((r: any) => r.age)).toEqual([
+      { low: { value: 6, unit: 'a', system: UCUM, code: 'a' }, high: { value: 12, unit: 'a', system: UCUM, code: 'a' } },
+      { low: { value: 12, unit: 'years', system: UCUM, code: 'a' }, high: { value: 18, unit: 'years', system: UCUM, code: 'a' } },
+      { low: { value: 0, unit: 'mo', system: UCUM, code: 'mo' }, high: { value: 6, unit: 'mo', system: UCUM, code: 'mo' } },
+      { low: { value: 18, unit: 'yrs' } },
+    ]);
+    // What was pushed and what was written agree: the code added is no change of meaning to report.
+    expect(pushed.body.not_written).toEqual([]);
+    const back = await recordOf('lab_results', pushed.body.lab_result_id);
+    expect(back.reference_ranges.map((r: any) => [r.age_unit, r.age_unit_code])).toEqual([['a', 'a'], ['years', 'a'], ['mo', 'mo'], ['yrs', null]]);
+  });
+
+  it('an age_unit_code given is kept as given, never replaced', async () => {
+    const record = {
+      test_name: 'Hemoglobin', status: 'final', effective_at: '2026-10-01T08:00:00Z', value_numeric: 12.1, unit: 'g/dL', unit_code: 'g/dL',
+      reference_ranges: [range({ low: 11.5, high: 15.5, age_low: 72, age_high: 144, age_unit: 'months', age_unit_code: 'mo' })],
+    };
+    const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    const written = (await call(operator, `/api/fhir/R4/Observation/${pushed.body.lab_result_id}`)).body;
+    expect(written.referenceRange[0].age).toEqual({ low: { value: 72, unit: 'months', system: UCUM, code: 'mo' }, high: { value: 144, unit: 'months', system: UCUM, code: 'mo' } });
   });
 });

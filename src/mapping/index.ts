@@ -27,7 +27,7 @@ export { DATE_TIME, FHIR_DATE } from './runtime';
 
 export type { CompiledMap, MappingSet } from './types';
 export type { ReadContext, ReadTerminology, TerminologyQuestions } from './runtime';
-export { codingsWithoutDisplay, storedReference, textOf } from './runtime';
+export { codingsWithoutDisplay, storedReference, textOf, ucumTimeCode } from './runtime';
 
 /** The repository's `mappings/` directory. */
 export const defaultMappingsDir = fileURLToPath(new URL('../../mappings/', import.meta.url));

@@ -784,6 +784,17 @@ const TIME_WORDS = new Map<string, [string, string]>([
 ]);
 
 /**
+ * The UCUM code of a unit of time as an age's unit is written: the code itself (`a`, `mo`, `wk`, `d`, `h`, `min`), or
+ * its words in this table (`years`, `Month`); undefined for anything else (`yrs`, `y`), which stays words.
+ */
+export function ucumTimeCode(unit: string): string | undefined {
+  if (TIME_WORDS.has(unit)) return unit;
+  const words = unit.toLowerCase();
+  for (const [code, [one, several]] of TIME_WORDS) if (words === one || words === several) return code;
+  return undefined;
+}
+
+/**
  * A QuestionnaireResponse item as text: `Little interest or pleasure in doing things [44250-9]: Several days`, its
  * answers (each value[x] as text: a coding's display, else its code; a number as written) joined with ", ", and the
  * items nested under an answer or a group after it, "; "-joined. undefined for an item with nothing answered.

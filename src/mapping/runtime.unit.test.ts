@@ -6,7 +6,7 @@ import type { Resource } from '@medplum/fhirtypes';
 import { describe, expect, it } from 'vitest';
 import { addLocalCodeTable, LOCAL_LAB } from '../../test/local-code-table';
 import { loadMappings } from './index';
-import { ageInYears, textOf, yearsOf } from './runtime';
+import { ageInYears, textOf, ucumTimeCode, yearsOf } from './runtime';
 
 /** Issue 39: toText() of the parts the new record types read as text. */
 describe('toText() of questionnaire answers, planned activities and relatives\' conditions', () => {
@@ -89,6 +89,12 @@ describe('ageInYears(): completed years and the part of the year since the last 
     expect(ageInYears('2012-01-01', undefined)).toBeUndefined();
     expect(ageInYears('not a date', '2024-01-01')).toBeUndefined();
     expect(ageInYears('2025-01-01', '2024-01-01')).toBeUndefined(); // before birth
+  });
+
+  it("a pushed age's unit of time as its UCUM code (ucumTimeCode): the code itself, or its words; other words none", () => {
+    expect(['a', 'mo', 'wk', 'd', 'h', 'min'].map(ucumTimeCode)).toEqual(['a', 'mo', 'wk', 'd', 'h', 'min']);
+    expect(['years', 'Year', 'months', 'week', 'days', 'hours', 'minute'].map(ucumTimeCode)).toEqual(['a', 'a', 'mo', 'wk', 'd', 'h', 'min']);
+    expect(['yrs', 'y', 'A', 'kg', 's', ''].map(ucumTimeCode)).toEqual([undefined, undefined, undefined, undefined, undefined, undefined]);
   });
 
   it('an age in any UCUM unit of time, in years (yearsOf)', () => {

@@ -3,10 +3,11 @@ import { randomUUID } from 'node:crypto';
 import type { Observation, PractitionerRole, Resource } from '@medplum/fhirtypes';
 import type { FhirRepository } from '../fhir/repository';
 import { isUcum } from '../core/ucum';
+import { isJsonObject } from '../core/json';
 import { ApiError, ErrorCode, invalidFields } from '../core/errors';
 import { flagsResult } from '../core/lab-flags';
 import { registeredPatient, type HealthIdRecord } from '../healthid/registry';
-import { codingsWithoutDisplay, MappingValueError, storedReference, textOf, type MappingSet, type ReadContext, type ReadTerminology, type TerminologyQuestions } from '../mapping/index';
+import { codingsWithoutDisplay, MappingValueError, storedReference, textOf, ucumTimeCode, type MappingSet, type ReadContext, type ReadTerminology, type TerminologyQuestions } from '../mapping/index';
 import type { Queryable } from '../db/database';
 import type { TerminologyService } from '../fhir/term/service';
 import { LOINC, SNOMED } from '../fhir/term/release';
@@ -415,7 +416,7 @@ export class RecordsService {
         throw invalidFields([{ field: 'record.patient_id', message: `${JSON.stringify(pushed.patient_id)} is not the patient of health_id ${healthId}` }]);
       }
       const id = randomUUID();
-      const fields = Object.fromEntries(Object.entries(pushed).filter(([k]) => !tags.includes(k)));
+      const fields = withAgeUnitCodes(Object.fromEntries(Object.entries(pushed).filter(([k]) => !tags.includes(k))));
       const map = this.mappings.get(source.map);
       const record = { ...fields, id, patient_id: patient.patientId };
       // Written again knowing what its references name, as the pusher may read it: a value that is their name (a
@@ -680,6 +681,22 @@ export function flagOf(flag: unknown): { flagged: boolean | null; flag: string |
 }
 
 /** A map's writing, a value it cannot take answered as 422 naming the field (`at`: where the fields sit in the body). */
+/**
+ * A pushed record's ages in a unit of time without its UCUM code (a reference range's `age_unit: "a"`, or its words
+ * `"years"`; a component's ranges too) given the code, as pushLabResult gives a UCUM unit of the result its code: an
+ * age FHIR readers can compute with (system and code), the unit as written beside it. An age_unit_code given is kept;
+ * words not in the table of units of time (`yrs`) stay words. The maps cannot say it: a field's value table has a
+ * row per value, and an age's unit is any words.
+ */
+function withAgeUnitCodes<T>(value: T): T {
+  if (Array.isArray(value)) return value.map(withAgeUnitCodes) as T;
+  if (!isJsonObject(value)) return value;
+  const out: Record<string, unknown> = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, withAgeUnitCodes(v)]));
+  const code = typeof out.age_unit === 'string' && out.age_unit_code == null ? ucumTimeCode(out.age_unit) : undefined;
+  if (code !== undefined) out.age_unit_code = code;
+  return out as T;
+}
+
 function written(toFhir: () => Resource, at = ''): Resource {
   try {
     return toFhir();
