@@ -4,8 +4,8 @@ import { createTestClient, startTestServer, type TestClient, type TestServer } f
 
 /**
  * A record read from FHIR and pushed back through the map it was read with must not change meaning: a reason given by
- * reference alone stays one reason; an age range in a UCUM unit of time is written with its UCUM code. Through HTTP
- * against the real app and store.
+ * reference alone stays one reason; an age range in a UCUM unit of time is written with its UCUM code; a measurement
+ * the patient made still says so. Through HTTP against the real app and store.
  */
 let pont: TestServer;
 let operator: TestClient;
@@ -128,5 +128,56 @@ describe('a pushed reference range for an age, without age_unit_code', () => {
     expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
     const written = (await call(operator, `/api/fhir/R4/Observation/${pushed.body.lab_result_id}`)).body;
     expect(written.referenceRange[0].age).toEqual({ low: { value: 72, unit: 'months', system: UCUM, code: 'mo' }, high: { value: 144, unit: 'months', system: UCUM, code: 'mo' } });
+  });
+});
+
+describe('a result the patient measured themselves (patient-generated data)', () => {
+  const LAB = { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'laboratory' }] };
+  const selfTest = (id: string, performer: Array<Record<string, string>>) => ({
+    resourceType: 'Observation', id, status: 'final', category: [LAB], code: { coding: [{ system: 'http://loinc.org', code: '2339-0' }], text: 'Glucose' },
+    subject: { reference: 'Patient/wb-1' }, effectiveDateTime: '2026-10-02T07:00:00Z', valueQuantity: { value: 5.9, unit: 'mmol/L', system: 'http://unitsofmeasure.org', code: 'mmol/L' }, performer,
+  });
+
+  it('reads performed_by_patient true, and pushed back still names the patient as its performer', async () => {
+    await put(selfTest('wb-self-1', [{ reference: 'Patient/wb-1' }]));
+    const record = await recordOf('lab_results', 'wb-self-1');
+    expect(record.performed_by_patient).toBe(true);
+    const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    const written = (await call(operator, `/api/fhir/R4/Observation/${pushed.body.lab_result_id}`)).body;
+    expect(written.performer).toEqual([{ reference: 'Patient/wb-1' }]);
+    expect((await recordOf('lab_results', pushed.body.lab_result_id)).performed_by_patient).toBe(true);
+  });
+
+  it('a result someone else performed reads null and is pushed back with no performer (the others are read only)', async () => {
+    await put({ resourceType: 'Practitioner', id: 'wb-nurse', name: [{ family: 'Wanjiru' }] });
+    await put(selfTest('wb-clinic-1', [{ reference: 'Practitioner/wb-nurse' }]));
+    const record = await recordOf('lab_results', 'wb-clinic-1');
+    expect(record.performed_by_patient).toBeNull();
+    const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record } });
+    expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+    expect((await call(operator, `/api/fhir/R4/Observation/${pushed.body.lab_result_id}`)).body.performer).toBeUndefined();
+  });
+
+  it('a push cannot make the performer another patient: performed_by_patient names the Health ID’s patient, whatever else the record says', async () => {
+    const record = { ...(await recordOf('lab_results', 'wb-self-1')), id: undefined };
+    // Another patient's id as the record's patient: refused, nothing written.
+    const other = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record: { ...record, patient_id: 'wb-other' } } });
+    expect(other.status, JSON.stringify(other.body)).toBe(422);
+    expect(other.body.details).toEqual([expect.objectContaining({ field: 'record.patient_id' })]);
+    // Another patient among the performer references (read only), or no patient_id at all: the performer written is
+    // the Health ID's patient alone.
+    for (const given of [{ performer_references: ['Patient/wb-other'] }, { patient_id: null, performer_references: ['Patient/wb-other', 'Patient/wb-1'] }]) {
+      const pushed = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record: { ...record, ...given } } });
+      expect(pushed.status, JSON.stringify(pushed.body)).toBe(201);
+      const written = (await call(operator, `/api/fhir/R4/Observation/${pushed.body.lab_result_id}`)).body;
+      expect(written.subject).toEqual({ reference: 'Patient/wb-1' });
+      expect(written.performer).toEqual([{ reference: 'Patient/wb-1' }]);
+      expect(pushed.body.not_written).toContain('performer_references');
+    }
+    // Without performed_by_patient, no performer at all.
+    const without = await call(sdk, '/api/v1/sdk/records/lab-results', { method: 'POST', json: { health_id: healthId, record: { ...record, performed_by_patient: null } } });
+    expect(without.status, JSON.stringify(without.body)).toBe(201);
+    expect((await call(operator, `/api/fhir/R4/Observation/${without.body.lab_result_id}`)).body.performer).toBeUndefined();
   });
 });

@@ -33,6 +33,17 @@ const readsAsText = (finish: ParsedPath['finish'], leafType: string) =>
 /** The finishes that read a Connect string out of a FHIR string: a word of it, or the country it names. */
 const readsOutOfText = (finish: ParsedPath['finish']) => finish?.kind === 'firstWord' || finish?.kind === 'lastWord' || finish?.kind === 'countryCode';
 /** A finish that reads what cannot be written back: text of elements, exists(), memberOf(), or readsOutOfText. */
+/**
+ * Whether an exists() path is written (a boolean's `true` writes the element, its where() met; `false` nothing): when
+ * its last element is narrowed by where() conditions that writing can meet (`=` a value, or `%resource.element`), so
+ * that what is written says something (`performer.where(reference = %resource.subject.reference)`, the patient as a
+ * performer). Any other exists() (`asNeededCodeableConcept.exists()`) is read only, as before.
+ */
+const writesExisting = (path: CompiledPath): boolean => {
+  const last = path[path.length - 1];
+  if (!last || last.resolve || !last.where.length) return false;
+  return path.every((step) => !step.resolve && step.where.every((c) => !c.op && !c.exists && !c.empty && !c.age && !c.of && (!c.valueFrom || c.valueIn === 'resource')));
+};
 const readOnlyFinish = (finish: ParsedPath['finish'], leafType: string) =>
   readsAsText(finish, leafType) || finish?.kind === 'exists' || finish?.kind === 'memberOf' || readsOutOfText(finish);
 /** The FHIR types memberOf() asks about: a code, a Coding, a concept's codings (FHIRPath's memberOf), a string as a code. */
@@ -816,9 +827,10 @@ class RuleCompiler {
     const written = alternatives.find((a) => a.writable) ?? (readOnly ? alternatives[0] : undefined);
     if (!written) return at(0, `writing needs one alternative of ${show(text)} without %resource or resolve(): add one (e.g. \`| referenceRange.first()\`)`);
     const writeEach = written.finish?.kind === 'join' && conceptTexts(written.path) ? written.finish.separator : undefined;
+    const writeExists = written.writable && written.finish?.kind === 'exists';
     return {
       ...written.path,
-      expression: { alternatives: alternatives.map((a) => a.compiled), write: written.path.compiled, writeType: written.path.leaf.type, writesReference: endsInReference(written.path), ...(writeEach ? { writeEach } : {}) },
+      expression: { alternatives: alternatives.map((a) => a.compiled), write: written.path.compiled, writeType: written.path.leaf.type, writesReference: endsInReference(written.path), ...(writeEach ? { writeEach } : {}), ...(writeExists ? { writeExists } : {}) },
       alternatives,
       at,
     };
@@ -841,6 +853,9 @@ class RuleCompiler {
     const elements: ResolvedPath['elements'] = [...(base?.elements ?? [])];
     const keyParts: string[] = base ? [base.key] : [];
     let readsResource = false;
+    // `%resource.element` as the value of an `=` condition: read, and written by an exists() path (below) as the value
+    // the resource holds there when written (performer.where(reference = %resource.subject.reference): the patient).
+    let copiesResource = false;
     for (const step of steps) {
       const element = childElement(type, step.name);
       if ('problem' in element) return at(step.at, element.problem);
@@ -852,8 +867,10 @@ class RuleCompiler {
         if (isPrimitive(element.type)) return at(step.at, `where() filters elements with parts; ${step.name} is a FHIR ${element.type}`);
         const resolved = this.condition(element.type, condition, at);
         if (!resolved) return undefined;
-        // What depends on the resource, the patient or a comparison is read, never written.
-        readsResource ||= !!(resolved.valueFrom || resolved.of || resolved.op || resolved.exists || resolved.age);
+        // What depends on the resource, the patient or a comparison is read, never written (but see copiesResource).
+        const copies = !!resolved.valueFrom && resolved.valueIn === 'resource' && !resolved.of && !resolved.op && !resolved.exists && !resolved.empty && !resolved.age;
+        copiesResource ||= copies;
+        readsResource ||= !copies && !!(resolved.valueFrom || resolved.of || resolved.op || resolved.exists || resolved.age);
         conditions.push(resolved);
       }
       // A Coding's display: one without reads as its code system's (runtime codingDisplay), for a reader that knows the terminology.
@@ -906,7 +923,7 @@ class RuleCompiler {
       path,
       finish: parsed.finish,
       at: parsed.at,
-      writable: !readsResource && !readOnlyFinish(parsed.finish, leaf.type),
+      writable: !readsResource && (parsed.finish?.kind === 'exists' ? writesExisting(compiled) : !copiesResource && !readOnlyFinish(parsed.finish, leaf.type)),
     };
   }
 

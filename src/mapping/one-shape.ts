@@ -50,7 +50,7 @@ export function inOneShape(program: MapProgram): MapProgram {
   const alternative = (a: CompiledAlternative): CompiledAlternative =>
     once(a, (a) => ({ from: a.from && expression(a.from), steps: path(a.steps), finish: a.finish && finish(a.finish) }) satisfies Whole<CompiledAlternative>);
   const expression = (e: CompiledExpression): CompiledExpression =>
-    once(e, (e) => ({ alternatives: e.alternatives.map(alternative), write: path(e.write), writeType: e.writeType, writesReference: e.writesReference, writeEach: e.writeEach }) satisfies Whole<CompiledExpression>);
+    once(e, (e) => ({ alternatives: e.alternatives.map(alternative), write: path(e.write), writeType: e.writeType, writesReference: e.writesReference, writeEach: e.writeEach, writeExists: e.writeExists }) satisfies Whole<CompiledExpression>);
   const field = (f: ConnectField): ConnectField =>
     once(f, (f) => ({ name: f.name, type: f.type, values: f.values, required: f.required, nullable: f.nullable, list: f.list, default: f.default, fields: f.fields?.map(field) }) satisfies Whole<ConnectField>);
   const conversion = (c: Conversion): Conversion => once(c, (c) => ({ kind: c.kind, resourceType: 'resourceType' in c ? c.resourceType : '' }) as Conversion);

@@ -25,6 +25,24 @@ fields:\n  id: id\n  name: code.text | code.coding.first().display\n  value: val
     expect(map.toFhir({ id: 'a', name: 'Glucose', value: 7 })).toEqual({ resourceType: 'Observation', id: 'a', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '2345-7' }], text: 'Glucose' }, valueQuantity: { value: 7 } });
   });
 
+  it("exists() of an element narrowed by where() is written: true writes it, its conditions met (%resource.element as written so far), false nothing; another exists() stays read only", () => {
+    const map = loadMappings(
+      probe(`connect:\n  id: { type: string, required: true }\n  patient_id: { type: id, required: true }\n  by_patient: { type: boolean, nullable: true }
+fields:\n  id: id\n  patient_id:\n    fhir: subject\n    reference: Patient\n  by_patient: performer.where(reference = %resource.subject.reference).exists()\n`),
+    ).get('probe');
+    const base = { resourceType: 'Observation', id: 'a', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '2345-7' }] }, subject: { reference: 'Patient/p1' } };
+    expect(map.toFhir({ id: 'a', patient_id: 'p1', by_patient: true })).toEqual({ ...base, performer: [{ reference: 'Patient/p1' }] });
+    expect(map.toFhir({ id: 'a', patient_id: 'p1', by_patient: false })).toEqual(base);
+    expect(map.fromFhir({ ...base, performer: [{ reference: 'Practitioner/x' }, { reference: 'Patient/p1' }] } as any)).toEqual({ id: 'a', patient_id: 'p1', by_patient: true });
+    // Another patient as the performer is not this one.
+    expect(map.fromFhir({ ...base, performer: [{ reference: 'Patient/p2' }] } as any)).toEqual({ id: 'a', patient_id: 'p1', by_patient: null });
+    // Without where(), or with a condition writing cannot meet, exists() is read only, as before.
+    for (const path of ['performer.exists()', "performer.where(reference = %resource.subject.reference and display.empty()).exists()"]) {
+      const dir = probe(`connect:\n  id: { type: string, required: true }\n  by_patient: { type: boolean, nullable: true }\nfields:\n  id: id\n  by_patient: ${path}\n`);
+      expect(problemsOf(dir), path).toEqual([expect.stringMatching(/writing needs one alternative/)]);
+    }
+  });
+
   it('a value read through resolve() of a reference written elsewhere is not written again, knowing what it names; a reference\'s own display is', () => {
     const map = loadMappings(
       probe(`connect:\n  id: { type: string, required: true }\n  reason_references: { type: string, list: true }\n  reason: { type: string, nullable: true }\n  focus: { type: string, nullable: true }\n  focus_reference: { type: string, nullable: true }

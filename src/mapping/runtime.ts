@@ -74,6 +74,11 @@ export interface CompiledExpression {
    * (`category.text.join('; ')`), so that two categories written back stay two, the first with the first's code.
    */
   writeEach?: string;
+  /**
+   * An exists() path written (compile.ts writesExisting): `true` writes the element, its where() met (a `%resource.…`
+   * value copied from what is written so far); `false` writes nothing.
+   */
+  writeExists?: boolean;
 }
 
 export type ConnectType = 'string' | 'id' | 'date' | 'date-time' | 'boolean' | 'integer' | 'number' | 'object';
@@ -855,8 +860,13 @@ export function readPath(scope: Scope, expression: CompiledExpression): unknown 
   return readAll(scope, expression)[0];
 }
 
-function writeConditions(target: Obj, conditions: CompiledCondition[]): void {
-  for (const condition of conditions) if (!condition.empty && !condition.exists && !condition.op) writePath(target, condition.steps.map((s) => ({ ...s, where: [] })), condition.value);
+function writeConditions(target: Obj, conditions: CompiledCondition[], resource?: Obj): void {
+  for (const condition of conditions) {
+    if (condition.empty || condition.exists || condition.op) continue;
+    // `%resource.…` (an exists() path's): the value the resource holds there as written so far; none, nothing.
+    const value = condition.valueFrom ? (resource ? valuesOf(resource, condition.valueFrom)[0] : undefined) : condition.value;
+    if (value !== undefined) writePath(target, condition.steps.map((s) => ({ ...s, where: [] })), value);
+  }
 }
 
 /**
@@ -903,15 +913,18 @@ export function writePath(root: Obj, path: CompiledPath, value: unknown): void {
   list[positionIn(list, step)] = value;
 }
 
-/** Where in `list` a step goes: its `[n]`, the element matching its `where` (or a new one), else the first. */
-function positionIn(list: unknown[], step: CompiledStep): number {
-  // Written paths have literal conditions only (the compiler sees to it): no resource to compare with.
-  const at = step.index ?? (step.where.length ? list.findIndex((item) => satisfies(item, step.where, { resource: undefined })) : 0);
+/**
+ * Where in `list` a step goes: its `[n]`, the element matching its `where` (or a new one), else the first. Written
+ * paths have literal conditions only (the compiler sees to it), but for an exists() path's `%resource.…` values, read
+ * from `resource` (the resource as written so far).
+ */
+function positionIn(list: unknown[], step: CompiledStep, resource?: Obj): number {
+  const at = step.index ?? (step.where.length ? list.findIndex((item) => satisfies(item, step.where, { resource })) : 0);
   return at < 0 ? list.length : at;
 }
 
-/** The element the steps lead to, creating what is missing (each step's `where` satisfied). */
-function reach(root: Obj, steps: CompiledPath): Obj {
+/** The element the steps lead to, creating what is missing (each step's `where` satisfied; `resource`: see positionIn). */
+function reach(root: Obj, steps: CompiledPath, resource?: Obj): Obj {
   let parent = root;
   for (const step of steps) {
     let child: Obj;
@@ -921,12 +934,12 @@ function reach(root: Obj, steps: CompiledPath): Obj {
     } else {
       const list = Array.isArray(parent[step.json]) ? (parent[step.json] as unknown[]) : [];
       parent[step.json] = list;
-      const at = positionIn(list, step);
+      const at = positionIn(list, step, resource);
       while (list.length <= at) list.push({});
       child = isJsonObject(list[at]) ? (list[at] as Obj) : {};
       list[at] = child;
     }
-    writeConditions(child, step.where);
+    writeConditions(child, step.where, resource);
     parent = child;
   }
   return parent;
@@ -1160,6 +1173,10 @@ function writeFields(program: MapProgram, root: Obj, connect: Record<string, unk
     rule.targets.forEach((target, i) => {
       if (cells[i] === null) return;
       if (target.writeEach !== undefined && typeof cells[i] === 'string') return writeEach(root, target.write, (cells[i] as string).split(target.writeEach));
+      if (target.writeExists) {
+        if (cells[i] === true) reach(root, target.write, root);
+        return;
+      }
       // An instant (e.g. `issued`) needs the time: a date-time of a lower precision does not fit it.
       if (target.writeType === 'instant' && !FULL_DATE_TIME.test(String(cells[i]))) {
         throw new MappingValueError(program.name, name, `${show(cells[i])} is not a full date-time (with seconds and a zone), as FHIR needs here`);

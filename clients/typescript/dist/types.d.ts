@@ -601,6 +601,7 @@ export type ClinicalObservation = {
     effective_end: string | null;
     issued_at: string | null;
     performer: string | null;
+    performed_by_patient: boolean | null;
     device: string | null;
     device_reference: string | null;
     device_type: string | null;
@@ -1864,6 +1865,7 @@ export type LabResult = {
     specimen_reference: string | null;
     based_on_references: Array<string> | null;
     performer_references: Array<string> | null;
+    performed_by_patient: boolean | null;
     focus: string | null;
     focus_references: Array<string> | null;
     device: string | null;
@@ -2117,6 +2119,7 @@ export type LabResultPush = {
         specimen_reference?: string | null;
         based_on_references?: Array<string> | null;
         performer_references?: Array<string> | null;
+        performed_by_patient?: boolean | null;
         focus?: string | null;
         focus_references?: Array<string> | null;
         device?: string | null;
@@ -3611,6 +3614,7 @@ export type Vital = {
     recorded_at: string | null;
     recorded_end: string | null;
     performer: string | null;
+    performed_by_patient: boolean | null;
     focus: string | null;
     focus_references: Array<string> | null;
     device: string | null;
