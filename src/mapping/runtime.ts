@@ -1172,7 +1172,12 @@ function writeFields(program: MapProgram, root: Obj, connect: Record<string, unk
     const cells = rule.table ? rule.table.toFhir.get(value as Literal)! : rule.targets.map(() => value as Literal);
     rule.targets.forEach((target, i) => {
       if (cells[i] === null) return;
-      if (target.writeEach !== undefined && typeof cells[i] === 'string') return writeEach(root, target.write, (cells[i] as string).split(target.writeEach));
+      if (target.writeEach !== undefined && typeof cells[i] === 'string') {
+        // Reasons read joined (`reasonCode.join('; ') | reasonReference.resolve().join('; ')`) that are the names of the
+        // references written beside them are those reasons, as below.
+        if (rule.conversion.kind === 'copy' && namedByOtherReference(root, target, cells[i], context)) return;
+        return writeEach(root, target.write, (cells[i] as string).split(target.writeEach));
+      }
       if (target.writeExists) {
         if (cells[i] === true) reach(root, target.write, root);
         return;
@@ -1190,10 +1195,7 @@ function writeFields(program: MapProgram, root: Obj, connect: Record<string, unk
       // What a fallback already reads from other fields' elements is not written twice (a blood pressure's unit is its components').
       if (rule.conversion.kind === 'copy' && walk({ resource: root }, [root], target.write)[0] === undefined) {
         if (readPath({ resource: root }, target) === written) return;
-        // Through resolve() too, of what the writer resolved, of a reference written elsewhere than where this value
-        // goes: a visit's reason that is the name of the Condition its reason_references name is that one reason, not
-        // a second in words. A reference's own name (a diagnosis's condition, as its display) is still written with it.
-        if (context.resolved && readPath({ resource: root, ...context }, { ...target, alternatives: target.alternatives.filter((a) => !resolvesOwnReference(a, target.write)) }) === written) return;
+        if (namedByOtherReference(root, target, written, context)) return;
       }
       // Two fields may reach one element (SNOMED CT as the main code and as the equivalent): they must agree.
       const already = walk({ resource: root }, [root], target.write)[0];
@@ -1269,6 +1271,17 @@ function readRoots(rule: FieldRule): string[] | undefined {
 function mayReadBack(rule: FieldRule, root: Obj): boolean {
   const roots = readRoots(rule);
   return roots === undefined || roots.some((r) => root[r] !== undefined);
+}
+
+/**
+ * Does reading `target` through resolve(), of what the writer resolved, of a reference written elsewhere than where
+ * `written` would go, give it (nothing written there yet)? A visit's reason that is the name of the Condition its
+ * reason_references name is that one reason, not a second in words. A reference's own name (a diagnosis's condition,
+ * as its display) is not counted: it is written with it.
+ */
+function namedByOtherReference(root: Obj, target: CompiledExpression, written: unknown, context: WriteContext): boolean {
+  if (!context.resolved || walk({ resource: root }, [root], target.write)[0] !== undefined) return false;
+  return readPath({ resource: root, ...context }, { ...target, alternatives: target.alternatives.filter((a) => !resolvesOwnReference(a, target.write)) }) === written;
 }
 
 /**

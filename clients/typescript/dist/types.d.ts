@@ -769,10 +769,10 @@ export type Communication = {
     sender_reference: string | null;
     recipient_references: Array<string> | null;
     recipients: string | null;
+    reason_references: Array<string> | null;
     reason: string | null;
     reason_code: string | null;
     reason_system: string | null;
-    reason_references: Array<string> | null;
     based_on_references: Array<string> | null;
     part_of_references: Array<string> | null;
     about_references: Array<string> | null;
@@ -817,10 +817,10 @@ export type CommunicationRequest = {
     sender_reference: string | null;
     recipient_references: Array<string> | null;
     recipients: string | null;
+    reason_references: Array<string> | null;
     reason: string | null;
     reason_code: string | null;
     reason_system: string | null;
-    reason_references: Array<string> | null;
     based_on_references: Array<string> | null;
     replaces_references: Array<string> | null;
     about_references: Array<string> | null;
@@ -972,10 +972,10 @@ export type DeviceRequest = {
     performer_type: string | null;
     performer: string | null;
     performer_reference: string | null;
+    reason_references: Array<string> | null;
     reason: string | null;
     reason_code: string | null;
     reason_system: string | null;
-    reason_references: Array<string> | null;
     based_on_references: Array<string> | null;
     note: string | null;
     identifiers: Array<{
@@ -1637,8 +1637,8 @@ export type Immunization = {
     dose_unit_code: string | null;
     expiration_date: string | null;
     manufacturer: string | null;
-    reason: string | null;
     reason_references: Array<string> | null;
+    reason: string | null;
     reason_codings: Array<{
         system: string | null;
         code: string | null;
@@ -2414,13 +2414,13 @@ export type MedicationUse = {
     information_source: string | null;
     information_source_reference: string | null;
     based_on_references: Array<string> | null;
+    reason_references: Array<string> | null;
     reason: string | null;
     reason_codings: Array<{
         system: string | null;
         code: string | null;
         display: string | null;
     }> | null;
-    reason_references: Array<string> | null;
     dosage_text: string | null;
     dose: number | null;
     dose_unit: string | null;
@@ -2596,13 +2596,13 @@ export type Order = {
     performer_references: Array<string> | null;
     performer: string | null;
     location: string | null;
+    reason_references: Array<string> | null;
     reason: string | null;
     reason_codings: Array<{
         system: string | null;
         code: string | null;
         display: string | null;
     }> | null;
-    reason_references: Array<string> | null;
     specimen_references: Array<string> | null;
     specimen_note: string | null;
     body_site: string | null;
@@ -3170,8 +3170,8 @@ export type Procedure = {
     }> | null;
     location: string | null;
     location_reference: string | null;
-    reason: string | null;
     reason_references: Array<string> | null;
+    reason: string | null;
     reason_codings: Array<{
         system: string | null;
         code: string | null;
