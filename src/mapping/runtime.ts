@@ -1136,7 +1136,7 @@ function checkReferenceForm(program: MapProgram, name: string, value: unknown): 
  * fields first: the other fields then write into what they wrote, and must agree with it (`loinc_code` and the
  * LOINC coding of `codings`), or add to it (a coding the list lacks). `prefix` names an object's fields in errors.
  */
-function writeFields(program: MapProgram, root: Obj, connect: Record<string, unknown>, prefix: string, context: WriteContext = {}): void {
+function writeFields(program: MapProgram, root: Obj, connect: Record<string, unknown>, prefix: string, context: WriteContext = {}, resource: Obj = root): void {
   const rules = [...program.fields.filter((r) => r.object), ...program.fields.filter((r) => !r.object)];
   let objectsWritten = false;
   let settled: Set<FieldRule> | undefined;
@@ -1150,7 +1150,7 @@ function writeFields(program: MapProgram, root: Obj, connect: Record<string, unk
     }
     checkConnectValue(program.name, { ...rule.field, name }, value);
     if (rule.object) {
-      writeObjects(program, rule, root, value, name, context);
+      writeObjects(program, rule, root, value, name, context, resource);
       objectsWritten = true;
       continue;
     }
@@ -1179,7 +1179,8 @@ function writeFields(program: MapProgram, root: Obj, connect: Record<string, unk
         return writeEach(root, target.write, (cells[i] as string).split(target.writeEach));
       }
       if (target.writeExists) {
-        if (cells[i] === true) reach(root, target.write, root);
+        // `%resource` is the resource, also within an object field.
+        if (cells[i] === true) reach(root, target.write, resource);
         return;
       }
       // An instant (e.g. `issued`) needs the time: a date-time of a lower precision does not fit it.
@@ -1309,10 +1310,10 @@ function readsBack(program: MapProgram, rule: FieldRule, root: Obj, value: unkno
  * An object field: a list appends one element per object to the path's last element (in order, each meeting
  * its `where`, as writeList does); a single object is written into the element the path reaches.
  */
-function writeObjects(program: MapProgram, rule: FieldRule, root: Obj, value: unknown, name: string, context: WriteContext): void {
+function writeObjects(program: MapProgram, rule: FieldRule, root: Obj, value: unknown, name: string, context: WriteContext, resource: Obj): void {
   const path = rule.targets[0]!.write;
   if (!rule.field.list) {
-    writeFields(rule.object!, reach(root, path), value as Record<string, unknown>, `${name}.`, context);
+    writeFields(rule.object!, reach(root, path), value as Record<string, unknown>, `${name}.`, context, resource);
     return;
   }
   const objects = value as unknown[];
@@ -1323,7 +1324,7 @@ function writeObjects(program: MapProgram, rule: FieldRule, root: Obj, value: un
   objects.forEach((object, i) => {
     const element: Obj = {};
     writeConditions(element, step.where);
-    writeFields(rule.object!, element, object as Record<string, unknown>, `${name}[${i}].`, context);
+    writeFields(rule.object!, element, object as Record<string, unknown>, `${name}[${i}].`, context, resource);
     list.push(element);
   });
 }
