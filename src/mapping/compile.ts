@@ -32,7 +32,6 @@ const readsAsText = (finish: ParsedPath['finish'], leafType: string) =>
   finish?.kind === 'toText' || (finish?.kind === 'join' && !(isPrimitive(leafType) && jsonTypeOf(leafType) === 'string'));
 /** The finishes that read a Connect string out of a FHIR string: a word of it, or the country it names. */
 const readsOutOfText = (finish: ParsedPath['finish']) => finish?.kind === 'firstWord' || finish?.kind === 'lastWord' || finish?.kind === 'countryCode';
-/** A finish that reads what cannot be written back: text of elements, exists(), memberOf(), or readsOutOfText. */
 /**
  * Whether an exists() path is written (a boolean's `true` writes the element, its where() met; `false` nothing): when
  * its last element is narrowed by where() conditions that writing can meet (`=` a value, or `%resource.element`), so
@@ -44,6 +43,7 @@ const writesExisting = (path: CompiledPath): boolean => {
   if (!last || last.resolve || !last.where.length) return false;
   return path.every((step) => !step.resolve && step.where.every((c) => !c.op && !c.exists && !c.empty && !c.age && !c.of && (!c.valueFrom || c.valueIn === 'resource')));
 };
+/** A finish that reads what cannot be written back: text of elements, exists(), memberOf(), or readsOutOfText. */
 const readOnlyFinish = (finish: ParsedPath['finish'], leafType: string) =>
   readsAsText(finish, leafType) || finish?.kind === 'exists' || finish?.kind === 'memberOf' || readsOutOfText(finish);
 /** The FHIR types memberOf() asks about: a code, a Coding, a concept's codings (FHIRPath's memberOf), a string as a code. */

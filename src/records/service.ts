@@ -680,7 +680,6 @@ export function flagOf(flag: unknown): { flagged: boolean | null; flag: string |
   return typeof flag === 'string' ? { flagged: flagsResult(flag), flag } : { flagged: null, flag: null };
 }
 
-/** A map's writing, a value it cannot take answered as 422 naming the field (`at`: where the fields sit in the body). */
 /**
  * A pushed record's ages in a unit of time without its UCUM code (a reference range's `age_unit: "a"`, or its words
  * `"years"`; a component's ranges too) given the code, as pushLabResult gives a UCUM unit of the result its code: an
@@ -697,6 +696,7 @@ function withAgeUnitCodes<T>(value: T): T {
   return out as T;
 }
 
+/** A map's writing, a value it cannot take answered as 422 naming the field (`at`: where the fields sit in the body). */
 function written(toFhir: () => Resource, at = ''): Resource {
   try {
     return toFhir();
