@@ -450,8 +450,8 @@ export class RecordsService {
   }
 
   /**
-   * Pages of record types, read together: one statement for every source's page (and for `searches`, plain sorted
-   * searches of the patient's data read beside them), one for the references the maps follow (a performer's name,
+   * Pages of record types, read together: one statement for every source's page, or two at once (searchPages), and
+   * for `searches` (plain sorted searches of the patient's data read beside them); one for the references the maps follow (a performer's name,
    * a specimen's note), and (on `sql`, the request's transaction) one for what the maps read of the loaded terminology
    * (the displays of codings without one, memberOf()), unless the process's cache has it all; each page merged newest
    * first across its type's sources. `searched`: the searches' matches; `terminology`: the answers, for reading them.
