@@ -30,6 +30,7 @@ import { createClient } from '../src/auth/clients';
 import type { Database } from '../src/db/database';
 import { openDatabase } from '../src/db/open';
 import { createScratchDatabase } from '../test/harness';
+import { NPM_START_ENV } from './fhir-data';
 import { stats, type Stats } from './stats';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -133,7 +134,7 @@ async function startServer(dir: string, databaseUrl: string): Promise<{ child: C
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(process.execPath, ['--max-old-space-size=512', join(dir, 'bin', 'pont.js'), 'serve'], {
-    env: { ...process.env, NODE_OPTIONS: '', ...serverEnv, DATABASE_URL: databaseUrl, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'error', PONT_RATE_LIMITS: 'default=999999999/60,fhir=999999999/60' },
+    env: { ...process.env, ...NPM_START_ENV, NODE_OPTIONS: '', ...serverEnv, DATABASE_URL: databaseUrl, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'error', PONT_RATE_LIMITS: 'default=999999999/60,fhir=999999999/60' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   // The first start on a kept store issues the copied Patients their Health IDs (src/fhir/store/backfill.ts): minutes.

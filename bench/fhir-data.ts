@@ -12,6 +12,13 @@ import { uuidV5 } from '../src/core/hash';
 import { runConcurrently } from './stats';
 
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+/**
+ * The environment `npm start` and the image give the server besides its flags (package.json's start script, the
+ * Dockerfile): two malloc arenas unless this environment names its own (docs/operators.md "Deployment", Memory). Benchmarks that
+ * start a server as `npm start` does add it.
+ */
+export const NPM_START_ENV = { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '2' };
 export const FHIR_PATH = '/api/fhir/R4';
 
 /** The integrator's scopes: it reads under the consent rule, grants consents and pushes lab results. */

@@ -2,7 +2,7 @@
  * Memory of the server on the embedded database (`npm run bench:memory -- [options]`): the resident set and its parts
  * (process.memoryUsage(): rss, heapUsed, heapTotal, external, arrayBuffers; PGlite's WebAssembly memory is in
  * external) and the peak (the kernel's VmHWM), in three phases. Each runs in a process of its own started as
- * `npm start` starts the server (node --max-old-space-size=512), with the server in it:
+ * `npm start` starts the server (node --max-old-space-size=512, and NPM_START_ENV), with the server in it:
  *
  *   first-start  an empty data directory: start to ready (initdb, migrations), then idle
  *   load         the dataset's data directory: import the resources in the server's process (PGlite is one
@@ -33,7 +33,7 @@ import type { Scope } from '../src/core/scopes';
 import { loadConfig } from '../src/config';
 import { importPaths } from '../src/fhir/import';
 import { startPont, type RunningPont } from '../src/server';
-import { prepareDataset } from './fhir-data';
+import { NPM_START_ENV, prepareDataset } from './fhir-data';
 import { load as runLoad } from './load-client';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -215,7 +215,7 @@ async function runPhase(phase: Phase, args: string[]): Promise<Record<string, un
   const loadBefore = loadAverage();
   const child = spawn(process.execPath, ['--max-old-space-size=512', '--import', 'tsx', thisFile, '--phase', phase, ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, NODE_OPTIONS: '' },
+    env: { ...process.env, ...NPM_START_ENV, NODE_OPTIONS: '' },
   });
   let out = '';
   child.stdout.on('data', (chunk) => (out += chunk));

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { repoRoot } from './fhir-data';
+import { NPM_START_ENV, repoRoot } from './fhir-data';
 
 export interface ServeProcess {
   url: string;
@@ -9,13 +9,13 @@ export interface ServeProcess {
 }
 
 /**
- * `pont serve ARGS…` of this checkout in a process of its own, as `npm start` runs it (V8 old space capped at 512 MB),
+ * `pont serve ARGS…` of this checkout in a process of its own, as `npm start` runs it (V8 old space capped at 512 MB, NPM_START_ENV),
  * with `env` over this process's; resolves with the URL it prints once it listens (bench/growth.ts,
  * bench/metrics-compare.ts).
  */
 export async function spawnServe(args: string[], env: Record<string, string>): Promise<ServeProcess> {
   const child = spawn(process.execPath, [join(repoRoot, 'bin', 'pont.js'), 'serve', ...args], {
-    env: { ...process.env, NODE_OPTIONS: '--max-old-space-size=512', PONT_ENV: 'development', HOST: '127.0.0.1', LOG_LEVEL: 'error', ...env },
+    env: { ...process.env, ...NPM_START_ENV, NODE_OPTIONS: '--max-old-space-size=512', PONT_ENV: 'development', HOST: '127.0.0.1', LOG_LEVEL: 'error', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise((r) => child.once('exit', r));

@@ -21,6 +21,7 @@ import { parseArgs } from 'node:util';
 import { hashKey } from '../src/core/hash';
 import { openDatabase } from '../src/db/open';
 import { createScratchDatabase, freePort } from '../test/harness';
+import { NPM_START_ENV } from './fhir-data';
 import { stats } from './stats';
 
 const { values } = parseArgs({
@@ -113,7 +114,7 @@ async function startServer(env: Record<string, string>): Promise<{ child: ChildP
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(process.execPath, ['--max-old-space-size=512', 'bin/pont.js', 'serve'], {
-    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'error', PONT_RATE_LIMITS: 'default=999999999/60,fhir=999999999/60' },
+    env: { ...process.env, ...NPM_START_ENV, ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'error', PONT_RATE_LIMITS: 'default=999999999/60,fhir=999999999/60' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   for (let i = 0; i < 1200; i++) {

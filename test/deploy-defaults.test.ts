@@ -84,7 +84,9 @@ describe('the image and the compose file', () => {
     expect(pkg.devDependencies.tsx).toBeDefined();
     expect(pkg.scripts.prestart).toBe('npm run build');
     // exec: npm runs the script through sh (dash), which would otherwise take npm's forwarded SIGTERM and die, leaving node running.
-    expect(pkg.scripts.start).toBe('exec node --max-old-space-size=512 --enable-source-maps dist/bin.js serve');
+    // MALLOC_ARENA_MAX: two malloc arenas unless the operator's environment says otherwise, as the image's ENV.
+    expect(pkg.scripts.start).toBe('MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2} exec node --max-old-space-size=512 --enable-source-maps dist/bin.js serve');
+    expect(runtime).toMatch(/^ENV MALLOC_ARENA_MAX=2$/m);
   });
 
   // The embedded database (the image's default volume), started from the image's environment as an operator would.
