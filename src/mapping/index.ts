@@ -7,7 +7,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadFhirDefinitions } from '../core/fhir-definitions';
-import { isFhirDate, isFhirDateTime, NOT_A_CALENDAR_DAY } from '../core/fhir-dates';
+import { DATE, DATE_TIME, isFhirDate, isFhirDateTime, NOT_A_CALENDAR_DAY } from '../core/fhir-dates';
 import { compileMap, MAP_SUFFIX } from './compile';
 import { readV2 } from './v2';
 import { MappingError } from './errors';
@@ -17,13 +17,12 @@ import { checkV2Keys, type V2MapSource } from './v2-keys';
 import { checkRecordTypes } from './record';
 import { codeDisplay } from './terminology';
 import { z } from 'zod';
-import { DATE_TIME, FHIR_DATE, FHIR_ID, referencesToResolve, runFromFhir, readsPatient, runReadFhir, runToFhir, terminologyAsked, writtenPart, type ConnectField, type MapProgram } from './runtime';
+import { FHIR_ID, referencesToResolve, runFromFhir, readsPatient, runReadFhir, runToFhir, terminologyAsked, writtenPart, type ConnectField, type MapProgram } from './runtime';
 import type { Resource } from '@medplum/fhirtypes';
 import type { CompiledMap, MappingSet } from './types';
 import { YamlSource } from './yaml-source';
 
 export { MappingError, MappingValueError } from './errors';
-export { DATE_TIME, FHIR_DATE } from './runtime';
 
 export type { CompiledMap, MappingSet } from './types';
 export type { ReadContext, ReadTerminology, TerminologyQuestions } from './runtime';
@@ -80,7 +79,7 @@ function connectShape(fields: readonly ConnectField[], top = true): z.ZodObject 
       case 'id':
         return FhirId;
       case 'date':
-        return z.string().regex(FHIR_DATE).refine(isFhirDate, NOT_A_CALENDAR_DAY).describe('FHIR date: YYYY-MM-DD, or the month or year alone when that is all the source recorded');
+        return z.string().regex(DATE).refine(isFhirDate, NOT_A_CALENDAR_DAY).describe('FHIR date: YYYY-MM-DD, or the month or year alone when that is all the source recorded');
       case 'date-time':
         return z.string().regex(DATE_TIME).refine(isFhirDateTime, NOT_A_CALENDAR_DAY).describe('FHIR dateTime: to the second with a zone, or the date, month or year alone when that is all the source recorded');
       case 'boolean':

@@ -1,6 +1,6 @@
 import type { Resource } from '@medplum/fhirtypes';
 import { countryCodeOf } from '../core/countries';
-import { isFhirDate, isFhirDateTime } from '../core/fhir-dates';
+import { isFhirDate, isFhirDateTime, isFhirInstant } from '../core/fhir-dates';
 import { isJsonObject } from '../core/json';
 import { referenceFormProblem } from '../core/reference-form';
 import { MappingValueError } from './errors';
@@ -1043,13 +1043,6 @@ function fromFhirValue(conversion: Conversion, value: unknown, scope: Scope): un
 /** A FHIR resource id (R4 `id`): 1-64 of A-Z a-z 0-9 - and . */
 export const FHIR_ID = /^[A-Za-z0-9\-.]{1,64}$/;
 
-/**
- * FHIR dateTime and date, any precision: R4's forms (src/core/fhir-dates.ts), for a published pattern; a value is
- * checked with isFhirDate / isFhirDateTime, which also want a real day. FULL_DATE_TIME: to the second, with a zone
- * (what an instant needs).
- */
-export { DATE_TIME, DATE as FHIR_DATE } from '../core/fhir-dates';
-const FULL_DATE_TIME = /T.*(Z|[+-]\d{2}:\d{2})$/;
 
 const CONNECT_FORMATS: Record<ConnectType, (v: unknown) => boolean> = {
   string: (v) => typeof v === 'string',
@@ -1184,7 +1177,7 @@ function writeFields(program: MapProgram, root: Obj, connect: Record<string, unk
         return;
       }
       // An instant (e.g. `issued`) needs the time: a date-time of a lower precision does not fit it.
-      if (target.writeType === 'instant' && !FULL_DATE_TIME.test(String(cells[i]))) {
+      if (target.writeType === 'instant' && !isFhirInstant(cells[i])) {
         throw new MappingValueError(program.name, name, `${show(cells[i])} is not a full date-time (with seconds and a zone), as FHIR needs here`);
       }
       // A FHIR date (a birthDate) holds no time: a date-time field written there gives its date, month or year alone.

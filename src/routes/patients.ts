@@ -4,8 +4,7 @@ import { HEALTH_ID_LENGTH, HealthIdErrorCode } from '../healthid/healthid';
 import { defineRoute, type RouteSpec } from '../http/routes';
 import { ErrorSchema } from '../http/openapi';
 import type { Services } from '../http/services';
-import { isFhirDate, NOT_A_CALENDAR_DAY } from '../core/fhir-dates';
-import { FHIR_DATE } from '../mapping/index';
+import { DATE, isFhirDate, NOT_A_CALENDAR_DAY } from '../core/fhir-dates';
 import type { MappingSet } from '../mapping/types';
 import { normaliseName } from '../core/normalise';
 import { PatientService, type Demographics, type StatedReason } from '../patients/service';
@@ -32,7 +31,7 @@ const Name = z
 // given, as the patient's birth date is recorded (docs/integrators.md "Patients").
 const DateOfBirth = z
   .string()
-  .regex(FHIR_DATE, 'must be a date: YYYY-MM-DD, or YYYY-MM or YYYY when the day or month is not known')
+  .regex(DATE, 'must be a date: YYYY-MM-DD, or YYYY-MM or YYYY when the day or month is not known')
   .refine(isFhirDate, NOT_A_CALENDAR_DAY)
   .refine((date) => date <= new Date().toISOString().slice(0, date.length), 'must not be in the future')
   .refine((date) => date >= '1880', 'must be after 1880')

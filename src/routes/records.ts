@@ -8,8 +8,8 @@ import { registeredPatient } from '../healthid/registry';
 import type { Services } from '../http/services';
 import { CDSS_ALERT, flagOf, organizationOf, RecordsService, SUMMARY_SIZES, type EncounterPush, type LabResultPush } from '../records/service';
 import type { MappingSet } from '../mapping/types';
-import { isFhirDateTime, NOT_A_CALENDAR_DAY } from '../core/fhir-dates';
-import { DATE_TIME, declaredValues } from '../mapping/index';
+import { DATE_TIME, isFhirDateTime, NOT_A_CALENDAR_DAY } from '../core/fhir-dates';
+import { declaredValues } from '../mapping/index';
 import { recordType, recordTypes, tagNames, type RecordType } from '../mapping/record-types';
 
 const CONNECT = '/api/v1/connect';
