@@ -217,3 +217,12 @@ describe('a resource a reference leads to, named (toText(), resolve().join())', 
     expect(textOf({ resourceType: 'Practitioner' })).toBeUndefined();
   });
 });
+
+describe('a date-time written into a FHIR instant', () => {
+  const maps = loadMappings();
+  const result = (issued_at: string) => ({ id: 'r1', patient_id: 'p1', test_name: 'Hemoglobin', status: 'final', effective_at: '2024-01-05', issued_at });
+  it('needs the time to the second with a zone (Observation.issued): a day alone is refused, naming the field', () => {
+    expect(() => maps.get('lab-result').toFhir(result('2024-01-05'))).toThrow(/issued_at.*not a full date-time/);
+    expect((maps.get('lab-result').toFhir(result('2024-01-05T10:30:00+02:00')) as { issued?: string }).issued).toBe('2024-01-05T10:30:00+02:00');
+  });
+});
